@@ -1,0 +1,59 @@
+# cachelab: the single front door. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CARGO ?= cargo
+FUZZ_SECONDS ?= 30
+export CARGO_TERM_COLOR ?= never
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+system-deps: ## install memcached (and python3-venv) from the OS packages if missing
+	@scripts/install-system-deps.sh
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install: system-deps $(PY) ## install cachelab and its test tools into .venv (release build)
+	$(PY) -m pip install -q -e '.[test]'
+
+build: $(PY) ## rebuild the Rust extension into .venv after a change (release)
+	$(VENV)/bin/maturin develop --release -q
+
+demo: install ## the main job on the embedded default: a quick profile of a private memcached
+	$(VENV)/bin/cachelab profile --quick --format table --out cachelab-out/demo
+
+test: install ## run every test: Rust (unit, property, real memcached), fuzz build, Python
+	$(CARGO) test --workspace --quiet
+	$(MAKE) --no-print-directory fuzz-build
+	$(PY) -m pytest -q
+
+lint: $(PY) ## rustfmt, clippy (warnings are errors), ruff
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	$(VENV)/bin/ruff check python tests benches
+
+fuzz-build: ## build the decoder fuzz target (libFuzzer, coverage instrumentation, stable Rust)
+	cd fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --quiet --release
+
+fuzz: fuzz-build ## fuzz the decoder for FUZZ_SECONDS (default 30)
+	mkdir -p fuzz/corpus/decode
+	fuzz/target/release/decode -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/decode fuzz/seeds
+
+bench: install ## measurement overhead: cachelab vs raw-socket floor vs pymemcache, side by side
+	$(PY) benches/profile_overhead.py
+
+clean: ## remove build outputs (keeps .venv)
+	$(CARGO) clean
+	rm -rf fuzz/target python/cachelab/*.so
+
+FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+	-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+	-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks
+
+.PHONY: help system-deps install build demo test lint fuzz-build fuzz bench clean

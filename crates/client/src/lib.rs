@@ -1,0 +1,408 @@
+//! A memcached client: one connection, text and meta protocol, over TCP or a Unix socket.
+//!
+//! [`Connection`] is async (tokio); [`BlockingConnection`] wraps it with a private
+//! current-thread runtime. Every wait — connecting, writing, reading — has a deadline, and a
+//! request that times out leaves the connection unusable (its replies may still arrive and
+//! would be read as the answer to the next request), so it is marked broken and the caller
+//! reconnects.
+//!
+//! Pipelining: [`Connection::pipeline`] writes many commands at once and reads their replies in
+//! order. Each command gets exactly one reply; the quiet meta flag is refused for that reason.
+
+mod address;
+mod blocking;
+mod error;
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+pub use address::Address;
+pub use blocking::BlockingConnection;
+pub use cachelab_proto as proto;
+pub use error::{Error, ErrorKind};
+
+use cachelab_proto::response::{complete_len, parse};
+use cachelab_proto::{Command, DecodeError, Key, MetaFlags, MetaStatus, Response, Store, Value};
+
+/// Deadlines for one connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub connect_timeout: Duration,
+    /// Deadline for one request (or one pipeline): from the first byte written to the last read.
+    pub request_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    async fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.write_all(buf).await,
+            Stream::Unix(s) => s.write_all(buf).await,
+        }
+    }
+
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read_buf(buf).await,
+            Stream::Unix(s) => s.read_buf(buf).await,
+        }
+    }
+}
+
+/// One connection to one server.
+pub struct Connection {
+    stream: Stream,
+    address: Address,
+    rbuf: BytesMut,
+    wbuf: Vec<u8>,
+    options: Options,
+    broken: Option<ErrorKind>,
+}
+
+const READ_CHUNK: usize = 64 * 1024;
+
+impl Connection {
+    /// Connects within `options.connect_timeout`.
+    pub async fn connect(address: &Address, options: Options) -> Result<Connection, Error> {
+        let connect = async {
+            match address {
+                Address::Tcp(hostport) => {
+                    let s = TcpStream::connect(hostport.as_str()).await?;
+                    s.set_nodelay(true)?;
+                    Ok(Stream::Tcp(s))
+                }
+                Address::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await?)),
+            }
+        };
+        let stream = match tokio::time::timeout(options.connect_timeout, connect).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(Error::Connect {
+                    address: address.to_string(),
+                    source: e,
+                })
+            }
+            Err(_) => {
+                return Err(Error::ConnectTimeout {
+                    address: address.to_string(),
+                    after: options.connect_timeout,
+                })
+            }
+        };
+        Ok(Connection {
+            stream,
+            address: address.clone(),
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: Vec::with_capacity(4096),
+            options,
+            broken: None,
+        })
+    }
+
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    pub fn options(&self) -> Options {
+        self.options
+    }
+
+    /// Why the connection can no longer be used, if it can't.
+    pub fn broken(&self) -> Option<ErrorKind> {
+        self.broken
+    }
+
+    /// Sends one command and reads its reply. Error replies are returned as responses.
+    pub async fn send(&mut self, cmd: &Command) -> Result<Response, Error> {
+        let mut out = self.pipeline(std::slice::from_ref(cmd)).await?;
+        Ok(out.pop().expect("one reply per command"))
+    }
+
+    /// Writes all `cmds` at once, then reads one reply for each, in order.
+    pub async fn pipeline(&mut self, cmds: &[Command]) -> Result<Vec<Response>, Error> {
+        if let Some(kind) = self.broken {
+            return Err(Error::Broken(kind));
+        }
+        self.wbuf.clear();
+        for c in cmds {
+            c.encode(&mut self.wbuf);
+        }
+        let deadline = self.options.request_timeout;
+        let result = match tokio::time::timeout(deadline, self.exchange(cmds)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout { after: deadline }),
+        };
+        if let Err(e) = &result {
+            self.broken = Some(e.kind());
+        }
+        result
+    }
+
+    async fn exchange(&mut self, cmds: &[Command]) -> Result<Vec<Response>, Error> {
+        self.stream.write_all(&self.wbuf).await.map_err(Error::Io)?;
+        let mut replies = Vec::with_capacity(cmds.len());
+        for c in cmds {
+            replies.push(self.read_reply(c).await?);
+        }
+        Ok(replies)
+    }
+
+    async fn read_reply(&mut self, cmd: &Command) -> Result<Response, Error> {
+        let expect = cmd.expect();
+        loop {
+            match complete_len(expect, &self.rbuf) {
+                Ok(n) => {
+                    let bytes = self.rbuf.split_to(n).freeze();
+                    return parse(expect, &bytes).map_err(Error::Protocol);
+                }
+                Err(DecodeError::Incomplete) => {
+                    if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
+                        self.rbuf.reserve(READ_CHUNK);
+                    }
+                    if self
+                        .stream
+                        .read_buf(&mut self.rbuf)
+                        .await
+                        .map_err(Error::Io)?
+                        == 0
+                    {
+                        return Err(Error::Closed);
+                    }
+                }
+                Err(e) => return Err(Error::Protocol(e)),
+            }
+        }
+    }
+
+    /// Sends one command and turns error replies into [`Error`]s.
+    async fn checked(&mut self, cmd: &Command) -> Result<Response, Error> {
+        match self.send(cmd).await? {
+            Response::Error => Err(Error::UnknownCommand),
+            Response::ClientError(m) => Err(Error::ClientError(m)),
+            Response::ServerError(m) => Err(Error::ServerError(m)),
+            r => Ok(r),
+        }
+    }
+
+    /// `get` of one key: `None` on a miss.
+    pub async fn get(&mut self, key: &Key) -> Result<Option<Value>, Error> {
+        let mut found = self.get_multi(std::slice::from_ref(key)).await?;
+        Ok(found.pop())
+    }
+
+    /// One `get` command for many keys; misses are absent from the result.
+    pub async fn get_multi(&mut self, keys: &[Key]) -> Result<Vec<Value>, Error> {
+        match self.checked(&Command::Get(keys.to_vec())).await? {
+            Response::Values(v) => Ok(v),
+            r => Err(Error::unexpected("get", &r)),
+        }
+    }
+
+    /// `gets`: values with their CAS tokens.
+    pub async fn gets(&mut self, keys: &[Key]) -> Result<Vec<Value>, Error> {
+        match self.checked(&Command::Gets(keys.to_vec())).await? {
+            Response::Values(v) => Ok(v),
+            r => Err(Error::unexpected("gets", &r)),
+        }
+    }
+
+    /// `set`: true when stored.
+    pub async fn set(
+        &mut self,
+        key: &Key,
+        data: Bytes,
+        flags: u32,
+        exptime: u32,
+    ) -> Result<bool, Error> {
+        let store = Store {
+            key: key.clone(),
+            flags,
+            exptime,
+            data,
+        };
+        self.stored("set", &Command::Set(store)).await
+    }
+
+    /// `add`: true when stored, false when the key already existed.
+    pub async fn add(
+        &mut self,
+        key: &Key,
+        data: Bytes,
+        flags: u32,
+        exptime: u32,
+    ) -> Result<bool, Error> {
+        let store = Store {
+            key: key.clone(),
+            flags,
+            exptime,
+            data,
+        };
+        self.stored("add", &Command::Add(store)).await
+    }
+
+    async fn stored(&mut self, verb: &'static str, cmd: &Command) -> Result<bool, Error> {
+        match self.checked(cmd).await? {
+            Response::Stored => Ok(true),
+            Response::NotStored | Response::Exists | Response::NotFound => Ok(false),
+            r => Err(Error::unexpected(verb, &r)),
+        }
+    }
+
+    /// `delete`: true when the key existed.
+    pub async fn delete(&mut self, key: &Key) -> Result<bool, Error> {
+        match self.checked(&Command::Delete(key.clone())).await? {
+            Response::Deleted => Ok(true),
+            Response::NotFound => Ok(false),
+            r => Err(Error::unexpected("delete", &r)),
+        }
+    }
+
+    /// `touch`: true when the key existed.
+    pub async fn touch(&mut self, key: &Key, exptime: u32) -> Result<bool, Error> {
+        match self
+            .checked(&Command::Touch {
+                key: key.clone(),
+                exptime,
+            })
+            .await?
+        {
+            Response::Touched => Ok(true),
+            Response::NotFound => Ok(false),
+            r => Err(Error::unexpected("touch", &r)),
+        }
+    }
+
+    /// `incr`: the new value, or `None` when the key does not exist.
+    pub async fn incr(&mut self, key: &Key, delta: u64) -> Result<Option<u64>, Error> {
+        match self
+            .checked(&Command::Incr {
+                key: key.clone(),
+                delta,
+            })
+            .await?
+        {
+            Response::Number(n) => Ok(Some(n)),
+            Response::NotFound => Ok(None),
+            r => Err(Error::unexpected("incr", &r)),
+        }
+    }
+
+    /// `decr`: the new value, or `None` when the key does not exist.
+    pub async fn decr(&mut self, key: &Key, delta: u64) -> Result<Option<u64>, Error> {
+        match self
+            .checked(&Command::Decr {
+                key: key.clone(),
+                delta,
+            })
+            .await?
+        {
+            Response::Number(n) => Ok(Some(n)),
+            Response::NotFound => Ok(None),
+            r => Err(Error::unexpected("decr", &r)),
+        }
+    }
+
+    /// `stats` or `stats <group>`.
+    pub async fn stats(&mut self, group: Option<&str>) -> Result<Vec<(String, String)>, Error> {
+        let group = group.map(Key::new).transpose().map_err(Error::Key)?;
+        match self.checked(&Command::Stats(group)).await? {
+            Response::Stats(s) => Ok(s),
+            r => Err(Error::unexpected("stats", &r)),
+        }
+    }
+
+    pub async fn version(&mut self) -> Result<String, Error> {
+        match self.checked(&Command::Version).await? {
+            Response::Version(v) => Ok(v),
+            r => Err(Error::unexpected("version", &r)),
+        }
+    }
+
+    /// `mg <key> <flags>`: the raw meta reply (`VA`, `HD` or `EN`).
+    pub async fn meta_get(&mut self, key: &Key, flags: &MetaFlags) -> Result<MetaReply, Error> {
+        let cmd = Command::MetaGet {
+            key: key.clone(),
+            flags: flags.clone(),
+        };
+        self.meta("mg", &cmd).await
+    }
+
+    /// `ms <key> <len> <flags>`.
+    pub async fn meta_set(
+        &mut self,
+        key: &Key,
+        data: Bytes,
+        flags: &MetaFlags,
+    ) -> Result<MetaReply, Error> {
+        let cmd = Command::MetaSet {
+            key: key.clone(),
+            data,
+            flags: flags.clone(),
+        };
+        self.meta("ms", &cmd).await
+    }
+
+    /// `md <key> <flags>`.
+    pub async fn meta_delete(&mut self, key: &Key, flags: &MetaFlags) -> Result<MetaReply, Error> {
+        let cmd = Command::MetaDelete {
+            key: key.clone(),
+            flags: flags.clone(),
+        };
+        self.meta("md", &cmd).await
+    }
+
+    /// `mn`: a round trip that does nothing on the server.
+    pub async fn meta_noop(&mut self) -> Result<(), Error> {
+        self.meta("mn", &Command::MetaNoop).await.map(|_| ())
+    }
+
+    async fn meta(&mut self, verb: &'static str, cmd: &Command) -> Result<MetaReply, Error> {
+        match self.checked(cmd).await? {
+            Response::Meta {
+                status,
+                flags,
+                data,
+            } => Ok(MetaReply {
+                status,
+                flags,
+                data,
+            }),
+            r => Err(Error::unexpected(verb, &r)),
+        }
+    }
+}
+
+/// A meta-protocol reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaReply {
+    pub status: MetaStatus,
+    /// Returned flags, raw and space separated (e.g. `f0 t-1`).
+    pub flags: Bytes,
+    pub data: Option<Bytes>,
+}
+
+impl MetaReply {
+    /// The token returned for flag `letter`.
+    pub fn flag(&self, letter: u8) -> Option<&[u8]> {
+        self.flags
+            .split(|&b| b == b' ')
+            .find(|t| t.first() == Some(&letter))
+            .map(|t| &t[1..])
+    }
+}

@@ -1,0 +1,122 @@
+//! Latency histograms.
+//!
+//! Latencies are recorded in nanoseconds in an HdrHistogram with 3 significant digits, covering
+//! 1 ns to 1 hour. Histograms travel between verbs (and to other HdrHistogram tools) in the
+//! standard V2 compressed encoding, base64 encoded: the form `HistogramLogWriter` and
+//! `Histogram.decodeFromCompressedByteBuffer` in the Java and Python libraries use.
+
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+
+pub use hdrhistogram;
+
+/// The highest latency a histogram can hold: one hour, in nanoseconds.
+pub const MAX_NS: u64 = 3_600_000_000_000;
+/// Significant decimal digits kept.
+pub const SIGFIGS: u8 = 3;
+
+/// A latency histogram in nanoseconds.
+pub type Latency = Histogram<u64>;
+
+/// An empty latency histogram (1 ns .. 1 h, 3 significant digits).
+pub fn latency() -> Latency {
+    Histogram::new_with_bounds(1, MAX_NS, SIGFIGS).expect("valid histogram bounds")
+}
+
+/// Records `ns`, clamped into the histogram's range so an outlier is kept, never dropped.
+pub fn record(h: &mut Latency, ns: u64) {
+    h.saturating_record(ns.clamp(1, MAX_NS));
+}
+
+/// Why a histogram could not be decoded.
+#[derive(Debug)]
+pub struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid histogram: {}", self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// V2 compressed, base64.
+pub fn encode(h: &Latency) -> String {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut buf)
+        .expect("serializing into memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// The inverse of [`encode`]; also reads uncompressed V2 as written by other tools.
+pub fn decode(b64: &str) -> Result<Latency, DecodeError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|e| DecodeError(format!("not base64: {e}")))?;
+    let h: Latency = Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| DecodeError(format!("{e:?}")))?;
+    Ok(h)
+}
+
+/// The value at each percentile (0–100), in nanoseconds. An empty histogram gives zeros.
+pub fn percentiles(h: &Latency, ps: &[f64]) -> Vec<u64> {
+    ps.iter()
+        .map(|&p| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_percentile(p.clamp(0.0, 100.0))
+            }
+        })
+        .collect()
+}
+
+/// Builds a histogram from recorded values (used for built-in profiles made from tables).
+pub fn from_values(values: impl IntoIterator<Item = u64>) -> Latency {
+    let mut h = latency();
+    for v in values {
+        record(&mut h, v);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trip_keeps_every_count() {
+        let h = from_values((1..=10_000u64).map(|i| i * 997));
+        let back = decode(&encode(&h)).unwrap();
+        assert_eq!(back.len(), 10_000);
+        assert_eq!(back, h);
+        assert_eq!(percentiles(&back, &[50.0]), percentiles(&h, &[50.0]));
+    }
+
+    #[test]
+    fn percentiles_are_within_three_significant_digits() {
+        let h = from_values((1..=100_000u64).map(|i| i * 1000));
+        let [p50, p99] = percentiles(&h, &[50.0, 99.0])[..] else {
+            panic!()
+        };
+        assert!((p50 as f64 / 50_000_000.0 - 1.0).abs() < 1e-3, "{p50}");
+        assert!((p99 as f64 / 99_000_000.0 - 1.0).abs() < 1e-3, "{p99}");
+    }
+
+    #[test]
+    fn outliers_are_clamped_not_dropped() {
+        let mut h = latency();
+        record(&mut h, 0);
+        record(&mut h, u64::MAX);
+        assert_eq!(h.len(), 2);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(decode("not base64!").is_err());
+        assert!(decode("aGVsbG8=").is_err());
+    }
+}

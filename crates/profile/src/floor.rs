@@ -1,0 +1,135 @@
+//! The loopback floor: the smallest request/response the server knows, on a raw blocking
+//! socket, with no client library in the way.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use cachelab_client::{Address, Error, Options};
+
+enum Raw {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// A raw connection that times one minimal round trip.
+pub struct Floor {
+    raw: Raw,
+    request: &'static [u8],
+    buf: Vec<u8>,
+}
+
+impl Floor {
+    pub fn connect(
+        address: &Address,
+        options: Options,
+        command: &'static str,
+    ) -> Result<Floor, Error> {
+        let err = |source| Error::Connect {
+            address: address.to_string(),
+            source,
+        };
+        let raw = match address {
+            Address::Tcp(hp) => {
+                let addr = std::net::ToSocketAddrs::to_socket_addrs(hp.as_str())
+                    .map_err(err)?
+                    .next()
+                    .ok_or_else(|| err(std::io::Error::other("no address")))?;
+                let s = TcpStream::connect_timeout(&addr, options.connect_timeout).map_err(err)?;
+                s.set_nodelay(true).map_err(Error::Io)?;
+                s.set_read_timeout(Some(options.request_timeout))
+                    .map_err(Error::Io)?;
+                s.set_write_timeout(Some(options.request_timeout))
+                    .map_err(Error::Io)?;
+                Raw::Tcp(s)
+            }
+            Address::Unix(p) => {
+                let s = UnixStream::connect(p).map_err(err)?;
+                s.set_read_timeout(Some(options.request_timeout))
+                    .map_err(Error::Io)?;
+                s.set_write_timeout(Some(options.request_timeout))
+                    .map_err(Error::Io)?;
+                Raw::Unix(s)
+            }
+        };
+        let request: &'static [u8] = if command == "mn" {
+            b"mn\r\n"
+        } else {
+            b"version\r\n"
+        };
+        Ok(Floor {
+            raw,
+            request,
+            buf: Vec::with_capacity(256),
+        })
+    }
+
+    /// One round trip; returns the reply line (without `\r\n`) and the time it took.
+    pub fn round_trip(&mut self) -> Result<(Vec<u8>, Duration), Error> {
+        let t0 = Instant::now();
+        match &mut self.raw {
+            Raw::Tcp(s) => exchange(s, self.request, &mut self.buf)?,
+            Raw::Unix(s) => exchange(s, self.request, &mut self.buf)?,
+        }
+        let took = t0.elapsed();
+        Ok((self.buf[..self.buf.len() - 2].to_vec(), took))
+    }
+
+    /// One timed round trip.
+    pub fn measure(&mut self) -> Result<Duration, Error> {
+        let t0 = Instant::now();
+        match &mut self.raw {
+            Raw::Tcp(s) => exchange(s, self.request, &mut self.buf)?,
+            Raw::Unix(s) => exchange(s, self.request, &mut self.buf)?,
+        }
+        Ok(t0.elapsed())
+    }
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::Timeout {
+            after: Duration::ZERO,
+        },
+        _ => Error::Io(e),
+    }
+}
+
+/// Writes `request` and reads one `\r\n`-terminated line into `buf`.
+fn exchange<S: Read + Write>(s: &mut S, request: &[u8], buf: &mut Vec<u8>) -> Result<(), Error> {
+    s.write_all(request).map_err(io_error)?;
+    buf.clear();
+    let mut chunk = [0u8; 256];
+    loop {
+        let n = s.read(&mut chunk).map_err(io_error)?;
+        if n == 0 {
+            return Err(Error::Closed);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.ends_with(b"\r\n") {
+            return Ok(());
+        }
+        if buf.len() > 1024 {
+            return Err(Error::Unexpected {
+                command: "floor",
+                reply: String::from_utf8_lossy(buf).into(),
+            });
+        }
+    }
+}
+
+/// Finds the minimal command this server answers: `mn` if it speaks the meta protocol,
+/// else `version`.
+pub fn probe(address: &Address, options: Options) -> Result<&'static str, Error> {
+    let mut f = Floor::connect(address, options, "mn")?;
+    let (reply, _) = f.round_trip()?;
+    match &reply[..] {
+        b"MN" => Ok("mn"),
+        _ => {
+            let mut f = Floor::connect(address, options, "version")?;
+            f.round_trip()?;
+            Ok("version")
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The profile engine against a real memcached.
+
+#[path = "../../client/tests/support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use cachelab_client::{BlockingConnection, Options};
+use cachelab_profile::{run, Op, Progress, Protocol, Spec};
+use support::Memcached;
+
+fn spec(address: &str, protocol: Protocol, concurrency: usize) -> Spec {
+    Spec {
+        address: address.parse().unwrap(),
+        sizes: vec![1, 1000, 100_000],
+        key_counts: vec![1, 5, 20],
+        multi_value_size: 1000,
+        samples: 50,
+        warmup: 5,
+        concurrency,
+        protocol,
+        options: Options::default(),
+        seed: 7,
+        prefix: "cachelab-test:run1".into(),
+        give_up_after: Duration::from_secs(2),
+    }
+}
+
+fn curr_items(mc: &Memcached) -> u64 {
+    let mut c =
+        BlockingConnection::connect(&mc.address.parse().unwrap(), Options::default()).unwrap();
+    let stats = c.stats(None).unwrap();
+    stats
+        .iter()
+        .find(|(k, _)| k == "curr_items")
+        .unwrap()
+        .1
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn every_cell_gets_its_samples_and_nothing_is_left_behind() {
+    let mc = Memcached::start();
+    for (protocol, concurrency) in [(Protocol::Text, 1), (Protocol::Meta, 3)] {
+        let progress = Progress::new();
+        let out = run(&spec(&mc.address, protocol, concurrency), &progress).unwrap();
+        assert_eq!(out.cells.len(), 1 + 3 + 3 + 3);
+        for c in &out.cells {
+            assert_eq!(c.hist.len(), 50, "{:?} {} {}", c.op, c.value_size, c.keys);
+            assert_eq!(
+                (c.error_count(), c.mismatches, c.misses),
+                (0, 0, 0),
+                "{c:?}"
+            );
+        }
+        assert_eq!(out.cells[0].op, Op::Floor);
+        assert_eq!(out.floor_command, "mn");
+        assert_eq!((out.leftover_keys, out.cleaned_up_keys), (0, 0));
+        assert!(!out.cancelled && out.aborted.is_none());
+        assert_eq!(
+            progress.done.load(std::sync::atomic::Ordering::Relaxed),
+            progress.total.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        assert!(out.server.version.starts_with("1."));
+        assert!(out.server.settings.iter().any(|(k, _)| k == "num_threads"));
+        assert_eq!(curr_items(&mc), 0, "every key written was deleted");
+    }
+}
+
+#[test]
+fn a_server_that_dies_mid_run_ends_the_run_with_counts_not_a_hang() {
+    let mut mc = Memcached::start();
+    let mut s = spec(&mc.address, Protocol::Text, 1);
+    s.samples = 1_000_000;
+    let progress = Progress::new();
+    let started = std::time::Instant::now();
+    let out = std::thread::scope(|scope| {
+        let h = scope.spawn(|| run(&s, &progress));
+        while progress.done.load(std::sync::atomic::Ordering::Relaxed) < 200 {
+            std::thread::yield_now();
+        }
+        mc.kill();
+        h.join().unwrap().unwrap()
+    });
+    assert!(
+        out.aborted.as_deref().unwrap_or("").contains("gave up"),
+        "{:?}",
+        out.aborted
+    );
+    let errors: u64 = out.cells.iter().map(|c| c.error_count()).sum();
+    assert!(errors > 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn cancel_stops_early_and_keeps_partial_results() {
+    let mc = Memcached::start();
+    let mut s = spec(&mc.address, Protocol::Text, 2);
+    s.samples = 1_000_000;
+    let progress = Progress::new();
+    let out = std::thread::scope(|scope| {
+        let h = scope.spawn(|| run(&s, &progress));
+        while progress.done.load(std::sync::atomic::Ordering::Relaxed) < 500 {
+            std::thread::yield_now();
+        }
+        progress.cancel();
+        h.join().unwrap().unwrap()
+    });
+    assert!(out.cancelled);
+    assert!(!out.cells[1].hist.is_empty());
+    assert_eq!(curr_items(&mc), 0);
+}
+
+#[test]
+fn bad_specs_are_refused_before_anything_is_sent() {
+    let mc = Memcached::start();
+    let mut s = spec(&mc.address, Protocol::Text, 1);
+    s.prefix = "has space".into();
+    assert!(run(&s, &Progress::new())
+        .unwrap_err()
+        .to_string()
+        .contains("prefix"));
+    let mut s = spec(&mc.address, Protocol::Text, 1);
+    s.key_counts = vec![0];
+    assert!(run(&s, &Progress::new()).is_err());
+}

@@ -1,0 +1,84 @@
+"""The ``cachelab`` command: one subcommand per verb, each a thin layer over the library.
+
+Exit codes (every verb):
+
+    0  success
+    1  the run completed but found problems it reports (errors, verification mismatches)
+    2  usage or input error (one line on stderr, no traceback)
+    3  the server was unreachable or failed
+    130  interrupted (Ctrl-C or SIGTERM); partial results were saved
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+
+from cachelab.errors import CachelabError, Interrupted
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line: what is wrong and where to look."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _verbs() -> list:
+    from cachelab.cli import profile
+
+    return [profile]
+
+
+def build_parser() -> Parser:
+    from cachelab import __version__
+
+    parser = Parser(
+        prog="cachelab",
+        description="Measure, model and simulate memcached: latency profiles, load, "
+        "scalability and caching strategies.",
+        epilog="Exit codes: 0 ok, 1 completed with reported problems, 2 usage or input error, "
+        "3 server unreachable or failed, 130 interrupted. Run 'cachelab VERB --help' for a verb.",
+    )
+    parser.add_argument("--version", action="version", version=f"cachelab {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
+    sub.required = True
+    for verb in _verbs():
+        verb.add_parser(sub)
+    return parser
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script. Returns the exit code (and exits with it)."""
+    code = run(argv)
+    sys.exit(code)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Runs one command line and returns its exit code, printing errors as one line."""
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except CachelabError as e:
+        print(f"cachelab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("cachelab: interrupted", file=sys.stderr)
+        return Interrupted.exit_code
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); not an error of ours.
+        try:
+            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - swallow the final flush
+        except OSError:
+            pass
+        return EXIT_OK

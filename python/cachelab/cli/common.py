@@ -1,0 +1,73 @@
+"""Options every verb shares (see DESIGN.md, "The CLI contract"), and their handling."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from cachelab.errors import UsageError
+
+
+def add_output_options(p: argparse.ArgumentParser, verb: str) -> None:
+    p.add_argument(
+        "--out", type=Path, metavar="DIR",
+        help=f"write {verb}.json, CSV tables and plots here "
+        f"(default: cachelab-out/{verb}-<date>-<time>)",
+    )
+    p.add_argument(
+        "--format", choices=("table", "json"), default=None,
+        help="what goes to stdout: a human table (default on a terminal) or the result JSON",
+    )
+
+
+def add_server_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "server", "Without --server or --socket, a private memcached is started on a free "
+        "loopback port and stopped at exit."
+    )
+    g.add_argument(
+        "--server", action="append", metavar="HOST:PORT",
+        help="the memcached to measure (repeatable for a pool, where the verb supports one)",
+    )
+    g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
+    g.add_argument(
+        "--server-threads", type=int, default=4, metavar="N",
+        help="threads of the private memcached (-t; default 4)",
+    )
+    g.add_argument(
+        "--server-memory", type=int, default=64, metavar="MB",
+        help="memory of the private memcached (-m; default 64)",
+    )
+
+
+def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | None:
+    """The one address to use, or None for a private server."""
+    servers = args.server or []
+    if args.socket and servers:
+        raise UsageError("give --server or --socket, not both")
+    if len(servers) > 1 and not pool:
+        raise UsageError(f"this verb measures one server; got {len(servers)} --server options")
+    if args.socket:
+        return f"unix:{args.socket}"
+    if servers:
+        s = servers[0]
+        if ":" not in s or not s.rsplit(":", 1)[1].isdigit():
+            raise UsageError(f"--server {s!r} is not HOST:PORT")
+        return s
+    if args.server_threads < 1 or args.server_memory < 1:
+        raise UsageError("--server-threads and --server-memory must be at least 1")
+    return None
+
+
+def output_dir(args: argparse.Namespace, verb: str) -> Path:
+    if args.out is not None:
+        return args.out
+    return Path("cachelab-out") / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def stdout_format(args: argparse.Namespace) -> str:
+    if args.format:
+        return args.format
+    return "table" if sys.stdout.isatty() else "json"

@@ -1,0 +1,76 @@
+"""The exceptions cachelab raises, as one hierarchy.
+
+    CachelabError
+    ├── UsageError               bad option or input (CLI exit code 2)
+    │   ├── InvalidKey           a key memcached would refuse or that could inject a command
+    │   └── InputError           a malformed file: names the file and line
+    ├── ServerError              the server misbehaved or went away (CLI exit code 3)
+    │   ├── MemcachedNotInstalled
+    │   ├── ServerUnreachable    could not connect
+    │   ├── ServerTimeout        no reply within the deadline
+    │   ├── ConnectionClosed     the server closed or reset the connection
+    │   ├── ProtocolError        bytes that are not a valid reply
+    │   └── ServerReplyError     ERROR / CLIENT_ERROR / SERVER_ERROR from the server
+    └── Interrupted              stopped by Ctrl-C or SIGTERM (partial results were kept)
+
+The Rust core raises these classes directly, so ``except cachelab.errors.ServerTimeout`` works
+the same for library and CLI code.
+"""
+
+from __future__ import annotations
+
+
+class CachelabError(Exception):
+    """Base class of every error cachelab raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(CachelabError, ValueError):
+    """A bad option, argument or input."""
+
+    exit_code = 2
+
+
+class InvalidKey(UsageError):
+    """A key that is empty, longer than 250 bytes, or holds whitespace or control bytes."""
+
+
+class InputError(UsageError):
+    """A malformed input file; the message names the file and line."""
+
+
+class ServerError(CachelabError):
+    """The server could not be reached, or failed while we talked to it."""
+
+    exit_code = 3
+
+
+class MemcachedNotInstalled(ServerError):
+    """No memcached binary was found for a private server."""
+
+
+class ServerUnreachable(ServerError, ConnectionError):
+    """Connecting failed or timed out."""
+
+
+class ServerTimeout(ServerError, TimeoutError):
+    """A request got no reply within its deadline."""
+
+
+class ConnectionClosed(ServerError, ConnectionError):
+    """The server closed or reset the connection."""
+
+
+class ProtocolError(ServerError):
+    """The server sent bytes that are not a valid reply."""
+
+
+class ServerReplyError(ServerError):
+    """The server answered ERROR, CLIENT_ERROR or SERVER_ERROR."""
+
+
+class Interrupted(CachelabError):
+    """The run was stopped by a signal; partial results were kept."""
+
+    exit_code = 130

@@ -1,0 +1,1 @@
+"""Plots of measured and simulated latency distributions."""

@@ -1,0 +1,373 @@
+"""Latency profiles: measure them (:func:`profile`), load them (:func:`load_profile`).
+
+A latency profile is the artifact documented in ``docs/artifacts.md`` (schema
+``cachelab.latency-profile``, version 1): for each operation — get by value size, set by value
+size, multi-get by key count, and the loopback floor — an HdrHistogram of latencies in
+nanoseconds plus sample, error, mismatch and miss counts, and the facts needed to trust it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cachelab import _core, environment
+from cachelab.errors import InputError, Interrupted, UsageError
+from cachelab.tables import PERCENTILES, pct_key
+
+SCHEMA = "cachelab.latency-profile"
+SCHEMA_VERSION = 1
+
+DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+DEFAULT_KEY_COUNTS = (1, 3, 5, 10, 100)
+DEFAULT_MULTI_VALUE_SIZE = 1_000
+
+#: Rows of the printed tables and keys of each cell's ``percentiles``.
+TABLE_ROWS = tuple(pct_key(p) for p in PERCENTILES) + ("max",)
+
+#: The operations a profile holds, in the order they are reported.
+OPS = ("get", "set", "multiget")
+
+
+@dataclass
+class ProfileSpec:
+    """What ``profile`` measures. Defaults are the seed experiment's: 10,000 samples each."""
+
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    key_counts: tuple[int, ...] = DEFAULT_KEY_COUNTS
+    multi_value_size: int = DEFAULT_MULTI_VALUE_SIZE
+    samples: int = 10_000
+    warmup: int = 200
+    concurrency: int = 1
+    protocol: str = "text"
+    timeout: float = 1.0
+    connect_timeout: float = 2.0
+    #: Give up when no request has succeeded for this long (the server is gone).
+    give_up_after: float = 5.0
+    seed: int | None = None
+    #: Every key written starts with this; made unique per run when not given.
+    prefix: str | None = None
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> ProfileSpec:
+        """The same shape, small: 500 samples per cell after 20 warm-up samples."""
+        return cls(**{"samples": 500, "warmup": 20, **overrides})
+
+    def check(self) -> None:
+        """Raises UsageError naming the first bad field."""
+        if self.protocol not in ("text", "meta"):
+            raise UsageError(f"protocol must be text or meta, not {self.protocol!r}")
+        if self.samples < 1:
+            raise UsageError("samples must be at least 1")
+        if self.warmup < 0:
+            raise UsageError("warm-up must be 0 or more")
+        if not 1 <= self.concurrency <= 1024:
+            raise UsageError("concurrency must be between 1 and 1024")
+        if not self.sizes and not self.key_counts:
+            raise UsageError("nothing to measure: give at least one size or key count")
+        for name in ("timeout", "connect_timeout", "give_up_after"):
+            value = getattr(self, name)
+            if not 0 < value <= 3600:
+                raise UsageError(f"{name.replace('_', '-')} must be between 0 and 3600 seconds")
+
+
+@dataclass
+class Cell:
+    """One measured operation at one value size or key count."""
+
+    op: str
+    value_size: int
+    keys: int
+    samples: int
+    histogram: str
+    errors: dict[str, int] = field(default_factory=dict)
+    mismatches: int = 0
+    misses: int = 0
+    percentiles: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        from cachelab.units import format_size
+
+        if self.op == "multiget":
+            return f"{self.keys} key" + ("" if self.keys == 1 else "s")
+        if self.op == "floor":
+            return "floor"
+        return format_size(self.value_size)
+
+    def at(self, percentiles: list[float]) -> list[int]:
+        """Latency (ns) at each percentile, read from the histogram."""
+        return _core.hist_percentiles(self.histogram, percentiles) if self.samples else [0] * len(
+            percentiles
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> Cell:
+        try:
+            return cls(
+                op=str(d["op"]),
+                value_size=int(d["value_size"]),
+                keys=int(d["keys"]),
+                samples=int(d["samples"]),
+                histogram=str(d["histogram"]),
+                errors={str(k): int(v) for k, v in dict(d.get("errors", {})).items()},
+                mismatches=int(d.get("mismatches", 0)),
+                misses=int(d.get("misses", 0)),
+                percentiles={str(k): int(v) for k, v in dict(d.get("percentiles", {})).items()},
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{where}: a cell is missing or has a bad field: {e}") from None
+
+
+def _with_percentiles(cell: Cell) -> Cell:
+    values = cell.at([*PERCENTILES, 100.0])
+    cell.percentiles = dict(zip(TABLE_ROWS, values))
+    return cell
+
+
+@dataclass
+class LatencyProfile:
+    """A latency profile: measured by :func:`profile` or loaded by :func:`load_profile`."""
+
+    name: str
+    source: str  # "measured" or "published"
+    created: str
+    cells: list[Cell]
+    server: dict[str, Any] = field(default_factory=dict)
+    client: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
+    published: dict[str, Any] | None = None
+
+    def cells_of(self, op: str) -> list[Cell]:
+        return [c for c in self.cells if c.op == op]
+
+    @property
+    def floor(self) -> Cell | None:
+        return next(iter(self.cells_of("floor")), None)
+
+    def problems(self) -> dict[str, int]:
+        """Counts that make a run's exit code 1: errors, mismatches, misses, keys left behind."""
+        out = {
+            "errors": sum(sum(c.errors.values()) for c in self.cells),
+            "mismatches": sum(c.mismatches for c in self.cells),
+            "misses": sum(c.misses for c in self.cells),
+            "leftover_keys": int(self.run.get("leftover_keys", 0)),
+        }
+        return {k: v for k, v in out.items() if v}
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "name": self.name,
+            "source": self.source,
+            "created": self.created,
+            "unit": "ns",
+            "server": self.server,
+            "client": self.client,
+            "environment": self.environment,
+            "run": self.run,
+            "cells": [asdict(c) for c in self.cells],
+        }
+        if self.published is not None:
+            d["published"] = self.published
+        return d
+
+    def save(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "profile") -> LatencyProfile:
+        if d.get("schema") != SCHEMA:
+            raise InputError(f"{where}: not a latency profile (schema is {d.get('schema')!r})")
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise InputError(
+                f"{where}: latency profile schema version {d.get('schema_version')!r} is not "
+                f"supported (this cachelab reads version {SCHEMA_VERSION})"
+            )
+        cells = d.get("cells")
+        if not isinstance(cells, list):
+            raise InputError(f"{where}: 'cells' must be a list")
+        return cls(
+            name=str(d.get("name", "")),
+            source=str(d.get("source", "measured")),
+            created=str(d.get("created", "")),
+            cells=[Cell.from_dict(c, where) for c in cells],
+            server=dict(d.get("server", {})),
+            client=dict(d.get("client", {})),
+            environment=dict(d.get("environment", {})),
+            run=dict(d.get("run", {})),
+            published=d.get("published"),
+        )
+
+
+def load_profile(name_or_path: str | Path) -> LatencyProfile:
+    """A built-in profile by name (``appengine-2017``) or a saved ``profile.json``."""
+    from cachelab import builtin
+
+    if str(name_or_path) in builtin.PROFILES:
+        return builtin.PROFILES[str(name_or_path)]()
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "profile.json"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        known = ", ".join(builtin.PROFILES)
+        raise InputError(
+            f"{name_or_path}: no such file, and not a built-in profile ({known})"
+        ) from None
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}:1: expected a JSON object")
+    return LatencyProfile.from_dict(data, str(path))
+
+
+def new_prefix() -> str:
+    """A key prefix unique to this run: ``cachelab:<12 hex digits>``."""
+    return f"cachelab:{secrets.token_hex(6)}"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _run_with_progress(
+    spec_dict: dict[str, Any], on_progress: Callable[[int, int], None] | None
+) -> dict[str, Any]:
+    """Runs the Rust profile in a thread; polls progress; Ctrl-C cancels and keeps the partial
+    result, raised as Interrupted with the result attached."""
+    progress = _core.Progress()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = _core.profile_run(spec_dict, progress)
+        except BaseException as e:  # handed to the calling thread
+            box["error"] = e
+
+    thread = threading.Thread(target=work, name="cachelab-profile", daemon=True)
+    thread.start()
+    interrupted = False
+    while thread.is_alive():
+        try:
+            thread.join(0.1)
+            if on_progress:
+                on_progress(progress.done, progress.total)
+        except KeyboardInterrupt:
+            interrupted = True
+            progress.cancel()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    if interrupted:
+        box["result"]["cancelled"] = True
+    return box["result"]
+
+
+def profile(
+    spec: ProfileSpec | None = None,
+    *,
+    server: str | None = None,
+    server_facts: Mapping[str, Any] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> LatencyProfile:
+    """Measures a latency profile of the memcached at ``server`` (``host:port`` or
+    ``unix:/path``), or of a private memcached started for the run when ``server`` is None.
+
+    The measuring runs in Rust with the GIL released. Ctrl-C stops it early: the partial
+    profile is attached to the :class:`~cachelab.errors.Interrupted` raised
+    (``err.partial``). Server-side failures raise :class:`~cachelab.errors.ServerError`
+    subclasses; failures during the run are counted in the cells instead.
+    """
+    spec = spec or ProfileSpec()
+    spec.check()
+    if server is None:
+        from cachelab.servers import PrivateMemcached
+
+        with PrivateMemcached(item_size_max=item_size_for(spec)) as mc:
+            facts = {"private": True, "argv": mc.argv}
+            return profile(spec, server=mc.address, server_facts=facts, on_progress=on_progress)
+
+    seed = spec.seed if spec.seed is not None else secrets.randbits(63)
+    prefix = spec.prefix or new_prefix()
+    spec_dict = {
+        "address": server,
+        "sizes": list(spec.sizes),
+        "key_counts": list(spec.key_counts),
+        "multi_value_size": spec.multi_value_size,
+        "samples": spec.samples,
+        "warmup": spec.warmup,
+        "concurrency": spec.concurrency,
+        "protocol": spec.protocol,
+        "timeout": spec.timeout,
+        "connect_timeout": spec.connect_timeout,
+        "give_up_after": spec.give_up_after,
+        "seed": seed,
+        "prefix": prefix,
+    }
+    started = time.time()
+    raw = _run_with_progress(spec_dict, on_progress)
+    cells = [_with_percentiles(Cell.from_dict(c, "profile run")) for c in raw["cells"]]
+    client = {k: v for k, v in spec_dict.items() if k != "address"}
+    result = LatencyProfile(
+        name=f"measured {server}",
+        source="measured",
+        created=_now(),
+        cells=cells,
+        server={
+            "address": server,
+            "private": False,
+            **dict(server_facts or {}),
+            "version": raw["server"]["version"],
+            "settings": raw["server"]["settings"],
+        },
+        client={**client, "floor_command": raw["floor_command"]},
+        environment=environment.facts(),
+        run={
+            "started_unix": round(started, 3),
+            "elapsed_s": round(raw["elapsed_s"], 3),
+            "cancelled": raw["cancelled"],
+            "aborted": raw["aborted"],
+            "leftover_keys": raw["leftover_keys"],
+            "cleaned_up_keys": raw["cleaned_up_keys"],
+        },
+    )
+    if raw["cancelled"]:
+        err = Interrupted("stopped by a signal; partial results kept")
+        err.partial = result  # type: ignore[attr-defined]
+        raise err
+    return result
+
+
+def item_size_for(spec: ProfileSpec) -> str | None:
+    """memcached's ``-I`` for a private server when the largest value won't fit the default 1m."""
+    largest = max([*spec.sizes, spec.multi_value_size if spec.key_counts else 0])
+    if largest + 4096 <= 1024 * 1024:
+        return None
+    mib = 1
+    while mib * 1024 * 1024 < largest + 4096:
+        mib *= 2
+    return f"{mib}m"
+
+
+def iter_table_columns(p: LatencyProfile, op: str) -> Iterator[tuple[str, dict[str, float]]]:
+    for c in p.cells_of(op):
+        yield c.label, {k: float(v) for k, v in c.percentiles.items()} if c.samples else {}

@@ -1,0 +1,150 @@
+"""A one-line progress bar for long measurements, drawn only on a terminal.
+
+    with Progress(total=10_000, label="get 1KB") as progress:
+        for done in range(1, 10_001):
+            ...
+            progress.update(done)
+
+shows, redrawn in place at most ten times a second::
+
+    get 1KB [##########..............]  42%  4200/10000  1.3k/s  ETA 0:04
+
+When the stream is not a terminal (a pipe, a log file, a test) nothing at all is written, so
+progress output never ends up in captured results.  Output errors such as a closed stream or a
+broken pipe are swallowed: a progress bar must never be the reason a measurement fails.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TextIO
+
+__all__ = ["Progress"]
+
+_REDRAW_INTERVAL = 0.1  # seconds between redraws
+_BAR_WIDTH = 24
+
+
+class Progress:
+    """Progress of ``total`` steps of work, shown as a bar with rate and ETA on ``stream``.
+
+    ``stream`` defaults to :data:`sys.stderr` (looked up when the bar is created); ``enabled``
+    defaults to whether that stream is a terminal.  ``clock`` returns seconds and exists for
+    tests.  Use it as a context manager, or call :meth:`close` when the work is done.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        label: str,
+        *,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total = max(0, int(total))
+        self.label = label
+        self.done = 0
+        self._stream = sys.stderr if stream is None else stream
+        self.enabled = _isatty(self._stream) if enabled is None else enabled
+        self._clock = clock
+        self._start = clock()
+        self._last_draw: float | None = None
+        self._drawn_width = 0
+        self._drawn_done: int | None = None  # the ``done`` shown by the last redraw
+        self._closed = False
+
+    def update(self, done: int) -> None:
+        """Record that ``done`` steps are complete, redrawing if the last redraw was long ago.
+
+        The first update, and the one that reaches ``total``, are always drawn.
+        """
+        self.done = done
+        if not self.enabled or self._closed:
+            return
+        now = self._clock()
+        recent = self._last_draw is not None and now - self._last_draw < _REDRAW_INTERVAL
+        if recent and done < self.total:
+            return
+        self._draw(now)
+
+    def close(self) -> None:
+        """Draw the final state and end the line; later calls do nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.enabled:
+            if self._drawn_done != self.done:
+                self._draw(self._clock())
+            self._write("\n")
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def render(self, now: float) -> str:
+        """The text of the bar at time ``now`` (a ``clock`` reading), without ``\\r``."""
+        done = max(0, self.done)
+        shown = min(done, self.total) if self.total else 1  # integer maths: 29/100 is 29%
+        whole = self.total or 1
+        percent, filled = shown * 100 // whole, shown * _BAR_WIDTH // whole
+        bar = "#" * filled + "." * (_BAR_WIDTH - filled)
+        elapsed = max(0.0, now - self._start)
+        rate = done / elapsed if elapsed > 0 else 0.0
+        if done >= self.total:
+            timing = f"in {_clock_time(elapsed)}"
+        elif rate > 0:
+            timing = f"ETA {_clock_time((self.total - done) / rate)}"
+        else:
+            timing = "ETA --:--"
+        return f"{self.label} [{bar}] {percent:3d}%  {done}/{self.total}  {_rate(rate)}  {timing}"
+
+    def _draw(self, now: float) -> None:
+        line = self.render(now)
+        padding = " " * max(0, self._drawn_width - len(line))  # blank a longer previous line
+        self._drawn_width = len(line)
+        self._last_draw = now
+        self._drawn_done = self.done
+        self._write("\r" + line + padding)
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # broken pipe, closed stream: stop drawing, carry on
+            self.enabled = False
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _rate(per_second: float) -> str:
+    """``0.5/s``, ``42/s``, ``1.3k/s``, ``2.0M/s``."""
+    if per_second >= 1e6:
+        return f"{per_second / 1e6:.1f}M/s"
+    if per_second >= 1e3:
+        return f"{per_second / 1e3:.1f}k/s"
+    if per_second >= 10:
+        return f"{per_second:.0f}/s"
+    return f"{per_second:.1f}/s"
+
+
+def _clock_time(seconds: float) -> str:
+    """``0:04``, ``12:30``, ``1:02:03``."""
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

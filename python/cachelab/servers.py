@@ -1,0 +1,412 @@
+"""Private memcached servers on a free loopback address, always cleaned up.
+
+Tests use them, and so does every CLI verb that is not given a server to talk to::
+
+    with PrivateMemcached(memory_mb=64, threads=4) as mc:
+        print(mc.address)        # "127.0.0.1:40123"
+
+A private server never outlives its owner:
+
+* ``stop()``, or leaving the ``with`` block, ends it (SIGTERM, then SIGKILL after 2 s);
+* an ``atexit`` hook (``stop_all``) stops every server still running when Python exits;
+* on Linux the kernel sends it SIGTERM if our process dies without running any Python cleanup
+  (SIGKILL, crash), through ``prctl(PR_SET_PDEATHSIG)``.  Linux ties that signal to the *thread*
+  that started the server, so start private servers from a thread that lives as long as they
+  should (normally the main thread).
+
+The server runs in a session of its own, so a Ctrl-C typed in the terminal reaches only us and
+we stop the server in order.  This module uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import IO
+
+from cachelab.errors import MemcachedNotInstalled, ServerUnreachable, UsageError
+
+__all__ = ["LOOPBACK", "PrivateMemcached", "find_memcached", "stop_all"]
+
+LOOPBACK = "127.0.0.1"
+"""The only address private servers listen on."""
+
+_INSTALL_HINT = "memcached is not installed; install it with: apt-get install -y memcached"
+_ATTEMPTS = 5  # launches tried when another process takes our port first
+_STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+_PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the server
+_POLL_FIRST, _POLL_MAX = 0.002, 0.1  # seconds between start-up probes, doubling
+_STDERR_TAIL = 5  # lines of memcached's stderr quoted in errors
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def find_memcached(binary: str | None = None) -> str:
+    """Return the path of the memcached binary.
+
+    Looks at ``binary``, then the ``CACHELAB_MEMCACHED`` environment variable, then ``PATH``.
+    Raises MemcachedNotInstalled if the chosen name is not an executable.
+    """
+    name = binary or os.environ.get("CACHELAB_MEMCACHED") or "memcached"
+    path = shutil.which(name)
+    if path is None:
+        raise MemcachedNotInstalled(_INSTALL_HINT)
+    return path
+
+
+class PrivateMemcached:
+    """A memcached started by us on a free loopback TCP port or a private Unix socket.
+
+    ``start()`` returns once the server answers ``version``; ``stop()`` ends it.  Use it as a
+    context manager to do both.  Stopped servers may be started again (on a new address).
+    """
+
+    def __init__(
+        self,
+        *,
+        memory_mb: int = 64,
+        threads: int = 4,
+        item_size_max: str | None = None,
+        extra_args: Sequence[str] = (),
+        unix_socket: bool = False,
+        cpus: str | None = None,
+        binary: str | None = None,
+        start_timeout: float = 5.0,
+    ) -> None:
+        """Describe the server; nothing runs until ``start()``.
+
+        memory_mb: cache size (``-m``).  threads: worker threads (``-t``).
+        item_size_max: largest item, e.g. ``"2m"`` (``-I``).  extra_args: appended verbatim.
+        unix_socket: listen on a socket file in a fresh temporary directory instead of TCP.
+        cpus: pin the server with ``taskset -c CPUS``, e.g. ``"0-1"``.
+        binary: memcached to run (see ``find_memcached``).
+        start_timeout: seconds ``start()`` may take in all.
+        """
+        if memory_mb < 1:
+            raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
+        if threads < 1:
+            raise UsageError(f"threads must be at least 1, not {threads}")
+        if start_timeout <= 0:
+            raise UsageError(f"start_timeout must be positive, not {start_timeout}")
+        self.memory_mb = memory_mb
+        self.threads = threads
+        self.item_size_max = item_size_max
+        self.extra_args = tuple(extra_args)
+        self.unix_socket = unix_socket
+        self.cpus = cpus
+        self.binary = binary
+        self.start_timeout = start_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._socket_dir: str | None = None
+        self._socket_path: str | None = None
+        self._port: int | None = None
+        self._argv: list[str] = []
+        self._version: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> PrivateMemcached:
+        """Launch memcached and wait until it answers; return self.
+
+        If memcached exits because its port was taken under us, retry on a new port (up to 5
+        launches).  Raises MemcachedNotInstalled, UsageError (``cpus`` without taskset) or
+        ServerUnreachable (with the end of memcached's stderr).
+        """
+        if self.running:
+            raise RuntimeError(f"{self!r} is already running")
+        command = self._command_prefix()
+        deadline = time.monotonic() + self.start_timeout
+        failure, attempts = "", 0
+        while attempts < _ATTEMPTS:
+            attempts += 1
+            try:
+                self._launch(command)
+                if self._await_ready(deadline):
+                    return self
+                failure = self._exit_summary()
+            except BaseException:
+                self.stop()
+                raise
+            self.stop()
+            if "Address already in use" not in failure:
+                break
+        tries = f" in {attempts} attempts" if attempts > 1 else ""
+        raise ServerUnreachable(f"memcached did not start{tries}: {failure}")
+
+    def stop(self) -> None:
+        """Stop the server and remove its socket directory; safe to call any number of times."""
+        process, self._process = self._process, None
+        if process is not None:
+            if process.poll() is None:
+                process.terminate()
+                self._nudge()
+                try:
+                    process.wait(_STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            _forget(self)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
+
+    def __enter__(self) -> PrivateMemcached:
+        return self if self.running else self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- properties ----------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def address(self) -> str:
+        """``"127.0.0.1:PORT"`` or ``"unix:/path/to.sock"``: the form cachelab's clients take."""
+        if self._socket_path is not None:
+            return f"unix:{self._socket_path}"
+        if self._port is not None:
+            return f"{LOOPBACK}:{self._port}"
+        raise RuntimeError("the server has not been started")
+
+    @property
+    def host(self) -> str | None:
+        """``"127.0.0.1"`` over TCP, None over a Unix socket."""
+        return LOOPBACK if self._port is not None else None
+
+    @property
+    def port(self) -> int | None:
+        """The TCP port, or None over a Unix socket or before ``start()``."""
+        return self._port
+
+    @property
+    def socket_path(self) -> str | None:
+        """The Unix socket file, or None over TCP or before ``start()``."""
+        return self._socket_path
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs, else None."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def argv(self) -> list[str]:
+        """The command line of the latest launch (empty before ``start()``)."""
+        return list(self._argv)
+
+    @property
+    def version(self) -> str | None:
+        """The server's version, e.g. ``"1.6.18"``, as it answered at start-up."""
+        return self._version
+
+    def __repr__(self) -> str:
+        where = self.address if self._socket_path or self._port else "not started"
+        state = f"pid {self.pid}" if self.running else "stopped"
+        return (
+            f"<PrivateMemcached {where} {state} memory_mb={self.memory_mb} threads={self.threads}>"
+        )
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _command_prefix(self) -> list[str]:
+        """``[memcached]``, or ``[taskset, -c, CPUS, memcached]`` when pinned."""
+        binary = find_memcached(self.binary)
+        if self.cpus is None:
+            return [binary]
+        taskset = shutil.which("taskset")
+        if taskset is None:
+            raise UsageError(
+                f"pinning memcached to CPUs {self.cpus} needs taskset; "
+                "install it with: apt-get install -y util-linux"
+            )
+        return [taskset, "-c", self.cpus, binary]
+
+    def _launch(self, command: list[str]) -> None:
+        """Pick a fresh address and start the process (without waiting for it)."""
+        if self.unix_socket:
+            self._socket_dir = tempfile.mkdtemp(prefix="cachelab-")
+            self._socket_path = os.path.join(self._socket_dir, "memcached.sock")
+            listen = ["-s", self._socket_path]
+        else:
+            self._port = _free_port()
+            listen = ["-l", LOOPBACK, "-p", str(self._port)]
+        argv = [*command, *listen, "-U", "0", "-m", str(self.memory_mb), "-t", str(self.threads)]
+        if self.item_size_max is not None:
+            argv += ["-I", self.item_size_max]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            argv += ["-u", "root"]  # memcached refuses to run as root unless told to
+        argv += self.extra_args
+        self._argv = argv
+        self._version = None
+        # Kept open while the server runs, for error messages; stop() closes it.
+        self._stderr = tempfile.TemporaryFile(prefix="cachelab-memcached-")  # noqa: SIM115
+        self._process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(),
+        )
+        _remember(self)
+
+    def _await_ready(self, deadline: float) -> bool:
+        """Poll until the server answers (True) or exits (False); raise at the deadline."""
+        assert self._process is not None
+        delay = _POLL_FIRST
+        while self._process.poll() is None:
+            version = self._probe(deadline)
+            if version is not None:
+                self._version = version
+                return True
+            if time.monotonic() + delay >= deadline:
+                raise ServerUnreachable(
+                    f"memcached at {self.address} did not answer within "
+                    f"{self.start_timeout:g} s: {self._stderr_tail() or 'no output'}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+        return False
+
+    def _probe(self, deadline: float) -> str | None:
+        """The version the server reports, or None if it does not answer (yet) or is not ours.
+
+        Also asks for ``stats`` and checks the pid, in case another program took our port
+        between choosing it and memcached's bind.
+        """
+        timeout = max(0.001, min(_PROBE_TIMEOUT, deadline - time.monotonic()))
+        try:
+            with self._connect(timeout) as sock:
+                sock.sendall(b"version\r\nstats\r\n")
+                reply = _read_until(sock, b"END\r\n")
+        except OSError:
+            return None
+        lines = reply.decode("ascii", "replace").split("\r\n")
+        if not lines[0].startswith("VERSION ") or f"STAT pid {self.pid}" not in lines:
+            return None
+        return lines[0][len("VERSION ") :]
+
+    def _connect(self, timeout: float) -> socket.socket:
+        """A socket connected to the server, with ``timeout`` on every operation."""
+        if self._socket_path is None:
+            return socket.create_connection((LOOPBACK, self._port or 0), timeout=timeout)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(self._socket_path)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _nudge(self) -> None:
+        """Connect once, so a memcached told to stop exits now rather than up to 1 s later.
+
+        memcached notices SIGTERM only when its main event loop wakes up, which its clock does
+        once a second; a new connection wakes it at once.
+        """
+        with contextlib.suppress(OSError), self._connect(0.1):
+            pass
+
+    def _exit_summary(self) -> str:
+        """One line on why the process exited during start-up."""
+        assert self._process is not None
+        status = self._process.returncode
+        return f"exited with status {status}: {self._stderr_tail() or 'no output'}"
+
+    def _stderr_tail(self) -> str:
+        """The last lines memcached wrote to stderr, joined into one line."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(0, self._stderr.tell() - 16384))
+        lines = self._stderr.read().decode("utf-8", "replace").splitlines()
+        return " | ".join(line.strip() for line in lines[-_STDERR_TAIL:] if line.strip())
+
+
+def _free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _read_until(sock: socket.socket, terminator: bytes) -> bytes:
+    """Receive until the data ends with ``terminator``; ConnectionError on end of stream."""
+    data = b""
+    while not data.endswith(terminator):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed before the reply ended")
+        data += chunk
+    return data
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when we die; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    sigterm = int(signal.SIGTERM)
+
+    def preexec() -> None:  # runs in the child between fork and exec
+        prctl(_PR_SET_PDEATHSIG, sigterm)
+        if os.getppid() != parent:  # we died before the request took effect
+            os.kill(os.getpid(), sigterm)
+
+    return preexec
+
+
+# -- the registry of running servers, stopped at exit -----------------------------------------
+
+_running: set[PrivateMemcached] = set()
+_running_lock = threading.RLock()  # reentrant: stop() may run from a signal handler
+
+
+def _remember(server: PrivateMemcached) -> None:
+    with _running_lock:
+        _running.add(server)
+
+
+def _forget(server: PrivateMemcached) -> None:
+    with _running_lock:
+        _running.discard(server)
+
+
+def stop_all() -> None:
+    """Stop every private server this process started and has not stopped yet."""
+    with _running_lock:
+        servers = list(_running)
+    for server in servers:
+        server.stop()
+
+
+atexit.register(stop_all)

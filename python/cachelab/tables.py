@@ -1,0 +1,134 @@
+"""Plain-text percentile tables laid out like the appendix of the seed post, and a CSV helper.
+
+A table has one row per percentile and one column per experiment (a value size, a key count,
+...); every cell is a latency in nanoseconds shown in a single unit named in the title::
+
+    Get latency by value size (ms)
+    %ile     1B    10B
+    ----  -----  -----
+    5      1.38   1.35
+    ...
+    99.9  34.59  24.57
+    max   61.02      —
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+
+from cachelab.units import MISSING, format_duration_ns, pick_unit
+
+__all__ = ["DEFAULT_ROWS", "MAX_ROW", "PERCENTILES", "pct_key", "percentile_table", "write_csv"]
+
+#: The percentiles a table shows, in order; a :data:`MAX_ROW` row follows them.
+PERCENTILES: tuple[float, ...] = (5.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
+
+#: Row name (and mapping key) of the largest observed value.
+MAX_ROW = "max"
+
+_GAP = "  "  # between columns
+_CAPTION_WIDTH = 72  # wrap captions at this width, or at the table's width if wider
+
+
+def pct_key(p: float) -> str:
+    """The canonical text of percentile ``p``: ``5.0`` -> ``"5"``, ``99.9`` -> ``"99.9"``.
+
+    It is the shortest decimal that reads back as ``p``, never in exponent form, and is used as
+    a row name and as the key of percentile mappings throughout cachelab.
+    """
+    if not 0.0 <= p <= 100.0:  # also rejects NaN
+        raise ValueError(f"a percentile must be between 0 and 100, not {p!r}")
+    return format(Decimal(repr(float(p))).normalize(), "f")
+
+
+#: The rows of a table unless told otherwise: ``"5", "25", ..., "99.9", "max"``.
+DEFAULT_ROWS: tuple[str, ...] = (*(pct_key(p) for p in PERCENTILES), MAX_ROW)
+
+
+def percentile_table(
+    title: str,
+    columns: Sequence[tuple[str, Mapping[str, float]]],
+    *,
+    rows: Sequence[str] | None = None,
+    unit: str | None = None,
+    caption: str | None = None,
+    footer: Sequence[tuple[str, Sequence[str]]] = (),
+) -> str:
+    """Render latencies as a monospace table, one column per ``(label, values)`` pair.
+
+    ``values`` maps a row name (see :func:`pct_key` and :data:`MAX_ROW`) to a latency in
+    nanoseconds; a row it lacks, or a ``None``/NaN value, shows as "—".  ``rows`` defaults to
+    :data:`DEFAULT_ROWS`.  ``unit`` (``"µs"``, ``"ms"``, ...) defaults to
+    :func:`~cachelab.units.pick_unit` over every value shown, and is appended to the title line.
+
+    ``footer`` rows such as ``("samples", ["10000", "10000"])`` hold ready-made text, one
+    string per column, and are printed under a rule; ``caption`` is wrapped below the table.
+    Numbers and column labels are right-aligned and every line of the table below the title
+    has the same width.  The result has no trailing newline and no colour codes.
+    """
+    row_names = list(DEFAULT_ROWS if rows is None else rows)
+    values = [[_number(mapping.get(name)) for _, mapping in columns] for name in row_names]
+    if unit is None:
+        unit = pick_unit(v for row in values for v in row if v is not None)
+
+    header = ["%ile", *(label for label, _ in columns)]
+    body = [
+        [name, *(MISSING if v is None else format_duration_ns(v, unit) for v in row)]
+        for name, row in zip(row_names, values)
+    ]
+    foot = []
+    for name, cells in footer:
+        if len(cells) != len(columns):
+            raise ValueError(
+                f"footer row {name!r} has {len(cells)} cells for {len(columns)} columns"
+            )
+        foot.append([name, *cells])
+
+    grid = [header, *body, *foot]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(header))]
+
+    def render(cells: Sequence[str]) -> str:
+        first, *rest = cells
+        return first.ljust(widths[0]) + "".join(
+            _GAP + cell.rjust(width) for cell, width in zip(rest, widths[1:])
+        )
+
+    rule = render(["-" * width for width in widths])
+    lines = [f"{title} ({unit})", render(header), rule, *map(render, body)]
+    if foot:
+        lines += [rule, *map(render, foot)]
+    if caption:
+        lines += textwrap.wrap(caption, width=max(len(rule), _CAPTION_WIDTH))
+    return "\n".join(lines)
+
+
+def _number(value: float | None) -> float | None:
+    """A cell's value as a float, or ``None`` when it is missing or not finite."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def write_csv(
+    path: str | os.PathLike[str],
+    header: Sequence[str],
+    rows: Iterable[Sequence[object]],
+) -> None:
+    """Write ``header`` and then ``rows`` to a UTF-8 CSV file, creating parent directories.
+
+    The file is opened with ``newline=""`` as the :mod:`csv` module requires, so lines end in
+    ``\\r\\n`` on every platform and quoted fields may hold newlines.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)

@@ -1,0 +1,220 @@
+"""Parse and format the sizes, counts and durations that appear on the command line and in tables.
+
+Sizes use SI prefixes for K, M and G (``1K`` = 1000) and IEC prefixes for Ki, Mi and Gi
+(``1Ki`` = 1024); a trailing ``B`` is optional and letters are case-insensitive::
+
+    >>> parse_size("1.5K"), parse_size("4KiB"), parse_size_list("1,10,1M")
+    (1500, 4096, [1, 10, 1000000])
+    >>> format_size(1000), format_size(1024), format_size(1536)
+    ('1KB', '1KiB', '1536B')
+
+Durations are measured in nanoseconds and shown in one unit per table, chosen by
+:func:`pick_unit`.  :func:`format_duration_ns` prints the bare number with a fixed number of
+decimals per unit, so a column lines up and the unit is named once, in the title:
+
+    ====  ========  ==========================
+    unit  decimals  example
+    ====  ========  ==========================
+    ns    0         ``850``
+    µs    1         ``85.3``, ``934.0``
+    ms    2         ``2.34``, ``11.16``, ``234.90`` (as in the seed's appendix)
+    s     2         ``12.50``
+    ====  ========  ==========================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from decimal import Decimal
+
+from cachelab.errors import UsageError
+
+__all__ = [
+    "MISSING",
+    "format_duration_ns",
+    "format_size",
+    "ns_per_unit",
+    "parse_int_list",
+    "parse_size",
+    "parse_size_list",
+    "pick_unit",
+]
+
+#: What a table shows for a value that was not measured (or is not a finite number).
+MISSING = "\u2014"
+
+_MICRO = "\u00b5s"  # "µs" with MICRO SIGN, the spelling used everywhere in cachelab output
+
+_PREFIXES: dict[str, int] = {
+    "": 1,
+    "k": 1000,
+    "m": 1000**2,
+    "g": 1000**3,
+    "ki": 1024,
+    "mi": 1024**2,
+    "gi": 1024**3,
+}
+
+_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([kmg]i?)?b?", re.IGNORECASE)
+
+_SIZE_HELP = (
+    "expected a whole number of bytes such as 100, 10B, 1.5K, 4KiB or 1M "
+    "(K/M/G are powers of 1000, Ki/Mi/Gi powers of 1024)"
+)
+
+# Largest unit first, SI before IEC: the first exact match names the size.
+_SIZE_LABELS: tuple[tuple[int, str], ...] = (
+    (1000**3, "GB"),
+    (1024**3, "GiB"),
+    (1000**2, "MB"),
+    (1024**2, "MiB"),
+    (1000, "KB"),
+    (1024, "KiB"),
+)
+
+# unit -> (nanoseconds per unit, decimals shown)
+_DURATION_UNITS: dict[str, tuple[float, int]] = {
+    "ns": (1.0, 0),
+    _MICRO: (1e3, 1),
+    "ms": (1e6, 2),
+    "s": (1e9, 2),
+}
+_UNIT_ALIASES = {"us": _MICRO, "\u03bcs": _MICRO}  # ASCII "us" and GREEK SMALL LETTER MU
+
+
+def parse_size(text: str, *, allow_zero: bool = False) -> int:
+    """Return the number of bytes that ``text`` names, e.g. ``"1.5K"`` -> 1500.
+
+    Raises :class:`~cachelab.errors.UsageError` for malformed, negative or fractional sizes,
+    and for zero unless ``allow_zero`` is true.
+    """
+    stripped = text.strip()
+    if stripped.startswith("-"):
+        raise UsageError(f"invalid size {text!r}: must not be negative; {_SIZE_HELP}")
+    match = _SIZE_RE.fullmatch(stripped)
+    if match is None:
+        raise UsageError(f"invalid size {text!r}: {_SIZE_HELP}")
+    number, prefix = match.group(1), (match.group(2) or "").lower()
+    value = Decimal(number) * _PREFIXES[prefix]
+    if value != value.to_integral_value():
+        raise UsageError(
+            f"invalid size {text!r}: {value.normalize():f} is not a whole number of bytes"
+        )
+    if value == 0 and not allow_zero:
+        raise UsageError(f"invalid size {text!r}: must be at least 1 byte")
+    return int(value)
+
+
+def parse_size_list(text: str) -> list[int]:
+    """Parse comma-separated sizes such as ``"1,10,100,1K,10K,100K,1M"``, keeping their order.
+
+    Every item must be a valid non-zero :func:`parse_size` size; empty items and duplicates
+    (``"1K,1000"`` counts as a duplicate) raise :class:`~cachelab.errors.UsageError`.
+    """
+    sizes: list[int] = []
+    seen: dict[int, str] = {}
+    for item in _split_list(text, "size"):
+        size = parse_size(item)
+        if size in seen:
+            raise UsageError(f"duplicate size {item!r} in list {text!r} (same as {seen[size]!r})")
+        seen[size] = item
+        sizes.append(size)
+    return sizes
+
+
+def parse_int_list(text: str, *, minimum: int = 1) -> list[int]:
+    """Parse comma-separated whole numbers such as ``"1,3,5,10,100"``, keeping their order.
+
+    Items must be plain decimal integers no smaller than ``minimum``; empty items, anything
+    else, and duplicates raise :class:`~cachelab.errors.UsageError`.
+    """
+    counts: list[int] = []
+    for item in _split_list(text, "count"):
+        if not re.fullmatch(r"-?\d+", item):
+            raise UsageError(
+                f"invalid count {item!r} in list {text!r}: expected whole numbers "
+                f">= {minimum} separated by commas"
+            )
+        count = int(item)
+        if count < minimum:
+            raise UsageError(f"count {item!r} in list {text!r} is below the minimum of {minimum}")
+        if count in counts:
+            raise UsageError(f"duplicate count {item!r} in list {text!r}")
+        counts.append(count)
+    return counts
+
+
+def _split_list(text: str, what: str) -> list[str]:
+    """Split a comma-separated list into stripped items, rejecting empty ones."""
+    items = [item.strip() for item in text.split(",")]
+    for position, item in enumerate(items, start=1):
+        if not item:
+            raise UsageError(
+                f"empty {what} (item {position}) in list {text!r}: "
+                f"separate {what}s with single commas"
+            )
+    return items
+
+
+def format_size(n: int) -> str:
+    """Label a byte count the way the seed's tables do: ``1000`` -> ``"1KB"``.
+
+    Exact multiples of a unit use it (largest unit first, SI before IEC, so ``1024`` ->
+    ``"1KiB"`` and ``2**20`` -> ``"1MiB"``); anything else is plain bytes (``1536`` ->
+    ``"1536B"``).  The result always parses back to ``n`` with :func:`parse_size`.
+    """
+    if n < 0:
+        raise ValueError(f"a size cannot be negative: {n}")
+    if n > 0:
+        for unit, suffix in _SIZE_LABELS:
+            if n % unit == 0:
+                return f"{n // unit}{suffix}"
+    return f"{n}B"
+
+
+def ns_per_unit(unit: str) -> float:
+    """How many nanoseconds one ``unit`` (``"ns"``, ``"µs"``/``"us"``, ``"ms"``, ``"s"``) is."""
+    return _duration_unit(unit)[0]
+
+
+def format_duration_ns(ns: float, unit: str) -> str:
+    """Format a duration in nanoseconds as a bare number in ``unit``, for a table cell.
+
+    The number of decimals is fixed per unit (see the module docstring), so a column of values
+    lines up: ``format_duration_ns(2_340_000, "ms")`` -> ``"2.34"``,
+    ``format_duration_ns(85_300, "µs")`` -> ``"85.3"``.  ``None``-like gaps are the caller's
+    business, but a NaN or infinite value is shown as :data:`MISSING`.
+    """
+    scale, decimals = _duration_unit(unit)
+    if not math.isfinite(ns):
+        return MISSING
+    return f"{ns / scale:.{decimals}f}"
+
+
+def pick_unit(values_ns: Iterable[float]) -> str:
+    """Choose the display unit for a set of durations in nanoseconds.
+
+    Returns ``"µs"`` when the median of the finite values is below 1 ms, ``"s"`` when it is
+    above 10 s, and ``"ms"`` otherwise.  With no finite values at all it returns ``"µs"``.
+    """
+    finite = [float(v) for v in values_ns if v is not None and math.isfinite(v)]
+    if not finite:
+        return _MICRO
+    median = statistics.median(finite)
+    if median < 1e6:
+        return _MICRO
+    if median > 1e10:
+        return "s"
+    return "ms"
+
+
+def _duration_unit(unit: str) -> tuple[float, int]:
+    try:
+        return _DURATION_UNITS[_UNIT_ALIASES.get(unit, unit)]
+    except KeyError:
+        raise ValueError(
+            f"unknown duration unit {unit!r}; expected one of {', '.join(_DURATION_UNITS)}"
+        ) from None

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what cachelab needs from the OS packages, and only what is missing:
+# memcached (the server every verb can start privately) and Python's venv module.
+# Rust (cargo) and Python 3.9+ must already be there; this says so if they are not.
+set -euo pipefail
+
+need=()
+command -v memcached >/dev/null 2>&1 || need+=(memcached)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+if [ "${#need[@]}" -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing from the OS packages: ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v cargo >/dev/null 2>&1 || { echo "cargo (Rust >= 1.85) is required: https://rustup.rs" >&2; exit 1; }
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' || { echo "Python >= 3.9 is required" >&2; exit 1; }
+memcached -V >&2

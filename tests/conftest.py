@@ -1,0 +1,54 @@
+"""Shared fixtures: private memcached servers and fake misbehaving servers."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+# Tests normally run against the installed package (with its compiled extension); fall back to
+# the source tree only when cachelab is not installed at all, so an install is never shadowed.
+if importlib.util.find_spec("cachelab") is None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+
+from cachelab.servers import PrivateMemcached  # noqa: E402
+from fakes import FakeServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def memcached() -> Iterator[PrivateMemcached]:
+    """A private memcached over TCP, shared by the whole session: do not stop or flush it."""
+    with PrivateMemcached() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def memcached_unix() -> Iterator[PrivateMemcached]:
+    """A private memcached over a Unix socket, shared by the whole session."""
+    with PrivateMemcached(unix_socket=True) as server:
+        yield server
+
+
+@pytest.fixture
+def fresh_memcached() -> Iterator[PrivateMemcached]:
+    """A private memcached for one test, which may kill, stop or restart it."""
+    with PrivateMemcached() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_server() -> Iterator[Callable[[str], FakeServer]]:
+    """A factory ``fake_server(behavior) -> FakeServer``; every fake stops at test end."""
+    started: list[FakeServer] = []
+
+    def start(behavior: str) -> FakeServer:
+        server = FakeServer(behavior)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,0 +1,147 @@
+"""Tests of cachelab.progress: a progress bar that only draws on terminals and never raises."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from cachelab.progress import Progress
+
+
+class FakeTTY(io.StringIO):
+    """A string buffer that claims to be a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class FakeClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_disabled_writes_nothing() -> None:
+    stream = io.StringIO()  # not a terminal: disabled by default
+    with Progress(10, "get", stream=stream) as progress:
+        assert not progress.enabled
+        for done in range(11):
+            progress.update(done)
+    assert stream.getvalue() == ""
+
+
+def test_explicitly_disabled_on_a_terminal_writes_nothing() -> None:
+    stream = FakeTTY()
+    with Progress(10, "get", stream=stream, enabled=False) as progress:
+        progress.update(5)
+    assert stream.getvalue() == ""
+
+
+def test_enabled_on_a_terminal_draws_one_line() -> None:
+    stream, clock = FakeTTY(), FakeClock()
+    with Progress(200, "get 1KB", stream=stream, clock=clock) as progress:
+        assert progress.enabled
+        clock.now += 2.0
+        progress.update(50)
+    output = stream.getvalue()
+    assert output.startswith("\r") and output.endswith("\n")
+    assert output.count("\n") == 1
+    last = output.rstrip("\n").split("\r")[-1]
+    assert last.startswith("get 1KB [")
+    assert " 25%" in last and "50/200" in last
+    assert "25/s" in last  # 50 done in 2 s
+    assert "ETA 0:06" in last  # 150 left at 25/s
+
+
+def test_redraws_are_throttled() -> None:
+    stream, clock = FakeTTY(), FakeClock()
+    progress = Progress(1000, "x", stream=stream, clock=clock)
+    progress.update(1)  # the first update always draws
+    for done in range(2, 50):
+        clock.now += 0.001
+        progress.update(done)
+    assert stream.getvalue().count("\r") == 1
+    clock.now += 0.2
+    progress.update(60)
+    assert stream.getvalue().count("\r") == 2
+    progress.update(1000)  # reaching the total always draws
+    assert stream.getvalue().count("\r") == 3
+    assert "100%" in stream.getvalue().split("\r")[-1]
+
+
+def test_close_shows_the_final_state_once() -> None:
+    stream, clock = FakeTTY(), FakeClock()
+    progress = Progress(4, "x", stream=stream, clock=clock)
+    progress.update(1)
+    clock.now += 0.01
+    progress.update(3)  # throttled: not drawn yet
+    progress.close()
+    progress.close()  # idempotent
+    progress.update(4)  # after close: ignored
+    output = stream.getvalue()
+    assert output.endswith("\n") and output.count("\n") == 1
+    assert "3/4" in output.split("\r")[-1]
+
+
+def test_shorter_line_blanks_the_previous_one() -> None:
+    stream, clock = FakeTTY(), FakeClock()
+    progress = Progress(10, "x", stream=stream, clock=clock)
+    clock.now += 1000.0
+    progress.update(1)  # slow start: a long ETA
+    long_line = stream.getvalue().split("\r")[-1]
+    clock.now += 1.0
+    progress.update(10)
+    short_line = stream.getvalue().split("\r")[-1]
+    assert len(short_line.rstrip()) < len(long_line) <= len(short_line)
+
+
+def test_percent_uses_integer_maths() -> None:
+    progress = Progress(100, "x", stream=FakeTTY(), clock=FakeClock())
+    progress.done = 29
+    assert " 29%" in progress.render(101.0)
+    progress.done = 999  # more than the total: capped
+    assert "100%" in progress.render(101.0)
+
+
+def test_zero_total_is_complete() -> None:
+    stream = FakeTTY()
+    with Progress(0, "nothing", stream=stream, clock=FakeClock()):
+        pass
+    assert "100%" in stream.getvalue()
+
+
+class ClosedStream(FakeTTY):
+    def write(self, text: str) -> int:
+        raise ValueError("I/O operation on closed file.")
+
+
+class BrokenPipe(FakeTTY):
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("stream_class", [ClosedStream, BrokenPipe])
+def test_output_errors_are_swallowed(stream_class: type[FakeTTY]) -> None:
+    with Progress(10, "x", stream=stream_class(), clock=FakeClock()) as progress:
+        progress.update(5)
+        assert not progress.enabled  # gave up drawing after the failure
+        progress.update(10)
+
+
+def test_isatty_on_a_closed_stream_means_disabled() -> None:
+    stream = io.StringIO()
+    stream.close()
+    with Progress(10, "x", stream=stream) as progress:
+        progress.update(3)
+    assert not progress.enabled
+
+
+def test_default_stream_is_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    with Progress(10, "x") as progress:  # captured stderr is no terminal
+        progress.update(10)
+    assert capsys.readouterr().err == ""
