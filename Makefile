@@ -39,11 +39,11 @@ lint: $(PY) ## rustfmt, clippy (warnings are errors), ruff
 	$(VENV)/bin/ruff check python tests benches
 
 fuzz-build: ## build the decoder fuzz target (libFuzzer, coverage instrumentation, stable Rust)
-	cd fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --quiet --release
+	cd fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --quiet --release --target $(HOST)
 
 fuzz: fuzz-build ## fuzz the decoder for FUZZ_SECONDS (default 30)
 	mkdir -p fuzz/corpus/decode
-	fuzz/target/release/decode -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/decode fuzz/seeds
+	fuzz/target/$(HOST)/release/decode -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/decode fuzz/seeds
 
 bench: install ## measurement overhead: cachelab vs raw-socket floor vs pymemcache, side by side
 	$(PY) benches/profile_overhead.py
@@ -52,6 +52,8 @@ clean: ## remove build outputs (keeps .venv)
 	$(CARGO) clean
 	rm -rf fuzz/target python/cachelab/*.so
 
+# With an explicit --target, RUSTFLAGS reach only the fuzzed code, not build scripts.
+HOST = $(shell rustc -vV | sed -n 's/^host: //p')
 FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 	-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 	-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks

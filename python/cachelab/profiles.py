@@ -328,7 +328,7 @@ def profile(
     cells = [_with_percentiles(Cell.from_dict(c, "profile run")) for c in raw["cells"]]
     client = {k: v for k, v in spec_dict.items() if k != "address"}
     result = LatencyProfile(
-        name=f"measured {server}",
+        name=f"memcached {raw['server']['version']} at {server}",
         source="measured",
         created=_now(),
         cells=cells,
