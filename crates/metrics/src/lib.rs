@@ -61,15 +61,20 @@ pub fn decode(b64: &str) -> Result<Latency, DecodeError> {
     Ok(h)
 }
 
-/// The value at each percentile (0–100), in nanoseconds. An empty histogram gives zeros.
+/// The value at each percentile (0–100), in nanoseconds, by the nearest-rank definition: the
+/// smallest recorded value with at least p % of the samples at or below it. An empty histogram
+/// gives zeros.
 pub fn percentiles(h: &Latency, ps: &[f64]) -> Vec<u64> {
     ps.iter()
         .map(|&p| {
             if h.is_empty() {
-                0
-            } else {
-                h.value_at_percentile(p.clamp(0.0, 100.0))
+                return 0;
             }
+            // p / 100 in floating point can land just above the exact quantile (99.9 / 100 is
+            // 0.9990000000000001), and the histogram would then round the rank up past the
+            // sample that defines the percentile. Step back by far less than one rank.
+            let q = (p.clamp(0.0, 100.0) / 100.0 - 1e-12).max(0.0);
+            h.value_at_quantile(q)
         })
         .collect()
 }
@@ -104,6 +109,16 @@ mod tests {
         };
         assert!((p50 as f64 / 50_000_000.0 - 1.0).abs() < 1e-3, "{p50}");
         assert!((p99 as f64 / 99_000_000.0 - 1.0).abs() < 1e-3, "{p99}");
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        // 1..=1000 are all exact in the histogram; p99.9 of 1000 samples is the 999th.
+        let h = from_values(1..=1000u64);
+        assert_eq!(
+            percentiles(&h, &[0.0, 0.1, 50.0, 99.0, 99.9, 100.0]),
+            vec![1, 1, 500, 990, 999, 1000]
+        );
     }
 
     #[test]

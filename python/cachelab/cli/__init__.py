@@ -12,6 +12,7 @@ Exit codes (every verb):
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -76,9 +77,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         print("cachelab: interrupted", file=sys.stderr)
         return Interrupted.exit_code
     except BrokenPipeError:
-        # The reader went away (e.g. `| head`); not an error of ours.
-        try:
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115 - swallow the final flush
-        except OSError:
-            pass
+        # The reader went away (e.g. `| head`): not an error of ours. Point stdout at
+        # /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,10 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
         "--server-memory", type=int, default=64, metavar="MB",
         help="memory of the private memcached (-m; default 64)",
     )
+    g.add_argument(
+        "--server-args", default="", metavar="ARGS",
+        help="extra memcached flags for the private server, e.g. \"-o modern -B ascii\"",
+    )
 
 
 def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | None:
@@ -59,6 +64,15 @@ def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | Non
     if args.server_threads < 1 or args.server_memory < 1:
         raise UsageError("--server-threads and --server-memory must be at least 1")
     return None
+
+
+def private_server_options(args: argparse.Namespace) -> dict[str, object]:
+    """Keyword arguments for PrivateMemcached from the --server-* options."""
+    try:
+        extra = shlex.split(args.server_args)
+    except ValueError as e:
+        raise UsageError(f"--server-args: {e}") from None
+    return {"memory_mb": args.server_memory, "threads": args.server_threads, "extra_args": extra}
 
 
 def output_dir(args: argparse.Namespace, verb: str) -> Path:

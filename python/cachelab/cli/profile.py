@@ -158,10 +158,8 @@ def run(args: argparse.Namespace) -> int:
 def _private(spec: lib.ProfileSpec, args: argparse.Namespace, on_progress) -> lib.LatencyProfile:
     from cachelab.servers import PrivateMemcached
 
-    mc = PrivateMemcached(
-        memory_mb=args.server_memory, threads=args.server_threads,
-        item_size_max=lib.item_size_for(spec),
-    )
+    mc = PrivateMemcached(**common.private_server_options(args),
+                          item_size_max=lib.item_size_for(spec))
     with mc:
         facts = {"private": True, "argv": mc.argv}
         return lib.profile(spec, server=mc.address, server_facts=facts, on_progress=on_progress)
@@ -174,8 +172,14 @@ def render(p: lib.LatencyProfile) -> str:
 
     srv = p.server
     where = srv.get("address") or "—"
+    settings = srv.get("settings") or {}
+    facts = [f"{settings['num_threads']} threads"] if "num_threads" in settings else []
+    if "maxbytes" in settings:
+        facts.append(f"{int(settings['maxbytes']) // 2**20} MB")
     if srv.get("private"):
-        where += " (private)"
+        facts.insert(0, "private")
+    if facts:
+        where += f" ({', '.join(facts)})"
     lines = []
     if p.source == "published":
         lines.append(f"{p.name}: {p.published.get('source', '') if p.published else ''}")
