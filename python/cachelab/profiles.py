@@ -28,6 +28,9 @@ SCHEMA_VERSION = 1
 DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 DEFAULT_KEY_COUNTS = (1, 3, 5, 10, 100)
 DEFAULT_MULTI_VALUE_SIZE = 1_000
+#: The largest value that fits memcached's largest item (-I 1024m) with its header.
+MAX_VALUE_SIZE = 2**30 - 4096
+MAX_KEY_COUNT = 10_000
 
 #: Rows of the printed tables and keys of each cell's ``percentiles``.
 TABLE_ROWS = tuple(pct_key(p) for p in PERCENTILES) + ("max",)
@@ -72,6 +75,14 @@ class ProfileSpec:
             raise UsageError("concurrency must be between 1 and 1024")
         if not self.sizes and not self.key_counts:
             raise UsageError("nothing to measure: give at least one size or key count")
+        sizes = [*self.sizes, *([self.multi_value_size] if self.key_counts else [])]
+        if any(not 1 <= s <= MAX_VALUE_SIZE for s in sizes):
+            raise UsageError(
+                f"value sizes must be between 1 byte and {MAX_VALUE_SIZE} bytes "
+                "(memcached's 1 GiB item ceiling, less room for the item header)"
+            )
+        if any(not 1 <= k <= MAX_KEY_COUNT for k in self.key_counts):
+            raise UsageError(f"key counts must be between 1 and {MAX_KEY_COUNT}")
         for name in ("timeout", "connect_timeout", "give_up_after"):
             value = getattr(self, name)
             if not 0 < value <= 3600:
@@ -111,7 +122,7 @@ class Cell:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> Cell:
         try:
-            return cls(
+            cell = cls(
                 op=str(d["op"]),
                 value_size=int(d["value_size"]),
                 keys=int(d["keys"]),
@@ -124,6 +135,11 @@ class Cell:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{where}: a cell is missing or has a bad field: {e}") from None
+        try:
+            _core.hist_summary(cell.histogram)
+        except InputError as e:
+            raise InputError(f"{where}: {cell.op} cell: {e}") from None
+        return cell
 
 
 def _with_percentiles(cell: Cell) -> Cell:
@@ -257,24 +273,28 @@ def _run_with_progress(
     progress = _core.Progress()
     box: dict[str, Any] = {}
 
+    finished = threading.Event()
+
     def work() -> None:
         try:
             box["result"] = _core.profile_run(spec_dict, progress)
         except BaseException as e:  # handed to the calling thread
             box["error"] = e
+        finally:
+            finished.set()
 
-    thread = threading.Thread(target=work, name="cachelab-profile", daemon=True)
-    thread.start()
+    # Wait on an Event, not on Thread.join: a KeyboardInterrupt inside join() can leave the
+    # thread looking finished while the Rust run goes on.
+    threading.Thread(target=work, name="cachelab-profile", daemon=True).start()
     interrupted = False
-    while thread.is_alive():
+    while not finished.is_set():
         try:
-            thread.join(0.1)
+            finished.wait(0.1)
             if on_progress:
                 on_progress(progress.done, progress.total)
         except KeyboardInterrupt:
             interrupted = True
             progress.cancel()
-    thread.join()
     if "error" in box:
         raise box["error"]
     if interrupted:
@@ -302,7 +322,8 @@ def profile(
     if server is None:
         from cachelab.servers import PrivateMemcached
 
-        with PrivateMemcached(item_size_max=item_size_for(spec)) as mc:
+        mc = PrivateMemcached(item_size_max=item_size_for(spec), memory_mb=memory_for(spec, 64))
+        with mc:
             facts = {"private": True, "argv": mc.argv}
             return profile(spec, server=mc.address, server_facts=facts, on_progress=on_progress)
 
@@ -357,15 +378,29 @@ def profile(
     return result
 
 
-def item_size_for(spec: ProfileSpec) -> str | None:
-    """memcached's ``-I`` for a private server when the largest value won't fit the default 1m."""
+def item_size_mib(spec: ProfileSpec) -> int | None:
+    """memcached's ``-I`` (MiB) for a private server when the largest value won't fit the
+    default 1 MiB item; None when it does."""
     largest = max([*spec.sizes, spec.multi_value_size if spec.key_counts else 0])
     if largest + 4096 <= 1024 * 1024:
         return None
     mib = 1
     while mib * 1024 * 1024 < largest + 4096:
         mib *= 2
-    return f"{mib}m"
+    return min(mib, 1024)
+
+
+def item_size_for(spec: ProfileSpec) -> str | None:
+    """``item_size_mib`` as memcached's ``-I`` argument (e.g. ``"2m"``)."""
+    mib = item_size_mib(spec)
+    return None if mib is None else f"{mib}m"
+
+
+def memory_for(spec: ProfileSpec, memory_mb: int) -> int:
+    """The private server's ``-m``: at least what was asked, and enough for the largest item
+    (memcached refuses an ``-I`` above half its memory) for every connection at once."""
+    mib = item_size_mib(spec) or 1
+    return max(memory_mb, 2 * mib * (spec.concurrency + 1))
 
 
 def iter_table_columns(p: LatencyProfile, op: str) -> Iterator[tuple[str, dict[str, float]]]:

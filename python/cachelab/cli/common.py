@@ -6,9 +6,27 @@ import argparse
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from cachelab.errors import UsageError
+
+T = TypeVar("T")
+
+
+def arg_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse ``type=`` from a parser that raises UsageError: argparse then shows our
+    message (what is wrong, what is allowed) instead of its generic "invalid value"."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except UsageError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
 
 
 def add_output_options(p: argparse.ArgumentParser, verb: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cachelab import profiles as lib
 from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER, common
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import Interrupted
 from cachelab.progress import Progress
 from cachelab.units import format_size, parse_int_list, parse_size, parse_size_list
 
@@ -31,15 +31,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--sizes", type=parse_size_list, metavar="LIST",
+        "--sizes", type=common.arg_type(parse_size_list), metavar="LIST",
         help="value sizes for get and set (default 1,10,100,1K,10K,100K,1M)",
     )
     p.add_argument(
-        "--keys", type=lambda s: parse_int_list(s, minimum=1), metavar="LIST",
+        "--keys", type=common.arg_type(parse_int_list), metavar="LIST",
         help="key counts for multi-get (default 1,3,5,10,100)",
     )
     p.add_argument(
-        "--multi-size", type=parse_size, metavar="SIZE", default=lib.DEFAULT_MULTI_VALUE_SIZE,
+        "--multi-size", type=common.arg_type(parse_size), metavar="SIZE",
+        default=lib.DEFAULT_MULTI_VALUE_SIZE,
         help="value size in a multi-get (default 1K)",
     )
     p.add_argument("--no-multiget", action="store_true", help="skip the multi-get cells")
@@ -158,8 +159,9 @@ def run(args: argparse.Namespace) -> int:
 def _private(spec: lib.ProfileSpec, args: argparse.Namespace, on_progress) -> lib.LatencyProfile:
     from cachelab.servers import PrivateMemcached
 
-    mc = PrivateMemcached(**common.private_server_options(args),
-                          item_size_max=lib.item_size_for(spec))
+    options = common.private_server_options(args)
+    options["memory_mb"] = lib.memory_for(spec, int(options["memory_mb"]))
+    mc = PrivateMemcached(**options, item_size_max=lib.item_size_for(spec))
     with mc:
         facts = {"private": True, "argv": mc.argv}
         return lib.profile(spec, server=mc.address, server_facts=facts, on_progress=on_progress)
@@ -281,7 +283,3 @@ def write_plots(p: lib.LatencyProfile, out: Path) -> list[Path]:
         )
     return written
 
-
-def _check_positive(value: int, name: str) -> None:
-    if value < 1:
-        raise UsageError(f"{name} must be at least 1")
