@@ -67,12 +67,7 @@ impl Floor {
 
     /// One round trip; returns the reply line (without `\r\n`) and the time it took.
     pub fn round_trip(&mut self) -> Result<(Vec<u8>, Duration), Error> {
-        let t0 = Instant::now();
-        match &mut self.raw {
-            Raw::Tcp(s) => exchange(s, self.request, &mut self.buf)?,
-            Raw::Unix(s) => exchange(s, self.request, &mut self.buf)?,
-        }
-        let took = t0.elapsed();
+        let took = self.measure()?;
         Ok((self.buf[..self.buf.len() - 2].to_vec(), took))
     }
 
