@@ -14,7 +14,9 @@ use pyo3::types::{PyBytes, PyDict};
 use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
 use cachelab_proto::{Key, MetaFlags};
 
+mod flat;
 mod profile;
+mod request;
 
 /// Raises the `cachelab.errors` class `name` with `msg`.
 pub(crate) fn raise(py: Python<'_>, name: &str, msg: String) -> PyErr {
@@ -348,5 +350,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hist_from_values, m)?)?;
     m.add_function(wrap_pyfunction!(hist_merge, m)?)?;
     m.add_function(wrap_pyfunction!(profile::profile_run, m)?)?;
+    flat::register(m)?;
+    request::register(m)?;
     Ok(())
 }
