@@ -3,10 +3,13 @@
 //! The experiment of Khan Academy's "Profiling App Engine Memcached", made careful:
 //!
 //! * **get by value size** — each sample writes a fresh random value under a new key (the set
-//!   is timed too, giving **set by size**), times the read, compares the bytes, and deletes the
-//!   key. Mismatches and misses are counted, never dropped.
-//! * **multi-get by key count** — each sample writes *k* fresh values in one pipelined batch
-//!   (untimed), times one multi-get of all *k*, verifies each value, and deletes them.
+//!   is timed too, giving **set by size**), times the read and compares the bytes. Mismatches
+//!   and misses are counted, never dropped.
+//! * **multi-get by key count** — each round writes the values of every key count in one
+//!   pipelined batch (untimed), then times one multi-get per key count and verifies each value.
+//!
+//! A round's keys are deleted in the next round's write batch (and at the end of the run), so
+//! the untimed work costs one round trip per round rather than one per sample.
 //! * **the floor** — a minimal request/response (`mn`, or `version` on servers without the meta
 //!   protocol) on a raw blocking socket: how much of any request is just the round trip.
 //!
@@ -138,6 +141,16 @@ pub struct ServerFacts {
     pub settings: Vec<(String, String)>,
     /// `stats` before the run.
     pub stats: Vec<(String, String)>,
+}
+
+impl ServerFacts {
+    /// Worker threads, from `stats settings`.
+    pub fn threads(&self) -> Option<usize> {
+        self.settings
+            .iter()
+            .find(|(k, _)| k == "num_threads")
+            .and_then(|(_, v)| v.parse().ok())
+    }
 }
 
 /// A finished (or stopped) profile run.
@@ -280,6 +293,7 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     let started = Instant::now();
     let server = server_facts(&spec.address, spec.options).map_err(SpecError::Server)?;
     let floor_command = floor::probe(&spec.address, spec.options).map_err(SpecError::Server)?;
+    let server_threads = server.threads().unwrap_or(1).clamp(1, 1024);
 
     let tasks = spec.cells().len() - spec.sizes.len(); // get and set share a sample
     let rounds: u64 = spec.samples + spec.warmup;
@@ -295,6 +309,7 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
                     samples: spec.share(spec.samples, w),
                     warmup: spec.share(spec.warmup, w),
                     floor_command,
+                    server_threads,
                 };
                 s.spawn(move || worker::run(spec, plan, progress))
             })

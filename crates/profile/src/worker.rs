@@ -13,12 +13,21 @@ use cachelab_proto::{Command, Key, MetaFlags, MetaStatus, Response, Store};
 use crate::floor::Floor;
 use crate::{Cell, Progress, Protocol, Spec};
 
+/// Extra random bytes in the value pool beyond twice the largest value.
+const POOL_SLACK: usize = 1 << 16;
+
 pub struct Plan {
     pub id: usize,
     pub samples: u64,
     pub warmup: u64,
     pub floor_command: &'static str,
+    /// The server's worker threads (`stats settings` num_threads; 1 if unknown).
+    pub server_threads: usize,
 }
+
+/// Held while a worker opens its connections, so that each worker's pair is adjacent in the
+/// server's round-robin (see [`Worker::connect`]).
+static CONNECTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 pub struct Report {
     pub cells: Vec<Cell>,
@@ -36,6 +45,10 @@ struct Worker<'a> {
     rng: SmallRng,
     cells: Vec<Cell>,
     leftovers: Vec<Key>,
+    /// Keys written and read this round, deleted in the next round's first pipeline.
+    pending: Vec<Key>,
+    /// Random bytes that values are cut from (see [`Worker::random`]).
+    pool: Bytes,
     seq: u64,
     last_success: Instant,
     failures_in_a_row: u32,
@@ -55,6 +68,8 @@ pub fn run(spec: &Spec, plan: Plan, progress: &Progress) -> Report {
         rng: SmallRng::seed_from_u64(seed),
         cells: spec.cells(),
         leftovers: Vec::new(),
+        pending: Vec::new(),
+        pool: Bytes::new(),
         seq: 0,
         last_success: Instant::now(),
         failures_in_a_row: 0,
@@ -63,6 +78,8 @@ pub fn run(spec: &Spec, plan: Plan, progress: &Progress) -> Report {
         no_flags: MetaFlags::default(),
     };
     w.run();
+    w.flush_deletes();
+    w.leftovers.append(&mut w.pending);
     Report {
         cells: w.cells,
         leftovers: w.leftovers,
@@ -84,6 +101,8 @@ fn is_reply_error(e: &Error) -> bool {
 impl Worker<'_> {
     fn run(&mut self) {
         let n_sizes = self.spec.sizes.len();
+        let max = self.spec.sizes.iter().copied().max().unwrap_or(0);
+        self.pool = self.fresh_random(2 * max.max(self.spec.multi_value_size) + POOL_SLACK);
         for round in 0..self.plan.warmup + self.plan.samples {
             let keep = round >= self.plan.warmup;
             self.floor_sample(keep);
@@ -92,10 +111,7 @@ impl Worker<'_> {
                 self.get_set_sample(i, keep);
                 self.tick();
             }
-            for j in 0..self.spec.key_counts.len() {
-                self.multi_get_sample(j, keep);
-                self.tick();
-            }
+            self.multi_get_round(keep);
             if self.aborted.is_some() || self.progress.cancelled() {
                 break;
             }
@@ -117,9 +133,23 @@ impl Worker<'_> {
         .expect("prefix validated, rest is digits")
     }
 
-    fn random(&mut self, size: usize) -> Bytes {
+    fn fresh_random(&mut self, size: usize) -> Bytes {
         let mut b = BytesMut::zeroed(size);
         self.rng.fill_bytes(&mut b);
+        b.freeze()
+    }
+
+    /// A value of `size` bytes, different from every other value of this run: random bytes cut
+    /// from the pool at a random offset, with the sample's sequence number written over the
+    /// first bytes. Generating a fresh megabyte per sample would cost more than reading it.
+    fn random(&mut self, size: usize) -> Bytes {
+        let span = self.pool.len() - size;
+        let at = (self.rng.next_u64() % (span as u64 + 1)) as usize;
+        let mut b = BytesMut::from(&self.pool[at..at + size]);
+        self.seq += 1;
+        let seq = self.seq.to_le_bytes();
+        let n = size.min(seq.len());
+        b[..n].copy_from_slice(&seq[..n]);
         b.freeze()
     }
 
@@ -151,28 +181,52 @@ impl Worker<'_> {
     }
 
     fn connection(&mut self, cell: usize) -> Option<&mut BlockingConnection> {
-        if self.conn.is_none() {
-            match BlockingConnection::connect(&self.spec.address, self.spec.options) {
-                Ok(c) => self.conn = Some(c),
-                Err(e) => {
-                    self.fail(cell, &e);
-                    return None;
-                }
+        if self.connect(cell) {
+            self.conn.as_mut()
+        } else {
+            None
+        }
+    }
+
+    /// Opens the measuring connection and the floor's raw socket so that both land on the
+    /// same server worker thread: memcached hands new connections to its threads round-robin,
+    /// so after the measuring connection we open and close `threads - 1` throwaway ones, then
+    /// the floor's. (On a server with several threads, two connections on different threads
+    /// can differ by tens of µs per round trip, depending on where the scheduler runs those
+    /// threads: the floor must share the get's path to mean anything.) Workers connect one at a
+    /// time. Other clients connecting at the same moment can still break the alignment.
+    fn connect(&mut self, cell: usize) -> bool {
+        if self.conn.is_some() && self.floor.is_some() {
+            return true;
+        }
+        self.conn = None;
+        self.floor = None;
+        let (address, options) = (&self.spec.address, self.spec.options);
+        let serial = CONNECTING.lock().unwrap_or_else(|p| p.into_inner());
+        let opened = BlockingConnection::connect(address, options).and_then(|conn| {
+            for _ in 1..self.plan.server_threads {
+                drop(Floor::connect(address, options, self.plan.floor_command)?);
+            }
+            let floor = Floor::connect(address, options, self.plan.floor_command)?;
+            Ok((conn, floor))
+        });
+        drop(serial);
+        match opened {
+            Ok((conn, floor)) => {
+                self.conn = Some(conn);
+                self.floor = Some(floor);
+                true
+            }
+            Err(e) => {
+                self.fail(cell, &e);
+                false
             }
         }
-        self.conn.as_mut()
     }
 
     fn floor_sample(&mut self, keep: bool) {
-        if self.floor.is_none() {
-            match Floor::connect(
-                &self.spec.address,
-                self.spec.options,
-                self.plan.floor_command,
-            ) {
-                Ok(f) => self.floor = Some(f),
-                Err(e) => return self.fail(0, &e),
-            }
+        if !self.connect(0) {
+            return;
         }
         match self.floor.as_mut().expect("connected above").measure() {
             Ok(took) => {
@@ -253,71 +307,129 @@ impl Worker<'_> {
                 return self.fail(get_cell, &e);
             }
         }
-        self.delete(vec![key]);
+        self.pending.push(key);
     }
 
-    fn multi_get_sample(&mut self, j: usize, keep: bool) {
-        let k = self.spec.key_counts[j];
-        let cell = 1 + 2 * self.spec.sizes.len() + j;
-        let tag = format!("m{k}");
-        let keys: Vec<Key> = (0..k).map(|_| self.key(&tag)).collect();
-        let values: Vec<Bytes> = (0..k)
-            .map(|_| self.random(self.spec.multi_value_size))
-            .collect();
-        let (protocol, vflag, noflag) = (
-            self.spec.protocol,
-            self.value_flag.clone(),
-            self.no_flags.clone(),
-        );
-        let writes: Vec<Command> = keys
+    fn delete_command(&self, key: &Key) -> Command {
+        match self.spec.protocol {
+            Protocol::Text => Command::Delete(key.clone()),
+            Protocol::Meta => Command::MetaDelete {
+                key: key.clone(),
+                flags: self.no_flags.clone(),
+            },
+        }
+    }
+
+    fn write_command(&self, key: &Key, data: &Bytes) -> Command {
+        match self.spec.protocol {
+            Protocol::Text => Command::Set(Store {
+                key: key.clone(),
+                flags: 0,
+                exptime: 0,
+                data: data.clone(),
+            }),
+            Protocol::Meta => Command::MetaSet {
+                key: key.clone(),
+                data: data.clone(),
+                flags: self.no_flags.clone(),
+            },
+        }
+    }
+
+    /// One multi-get sample per key count. The values for all of them are written in one
+    /// untimed pipeline, which also carries the deletes of the previous round's keys; then each
+    /// multi-get is timed on its own and verified.
+    fn multi_get_round(&mut self, keep: bool) {
+        let counts = self.spec.key_counts.clone();
+        let first_cell = 1 + 2 * self.spec.sizes.len();
+        let mut batches: Vec<(Vec<Key>, Vec<Bytes>)> = Vec::with_capacity(counts.len());
+        for &k in &counts {
+            let tag = format!("m{k}");
+            let keys: Vec<Key> = (0..k).map(|_| self.key(&tag)).collect();
+            let values: Vec<Bytes> = (0..k)
+                .map(|_| self.random(self.spec.multi_value_size))
+                .collect();
+            batches.push((keys, values));
+        }
+        let deleted = std::mem::take(&mut self.pending);
+        let mut cmds: Vec<Command> = deleted.iter().map(|k| self.delete_command(k)).collect();
+        for (keys, values) in &batches {
+            cmds.extend(
+                keys.iter()
+                    .zip(values)
+                    .map(|(k, v)| self.write_command(k, v)),
+            );
+        }
+        let written: Vec<Key> = batches
             .iter()
-            .zip(&values)
-            .map(|(key, v)| match protocol {
-                Protocol::Text => Command::Set(Store {
-                    key: key.clone(),
-                    flags: 0,
-                    exptime: 0,
-                    data: v.clone(),
-                }),
-                Protocol::Meta => Command::MetaSet {
-                    key: key.clone(),
-                    data: v.clone(),
-                    flags: noflag.clone(),
-                },
-            })
+            .flat_map(|(k, _)| k.iter().cloned())
             .collect();
-        let Some(conn) = self.connection(cell) else {
-            return;
-        };
-        match conn.pipeline(&writes) {
-            Ok(replies) => {
-                if let Some(bad) = replies.iter().find(|r| {
-                    !matches!(
-                        r,
-                        Response::Stored
-                            | Response::Meta {
-                                status: MetaStatus::Hd,
-                                ..
-                            }
-                    )
-                }) {
-                    let e = Error::ServerError(format!("write before multi-get failed: {bad:?}"));
-                    self.leftovers.extend(keys);
-                    return self.fail(cell, &e);
-                }
+        let outcome = match self.connection(first_cell) {
+            Some(conn) => conn.pipeline(&cmds),
+            None => {
+                self.pending = deleted;
+                self.leftovers.extend(written);
+                return self.ticks(counts.len());
             }
+        };
+        let replies = match outcome {
+            Ok(replies) => replies,
             Err(e) => {
-                self.leftovers.extend(keys);
-                return self.fail(cell, &e);
+                self.leftovers.extend(deleted);
+                self.leftovers.extend(written);
+                self.fail(first_cell, &e);
+                return self.ticks(counts.len());
+            }
+        };
+        let (gone, stored) = replies.split_at(deleted.len());
+        for (r, k) in gone.iter().zip(deleted) {
+            if !is_gone(r) {
+                self.leftovers.push(k);
             }
         }
+        if let Some(bad) = stored.iter().find(|r| !is_stored(r)) {
+            let e = Error::ServerError(format!("write before multi-get failed: {bad:?}"));
+            self.leftovers.extend(written);
+            self.fail(first_cell, &e);
+            return self.ticks(counts.len());
+        }
 
-        let conn = self.conn.as_mut().expect("connected above");
+        let mut batches = batches.into_iter();
+        for j in 0..counts.len() {
+            let (keys, values) = batches.next().expect("one batch per key count");
+            if let Err(e) = self.timed_multi_get(first_cell + j, &keys, &values, keep) {
+                self.leftovers.extend(keys);
+                self.leftovers.extend(batches.flat_map(|(k, _)| k));
+                self.fail(first_cell + j, &e);
+                return self.ticks(counts.len() - j);
+            }
+            self.pending.extend(keys);
+            self.tick();
+        }
+    }
+
+    fn ticks(&self, n: usize) {
+        for _ in 0..n {
+            self.tick();
+        }
+    }
+
+    fn timed_multi_get(
+        &mut self,
+        cell: usize,
+        keys: &[Key],
+        values: &[Bytes],
+        keep: bool,
+    ) -> Result<(), Error> {
+        let (protocol, vflag) = (self.spec.protocol, self.value_flag.clone());
+        let conn = self.conn.as_mut().expect("connected by the caller");
         let t0 = Instant::now();
-        let got: Result<Vec<(Bytes, Bytes)>, Error> = match protocol {
+        let found: Vec<(Bytes, Bytes)> = match protocol {
             Protocol::Text => conn
-                .get_multi(&keys)
-                .map(|vs| vs.into_iter().map(|v| (v.key, v.data)).collect()),
+                .get_multi(keys)?
+                .into_iter()
+                .map(|v| (v.key, v.data))
+                .collect(),
             Protocol::Meta => {
                 let reads: Vec<Command> = keys
                     .iter()
@@ -326,58 +438,44 @@ impl Worker<'_> {
                         flags: vflag.clone(),
                     })
                     .collect();
-                conn.pipeline(&reads).map(|rs| {
-                    rs.into_iter()
-                        .zip(&keys)
-                        .filter_map(|(r, key)| match r {
-                            Response::Meta { data: Some(d), .. } => {
-                                Some((Bytes::copy_from_slice(key.as_bytes()), d))
-                            }
-                            _ => None,
-                        })
-                        .collect()
-                })
+                conn.pipeline(&reads)?
+                    .into_iter()
+                    .zip(keys)
+                    .filter_map(|(r, key)| match r {
+                        Response::Meta { data: Some(d), .. } => {
+                            Some((Bytes::copy_from_slice(key.as_bytes()), d))
+                        }
+                        _ => None,
+                    })
+                    .collect()
             }
         };
         let took = t0.elapsed();
-        match got {
-            Ok(found) => {
-                self.ok();
-                if keep {
-                    cachelab_metrics::record(&mut self.cells[cell].hist, took.as_nanos() as u64);
-                }
-                let expected: HashMap<&[u8], &Bytes> =
-                    keys.iter().map(|k| k.as_bytes()).zip(&values).collect();
-                let c = &mut self.cells[cell];
-                c.misses += (k - found.len().min(k)) as u64;
-                for (key, data) in &found {
-                    if expected.get(&key[..]) != Some(&data) {
-                        c.mismatches += 1;
-                    }
-                }
-            }
-            Err(e) => {
-                self.leftovers.extend(keys);
-                return self.fail(cell, &e);
+        self.ok();
+        let c = &mut self.cells[cell];
+        if keep {
+            cachelab_metrics::record(&mut c.hist, took.as_nanos() as u64);
+        }
+        let expected: HashMap<&[u8], &Bytes> =
+            keys.iter().map(|k| k.as_bytes()).zip(values).collect();
+        c.misses += (keys.len() - found.len().min(keys.len())) as u64;
+        for (key, data) in &found {
+            if expected.get(&key[..]) != Some(&data) {
+                c.mismatches += 1;
             }
         }
-        self.delete(keys);
+        Ok(())
     }
 
-    /// Deletes `keys` in one pipeline; whatever may remain is remembered for the final sweep.
-    fn delete(&mut self, keys: Vec<Key>) {
-        let noflag = self.no_flags.clone();
-        let cmds: Vec<Command> = keys
-            .iter()
-            .map(|k| match self.spec.protocol {
-                Protocol::Text => Command::Delete(k.clone()),
-                Protocol::Meta => Command::MetaDelete {
-                    key: k.clone(),
-                    flags: noflag.clone(),
-                },
-            })
-            .collect();
-        let conn = self.conn.as_mut().expect("callers hold a connection");
+    /// Deletes this round's keys at the end of the run; whatever may remain is remembered for
+    /// the final sweep.
+    fn flush_deletes(&mut self) {
+        if self.pending.is_empty() || self.conn.is_none() {
+            return;
+        }
+        let keys = std::mem::take(&mut self.pending);
+        let cmds: Vec<Command> = keys.iter().map(|k| self.delete_command(k)).collect();
+        let conn = self.conn.as_mut().expect("checked above");
         match conn.pipeline(&cmds) {
             Ok(replies) => {
                 for (r, k) in replies.iter().zip(keys) {
@@ -386,14 +484,20 @@ impl Worker<'_> {
                     }
                 }
             }
-            Err(e) => {
-                self.leftovers.extend(keys);
-                if !is_reply_error(&e) {
-                    self.conn = None;
-                }
-            }
+            Err(_) => self.leftovers.extend(keys),
         }
     }
+}
+
+fn is_stored(r: &Response) -> bool {
+    matches!(
+        r,
+        Response::Stored
+            | Response::Meta {
+                status: MetaStatus::Hd,
+                ..
+            }
+    )
 }
 
 fn is_gone(r: &Response) -> bool {
