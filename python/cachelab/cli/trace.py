@@ -1,0 +1,244 @@
+"""``cachelab trace``: synthesize, inspect and convert request and flat key traces."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from cachelab.cli import EXIT_OK, Parser, common
+from cachelab.errors import UsageError
+
+DESCRIPTION = """\
+Request traces (a content catalog plus requests that each touch an ordered list of items;
+JSONL or a Parquet directory) and flat key traces (CSV time,key,size[,op], libCacheSim
+oracleGeneral binary, one key per line). The format follows from the file name (.jsonl,
+.jsonl.gz, .parquet, .csv, .bin/.oracleGeneral, .txt) unless --from/--to name it.
+See docs/traces.md.
+"""
+
+SYNTH_DESCRIPTION = """\
+Generate a content-site request trace shaped like Khan Academy's (domains > subjects >
+topics > tutorials > videos/exercises/articles): Zipf page popularity, topic pages that
+touch their descendants, item pages that touch breadcrumbs and their tutorial, a homepage
+and per-user dashboards, lognormal item sizes and base latencies, several app instances
+and a diurnal request rate over one day. The same parameters and seed give the same file,
+byte for byte. Writes PATH (or --out: a .jsonl/.parquet path, or a directory that gets
+trace.jsonl); prints a summary.
+
+Any parameter of the model can be set with --set NAME=VALUE (VALUE is JSON, e.g.
+--set route_mix='{"topic": 0.5, "video": 0.5}'); see docs/traces.md for the list.
+"""
+
+INSPECT_DESCRIPTION = """\
+Summarise a trace: requests, catalog items, touches, unique keys touched, working-set
+bytes, popularity skew (Zipf alpha fitted to the rank-frequency curve on log-log axes, and
+the share of touches that go to the top 1 % of keys), items per request (p50/p90/p99/max)
+and requests per route. Flat key traces get the flat summary. A table on a terminal, the
+JSON otherwise; --out DIR also writes DIR/trace-inspect.json.
+"""
+
+CONVERT_DESCRIPTION = """\
+Convert SRC to DST: between request formats (jsonl <-> parquet), from a request trace to a
+flat key trace (each first touch of an item within a request becomes one access at the
+request's time, with the item's size), or between flat formats. Nothing is written when
+SRC is malformed; DST appears complete or not at all.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "trace", help="synthesize, inspect and convert traces", description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions.required = True
+
+    s = actions.add_parser(
+        "synth", help="generate a synthetic content-site request trace",
+        description=SYNTH_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("path", nargs="?", type=Path, metavar="PATH",
+                   help="the trace to write (.jsonl, .jsonl.gz or .parquet)")
+    s.add_argument("--out", type=Path, metavar="PATH|DIR",
+                   help="the trace to write, or a directory to write trace.jsonl into "
+                   "(default: cachelab-out/trace-<date>-<time>/trace.jsonl)")
+    s.add_argument("--to", metavar="FMT", help="jsonl or parquet (default: from the name)")
+    s.add_argument("--requests", type=int, metavar="N",
+                   help="requests to generate (default 100000; 10000 with --quick)")
+    s.add_argument("--seed", type=int, metavar="N", help="seed of every draw (default 1)")
+    s.add_argument("--quick", action="store_true", help="a small trace of the same shape")
+    s.add_argument("--alpha", type=float, metavar="A",
+                   help="Zipf exponent of page popularity (default 0.9)")
+    s.add_argument("--instances", type=int, metavar="N", help="app instances (default 8)")
+    s.add_argument("--duration", type=float, metavar="S",
+                   help="seconds the requests span (default 86400, one day)")
+    s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="set any model parameter (repeatable); VALUE is JSON or a bare string")
+    s.add_argument("--format", choices=("table", "json"), default=None,
+                   help="what goes to stdout: a summary table (default on a terminal) or JSON")
+    s.set_defaults(func=run_synth)
+
+    i = actions.add_parser(
+        "inspect", help="summarise a trace", description=INSPECT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    i.add_argument("path", type=Path, metavar="PATH", help="the trace file (or .parquet dir)")
+    i.add_argument("--from", dest="from_format", metavar="FMT",
+                   help="jsonl, parquet, csv, oracle or lines (default: from the name)")
+    i.add_argument("--out", type=Path, metavar="DIR", help="also write DIR/trace-inspect.json")
+    i.add_argument("--format", choices=("table", "json"), default=None,
+                   help="what goes to stdout: a human table (default on a terminal) or JSON")
+    i.set_defaults(func=run_inspect)
+
+    c = actions.add_parser(
+        "convert", help="convert a trace to another format", description=CONVERT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("src", type=Path, metavar="SRC", help="the trace to read")
+    c.add_argument("dst", type=Path, metavar="DST", help="the trace to write")
+    c.add_argument("--from", dest="from_format", metavar="FMT",
+                   help="format of SRC (default: from its name)")
+    c.add_argument("--to", dest="to_format", metavar="FMT",
+                   help="format of DST (default: from its name)")
+    c.add_argument("--format", choices=("table", "json"), default=None,
+                   help="what goes to stdout: one line (default on a terminal) or JSON")
+    c.set_defaults(func=run_convert)
+
+
+@contextmanager
+def _writing(target: Path) -> Iterator[None]:
+    """An OSError while writing ``target`` becomes a one-line error naming it."""
+    try:
+        yield
+    except OSError as e:
+        where = e.filename or target
+        raise UsageError(f"{where}: cannot write: {e.strerror or e}") from None
+
+
+# -- synth -----------------------------------------------------------------------------------
+
+
+def _parse_set(text: str) -> tuple[str, Any]:
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise UsageError(f"--set {text!r}: expected NAME=VALUE")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return name.strip().replace("-", "_"), value
+
+
+def params_from(args: argparse.Namespace) -> Any:
+    from cachelab.traces.synth import SynthParams
+
+    values: dict[str, Any] = SynthParams.quick().to_dict() if args.quick else {}
+    for text in args.set:
+        name, value = _parse_set(text)
+        values[name] = value
+    for flag, name in (("requests", "requests"), ("seed", "seed"), ("alpha", "alpha"),
+                       ("instances", "instances"), ("duration", "duration_s")):
+        value = getattr(args, flag)
+        if value is not None:
+            values[name] = value
+    try:
+        params = SynthParams.from_dict(values)
+        params.check()
+    except TypeError as e:  # a wrongly typed --set value
+        raise UsageError(f"bad synth parameter: {e}") from None
+    return params
+
+
+def synth_target(args: argparse.Namespace) -> Path:
+    """The trace file synth writes: PATH; --out as a trace path or a directory; a default."""
+    from cachelab.traces.formats import REQUEST_FORMATS, detect_format, format_name
+
+    if args.path is not None and args.out is not None:
+        raise UsageError("give the trace's PATH or --out, not both")
+    to = format_name(args.to) if args.to else None
+    if to is not None and to not in REQUEST_FORMATS:
+        raise UsageError(f"--to {args.to}: synth writes request traces (jsonl or parquet)")
+    if args.path is not None:
+        target = args.path
+    else:
+        target = args.out if args.out is not None else common.output_dir(args, "trace")
+        if not target.name.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson", ".parquet")):
+            target = target / ("trace.parquet" if to == "parquet" else "trace.jsonl")
+    if detect_format(target, to) not in REQUEST_FORMATS:
+        raise UsageError(f"{target}: synth writes request traces (.jsonl, .jsonl.gz or "
+                         ".parquet)")
+    return target
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from cachelab.traces.formats import save_request_trace
+    from cachelab.traces.synth import synthesize
+
+    fmt = common.stdout_format(args)
+    params = params_from(args)
+    target = synth_target(args)
+    trace = synthesize(params)
+    with _writing(target):
+        save_request_trace(trace, target, args.to)
+    summary = {
+        "path": str(target),
+        "requests": trace.n_requests,
+        "catalog_items": trace.n_items,
+        "touches": trace.n_touches,
+        "params": params.to_dict(),
+    }
+    if fmt == "json":
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"{trace.n_requests:,} requests, {trace.n_items:,} catalog items, "
+              f"{trace.n_touches:,} touches (seed {params.seed})")
+    print(f"wrote {target}", file=sys.stderr if fmt == "json" else sys.stdout)
+    return EXIT_OK
+
+
+# -- inspect ---------------------------------------------------------------------------------
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    from cachelab.traces._files import atomic_file
+    from cachelab.traces.inspect import inspect_path, render_inspection
+
+    fmt = common.stdout_format(args)
+    result = inspect_path(args.path, args.from_format)
+    text = json.dumps(result, indent=1)
+    if fmt == "json":
+        print(text)
+    else:
+        print(render_inspection(result))
+    if args.out is not None:
+        out = args.out / "trace-inspect.json"
+        with _writing(out), atomic_file(out) as tmp:
+            tmp.write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr if fmt == "json" else sys.stdout)
+    return EXIT_OK
+
+
+# -- convert ---------------------------------------------------------------------------------
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from cachelab.traces.formats import convert
+
+    fmt = common.stdout_format(args)
+    with _writing(args.dst):
+        summary = convert(args.src, args.dst, from_format=args.from_format,
+                          to_format=args.to_format)
+    if fmt == "json":
+        print(json.dumps(summary, indent=1))
+    else:
+        what = (f"{summary['requests']:,} requests" if "requests" in summary else "")
+        if "accesses" in summary:
+            what += (", " if what else "") + f"{summary['accesses']:,} accesses"
+        print(f"{summary['source']} ({summary['source_format']}) -> {summary['destination']} "
+              f"({summary['destination_format']}): {what}")
+    return EXIT_OK

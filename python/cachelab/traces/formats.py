@@ -1,0 +1,215 @@
+"""Trace formats by name and extension; load, save and convert any of them.
+
+Request traces (jsonl, parquet) are read and written here in Python; flat key traces (csv,
+oracle, lines) by the Rust core's ``cachelab._core.FlatTrace``. A request trace converts to a
+flat one by :func:`write_flat_csv` (one access per first touch of an item in a request).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cachelab.errors import InputError, UsageError
+from cachelab.traces._files import atomic_file
+from cachelab.traces.request import RequestTrace
+
+__all__ = [
+    "FLAT_FORMATS",
+    "REQUEST_FORMATS",
+    "convert",
+    "detect_format",
+    "flat_accesses",
+    "format_name",
+    "is_request_format",
+    "load_flat",
+    "load_request_trace",
+    "save_request_trace",
+    "write_flat_csv",
+]
+
+REQUEST_FORMATS = ("jsonl", "parquet")
+FLAT_FORMATS = ("csv", "oracle", "lines")
+
+_ALIASES = {
+    "jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl",
+    "parquet": "parquet",
+    "csv": "csv",
+    "oracle": "oracle", "oraclegeneral": "oracle", "bin": "oracle", "binary": "oracle",
+    "lines": "lines", "txt": "lines", "text": "lines",
+}
+_SUFFIXES = (
+    (".jsonl.gz", "jsonl"), (".jsonl", "jsonl"), (".ndjson", "jsonl"),
+    (".parquet", "parquet"),
+    (".csv", "csv"),
+    (".oraclegeneral.bin", "oracle"), (".oraclegeneral", "oracle"), (".bin", "oracle"),
+    (".txt", "lines"), (".lines", "lines"),
+)
+
+
+def format_name(name: str) -> str:
+    """The canonical name of a format given by name or alias; UsageError if unknown."""
+    canonical = _ALIASES.get(name.lower())
+    if canonical is None:
+        raise UsageError(
+            f"unknown trace format {name!r} (request traces: jsonl, parquet; flat traces: csv, "
+            "oracle (oracleGeneral, bin), lines (txt))"
+        )
+    return canonical
+
+
+def detect_format(path: str | os.PathLike[str], override: str | None = None) -> str:
+    """``override`` (a name or alias) if given, else the format ``path``'s extension implies."""
+    if override:
+        return format_name(override)
+    name = Path(path).name.lower().rstrip("/")
+    for suffix, fmt in _SUFFIXES:
+        if name.endswith(suffix):
+            return fmt
+    raise UsageError(
+        f"{path}: cannot tell the trace format from the name (use .jsonl, .jsonl.gz, "
+        ".parquet, .csv, .bin, .oracleGeneral or .txt, or name the format)"
+    )
+
+
+def is_request_format(fmt: str) -> bool:
+    return fmt in REQUEST_FORMATS
+
+
+def load_request_trace(path: str | os.PathLike[str], format: str | None = None) -> RequestTrace:
+    """Reads a request trace (JSONL or Parquet). Raises InputError naming file and line/row."""
+    fmt = detect_format(path, format)
+    if fmt == "jsonl":
+        from cachelab.traces.jsonl import read_jsonl
+
+        return read_jsonl(path)
+    if fmt == "parquet":
+        from cachelab.traces.parquet import read_parquet
+
+        return read_parquet(path)
+    raise UsageError(f"{path}: a {fmt} file is a flat key trace, not a request trace")
+
+
+def save_request_trace(
+    trace: RequestTrace, path: str | os.PathLike[str], format: str | None = None
+) -> Path:
+    """Writes a request trace as JSONL or Parquet (atomically) and returns the path."""
+    fmt = detect_format(path, format)
+    if fmt == "jsonl":
+        from cachelab.traces.jsonl import write_jsonl
+
+        return write_jsonl(trace, path)
+    if fmt == "parquet":
+        from cachelab.traces.parquet import write_parquet
+
+        return write_parquet(trace, path)
+    raise UsageError(f"{path}: {fmt} is a flat trace format; use write_flat_csv or convert()")
+
+
+# -- request -> flat -------------------------------------------------------------------------
+
+
+def flat_accesses(trace: RequestTrace) -> tuple[np.ndarray, np.ndarray]:
+    """The flat view of a request trace: (request position, item index) of every first touch
+    of an item within its request, in request order and then touch order."""
+    mask = trace.first_touch_mask()
+    return trace.request_of_touch()[mask], trace.touch_items[mask].astype(np.int64)
+
+
+def write_flat_csv(trace: RequestTrace, path: str | os.PathLike[str]) -> int:
+    """Writes the flat view (:func:`flat_accesses`) as CSV ``time,key,size`` (time in seconds
+    with 6 decimals, the item's key and size), atomically. Returns the number of accesses."""
+    requests, items = flat_accesses(trace)
+    used = np.unique(items)
+    for i in used.tolist():
+        if "," in trace.item_keys[i]:
+            raise UsageError(
+                f"item key {trace.item_keys[i]!r} holds a comma, which a flat CSV trace cannot "
+                "hold (it has no quoting); convert to .bin (oracleGeneral) instead"
+            )
+    keys = np.array(trace.item_keys, dtype=object)
+    sizes = trace.item_sizes.astype(np.int64)
+    times = trace.time
+    chunk = 1 << 16
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as out:
+        out.write("time,key,size\n")
+        for start in range(0, len(items), chunk):
+            it = items[start : start + chunk]
+            t = times[requests[start : start + chunk]].tolist()
+            k = keys[it].tolist()
+            s = sizes[it].tolist()
+            out.write("".join(f"{a:.6f},{b},{c}\n" for a, b, c in zip(t, k, s)))
+    return len(items)
+
+
+# -- flat traces (Rust) ----------------------------------------------------------------------
+
+
+def _flat_class() -> Any:
+    from cachelab import _core
+
+    cls = getattr(_core, "FlatTrace", None)
+    if cls is None:
+        raise UsageError("this build of cachelab has no flat-trace support (_core.FlatTrace)")
+    return cls
+
+
+def load_flat(path: str | os.PathLike[str], format: str | None = None) -> Any:
+    """Reads a flat key trace with ``cachelab._core.FlatTrace``."""
+    fmt = detect_format(path, format)
+    if is_request_format(fmt):
+        raise UsageError(f"{path}: a {fmt} file is a request trace, not a flat key trace")
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such file")
+    return _flat_class().load(str(path), format=fmt)
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    from_format: str | None = None,
+    to_format: str | None = None,
+) -> dict[str, Any]:
+    """Converts ``src`` to ``dst``; returns a summary. Request → request (jsonl/parquet),
+    request → flat (one access per first touch), flat → flat. Nothing is written when the
+    input is malformed."""
+    src_fmt = detect_format(src, from_format)
+    dst_fmt = detect_format(dst, to_format)
+    summary: dict[str, Any] = {
+        "source": str(src), "source_format": src_fmt,
+        "destination": str(dst), "destination_format": dst_fmt,
+    }
+    if Path(src).resolve() == Path(dst).resolve():
+        raise UsageError(f"{dst}: the destination is the source")
+    if is_request_format(src_fmt):
+        trace = load_request_trace(src, src_fmt)
+        summary.update(requests=trace.n_requests, items=trace.n_items, touches=trace.n_touches)
+        if is_request_format(dst_fmt):
+            save_request_trace(trace, dst, dst_fmt)
+            return summary
+        if dst_fmt == "csv":
+            summary["accesses"] = write_flat_csv(trace, dst)
+            return summary
+        # request -> oracle / lines: through a temporary CSV that FlatTrace reads
+        target = Path(dst)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert.") as tmpdir:
+            tmp = Path(tmpdir) / "flat.csv"
+            summary["accesses"] = write_flat_csv(trace, tmp)
+            flat = _flat_class().load(str(tmp), format="csv")
+            flat.write(str(dst), format=dst_fmt)
+        return summary
+    if is_request_format(dst_fmt):
+        raise UsageError(
+            f"cannot convert a flat key trace ({src_fmt}) to a request trace ({dst_fmt}): it "
+            "has no requests or catalog"
+        )
+    flat = load_flat(src, src_fmt)
+    summary["accesses"] = len(flat)
+    flat.write(str(dst), format=dst_fmt)
+    return summary

@@ -1,0 +1,184 @@
+"""Request traces as Parquet: a directory ``NAME.parquet/`` holding ``catalog.parquet`` and
+``requests.parquet``, the header in the requests file's key-value metadata (docs/traces.md).
+
+Checks are vectorised with pyarrow.compute; every problem raises
+:class:`~cachelab.errors.InputError` naming the file and the (1-based) row. Writing is atomic:
+the directory is built beside its final name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cachelab.errors import InputError
+from cachelab.traces._files import atomic_dir
+from cachelab.traces.columns import MAX_INSTANCE, Place, first_true, from_arrow
+from cachelab.traces.jsonl import check_header, header
+from cachelab.traces.request import RequestTrace
+
+__all__ = ["CATALOG_FILE", "HEADER_KEY", "REQUESTS_FILE", "read_parquet", "write_parquet"]
+
+CATALOG_FILE = "catalog.parquet"
+REQUESTS_FILE = "requests.parquet"
+#: Key of the header (JSON) in requests.parquet's key-value metadata.
+HEADER_KEY = b"cachelab.request-trace"
+
+CATALOG_SCHEMA = pa.schema([
+    ("key", pa.string()),
+    ("size", pa.int64()),
+    ("kind", pa.string()),
+    ("children", pa.list_(pa.string())),
+])
+REQUESTS_SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("time", pa.float64()),
+    ("instance", pa.int32()),
+    ("route", pa.string()),
+    ("base_ms", pa.float64()),
+    ("items", pa.list_(pa.string())),
+])
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+def _list_column(keys: pa.Array, offsets: np.ndarray, items: np.ndarray) -> pa.Array:
+    values = keys.take(pa.array(items, type=pa.uint32()))
+    if int(offsets[-1]) < 2**31:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+    large = pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), values)
+    return large
+
+
+def write_parquet(trace: RequestTrace, path: str | os.PathLike[str]) -> Path:
+    """Writes ``trace`` as a Parquet directory at ``path``, atomically."""
+    target = Path(path)
+    if len(trace.instance) and int(trace.instance.max()) > MAX_INSTANCE:
+        raise InputError(f"{target}: instance ids above {MAX_INSTANCE} do not fit Parquet's int32")
+    keys = pa.array(trace.item_keys, type=pa.string())
+    kinds = pa.array(trace.kind_names, type=pa.string()).take(pa.array(trace.item_kinds))
+    catalog = pa.table(
+        {
+            "key": keys,
+            "size": pa.array(trace.item_sizes.astype(np.int64)),
+            "kind": kinds,
+            "children": _list_column(keys, trace.child_offsets, trace.child_items),
+        }
+    )
+    routes = pa.array(trace.route_names, type=pa.string()).take(pa.array(trace.route))
+    items = _list_column(keys, trace.touch_offsets, trace.touch_items)
+    requests = pa.table(
+        {
+            "id": pa.array(trace.request_ids, type=pa.int64()),
+            "time": pa.array(trace.time, type=pa.float64()),
+            "instance": pa.array(trace.instance.astype(np.int32), type=pa.int32()),
+            "route": routes,
+            "base_ms": pa.array(trace.base_ms, type=pa.float64()),
+            "items": items,
+        }
+    )
+    meta = {HEADER_KEY: json.dumps(header(trace.generator), separators=(",", ":")).encode()}
+    requests = requests.replace_schema_metadata(meta)
+    with atomic_dir(target) as tmp:
+        pq.write_table(catalog, tmp / CATALOG_FILE)
+        pq.write_table(requests, tmp / REQUESTS_FILE)
+    return target
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def _read_table(path: Path) -> pa.Table:
+    if not path.is_file():
+        raise InputError(f"{path}: missing (a Parquet request trace is a directory holding "
+                         f"{CATALOG_FILE} and {REQUESTS_FILE})")
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"{path}: not a readable Parquet file ({e})") from None
+
+
+def _column(table: pa.Table, path: Path, name: str, want: pa.DataType) -> pa.Array:
+    if name not in table.column_names:
+        raise InputError(f"{path}: no column {name!r} (expected {', '.join(table.column_names)}"
+                         f" to include it)")
+    col = table.column(name).combine_chunks()
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    if pa.types.is_list(want):
+        ok = (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)) and (
+            pa.types.is_string(col.type.value_type)
+            or pa.types.is_large_string(col.type.value_type)
+            or pa.types.is_dictionary(col.type.value_type)
+        )
+        if not ok:
+            raise InputError(f"{path}: column {name!r} is {col.type}, expected a list of strings")
+        if pa.types.is_dictionary(col.type.value_type):
+            col = type(col).from_arrays(col.offsets, col.values.dictionary_decode(),
+                                        mask=col.is_null())
+        return col
+    same_family = (
+        (pa.types.is_integer(want) and pa.types.is_integer(col.type))
+        or (pa.types.is_floating(want) and (pa.types.is_floating(col.type)
+                                            or pa.types.is_integer(col.type)))
+        or (pa.types.is_string(want) and (pa.types.is_string(col.type)
+                                          or pa.types.is_large_string(col.type)))
+    )
+    if not same_family:
+        raise InputError(f"{path}: column {name!r} is {col.type}, expected {want}")
+    if pa.types.is_integer(want) and col.type != want:
+        # keep the values exact: check the range before narrowing
+        lo, hi = pc.min_max(col).values()
+        info = np.iinfo(want.to_pandas_dtype())
+        if lo.is_valid and (lo.as_py() < info.min or hi.as_py() > info.max):
+            bad = pc.or_(pc.less(col, info.min), pc.greater(col, info.max))
+            row = first_true(bad)
+            raise InputError(f"{path}: row {(row or 0) + 1}: {name} is out of range for {want}")
+    return col.cast(want)
+
+
+def read_parquet(path: str | os.PathLike[str]) -> RequestTrace:
+    """Reads a Parquet request trace directory. Raises InputError naming the file and row."""
+    d = Path(path)
+    if not d.is_dir():
+        if d.exists():
+            raise InputError(f"{d}: a Parquet request trace is a directory holding "
+                             f"{CATALOG_FILE} and {REQUESTS_FILE}, not a file")
+        raise InputError(f"{d}: no such directory")
+    cat_path, req_path = d / CATALOG_FILE, d / REQUESTS_FILE
+    cat = _read_table(cat_path)
+    req = _read_table(req_path)
+
+    meta = req.schema.metadata or {}
+    if HEADER_KEY not in meta:
+        raise InputError(f"{req_path}: no {HEADER_KEY.decode()!r} metadata (not a cachelab "
+                         "request trace)")
+    try:
+        head = json.loads(meta[HEADER_KEY])
+    except ValueError as e:
+        raise InputError(f"{req_path}: header metadata is not valid JSON ({e})") from None
+    generator = check_header(head, f"{req_path}: header metadata")
+
+    catalog = {
+        "key": _column(cat, cat_path, "key", pa.string()),
+        "size": _column(cat, cat_path, "size", pa.int64()),
+        "kind": _column(cat, cat_path, "kind", pa.string()),
+        "children": _column(cat, cat_path, "children", pa.list_(pa.string()))
+        if "children" in cat.column_names else None,
+    }
+    requests = {
+        "id": _column(req, req_path, "id", pa.int64()),
+        "time": _column(req, req_path, "time", pa.float64()),
+        "instance": _column(req, req_path, "instance", pa.int64()),
+        "route": _column(req, req_path, "route", pa.string()),
+        "base_ms": _column(req, req_path, "base_ms", pa.float64()),
+        "items": _column(req, req_path, "items", pa.list_(pa.string())),
+    }
+    return from_arrow(catalog, requests, generator, Place(str(cat_path)), Place(str(req_path)))

@@ -1,0 +1,442 @@
+"""A synthetic content-site request trace, shaped like the one in the seed post.
+
+Khan Academy's content is a tree — domains → subjects → topics → tutorials → items (videos,
+exercises, articles) — and a page touches many catalog items: a topic page its descendants,
+an item page its breadcrumbs and the tutorial it sits in. :func:`synthesize` builds such a
+catalog and a day of requests from :class:`SynthParams`; the same parameters (seed included)
+always give the same trace, to the byte once written. The model, every parameter and its
+default are documented in ``docs/traces.md`` ("The synthetic trace").
+
+Everything is numpy-vectorised except the walk that builds each page's touch list once (a few
+thousand pages), so 100,000 requests take about a second.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from cachelab.errors import UsageError
+from cachelab.traces.request import RequestTrace
+
+__all__ = ["GENERATOR_NAME", "ROUTES", "SynthParams", "synthesize"]
+
+GENERATOR_NAME = "cachelab.synth"
+
+#: Levels of the content tree, root first; a node's kind is its level's name, except the leaves
+#: (content items), whose kind is drawn from ``SynthParams.kind_mix``.
+LEVELS = ("domain", "subject", "topic", "tutorial")
+ITEM_KINDS = ("video", "exercise", "article")
+
+#: Routes (page types), in the order their requests are drawn.
+ROUTES = ("home", "dashboard", "domain", "subject", "topic", "tutorial", *ITEM_KINDS)
+
+
+def _default_route_mix() -> dict[str, float]:
+    return {
+        "home": 0.06, "dashboard": 0.08, "domain": 0.02, "subject": 0.04, "topic": 0.08,
+        "tutorial": 0.08, "video": 0.32, "exercise": 0.24, "article": 0.08,
+    }
+
+
+def _default_kind_mix() -> dict[str, float]:
+    return {"video": 0.45, "exercise": 0.35, "article": 0.20}
+
+
+def _default_sizes() -> dict[str, list[float]]:
+    # kind -> [median bytes, sigma of the log]; lognormal, rounded, clipped to [1, max_item_size]
+    return {
+        "global": [20_000, 0.5],
+        "domain": [3_000, 0.5],
+        "subject": [2_500, 0.5],
+        "topic": [2_000, 0.6],
+        "tutorial": [1_200, 0.6],
+        "video": [1_800, 0.8],
+        "exercise": [6_000, 1.0],
+        "article": [12_000, 1.2],
+    }
+
+
+@dataclass
+class SynthParams:
+    """Parameters of :func:`synthesize`; see docs/traces.md for the model they drive."""
+
+    #: Requests to generate.
+    requests: int = 100_000
+    #: Seed of every random draw (tree shape, sizes, popularity, requests).
+    seed: int = 1
+    # -- the content tree (counts per parent are 1 + Poisson(mean - 1)) --
+    domains: int = 6
+    subjects_per_domain: float = 5.0
+    topics_per_subject: float = 6.0
+    tutorials_per_topic: float = 5.0
+    items_per_tutorial: float = 7.0
+    #: Share of each kind among content items (leaves).
+    kind_mix: dict[str, float] = field(default_factory=_default_kind_mix)
+    #: Item size by kind: [median bytes, sigma of the log] of a lognormal.
+    sizes: dict[str, list[float]] = field(default_factory=_default_sizes)
+    #: Sizes are capped here (memcached's default item size limit).
+    max_item_size: int = 1_000_000
+    #: Keys touched by every request (site settings, navigation, feature flags): global:0, ...
+    global_items: int = 2
+    # -- popularity --
+    #: Zipf exponent of page popularity within each route: weight of rank r is r^-alpha.
+    alpha: float = 0.9
+    #: Popularity is inherited down the tree: a node's score is its parent's times a
+    #: lognormal factor with this sigma; pages are ranked by score. 0 = children of the most
+    #: popular parent are the most popular pages.
+    popularity_noise: float = 1.0
+    #: Share of requests per route (page type); normalised to sum to 1.
+    route_mix: dict[str, float] = field(default_factory=_default_route_mix)
+    # -- what pages touch --
+    #: A domain, subject or topic page touches descendants down to this many levels.
+    topic_page_depth: int = 2
+    #: The homepage touches the domains, subjects and this many most popular content items.
+    home_items: int = 24
+    #: A dashboard touches the domains and 1 + Poisson(mean - 1) content items drawn
+    #: uniformly at random (the user's own progress).
+    dashboard_items: float = 12.0
+    # -- timing --
+    #: Requests spread over this many seconds from t = 0.
+    duration_s: float = 86_400.0
+    #: Rate ∝ 1 + amplitude·cos(2π(t - peak)/1 day); peak/trough ratio (1+a)/(1-a).
+    diurnal_amplitude: float = 0.6
+    #: Hour of the day (0-24, t = 0 is midnight) at which the rate peaks.
+    peak_hour: float = 15.0
+    #: App instances serving requests.
+    instances: int = 8
+    #: "random" (uniform) or "round-robin" (in time order) assignment to instances.
+    assignment: str = "random"
+    #: Base latency (without memcached) is lognormal with this median (ms) and sigma.
+    base_ms_median: float = 40.0
+    base_ms_sigma: float = 0.7
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> SynthParams:
+        """The same shape, smaller: 10,000 requests."""
+        return cls(**{"requests": 10_000, **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SynthParams:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise UsageError(f"unknown synth parameter(s): {', '.join(unknown)}")
+        defaults = cls()
+        values: dict[str, Any] = {}
+        for name, value in d.items():
+            default = getattr(defaults, name)
+            if isinstance(default, int):
+                ok = type(value) is int
+                want = "an integer"
+            elif isinstance(default, float):
+                ok = type(value) in (int, float)
+                want = "a number"
+                value = float(value) if ok else value
+            elif isinstance(default, str):
+                ok, want = type(value) is str, "a string"
+            else:  # dict of shares or of [median, sigma]
+                ok = isinstance(value, dict) and all(
+                    isinstance(k, str) and (
+                        type(v) in (int, float) if name.endswith("_mix")
+                        else isinstance(v, list) and all(type(x) in (int, float) for x in v)
+                    ) for k, v in value.items()
+                )
+                want = ("an object of name: share" if name.endswith("_mix")
+                        else "an object of kind: [median bytes, sigma]")
+            if not ok:
+                raise UsageError(f"synth parameter {name} must be {want}, not {value!r}")
+            values[name] = value
+        return cls(**values)
+
+    def check(self) -> None:
+        """Raises UsageError naming the first bad parameter."""
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                raise UsageError(message)
+
+        need(0 <= self.requests <= 100_000_000, "requests must be between 0 and 100,000,000")
+        need(0 <= self.seed < 2**63, "seed must be a non-negative integer")
+        need(1 <= self.domains <= 10_000, "domains must be between 1 and 10,000")
+        for name in ("subjects_per_domain", "topics_per_subject", "tutorials_per_topic",
+                     "items_per_tutorial"):
+            value = getattr(self, name)
+            need(1 <= value <= 1_000, f"{name} must be between 1 and 1000")
+        need(set(self.kind_mix) <= set(ITEM_KINDS) and self.kind_mix != {},
+             f"kind_mix keys must be among {', '.join(ITEM_KINDS)}")
+        need(all(v >= 0 for v in self.kind_mix.values()) and sum(self.kind_mix.values()) > 0,
+             "kind_mix shares must be >= 0 and not all 0")
+        for kind in ("global", *LEVELS, *ITEM_KINDS):
+            need(kind in self.sizes, f"sizes has no entry for {kind!r}")
+        for kind, spec in self.sizes.items():
+            need(len(spec) == 2 and spec[0] > 0 and spec[1] >= 0,
+                 f"sizes[{kind!r}] must be [median bytes > 0, sigma >= 0]")
+        need(1 <= self.max_item_size <= 2**40, "max_item_size must be between 1 and 2^40")
+        need(0 <= self.global_items <= 1000, "global_items must be between 0 and 1000")
+        need(0 <= self.alpha <= 5, "alpha must be between 0 and 5")
+        need(0 <= self.popularity_noise <= 10, "popularity_noise must be between 0 and 10")
+        need(set(self.route_mix) <= set(ROUTES),
+             f"route_mix keys must be among {', '.join(ROUTES)}")
+        need(all(v >= 0 for v in self.route_mix.values()) and sum(self.route_mix.values()) > 0,
+             "route_mix shares must be >= 0 and not all 0")
+        need(0 <= self.topic_page_depth <= 4, "topic_page_depth must be between 0 and 4")
+        need(0 <= self.home_items <= 10_000, "home_items must be between 0 and 10,000")
+        need(1 <= self.dashboard_items <= 10_000, "dashboard_items must be between 1 and 10,000")
+        need(0 < self.duration_s <= 366 * 86_400 and math.isfinite(self.duration_s),
+             "duration_s must be between 0 and a year")
+        need(0 <= self.diurnal_amplitude < 1, "diurnal_amplitude must be in [0, 1)")
+        need(0 <= self.peak_hour <= 24, "peak_hour must be between 0 and 24")
+        need(1 <= self.instances <= 100_000, "instances must be between 1 and 100,000")
+        need(self.assignment in ("random", "round-robin"),
+             "assignment must be 'random' or 'round-robin'")
+        need(0 < self.base_ms_median <= 1e6, "base_ms_median must be > 0")
+        need(0 <= self.base_ms_sigma <= 5, "base_ms_sigma must be between 0 and 5")
+
+
+# -- the catalog -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Tree:
+    keys: list[str]
+    kinds: np.ndarray  # codes into kind_names
+    kind_names: list[str]
+    sizes: np.ndarray
+    parent: np.ndarray  # catalog index of the parent, -1 for globals and domains
+    child_offsets: np.ndarray
+    child_items: np.ndarray
+    level: np.ndarray  # -1 globals, 0 domain ... 3 tutorial, 4 content item
+    score: np.ndarray  # popularity score (higher = more popular)
+
+
+def _build_tree(p: SynthParams, rng: np.random.Generator) -> _Tree:
+    means = (p.subjects_per_domain, p.topics_per_subject, p.tutorials_per_topic,
+             p.items_per_tutorial)
+    level_sizes = [p.domains]
+    level_parent = [np.full(p.domains, -1, dtype=np.int64)]  # index within the previous level
+    for mean in means:
+        counts = 1 + rng.poisson(mean - 1, size=level_sizes[-1])
+        level_parent.append(np.repeat(np.arange(level_sizes[-1]), counts))
+        level_sizes.append(int(counts.sum()))
+    base = np.cumsum([p.global_items, *level_sizes])  # catalog index where level L+1 starts
+    starts = base[:-1].tolist()
+    n = int(base[-1])
+
+    kind_names = ["global", *LEVELS, *ITEM_KINDS]
+    kinds = np.empty(n, dtype=np.uint32)
+    level = np.empty(n, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    kinds[: p.global_items] = 0
+    level[: p.global_items] = -1
+    for lv in range(5):
+        sl = slice(starts[lv], starts[lv] + level_sizes[lv])
+        level[sl] = lv
+        if lv > 0:
+            parent[sl] = level_parent[lv] + starts[lv - 1]
+        if lv < 4:
+            kinds[sl] = 1 + lv
+    n_items = level_sizes[4]
+    mix = np.array([p.kind_mix.get(k, 0.0) for k in ITEM_KINDS], dtype=np.float64)
+    kinds[starts[4]:] = 1 + len(LEVELS) + rng.choice(len(ITEM_KINDS), size=n_items,
+                                                     p=mix / mix.sum())
+
+    medians = np.array([p.sizes[k][0] for k in kind_names], dtype=np.float64)
+    sigmas = np.array([p.sizes[k][1] for k in kind_names], dtype=np.float64)
+    raw = medians[kinds] * np.exp(sigmas[kinds] * rng.standard_normal(n))
+    sizes = np.clip(np.rint(raw), 1, p.max_item_size).astype(np.uint64)
+
+    # popularity: inherited down the tree with lognormal noise
+    noise = np.exp(p.popularity_noise * rng.standard_normal(n))
+    score = np.ones(n, dtype=np.float64)
+    for lv in range(5):
+        sl = slice(starts[lv], starts[lv] + level_sizes[lv])
+        score[sl] = noise[sl] * (score[parent[sl]] if lv > 0 else 1.0)
+
+    counts_all = np.zeros(n, dtype=np.int64)
+    has_parent = parent >= 0
+    np.add.at(counts_all, parent[has_parent], 1)
+    child_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts_all, out=child_offsets[1:])
+    # children of consecutive parents are consecutive, in catalog order
+    child_items = np.flatnonzero(has_parent)
+    order = np.argsort(parent[child_items], kind="stable")
+    child_items = child_items[order]
+
+    keys = [f"global:{i}" for i in range(p.global_items)]
+    names = kind_names
+    for lv in range(4):
+        keys += [f"{LEVELS[lv]}:{i}" for i in range(level_sizes[lv])]
+    leaf_kinds = kinds[starts[4]:].tolist()
+    keys += [f"{names[k]}:{i}" for i, k in enumerate(leaf_kinds)]
+    return _Tree(keys, kinds, kind_names, sizes, parent, child_offsets,
+                 child_items.astype(np.int64), level, score)
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+def _ancestors(tree: _Tree, node: int) -> list[int]:
+    out = []
+    up = int(tree.parent[node])
+    while up >= 0:
+        out.append(up)
+        up = int(tree.parent[up])
+    out.reverse()
+    return out
+
+
+def _descendants(tree: _Tree, node: int, depth: int, out: list[int]) -> None:
+    """Pre-order: each child, then its descendants, down to ``depth`` levels below ``node``."""
+    if depth <= 0:
+        return
+    lo, hi = int(tree.child_offsets[node]), int(tree.child_offsets[node + 1])
+    for child in tree.child_items[lo:hi].tolist():
+        out.append(child)
+        _descendants(tree, child, depth - 1, out)
+
+
+def _by_popularity(tree: _Tree, members: np.ndarray) -> np.ndarray:
+    """``members`` most popular first (ties broken by catalog order)."""
+    return members[np.lexsort((members, -tree.score[members]))]
+
+
+def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[list[int]]]:
+    """Candidate pages of every route (most popular first) and each page's touch list.
+
+    Page ids index the touch lists: page 0 is the homepage, page 1 the dashboard (its fixed
+    part), then one page per tree node.
+    """
+    glob = list(range(p.global_items))
+    domains = np.flatnonzero(tree.level == 0).tolist()
+    subjects = np.flatnonzero(tree.level == 1).tolist()
+    leaves = np.flatnonzero(tree.level == 4)
+    top_items = _by_popularity(tree, leaves)[: p.home_items].tolist()
+    lists: list[list[int]] = [glob + domains + subjects + top_items, glob + domains]
+    candidates: dict[str, np.ndarray] = {"home": np.array([0]), "dashboard": np.array([1])}
+    page_of_node = np.full(len(tree.keys), -1, dtype=np.int64)
+    for node in np.flatnonzero(tree.level >= 0).tolist():
+        lv = int(tree.level[node])
+        page = glob + [node] if lv == 4 else glob.copy()
+        page += _ancestors(tree, node)
+        if lv == 4:
+            up = int(tree.parent[node])
+            lo, hi = int(tree.child_offsets[up]), int(tree.child_offsets[up + 1])
+            page += tree.child_items[lo:hi].tolist()  # the tutorial: siblings and itself again
+        else:
+            page.append(node)
+            _descendants(tree, node, 1 if lv == 3 else p.topic_page_depth, page)
+        page_of_node[node] = len(lists)
+        lists.append(page)
+    kind_of = np.array(tree.kind_names, dtype=object)[tree.kinds]
+    for route in ROUTES[2:]:
+        nodes = np.flatnonzero((kind_of == route) & (tree.level >= 0))
+        candidates[route] = page_of_node[_by_popularity(tree, nodes)]
+    return candidates, lists
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+def _times(p: SynthParams, rng: np.random.Generator) -> np.ndarray:
+    """Sorted request times with rate ∝ 1 + a·cos(2π(t/day - peak/24)), by inverse CDF."""
+    grid = np.linspace(0.0, p.duration_s, 8193)
+    rate = 1.0 + p.diurnal_amplitude * np.cos(2 * np.pi * (grid / 86_400.0 - p.peak_hour / 24))
+    cdf = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(grid))])
+    cdf /= cdf[-1]
+    u = np.sort(rng.random(p.requests))
+    return np.round(np.interp(u, cdf, grid), 6)
+
+
+def synthesize(params: SynthParams | None = None) -> RequestTrace:
+    """A synthetic request trace; deterministic for given parameters (seed included)."""
+    p = params if params is not None else SynthParams()
+    p.check()
+    rng = np.random.default_rng(p.seed)
+    tree = _build_tree(p, rng)
+    candidates, page_lists = _pages(tree, p)
+    n = p.requests
+
+    # route and page of each request
+    mix = np.array([p.route_mix.get(r, 0.0) for r in ROUTES], dtype=np.float64)
+    for i, r in enumerate(ROUTES):  # a route without pages gets no requests
+        if len(candidates[r]) == 0:
+            mix[i] = 0.0
+    if mix.sum() <= 0:
+        raise UsageError("route_mix gives no weight to any route that has pages")
+    route = rng.choice(len(ROUTES), size=n, p=mix / mix.sum()).astype(np.uint32)
+    page = np.zeros(n, dtype=np.int64)
+    for i, r in enumerate(ROUTES):
+        where = np.flatnonzero(route == i)
+        pages = candidates[r]
+        if len(where) == 0:
+            continue
+        weights = np.arange(1, len(pages) + 1, dtype=np.float64) ** -p.alpha
+        cdf = np.cumsum(weights)
+        pick = np.searchsorted(cdf, rng.random(len(where)) * cdf[-1], side="right")
+        page[where] = pages[np.minimum(pick, len(pages) - 1)]
+
+    # touches: the page's fixed list, then (dashboards) random content items
+    page_len = np.array([len(t) for t in page_lists], dtype=np.int64)
+    page_off = np.zeros(len(page_lists) + 1, dtype=np.int64)
+    np.cumsum(page_len, out=page_off[1:])
+    page_items = np.fromiter((i for t in page_lists for i in t), dtype=np.int64,
+                             count=int(page_off[-1]))
+    dash = route == ROUTES.index("dashboard")
+    extra = np.zeros(n, dtype=np.int64)
+    extra[dash] = 1 + rng.poisson(p.dashboard_items - 1, size=int(dash.sum()))
+    leaves = np.flatnonzero(tree.level == 4)
+    extra_items = leaves[rng.integers(0, len(leaves), size=int(extra.sum()))]
+
+    fixed = page_len[page]
+    total = fixed + extra
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(total, out=offsets[1:])
+    touches = np.empty(int(offsets[-1]), dtype=np.uint32)
+    # fixed part: position offsets[r] + j <- page_items[page_off[page[r]] + j]
+    req_of = np.repeat(np.arange(n), fixed)
+    fixed_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(fixed, out=fixed_off[1:])
+    j = np.arange(int(fixed_off[-1])) - fixed_off[req_of]
+    touches[offsets[req_of] + j] = page_items[page_off[page[req_of]] + j]
+    # extra part, after the fixed part
+    req_of = np.repeat(np.arange(n), extra)
+    extra_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(extra, out=extra_off[1:])
+    j = np.arange(int(extra_off[-1])) - extra_off[req_of]
+    touches[offsets[req_of] + fixed[req_of] + j] = extra_items
+
+    time = _times(p, rng)
+    if p.assignment == "random":
+        instance = rng.integers(0, p.instances, size=n).astype(np.uint32)
+    else:
+        instance = (np.arange(n) % p.instances).astype(np.uint32)
+    base = p.base_ms_median * np.exp(p.base_ms_sigma * rng.standard_normal(n))
+    base_ms = np.maximum(np.round(base, 3), 0.001)
+
+    # name only the routes that occur, in ROUTES order
+    used = np.flatnonzero(np.bincount(route, minlength=len(ROUTES)))
+    recode = np.full(len(ROUTES), 0, dtype=np.uint32)
+    recode[used] = np.arange(len(used), dtype=np.uint32)
+    return RequestTrace(
+        item_keys=tree.keys,
+        item_sizes=tree.sizes,
+        item_kinds=tree.kinds,
+        kind_names=tree.kind_names,
+        child_offsets=tree.child_offsets,
+        child_items=tree.child_items,
+        request_ids=np.arange(n, dtype=np.int64),
+        time=time,
+        instance=instance,
+        route=recode[route],
+        route_names=[ROUTES[i] for i in used],
+        base_ms=base_ms,
+        touch_offsets=offsets,
+        touch_items=touches,
+        generator={"name": GENERATOR_NAME, "params": p.to_dict()},
+    )

@@ -1,0 +1,166 @@
+"""``cachelab trace synth|inspect|convert``: artifacts, stdout, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cachelab.cli import run as cli_run
+from cachelab.traces import load_request_trace
+
+RUN_TIMEOUT = 60
+
+
+def cachelab(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cachelab", *map(str, args)],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=cwd,
+    )
+
+
+def one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_synth_inspect_convert_end_to_end(tmp_path: Path) -> None:
+    p = cachelab("trace", "synth", "--requests", "2000", "--seed", "3", "t.jsonl", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)  # not a terminal: JSON on stdout
+    assert summary["requests"] == 2000 and summary["params"]["seed"] == 3
+    assert p.stderr.strip() == "wrote t.jsonl"
+
+    p = cachelab("trace", "inspect", "t.jsonl", "--out", "insp", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    result = json.loads(p.stdout)
+    assert result["requests"] == 2000 and result["kind"] == "request"
+    assert json.loads((tmp_path / "insp" / "trace-inspect.json").read_text()) == result
+
+    p = cachelab("trace", "convert", "t.jsonl", "t.parquet", "--format", "table", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("t.jsonl (jsonl) -> t.parquet (parquet): 2,000 requests")
+    assert load_request_trace(tmp_path / "t.parquet").equals(
+        load_request_trace(tmp_path / "t.jsonl"))
+
+
+def test_synth_out_directory_and_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code = cli_run(["trace", "synth", "--quick", "--requests", "500", "--out",
+                    str(tmp_path / "d"), "--format", "table"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (tmp_path / "d" / "trace.jsonl").is_file()
+    assert out.splitlines()[0].startswith("500 requests")
+    assert out.splitlines()[-1] == f"wrote {tmp_path / 'd' / 'trace.jsonl'}"
+
+
+def test_synth_parquet_and_set(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code = cli_run(["trace", "synth", "--requests", "300", "--set", "instances=2",
+                    "--set", 'route_mix={"topic": 1}', str(tmp_path / "s.parquet")])
+    assert code == 0
+    t = load_request_trace(tmp_path / "s.parquet")
+    assert t.route_names == ["topic"] and set(t.instance.tolist()) <= {0, 1}
+    capsys.readouterr()
+
+
+def test_inspect_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    cli_run(["trace", "synth", "--requests", "300", str(tmp_path / "t.jsonl")])
+    capsys.readouterr()
+    assert cli_run(["trace", "inspect", str(tmp_path / "t.jsonl"), "--format", "table"]) == 0
+    out = capsys.readouterr().out
+    for words in ("requests", "unique keys touched", "working set bytes", "zipf alpha",
+                  "top1pct share", "items per request", "route"):
+        assert words in out
+
+
+def test_request_to_flat_csv(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    cli_run(["trace", "synth", "--requests", "200", str(tmp_path / "t.jsonl")])
+    capsys.readouterr()
+    assert cli_run(["trace", "convert", str(tmp_path / "t.jsonl"), str(tmp_path / "f.csv"),
+                    "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    lines = (tmp_path / "f.csv").read_text().splitlines()
+    assert lines[0] == "time,key,size"
+    assert len(lines) - 1 == summary["accesses"] > 0
+
+
+BAD_TRACE = "\n".join([
+    '{"schema": "cachelab.request-trace", "version": 1, "generator": null}',
+    '{"item": "a", "size": 1, "kind": "video"}',
+    '{"request": 1, "time": 0, "instance": 0, "route": "r", "base_ms": 5, "items": ["b"]}',
+]) + "\n"
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["trace", "inspect", "bad.jsonl"], "bad.jsonl: line 3: request 1: item 'b' is not in the"),
+    (["trace", "convert", "bad.jsonl", "out.parquet"], "bad.jsonl: line 3:"),
+    (["trace", "convert", "bad.jsonl", "out.csv"], "bad.jsonl: line 3:"),
+    (["trace", "inspect", "missing.jsonl"], "missing.jsonl: cannot read"),
+    (["trace", "inspect", "x.dat"], "cannot tell the trace format"),
+    (["trace", "convert", "bad.jsonl", "o.jsonl", "--to", "xml"], "unknown trace format 'xml'"),
+    (["trace", "synth", "--alpha", "-1", "o.jsonl"], "alpha must be between 0 and 5"),
+    (["trace", "synth", "--set", "nope=1", "o.jsonl"], "unknown synth parameter(s): nope"),
+    (["trace", "synth", "o.csv"], "synth writes request traces"),
+    (["trace", "synth", "a.jsonl", "--out", "b.jsonl"], "not both"),
+    (["trace", "frobnicate"], "invalid choice"),
+    (["trace", "inspect"], "required"),
+])
+def test_errors_exit_2_with_one_line(tmp_path: Path, argv: list[str], words: str) -> None:
+    (tmp_path / "bad.jsonl").write_text(BAD_TRACE)
+    p = cachelab(*argv, cwd=tmp_path)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert words in one_error_line(p.stderr)
+    assert p.stdout == ""
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+@pytest.mark.parametrize("verb", [[], ["synth"], ["inspect"], ["convert"]])
+def test_help(verb: list[str], capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli_run(["trace", *verb, "--help"])
+    assert e.value.code == 0
+    assert "usage: cachelab trace" in capsys.readouterr().out
+
+
+def test_unwritable_destination_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    p = cachelab("trace", "synth", "--requests", "10", "afile/t.jsonl", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "cannot write" in one_error_line(p.stderr)
+
+
+def test_request_to_flat_agrees_with_flat_inspect(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """The flat view read back by the Rust core has the request trace's keys and sizes."""
+    cli_run(["trace", "synth", "--requests", "500", str(tmp_path / "t.jsonl")])
+    for dst in ("f.csv", "f.bin"):
+        assert cli_run(["trace", "convert", str(tmp_path / "t.jsonl"), str(tmp_path / dst)]) == 0
+    assert cli_run(["trace", "convert", str(tmp_path / "f.bin"), str(tmp_path / "g.txt")]) == 0
+    capsys.readouterr()
+    req = json.loads(_inspect(tmp_path / "t.jsonl", capsys))
+    for name in ("f.csv", "f.bin"):
+        flat = json.loads(_inspect(tmp_path / name, capsys))
+        assert flat["kind"] == "flat"
+        assert flat["requests"] == req["first_touches"]
+        assert flat["unique_keys"] == req["unique_keys_touched"]
+        assert flat["working_set_bytes"] == req["working_set_bytes"]
+    lines = json.loads(_inspect(tmp_path / "g.txt", capsys))
+    assert lines["requests"] == req["first_touches"]
+
+
+def _inspect(path: Path, capsys: pytest.CaptureFixture) -> str:
+    assert cli_run(["trace", "inspect", str(path), "--format", "json"]) == 0
+    return capsys.readouterr().out
+
+
+def test_malformed_flat_trace_names_the_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.csv").write_text("time,key,size\n1,a,1\n2,b,-5\n")
+    p = cachelab("trace", "convert", "bad.csv", "out.bin", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "bad.csv" in one_error_line(p.stderr) and "3" in p.stderr
+    assert not (tmp_path / "out.bin").exists()

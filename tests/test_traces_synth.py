@@ -1,0 +1,195 @@
+"""The synthetic trace: determinism, the content tree, what pages touch, popularity, timing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cachelab.errors import UsageError
+from cachelab.traces import RequestTrace, SynthParams, save_request_trace, synthesize
+from cachelab.traces.inspect import inspect_request_trace
+
+SMALL = 20_000
+
+
+@pytest.fixture(scope="module")
+def trace() -> RequestTrace:
+    return synthesize(SynthParams(requests=SMALL, seed=11))
+
+
+def parents(t: RequestTrace) -> np.ndarray:
+    parent = np.full(t.n_items, -1, dtype=np.int64)
+    for i in range(t.n_items):
+        parent[t.children(i)] = i
+    return parent
+
+
+def ancestors(parent: np.ndarray, i: int) -> list[int]:
+    out = []
+    while parent[i] >= 0:
+        i = int(parent[i])
+        out.append(i)
+    return out[::-1]
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
+    params = dict(requests=3000)
+    a = save_request_trace(synthesize(SynthParams(seed=4, **params)), tmp_path / "a.jsonl")
+    b = save_request_trace(synthesize(SynthParams(seed=4, **params)), tmp_path / "b.jsonl")
+    c = save_request_trace(synthesize(SynthParams(seed=5, **params)), tmp_path / "c.jsonl")
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+
+
+def test_header_records_the_parameters(trace: RequestTrace) -> None:
+    assert trace.generator is not None
+    assert trace.generator["name"] == "cachelab.synth"
+    assert SynthParams.from_dict(trace.generator["params"]) == SynthParams(requests=SMALL,
+                                                                           seed=11)
+
+
+def test_tree_has_five_levels_with_kinds(trace: RequestTrace) -> None:
+    trace.check()
+    parent = parents(trace)
+    kind = np.array(trace.kind_names, dtype=object)[trace.item_kinds]
+    path_kinds = ["domain", "subject", "topic", "tutorial"]
+    for i in range(trace.n_items):
+        up = [kind[a] for a in ancestors(parent, i)]
+        k = kind[i]
+        if k == "global":
+            assert up == []
+        elif k in ("video", "exercise", "article"):
+            assert up == path_kinds
+            assert len(trace.children(i)) == 0
+        else:
+            assert up == path_kinds[: path_kinds.index(k)]
+            assert len(trace.children(i)) >= 1  # every inner node has at least one child
+    counts = {k: int((kind == k).sum()) for k in set(kind)}
+    assert counts["domain"] == 6 and counts["global"] == 2
+    assert counts["video"] > counts["exercise"] > counts["article"] > 0
+
+
+def test_sizes_are_capped_and_by_kind(trace: RequestTrace) -> None:
+    assert int(trace.item_sizes.min()) >= 1 and int(trace.item_sizes.max()) <= 1_000_000
+    kind = np.array(trace.kind_names, dtype=object)[trace.item_kinds]
+    med = {k: float(np.median(trace.item_sizes[kind == k])) for k in ("video", "article")}
+    assert 1_200 < med["video"] < 2_700 and 8_000 < med["article"] < 18_000
+    tiny_cap = synthesize(SynthParams(requests=10, max_item_size=5000))
+    assert int(tiny_cap.item_sizes.max()) == 5000
+
+
+def _descendants(t: RequestTrace, node: int, depth: int) -> set[int]:
+    out: set[int] = set()
+    frontier = [node]
+    for _ in range(depth):
+        frontier = [int(c) for f in frontier for c in t.children(f)]
+        out.update(frontier)
+    return out
+
+
+def test_pages_touch_what_their_route_says(trace: RequestTrace) -> None:
+    parent = parents(trace)
+    kind = np.array(trace.kind_names, dtype=object)[trace.item_kinds]
+    glob = {i for i in range(trace.n_items) if kind[i] == "global"}
+    domains = {i for i in range(trace.n_items) if kind[i] == "domain"}
+    seen = set()
+    for r in range(0, trace.n_requests, 7):
+        route = trace.route_name(r)
+        touched = trace.touches(r).tolist()
+        got = set(touched)
+        assert got >= glob
+        if route in ("domain", "subject", "topic", "tutorial"):
+            node = next(i for i in touched if kind[i] == route)
+            depth = 1 if route == "tutorial" else 2
+            want = glob | set(ancestors(parent, node)) | {node} | _descendants(trace, node, depth)
+            assert got == want, route
+        elif route in ("video", "exercise", "article"):
+            item = touched[len(glob)]
+            assert kind[item] == route
+            tutorial = int(parent[item])
+            want = glob | set(ancestors(parent, item)) | set(trace.children(tutorial).tolist())
+            assert got == want
+            assert touched.count(item) == 2  # loaded, then listed in its tutorial
+        elif route == "home":
+            assert got >= domains and len(touched) == len(got)
+        else:
+            assert route == "dashboard"
+            assert got >= domains
+        seen.add(route)
+    assert seen == {"home", "dashboard", "domain", "subject", "topic", "tutorial", "video",
+                    "exercise", "article"}
+
+
+def test_topic_pages_touch_dozens_of_items(trace: RequestTrace) -> None:
+    per = trace.touches_per_request()
+    topic = trace.route_names.index("topic")
+    video = trace.route_names.index("video")
+    assert per[trace.route == topic].mean() > 2 * per[trace.route == video].mean()
+    assert per.max() >= 60
+
+
+def test_zipf_popular_pages_dominate(trace: RequestTrace) -> None:
+    video = trace.route_names.index("video")
+    rows = np.flatnonzero(trace.route == video)
+    n_glob = 2
+    pages = trace.touch_items[trace.touch_offsets[rows].astype(np.int64) + n_glob]
+    counts = np.sort(np.bincount(pages))[::-1]
+    n_videos = int((np.array(trace.kind_names)[trace.item_kinds] == "video").sum())
+    top = max(1, n_videos // 100)
+    # under alpha = 0.9 the top 1 % of videos get ~ 30 % of video page views; uniform: 1 %
+    assert counts[:top].sum() / len(rows) > 0.15
+
+
+def test_alpha_orders_the_fitted_skew() -> None:
+    fits = [inspect_request_trace(synthesize(SynthParams(requests=8000, alpha=a)))["zipf_alpha"]
+            for a in (0.5, 0.9, 1.3)]
+    assert fits[0] < fits[1] < fits[2]
+
+
+def test_diurnal_rate_peaks_at_peak_hour(trace: RequestTrace) -> None:
+    hours = np.bincount((trace.time // 3600).astype(int), minlength=24)
+    assert len(hours) == 24 and trace.time.max() < 86_400 and trace.time.min() >= 0
+    assert int(np.argmax(hours)) in (14, 15) and int(np.argmin(hours)) in (2, 3)
+    # rate ratio peak/trough = 1.6 / 0.4 = 4
+    assert hours[14:16].sum() > 2.5 * hours[2:4].sum()
+    assert np.all(np.diff(trace.time) >= 0)
+    flat = synthesize(SynthParams(requests=SMALL, diurnal_amplitude=0.0))
+    fh = np.bincount((flat.time // 3600).astype(int), minlength=24)
+    assert fh.max() < 1.3 * fh.min()
+
+
+def test_instances_and_base_latency(trace: RequestTrace) -> None:
+    assert set(trace.instance.tolist()) == set(range(8))
+    assert 34 < float(np.median(trace.base_ms)) < 46
+    assert float(trace.base_ms.min()) > 0
+    rr = synthesize(SynthParams(requests=100, instances=3, assignment="round-robin"))
+    assert rr.instance.tolist() == [i % 3 for i in range(100)]
+
+
+def test_route_mix_is_followed() -> None:
+    t = synthesize(SynthParams(requests=4000, route_mix={"topic": 3, "home": 1}))
+    assert t.route_names == ["home", "topic"]
+    share = np.bincount(t.route)[1] / t.n_requests
+    assert 0.7 < share < 0.8
+
+
+@pytest.mark.parametrize("bad", [
+    dict(requests=-1), dict(alpha=-0.1), dict(instances=0), dict(assignment="sticky"),
+    dict(diurnal_amplitude=1.0), dict(route_mix={"search": 1.0}), dict(kind_mix={}),
+    dict(items_per_tutorial=0.5),
+])
+def test_bad_parameters_are_usage_errors(bad: dict) -> None:
+    with pytest.raises(UsageError):
+        synthesize(SynthParams(**bad))
+
+
+def test_from_dict_checks_names_and_types() -> None:
+    with pytest.raises(UsageError, match="unknown synth parameter"):
+        SynthParams.from_dict({"requets": 5})
+    with pytest.raises(UsageError, match="alpha must be a number"):
+        SynthParams.from_dict({"alpha": "high"})
+    with pytest.raises(UsageError, match="requests must be an integer"):
+        SynthParams.from_dict({"requests": 5.5})
+    assert SynthParams.from_dict({"alpha": 1}).alpha == 1.0
