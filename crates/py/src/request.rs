@@ -1,7 +1,404 @@
-//! (being written)
+//! The request-level strategy simulator (`cachelab_sim::request`) for Python.
+//!
+//! ```text
+//! RequestTrace(*, item_sizes, child_offsets, child_items, time, instance, route, base_ms,
+//!              touch_offsets, touch_items)
+//!     len(trace), .n_items, .n_touches, .n_instances
+//! LatencyModel(get: list[tuple[int, list[float]]], multiget: list[tuple[int, list[float]]])
+//!     .draw_get(size, u) -> float, .draw_multiget(count, u) -> float      (µs)
+//! simulate_requests(trace, model, strategies, train=0.5, draws=5, seed=0, threads=0) -> list[dict]
+//! request_costs(trace, model, strategy, train=0.5, seed=0, draw=0) -> dict[str, list]
+//! parse_strategy(spec) -> str
+//! ```
+//!
+//! **Columns.** Each column of `RequestTrace` is either a sequence of numbers (a list, or a
+//! numpy array's `.tolist()`) or `bytes` holding the little-endian array
+//! (`np.asarray(a, dtype="<u4").tobytes()`): `item_sizes` u64 (bytes), `child_offsets` u32
+//! (items + 1 entries; `[]` with `child_items=[]` means no children), `child_items` u32,
+//! `time` f64 (seconds), `instance` u32, `route` u32 (codes; names stay in Python), `base_ms`
+//! f64 (> 0), `touch_offsets` u64 (requests + 1 entries), `touch_items` u32. Bytes are the fast
+//! path for big traces: no Python object per value. Inconsistent columns raise InputError.
+//!
+//! **Errors.** A bad strategy spec, train fraction, draw count or `u` raises UsageError; a
+//! bad latency table or trace column raises InputError.
+
+use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
 
-pub(crate) fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use cachelab_sim::request::{
+    self, draw_seed_of, Band, LatencyModel, RequestTrace, SimError, Strategy, StrategyResult,
+    TraceColumns, CENTRAL_BAND_DRAWS,
+};
+
+use crate::raise;
+
+/// One column: `bytes` of little-endian `N`-byte values, or any sequence of numbers.
+fn column<'py, T, const N: usize>(
+    obj: &Bound<'py, PyAny>,
+    name: &str,
+    from_le: impl Fn([u8; N]) -> T,
+) -> PyResult<Vec<T>>
+where
+    T: for<'a> FromPyObject<'a, 'py>,
+{
+    let py = obj.py();
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        let bytes = b.as_bytes();
+        if bytes.len() % N != 0 {
+            return Err(raise(
+                py,
+                "InputError",
+                format!(
+                    "column {name}: {} bytes is not a whole number of {N}-byte values",
+                    bytes.len()
+                ),
+            ));
+        }
+        return Ok(bytes
+            .chunks_exact(N)
+            .map(|c| from_le(c.try_into().expect("chunks of N bytes")))
+            .collect());
+    }
+    obj.extract::<Vec<T>>().map_err(|e| {
+        raise(
+            py,
+            "InputError",
+            format!("column {name}: expected a sequence of numbers or little-endian bytes ({e})"),
+        )
+    })
+}
+
+/// A request trace held in Rust: catalog (sizes, children) and requests as integer columns.
+#[pyclass(module = "cachelab._core", name = "RequestTrace", frozen)]
+pub struct PyRequestTrace {
+    inner: Arc<RequestTrace>,
+}
+
+#[pymethods]
+impl PyRequestTrace {
+    /// Builds a trace from columns (lists or little-endian bytes; see the module docs).
+    #[new]
+    #[pyo3(signature = (*, item_sizes, child_offsets, child_items, time, instance, route, base_ms, touch_offsets, touch_items))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        item_sizes: &Bound<'_, PyAny>,
+        child_offsets: &Bound<'_, PyAny>,
+        child_items: &Bound<'_, PyAny>,
+        time: &Bound<'_, PyAny>,
+        instance: &Bound<'_, PyAny>,
+        route: &Bound<'_, PyAny>,
+        base_ms: &Bound<'_, PyAny>,
+        touch_offsets: &Bound<'_, PyAny>,
+        touch_items: &Bound<'_, PyAny>,
+    ) -> PyResult<PyRequestTrace> {
+        let columns = TraceColumns {
+            item_sizes: column(item_sizes, "item_sizes", u64::from_le_bytes)?,
+            child_offsets: column(child_offsets, "child_offsets", u32::from_le_bytes)?,
+            child_items: column(child_items, "child_items", u32::from_le_bytes)?,
+            time: column(time, "time", f64::from_le_bytes)?,
+            instance: column(instance, "instance", u32::from_le_bytes)?,
+            route: column(route, "route", u32::from_le_bytes)?,
+            base_ms: column(base_ms, "base_ms", f64::from_le_bytes)?,
+            touch_offsets: column(touch_offsets, "touch_offsets", u64::from_le_bytes)?,
+            touch_items: column(touch_items, "touch_items", u32::from_le_bytes)?,
+        };
+        let trace = py
+            .detach(move || RequestTrace::new(columns))
+            .map_err(|m| raise(py, "InputError", format!("request trace: {m}")))?;
+        Ok(PyRequestTrace {
+            inner: Arc::new(trace),
+        })
+    }
+
+    /// Number of requests.
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Number of catalog items.
+    #[getter]
+    fn n_items(&self) -> usize {
+        self.inner.n_items()
+    }
+
+    /// Number of item touches over all requests.
+    #[getter]
+    fn n_touches(&self) -> usize {
+        self.inner.n_touches()
+    }
+
+    /// Number of distinct app instances.
+    #[getter]
+    fn n_instances(&self) -> usize {
+        self.inner.n_instances()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RequestTrace({} requests, {} items, {} touches, {} instances)",
+            self.inner.len(),
+            self.inner.n_items(),
+            self.inner.n_touches(),
+            self.inner.n_instances()
+        )
+    }
+}
+
+/// Get latency by value size and multi-get latency by key count: per measured size (count),
+/// the latency in µs at probabilities i / (n - 1), i = 0..n-1.
+#[pyclass(module = "cachelab._core", name = "LatencyModel", frozen)]
+pub struct PyLatencyModel {
+    inner: Arc<LatencyModel>,
+}
+
+fn check_u(py: Python<'_>, u: f64) -> PyResult<()> {
+    if (0.0..=1.0).contains(&u) {
+        Ok(())
+    } else {
+        Err(raise(
+            py,
+            "UsageError",
+            format!("u must be in [0, 1], got {u}"),
+        ))
+    }
+}
+
+#[pymethods]
+impl PyLatencyModel {
+    #[new]
+    fn new(
+        py: Python<'_>,
+        get: Vec<(u64, Vec<f64>)>,
+        multiget: Vec<(u32, Vec<f64>)>,
+    ) -> PyResult<PyLatencyModel> {
+        let m = LatencyModel::new(get, multiget)
+            .map_err(|m| raise(py, "InputError", format!("latency model: {m}")))?;
+        Ok(PyLatencyModel { inner: Arc::new(m) })
+    }
+
+    /// Latency (µs) of one get of a `size`-byte value at uniform `u`.
+    fn draw_get(&self, py: Python<'_>, size: u64, u: f64) -> PyResult<f64> {
+        check_u(py, u)?;
+        Ok(self.inner.draw_get(size, u))
+    }
+
+    /// Latency (µs) of one multi-get of `count` keys at uniform `u`.
+    fn draw_multiget(&self, py: Python<'_>, count: u64, u: f64) -> PyResult<f64> {
+        check_u(py, u)?;
+        self.inner.draw_multiget(count, u).ok_or_else(|| {
+            raise(
+                py,
+                "UsageError",
+                "the latency model has no multi-get table".into(),
+            )
+        })
+    }
+
+    /// The measured value sizes of the get table, ascending.
+    #[getter(get_sizes)]
+    fn get_sizes(&self) -> Vec<u64> {
+        self.inner.get().keys().to_vec()
+    }
+
+    /// The measured key counts of the multi-get table, ascending.
+    #[getter]
+    fn multiget_counts(&self) -> Vec<u64> {
+        self.inner.multiget().keys().to_vec()
+    }
+}
+
+fn sim_error(py: Python<'_>, e: SimError) -> PyErr {
+    match e {
+        SimError::Usage(m) => raise(py, "UsageError", m),
+        SimError::Input(m) => raise(py, "InputError", m),
+    }
+}
+
+fn parse(py: Python<'_>, spec: &str) -> PyResult<Strategy> {
+    Strategy::parse(spec).map_err(|m| raise(py, "UsageError", m))
+}
+
+fn band<'py>(py: Python<'py>, b: &Band) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("median", b.median)?;
+    d.set_item("low", b.low)?;
+    d.set_item("high", b.high)?;
+    Ok(d)
+}
+
+fn result_dict<'py>(py: Python<'py>, r: &StrategyResult) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("strategy", r.strategy.to_string())?;
+    d.set_item("draws", r.draws)?;
+    d.set_item(
+        "band",
+        if r.draws >= CENTRAL_BAND_DRAWS {
+            "p2.5-p97.5"
+        } else {
+            "min-max"
+        },
+    )?;
+    let rows = PyList::empty(py);
+    for (p, b) in &r.percentiles {
+        let row = band(py, b)?;
+        row.set_item("percentile", p)?;
+        rows.append(row)?;
+    }
+    d.set_item("percentiles", rows)?;
+    let curve = PyDict::new(py);
+    curve.set_item(
+        "percentile",
+        r.curve.iter().map(|c| c.0).collect::<Vec<_>>(),
+    )?;
+    curve.set_item(
+        "median",
+        r.curve.iter().map(|c| c.1.median).collect::<Vec<_>>(),
+    )?;
+    curve.set_item("low", r.curve.iter().map(|c| c.1.low).collect::<Vec<_>>())?;
+    curve.set_item("high", r.curve.iter().map(|c| c.1.high).collect::<Vec<_>>())?;
+    d.set_item("curve", curve)?;
+    let rows = PyList::empty(py);
+    for (t, b) in &r.slowed {
+        let row = band(py, b)?;
+        row.set_item("threshold", t)?;
+        rows.append(row)?;
+    }
+    d.set_item("slowed", rows)?;
+    d.set_item("mean_increase", band(py, &r.mean_increase)?)?;
+    d.set_item("mean_added_ms", band(py, &r.mean_added_ms)?)?;
+    d.set_item("hit_ratio", r.hit_ratio())?;
+    d.set_item("prefetch_hit_ratio", r.prefetch_hit_ratio())?;
+    d.set_item("round_trips_per_request", r.round_trips_per_request())?;
+    d.set_item("bytes_per_request", r.bytes_per_request())?;
+    let c = &r.counts;
+    let counts = PyDict::new(py);
+    for (k, v) in [
+        ("requests", c.requests),
+        ("touches", c.touches),
+        ("lookups", c.lookups),
+        ("l1_hits", c.l1_hits),
+        ("prefetch_hits", c.prefetch_hits),
+        ("gets", c.gets),
+        ("multigets", c.multigets),
+        ("multiget_keys", c.multiget_keys),
+        ("bytes", c.bytes),
+    ] {
+        counts.set_item(k, v)?;
+    }
+    d.set_item("counts", counts)?;
+    let routes = PyList::empty(py);
+    for rr in &r.routes {
+        let row = PyDict::new(py);
+        row.set_item("route", rr.route)?;
+        row.set_item("requests", rr.requests)?;
+        row.set_item("mean_added_ms", rr.mean_added_ms)?;
+        row.set_item("mean_increase", rr.mean_increase)?;
+        row.set_item("total_added_ms", rr.total_added_ms)?;
+        routes.append(row)?;
+    }
+    d.set_item("routes", routes)?;
+    Ok(d)
+}
+
+/// Simulates each strategy `draws` times; one JSON-ready dict per strategy, in order.
+///
+/// Keys: strategy (canonical spec), draws, band ("min-max" or "p2.5-p97.5"), percentiles
+/// (list of {percentile, median, low, high} of the fractional increase), curve ({percentile,
+/// median, low, high} lists on a 200-point grid from p50 to p99.99), slowed (list of
+/// {threshold, median, low, high}: share of requests slowed by >= threshold), mean_increase,
+/// mean_added_ms ({median, low, high}), hit_ratio, prefetch_hit_ratio,
+/// round_trips_per_request, bytes_per_request, counts ({requests, touches, lookups, l1_hits,
+/// prefetch_hits, gets, multigets, multiget_keys, bytes} over the evaluation window), routes
+/// (list of {route, requests, mean_added_ms, mean_increase, total_added_ms}, most total
+/// added time first).
+#[pyfunction]
+#[pyo3(signature = (trace, model, strategies, train = 0.5, draws = 5, seed = 0, threads = 0))]
+#[allow(clippy::too_many_arguments)]
+fn simulate_requests<'py>(
+    py: Python<'py>,
+    trace: &PyRequestTrace,
+    model: &PyLatencyModel,
+    strategies: Vec<String>,
+    train: f64,
+    draws: u32,
+    seed: u64,
+    threads: usize,
+) -> PyResult<Bound<'py, PyList>> {
+    let strategies = strategies
+        .iter()
+        .map(|s| parse(py, s))
+        .collect::<PyResult<Vec<_>>>()?;
+    let (t, m) = (trace.inner.clone(), model.inner.clone());
+    let results = py
+        .detach(move || request::simulate(&t, &m, &strategies, train, draws, seed, threads))
+        .map_err(|e| sim_error(py, e))?;
+    let out = PyList::empty(py);
+    for r in &results {
+        out.append(result_dict(py, r)?)?;
+    }
+    Ok(out)
+}
+
+/// Per evaluated request (by request index) under one strategy and one draw (the same draw
+/// `simulate_requests(..., seed=seed)` numbers `draw`): {"request": [int], "added_ms":
+/// [float], "increase": [float], "round_trips": [int]}.
+#[pyfunction]
+#[pyo3(signature = (trace, model, strategy, train = 0.5, seed = 0, draw = 0))]
+fn request_costs<'py>(
+    py: Python<'py>,
+    trace: &PyRequestTrace,
+    model: &PyLatencyModel,
+    strategy: &str,
+    train: f64,
+    seed: u64,
+    draw: u32,
+) -> PyResult<Bound<'py, PyDict>> {
+    let s = parse(py, strategy)?;
+    let (t, m) = (trace.inner.clone(), model.inner.clone());
+    let (costs, _) = py
+        .detach(move || request::request_costs(&t, &m, &s, train, draw_seed_of(seed, draw)))
+        .map_err(|e| sim_error(py, e))?;
+    let base = &trace.inner;
+    let d = PyDict::new(py);
+    d.set_item(
+        "request",
+        costs.iter().map(|c| c.request).collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "added_ms",
+        costs
+            .iter()
+            .map(|c| c.added_us / 1000.0)
+            .collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "increase",
+        costs
+            .iter()
+            .map(|c| c.added_us / 1000.0 / base.base_ms(c.request as usize))
+            .collect::<Vec<_>>(),
+    )?;
+    d.set_item(
+        "round_trips",
+        costs.iter().map(|c| c.round_trips).collect::<Vec<_>>(),
+    )?;
+    Ok(d)
+}
+
+/// The canonical form of a strategy spec; UsageError (saying what is allowed) if it is bad.
+#[pyfunction]
+fn parse_strategy(py: Python<'_>, spec: &str) -> PyResult<String> {
+    Ok(parse(py, spec)?.to_string())
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRequestTrace>()?;
+    m.add_class::<PyLatencyModel>()?;
+    m.add_function(wrap_pyfunction!(simulate_requests, m)?)?;
+    m.add_function(wrap_pyfunction!(request_costs, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_strategy, m)?)?;
     Ok(())
 }

@@ -322,15 +322,17 @@ def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[lis
     page_of_node = np.full(len(tree.keys), -1, dtype=np.int64)
     for node in np.flatnonzero(tree.level >= 0).tolist():
         lv = int(tree.level[node])
-        page = glob + [node] if lv == 4 else glob.copy()
-        page += _ancestors(tree, node)
+        # A page handler loads its own node first, then what it renders below it, then the
+        # breadcrumbs (ancestors, nearest first).
+        page = glob + [node]
+        ancestors = _ancestors(tree, node)[::-1]
         if lv == 4:
-            up = int(tree.parent[node])
+            up = ancestors.pop(0)  # the tutorial: then its items (siblings, itself again)
             lo, hi = int(tree.child_offsets[up]), int(tree.child_offsets[up + 1])
-            page += tree.child_items[lo:hi].tolist()  # the tutorial: siblings and itself again
+            page += [up, *tree.child_items[lo:hi].tolist()]
         else:
-            page.append(node)
             _descendants(tree, node, 1 if lv == 3 else p.topic_page_depth, page)
+        page += ancestors
         page_of_node[node] = len(lists)
         lists.append(page)
     kind_of = np.array(tree.kind_names, dtype=object)[tree.kinds]

@@ -1,0 +1,412 @@
+//! One run of one strategy with one latency draw over the whole trace.
+
+use super::latency::{Bracket, LatencyModel};
+use super::lru::{Lru, DENSE_LIMIT, DENSE_SHARE};
+use super::strategy::{Capacity, Strategy};
+use super::trace::RequestTrace;
+
+/// Requests per block of [`Plan::order`].
+pub(crate) const BLOCK: usize = 4096;
+
+/// Op tags of the common random numbers: a get for a touch and a multi-get for a touch draw
+/// different uniforms.
+const TAG_GET: u64 = 0;
+const TAG_MULTIGET: u64 = 1;
+
+/// SplitMix64's output function: a bijective mixer of 64-bit integers.
+#[inline]
+pub(crate) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The seed of draw `d` of a simulation seeded with `seed`.
+pub(crate) fn draw_seed(seed: u64, d: u32) -> u64 {
+    splitmix64(splitmix64(seed) ^ u64::from(d))
+}
+
+/// The part of the uniform's hash fixed by the draw and the request.
+#[inline]
+fn request_key(draw_seed: u64, request: usize) -> u64 {
+    splitmix64(draw_seed ^ splitmix64(request as u64))
+}
+
+/// The uniform in [0, 1) of the op `tag` at touch `position` of a request (53 random bits).
+#[inline]
+fn uniform(request_key: u64, position: usize, tag: u64) -> f64 {
+    let h = splitmix64(request_key ^ ((position as u64) << 1 | tag));
+    (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// Shared, read-only inputs of all runs.
+pub(crate) struct Plan<'a> {
+    pub trace: &'a RequestTrace,
+    pub model: &'a LatencyModel,
+    /// The order a run visits requests: blocks of [`BLOCK`] consecutive requests by time
+    /// (ties by index), each grouped by instance, in time order within an instance. The cost
+    /// of a request depends only on its own instance's L1 and that instance's earlier
+    /// requests, so this gives the same costs as time order while one instance's LRU stays
+    /// hot in the CPU cache for many requests in a row, and the trace is still read nearly in
+    /// sequence.
+    pub order: Vec<u32>,
+    /// By request: in the evaluation window (not among the first `n_train` by time).
+    pub evaluated: Vec<bool>,
+    /// Requests in the training window.
+    pub n_train: usize,
+    /// Get-latency bracket of each item.
+    pub get_brackets: Vec<Bracket>,
+    /// Mean value size over the catalog, bytes (to guess how many items a byte LRU holds).
+    pub mean_size: u64,
+}
+
+impl Plan<'_> {
+    pub(crate) fn n_eval(&self) -> usize {
+        self.order.len() - self.n_train
+    }
+
+    /// Items by how many training requests touch them (most first, ties by index); items no
+    /// training request touches are left out.
+    pub(crate) fn training_ranking(&self) -> Vec<u32> {
+        let t = self.trace;
+        let mut count = vec![0u32; t.n_items()];
+        let mut seen = vec![u32::MAX; t.n_items()];
+        for r in (0..t.len()).filter(|&r| !self.evaluated[r]) {
+            for &i in t.touches(r) {
+                if seen[i as usize] != r as u32 {
+                    seen[i as usize] = r as u32;
+                    count[i as usize] += 1;
+                }
+            }
+        }
+        let mut items: Vec<u32> = (0..t.n_items() as u32)
+            .filter(|&i| count[i as usize] > 0)
+            .collect();
+        items.sort_by_key(|&i| (std::cmp::Reverse(count[i as usize]), i));
+        items
+    }
+}
+
+/// The fixed hot set of `capacity` from a [`Plan::training_ranking`]: the first N items, or,
+/// for a byte capacity, the items in ranking order that still fit (an item too large for what
+/// is left is skipped and smaller ones after it can still be taken).
+pub(crate) fn fixed_set(trace: &RequestTrace, ranking: &[u32], capacity: Capacity) -> Vec<bool> {
+    let mut set = vec![false; trace.n_items()];
+    match capacity {
+        Capacity::Items(n) => {
+            for &i in ranking
+                .iter()
+                .take(usize::try_from(n).unwrap_or(usize::MAX))
+            {
+                set[i as usize] = true;
+            }
+        }
+        Capacity::Bytes(mut left) => {
+            for &i in ranking {
+                let s = trace.size(i);
+                if s <= left {
+                    left -= s;
+                    set[i as usize] = true;
+                }
+            }
+        }
+    }
+    set
+}
+
+/// Totals over the evaluation window; the same for every draw of a strategy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Requests evaluated.
+    pub requests: u64,
+    /// Item touches in them.
+    pub touches: u64,
+    /// First touches of an item within a request (each is an L1 lookup).
+    pub lookups: u64,
+    /// Lookups found in L1 (the fixed set or the instance's LRU).
+    pub l1_hits: u64,
+    /// Lookups of items this request's own prefetch had already fetched.
+    pub prefetch_hits: u64,
+    /// Single gets sent to memcached.
+    pub gets: u64,
+    /// Multi-gets sent to memcached.
+    pub multigets: u64,
+    /// Keys in those multi-gets.
+    pub multiget_keys: u64,
+    /// Value bytes fetched from memcached.
+    pub bytes: u64,
+}
+
+/// What one evaluated request cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestCost {
+    /// The request's index in the trace.
+    pub request: u32,
+    /// Memcached time added to the request, µs.
+    pub added_us: f64,
+    /// Memcached operations (gets and multi-gets) it sent.
+    pub round_trips: u32,
+}
+
+/// What the inner loop needs to know about an item, packed into 16 bytes so a touch costs one
+/// cache line: the request stamp, flags and the get bracket, and the size (saturated; the
+/// trace has the exact value).
+#[derive(Clone, Copy)]
+struct ItemState {
+    /// `2s`: present in request `s` (prefetched, not yet touched); `2s + 1`: touched in it.
+    mark: u32,
+    /// [`FIXED`], [`TOPIC`], and the get bracket's lower row in the low bits.
+    bits: u32,
+    /// The get bracket's blend weight.
+    t: f32,
+    size: u32,
+}
+
+const FIXED: u32 = 1 << 31;
+/// How many touches ahead the inner loop touches item state early.
+const LOOKAHEAD: usize = 8;
+const TOPIC: u32 = 1 << 30;
+const ROW: u32 = TOPIC - 1;
+
+impl ItemState {
+    #[inline]
+    fn bracket(self) -> Bracket {
+        Bracket {
+            lo: self.bits & ROW,
+            t: self.t,
+        }
+    }
+}
+
+#[inline]
+fn size_of(trace: &RequestTrace, st: ItemState, item: u32) -> u64 {
+    if st.size == u32::MAX {
+        trace.size(item)
+    } else {
+        u64::from(st.size)
+    }
+}
+
+/// Runs `strategy` once over the whole trace (training window for warm-up, uncounted), with
+/// the latency draw seeded by `seed`, feeding each evaluated request to `sink` (in the order
+/// of [`Plan::order`]).
+pub(crate) fn run(
+    plan: &Plan<'_>,
+    strategy: &Strategy,
+    fixed: Option<&[bool]>,
+    seed: u64,
+    mut sink: impl FnMut(RequestCost),
+) -> Counts {
+    let trace = plan.trace;
+    let n_items = trace.n_items();
+    let get_table = plan.model.get();
+    let multi_table = plan.model.multiget();
+    let depth = strategy.prefetch_depth;
+
+    let mut items: Vec<ItemState> = (0..n_items)
+        .map(|i| {
+            let b = plan.get_brackets[i];
+            let mut bits = b.lo;
+            if fixed.is_some_and(|f| f[i]) {
+                bits |= FIXED;
+            }
+            if trace.is_topic(i as u32) {
+                bits |= TOPIC;
+            }
+            ItemState {
+                mark: 0,
+                bits,
+                t: b.t,
+                size: u32::try_from(trace.item_sizes[i]).unwrap_or(u32::MAX),
+            }
+        })
+        .collect();
+
+    let lru_spec = strategy.lru.map(|c| match c {
+        Capacity::Items(n) => (n, false, n),
+        // The index is a flat array when the cache may hold a good share of the catalog.
+        Capacity::Bytes(n) => (n, true, n / plan.mean_size.max(1)),
+    });
+    // One LRU per instance, made on the instance's first request.
+    let mut lrus: Vec<Option<Lru>> = Vec::new();
+    let mut dense = false;
+    if let Some((_, _, expected_items)) = lru_spec {
+        lrus.resize_with(trace.n_instances(), || None);
+        dense = n_items.saturating_mul(trace.n_instances()) <= DENSE_LIMIT
+            && expected_items.saturating_mul(DENSE_SHARE) >= n_items as u64;
+    }
+
+    let mut stamp: u32 = 0;
+    let mut walked = vec![0u32; if depth > 0 { n_items } else { 0 }];
+    let mut walk_id: u32 = 0;
+    let (mut frontier, mut next, mut batch) = (Vec::new(), Vec::new(), Vec::new());
+
+    let mut c = Counts::default();
+    for (k, &r) in plan.order.iter().enumerate() {
+        let r = r as usize;
+        let eval = plan.evaluated[r];
+        // The inner loop looks ahead within a request; start on the next request's first
+        // items here.
+        if let Some(&after) = plan.order.get(k + 1) {
+            for &ahead in trace.touches(after as usize).iter().take(LOOKAHEAD) {
+                std::hint::black_box(items[ahead as usize].mark);
+            }
+        }
+
+        stamp += 1;
+        if stamp >= (u32::MAX >> 1) - 1 {
+            items.iter_mut().for_each(|s| s.mark = 0);
+            stamp = 1;
+        }
+        let present = stamp << 1;
+        let touched = present | 1;
+        let key = request_key(seed, r);
+        let mut lru = lru_spec.map(|(capacity, by_bytes, _)| {
+            lrus[trace.instance[r] as usize]
+                .get_or_insert_with(|| Lru::new(capacity, by_bytes, n_items, dense))
+        });
+        let touches = trace.touches(r);
+        let (mut added_us, mut round_trips) = (0.0f64, 0u32);
+        let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
+        let (mut gets, mut multigets, mut multiget_keys, mut bytes) = (0u64, 0u64, 0u64, 0u64);
+        // Prefetch happens once per request, at its first topic: the page's own topic.
+        let mut prefetched = false;
+
+        for (pos, &item) in touches.iter().enumerate() {
+            // Start loading the state of an item a few touches ahead: catalogs larger than the
+            // CPU cache otherwise stall on every first touch.
+            if let Some(&ahead) = touches.get(pos + LOOKAHEAD) {
+                std::hint::black_box(items[ahead as usize].mark);
+            }
+            let st = items[item as usize];
+            if st.mark == touched {
+                continue;
+            }
+            items[item as usize].mark = touched;
+            lookups += 1;
+            let missing = if st.mark == present {
+                prefetch_hits += 1;
+                false
+            } else if st.bits & FIXED != 0 || lru.as_mut().is_some_and(|l| l.touch(item)) {
+                l1_hits += 1;
+                false
+            } else {
+                true
+            };
+
+            if depth > 0 && !prefetched && st.bits & TOPIC != 0 {
+                // One multi-get: the topic if missing, plus its missing descendants.
+                prefetched = true;
+                batch.clear();
+                if missing {
+                    batch.push(item);
+                }
+                walk_id = walk_id.wrapping_add(1);
+                if walk_id == 0 {
+                    walked.fill(0);
+                    walk_id = 1;
+                }
+                walked[item as usize] = walk_id;
+                frontier.clear();
+                frontier.push(item);
+                for level in 1..=depth {
+                    next.clear();
+                    for &p in &frontier {
+                        for &ch in trace.children(p) {
+                            if walked[ch as usize] == walk_id {
+                                continue;
+                            }
+                            walked[ch as usize] = walk_id;
+                            let sc = items[ch as usize];
+                            let here = sc.mark == present
+                                || sc.mark == touched
+                                || sc.bits & FIXED != 0
+                                || lru.as_mut().is_some_and(|l| l.touch(ch));
+                            if !here {
+                                batch.push(ch);
+                            }
+                            if level < depth {
+                                next.push(ch);
+                            }
+                        }
+                    }
+                    if next.is_empty() {
+                        break;
+                    }
+                    std::mem::swap(&mut frontier, &mut next);
+                }
+                if !batch.is_empty() {
+                    round_trips += 1;
+                    multigets += 1;
+                    multiget_keys += batch.len() as u64;
+                    for &b in &batch {
+                        let size = size_of(trace, items[b as usize], b);
+                        bytes += size;
+                        if b != item {
+                            items[b as usize].mark = present;
+                        }
+                        if let Some(l) = lru.as_mut() {
+                            l.insert(b, size);
+                        }
+                    }
+                    if eval {
+                        let br = multi_table.bracket(batch.len() as u64);
+                        added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
+                    }
+                }
+            } else if missing {
+                let size = size_of(trace, st, item);
+                round_trips += 1;
+                gets += 1;
+                bytes += size;
+                if let Some(l) = lru.as_mut() {
+                    l.insert(item, size);
+                }
+                if eval {
+                    added_us += get_table.draw(st.bracket(), uniform(key, pos, TAG_GET));
+                }
+            }
+        }
+
+        if eval {
+            c.requests += 1;
+            c.touches += touches.len() as u64;
+            c.lookups += lookups;
+            c.l1_hits += l1_hits;
+            c.prefetch_hits += prefetch_hits;
+            c.gets += gets;
+            c.multigets += multigets;
+            c.multiget_keys += multiget_keys;
+            c.bytes += bytes;
+            sink(RequestCost {
+                request: r as u32,
+                added_us,
+                round_trips,
+            });
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniforms_cover_the_unit_interval_evenly() {
+        let key = request_key(42, 7);
+        let n = 100_000;
+        let mut buckets = [0u32; 10];
+        for pos in 0..n {
+            let u = uniform(key, pos, TAG_GET);
+            assert!((0.0..1.0).contains(&u));
+            buckets[(u * 10.0) as usize] += 1;
+        }
+        for b in buckets {
+            // 10,000 expected per bucket; sd = 95; 6 sd either side.
+            assert!((9_430..=10_570).contains(&b), "{buckets:?}");
+        }
+        assert_ne!(uniform(key, 3, TAG_GET), uniform(key, 3, TAG_MULTIGET));
+    }
+}

@@ -1,0 +1,80 @@
+"""The seed's simulation figure: fractional latency increase by inverted percentile.
+
+x = inverted percentile ``100 - p`` (log scale, tail on the right), y = added latency as a
+fraction of the request's base latency (log scale), one line per strategy, with the band over
+repeated latency draws shaded around the median line. Requests with no added latency cannot be
+shown on a log scale; the curve of a strategy starts where its increase becomes positive.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+from cachelab.plots.latency import _DPI, _FIGSIZE, _RC, _nice_ticks, _plain, _style_x_axis
+
+__all__ = ["fractional_increase_plot"]
+
+
+def fractional_increase_plot(result: Any, out_base: Path) -> list[Path]:
+    """Draw every strategy of a simulation result; writes ``<out_base>.png`` and ``.svg``."""
+    d = result.to_dict() if hasattr(result, "to_dict") else result
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs_all, ys_all = [], []
+    for index, s in enumerate(d["strategies"]):
+        curve = s["curve"]
+        x = 100.0 - np.asarray(curve["percentile"], dtype=float)
+        med = np.asarray(curve["median"], dtype=float)
+        lo = np.asarray(curve["low"], dtype=float)
+        hi = np.asarray(curve["high"], dtype=float)
+        keep = med > 0
+        if not keep.any():
+            continue
+        (line,) = ax.plot(x[keep], med[keep], label=s["strategy"], linewidth=1.5)
+        line.set_gid(f"cachelab-series-{index}")
+        band = keep & (lo > 0)
+        if band.any() and np.any(hi[band] > lo[band]):
+            ax.fill_between(x[band], lo[band], hi[band], color=line.get_color(), alpha=0.18,
+                            linewidth=0)
+        xs_all.append(x[keep])
+        ys_all += [float(v) for v in med[keep]]
+    _style_x_axis(ax, np.concatenate(xs_all) if xs_all else np.empty(0))
+    if ys_all:
+        low, high = min(ys_all) / 1.05, max(ys_all) * 1.05
+        ticks = _nice_ticks(low, high, (1, 2, 5))
+        if len(ticks) > 10:
+            ticks = _nice_ticks(low, high, (1,))
+        ax.set_ylim(ticks[0], ticks[-1])
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _percent(v)))
+        ax.yaxis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(2, 10))))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("added latency / base latency (log scale)")
+    model = d.get("model", {}).get("name", "")
+    ax.set_title(f"Simulated latency increase per request (model {model})")
+    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
+    ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper right", fontsize="small")
+    base = Path(out_base)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    png, svg = base.with_name(base.name + ".png"), base.with_name(base.name + ".svg")
+    with matplotlib.rc_context(_RC):
+        fig.savefig(png, format="png", dpi=_DPI)
+        fig.savefig(svg, format="svg", metadata={"Date": None})
+    return [png, svg]
+
+
+def _percent(v: float) -> str:
+    if not math.isfinite(v) or v <= 0:
+        return ""
+    return _plain(round(100.0 * v, 10)) + "%"
