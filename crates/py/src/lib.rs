@@ -15,6 +15,7 @@ use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
 use cachelab_proto::{Key, MetaFlags};
 
 mod flat;
+mod load;
 mod profile;
 mod request;
 
@@ -351,6 +352,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hist_merge, m)?)?;
     m.add_function(wrap_pyfunction!(profile::profile_run, m)?)?;
     flat::register(m)?;
+    load::register(m)?;
     request::register(m)?;
     Ok(())
 }

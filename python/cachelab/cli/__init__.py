@@ -30,9 +30,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def _verbs() -> list:
-    from cachelab.cli import profile
+    from cachelab.cli import load, profile, simulate, trace
 
-    return [profile]
+    return [profile, load, trace, simulate]
 
 
 def build_parser() -> Parser:

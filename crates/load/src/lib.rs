@@ -1,0 +1,468 @@
+//! A load generator for memcached that tells the truth about latency.
+//!
+//! * **Closed loop**: every connection keeps `pipeline` requests outstanding; a reply frees a
+//!   slot for the next request.
+//! * **Open loop**: every connection follows its own schedule of intended send times (Poisson
+//!   or evenly spaced arrivals at `rate / connections`). Latency counts from the *intended*
+//!   time (the corrected histogram) as well as from the actual send (the uncorrected one), so
+//!   a stalled server cannot hide its queueing delay (coordinated omission). A connection
+//!   never has more than `max_outstanding` requests in flight; requests that fall due while
+//!   it is full are sent late, and their lateness is part of their corrected latency.
+//!
+//! Each client thread runs a current-thread tokio runtime with its share of the connections.
+//! Requests are encoded straight into a connection's write buffer and replies are decoded in
+//! place ([`cachelab_proto::frame`]); the hot path allocates nothing per request. Open-loop
+//! timing uses a `timerfd` per connection (microsecond precision; tokio's own timer has 1 ms).
+//!
+//! Results come as per-interval records ([`Interval`]) — throughput, hits, misses, errors and
+//! both histograms — plus the steady-state window ([`steady`]) and totals over it, the
+//! server's `stats` deltas and, for a server on this machine, its run-queue wait from
+//! `/proc/<pid>/task/*/schedstat`.
+//!
+//! Every key is `<prefix>:<index>`; at the end every key the run may have written (the
+//! prefilled key space and every key set) is deleted. Nothing is ever flushed.
+
+mod conn;
+pub mod keys;
+mod recorder;
+pub mod server;
+mod setup;
+pub mod sizes;
+pub mod steady;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cachelab_client::{Address, Error, Options};
+use cachelab_metrics::Latency;
+use cachelab_proto::Key;
+
+pub use recorder::{Fault, Interval, Totals, OPS};
+pub use steady::Steady;
+
+/// Hard caps: a spec beyond them is refused with a message naming the cap.
+pub mod caps {
+    pub const MAX_CONNECTIONS: usize = 4096;
+    pub const MAX_THREADS: usize = 64;
+    pub const MAX_PIPELINE: usize = 1024;
+    pub const MAX_RATE: f64 = 5_000_000.0;
+    pub const MAX_DURATION_S: f64 = 3600.0;
+    pub const MAX_WARMUP_S: f64 = 600.0;
+    pub const MAX_KEY_SPACE: u64 = 100_000_000;
+    pub const MAX_REQUESTS: u64 = 10_000_000_000;
+    pub const MAX_MULTIGET_KEYS: usize = 100;
+    /// The longest prefix accepted, leaving room in the 250-byte key for `:<index>`.
+    pub const MAX_PREFIX: usize = 120;
+}
+
+/// How requests are paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// `pipeline` requests outstanding per connection, always.
+    Closed,
+    /// A target rate over all connections, in requests per second.
+    Open { rate: f64, arrivals: Arrivals },
+}
+
+/// Gaps between intended send times in open loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrivals {
+    /// Exponentially distributed gaps (a Poisson process per connection).
+    Poisson,
+    /// Equal gaps, each connection starting at a random phase.
+    Uniform,
+}
+
+/// Shares of each operation; they need not add up to 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mix {
+    pub get: f64,
+    pub multiget: f64,
+    pub set: f64,
+    pub delete: f64,
+}
+
+/// A distribution by registry name and numeric parameters (see [`keys`] and [`sizes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistSpec {
+    pub name: String,
+    pub params: Vec<f64>,
+}
+
+/// When the run ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// Measure for this long after the warm-up.
+    Duration(Duration),
+    /// Send this many requests in all (warm-up included).
+    Requests(u64),
+}
+
+/// A workload.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub address: Address,
+    pub connections: usize,
+    /// Client threads; connections are dealt out to them round-robin.
+    pub threads: usize,
+    /// Closed loop: requests outstanding per connection.
+    pub pipeline: usize,
+    /// Open loop: the most requests in flight on one connection.
+    pub max_outstanding: usize,
+    pub mode: Mode,
+    pub mix: Mix,
+    /// Keys per multi-get.
+    pub multiget_keys: usize,
+    pub key_space: u64,
+    pub key_dist: DistSpec,
+    pub value_size: DistSpec,
+    /// The per-run key prefix; every key is `<prefix>:<index>`.
+    pub prefix: String,
+    /// Expiry of every value set, in seconds (0: none).
+    pub ttl: u32,
+    pub stop: Stop,
+    /// Time at the start whose intervals are marked warm-up and left out of the totals.
+    pub warmup: Duration,
+    /// Set every key of the key space before the run.
+    pub prefill: bool,
+    /// Length of one time-series interval.
+    pub interval: Duration,
+    pub options: Options,
+    /// Stop when no request has succeeded for this long.
+    pub give_up_after: Duration,
+    pub seed: u64,
+    /// The server's process id, when known to be on this machine (for schedstat).
+    pub server_pid: Option<u32>,
+}
+
+/// Why a run could not start.
+#[derive(Debug)]
+pub enum SpecError {
+    Invalid(String),
+    Server(Error),
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecError::Invalid(m) => f.write_str(m),
+            SpecError::Server(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+impl Spec {
+    /// Checks every field against its range and the hard caps.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        use caps::*;
+        let bad = |m: String| Err(SpecError::Invalid(m));
+        if self.prefix.is_empty() || self.prefix.len() > MAX_PREFIX {
+            return bad(format!("key prefix must be 1 to {MAX_PREFIX} bytes"));
+        }
+        if let Err(e) = Key::new(&self.prefix) {
+            return bad(format!("key prefix {:?}: {e}", self.prefix));
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
+            return bad(format!(
+                "connections must be between 1 and {MAX_CONNECTIONS} (hard cap)"
+            ));
+        }
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return bad(format!(
+                "threads must be between 1 and {MAX_THREADS} (hard cap)"
+            ));
+        }
+        if self.threads > self.connections {
+            return bad(format!(
+                "{} threads for {} connections: each thread needs at least one connection",
+                self.threads, self.connections
+            ));
+        }
+        if !(1..=MAX_PIPELINE).contains(&self.pipeline)
+            || !(1..=MAX_PIPELINE).contains(&self.max_outstanding)
+        {
+            return bad(format!(
+                "pipeline depth and max outstanding must be between 1 and {MAX_PIPELINE}"
+            ));
+        }
+        if let Mode::Open { rate, .. } = self.mode {
+            if !(rate.is_finite() && rate > 0.0) {
+                return bad(format!("rate must be a positive number, got {rate}"));
+            }
+            if rate > MAX_RATE {
+                return bad(format!(
+                    "rate {rate} is above the hard cap of {MAX_RATE} requests/s"
+                ));
+            }
+        }
+        let m = self.mix;
+        let shares = [m.get, m.multiget, m.set, m.delete];
+        if shares.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || shares.iter().sum::<f64>() <= 0.0
+        {
+            return bad("op mix: shares must be 0 or more and not all 0".into());
+        }
+        if !(1..=MAX_MULTIGET_KEYS).contains(&self.multiget_keys) {
+            return bad(format!(
+                "keys per multi-get must be between 1 and {MAX_MULTIGET_KEYS}"
+            ));
+        }
+        if !(1..=MAX_KEY_SPACE).contains(&self.key_space) {
+            return bad(format!(
+                "key space must be between 1 and {MAX_KEY_SPACE} keys (hard cap)"
+            ));
+        }
+        keys::build(
+            &self.key_dist.name,
+            &self.key_dist.params,
+            self.key_space,
+            0,
+            1,
+        )
+        .map_err(SpecError::Invalid)?;
+        sizes::build(&self.value_size.name, &self.value_size.params).map_err(SpecError::Invalid)?;
+        match self.stop {
+            Stop::Duration(d) if d.is_zero() || d.as_secs_f64() > MAX_DURATION_S => {
+                return bad(format!(
+                    "duration must be above 0 and at most {MAX_DURATION_S} s (hard cap)"
+                ))
+            }
+            Stop::Requests(n) if n == 0 || n > MAX_REQUESTS => {
+                return bad(format!(
+                    "request count must be between 1 and {MAX_REQUESTS} (hard cap)"
+                ))
+            }
+            _ => {}
+        }
+        if self.warmup.as_secs_f64() > MAX_WARMUP_S {
+            return bad(format!(
+                "warm-up must be at most {MAX_WARMUP_S} s (hard cap)"
+            ));
+        }
+        let iv = self.interval.as_secs_f64();
+        if !(0.01..=60.0).contains(&iv) {
+            return bad("interval must be between 0.01 and 60 s".into());
+        }
+        for (name, d) in [
+            ("timeout", self.options.request_timeout),
+            ("connect timeout", self.options.connect_timeout),
+            ("give-up time", self.give_up_after),
+        ] {
+            if d.is_zero() || d > Duration::from_secs(3600) {
+                return bad(format!("{name} must be above 0 and at most 3600 s"));
+            }
+        }
+        if self.ttl > 30 * 24 * 3600 {
+            return bad("ttl must be at most 30 days (2592000 s)".into());
+        }
+        Ok(())
+    }
+
+    /// Wall-clock limit of the sending phase, when there is one.
+    fn send_limit(&self) -> Option<Duration> {
+        match self.stop {
+            Stop::Duration(d) => Some(self.warmup + d),
+            Stop::Requests(_) => None,
+        }
+    }
+}
+
+/// Shared progress: `done` of `total` (milliseconds of a timed run, or requests of a counted
+/// one), the latest interval's throughput and p99, and a stop flag.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done: AtomicU64,
+    pub total: AtomicU64,
+    /// Requests per second in the latest finished interval.
+    pub last_rate: AtomicU64,
+    /// Corrected (open loop) or plain (closed loop) p99 of the latest interval, ns.
+    pub last_p99_ns: AtomicU64,
+    /// Errors so far.
+    pub errors: AtomicU64,
+    cancel: AtomicBool,
+}
+
+impl Progress {
+    pub fn new() -> Arc<Progress> {
+        Arc::new(Progress::default())
+    }
+
+    /// Stops sending; requests in flight are awaited (up to the timeout), results are kept.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// The server's `stats` before and after the measured phase, and its scheduler counters.
+#[derive(Debug, Clone, Default)]
+pub struct ServerView {
+    pub version: String,
+    pub before: BTreeMap<String, String>,
+    pub after: BTreeMap<String, String>,
+    /// The process whose schedstat was read, when the server is on this machine.
+    pub pid: Option<u32>,
+    pub schedstat_before: Option<server::SchedStat>,
+    pub schedstat_after: Option<server::SchedStat>,
+}
+
+/// How the open loop kept to its schedule.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Schedule {
+    /// Requests per second asked for.
+    pub target_rate: f64,
+    /// Requests that were due by the end of sending but never sent (the connection was full).
+    pub backlog_at_end: u64,
+    /// Requests skipped because their connection was down when they fell due.
+    pub skipped_disconnected: u64,
+}
+
+/// A finished (or stopped) run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub intervals: Vec<Interval>,
+    pub steady: Steady,
+    /// Over every interval, warm-up included.
+    pub all: Totals,
+    /// Over the steady-state window.
+    pub window: Totals,
+    pub server: ServerView,
+    pub schedule: Option<Schedule>,
+    /// CPU time of the client threads while sending (user, system), seconds.
+    pub client_cpu_s: (f64, f64),
+    pub prefilled_keys: u64,
+    pub prefill_s: f64,
+    /// Keys the clean-up deleted (or found already gone).
+    pub deleted_keys: u64,
+    /// Keys that may remain because their delete failed.
+    pub leftover_keys: u64,
+    pub cancelled: bool,
+    pub aborted: Option<String>,
+    /// From the first request to the last reply.
+    pub elapsed: Duration,
+}
+
+/// What every worker thread shares.
+pub(crate) struct Shared {
+    pub spec: Spec,
+    pub t0: Instant,
+    pub send_until: Option<Instant>,
+    pub progress: Arc<Progress>,
+    /// Milliseconds after `t0` of the latest successful reply.
+    pub last_success_ms: AtomicU64,
+    pub stop: AtomicBool,
+    pub aborted: Mutex<Option<String>>,
+    /// Random bytes that values are cut from.
+    pub pool: bytes::Bytes,
+}
+
+impl Shared {
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.progress.cancelled()
+    }
+
+    pub fn give_up(&self, why: String) {
+        let mut a = self.aborted.lock().expect("not poisoned");
+        if a.is_none() {
+            *a = Some(why);
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn since_success(&self, now: Instant) -> Duration {
+        let ms = self.last_success_ms.load(Ordering::Relaxed);
+        now.saturating_duration_since(self.t0 + Duration::from_millis(ms))
+    }
+}
+
+/// Runs the workload. Blocks until it ends, is cancelled, or gives up.
+///
+/// Fails only when the spec is invalid or the server cannot be reached at the start; after
+/// that every failure is counted and the outcome carries the partial results.
+pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> {
+    spec.validate()?;
+    let mut view = server::snapshot_start(spec).map_err(SpecError::Server)?;
+
+    let max_value = sizes::build(&spec.value_size.name, &spec.value_size.params)
+        .map_err(SpecError::Invalid)?
+        .max();
+    let pool = setup::random_pool(max_value, spec.seed);
+
+    let prefill_start = Instant::now();
+    let prefilled_keys = if spec.prefill && !progress.cancelled() {
+        setup::prefill(spec, &pool, progress)
+    } else {
+        0
+    };
+    let prefill_s = prefill_start.elapsed().as_secs_f64();
+
+    // The measured phase starts from fresh counters.
+    server::snapshot_before(spec, &mut view);
+    let t0 = Instant::now();
+    match spec.stop {
+        Stop::Duration(_) => progress.total.store(
+            spec.send_limit().expect("timed").as_millis() as u64,
+            Ordering::Relaxed,
+        ),
+        Stop::Requests(n) => progress.total.store(n, Ordering::Relaxed),
+    }
+    let shared = Arc::new(Shared {
+        spec: spec.clone(),
+        t0,
+        send_until: spec.send_limit().map(|d| t0 + d),
+        progress: Arc::clone(progress),
+        last_success_ms: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        aborted: Mutex::new(None),
+        pool,
+    });
+    let run = recorder::drive(&shared);
+    server::snapshot_after(spec, &mut view);
+
+    let written = if spec.prefill {
+        setup::Written::All
+    } else {
+        run.written
+    };
+    let (deleted_keys, leftover_keys) = setup::cleanup(spec, &written);
+
+    let steady = steady::detect(&run.intervals, spec);
+    let all = Totals::over(&run.intervals, 0);
+    let window = Totals::over(&run.intervals, steady.start_index);
+    let schedule = match spec.mode {
+        Mode::Open { rate, .. } => Some(Schedule {
+            target_rate: rate,
+            backlog_at_end: run.backlog_at_end,
+            skipped_disconnected: run.skipped,
+        }),
+        Mode::Closed => None,
+    };
+    let aborted = shared.aborted.lock().expect("not poisoned").clone();
+    Ok(Outcome {
+        intervals: run.intervals,
+        steady,
+        all,
+        window,
+        server: view,
+        schedule,
+        client_cpu_s: run.cpu_s,
+        prefilled_keys,
+        prefill_s,
+        deleted_keys,
+        leftover_keys,
+        cancelled: progress.cancelled(),
+        aborted,
+        elapsed: run.elapsed,
+    })
+}
+
+/// An empty latency histogram of the kind every interval uses.
+pub(crate) fn histogram() -> Latency {
+    cachelab_metrics::latency()
+}

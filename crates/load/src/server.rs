@@ -1,0 +1,129 @@
+//! The server's side of a run: `stats` before and after, and — when the server is a process on
+//! this machine — its scheduler counters from `/proc/<pid>/task/*/schedstat`.
+//!
+//! schedstat has three numbers per thread: nanoseconds on a CPU, nanoseconds runnable but
+//! waiting for a CPU (the run-queue wait), and the number of time slices. Summed over the
+//! server's threads and differenced over the run, the wait divided by the wall time is the
+//! measure Pinterest used to show what real-time scheduling bought them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use cachelab_client::{Address, BlockingConnection, Error};
+
+use crate::{ServerView, Spec};
+
+/// Scheduler counters summed over a process's threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedStat {
+    pub on_cpu_ns: u64,
+    pub wait_ns: u64,
+    pub slices: u64,
+    pub threads: u64,
+}
+
+/// Reads `/proc/<pid>/task/*/schedstat`; `None` if the process or the file is not there.
+pub fn schedstat(pid: u32) -> Option<SchedStat> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut s = SchedStat::default();
+    for task in dir.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        let n: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        if let [cpu, wait, slices, ..] = n[..] {
+            s.on_cpu_ns += cpu;
+            s.wait_ns += wait;
+            s.slices += slices;
+            s.threads += 1;
+        }
+    }
+    (s.threads > 0).then_some(s)
+}
+
+/// True when `address` can only be a server on this machine.
+fn is_local(address: &Address) -> bool {
+    match address {
+        Address::Unix(_) => true,
+        Address::Tcp(hp) => {
+            let host = hp.rsplit_once(':').map_or(hp.as_str(), |(h, _)| h);
+            matches!(host, "localhost" | "[::1]" | "::1") || host.starts_with("127.")
+        }
+    }
+}
+
+/// The pid whose schedstat to read: the one given, or the `pid` the server reports when the
+/// server is local and that process is a memcached visible here.
+fn local_pid(spec: &Spec, stats: &BTreeMap<String, String>) -> Option<u32> {
+    if spec.server_pid.is_some() {
+        return spec.server_pid;
+    }
+    if !is_local(&spec.address) {
+        return None;
+    }
+    let pid: u32 = stats.get("pid")?.parse().ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    (comm.trim() == "memcached" && Path::new(&format!("/proc/{pid}/task")).exists()).then_some(pid)
+}
+
+fn stats(spec: &Spec) -> Result<(String, BTreeMap<String, String>), Error> {
+    let mut c = BlockingConnection::connect(&spec.address, spec.options)?;
+    let version = c.version()?;
+    let s = c.stats(None)?.into_iter().collect();
+    Ok((version, s))
+}
+
+/// Checks the server answers before anything is written.
+pub(crate) fn snapshot_start(spec: &Spec) -> Result<ServerView, Error> {
+    let (version, before) = stats(spec)?;
+    let pid = local_pid(spec, &before);
+    Ok(ServerView {
+        version,
+        before,
+        pid,
+        ..ServerView::default()
+    })
+}
+
+/// Just before the measured phase (after prefill).
+pub(crate) fn snapshot_before(spec: &Spec, view: &mut ServerView) {
+    if let Ok((_, s)) = stats(spec) {
+        view.before = s;
+    }
+    view.schedstat_before = view.pid.and_then(schedstat);
+}
+
+/// Just after the measured phase (before clean-up). Leaves `after` empty if the server is gone.
+pub(crate) fn snapshot_after(spec: &Spec, view: &mut ServerView) {
+    view.schedstat_after = view.pid.and_then(schedstat);
+    if let Ok((_, s)) = stats(spec) {
+        view.after = s;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locality_by_address() {
+        assert!(is_local(&"127.0.0.1:11211".parse().unwrap()));
+        assert!(is_local(&"localhost:11211".parse().unwrap()));
+        assert!(is_local(&"[::1]:11211".parse().unwrap()));
+        assert!(is_local(&"unix:/tmp/mc.sock".parse().unwrap()));
+        assert!(!is_local(&"10.0.0.5:11211".parse().unwrap()));
+        assert!(!is_local(&"cache.example.com:11211".parse().unwrap()));
+    }
+
+    #[test]
+    fn own_schedstat_is_readable() {
+        // This test process exists, so its counters can be read (on Linux with schedstats).
+        if Path::new("/proc/self/schedstat").exists() {
+            let s = schedstat(std::process::id()).expect("own schedstat");
+            assert!(s.threads >= 1 && s.on_cpu_ns > 0);
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Before and after the measured phase: the value pool, prefill, and deleting what was written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+
+use cachelab_client::Connection;
+use cachelab_proto::{Command, Key, Response, Store};
+
+use crate::{sizes, Progress, Spec};
+
+/// Requests per pipelined batch in prefill and clean-up.
+const BATCH: usize = 256;
+
+/// Keys the run may have written.
+pub(crate) enum Written {
+    None,
+    /// A bitset over the key space.
+    Some(Vec<u64>),
+    /// The whole key space (after prefill).
+    All,
+}
+
+impl Written {
+    pub fn merge(self, other: Written) -> Written {
+        match (self, other) {
+            (Written::All, _) | (_, Written::All) => Written::All,
+            (Written::None, x) | (x, Written::None) => x,
+            (Written::Some(mut a), Written::Some(b)) => {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x |= y;
+                }
+                Written::Some(a)
+            }
+        }
+    }
+
+    fn indices(&self, key_space: u64) -> Vec<u64> {
+        match self {
+            Written::None => Vec::new(),
+            Written::All => (0..key_space).collect(),
+            Written::Some(bits) => bits
+                .iter()
+                .enumerate()
+                .flat_map(|(w, &b)| {
+                    (0..64)
+                        .filter(move |i| b & (1 << i) != 0)
+                        .map(move |i| w as u64 * 64 + i)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Random bytes to cut values from: twice the largest value plus slack.
+pub(crate) fn random_pool(max_value: usize, seed: u64) -> Bytes {
+    let mut b = BytesMut::zeroed(2 * max_value + 4096);
+    SmallRng::seed_from_u64(seed ^ 0x5EED).fill_bytes(&mut b);
+    b.freeze()
+}
+
+pub(crate) fn key(spec: &Spec, index: u64) -> Key {
+    Key::new(format!("{}:{index}", spec.prefix)).expect("prefix validated, index is digits")
+}
+
+/// Runs `work(thread, indices)` on `spec.threads` threads, each with a share of `indices`,
+/// and returns the sum of what they return.
+fn in_parallel(spec: &Spec, indices: Vec<u64>, work: impl Fn(&[u64]) -> u64 + Sync) -> u64 {
+    let threads = spec.threads.min(indices.len().max(1));
+    let chunk = indices.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = indices
+            .chunks(chunk)
+            .map(|part| s.spawn(|| work(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("setup thread panicked"))
+            .sum()
+    })
+}
+
+/// Sends `cmds` in pipelined batches on one connection (reconnecting once per failed batch)
+/// and counts the replies `ok` accepts.
+fn batches(
+    spec: &Spec,
+    cmds: impl Iterator<Item = Command>,
+    ok: fn(&Response) -> bool,
+    stop: &dyn Fn() -> bool,
+) -> u64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    rt.block_on(async {
+        let mut conn: Option<Connection> = None;
+        let mut good = 0u64;
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut cmds = cmds.peekable();
+        while cmds.peek().is_some() {
+            if stop() {
+                break;
+            }
+            batch.clear();
+            batch.extend(cmds.by_ref().take(BATCH));
+            for _attempt in 0..2 {
+                if conn.as_ref().is_none_or(|c| c.broken().is_some()) {
+                    conn = Connection::connect(&spec.address, spec.options).await.ok();
+                }
+                let Some(c) = conn.as_mut() else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                if let Ok(replies) = c.pipeline(&batch).await {
+                    good += replies.iter().filter(|r| ok(r)).count() as u64;
+                    break;
+                }
+            }
+        }
+        good
+    })
+}
+
+/// Sets every key of the key space; returns how many were stored.
+pub(crate) fn prefill(spec: &Spec, pool: &Bytes, progress: &Arc<Progress>) -> u64 {
+    let indices: Vec<u64> = (0..spec.key_space).collect();
+    let stop = || progress.cancelled();
+    in_parallel(spec, indices, |part| {
+        let mut sizes =
+            sizes::build(&spec.value_size.name, &spec.value_size.params).expect("validated");
+        let mut rng = SmallRng::seed_from_u64(spec.seed ^ part.first().copied().unwrap_or(0));
+        let cmds = part.iter().map(move |&i| {
+            let len = sizes.next(&mut rng);
+            let at = (rng.next_u64() % (pool.len() - len + 1) as u64) as usize;
+            Command::Set(Store {
+                key: key(spec, i),
+                flags: 0,
+                exptime: spec.ttl,
+                data: pool.slice(at..at + len),
+            })
+        });
+        batches(spec, cmds, |r| matches!(r, Response::Stored), &stop)
+    })
+}
+
+/// Deletes every key the run may have written: (deleted or already gone, left behind).
+pub(crate) fn cleanup(spec: &Spec, written: &Written) -> (u64, u64) {
+    let indices = written.indices(spec.key_space);
+    let total = indices.len() as u64;
+    let never = || false;
+    let done = in_parallel(spec, indices, |part| {
+        let cmds = part.iter().map(|&i| Command::Delete(key(spec, i)));
+        batches(
+            spec,
+            cmds,
+            |r| matches!(r, Response::Deleted | Response::NotFound),
+            &never,
+        )
+    });
+    (done, total - done)
+}

@@ -1,0 +1,155 @@
+//! Runs against a real memcached on a free loopback port (skipped when none is installed).
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cachelab_load::{run, DistSpec, Mix, Mode, Progress, Spec, Stop};
+
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn memcached() -> Option<Server> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let child = Command::new("memcached")
+        .args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-m",
+            "64",
+            "-t",
+            "2",
+        ])
+        .args(["-u", "root"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let address = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(&address).is_err() {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(Server { child, address })
+}
+
+fn spec(address: &str) -> Spec {
+    Spec {
+        address: address.parse().unwrap(),
+        connections: 4,
+        threads: 2,
+        pipeline: 4,
+        max_outstanding: 64,
+        mode: Mode::Closed,
+        mix: Mix {
+            get: 0.6,
+            multiget: 0.1,
+            set: 0.2,
+            delete: 0.1,
+        },
+        multiget_keys: 5,
+        key_space: 2000,
+        key_dist: DistSpec {
+            name: "zipf".into(),
+            params: vec![0.9],
+        },
+        value_size: DistSpec {
+            name: "uniform".into(),
+            params: vec![10.0, 500.0],
+        },
+        prefix: "cachelab-test:load".into(),
+        ttl: 0,
+        stop: Stop::Requests(20_000),
+        warmup: Duration::ZERO,
+        prefill: false,
+        interval: Duration::from_millis(200),
+        options: Default::default(),
+        give_up_after: Duration::from_secs(5),
+        seed: 42,
+        server_pid: None,
+    }
+}
+
+fn stat(m: &std::collections::BTreeMap<String, String>, k: &str) -> u64 {
+    m[k].parse().unwrap()
+}
+
+#[test]
+fn hits_and_misses_match_the_servers_counters_and_keys_are_deleted() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    let s = spec(&server.address);
+    let out = run(&s, &Progress::new()).unwrap();
+    assert!(out.aborted.is_none(), "{:?}", out.aborted);
+    assert_eq!(out.all.error_count(), 0, "{:?}", out.all.errors);
+    assert_eq!(out.all.replies(), 20_000);
+    assert_eq!(out.all.sent, 20_000);
+    let (b, a) = (&out.server.before, &out.server.after);
+    assert_eq!(out.all.hits, stat(a, "get_hits") - stat(b, "get_hits"));
+    assert_eq!(
+        out.all.misses,
+        stat(a, "get_misses") - stat(b, "get_misses")
+    );
+    assert!(out.all.hits > 0 && out.all.misses > 0);
+    assert_eq!(out.leftover_keys, 0);
+    // Clean-up removed everything the run set.
+    let mut c = cachelab_client::BlockingConnection::connect(
+        &server.address.parse().unwrap(),
+        Default::default(),
+    )
+    .unwrap();
+    let stats: std::collections::BTreeMap<String, String> =
+        c.stats(None).unwrap().into_iter().collect();
+    assert_eq!(stat(&stats, "curr_items"), 0);
+}
+
+#[test]
+fn open_loop_prefilled_gets_all_hit_at_the_asked_rate() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    let mut s = spec(&server.address);
+    s.mix = Mix {
+        get: 1.0,
+        multiget: 0.0,
+        set: 0.0,
+        delete: 0.0,
+    };
+    s.prefill = true;
+    s.mode = Mode::Open {
+        rate: 2000.0,
+        arrivals: cachelab_load::Arrivals::Poisson,
+    };
+    s.stop = Stop::Duration(Duration::from_secs(2));
+    let out = run(&s, &Progress::new()).unwrap();
+    assert_eq!(out.prefilled_keys, 2000);
+    assert_eq!(out.all.misses, 0);
+    assert!(out.all.hits > 0);
+    assert!(!out.all.corrected.is_empty());
+    let rate = out.all.sent as f64 / 2.0;
+    assert!((rate / 2000.0 - 1.0).abs() < 0.15, "sent {rate}/s");
+    assert_eq!(out.deleted_keys, 2000);
+}

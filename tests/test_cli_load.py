@@ -1,0 +1,119 @@
+"""``cachelab load`` on the command line: artifacts, exit codes, failure modes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cachelab.servers import PrivateMemcached
+from fakes import FakeServer
+
+RUN_TIMEOUT = 60
+
+
+def cachelab(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cachelab", "load", *map(str, args)],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=cwd,
+    )
+
+
+def one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--connections", "0"], "connections must be"),
+        (["--connections", "5000"], "4096"),
+        (["--rate", "9e6"], "hard cap"),
+        (["--duration", "7200"], "3600"),
+        (["--mix", "get=1,put=2"], "unknown operation 'put'"),
+        (["--key-dist", "pareto"], "key distribution"),
+        (["--value-size", "uniform:10"], "uniform:MIN:MAX"),
+        (["--duration", "1", "--requests", "10"], "not both"),
+        (["--prefix", "has space"], "key prefix"),
+        (["--threads", "3", "--connections", "2"], "each thread needs"),
+        (["--spec", "/nonexistent.toml"], "no such file"),
+        (["--bogus"], "unrecognized arguments"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    args: list[str], needle: str, tmp_path: Path, memcached: PrivateMemcached
+) -> None:
+    p = cachelab(*args, "--server", memcached.address, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert needle in one_error_line(p.stderr)
+
+
+def test_run_writes_every_artifact(tmp_path: Path, memcached: PrivateMemcached) -> None:
+    out = tmp_path / "out"
+    p = cachelab("--server", memcached.address, "--duration", "2", "--warmup", "0.5",
+                 "--interval", "0.5", "--mix", "get=80,set=20", "--key-space", "300",
+                 "--out", out, "--format", "json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    result = json.loads(p.stdout)
+    assert result["schema"] == "cachelab.load" and result["schema_version"] == 1
+    assert result == json.loads((out / "load.json").read_text())
+    assert result["all"]["hits"] == result["server"]["deltas"]["get_hits"]
+    with (out / "load.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(result["intervals"])
+    assert sum(int(r["replies"]) for r in rows) == result["all"]["replies"]
+    hlog = (out / "load.hlog").read_text().splitlines()
+    assert hlog[0] == "#[Histogram log format version 1.3]"
+    assert sum(line.startswith("Tag=uncorrected,") for line in hlog) == len(rows)
+    assert (out / "load-latency.png").stat().st_size > 0
+    assert (out / "load-latency.svg").stat().st_size > 0
+
+
+def test_table_output(tmp_path: Path, memcached: PrivateMemcached) -> None:
+    p = cachelab("--server", memcached.address, "--rate", "500", "--duration", "1",
+                 "--warmup", "0", "--no-plots", "--out", tmp_path / "o", "--format", "table",
+                 cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "open loop" in p.stdout and "corrected" in p.stdout
+    assert "target rate 500/s held" in p.stdout
+
+
+def test_silent_server_exits_3_without_hanging(
+    tmp_path: Path, fake_server: Callable[[str], FakeServer]
+) -> None:
+    fake = fake_server("silent")
+    started = time.monotonic()
+    p = cachelab("--server", fake.address, "--timeout", "0.3", "--duration", "1",
+                 "--out", tmp_path / "o", cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    assert "no reply" in one_error_line(p.stderr)
+    assert time.monotonic() - started < RUN_TIMEOUT
+
+
+def test_ctrl_c_saves_partial_results(tmp_path: Path, memcached: PrivateMemcached) -> None:
+    out = tmp_path / "o"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cachelab", "load", "--server", memcached.address,
+         "--duration", "60", "--warmup", "0", "--mix", "get=50,set=50", "--no-prefill",
+         "--out", str(out), "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    assert proc.returncode == 130, stderr
+    saved = json.loads((out / "load.json").read_text())
+    assert saved["run"]["cancelled"] is True
+    assert saved["all"]["replies"] > 0
+    assert saved["run"]["leftover_keys"] == 0 and saved["run"]["deleted_keys"] > 0
+    assert json.loads(stdout)["all"]["replies"] == saved["all"]["replies"]
