@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cachelab import simulate as lib
+from cachelab import simulation as lib
 from cachelab.cli import EXIT_OK, common
 from cachelab.errors import UsageError
 

@@ -16,7 +16,7 @@ from cachelab import _core
 from cachelab.errors import InputError, UsageError
 from cachelab.latency_model import latency_model
 from cachelab.profiles import load_profile
-from cachelab.simulate import SimulateSpec, default_strategies, simulate
+from cachelab.simulation import SimulateSpec, default_strategies, simulate
 from cachelab.traces import RequestTrace, SynthParams, synthesize
 
 # -- the latency model ----------------------------------------------------------------------
