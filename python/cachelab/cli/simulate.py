@@ -81,7 +81,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f = p.add_argument_group("flat traces")
     f.add_argument(
         "--policies", metavar="LIST",
-        help="eviction policies (default lru,fifo,lfu,arc,s3fifo,sieve,belady)",
+        help="eviction policies (default lru,fifo,lfu,arc,s3fifo,sieve; also belady, the "
+        "optimal bound)",
     )
     f.add_argument(
         "--sizes", metavar="LIST",
