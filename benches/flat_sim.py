@@ -1,0 +1,428 @@
+"""How fast does cachelab simulate a flat trace, next to libCacheSim and a naive Python LRU?
+
+Side by side in one run, on one file, end to end (read the file, then simulate):
+
+* *cachelab* — ``cachelab.flatsim.simulate_flat(path, policies=["lru"], sizes=[C],
+  unit="objects", threads=1)`` in a fresh Python process: the Rust reader streaming the file
+  and numbering keys densely as it goes (8 bytes kept per request), then the LRU run, plus the
+  interpreter's start-up and import;
+* *libCacheSim* — its ``cachesim PATH oracleGeneral lru C --ignore-obj-size 1`` (only with
+  ``--libcachesim PATH``; "skipped" otherwise), the C simulator this project checks its numbers
+  against;
+* *naive Python* — an ``OrderedDict`` LRU fed by ``struct.iter_unpack`` over the same file, on
+  a prefix of ``--naive-requests`` requests (the whole trace would take minutes), in a fresh
+  process.
+
+Each contender runs in its own child process; CPU time (user + system) and peak RSS come from
+``os.wait4`` on that child, so one contender's memory never shows up in another's. The headline
+is **requests per CPU-second** and its ratios. The goal, from the issue: cachelab at least 4x
+libCacheSim. Both simulators' miss ratios are printed too; they must agree exactly (LRU is
+golden-tested against libCacheSim), or the run fails.
+
+The trace is a seeded Zipf oracleGeneral file written to ``/tmp`` (never the repository) and
+reused when it exists: ``--requests`` requests over ``--objects`` objects with popularity
+exponent ``--alpha``, ids a seeded permutation of ranks, one fixed size per object
+(log-uniform 64 B to 64 KiB), time = request index / 1000, next_access_vtime -1. The cache
+holds ``--capacity-fraction`` of the objects.
+
+Memory goal: peak RSS near the trace (24 B per request, the file's size) plus about 64 B per
+distinct object; the record shows the budget and the measured peak.
+
+``--record`` writes ``benches/runs/<date>-flat-sim.md`` (``-2``, ``-3`` … if taken) and the JSON
+beside it; ``--json PATH`` saves the raw numbers anywhere. Exit status 0 when the goal is met,
+1 when it is missed or the miss ratios disagree, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cachelab import environment
+
+RUNS = Path(__file__).resolve().parent / "runs"
+RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+GOAL_VS_LIBCACHESIM = 4.0
+
+CACHELAB_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from cachelab.flatsim import simulate_flat
+t1 = time.perf_counter()
+sim = simulate_flat(sys.argv[1], policies=["lru"], sizes=[int(sys.argv[2])], threads=1)
+t2 = time.perf_counter()
+r = sim.results[0]
+print(json.dumps({"requests": r.requests, "misses": r.misses, "miss_ratio": r.miss_ratio,
+                  "import_s": t1 - t0, "read_and_simulate_s": t2 - t1}))
+"""
+
+NAIVE_CHILD = r"""
+import json, struct, sys, time
+from collections import OrderedDict
+path, capacity, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t0 = time.perf_counter()
+with open(path, "rb") as f:
+    data = f.read(24 * limit)
+cache = OrderedDict()
+requests = misses = 0
+for _t, key, _size, _next in struct.iter_unpack("<IQIq", data):
+    requests += 1
+    if key in cache:
+        cache.move_to_end(key)
+    else:
+        misses += 1
+        if len(cache) >= capacity:
+            cache.popitem(last=False)
+        cache[key] = True
+print(json.dumps({"requests": requests, "misses": misses, "miss_ratio": misses / requests,
+                  "wall_inside_s": time.perf_counter() - t0}))
+"""
+
+
+def trace_path(a: argparse.Namespace) -> Path:
+    if a.trace:
+        return Path(a.trace)
+    name = f"cachelab-bench-zipf-{a.requests}-{a.objects}-{a.alpha:g}-{a.seed}.oracleGeneral.bin"
+    return Path("/tmp") / name
+
+
+def generate(path: Path, requests: int, objects: int, alpha: float, seed: int) -> float:
+    """Writes the seeded Zipf trace (atomically); returns the seconds it took."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, objects + 1, dtype=np.float64) ** alpha
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    ids = rng.permutation(objects).astype(np.uint64) + 1
+    sizes = np.exp(rng.uniform(np.log(64), np.log(65536), objects)).astype(np.uint32)
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    chunk = 5_000_000
+    with tmp.open("wb") as f:
+        for start in range(0, requests, chunk):
+            n = min(chunk, requests - start)
+            ranks = np.searchsorted(cdf, rng.random(n), side="right")
+            ranks = np.minimum(ranks, objects - 1)
+            rec = np.empty(n, dtype=RECORD)
+            rec["time"] = (np.arange(start, start + n) // 1000).astype(np.uint32)
+            rec["id"] = ids[ranks]
+            rec["size"] = sizes[ranks]
+            rec["next"] = -1
+            rec.tofile(f)
+    tmp.rename(path)
+    return time.perf_counter() - t0
+
+
+def run_child(argv: list[str], cwd: str | None = None) -> dict[str, Any]:
+    """Runs a child to completion; its stdout, CPU seconds and peak RSS from wait4."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    assert p.stdout is not None and p.stderr is not None
+    out, err = p.stdout.read(), p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit(f"flat_sim: {argv[0]} failed ({p.returncode}):\n{err[-2000:]}")
+    return {
+        "stdout": out,
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "user_s": ru.ru_utime,
+        "sys_s": ru.ru_stime,
+        "wall_s": wall,
+        "max_rss_mib": ru.ru_maxrss / 1024.0,
+    }
+
+
+def parse_cachesim(stdout: str) -> dict[str, Any]:
+    for line in stdout.splitlines():
+        if "miss ratio" in line:
+            parts = line.replace(",", " ").split()
+            i = parts.index("ratio")
+            req = int(parts[parts.index("req") - 1])
+            ratio = float(parts[i + 1])
+            return {"requests": req, "miss_ratio": ratio, "line": line.strip()}
+    raise SystemExit(f"flat_sim: no miss ratio in cachesim output:\n{stdout[-2000:]}")
+
+
+def summarize(name: str, run: dict[str, Any], requests: int, **extra: Any) -> dict[str, Any]:
+    run = {k: v for k, v in run.items() if k != "stdout"}
+    return {
+        "name": name,
+        "requests": requests,
+        **run,
+        "req_per_cpu_s": requests / run["cpu_s"] if run["cpu_s"] > 0 else float("inf"),
+        **extra,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=50_000_000, help="trace length (50M)")
+    ap.add_argument("--objects", type=int, default=1_000_000, help="distinct objects (1M)")
+    ap.add_argument("--alpha", type=float, default=1.0, help="Zipf exponent (1.0)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--trace", help="use this oracleGeneral file instead of generating one")
+    ap.add_argument(
+        "--capacity-fraction",
+        type=float,
+        default=0.1,
+        help="cache size as a fraction of the objects (0.1)",
+    )
+    ap.add_argument(
+        "--naive-requests",
+        type=int,
+        default=2_000_000,
+        help="prefix the naive Python LRU runs on (2M)",
+    )
+    ap.add_argument("--libcachesim", metavar="PATH", help="libCacheSim's cachesim binary")
+    ap.add_argument(
+        "--libcachesim-build",
+        metavar="TEXT",
+        default="",
+        help="how that binary was built (commit, compiler), for the record",
+    )
+    ap.add_argument("--record", action="store_true", help="write a dated record to benches/runs/")
+    ap.add_argument("--json", metavar="PATH", help="also save the raw numbers here")
+    a = ap.parse_args(argv)
+    if a.requests <= 0 or a.objects <= 0 or not 0 < a.capacity_fraction <= 1:
+        ap.error("requests and objects must be positive, capacity-fraction in (0, 1]")
+    if a.libcachesim and not shutil.which(a.libcachesim):
+        ap.error(f"--libcachesim {a.libcachesim}: not an executable")
+
+    path = trace_path(a)
+    gen_s = None
+    if not path.exists():
+        if a.trace:
+            ap.error(f"--trace {path}: no such file")
+        print(f"generating {path} ...", file=sys.stderr)
+        gen_s = generate(path, a.requests, a.objects, a.alpha, a.seed)
+    n_req = path.stat().st_size // 24
+    capacity = int(a.objects * a.capacity_fraction)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    load_before = os.getloadavg()
+    print(f"trace {path}: {n_req:,} requests, cache {capacity:,} objects", file=sys.stderr)
+
+    contenders: list[dict[str, Any]] = []
+    r = run_child([sys.executable, "-c", CACHELAB_CHILD, str(path), str(capacity)])
+    c = json.loads(r["stdout"])
+    contenders.append(
+        summarize(
+            "cachelab", r, c["requests"], miss_ratio=c["miss_ratio"], misses=c["misses"], inside=c
+        )
+    )
+    print(f"cachelab done: {r['cpu_s']:.2f} CPU-s", file=sys.stderr)
+
+    lcs: dict[str, Any] | None = None
+    if a.libcachesim:
+        argv_l = [
+            shutil.which(a.libcachesim) or a.libcachesim,
+            str(path),
+            "oracleGeneral",
+            "lru",
+            str(capacity),
+            "--ignore-obj-size",
+            "1",
+        ]
+        # cachesim appends its result to a file in its working directory: keep that out of
+        # the checkout.
+        with tempfile.TemporaryDirectory(prefix="cachelab-cachesim-") as scratch:
+            r = run_child(argv_l, cwd=scratch)
+        p = parse_cachesim(r["stdout"])
+        lcs = summarize(
+            "libCacheSim",
+            r,
+            p["requests"],
+            miss_ratio=p["miss_ratio"],
+            output=p["line"],
+            command=" ".join(argv_l),
+        )
+        contenders.append(lcs)
+        print(f"libCacheSim done: {r['cpu_s']:.2f} CPU-s", file=sys.stderr)
+
+    naive_n = min(a.naive_requests, n_req)
+    r = run_child([sys.executable, "-c", NAIVE_CHILD, str(path), str(capacity), str(naive_n)])
+    nv = json.loads(r["stdout"])
+    contenders.append(
+        summarize(
+            "naive Python (prefix)",
+            r,
+            nv["requests"],
+            miss_ratio=nv["miss_ratio"],
+            misses=nv["misses"],
+        )
+    )
+    print(f"naive done: {r['cpu_s']:.2f} CPU-s", file=sys.stderr)
+
+    cl = contenders[0]
+    ratios = {"cachelab / naive Python": cl["req_per_cpu_s"] / contenders[-1]["req_per_cpu_s"]}
+    agree = True
+    goal = None
+    if lcs is not None:
+        ratios["cachelab / libCacheSim"] = cl["req_per_cpu_s"] / lcs["req_per_cpu_s"]
+        agree = f"{cl['miss_ratio']:.4f}" == f"{lcs['miss_ratio']:.4f}" and (
+            cl["requests"] == lcs["requests"]
+        )
+        goal = ratios["cachelab / libCacheSim"] >= GOAL_VS_LIBCACHESIM
+    budget_mib = (24 * n_req + 64 * a.objects) / 2**20
+    result = {
+        "benchmark": "flat-sim",
+        "started": started,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "trace": {
+            "path": str(path),
+            "requests": n_req,
+            "objects": a.objects,
+            "alpha": a.alpha,
+            "seed": a.seed,
+            "generate_s": gen_s,
+            "file_mib": path.stat().st_size / 2**20,
+        },
+        "capacity_objects": capacity,
+        "contenders": contenders,
+        "ratios": ratios,
+        "memory": {
+            "budget_mib": budget_mib,
+            "cachelab_peak_mib": cl["max_rss_mib"],
+            "cachelab_peak_over_budget": cl["max_rss_mib"] / budget_mib,
+        },
+        "miss_ratios_agree": agree,
+        "goal": {"cachelab_vs_libcachesim_min": GOAL_VS_LIBCACHESIM, "met": goal},
+        "environment": {
+            **environment.facts(),
+            "rustc": tool_version(["rustc", "--version"]),
+            "cc": tool_version(["cc", "--version"]),
+        },
+        "load_average_1m": {"before": load_before[0], "after": os.getloadavg()[0]},
+        "libcachesim": a.libcachesim,
+        "libcachesim_build": a.libcachesim_build,
+    }
+    print(render(result))
+    if a.json:
+        Path(a.json).write_text(json.dumps(result, indent=2))
+    if a.record:
+        md = record_path(started[:10])
+        md.write_text(render(result, full=True))
+        md.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        print(f"recorded {md}", file=sys.stderr)
+    return 0 if (goal in (True, None) and agree) else 1
+
+
+def tool_version(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
+        return out.splitlines()[0].strip() if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def record_path(day: str) -> Path:
+    RUNS.mkdir(parents=True, exist_ok=True)
+    path = RUNS / f"{day}-flat-sim.md"
+    n = 2
+    while path.exists() or path.with_suffix(".json").exists():
+        path = RUNS / f"{day}-flat-sim-{n}.md"
+        n += 1
+    return path
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+    return [
+        fmt.format(*header),
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+        *(fmt.format(*r) for r in rows),
+    ]
+
+
+def render(r: dict[str, Any], full: bool = False) -> str:
+    t = r["trace"]
+    rows = [
+        [
+            c["name"],
+            f"{c['requests']:,}",
+            f"{c['cpu_s']:.2f}",
+            f"{c['wall_s']:.2f}",
+            f"{c['req_per_cpu_s'] / 1e6:.2f}",
+            f"{c['max_rss_mib']:.0f}",
+            f"{c['miss_ratio']:.4f}",
+        ]
+        for c in r["contenders"]
+    ]
+    if r["libcachesim"] is None:
+        rows.insert(1, ["libCacheSim", "skipped", "", "", "", "", ""])
+    goal = r["goal"]["met"]
+    verdict = "skipped (no --libcachesim)" if goal is None else ("PASS" if goal else "FAIL")
+    lines = []
+    if full:
+        lines += [f"# Flat-trace simulation speed, {r['started']}", ""]
+    lines += [
+        f"Trace: {t['requests']:,} requests over {t['objects']:,} objects (Zipf alpha "
+        f"{t['alpha']:g}, seed {t['seed']}), {t['file_mib']:.0f} MiB oracleGeneral; "
+        f"LRU, capacity {r['capacity_objects']:,} objects.",
+        "",
+        *table(
+            [
+                "contender",
+                "requests",
+                "CPU s",
+                "wall s",
+                "M req/CPU-s",
+                "peak RSS MiB",
+                "miss ratio",
+            ],
+            rows,
+        ),
+        "",
+        *table(
+            ["ratio (requests per CPU-second)", "value"],
+            [[k, f"{v:.2f}x"] for k, v in r["ratios"].items()],
+        ),
+        "",
+        f"Goal cachelab >= {r['goal']['cachelab_vs_libcachesim_min']:g}x libCacheSim: "
+        f"**{verdict}**; miss ratios agree: {'yes' if r['miss_ratios_agree'] else 'NO'}.",
+        f"Memory: cachelab peak {r['memory']['cachelab_peak_mib']:.0f} MiB against a budget of "
+        f"{r['memory']['budget_mib']:.0f} MiB (24 B/request + 64 B/object) = "
+        f"{r['memory']['cachelab_peak_over_budget']:.2f}x.",
+        f"1-minute load average: {r['load_average_1m']['before']:.2f} before, "
+        f"{r['load_average_1m']['after']:.2f} after (2 CPUs).",
+    ]
+    if full:
+        env = r["environment"]
+        inside = r["contenders"][0]["inside"]
+        lines += [
+            "",
+            "```",
+            r["command"],
+            "```",
+            "",
+            "cachelab inside its process (wall): "
+            f"import {inside['import_s']:.2f} s, read and simulate "
+            f"{inside['read_and_simulate_s']:.2f} s.",
+            "",
+            "## Environment",
+            "",
+            *table(["fact", "value"], [[str(k), str(v)] for k, v in env.items()]),
+        ]
+        if r["libcachesim"]:
+            lcs = next(c for c in r["contenders"] if c["name"] == "libCacheSim")
+            lines += ["", f"libCacheSim: `{lcs['command']}`", ""]
+            if r["libcachesim_build"]:
+                lines += [f"Built: {r['libcachesim_build']}", ""]
+            lines += [f"    {lcs['output']}"]
+        lines += ["", "Raw numbers: the JSON file beside this one."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
