@@ -18,6 +18,7 @@ mod flat;
 mod load;
 mod profile;
 mod request;
+mod usl;
 
 /// Raises the `cachelab.errors` class `name` with `msg`.
 pub(crate) fn raise(py: Python<'_>, name: &str, msg: String) -> PyErr {
@@ -354,5 +355,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     flat::register(m)?;
     load::register(m)?;
     request::register(m)?;
+    usl::register(m)?;
     Ok(())
 }

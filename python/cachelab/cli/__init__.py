@@ -30,9 +30,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def _verbs() -> list:
-    from cachelab.cli import load, profile, simulate, trace
+    from cachelab.cli import load, profile, scale, simulate, trace, usl
 
-    return [profile, load, trace, simulate]
+    return [profile, load, scale, usl, trace, simulate]
 
 
 def build_parser() -> Parser:
