@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
+from cachelab.plots.figure import new_figure, save
 from cachelab.units import ns_per_unit, pick_unit
 
 __all__ = ["FLOOR_LABEL", "inverted_percentile_plot", "inverted_percentile_points"]
@@ -29,11 +28,8 @@ __all__ = ["FLOOR_LABEL", "inverted_percentile_plot", "inverted_percentile_point
 #: Legend label of the optional horizontal reference line.
 FLOOR_LABEL = "loopback floor (p50)"
 
-_DPI = 120
-_FIGSIZE = (8.0, 5.0)
 # Fixed SVG ids and no embedded date make SVG output reproducible; real <text> elements keep
 # the labels searchable and the file small.
-_RC = {"svg.hashsalt": "cachelab", "svg.fonttype": "none"}
 _MIN_INVERTED = 1e-6  # p99.9999: finer than any run cachelab can afford
 _NICE_MANTISSAS = (1, 2, 5)
 _MAX_Y_TICKS = 10
@@ -93,7 +89,7 @@ def inverted_percentile_plot(
         unit = pick_unit(latencies)
     scale = ns_per_unit(unit)
 
-    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    fig = new_figure()
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -112,14 +108,7 @@ def inverted_percentile_plot(
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", fontsize="small")
 
-    base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    png = base.with_name(base.name + ".png")
-    svg = base.with_name(base.name + ".svg")
-    with matplotlib.rc_context(_RC):
-        fig.savefig(png, format="png", dpi=_DPI)
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    return [png, svg]
+    return save(fig, out_base)
 
 
 def _curve(label: str, points: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:

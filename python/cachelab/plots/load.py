@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
-from matplotlib.figure import Figure
-
+from cachelab.plots.figure import new_figure, save
 from cachelab.units import ns_per_unit, pick_unit
 
 if TYPE_CHECKING:
@@ -19,7 +17,6 @@ if TYPE_CHECKING:
 
 __all__ = ["latency_over_time"]
 
-_RC = {"svg.hashsalt": "cachelab", "svg.fonttype": "none"}
 _SERIES = (("50", "p50"), ("99", "p99"), ("99.9", "p99.9"))
 
 
@@ -32,7 +29,7 @@ def latency_over_time(result: LoadResult, out_base: Path) -> list[Path]:
     unit = pick_unit([v["99"] for v in values if v["99"]])
     scale = ns_per_unit(unit)
 
-    fig = Figure(figsize=(9.0, 6.0), layout="constrained")
+    fig = new_figure((9.0, 6.0))
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
     top.set_yscale("log")
     for key, label in _SERIES:
@@ -65,11 +62,4 @@ def latency_over_time(result: LoadResult, out_base: Path) -> list[Path]:
             else f"closed loop, pipeline {spec['pipeline']}")
     top.set_title(f"latency over time — {mode}, {spec['connections']} connection(s)")
 
-    out_base = Path(out_base)
-    out_base.parent.mkdir(parents=True, exist_ok=True)
-    png = out_base.with_name(out_base.name + ".png")
-    svg = out_base.with_name(out_base.name + ".svg")
-    with matplotlib.rc_context(_RC):
-        fig.savefig(png, format="png", dpi=120)
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    return [png, svg]
+    return save(fig, out_base)

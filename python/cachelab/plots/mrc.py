@@ -9,19 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-from matplotlib.figure import Figure
-
 from cachelab.flatsim import FlatSimulation, MissRatioCurve
+from cachelab.plots.figure import new_figure, save
 
 __all__ = ["MRC_LABEL", "miss_ratio_plot"]
 
 #: Legend label of the overlaid LRU curve.
 MRC_LABEL = "LRU miss-ratio curve (stack distances)"
 
-_DPI = 120
-_FIGSIZE = (8.0, 5.0)
-_RC = {"svg.hashsalt": "cachelab", "svg.fonttype": "none"}
 
 
 def miss_ratio_plot(
@@ -40,7 +35,7 @@ def miss_ratio_plot(
     ``<out_base>.svg``, creating parent directories, and returns both paths. In the SVG the
     line of policy ``i`` has id ``cachelab-series-<i>`` and the curve ``cachelab-mrc``.
     """
-    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    fig = new_figure()
     ax = fig.add_subplot()
     ax.set_xscale("log")
     unit = None
@@ -82,11 +77,4 @@ def miss_ratio_plot(
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower left", fontsize="small")
 
-    base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    png = base.with_name(base.name + ".png")
-    svg = base.with_name(base.name + ".svg")
-    with matplotlib.rc_context(_RC):
-        fig.savefig(png, format="png", dpi=_DPI)
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    return [png, svg]
+    return save(fig, out_base)

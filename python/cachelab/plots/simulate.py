@@ -12,12 +12,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
-from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
-from cachelab.plots.latency import _DPI, _FIGSIZE, _RC, _nice_ticks, _plain, _style_x_axis
+from cachelab.plots.figure import new_figure, save
+from cachelab.plots.latency import _nice_ticks, _plain, _style_x_axis
 
 __all__ = ["fractional_increase_plot"]
 
@@ -25,7 +24,7 @@ __all__ = ["fractional_increase_plot"]
 def fractional_increase_plot(result: Any, out_base: Path) -> list[Path]:
     """Draw every strategy of a simulation result; writes ``<out_base>.png`` and ``.svg``."""
     d = result.to_dict() if hasattr(result, "to_dict") else result
-    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    fig = new_figure()
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -65,13 +64,7 @@ def fractional_increase_plot(result: Any, out_base: Path) -> list[Path]:
     ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize="small")
-    base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    png, svg = base.with_name(base.name + ".png"), base.with_name(base.name + ".svg")
-    with matplotlib.rc_context(_RC):
-        fig.savefig(png, format="png", dpi=_DPI)
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    return [png, svg]
+    return save(fig, out_base)
 
 
 def _percent(v: float) -> str:

@@ -11,18 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
-from matplotlib.figure import Figure
+
+from cachelab.plots.figure import new_figure, save
 
 if TYPE_CHECKING:
     from cachelab.usl import UslFit
 
 __all__ = ["usl_plot"]
 
-_RC = {"svg.hashsalt": "cachelab", "svg.fonttype": "none"}
-_DPI = 120
-_FIGSIZE = (8.0, 5.0)
 _GRID_POINTS = 200
 
 
@@ -60,7 +57,7 @@ def usl_plot(
     lo = np.array([p["x_lo"] for p in preds])
     hi = np.array([p["x_hi"] for p in preds])
 
-    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    fig = new_figure()
     ax = fig.add_subplot()
     level = round(fit.level * 100)
     if np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
@@ -109,14 +106,7 @@ def usl_plot(
     ax.grid(True, linewidth=0.5, alpha=0.4)
     ax.legend(loc="lower right", fontsize="small", framealpha=0.9)
 
-    base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    png = base.with_name(base.name + ".png")
-    svg = base.with_name(base.name + ".svg")
-    with matplotlib.rc_context(_RC):
-        fig.savefig(png, format="png", dpi=_DPI)
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    return [png, svg]
+    return save(fig, out_base)
 
 
 def scale_latency_plot(summary: Sequence[dict], out_base: Path, *, vary: str) -> list[Path]:
