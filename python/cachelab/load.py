@@ -13,7 +13,6 @@ the server's ``stats`` deltas and, for a server on this machine, its run-queue w
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import secrets
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import _core, environment
+from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError, Interrupted, UsageError
 from cachelab.units import parse_size
 
@@ -372,19 +372,11 @@ class LoadResult:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
 
     def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "load result") -> LoadResult:
-        if d.get("schema") != SCHEMA or d.get("schema_version") != SCHEMA_VERSION:
-            raise InputError(
-                f"{where}: not a cachelab load result version {SCHEMA_VERSION} "
-                f"(schema {d.get('schema')!r}, version {d.get('schema_version')!r})"
-            )
+        check_schema(d, SCHEMA, SCHEMA_VERSION, "load result", where)
         try:
             return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
         except TypeError as e:
@@ -392,15 +384,7 @@ class LoadResult:
 
 
 def read_result(path: str | Path) -> LoadResult:
-    path = Path(path)
-    if path.is_dir():
-        path = path / "load.json"
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    path, data = read_json(path, "load.json")
     return LoadResult.from_dict(data, str(path))
 
 

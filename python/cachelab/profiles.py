@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import _core, environment
+from cachelab.artifacts import write_json
 from cachelab.errors import InputError, Interrupted, UsageError
 from cachelab.tables import PERCENTILES, pct_key
 
@@ -198,11 +199,7 @@ class LatencyProfile:
         return d
 
     def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "profile") -> LatencyProfile:

@@ -17,7 +17,6 @@ cancels instead of bending the curve. The result (schema ``cachelab.scale`` v1) 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 from cachelab import _core, environment
 from cachelab import load as loadlib
+from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError, UsageError
 from cachelab.usl import MIN_POINTS, UslFit, fit_usl
 
@@ -143,20 +143,11 @@ class ScaleResult:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
-        tmp.replace(path)
-        return path
+        return write_json(path, self.to_dict(), allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "scale result") -> ScaleResult:
-        if d.get("schema") != SCHEMA or d.get("schema_version") != SCHEMA_VERSION:
-            raise InputError(
-                f"{where}: not a cachelab scale result version {SCHEMA_VERSION} "
-                f"(schema {d.get('schema')!r}, version {d.get('schema_version')!r})"
-            )
+        check_schema(d, SCHEMA, SCHEMA_VERSION, "scale result", where)
         try:
             return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
         except TypeError as e:
@@ -165,15 +156,7 @@ class ScaleResult:
 
 def read_scale_result(path: str | Path) -> ScaleResult:
     """A sweep saved as ``scale.json`` (or a directory holding one)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "scale.json"
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    path, data = read_json(path, "scale.json")
     return ScaleResult.from_dict(data, str(path))
 
 

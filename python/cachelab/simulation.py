@@ -22,13 +22,13 @@ Semantics (the Rust core implements them; ``docs/simulation.md`` has the details
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cachelab import _core
+from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
 from cachelab.latency_model import LatencyModel, latency_model
 
@@ -120,11 +120,7 @@ class SimulationResult:
         }
 
     def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
-        return path
+        return write_json(path, self.to_dict())
 
     def by_name(self, strategy: str) -> dict[str, Any]:
         for s in self.strategies:

@@ -18,7 +18,6 @@ seeded residual bootstrap for Nmax and the peak. See ``docs/usl.md``.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import _core
+from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError, UsageError
 
 __all__ = [
@@ -133,11 +133,7 @@ class UslFit:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "usl result") -> UslFit:
-        if d.get("schema") != SCHEMA or d.get("schema_version") != SCHEMA_VERSION:
-            raise InputError(
-                f"{where}: not a cachelab USL result version {SCHEMA_VERSION} "
-                f"(schema {d.get('schema')!r}, version {d.get('schema_version')!r})"
-            )
+        check_schema(d, SCHEMA, SCHEMA_VERSION, "USL result", where)
         try:
             values = {f.name: d[f.name] for f in fields(cls) if f.name in d}
             peak = dict(values["peak"])
@@ -149,13 +145,7 @@ class UslFit:
             raise InputError(f"{where}: missing or bad field {e}") from None
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
-        tmp.replace(path)
-        return path
-
+        return write_json(path, self.to_dict(), allow_nan=False)
 
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -294,13 +284,5 @@ def fit_csv(path: str | Path, n: str | None = None, x: str | None = None,
 
 def read_usl_result(path: str | Path) -> UslFit:
     """A fit saved as ``usl.json`` (or a directory holding one)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "usl.json"
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    path, data = read_json(path, "usl.json")
     return UslFit.from_dict(data, str(path))

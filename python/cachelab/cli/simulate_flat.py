@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import flatsim
+from cachelab.artifacts import write_json
 from cachelab.cli import EXIT_OK
 from cachelab.errors import UsageError
 from cachelab.simulation import SCHEMA, SCHEMA_VERSION
@@ -89,10 +90,7 @@ def run(args: argparse.Namespace, fmt: str, out: Path) -> int:
     if curve is not None:
         doc["mrc"] = curve.to_dict()
 
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "simulate.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(out / "simulate.json")
+    write_json(out / "simulate.json", doc)
     sim.write_csv(out / "simulate.csv")
     if curve is not None:
         curve.write_csv(out / "simulate-mrc.csv")
