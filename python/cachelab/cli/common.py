@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from cachelab.errors import UsageError
 
@@ -103,3 +104,41 @@ def stdout_format(args: argparse.Namespace) -> str:
     if args.format:
         return args.format
     return "table" if sys.stdout.isatty() else "json"
+
+
+def finish_run(
+    result: Any,
+    out: Path,
+    *,
+    fmt: str,
+    render: Callable[[Any], str],
+    wrote: str,
+    see: str,
+    interrupted: bool,
+) -> int:
+    """The end every measuring verb shares: print the result (table or JSON), report problems
+    and an abort on stderr, name what was written, and turn the outcome into the exit code.
+
+    ``result`` has ``to_dict()``, ``problems()`` (counts by kind) and ``run`` (with an optional
+    ``aborted`` reason); its artifacts are already in ``out``.
+    """
+    from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
+    from cachelab.errors import Interrupted
+
+    if fmt == "json":
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(render(result))
+    problems = result.problems()
+    aborted = result.run.get("aborted")
+    if aborted:
+        print(f"cachelab: error: {aborted}", file=sys.stderr)
+    elif problems:
+        summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in problems.items())
+        print(f"cachelab: found problems: {summary} (see {see})", file=sys.stderr)
+    print(f"wrote {out}/{wrote}", file=sys.stderr if fmt == "json" else sys.stdout)
+    if interrupted:
+        raise Interrupted(f"interrupted; partial results saved in {out}")
+    if aborted:
+        return EXIT_SERVER
+    return EXIT_PROBLEMS if problems else EXIT_OK

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from cachelab import load as lib
-from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER, common
+from cachelab.cli import common
 from cachelab.errors import Interrupted, UsageError
 from cachelab.progress import Progress
 
@@ -139,25 +137,10 @@ def run(args: argparse.Namespace) -> int:
             interrupted = True
 
     write_artifacts(result, out, plots=not args.no_plots)
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(render(result))
-    problems = result.problems()
-    aborted = result.run.get("aborted")
-    if aborted:
-        print(f"cachelab: error: {aborted}", file=sys.stderr)
-    elif problems:
-        summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in problems.items())
-        print(f"cachelab: found problems: {summary} (see the summary)", file=sys.stderr)
-    stream = sys.stderr if fmt == "json" else sys.stdout
-    print(f"wrote {out}/load.json, load.csv, load.hlog" + ("" if args.no_plots else " and plots"),
-          file=stream)
-    if interrupted:
-        raise Interrupted(f"interrupted; partial results saved in {out}")
-    if aborted:
-        return EXIT_SERVER
-    return EXIT_PROBLEMS if problems else EXIT_OK
+    return common.finish_run(
+        result, out, fmt=fmt, render=render, see="the summary", interrupted=interrupted,
+        wrote="load.json, load.csv, load.hlog" + ("" if args.no_plots else " and plots"),
+    )
 
 
 def _private(spec: lib.LoadSpec, args: argparse.Namespace, on_progress) -> lib.LoadResult:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cachelab import profiles as lib
-from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER, common
+from cachelab.cli import EXIT_OK, common
 from cachelab.errors import Interrupted
 from cachelab.progress import Progress
 from cachelab.units import format_size, parse_int_list, parse_size, parse_size_list
@@ -135,25 +135,10 @@ def run(args: argparse.Namespace) -> int:
             interrupted = True
 
     write_artifacts(result, out, plots=not args.no_plots)
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(render(result))
-    problems = result.problems()
-    aborted = result.run.get("aborted")
-    if aborted:
-        print(f"cachelab: error: {aborted}", file=sys.stderr)
-    elif problems:
-        summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in problems.items())
-        print(f"cachelab: found problems: {summary} (see the tables)", file=sys.stderr)
-    stream = sys.stderr if fmt == "json" else sys.stdout
-    print(f"wrote {out}/profile.json, profile.csv" + ("" if args.no_plots else " and plots"),
-          file=stream)
-    if interrupted:
-        raise Interrupted(f"interrupted; partial results saved in {out}")
-    if aborted:
-        return EXIT_SERVER
-    return EXIT_PROBLEMS if problems else EXIT_OK
+    return common.finish_run(
+        result, out, fmt=fmt, render=render, see="the tables", interrupted=interrupted,
+        wrote="profile.json, profile.csv" + ("" if args.no_plots else " and plots"),
+    )
 
 
 def _private(spec: lib.ProfileSpec, args: argparse.Namespace, on_progress) -> lib.LatencyProfile:
