@@ -30,9 +30,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def _verbs() -> list:
-    from cachelab.cli import load, profile, scale, simulate, trace, usl
+    from cachelab.cli import load, profile, replay, scale, simulate, tiers, trace, usl
 
-    return [profile, load, scale, usl, trace, simulate]
+    return [profile, load, scale, usl, trace, simulate, tiers, replay]
 
 
 def build_parser() -> Parser:

@@ -1,0 +1,134 @@
+"""``cachelab replay``: drive the real tiered cache with a request trace; compare with simulate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from cachelab import replay as lib
+from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, common
+from cachelab.errors import UsageError
+
+DESCRIPTION = """\
+Check simulate's prediction by building the strategy for real. The catalog's items are loaded
+into memcached at their sizes (under a per-run prefix, deleted at the end); a latency profile
+is measured on that same server and becomes simulate's model; then every strategy runs through
+cachelab.tiered — one L1 per app instance, request scopes, prefetch_tree at the first topic —
+over the trace's evaluation window, timing each request. Printed: measured vs predicted
+p50/p90/p99 of the added time (ms and as a share of the base latency) with the error, the time
+spent inside memcached calls, and checks that hit ratios and round trips agree exactly.
+
+Strategies: none, lru:N|SIZE, fixed:N|SIZE, each optionally +prefetch-children or
++prefetch:depth=D (default: none, lru:N, fixed:N, fixed:N+prefetch-children, N = 5 % of the
+catalog). Exit code 1 when a prediction misses the measurement by more than 15 %.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replay", help="run a trace through the real tiered cache; vs simulate",
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace", nargs="?", metavar="TRACE",
+                   help="a request trace (.jsonl, .parquet); default: a synthetic one")
+    p.add_argument("--trace-format", metavar="FMT", help="jsonl or parquet, if not by extension")
+    p.add_argument("--strategy", "--strategies", dest="strategies", metavar="LIST",
+                   help="comma-separated strategies (see above)")
+    p.add_argument("--requests", type=int, metavar="N",
+                   help="requests in the synthetic trace (default 4000; 2000 with --quick)")
+    p.add_argument("--train", type=float, default=0.5, metavar="F",
+                   help="share of requests (by time) that warms LRUs and picks fixed sets")
+    p.add_argument("--draws", type=int, metavar="N",
+                   help="simulate's latency draws (default 5; 3 with --quick)")
+    p.add_argument("--profile-samples", type=int, metavar="N",
+                   help="samples per cell of the profile measured first (default 1000; 500 "
+                   "with --quick)")
+    p.add_argument("--slices", type=int, default=4, metavar="N",
+                   help="profile slices interleaved with the replay (default 4)")
+    p.add_argument("--timeout", type=float, default=1.0, metavar="S",
+                   help="memcached request deadline in seconds (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of simulate's draws (default 0)")
+    p.add_argument("--quick", action="store_true", help="a small run of the same shape")
+    common.add_output_options(p, "replay")
+    common.add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
+    base = lib.ReplaySpec.quick() if args.quick else lib.ReplaySpec()
+    if args.strategies is not None:
+        parts = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
+        if not parts:
+            raise UsageError("--strategy: give at least one strategy, e.g. none,lru:500")
+        base.strategies = parts
+    base.train = args.train
+    if args.draws is not None:
+        base.draws = args.draws
+    if args.profile_samples is not None:
+        base.profile_samples = args.profile_samples
+    base.timeout = args.timeout
+    base.slices = args.slices
+    base.seed = args.seed
+    base.check()
+    return base
+
+
+def run(args: argparse.Namespace) -> int:
+    from cachelab import traces
+
+    fmt = common.stdout_format(args)
+    spec = spec_from(args)
+    address = common.server_address(args)
+    out = common.output_dir(args, "replay")
+    if args.trace is not None:
+        trace = traces.load_request_trace(args.trace, args.trace_format)
+        info = {"source": str(args.trace)}
+    else:
+        if args.requests is not None and args.requests < 10:
+            raise UsageError(f"--requests must be at least 10, got {args.requests}")
+        n = args.requests or (2_000 if args.quick else 4_000)
+        trace = traces.synthesize(traces.SynthParams(requests=n))
+        info = {"source": "synthetic", "generator": trace.generator}
+
+    def log(msg: str) -> None:
+        print(f"replay: {msg}", file=sys.stderr)
+
+    if address is None:
+        from cachelab.servers import PrivateMemcached
+
+        opts = common.private_server_options(args)
+        opts["memory_mb"] = max(int(opts["memory_mb"]),
+                                int(trace.item_sizes.sum() / 1e6 * 1.6) + 64)
+        big = int(trace.item_sizes.max()) > 1_000_000 - 300
+        with PrivateMemcached(**opts, item_size_max="2m" if big else None) as mc:
+            result = lib.replay(trace, spec, server=mc.address, trace_info=info, log=log)
+            result.server.update({"private": True, "argv": mc.argv})
+    else:
+        result = lib.replay(trace, spec, server=address, trace_info=info, log=log)
+    write_artifacts(result, out)
+    if fmt == "json":
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(lib.render(result))
+    print(f"wrote {out}", file=sys.stderr)
+    return EXIT_OK if result.within_tolerance else EXIT_PROBLEMS
+
+
+def write_artifacts(result: lib.ReplayResult, out) -> None:  # noqa: ANN001
+    from cachelab.tables import write_csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    result.save(out / "replay.json")
+    rows = []
+    for s in result.strategies:
+        for k in s["added_ms"]:
+            a, i, m = s["added_ms"][k], s["increase"][k], s["memcached_ms"][k]
+            rows.append([s["strategy"], k, a["measured"], a["predicted"], a["error"],
+                         m["measured"], m["error"], i["measured"], i["predicted"], i["error"]])
+    write_csv(out / "replay.csv",
+              ["strategy", "percentile", "measured_ms", "predicted_ms", "error_ms",
+               "in_memcached_ms", "error_in_memcached", "measured_increase",
+               "predicted_increase", "error_increase"], rows)
+
+
+__all__ = ["add_parser", "run", "spec_from", "write_artifacts"]

@@ -1,0 +1,91 @@
+"""``cachelab tiers``: the store × memcached × codec × compression × process-memory benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from cachelab import tiers as lib
+from cachelab.cli import EXIT_OK, common
+from cachelab.errors import UsageError
+
+DESCRIPTION = """\
+The benchmark of the seed post "caching tiers on App Engine" on this machine: read one ~60 KB
+text record and a list of 1,000 small (~100 B) records from the store (SQLite; PostgreSQL with
+--dsn), from memcached as raw bytes, decoded by a codec, decompressed too (zlib, zstd, lz4), and
+from process memory — ready objects, or encoded bytes decoded on every read. Reported: wall and
+CPU time per read and stored size, as a table, tiers.csv, tiers.json and a bar chart, and
+whether each of the seed's findings reproduces here.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tiers", help="store vs memcached (+codec, +compression) vs memory",
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reads", type=int, metavar="N",
+                   help="timed reads per method and shape (default 200; 40 with --quick)")
+    p.add_argument("--codec", default="msgpack", choices=("msgpack", "orjson", "pickle"),
+                   help="serialization (default msgpack)")
+    p.add_argument("--compressions", default="zlib,zstd,lz4", metavar="LIST",
+                   help="compressors to compare (default zlib,zstd,lz4; the first is also "
+                   "tried in process memory)")
+    p.add_argument("--dsn", metavar="DSN",
+                   help="a PostgreSQL DSN to use as the store instead of SQLite (needs psycopg)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
+    p.add_argument("--quick", action="store_true", help="a small run of the same shape")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG bar chart")
+    common.add_output_options(p, "tiers")
+    common.add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def spec_from(args: argparse.Namespace) -> lib.TiersSpec:
+    base = lib.TiersSpec.quick() if args.quick else lib.TiersSpec()
+    if args.reads is not None:
+        base.reads = args.reads
+    base.codec = args.codec
+    comps = tuple(c.strip() for c in args.compressions.split(",") if c.strip())
+    if not comps:
+        raise UsageError("--compressions: give at least one of zlib, zstd, lz4")
+    base.compressions = comps
+    base.dsn = args.dsn
+    base.seed = args.seed
+    base.check()
+    return base
+
+
+def run(args: argparse.Namespace) -> int:
+    from cachelab.tables import write_csv
+
+    fmt = common.stdout_format(args)
+    spec = spec_from(args)
+    address = common.server_address(args)
+    out = common.output_dir(args, "tiers")
+    if address is None:
+        from cachelab.servers import PrivateMemcached
+
+        with PrivateMemcached(**common.private_server_options(args)) as mc:
+            result = lib.tiers(spec, server=mc.address)
+            result.server.update({"private": True, "argv": mc.argv})
+    else:
+        result = lib.tiers(spec, server=address)
+    out.mkdir(parents=True, exist_ok=True)
+    result.save(out / "tiers.json")
+    cols = ["shape", "method", "reads", "wall_p50_us", "wall_p90_us", "wall_mean_us",
+            "cpu_mean_us", "stored_bytes"]
+    write_csv(out / "tiers.csv", cols, [[r[c] for c in cols] for r in result.rows])
+    if not args.no_plots:
+        from cachelab.plots.tiers import tiers_plot
+
+        tiers_plot(result, out / "tiers")
+    if fmt == "json":
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(lib.render(result))
+    print(f"wrote {out}", file=sys.stderr)
+    return EXIT_OK
+
+
+__all__ = ["add_parser", "run", "spec_from"]

@@ -1,0 +1,203 @@
+"""L2: memcached, through the Rust client (:class:`MemcachedTier`) or a pymemcache client
+(:class:`PymemcacheTier`). One small interface, :class:`Tier`.
+
+Both raise :class:`cachelab.errors.ServerError` subclasses when the server is down, slow
+(past the timeout) or misbehaves; the cache turns those into a fallback to the loader.
+
+Leases (meta protocol, :class:`MemcachedTier` only) follow memcached's ``mg`` with ``N``
+(vivify on miss): the first client to miss a key gets ``W`` (it should fill it) and a CAS value;
+others get ``Z`` (someone is filling) and an empty value until the winner's ``ms ... C<cas>``
+lands. A delete in between (an invalidation) makes the winner's CAS set fail, so a fill that
+raced an invalidation is never stored.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cachelab import _core
+from cachelab.errors import ServerError, ServerReplyError
+
+__all__ = ["Lease", "MemcachedTier", "PymemcacheTier", "Tier"]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The answer to a lease get: ``value`` (a hit), or ``win`` with the ``cas`` to store
+    with, or neither (another client is filling the key)."""
+
+    value: bytes | None = None
+    win: bool = False
+    cas: int | None = None
+
+
+class Tier:
+    """The L2 interface. Keys are validated memcached keys (str)."""
+
+    supports_leases = False
+    name = "memcached"
+
+    def get_multi(self, keys: list[str]) -> dict[str, bytes]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def delete(self, key: str) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def incr_or_add(self, key: str) -> int:  # pragma: no cover - interface
+        """Increments a counter, creating it at 1 when missing; returns the new value."""
+        raise NotImplementedError
+
+    def lease_get(self, key: str, lease_ttl: int) -> Lease:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def lease_release(self, key: str, cas: int) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def _flag(tokens: list[str], letter: str) -> str | None:
+    for t in tokens:
+        if t and t[0] == letter:
+            return t[1:]
+    return None
+
+
+class MemcachedTier(Tier):
+    """memcached through ``cachelab._core.Client``: one connection per thread (a client is not
+    shared between threads), reconnected after a failure. ``timeout`` bounds every request,
+    ``connect_timeout`` every connect."""
+
+    supports_leases = True
+
+    def __init__(
+        self, address: str, *, timeout: float = 0.25, connect_timeout: float = 0.25,
+        leases: bool = True,
+    ) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.supports_leases = leases
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"MemcachedTier({self.address!r}, timeout={self.timeout})"
+
+    def _client(self) -> _core.Client:
+        c = getattr(self._local, "client", None)
+        if c is None:
+            c = _core.Client(self.address, connect_timeout=self.connect_timeout,
+                             timeout=self.timeout)
+            self._local.client = c
+        return c
+
+    def _call(self, method: str, *args: Any, **kw: Any) -> Any:
+        c = self._client()
+        try:
+            return getattr(c, method)(*args, **kw)
+        except ServerError as e:
+            # Drop the connection unless the server just refused one command politely.
+            if not isinstance(e, ServerReplyError):
+                self._local.client = None
+                c.close()
+            raise
+
+    def get_multi(self, keys: list[str]) -> dict[str, bytes]:
+        found = self._call("get_multi", keys)
+        return dict(zip(map(bytes.decode, found.keys()), found.values()))
+
+    def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
+        return bool(self._call("set", key, value, flags=flags, exptime=ttl))
+
+    def delete(self, key: str) -> bool:
+        return bool(self._call("delete", key))
+
+    def incr_or_add(self, key: str) -> int:
+        n = self._call("incr", key, 1)
+        if n is None:
+            if self._call("add", key, b"1"):
+                return 1
+            n = self._call("incr", key, 1)
+        return int(n or 1)
+
+    def lease_get(self, key: str, lease_ttl: int) -> Lease:
+        status, flags, value = self._call("meta_get", key, f"v c N{lease_ttl}")
+        tokens = flags.split()
+        if status != "VA":  # EN cannot happen with N; treat anything else as "someone fills"
+            return Lease()
+        win = "W" in tokens
+        stale = "X" in tokens
+        cas = _flag(tokens, "c")
+        if win:
+            return Lease(win=True, cas=int(cas) if cas else None)
+        if value and not stale and "Z" not in tokens:
+            return Lease(value=value)
+        return Lease()
+
+    def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
+        status, _, _ = self._call("meta_set", key, value, f"C{cas} F{flags} T{ttl}")
+        return status == "HD"
+
+    def lease_release(self, key: str, cas: int) -> None:
+        self._call("meta_delete", key, f"C{cas}")
+
+    def close(self) -> None:
+        c = getattr(self._local, "client", None)
+        if c is not None:
+            c.close()
+            self._local.client = None
+
+
+class PymemcacheTier(Tier):
+    """memcached through a pymemcache ``Client`` you configure (give it timeouts: by default
+    pymemcache waits forever for a server that accepts and never answers). No leases: fills
+    are plain sets, so a fill racing an invalidation may store the old value until its TTL."""
+
+    name = "pymemcache"
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def _wrap(self, fn: Any, *args: Any) -> Any:
+        import socket
+
+        from pymemcache.exceptions import MemcacheError
+
+        from cachelab.errors import ConnectionClosed, ServerTimeout
+
+        try:
+            return fn(*args)
+        except socket.timeout as e:
+            raise ServerTimeout(str(e)) from e
+        except (OSError, MemcacheError) as e:
+            raise ConnectionClosed(f"pymemcache: {e}") from e
+
+    def get_multi(self, keys: list[str]) -> dict[str, bytes]:
+        return self._wrap(self.client.get_many, keys)
+
+    def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
+        return bool(self._wrap(lambda: self.client.set(key, value, expire=ttl, noreply=False,
+                                                         flags=flags)))
+
+    def delete(self, key: str) -> bool:
+        return bool(self._wrap(lambda: self.client.delete(key, noreply=False)))
+
+    def incr_or_add(self, key: str) -> int:
+        n = self._wrap(lambda: self.client.incr(key, 1, noreply=False))
+        if n is None:
+            if self._wrap(lambda: self.client.add(key, b"1", noreply=False)):
+                return 1
+            n = self._wrap(lambda: self.client.incr(key, 1, noreply=False))
+        return int(n or 1)
+
+    def close(self) -> None:
+        self.client.close()

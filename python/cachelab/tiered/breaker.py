@@ -1,0 +1,70 @@
+"""A circuit breaker in front of L2.
+
+Closed: calls go through; ``failures`` consecutive failures open it. Open: calls are refused
+(the cache reads from the loader instead) for ``reset_after`` seconds. Then half-open: one
+call is let through; success closes the breaker, failure opens it again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from cachelab.errors import UsageError
+
+__all__ = ["CircuitBreaker"]
+
+
+class CircuitBreaker:
+    def __init__(
+        self, failures: int = 3, reset_after: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if failures < 1 or reset_after <= 0:
+            raise UsageError("breaker: failures must be >= 1 and reset_after > 0")
+        self.failures = failures
+        self.reset_after = reset_after
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._consecutive = 0
+        self._opened_at: float | None = None
+        self._trial = False
+        #: Times the breaker opened.
+        self.opened = 0
+
+    @property
+    def state(self) -> str:
+        if self._opened_at is None:
+            return "closed"
+        if self._clock() - self._opened_at >= self.reset_after:
+            return "half-open"
+        return "open"
+
+    def allow(self) -> bool:
+        if self._opened_at is None:
+            return True
+        with self._lock:
+            if self._opened_at is None:
+                return True
+            if self._clock() - self._opened_at < self.reset_after or self._trial:
+                return False
+            self._trial = True
+            return True
+
+    def success(self) -> None:
+        if self._opened_at is None and self._consecutive == 0:
+            return
+        with self._lock:
+            self._consecutive = 0
+            self._opened_at = None
+            self._trial = False
+
+    def failure(self) -> None:
+        with self._lock:
+            self._consecutive += 1
+            if self._trial or (self._opened_at is None and self._consecutive >= self.failures):
+                if self._opened_at is None or self._trial:
+                    self.opened += 1
+                self._opened_at = self._clock()
+                self._trial = False

@@ -1,0 +1,281 @@
+"""How values are stored in memcached: a codec (object -> bytes) and, above a size threshold, a
+compressor — one registry table each, no chain of ifs on names.
+
+A stored value is a 2-byte header and the payload::
+
+    0xCB  format  payload...
+
+``format`` is ``codec_id | compressor_id << 4``; the same byte is written as the memcached client
+flags, so other tools can see how a value was encoded. Reads rely on the header (the text
+protocol's multi-get in ``cachelab._core.Client.get_multi`` returns values without flags), so a
+value written by some other program under our prefix is refused instead of misread. An empty
+value is never ours: it is a lease placeholder (see :mod:`cachelab.tiered.cache`) and reads as a
+miss.
+
+Codecs: ``raw`` (bytes as they are), ``msgpack``, ``orjson`` and ``pickle``. ``pickle`` runs code
+chosen by whoever can write to the cache when it decodes; it is only used when a key class names
+it explicitly. Compressors: ``none``, ``zlib``, ``zstd``, ``lz4`` (frame format).
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cachelab.errors import UsageError
+
+__all__ = [
+    "CODECS",
+    "COMPRESSORS",
+    "MAGIC",
+    "Codec",
+    "Compressor",
+    "CorruptValue",
+    "ValueFormat",
+]
+
+MAGIC = 0xCB
+
+
+class CorruptValue(ValueError):
+    """A stored value that is not in our format (no header, unknown codec, bad payload)."""
+
+
+class Codec(Protocol):
+    id: int
+    name: str
+
+    def encode(self, obj: Any) -> bytes: ...
+    def decode(self, data: bytes) -> Any: ...
+
+
+class Compressor(Protocol):
+    id: int
+    name: str
+
+    def compress(self, data: bytes) -> bytes: ...
+    def decompress(self, data: bytes) -> bytes: ...
+
+
+class _Raw:
+    id, name = 0, "raw"
+
+    def encode(self, obj: Any) -> bytes:
+        if not isinstance(obj, (bytes, bytearray, memoryview)):
+            raise UsageError(f"the raw codec stores bytes, not {type(obj).__name__}")
+        return bytes(obj)
+
+    def decode(self, data: bytes) -> Any:
+        return data
+
+
+class _Msgpack:
+    id, name = 1, "msgpack"
+
+    def __init__(self) -> None:
+        import msgpack
+
+        self._packb, self._unpackb = msgpack.packb, msgpack.unpackb
+
+    def encode(self, obj: Any) -> bytes:
+        return self._packb(obj, use_bin_type=True)
+
+    def decode(self, data: bytes) -> Any:
+        return self._unpackb(data, raw=False, strict_map_key=False)
+
+
+class _Orjson:
+    id, name = 2, "orjson"
+
+    def __init__(self) -> None:
+        import orjson
+
+        self._dumps, self._loads = orjson.dumps, orjson.loads
+
+    def encode(self, obj: Any) -> bytes:
+        return self._dumps(obj)
+
+    def decode(self, data: bytes) -> Any:
+        return self._loads(data)
+
+
+class _Pickle:
+    id, name = 3, "pickle"
+
+    def encode(self, obj: Any) -> bytes:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, data: bytes) -> Any:
+        return pickle.loads(data)  # noqa: S301 - opt-in, see the module docstring
+
+
+class _NoCompression:
+    id, name = 0, "none"
+
+    def compress(self, data: bytes) -> bytes:
+        return data
+
+    def decompress(self, data: bytes) -> bytes:
+        return data
+
+
+class _Zlib:
+    id, name = 1, "zlib"
+
+    def __init__(self, level: int = 6) -> None:
+        self.level = level
+
+    def compress(self, data: bytes) -> bytes:
+        return zlib.compress(data, self.level)
+
+    def decompress(self, data: bytes) -> bytes:
+        return zlib.decompress(data)
+
+
+class _Zstd:
+    id, name = 2, "zstd"
+
+    def __init__(self, level: int = 3) -> None:
+        import zstandard
+
+        self._c = zstandard.ZstdCompressor(level=level)
+        self._d = zstandard.ZstdDecompressor()
+
+    def compress(self, data: bytes) -> bytes:
+        return self._c.compress(data)
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._d.decompress(data)
+
+
+class _Lz4:
+    id, name = 3, "lz4"
+
+    def __init__(self) -> None:
+        import lz4.frame
+
+        self._frame = lz4.frame
+
+    def compress(self, data: bytes) -> bytes:
+        return self._frame.compress(data)
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._frame.decompress(data)
+
+
+#: Codec classes by name (instantiated lazily: optional libraries are imported on first use).
+CODECS: dict[str, type] = {c.name: c for c in (_Raw, _Msgpack, _Orjson, _Pickle)}
+#: Compressor classes by name.
+COMPRESSORS: dict[str, type] = {c.name: c for c in (_NoCompression, _Zlib, _Zstd, _Lz4)}
+
+_CODEC_BY_ID: dict[int, Codec] = {}
+_COMPRESSOR_BY_ID: dict[int, Compressor] = {}
+
+
+def _codec(name: str) -> Codec:
+    cls = CODECS.get(name)
+    if cls is None:
+        raise UsageError(f"unknown codec {name!r}; choose one of {', '.join(CODECS)}")
+    if cls.id not in _CODEC_BY_ID:
+        _CODEC_BY_ID[cls.id] = cls()
+    return _CODEC_BY_ID[cls.id]
+
+
+def _compressor(name: str) -> Compressor:
+    cls = COMPRESSORS.get(name)
+    if cls is None:
+        raise UsageError(
+            f"unknown compression {name!r}; choose one of {', '.join(COMPRESSORS)}"
+        )
+    if cls.id not in _COMPRESSOR_BY_ID:
+        _COMPRESSOR_BY_ID[cls.id] = cls()
+    return _COMPRESSOR_BY_ID[cls.id]
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A value ready for memcached, and what it took."""
+
+    data: bytes
+    flags: int
+    #: Length of the codec's output before compression (the L1 weight of the object).
+    plain_size: int
+
+
+class ValueFormat:
+    """One key class's way of storing values: a codec, and a compressor used for encoded values
+    of at least ``threshold`` bytes when it makes them smaller."""
+
+    def __init__(self, codec: str = "msgpack", compression: str = "none", threshold: int = 1024):
+        if threshold < 0:
+            raise UsageError(f"compression threshold must be 0 or more, got {threshold}")
+        self.codec = _codec(codec)
+        self.compressor = _compressor(compression)
+        self.threshold = threshold
+        self._own = self.codec.id  # the format byte of an uncompressed value of this codec
+        #: The header of an uncompressed raw value (None for other codecs).
+        self.raw_header = bytes((MAGIC, 0)) if self.codec.id == 0 else None
+
+    def __repr__(self) -> str:
+        return (
+            f"ValueFormat({self.codec.name!r}, {self.compressor.name!r}, "
+            f"threshold={self.threshold})"
+        )
+
+    def encode(self, obj: Any) -> Encoded:
+        plain = self.codec.encode(obj)
+        comp = 0
+        payload = plain
+        if self.compressor.id and len(plain) >= self.threshold:
+            packed = self.compressor.compress(plain)
+            if len(packed) < len(plain):
+                payload, comp = packed, self.compressor.id
+        fmt = self.codec.id | comp << 4
+        return Encoded(bytes((MAGIC, fmt)) + payload, fmt, len(plain))
+
+    def decode(self, data: bytes) -> Any:
+        """The object in ``data`` (see :meth:`decode_sized`)."""
+        return self.decode_sized(data)[0]
+
+    def decode_sized(self, data: bytes) -> tuple[Any, int]:
+        """(object, plain size) of a value in our format, whichever codec wrote it (the header
+        says how) — except pickle, refused unless this format's own codec is pickle."""
+        if len(data) < 2 or data[0] != MAGIC:
+            raise CorruptValue("not a cachelab.tiered value (no header)")
+        fmt = data[1]
+        if fmt & 0x0F == _Pickle.id and self.codec.id != _Pickle.id:
+            raise CorruptValue("a pickled value where this key class does not allow pickle")
+        if fmt == self._own:
+            plain = data[2:]
+            if fmt == 0:  # raw: the bytes are the object
+                return plain, len(plain)
+            try:
+                return self.codec.decode(plain), len(plain)
+            except Exception as e:
+                raise CorruptValue(f"{self.codec.name} payload does not decode: {e}") from e
+        codec = _CODEC_BY_ID.get(fmt & 0x0F)
+        comp = _COMPRESSOR_BY_ID.get(fmt >> 4)
+        if codec is None or comp is None:
+            codec = codec or _codec_by_id(fmt & 0x0F)
+            comp = comp or _compressor_by_id(fmt >> 4)
+        try:
+            plain = comp.decompress(data[2:]) if comp.id else data[2:]
+            return codec.decode(plain), len(plain)
+        except Exception as e:  # any library's decode error: the bytes are not what we wrote
+            raise CorruptValue(f"{codec.name}/{comp.name} payload does not decode: {e}") from e
+
+
+def _codec_by_id(i: int) -> Codec:
+    for name, cls in CODECS.items():
+        if cls.id == i:
+            return _codec(name)
+    raise CorruptValue(f"unknown codec id {i}")
+
+
+def _compressor_by_id(i: int) -> Compressor:
+    for name, cls in COMPRESSORS.items():
+        if cls.id == i:
+            return _compressor(name)
+    raise CorruptValue(f"unknown compressor id {i}")

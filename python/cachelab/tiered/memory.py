@@ -1,0 +1,206 @@
+"""L1: the in-process tier. It holds ready-to-use objects, never serialized ones.
+
+Two kinds, one interface (:class:`Memory`):
+
+* :class:`LRUMemory` — least recently used, bounded by items and/or bytes. An object's weight
+  is the length of its codec encoding (before compression), measured when it was filled; an
+  object heavier than the whole byte budget is not admitted.
+* :class:`FixedMemory` — a pinned set: only the named keys are admitted and they are never
+  evicted (``simulate``'s ``fixed:N`` recommendation, loaded with :meth:`FixedMemory.from_keys`).
+
+Entries are keyed by ``(key class name, ident)``; each remembers the namespace version it was
+filled under, so a bumped namespace makes its entries unreachable at once (see
+:meth:`cachelab.tiered.TieredCache.invalidate_namespace`). With ``ttl`` set, an entry older than
+``ttl`` seconds is a miss: that bounds how long one process can serve a value another process
+has invalidated.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from cachelab.errors import UsageError
+
+__all__ = ["MISS", "FixedMemory", "LRUMemory", "Memory"]
+
+
+class _Miss:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISS"
+
+
+#: Returned by ``get`` for an absent key (None is a valid cached object).
+MISS: Any = _Miss()
+
+
+class Memory:
+    """The L1 interface. Keys are ``(class name, ident)`` tuples."""
+
+    #: Current objects held and their total weight.
+    items: int = 0
+    bytes: int = 0
+
+    def get(self, key: Hashable, version: int = 0) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def admits(self, key: Hashable) -> bool:
+        """Whether ``put`` would keep ``key`` (a fixed set admits only its pins)."""
+        return True
+
+    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def discard(self, key: Hashable) -> None:
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def clear(self) -> None:
+        raise NotImplementedError  # pragma: no cover - interface
+
+
+class LRUMemory(Memory):
+    """An LRU of ready objects, bounded by ``max_items`` and/or ``max_bytes``."""
+
+    def __init__(
+        self, *, max_items: int | None = None, max_bytes: int | None = None,
+        ttl: float | None = None,
+    ) -> None:
+        if max_items is None and max_bytes is None:
+            raise UsageError("LRUMemory needs max_items or max_bytes")
+        if (max_items is not None and max_items < 1) or (max_bytes is not None and max_bytes < 1):
+            raise UsageError("LRUMemory bounds must be at least 1")
+        if ttl is not None and ttl <= 0:
+            raise UsageError(f"L1 ttl must be positive, got {ttl}")
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self.ttl = ttl
+        # key -> [obj, weight, version, expires]
+        self._d: OrderedDict[Hashable, list[Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.items = 0
+        self.bytes = 0
+        self.evictions = 0
+
+    def __repr__(self) -> str:
+        return (f"LRUMemory(max_items={self.max_items}, max_bytes={self.max_bytes}, "
+                f"ttl={self.ttl})")
+
+    def get(self, key: Hashable, version: int = 0) -> Any:
+        d = self._d
+        e = d.get(key)
+        if e is None:
+            return MISS
+        if e[2] != version or (e[3] is not None and e[3] < time.monotonic()):
+            self.discard(key)
+            return MISS
+        try:  # noqa: SIM105 - cheaper than contextlib.suppress on the hit path
+            d.move_to_end(key)
+        except KeyError:  # evicted by another thread in between
+            pass
+        return e[0]
+
+    def contains(self, key: Hashable, version: int = 0) -> bool:
+        """Like ``get`` (also refreshes recency) but answers only whether it is there."""
+        return self.get(key, version) is not MISS
+
+    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
+        w = max(1, int(weight))
+        if self.max_bytes is not None and w > self.max_bytes:
+            return
+        expires = time.monotonic() + self.ttl if self.ttl is not None else None
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self.items -= 1
+                self.bytes -= old[1]
+            while self._d and (
+                (self.max_items is not None and self.items + 1 > self.max_items)
+                or (self.max_bytes is not None and self.bytes + w > self.max_bytes)
+            ):
+                _, victim = self._d.popitem(last=False)
+                self.items -= 1
+                self.bytes -= victim[1]
+                self.evictions += 1
+            self._d[key] = [obj, w, version, expires]
+            self.items += 1
+            self.bytes += w
+
+    def discard(self, key: Hashable) -> None:
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self.items -= 1
+                self.bytes -= old[1]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self.items = self.bytes = 0
+
+
+class FixedMemory(Memory):
+    """A pinned set: admits only ``pins`` (``(class name, ident)`` keys), never evicts them."""
+
+    def __init__(self, pins: Iterable[Hashable], *, ttl: float | None = None) -> None:
+        if ttl is not None and ttl <= 0:
+            raise UsageError(f"L1 ttl must be positive, got {ttl}")
+        self.pins = frozenset(pins)
+        self.ttl = ttl
+        self._d: dict[Hashable, list[Any]] = {}
+        self._lock = threading.Lock()
+        self.items = 0
+        self.bytes = 0
+
+    @classmethod
+    def from_keys(cls, key_class: str, idents: Iterable[Any], **kw: Any) -> FixedMemory:
+        """Pins for one key class, e.g. the items of a ``fixed:N`` recommendation."""
+        return cls(((key_class, i) for i in idents), **kw)
+
+    def __repr__(self) -> str:
+        return f"FixedMemory({len(self.pins)} pins, ttl={self.ttl})"
+
+    def get(self, key: Hashable, version: int = 0) -> Any:
+        e = self._d.get(key)
+        if e is None:
+            return MISS
+        if e[2] != version or (e[3] is not None and e[3] < time.monotonic()):
+            self.discard(key)
+            return MISS
+        return e[0]
+
+    def contains(self, key: Hashable, version: int = 0) -> bool:
+        return self.get(key, version) is not MISS
+
+    def admits(self, key: Hashable) -> bool:
+        return key in self.pins
+
+    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
+        if key not in self.pins:
+            return
+        expires = time.monotonic() + self.ttl if self.ttl is not None else None
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self.items -= 1
+                self.bytes -= old[1]
+            w = max(1, int(weight))
+            self._d[key] = [obj, w, version, expires]
+            self.items += 1
+            self.bytes += w
+
+    def discard(self, key: Hashable) -> None:
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self.items -= 1
+                self.bytes -= old[1]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self.items = self.bytes = 0
