@@ -8,11 +8,14 @@
 //! some of its children), the rest touch Zipf(0.9)-popular items; 50 instances, 20 routes.
 //! Then runs each strategy once (one draw, one thread, train = 0.5) and prints touches per
 //! CPU-second, counting every touch of the trace (the training half is simulated too, without
-//! latency draws).
+//! latency draws), and a digest of everything the result reports, so that two builds can be
+//! checked to give bit-for-bit the same results. `benches/request_sim.py` runs it.
 
 use std::time::Instant;
 
-use cachelab_sim::request::{simulate, LatencyModel, RequestTrace, Strategy, TraceColumns};
+use cachelab_sim::request::{
+    simulate, LatencyModel, RequestTrace, Strategy, StrategyResult, TraceColumns,
+};
 
 /// SplitMix64: a small seeded generator, good enough for a synthetic trace.
 struct Rng(u64);
@@ -137,6 +140,47 @@ fn model() -> LatencyModel {
     .expect("a valid model")
 }
 
+/// A fingerprint of everything a result reports (FNV-1a over the bits of every figure), so
+/// that two builds can be checked to give identical results, not just similar tables.
+fn digest(r: &StrategyResult) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |x: u64| {
+        for b in x.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    let c = r.counts;
+    for x in [
+        c.requests,
+        c.touches,
+        c.lookups,
+        c.l1_hits,
+        c.prefetch_hits,
+        c.gets,
+        c.multigets,
+        c.multiget_keys,
+        c.bytes,
+    ] {
+        eat(x);
+    }
+    let bands = r.percentiles.iter().chain(&r.curve).chain(&r.slowed);
+    for b in bands
+        .map(|p| &p.1)
+        .chain([&r.mean_increase, &r.mean_added_ms])
+    {
+        eat(b.median.to_bits());
+        eat(b.low.to_bits());
+        eat(b.high.to_bits());
+    }
+    for route in &r.routes {
+        eat(u64::from(route.route));
+        eat(route.requests);
+        eat(route.total_added_ms.to_bits());
+        eat(route.mean_increase.to_bits());
+    }
+    h
+}
+
 /// CPU time of this process so far, seconds (Linux `/proc/self/stat`, 100 Hz ticks); falls
 /// back to `None` elsewhere.
 fn cpu_seconds() -> Option<f64> {
@@ -165,8 +209,8 @@ fn main() {
         built.elapsed().as_secs_f64()
     );
     println!(
-        "{:<34} {:>8} {:>8} {:>14} {:>8} {:>8} {:>8}",
-        "strategy", "cpu s", "wall s", "touches/cpu-s", "hit", "rt/req", "p90"
+        "{:<34} {:>8} {:>8} {:>14} {:>8} {:>8} {:>8} {:>16}",
+        "strategy", "cpu s", "wall s", "touches/cpu-s", "hit", "rt/req", "p90", "digest"
     );
     let mut specs: Vec<String> = std::env::args().skip(2).collect();
     if specs.is_empty() {
@@ -193,7 +237,7 @@ fn main() {
         };
         let r = &r[0];
         println!(
-            "{:<34} {:>8.2} {:>8.2} {:>13.1}M {:>8.3} {:>8.2} {:>8.3}",
+            "{:<34} {:>8.2} {:>8.2} {:>13.1}M {:>8.3} {:>8.2} {:>8.3} {:>16x}",
             spec,
             cpu,
             wall,
@@ -201,6 +245,7 @@ fn main() {
             r.hit_ratio(),
             r.round_trips_per_request(),
             r.percentiles[2].1.median,
+            digest(r),
         );
     }
 }

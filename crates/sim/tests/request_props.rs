@@ -1,10 +1,10 @@
 //! Property tests of the request-level simulator on random small traces and latency models.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use cachelab_sim::request::{
-    draw_seed_of, nearest_rank, request_costs, simulate, Capacity, LatencyModel, RequestCost,
-    RequestTrace, Strategy as CacheStrategy, TraceColumns,
+    draw_seed_of, nearest_rank, request_costs, simulate, Capacity, Counts, LatencyModel,
+    RequestCost, RequestTrace, Strategy as CacheStrategy, TraceColumns,
 };
 use proptest::prelude::*;
 
@@ -93,6 +93,171 @@ fn touches(c: &TraceColumns, r: usize) -> &[u32] {
 
 fn costs(t: &RequestTrace, m: &LatencyModel, s: &str, train: f64, seed: u64) -> Vec<RequestCost> {
     request_costs(t, m, &spec(s), train, seed).unwrap().0
+}
+
+/// A slow, obviously right LRU: the front of the deque is the most recent.
+struct NaiveLru {
+    capacity: Capacity,
+    order: VecDeque<(u32, u64)>,
+}
+
+impl NaiveLru {
+    fn touch(&mut self, item: u32) -> bool {
+        match self.order.iter().position(|e| e.0 == item) {
+            Some(k) => {
+                let e = self.order.remove(k).unwrap();
+                self.order.push_front(e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn insert(&mut self, item: u32, size: u64) {
+        let (w, cap) = match self.capacity {
+            Capacity::Items(n) => (1, n),
+            Capacity::Bytes(n) => (size, n),
+        };
+        if w > cap {
+            return;
+        }
+        while self.order.iter().map(|e| e.1).sum::<u64>() + w > cap {
+            self.order.pop_back();
+        }
+        self.order.push_front((item, w));
+    }
+}
+
+fn children(c: &TraceColumns, i: u32) -> &[u32] {
+    &c.child_items[c.child_offsets[i as usize] as usize..c.child_offsets[i as usize + 1] as usize]
+}
+
+/// The fixed set, straight from the module docs.
+fn naive_fixed(c: &TraceColumns, training: &[usize], capacity: Capacity) -> HashSet<u32> {
+    let mut count: HashMap<u32, u64> = HashMap::new();
+    for &r in training {
+        for i in touches(c, r).iter().collect::<HashSet<_>>() {
+            *count.entry(*i).or_default() += 1;
+        }
+    }
+    let mut ranked: Vec<u32> = count.keys().copied().collect();
+    ranked.sort_by_key(|i| (std::cmp::Reverse(count[i]), *i));
+    match capacity {
+        Capacity::Items(n) => ranked.into_iter().take(n as usize).collect(),
+        Capacity::Bytes(mut left) => ranked
+            .into_iter()
+            .filter(|&i| {
+                let s = c.item_sizes[i as usize];
+                let fits = s <= left;
+                if fits {
+                    left -= s;
+                }
+                fits
+            })
+            .collect(),
+    }
+}
+
+/// Round trips per evaluated request (by request index) and the totals, by the semantics in
+/// the module docs, with sets, deques and a plain breadth-first walk.
+fn naive_run(c: &TraceColumns, s: &CacheStrategy, train: f64) -> (Vec<(u32, u32)>, Counts) {
+    let order = time_order(c);
+    let n_train = (train * c.time.len() as f64).floor() as usize;
+    let fixed = s
+        .fixed
+        .map(|cap| naive_fixed(c, &order[..n_train], cap))
+        .unwrap_or_default();
+    let mut lrus: HashMap<u32, NaiveLru> = HashMap::new();
+    let mut out = Vec::new();
+    let mut n = Counts::default();
+    for (k, &r) in order.iter().enumerate() {
+        let mut lru = s.lru.map(|capacity| {
+            lrus.entry(c.instance[r]).or_insert(NaiveLru {
+                capacity,
+                order: VecDeque::new(),
+            })
+        });
+        let mut m = Counts {
+            requests: 1,
+            touches: touches(c, r).len() as u64,
+            ..Counts::default()
+        };
+        let (mut touched, mut present) = (HashSet::new(), HashSet::new());
+        let mut prefetched = false;
+        for &item in touches(c, r) {
+            if !touched.insert(item) {
+                continue;
+            }
+            m.lookups += 1;
+            let missing = if present.contains(&item) {
+                m.prefetch_hits += 1;
+                false
+            } else if fixed.contains(&item) || lru.as_mut().is_some_and(|l| l.touch(item)) {
+                m.l1_hits += 1;
+                false
+            } else {
+                true
+            };
+            if s.prefetch_depth > 0 && !prefetched && !children(c, item).is_empty() {
+                prefetched = true;
+                let mut batch = if missing { vec![item] } else { vec![] };
+                let mut walked = HashSet::from([item]);
+                let mut frontier = vec![item];
+                for _ in 0..s.prefetch_depth {
+                    let mut next = vec![];
+                    for &p in &frontier {
+                        for &ch in children(c, p) {
+                            if !walked.insert(ch) {
+                                continue;
+                            }
+                            let here = present.contains(&ch)
+                                || touched.contains(&ch)
+                                || fixed.contains(&ch)
+                                || lru.as_mut().is_some_and(|l| l.touch(ch));
+                            if !here {
+                                batch.push(ch);
+                            }
+                            next.push(ch);
+                        }
+                    }
+                    frontier = next;
+                }
+                if !batch.is_empty() {
+                    m.multigets += 1;
+                    m.multiget_keys += batch.len() as u64;
+                    for &b in &batch {
+                        m.bytes += c.item_sizes[b as usize];
+                        if b != item {
+                            present.insert(b);
+                        }
+                        if let Some(l) = lru.as_mut() {
+                            l.insert(b, c.item_sizes[b as usize]);
+                        }
+                    }
+                }
+            } else if missing {
+                m.gets += 1;
+                m.bytes += c.item_sizes[item as usize];
+                if let Some(l) = lru.as_mut() {
+                    l.insert(item, c.item_sizes[item as usize]);
+                }
+            }
+        }
+        if k >= n_train {
+            out.push((r as u32, (m.gets + m.multigets) as u32));
+            n.requests += m.requests;
+            n.touches += m.touches;
+            n.lookups += m.lookups;
+            n.l1_hits += m.l1_hits;
+            n.prefetch_hits += m.prefetch_hits;
+            n.gets += m.gets;
+            n.multigets += m.multigets;
+            n.multiget_keys += m.multiget_keys;
+            n.bytes += m.bytes;
+        }
+    }
+    out.sort_unstable();
+    (out, n)
 }
 
 proptest! {
@@ -184,6 +349,27 @@ proptest! {
             let distinct: HashSet<u32> = touches(&c, a.request as usize).iter().copied().collect();
             prop_assert_eq!(a.round_trips as usize, distinct.len());
         }
+    }
+
+    /// Every strategy's round trips per request and totals equal those of a slow, plain
+    /// implementation of the documented semantics (sets, a deque LRU, a breadth-first walk).
+    #[test]
+    fn agrees_with_a_naive_simulator(
+        c in columns(), m in model(false), train in train(),
+        fixed in prop::option::of(prop_oneof![(1u64..12).prop_map(Capacity::Items),
+                                               (1u64..20_000).prop_map(Capacity::Bytes)]),
+        lru in prop::option::of(prop_oneof![(1u64..12).prop_map(Capacity::Items),
+                                             (1u64..20_000).prop_map(Capacity::Bytes)]),
+        depth in 0u32..4,
+    ) {
+        let n_train = (train * c.time.len() as f64).floor() as usize;
+        let s = CacheStrategy { fixed: fixed.filter(|_| n_train > 0), lru, prefetch_depth: depth };
+        let t = RequestTrace::new(c.clone()).unwrap();
+        let (got, counts) = request_costs(&t, &m, &s, train, 5).unwrap();
+        let (want, want_counts) = naive_run(&c, &s, train);
+        let got: Vec<(u32, u32)> = got.iter().map(|e| (e.request, e.round_trips)).collect();
+        prop_assert_eq!(got, want, "{}", s);
+        prop_assert_eq!(counts, want_counts, "{}", s);
     }
 
     /// Same seed, same result, whatever the thread count; another seed, other latencies.

@@ -1,7 +1,7 @@
 //! One run of one strategy with one latency draw over the whole trace.
 
 use super::latency::{Bracket, LatencyModel};
-use super::lru::{Lru, DENSE_LIMIT, DENSE_SHARE};
+use super::lru::Lru;
 use super::strategy::{Capacity, Strategy};
 use super::trace::RequestTrace;
 
@@ -44,26 +44,46 @@ fn uniform(request_key: u64, position: usize, tag: u64) -> f64 {
 pub(crate) struct Plan<'a> {
     pub trace: &'a RequestTrace,
     pub model: &'a LatencyModel,
-    /// The order a run visits requests: blocks of [`BLOCK`] consecutive requests by time
-    /// (ties by index), each grouped by instance, in time order within an instance. The cost
-    /// of a request depends only on its own instance's L1 and that instance's earlier
-    /// requests, so this gives the same costs as time order while one instance's LRU stays
-    /// hot in the CPU cache for many requests in a row, and the trace is still read nearly in
-    /// sequence.
+    /// The order results are summed in (sums of floating-point numbers depend on it):
+    /// blocks of [`BLOCK`] consecutive requests by time (ties by index), each grouped by
+    /// instance, in time order within an instance.
     pub order: Vec<u32>,
+    /// The order a run visits requests: instance by instance (by dense index, which is the order
+    /// of first appearance in the trace), in time order within each. The cost of a request depends only on its
+    /// own instance's L1 and that instance's earlier requests, so this gives the same costs
+    /// as time order, while each instance's LRU is built, used and dropped in one go: only
+    /// one is alive at a time, and it stays in the CPU cache for all of its requests.
+    pub run_order: Vec<u32>,
+    /// By position in `run_order`: where the request's items are in the trace's touch
+    /// column, and whether it is evaluated. Read in sequence, these spare the run a random
+    /// read of the trace's per-request columns for every request.
+    pub run_spans: Vec<(u64, u64)>,
+    pub run_eval: Vec<bool>,
+    /// Instance `i`'s requests are `run_order[run_starts[i]..run_starts[i + 1]]`.
+    pub run_starts: Vec<usize>,
     /// By request: in the evaluation window (not among the first `n_train` by time).
     pub evaluated: Vec<bool>,
     /// Requests in the training window.
     pub n_train: usize,
     /// Get-latency bracket of each item.
     pub get_brackets: Vec<Bracket>,
-    /// Mean value size over the catalog, bytes (to guess how many items a byte LRU holds).
-    pub mean_size: u64,
+    /// For each prefetch depth the strategies use, the descendants of the topics requests
+    /// prefetch, listed once instead of walked on every prefetch.
+    pub descendants: Vec<Descendants>,
 }
 
 impl Plan<'_> {
     pub(crate) fn n_eval(&self) -> usize {
         self.order.len() - self.n_train
+    }
+
+    /// The listed descendants of `topic` to `depth`, if the plan has them.
+    #[inline]
+    fn descendants_of(&self, depth: u32, topic: u32) -> Option<&[u32]> {
+        self.descendants
+            .iter()
+            .find(|d| d.depth == depth)
+            .and_then(|d| d.of(topic))
     }
 
     /// Items by how many training requests touch them (most first, ties by index); items no
@@ -85,6 +105,114 @@ impl Plan<'_> {
             .collect();
         items.sort_by_key(|&i| (std::cmp::Reverse(count[i as usize]), i));
         items
+    }
+}
+
+/// Breadth-first walks of the topic tree (which may have cycles or shared children).
+pub(crate) struct Walker {
+    walked: Vec<u32>,
+    id: u32,
+    frontier: Vec<u32>,
+    next: Vec<u32>,
+}
+
+impl Walker {
+    pub(crate) fn new(n_items: usize) -> Walker {
+        Walker {
+            walked: vec![0; n_items],
+            id: 0,
+            frontier: Vec::new(),
+            next: Vec::new(),
+        }
+    }
+
+    /// Appends to `out` the descendants of `topic` down to `depth` (children are depth 1) in
+    /// the order a prefetch visits them: level by level, children in catalog order, each
+    /// item once, `topic` itself left out.
+    pub(crate) fn walk(
+        &mut self,
+        trace: &RequestTrace,
+        topic: u32,
+        depth: u32,
+        out: &mut Vec<u32>,
+    ) {
+        self.id = self.id.wrapping_add(1);
+        if self.id == 0 {
+            self.walked.fill(0);
+            self.id = 1;
+        }
+        let id = self.id;
+        self.walked[topic as usize] = id;
+        self.frontier.clear();
+        self.frontier.push(topic);
+        for level in 1..=depth {
+            self.next.clear();
+            for &p in &self.frontier {
+                for &ch in trace.children(p) {
+                    if self.walked[ch as usize] == id {
+                        continue;
+                    }
+                    self.walked[ch as usize] = id;
+                    out.push(ch);
+                    if level < depth {
+                        self.next.push(ch);
+                    }
+                }
+            }
+            if self.next.is_empty() {
+                break;
+            }
+            std::mem::swap(&mut self.frontier, &mut self.next);
+        }
+    }
+}
+
+/// The descendants (see [`Walker::walk`]) to one depth of the topics some request prefetches.
+pub(crate) struct Descendants {
+    depth: u32,
+    /// By item: its index in `offsets`, or `u32::MAX` when not listed.
+    index: Vec<u32>,
+    /// Listed topic `k` has `items[offsets[k]..offsets[k + 1]]`.
+    offsets: Vec<usize>,
+    items: Vec<u32>,
+}
+
+impl Descendants {
+    /// Lists the descendants of the first topic of each request (the one a prefetch strategy
+    /// expands), stopping once the lists reach `budget` entries in all; topics left out are
+    /// walked when prefetched.
+    pub(crate) fn new(trace: &RequestTrace, depth: u32, budget: usize) -> Descendants {
+        let mut d = Descendants {
+            depth,
+            index: vec![u32::MAX; trace.n_items()],
+            offsets: vec![0],
+            items: Vec::new(),
+        };
+        let mut walker = Walker::new(trace.n_items());
+        for r in 0..trace.len() {
+            let Some(&topic) = trace.touches(r).iter().find(|&&i| trace.is_topic(i)) else {
+                continue;
+            };
+            if d.index[topic as usize] != u32::MAX {
+                continue;
+            }
+            let before = d.items.len();
+            walker.walk(trace, topic, depth, &mut d.items);
+            if d.items.len() > budget {
+                d.items.truncate(before);
+                break;
+            }
+            d.index[topic as usize] = (d.offsets.len() - 1) as u32;
+            d.offsets.push(d.items.len());
+        }
+        d.items.shrink_to_fit();
+        d
+    }
+
+    #[inline]
+    fn of(&self, topic: u32) -> Option<&[u32]> {
+        let k = *self.index.get(topic as usize)?;
+        (k != u32::MAX).then(|| &self.items[self.offsets[k as usize]..self.offsets[k as usize + 1]])
     }
 }
 
@@ -164,8 +292,6 @@ struct ItemState {
 }
 
 const FIXED: u32 = 1 << 31;
-/// How many touches ahead the inner loop touches item state early.
-const LOOKAHEAD: usize = 8;
 const TOPIC: u32 = 1 << 30;
 const ROW: u32 = TOPIC - 1;
 
@@ -190,7 +316,7 @@ fn size_of(trace: &RequestTrace, st: ItemState, item: u32) -> u64 {
 
 /// Runs `strategy` once over the whole trace (training window for warm-up, uncounted), with
 /// the latency draw seeded by `seed`, feeding each evaluated request to `sink` (in the order
-/// of [`Plan::order`]).
+/// of [`Plan::run_order`]).
 pub(crate) fn run(
     plan: &Plan<'_>,
     strategy: &Strategy,
@@ -223,167 +349,158 @@ pub(crate) fn run(
         })
         .collect();
 
-    let lru_spec = strategy.lru.map(|c| match c {
-        Capacity::Items(n) => (n, false, n),
-        // The index is a flat array when the cache may hold a good share of the catalog.
-        Capacity::Bytes(n) => (n, true, n / plan.mean_size.max(1)),
-    });
-    // One LRU per instance, made on the instance's first request.
-    let mut lrus: Vec<Option<Lru>> = Vec::new();
-    let mut dense = false;
-    if let Some((_, _, expected_items)) = lru_spec {
-        lrus.resize_with(trace.n_instances(), || None);
-        dense = n_items.saturating_mul(trace.n_instances()) <= DENSE_LIMIT
-            && expected_items.saturating_mul(DENSE_SHARE) >= n_items as u64;
-    }
-
     let mut stamp: u32 = 0;
-    let mut walked = vec![0u32; if depth > 0 { n_items } else { 0 }];
-    let mut walk_id: u32 = 0;
-    let (mut frontier, mut next, mut batch) = (Vec::new(), Vec::new(), Vec::new());
+    // For topics whose descendants the plan has not listed.
+    let mut walker = Walker::new(if depth > 0 { n_items } else { 0 });
+    let (mut scratch, mut batch) = (Vec::new(), Vec::new());
 
     let mut c = Counts::default();
-    for (k, &r) in plan.order.iter().enumerate() {
-        let r = r as usize;
-        let eval = plan.evaluated[r];
-        // The inner loop looks ahead within a request; start on the next request's first
-        // items here.
-        if let Some(&after) = plan.order.get(k + 1) {
-            for &ahead in trace.touches(after as usize).iter().take(LOOKAHEAD) {
-                std::hint::black_box(items[ahead as usize].mark);
-            }
-        }
-
-        stamp += 1;
-        if stamp >= (u32::MAX >> 1) - 1 {
-            items.iter_mut().for_each(|s| s.mark = 0);
-            stamp = 1;
-        }
-        let present = stamp << 1;
-        let touched = present | 1;
-        let key = request_key(seed, r);
-        let mut lru = lru_spec.map(|(capacity, by_bytes, _)| {
-            lrus[trace.instance[r] as usize]
-                .get_or_insert_with(|| Lru::new(capacity, by_bytes, n_items, dense))
+    let spans = &plan.run_spans;
+    let span = |k: usize| {
+        let (a, b) = spans[k];
+        &trace.touch_items[a as usize..b as usize]
+    };
+    for bounds in plan.run_starts.windows(2) {
+        let (first, end) = (bounds[0], bounds[1]);
+        // The LRU of this instance: made here, dropped when its last request is done.
+        let mut lru = strategy.lru.map(|c| match c {
+            Capacity::Items(n) => Lru::new(n, false),
+            Capacity::Bytes(n) => Lru::new(n, true),
         });
-        let touches = trace.touches(r);
-        let (mut added_us, mut round_trips) = (0.0f64, 0u32);
-        let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
-        let (mut gets, mut multigets, mut multiget_keys, mut bytes) = (0u64, 0u64, 0u64, 0u64);
-        // Prefetch happens once per request, at its first topic: the page's own topic.
-        let mut prefetched = false;
-
-        for (pos, &item) in touches.iter().enumerate() {
-            // Start loading the state of an item a few touches ahead: catalogs larger than the
-            // CPU cache otherwise stall on every first touch.
-            if let Some(&ahead) = touches.get(pos + LOOKAHEAD) {
-                std::hint::black_box(items[ahead as usize].mark);
-            }
-            let st = items[item as usize];
-            if st.mark == touched {
-                continue;
-            }
-            items[item as usize].mark = touched;
-            lookups += 1;
-            let missing = if st.mark == present {
-                prefetch_hits += 1;
-                false
-            } else if st.bits & FIXED != 0 || lru.as_mut().is_some_and(|l| l.touch(item)) {
-                l1_hits += 1;
-                false
-            } else {
-                true
-            };
-
-            if depth > 0 && !prefetched && st.bits & TOPIC != 0 {
-                // One multi-get: the topic if missing, plus its missing descendants.
-                prefetched = true;
-                batch.clear();
-                if missing {
-                    batch.push(item);
+        for k in first..end {
+            let r = plan.run_order[k] as usize;
+            let eval = plan.run_eval[k];
+            // Start loading what the next requests will look at: the items of the one after
+            // next, and the next one's items' state and where their lookups in the LRU begin.
+            // One burst of independent reads overlaps their memory latencies; read one at a time
+            // as the loop needs them, each would stall on its own.
+            let mut keep = 0u32;
+            if let Some(&(a, b)) = spans.get(k + 2) {
+                if b > a {
+                    keep ^= trace.touch_items[a as usize] ^ trace.touch_items[b as usize - 1];
                 }
-                walk_id = walk_id.wrapping_add(1);
-                if walk_id == 0 {
-                    walked.fill(0);
-                    walk_id = 1;
+            }
+            if k + 1 < spans.len() {
+                let ahead = span(k + 1);
+                for &a in ahead {
+                    keep ^= items[a as usize].mark;
                 }
-                walked[item as usize] = walk_id;
-                frontier.clear();
-                frontier.push(item);
-                for level in 1..=depth {
-                    next.clear();
-                    for &p in &frontier {
-                        for &ch in trace.children(p) {
-                            if walked[ch as usize] == walk_id {
-                                continue;
-                            }
-                            walked[ch as usize] = walk_id;
-                            let sc = items[ch as usize];
-                            let here = sc.mark == present
-                                || sc.mark == touched
-                                || sc.bits & FIXED != 0
-                                || lru.as_mut().is_some_and(|l| l.touch(ch));
-                            if !here {
-                                batch.push(ch);
-                            }
-                            if level < depth {
-                                next.push(ch);
-                            }
+                if let Some(l) = lru.as_ref().filter(|_| k + 1 < end) {
+                    keep ^= l.warm_tail();
+                    for &a in ahead {
+                        keep ^= l.warm(a);
+                    }
+                }
+            }
+            std::hint::black_box(keep);
+
+            stamp += 1;
+            if stamp >= (u32::MAX >> 1) - 1 {
+                items.iter_mut().for_each(|s| s.mark = 0);
+                stamp = 1;
+            }
+            let present = stamp << 1;
+            let touched = present | 1;
+            let key = request_key(seed, r);
+            let mut lru = lru.as_mut();
+            let touches = span(k);
+            let (mut added_us, mut round_trips) = (0.0f64, 0u32);
+            let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
+            let (mut gets, mut multigets, mut multiget_keys, mut bytes) = (0u64, 0u64, 0u64, 0u64);
+            // Prefetch happens once per request, at its first topic: the page's own topic.
+            let mut prefetched = false;
+
+            for (pos, &item) in touches.iter().enumerate() {
+                let st = items[item as usize];
+                if st.mark == touched {
+                    continue;
+                }
+                items[item as usize].mark = touched;
+                lookups += 1;
+                let missing = if st.mark == present {
+                    prefetch_hits += 1;
+                    false
+                } else if st.bits & FIXED != 0 || lru.as_mut().is_some_and(|l| l.touch(item)) {
+                    l1_hits += 1;
+                    false
+                } else {
+                    true
+                };
+
+                if depth > 0 && !prefetched && st.bits & TOPIC != 0 {
+                    // One multi-get: the topic if missing, plus its missing descendants.
+                    prefetched = true;
+                    batch.clear();
+                    if missing {
+                        batch.push(item);
+                    }
+                    let list = match plan.descendants_of(depth, item) {
+                        Some(list) => list,
+                        None => {
+                            scratch.clear();
+                            walker.walk(trace, item, depth, &mut scratch);
+                            &scratch[..]
+                        }
+                    };
+                    for &ch in list {
+                        let sc = items[ch as usize];
+                        let here = sc.mark == present
+                            || sc.mark == touched
+                            || sc.bits & FIXED != 0
+                            || lru.as_mut().is_some_and(|l| l.touch(ch));
+                        if !here {
+                            batch.push(ch);
                         }
                     }
-                    if next.is_empty() {
-                        break;
+                    if !batch.is_empty() {
+                        round_trips += 1;
+                        multigets += 1;
+                        multiget_keys += batch.len() as u64;
+                        for &b in &batch {
+                            let size = size_of(trace, items[b as usize], b);
+                            bytes += size;
+                            if b != item {
+                                items[b as usize].mark = present;
+                            }
+                            if let Some(l) = lru.as_mut() {
+                                l.insert(b, size);
+                            }
+                        }
+                        if eval {
+                            let br = multi_table.bracket(batch.len() as u64);
+                            added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
+                        }
                     }
-                    std::mem::swap(&mut frontier, &mut next);
-                }
-                if !batch.is_empty() {
+                } else if missing {
+                    let size = size_of(trace, st, item);
                     round_trips += 1;
-                    multigets += 1;
-                    multiget_keys += batch.len() as u64;
-                    for &b in &batch {
-                        let size = size_of(trace, items[b as usize], b);
-                        bytes += size;
-                        if b != item {
-                            items[b as usize].mark = present;
-                        }
-                        if let Some(l) = lru.as_mut() {
-                            l.insert(b, size);
-                        }
+                    gets += 1;
+                    bytes += size;
+                    if let Some(l) = lru.as_mut() {
+                        l.insert(item, size);
                     }
                     if eval {
-                        let br = multi_table.bracket(batch.len() as u64);
-                        added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
+                        added_us += get_table.draw(st.bracket(), uniform(key, pos, TAG_GET));
                     }
                 }
-            } else if missing {
-                let size = size_of(trace, st, item);
-                round_trips += 1;
-                gets += 1;
-                bytes += size;
-                if let Some(l) = lru.as_mut() {
-                    l.insert(item, size);
-                }
-                if eval {
-                    added_us += get_table.draw(st.bracket(), uniform(key, pos, TAG_GET));
-                }
             }
-        }
 
-        if eval {
-            c.requests += 1;
-            c.touches += touches.len() as u64;
-            c.lookups += lookups;
-            c.l1_hits += l1_hits;
-            c.prefetch_hits += prefetch_hits;
-            c.gets += gets;
-            c.multigets += multigets;
-            c.multiget_keys += multiget_keys;
-            c.bytes += bytes;
-            sink(RequestCost {
-                request: r as u32,
-                added_us,
-                round_trips,
-            });
+            if eval {
+                c.requests += 1;
+                c.touches += touches.len() as u64;
+                c.lookups += lookups;
+                c.l1_hits += l1_hits;
+                c.prefetch_hits += prefetch_hits;
+                c.gets += gets;
+                c.multigets += multigets;
+                c.multiget_keys += multiget_keys;
+                c.bytes += bytes;
+                sink(RequestCost {
+                    request: r as u32,
+                    added_us,
+                    round_trips,
+                });
+            }
         }
     }
     c

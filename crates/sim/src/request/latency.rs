@@ -119,20 +119,30 @@ impl Table {
         }
     }
 
-    #[inline]
+    /// Where `u` falls in a row of `len` quantiles: the lower index and the fraction.
+    #[inline(always)]
+    fn position(len: usize, u: f64) -> (usize, f64) {
+        let span = (len - 1) as f64;
+        let pos = u.clamp(0.0, 1.0) * span;
+        let i = (pos as usize).min(len - 2);
+        (i, pos - i as f64)
+    }
+
+    #[inline(always)]
     fn row_at(&self, row: u32, u: f64) -> f64 {
         let q = &self.quantiles[self.offsets[row as usize]..self.offsets[row as usize + 1]];
-        let span = (q.len() - 1) as f64;
-        let pos = u.clamp(0.0, 1.0) * span;
-        let i = (pos as usize).min(q.len() - 2);
-        let f = pos - i as f64;
+        let (i, f) = Table::position(q.len(), u);
         q[i] + f * (q[i + 1] - q[i])
     }
 
     /// The latency (µs) at uniform `u` for a bracket from [`Table::bracket`].
     #[inline]
     pub fn draw(&self, b: Bracket, u: f64) -> f64 {
-        let q0 = self.row_at(b.lo, u);
+        let at = self.offsets[b.lo as usize];
+        let len = self.offsets[b.lo as usize + 1] - at;
+        let (i, f) = Table::position(len, u);
+        let q = &self.quantiles[at + i..at + i + 2];
+        let q0 = q[0] + f * (q[1] - q[0]);
         if b.t == 0.0 {
             return q0;
         }

@@ -69,7 +69,7 @@ pub use latency::{Bracket, LatencyModel, Table};
 pub use strategy::{Capacity, Strategy};
 pub use trace::{RequestTrace, TraceColumns};
 
-use engine::{draw_seed, fixed_set, run, Plan};
+use engine::{draw_seed, fixed_set, run, Descendants, Plan};
 
 /// Percentiles of the fractional increase that every result reports.
 pub const PERCENTILES: [f64; 6] = [50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
@@ -270,7 +270,12 @@ fn check_args(
     Ok(n_train)
 }
 
-fn plan<'a>(trace: &'a RequestTrace, model: &'a LatencyModel, n_train: usize) -> Plan<'a> {
+fn plan<'a>(
+    trace: &'a RequestTrace,
+    model: &'a LatencyModel,
+    strategies: &[Strategy],
+    n_train: usize,
+) -> Plan<'a> {
     let mut order: Vec<u32> = (0..trace.len() as u32).collect();
     // Times are finite (checked when the trace was built); -0.0 and 0.0 tie.
     order.sort_by(|&a, &b| {
@@ -285,21 +290,60 @@ fn plan<'a>(trace: &'a RequestTrace, model: &'a LatencyModel, n_train: usize) ->
     for block in order.chunks_mut(engine::BLOCK) {
         block.sort_by_key(|&r| trace.instance[r as usize]);
     }
+    // Instance-major, time order within an instance (a stable counting sort of `order`).
+    let mut run_starts = vec![0usize; trace.n_instances() + 1];
+    for &i in &trace.instance {
+        run_starts[i as usize + 1] += 1;
+    }
+    for i in 0..trace.n_instances() {
+        run_starts[i + 1] += run_starts[i];
+    }
+    let mut next = run_starts.clone();
+    let mut run_order = vec![0u32; trace.len()];
+    for &r in &order {
+        let at = &mut next[trace.instance[r as usize] as usize];
+        run_order[*at] = r;
+        *at += 1;
+    }
+    let run_spans = run_order
+        .iter()
+        .map(|&r| {
+            let r = r as usize;
+            (trace.touch_offsets[r], trace.touch_offsets[r + 1])
+        })
+        .collect();
+    let run_eval = run_order.iter().map(|&r| evaluated[r as usize]).collect();
     let get_brackets = trace
         .item_sizes
         .iter()
         .map(|&s| model.get().bracket(s))
         .collect();
-    let total: u128 = trace.item_sizes.iter().map(|&s| u128::from(s)).sum();
-    let mean_size = (total / trace.n_items().max(1) as u128) as u64;
+    let mut depths: Vec<u32> = strategies
+        .iter()
+        .map(|s| s.prefetch_depth)
+        .filter(|&d| d > 0)
+        .collect();
+    depths.sort_unstable();
+    depths.dedup();
+    // The lists of one depth take at most an eighth of the memory of the trace's touch column
+    // (or one entry per catalog item); topics beyond that are walked when prefetched.
+    let budget = (trace.n_touches() / 8).max(trace.n_items());
+    let descendants = depths
+        .into_iter()
+        .map(|d| Descendants::new(trace, d, budget))
+        .collect();
     Plan {
         trace,
         model,
         order,
+        run_order,
+        run_spans,
+        run_eval,
+        run_starts,
         evaluated,
         n_train,
         get_brackets,
-        mean_size,
+        descendants,
     }
 }
 
@@ -330,7 +374,7 @@ pub fn request_costs(
     draw_seed: u64,
 ) -> Result<(Vec<RequestCost>, Counts), SimError> {
     let n_train = check_args(trace, model, std::slice::from_ref(strategy), train)?;
-    let plan = plan(trace, model, n_train);
+    let plan = plan(trace, model, std::slice::from_ref(strategy), n_train);
     let fixed = fixed_sets(&plan, std::slice::from_ref(strategy))
         .pop()
         .flatten();
@@ -355,12 +399,17 @@ fn run_draw(
     grid: &[f64],
 ) -> DrawSummary {
     let trace = plan.trace;
+    // Added ms by request, then every sum in the order of `Plan::order`.
+    let mut added_ms = vec![0.0f64; trace.len()];
+    let counts = run(plan, strategy, fixed, seed, |c| {
+        added_ms[c.request as usize] = c.added_us / 1000.0;
+    });
     let mut fracs = Vec::with_capacity(plan.n_eval());
     let mut routes = vec![(0u64, 0.0f64, 0.0f64); trace.route_codes.len()];
     let mut total_ms = 0.0;
-    let counts = run(plan, strategy, fixed, seed, |c| {
-        let r = c.request as usize;
-        let ms = c.added_us / 1000.0;
+    for &r in plan.order.iter().filter(|&&r| plan.evaluated[r as usize]) {
+        let r = r as usize;
+        let ms = added_ms[r];
         let frac = ms / trace.base_ms[r];
         let acc = &mut routes[trace.route[r] as usize];
         acc.0 += 1;
@@ -368,7 +417,8 @@ fn run_draw(
         acc.2 += frac;
         total_ms += ms;
         fracs.push(frac);
-    });
+    }
+    drop(added_ms);
     let n = fracs.len() as f64;
     let mean_increase = fracs.iter().sum::<f64>() / n;
     fracs.sort_unstable_by(f64::total_cmp);
@@ -470,7 +520,7 @@ pub fn simulate(
         return Err(SimError::Usage("draws must be at least 1".into()));
     }
     let n_train = check_args(trace, model, strategies, train)?;
-    let plan = plan(trace, model, n_train);
+    let plan = plan(trace, model, strategies, n_train);
     if plan.n_eval() == 0 {
         return Err(SimError::Usage(format!(
             "the evaluation window is empty (train = {train} of {} requests)",
