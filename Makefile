@@ -45,8 +45,16 @@ fuzz: fuzz-build ## fuzz the decoder for FUZZ_SECONDS (default 30)
 	mkdir -p fuzz/corpus/decode
 	fuzz/target/$(HOST)/release/decode -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/decode fuzz/seeds
 
-bench: install ## measurement overhead: cachelab vs raw-socket floor vs pymemcache, side by side
+bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEMTIER= paths to the peers)
 	$(PY) benches/profile_overhead.py
+	$(PY) benches/flat_sim.py $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
+	$(PY) benches/request_sim.py
+	$(PY) benches/usl_fit.py
+	$(PY) benches/load_vs_memtier.py $(if $(MEMTIER),--memtier $(MEMTIER))
+	$(PY) benches/tiered.py
+
+bench-%: install ## one benchmark: bench-profile_overhead, bench-flat_sim, bench-request_sim, ...
+	$(PY) benches/$*.py
 
 clean: ## remove build outputs (keeps .venv)
 	$(CARGO) clean
