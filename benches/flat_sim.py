@@ -28,6 +28,10 @@ holds ``--capacity-fraction`` of the objects.
 Memory goal: peak RSS near the trace (24 B per request, the file's size) plus about 64 B per
 distinct object; the record shows the budget and the measured peak.
 
+``--repeat N`` runs cachelab and libCacheSim N times each, alternating, and reports each one's
+run with the median CPU time (every run's CPU seconds are kept in the JSON and listed in the
+record); the machine is shared, so one run can be far off.
+
 ``--record`` writes ``benches/runs/<date>-flat-sim.md`` (``-2``, ``-3`` … if taken) and the JSON
 beside it; ``--json PATH`` saves the raw numbers anywhere. Exit status 0 when the goal is met,
 1 when it is missed or the miss ratios disagree, 2 for bad usage.
@@ -143,6 +147,12 @@ def run_child(argv: list[str], cwd: str | None = None) -> dict[str, Any]:
     }
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median CPU time (the lower middle one for an even count)."""
+    ordered = sorted(runs, key=lambda r: r["cpu_s"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def parse_cachesim(stdout: str) -> dict[str, Any]:
     for line in stdout.splitlines():
         if "miss ratio" in line:
@@ -191,11 +201,16 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="how that binary was built (commit, compiler), for the record",
     )
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="runs per simulator; medians are reported (1)"
+    )
     ap.add_argument("--record", action="store_true", help="write a dated record to benches/runs/")
     ap.add_argument("--json", metavar="PATH", help="also save the raw numbers here")
     a = ap.parse_args(argv)
     if a.requests <= 0 or a.objects <= 0 or not 0 < a.capacity_fraction <= 1:
         ap.error("requests and objects must be positive, capacity-fraction in (0, 1]")
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
     if a.libcachesim and not shutil.which(a.libcachesim):
         ap.error(f"--libcachesim {a.libcachesim}: not an executable")
 
@@ -213,16 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trace {path}: {n_req:,} requests, cache {capacity:,} objects", file=sys.stderr)
 
     contenders: list[dict[str, Any]] = []
-    r = run_child([sys.executable, "-c", CACHELAB_CHILD, str(path), str(capacity)])
-    c = json.loads(r["stdout"])
-    contenders.append(
-        summarize(
-            "cachelab", r, c["requests"], miss_ratio=c["miss_ratio"], misses=c["misses"], inside=c
-        )
-    )
-    print(f"cachelab done: {r['cpu_s']:.2f} CPU-s", file=sys.stderr)
-
-    lcs: dict[str, Any] | None = None
+    argv_l: list[str] = []
     if a.libcachesim:
         argv_l = [
             shutil.which(a.libcachesim) or a.libcachesim,
@@ -233,10 +239,37 @@ def main(argv: list[str] | None = None) -> int:
             "--ignore-obj-size",
             "1",
         ]
-        # cachesim appends its result to a file in its working directory: keep that out of
-        # the checkout.
-        with tempfile.TemporaryDirectory(prefix="cachelab-cachesim-") as scratch:
-            r = run_child(argv_l, cwd=scratch)
+    cl_runs: list[dict[str, Any]] = []
+    lcs_runs: list[dict[str, Any]] = []
+    for i in range(a.repeat):
+        r = run_child([sys.executable, "-c", CACHELAB_CHILD, str(path), str(capacity)])
+        cl_runs.append(r)
+        print(f"cachelab run {i + 1}: {r['cpu_s']:.2f} CPU-s", file=sys.stderr)
+        if argv_l:
+            # cachesim appends its result to a file in its working directory: keep that out
+            # of the checkout.
+            with tempfile.TemporaryDirectory(prefix="cachelab-cachesim-") as scratch:
+                r = run_child(argv_l, cwd=scratch)
+            lcs_runs.append(r)
+            print(f"libCacheSim run {i + 1}: {r['cpu_s']:.2f} CPU-s", file=sys.stderr)
+
+    r = median_run(cl_runs)
+    c = json.loads(r["stdout"])
+    contenders.append(
+        summarize(
+            "cachelab",
+            r,
+            c["requests"],
+            miss_ratio=c["miss_ratio"],
+            misses=c["misses"],
+            inside=c,
+            runs_cpu_s=[x["cpu_s"] for x in cl_runs],
+        )
+    )
+
+    lcs: dict[str, Any] | None = None
+    if argv_l:
+        r = median_run(lcs_runs)
         p = parse_cachesim(r["stdout"])
         lcs = summarize(
             "libCacheSim",
@@ -245,9 +278,9 @@ def main(argv: list[str] | None = None) -> int:
             miss_ratio=p["miss_ratio"],
             output=p["line"],
             command=" ".join(argv_l),
+            runs_cpu_s=[x["cpu_s"] for x in lcs_runs],
         )
         contenders.append(lcs)
-        print(f"libCacheSim done: {r['cpu_s']:.2f} CPU-s", file=sys.stderr)
 
     naive_n = min(a.naive_requests, n_req)
     r = run_child([sys.executable, "-c", NAIVE_CHILD, str(path), str(capacity), str(naive_n)])
@@ -288,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             "file_mib": path.stat().st_size / 2**20,
         },
         "capacity_objects": capacity,
+        "repeat": a.repeat,
         "contenders": contenders,
         "ratios": ratios,
         "memory": {
@@ -394,6 +428,20 @@ def render(r: dict[str, Any], full: bool = False) -> str:
         f"Memory: cachelab peak {r['memory']['cachelab_peak_mib']:.0f} MiB against a budget of "
         f"{r['memory']['budget_mib']:.0f} MiB (24 B/request + 64 B/object) = "
         f"{r['memory']['cachelab_peak_over_budget']:.2f}x.",
+        *(
+            [
+                f"Each simulator ran {r['repeat']} times, alternating; the table shows each "
+                "one's median-CPU run. CPU seconds of every run: "
+                + "; ".join(
+                    f"{c['name']} " + ", ".join(f"{x:.2f}" for x in c["runs_cpu_s"])
+                    for c in r["contenders"]
+                    if "runs_cpu_s" in c
+                )
+                + "."
+            ]
+            if r.get("repeat", 1) > 1
+            else []
+        ),
         f"1-minute load average: {r['load_average_1m']['before']:.2f} before, "
         f"{r['load_average_1m']['after']:.2f} after (2 CPUs).",
     ]

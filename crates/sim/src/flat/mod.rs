@@ -43,8 +43,11 @@ use crate::error::{Location, TraceError};
 
 pub use dense::{FastMap, KeyHasher, Numberer, SimTrace};
 pub use inspect::{inspect, Inspection, SizeStats};
+pub(crate) use oracle::{
+    chunks as oracle_chunks, id_size as oracle_id_size, open as oracle_open,
+    stream as oracle_stream,
+};
 pub use oracle::{next_access_vtimes, RECORD as ORACLE_RECORD};
-pub(crate) use oracle::{open as oracle_open, stream as oracle_stream};
 
 /// A trace file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

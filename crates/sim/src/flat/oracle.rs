@@ -62,30 +62,49 @@ pub(crate) fn open(file_path: &Path, path: &str) -> Result<(File, usize), TraceE
     Ok((f, records(len, path)?))
 }
 
-/// Streams `n` records from an [`open`]ed file in 384 KiB pieces (small enough to stay in the
-/// CPU cache next to a simulator's state), calling `each(id, size)` per record (times and
-/// next-access fields are not needed by the simulator).
-pub(crate) fn stream(
+/// Streams `n` records from an [`open`]ed file in 96 KiB pieces (small enough to stay in the
+/// CPU cache next to a simulator's state), calling `each` with every piece (whole records).
+pub(crate) fn chunks(
     mut f: File,
     n: usize,
     path: &str,
-    mut each: impl FnMut(u64, u32),
+    mut each: impl FnMut(&[u8]),
 ) -> Result<(), TraceError> {
     let io_err = |e: io::Error| TraceError::new(path, Location::File, format!("cannot read: {e}"));
-    let mut buf = vec![0u8; RECORD << 14];
+    let mut buf = vec![0u8; RECORD << 12];
     let mut left = n * RECORD;
     while left > 0 {
         let k = left.min(buf.len());
         f.read_exact(&mut buf[..k]).map_err(io_err)?;
-        for r in buf[..k].chunks_exact(RECORD) {
-            each(
-                u64::from_le_bytes([r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]]),
-                u32::from_le_bytes([r[12], r[13], r[14], r[15]]),
-            );
-        }
+        each(&buf[..k]);
         left -= k;
     }
     Ok(())
+}
+
+/// The id and size of one record.
+#[inline]
+pub(crate) fn id_size(r: &[u8]) -> (u64, u32) {
+    (
+        u64::from_le_bytes([r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]]),
+        u32::from_le_bytes([r[12], r[13], r[14], r[15]]),
+    )
+}
+
+/// [`chunks`], calling `each(id, size)` per record (times and next-access fields are not
+/// needed by the simulator).
+pub(crate) fn stream(
+    f: File,
+    n: usize,
+    path: &str,
+    mut each: impl FnMut(u64, u32),
+) -> Result<(), TraceError> {
+    chunks(f, n, path, |data| {
+        for r in data.chunks_exact(RECORD) {
+            let (id, size) = id_size(r);
+            each(id, size);
+        }
+    })
 }
 
 /// Reads a file in 12 MiB pieces, so the file's bytes are never all in memory next to the

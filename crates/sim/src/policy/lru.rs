@@ -1,52 +1,326 @@
 //! LRU, as libCacheSim's `LRU.c`: a hit moves the object to the head; a miss evicts from the
 //! tail until the new object fits and inserts it at the head.
+//!
+//! The list is kept over *cache positions*, not objects: each cached object holds a position
+//! `1..`, and the list lives in an array of 16-byte nodes indexed by position (links, the
+//! object's key and its stored size), so its size follows the number of objects cached, not
+//! the number in the trace (1.6 MB for 100,000 cached objects, which mostly stays in the CPU's
+//! caches however many objects the trace has), and an eviction finds everything it needs in
+//! the victim's node. Position 0 is the sentinel of a circular list (its `next` is the head,
+//! its `prev` the tail), so linking and unlinking take no branches. An evicted object's
+//! position goes on a free stack and is the next one a miss takes.
+//!
+//! An [`Index`] maps an object's key to its position ([`NIL`] = not cached): a dense slot
+//! table for a [`SimTrace`], or, when streaming an oracleGeneral file ([`stream_oracle`]),
+//! the file's ids themselves (a table indexed by id when ids are small, a hash map
+//! otherwise), so a streamed request costs one lookup and no numbering. The streamed loop
+//! takes blocks of requests in two passes: the first reads each request's index entry and
+//! node (independent loads the CPU overlaps, standing in for prefetches), the second
+//! simulates them and finds that state in the cache.
 
-use super::{Links, List, Policy, Runner, Space};
+use std::fs::File;
 
-// A slot is cached when its node's size is not 0 (simulated sizes never are).
-use crate::flat::SimTrace;
+use super::{Counts, Policy, Runner, Space, Unit, BLOCK, NIL};
 
-pub(crate) struct Lru {
-    links: Links,
-    list: List,
+use crate::error::TraceError;
+use crate::flat::{FastMap, SimTrace, ORACLE_RECORD};
+
+const PREV: usize = 0;
+const NEXT: usize = 1;
+const KEY: usize = 2;
+const SIZE: usize = 3;
+
+/// Where each key's position is kept.
+pub(crate) trait Index {
+    /// The position of `key`, `NIL` when not cached.
+    fn get(&self, key: u64) -> u32;
+    /// Records that `key` is cached at position `p`; returns the `u32` handle that
+    /// [`Index::clear`] takes to forget it.
+    fn insert(&mut self, key: u64, p: u32) -> u32;
+    /// Forgets the key cached at `p`, given its handle.
+    fn clear(&mut self, handle: u32, p: u32);
+}
+
+/// Positions indexed by dense slot (the table always covers every slot seen).
+pub(crate) struct Slots(Vec<u32>);
+
+impl Index for Slots {
+    #[inline]
+    fn get(&self, key: u64) -> u32 {
+        self.0[key as usize]
+    }
+
+    #[inline]
+    fn insert(&mut self, key: u64, p: u32) -> u32 {
+        self.0[key as usize] = p;
+        key as u32
+    }
+
+    #[inline]
+    fn clear(&mut self, handle: u32, _p: u32) {
+        self.0[handle as usize] = NIL;
+    }
+}
+
+/// Ids below this are indexed by a table (256 MiB at most).
+const DIRECT_MAX: u64 = 1 << 26;
+
+/// Positions indexed by raw id: a table indexed by id for ids below `limit` (grown as needed),
+/// a hash map for the others (whose ids are kept by position: their handle is `NIL`).
+pub(crate) struct Ids {
+    table: Vec<u32>,
+    limit: u64,
+    map: FastMap<u64, u32>,
+    big: Vec<u64>,
+}
+
+impl Ids {
+    /// For a trace of about `requests` requests: the table may reach 8 entries per request.
+    fn new(requests: usize) -> Ids {
+        Ids {
+            table: Vec::new(),
+            limit: DIRECT_MAX.min(8 * requests as u64 + 1024),
+            map: FastMap::default(),
+            big: Vec::new(),
+        }
+    }
+}
+
+impl Index for Ids {
+    #[inline]
+    fn get(&self, key: u64) -> u32 {
+        if key < self.limit {
+            self.table.get(key as usize).copied().unwrap_or(NIL)
+        } else {
+            self.map.get(&key).copied().unwrap_or(NIL)
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, key: u64, p: u32) -> u32 {
+        if key < self.limit {
+            let i = key as usize;
+            if i >= self.table.len() {
+                let len = (i + 1)
+                    .next_power_of_two()
+                    .max(1 << 16)
+                    .min(self.limit as usize);
+                self.table.resize(len, NIL);
+            }
+            self.table[i] = p;
+            key as u32
+        } else {
+            self.map.insert(key, p);
+            if p as usize >= self.big.len() {
+                self.big.resize(p as usize + 1, 0);
+            }
+            self.big[p as usize] = key;
+            NIL
+        }
+    }
+
+    #[inline]
+    fn clear(&mut self, handle: u32, p: u32) {
+        if handle != NIL {
+            self.table[handle as usize] = NIL;
+        } else {
+            self.map.remove(&self.big[p as usize]);
+        }
+    }
+}
+
+pub(crate) struct Lru<I> {
+    index: I,
+    /// `[prev, next, key handle, stored size]` of each position; position 0 is the sentinel.
+    nodes: Vec<[u32; 4]>,
+    /// Positions no object holds.
+    free: Vec<u32>,
     space: Space,
 }
 
 pub(crate) fn build(capacity: u64, trace: &SimTrace<'_>) -> Box<dyn Runner> {
-    Box::new(Lru {
-        links: Links::new(trace.n_objects),
-        list: List::default(),
-        space: Space::new(capacity),
-    })
+    Box::new(Lru::new(capacity, Slots(vec![NIL; trace.n_objects])))
 }
 
-impl Policy for Lru {
-    #[inline]
-    fn touch(&self, slot: u32) -> u32 {
-        self.links.size(slot)
+impl<I: Index> Lru<I> {
+    fn new(capacity: u64, index: I) -> Lru<I> {
+        Lru {
+            index,
+            nodes: vec![[0; 4]],
+            free: Vec::new(),
+            space: Space::new(capacity),
+        }
     }
 
-    fn grow(&mut self, n: usize) {
-        self.links.grow(n);
+    #[inline]
+    fn unlink(&mut self, p: u32) {
+        let [a, b, _, _] = self.nodes[p as usize];
+        self.nodes[a as usize][NEXT] = b;
+        self.nodes[b as usize][PREV] = a;
     }
 
     #[inline]
-    fn access(&mut self, _t: usize, x: u32, size: u32) -> bool {
-        if self.links.size(x) != 0 {
-            self.links.move_to_front(&mut self.list, x);
+    fn link_front(&mut self, p: u32) {
+        let head = self.nodes[0][NEXT];
+        let n = &mut self.nodes[p as usize];
+        n[PREV] = 0;
+        n[NEXT] = head;
+        self.nodes[head as usize][PREV] = p;
+        self.nodes[0][NEXT] = p;
+    }
+
+    /// Reads the state of `key` ahead of its access (see [`Policy::touch`]).
+    #[inline]
+    fn peek(&self, key: u64) -> u32 {
+        let p = self.index.get(key);
+        let i = (p as usize).min(self.nodes.len() - 1);
+        self.nodes[i][PREV] ^ p
+    }
+
+    /// One request for `key` charged `size`; whether it hit.
+    #[inline]
+    fn request(&mut self, key: u64, size: u32) -> bool {
+        let p = self.index.get(key);
+        if p != NIL {
+            self.unlink(p);
+            self.link_front(p);
             return true;
         }
         if !self.space.admits(size) {
             return false;
         }
         while !self.space.fits(size) {
-            let victim = self.list.tail;
-            self.links.remove(&mut self.list, victim);
-            self.space.used -= u64::from(std::mem::take(&mut self.links.node(victim).size));
+            let victim = self.nodes[0][PREV];
+            self.unlink(victim);
+            let [_, _, handle, stored] = self.nodes[victim as usize];
+            self.index.clear(handle, victim);
+            self.space.used -= u64::from(stored);
+            self.free.push(victim);
         }
-        self.links.push_front(&mut self.list, x);
-        self.links.node(x).size = size;
+        let p = match self.free.pop() {
+            Some(p) => p,
+            None => {
+                self.nodes.push([0; 4]);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        let handle = self.index.insert(key, p);
+        let n = &mut self.nodes[p as usize];
+        n[KEY] = handle;
+        n[SIZE] = size;
+        self.link_front(p);
         self.space.used += u64::from(size);
         false
+    }
+}
+
+impl Policy for Lru<Slots> {
+    #[inline]
+    fn touch(&self, slot: u32) -> u32 {
+        self.peek(u64::from(slot))
+    }
+
+    fn grow(&mut self, n: usize) {
+        if n > self.index.0.len() {
+            self.index.0.resize(n, NIL);
+        }
+    }
+
+    #[inline]
+    fn access(&mut self, _t: usize, x: u32, size: u32) -> bool {
+        self.request(u64::from(x), size)
+    }
+}
+
+/// Simulates LRU at `capacity` over `n` records of an opened oracleGeneral file, keyed by the
+/// file's ids (no slot numbering, no per-request arrays). Same results as [`build`] over a
+/// loaded trace: requests of size 0 are skipped, and counted nowhere.
+pub(crate) fn stream_oracle(
+    file: File,
+    n: usize,
+    path: &str,
+    capacity: u64,
+    unit: Unit,
+) -> Result<Counts, TraceError> {
+    let mut lru = Lru::new(capacity, Ids::new(n));
+    let mut c = Counts::default();
+    crate::flat::oracle_chunks(file, n, path, |data| {
+        for block in data.chunks(ORACLE_RECORD * BLOCK) {
+            // A first pass reads every request's state: independent loads the CPU overlaps,
+            // so the second pass finds them in its cache (a prefetch in safe Rust).
+            let mut warm = 0u32;
+            for r in block.chunks_exact(ORACLE_RECORD) {
+                warm ^= lru.peek(crate::flat::oracle_id_size(r).0);
+            }
+            std::hint::black_box(warm);
+            let mut b = Counts::default();
+            for r in block.chunks_exact(ORACLE_RECORD) {
+                let (id, size) = crate::flat::oracle_id_size(r);
+                if size == 0 {
+                    continue;
+                }
+                let charged = match unit {
+                    Unit::Objects => 1,
+                    Unit::Bytes => size,
+                };
+                b.requests += 1;
+                b.bytes += u64::from(size);
+                if !lru.request(id, charged) {
+                    b.misses += 1;
+                    b.miss_bytes += u64::from(size);
+                }
+            }
+            c.requests += b.requests;
+            c.misses += b.misses;
+            c.bytes += b.bytes;
+            c.miss_bytes += b.miss_bytes;
+        }
+    })?;
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flat::{FlatTrace, Format};
+    use crate::policy::simulate;
+
+    /// Streaming by raw id (small ids through the table, huge ones through the map, sizes of
+    /// 0 skipped) counts exactly what the slot-indexed LRU counts over the loaded trace.
+    #[test]
+    fn streamed_ids_match_loaded_slots() {
+        let mut t = FlatTrace::default();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % 300) * (x % 300) / 300;
+            let id = if k & 3 == 0 { (1 << 40) + k } else { k };
+            let size = if x & 63 == 0 {
+                0
+            } else {
+                1 + (k as u32 * 37) % 500
+            };
+            t.push(i, id, size);
+        }
+        let dir = std::env::temp_dir().join(format!("cachelab-lru-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.oracleGeneral.bin");
+        t.write(&path, Some(Format::Oracle)).unwrap();
+        let st = SimTrace::new(&t);
+        for (unit, caps) in [
+            (Unit::Objects, [1u64, 7, 40, 150]),
+            (Unit::Bytes, [300, 2_000, 10_000, 60_000]),
+        ] {
+            for cap in caps {
+                let (f, n) = crate::flat::oracle_open(&path, "t").unwrap();
+                let streamed = stream_oracle(f, n, "t", cap, unit).unwrap();
+                let loaded = simulate(&st, "lru", cap, unit).unwrap().counts;
+                assert_eq!(streamed, loaded, "{} {cap}", unit.name());
+                assert!(loaded.misses > 0 && loaded.misses < loaded.requests);
+            }
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -92,6 +92,10 @@ pub trait Policy: Send {
 /// How many requests ahead [`Policy::touch`] reads.
 const LOOKAHEAD: usize = 8;
 
+/// Requests per block of a streamed oracleGeneral file whose state a first pass reads before
+/// a second simulates them (see `lru::stream_oracle`).
+const BLOCK: usize = 1024;
+
 /// Feeds requests `t0..t0 + slots.len()` to `p`, adding to `c`. Requests of size 0 and those
 /// marked in `skip` are skipped.
 #[inline]
@@ -216,7 +220,20 @@ pub struct PolicyInfo {
     pub build: Build,
     /// Whether it can run on a trace streamed from a file (Belady needs the future).
     pub streams: bool,
+    /// A dedicated loop over an oracleGeneral file keyed by the file's ids, when the policy
+    /// has one (same results as [`Self::build`] over the loaded trace, less work per request).
+    pub stream_oracle: Option<StreamOracle>,
 }
+
+/// Simulates one capacity over `n` records of an opened oracleGeneral file (`path` names it
+/// in errors).
+pub type StreamOracle = fn(
+    file: std::fs::File,
+    n: usize,
+    path: &str,
+    capacity: u64,
+    unit: Unit,
+) -> Result<Counts, TraceError>;
 
 /// Every policy, in the order they are listed.
 pub static REGISTRY: &[PolicyInfo] = &[
@@ -226,6 +243,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "least recently used (libCacheSim LRU, exact)",
         build: lru::build,
         streams: true,
+        stream_oracle: Some(lru::stream_oracle),
     },
     PolicyInfo {
         name: "fifo",
@@ -233,6 +251,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "first in, first out (libCacheSim FIFO, exact)",
         build: fifo::build,
         streams: true,
+        stream_oracle: None,
     },
     PolicyInfo {
         name: "lfu",
@@ -241,6 +260,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
                 (libCacheSim LFU)",
         build: lfu::build,
         streams: true,
+        stream_oracle: None,
     },
     PolicyInfo {
         name: "arc",
@@ -248,6 +268,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "adaptive replacement cache, ghosts sized in bytes (libCacheSim ARC)",
         build: arc::build,
         streams: true,
+        stream_oracle: None,
     },
     PolicyInfo {
         name: "s3fifo",
@@ -256,6 +277,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
                 (libCacheSim S3FIFO defaults)",
         build: s3fifo::build,
         streams: true,
+        stream_oracle: None,
     },
     PolicyInfo {
         name: "sieve",
@@ -263,6 +285,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "SIEVE: FIFO with a visited bit and a moving hand (libCacheSim Sieve)",
         build: sieve::build,
         streams: true,
+        stream_oracle: None,
     },
     PolicyInfo {
         name: "belady",
@@ -271,6 +294,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
                 is used last; optimal with capacity in objects, a heuristic in bytes",
         build: belady::build,
         streams: false,
+        stream_oracle: None,
     },
 ];
 
@@ -341,6 +365,15 @@ pub fn simulate_file(
         return Ok(None);
     }
     let (file, n) = crate::flat::oracle_open(path, &shown)?;
+    if let Some(run) = info.stream_oracle {
+        let counts = run(file, n, &shown, capacity, unit)?;
+        return Ok(Some(SimResult {
+            policy: info.name.to_string(),
+            capacity,
+            unit,
+            counts,
+        }));
+    }
     let empty = SimTrace {
         slots: Vec::new(),
         sizes: std::borrow::Cow::Borrowed(&[]),
