@@ -12,11 +12,17 @@ Scenarios (each client runs ``--seconds``):
    per op.
 3. ``open-loop``: 20,000 requests/s over 4 connections (memtier: ``--rate-limiting 5000`` per
    connection); compare p50 (memtier measures from the actual send; cachelab reports both).
+   memtier may fall short of the rate, so cachelab also runs at the rate memtier reached.
 
 Client CPU is the child process's user + system time from ``wait4`` (so cachelab's includes
 starting Python, prefilling its keys and deleting them); cachelab's engine threads alone are
-reported too. Prints a markdown report (and writes it with ``--out``); prints "skipped" and
-exits 0 when memtier_benchmark is not found.
+reported too.
+
+Each scenario runs ``--repeats`` times, the two clients back to back (their order alternating
+between repeats); the report gives the medians and every run with the 1-minute load average
+at its start. On a shared machine ``--quiet-below L`` waits (up to ``--max-wait`` seconds)
+for the load average to drop below ``L`` before each pair. Prints a markdown report (and
+writes it with ``--out``); prints "skipped" and exits 0 when memtier_benchmark is not found.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,17 +47,18 @@ KEYS, SIZE = 10_000, 100
 
 def run_child(argv: list[str]) -> tuple[float, float, str]:
     """Runs ``argv`` pinned to core 0; returns (wall s, CPU s, stdout)."""
-    with tempfile.TemporaryFile() as out:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        p = subprocess.Popen(["taskset", "-c", "0", *argv], stdout=out,
-                             stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(["taskset", "-c", "0", *argv], stdout=out, stderr=err)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - started
         out.seek(0)
         text = out.read().decode()
-    if p.returncode not in (0, 1):
-        raise RuntimeError(f"{argv[0]} exited {p.returncode}")
+        err.seek(0)
+        errors = err.read().decode(errors="replace")
+    if p.returncode not in (0, 1) or not text.strip():
+        raise RuntimeError(f"{argv[0]} exited {p.returncode}: {errors[-500:]}")
     return wall, usage.ru_utime + usage.ru_stime, text
 
 
@@ -95,10 +103,26 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
             "errors": sum(a["errors"].values())}
 
 
+def wait_quiet(below: float | None, max_wait: float) -> float:
+    """Waits until the 1-minute load average is below ``below``; returns the load then."""
+    deadline = time.monotonic() + max_wait
+    while below is not None and os.getloadavg()[0] >= below and time.monotonic() < deadline:
+        time.sleep(2)
+    return os.getloadavg()[0]
+
+
+def med(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memtier", default="/work/peers/memtier_benchmark/memtier_benchmark")
     ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quiet-below", type=float, default=None,
+                    help="wait for the 1-minute load average to drop below this before each pair")
+    ap.add_argument("--max-wait", type=float, default=60.0)
     ap.add_argument("--out", type=Path, help="also write the markdown report here")
     args = ap.parse_args()
     if not (Path(args.memtier).is_file() and os.access(args.memtier, os.X_OK)):
@@ -109,18 +133,48 @@ def main() -> int:
         return 0
     scenarios = [("server-bound", 8, 16, None), ("pipeline-1", 4, 1, None),
                  ("open-loop", 4, 1, 20_000)]
-    rows = []
+    runs: dict[str, dict[str, list[dict]]] = {n: {"memtier": [], "cachelab": []}
+                                              for n, *_ in scenarios}
+    raw = []
+    matched: list[dict] = []
     load_before = os.getloadavg()
     with PrivateMemcached(threads=1, memory_mb=64, cpus="1") as mc:
         with _core.Client(mc.address) as c:
             for i in range(1, KEYS + 1):
                 c.set(f"memtier-{i}", b"x" * SIZE)
         version = mc.version
-        for name, conns, pipeline, rate in scenarios:
-            m = memtier(args.memtier, mc.address, args.seconds, conns, pipeline,
-                        rate // conns if rate else None)
-            c = cachelab(mc.address, args.seconds, conns, pipeline, rate)
-            rows.append((name, conns, pipeline, rate, m, c))
+        for rep in range(args.repeats):
+            for name, conns, pipeline, rate in scenarios:
+                load = wait_quiet(args.quiet_below, args.max_wait)
+                order = ["memtier", "cachelab"] if rep % 2 == 0 else ["cachelab", "memtier"]
+                for tool in order:
+                    for attempt in (1, 2):  # a shared checkout may be mid-rebuild: retry once
+                        try:
+                            if tool == "memtier":
+                                r = memtier(args.memtier, mc.address, args.seconds, conns,
+                                            pipeline, rate // conns if rate else None)
+                            else:
+                                r = cachelab(mc.address, args.seconds, conns, pipeline, rate)
+                            break
+                        except (RuntimeError, ValueError, OSError) as e:
+                            if attempt == 2:
+                                raise
+                            print(f"retrying {tool} {name}: {e}", file=sys.stderr)
+                            time.sleep(5)
+                    r["load"] = load
+                    runs[name][tool].append(r)
+                    raw.append((rep + 1, name, tool, r))
+                if rate:
+                    # memtier may not hold the rate: cachelab again at the rate it reached.
+                    got = int(runs[name]["memtier"][-1]["ops_s"])
+                    try:
+                        r = cachelab(mc.address, args.seconds, conns, pipeline, got)
+                    except (RuntimeError, ValueError, OSError) as e:
+                        print(f"skipped the matched-rate run: {e}", file=sys.stderr)
+                        continue
+                    r["load"], r["rate"] = load, got
+                    matched.append(r)
+                    raw.append((rep + 1, f"{name} at memtier's rate ({got}/s)", "cachelab", r))
         with _core.Client(mc.address) as cl:
             for i in range(1, KEYS + 1):
                 cl.delete(f"memtier-{i}")
@@ -131,7 +185,8 @@ def main() -> int:
         "# cachelab load vs memtier_benchmark",
         "",
         f"- command: `python benches/load_vs_memtier.py --memtier {args.memtier} "
-        f"--seconds {args.seconds}`",
+        f"--seconds {args.seconds} --repeats {args.repeats}"
+        + (f" --quiet-below {args.quiet_below}" if args.quiet_below is not None else "") + "`",
         f"- memcached {version}, `-t 1`, pinned to core 1; each client pinned to core 0",
         f"- memtier_benchmark: {mt_version}",
         f"- cachelab commit: {_commit()}",
@@ -140,31 +195,53 @@ def main() -> int:
         f"- load average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
         "(the machine is shared with other builds)",
         f"- workload: 100% get, {SIZE} B values, {KEYS} keys uniform, prefilled; "
-        f"{args.seconds} s per client per scenario",
+        f"{args.seconds} s per client per scenario; {args.repeats} repeats, medians below",
         "",
         "| scenario | conns | pipeline | rate | tool | ops/s | client CPU µs/op "
         "| engine CPU µs/op | p50 µs | p50 uncorrected µs | p99 µs |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, conns, pipeline, rate, m, c in rows:
+    for name, conns, pipeline, rate in scenarios:
+        m, c = runs[name]["memtier"], runs[name]["cachelab"]
         r = f"{rate}/s" if rate else "closed"
-        lines.append(f"| {name} | {conns} | {pipeline} | {r} | memtier | {m['ops_s']:.0f} | "
-                     f"{m['cpu_us_op']:.2f} | — | {m['p50_us']:.1f} | (same) | {m['p99_us']:.1f} |")
-        lines.append(f"| {name} | {conns} | {pipeline} | {r} | cachelab | {c['ops_s']:.0f} | "
-                     f"{c['cpu_us_op']:.2f} | {c['engine_cpu_us_op']:.2f} | {c['p50_us']:.1f} | "
-                     f"{c['p50_uncorrected_us']:.1f} | {c['p99_us']:.1f} |")
-    lines += ["", "Ratios (cachelab / memtier):", ""]
-    for name, _, _, rate, m, c in rows:
-        parts = [f"ops/s {c['ops_s'] / m['ops_s']:.2f}",
-                 f"client CPU/op {c['cpu_us_op'] / m['cpu_us_op']:.2f} "
-                 f"(engine threads only {c['engine_cpu_us_op'] / m['cpu_us_op']:.2f})"]
+        lines.append(f"| {name} | {conns} | {pipeline} | {r} | memtier | {med(m, 'ops_s'):.0f} | "
+                     f"{med(m, 'cpu_us_op'):.2f} | — | {med(m, 'p50_us'):.1f} | (same) | "
+                     f"{med(m, 'p99_us'):.1f} |")
+        lines.append(f"| {name} | {conns} | {pipeline} | {r} | cachelab | {med(c, 'ops_s'):.0f} | "
+                     f"{med(c, 'cpu_us_op'):.2f} | {med(c, 'engine_cpu_us_op'):.2f} | "
+                     f"{med(c, 'p50_us'):.1f} | {med(c, 'p50_uncorrected_us'):.1f} | "
+                     f"{med(c, 'p99_us'):.1f} |")
+    lines += ["", "Ratios of the medians (cachelab / memtier):", ""]
+    for name, _, _, rate in scenarios:
+        m, c = runs[name]["memtier"], runs[name]["cachelab"]
+        parts = [f"ops/s {med(c, 'ops_s') / med(m, 'ops_s'):.2f}",
+                 f"client CPU/op {med(c, 'cpu_us_op') / med(m, 'cpu_us_op'):.2f} "
+                 f"(engine threads only {med(c, 'engine_cpu_us_op') / med(m, 'cpu_us_op'):.2f})"]
         if rate:
-            parts.append(f"p50 corrected {c['p50_us'] / m['p50_us']:.2f}, "
-                         f"uncorrected {c['p50_uncorrected_us'] / m['p50_us']:.2f}")
+            parts.append(f"p50 corrected {med(c, 'p50_us') / med(m, 'p50_us'):.2f}, "
+                         f"uncorrected {med(c, 'p50_uncorrected_us') / med(m, 'p50_us'):.2f}")
         lines.append(f"- {name}: " + "; ".join(parts))
-    errors = sum(c["errors"] for *_, c in rows)
-    lines += ["", f"cachelab errors: {errors}; cachelab misses: "
-              f"{sum(c['misses'] for *_, c in rows)}"]
+    if matched:
+        m = runs["open-loop"]["memtier"]
+        lines += [f"- open-loop, cachelab at the rate memtier reached (median "
+                  f"{med(matched, 'rate'):.0f}/s): ops/s {med(matched, 'ops_s'):.0f}, "
+                  f"engine CPU {med(matched, 'engine_cpu_us_op'):.2f} µs/op, "
+                  f"p50 {med(matched, 'p50_us'):.1f} µs corrected "
+                  f"({med(matched, 'p50_us') / med(m, 'p50_us'):.2f}× memtier), "
+                  f"{med(matched, 'p50_uncorrected_us'):.1f} µs uncorrected "
+                  f"({med(matched, 'p50_uncorrected_us') / med(m, 'p50_us'):.2f}×)"]
+    lines += ["", "Every run (load = 1-minute load average before the pair):", "",
+              "| repeat | scenario | tool | load | ops/s | client CPU µs/op | engine CPU µs/op "
+              "| p50 µs | p50 uncorrected µs |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for rep, name, tool, r in raw:
+        eng = f"{r['engine_cpu_us_op']:.2f}" if "engine_cpu_us_op" in r else "—"
+        unc = f"{r['p50_uncorrected_us']:.1f}" if "p50_uncorrected_us" in r else "(same)"
+        lines.append(f"| {rep} | {name} | {tool} | {r['load']:.2f} | {r['ops_s']:.0f} | "
+                     f"{r['cpu_us_op']:.2f} | {eng} | {r['p50_us']:.1f} | {unc} |")
+    cl_runs = [r for _, _, tool, r in raw if tool == "cachelab"]
+    lines += ["", f"cachelab errors: {sum(r['errors'] for r in cl_runs)}; cachelab misses: "
+              f"{sum(r['misses'] for r in cl_runs)}"]
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:

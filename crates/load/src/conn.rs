@@ -21,6 +21,7 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
 
 use cachelab_client::{Address, Error, Options};
@@ -158,10 +159,32 @@ impl Stream {
         }
     }
 
-    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.try_read_buf(buf),
-            Stream::Unix(s) => s.try_read_buf(buf),
+    /// Reads what the socket holds into `buf`'s spare room. A read that leaves room took all
+    /// there was, so the readiness is cleared at once instead of by a second read failing with
+    /// `WouldBlock` (a syscall per wake-up saved). This is safe: data arriving later raises a
+    /// new readiness event, and tokio does not clear readiness newer than the one it saw.
+    fn read_some(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        let room = buf.capacity() - buf.len();
+        let mut got = None;
+        let mut read = || {
+            let n = match self {
+                Stream::Tcp(s) => s.try_read_buf(buf),
+                Stream::Unix(s) => s.try_read_buf(buf),
+            }?;
+            got = Some(n);
+            if n > 0 && n < room {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(n)
+            }
+        };
+        let r = match self {
+            Stream::Tcp(s) => s.try_io(Interest::READABLE, &mut read),
+            Stream::Unix(s) => s.try_io(Interest::READABLE, &mut read),
+        };
+        match got {
+            Some(n) => Ok(n),
+            None => r,
         }
     }
 
@@ -212,6 +235,8 @@ struct Schedule {
     mean_gap_ns: f64,
     poisson: bool,
     next_ns: f64,
+    /// `CLOCK_MONOTONIC` at the run start, ns: where the timer's absolute expiries count from.
+    mono_t0_ns: u64,
 }
 
 impl Schedule {
@@ -302,6 +327,7 @@ impl Conn {
                     mean_gap_ns,
                     poisson,
                     next_ns: first,
+                    mono_t0_ns: monotonic_at(ctx.shared.t0),
                 };
                 (spec.max_outstanding, Some(s), timer)
             }
@@ -462,7 +488,7 @@ impl Conn {
                 }
             }
             let want_write = self.wpos < self.wbuf.len();
-            let timer_on = sending && self.arm_timer(now);
+            let timer_on = sending && self.arm_timer();
             let timer = self.timer.as_ref();
             let ev = tokio::select! {
                 biased;
@@ -470,8 +496,10 @@ impl Conn {
                 r = s.writable(), if want_write => Event::Write(r),
                 _ = async {
                     if let Some(t) = timer {
+                        // No read of the timerfd: re-arming it resets its expiry count,
+                        // and every expiry raises a new event, so clearing tokio's
+                        // readiness is enough (and saves a syscall per wake-up).
                         if let Ok(mut g) = t.readable().await {
-                            let _ = g.get_inner().0.wait();
                             g.clear_ready();
                         }
                     }
@@ -493,7 +521,10 @@ impl Conn {
     }
 
     /// Open loop: sets the timer for the next intended send, if one is needed.
-    fn arm_timer(&mut self, now: Instant) -> bool {
+    ///
+    /// The expiry is absolute (`CLOCK_MONOTONIC`): a relative one would be computed from a
+    /// `now` taken before the writes of this round and fire late by however long they took.
+    fn arm_timer(&mut self) -> bool {
         let (Some(s), Some(t)) = (self.schedule.as_ref(), self.timer.as_ref()) else {
             return false;
         };
@@ -504,14 +535,14 @@ impl Conn {
         if self.armed_for == Some(key) {
             return true;
         }
-        let due = self.due(s.next_ns);
-        let wait = due
-            .saturating_duration_since(now)
-            .max(Duration::from_nanos(1));
-        let spec = TimeSpec::from_duration(wait);
+        let at = Duration::from_nanos(s.mono_t0_ns + key).max(Duration::from_nanos(1));
+        let spec = TimeSpec::from_duration(at);
         if t.get_ref()
             .0
-            .set(Expiration::OneShot(spec), TimerSetTimeFlags::empty())
+            .set(
+                Expiration::OneShot(spec),
+                TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+            )
             .is_err()
         {
             return false;
@@ -634,7 +665,7 @@ impl Conn {
         if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
             self.rbuf.reserve(READ_CHUNK);
         }
-        match s.try_read_buf(&mut self.rbuf) {
+        match s.read_some(&mut self.rbuf) {
             Ok(0) => return Err(Fault::Closed),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -683,6 +714,14 @@ impl Conn {
         }
         Ok(())
     }
+}
+
+/// `CLOCK_MONOTONIC` in ns at `then` (a past instant), from one reading of both clocks.
+fn monotonic_at(then: Instant) -> u64 {
+    let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| Duration::from(t).as_nanos() as u64)
+        .unwrap_or(0);
+    mono.saturating_sub(ns(Instant::now(), then))
 }
 
 fn ns(now: Instant, then: Instant) -> u64 {
