@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 import secrets
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -27,6 +26,7 @@ from typing import Any
 from cachelab import _core, environment
 from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError, Interrupted, UsageError
+from cachelab.progress import run_cancellable
 from cachelab.units import parse_size
 
 SCHEMA = "cachelab.load"
@@ -436,32 +436,10 @@ def _run_with_progress(
 ) -> dict[str, Any]:
     """Runs the Rust load in a thread; polls progress; Ctrl-C stops it and keeps the results."""
     progress = _core.LoadProgress()
-    box: dict[str, Any] = {}
-    finished = threading.Event()
-
-    def work() -> None:
-        try:
-            box["result"] = _core.load_run(core, progress)
-        except BaseException as e:  # handed to the calling thread
-            box["error"] = e
-        finally:
-            finished.set()
-
-    threading.Thread(target=work, name="cachelab-load", daemon=True).start()
-    interrupted = False
-    while not finished.is_set():
-        try:
-            finished.wait(0.1)
-            if on_progress:
-                on_progress(progress)
-        except KeyboardInterrupt:
-            interrupted = True
-            progress.cancel()
-    if "error" in box:
-        raise box["error"]
-    if interrupted:
-        box["result"]["cancelled"] = True
-    return box["result"]
+    return run_cancellable(
+        lambda: _core.load_run(core, progress), progress.cancel, name="cachelab-load",
+        poll=(lambda: on_progress(progress)) if on_progress else None,
+    )
 
 
 def load(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 from cachelab import _core, environment
 from cachelab.artifacts import write_json
 from cachelab.errors import InputError, Interrupted, UsageError
+from cachelab.progress import run_cancellable
 from cachelab.tables import PERCENTILES, pct_key
 
 SCHEMA = "cachelab.latency-profile"
@@ -265,38 +265,13 @@ def _now() -> str:
 def _run_with_progress(
     spec_dict: dict[str, Any], on_progress: Callable[[int, int], None] | None
 ) -> dict[str, Any]:
-    """Runs the Rust profile in a thread; polls progress; Ctrl-C cancels and keeps the partial
-    result, raised as Interrupted with the result attached."""
+    """Runs the Rust profile in a thread; Ctrl-C cancels and keeps the partial result."""
     progress = _core.Progress()
-    box: dict[str, Any] = {}
-
-    finished = threading.Event()
-
-    def work() -> None:
-        try:
-            box["result"] = _core.profile_run(spec_dict, progress)
-        except BaseException as e:  # handed to the calling thread
-            box["error"] = e
-        finally:
-            finished.set()
-
-    # Wait on an Event, not on Thread.join: a KeyboardInterrupt inside join() can leave the
-    # thread looking finished while the Rust run goes on.
-    threading.Thread(target=work, name="cachelab-profile", daemon=True).start()
-    interrupted = False
-    while not finished.is_set():
-        try:
-            finished.wait(0.1)
-            if on_progress:
-                on_progress(progress.done, progress.total)
-        except KeyboardInterrupt:
-            interrupted = True
-            progress.cancel()
-    if "error" in box:
-        raise box["error"]
-    if interrupted:
-        box["result"]["cancelled"] = True
-    return box["result"]
+    return run_cancellable(
+        lambda: _core.profile_run(spec_dict, progress), progress.cancel,
+        name="cachelab-profile",
+        poll=(lambda: on_progress(progress.done, progress.total)) if on_progress else None,
+    )
 
 
 def profile(

@@ -17,12 +17,13 @@ broken pipe are swallowed: a progress bar must never be the reason a measurement
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "run_cancellable"]
 
 _REDRAW_INTERVAL = 0.1  # seconds between redraws
 _BAR_WIDTH = 24
@@ -148,3 +149,45 @@ def _clock_time(seconds: float) -> str:
     minutes, secs = divmod(int(seconds + 0.5), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def run_cancellable(
+    work: Callable[[], dict[str, Any]],
+    cancel: Callable[[], None],
+    *,
+    name: str,
+    poll: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Runs ``work`` (a Rust run that releases the GIL) in a thread, calling ``poll`` ten times
+    a second. Ctrl-C calls ``cancel`` — the run stops early and returns what it has, marked
+    ``"cancelled": True``. An exception from ``work`` is raised here.
+
+    It waits on an Event, not on ``Thread.join``: a KeyboardInterrupt inside ``join()`` can
+    leave the thread looking finished while the Rust run goes on.
+    """
+    box: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as e:  # handed to the calling thread
+            box["error"] = e
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    interrupted = False
+    while not finished.is_set():
+        try:
+            finished.wait(_REDRAW_INTERVAL)
+            if poll:
+                poll()
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel()
+    if "error" in box:
+        raise box["error"]
+    if interrupted:
+        box["result"]["cancelled"] = True
+    return box["result"]
