@@ -14,23 +14,10 @@ from pathlib import Path
 import pytest
 
 from cachelab.servers import PrivateMemcached
+from clitools import cachelab, one_error_line
 from fakes import FakeServer
 
 RUN_TIMEOUT = 60
-
-
-def cachelab(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cachelab", "load", *map(str, args)],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=cwd,
-    )
-
-
-def one_error_line(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -53,14 +40,14 @@ def one_error_line(stderr: str) -> str:
 def test_bad_flags_exit_2_with_one_line(
     args: list[str], needle: str, tmp_path: Path, memcached: PrivateMemcached
 ) -> None:
-    p = cachelab(*args, "--server", memcached.address, cwd=tmp_path)
+    p = cachelab("load", *args, "--server", memcached.address, cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert needle in one_error_line(p.stderr)
 
 
 def test_run_writes_every_artifact(tmp_path: Path, memcached: PrivateMemcached) -> None:
     out = tmp_path / "out"
-    p = cachelab("--server", memcached.address, "--duration", "2", "--warmup", "0.5",
+    p = cachelab("load", "--server", memcached.address, "--duration", "2", "--warmup", "0.5",
                  "--interval", "0.5", "--mix", "get=80,set=20", "--key-space", "300",
                  "--out", out, "--format", "json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -80,7 +67,7 @@ def test_run_writes_every_artifact(tmp_path: Path, memcached: PrivateMemcached) 
 
 
 def test_table_output(tmp_path: Path, memcached: PrivateMemcached) -> None:
-    p = cachelab("--server", memcached.address, "--rate", "500", "--duration", "1",
+    p = cachelab("load", "--server", memcached.address, "--rate", "500", "--duration", "1",
                  "--warmup", "0", "--no-plots", "--out", tmp_path / "o", "--format", "table",
                  cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -93,7 +80,7 @@ def test_silent_server_exits_3_without_hanging(
 ) -> None:
     fake = fake_server("silent")
     started = time.monotonic()
-    p = cachelab("--server", fake.address, "--timeout", "0.3", "--duration", "1",
+    p = cachelab("load", "--server", fake.address, "--timeout", "0.3", "--duration", "1",
                  "--out", tmp_path / "o", cwd=tmp_path)
     assert p.returncode == 3, p.stderr
     assert "no reply" in one_error_line(p.stderr)

@@ -20,6 +20,7 @@ import pytest
 from cachelab import _core
 from cachelab.cli import run as cli_run
 from cachelab.servers import PrivateMemcached
+from clitools import cachelab, one_error_line
 from fakes import FakeServer
 
 FakeFactory = Callable[[str], FakeServer]
@@ -35,25 +36,8 @@ RUN_TIMEOUT = 60
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def cachelab(
-    *args: str | os.PathLike[str],
-    cwd: Path,
-    env: dict[str, str] | None = None,
-    timeout: float = RUN_TIMEOUT,
-) -> subprocess.CompletedProcess[str]:
-    """Runs ``python -m cachelab ARGS`` and returns the finished process (text output)."""
-    return subprocess.run(
-        [sys.executable, "-m", "cachelab", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
-    )
 
 
-def one_error_line(stderr: str) -> str:
-    """The single line a failed run prints on stderr; fails the test on anything else."""
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{stderr}"
-    return lines[0]
 
 
 def stats(address: str) -> dict[str, str]:

@@ -4,30 +4,19 @@ CLI, sizes as shares of the working set, artifacts, and one-line errors."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cachelab.cli.simulate_flat import parse_sizes
 from cachelab.errors import UsageError
+from clitools import cachelab, one_error_line
 
 DATA = Path(__file__).parent / "data" / "traces"
 
 
-def cachelab(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cachelab", *map(str, args)],
-        capture_output=True, text=True, timeout=120, cwd=cwd,
-    )
 
 
-def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
-    assert "Traceback" not in p.stderr, p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1, p.stderr
-    return lines[0]
 
 
 # libCacheSim (commit aa0fc40) on zipf_1.0.txt, capacity in objects: tests/data/traces/README.md

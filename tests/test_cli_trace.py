@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cachelab.cli import run as cli_run
 from cachelab.traces import load_request_trace
+from clitools import cachelab, one_error_line
 
 RUN_TIMEOUT = 60
 
 
-def cachelab(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cachelab", *map(str, args)],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=cwd,
-    )
 
 
-def one_error_line(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 def test_synth_inspect_convert_end_to_end(tmp_path: Path) -> None:

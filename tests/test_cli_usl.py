@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from clitools import cachelab
 
 DATA = Path(__file__).parent / "data" / "usl"
 
 
-def cachelab(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cachelab", "usl", *map(str, args)],
-                          capture_output=True, text=True, timeout=60, cwd=cwd)
-
-
 def test_fit_writes_json_csv_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    p = cachelab(DATA / "specsdm91.csv", "--n", "load", "--x", "throughput", "--predict",
+    p = cachelab("usl", DATA / "specsdm91.csv", "--n", "load", "--x", "throughput", "--predict",
                  "50,500", "--out", out, "--format", "table", "--bootstrap", "200", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "alpha" in p.stdout and "Nmax = 96.52" in p.stdout
@@ -40,7 +35,7 @@ def test_fit_writes_json_csv_and_plots(tmp_path: Path) -> None:
 
 
 def test_json_to_stdout(tmp_path: Path) -> None:
-    p = cachelab(DATA / "psa_cisco_mysql.csv", "--method", "unbounded", "--bootstrap", "0",
+    p = cachelab("usl", DATA / "psa_cisco_mysql.csv", "--method", "unbounded", "--bootstrap", "0",
                  "--no-plots", "--out", tmp_path / "o", "--format", "json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
@@ -50,7 +45,7 @@ def test_json_to_stdout(tmp_path: Path) -> None:
 def test_malformed_csv_exits_2_naming_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("n,x\n1,10\n2,19\nthree,27\n")
-    p = cachelab(bad, "--out", tmp_path / "o", cwd=tmp_path)
+    p = cachelab("usl", bad, "--out", tmp_path / "o", cwd=tmp_path)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr
     line = p.stderr.strip().splitlines()
@@ -60,9 +55,9 @@ def test_malformed_csv_exits_2_naming_file_and_line(tmp_path: Path) -> None:
 def test_too_few_points_and_bad_flags_exit_2(tmp_path: Path) -> None:
     few = tmp_path / "few.csv"
     few.write_text("n,x\n1,1\n2,2\n3,3\n4,4\n5,5\n")
-    p = cachelab(few, "--out", tmp_path / "o", cwd=tmp_path)
+    p = cachelab("usl", few, "--out", tmp_path / "o", cwd=tmp_path)
     assert p.returncode == 2 and "at least 6" in p.stderr
-    p = cachelab(DATA / "raytracer.csv", "--predict", "10,x", cwd=tmp_path)
+    p = cachelab("usl", DATA / "raytracer.csv", "--predict", "10,x", cwd=tmp_path)
     assert p.returncode == 2 and "'x' is not a number" in p.stderr
-    p = cachelab(DATA / "raytracer.csv", "--n", "cores", cwd=tmp_path)
+    p = cachelab("usl", DATA / "raytracer.csv", "--n", "cores", cwd=tmp_path)
     assert p.returncode == 2 and "no column 'cores'" in p.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ from cachelab.latency_model import latency_model
 from cachelab.profiles import load_profile
 from cachelab.simulation import SimulateSpec, default_strategies, simulate
 from cachelab.traces import RequestTrace, SynthParams, synthesize
+from clitools import cachelab, one_error_line
 
 # -- the latency model ----------------------------------------------------------------------
 
@@ -158,18 +157,8 @@ def test_bad_specs_are_usage_errors(small_trace: RequestTrace) -> None:
 # -- the CLI --------------------------------------------------------------------------------
 
 
-def cachelab(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cachelab", *map(str, args)],
-        capture_output=True, text=True, timeout=120, cwd=cwd,
-    )
 
 
-def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
-    assert "Traceback" not in p.stderr, p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1, p.stderr
-    return lines[0]
 
 
 def test_cli_on_a_saved_trace_writes_every_artifact(tmp_path: Path) -> None:
