@@ -25,8 +25,8 @@ install: system-deps $(PY) ## install cachelab and its test tools into .venv (re
 build: $(PY) ## rebuild the Rust extension into .venv after a change (release)
 	$(VENV)/bin/maturin develop --release -q
 
-demo: install ## the main job on the embedded default: a quick profile of a private memcached
-	$(VENV)/bin/cachelab profile --quick --format table --out cachelab-out/demo
+demo: install ## the main job on the embedded default: the quick study, ending in report.html
+	$(VENV)/bin/cachelab run --quick --format table --out cachelab-out/demo
 
 test: install ## run every test: Rust (unit, property, real memcached), fuzz build, Python
 	$(CARGO) test --workspace --quiet

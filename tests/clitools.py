@@ -12,7 +12,7 @@ RUN_TIMEOUT = 120
 
 def cachelab(
     *args: object,
-    cwd: Path,
+    cwd: Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float = RUN_TIMEOUT,
 ) -> subprocess.CompletedProcess[str]:

@@ -30,9 +30,21 @@ class Parser(argparse.ArgumentParser):
 
 
 def _verbs() -> list:
-    from cachelab.cli import load, profile, replay, scale, simulate, tiers, trace, usl
+    from cachelab.cli import (
+        compare,
+        load,
+        profile,
+        replay,
+        report,
+        scale,
+        simulate,
+        study,
+        tiers,
+        trace,
+        usl,
+    )
 
-    return [profile, load, scale, usl, trace, simulate, tiers, replay]
+    return [study, profile, load, scale, usl, trace, simulate, tiers, replay, compare, report]
 
 
 def build_parser() -> Parser:

@@ -1,0 +1,74 @@
+"""``cachelab compare``: A/B of two or more saved results of the same kind."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cachelab.cli import EXIT_OK, common
+
+DESCRIPTION = """\
+Compare saved results of one kind — latency profiles, load results, scale sweeps or
+(request-level) simulations — the first being the baseline A. For each item (a profile cell,
+a strategy, a load N) and metric (p50 … p99.9, throughput, hit ratio) it prints both values,
+the change relative to A, an interval, and a verdict only when the interval excludes zero.
+
+Intervals: latency percentiles by bootstrap over the HdrHistograms (exact for the recorded
+histogram); throughput by Welch's t over intervals or repeats; simulations from their bands
+over latency draws. Percentiles with fewer than 10 samples beyond them get "too few samples".
+
+Results of different kinds are refused; so are results measured with settings that change
+what is measured (protocol, concurrency, load mode or workload, a simulation's trace) unless
+--allow-different. Writes compare.json, compare.csv and compare.png/svg (a forest plot).
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="A/B of two or more results of the same kind",
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", type=Path, metavar="RESULT",
+                   help="result files (or directories holding one result); the first is A")
+    p.add_argument("--resamples", type=int, default=2000, metavar="R",
+                   help="bootstrap resamples (default 2000)")
+    p.add_argument("--level", type=float, default=0.95, metavar="L",
+                   help="interval confidence level (default 0.95)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--allow-different", action="store_true",
+                   help="compare results whose settings differ (the difference is noted)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plot")
+    common.add_output_options(p, "compare")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cachelab import compare as lib
+    from cachelab.errors import UsageError
+    from cachelab.tables import write_csv
+
+    if len(args.paths) < 2:
+        raise UsageError("compare needs at least two results")
+    fmt = common.stdout_format(args)
+    result = lib.compare(args.paths, resamples=args.resamples, level=args.level,
+                         seed=args.seed, allow_different=args.allow_different)
+    out = common.output_dir(args, "compare")
+    out.mkdir(parents=True, exist_ok=True)
+    result.save(out / "compare.json")
+    cols = ["item", "metric", "versus", "a", "b", "unit", "delta", "relative", "ci_low",
+            "ci_high", "verdict", "direction"]
+    write_csv(out / "compare.csv", cols,
+              [["" if r[c] is None else r[c] for c in cols] for r in result.rows])
+    if not args.no_plots:
+        lib.compare_plot(result, out / "compare")
+    if fmt == "json":
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(lib.render(result))
+    print(f"wrote {out}/compare.json, compare.csv" + ("" if args.no_plots else " and plots"),
+          file=sys.stderr if fmt == "json" else sys.stdout)
+    return EXIT_OK
+
+
+__all__ = ["add_parser", "run"]

@@ -1,0 +1,117 @@
+"""``cachelab run``: the whole study in one command, ending in one self-contained HTML page.
+
+(This module is not ``cli/run.py``: that name would shadow :func:`cachelab.cli.run`, the
+function that runs a command line, once imported.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from cachelab import run as lib
+from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER, common
+from cachelab.errors import Interrupted, UsageError
+
+DESCRIPTION = """\
+Measure a memcached and decide what to cache, in one command:
+
+  profile   latency of get/set by value size and multi-get by key count
+  scale     a concurrency sweep with a Universal Scalability Law fit
+  simulate  caching strategies on a request trace (synthetic unless --trace), with the
+            profile just measured as the latency model, and appengine-2017 for reference
+  tiers     store vs memcached (+codec, +compression) vs process memory
+  replay    the best simulated strategy run for real through cachelab.tiered
+
+One memcached serves every step: the one given, or a private one started for the run. Each
+step writes its artifacts into a subdirectory of --out; a step that fails is reported and the
+run goes on. The end: run.json (the step table) and report.html (every result on one page,
+viewable offline). --quick takes about a minute; the default about four.
+
+Exit codes: 0 every step ok; 1 a step failed or reported problems (see the table); 2 usage
+error; 3 the server was unreachable or failed; 130 interrupted (partial report written).
+"""
+
+
+def _steps(text: str) -> tuple[str, ...]:
+    steps = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in steps if s not in lib.STEPS]
+    if bad or not steps:
+        raise UsageError(f"--steps {text!r}: choose from {','.join(lib.STEPS)}")
+    return steps
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="the whole study: profile, scale, simulate, tiers, replay, one HTML report",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="a small study of the same shape "
+                   "(about a minute)")
+    p.add_argument("--steps", type=common.arg_type(_steps), metavar="LIST",
+                   default=lib.STEPS, help=f"steps to run (default {','.join(lib.STEPS)})")
+    p.add_argument("--trace", metavar="FILE",
+                   help="a request trace (.jsonl, .parquet) for simulate (default: synthetic)")
+    p.add_argument("--requests", type=int, metavar="N",
+                   help="requests in the synthetic trace (default 100000; 20000 with --quick)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    p.add_argument("--no-report", action="store_true", help="skip report.html")
+    common.add_output_options(p, "run")
+    common.add_server_options(p)
+    p.set_defaults(func=run)
+
+
+def render(r: lib.RunResult) -> str:
+    header = ["step", "status", "time", "summary"]
+    rows = [[s.name, s.status, f"{s.elapsed_s:.1f} s", s.summary or s.error or ""]
+            for s in r.steps]
+    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(3)]
+    lines = []
+    for row in [header, ["-" * w for w in widths] + ["-" * 7], *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
+    lines.append(f"total {r.elapsed_s:.1f} s")
+    return "\n".join(lines)
+
+
+def exit_code(r: lib.RunResult) -> int:
+    if any(s.server_failure for s in r.steps):
+        return EXIT_SERVER
+    if any(s.status in ("failed", "problems") for s in r.steps):
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.trace is not None and args.requests is not None:
+        raise UsageError("give --trace or --requests, not both")
+    spec = lib.RunSpec(quick=args.quick, steps=args.steps, seed=args.seed, trace=args.trace,
+                       requests=args.requests, report=not args.no_report)
+    spec.check()
+    fmt = common.stdout_format(args)
+    address = common.server_address(args)
+    options = common.private_server_options(args)
+    out = common.output_dir(args, "run")
+
+    def log(msg: str) -> None:
+        print(f"run: {msg}", file=sys.stderr, flush=True)
+
+    interrupted = False
+    try:
+        result = lib.run_study(spec, out, server=address, server_options=options, log=log)
+    except Interrupted as e:
+        result = e.partial  # type: ignore[attr-defined]
+        interrupted = True
+    if fmt == "json":
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(render(result))
+    stream = sys.stderr if fmt == "json" else sys.stdout
+    print(f"wrote {out}/run.json" + (f" and {result.report}" if result.report else ""),
+          file=stream)
+    if interrupted:
+        raise Interrupted(f"interrupted; partial results saved in {out}")
+    return exit_code(result)
+
+
+__all__ = ["add_parser", "exit_code", "render", "run"]

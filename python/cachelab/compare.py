@@ -1,0 +1,480 @@
+"""A/B comparison of saved results of one kind: :func:`compare`.
+
+The first result is the baseline A; every other one is compared with it. Each row of the
+result is one item (a profile cell, a strategy, a load N, the whole run) and one metric
+(a percentile, throughput, hit ratio), with the change relative to A and an interval:
+
+* **latency percentiles** (profiles, load runs): a bootstrap over each HdrHistogram's samples.
+  Resampling n values from a histogram and taking the nearest-rank percentile q gives the
+  k-th smallest of n uniform draws mapped through the histogram's quantile function, k =
+  ⌈q·n⌉; that order statistic is Beta(k, n − k + 1) distributed, so each resample costs one
+  Beta draw and one quantile lookup per histogram — exact for the recorded histogram, with
+  no need to expand it into samples. The interval is the percentile interval of the
+  resampled ratio B/A − 1.
+* **throughput** (load runs: the steady window's intervals; scale sweeps: the repeats at each
+  N): Welch's t interval for the difference of means, as a share of A's mean.
+* **simulations**: the band over repeated latency draws that ``simulate`` reports (min–max);
+  the interval runs from the least to the most favourable pairing of the two bands.
+
+A verdict ("higher"/"lower") is given only when the interval excludes zero; otherwise "no
+clear difference". Percentiles with fewer than 10 samples beyond them get "too few samples".
+Results of different kinds, or measured with settings that change what is measured (protocol,
+concurrency, load mode and mix, a simulation's trace), are refused unless
+``allow_different``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cachelab import _core, environment
+from cachelab.artifacts import write_json
+from cachelab.errors import UsageError
+from cachelab.report.discover import Artifact, find_artifacts, read_artifact
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "CompareResult", "compare", "compare_artifacts",
+           "compare_plot", "load_for_compare", "render"]
+
+SCHEMA = "cachelab.compare"
+SCHEMA_VERSION = 1
+
+#: Percentiles compared for latency distributions.
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+#: Fewer samples than this beyond a percentile and its interval is not trusted.
+MIN_TAIL = 10
+
+_KIND_NAMES = {"profile": "latency profile", "load": "load result", "scale": "scale result",
+               "simulation": "simulation result", "usl": "USL fit", "tiers": "tiers result",
+               "replay": "replay result", "run": "run summary", "compare": "comparison"}
+_DEFAULT_FILES = {"profile": "profile.json", "load": "load.json", "scale": "scale.json",
+                  "simulation": "simulate.json"}
+
+
+@dataclass
+class CompareResult:
+    """Rows of (item, metric, pair) with values, relative change, interval and verdict."""
+
+    kind: str
+    names: list[str]
+    sources: list[str]
+    method: str
+    rows: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+
+    def save(self, path: str | Path) -> Path:
+        return write_json(path, self.to_dict(), allow_nan=False)
+
+
+# -- loading ------------------------------------------------------------------------------
+
+
+def load_for_compare(path: str | Path) -> Artifact:
+    """The one result in ``path``: a result file, or a directory holding exactly one
+    comparable result (a run's directory is not one: name its step directories)."""
+    p = Path(path)
+    if p.is_file():
+        return read_artifact(p)
+    if not p.exists():
+        raise UsageError(f"{p}: no such file or directory")
+    found = [a for a in find_artifacts([p]) if a.kind in _DEFAULT_FILES]
+    direct = [a for a in found if a.path.parent == p]
+    pick = direct or found
+    if len(pick) == 1:
+        return pick[0]
+    if not pick:
+        raise UsageError(f"{p}: no profile, load, scale or simulation result found")
+    listing = ", ".join(str(a.path) for a in pick[:4]) + (" …" if len(pick) > 4 else "")
+    raise UsageError(f"{p}: holds {len(pick)} results ({listing}); name one of them")
+
+
+def _label(a: Artifact, i: int) -> str:
+    return f"{chr(65 + i)}: {a.path.parent.name}/{a.path.name}" if i < 26 else str(a.path)
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+def _boot_percentile(hist: str, n: int, q: float, rng: np.random.Generator,
+                     resamples: int) -> np.ndarray:
+    """Bootstrap replicates of the nearest-rank ``q`` percentile of the histogram's n values."""
+    k = max(1, min(n, math.ceil(q / 100.0 * n)))
+    u = rng.beta(k, n - k + 1, size=resamples)
+    return np.asarray(_core.hist_percentiles(hist, [float(x) for x in 100.0 * u]), dtype=float)
+
+
+def _verdict(lo: float | None, hi: float | None, *, higher_is_better: bool,
+             few: bool = False) -> tuple[str, str]:
+    if few:
+        return "too few samples", ""
+    if lo is None or hi is None:
+        return "no interval", ""
+    if lo > 0:
+        return "higher", "better" if higher_is_better else "worse"
+    if hi < 0:
+        return "lower", "worse" if higher_is_better else "better"
+    return "no clear difference", ""
+
+
+def _row(item: str, metric: str, versus: str, a: float, b: float, lo: float | None,
+         hi: float | None, *, higher_is_better: bool, few: bool = False,
+         unit: str = "") -> dict[str, Any]:
+    rel = (b / a - 1.0) if a else None
+    verdict, direction = _verdict(lo, hi, higher_is_better=higher_is_better, few=few)
+    return {"item": item, "metric": metric, "versus": versus, "a": a, "b": b, "unit": unit,
+            "delta": b - a, "relative": rel, "ci_low": lo, "ci_high": hi, "verdict": verdict,
+            "direction": direction}
+
+
+def _hist_rows(item: str, versus: str, ha: str, na: int, hb: str, nb: int,
+               rng: np.random.Generator, resamples: int, level: float) -> list[dict[str, Any]]:
+    out = []
+    alpha = (1 - level) / 2
+    for q in PERCENTILES:
+        a = float(_core.hist_percentiles(ha, [q])[0])
+        b = float(_core.hist_percentiles(hb, [q])[0])
+        few = min(na, nb) * (1 - q / 100.0) < MIN_TAIL
+        ba = _boot_percentile(ha, na, q, rng, resamples)
+        bb = _boot_percentile(hb, nb, q, rng, resamples)
+        ratio = bb / np.maximum(ba, 1.0) - 1.0
+        lo, hi = (float(x) for x in np.quantile(ratio, [alpha, 1 - alpha]))
+        out.append(_row(item, f"p{q:g}", versus, a, b, lo, hi, higher_is_better=False, few=few,
+                        unit="ns"))
+    return out
+
+
+def _welch(xa: Sequence[float], xb: Sequence[float], level: float) -> tuple[float, float] | None:
+    """Welch's interval for mean(b) − mean(a), as a share of mean(a); None below 2 values."""
+    from cachelab.usl import t_quantile
+
+    if len(xa) < 2 or len(xb) < 2:
+        return None
+    ma, mb = statistics.fmean(xa), statistics.fmean(xb)
+    va, vb = statistics.variance(xa) / len(xa), statistics.variance(xb) / len(xb)
+    se = math.sqrt(va + vb)
+    if se == 0 or ma == 0:
+        return (mb / ma - 1, mb / ma - 1) if ma else None
+    df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))
+    t = t_quantile(1 - (1 - level) / 2, max(1.0, df))
+    d = mb - ma
+    return (d - t * se) / ma, (d + t * se) / ma
+
+
+# -- per kind -----------------------------------------------------------------------------
+
+
+def _same(arts: Sequence[Artifact], get: Callable[[dict[str, Any]], Any], what: str,
+          problems: list[str]) -> None:
+    values = [get(a.data) for a in arts]
+    if any(v != values[0] for v in values[1:]):
+        shown = "; ".join(f"{chr(65 + i)} {v!r}" for i, v in enumerate(values))
+        problems.append(f"different {what} ({shown})")
+
+
+def _profiles(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int,
+              level: float, problems: list[str], warnings: list[str]) -> list[dict[str, Any]]:
+    from cachelab.report.sections import _cell_label
+
+    _same(arts, lambda d: d.get("client", {}).get("protocol"), "protocol", problems)
+    _same(arts, lambda d: d.get("client", {}).get("concurrency"), "concurrency", problems)
+    keyed = [{(c["op"], c["value_size"], c["keys"]): c for c in a.data["cells"]
+              if c.get("samples")} for a in arts]
+    common = [k for k in keyed[0] if all(k in m for m in keyed[1:])]
+    if not common:
+        raise UsageError("these profiles have no measured cell in common (same operation, value "
+                         "size and key count): nothing to compare")
+    dropped = sum(len(m) for m in keyed) - len(common) * len(keyed)
+    if dropped:
+        warnings.append(f"{dropped} cell(s) measured in only some of the profiles were left out")
+    rows = []
+    for j in range(1, len(arts)):
+        versus = f"{chr(65 + j)} vs A"
+        for key in common:
+            ca, cb = keyed[0][key], keyed[j][key]
+            item = "floor" if key[0] == "floor" else f"{key[0]} {_cell_label(ca)}"
+            rows += _hist_rows(item, versus, ca["histogram"], ca["samples"], cb["histogram"],
+                               cb["samples"], rng, resamples, level)
+    return rows
+
+
+def _steady_throughputs(d: dict[str, Any]) -> list[float]:
+    t = d["totals"]
+    ivs = d["intervals"][t["first_index"]:t["first_index"] + t["intervals"]]
+    return [iv["replies"] / iv["duration_s"] for iv in ivs if iv["duration_s"] > 0]
+
+
+def _loads(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int, level: float,
+           problems: list[str], warnings: list[str]) -> list[dict[str, Any]]:
+    _same(arts, lambda d: d["mode"], "load mode (open/closed loop)", problems)
+    for f in ("mix", "value_size", "key_space", "key_dist", "pipeline", "rate"):
+        _same(arts, lambda d, f=f: d["spec"].get(f), f"workload {f.replace('_', ' ')}", problems)
+    rows = []
+    base = arts[0].data
+    for j in range(1, len(arts)):
+        versus = f"{chr(65 + j)} vs A"
+        other = arts[j].data
+        xa, xb = _steady_throughputs(base), _steady_throughputs(other)
+        ci = _welch(xa, xb, level)
+        rows.append(_row("run", "throughput", versus, base["totals"]["throughput"],
+                         other["totals"]["throughput"], *(ci or (None, None)),
+                         higher_is_better=True, unit="/s"))
+        which = "corrected" if base["totals"].get("corrected") else "uncorrected"
+        la, lb = base["totals"][which], other["totals"].get(which)
+        if lb is None or not la.get("count") or not lb.get("count"):
+            warnings.append(f"{versus}: no {which} latency histogram in both results")
+            continue
+        rows += _hist_rows(f"{which} latency", versus, la["histogram"], la["count"],
+                           lb["histogram"], lb["count"], rng, resamples, level)
+    warnings.append("latency intervals treat the samples as independent; samples of one run "
+                    "are correlated in time, so the intervals are narrower than repeats would "
+                    "give — compare repeated, interleaved runs before trusting a small change")
+    return rows
+
+
+def _scales(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int, level: float,
+            problems: list[str], warnings: list[str]) -> list[dict[str, Any]]:
+    _same(arts, lambda d: d["spec"]["vary"], "swept variable", problems)
+    _same(arts, lambda d: d["spec"].get("workload"), "workload", problems)
+    rows = []
+    for j in range(1, len(arts)):
+        versus = f"{chr(65 + j)} vs A"
+        common = sorted({r["n"] for r in arts[0].data["runs"]}
+                        & {r["n"] for r in arts[j].data["runs"]})
+        if not common:
+            raise UsageError("these sweeps share no load N: nothing to compare")
+        for n in common:
+            xa = [r["throughput"] for r in arts[0].data["runs"] if r["n"] == n]
+            xb = [r["throughput"] for r in arts[j].data["runs"] if r["n"] == n]
+            ci = _welch(xa, xb, level)
+            rows.append(_row(f"N = {n}", "throughput", versus, statistics.fmean(xa),
+                             statistics.fmean(xb), *(ci or (None, None)),
+                             higher_is_better=True, unit="/s"))
+    if any(len(a.data["runs"]) <= len(a.data["summary"]) for a in arts):
+        warnings.append("a sweep has one run per N: its throughput has no interval (use "
+                        "--repeats 2 or more)")
+    return rows
+
+
+def _band_at(s: dict[str, Any], field_: str, key: str, at: float) -> dict[str, float] | None:
+    for b in s.get(field_, []):
+        if abs(float(b[key]) - at) < 1e-9:
+            return b
+    return None
+
+
+def _simulations(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int,
+                 level: float, problems: list[str],
+                 warnings: list[str]) -> list[dict[str, Any]]:
+    if any(a.data.get("mode") == "flat" for a in arts):
+        raise UsageError("comparing flat (miss-ratio) simulations is not supported; compare "
+                         "their simulate.csv tables")
+    _same(arts, lambda d: {k: d["trace"].get(k) for k in ("requests", "items", "source")},
+          "trace", problems)
+    _same(arts, lambda d: (d["trace"].get("generator") or {}).get("params"),
+          "synthetic trace parameters", problems)
+    _same(arts, lambda d: d["spec"].get("train"), "training share", problems)
+    rows = []
+    base = {s["strategy"]: s for s in arts[0].data["strategies"]}
+    for j in range(1, len(arts)):
+        versus = f"{chr(65 + j)} vs A"
+        other = {s["strategy"]: s for s in arts[j].data["strategies"]}
+        common = [k for k in base if k in other]
+        if not common:
+            raise UsageError("these simulations share no strategy: nothing to compare")
+        for name in common:
+            sa, sb = base[name], other[name]
+            for field_, key, at, metric in (("percentiles", "percentile", 50.0, "p50 increase"),
+                                            ("percentiles", "percentile", 90.0, "p90 increase"),
+                                            ("percentiles", "percentile", 99.0, "p99 increase"),
+                                            ("slowed", "threshold", 0.1, "slowed ≥10 %")):
+                ba, bb = _band_at(sa, field_, key, at), _band_at(sb, field_, key, at)
+                if not ba or not bb or ba["median"] <= 0:
+                    continue
+                lo = bb["low"] / ba["high"] - 1 if ba["high"] > 0 else None
+                hi = bb["high"] / ba["low"] - 1 if ba["low"] > 0 else None
+                rows.append(_row(name, metric, versus, ba["median"], bb["median"], lo, hi,
+                                 higher_is_better=False))
+            # Hit ratios do not depend on the latency draws: a difference is exact.
+            ha, hb = float(sa["hit_ratio"]), float(sb["hit_ratio"])
+            exact = (hb / ha - 1) if ha else (0.0 if hb == ha else None)
+            row = _row(name, "hit ratio", versus, ha, hb, exact, exact, higher_is_better=True)
+            if hb == ha:
+                row["verdict"] = "same"
+            rows.append(row)
+    return rows
+
+
+#: Result kind -> the comparison of results of that kind.
+COMPARERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
+    "profile": _profiles,
+    "load": _loads,
+    "scale": _scales,
+    "simulation": _simulations,
+}
+
+_METHODS = {
+    "profile": "Latency percentiles per cell; intervals: bootstrap over each HdrHistogram.",
+    "load": "Steady-window throughput (Welch interval over the time-series intervals) and "
+            "latency percentiles (bootstrap over the HdrHistogram).",
+    "scale": "Mean throughput at each N; intervals: Welch's t over the repeats.",
+    "simulation": "Medians over latency draws; intervals: the min–max bands paired "
+                  "least and most favourably.",
+}
+
+
+def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level: float = 0.95,
+                      seed: int = 0, allow_different: bool = False) -> CompareResult:
+    """Compare already loaded results (the first is the baseline)."""
+    if len(arts) < 2:
+        raise UsageError("compare needs at least two results")
+    if len(arts) > 26:
+        raise UsageError("compare takes at most 26 results")
+    if not 100 <= resamples <= 1_000_000:
+        raise UsageError(f"resamples must be 100 to 1,000,000, not {resamples}")
+    if not 0.5 <= level < 1:
+        raise UsageError(f"level must be in [0.5, 1), not {level}")
+    kinds = [a.kind for a in arts]
+    if len(set(kinds)) > 1:
+        listing = ", ".join(f"{a.path} is a {_KIND_NAMES.get(a.kind, a.kind)}" for a in arts)
+        raise UsageError(f"cannot compare results of different kinds: {listing}")
+    kind = kinds[0]
+    if kind not in COMPARERS:
+        raise UsageError(f"comparing {_KIND_NAMES.get(kind, kind)}s is not supported; compare "
+                         "profiles, load results, scale results or simulations")
+    rng = np.random.default_rng(seed)
+    problems: list[str] = []
+    warnings: list[str] = []
+    rows = COMPARERS[kind](arts, rng, resamples, level, problems, warnings)
+    if problems:
+        msg = f"incompatible {_KIND_NAMES[kind]}s: {'; '.join(problems)}"
+        if not allow_different:
+            raise UsageError(msg + " (--allow-different compares them anyway)")
+        warnings.insert(0, msg)
+    names = [_label(a, i) for i, a in enumerate(arts)]
+    result = CompareResult(
+        kind=kind, names=names, sources=[str(a.path) for a in arts],
+        method=_METHODS[kind] + f" Level {level:g}, {resamples} resamples, seed {seed}.",
+        rows=rows, warnings=warnings,
+        settings={"resamples": resamples, "level": level, "seed": seed,
+                  "allow_different": allow_different},
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), environment=environment.facts(),
+    )
+    result.summary = _summary(result)
+    return result
+
+
+def compare(paths: Sequence[str | Path], **options: Any) -> CompareResult:
+    """Compare the results at ``paths`` (files, or directories holding one result each); the
+    first is the baseline. Options: ``resamples``, ``level``, ``seed``, ``allow_different``."""
+    return compare_artifacts([load_for_compare(p) for p in paths], **options)
+
+
+def _summary(r: CompareResult) -> list[str]:
+    out = []
+    for versus in dict.fromkeys(row["versus"] for row in r.rows):
+        rows = [x for x in r.rows if x["versus"] == versus]
+        better = [x for x in rows if x["direction"] == "better"]
+        worse = [x for x in rows if x["direction"] == "worse"]
+        unclear = len(rows) - len(better) - len(worse)
+        text = (f"{versus}: {len(better)} better, {len(worse)} worse, {unclear} without a "
+                "clear difference")
+        if rows:
+            big = max((x for x in better + worse if x["relative"] is not None),
+                      key=lambda x: abs(x["relative"]), default=None)
+            if big is not None:
+                text += (f"; largest: {big['item']} {big['metric']} "
+                         f"{100 * big['relative']:+.0f} %")
+        out.append(text + ".")
+    return out
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    if unit == "ns":
+        from cachelab.report.sections import dur
+
+        return dur(v)
+    if unit == "/s":
+        return f"{v:,.0f}/s"
+    return f"{v:.4g}"
+
+
+def render(r: CompareResult) -> str:
+    """The comparison as a text table."""
+    header = ["item", "metric", "pair", "A", "other", "change", "interval", "verdict"]
+    rows = []
+    for x in r.rows:
+        iv = ("—" if x["ci_low"] is None or x["ci_high"] is None
+              else f"[{100 * x['ci_low']:+.1f}%, {100 * x['ci_high']:+.1f}%]")
+        rows.append([x["item"], x["metric"], x["versus"], _fmt(x["a"], x["unit"]),
+                     _fmt(x["b"], x["unit"]),
+                     "—" if x["relative"] is None else f"{100 * x['relative']:+.1f}%", iv,
+                     x["verdict"] + (f" ({x['direction']})" if x["direction"] else "")])
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    lines = [*(f"{chr(65 + i) if i < 26 else '?'} = {n.split(': ', 1)[-1]}" for i, n in
+               enumerate(r.names)), r.method, ""]
+    for i, row in enumerate([header, ["-" * w for w in widths], *rows]):
+        lines.append("  ".join(str(c).ljust(w) if j < 3 else str(c).rjust(w)
+                               for j, (c, w) in enumerate(zip(row, widths))).rstrip())
+        del i
+    lines.append("")
+    lines += r.summary
+    lines += [f"note: {w}" for w in r.warnings]
+    return "\n".join(lines)
+
+
+def compare_plot(result: CompareResult | dict[str, Any], out_base: Path,
+                 max_rows: int = 48) -> list[Path]:
+    """A forest plot: one row per (item, metric), the relative change of each other result
+    against A with its interval; writes ``<out_base>.png`` and ``.svg``."""
+    from cachelab.plots.figure import new_figure, save
+
+    d = result.to_dict() if hasattr(result, "to_dict") else result
+    rows = [x for x in d["rows"] if x["relative"] is not None][: max_rows * 4]
+    labels = list(dict.fromkeys(f"{x['item']} · {x['metric']}" for x in rows))[:max_rows]
+    pairs = list(dict.fromkeys(x["versus"] for x in rows))
+    fig = new_figure((8.0, 1.6 + 0.22 * max(1, len(labels))))
+    ax = fig.add_subplot()
+    colours = {"better": "#2f8f46", "worse": "#c0392b", "": "#6b7785"}
+    for pi, pair in enumerate(pairs):
+        off = (pi - (len(pairs) - 1) / 2) * 0.22
+        for x in rows:
+            lab = f"{x['item']} · {x['metric']}"
+            if x["versus"] != pair or lab not in labels:
+                continue
+            y = labels.index(lab) + off
+            v = 100 * x["relative"]
+            c = colours.get(x["direction"], "#6b7785")
+            if x["ci_low"] is not None and x["ci_high"] is not None:
+                ax.plot([100 * x["ci_low"], 100 * x["ci_high"]], [y, y], color=c, linewidth=1.6)
+            ax.plot([v], [y], marker="os^dv"[pi % 5], color=c, markersize=4.5)
+    if len(pairs) > 1:
+        for pi, pair in enumerate(pairs):
+            ax.plot([], [], marker="os^dv"[pi % 5], color="#6b7785", linestyle="", label=pair)
+        ax.legend(fontsize=7, loc="best")
+    ax.axvline(0, color="#333", linewidth=0.8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("change relative to A (%), with its interval")
+    ax.set_title(f"{d['kind']}: {' · '.join(pairs)}  (green better, red worse, grey unclear)",
+                 fontsize=9, loc="left")
+    ax.grid(axis="x", alpha=0.3)
+    return save(fig, out_base)

@@ -1,0 +1,93 @@
+"""``cachelab run``: the whole study end to end on a private memcached; failing steps; exit
+codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cachelab.errors import UsageError
+from cachelab.run import STEPS, RunSpec
+from clitools import cachelab
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_quick_run_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    p = cachelab("run", "--quick", "--out", out, "--format", "json", "--seed", "1", timeout=380)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == "cachelab.run"
+    assert [s["name"] for s in doc["steps"]] == list(STEPS)
+    assert all(s["status"] == "ok" for s in doc["steps"]), doc["steps"]
+    assert doc["server"]["private"] and doc["server"]["version"]
+    for sub, name in (("profile", "profile.json"), ("scale", "scale.json"),
+                      ("simulate", "simulate.json"), ("simulate-appengine-2017", "simulate.json"),
+                      ("tiers", "tiers.json"), ("replay", "replay.json")):
+        assert (out / sub / name).is_file(), sub
+    # simulate used the profile just measured as its model.
+    sim = json.loads((out / "simulate" / "simulate.json").read_text())
+    measured = json.loads((out / "profile" / "profile.json").read_text())
+    assert sim["model"]["name"] == measured["name"]
+    html = (out / "report.html").read_text()
+    assert doc["report"] == str(out / "report.html")
+    for section in ("s0-run", "-profile", "-scale", "-simulation", "-tiers", "-replay"):
+        assert section in html
+    # profile 3, scale 2, two simulations 1 each, tiers 1 (replay has no plot).
+    assert html.count('<img alt="') == 8
+    assert html.count('src="data:image/svg+xml;base64,') == 8
+    assert json.loads((out / "run.json").read_text())["steps"] == doc["steps"]
+
+
+def test_an_unreachable_server_fails_its_steps_and_the_rest_still_runs(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    p = cachelab("run", "--server", "127.0.0.1:1", "--steps", "profile,simulate",
+                 "--requests", "500", "--out", out, "--format", "table")
+    assert p.returncode == 3, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    status = {s["name"]: s for s in doc["steps"]}
+    assert status["profile"]["status"] == "skipped" and status["profile"]["server_failure"]
+    assert "no memcached to measure" in status["profile"]["error"]
+    assert status["simulate"]["status"] == "ok"
+    assert "reference model only" in status["simulate"]["summary"]
+    assert (out / "simulate-appengine-2017" / "simulate.json").is_file()
+    html = (out / "report.html").read_text()
+    assert "no memcached to measure" in html and "-simulation" in html
+    assert "profile" in p.stdout and "skipped" in p.stdout
+
+
+def test_a_failing_step_is_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+    bad = tmp_path / "trace.jsonl"
+    bad.write_text("{not json\n")
+    out = tmp_path / "run"
+    p = cachelab("run", "--steps", "simulate,replay", "--trace", bad, "--out", out,
+                 "--format", "json")
+    assert p.returncode == 1, p.stderr
+    steps = {s["name"]: s for s in json.loads(p.stdout)["steps"]}
+    assert steps["simulate"]["status"] == "failed"
+    assert str(bad) in steps["simulate"]["error"]
+    assert steps["replay"]["status"] == "skipped"
+    assert (out / "report.html").is_file()
+
+
+@pytest.mark.parametrize("args, expect", [
+    (("--steps", "profile,nope"), "--steps"),
+    (("--server", "nohost"), "not HOST:PORT"),
+    (("--trace", "t.jsonl", "--requests", "100"), "not both"),
+    (("--requests", "5"), "at least 100"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path: Path, args: tuple, expect: str) -> None:
+    p = cachelab("run", *args, "--out", tmp_path / "run")
+    assert p.returncode == 2
+    assert expect in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_spec_checks() -> None:
+    with pytest.raises(UsageError, match="unknown step"):
+        RunSpec(steps=("profile", "x")).check()
+    with pytest.raises(UsageError, match="no steps"):
+        RunSpec(steps=()).check()
