@@ -442,7 +442,7 @@ proptest! {
         }
     }
 
-    /// At a measured size a draw is that table read linearly at u; between two measured sizes
+    /// At a measured size a draw is that table read at u; between two measured sizes
     /// it lies between the neighbours and moves monotonically with the size.
     #[test]
     fn interpolation_is_exact_at_measured_sizes_and_monotone_between(
@@ -491,8 +491,9 @@ fn capacity() -> impl proptest::strategy::Strategy<Value = Capacity> {
     ]
 }
 
-/// Exact values at measured sizes, read off a table built by hand (third-party-free: the
-/// definition of linear interpolation).
+/// Values at measured sizes, read off a table built by hand (third-party-free: the definition
+/// of interpolation on the log of latency): a table's own points up to rounding (`exp(ln q)`),
+/// and between two quantiles their weighted geometric mean.
 #[test]
 fn measured_sizes_read_their_own_table() {
     let m = LatencyModel::new(
@@ -500,10 +501,15 @@ fn measured_sizes_read_their_own_table() {
         vec![(1, vec![5.0, 6.0])],
     )
     .unwrap();
-    assert_eq!(m.draw_get(100, 0.25), 2.0);
-    assert_eq!(m.draw_get(100, 0.75), 5.0);
-    assert_eq!(m.draw_get(10_000, 0.75), 11.0);
-    // Half-way on a log scale (1000 bytes): the geometric mean of 5 and 11.
-    assert!((m.draw_get(1000, 0.75) - (5.0f64 * 11.0).sqrt()).abs() < 1e-5);
-    assert_eq!(m.draw_multiget(7, 0.5), Some(5.5));
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-14 * b;
+    assert!(close(m.draw_get(100, 0.0), 1.0));
+    assert!(close(m.draw_get(100, 0.5), 3.0));
+    assert!(close(m.draw_get(10_000, 0.5), 2.0));
+    assert!(close(m.draw_get(100, 0.25), 3.0f64.sqrt()));
+    assert!(close(m.draw_get(100, 0.75), 21.0f64.sqrt()));
+    assert!(close(m.draw_get(10_000, 0.25), 2.0));
+    assert!(close(m.draw_get(10_000, 0.75), 40.0f64.sqrt()));
+    // Half-way on a log scale (1000 bytes): the geometric mean of the two sizes' values.
+    assert!((m.draw_get(1000, 0.75) - (21.0f64 * 40.0).powf(0.25)).abs() < 1e-5);
+    assert!(close(m.draw_multiget(7, 0.5).unwrap(), 30.0f64.sqrt()));
 }

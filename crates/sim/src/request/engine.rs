@@ -8,6 +8,9 @@ use super::trace::RequestTrace;
 /// Requests per block of [`Plan::order`].
 pub(crate) const BLOCK: usize = 4096;
 
+/// Requests whose touches a run gathers at a time (see [`run`]).
+const CHUNK: usize = 32;
+
 /// Op tags of the common random numbers: a get for a touch and a multi-get for a touch draw
 /// different uniforms.
 const TAG_GET: u64 = 0;
@@ -356,10 +359,7 @@ pub(crate) fn run(
 
     let mut c = Counts::default();
     let spans = &plan.run_spans;
-    let span = |k: usize| {
-        let (a, b) = spans[k];
-        &trace.touch_items[a as usize..b as usize]
-    };
+    let (mut gathered, mut gathered_ends) = (Vec::new(), Vec::with_capacity(CHUNK));
     for bounds in plan.run_starts.windows(2) {
         let (first, end) = (bounds[0], bounds[1]);
         // The LRU of this instance: made here, dropped when its last request is done.
@@ -367,139 +367,152 @@ pub(crate) fn run(
             Capacity::Items(n) => Lru::new(n, false),
             Capacity::Bytes(n) => Lru::new(n, true),
         });
-        for k in first..end {
-            let r = plan.run_order[k] as usize;
-            let eval = plan.run_eval[k];
-            // Start loading what the next requests will look at: the items of the one after
-            // next, and the next one's items' state and where their lookups in the LRU begin.
-            // One burst of independent reads overlaps their memory latencies; read one at a time
-            // as the loop needs them, each would stall on its own.
+        for chunk in (first..end).step_by(CHUNK) {
+            let chunk_end = (chunk + CHUNK).min(end);
+            // Copy the touches of the next CHUNK requests of this instance into one buffer
+            // read in sequence, and read the state of each touched item. In run order the
+            // requests' touches are scattered over the trace; gathered in a loop of independent
+            // reads, their memory latencies overlap, where read one request at a time inside
+            // the simulation they would stall it once per request.
+            gathered.clear();
+            gathered_ends.clear();
             let mut keep = 0u32;
-            if let Some(&(a, b)) = spans.get(k + 2) {
-                if b > a {
-                    keep ^= trace.touch_items[a as usize] ^ trace.touch_items[b as usize - 1];
-                }
+            for &(a, b) in &spans[chunk..chunk_end] {
+                gathered.extend_from_slice(&trace.touch_items[a as usize..b as usize]);
+                gathered_ends.push(gathered.len());
             }
-            if k + 1 < spans.len() {
-                let ahead = span(k + 1);
-                for &a in ahead {
-                    keep ^= items[a as usize].mark;
-                }
-                if let Some(l) = lru.as_ref().filter(|_| k + 1 < end) {
-                    keep ^= l.warm_tail();
-                    for &a in ahead {
-                        keep ^= l.warm(a);
-                    }
-                }
+            for &a in &gathered {
+                keep ^= items[a as usize].mark;
             }
             std::hint::black_box(keep);
-
-            stamp += 1;
-            if stamp >= (u32::MAX >> 1) - 1 {
-                items.iter_mut().for_each(|s| s.mark = 0);
-                stamp = 1;
-            }
-            let present = stamp << 1;
-            let touched = present | 1;
-            let key = request_key(seed, r);
-            let mut lru = lru.as_mut();
-            let touches = span(k);
-            let (mut added_us, mut round_trips) = (0.0f64, 0u32);
-            let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
-            let (mut gets, mut multigets, mut multiget_keys, mut bytes) = (0u64, 0u64, 0u64, 0u64);
-            // Prefetch happens once per request, at its first topic: the page's own topic.
-            let mut prefetched = false;
-
-            for (pos, &item) in touches.iter().enumerate() {
-                let st = items[item as usize];
-                if st.mark == touched {
-                    continue;
+            let gathered_span = |j: usize| {
+                let a = if j == 0 { 0 } else { gathered_ends[j - 1] };
+                &gathered[a..gathered_ends[j]]
+            };
+            for k in chunk..chunk_end {
+                let j = k - chunk;
+                let r = plan.run_order[k] as usize;
+                let eval = plan.run_eval[k];
+                // Start loading where the next request's lookups in the LRU begin, and the slot
+                // the next eviction reads: one burst of independent reads overlaps their
+                // memory latencies; read one at a time as the loop needs them, each would stall
+                // on its own.
+                if let Some(l) = lru.as_ref().filter(|_| k + 1 < chunk_end) {
+                    let mut keep = l.warm_tail();
+                    for &a in gathered_span(j + 1) {
+                        keep ^= l.warm(a);
+                    }
+                    std::hint::black_box(keep);
                 }
-                items[item as usize].mark = touched;
-                lookups += 1;
-                let missing = if st.mark == present {
-                    prefetch_hits += 1;
-                    false
-                } else if st.bits & FIXED != 0 || lru.as_mut().is_some_and(|l| l.touch(item)) {
-                    l1_hits += 1;
-                    false
-                } else {
-                    true
-                };
 
-                if depth > 0 && !prefetched && st.bits & TOPIC != 0 {
-                    // One multi-get: the topic if missing, plus its missing descendants.
-                    prefetched = true;
-                    batch.clear();
-                    if missing {
-                        batch.push(item);
+                stamp += 1;
+                if stamp >= (u32::MAX >> 1) - 1 {
+                    items.iter_mut().for_each(|s| s.mark = 0);
+                    stamp = 1;
+                }
+                let present = stamp << 1;
+                let touched = present | 1;
+                let key = request_key(seed, r);
+                let mut lru = lru.as_mut();
+                let touches = gathered_span(j);
+                let (mut added_us, mut round_trips) = (0.0f64, 0u32);
+                let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
+                let (mut gets, mut multigets, mut multiget_keys, mut bytes) =
+                    (0u64, 0u64, 0u64, 0u64);
+                // Prefetch happens once per request, at its first topic: the page's own topic.
+                let mut prefetched = false;
+
+                for (pos, &item) in touches.iter().enumerate() {
+                    let st = items[item as usize];
+                    if st.mark == touched {
+                        continue;
                     }
-                    let list = match plan.descendants_of(depth, item) {
-                        Some(list) => list,
-                        None => {
-                            scratch.clear();
-                            walker.walk(trace, item, depth, &mut scratch);
-                            &scratch[..]
-                        }
+                    items[item as usize].mark = touched;
+                    lookups += 1;
+                    let missing = if st.mark == present {
+                        prefetch_hits += 1;
+                        false
+                    } else if st.bits & FIXED != 0 || lru.as_mut().is_some_and(|l| l.touch(item)) {
+                        l1_hits += 1;
+                        false
+                    } else {
+                        true
                     };
-                    for &ch in list {
-                        let sc = items[ch as usize];
-                        let here = sc.mark == present
-                            || sc.mark == touched
-                            || sc.bits & FIXED != 0
-                            || lru.as_mut().is_some_and(|l| l.touch(ch));
-                        if !here {
-                            batch.push(ch);
+
+                    if depth > 0 && !prefetched && st.bits & TOPIC != 0 {
+                        // One multi-get: the topic if missing, plus its missing descendants.
+                        prefetched = true;
+                        batch.clear();
+                        if missing {
+                            batch.push(item);
                         }
-                    }
-                    if !batch.is_empty() {
+                        let list = match plan.descendants_of(depth, item) {
+                            Some(list) => list,
+                            None => {
+                                scratch.clear();
+                                walker.walk(trace, item, depth, &mut scratch);
+                                &scratch[..]
+                            }
+                        };
+                        for &ch in list {
+                            let sc = items[ch as usize];
+                            let here = sc.mark == present
+                                || sc.mark == touched
+                                || sc.bits & FIXED != 0
+                                || lru.as_mut().is_some_and(|l| l.touch(ch));
+                            if !here {
+                                batch.push(ch);
+                            }
+                        }
+                        if !batch.is_empty() {
+                            round_trips += 1;
+                            multigets += 1;
+                            multiget_keys += batch.len() as u64;
+                            for &b in &batch {
+                                let size = size_of(trace, items[b as usize], b);
+                                bytes += size;
+                                if b != item {
+                                    items[b as usize].mark = present;
+                                }
+                                if let Some(l) = lru.as_mut() {
+                                    l.insert(b, size);
+                                }
+                            }
+                            if eval {
+                                let br = multi_table.bracket(batch.len() as u64);
+                                added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
+                            }
+                        }
+                    } else if missing {
+                        let size = size_of(trace, st, item);
                         round_trips += 1;
-                        multigets += 1;
-                        multiget_keys += batch.len() as u64;
-                        for &b in &batch {
-                            let size = size_of(trace, items[b as usize], b);
-                            bytes += size;
-                            if b != item {
-                                items[b as usize].mark = present;
-                            }
-                            if let Some(l) = lru.as_mut() {
-                                l.insert(b, size);
-                            }
+                        gets += 1;
+                        bytes += size;
+                        if let Some(l) = lru.as_mut() {
+                            l.insert(item, size);
                         }
                         if eval {
-                            let br = multi_table.bracket(batch.len() as u64);
-                            added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
+                            added_us += get_table.draw(st.bracket(), uniform(key, pos, TAG_GET));
                         }
                     }
-                } else if missing {
-                    let size = size_of(trace, st, item);
-                    round_trips += 1;
-                    gets += 1;
-                    bytes += size;
-                    if let Some(l) = lru.as_mut() {
-                        l.insert(item, size);
-                    }
-                    if eval {
-                        added_us += get_table.draw(st.bracket(), uniform(key, pos, TAG_GET));
-                    }
                 }
-            }
 
-            if eval {
-                c.requests += 1;
-                c.touches += touches.len() as u64;
-                c.lookups += lookups;
-                c.l1_hits += l1_hits;
-                c.prefetch_hits += prefetch_hits;
-                c.gets += gets;
-                c.multigets += multigets;
-                c.multiget_keys += multiget_keys;
-                c.bytes += bytes;
-                sink(RequestCost {
-                    request: r as u32,
-                    added_us,
-                    round_trips,
-                });
+                if eval {
+                    c.requests += 1;
+                    c.touches += touches.len() as u64;
+                    c.lookups += lookups;
+                    c.l1_hits += l1_hits;
+                    c.prefetch_hits += prefetch_hits;
+                    c.gets += gets;
+                    c.multigets += multigets;
+                    c.multiget_keys += multiget_keys;
+                    c.bytes += bytes;
+                    sink(RequestCost {
+                        request: r as u32,
+                        added_us,
+                        round_trips,
+                    });
+                }
             }
         }
     }

@@ -5,19 +5,23 @@
 //! probability `i / (n - 1)`, non-decreasing, positive, `n >= 2`. A draw takes a uniform `u` in
 //! `[0, 1)` and
 //!
-//! 1. reads each table by linear interpolation at `u * (n - 1)`;
+//! 1. reads each table by interpolating on the log of latency at `u * (n - 1)`: between the
+//!    quantiles `q[i]` and `q[i + 1]`, at fraction `f`, `ln q(u) = (1 - f) ln q[i] + f ln q[i + 1]`
+//!    (a geometric rather than arithmetic mean of the two; latency tables are spread on a
+//!    log scale, and this makes a draw one exponential of a sum of logs);
 //! 2. for a size `s` between measured sizes `s0 < s < s1`, blends the two neighbours' values on
 //!    a log scale: `t = (ln s - ln s0) / (ln s1 - ln s0)`,
 //!    `latency = exp((1 - t) ln q0(u) + t ln q1(u))`, the same `u` for both;
 //! 3. outside the measured range uses the nearest measured size (no extrapolation: a 4 MB value
 //!    costs what the largest measured size costs). Size 0 counts as 1.
 //!
-//! At a measured size the draw is that table's value exactly; between two sizes it lies between
-//! the neighbours' values and moves monotonically from one to the other.
+//! At a measured size and a quantile's own probability the draw is that quantile (up to float
+//! rounding: it is `exp(ln q)`); it grows with `u`; between two sizes it lies between the
+//! neighbours' values and moves monotonically from one to the other.
 //!
 //! The simulator draws once per memcached operation, so the bracket search and `t` are
-//! computed once per item ([`Table::bracket`]) and a draw is a table read plus, between sizes,
-//! one logarithm and one exponential.
+//! computed once per item ([`Table::bracket`]), the logs of the quantiles once per table, and a
+//! draw is a read of one or two tables of logs and one exponential.
 
 /// Where a size falls among the measured sizes: the rows to read and the blend weight.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,9 +38,10 @@ pub struct Bracket {
 pub struct Table {
     keys: Vec<u64>,
     ln_keys: Vec<f64>,
-    /// Row `r` is `quantiles[offsets[r]..offsets[r + 1]]`.
+    /// Row `r` is `ln_quantiles[offsets[r]..offsets[r + 1]]`.
     offsets: Vec<usize>,
-    quantiles: Vec<f64>,
+    /// The natural log of each quantile (the quantiles themselves are not needed).
+    ln_quantiles: Vec<f64>,
 }
 
 impl Table {
@@ -46,7 +51,7 @@ impl Table {
             keys: Vec::with_capacity(rows.len()),
             ln_keys: Vec::with_capacity(rows.len()),
             offsets: vec![0],
-            quantiles: Vec::new(),
+            ln_quantiles: Vec::new(),
         };
         for (key, q) in rows {
             if key == 0 {
@@ -75,8 +80,8 @@ impl Table {
             }
             t.keys.push(key);
             t.ln_keys.push((key as f64).ln());
-            t.quantiles.extend_from_slice(&q);
-            t.offsets.push(t.quantiles.len());
+            t.ln_quantiles.extend(q.iter().map(|v| v.ln()));
+            t.offsets.push(t.ln_quantiles.len());
         }
         Ok(t)
     }
@@ -128,32 +133,57 @@ impl Table {
         (i, pos - i as f64)
     }
 
+    /// The log of the latency at uniform `u` in row `row`: the row's logs read linearly.
     #[inline(always)]
-    fn row_at(&self, row: u32, u: f64) -> f64 {
-        let q = &self.quantiles[self.offsets[row as usize]..self.offsets[row as usize + 1]];
-        let (i, f) = Table::position(q.len(), u);
-        q[i] + f * (q[i + 1] - q[i])
+    fn ln_row_at(&self, row: u32, u: f64) -> f64 {
+        let at = self.offsets[row as usize];
+        let len = self.offsets[row as usize + 1] - at;
+        let (i, f) = Table::position(len, u);
+        lerp(&self.ln_quantiles[at + i..at + i + 2], f)
     }
 
     /// The latency (µs) at uniform `u` for a bracket from [`Table::bracket`].
     #[inline]
     pub fn draw(&self, b: Bracket, u: f64) -> f64 {
-        let at = self.offsets[b.lo as usize];
-        let len = self.offsets[b.lo as usize + 1] - at;
+        let lo = b.lo as usize;
+        let at = self.offsets[lo];
+        let len = self.offsets[lo + 1] - at;
         let (i, f) = Table::position(len, u);
-        let q = &self.quantiles[at + i..at + i + 2];
-        let q0 = q[0] + f * (q[1] - q[0]);
+        let x = lerp(&self.ln_quantiles[at + i..at + i + 2], f);
         if b.t == 0.0 {
-            return q0;
+            return x.exp();
         }
-        let q1 = self.row_at(b.lo + 1, u);
-        if q0 == q1 {
-            return q0;
-        }
-        // exp((1 - t) ln q0 + t ln q1), with one logarithm instead of two.
-        let v = q0 * (f64::from(b.t) * (q1 / q0).ln()).exp();
-        // Rounding must not step outside the neighbours' values.
-        v.clamp(q0.min(q1), q0.max(q1))
+        // Rows of one length (the usual case) share the position in the row.
+        let next = self.offsets[lo + 2] - self.offsets[lo + 1];
+        let y = if next == len {
+            let at = at + len + i;
+            lerp(&self.ln_quantiles[at..at + 2], f)
+        } else {
+            self.ln_row_at(b.lo + 1, u)
+        };
+        // (1 - t) x + t y; rounding must not step outside the neighbours' values.
+        let z = x + f64::from(b.t) * (y - x);
+        let (lo, hi) = if x < y { (x, y) } else { (y, x) };
+        let z = if z < lo {
+            lo
+        } else if z > hi {
+            hi
+        } else {
+            z
+        };
+        z.exp()
+    }
+}
+
+/// `l[0]` to `l[1]` (non-decreasing, finite) at fraction `f` in [0, 1]; never past `l[1]`, so
+/// reads grow with `u` across quantiles too.
+#[inline(always)]
+fn lerp(l: &[f64], f: f64) -> f64 {
+    let v = l[0] + f * (l[1] - l[0]);
+    if v > l[1] {
+        l[1]
+    } else {
+        v
     }
 }
 
@@ -222,14 +252,29 @@ mod tests {
         .unwrap()
     }
 
+    /// `a` equals `b` up to a few units in the last place.
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-14 * b.abs()
+    }
+
     #[test]
-    fn reads_the_table_linearly_in_probability() {
+    fn reads_the_table_on_the_log_of_latency() {
         let m = model();
-        assert_eq!(m.draw_get(10, 0.0), 100.0);
-        assert_eq!(m.draw_get(10, 0.25), 200.0);
-        assert_eq!(m.draw_get(10, 0.5), 300.0);
-        assert_eq!(m.draw_get(10, 0.75), 400.0);
-        assert_eq!(m.draw_multiget(1, 0.5), Some(300.0));
+        // The table's own points (up to rounding: exp(ln q)).
+        for (u, q) in [(0.0, 100.0), (0.5, 300.0)] {
+            assert!(close(m.draw_get(10, u), q), "{u}");
+        }
+        assert!(close(m.draw_multiget(1, 0.0).unwrap(), 150.0));
+        // Half-way between two quantiles: their geometric mean.
+        assert!(close(m.draw_get(10, 0.25), (100.0f64 * 300.0).sqrt()));
+        assert!(close(m.draw_get(10, 0.75), (300.0f64 * 500.0).sqrt()));
+        assert!(close(
+            m.draw_multiget(1, 0.5).unwrap(),
+            (150.0f64 * 450.0).sqrt()
+        ));
+        // A quarter of the way: 100^(3/4) 300^(1/4).
+        let want = (0.75 * 100.0f64.ln() + 0.25 * 300.0f64.ln()).exp();
+        assert!(close(m.draw_get(10, 0.125), want));
     }
 
     #[test]
@@ -238,6 +283,19 @@ mod tests {
         // 100 bytes is half-way between 10 and 1000 on a log scale: the geometric mean.
         let v = m.draw_get(100, 0.5);
         assert!((v - (300.0f64 * 400.0).sqrt()).abs() < 1e-4, "{v}");
+        // Both at once: half-way between sizes and between quantiles, the geometric mean of
+        // the four corners.
+        let v = m.draw_get(100, 0.25);
+        let want = (100.0f64 * 300.0 * 200.0 * 400.0).powf(0.25);
+        assert!((v - want).abs() < 1e-4, "{v} {want}");
+    }
+
+    #[test]
+    fn a_flat_stretch_stays_flat() {
+        let m = LatencyModel::new(vec![(1, vec![7.0, 7.0, 9.0])], vec![]).unwrap();
+        for u in [0.0, 0.1, 0.3, 0.49] {
+            assert!(close(m.draw_get(1, u), 7.0), "{u}");
+        }
     }
 
     #[test]
