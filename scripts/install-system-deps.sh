@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what cachelab needs from the OS packages, and only what is missing:
-# memcached (the server every verb can start privately) and Python's venv module.
+# memcached (the server every verb can start privately), Python's venv module and
+# chromium (for the report's headless-browser test).
 # Rust (cargo) and Python 3.9+ must already be there; this says so if they are not.
 set -euo pipefail
 
 need=()
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
   sudo=""

@@ -176,21 +176,27 @@ def _step_profile(st: _State) -> tuple[str, bool]:
 def _step_scale(st: _State) -> tuple[str, bool]:
     from cachelab import scale
     from cachelab.cli.scale import write_artifacts
+    from cachelab.progress import Progress
 
     address = _need_server(st)
     spec = (scale.ScaleSpec.quick(repeats=1, seed=st.spec.seed) if st.spec.quick
             else scale.ScaleSpec(repeats=2, seed=st.spec.seed))
     total = len(spec.order())
+    # On a terminal a bar with an ETA over the sweep's runs; otherwise a log line per run.
+    with Progress(total, "scale") as bar:
+        def on_run(done: int, _total: int, n: int, point: dict[str, Any]) -> None:
+            bar.label = f"scale N = {n}"
+            bar.update(done)
+            if not bar.enabled:
+                st.log(f"scale {done}/{total}: N = {n}: {point['throughput']:,.0f}/s")
 
-    def on_run(done: int, _total: int, n: int, point: dict[str, Any]) -> None:
-        st.log(f"scale {done}/{total}: N = {n}: {point['throughput']:,.0f}/s")
-
-    if st.server_facts.get("private"):
-        # A private server of its own, with the same flags: the sweep then reads the
-        # server's scheduler statistics (run-queue wait) through its pid.
-        result = scale.scale(spec, server=None, server_options=st.server_options, on_run=on_run)
-    else:
-        result = scale.scale(spec, server=address, on_run=on_run)
+        if st.server_facts.get("private"):
+            # A private server of its own, with the same flags: the sweep then reads the
+            # server's scheduler statistics (run-queue wait) through its pid.
+            result = scale.scale(spec, server=None, server_options=st.server_options,
+                                 on_run=on_run)
+        else:
+            result = scale.scale(spec, server=address, on_run=on_run)
     write_artifacts(result, st.out / "scale")
     st.produced.append(st.out / "scale")
     best = max(result.summary, key=lambda r: r["throughput_mean"])

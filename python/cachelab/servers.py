@@ -82,6 +82,7 @@ class PrivateMemcached:
         unix_socket: bool = False,
         cpus: str | None = None,
         binary: str | None = None,
+        wrapper: Sequence[str] = (),
         start_timeout: float = 5.0,
     ) -> None:
         """Describe the server; nothing runs until ``start()``.
@@ -91,6 +92,7 @@ class PrivateMemcached:
         unix_socket: listen on a socket file in a fresh temporary directory instead of TCP.
         cpus: pin the server with ``taskset -c CPUS``, e.g. ``"0-1"``.
         binary: memcached to run (see ``find_memcached``).
+        wrapper: a command memcached runs under, e.g. ``["chrt", "-f", "50"]``.
         start_timeout: seconds ``start()`` may take in all.
         """
         if memory_mb < 1:
@@ -106,6 +108,7 @@ class PrivateMemcached:
         self.unix_socket = unix_socket
         self.cpus = cpus
         self.binary = binary
+        self.wrapper = tuple(wrapper)
         self.start_timeout = start_timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -232,17 +235,18 @@ class PrivateMemcached:
     # -- internals -----------------------------------------------------------------------------
 
     def _command_prefix(self) -> list[str]:
-        """``[memcached]``, or ``[taskset, -c, CPUS, memcached]`` when pinned."""
+        """``[*wrapper, memcached]``, or ``[*wrapper, taskset, -c, CPUS, memcached]`` when
+        pinned."""
         binary = find_memcached(self.binary)
         if self.cpus is None:
-            return [binary]
+            return [*self.wrapper, binary]
         taskset = shutil.which("taskset")
         if taskset is None:
             raise UsageError(
                 f"pinning memcached to CPUs {self.cpus} needs taskset; "
                 "install it with: apt-get install -y util-linux"
             )
-        return [taskset, "-c", self.cpus, binary]
+        return [*self.wrapper, taskset, "-c", self.cpus, binary]
 
     def _launch(self, command: list[str]) -> None:
         """Pick a fresh address and start the process (without waiting for it)."""

@@ -22,6 +22,18 @@ over latency draws. Percentiles with fewer than 10 samples beyond them get "too 
 Results of different kinds are refused; so are results measured with settings that change
 what is measured (protocol, concurrency, load mode or workload, a simulation's trace) unless
 --allow-different. Writes compare.json, compare.csv and compare.png/svg (a forest plot).
+
+Live A/B of servers: with --server-cmd (two or more, the first is A) instead of results,
+compare starts each command on a private loopback port (adding -p PORT -l 127.0.0.1 -U 0),
+runs --repeats interleaved rounds (A B B A …) of a short closed-loop load against each, and
+compares throughput, p50/p90/p99 and the server's run-queue wait read from
+/proc/PID/task/*/schedstat, with Welch's t intervals over the rounds. Each command must end in
+a memcached invocation; wrappers that exec it come first:
+
+  cachelab compare --server-cmd 'memcached -t 2' --server-cmd 'chrt -f 50 memcached -t 2'
+
+Exit codes: 0 done; 2 usage error; 3 a server command did not start (e.g. chrt without the
+privilege to set real-time scheduling) or a server failed.
 """
 
 
@@ -29,8 +41,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="A/B of two or more results of the same kind",
                        description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="+", type=Path, metavar="RESULT",
+    p.add_argument("paths", nargs="*", type=Path, metavar="RESULT",
                    help="result files (or directories holding one result); the first is A")
+    p.add_argument("--server-cmd", action="append", metavar="CMD", default=[],
+                   help="a memcached command line to start and measure (give two or more; "
+                   "instead of RESULTs)")
+    p.add_argument("--repeats", type=int, default=4, metavar="N",
+                   help="with --server-cmd: interleaved rounds per server (default 4)")
+    p.add_argument("--duration", type=float, default=2.0, metavar="S",
+                   help="with --server-cmd: seconds of load per round (default 2)")
     p.add_argument("--resamples", type=int, default=2000, metavar="R",
                    help="bootstrap resamples (default 2000)")
     p.add_argument("--level", type=float, default=0.95, metavar="L",
@@ -48,12 +67,18 @@ def run(args: argparse.Namespace) -> int:
     from cachelab.errors import UsageError
     from cachelab.tables import write_csv
 
-    if len(args.paths) < 2:
-        raise UsageError("compare needs at least two results")
     fmt = common.stdout_format(args)
-    result = lib.compare(args.paths, resamples=args.resamples, level=args.level,
-                         seed=args.seed, allow_different=args.allow_different)
-    out = common.output_dir(args, "compare")
+    if args.server_cmd:
+        if args.paths:
+            raise UsageError("give saved results or --server-cmd, not both")
+        out = common.output_dir(args, "compare")
+        result = _live(lib, args, out)
+    else:
+        if len(args.paths) < 2:
+            raise UsageError("compare needs at least two results (or two --server-cmd)")
+        result = lib.compare(args.paths, resamples=args.resamples, level=args.level,
+                             seed=args.seed, allow_different=args.allow_different)
+        out = common.output_dir(args, "compare")
     out.mkdir(parents=True, exist_ok=True)
     result.save(out / "compare.json")
     cols = ["item", "metric", "versus", "a", "b", "unit", "delta", "relative", "ci_low",
@@ -69,6 +94,23 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out}/compare.json, compare.csv" + ("" if args.no_plots else " and plots"),
           file=sys.stderr if fmt == "json" else sys.stdout)
     return EXIT_OK
+
+
+def _live(lib, args: argparse.Namespace, out: Path):  # noqa: ANN001, ANN202
+    """The live A/B, with a progress bar over the rounds on a terminal."""
+    from cachelab.progress import Progress
+
+    total = args.repeats * len(args.server_cmd)
+    with Progress(total=total, label="A/B rounds") as bar:
+        def step(done: int, _total: int, label: str) -> None:
+            bar.label = f"A/B {label}"
+            bar.update(done)
+
+        result = lib.compare_servers(args.server_cmd, repeats=args.repeats,
+                                     duration=args.duration, level=args.level, seed=args.seed,
+                                     out=out, on_run=step)
+        bar.update(total)
+    return result
 
 
 __all__ = ["add_parser", "run"]
