@@ -29,6 +29,7 @@ demo: install ## the main job on the embedded default: the quick study, ending i
 	$(VENV)/bin/cachelab run --quick --format table --out cachelab-out/demo
 
 test: install ## run every test: Rust (unit, property, real memcached), fuzz build, Python
+	@scripts/install-system-deps.sh test
 	$(CARGO) test --workspace --quiet
 	$(MAKE) --no-print-directory fuzz-build
 	$(PY) -m pytest -q

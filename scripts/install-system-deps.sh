@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what cachelab needs from the OS packages, and only what is missing:
-# memcached (the server every verb can start privately), Python's venv module and
-# chromium (for the report's headless-browser test).
+# memcached (the server every verb can start privately) and Python's venv module; with the
+# argument `test`, also chromium (for the report's headless-browser test).
 # Rust (cargo) and Python 3.9+ must already be there; this says so if they are not.
 set -euo pipefail
 
 need=()
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
-command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
+if [ "${1:-}" = "test" ]; then
+  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
+fi
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
   sudo=""
