@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 
 from cachelab import environment
+from records import markdown_table, tool_version, write_record
 
-RUNS = Path(__file__).resolve().parent / "runs"
 RECORD = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
 GOAL_VS_LIBCACHESIM = 4.0
 
@@ -344,39 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2))
     if a.record:
-        md = record_path(started[:10])
-        md.write_text(render(result, full=True))
-        md.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        md = write_record("flat-sim", started[:10], render(result, full=True), result)
         print(f"recorded {md}", file=sys.stderr)
     return 0 if (goal in (True, None) and agree) else 1
 
 
-def tool_version(argv: list[str]) -> str:
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
-        return out.splitlines()[0].strip() if out else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
-
-def record_path(day: str) -> Path:
-    RUNS.mkdir(parents=True, exist_ok=True)
-    path = RUNS / f"{day}-flat-sim.md"
-    n = 2
-    while path.exists() or path.with_suffix(".json").exists():
-        path = RUNS / f"{day}-flat-sim-{n}.md"
-        n += 1
-    return path
-
-
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
-    return [
-        fmt.format(*header),
-        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-        *(fmt.format(*r) for r in rows),
-    ]
 
 
 def render(r: dict[str, Any], full: bool = False) -> str:
@@ -405,7 +378,7 @@ def render(r: dict[str, Any], full: bool = False) -> str:
         f"{t['alpha']:g}, seed {t['seed']}), {t['file_mib']:.0f} MiB oracleGeneral; "
         f"LRU, capacity {r['capacity_objects']:,} objects.",
         "",
-        *table(
+        *markdown_table(
             [
                 "contender",
                 "requests",
@@ -418,7 +391,7 @@ def render(r: dict[str, Any], full: bool = False) -> str:
             rows,
         ),
         "",
-        *table(
+        *markdown_table(
             ["ratio (requests per CPU-second)", "value"],
             [[k, f"{v:.2f}x"] for k, v in r["ratios"].items()],
         ),
@@ -460,7 +433,7 @@ def render(r: dict[str, Any], full: bool = False) -> str:
             "",
             "## Environment",
             "",
-            *table(["fact", "value"], [[str(k), str(v)] for k, v in env.items()]),
+            *markdown_table(["fact", "value"], [[str(k), str(v)] for k, v in env.items()]),
         ]
         if r["libcachesim"]:
             lcs = next(c for c in r["contenders"] if c["name"] == "libCacheSim")

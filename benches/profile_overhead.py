@@ -72,6 +72,7 @@ from cachelab import environment
 from cachelab.errors import CachelabError
 from cachelab.profiles import ProfileSpec
 from cachelab.servers import PrivateMemcached
+from records import markdown_table, record_base
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
@@ -444,14 +445,6 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
-
-    return [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
-
 
 def print_overhead(result: dict[str, Any]) -> None:
     s = result["summary"]
@@ -666,19 +659,10 @@ def pinned_to(cpus: Any) -> str:
     return f"CPUs {cpus}" if isinstance(cpus, list) else str(cpus)
 
 
-def record_path(name: str, day: str) -> Path:
-    RUNS.mkdir(parents=True, exist_ok=True)
-    path = RUNS / f"{day}-{name}.md"
-    n = 2
-    while path.exists() or path.with_suffix(".json").exists():
-        path = RUNS / f"{day}-{name}-{n}.md"
-        n += 1
-    return path
-
 
 def write_record(result: dict[str, Any]) -> Path:
     day = result["started"][:10]
-    path = record_path(result["benchmark"], day)
+    path = record_base(result["benchmark"], day).with_suffix(".md")
     s = result["summary"]
     lines = []
     if result["benchmark"] == "profile-overhead":

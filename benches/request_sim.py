@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import environment
+from records import markdown_table, tool_version, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = Path(__file__).resolve().parent / "runs"
 GOAL_TOUCHES_PER_CPU_S = 20e6
 BUILD = ["cargo", "build", "--release", "-p", "cachelab-sim", "--example", "request_bench"]
 ROW = re.compile(
@@ -240,9 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2) + "\n")
     if a.record:
-        md = record_path(started[:10])
-        md.write_text(render(result, full=True))
-        md.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        md = write_record("request-sim", started[:10], render(result, full=True), result)
         print(f"recorded {md}", file=sys.stderr)
     return 0 if (goal and ok) else 1
 
@@ -252,32 +250,7 @@ def python_path() -> str:
     return str(exe.relative_to(ROOT)) if exe.is_relative_to(ROOT) else str(exe)
 
 
-def tool_version(argv: list[str]) -> str:
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
-        return out.splitlines()[0].strip() if out else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
-
-def record_path(day: str) -> Path:
-    RUNS.mkdir(parents=True, exist_ok=True)
-    path = RUNS / f"{day}-request-sim.md"
-    n = 2
-    while path.exists() or path.with_suffix(".json").exists():
-        path = RUNS / f"{day}-request-sim-{n}.md"
-        n += 1
-    return path
-
-
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
-    return [
-        fmt.format(*header),
-        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-        *(fmt.format(*r) for r in rows),
-    ]
 
 
 def mega(x: float) -> str:
@@ -348,7 +321,7 @@ def render(r: dict[str, Any], full: bool = False) -> str:
         f" {t['instances']} instances; {r['rounds']} rounds; peak RSS {r['max_rss_mib']:.0f} MiB"
         + (f" (compared build {r['compare_max_rss_mib']:.0f} MiB)" if compare else ""),
         "",
-        *table(header, rows),
+        *markdown_table(header, rows),
         "",
         f"goal (≥ {GOAL_TOUCHES_PER_CPU_S / 1e6:.0f} M item touches per CPU-second,"
         f" every strategy): {'met' if r['goal']['met'] else 'NOT met'};"
@@ -370,7 +343,7 @@ def render(r: dict[str, Any], full: bool = False) -> str:
                 raw_rows.append(
                     ["", "compared", ", ".join(mega(x) for x in c["rounds"]), c["digest"]]
                 )
-        lines += table(["strategy", "build", "rounds", "result digest"], raw_rows)
+        lines += markdown_table(["strategy", "build", "rounds", "result digest"], raw_rows)
         lines += ["", "## Output of each round", ""]
         for k, out in enumerate(r["raw_stdout"]):
             lines += [f"this build, round {k + 1}:", "```", out.rstrip(), "```", ""]

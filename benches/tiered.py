@@ -23,20 +23,17 @@ raw JSON beside it. Exit status 0 when both goals are met, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from cachelab import _core, environment
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
-
-HERE = Path(__file__).resolve().parent
+from records import write_record
 
 
 def per_call_loop(fn: Any, n: int) -> float:
@@ -202,14 +199,8 @@ def main() -> int:
     text = render(r)
     print(text)
     if args.record:
-        base = HERE / "runs" / f"{time.strftime('%Y-%m-%d')}-tiered"
-        n = 2
-        while base.with_suffix(".md").exists():
-            base = base.with_name(f"{time.strftime('%Y-%m-%d')}-tiered-{n}")
-            n += 1
-        base.with_suffix(".md").write_text(text + "\n")
-        base.with_suffix(".json").write_text(json.dumps(r, indent=1) + "\n")
-        print(f"wrote {base}.md", file=sys.stderr)
+        md = write_record("tiered", time.strftime("%Y-%m-%d"), text, r)
+        print(f"wrote {md}", file=sys.stderr)
     return 0 if all(r["goals"].values()) else 1
 
 

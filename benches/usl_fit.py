@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from cachelab import _core, environment
+from records import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "usl"
-RUNS = Path(__file__).resolve().parent / "runs"
 GOAL_FIT_S = 1e-3
 GOAL_BOOT_S = 0.1
 
@@ -170,14 +170,8 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     if args.record:
-        base = RUNS / f"{result['date']}-usl-fit"
-        k = 1
-        while base.with_suffix(".md").exists():
-            k += 1
-            base = RUNS / f"{result['date']}-usl-fit-{k}"
-        base.with_suffix(".md").write_text(text + "\n")
-        base.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-        print(f"recorded {base}.md", file=sys.stderr)
+        md = write_record("usl-fit", result["date"], text, result)
+        print(f"recorded {md}", file=sys.stderr)
     return 0 if result["met"] else 1
 
 

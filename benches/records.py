@@ -1,0 +1,52 @@
+"""What every benchmark script shares: dated records in runs/, tool versions, markdown tables.
+
+The scripts run as ``python benches/NAME.py``, so this directory is on ``sys.path`` and they
+``import records``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+RUNS = Path(__file__).resolve().parent / "runs"
+
+
+def record_base(name: str, day: str) -> Path:
+    """``runs/<day>-<name>`` (no suffix), or ``…-2``, ``-3`` … when a .md or .json of that
+    name exists."""
+    RUNS.mkdir(parents=True, exist_ok=True)
+    base, n = RUNS / f"{day}-{name}", 2
+    while base.with_suffix(".md").exists() or base.with_suffix(".json").exists():
+        base, n = RUNS / f"{day}-{name}-{n}", n + 1
+    return base
+
+
+def write_record(name: str, day: str, markdown: str, data: Any) -> Path:
+    """Writes the markdown record and the raw JSON beside it; returns the .md path."""
+    base = record_base(name, day)
+    md = base.with_suffix(".md")
+    md.write_text(markdown.rstrip("\n") + "\n")
+    base.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    return md
+
+
+def tool_version(argv: list[str]) -> str:
+    """The first line ``argv`` prints, or "unknown"."""
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
+        return out.splitlines()[0].strip() if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A left-aligned markdown table, one string per line."""
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    return [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
