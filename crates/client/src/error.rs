@@ -171,3 +171,22 @@ impl From<KeyError> for Error {
         Error::Key(e)
     }
 }
+
+/// Why a run that talks to a server (a profile, a load) could not start: its spec is invalid,
+/// or the server could not be reached.
+#[derive(Debug)]
+pub enum StartError {
+    Invalid(String),
+    Server(Error),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Invalid(m) => f.write_str(m),
+            StartError::Server(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}

@@ -22,7 +22,7 @@ use tokio::net::{TcpStream, UnixStream};
 pub use address::Address;
 pub use blocking::BlockingConnection;
 pub use cachelab_proto as proto;
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, StartError};
 
 use cachelab_proto::response::{complete_len, parse};
 use cachelab_proto::{Command, DecodeError, Key, MetaFlags, MetaStatus, Response, Store, Value};

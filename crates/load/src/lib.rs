@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cachelab_client::{Address, Error, Options};
+use cachelab_client::{Address, Options};
 use cachelab_metrics::Latency;
 use cachelab_proto::Key;
 
@@ -137,23 +137,8 @@ pub struct Spec {
     pub server_pid: Option<u32>,
 }
 
-/// Why a run could not start.
-#[derive(Debug)]
-pub enum SpecError {
-    Invalid(String),
-    Server(Error),
-}
-
-impl std::fmt::Display for SpecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SpecError::Invalid(m) => f.write_str(m),
-            SpecError::Server(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for SpecError {}
+/// Why a run could not start: an invalid spec, or a server that could not be reached.
+pub use cachelab_client::StartError as SpecError;
 
 impl Spec {
     /// Checks every field against its range and the hard caps.

@@ -194,23 +194,8 @@ impl Progress {
     }
 }
 
-/// Why a run could not start.
-#[derive(Debug)]
-pub enum SpecError {
-    Invalid(String),
-    Server(Error),
-}
-
-impl std::fmt::Display for SpecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SpecError::Invalid(m) => f.write_str(m),
-            SpecError::Server(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for SpecError {}
+/// Why a run could not start: an invalid spec, or a server that could not be reached.
+pub use cachelab_client::StartError as SpecError;
 
 /// The longest prefix accepted, leaving room in the 250-byte key for the rest.
 pub const MAX_PREFIX: usize = 120;
