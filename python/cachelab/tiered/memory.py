@@ -40,14 +40,28 @@ MISS: Any = _Miss()
 
 
 class Memory:
-    """The L1 interface. Keys are ``(class name, ident)`` tuples."""
+    """The L1 interface, and the storage both kinds share: ``key -> [obj, weight, version,
+    expires]`` under a lock. Keys are ``(class name, ident)`` tuples."""
 
     #: Current objects held and their total weight.
     items: int = 0
     bytes: int = 0
 
+    def __init__(self, ttl: float | None, store: dict[Hashable, list[Any]]) -> None:
+        if ttl is not None and ttl <= 0:
+            raise UsageError(f"L1 ttl must be positive, got {ttl}")
+        self.ttl = ttl
+        self._d = store
+        self._lock = threading.Lock()
+        self.items = 0
+        self.bytes = 0
+
     def get(self, key: Hashable, version: int = 0) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def contains(self, key: Hashable, version: int = 0) -> bool:
+        """Like ``get`` (an LRU also refreshes recency) but answers only whether it is there."""
+        return self.get(key, version) is not MISS
 
     def admits(self, key: Hashable) -> bool:
         """Whether ``put`` would keep ``key`` (a fixed set admits only its pins)."""
@@ -57,10 +71,27 @@ class Memory:
         raise NotImplementedError  # pragma: no cover - interface
 
     def discard(self, key: Hashable) -> None:
-        raise NotImplementedError  # pragma: no cover - interface
+        with self._lock:
+            self._drop(key)
 
     def clear(self) -> None:
-        raise NotImplementedError  # pragma: no cover - interface
+        with self._lock:
+            self._d.clear()
+            self.items = self.bytes = 0
+
+    def _drop(self, key: Hashable) -> None:
+        """Removes ``key`` if present; the caller holds the lock."""
+        old = self._d.pop(key, None)
+        if old is not None:
+            self.items -= 1
+            self.bytes -= old[1]
+
+    def _add(self, key: Hashable, obj: Any, weight: int, version: int) -> None:
+        """Stores a new entry; the caller holds the lock and has made room."""
+        expires = time.monotonic() + self.ttl if self.ttl is not None else None
+        self._d[key] = [obj, weight, version, expires]
+        self.items += 1
+        self.bytes += weight
 
 
 class LRUMemory(Memory):
@@ -74,16 +105,9 @@ class LRUMemory(Memory):
             raise UsageError("LRUMemory needs max_items or max_bytes")
         if (max_items is not None and max_items < 1) or (max_bytes is not None and max_bytes < 1):
             raise UsageError("LRUMemory bounds must be at least 1")
-        if ttl is not None and ttl <= 0:
-            raise UsageError(f"L1 ttl must be positive, got {ttl}")
+        super().__init__(ttl, OrderedDict())
         self.max_items = max_items
         self.max_bytes = max_bytes
-        self.ttl = ttl
-        # key -> [obj, weight, version, expires]
-        self._d: OrderedDict[Hashable, list[Any]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.items = 0
-        self.bytes = 0
         self.evictions = 0
 
     def __repr__(self) -> str:
@@ -104,57 +128,29 @@ class LRUMemory(Memory):
             pass
         return e[0]
 
-    def contains(self, key: Hashable, version: int = 0) -> bool:
-        """Like ``get`` (also refreshes recency) but answers only whether it is there."""
-        return self.get(key, version) is not MISS
-
     def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
         w = max(1, int(weight))
         if self.max_bytes is not None and w > self.max_bytes:
             return
-        expires = time.monotonic() + self.ttl if self.ttl is not None else None
         with self._lock:
-            old = self._d.pop(key, None)
-            if old is not None:
-                self.items -= 1
-                self.bytes -= old[1]
+            self._drop(key)
             while self._d and (
                 (self.max_items is not None and self.items + 1 > self.max_items)
                 or (self.max_bytes is not None and self.bytes + w > self.max_bytes)
             ):
-                _, victim = self._d.popitem(last=False)
+                _, victim = self._d.popitem(last=False)  # type: ignore[call-arg]
                 self.items -= 1
                 self.bytes -= victim[1]
                 self.evictions += 1
-            self._d[key] = [obj, w, version, expires]
-            self.items += 1
-            self.bytes += w
-
-    def discard(self, key: Hashable) -> None:
-        with self._lock:
-            old = self._d.pop(key, None)
-            if old is not None:
-                self.items -= 1
-                self.bytes -= old[1]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._d.clear()
-            self.items = self.bytes = 0
+            self._add(key, obj, w, version)
 
 
 class FixedMemory(Memory):
     """A pinned set: admits only ``pins`` (``(class name, ident)`` keys), never evicts them."""
 
     def __init__(self, pins: Iterable[Hashable], *, ttl: float | None = None) -> None:
-        if ttl is not None and ttl <= 0:
-            raise UsageError(f"L1 ttl must be positive, got {ttl}")
+        super().__init__(ttl, {})
         self.pins = frozenset(pins)
-        self.ttl = ttl
-        self._d: dict[Hashable, list[Any]] = {}
-        self._lock = threading.Lock()
-        self.items = 0
-        self.bytes = 0
 
     @classmethod
     def from_keys(cls, key_class: str, idents: Iterable[Any], **kw: Any) -> FixedMemory:
@@ -173,34 +169,12 @@ class FixedMemory(Memory):
             return MISS
         return e[0]
 
-    def contains(self, key: Hashable, version: int = 0) -> bool:
-        return self.get(key, version) is not MISS
-
     def admits(self, key: Hashable) -> bool:
         return key in self.pins
 
     def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
         if key not in self.pins:
             return
-        expires = time.monotonic() + self.ttl if self.ttl is not None else None
         with self._lock:
-            old = self._d.pop(key, None)
-            if old is not None:
-                self.items -= 1
-                self.bytes -= old[1]
-            w = max(1, int(weight))
-            self._d[key] = [obj, w, version, expires]
-            self.items += 1
-            self.bytes += w
-
-    def discard(self, key: Hashable) -> None:
-        with self._lock:
-            old = self._d.pop(key, None)
-            if old is not None:
-                self.items -= 1
-                self.bytes -= old[1]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._d.clear()
-            self.items = self.bytes = 0
+            self._drop(key)
+            self._add(key, obj, max(1, int(weight)), version)
