@@ -40,6 +40,7 @@ from cachelab import _core, environment
 from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
 from cachelab.report.discover import Artifact, find_artifacts, read_artifact
+from cachelab.tables import text_table
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "CompareResult", "compare", "compare_artifacts",
            "compare_plot", "compare_servers", "load_for_compare", "parse_server_cmd", "render"]
@@ -429,13 +430,9 @@ def render(r: CompareResult) -> str:
                      _fmt(x["b"], x["unit"]),
                      "—" if x["relative"] is None else f"{100 * x['relative']:+.1f}%", iv,
                      x["verdict"] + (f" ({x['direction']})" if x["direction"] else "")])
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     lines = [*(f"{chr(65 + i) if i < 26 else '?'} = {n.split(': ', 1)[-1]}" for i, n in
                enumerate(r.names)), r.method, ""]
-    for i, row in enumerate([header, ["-" * w for w in widths], *rows]):
-        lines.append("  ".join(str(c).ljust(w) if j < 3 else str(c).rjust(w)
-                               for j, (c, w) in enumerate(zip(row, widths))).rstrip())
-        del i
+    lines += text_table(header, rows, left=3)
     lines.append("")
     lines += r.summary
     lines += [f"note: {w}" for w in r.warnings]

@@ -36,6 +36,7 @@ import numpy as np
 
 from cachelab import _core, environment
 from cachelab.errors import UsageError
+from cachelab.tables import text_table
 from cachelab.tiered import FixedMemory, LRUMemory, MemcachedTier, TieredCache
 
 __all__ = ["PERCENTILES", "SCHEMA", "ReplayResult", "ReplaySpec", "replay"]
@@ -494,10 +495,7 @@ def render(result: ReplayResult) -> str:
                          f"{a['predicted']:.3f}", err(a["error"]), f"{m['measured']:.3f}",
                          err(m["error"]), f"{100 * i['measured']:.2f}%",
                          f"{100 * i['predicted']:.2f}%", err(i["error"])])
-    widths = [max(len(x[j]) for x in [header, *rows]) for j in range(len(header))]
-    for row in [header, ["-" * w for w in widths], *rows]:
-        lines.append("  ".join(c.ljust(w) if j < 2 else c.rjust(w)
-                               for j, (c, w) in enumerate(zip(row, widths))).rstrip())
+    lines += text_table(header, rows, left=2)
     lines += ["", "measured = the request's wall time in the tiered cache; in memcached = the "
               "part spent inside L2 calls (the Rust client, as the profile measures it); inc = "
               "added time / the request's base latency (simulate's measure). error = "

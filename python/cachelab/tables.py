@@ -24,7 +24,15 @@ from pathlib import Path
 
 from cachelab.units import MISSING, format_duration_ns, pick_unit
 
-__all__ = ["DEFAULT_ROWS", "MAX_ROW", "PERCENTILES", "pct_key", "percentile_table", "write_csv"]
+__all__ = [
+    "DEFAULT_ROWS",
+    "MAX_ROW",
+    "PERCENTILES",
+    "pct_key",
+    "percentile_table",
+    "text_table",
+    "write_csv",
+]
 
 #: The percentiles a table shows, in order; a :data:`MAX_ROW` row follows them.
 PERCENTILES: tuple[float, ...] = (5.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
@@ -132,3 +140,20 @@ def write_csv(
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
+
+
+def text_table(
+    header: Sequence[object], rows: Iterable[Sequence[object]], *, left: int = 1
+) -> list[str]:
+    """A plain-text table, one string per line: the header, a rule, then the rows. The first
+    ``left`` columns are left-aligned, the rest right-aligned; columns are two spaces apart and
+    trailing blanks are dropped."""
+    grid = [[str(c) for c in header], *([str(c) for c in r] for r in rows)]
+    widths = [max(len(r[i]) for r in grid) for i in range(len(grid[0]))]
+
+    def line(cells: list[str]) -> str:
+        return _GAP.join(
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
+
+    return [line(grid[0]), line(["-" * w for w in widths]), *map(line, grid[1:])]

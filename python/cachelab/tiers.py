@@ -34,6 +34,7 @@ from typing import Any
 
 from cachelab import _core, environment
 from cachelab.errors import UsageError
+from cachelab.tables import text_table
 from cachelab.tiered.codecs import COMPRESSORS, ValueFormat
 
 __all__ = ["SCHEMA", "TiersResult", "TiersSpec", "findings", "tiers"]
@@ -390,11 +391,7 @@ def render(result: TiersResult) -> str:
                      f"{r['wall_p90_us']:.2f}", f"{r['cpu_mean_us']:.2f}",
                      f"{r['stored_bytes']:,}" if r["stored_bytes"] else "—",
                      f"{r['wall_p50_us'] / ready:,.0f}×"])
-    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    for i, row in enumerate([header, ["-" * w for w in widths], *rows]):
-        lines.append("  ".join(c.ljust(w) if j < 2 else c.rjust(w)
-                               for j, (c, w) in enumerate(zip(row, widths))).rstrip())
-        del i
+    lines += text_table(header, rows, left=2)
     lines += ["", "The seed's findings on this machine:"]
     for f in result.findings:
         mark = "reproduces" if f["reproduces"] else "DOES NOT reproduce"

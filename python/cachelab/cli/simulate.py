@@ -11,6 +11,7 @@ from typing import Any
 from cachelab import simulation as lib
 from cachelab.cli import EXIT_OK, common
 from cachelab.errors import UsageError
+from cachelab.tables import text_table
 
 DESCRIPTION = """\
 Two modes, chosen by the trace:
@@ -193,14 +194,7 @@ def _pct(x: float | None) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-        ).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+    return "\n".join(text_table(header, rows, left=left))
 
 
 def _key(x: float) -> str:

@@ -14,6 +14,7 @@ from cachelab.artifacts import write_json
 from cachelab.cli import EXIT_OK
 from cachelab.errors import UsageError
 from cachelab.simulation import SCHEMA, SCHEMA_VERSION
+from cachelab.tables import text_table
 from cachelab.units import parse_size
 
 
@@ -113,8 +114,6 @@ def run(args: argparse.Namespace, fmt: str, out: Path) -> int:
 
 
 def render(doc: dict[str, Any], sim: flatsim.FlatSimulation) -> str:
-    from cachelab.cli.simulate import _table
-
     t = doc["trace"]
     unit = doc["unit"]
     head = (
@@ -134,13 +133,13 @@ def render(doc: dict[str, Any], sim: flatsim.FlatSimulation) -> str:
                 cell += f" ({r.byte_miss_ratio:.4f})"
             row.append(cell)
         rows.append(row)
-    parts = [head, f"{title} by capacity in {unit}", _table([unit, *policies], rows)]
+    parts = [head, f"{title} by capacity in {unit}", "\n".join(text_table([unit, *policies], rows))]
     mrc = doc.get("mrc")
     if mrc:
         kind = "exact" if mrc["exact"] else f"SHARDS, rate {mrc['sample_rate']:g}"
         points = list(zip(mrc["capacities"], mrc["miss_ratios"]))
         step = max(1, len(points) // 10)
         parts.append(f"LRU miss-ratio curve ({kind}, {len(points)} points; every {step}th shown)")
-        parts.append(_table(
-            [unit, "miss ratio"], [[f"{c:,}", f"{m:.4f}"] for c, m in points[::step]]))
+        parts.append("\n".join(text_table(
+            [unit, "miss ratio"], [[f"{c:,}", f"{m:.4f}"] for c, m in points[::step]])))
     return "\n\n".join(parts)

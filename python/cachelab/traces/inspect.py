@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from cachelab.tables import text_table
 from cachelab.traces.formats import detect_format, is_request_format, load_flat, load_request_trace
 from cachelab.traces.request import RequestTrace
 
@@ -216,12 +217,4 @@ def render_inspection(d: dict[str, Any]) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    grid = [header, *rows]
-    widths = [max(len(r[i]) for r in grid) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return cells[0].ljust(widths[0]) + "".join(
-            "  " + c.rjust(w) for c, w in zip(cells[1:], widths[1:])
-        )
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+    return "\n".join(text_table(header, rows))
