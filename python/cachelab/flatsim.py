@@ -167,9 +167,13 @@ def _check_unit(unit: str) -> None:
         raise UsageError(f'unit must be "objects" or "bytes", got {unit!r}')
 
 
-def resolve_sizes(trace: _core.FlatTrace, sizes: Sequence[int | float], unit: str) -> list[int]:
+def resolve_sizes(
+    trace: _core.FlatTrace, sizes: Sequence[int | float], unit: str,
+    *, inspection: dict[str, Any] | None = None,
+) -> list[int]:
     """Capacities from ``sizes``: ints as they are, floats in (0, 1] as a fraction of the
-    working set (objects: distinct keys; bytes: sum of first sizes), truncated like cachesim."""
+    working set (objects: distinct keys; bytes: sum of first sizes), truncated like cachesim.
+    ``inspection`` is ``trace.inspect()`` when the caller has it already."""
     _check_unit(unit)
     wss: int | None = None
     out: list[int] = []
@@ -184,7 +188,7 @@ def resolve_sizes(trace: _core.FlatTrace, sizes: Sequence[int | float], unit: st
         if not 0.0 < s <= 1.0:
             raise UsageError(f"fractional size {s} must be in (0, 1]")
         if wss is None:
-            info = trace.inspect()
+            info = inspection if inspection is not None else trace.inspect()
             wss = info["unique_keys"] if unit == "objects" else info["working_set_bytes"]
         out.append(int(wss * s))
     return out

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace, fmt: str, out: Path) -> int:
     started = time.perf_counter()
     trace = flatsim.load_trace(args.trace, args.trace_format)
     info = trace.inspect()
-    capacities = flatsim.resolve_sizes(trace, sizes, args.unit)
+    capacities = flatsim.resolve_sizes(trace, sizes, args.unit, inspection=info)
     sim = flatsim.simulate_flat(trace, policies, capacities, args.unit, threads=args.threads)
     curve = None
     if args.mrc:
