@@ -195,3 +195,98 @@ def test_bad_server_commands_exit_with_one_line(tmp_path: Path, cmd: str, code: 
 def test_server_commands_and_results_do_not_mix(tmp_path: Path) -> None:
     p = cachelab("compare", "a.json", "--server-cmd", "memcached", "--server-cmd", "memcached")
     assert p.returncode == 2 and "not both" in one_error_line(p)
+
+
+TRACES = Path(__file__).parent / "data" / "traces"
+
+
+def test_flat_simulations_compare_exact_miss_ratios(tmp_path: Path) -> None:
+    bin_trace = TRACES / "cloudPhysicsIO.oracleGeneral.bin"
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out, policies, extra in ((a, "lru,fifo", ["--mrc"]), (b, "lru,s3fifo", ["--mrc"])):
+        p = cachelab("simulate", bin_trace, "--policies", policies, "--sizes", "500,5000",
+                     *extra, "--no-plots", "--out", out, "--format", "json")
+        assert p.returncode == 0, p.stderr
+    r = compare([a, b])
+    doc_a = json.loads((a / "simulate.json").read_text())
+    by_run = {(x["policy"], x["capacity"]): x for x in doc_a["results"]}
+    runs = [x for x in r.rows if not x["item"].startswith("LRU curve")]
+    # Only the policy both ran (lru) is compared, at both sizes, miss and byte miss ratio.
+    assert {x["item"].split(" @ ")[0] for x in runs} == {"lru"}
+    assert len(runs) == 4
+    for x in runs:
+        policy, cap = x["item"].split(" @ ")
+        want = by_run[(policy, int(cap.split()[0].replace(",", "")))]
+        assert x["a"] == want[x["metric"].replace(" ", "_")]
+        assert x["verdict"] == "same"  # the same deterministic simulation
+    curve = [x for x in r.rows if x["item"].startswith("LRU curve")]
+    assert 2 <= len(curve) <= 10 and all(x["verdict"] == "same" for x in curve)
+
+    # A different trace is refused; with --allow-different the exact difference is reported
+    # with a verdict (no sampling error to hide behind).
+    c = tmp_path / "c"
+    p = cachelab("simulate", TRACES / "zipf_1.0.txt", "--policies", "lru", "--sizes", "500,5000",
+                 "--no-plots", "--out", c, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    with pytest.raises(UsageError, match="different trace"):
+        compare([a, c])
+    r = compare([a, c], allow_different=True)
+    assert r.warnings and all(x["verdict"] in ("higher", "lower", "same") for x in r.rows
+                              if not x["item"].startswith("LRU curve"))
+
+    # A SHARDS-sampled curve gets numbers but no verdict.
+    d = tmp_path / "d"
+    p = cachelab("simulate", bin_trace, "--policies", "lru", "--sizes", "500", "--mrc",
+                 "--shards", "0.1", "--no-plots", "--out", d, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    r = compare([a, d])
+    sampled = [x for x in r.rows if x["item"].startswith("LRU curve")]
+    assert sampled and all(x["verdict"] == "no interval" for x in sampled)
+    assert any("SHARDS" in w for w in r.warnings)
+
+    # Flat and request-level simulations do not mix.
+    from cachelab import traces
+    from cachelab.simulation import SimulateSpec, simulate
+
+    req = simulate(traces.synthesize(traces.SynthParams(requests=500)),
+                   SimulateSpec(draws=1, strategies=("none",)))
+    path = req.save(tmp_path / "req" / "simulate.json")
+    with pytest.raises(UsageError, match="flat .* request-level"):
+        compare([a, path])
+
+
+def tiers_doc(rows: dict[tuple[str, str], list[int]], store: str = "sqlite") -> dict:
+    """A tiers result (schema v1) whose rows hold exactly the given read times (ns)."""
+    return {
+        "schema": "cachelab.tiers", "schema_version": 1, "created": "2025-01-01T00:00:00Z",
+        "spec": {"record_bytes": 60_000, "list_items": 1000, "item_bytes": 100,
+                 "codec": "msgpack"},
+        "store": store, "server": {}, "findings": [], "environment": {},
+        "rows": [{"shape": shape, "method": method, "reads": len(v),
+                  "histogram": _core.hist_from_values(v), "cpu_mean_us": 10.0,
+                  "stored_bytes": 60_000} for (shape, method), v in rows.items()],
+    }
+
+
+def test_tiers_results_compare_read_times(tmp_path: Path) -> None:
+    same = lognormal(2000, 100_000, seed=3)
+    a = write(tmp_path / "a" / "tiers.json", tiers_doc({
+        ("record", "memcached raw"): same,
+        ("record", "store"): lognormal(2000, 150_000, seed=4),
+        ("list", "store"): lognormal(2000, 1_000_000, seed=5)}))
+    b = write(tmp_path / "b" / "tiers.json", tiers_doc({
+        ("record", "memcached raw"): lognormal(2000, 100_000, seed=6),
+        ("record", "store"): lognormal(2000, 300_000, seed=7)}))
+    r = compare([a, b])
+    items = {x["item"] for x in r.rows}
+    assert items == {"record / memcached raw", "record / store"}  # only rows both have
+    store = {x["metric"]: x for x in r.rows if x["item"] == "record / store"}
+    assert store["p50"]["verdict"] == "higher" and store["p50"]["direction"] == "worse"
+    assert 0.7 < store["p50"]["relative"] < 1.3  # twice as slow, give or take the sampling
+    raw = {x["metric"]: x for x in r.rows if x["item"] == "record / memcached raw"}
+    assert raw["p50"]["verdict"] == "no clear difference"
+    assert raw["stored bytes"]["verdict"] == "same"
+    pg = write(tmp_path / "pg" / "tiers.json", tiers_doc({("record", "store"): same},
+                                                         store="postgresql"))
+    with pytest.raises(UsageError, match="different store"):
+        compare([a, pg])

@@ -57,7 +57,7 @@ _KIND_NAMES = {"profile": "latency profile", "load": "load result", "scale": "sc
                "simulation": "simulation result", "usl": "USL fit", "tiers": "tiers result",
                "replay": "replay result", "run": "run summary", "compare": "comparison"}
 _DEFAULT_FILES = {"profile": "profile.json", "load": "load.json", "scale": "scale.json",
-                  "simulation": "simulate.json"}
+                  "simulation": "simulate.json", "tiers": "tiers.json"}
 
 
 @dataclass
@@ -99,7 +99,7 @@ def load_for_compare(path: str | Path) -> Artifact:
     if len(pick) == 1:
         return pick[0]
     if not pick:
-        raise UsageError(f"{p}: no profile, load, scale or simulation result found")
+        raise UsageError(f"{p}: no profile, load, scale, simulation or tiers result found")
     listing = ", ".join(str(a.path) for a in pick[:4]) + (" …" if len(pick) > 4 else "")
     raise UsageError(f"{p}: holds {len(pick)} results ({listing}); name one of them")
 
@@ -278,12 +278,81 @@ def _band_at(s: dict[str, Any], field_: str, key: str, at: float) -> dict[str, f
     return None
 
 
+def _exact_row(item: str, metric: str, versus: str, a: float, b: float, *,
+               higher_is_better: bool, unit: str = "") -> dict[str, Any]:
+    """A row for a value with no sampling error (a count, a deterministic simulation): the
+    interval is the difference itself, and equal values are "same"."""
+    exact = (b / a - 1) if a else (0.0 if b == a else None)
+    row = _row(item, metric, versus, a, b, exact, exact, higher_is_better=higher_is_better,
+               unit=unit)
+    if b == a:
+        row["verdict"] = "same"
+    return row
+
+
+def _flat_simulations(arts: Sequence[Artifact], problems: list[str],
+                      warnings: list[str]) -> list[dict[str, Any]]:
+    """Miss ratios of flat-trace simulations: per (policy, capacity) run both have, and the
+    LRU miss-ratio curve at the capacities both curves have. These are deterministic (no
+    draws), so a difference is exact — except for a SHARDS-sampled curve, whose points get no
+    interval and no verdict."""
+    if any(a.data.get("mode") != "flat" for a in arts):
+        raise UsageError("cannot compare a flat (miss-ratio) simulation with a request-level one")
+    _same(arts, lambda d: {k: d["trace"].get(k) for k in ("requests", "unique_keys",
+                                                          "total_bytes")},
+          "trace (requests, unique keys, bytes)", problems)
+    _same(arts, lambda d: d.get("unit"), "capacity unit", problems)
+    rows: list[dict[str, Any]] = []
+    runs = [{(r["policy"], int(r["capacity"])): r for r in a.data.get("results") or []}
+            for a in arts]
+    curves = [a.data.get("mrc") for a in arts]
+    unit = arts[0].data.get("unit") or "objects"
+    for j in range(1, len(arts)):
+        versus = f"{chr(65 + j)} vs A"
+        common = [k for k in runs[0] if k in runs[j]]
+        for policy, cap in common:
+            ra, rb = runs[0][(policy, cap)], runs[j][(policy, cap)]
+            item = f"{policy} @ {cap:,} {unit}"
+            for metric in ("miss_ratio", "byte_miss_ratio"):
+                if ra.get(metric) is None or rb.get(metric) is None:
+                    continue
+                rows.append(_exact_row(item, metric.replace("_", " "), versus,
+                                       float(ra[metric]), float(rb[metric]),
+                                       higher_is_better=False))
+        ca, cb = curves[0], curves[j]
+        if ca and cb:
+            pa = dict(zip(ca["capacities"], ca["miss_ratios"]))
+            pb = dict(zip(cb["capacities"], cb["miss_ratios"]))
+            shared = [c for c in ca["capacities"] if c in pb]
+            # A handful of points along the curve, not hundreds of rows.
+            step = max(1, len(shared) // 8)
+            picked = shared[::step] + ([shared[-1]] if shared and
+                                       (len(shared) - 1) % step else [])
+            sampled = not (ca.get("exact", True) and cb.get("exact", True))
+            for c in picked:
+                item = f"LRU curve @ {c:,} {ca.get('unit', unit)}"
+                if sampled:
+                    rows.append(_row(item, "miss ratio", versus, float(pa[c]), float(pb[c]),
+                                     None, None, higher_is_better=False))
+                else:
+                    rows.append(_exact_row(item, "miss ratio", versus, float(pa[c]),
+                                           float(pb[c]), higher_is_better=False))
+            if sampled and picked:
+                warnings.append("a miss-ratio curve is SHARDS-sampled: its points carry sampling "
+                                "error that is not estimated, so they get no verdict")
+    if not rows:
+        if problems:
+            raise UsageError(f"incompatible flat simulations: {'; '.join(problems)}")
+        raise UsageError("these flat simulations share no (policy, capacity) run and no "
+                         "miss-ratio curve points: nothing to compare")
+    return rows
+
+
 def _simulations(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int,
                  level: float, problems: list[str],
                  warnings: list[str]) -> list[dict[str, Any]]:
     if any(a.data.get("mode") == "flat" for a in arts):
-        raise UsageError("comparing flat (miss-ratio) simulations is not supported; compare "
-                         "their simulate.csv tables")
+        return _flat_simulations(arts, problems, warnings)
     _same(arts, lambda d: {k: d["trace"].get(k) for k in ("requests", "items", "source")},
           "trace", problems)
     _same(arts, lambda d: (d["trace"].get("generator") or {}).get("params"),
@@ -311,12 +380,42 @@ def _simulations(arts: Sequence[Artifact], rng: np.random.Generator, resamples: 
                 rows.append(_row(name, metric, versus, ba["median"], bb["median"], lo, hi,
                                  higher_is_better=False))
             # Hit ratios do not depend on the latency draws: a difference is exact.
-            ha, hb = float(sa["hit_ratio"]), float(sb["hit_ratio"])
-            exact = (hb / ha - 1) if ha else (0.0 if hb == ha else None)
-            row = _row(name, "hit ratio", versus, ha, hb, exact, exact, higher_is_better=True)
-            if hb == ha:
-                row["verdict"] = "same"
-            rows.append(row)
+            rows.append(_exact_row(name, "hit ratio", versus, float(sa["hit_ratio"]),
+                                   float(sb["hit_ratio"]), higher_is_better=True))
+    return rows
+
+
+def _tiers(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int, level: float,
+           problems: list[str], warnings: list[str]) -> list[dict[str, Any]]:
+    """Read time per (shape, method) from each row's histogram (bootstrap, as for profiles),
+    CPU per read (means only: no interval) and stored bytes (exact)."""
+    _same(arts, lambda d: d.get("store"), "store", problems)
+    _same(arts, lambda d: {k: (d.get("spec") or {}).get(k) for k in ("record_bytes",
+                                                                      "list_items",
+                                                                      "item_bytes", "codec")},
+          "data shapes and codec", problems)
+    keyed = [{(r["shape"], r["method"]): r for r in a.data.get("rows") or []
+              if r.get("histogram") and r.get("reads")} for a in arts]
+    common = [k for k in keyed[0] if all(k in m for m in keyed[1:])]
+    if not common:
+        raise UsageError("these tiers results have no (shape, method) in common: nothing to "
+                         "compare")
+    rows: list[dict[str, Any]] = []
+    for j in range(1, len(arts)):
+        versus = f"{chr(65 + j)} vs A"
+        for key in common:
+            ra, rb = keyed[0][key], keyed[j][key]
+            item = f"{key[0]} / {key[1]}"
+            rows += [r for r in _hist_rows(item, versus, ra["histogram"], int(ra["reads"]),
+                                           rb["histogram"], int(rb["reads"]), rng, resamples,
+                                           level) if r["metric"] in ("p50", "p90", "p99")]
+            if ra.get("cpu_mean_us") is not None and rb.get("cpu_mean_us") is not None:
+                rows.append(_row(item, "CPU per read (mean)", versus,
+                                 float(ra["cpu_mean_us"]) * 1000, float(rb["cpu_mean_us"]) * 1000,
+                                 None, None, higher_is_better=False, unit="ns"))
+            if ra.get("stored_bytes") and rb.get("stored_bytes"):
+                rows.append(_exact_row(item, "stored bytes", versus, float(ra["stored_bytes"]),
+                                       float(rb["stored_bytes"]), higher_is_better=False))
     return rows
 
 
@@ -326,6 +425,7 @@ COMPARERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "load": _loads,
     "scale": _scales,
     "simulation": _simulations,
+    "tiers": _tiers,
 }
 
 _METHODS = {
@@ -333,8 +433,11 @@ _METHODS = {
     "load": "Steady-window throughput (Welch interval over the time-series intervals) and "
             "latency percentiles (bootstrap over the HdrHistogram).",
     "scale": "Mean throughput at each N; intervals: Welch's t over the repeats.",
-    "simulation": "Medians over latency draws; intervals: the min–max bands paired "
-                  "least and most favourably.",
+    "simulation": "Request-level: medians over latency draws; intervals: the min–max bands "
+                  "paired least and most favourably. Flat: miss ratios are deterministic, so "
+                  "differences are exact.",
+    "tiers": "Read time per shape and method: percentiles with a bootstrap over each "
+             "HdrHistogram; CPU per read: means, no interval; stored bytes: exact.",
 }
 
 
@@ -356,7 +459,7 @@ def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level:
     kind = kinds[0]
     if kind not in COMPARERS:
         raise UsageError(f"comparing {_KIND_NAMES.get(kind, kind)}s is not supported; compare "
-                         "profiles, load results, scale results or simulations")
+                         "profiles, load results, scale results, simulations or tiers results")
     rng = np.random.default_rng(seed)
     problems: list[str] = []
     warnings: list[str] = []
@@ -391,9 +494,11 @@ def _summary(r: CompareResult) -> list[str]:
         rows = [x for x in r.rows if x["versus"] == versus]
         better = [x for x in rows if x["direction"] == "better"]
         worse = [x for x in rows if x["direction"] == "worse"]
-        unclear = len(rows) - len(better) - len(worse)
-        text = (f"{versus}: {len(better)} better, {len(worse)} worse, {unclear} without a "
-                "clear difference")
+        same = sum(1 for x in rows if x["verdict"] == "same")
+        unclear = len(rows) - len(better) - len(worse) - same
+        text = (f"{versus}: {len(better)} better, {len(worse)} worse, "
+                + (f"{same} the same, " if same else "")
+                + f"{unclear} without a clear difference")
         if rows:
             big = max((x for x in better + worse if x["relative"] is not None),
                       key=lambda x: abs(x["relative"]), default=None)

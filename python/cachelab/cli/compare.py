@@ -10,14 +10,18 @@ from pathlib import Path
 from cachelab.cli import EXIT_OK, common
 
 DESCRIPTION = """\
-Compare saved results of one kind — latency profiles, load results, scale sweeps or
-(request-level) simulations — the first being the baseline A. For each item (a profile cell,
-a strategy, a load N) and metric (p50 … p99.9, throughput, hit ratio) it prints both values,
-the change relative to A, an interval, and a verdict only when the interval excludes zero.
+Compare saved results of one kind — latency profiles, load results, scale sweeps,
+simulations (request-level or flat miss-ratio) or tiers results — the first being the
+baseline A. For each item (a profile cell, a strategy, a load N, a policy at a capacity, a
+shape read by a method) and metric (p50 … p99.9, throughput, hit or miss ratio) it prints
+both values, the change relative to A, an interval, and a verdict only when the interval
+excludes zero.
 
 Intervals: latency percentiles by bootstrap over the HdrHistograms (exact for the recorded
-histogram); throughput by Welch's t over intervals or repeats; simulations from their bands
-over latency draws. Percentiles with fewer than 10 samples beyond them get "too few samples".
+histogram); throughput by Welch's t over intervals or repeats; request-level simulations from
+their bands over latency draws. Flat miss ratios and stored bytes are deterministic: their
+difference is exact ("same" when equal); a SHARDS-sampled curve gets no verdict.
+Percentiles with fewer than 10 samples beyond them get "too few samples".
 
 Results of different kinds are refused; so are results measured with settings that change
 what is measured (protocol, concurrency, load mode or workload, a simulation's trace) unless
