@@ -224,6 +224,7 @@ def _trace(st: _State) -> None:
 
 def _step_simulate(st: _State) -> tuple[str, bool]:
     from cachelab.cli.simulate import write_artifacts
+    from cachelab.progress import Progress
     from cachelab.report.sections import best_strategy
     from cachelab.simulation import SimulateSpec, simulate
 
@@ -234,9 +235,16 @@ def _step_simulate(st: _State) -> tuple[str, bool]:
         models.append(("simulate", str(st.profile_path)))
     models.append((f"simulate-{REFERENCE_MODEL}", REFERENCE_MODEL))
     texts = []
-    for sub, model in models:
-        result = simulate(st.trace, SimulateSpec(model=model, draws=draws, seed=st.spec.seed),
-                          trace_info=st.trace_info)
+    with Progress(len(models), "simulate") as bar:
+        results = []
+        for i, (sub, model) in enumerate(models):
+            bar.label = f"simulate ({'measured profile' if sub == 'simulate' else model})"
+            bar.update(i)
+            results.append(simulate(st.trace, SimulateSpec(model=model, draws=draws,
+                                                           seed=st.spec.seed),
+                                    trace_info=st.trace_info))
+        bar.update(len(models))
+    for (sub, model), result in zip(models, results):
         write_artifacts(result, st.out / sub)
         st.produced.append(st.out / sub)
         best = best_strategy(result.to_dict())
