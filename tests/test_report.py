@@ -1,9 +1,12 @@
 """``cachelab report``: one self-contained page from saved artifacts — it parses, has a section
-per artifact, embeds every plot inline, fetches nothing, and its tables show the JSON's numbers."""
+per artifact, embeds every plot inline (a static image and the spec of an interactive chart of
+the same data), runs no script but its own, fetches nothing, and its tables and chart specs
+show the JSON's numbers."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import shutil
@@ -35,6 +38,13 @@ class Page(HTMLParser):
         self.scripts = 0
         self.tables: list[list[list[str]]] = []
         self._cell: list[str] | None = None
+        #: (attributes, text) of every <script>; names of inline event-handler attributes.
+        self.script_elements: list[tuple[dict[str, str | None], str]] = []
+        self.handlers: list[str] = []
+        self.csp: list[str] = []
+        #: Per <figure>: the number of <img> and the chart specs (parsed) inside it.
+        self.figures: list[dict[str, list]] = []
+        self._script: tuple[dict[str, str | None], list[str]] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -46,6 +56,14 @@ class Page(HTMLParser):
             self.hrefs.append(a.get("href") or "")
         if tag == "script":
             self.scripts += 1
+            self._script = (a, [])
+        self.handlers += [k for k in a if k.lower().startswith("on")]
+        if tag == "meta" and (a.get("http-equiv") or "").lower() == "content-security-policy":
+            self.csp.append(a.get("content") or "")
+        if tag == "figure":
+            self.figures.append({"images": [], "specs": []})
+        if tag == "img" and "figure" in self.stack:
+            self.figures[-1]["images"].append(a.get("src") or "")
         if tag == "table":
             self.tables.append([])
         if tag == "tr":
@@ -56,6 +74,12 @@ class Page(HTMLParser):
             self.stack.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "script" and self._script is not None:
+            attrs, text = self._script[0], "".join(self._script[1])
+            self.script_elements.append((attrs, text))
+            if attrs.get("type") == "application/json" and "figure" in self.stack:
+                self.figures[-1]["specs"].append(json.loads(text))
+            self._script = None
         if tag in ("td", "th") and self._cell is not None:
             self.tables[-1][-1].append("".join(self._cell).strip())
             self._cell = None
@@ -65,6 +89,8 @@ class Page(HTMLParser):
         self.stack.pop()
 
     def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self._script[1].append(data)
         if self._cell is not None:
             self._cell.append(data)
 
@@ -79,7 +105,19 @@ def parse(html: str) -> Page:
 
 
 def check_self_contained(html: str, page: Page) -> None:
-    assert page.scripts == 0
+    # One script runs: the page's own, inline, allowed by its hash and nothing else; every
+    # other <script> is a chart spec (JSON, never run). No inline event handlers, no eval.
+    code = [(a, t) for a, t in page.script_elements if a.get("type") != "application/json"]
+    assert len(code) == 1 and code[0][0] == {}, [a for a, _ in code]
+    js = code[0][1]
+    assert "eval(" not in js and "Function(" not in js and "setTimeout(\"" not in js
+    assert page.handlers == []
+    digest = base64.b64encode(hashlib.sha256(js.encode()).digest()).decode()
+    assert len(page.csp) == 1
+    policy = dict((d.strip().split(" ", 1) + [""])[:2] for d in page.csp[0].split(";"))
+    assert policy["default-src"] == "'none'" and policy["img-src"] == "data:"
+    assert policy["script-src"] == f"'sha256-{digest}'"
+    assert page.scripts == 1 + sum(len(f["specs"]) for f in page.figures)
     assert all(h.startswith("#") for h in page.hrefs), page.hrefs
     without_images = re.sub(r'src="data:[^"]*"', 'src=""', html)
     assert "http://" not in without_images and "https://" not in without_images
@@ -97,7 +135,7 @@ def check_self_contained(html: str, page: Page) -> None:
             assert body[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared with test_report_browser.py
 def results(tmp_path_factory: pytest.TempPathFactory, memcached) -> Path:  # noqa: ANN001
     """A directory of saved results: a measured profile, the published profile, a simulation
     and a USL fit, each written by its verb's own writer (with SVGs beside the JSON)."""
@@ -120,6 +158,47 @@ def results(tmp_path_factory: pytest.TempPathFactory, memcached) -> Path:  # noq
     return root
 
 
+TRACES = Path(__file__).parent / "data" / "traces"
+
+
+@pytest.fixture(scope="session")
+def more(tmp_path_factory: pytest.TempPathFactory, results: Path, memcached) -> Path:  # noqa: ANN001
+    """The other kinds, small: a closed-loop load run, a storage-tiers run, a replay, a
+    comparison of two simulations and a flat (miss-ratio) simulation, each written as its verb
+    writes it (without plots where the verb allows: the report re-draws them)."""
+    from cachelab import load as load_lib
+    from cachelab import replay as replay_lib
+    from cachelab import tiers as tiers_lib
+    from cachelab import traces
+    from cachelab.cli.load import write_artifacts as write_load
+    from cachelab.compare import compare
+    from cachelab.simulation import SimulateSpec, simulate
+
+    root = tmp_path_factory.mktemp("more")
+    r = load_lib.load(load_lib.LoadSpec(duration=1.5, warmup=0.5, interval=0.25, connections=1,
+                                        key_space=200), server=memcached.address)
+    write_load(r, root / "load", plots=False)
+    tiers_lib.tiers(tiers_lib.TiersSpec(reads=3, warmup=1, record_bytes=5_000, list_items=50),
+                    server=memcached.address).save(root / "tiers" / "tiers.json")
+    small = traces.synthesize(traces.SynthParams(
+        requests=300, domains=2, subjects_per_domain=2.0, topics_per_subject=3.0,
+        tutorials_per_topic=3.0, items_per_tutorial=4.0, instances=3))
+    replay_lib.replay(small, replay_lib.ReplaySpec(strategies=("none", "lru:10"),
+                                                   profile_samples=50, profile_warmup=5,
+                                                   draws=2),
+                      server=memcached.address).save(root / "replay" / "replay.json")
+    trace = traces.synthesize(traces.SynthParams(requests=1_000))
+    sims = []
+    for model in ("appengine-2017", str(results / "profile" / "profile.json")):
+        sim = simulate(trace, SimulateSpec(model=model, draws=2, strategies=("none", "lru:50")))
+        sims.append(sim.save(root / "sims" / f"sim{len(sims)}" / "simulate.json"))
+    compare(sims).save(root / "compare" / "compare.json")
+    p = cachelab("simulate", TRACES / "cloudPhysicsIO.oracleGeneral.bin", "--policies",
+                 "lru,fifo", "--sizes", "500,2000,5000", "--mrc", "--out", root / "flat")
+    assert p.returncode == 0, p.stderr
+    return root
+
+
 def test_page_has_a_section_per_artifact_with_inline_plots(results: Path) -> None:
     rep = render_report([results])
     page = parse(rep.html)
@@ -132,6 +211,85 @@ def test_page_has_a_section_per_artifact_with_inline_plots(results: Path) -> Non
     assert len(page.images) == 3 + 2 + 1 + 1
     check_self_contained(rep.html, page)
     assert "Environment" in rep.html and "commit" in rep.html
+    # Every plot is also an interactive chart: one spec per figure, beside its static image.
+    assert len(page.figures) == 7
+    assert all(len(f["images"]) == 1 and len(f["specs"]) == 1 for f in page.figures)
+    titles = [f["specs"][0]["title"] for f in page.figures]
+    assert sum(t.startswith("get latency by value size") for t in titles) == 2
+    assert sum(t.startswith("multi-get latency") for t in titles) == 2
+    assert any(t.startswith("set latency") for t in titles)
+    assert any(t.startswith("Simulated latency increase") for t in titles)
+    assert "USL fit" in titles
+
+
+def specs_of(page: Page) -> list[dict]:
+    return [s for f in page.figures for s in f["specs"]]
+
+
+def test_chart_specs_hold_the_numbers_in_the_json(results: Path) -> None:
+    page = parse(render_report([results / "simulate", results / "usl"]).html)
+    usl_spec, sim_spec = specs_of(page)  # page order: the fit, then the simulation
+    sim = json.loads((results / "simulate" / "simulate.json").read_text())
+    drawn = {s["name"]: s for s in sim_spec["series"]}
+    for s in sim["strategies"]:
+        c = s["curve"]
+        want = [[100 - p, m] for p, m in zip(c["percentile"], c["median"]) if m > 0]
+        if not want:  # nothing above zero cannot be shown on a log axis (as in the SVG)
+            assert s["strategy"] not in drawn
+            continue
+        got = drawn[s["strategy"]]["points"]
+        assert len(got) == len(want)
+        for (gx, gy), (wx, wy) in zip(got, want):
+            assert gx == pytest.approx(wx, rel=1e-9) and gy == pytest.approx(wy, rel=1e-9)
+    assert sim_spec["x"]["scale"] == sim_spec["y"]["scale"] == "log"
+    assert sim_spec["x"]["format"] == "invpct" and sim_spec["y"]["format"] == "percent"
+    fit = json.loads((results / "usl" / "usl.json").read_text())
+    measured = next(s for s in usl_spec["series"] if s["name"] == "measured")
+    assert measured["points"] == [[pytest.approx(n), pytest.approx(x)]
+                                  for n, x in zip(fit["n"], fit["x"])]
+    curve = next(s for s in usl_spec["series"] if s["name"].startswith("USL fit"))
+    assert all(lo <= y <= hi for (_, y), (_, lo, hi) in zip(curve["points"], curve["band"]))
+    # The fitted curve passes through the JSON's fitted values at the measured N.
+    from cachelab.usl import UslFit
+
+    f = UslFit.from_dict(fit, "usl.json")
+    assert [p["x"] for p in f.predict(fit["n"])] == pytest.approx(fit["fitted"], rel=1e-6)
+
+
+def test_profile_chart_values_are_the_histogram_percentiles(results: Path) -> None:
+    page = parse(render_report([results / "profile"]).html)
+    get = next(s for s in specs_of(page) if s["title"].startswith("get latency"))
+    data = json.loads((results / "profile" / "profile.json").read_text())
+    cells = {c["value_size"]: c for c in data["cells"] if c["op"] == "get"}
+    unit = get["y"]["unit"]
+    scale = {"µs": 1e3, "ms": 1e6, "s": 1e9}[unit]
+    assert get["y"]["label"] == f"latency ({unit})"
+    for series, size in zip(get["series"], (100, 10_000)):
+        at = {round(x, 6): y for x, y in series["points"]}
+        for key in ("90", "99", "99.9"):  # x = 100 - p: the decades are sampled exactly
+            assert at[round(100 - float(key), 6)] == pytest.approx(
+                cells[size]["percentiles"][key] / scale, rel=1e-6)
+
+
+def test_chart_json_cannot_end_its_script_element() -> None:
+    from cachelab.report.charts import chart_json
+
+    spec = {"title": "</script><script>alert(1)</script><!-- & \u2028", "x": 1}
+    text = chart_json(spec)
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == spec
+    with pytest.raises(ValueError):
+        chart_json({"y": float("nan")})
+
+
+def test_the_chart_script_ships_with_the_package() -> None:
+    from importlib import resources
+
+    from cachelab.report.charts import script
+
+    assert resources.files("cachelab.report").joinpath("charts.js").is_file()
+    js = script()
+    assert "cachelabCharts" in js and "</script" not in js.lower()
 
 
 def test_tables_show_the_numbers_in_the_json(results: Path) -> None:
@@ -163,6 +321,7 @@ def test_plots_are_redrawn_from_the_json_when_absent(results: Path, tmp_path: Pa
     page = parse(rep.html)
     assert len(page.images) == 4
     check_self_contained(rep.html, page)
+    assert [len(f["specs"]) for f in page.figures] == [1, 1, 1, 1]
 
 
 def test_cli_writes_the_page_and_a_static_copy(results: Path, tmp_path: Path) -> None:
@@ -204,3 +363,62 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, setup, expect: str) -> 
     assert expect in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_every_kind_gets_its_charts(more: Path) -> None:
+    rep = render_report([more])
+    page = parse(rep.html)
+    check_self_contained(rep.html, page)
+    assert sorted(s.kind for s in rep.sections) == ["compare", "load", "replay", "simulation",
+                                                    "simulation", "simulation", "tiers"]
+    assert all(not n.startswith("no interactive chart") for s in rep.sections for n in s.notes)
+    # A static image beside every chart, but the replay's (no verb draws one: its table has
+    # the numbers).
+    replay = [f for f in page.figures if f["specs"][0]["title"].startswith("Replay")]
+    assert len(replay) == 1 and replay[0]["images"] == []
+    assert all(len(f["images"]) == 1 and f["specs"] for f in page.figures if f not in replay)
+    by_title = {s["title"]: s for s in specs_of(page)}
+
+    load = json.loads((more / "load" / "load.json").read_text())
+    thr = by_title["throughput over time"]["series"][0]
+    assert [y for _, y in thr["points"]] == pytest.approx(
+        [iv["throughput"] for iv in load["intervals"]])
+    lat = by_title["latency over time"]
+    assert [s["name"] for s in lat["series"]] == ["p50 (uncorrected)", "p99 (uncorrected)",
+                                                  "p99.9 (uncorrected)"]
+
+    tiers = json.loads((more / "tiers" / "tiers.json").read_text())
+    bars = [s for s in specs_of(page) if s["kind"] == "bars" and s["title"].startswith("Read")]
+    assert len(bars) == 2  # one per data shape, as the static figure's panels
+    for spec in bars:
+        rows = [r for r in tiers["rows"] if r["method"] in spec["categories"]
+                and spec["title"].endswith(("record", "records"))]
+        shape = "record" if spec["title"].endswith("record") else "list"
+        rows = [r for r in tiers["rows"] if r["shape"] == shape]
+        assert spec["categories"] == [r["method"] for r in rows]
+        assert spec["series"][0]["values"] == pytest.approx([r["wall_p50_us"] for r in rows])
+        assert spec["series"][1]["values"] == pytest.approx([r["cpu_mean_us"] for r in rows])
+
+    replay = json.loads((more / "replay" / "replay.json").read_text())
+    spec = by_title["Replay: measured vs predicted added latency"]
+    drawn = {s["name"]: dict((round(100 - x, 6), y) for x, y in s["points"])
+             for s in spec["series"]}
+    for s in replay["strategies"]:
+        for k, v in s["increase"].items():
+            assert drawn[f"{s['strategy']} measured"][float(k)] == pytest.approx(v["measured"])
+            assert drawn[f"{s['strategy']} predicted"][float(k)] == pytest.approx(v["predicted"])
+
+    cmp = json.loads((more / "compare" / "compare.json").read_text())
+    spec = next(s for s in specs_of(page) if s["title"].endswith("change relative to A"))
+    rows = [r for r in cmp["rows"] if r["relative"] is not None]
+    assert len(spec["categories"]) == len({(r["item"], r["metric"]) for r in rows})
+    got = sorted(v for s in spec["series"] for v in s["values"] if v is not None)
+    assert got == pytest.approx(sorted(r["relative"] for r in rows))
+
+    flat = json.loads((more / "flat" / "simulate.json").read_text())
+    spec = by_title["Miss ratio by cache size"]
+    lru = next(s for s in spec["series"] if s["name"] == "lru")
+    assert lru["points"] == [[r["capacity"], pytest.approx(r["miss_ratio"])]
+                             for r in sorted(flat["results"], key=lambda r: r["capacity"])
+                             if r["policy"] == "lru"]
+    assert any(s["name"].startswith("LRU miss-ratio curve") for s in spec["series"])

@@ -1,6 +1,8 @@
 """``cachelab report`` in a real headless browser (Chromium from the OS packages): the page loads
-with no console errors and no network requests, every plot paints something, and the tables
-the browser builds show the numbers in the JSON.
+with no console errors and no network requests, every interactive chart draws (and with scripts
+off every static plot paints something), hovering a point reads out the JSON's numbers, the
+legend hides series, drag zooms and double-click resets, and the tables the browser builds
+show the numbers in the JSON.
 
 Chromium is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: JSON
 messages ending in NUL on file descriptors 3 and 4), so nothing but the standard library is
@@ -29,7 +31,8 @@ import test_report as tr
 from cachelab.report import write_report
 from cachelab.report.sections import dur
 
-results = tr.results  # the module-scoped fixture: saved results written by each verb's writer
+results = tr.results  # the session-scoped fixtures: saved results written by each verb's writer
+more = tr.more
 
 STEP_TIMEOUT = 30.0  # seconds any one browser step may take
 
@@ -147,8 +150,31 @@ class Browser:
         self.events.clear()
         self.send("Page.navigate", {"url": url})
         self.wait_for("Page.loadEventFired")
-        # Every <img> decoded (or failed) before anything is measured.
-        self.evaluate("Promise.all([...document.images].map(i => i.decode().catch(() => 0)))")
+        # Every visible <img> decoded (or failed) before anything is measured.
+        self.evaluate("Promise.all([...document.images].filter(i => i.offsetWidth)"
+                      ".map(i => i.decode().catch(() => 0)))")
+
+    def mouse(self, kind: str, x: float, y: float, *, clicks: int = 1,
+              button: str = "left") -> None:
+        """A real mouse event at viewport pixel (x, y): mouseMoved, mousePressed or
+        mouseReleased."""
+        params: dict[str, Any] = {"type": kind, "x": x, "y": y, "button": button}
+        if kind != "mouseMoved":
+            params["clickCount"] = clicks
+        else:
+            params["buttons"] = 0
+        self.send("Input.dispatchMouseEvent", params)
+
+    def click(self, x: float, y: float, clicks: int = 1) -> None:
+        self.mouse("mouseMoved", x, y)
+        for n in range(1, clicks + 1):
+            self.mouse("mousePressed", x, y, clicks=n)
+            self.mouse("mouseReleased", x, y, clicks=n)
+
+    def shot(self, clip: dict[str, float]) -> str:
+        clip = {k: clip[k] for k in ("x", "y", "width", "height")} | {"scale": 1}
+        return self.send("Page.captureScreenshot", {"format": "png", "clip": clip,
+                                                    "captureBeyondViewport": True})["data"]
 
     def _stderr_tail(self) -> str:
         self._stderr.seek(0)
@@ -186,34 +212,43 @@ def browser() -> Iterator[Browser]:
         b.close()
 
 
+IMAGES_JS = """[...document.images].map(i => {
+    const r = i.getBoundingClientRect();
+    return {alt: i.alt, complete: i.complete, w: i.naturalWidth, h: i.naturalHeight,
+            x: r.left + window.scrollX, y: r.top + window.scrollY,
+            width: r.width, height: r.height};
+})"""
+
+#: Each chart as drawn: its box on the page, its title, and per series how many marks (paths,
+#: rects, circles) it drew with a non-zero size and whether it is shown.
+CHARTS_JS = """window.cachelabCharts.map(c => {
+    const r = c.svg.getBoundingClientRect();
+    const series = [...c.svg.querySelectorAll('g.cl-series')].map(g => ({
+        shown: g.getAttribute('display') !== 'none',
+        marks: [...g.querySelectorAll('path, rect, circle')].filter(e => {
+            const b = e.getBBox(); return b.width > 0 || b.height > 0; }).length}));
+    return {title: c.spec.title, kind: c.spec.kind, series: series,
+            x: r.left + window.scrollX, y: r.top + window.scrollY,
+            width: r.width, height: r.height};
+})"""
+
+
 @pytest.fixture(scope="module")
-def page(results: Path, browser: Browser, tmp_path_factory: pytest.TempPathFactory
+def page(results: Path, more: Path, browser: Browser, tmp_path_factory: pytest.TempPathFactory
          ) -> dict[str, Any]:
     """The report of every saved result, loaded in the browser: what it logged and fetched,
-    its images and its tables as the browser sees them."""
+    its charts, images and tables as the browser sees them."""
     out = tmp_path_factory.mktemp("report") / "report.html"
-    write_report([results], out)
+    write_report([results, more], out)
     url = out.resolve().as_uri()
     browser.load(url)
-    images = browser.evaluate("""[...document.images].map(i => {
-        const r = i.getBoundingClientRect();
-        return {alt: i.alt, complete: i.complete, w: i.naturalWidth, h: i.naturalHeight,
-                x: r.left + window.scrollX, y: r.top + window.scrollY,
-                width: r.width, height: r.height};
-    })""")
+    charts = browser.evaluate(CHARTS_JS)
+    images = browser.evaluate(IMAGES_JS)
     tables = browser.evaluate("""[...document.querySelectorAll('table')].map(t =>
         [...t.rows].map(r => [...r.cells].map(c => c.textContent.trim())))""")
-    shots = []
-    for im in images:
-        if im["width"] >= 1 and im["height"] >= 1:
-            clip = {k: im[k] for k in ("x", "y", "width", "height")} | {"scale": 1}
-            shot = browser.send("Page.captureScreenshot", {"format": "png", "clip": clip,
-                                                           "captureBeyondViewport": True})
-            shots.append(shot["data"])
-        else:
-            shots.append(None)
+    shots = [browser.shot(c) if c["width"] >= 1 and c["height"] >= 1 else None for c in charts]
     return {"url": url, "html": out.read_text(), "events": list(browser.events),
-            "images": images, "tables": tables, "shots": shots}
+            "charts": charts, "images": images, "tables": tables, "shots": shots}
 
 
 def _console_errors(events: list[dict[str, Any]]) -> list[str]:
@@ -269,21 +304,161 @@ def _painted(png_b64: str) -> tuple[float, int]:
 
     rgb = matplotlib.image.imread(io.BytesIO(base64.b64decode(png_b64)), format="png")[..., :3]
     ink = float((rgb.min(axis=2) < 0.9).mean())
-    colours = len(np.unique((rgb * 255).astype(np.uint8).reshape(-1, 3), axis=0))
+    c = (rgb * 255).astype(np.uint32).reshape(-1, 3)
+    colours = len(np.unique((c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]))  # one int per colour
     return ink, colours
 
 
-def test_every_plot_renders(page: dict[str, Any]) -> None:
-    images = page["images"]
-    assert len(images) == 7  # as in test_report: 3 + 2 profile plots, simulation, USL fit
-    for im, shot in zip(images, page["shots"]):
+def test_every_chart_renders(page: dict[str, Any]) -> None:
+    parsed = tr.parse(page["html"])
+    specs = tr.specs_of(parsed)
+    charts = page["charts"]
+    # One chart drawn per spec on the page, in page order; 7 plots of `results`, and of `more`
+    # the load (2 charts), tiers (2), replay, comparison and flat simulation.
+    assert [c["title"] for c in charts] == [s["title"] for s in specs]
+    assert len(charts) == 7 + 2 + 2 + 1 + 1 + 1 + 2  # + the two simulations compared
+    for c, spec, shot in zip(charts, specs, page["shots"]):
+        assert c["width"] > 300 and c["height"] > 150, c
+        assert len(c["series"]) == len(spec["series"])
+        # Every series with data drew marks of non-zero size.
+        for s, drawn in zip(spec["series"], c["series"]):
+            has_data = bool(s.get("points") or [v for v in s.get("values", []) if v is not None])
+            assert drawn["shown"] and (drawn["marks"] > 0) == has_data, (c["title"], s["name"])
+        ink, colours = _painted(shot)
+        assert 0.01 < ink < 0.9, (c["title"], ink)
+        assert colours > 8, (c["title"], colours)
+    # With scripts on, the charts replace the static images (which stay in the page).
+    assert len(page["images"]) == len(parsed.figures) - 1  # the replay's figure has none
+    assert all(im["width"] == 0 for im in page["images"])
+
+
+def test_static_plots_render_with_scripts_off(page: dict[str, Any], browser: Browser) -> None:
+    browser.send("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        browser.load(page["url"])
+        images = browser.evaluate(IMAGES_JS)
+        live = browser.evaluate("document.querySelectorAll('.cl-live, .cl-chart').length")
+        shots = [browser.shot(im) for im in images]
+        assert _console_errors(browser.events) == []
+    finally:
+        browser.send("Emulation.setScriptExecutionDisabled", {"value": False})
+        browser.load(page["url"])
+    assert live == 0
+    figures = tr.parse(page["html"]).figures
+    # Load and tiers draw two charts per figure; the replay's figure has no static image.
+    assert len(images) == len(figures) - 1 == len(page["charts"]) - 3
+    for im, shot in zip(images, shots):
         assert im["complete"] and im["w"] > 100 and im["h"] > 100, im
         assert im["width"] > 100 and im["height"] > 100, im  # laid out on the page
-        assert shot is not None
         ink, colours = _painted(shot)
         # A plot: axes, labels and lines, not a blank (or broken-image) box.
         assert 0.01 < ink < 0.9, (im["alt"], ink)
         assert colours > 8, (im["alt"], colours)
+
+
+def _chart(browser: Browser, title_start: str) -> int:
+    """The index of the first chart whose title starts so, scrolled to the middle of the
+    viewport."""
+    k = browser.evaluate(f"window.cachelabCharts.findIndex(c => "
+                         f"c.spec.title.startsWith({json.dumps(title_start)}))")
+    assert k >= 0, title_start
+    browser.evaluate(f"window.cachelabCharts[{k}].svg.scrollIntoView({{block: 'center'}})")
+    return k
+
+
+def _hover(browser: Browser, k: int, series: int, point: int) -> dict[str, Any]:
+    x, y = browser.evaluate(f"window.cachelabCharts[{k}].clientPoint({series}, {point})")
+    browser.mouse("mouseMoved", x, y)
+    return browser.evaluate(f"""(() => {{ const r = window.cachelabCharts[{k}].readout;
+        return {{text: r.textContent, series: r.dataset.series, x: r.dataset.x,
+                 y: r.dataset.y}}; }})()""")
+
+
+def _legend(browser: Browser, k: int, series: int) -> None:
+    """Click the legend entry of ``series`` in chart ``k``."""
+    box = browser.evaluate(f"""(() => {{ const b = window.cachelabCharts[{k}].legend
+        .querySelector('[data-series="{series}"]').getBoundingClientRect();
+        return [b.left + b.width / 2, b.top + b.height / 2]; }})()""")
+    browser.click(*box)
+
+
+def test_hover_reads_out_the_json_numbers(page: dict[str, Any], browser: Browser,
+                                          results: Path, more: Path) -> None:
+    # The simulation: a strategy's point nearest p90 reads the JSON's median there.
+    sim = json.loads((results / "simulate" / "simulate.json").read_text())
+    s = next(s for s in sim["strategies"] if any(m > 0 for m in s["curve"]["median"]))
+    c = s["curve"]
+    j_json = min(range(len(c["percentile"])), key=lambda j: abs(c["percentile"][j] - 90.0))
+    want = [100 - c["percentile"][j_json], c["median"][j_json]]
+    specs = browser.evaluate("window.cachelabCharts.map(c => c.spec)")
+    # The chart of this simulation (the page has others): the one that draws this point.
+    k, i, j = next((k, i, j) for k, spec in enumerate(specs)
+                   if spec["title"].startswith("Simulated latency increase")
+                   for i, line in enumerate(spec["series"]) if line["name"] == s["strategy"]
+                   for j, pt in enumerate(line["points"]) if pt == pytest.approx(want))
+    browser.evaluate(f"window.cachelabCharts[{k}].svg.scrollIntoView({{block: 'center'}})")
+    r = _hover(browser, k, i, j)
+    assert r["series"] == str(i), (r, s["strategy"])
+    assert float(r["x"]) == pytest.approx(want[0], rel=1e-9)
+    assert float(r["y"]) == pytest.approx(want[1], rel=1e-9)
+    p = f"{c['percentile'][j_json]:.4g}"
+    assert r["text"].startswith(f"{s['strategy']} · p{p[:4]}") and r["text"].endswith(" %")
+    # The USL fit: with the fitted curve hidden, hovering a measured point reads its N and X.
+    fit = json.loads((results / "usl" / "usl.json").read_text())
+    k = _chart(browser, "USL fit")
+    _legend(browser, k, 1)
+    r = _hover(browser, k, 0, 2)
+    assert (float(r["x"]), float(r["y"])) == (pytest.approx(fit["n"][2]),
+                                              pytest.approx(fit["x"][2]))
+    _legend(browser, k, 1)
+    # Tiers: a bar reads its method and its median wall time in µs.
+    tiers = json.loads((more / "tiers" / "tiers.json").read_text())
+    k = _chart(browser, "Reading one")
+    row = [r for r in tiers["rows"] if r["shape"] == "record"][1]
+    r = _hover(browser, k, 0, 1)
+    assert r["x"] == row["method"] and float(r["y"]) == pytest.approx(row["wall_p50_us"])
+    assert r["text"].startswith(f"{row['method']} · wall time") and r["text"].endswith(" µs")
+    # Moving off the plot clears the readout.
+    browser.mouse("mouseMoved", 1, 1)
+    assert browser.evaluate(f"window.cachelabCharts[{k}].readout.dataset.y") is None
+
+
+def test_legend_entry_hides_and_shows_its_series(page: dict[str, Any],
+                                                  browser: Browser) -> None:
+    k = _chart(browser, "Simulated latency increase")
+    state = f"""[...window.cachelabCharts[{k}].svg.querySelectorAll('g.cl-series')]
+        .map(g => g.getAttribute('display') !== 'none')"""
+    n = len(browser.evaluate(state))
+    assert browser.evaluate(state) == [True] * n
+    _legend(browser, k, 0)
+    assert browser.evaluate(state) == [False] + [True] * (n - 1)
+    pressed = browser.evaluate(f"window.cachelabCharts[{k}].legend.querySelector("
+                               "'[data-series=\"0\"]').getAttribute('aria-pressed')")
+    assert pressed == "false"
+    # The hidden series is not read out: hovering its point names another series.
+    r = _hover(browser, k, 0, 0)
+    assert r["series"] != "0"
+    _legend(browser, k, 0)
+    assert browser.evaluate(state) == [True] * n
+
+
+def test_drag_zooms_and_double_click_resets(page: dict[str, Any], browser: Browser) -> None:
+    k = _chart(browser, "USL fit")
+    dom = f"window.cachelabCharts[{k}].dom"
+    home = browser.evaluate(dom)
+    box = browser.evaluate(f"""(() => {{ const r = window.cachelabCharts[{k}].svg
+        .getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; }})()""")
+    left, top, w, h = box
+    y = top + h * 0.5
+    browser.mouse("mouseMoved", left + w * 0.3, y)
+    browser.mouse("mousePressed", left + w * 0.3, y)
+    browser.mouse("mouseMoved", left + w * 0.6, y + 2)
+    browser.mouse("mouseReleased", left + w * 0.6, y + 2)
+    zoomed = browser.evaluate(dom)
+    assert home["x"][0] < zoomed["x"][0] < zoomed["x"][1] < home["x"][1]
+    assert zoomed["y"] == home["y"]  # a horizontal drag zooms x only
+    browser.click(left + w * 0.5, y, clicks=2)
+    assert browser.evaluate(dom) == home
 
 
 def test_blank_image_is_caught(browser: Browser, tmp_path: Path) -> None:
@@ -315,8 +490,9 @@ def test_tables_in_the_browser_match_the_json(page: dict[str, Any], results: Pat
         assert by_row[f"p{key}"] == [dur(cells[100]["percentiles"][key]),
                                      dur(cells[10_000]["percentiles"][key])]
     sim = json.loads((results / "simulate" / "simulate.json").read_text())
-    table = next(t for t in page["tables"] if t[0][0] == "strategy")
-    assert [r[0] for r in table[1:]] == [s["strategy"] for s in sim["strategies"]]
+    names = [s["strategy"] for s in sim["strategies"]]
+    table = next(t for t in page["tables"]  # the page has other simulations' tables too
+                 if t[0][0] == "strategy" and [r[0] for r in t[1:]] == names)
     for row, s in zip(table[1:], sim["strategies"]):
         hit = f"{100 * s['hit_ratio']:.1f}"
         assert any(c.startswith(hit) for c in row), (row, hit)

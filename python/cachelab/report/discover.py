@@ -23,9 +23,11 @@ KINDS: dict[str, tuple[str, int]] = {
     "cachelab.usl": ("usl", 1),
     "cachelab.simulation": ("simulation", 1),
     "cachelab.tiers": ("tiers", 1),
-    "cachelab.replay": ("replay", 1),
+    "cachelab.replay": ("replay", 2),
     "cachelab.compare": ("compare", 1),
 }
+#: Older schema versions the report still reads (their sections use no field that changed).
+_ALSO_READS: dict[str, tuple[int, ...]] = {"cachelab.replay": (1,)}
 
 #: Directories never searched (virtual environments, VCS data, caches).
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".pytest_cache", "target"}
@@ -60,7 +62,8 @@ def read_artifact(path: Path) -> Artifact:
     if schema not in KINDS:
         raise InputError(f"{path}: not a cachelab result (schema {schema!r})")
     kind, version = KINDS[schema]
-    if data.get("schema_version") != version:
+    if data.get("schema_version") != version and \
+            data.get("schema_version") not in _ALSO_READS.get(schema, ()):
         raise InputError(f"{path}: {schema} version {data.get('schema_version')!r} is not "
                          f"supported (this cachelab reads version {version})")
     return Artifact(path=path, schema=schema, kind=kind, data=data)

@@ -1,7 +1,8 @@
 """One report section per artifact kind, found through one registry table (:data:`SECTIONS`).
 
 A section is built from the artifact's JSON alone: its tables, its plots (the SVGs the verb
-wrote beside the JSON when they are there, else re-drawn from the JSON), short plain-language
+wrote beside the JSON when they are there, else re-drawn from the JSON, each with the spec of
+an interactive chart of the same data: :mod:`cachelab.report.charts`), short plain-language
 findings, and notes — the warnings and limits the result carries, errors it counted — so the
 page says what the numbers can and cannot support.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.report import charts as ch
 from cachelab.report.discover import Artifact
 from cachelab.report.html import esc, figure, table
 
@@ -28,11 +30,14 @@ class Context:
     redraw: bool = False  # re-draw plots even when SVGs are found beside the JSON
     #: Every figure embedded, in order: (file, caption), for the static copy.
     used: list[tuple[Path, str]] = field(default_factory=list)
+    #: How many interactive chart specs the page holds.
+    charts: int = 0
     _count: int = 0
 
-    def figure(self, path: Path, caption: str) -> str:
+    def figure(self, path: Path, caption: str, charts: Sequence[dict[str, Any]] = ()) -> str:
         self.used.append((path, caption))
-        return figure(path, caption)
+        self.charts += len(charts)
+        return figure(path, caption, charts)
 
     def new_dir(self) -> Path:
         self._count += 1
@@ -93,11 +98,22 @@ def _times(a: float, b: float) -> str:
     return f"{r:.2g}×" if r < 10 else f"{r:.0f}×"
 
 
+ChartSpecs = dict[str, "list[dict[str, Any]] | dict[str, Any] | None"]
+
+
 def _plots(art: Artifact, ctx: Context, names: Sequence[tuple[str, str]],
-           redraw: Callable[[Path], list[Path]] | None) -> list[str]:
+           redraw: Callable[[Path], list[Path]] | None,
+           charts: ChartSpecs | None = None) -> list[str]:
     """Figures for ``names`` ((file base name, caption) pairs): the SVGs (or PNGs) beside the
     artifact when every one is there and the artifact has its verb's own file name, else
-    whatever ``redraw(dir)`` draws from the JSON."""
+    whatever ``redraw(dir)`` draws from the JSON. ``charts`` maps a base name to the chart
+    spec(s) drawn with that figure."""
+    charts = charts or {}
+
+    def specs(base: str) -> list[dict[str, Any]]:
+        c = charts.get(base)
+        return [] if c is None else [c] if isinstance(c, dict) else list(c)
+
     beside: list[tuple[Path, str]] = []
     default_names = {"run.json", "profile.json", "load.json", "scale.json", "usl.json",
                      "simulate.json", "tiers.json", "replay.json", "compare.json"}
@@ -109,14 +125,24 @@ def _plots(art: Artifact, ctx: Context, names: Sequence[tuple[str, str]],
                     beside.append((f, caption))
                     break
     if (names and len(beside) == len(names)) or redraw is None:
-        return [ctx.figure(f, c) for f, c in beside]
+        return [ctx.figure(f, c, specs(f.stem)) for f, c in beside]
     drawn = redraw(ctx.new_dir())
     captions = dict(names)
     out = []
     for f in drawn:
         if f.suffix == ".svg":
-            out.append(ctx.figure(f, captions.get(f.stem, f.stem)))
+            out.append(ctx.figure(f, captions.get(f.stem, f.stem), specs(f.stem)))
     return out
+
+
+def _charts(build: Callable[[], ChartSpecs], sec: Section) -> ChartSpecs:
+    """The chart specs ``build`` makes; a result the charts cannot read keeps its static
+    plots and gets a note instead of failing the section."""
+    try:
+        return build()
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        sec.notes.append(f"no interactive chart: missing or bad field ({type(e).__name__}: {e})")
+        return {}
 
 
 def _env_notes(d: dict[str, Any]) -> list[str]:
@@ -197,7 +223,8 @@ def profile_section(art: Artifact, ctx: Context) -> Section:
              "set": ("set-by-size", "set latency by value size"),
              "multiget": ("multiget-by-keys", "multi-get latency by key count")}
     present = {c["op"] for c in cells if c.get("samples")}
-    figs = _plots(art, ctx, [v for op, v in plots.items() if op in present], redraw)
+    figs = _plots(art, ctx, [v for op, v in plots.items() if op in present], redraw,
+                  _charts(lambda: ch.profile_charts(d, str(art.path)), sec))
     sec.body += figs
     sec.figures = len(figs)
     sec.findings += profile_findings(d)
@@ -271,7 +298,8 @@ def load_section(art: Artifact, ctx: Context) -> Section:
 
         return latency_over_time(r, out / "load-latency")
 
-    figs = _plots(art, ctx, [("load-latency", "latency and throughput over time")], redraw)
+    figs = _plots(art, ctx, [("load-latency", "latency and throughput over time")], redraw,
+                  _charts(lambda: {"load-latency": ch.load_charts(d)}, sec))
     sec.body += figs
     sec.figures = len(figs)
     if "50" in p:
@@ -363,7 +391,17 @@ def scale_section(art: Artifact, ctx: Context) -> Section:
     names = [("scale-latency", "latency distribution at each N")]
     if fit:
         names.insert(0, ("scale-usl", "throughput vs N with the USL fit and its band"))
-    figs = _plots(art, ctx, names, redraw)
+
+    def specs() -> ChartSpecs:
+        out: ChartSpecs = {"scale-latency": ch.scale_latency_chart(d["summary"], spec["vary"])}
+        if fit:
+            out["scale-usl"] = ch.usl_chart(fit, xlabel=f"N ({spec['vary']})",
+                                            ylabel="throughput (replies/s)",
+                                            title=f"memcached scalability: N = {spec['vary']}",
+                                            where=str(art.path))
+        return out
+
+    figs = _plots(art, ctx, names, redraw, _charts(specs, sec))
     sec.body += figs
     sec.figures = len(figs)
     return sec
@@ -387,7 +425,8 @@ def usl_section(art: Artifact, ctx: Context) -> Section:
         return usl_plot(UslFit.from_dict(d, str(art.path)), out / "usl", xlabel="load N",
                         ylabel="throughput", title="USL fit")
 
-    figs = _plots(art, ctx, [("usl", "measured points, the fit and its band")], redraw)
+    figs = _plots(art, ctx, [("usl", "measured points, the fit and its band")], redraw,
+                  _charts(lambda: {"usl": ch.usl_chart(d, where=str(art.path))}, sec))
     sec.body += figs
     sec.figures = len(figs)
     return sec
@@ -450,7 +489,7 @@ def simulation_section(art: Artifact, ctx: Context) -> Section:
         return fractional_increase_plot(d, out / "simulate")
 
     figs = _plots(art, ctx, [("simulate", "fractional latency increase by inverted percentile")],
-                  redraw)
+                  redraw, _charts(lambda: {"simulate": ch.simulation_chart(d)}, sec))
     sec.body += figs
     sec.figures = len(figs)
     return sec
@@ -488,7 +527,11 @@ def _flat_section(art: Artifact, ctx: Context) -> Section:
     if rows and isinstance(rows, list) and isinstance(rows[0], dict):
         keys = [k for k in rows[0] if not isinstance(rows[0][k], (list, dict))]
         sec.body.append(table(keys, [[r.get(k, "") for k in keys] for r in rows], left=1))
-    figs = _plots(art, ctx, [("simulate-miss-ratio", "miss ratio by cache size")], None)
+    figs = _plots(art, ctx, [("simulate-miss-ratio", "miss ratio by cache size"),
+                             ("simulate-byte-miss-ratio", "byte miss ratio by cache size")],
+                  None, _charts(lambda: {"simulate-miss-ratio": ch.flat_chart(d),
+                                         "simulate-byte-miss-ratio": ch.flat_chart(d, True)},
+                                sec))
     sec.body += figs
     sec.figures = len(figs)
     return sec
@@ -524,7 +567,8 @@ def tiers_section(art: Artifact, ctx: Context) -> Section:
 
         return tiers_plot(d, out / "tiers")
 
-    figs = _plots(art, ctx, [("tiers", "time per read by method")], redraw)
+    figs = _plots(art, ctx, [("tiers", "time per read by method")], redraw,
+                  _charts(lambda: {"tiers": ch.tiers_charts(d)}, sec))
     sec.body += figs
     sec.figures = len(figs)
     return sec
@@ -560,6 +604,12 @@ def replay_section(art: Artifact, ctx: Context) -> Section:
             sec.findings.append(f"{s['strategy']}: the library's own overhead is {pct(over)} "
                                 "of the added latency.")
             break
+    spec = _charts(lambda: {"replay": ch.replay_chart(d)}, sec).get("replay")
+    if isinstance(spec, dict):
+        # No verb draws a static replay plot: with scripts off, the table above is the figure.
+        ctx.charts += 1
+        sec.body.append(figure(None, "added latency by percentile: measured (solid) vs "
+                               "predicted (dashed), the numbers of the table above", [spec]))
     return sec
 
 
@@ -607,7 +657,8 @@ def compare_section(art: Artifact, ctx: Context) -> Section:
 
         return compare_plot(d, out / "compare")
 
-    figs = _plots(art, ctx, [("compare", "relative change with its interval")], redraw)
+    figs = _plots(art, ctx, [("compare", "relative change with its interval")], redraw,
+                  _charts(lambda: {"compare": ch.compare_chart(d)}, sec))
     sec.body += figs
     sec.figures = len(figs)
     sec.findings += d.get("summary", [])
