@@ -12,10 +12,15 @@ DESCRIPTION = """\
 Find every cachelab result (profile.json, load.json, scale.json, usl.json, simulate.json,
 tiers.json, replay.json, run.json, compare.json: recognised by their schema, not their name)
 in the given files and directories (searched recursively) and render them into one HTML page:
-a section per result with its tables, its plots (the SVGs written beside it, or re-drawn from
-the JSON), plain-language findings and the warnings it carries, plus the environment (machine,
-versions, commit, server command lines). The page is self-contained: inline CSS, plots as
-data: URIs, no scripts, nothing fetched from the network.
+a section per result with its tables, its plots, plain-language findings and the warnings it
+carries, plus the environment (machine, versions, commit, server command lines).
+
+Plots are interactive: drawn in the page by one inline script from the data (hover for a
+point's values, click a legend entry to hide its series, drag to zoom, double-click to reset).
+Each keeps its static image (the SVG written beside the result, or re-drawn from the JSON),
+shown with scripts off or by the figure's "static image" button. The page is self-contained:
+inline CSS, data and script (allowed by hash in its Content-Security-Policy), images as data:
+URIs, nothing fetched from the network.
 """
 
 
