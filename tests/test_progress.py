@@ -145,3 +145,25 @@ def test_default_stream_is_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     with Progress(10, "x") as progress:  # captured stderr is no terminal
         progress.update(10)
     assert capsys.readouterr().err == ""
+
+
+def test_stage_logger_labels_the_bar_on_a_terminal_and_logs_elsewhere() -> None:
+    from cachelab.progress import stage_logger
+
+    stream, clock, logged = FakeTTY(), FakeClock(), []
+    with Progress(4, "replay", stream=stream, clock=clock) as bar:
+        log = stage_logger(bar, "replay", logged.append)
+        log("slice 2/4: 500 requests under every strategy in turn")
+        assert bar.label == "replay: slice 2/4"
+        clock.now += 1.0
+        bar.update(2)
+    assert logged == []  # nothing printed under the live bar
+    assert stream.getvalue().count("\n") == 1
+    assert "replay: slice 2/4 [" in stream.getvalue()
+
+    plain = io.StringIO()  # not a terminal: the messages are log lines, whole
+    with Progress(4, "replay", stream=plain) as bar:
+        log = stage_logger(bar, "replay", logged.append)
+        log("loading 10 items (0.1 MB) into memcached")
+    assert logged == ["replay: loading 10 items (0.1 MB) into memcached"]
+    assert plain.getvalue() == ""

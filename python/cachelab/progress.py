@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TextIO
 
-__all__ = ["Progress", "run_cancellable"]
+__all__ = ["Progress", "run_cancellable", "stage_logger"]
 
 _REDRAW_INTERVAL = 0.1  # seconds between redraws
 _BAR_WIDTH = 24
@@ -124,6 +124,23 @@ class Progress:
             self._stream.flush()
         except (OSError, ValueError):  # broken pipe, closed stream: stop drawing, carry on
             self.enabled = False
+
+
+def stage_logger(bar: Progress, name: str,
+                 fallback: Callable[[str], None]) -> Callable[[str], None]:
+    """A log function for work that reports its stages in messages while ``bar`` shows its
+    progress: on a terminal each message's head (up to a colon or a parenthesis) becomes the
+    bar's label, since a line printed under a live bar would break it; elsewhere the message
+    goes to ``fallback`` prefixed with ``name``."""
+
+    def log(message: str) -> None:
+        if bar.enabled:
+            bar.label = f"{name}: " + message.split(":")[0].split(" (")[0][:48]
+            bar.update(bar.done)
+        else:
+            fallback(f"{name}: {message}")
+
+    return log
 
 
 def _isatty(stream: TextIO) -> bool:
