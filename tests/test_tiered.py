@@ -543,3 +543,82 @@ def test_without_memcached(store: Store) -> None:
     kc = cache.key_class("item", store.load)
     assert cache.get(kc, 1)["n"] == 1 and cache.get(kc, 1)["n"] == 1
     assert store.calls == [[1]]
+
+
+# -- the multi-get path: one list aligned with the request ------------------------------------
+
+
+def test_get_multi_list_is_aligned_with_the_request(memcached: PrivateMemcached) -> None:
+    head = bytes((MAGIC, 1))
+    keys = [f"gml:{n}" for n in range(6)]
+    with _core.Client(memcached.address) as c:
+        c.set(keys[0], head + b"one")
+        c.set(keys[2], b"foreign")
+        c.set(keys[3], head)
+        c.set(keys[5], b"")
+        for k in (keys[1], keys[4]):
+            c.delete(k)
+        asked = [*keys, keys[0]]  # a repeated key gets its value at both places
+        values, found, others, stripped = c.get_multi_list(asked, head)
+        assert values == [b"one", None, b"foreign", b"", None, b"", b"one"]
+        assert found == 5 and others == [2, 5] and stripped == 2 * len(head + b"one") + 2
+        whole = c.get_multi_list(asked)
+        assert whole[0] == [head + b"one", None, b"foreign", head, None, b"", head + b"one"]
+        assert whole[2] == [0, 2, 3, 5, 6] and whole[3] == 0
+    # The Tier default (through get_multi, as a subclass wrapping it sees) answers the same.
+    counting = CountingTier(memcached.address)
+    assert counting.get_list(keys, head) == MemcachedTier(memcached.address).get_list(keys, head)
+    assert counting.multigets == [len(keys)]
+
+
+def test_a_multi_get_of_mixed_values(memcached: PrivateMemcached, store: Store) -> None:
+    """Plain, compressed, corrupt, foreign, placeholder and missing values in one multi-get:
+    each read right, the bad ones counted and loaded again."""
+    cache = TieredCache(CountingTier(memcached.address), LRUMemory(max_items=100))
+    kc = cache.key_class("mixed", store.load, compression="zlib", threshold=200)
+    for i in range(8):
+        cache.put(kc, i, {"id": str(i), "body": "x" * (20 if i % 2 else 400), "n": i})
+    with _core.Client(memcached.address) as c:
+        c.set(cache.key_for(kc, 2), bytes((MAGIC, 1)) + b"\xc1")  # msgpack never uses 0xc1
+        c.set(cache.key_for(kc, 3), b"foreign")
+        c.set(cache.key_for(kc, 4), b"")  # a lease placeholder
+        c.delete(cache.key_for(kc, 5))
+    cache.l1.clear()  # type: ignore[union-attr]
+    got = cache.get_many(kc, range(8))
+    assert list(got) == list(range(8))  # in the order asked
+    for i in (0, 1, 6, 7):
+        assert got[i] == {"id": str(i), "body": "x" * (20 if i % 2 else 400), "n": i}
+    for i in (2, 3, 4, 5):
+        assert got[i]["body"].startswith(f"body of {i}")  # from the store
+    # 4 looks like a fill in progress (an empty value): loaded on its own after lease_wait
+    assert store.calls == [[2, 3, 5], [4]]
+    st = cache.stats()
+    # 2 and 3 are refused twice: in the multi-get, then in the lease get before loading
+    assert st["events"]["corrupt"] == 4 and st["l2"]["hits"] == 4 and st["l2"]["misses"] == 4
+    assert cache.l1.items == 8  # type: ignore[union-attr]
+    assert cache.get_many(kc, range(8)) == got and len(store.calls) == 2  # all from L1
+
+
+def test_the_l1_hit_path_keeps_ttl_versions_and_recency(
+    memcached: PrivateMemcached, store: Store
+) -> None:
+    cache, kc, tier = make(memcached.address, store, l1=LRUMemory(max_items=2, ttl=60))
+    cache.get(kc, 1)
+    cache.get(kc, 2)
+    assert cache.get(kc, 1)["n"] == 1  # an entry with a TTL: through LRUMemory.get
+    cache.get(kc, 3)  # evicts 2, the least recently used
+    assert cache.l1.contains(("item", 1)) and not cache.l1.contains(("item", 2))  # type: ignore[union-attr]
+    assert cache.stats()["l1"]["hits"] == 1
+
+    plain, pkc, _ = make(memcached.address, store, l1=LRUMemory(max_items=2),
+                         prefix=cache.prefix)
+    plain.get(pkc, 1)
+    plain.get(pkc, 2)
+    assert plain.get(pkc, 1)["n"] == 1  # the inlined hit
+    plain.get(pkc, 3)
+    assert plain.l1.contains(("item", 1)) and not plain.l1.contains(("item", 2))  # type: ignore[union-attr]
+    assert plain.stats()["l1"]["hits"] == 1
+    plain.l1 = None  # the hit path follows the attribute
+    before = len(store.calls)
+    assert plain.get(pkc, 1)["n"] == 1 and plain.stats()["l1"]["hits"] == 1
+    assert len(store.calls) == before  # from memcached

@@ -4,6 +4,8 @@ findings are checked and reported, and the CLI writes its artifacts."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,60 @@ def test_dsn_without_psycopg_is_a_usage_error(memcached: PrivateMemcached) -> No
                       server=memcached.address)
     else:
         pytest.skip("psycopg is installed")
+
+
+# -- PostgreSQL as the store: runs when CACHELAB_TEST_PG_DSN names a server to use ------------
+
+PG_DSN = os.environ.get("CACHELAB_TEST_PG_DSN")
+needs_pg = pytest.mark.skipif(not PG_DSN, reason="set CACHELAB_TEST_PG_DSN to a PostgreSQL DSN")
+
+
+def _schemas(dsn: str) -> set[str]:
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect(dsn) as db:
+        rows = db.execute("SELECT schema_name FROM information_schema.schemata").fetchall()
+    return {r[0] for r in rows if r[0].startswith("cachelab_tiers_")}
+
+
+@needs_pg
+def test_postgresql_store_reads_back_what_it_stored() -> None:
+    assert PG_DSN is not None
+    pytest.importorskip("psycopg")
+    spec = lib.TiersSpec(**SMALL, dsn=PG_DSN)
+    record, items = lib.make_data(spec)
+    before = _schemas(PG_DSN)
+    store = lib._Postgres(PG_DSN, record, items)
+    try:
+        assert len(_schemas(PG_DSN) - before) == 1
+        assert store.read_record() == record
+        expected = sorted((i for i in items if i["post"] == 1), key=lambda i: i["id"])
+        assert expected and store.read_list() == expected
+    finally:
+        store.close()
+    assert _schemas(PG_DSN) == before  # its schema is dropped
+
+
+@needs_pg
+def test_cli_with_a_postgresql_store(
+    memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert PG_DSN is not None
+    pytest.importorskip("psycopg")
+    before = _schemas(PG_DSN)
+    code = cli(["tiers", "--reads", "2", "--quick", "--server", memcached.address,
+                "--dsn", PG_DSN, "--out", str(tmp_path / "t"), "--format", "json", "--no-plots"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["store"] == "postgresql"
+    assert {r["method"] for r in doc["rows"] if r["shape"] == "list"} >= {"store", "memory ready"}
+    assert _schemas(PG_DSN) == before
+
+
+def test_unreachable_postgresql_is_a_usage_error(memcached: PrivateMemcached) -> None:
+    pytest.importorskip("psycopg")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dsn = f"postgresql://nobody@127.0.0.1:{port}/none?connect_timeout=2"
+    with pytest.raises(UsageError, match="cannot connect to PostgreSQL"):
+        lib.tiers(lib.TiersSpec(**SMALL, dsn=dsn), server=memcached.address)

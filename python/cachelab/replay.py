@@ -1,24 +1,44 @@
 """``cachelab replay``: run a request trace through the real :mod:`cachelab.tiered` cache on a
-real memcached, and compare each request's measured added time with ``simulate``'s prediction.
+real memcached, and compare each request's measured added time with a prediction built the way
+``simulate`` builds its own — plus the library's own costs, term by term.
 
 Steps (:func:`replay`):
 
 1. **Load the catalog** into memcached: every item as a value of its size (random bytes in the
    tiered cache's ``raw`` format), under a per-run prefix; everything is deleted at the end.
-2. **Measure a latency profile on the same server** (:func:`cachelab.profile`, quick by
-   default; the multi-get cells use the catalog's mean item size) and make it the model.
-3. **Predict**: :func:`cachelab.simulate` with that model, for the same trace, strategies and
-   training split; per-request predictions from the simulator's ``request_costs``.
-4. **Measure**: for each strategy, one :class:`~cachelab.tiered.TieredCache` per app instance
-   (its own L1, one shared memcached connection), requests in time order. The training window
-   is run first, untimed, to warm LRUs (``fixed:`` pins its hot set — the items most training
-   requests touch, as the simulator picks them — and loads it before the evaluation). Each
-   evaluated request runs in a request scope; at its first topic a prefetch strategy calls
-   ``prefetch_tree(topic, children, depth)``; every touch is a ``get``. The request's added
-   time is the wall time of all of that.
+2. **Measure**: for each strategy, one :class:`~cachelab.tiered.TieredCache` per app instance
+   (its own L1, one memcached connection per strategy), requests in time order. The training
+   window is run first, untimed, to warm LRUs (``fixed:`` pins its hot set — the items most
+   training requests touch, as the simulator picks them — and loads it before the
+   evaluation). Each evaluated request runs in a request scope; at its first topic a prefetch
+   strategy calls ``prefetch_tree(topic, children, depth)``; every touch is a ``get``. The
+   request's added time is the wall time of all of that; the part inside L2 reads, the
+   *think time* before each L2 read (how long since this process's previous read ended) and
+   what each touch turned out to be (a scope hit, an L1 hit, a get) are recorded too.
+3. **Model**, for each strategy:
 
-Mirroring the simulator's semantics (``docs/simulation.md``) means the hit ratios and round
-trips per request must agree exactly; they are reported next to the latencies as a check.
+   * the **memcached model**: a latency profile measured through the same read the tiered
+     cache makes (the tier's ``get_list``, on the strategy's own connection, through the same
+     :class:`_GapTier`; gets at percentiles of the touched sizes, and for prefetch strategies
+     multi-gets by key count at the catalog's mean size), with think time before each sample
+     drawn from the gaps that strategy's reads had. ``profile_mode="slices"``: a slice's worth
+     of samples after each of the ``slices`` slices; ``"interleaved"``: a few after each of
+     the strategy's requests. (:func:`cachelab.profiles.profile_via_tier` measures the same
+     outside replay.)
+   * the **library's per-touch costs** (:func:`calibrate`, after each slice), measured in this
+     process on the same kind of L1 by timing crafted requests through the same request
+     function: a request, a touch answered by the request scope, an L1 hit, the library part
+     of a single-key get, and ``prefetch_tree`` (per call, per node walked, per key fetched).
+
+4. **Predict** per request: ``simulate``'s memcached time (the simulator's ``request_costs``
+   with the strategy's profile as its model, several seeded draws) plus the library
+   terms — each unit cost times how often the request pays it. The counts are the
+   simulator's semantics (``request_costs`` gives round trips per request, checked equal to
+   the measured ones request by request; it does not return L1 hits per request, so those come
+   from the tiered cache's counters, which agree with the simulator's in total).
+
+Nothing is fitted to the measured request times: the profile and the unit costs come from
+separate measurements in the same process and on the same server.
 """
 
 from __future__ import annotations
@@ -28,6 +48,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,16 +60,26 @@ from cachelab.errors import UsageError
 from cachelab.tables import text_table
 from cachelab.tiered import FixedMemory, LRUMemory, MemcachedTier, TieredCache
 
-__all__ = ["PERCENTILES", "SCHEMA", "ReplayResult", "ReplaySpec", "replay"]
+__all__ = ["PERCENTILES", "SCHEMA", "TERMS", "ReplayResult", "ReplaySpec", "calibrate",
+           "replay"]
 
 SCHEMA = "cachelab.replay"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Percentiles compared (nearest rank, as the simulator computes them).
 PERCENTILES = (50.0, 90.0, 99.0)
 
 #: The goal: predicted within this fraction of measured.
 TOLERANCE = 0.15
+
+#: The library's cost terms, in the order they are reported: (name, what it is).
+TERMS = (
+    ("request", "per request: the scope, the loop, the timer"),
+    ("scope", "per touch answered by the request scope (a repeat, or prefetched)"),
+    ("l1_hit", "per touch answered by L1"),
+    ("get", "per single-key get: the library's part, outside the memcached call"),
+    ("prefetch", "per prefetch_tree call (+ per node walked and per key fetched)"),
+)
 
 
 @dataclass
@@ -60,17 +91,25 @@ class ReplaySpec:
     train: float = 0.5
     draws: int = 5
     seed: int = 0
+    #: Samples per cell of each strategy's profile (split over the slices).
     profile_samples: int = 1000
-    profile_warmup: int = 50
+    profile_warmup: int = 20
+    #: Crafted requests per measurement of each library cost term, per slice.
+    calibration_reps: int = 200
+    #: When each strategy's profile samples are taken: ``slices`` — a slice's worth after each
+    #: slice, back to back with think time; ``interleaved`` — a few after each of its requests
+    #: (closer in time, but measured slower than the application's reads: docs/tiered.md).
+    profile_mode: str = "slices"
     timeout: float = 1.0
-    #: The evaluation is cut into this many slices; before each, a slice of the profile is
-    #: measured, and within each, every request runs under every strategy in turn — so the
-    #: model and every strategy sample the same moments of a machine whose load drifts.
+    #: The evaluation is cut into this many slices; within each, every request runs under
+    #: every strategy in turn, then each strategy's profile slice and calibration are measured
+    #: — so the model and every strategy sample the same stretch of a machine whose load drifts.
     slices: int = 4
 
     @classmethod
     def quick(cls, **overrides: Any) -> ReplaySpec:
-        return cls(**{"profile_samples": 500, "profile_warmup": 20, "draws": 3, **overrides})
+        return cls(**{"profile_samples": 500, "profile_warmup": 10, "draws": 3,
+                      "calibration_reps": 100, **overrides})
 
     def check(self) -> None:
         if not 0.0 < self.train < 1.0:
@@ -79,6 +118,11 @@ class ReplaySpec:
             raise UsageError("--draws and --slices must be 1-100")
         if self.profile_samples < 50:
             raise UsageError("--profile-samples must be at least 50")
+        if not 10 <= self.calibration_reps <= 100_000:
+            raise UsageError("--calibration-reps must be 10-100000")
+        if self.profile_mode not in ("interleaved", "slices"):
+            raise UsageError(f"--profile-mode must be interleaved or slices, not "
+                             f"{self.profile_mode!r}")
         for s in self.strategies or ():
             parse(_core.parse_strategy(s))
 
@@ -140,6 +184,8 @@ class ReplayResult:
     strategies: list[dict[str, Any]]
     elapsed_s: float = 0.0
     environment: dict[str, Any] = field(default_factory=dict)
+    #: The 1-, 5- and 15-minute load averages before and after the run.
+    load_average: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -206,41 +252,202 @@ def _delete_catalog(address: str, cache: TieredCache, kc: Any, n: int) -> int:
     return left
 
 
+_clock = time.perf_counter_ns
+_cpu = time.thread_time_ns
+
+
+#: The client calls that read values for the tiered cache's L2 (``_core.Client`` methods).
+_L2_READS = ("get_multi", "get_multi_list")
+
+
+class _GapTier(MemcachedTier):
+    """``MemcachedTier`` that also keeps, per L2 read, the caller's *think time*: how long
+    since the previous L2 read of this process (on any connection sharing ``clock``) ended —
+    how long client and server were away from each other — in wall time and in this thread's
+    CPU time (the work done; the rest of a gap is time the process was not running, which a
+    profile must not replay as work). It hooks the tier's client call,
+    below whichever read method the tiered cache uses, so the cache's own fast path is kept;
+    the profile samples go through the same method, class and connection (:meth:`sample`)."""
+
+    def __init__(self, address: str, *, timeout: float, clock: dict[str, int]) -> None:
+        super().__init__(address, timeout=timeout, connect_timeout=timeout)
+        #: Think times (ns) before the reads made while ``recording``: wall, and CPU.
+        self.gaps: list[int] = []
+        self.cpu_gaps: list[int] = []
+        self.recording = False
+        self._sampling = False
+        self._shared = clock
+        #: Keys per read, for every read since the tier was made.
+        self.keys_per_call: list[int] = []
+        #: The header ``get_list`` strips (the key class's own), when the cache reads that way.
+        self.strip: bytes | None = None
+
+    def _call(self, method: str, *args: Any, **kw: Any) -> Any:
+        if method not in _L2_READS or self._sampling:
+            return super()._call(method, *args, **kw)
+        self.keys_per_call.append(len(args[0]))
+        c0 = _cpu()
+        t0 = _clock()
+        shared = self._shared
+        if shared["last"] and self.recording:
+            self.gaps.append(t0 - shared["last"])
+            self.cpu_gaps.append(c0 - shared["cpu"])
+        try:
+            return super()._call(method, *args, **kw)
+        finally:
+            shared["last"] = _clock()
+            shared["cpu"] = _cpu()
+
+    def sample(self, keys: list[str]) -> tuple[int, int]:
+        """One profile sample: an L2 read as the tiered cache makes it, timed as the cache
+        times it (without keeping a gap); (ns, keys found)."""
+        self._sampling = True
+        shared = self._shared
+        t0 = _clock()
+        _cpu()  # the same clock reads as an application's read (see _call)
+        try:
+            if hasattr(self, "get_list"):
+                found = self.get_list(keys, self.strip)[1]
+            else:  # pragma: no cover - a tiered cache that reads with get_multi
+                found = len(self.get_multi(keys))
+        finally:
+            t1 = shared["last"] = _clock()
+            shared["cpu"] = _cpu()
+            self._sampling = False
+        return t1 - t0, found
+
+    def forget(self) -> None:
+        """The next read's gap is not measured (it follows a pause that is not the app's)."""
+        self._shared["last"] = 0
+
+
+class _Sampler:
+    """A strategy's latency profile, measured on the strategy's own connection while the
+    replay runs: a shuffled schedule (every cell ``samples`` times) spread evenly over the
+    evaluated requests, each sample after spinning for a think time drawn from the gaps (CPU
+    time) the strategy's own reads have had so far. :meth:`after_request` takes the samples
+    due — after every request (``interleaved``) or after every slice (``slices``)."""
+
+    def __init__(self, tier: _GapTier, cells: list[Any], samples: int, requests: int,
+                 rng: np.random.Generator) -> None:
+        self.tier, self.cells, self.rng = tier, cells, rng
+        self.schedule = np.repeat(np.arange(len(cells)), samples)
+        rng.shuffle(self.schedule)
+        self.requests = max(1, requests)
+        self.done_requests = 0
+        self.pos = 0
+        self.think: list[int] = []
+
+    def warm(self, rounds: int) -> None:
+        for _ in range(rounds):
+            for c in self.cells:
+                self.tier.sample(c.next_keys())
+
+    def after_request(self, requests: int = 1) -> None:
+        """Takes the samples due once ``requests`` more requests have run."""
+        from cachelab.errors import ServerError
+        from cachelab.profiles import spin
+
+        self.done_requests += requests
+        target = len(self.schedule) * self.done_requests // self.requests
+        gaps = self.tier.cpu_gaps
+        while self.pos < min(target, len(self.schedule)):
+            cell = self.cells[int(self.schedule[self.pos])]
+            self.pos += 1
+            keys = cell.next_keys()
+            think = int(gaps[int(self.rng.integers(len(gaps)))]) if gaps else 0
+            self.think.append(think)
+            if think:
+                spin(think, cpu=True)
+            try:
+                ns, found = self.tier.sample(keys)
+            except ServerError as e:
+                cell.errors[type(e).__name__] = cell.errors.get(type(e).__name__, 0) + 1
+                continue
+            cell.latencies.append(ns)
+            cell.misses += len(keys) - found
+
+
+def _request(cache: TieredCache, kc: Any, touches: list[int], children: list[list[int]],
+             depth: int) -> tuple[int, int]:
+    """One application request, exactly as replay times it: a scope; at the first topic a
+    prefetch strategy's ``prefetch_tree``; a ``get`` per touch. Returns (keys the prefetch sent
+    to memcached, 1 if the prefetch found its root in L1), both 0 without a prefetch."""
+    kp = root_hit = 0
+    with cache.request() as req:
+        prefetched = depth == 0
+        for item in touches:
+            if not prefetched and children[item]:
+                prefetched = True
+                h0 = cache.l1_stats.hits
+                kp = req.prefetch_tree(kc, item, children.__getitem__, depth)
+                root_hit = cache.l1_stats.hits - h0
+            req.get(kc, item)
+    return kp, root_hit
+
+
+def _walked(children: list[list[int]], root: int, depth: int) -> int:
+    """Nodes ``prefetch_tree`` walks from ``root`` to ``depth`` levels (root included)."""
+    seen, frontier = {root}, [root]
+    for _ in range(depth):
+        nxt = [c for p in frontier for c in children[p] if c not in seen and not seen.add(c)]
+        if not nxt:
+            break
+        frontier = nxt
+    return len(seen)
+
+
+#: Per evaluated request, what the request paid for, as counted (see ``_Driver.run``).
+_COUNTS = ("scope", "l1_hit", "get", "prefetch", "walked", "prefetch_keys", "round_trips")
+
+
 class _Driver:
     """One strategy built for real: a TieredCache per app instance over one memcached
     connection, driven one request at a time."""
 
     def __init__(self, trace: Any, address: str, prefix: str, canonical: str, ranking: list[int],
-                 children: list[list[int]], touch_lists: list[list[int]], timeout: float) -> None:
+                 children: list[list[int]], touch_lists: list[list[int]], timeout: float,
+                 clock: dict[str, int]) -> None:
         self.strategy = canonical
         self.plan = plan = parse(canonical)
         self.trace = trace
+        self.prefix = prefix
         self.children = children
         self.touch_lists = touch_lists
-        self.tier = MemcachedTier(address, timeout=timeout, connect_timeout=timeout)
-        sizes = trace.item_sizes
-
-        def loader(idents: list[int]) -> dict[int, bytes]:
-            # Never expected: the catalog is all in memcached (counted as loader_keys).
-            return {i: bytes(int(sizes[i])) for i in idents}
-
+        self.tier = _GapTier(address, timeout=timeout, clock=clock)
         self.fixed = (_fixed_set(trace, ranking, plan)
                       if plan.fixed_items is not None or plan.fixed_bytes is not None else None)
         self.lru = plan.lru_items is not None or plan.lru_bytes is not None
         self.caches: dict[int, tuple[TieredCache, Any]] = {}
         for inst in sorted(set(trace.instance.tolist())):
-            if self.lru:
-                l1: Any = LRUMemory(max_items=plan.lru_items, max_bytes=plan.lru_bytes)
-            elif self.fixed is not None:
-                l1 = FixedMemory.from_keys("item", self.fixed)
-            else:
-                l1 = None
-            c = TieredCache(self.tier, l1, prefix=prefix)
-            kc = c.key_class("item", loader, codec="raw")
-            if self.fixed is not None:
-                c.get_many(kc, self.fixed)  # pin the hot set before the evaluation
-            self.caches[int(inst)] = (c, kc)
+            self.caches[int(inst)] = self.new_cache()
         self.lookups = 0
+        self.counts_by_request = {k: np.zeros(len(trace), dtype=np.int64) for k in _COUNTS}
+        self._walks: dict[int, int] = {}
+        #: Per request run: its L2 calls' latencies (ns) and whether each was a multi-get.
+        self.calls: dict[int, tuple[list[int], list[bool]]] = {}
+
+    def new_cache(self, extra_pins: tuple[int, ...] | list[int] = ()) -> tuple[TieredCache, Any]:
+        """A TieredCache with this strategy's L1 on this strategy's connection (pinned and
+        loaded for ``fixed:``, with ``extra_pins`` too)."""
+        plan, sizes = self.plan, self.trace.item_sizes
+
+        def loader(idents: list[int]) -> dict[int, bytes]:
+            # Never expected: the catalog is all in memcached (counted as loader_keys).
+            return {i: bytes(int(sizes[i])) for i in idents}
+
+        pins = None if self.fixed is None else [*self.fixed, *extra_pins]
+        if self.lru:
+            l1: Any = LRUMemory(max_items=plan.lru_items, max_bytes=plan.lru_bytes)
+        elif pins is not None:
+            l1 = FixedMemory.from_keys("item", pins)
+        else:
+            l1 = None
+        c = TieredCache(self.tier, l1, prefix=self.prefix)
+        kc = c.key_class("item", loader, codec="raw")
+        if pins:
+            c.get_many(kc, pins)  # pin the hot set before the evaluation
+        return c, kc
 
     def warm(self, requests: np.ndarray) -> None:
         """The training window, untimed: only an LRU has state to warm."""
@@ -250,30 +457,53 @@ class _Driver:
         for c, _ in self.caches.values():
             c.reset_stats()
         self.lookups = 0
+        for v in self.counts_by_request.values():
+            v[:] = 0
+        self.calls.clear()
 
     def run(self, r: int) -> tuple[int, int]:
-        """Runs request ``r``; (its wall time, the part inside memcached calls), ns."""
+        """Runs request ``r``; (its wall time, the part inside memcached calls), ns. Also counts
+        what each touch turned out to be."""
         cache, kc = self.caches[int(self.trace.instance[r])]
         touches = self.touch_lists[r]
-        children = self.children
-        depth = self.plan.depth
         recorded = cache.l2_stats.latencies_ns
-        n0 = len(recorded)
+        n0, h0, c0 = len(recorded), cache.l1_stats.hits, cache.l2_stats.calls
+        k0 = len(self.tier.keys_per_call)
         t0 = _clock()
-        with cache.request() as req:
-            prefetched = depth == 0
-            for item in touches:
-                if not prefetched and children[item]:
-                    prefetched = True
-                    req.prefetch_tree(kc, item, children.__getitem__, depth)
-                req.get(kc, item)
+        kp, root_hit = _request(cache, kc, touches, self.children, self.plan.depth)
         t1 = _clock()
         self.lookups += len(set(touches))
+        self.calls[r] = (recorded[n0:], [k > 1 for k in self.tier.keys_per_call[k0:]])
+        calls = cache.l2_stats.calls - c0
+        l1 = cache.l1_stats.hits - h0 - root_hit
+        gets = calls - (1 if kp else 0)
+        cr = self.counts_by_request
+        cr["l1_hit"][r] = l1
+        cr["get"][r] = gets
+        cr["scope"][r] = len(touches) - l1 - gets
+        cr["round_trips"][r] = calls
+        topic = self._first_topic(touches)
+        if topic is not None:
+            cr["prefetch"][r] = 1
+            cr["walked"][r] = self._walk(topic)
+            cr["prefetch_keys"][r] = kp
         return t1 - t0, sum(recorded[n0:])
+
+    def _first_topic(self, touches: list[int]) -> int | None:
+        """The topic a prefetch strategy prefetches at (None: no prefetch in this request)."""
+        if not self.plan.depth:
+            return None
+        return next((i for i in touches if self.children[i]), None)
+
+    def _walk(self, topic: int) -> int:
+        w = self._walks.get(topic)
+        if w is None:
+            w = self._walks[topic] = _walked(self.children, topic, self.plan.depth)
+        return w
 
     def counts(self, requests: int) -> dict[str, Any]:
         caches = [c for c, _ in self.caches.values()]
-        out = {
+        return {
             "lookups": self.lookups,
             "l1_hits": sum(c.l1_stats.hits for c in caches),
             "round_trips": sum(c.l2_stats.calls for c in caches),
@@ -281,46 +511,167 @@ class _Driver:
             "loader_keys": sum(c.l3_stats.keys for c in caches),
             "errors": sum(c.l2_stats.errors for c in caches),
         }
-        self.tier.close()
-        return out
 
 
-_clock = time.perf_counter_ns
+def _timed(cache: TieredCache, kc: Any, touches: list[int], children: list[list[int]],
+           depth: int) -> tuple[int, int, int, int, int]:
+    """Times one crafted request: (wall ns, ns inside L2 calls, L2 calls, L1 hits counted by
+    gets, keys the prefetch sent)."""
+    recorded = cache.l2_stats.latencies_ns
+    n0, h0, c0 = len(recorded), cache.l1_stats.hits, cache.l2_stats.calls
+    t0 = _clock()
+    kp, root_hit = _request(cache, kc, touches, children, depth)
+    t1 = _clock()
+    return (t1 - t0, sum(recorded[n0:]), cache.l2_stats.calls - c0,
+            cache.l1_stats.hits - h0 - root_hit, kp)
 
 
-def _merge_profiles(slices: list[Any]) -> Any:
-    """One profile from profiles measured in slices through the run (histograms merged)."""
-    from cachelab.profiles import Cell, LatencyProfile
+def calibrate(driver: _Driver, reps: int, rng: np.random.Generator) -> dict[str, float]:
+    """The library's unit costs (ns) for ``driver``'s kind of L1, from crafted requests run
+    through the same request function replay times, in this process, on the same connection:
 
-    first = slices[0]
-    cells = []
-    for cell in first.cells:
-        same = [c for p in slices for c in p.cells
-                if (c.op, c.value_size, c.keys) == (cell.op, cell.value_size, cell.keys)
-                and c.samples > 0]
-        if not same:
-            continue
-        merged = Cell(op=cell.op, value_size=cell.value_size, keys=cell.keys,
-                      samples=sum(c.samples for c in same),
-                      histogram=_core.hist_merge([c.histogram for c in same]),
-                      errors={}, mismatches=sum(c.mismatches for c in same),
-                      misses=sum(c.misses for c in same))
-        for c in same:
-            for k, v in c.errors.items():
-                merged.errors[k] = merged.errors.get(k, 0) + v
-        cells.append(merged)
-    return LatencyProfile(name=first.name, source="measured", created=first.created,
-                          cells=cells, server=first.server, client=first.client,
-                          environment=first.environment,
-                          run={**first.run, "slices": len(slices)})
+    * ``request``: a request with no touches;
+    * ``scope``: the slope of ``[x] * n`` over n, x already in the scope after its first touch;
+    * ``l1_hit``: a request of one touch answered by L1, less ``request`` (strategies with L1);
+    * ``get``: requests of 8 distinct items not in L1, less their time inside memcached, less
+      ``request`` (and the L1 hits among them, if any), per get;
+    * prefetch strategies: ``prefetch`` (per call), ``prefetch_walk`` (per node walked),
+      ``prefetch_key`` (per key sent) and ``prefetch_call`` (once when any key is sent), a
+      least-squares fit over real topics of the catalog with their subtrees in L1 and not.
+
+    Medians of ``reps`` requests each; the GC is off, as in the timed replay."""
+    trace, children, depth = driver.trace, driver.children, driver.plan.depth
+    n_items = trace.n_items
+    pinned = set(driver.fixed or ())
+    topics = [i for i in range(n_items) if children[i]]
+    cal_topics: list[int] = []
+    extra: list[int] = []
+    if depth and topics:
+        cal_topics = [int(t) for t in rng.choice(topics, size=min(len(topics), 64),
+                                                 replace=False)]
+        if driver.fixed is not None:  # half of the subtrees pinned, half not
+            for t in cal_topics[::2]:
+                seen, frontier = {t}, [t]
+                for _ in range(depth):
+                    frontier = [c for p in frontier for c in children[p] if c not in seen
+                                and not seen.add(c)]
+                extra += sorted(seen)
+    cache, kc = driver.new_cache(extra)
+    l1 = cache.l1
+    skip = pinned | set(extra)
+    cold = [i for i in rng.permutation(n_items).tolist() if i not in skip]
+    out: dict[str, float] = {}
+    gc.collect()
+    gc.disable()
+    try:
+        out["request"] = float(np.median([_timed(cache, kc, [], children, 0)[0]
+                                          for _ in range(reps)]))
+        # x: in L1 when there is one (a pinned item, or an LRU's most recent), else fetched.
+        x = (driver.fixed[0] if driver.fixed else cold[0])
+        one, many, n = [], [], 32
+        for _ in range(reps):
+            if l1 is not None and driver.lru:
+                cache.get(kc, x)
+            w, mc, _, _, _ = _timed(cache, kc, [x], children, 0)
+            one.append(w - mc)
+            w, mc, _, _, _ = _timed(cache, kc, [x] * (n + 1), children, 0)
+            many.append(w - mc)
+        out["scope"] = max(0.0, (float(np.median(many)) - float(np.median(one))) / n)
+        if l1 is not None and (driver.lru or driver.fixed):
+            out["l1_hit"] = max(0.0, float(np.median(one)) - out["request"])
+        else:
+            out["l1_hit"] = 0.0
+        per_get = []
+        m, pos = 8, 0
+        for _ in range(reps):
+            batch = [cold[(pos + j) % len(cold)] for j in range(m)]
+            pos += m
+            w, mc, calls, hits, _ = _timed(cache, kc, batch, children, 0)
+            if calls:
+                per_get.append((w - mc - out["request"] - hits * out["l1_hit"]) / calls)
+        out["get"] = float(np.median(per_get)) if per_get else 0.0
+        if cal_topics:
+            rows, ys = [], []
+            passes = 2 if driver.lru else 1  # an LRU's second pass finds the subtree in L1
+            for _ in range(max(1, reps // (len(cal_topics) * passes))):
+                for p in range(passes):
+                    if driver.lru and p == 0:
+                        cache, kc = driver.new_cache()  # a cold L1 again
+                    for t in cal_topics:
+                        w, mc, _, _, kp = _timed(cache, kc, [t], children, depth)
+                        walked = _walked(children, t, depth)
+                        rows.append([1.0, walked, kp, 1.0 if kp else 0.0])
+                        ys.append(w - mc - out["request"] - out["scope"])
+            a = np.asarray(rows, dtype=float)
+            coef, *_ = np.linalg.lstsq(a, np.asarray(ys, dtype=float), rcond=None)
+            out.update(prefetch=float(coef[0]), prefetch_walk=float(coef[1]),
+                       prefetch_key=float(coef[2]), prefetch_call=float(coef[3]))
+    finally:
+        gc.enable()
+    return out
+
+
+def _library_ns(terms: dict[str, float], counts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per request, each term's predicted ns: unit cost x how often the request pays it."""
+    n = len(counts["scope"])
+    pf = counts["prefetch"].astype(float)
+    keys = counts["prefetch_keys"].astype(float)
+    return {
+        "request": np.full(n, terms["request"]),
+        "scope": counts["scope"] * terms["scope"],
+        "l1_hit": counts["l1_hit"] * terms["l1_hit"],
+        "get": counts["get"] * terms["get"],
+        "prefetch": (pf * terms.get("prefetch", 0.0)
+                     + counts["walked"] * terms.get("prefetch_walk", 0.0)
+                     + keys * terms.get("prefetch_key", 0.0)
+                     + (keys > 0) * terms.get("prefetch_call", 0.0)),
+    }
+
+
+#: Where a strategy's get cells are measured: these percentiles of the sizes the evaluated
+#: requests touch (with repeats). The simulator interpolates between cells on a log scale of
+#: size while a get's latency grows about linearly with size, so cells spread over a decade
+#: would overstate the items between them; cells where the touches are avoid that.
+SIZE_PERCENTILES = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 97.0, 99.5, 100.0)
+
+
+def _profile_cells(trace: Any, children: list[list[int]], depth: int,
+                   evaluated: np.ndarray) -> dict[str, Any]:
+    """Which cells a strategy's model needs: gets at the :data:`SIZE_PERCENTILES` of the
+    touched items' sizes; for prefetch, multi-gets by key count (powers of two) up to the
+    largest batch it can send."""
+    touched = np.concatenate([trace.touches(int(r)) for r in np.flatnonzero(evaluated)])
+    sizes = np.asarray(trace.item_sizes)[touched] if len(touched) else trace.item_sizes
+    at = np.percentile(sizes, SIZE_PERCENTILES, method="nearest")
+    out: dict[str, Any] = {"sizes": tuple(sorted({max(1, int(x)) for x in at})),
+                           "key_counts": ()}
+    if depth:
+        biggest = max((_walked(children, i, depth) for i in range(trace.n_items)
+                       if children[i]), default=1)
+        counts, k = [1], 1
+        while k < biggest:
+            k *= 2
+            counts.append(k)
+        out["key_counts"] = tuple(counts)
+    return out
+
+
+def _load() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not on every platform
+        return []
 
 
 def replay(
     trace: Any, spec: ReplaySpec | None = None, *, server: str | None = None,
     trace_info: dict[str, Any] | None = None, log: Any = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     """Replays ``trace`` (a :class:`cachelab.traces.RequestTrace`) on the memcached at
-    ``server`` (or a private one sized for the catalog) and compares with ``simulate``."""
+    ``server`` (or a private one sized for the catalog) and compares with the prediction.
+    ``on_progress(done, total)`` is called as evaluated requests are replayed (every 200, and
+    at the end of each slice)."""
     spec = spec or ReplaySpec()
     spec.check()
     say = log or (lambda msg: None)
@@ -330,7 +681,8 @@ def replay(
         need_mb = int(trace.item_sizes.sum() / 1e6 * 1.6) + 64
         big = int(trace.item_sizes.max()) > 1_000_000 - 300
         with PrivateMemcached(memory_mb=need_mb, item_size_max="2m" if big else None) as mc:
-            result = replay(trace, spec, server=mc.address, trace_info=trace_info, log=log)
+            result = replay(trace, spec, server=mc.address, trace_info=trace_info, log=log,
+                            on_progress=on_progress)
             result.server.update({"private": True, "argv": mc.argv})
             return result
 
@@ -339,6 +691,7 @@ def replay(
     from cachelab.simulation import SimulateSpec, simulate
 
     started = time.perf_counter()
+    load_before = _load()
     strategies = list(spec.strategies or default_strategies(trace.n_items))
     canonical = [_core.parse_strategy(s) for s in strategies]
     plans = [parse(c) for c in canonical]
@@ -350,6 +703,7 @@ def replay(
     children = [trace.children(i).tolist() for i in range(trace.n_items)]
     ranking = _training_ranking(trace, evaluated) if any(
         p.fixed_items or p.fixed_bytes for p in plans) else []
+    rng = np.random.default_rng(spec.seed)
 
     prefix = f"cachelab:{secrets.token_hex(6)}"
     loader_cache = TieredCache(MemcachedTier(server, timeout=spec.timeout), None, prefix=prefix)
@@ -357,27 +711,49 @@ def replay(
     sizes = trace.item_sizes
     say(f"loading {trace.n_items:,} items ({sizes.sum() / 1e6:.1f} MB) into memcached")
     pool = os.urandom(int(sizes.max()) + 65_536)
+    drivers: list[_Driver] = []
+    written: list[list[Any]] = []
+    with _core.Client(server, timeout=spec.timeout, connect_timeout=spec.timeout) as c:
+        version = c.version()
     try:
         _load_catalog(loader_cache, kc, sizes, pool)
         mean_size = max(1, int(round(float(sizes.mean()))))
         touch_lists = [trace.touches(r).tolist() for r in range(n)]
+        clock = {"last": 0, "cpu": 0}  # when this process's last L2 read ended (wall, CPU)
         drivers = [_Driver(trace, server, prefix, c, ranking, children, touch_lists,
-                           spec.timeout) for c in canonical]
+                           spec.timeout, clock) for c in canonical]
         for d in drivers:
             say(f"warming {d.strategy} on the training window")
             d.warm(order[:n_train])
         chunks = np.array_split(order[n_train:], spec.slices)
         added = {c: np.zeros(n, dtype=np.int64) for c in canonical}
         in_mc = {c: np.zeros(n, dtype=np.int64) for c in canonical}
-        slices = []
-        pspec = profiles.ProfileSpec(
-            samples=max(10, spec.profile_samples // spec.slices), warmup=spec.profile_warmup,
-            multi_value_size=mean_size, key_counts=(1, 3, 5, 10, 30, 100),
-            timeout=spec.timeout, seed=spec.seed)
+        cals: dict[str, list[dict[str, float]]] = {c: [] for c in canonical}
+        n_eval = int(evaluated.sum())
+        samplers = {}
+        for d in drivers:
+            cells = profiles.tier_cells(
+                server, f"{prefix}:profile:{len(samplers)}",
+                **_profile_cells(trace, children, d.plan.depth, evaluated),
+                multi_value_size=mean_size,
+                timeout=spec.timeout, seed=spec.seed)
+            written.append(cells)
+            d.tier.strip = getattr(kc.format, "own_header", None)
+            samplers[d.strategy] = _Sampler(d.tier, cells, spec.profile_samples, n_eval, rng)
+            samplers[d.strategy].warm(spec.profile_warmup)
+        started_profiles = time.time()
+        interleaved = spec.profile_mode == "interleaved"
+        progress = on_progress or (lambda done, total: None)
+        replayed = 0
+        progress(0, n_eval)
         for k, chunk in enumerate(chunks):
-            say(f"slice {k + 1}/{len(chunks)}: a profile slice on the same server, then "
-                f"{len(chunk):,} requests under every strategy in turn")
-            slices.append(profiles.profile(pspec, server=server))
+            say(f"slice {k + 1}/{len(chunks)}: {len(chunk):,} requests under every strategy "
+                "in turn" + (", each followed by a few samples of its profile; then "
+                             "calibration" if interleaved else "; then each strategy's "
+                             "profile slice and calibration"))
+            for d in drivers:
+                d.tier.forget()
+                d.tier.recording = True
             gc.collect()
             gc.disable()
             try:
@@ -385,78 +761,176 @@ def replay(
                     for q in range(len(drivers)):  # rotate who goes first
                         d = drivers[(j + q) % len(drivers)]
                         added[d.strategy][r], in_mc[d.strategy][r] = d.run(r)
+                        if interleaved:
+                            samplers[d.strategy].after_request()
+                    if j % 200 == 199:
+                        progress(replayed + j + 1, n_eval)
             finally:
                 gc.enable()
-        prof = _merge_profiles(slices)
-        model = latency_model(prof)
+                for d in drivers:
+                    d.tier.recording = False
+            if not interleaved:
+                for d in drivers:
+                    d.tier.forget()
+                    samplers[d.strategy].after_request(len(chunk))
+            for d in drivers:
+                cals[d.strategy].append(calibrate(d, spec.calibration_reps, rng))
+            replayed += len(chunk)
+            progress(replayed, n_eval)
         say("simulating")
-        sim = simulate(trace, SimulateSpec(strategies=tuple(canonical), train=spec.train,
-                                           draws=spec.draws, seed=spec.seed), model=model)
-        core_trace, core_model = trace.to_core(), model.to_core()
+        core_trace = trace.to_core()
         rows = []
-        n_eval = int(evaluated.sum())
+        profile_info: dict[str, Any] = {}
         for d in drivers:
-            measured = {"added_ns": added[d.strategy], "memcached_ns": in_mc[d.strategy],
-                        **d.counts(n_eval)}
+            smp = samplers[d.strategy]
+            prof = profiles.tier_profile(
+                smp.cells, address=server, version=version, started=started_profiles,
+                client={"think_ns": profiles.think_summary(smp.think), "think_cpu": True,
+                        "samples": spec.profile_samples, "warmup": spec.profile_warmup,
+                        "mode": spec.profile_mode,
+                        "timeout": spec.timeout})
+            model = latency_model(prof)
+            sim = simulate(trace, SimulateSpec(strategies=(d.strategy,), train=spec.train,
+                                               draws=spec.draws, seed=spec.seed), model=model)
+            core_model = model.to_core()
             predicted = [
                 _core.request_costs(core_trace, core_model, d.strategy, train=spec.train,
                                     seed=spec.seed, draw=i)
                 for i in range(spec.draws)
             ]
-            rows.append(_compare(trace, d.strategy, measured, predicted,
-                                 sim.by_name(d.strategy), evaluated))
+            terms = {key: float(np.median([c[key] for c in cals[d.strategy]]))
+                     for key in cals[d.strategy][0]}
+            g = (np.asarray(d.tier.gaps, dtype=np.int64),
+                 np.asarray(d.tier.cpu_gaps, dtype=np.int64))
+            measured = {"added_ns": added[d.strategy], "memcached_ns": in_mc[d.strategy],
+                        "by_request": d.counts_by_request, "calls": d.calls,
+                        **d.counts(n_eval)}
+            rows.append(_compare(trace, d.strategy, measured, predicted, sim.by_name(d.strategy),
+                                 evaluated, terms, g, spec.seed))
+            profile_info[d.strategy] = {
+                "name": prof.name,
+                "multi_value_size": mean_size,
+                "get_p50_us": {c.label: c.at([50.0])[0] / 1000 for c in prof.cells_of("get")},
+                "multiget_p50_us": {c.label: c.at([50.0])[0] / 1000
+                                    for c in prof.cells_of("multiget")},
+                "latency_profile": prof.to_dict(),
+            }
     finally:
+        for d in drivers:
+            d.tier.close()
+        for cells in written:
+            profiles.delete_tier_cells(server, cells, spec.timeout)
         left = _delete_catalog(server, loader_cache, kc, trace.n_items)
         if left:
             say(f"could not delete {left} keys under {prefix}")
     return ReplayResult(
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        trace={"requests": n, "items": trace.n_items, "evaluated": int(evaluated.sum()),
+        trace={"requests": n, "items": trace.n_items, "evaluated": n_eval,
                "bytes": int(sizes.sum()), **(trace_info or {})},
         spec={**asdict(spec), "strategies": canonical},
-        server={"address": server, "version": prof.server.get("version"), "private": False},
-        profile={
-            "name": prof.name,
-            "multi_value_size": mean_size,
-            "get_p50_us": {c.label: c.at([50.0])[0] / 1000 for c in prof.cells_of("get")},
-            "multiget_p50_us": {c.label: c.at([50.0])[0] / 1000
-                                for c in prof.cells_of("multiget")},
-            "latency_profile": prof.to_dict(),
-        },
+        server={"address": server, "version": version, "private": False},
+        profile=profile_info,
         strategies=rows,
         elapsed_s=round(time.perf_counter() - started, 3),
         environment=environment.facts(),
+        load_average={"before": load_before, "after": _load()},
     )
 
 
+def _shuffled_sums(calls: dict[int, tuple[list[int], list[bool]]], idx: np.ndarray,
+                   seed: int) -> np.ndarray:
+    """Per request, ms inside memcached if its calls' latencies were dealt out at random from
+    all the calls the strategy made (gets among gets, multi-gets among multi-gets): the
+    measured calls with any dependence between the calls of one request removed — what a
+    simulator drawing each call independently can at best reproduce."""
+    rng = np.random.default_rng(seed)
+    lat = [np.asarray(calls.get(int(r), ((), ()))[0], dtype=np.int64) for r in idx]
+    multi = [np.asarray(calls.get(int(r), ((), ()))[1], dtype=bool) for r in idx]
+    if not lat:
+        return np.zeros(0)
+    all_lat, all_multi = np.concatenate(lat), np.concatenate(multi)
+    dealt = all_lat.copy()
+    for kind in (False, True):
+        where = np.flatnonzero(all_multi == kind)
+        dealt[where] = all_lat[where][rng.permutation(len(where))]
+    ends = np.cumsum([len(x) for x in lat])
+    return np.asarray([s.sum() for s in np.split(dealt, ends[:-1])], dtype=float) / 1e6
+
+
+def _pcts(values: np.ndarray) -> dict[str, float]:
+    return {_pkey(p): _nearest_rank(values, p) for p in PERCENTILES}
+
+
+def _err(pred: float, meas: float) -> float | None:
+    return (pred - meas) / meas if meas > 0 else None
+
+
 def _compare(trace: Any, strategy: str, measured: dict[str, Any], predicted: list[dict],
-             sim_row: dict[str, Any], evaluated: np.ndarray) -> dict[str, Any]:
+             sim_row: dict[str, Any], evaluated: np.ndarray, terms: dict[str, float],
+             gaps: tuple[np.ndarray, np.ndarray], seed: int = 0) -> dict[str, Any]:
     idx = np.flatnonzero(evaluated)
-    added_ms = measured["added_ns"][idx] / 1e6
     base = np.asarray(trace.base_ms, dtype=float)[idx]
-    inc = added_ms / base
+    added_ms = measured["added_ns"][idx] / 1e6
     in_tier_ms = measured["memcached_ns"][idx] / 1e6
+    lib_meas_ms = added_ms - in_tier_ms
+    counts = {k: v[idx] for k, v in measured["by_request"].items()}
+    lib = _library_ns(terms, counts)
+    lib_ms = sum(lib.values()) / 1e6
+    # Per draw: the simulator's memcached time per request (ordered by request index, as idx).
+    mc_draws = []
+    for d in predicted:
+        req = np.asarray(d["request"], dtype=np.int64)
+        if not np.array_equal(req, idx):
+            raise RuntimeError("request_costs and the replay disagree on the evaluated requests")
+        mc_draws.append(np.asarray(d["added_ms"], dtype=float))
+    rt_sim = np.asarray(predicted[0]["round_trips"], dtype=np.int64)
+
+    def over_draws(f: Any) -> dict[str, float]:
+        per = [f(m) for m in mc_draws]
+        return {k: float(np.median([p[k] for p in per])) for k in per[0]}
+
+    pred_total = over_draws(lambda m: _pcts(m + lib_ms))
+    pred_mc = over_draws(_pcts)
+    pred_inc = over_draws(lambda m: _pcts((m + lib_ms) / base))
+    meas_total, meas_mc, meas_lib = _pcts(added_ms), _pcts(in_tier_ms), _pcts(lib_meas_ms)
+    meas_inc, pred_lib = _pcts(added_ms / base), _pcts(lib_ms)
+    shuffled = _pcts(_shuffled_sums(measured["calls"], idx, seed)) if measured.get(
+        "calls") else None
     out: dict[str, Any] = {"strategy": strategy, "added_ms": {}, "increase": {},
-                           "memcached_ms": {}}
-    sim_pct = {_pkey(float(b["percentile"])): b["median"] for b in sim_row["percentiles"]}
+                           "memcached_ms": {}, "library_ms": {}}
     worst = 0.0
-    for p in PERCENTILES:
-        k = _pkey(p)
-        m_ms = _nearest_rank(added_ms, p)
-        p_ms = float(np.median([_nearest_rank(np.asarray(d["added_ms"]), p) for d in predicted]))
-        m_inc = _nearest_rank(inc, p)
-        p_inc = float(sim_pct.get(k, np.median(
-            [_nearest_rank(np.asarray(d["increase"]), p) for d in predicted])))
-        e_ms = (p_ms - m_ms) / m_ms if m_ms > 0 else None
-        e_inc = (p_inc - m_inc) / m_inc if m_inc > 0 else None
-        out["added_ms"][k] = {"measured": m_ms, "predicted": p_ms, "error": e_ms}
-        t_ms = _nearest_rank(in_tier_ms, p)
-        out["memcached_ms"][k] = {"measured": t_ms, "predicted": p_ms,
-                                  "error": (p_ms - t_ms) / t_ms if t_ms > 0 else None}
-        out["increase"][k] = {"measured": m_inc, "predicted": p_inc, "error": e_inc}
+    for k in (_pkey(p) for p in PERCENTILES):
+        out["added_ms"][k] = {"measured": meas_total[k], "predicted": pred_total[k],
+                              "error": _err(pred_total[k], meas_total[k])}
+        out["memcached_ms"][k] = {"measured": meas_mc[k], "predicted": pred_mc[k],
+                                  "error": _err(pred_mc[k], meas_mc[k])}
+        if shuffled is not None:
+            out["memcached_ms"][k]["calls_shuffled"] = shuffled[k]
+        out["library_ms"][k] = {"measured": meas_lib[k], "predicted": pred_lib[k],
+                                "error": _err(pred_lib[k], meas_lib[k])}
+        e_inc = _err(pred_inc[k], meas_inc[k])
+        out["increase"][k] = {"measured": meas_inc[k], "predicted": pred_inc[k], "error": e_inc}
         worst = max(worst, abs(e_inc) if e_inc is not None else 1.0)
     total = float(added_ms.sum()) or 1.0
     out["library_overhead_share"] = 1.0 - float(in_tier_ms.sum()) / total
+    # Where the time goes: mean per request, predicted term by term vs measured.
+    mean_mc = float(np.median([m.mean() for m in mc_draws]))
+    out["terms"] = {
+        "unit_us": {k: v / 1000 for k, v in terms.items()},
+        "per_request": {k: float(v.mean()) for k, v in counts.items()},
+        "mean_ms": {"memcached": mean_mc,
+                    **{k: float(v.mean()) / 1e6 for k, v in lib.items()}},
+        "measured_mean_ms": {"memcached": float(in_tier_ms.mean()),
+                             "library": float(lib_meas_ms.mean()),
+                             "total": float(added_ms.mean())},
+    }
+    out["terms"]["mean_ms"]["total"] = sum(out["terms"]["mean_ms"].values())
+    wall, cpu = gaps
+    out["think_us"] = {"calls": int(len(wall))}
+    if len(wall):
+        for p in (50.0, 90.0, 99.0):
+            out["think_us"][f"p{p:g}"] = float(np.percentile(wall, p)) / 1000
+            out["think_us"][f"cpu_p{p:g}"] = float(np.percentile(cpu, p)) / 1000
     lookups = max(1, measured["lookups"])
     out["checks"] = {
         "hit_ratio": {"measured": measured["l1_hits"] / lookups,
@@ -464,6 +938,7 @@ def _compare(trace: Any, strategy: str, measured: dict[str, Any], predicted: lis
         "round_trips_per_request": {
             "measured": measured["round_trips"] / max(1, measured["requests"]),
             "predicted": sim_row["round_trips_per_request"]},
+        "round_trips_differ_in_requests": int((counts["round_trips"] != rt_sim).sum()),
         "loader_keys": measured["loader_keys"],
         "errors": measured["errors"],
     }
@@ -472,17 +947,30 @@ def _compare(trace: Any, strategy: str, measured: dict[str, Any], predicted: lis
     return out
 
 
+def _term_cell(t: dict[str, Any], name: str) -> str:
+    """A term's mean predicted ms per request, with its unit cost and count."""
+    u, c, mm = t["unit_us"], t["per_request"], t["mean_ms"]
+    if name == "prefetch":
+        if "prefetch" not in u:
+            return f"{mm['prefetch']:.3f}"
+        return (f"{mm['prefetch']:.3f} ({u['prefetch']:.1f}+{u['prefetch_walk']:.2f}/node"
+                f"+{u['prefetch_key']:.2f}/key+{u['prefetch_call']:.1f})")
+    return f"{mm[name]:.3f} ({u[name]:.2f}x{c.get(name, 1.0):.1f})"
+
+
 def render(result: ReplayResult) -> str:
-    """Measured vs predicted, side by side, for a terminal."""
+    """Measured vs predicted, side by side, and where the time goes, for a terminal."""
     d = result.to_dict()
+    load = d.get("load_average") or {}
     lines = [
-        f"Added time per request: measured on the real tiered cache vs simulate's prediction "
-        f"({d['trace']['evaluated']:,} evaluated requests; profile measured on the same "
-        f"server, {d['server']['address']})",
+        f"Added time per request: measured on the real tiered cache vs predicted "
+        f"({d['trace']['evaluated']:,} evaluated requests on {d['server']['address']}; "
+        f"load average before {load.get('before')}, after {load.get('after')})",
         "",
     ]
     header = ["strategy", "%ile", "measured ms", "predicted ms", "error", "in memcached ms",
-              "error", "measured inc", "predicted inc", "error"]
+              "shuffled", "model ms", "error", "library ms", "predicted", "inc measured",
+              "inc predicted", "error"]
     rows = []
 
     def err(e: float | None) -> str:
@@ -490,16 +978,41 @@ def render(result: ReplayResult) -> str:
 
     for s in d["strategies"]:
         for k in (_pkey(p) for p in PERCENTILES):
-            a, i, m = s["added_ms"][k], s["increase"][k], s["memcached_ms"][k]
+            a, i, m, b = (s["added_ms"][k], s["increase"][k], s["memcached_ms"][k],
+                          s["library_ms"][k])
             rows.append([s["strategy"] if k == "50" else "", f"p{k}", f"{a['measured']:.3f}",
                          f"{a['predicted']:.3f}", err(a["error"]), f"{m['measured']:.3f}",
-                         err(m["error"]), f"{100 * i['measured']:.2f}%",
+                         f"{m['calls_shuffled']:.3f}" if "calls_shuffled" in m else "—",
+                         f"{m['predicted']:.3f}", err(m["error"]), f"{b['measured']:.3f}",
+                         f"{b['predicted']:.3f}", f"{100 * i['measured']:.2f}%",
                          f"{100 * i['predicted']:.2f}%", err(i["error"])])
     lines += text_table(header, rows, left=2)
-    lines += ["", "measured = the request's wall time in the tiered cache; in memcached = the "
-              "part spent inside L2 calls (the Rust client, as the profile measures it); inc = "
-              "added time / the request's base latency (simulate's measure). error = "
-              "(predicted - measured) / measured."]
+    lines += ["", "measured = the request's wall time in the tiered cache; predicted = the "
+              "simulator's memcached time (model: a profile measured through the tiered "
+              "cache's own L2 call, with this strategy's think times) + the library terms "
+              "below; in memcached = the part inside L2 calls vs the model alone; shuffled = "
+              "the same calls dealt out to requests at random (what independent draws can "
+              "reproduce at best); library = the rest vs the terms; inc = added time / the "
+              "request's base latency. error = (predicted - measured) / measured."]
+    lines += ["", "Where the time goes (mean per request, predicted ms; unit cost µs x count "
+              "per request):"]
+    th = ["strategy", "memcached", *[t for t, _ in TERMS], "predicted", "measured",
+          "think p50/p90 µs (CPU)"]
+    trows = []
+    for s in d["strategies"]:
+        t = s["terms"]
+        mm = t["mean_ms"]
+
+        th_us = s.get("think_us", {})
+        trows.append([s["strategy"], f"{mm['memcached']:.3f}",
+                      *[_term_cell(t, n) for n, _ in TERMS],
+                      f"{mm['total']:.3f}", f"{t['measured_mean_ms']['total']:.3f}",
+                      f"{th_us.get('p50', 0):.0f}/{th_us.get('p90', 0):.0f} "
+                      f"({th_us.get('cpu_p50', 0):.0f}/{th_us.get('cpu_p90', 0):.0f})"])
+    lines += text_table(th, trows, left=2)
+    lines += ["", "Terms: " + "; ".join(f"{n} = {what}" for n, what in TERMS) + ". Unit costs "
+              "are measured by calibration requests in this process (not fitted to the "
+              "replay); measured = the replay's mean wall time per request."]
     lines += ["", "Checks (must agree: the replay mirrors the simulator's semantics):"]
     for s in d["strategies"]:
         c = s["checks"]
@@ -507,8 +1020,8 @@ def render(result: ReplayResult) -> str:
             f"  {s['strategy']}: L1 hit ratio {c['hit_ratio']['measured']:.4f} vs "
             f"{c['hit_ratio']['predicted']:.4f}; round trips/request "
             f"{c['round_trips_per_request']['measured']:.3f} vs "
-            f"{c['round_trips_per_request']['predicted']:.3f}; loader keys {c['loader_keys']}; "
-            f"errors {c['errors']}; library overhead "
-            f"{100 * s['library_overhead_share']:.0f}% of added time; within ±{TOLERANCE:.0%}: "
-            f"{'yes' if s['within_tolerance'] else 'NO'}")
+            f"{c['round_trips_per_request']['predicted']:.3f} (requests that differ: "
+            f"{c['round_trips_differ_in_requests']}); loader keys {c['loader_keys']}; "
+            f"errors {c['errors']}; library {100 * s['library_overhead_share']:.0f}% of added "
+            f"time; within ±{TOLERANCE:.0%}: {'yes' if s['within_tolerance'] else 'NO'}")
     return "\n".join(lines)

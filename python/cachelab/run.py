@@ -263,12 +263,15 @@ def _step_simulate(st: _State) -> tuple[str, bool]:
 def _step_tiers(st: _State) -> tuple[str, bool]:
     from cachelab import tiers
     from cachelab.plots.tiers import tiers_plot
+    from cachelab.progress import Progress
     from cachelab.tables import write_csv
 
     address = _need_server(st)
     spec = tiers.TiersSpec.quick(seed=st.spec.seed) if st.spec.quick else \
         tiers.TiersSpec(seed=st.spec.seed)
-    result = tiers.tiers(spec, server=address)
+    with Progress(spec.reads, "tiers") as bar:
+        result = tiers.tiers(spec, server=address,
+                             on_progress=lambda done, _total: bar.update(done))
     result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
     out = st.out / "tiers"
     out.mkdir(parents=True, exist_ok=True)
@@ -285,6 +288,7 @@ def _step_tiers(st: _State) -> tuple[str, bool]:
 def _step_replay(st: _State) -> tuple[str, bool]:
     from cachelab import replay, traces
     from cachelab.cli.replay import write_artifacts
+    from cachelab.progress import Progress, stage_logger
 
     address = _need_server(st)
     if st.spec.trace:
@@ -302,9 +306,14 @@ def _step_replay(st: _State) -> tuple[str, bool]:
     spec = (replay.ReplaySpec.quick(strategies=tuple(strategies), slices=2, seed=st.spec.seed)
             if st.spec.quick else replay.ReplaySpec(strategies=tuple(strategies),
                                                     seed=st.spec.seed))
-    result = replay.replay(trace, spec, server=address,
-                           trace_info={"source": "synthetic", "generator": trace.generator},
-                           log=lambda m: st.log(f"replay: {m}"))
+    with Progress(0, "replay") as bar:
+        def on_progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done)
+
+        result = replay.replay(trace, spec, server=address,
+                               trace_info={"source": "synthetic", "generator": trace.generator},
+                               log=stage_logger(bar, "replay", st.log), on_progress=on_progress)
     result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
     write_artifacts(result, st.out / "replay")
     st.produced.append(st.out / "replay")

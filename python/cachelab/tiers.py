@@ -181,7 +181,13 @@ class _Postgres(_SQLite):
             import psycopg
         except ImportError:
             raise UsageError("--dsn needs psycopg: pip install 'psycopg[binary]'") from None
-        self.db = psycopg.connect(dsn, autocommit=True)
+        # A connect waits at most 10 s unless the DSN says otherwise (every network wait has
+        # a timeout); a server that cannot be reached is the user's to fix, not a traceback.
+        extra = {} if "connect_timeout" in dsn else {"connect_timeout": 10}
+        try:
+            self.db = psycopg.connect(dsn, autocommit=True, **extra)
+        except psycopg.Error as e:
+            raise UsageError(f"--dsn: cannot connect to PostgreSQL: {e}".strip()) from None
         self.schema = f"cachelab_tiers_{secrets.token_hex(4)}"
         with self.db.cursor() as c:
             c.execute(f"CREATE SCHEMA {self.schema}")

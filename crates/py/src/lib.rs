@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
 use cachelab_proto::{Key, MetaFlags};
@@ -153,6 +153,63 @@ impl Client {
             out.set_item(PyBytes::new(py, &v.key), PyBytes::new(py, &v.data))?;
         }
         Ok(out)
+    }
+
+    /// One multi-get answered in the order of `keys`: `(values, found, others, stripped_bytes)`.
+    ///
+    /// `values[i]` is the value of `keys[i]`, or None for a miss; `found` counts the values
+    /// that are not None. A value that starts with `strip` comes without it; the indices of the
+    /// values found that do not start with it are listed in `others` (ascending), and
+    /// `stripped_bytes` is the total length, `strip` included, of the values that had it.
+    /// Without `strip` every value comes whole and `others` lists every value found.
+    #[pyo3(signature = (keys, strip = None))]
+    fn get_multi_list<'py>(
+        &mut self,
+        py: Python<'py>,
+        keys: Vec<Bound<'py, PyAny>>,
+        strip: Option<Vec<u8>>,
+    ) -> PyResult<(Bound<'py, PyList>, usize, Vec<usize>, usize)> {
+        let ks = keys
+            .iter()
+            .map(|k| self::key(py, k))
+            .collect::<PyResult<Vec<_>>>()?;
+        let found = self.with(py, |c| c.get_multi(&ks))?;
+        // The server answers in the order asked, leaving misses out: one forward walk
+        // aligns them. A reply out of that order is placed by a search from the start.
+        let mut slot: Vec<Option<Bytes>> = vec![None; ks.len()];
+        let mut next = 0;
+        for v in found {
+            let at = match ks[next..].iter().position(|k| k.as_bytes() == &v.key[..]) {
+                Some(p) => Some(next + p),
+                None => {
+                    (0..ks.len()).find(|&i| slot[i].is_none() && ks[i].as_bytes() == &v.key[..])
+                }
+            };
+            if let Some(i) = at {
+                slot[i] = Some(v.data);
+                next = i + 1;
+            }
+        }
+        let strip = strip.unwrap_or_default();
+        let mut others = Vec::new();
+        let mut stripped = 0;
+        let mut found = 0;
+        let values = PyList::empty(py);
+        for (i, s) in slot.iter().enumerate() {
+            found += usize::from(s.is_some());
+            match s {
+                None => values.append(py.None())?,
+                Some(d) if !strip.is_empty() && d.starts_with(&strip) => {
+                    stripped += d.len();
+                    values.append(PyBytes::new(py, &d[strip.len()..]))?;
+                }
+                Some(d) => {
+                    others.push(i);
+                    values.append(PyBytes::new(py, d))?;
+                }
+            }
+        }
+        Ok((values, found, others, stripped))
     }
 
     /// `set`: True when stored.

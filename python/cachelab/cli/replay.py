@@ -9,15 +9,20 @@ import sys
 from cachelab import replay as lib
 from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, common
 from cachelab.errors import UsageError
+from cachelab.progress import Progress, stage_logger
 
 DESCRIPTION = """\
 Check simulate's prediction by building the strategy for real. The catalog's items are loaded
-into memcached at their sizes (under a per-run prefix, deleted at the end); a latency profile
-is measured on that same server and becomes simulate's model; then every strategy runs through
-cachelab.tiered — one L1 per app instance, request scopes, prefetch_tree at the first topic —
-over the trace's evaluation window, timing each request. Printed: measured vs predicted
-p50/p90/p99 of the added time (ms and as a share of the base latency) with the error, the time
-spent inside memcached calls, and checks that hit ratios and round trips agree exactly.
+into memcached at their sizes (under a per-run prefix, deleted at the end); then every strategy
+runs through cachelab.tiered — one L1 per app instance, request scopes, prefetch_tree at the
+first topic — over the trace's evaluation window, timing each request. The prediction is
+simulate's memcached time, with a model measured for each strategy during the run through the
+tiered cache's own memcached read on its connection (after think time drawn from the CPU time
+between its reads), plus the library's per-touch costs (request, scope hit, L1 hit, get,
+prefetch) measured by calibration requests in the same process. Printed: measured vs
+predicted p50/p90/p99 of the added time (ms and as a share of the base latency) with the
+error, the part inside memcached calls and the library's part, each cost term per strategy,
+and checks that hit ratios and round trips agree exactly.
 
 Strategies: none, lru:N|SIZE, fixed:N|SIZE, each optionally +prefetch-children or
 +prefetch:depth=D (default: none, lru:N, fixed:N, fixed:N+prefetch-children, N = 5 % of the
@@ -41,10 +46,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--draws", type=int, metavar="N",
                    help="simulate's latency draws (default 5; 3 with --quick)")
     p.add_argument("--profile-samples", type=int, metavar="N",
-                   help="samples per cell of the profile measured first (default 1000; 500 "
+                   help="samples per cell of each strategy's profile, taken during the run "
+                   "(default 1000; 500 with --quick)")
+    p.add_argument("--calibration-reps", type=int, metavar="N",
+                   help="crafted requests per library cost term and slice (default 200; 100 "
                    "with --quick)")
+    p.add_argument("--profile-mode", choices=("slices", "interleaved"), default="slices",
+                   help="when each strategy's profile samples are taken: a slice's worth after "
+                   "each slice (default), or a few after each of its requests")
     p.add_argument("--slices", type=int, default=4, metavar="N",
-                   help="profile slices interleaved with the replay (default 4)")
+                   help="the evaluation is cut into N slices, each followed by the profile "
+                   "samples due (in slices mode) and a calibration of the library's costs "
+                   "(default 4)")
     p.add_argument("--timeout", type=float, default=1.0, metavar="S",
                    help="memcached request deadline in seconds (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of simulate's draws (default 0)")
@@ -66,8 +79,11 @@ def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
         base.draws = args.draws
     if args.profile_samples is not None:
         base.profile_samples = args.profile_samples
+    if args.calibration_reps is not None:
+        base.calibration_reps = args.calibration_reps
     base.timeout = args.timeout
     base.slices = args.slices
+    base.profile_mode = args.profile_mode
     base.seed = args.seed
     base.check()
     return base
@@ -90,21 +106,26 @@ def run(args: argparse.Namespace) -> int:
         trace = traces.synthesize(traces.SynthParams(requests=n))
         info = {"source": "synthetic", "generator": trace.generator}
 
-    def log(msg: str) -> None:
-        print(f"replay: {msg}", file=sys.stderr)
+    with Progress(0, "replay") as bar:
+        def on_progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done)
 
-    if address is None:
-        from cachelab.servers import PrivateMemcached
+        log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
+        if address is None:
+            from cachelab.servers import PrivateMemcached
 
-        opts = common.private_server_options(args)
-        opts["memory_mb"] = max(int(opts["memory_mb"]),
-                                int(trace.item_sizes.sum() / 1e6 * 1.6) + 64)
-        big = int(trace.item_sizes.max()) > 1_000_000 - 300
-        with PrivateMemcached(**opts, item_size_max="2m" if big else None) as mc:
-            result = lib.replay(trace, spec, server=mc.address, trace_info=info, log=log)
-            result.server.update({"private": True, "argv": mc.argv})
-    else:
-        result = lib.replay(trace, spec, server=address, trace_info=info, log=log)
+            opts = common.private_server_options(args)
+            opts["memory_mb"] = max(int(opts["memory_mb"]),
+                                    int(trace.item_sizes.sum() / 1e6 * 1.6) + 64)
+            big = int(trace.item_sizes.max()) > 1_000_000 - 300
+            with PrivateMemcached(**opts, item_size_max="2m" if big else None) as mc:
+                result = lib.replay(trace, spec, server=mc.address, trace_info=info, log=log,
+                                    on_progress=on_progress)
+                result.server.update({"private": True, "argv": mc.argv})
+        else:
+            result = lib.replay(trace, spec, server=address, trace_info=info, log=log,
+                                on_progress=on_progress)
     write_artifacts(result, out)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
@@ -123,12 +144,16 @@ def write_artifacts(result: lib.ReplayResult, out) -> None:  # noqa: ANN001
     for s in result.strategies:
         for k in s["added_ms"]:
             a, i, m = s["added_ms"][k], s["increase"][k], s["memcached_ms"][k]
+            b = s["library_ms"][k]
             rows.append([s["strategy"], k, a["measured"], a["predicted"], a["error"],
-                         m["measured"], m["error"], i["measured"], i["predicted"], i["error"]])
+                         m["measured"], m.get("calls_shuffled"), m["predicted"], m["error"],
+                         b["measured"], b["predicted"], b["error"],
+                         i["measured"], i["predicted"], i["error"]])
     write_csv(out / "replay.csv",
               ["strategy", "percentile", "measured_ms", "predicted_ms", "error_ms",
-               "in_memcached_ms", "error_in_memcached", "measured_increase",
-               "predicted_increase", "error_increase"], rows)
+               "in_memcached_ms", "in_memcached_shuffled_ms", "model_ms",
+               "error_in_memcached", "library_ms", "predicted_library_ms", "error_library",
+               "measured_increase", "predicted_increase", "error_increase"], rows)
 
 
 __all__ = ["add_parser", "run", "spec_from", "write_artifacts"]

@@ -42,6 +42,31 @@ class Tier:
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def get_list(
+        self, keys: list[str], strip: bytes | None = None,
+    ) -> tuple[list[bytes | None], int, list[int], int]:
+        """One multi-get answered in the order of ``keys``, as
+        ``_core.Client.get_multi_list`` answers: ``(values, found, others, stripped_bytes)`` —
+        each key's value or None; how many are not None; the indices of the values found that
+        do not start with ``strip`` (the others come without it); the total length of those
+        that did, ``strip`` included. This default goes through :meth:`get_multi`."""
+        got = self.get_multi(keys).get
+        values: list[bytes | None] = []
+        others: list[int] = []
+        found = stripped = 0
+        cut = len(strip) if strip else 0
+        for n, k in enumerate(keys):
+            v = got(k)
+            if v is not None:
+                found += 1
+                if cut and v[:cut] == strip:
+                    stripped += len(v)
+                    v = v[cut:]
+                else:
+                    others.append(n)
+            values.append(v)
+        return values, found, others, stripped
+
     def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
         raise NotImplementedError  # pragma: no cover - interface
 
@@ -88,6 +113,9 @@ class MemcachedTier(Tier):
         self.connect_timeout = connect_timeout
         self.supports_leases = leases
         self._local = threading.local()
+        # A subclass that wraps get_multi (to count or alter round trips) keeps seeing every
+        # multi-get: get_list then goes through it.
+        self._direct_list = type(self).get_multi is MemcachedTier.get_multi
 
     def __repr__(self) -> str:
         return f"MemcachedTier({self.address!r}, timeout={self.timeout})"
@@ -114,6 +142,13 @@ class MemcachedTier(Tier):
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:
         found = self._call("get_multi", keys)
         return dict(zip(map(bytes.decode, found.keys()), found.values()))
+
+    def get_list(
+        self, keys: list[str], strip: bytes | None = None,
+    ) -> tuple[list[bytes | None], int, list[int], int]:
+        if not self._direct_list:
+            return super().get_list(keys, strip)
+        return self._call("get_multi_list", keys, strip)  # type: ignore[no-any-return]
 
     def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
         return bool(self._call("set", key, value, flags=flags, exptime=ttl))

@@ -13,8 +13,10 @@ How a lookup goes, for each key not already fetched in the request:
 
 1. **L1** — the ready object, if this process holds it (and, for a versioned namespace, it was
    filled under the current version).
-2. **L2** — one ``get_multi`` for all keys L1 lacked. Values are decoded by the header their
-   writer put in front (codec and compression, :mod:`cachelab.tiered.codecs`).
+2. **L2** — one multi-get (:meth:`Tier.get_list <cachelab.tiered.backends.Tier.get_list>`)
+   for all keys L1 lacked. Values are decoded by the header their writer put in front (codec
+   and compression, :mod:`cachelab.tiered.codecs`); those in the class's own uncompressed
+   format come from Rust without it and are decoded with one ``map``.
 3. **L3** — the loader, once per batch of keys still missing, behind two guards against
    stampedes: in-process *single flight* (one thread loads a key, the others wait for it) and
    memcached *leases* (one process loads a key, the others poll L2 for its value, for at most
@@ -41,7 +43,8 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from cachelab import _core
@@ -49,7 +52,7 @@ from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.codecs import CorruptValue, ValueFormat
-from cachelab.tiered.memory import MISS, Memory
+from cachelab.tiered.memory import MISS, LRUMemory, Memory
 from cachelab.tiered.stats import BreakerStats, TierStats
 
 __all__ = ["KeyClass", "Loader", "RequestScope", "TieredCache"]
@@ -62,7 +65,7 @@ _NAME = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _MAX_KEY = 250
 _now_ns = time.perf_counter_ns
 _allocate_lock = threading.Lock
-#: Memcached keys remembered per cache (ident -> key); beyond this the memo is cleared.
+#: Memcached keys remembered per key class (ident -> key); beyond this the memo is cleared.
 _KEY_MEMO = 100_000
 
 
@@ -77,6 +80,11 @@ class KeyClass:
     ttl: int
     l1: bool
     namespace: str | None
+    #: In L1 and not versioned: an L1 hit needs no namespace version (the hit path's test).
+    plain_l1: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain_l1", self.l1 and self.namespace is None)
 
     def __repr__(self) -> str:
         return f"KeyClass({self.name!r}, {self.format!r}, ttl={self.ttl}, l1={self.l1})"
@@ -128,7 +136,7 @@ class TieredCache:
         if lease_ttl < 1 or lease_wait < 0 or ns_refresh < 0:
             raise UsageError("lease_ttl must be >= 1 s; lease_wait and ns_refresh >= 0")
         self.l2 = l2
-        self.l1 = l1
+        self.l1 = l1  # a property: it also sets the hit path's table
         self.prefix = prefix
         self.breaker = breaker or CircuitBreaker()
         self.leases = leases
@@ -144,10 +152,22 @@ class TieredCache:
         self._epoch = 0
         self._pending: set[str] = set()
         self._ns: dict[str, tuple[int, float]] = {}
-        self._keys: dict[tuple[str, Any], str] = {}
+        #: Per key class: (namespace version, {ident: memcached key}) for the version in use.
+        self._memos: dict[str, tuple[int, dict[Any, str]]] = {}
 
     def __repr__(self) -> str:
         return f"TieredCache(l2={self.l2!r}, l1={self.l1!r}, prefix={self.prefix!r})"
+
+    @property
+    def l1(self) -> Memory | None:
+        """The in-process tier (None: no L1)."""
+        return self._l1
+
+    @l1.setter
+    def l1(self, memory: Memory | None) -> None:
+        self._l1 = memory
+        #: An LRUMemory's table, read directly by :meth:`get` on a hit (one Python call less).
+        self._hot = memory.hot_table() if isinstance(memory, LRUMemory) else None
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -186,14 +206,27 @@ class TieredCache:
         """The memcached key of ``ident``: ``<prefix>:<class>[@<version>]:<ident>`` when the
         ident is short and made of safe characters, else ``...:#<blake2b of it>``. Anything
         else a caller passes can therefore never reach the wire as a command."""
+        if kc.namespace is None:
+            version = 0
+        elif version is None:
+            version = self._ns_version(kc.namespace)
+        memo = self._memo(kc.name, version)
+        key = memo.get(ident)
+        if key is None:
+            key = self._make_key(kc, ident, version, memo)
+        return key
+
+    def _memo(self, name: str, version: int) -> dict[Any, str]:
+        """The ident -> key memo of a class at ``version`` (a new version starts a new one)."""
+        m = self._memos.get(name)
+        if m is None or m[0] != version:
+            m = self._memos[name] = (version, {})
+        return m[1]
+
+    def _make_key(self, kc: KeyClass, ident: Any, version: int, memo: dict[Any, str]) -> str:
         if kc.namespace is not None:
-            v = self._ns_version(kc.namespace) if version is None else version
-            head = f"{self.prefix}:{kc.name}@{v}:"
+            head = f"{self.prefix}:{kc.name}@{version}:"
         else:
-            memo = self._keys
-            key = memo.get((kc.name, ident))
-            if key is not None:
-                return key
             head = f"{self.prefix}:{kc.name}:"
         if isinstance(ident, bytes):
             raw = ident
@@ -206,11 +239,19 @@ class TieredCache:
         else:
             key = head + "#" + hashlib.blake2b(raw, digest_size=20).hexdigest()
         _core.validate_key(key)
-        if kc.namespace is None:
-            if len(self._keys) >= _KEY_MEMO:
-                self._keys.clear()
-            self._keys[(kc.name, ident)] = key
+        if len(memo) >= _KEY_MEMO:
+            memo.clear()
+        memo[ident] = key
         return key
+
+    def _keys_of(self, kc: KeyClass, idents: list[Any], version: int) -> list[str]:
+        """The memcached keys of ``idents``, in their order (memo lookups run in C)."""
+        memo = self._memo(kc.name, version)
+        keys = list(map(memo.get, idents))
+        if not all(keys):  # keys are never empty: a falsy one is a None, not memoised yet
+            make = self._make_key
+            keys = [k or make(kc, i, version, memo) for k, i in zip(keys, idents)]
+        return keys
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -221,12 +262,31 @@ class TieredCache:
     def get(self, kc: KeyClass, ident: Any, default: Any = None) -> Any:
         """The object for ``ident``: L1, else memcached, else the loader; ``default`` if the
         loader does not know it."""
-        l1 = self.l1
-        if l1 is not None and kc.l1:
-            v = l1.get((kc.name, ident), self._ns_version(kc.namespace) if kc.namespace else 0)
-            if v is not MISS:
-                self.l1_stats.hits += 1
-                return v
+        hot = self._hot
+        if hot is not None and kc.plain_l1:
+            # LRUMemory.get inlined: the hit path is most of what an L1 hit costs.
+            sk = (kc.name, ident)
+            e = hot.get(sk)
+            if e is not None:
+                if e[2] == 0 and e[3] is None:
+                    try:  # noqa: SIM105 - cheaper than contextlib.suppress on the hit path
+                        hot.move_to_end(sk)
+                    except KeyError:  # evicted by another thread in between
+                        pass
+                    self.l1_stats.hits += 1
+                    return e[0]
+                v = self._l1.get(sk, 0)  # type: ignore[union-attr] - one with a TTL
+                if v is not MISS:
+                    self.l1_stats.hits += 1
+                    return v
+        else:
+            l1 = self._l1
+            if l1 is not None and kc.l1:
+                v = l1.get((kc.name, ident),
+                           self._ns_version(kc.namespace) if kc.namespace else 0)
+                if v is not MISS:
+                    self.l1_stats.hits += 1
+                    return v
         found = self._lookup(kc, [ident], None)
         return found.get(ident, default)
 
@@ -350,13 +410,13 @@ class TieredCache:
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         l1 = self.l1 if kc.l1 else None
         values = scope._values if scope is not None else None
+        if values is None and l1 is None:
+            # Nothing in process to look at: straight to memcached (and the loader).
+            return self._fetch(kc, list(dict.fromkeys(idents)), version)[0]
         name = kc.name
         out: dict[Any, Any] = {}
         need: list[Any] = []
         hits = misses = 0
-        if values is None and l1 is None:
-            need = idents
-            idents = []
         for i in idents:
             sk = (name, i)
             if values is not None:
@@ -382,62 +442,61 @@ class TieredCache:
             return out
         need = list(dict.fromkeys(need))
         epoch = self._epoch
-        fetched = self._fetch(kc, need, version)
-        if values is None and l1 is None:
-            return {i: got[0] for i, got in fetched.items()}
+        objs, sizes = self._fetch(kc, need, version)
         admit = l1 is not None and self._epoch == epoch
-        for i in need:
-            got = fetched.get(i)
-            if got is None:
+        for i in need:  # in request order: the order L1 admits them in, as simulated
+            if i not in objs:
                 if values is not None:
                     values[(name, i)] = _NOT_FOUND
                 continue
-            obj, weight = got
-            out[i] = obj
+            obj = out[i] = objs[i]
             if values is not None:
                 values[(name, i)] = obj
             if admit and l1.admits((name, i)):  # type: ignore[union-attr]
-                l1.put((name, i), obj, weight, version)  # type: ignore[union-attr]
+                l1.put((name, i), obj, sizes[i], version)  # type: ignore[union-attr]
         return out
 
-    def _fetch(self, kc: KeyClass, idents: list[Any], version: int) -> dict[Any, tuple]:
-        """L2 then L3 for ``idents`` (none in L1), one flight per key in this process.
+    def _fetch(self, kc: KeyClass, idents: list[Any], version: int) -> tuple[dict, dict]:
+        """L2 then L3 for ``idents`` (distinct, none in L1), one flight per key in this
+        process: ``({ident: object}, {ident: L1 weight})`` for those found, in ``idents``'
+        order.
 
         ``dict.setdefault`` and ``dict.pop`` are atomic under the GIL, so claiming and ending a
         flight needs no lock of its own."""
-        key_for = self.key_for
+        keys = self._keys_of(kc, idents, version)
         flights = self._flights
         mine = _Flight()
-        if kc.namespace is None:
-            memo, name = self._keys, kc.name
-            keys = {i: memo.get((name, i)) or key_for(kc, i, version) for i in idents}
+        n = len(keys)
+        claimed = list(map(flights.setdefault, keys, repeat(mine, n)))
+        follow: list[tuple[Any, str, _Flight]] = []
+        if claimed.count(mine) == n:  # the usual case: nobody else is fetching any of them
+            lead, lead_keys = idents, keys
         else:
-            keys = {i: key_for(kc, i, version) for i in idents}
-        lead: list[Any] = []
-        follow: list[tuple[Any, _Flight]] = []
-        setdefault = flights.setdefault
-        for i, k in keys.items():
-            f = setdefault(k, mine)
-            if f is mine:
-                lead.append(i)
-            else:
-                follow.append((i, f))
-        result: dict[Any, tuple] = {}
+            lead, lead_keys = [], []
+            for i, k, f in zip(idents, keys, claimed):
+                if f is mine:
+                    lead.append(i)
+                    lead_keys.append(k)
+                else:
+                    follow.append((i, k, f))
+        objs: dict[Any, Any] = {}
+        sizes: dict[Any, int] = {}
         try:
             if lead:
-                result = self._fetch_leading(kc, lead, keys)
+                objs, sizes = self._fetch_leading(kc, lead, lead_keys)
         except BaseException as e:
             mine.error = e
             raise
         finally:
-            pop = flights.pop
-            for i in lead:
-                pop(keys[i], None)
+            list(map(flights.pop, lead_keys, repeat(None, len(lead_keys))))
             if mine.waiters:  # no one can start waiting on us after the pops
-                mine.results = {keys[i]: r for i, r in result.items()}
+                key_of = dict(zip(lead, lead_keys))
+                mine.results = {key_of[i]: (o, sizes[i]) for i, o in objs.items()}
             mine.lock.release()
+        if not follow:
+            return objs, sizes
         late = []
-        for i, f in follow:
+        for i, k, f in follow:
             self.events.singleflight_waits += 1
             f.waiters += 1
             f.lock.acquire()
@@ -447,59 +506,107 @@ class TieredCache:
             if f.results is None:
                 late.append(i)
                 continue
-            r = f.results.get(keys[i])
+            r = f.results.get(k)
             if r is not None:
-                result[i] = r
+                objs[i], sizes[i] = r
         if late:
-            result.update(self._fetch(kc, late, version))
-        return result
+            more = self._fetch(kc, late, version)
+            objs.update(more[0])
+            sizes.update(more[1])
+        return {i: objs[i] for i in idents if i in objs}, sizes
 
-    def _fetch_leading(self, kc: KeyClass, idents: list[Any], keys: dict) -> dict[Any, tuple]:
-        result: dict[Any, tuple] = {}
+    def _fetch_leading(self, kc: KeyClass, idents: list[Any], keys: list[str]) -> tuple[dict, dict]:
+        """One multi-get for ``idents`` (their memcached ``keys`` aligned), then the loader for
+        what it lacks. Values in this class's own uncompressed format arrive without their
+        header and are read with one C-level ``map``; others go through ``decode_sized``."""
+        objs: dict[Any, Any] = {}
+        sizes: dict[Any, int] = {}
+        n = len(idents)
         l2_ok = self._l2_usable()
+        found = 0
         if l2_ok:
             assert self.l2 is not None
+            fmt = kc.format
             t0 = _now_ns()
             try:
-                raw = self.l2.get_multi([keys[i] for i in idents])
+                values, found, others, nbytes = self.l2.get_list(keys, fmt.own_header)
             except ServerError:
                 self._l2_failed()
-                l2_ok, raw = False, {}
+                l2_ok = False
             else:
                 self.l2_stats.record(_now_ns() - t0)
                 self.breaker.success()
-            hits = nbytes = 0
-            fmt = kc.format
-            decode = fmt.decode_sized
-            raw_head = fmt.raw_header  # values of the raw codec need no decoding
-            get = raw.get
-            for i in idents:
-                data = get(keys[i])
-                if not data:
-                    continue
-                n = len(data)
-                if raw_head is not None and data.startswith(raw_head):
-                    result[i] = (data[2:], n - 2)
-                else:
-                    try:
-                        result[i] = decode(data)
-                    except CorruptValue:
-                        self.events.corrupt += 1
-                        continue
-                hits += 1
-                nbytes += n
+            hits = 0
+            if found:
+                hits, nbytes = self._decode(kc, idents, values, found, others, nbytes,
+                                            objs, sizes)
             st = self.l2_stats  # plain increments: counters may drift by one under threads
-            st.calls += 1 if l2_ok else 0
-            st.keys += len(idents)
-            st.hits += hits
-            st.misses += len(idents) - hits if l2_ok else 0
-            st.bytes_read += nbytes
-        missing = [i for i in idents if i not in result]
-        if missing:
+            st.keys += n
+            if l2_ok:
+                st.calls += 1
+                st.hits += hits
+                st.misses += n - hits
+                st.bytes_read += nbytes
+        if len(objs) < n:
+            missing = [i for i in idents if i not in objs]
             if not l2_ok and self.l2 is not None:
                 self.events.fallbacks += len(missing)
-            result.update(self._fill(kc, missing, keys, l2_ok))
-        return result
+            filled = self._fill(kc, missing, dict(zip(idents, keys)), l2_ok)
+            for i, (obj, weight) in filled.items():
+                objs[i] = obj
+                sizes[i] = weight
+            if found:  # hits first, fills after: back to the order asked
+                objs = {i: objs[i] for i in idents if i in objs}
+        return objs, sizes
+
+    def _decode(self, kc: KeyClass, idents: list[Any], values: list[bytes | None], found: int,
+                others: list[int], nbytes: int, objs: dict, sizes: dict) -> tuple[int, int]:
+        """Fills ``objs`` and ``sizes`` from a multi-get's ``values`` (aligned with ``idents``;
+        the ``others`` still carry their header); returns (hits, bytes read of the hits)."""
+        fmt = kc.format
+        rest = [(idents[x], values[x]) for x in others]
+        if rest:
+            values = values.copy()
+            for x in others:
+                values[x] = None
+        if found - len(rest) == len(idents):
+            plain_ids: list[Any] = idents
+            payloads: list[Any] = values
+        else:
+            plain_ids = [i for i, v in zip(idents, values) if v is not None]
+            payloads = [v for v in values if v is not None]
+        hits = len(payloads)
+        loads = fmt.loads
+        if loads is None:
+            objs.update(zip(plain_ids, payloads))
+        else:
+            try:
+                objs.update(zip(plain_ids, map(loads, payloads)))
+            except Exception:  # some payload is not what we wrote: find which, one by one
+                objs.clear()
+                for i, p in zip(plain_ids, payloads):
+                    try:
+                        objs[i] = loads(p)
+                    except Exception:
+                        self.events.corrupt += 1
+                        hits -= 1
+                        nbytes -= len(p) + len(fmt.own_header)
+        sizes.update(zip(plain_ids, map(len, payloads)))
+        decode = fmt.decode_sized
+        for i, data in rest:
+            if not data:  # a lease placeholder: a miss
+                continue
+            try:
+                objs[i], sizes[i] = decode(data)
+            except CorruptValue:
+                self.events.corrupt += 1
+                continue
+            hits += 1
+            nbytes += len(data)
+        if len(sizes) > len(objs):  # drop the sizes of corrupt payloads
+            for i in [i for i in sizes if i not in objs]:
+                del sizes[i]
+        return hits, nbytes
 
     def _l2_failed(self) -> None:
         self.breaker.failure()

@@ -7,7 +7,7 @@ A stored value is a 2-byte header and the payload::
 
 ``format`` is ``codec_id | compressor_id << 4``; the same byte is written as the memcached client
 flags, so other tools can see how a value was encoded. Reads rely on the header (the text
-protocol's multi-get in ``cachelab._core.Client.get_multi`` returns values without flags), so a
+protocol's multi-gets in ``cachelab._core.Client`` return values without flags), so a
 value written by some other program under our prefix is refused instead of misread. An empty
 value is never ours: it is a lease placeholder (see :mod:`cachelab.tiered.cache`) and reads as a
 miss.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import pickle
 import zlib
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from cachelab.errors import UsageError
@@ -46,6 +47,9 @@ class CorruptValue(ValueError):
 class Codec(Protocol):
     id: int
     name: str
+    #: ``payload -> object`` as one C-level call where the library allows (the same as
+    #: ``decode``); None when the payload is the object (raw).
+    loads: Any
 
     def encode(self, obj: Any) -> bytes: ...
     def decode(self, data: bytes) -> Any: ...
@@ -61,6 +65,7 @@ class Compressor(Protocol):
 
 class _Raw:
     id, name = 0, "raw"
+    loads = None
 
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, (bytes, bytearray, memoryview)):
@@ -78,6 +83,7 @@ class _Msgpack:
         import msgpack
 
         self._packb, self._unpackb = msgpack.packb, msgpack.unpackb
+        self.loads = partial(msgpack.unpackb, raw=False, strict_map_key=False)
 
     def encode(self, obj: Any) -> bytes:
         return self._packb(obj, use_bin_type=True)
@@ -93,6 +99,7 @@ class _Orjson:
         import orjson
 
         self._dumps, self._loads = orjson.dumps, orjson.loads
+        self.loads = orjson.loads
 
     def encode(self, obj: Any) -> bytes:
         return self._dumps(obj)
@@ -103,6 +110,7 @@ class _Orjson:
 
 class _Pickle:
     id, name = 3, "pickle"
+    loads = staticmethod(pickle.loads)
 
     def encode(self, obj: Any) -> bytes:
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -215,8 +223,14 @@ class ValueFormat:
         self.compressor = _compressor(compression)
         self.threshold = threshold
         self._own = self.codec.id  # the format byte of an uncompressed value of this codec
+        #: The header of an uncompressed value of this format's own codec: what a multi-get
+        #: strips (``_core.Client.get_multi_list``) before :attr:`loads` reads the rest.
+        self.own_header = bytes((MAGIC, self._own))
         #: The header of an uncompressed raw value (None for other codecs).
-        self.raw_header = bytes((MAGIC, 0)) if self.codec.id == 0 else None
+        self.raw_header = self.own_header if self.codec.id == 0 else None
+        #: The codec's ``payload -> object`` for payloads after :attr:`own_header`; None for
+        #: raw (the payload is the object).
+        self.loads = self.codec.loads
 
     def __repr__(self) -> str:
         return (

@@ -114,6 +114,13 @@ class LRUMemory(Memory):
         return (f"LRUMemory(max_items={self.max_items}, max_bytes={self.max_bytes}, "
                 f"ttl={self.ttl})")
 
+    def hot_table(self) -> OrderedDict | None:
+        """The table behind :meth:`get`, for a caller's inlined hit path
+        (:meth:`cachelab.tiered.TieredCache.get`): ``key -> [obj, weight, version, expires]``;
+        a hit is an entry of the right version whose ``expires`` is None, made most recent with
+        ``move_to_end``. None when a subclass redefines ``get`` (then only ``get`` is right)."""
+        return self._d if type(self).get is LRUMemory.get else None  # type: ignore[return-value]
+
     def get(self, key: Hashable, version: int = 0) -> Any:
         d = self._d
         e = d.get(key)
