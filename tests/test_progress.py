@@ -167,3 +167,16 @@ def test_stage_logger_labels_the_bar_on_a_terminal_and_logs_elsewhere() -> None:
         log("loading 10 items (0.1 MB) into memcached")
     assert logged == ["replay: loading 10 items (0.1 MB) into memcached"]
     assert plain.getvalue() == ""
+
+
+def test_unknown_total_shows_time_then_begin_counts_from_then() -> None:
+    stream, clock = FakeTTY(), FakeClock()
+    with Progress(None, "replay", stream=stream, clock=clock) as bar:
+        clock.now += 3.0
+        bar.update(0)
+        assert stream.getvalue().split("\r")[-1].startswith("replay …  0:03")
+        bar.begin(100)
+        clock.now += 2.0
+        bar.update(50)
+    last = stream.getvalue().rstrip("\n").split("\r")[-1]
+    assert "50/100" in last and "25/s" in last  # 50 in the 2 s since begin, not in 5 s

@@ -39,14 +39,16 @@ class Progress:
 
     def __init__(
         self,
-        total: int,
+        total: int | None,
         label: str,
         *,
         stream: TextIO | None = None,
         enabled: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.total = max(0, int(total))
+        #: None while the amount of work is not known yet (the bar then shows the label and
+        #: the time so far); set it when it becomes known.
+        self.total: int | None = None if total is None else max(0, int(total))
         self.label = label
         self.done = 0
         self._stream = sys.stderr if stream is None else stream
@@ -68,9 +70,16 @@ class Progress:
             return
         now = self._clock()
         recent = self._last_draw is not None and now - self._last_draw < _REDRAW_INTERVAL
-        if recent and done < self.total:
+        if recent and (self.total is None or done < self.total):
             return
         self._draw(now)
+
+    def begin(self, total: int) -> None:
+        """The amount of work is now known: set ``total`` and count rate and ETA from now (the
+        time spent before, e.g. loading data, would otherwise slow the rate)."""
+        self.total = max(0, int(total))
+        self.done = 0
+        self._start = self._clock()
 
     def close(self) -> None:
         """Draw the final state and end the line; later calls do nothing."""
@@ -96,6 +105,8 @@ class Progress:
     def render(self, now: float) -> str:
         """The text of the bar at time ``now`` (a ``clock`` reading), without ``\\r``."""
         done = max(0, self.done)
+        if self.total is None:
+            return f"{self.label} …  {_clock_time(max(0.0, now - self._start))}"
         shown = min(done, self.total) if self.total else 1  # integer maths: 29/100 is 29%
         whole = self.total or 1
         percent, filled = shown * 100 // whole, shown * _BAR_WIDTH // whole

@@ -306,9 +306,10 @@ def _step_replay(st: _State) -> tuple[str, bool]:
     spec = (replay.ReplaySpec.quick(strategies=tuple(strategies), slices=2, seed=st.spec.seed)
             if st.spec.quick else replay.ReplaySpec(strategies=tuple(strategies),
                                                     seed=st.spec.seed))
-    with Progress(0, "replay") as bar:
+    with Progress(None, "replay") as bar:
         def on_progress(done: int, total: int) -> None:
-            bar.total = total
+            if bar.total is None:
+                bar.begin(total)
             bar.update(done)
 
         result = replay.replay(trace, spec, server=address,

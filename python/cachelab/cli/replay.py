@@ -106,9 +106,10 @@ def run(args: argparse.Namespace) -> int:
         trace = traces.synthesize(traces.SynthParams(requests=n))
         info = {"source": "synthetic", "generator": trace.generator}
 
-    with Progress(0, "replay") as bar:
+    with Progress(None, "replay") as bar:
         def on_progress(done: int, total: int) -> None:
-            bar.total = total
+            if bar.total is None:
+                bar.begin(total)
             bar.update(done)
 
         log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
