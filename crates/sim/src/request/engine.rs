@@ -8,8 +8,9 @@ use super::trace::RequestTrace;
 /// Requests per block of [`Plan::order`].
 pub(crate) const BLOCK: usize = 4096;
 
-/// Requests whose touches a run gathers at a time (see [`run`]).
-const CHUNK: usize = 32;
+/// Requests whose touches a run gathers at a time (see [`run`]). 16 rather than 32 leaves
+/// room in the nearest cache for the LRU's nodes (measured, see benches/runs).
+const CHUNK: usize = 16;
 
 /// Op tags of the common random numbers: a get for a touch and a multi-get for a touch draw
 /// different uniforms.
@@ -360,13 +361,16 @@ pub(crate) fn run(
     let mut c = Counts::default();
     let spans = &plan.run_spans;
     let (mut gathered, mut gathered_ends) = (Vec::new(), Vec::with_capacity(CHUNK));
+    // One LRU, emptied for each instance: only one instance's is alive at a time.
+    let mut lru = strategy.lru.map(|c| match c {
+        Capacity::Items(n) => Lru::new(n, false, n_items),
+        Capacity::Bytes(n) => Lru::new(n, true, n_items),
+    });
     for bounds in plan.run_starts.windows(2) {
         let (first, end) = (bounds[0], bounds[1]);
-        // The LRU of this instance: made here, dropped when its last request is done.
-        let mut lru = strategy.lru.map(|c| match c {
-            Capacity::Items(n) => Lru::new(n, false),
-            Capacity::Bytes(n) => Lru::new(n, true),
-        });
+        if let Some(l) = lru.as_mut() {
+            l.clear();
+        }
         for chunk in (first..end).step_by(CHUNK) {
             let chunk_end = (chunk + CHUNK).min(end);
             // Copy the touches of the next CHUNK requests of this instance into one buffer
@@ -393,16 +397,29 @@ pub(crate) fn run(
                 let j = k - chunk;
                 let r = plan.run_order[k] as usize;
                 let eval = plan.run_eval[k];
-                // Start loading where the next request's lookups in the LRU begin, and the slot
-                // the next eviction reads: one burst of independent reads overlaps their
-                // memory latencies; read one at a time as the loop needs them, each would stall
-                // on its own.
+                // Start loading the LRU nodes of the next request's cached items: one burst
+                // of independent reads overlaps their memory latencies; read one at a time as
+                // the loop needs them, each would stall on its own.
                 if let Some(l) = lru.as_ref().filter(|_| k + 1 < chunk_end) {
-                    let mut keep = l.warm_tail();
+                    let mut keep = 0;
                     for &a in gathered_span(j + 1) {
                         keep ^= l.warm(a);
                     }
                     std::hint::black_box(keep);
+                }
+
+                // Likewise the states of the descendants the next request's prefetch checks
+                // (at its first topic), when the plan lists them.
+                if depth > 0 && k + 1 < chunk_end {
+                    let next = gathered_span(j + 1);
+                    let topic = next.iter().find(|&&a| items[a as usize].bits & TOPIC != 0);
+                    if let Some(list) = topic.and_then(|&t| plan.descendants_of(depth, t)) {
+                        let mut keep = 0;
+                        for &ch in list {
+                            keep ^= items[ch as usize].mark;
+                        }
+                        std::hint::black_box(keep);
+                    }
                 }
 
                 stamp += 1;
@@ -413,7 +430,6 @@ pub(crate) fn run(
                 let present = stamp << 1;
                 let touched = present | 1;
                 let key = request_key(seed, r);
-                let mut lru = lru.as_mut();
                 let touches = gathered_span(j);
                 let (mut added_us, mut round_trips) = (0.0f64, 0u32);
                 let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
@@ -442,10 +458,6 @@ pub(crate) fn run(
                     if depth > 0 && !prefetched && st.bits & TOPIC != 0 {
                         // One multi-get: the topic if missing, plus its missing descendants.
                         prefetched = true;
-                        batch.clear();
-                        if missing {
-                            batch.push(item);
-                        }
                         let list = match plan.descendants_of(depth, item) {
                             Some(list) => list,
                             None => {
@@ -454,32 +466,59 @@ pub(crate) fn run(
                                 &scratch[..]
                             }
                         };
-                        for &ch in list {
-                            let sc = items[ch as usize];
-                            let here = sc.mark == present
-                                || sc.mark == touched
-                                || sc.bits & FIXED != 0
-                                || lru.as_mut().is_some_and(|l| l.touch(ch));
-                            if !here {
-                                batch.push(ch);
-                            }
+                        let (mut keys, mut fetched) = (0u64, 0u64);
+                        if missing {
+                            keys += 1;
+                            fetched += size_of(trace, st, item);
                         }
-                        if !batch.is_empty() {
-                            round_trips += 1;
-                            multigets += 1;
-                            multiget_keys += batch.len() as u64;
-                            for &b in &batch {
-                                let size = size_of(trace, items[b as usize], b);
-                                bytes += size;
-                                if b != item {
-                                    items[b as usize].mark = present;
+                        match lru.as_mut() {
+                            None => {
+                                // Nothing is evicted and `list` has no repeats (nor `item`),
+                                // so each descendant is checked and marked in one pass.
+                                for &ch in list {
+                                    let sc = &mut items[ch as usize];
+                                    let miss = (sc.mark | 1) != touched && sc.bits & FIXED == 0;
+                                    keys += u64::from(miss);
+                                    let size = size_of(trace, *sc, ch);
+                                    fetched += if miss { size } else { 0 };
+                                    sc.mark = if miss { present } else { sc.mark };
                                 }
-                                if let Some(l) = lru.as_mut() {
+                            }
+                            Some(l) => {
+                                // Check every descendant (refreshing LRU hits) before any
+                                // insert can evict one.
+                                batch.clear();
+                                if missing {
+                                    batch.push(item);
+                                }
+                                for &ch in list {
+                                    let sc = items[ch as usize];
+                                    if (sc.mark | 1) == touched || sc.bits & FIXED != 0 {
+                                        continue;
+                                    }
+                                    if !l.touch(ch) {
+                                        batch.push(ch);
+                                    }
+                                }
+                                keys = batch.len() as u64;
+                                for (x, &b) in batch.iter().enumerate() {
+                                    let size = size_of(trace, items[b as usize], b);
+                                    // The topic (first, when missing) is counted above.
+                                    if x > 0 || !missing {
+                                        fetched += size;
+                                        items[b as usize].mark = present;
+                                    }
                                     l.insert(b, size);
                                 }
                             }
+                        }
+                        if keys > 0 {
+                            round_trips += 1;
+                            multigets += 1;
+                            multiget_keys += keys;
+                            bytes += fetched;
                             if eval {
-                                let br = multi_table.bracket(batch.len() as u64);
+                                let br = multi_table.bracket(keys);
                                 added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
                             }
                         }
