@@ -16,7 +16,10 @@ Scenarios (each client runs ``--seconds``):
 
 Client CPU is the child process's user + system time from ``wait4`` (so cachelab's includes
 starting Python, prefilling its keys and deleting them); cachelab's engine threads alone are
-reported too.
+reported too, with the time they spent runnable but waiting for a CPU (run-queue wait, from
+schedstat). Server CPU per op is memcached's ``rusage_user + rusage_system`` over ``cmd_get``,
+from ``stats`` deltas: around the whole memtier run, and over cachelab's measured phase (the
+engine's own snapshots, so its prefill and clean-up are left out).
 
 Each scenario runs ``--repeats`` times, the two clients back to back (their order alternating
 between repeats); the report gives the medians and every run with the 1-minute load average
@@ -62,6 +65,13 @@ def run_child(argv: list[str]) -> tuple[float, float, str]:
     return wall, usage.ru_utime + usage.ru_stime, text
 
 
+def server_cpu(address: str) -> tuple[float, int]:
+    """memcached's CPU seconds (user + system) and ``cmd_get`` so far."""
+    with _core.Client(address) as c:
+        st = c.stats()
+    return float(st["rusage_user"]) + float(st["rusage_system"]), int(st["cmd_get"])
+
+
 def memtier(path: str, address: str, seconds: int, conns: int, pipeline: int,
             rate_per_conn: int | None) -> dict:
     host, port = address.rsplit(":", 1)
@@ -74,10 +84,13 @@ def memtier(path: str, address: str, seconds: int, conns: int, pipeline: int,
                 f"--json-out-file={js}"]
         if rate_per_conn:
             argv.append(f"--rate-limiting={rate_per_conn}")
+        s_cpu0, s_gets0 = server_cpu(address)
         wall, cpu, _ = run_child(argv)
+        s_cpu1, s_gets1 = server_cpu(address)
         t = json.loads(js.read_text())["ALL STATS"]["Totals"]
     ops = t["Count"]
     return {"ops_s": t["Ops/sec"], "ops": ops, "cpu_s": cpu, "cpu_us_op": cpu * 1e6 / ops,
+            "server_cpu_us_op": (s_cpu1 - s_cpu0) * 1e6 / max(1, s_gets1 - s_gets0),
             "hits_s": t["Hits/sec"], "p50_us": t["Percentile Latencies"]["p50.00"] * 1000,
             "p99_us": t["Percentile Latencies"]["p99.00"] * 1000, "wall_s": wall}
 
@@ -94,8 +107,12 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
     r = json.loads(text)
     a = r["all"]
     best = a["corrected"] or a["uncorrected"]
+    d = r["server"]["deltas"]
     return {"ops_s": a["throughput"], "ops": a["replies"], "cpu_s": cpu,
             "cpu_us_op": cpu * 1e6 / a["replies"], "engine_cpu_us_op": r["client"]["cpu_us_per_op"],
+            "wait_us_op": r["client"]["run_queue_wait_us_per_op"],
+            "server_cpu_us_op": (d["rusage_user_s"] + d["rusage_system_s"]) * 1e6
+            / max(1, d["cmd_get"]),
             "hits": a["hits"], "misses": a["misses"],
             "p50_us": best["percentiles"]["50"] / 1000,
             "p50_uncorrected_us": a["uncorrected"]["percentiles"]["50"] / 1000,
@@ -198,17 +215,19 @@ def main() -> int:
         f"{args.seconds} s per client per scenario; {args.repeats} repeats, medians below",
         "",
         "| scenario | conns | pipeline | rate | tool | ops/s | client CPU µs/op "
-        "| engine CPU µs/op | p50 µs | p50 uncorrected µs | p99 µs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| engine CPU µs/op | engine run-queue wait µs/op | server CPU µs/op "
+        "| p50 µs | p50 uncorrected µs | p99 µs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, conns, pipeline, rate in scenarios:
         m, c = runs[name]["memtier"], runs[name]["cachelab"]
         r = f"{rate}/s" if rate else "closed"
         lines.append(f"| {name} | {conns} | {pipeline} | {r} | memtier | {med(m, 'ops_s'):.0f} | "
-                     f"{med(m, 'cpu_us_op'):.2f} | — | {med(m, 'p50_us'):.1f} | (same) | "
-                     f"{med(m, 'p99_us'):.1f} |")
+                     f"{med(m, 'cpu_us_op'):.2f} | — | — | {med(m, 'server_cpu_us_op'):.2f} | "
+                     f"{med(m, 'p50_us'):.1f} | (same) | {med(m, 'p99_us'):.1f} |")
         lines.append(f"| {name} | {conns} | {pipeline} | {r} | cachelab | {med(c, 'ops_s'):.0f} | "
                      f"{med(c, 'cpu_us_op'):.2f} | {med(c, 'engine_cpu_us_op'):.2f} | "
+                     f"{med(c, 'wait_us_op'):.2f} | {med(c, 'server_cpu_us_op'):.2f} | "
                      f"{med(c, 'p50_us'):.1f} | {med(c, 'p50_uncorrected_us'):.1f} | "
                      f"{med(c, 'p99_us'):.1f} |")
     lines += ["", "Ratios of the medians (cachelab / memtier):", ""]
@@ -216,7 +235,8 @@ def main() -> int:
         m, c = runs[name]["memtier"], runs[name]["cachelab"]
         parts = [f"ops/s {med(c, 'ops_s') / med(m, 'ops_s'):.2f}",
                  f"client CPU/op {med(c, 'cpu_us_op') / med(m, 'cpu_us_op'):.2f} "
-                 f"(engine threads only {med(c, 'engine_cpu_us_op') / med(m, 'cpu_us_op'):.2f})"]
+                 f"(engine threads only {med(c, 'engine_cpu_us_op') / med(m, 'cpu_us_op'):.2f})",
+                 f"server CPU/op {med(c, 'server_cpu_us_op') / med(m, 'server_cpu_us_op'):.2f}"]
         if rate:
             parts.append(f"p50 corrected {med(c, 'p50_us') / med(m, 'p50_us'):.2f}, "
                          f"uncorrected {med(c, 'p50_uncorrected_us') / med(m, 'p50_us'):.2f}")
@@ -232,13 +252,15 @@ def main() -> int:
                   f"({med(matched, 'p50_uncorrected_us') / med(m, 'p50_us'):.2f}×)"]
     lines += ["", "Every run (load = 1-minute load average before the pair):", "",
               "| repeat | scenario | tool | load | ops/s | client CPU µs/op | engine CPU µs/op "
-              "| p50 µs | p50 uncorrected µs |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| engine run-queue wait µs/op | server CPU µs/op | p50 µs | p50 uncorrected µs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for rep, name, tool, r in raw:
         eng = f"{r['engine_cpu_us_op']:.2f}" if "engine_cpu_us_op" in r else "—"
+        wait = f"{r['wait_us_op']:.2f}" if "wait_us_op" in r else "—"
         unc = f"{r['p50_uncorrected_us']:.1f}" if "p50_uncorrected_us" in r else "(same)"
         lines.append(f"| {rep} | {name} | {tool} | {r['load']:.2f} | {r['ops_s']:.0f} | "
-                     f"{r['cpu_us_op']:.2f} | {eng} | {r['p50_us']:.1f} | {unc} |")
+                     f"{r['cpu_us_op']:.2f} | {eng} | {wait} | {r['server_cpu_us_op']:.2f} | "
+                     f"{r['p50_us']:.1f} | {unc} |")
     cl_runs = [r for _, _, tool, r in raw if tool == "cachelab"]
     lines += ["", f"cachelab errors: {sum(r['errors'] for r in cl_runs)}; cachelab misses: "
               f"{sum(r['misses'] for r in cl_runs)}"]

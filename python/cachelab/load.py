@@ -522,6 +522,12 @@ def load(
             "cpu_user_s": round(raw["client_cpu_user_s"], 6),
             "cpu_system_s": round(raw["client_cpu_system_s"], 6),
             "cpu_us_per_op": round(cpu * 1e6 / replies, 4) if replies else None,
+            "run_queue_wait_s": round(raw["client_wait_s"], 6),
+            "run_queue_wait_us_per_op": (
+                round(raw["client_wait_s"] * 1e6 / replies, 4) if replies else None
+            ),
+            "sleeps": raw["client_sleeps"],
+            "preempted": raw["client_preempted"],
         },
         schedule=schedule,
         run={

@@ -65,7 +65,7 @@ fn main() {
         cachelab_metrics::percentiles(h, &[q])[0] as f64 / 1000.0
     };
     println!(
-        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?}",
+        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op",
         t.throughput(),
         replies,
         t.misses,
@@ -78,5 +78,8 @@ fn main() {
         pc(&t.corrected, 99.0),
         pc(&t.uncorrected, 99.0),
         out.schedule.map(|s| s.backlog_at_end),
+        out.client_sched.sleeps as f64 / replies.max(1) as f64,
+        out.client_sched.preempted as f64 / replies.max(1) as f64,
+        out.client_sched.wait_s * 1e6 / replies.max(1) as f64,
     );
 }

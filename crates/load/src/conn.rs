@@ -2,16 +2,22 @@
 //!
 //! A connection task encodes requests straight into its write buffer, writes whatever the
 //! socket takes, and decodes replies in place from its read buffer, matching them in order to
-//! the requests in flight. Nothing is allocated per request. In open loop a `timerfd` wakes
-//! the task at the next intended send time.
+//! the requests in flight. Nothing is allocated per request.
+//!
+//! In open loop one `timerfd` per thread (a [`Pacer`]) is set, with an absolute expiry, for the
+//! earliest intended send time of all the thread's connections; when it fires every connection
+//! with a request due is woken, so one wake-up sends all that is due and the timer is set
+//! once per wake-up, not once per request and connection.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
@@ -31,7 +37,7 @@ use crate::keys::{self, KeyDist};
 use crate::recorder::{Fault, Recorder, GET, MULTIGET, SET};
 use crate::setup::Written;
 use crate::sizes::{self, SizeDist};
-use crate::{Arrivals, Mode, Shared, Stop};
+use crate::{Arrivals, ClientSched, Mode, Shared, Stop};
 
 /// How often an idle connection wakes to check for timeouts, the end, and interval rollover.
 const TICK: Duration = Duration::from_millis(20);
@@ -40,23 +46,36 @@ const READ_CHUNK: usize = 64 * 1024;
 pub(crate) struct ThreadReport {
     pub written: Written,
     pub cpu_s: (f64, f64),
+    pub sched: ClientSched,
     pub backlog_at_end: u64,
     pub skipped: u64,
     pub ended: Instant,
 }
 
-fn thread_cpu() -> (f64, f64) {
+/// This thread's CPU time (user, system) and scheduler counters.
+fn thread_usage() -> ((f64, f64), ClientSched) {
+    let wait_s = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 * 1e-9);
     match getrusage(UsageWho::RUSAGE_THREAD) {
         Ok(u) => {
             let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
-            (s(u.user_time()), s(u.system_time()))
+            let sched = ClientSched {
+                wait_s,
+                sleeps: u.voluntary_context_switches().max(0) as u64,
+                preempted: u.involuntary_context_switches().max(0) as u64,
+            };
+            ((s(u.user_time()), s(u.system_time())), sched)
         }
-        Err(_) => (0.0, 0.0),
+        Err(_) => ((0.0, 0.0), ClientSched::default()),
     }
 }
 
 struct Ctx {
     shared: Arc<Shared>,
+    /// Open loop: the thread's timer.
+    pacer: Option<Pacer>,
     rec: RefCell<Recorder>,
     written: RefCell<Option<Vec<u64>>>,
     backlog: Cell<u64>,
@@ -69,15 +88,30 @@ pub(crate) fn run_thread(
     conns: &[usize],
     rec: Recorder,
 ) -> (ThreadReport, Recorder) {
-    let cpu0 = thread_cpu();
+    let (cpu0, sched0) = thread_usage();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     let spec = &shared.spec;
     let track = spec.mix.set > 0.0 && !spec.prefill;
+    let pacer = match spec.mode {
+        Mode::Closed => None,
+        Mode::Open { .. } => {
+            // Inside the runtime: registering the timerfd needs its reactor.
+            let _guard = rt.enter();
+            match Pacer::new(conns.len(), shared.t0) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    shared.give_up(format!("could not create a timerfd for the open loop: {e}"));
+                    None
+                }
+            }
+        }
+    };
     let ctx = Rc::new(Ctx {
         shared: Arc::clone(shared),
+        pacer,
         rec: RefCell::new(rec),
         written: RefCell::new(track.then(|| vec![0u64; spec.key_space.div_ceil(64) as usize])),
         backlog: Cell::new(0),
@@ -87,17 +121,29 @@ pub(crate) fn run_thread(
     local.block_on(&rt, async {
         let tasks: Vec<_> = conns
             .iter()
-            .map(|&id| {
-                let c = Conn::new(Rc::clone(&ctx), id);
+            .enumerate()
+            .map(|(slot, &id)| {
+                let c = Conn::new(Rc::clone(&ctx), id, slot);
                 tokio::task::spawn_local(c.run())
             })
             .collect();
+        let pacer = ctx.pacer.is_some().then(|| {
+            let ctx = Rc::clone(&ctx);
+            tokio::task::spawn_local(async move {
+                if let Some(p) = ctx.pacer.as_ref() {
+                    p.run().await;
+                }
+            })
+        });
         for t in tasks {
             let _ = t.await;
         }
+        if let Some(p) = pacer {
+            p.abort();
+        }
     });
     let ended = Instant::now();
-    let cpu1 = thread_cpu();
+    let (cpu1, sched1) = thread_usage();
     drop(local);
     drop(rt);
     let ctx = Rc::try_unwrap(ctx).ok().expect("all tasks finished");
@@ -108,6 +154,11 @@ pub(crate) fn run_thread(
     let report = ThreadReport {
         written,
         cpu_s: (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1),
+        sched: ClientSched {
+            wait_s: sched1.wait_s - sched0.wait_s,
+            sleeps: sched1.sleeps.saturating_sub(sched0.sleeps),
+            preempted: sched1.preempted.saturating_sub(sched0.preempted),
+        },
         backlog_at_end: ctx.backlog.get(),
         skipped: ctx.skipped.get(),
         ended,
@@ -217,8 +268,182 @@ impl AsRawFd for Timer {
 /// hand it a descriptor it does not own; [`Timer`] owns its `timerfd` for its whole life and
 /// always returns that same descriptor, which is the condition `new` needs.
 #[allow(deprecated)]
-fn register(t: Timer) -> Option<AsyncFd<Timer>> {
-    AsyncFd::new(t).ok()
+fn register(t: Timer) -> io::Result<AsyncFd<Timer>> {
+    AsyncFd::new(t)
+}
+
+/// A connection's entry in its thread's [`Pacer`].
+struct Slot {
+    /// When the connection next needs waking, ns after the run start (`u64::MAX`: never).
+    due: u64,
+    /// Its due time has come and it has not yet noticed.
+    fired: bool,
+    waker: Option<Waker>,
+}
+
+/// Open loop: one `timerfd` per thread, set (absolute `CLOCK_MONOTONIC`) for the earliest time
+/// any of the thread's connections needs waking. Its task wakes every connection whose time
+/// has come, lets them send, and only then sets the timer again, once, for the new earliest.
+struct Pacer {
+    timer: AsyncFd<Timer>,
+    t0: Instant,
+    /// `CLOCK_MONOTONIC` at `t0`, ns: where the timer's absolute expiries count from.
+    mono_t0_ns: u64,
+    /// The expiry the timer is set for (ns after `t0`), if it is set.
+    armed_for: Cell<Option<u64>>,
+    slots: RefCell<Vec<Slot>>,
+    /// The earliest due time may have changed: set the timer again.
+    dirty: Cell<bool>,
+    /// The pacer task, to wake when `dirty` is raised.
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Pacer {
+    fn new(conns: usize, t0: Instant) -> io::Result<Pacer> {
+        let fd = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        Ok(Pacer {
+            timer: register(Timer(fd))?,
+            t0,
+            mono_t0_ns: monotonic_at(t0),
+            armed_for: Cell::new(None),
+            slots: RefCell::new(
+                (0..conns)
+                    .map(|_| Slot {
+                        due: u64::MAX,
+                        fired: false,
+                        waker: None,
+                    })
+                    .collect(),
+            ),
+            dirty: Cell::new(false),
+            waker: RefCell::new(None),
+        })
+    }
+
+    /// Sets when connection `slot` next needs waking (`None`: not at all).
+    fn want(&self, slot: usize, due: Option<u64>) {
+        let due = due.unwrap_or(u64::MAX);
+        let mut slots = self.slots.borrow_mut();
+        let s = &mut slots[slot];
+        if s.due == due && !s.fired {
+            return;
+        }
+        s.due = due;
+        s.fired = false;
+        if due < self.armed_for.get().unwrap_or(u64::MAX) {
+            self.raise();
+        }
+    }
+
+    fn raise(&self) {
+        if !self.dirty.replace(true) {
+            if let Some(w) = self.waker.borrow().as_ref() {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// Resolves once connection `slot`'s due time has come.
+    async fn fired(&self, slot: usize) {
+        poll_fn(|cx| {
+            let mut slots = self.slots.borrow_mut();
+            let s = &mut slots[slot];
+            if s.fired {
+                s.fired = false;
+                return Poll::Ready(());
+            }
+            if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                s.waker = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Sets the timer for the earliest due time (a no-op when it is already set for it).
+    fn arm(&self) {
+        let min = self
+            .slots
+            .borrow()
+            .iter()
+            .filter(|s| !s.fired)
+            .map(|s| s.due)
+            .min()
+            .unwrap_or(u64::MAX);
+        if min == u64::MAX || self.armed_for.get() == Some(min) {
+            // Nothing to wait for: a stale expiry only makes the task look and re-arm.
+            return;
+        }
+        let at = Duration::from_nanos(self.mono_t0_ns + min).max(Duration::from_nanos(1));
+        let set = self.timer.get_ref().0.set(
+            Expiration::OneShot(TimeSpec::from_duration(at)),
+            TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+        );
+        // If setting fails the connections still wake on replies and on their tick.
+        self.armed_for.set(set.is_ok().then_some(min));
+    }
+
+    /// The pacer task: runs until aborted when the thread's connections are done.
+    async fn run(&self) {
+        loop {
+            if self.dirty.replace(false) {
+                self.arm();
+            }
+            let expired = poll_fn(|cx| {
+                if self.dirty.get() {
+                    return Poll::Ready(false);
+                }
+                {
+                    let mut w = self.waker.borrow_mut();
+                    if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        *w = Some(cx.waker().clone());
+                    }
+                }
+                match self.timer.poll_read_ready(cx) {
+                    // No read of the timerfd: setting it again resets its expiry count and
+                    // every expiry raises a new event, so clearing tokio's readiness is enough.
+                    Poll::Ready(Ok(mut g)) => {
+                        g.clear_ready();
+                        Poll::Ready(true)
+                    }
+                    Poll::Ready(Err(_)) => Poll::Ready(false),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await;
+            if !expired {
+                continue;
+            }
+            self.armed_for.set(None);
+            let now = ns(Instant::now(), self.t0);
+            for s in self.slots.borrow_mut().iter_mut() {
+                if !s.fired && s.due <= now {
+                    s.fired = true;
+                    s.due = u64::MAX;
+                    if let Some(w) = s.waker.take() {
+                        w.wake();
+                    }
+                }
+            }
+            // Set the timer again only after the woken connections have sent and said when
+            // they next need waking: wake this task behind them, in the thread's run queue.
+            self.dirty.set(true);
+            let mut yielded = false;
+            poll_fn(|cx| {
+                if yielded {
+                    Poll::Ready(())
+                } else {
+                    yielded = true;
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            })
+            .await;
+        }
+    }
 }
 
 /// A request in flight.
@@ -235,8 +460,6 @@ struct Schedule {
     mean_gap_ns: f64,
     poisson: bool,
     next_ns: f64,
-    /// `CLOCK_MONOTONIC` at the run start, ns: where the timer's absolute expiries count from.
-    mono_t0_ns: u64,
 }
 
 impl Schedule {
@@ -271,13 +494,13 @@ struct Conn {
     quota: Option<u64>,
     depth: usize,
     schedule: Option<Schedule>,
-    timer: Option<AsyncFd<Timer>>,
-    armed_for: Option<u64>,
+    /// This connection's place in the thread's [`Pacer`].
+    slot: usize,
     pool_off: usize,
 }
 
 impl Conn {
-    fn new(ctx: Rc<Ctx>, id: usize) -> Conn {
+    fn new(ctx: Rc<Ctx>, id: usize, slot: usize) -> Conn {
         let spec = &ctx.shared.spec;
         let conns = spec.connections;
         let seed = spec.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -307,8 +530,8 @@ impl Conn {
             }
             Stop::Duration(_) => None,
         };
-        let (depth, schedule, timer) = match spec.mode {
-            Mode::Closed => (spec.pipeline, None, None),
+        let (depth, schedule) = match spec.mode {
+            Mode::Closed => (spec.pipeline, None),
             Mode::Open { rate, arrivals } => {
                 let mean_gap_ns = 1e9 * conns as f64 / rate;
                 let poisson = arrivals == Arrivals::Poisson;
@@ -317,19 +540,12 @@ impl Conn {
                 } else {
                     rng.random::<f64>() * mean_gap_ns
                 };
-                let timer = TimerFd::new(
-                    ClockId::CLOCK_MONOTONIC,
-                    TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
-                )
-                .ok()
-                .and_then(|t| register(Timer(t)));
                 let s = Schedule {
                     mean_gap_ns,
                     poisson,
                     next_ns: first,
-                    mono_t0_ns: monotonic_at(ctx.shared.t0),
                 };
-                (spec.max_outstanding, Some(s), timer)
+                (spec.max_outstanding, Some(s))
             }
         };
         let pool_len = ctx.shared.pool.len();
@@ -347,8 +563,7 @@ impl Conn {
             quota,
             depth,
             schedule,
-            timer,
-            armed_for: None,
+            slot,
         }
     }
 
@@ -488,20 +703,16 @@ impl Conn {
                 }
             }
             let want_write = self.wpos < self.wbuf.len();
-            let timer_on = sending && self.arm_timer();
-            let timer = self.timer.as_ref();
+            let timer_on = self.want_timer(sending);
+            let pacer = self.ctx.pacer.as_ref();
+            let slot = self.slot;
             let ev = tokio::select! {
                 biased;
                 r = s.readable() => Event::Read(r),
                 r = s.writable(), if want_write => Event::Write(r),
                 _ = async {
-                    if let Some(t) = timer {
-                        // No read of the timerfd: re-arming it resets its expiry count,
-                        // and every expiry raises a new event, so clearing tokio's
-                        // readiness is enough (and saves a syscall per wake-up).
-                        if let Ok(mut g) = t.readable().await {
-                            g.clear_ready();
-                        }
+                    if let Some(p) = pacer {
+                        p.fired(slot).await;
                     }
                 }, if timer_on => Event::Timer,
                 _ = &mut tick => Event::Tick,
@@ -514,41 +725,21 @@ impl Conn {
                 Event::Write(r) => {
                     r.map_err(|e| io_fault(&e))?;
                 }
-                Event::Timer => self.armed_for = None,
+                Event::Timer => {}
                 Event::Tick => tick.as_mut().reset(tokio::time::Instant::now() + TICK),
             }
         }
     }
 
-    /// Open loop: sets the timer for the next intended send, if one is needed.
-    ///
-    /// The expiry is absolute (`CLOCK_MONOTONIC`): a relative one would be computed from a
-    /// `now` taken before the writes of this round and fire late by however long they took.
-    fn arm_timer(&mut self) -> bool {
-        let (Some(s), Some(t)) = (self.schedule.as_ref(), self.timer.as_ref()) else {
+    /// Open loop: tells the thread's pacer when this connection next needs waking (never,
+    /// while it is full: a reply will wake it). True when it waits for the pacer.
+    fn want_timer(&mut self, sending: bool) -> bool {
+        let (Some(s), Some(p)) = (self.schedule.as_ref(), self.ctx.pacer.as_ref()) else {
             return false;
         };
-        if self.inflight.len() >= self.depth {
-            return false; // a reply will wake us
-        }
-        let key = s.next_ns as u64;
-        if self.armed_for == Some(key) {
-            return true;
-        }
-        let at = Duration::from_nanos(s.mono_t0_ns + key).max(Duration::from_nanos(1));
-        let spec = TimeSpec::from_duration(at);
-        if t.get_ref()
-            .0
-            .set(
-                Expiration::OneShot(spec),
-                TimerSetTimeFlags::TFD_TIMER_ABSTIME,
-            )
-            .is_err()
-        {
-            return false;
-        }
-        self.armed_for = Some(key);
-        true
+        let due = (sending && self.inflight.len() < self.depth).then_some(s.next_ns as u64);
+        p.want(self.slot, due);
+        due.is_some()
     }
 
     fn fill(&mut self, now: Instant) {
@@ -790,6 +981,75 @@ fn parse_reply(is_get: bool, buf: &[u8]) -> Result<Option<(usize, Reply)>, Decod
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `f` with a pacer of `slots` connections whose task is running.
+    fn with_pacer<F, Fut>(slots: usize, f: F)
+    where
+        F: FnOnce(Rc<Pacer>) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let p = Rc::new(Pacer::new(slots, Instant::now()).unwrap());
+            let task = {
+                let p = Rc::clone(&p);
+                tokio::task::spawn_local(async move { p.run().await })
+            };
+            tokio::time::timeout(Duration::from_secs(10), f(Rc::clone(&p)))
+                .await
+                .expect("the pacer woke the connections");
+            task.abort();
+        });
+    }
+
+    #[test]
+    fn pacer_wakes_each_connection_at_its_time_never_before() {
+        with_pacer(3, |p| async move {
+            let ms = |n: u64| n * 1_000_000;
+            p.want(0, Some(ms(30)));
+            p.want(1, Some(ms(10)));
+            p.want(2, None);
+            let first = tokio::select! {
+                biased;
+                _ = p.fired(0) => 0,
+                _ = p.fired(1) => 1,
+                _ = p.fired(2) => 2,
+            };
+            assert_eq!(first, 1);
+            assert!(ns(Instant::now(), p.t0) >= ms(10), "woken early");
+            // An earlier time asked for after the timer was set still comes first.
+            p.want(1, Some(ms(20)));
+            let second = tokio::select! {
+                biased;
+                _ = p.fired(0) => 0,
+                _ = p.fired(1) => 1,
+            };
+            assert_eq!(second, 1);
+            assert!(ns(Instant::now(), p.t0) >= ms(20), "woken early");
+            p.fired(0).await;
+            assert!(ns(Instant::now(), p.t0) >= ms(30), "woken early");
+            assert!(
+                !p.slots.borrow()[2].fired,
+                "a connection that asked for nothing"
+            );
+        });
+    }
+
+    #[test]
+    fn pacer_wakes_every_connection_that_is_due_at_once() {
+        with_pacer(4, |p| async move {
+            for slot in 0..4 {
+                p.want(slot, Some(5_000_000));
+            }
+            for slot in 0..4 {
+                p.fired(slot).await;
+            }
+        });
+    }
 
     #[test]
     fn digits() {

@@ -308,6 +308,19 @@ pub struct Schedule {
     pub skipped_disconnected: u64,
 }
 
+/// Scheduler counters of the client threads over the sending phase, summed over the threads:
+/// a client that waits for a CPU, or sleeps and wakes once per request, adds that delay to
+/// every latency it measures.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClientSched {
+    /// Time runnable but waiting for a CPU (`/proc/thread-self/schedstat`), seconds.
+    pub wait_s: f64,
+    /// Times a thread went to sleep (voluntary context switches).
+    pub sleeps: u64,
+    /// Times a thread was preempted (involuntary context switches).
+    pub preempted: u64,
+}
+
 /// A finished (or stopped) run.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -321,6 +334,8 @@ pub struct Outcome {
     pub schedule: Option<Schedule>,
     /// CPU time of the client threads while sending (user, system), seconds.
     pub client_cpu_s: (f64, f64),
+    /// How the client threads were scheduled while sending.
+    pub client_sched: ClientSched,
     pub prefilled_keys: u64,
     pub prefill_s: f64,
     /// Keys the clean-up deleted (or found already gone).
@@ -437,6 +452,7 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         server: view,
         schedule,
         client_cpu_s: run.cpu_s,
+        client_sched: run.sched,
         prefilled_keys,
         prefill_s,
         deleted_keys,

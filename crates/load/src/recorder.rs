@@ -363,6 +363,7 @@ pub(crate) struct RunData {
     pub intervals: Vec<Interval>,
     pub written: Written,
     pub cpu_s: (f64, f64),
+    pub sched: crate::ClientSched,
     pub backlog_at_end: u64,
     pub skipped: u64,
     pub elapsed: Duration,
@@ -484,7 +485,11 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
 
     let mut written = Written::None;
     let (mut user, mut sys, mut backlog, mut skipped) = (0.0, 0.0, 0, 0);
+    let mut sched = crate::ClientSched::default();
     for r in finished.into_iter().flatten() {
+        sched.wait_s += r.sched.wait_s;
+        sched.sleeps += r.sched.sleeps;
+        sched.preempted += r.sched.preempted;
         written = written.merge(r.written);
         user += r.cpu_s.0;
         sys += r.cpu_s.1;
@@ -495,6 +500,7 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         intervals,
         written,
         cpu_s: (user, sys),
+        sched,
         backlog_at_end: backlog,
         skipped,
         elapsed,

@@ -292,6 +292,9 @@ fn outcome_dict<'py>(py: Python<'py>, o: &Outcome, open: bool) -> PyResult<Bound
     }
     out.set_item("client_cpu_user_s", o.client_cpu_s.0)?;
     out.set_item("client_cpu_system_s", o.client_cpu_s.1)?;
+    out.set_item("client_wait_s", o.client_sched.wait_s)?;
+    out.set_item("client_sleeps", o.client_sched.sleeps)?;
+    out.set_item("client_preempted", o.client_sched.preempted)?;
     out.set_item("prefilled_keys", o.prefilled_keys)?;
     out.set_item("prefill_s", o.prefill_s)?;
     out.set_item("deleted_keys", o.deleted_keys)?;

@@ -230,6 +230,9 @@ def render(r: lib.LoadResult) -> str:
     c = r.client
     if c.get("cpu_us_per_op") is not None:
         lines.append(f"client CPU: {c['cpu_us_per_op']:.2f} µs per reply")
+    if c.get("run_queue_wait_us_per_op") is not None:
+        lines.append(f"client threads waited for a CPU: {c['run_queue_wait_us_per_op']:.2f} µs "
+                     f"per reply (slept {c['sleeps']}, preempted {c['preempted']} times)")
     run = r.run
     lines.append(
         f"keys: {run['prefilled_keys']} prefilled, {run['deleted_keys']} deleted at the end"
