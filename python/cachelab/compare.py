@@ -40,6 +40,7 @@ from cachelab import _core, environment
 from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
 from cachelab.report.discover import Artifact, find_artifacts, read_artifact
+from cachelab.report.sections import band_at
 from cachelab.tables import text_table
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "CompareResult", "compare", "compare_artifacts",
@@ -271,13 +272,6 @@ def _scales(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int, 
     return rows
 
 
-def _band_at(s: dict[str, Any], field_: str, key: str, at: float) -> dict[str, float] | None:
-    for b in s.get(field_, []):
-        if abs(float(b[key]) - at) < 1e-9:
-            return b
-    return None
-
-
 def _exact_row(item: str, metric: str, versus: str, a: float, b: float, *,
                higher_is_better: bool, unit: str = "") -> dict[str, Any]:
     """A row for a value with no sampling error (a count, a deterministic simulation): the
@@ -372,7 +366,7 @@ def _simulations(arts: Sequence[Artifact], rng: np.random.Generator, resamples: 
                                             ("percentiles", "percentile", 90.0, "p90 increase"),
                                             ("percentiles", "percentile", 99.0, "p99 increase"),
                                             ("slowed", "threshold", 0.1, "slowed ≥10 %")):
-                ba, bb = _band_at(sa, field_, key, at), _band_at(sb, field_, key, at)
+                ba, bb = band_at(sa, field_, key, at), band_at(sb, field_, key, at)
                 if not ba or not bb or ba["median"] <= 0:
                     continue
                 lo = bb["low"] / ba["high"] - 1 if ba["high"] > 0 else None

@@ -225,7 +225,7 @@ def _trace(st: _State) -> None:
 def _step_simulate(st: _State) -> tuple[str, bool]:
     from cachelab.cli.simulate import write_artifacts
     from cachelab.progress import Progress
-    from cachelab.report.sections import best_strategy
+    from cachelab.report.sections import band_at, best_strategy
     from cachelab.simulation import SimulateSpec, simulate
 
     _trace(st)
@@ -250,7 +250,7 @@ def _step_simulate(st: _State) -> tuple[str, bool]:
         best = best_strategy(result.to_dict())
         if best is None:
             continue
-        p90 = next(b["median"] for b in best["percentiles"] if abs(b["percentile"] - 90) < 1e-9)
+        p90 = band_at(best, "percentiles", "percentile", 90.0)["median"]
         name = "measured" if sub == "simulate" else model
         texts.append(f"{name}: best {best['strategy']} (p90 +{100 * p90:.1f} %)")
         if st.best is None:

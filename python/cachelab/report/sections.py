@@ -435,7 +435,9 @@ def usl_section(art: Artifact, ctx: Context) -> Section:
 # -- simulation ---------------------------------------------------------------------------
 
 
-def _band(s: dict[str, Any], field_: str, key: str, at: float) -> dict[str, float] | None:
+def band_at(s: dict[str, Any], field_: str, key: str, at: float) -> dict[str, float] | None:
+    """The band of a simulated strategy's ``field_`` list ("percentiles" by "percentile",
+    "slowed" by "threshold") whose ``key`` is ``at``, or None."""
     for b in s.get(field_, []):
         if abs(float(b[key]) - at) < 1e-9:
             return b
@@ -444,10 +446,10 @@ def _band(s: dict[str, Any], field_: str, key: str, at: float) -> dict[str, floa
 
 def best_strategy(d: dict[str, Any]) -> dict[str, Any] | None:
     """The strategy with the lowest median p90 fractional increase (ties: fewer round trips)."""
-    ss = [s for s in d.get("strategies", []) if _band(s, "percentiles", "percentile", 90.0)]
+    ss = [s for s in d.get("strategies", []) if band_at(s, "percentiles", "percentile", 90.0)]
     if not ss:
         return None
-    return min(ss, key=lambda s: (_band(s, "percentiles", "percentile", 90.0)["median"],
+    return min(ss, key=lambda s: (band_at(s, "percentiles", "percentile", 90.0)["median"],
                                   s.get("round_trips_per_request", 0)))
 
 
@@ -468,11 +470,11 @@ def simulation_section(art: Artifact, ctx: Context) -> Section:
     rows = []
     for s in d["strategies"]:
         def p(at: float, s: dict[str, Any] = s) -> str:
-            b = _band(s, "percentiles", "percentile", at)
+            b = band_at(s, "percentiles", "percentile", at)
             return pct(b["median"]) if b else "—"
 
         def sl(at: float, s: dict[str, Any] = s) -> str:
-            b = _band(s, "slowed", "threshold", at)
+            b = band_at(s, "slowed", "threshold", at)
             return pct(b["median"]) if b else "—"
 
         rows.append([s["strategy"], p(50.0), p(90.0), p(99.0), sl(0.1), sl(0.25), sl(0.5),
@@ -501,8 +503,8 @@ def simulation_findings(d: dict[str, Any]) -> list[str]:
     model = d.get("model", {}).get("name", "?")
     if best is None:
         return out
-    p90 = _band(best, "percentiles", "percentile", 90.0)["median"]
-    slowed = _band(best, "slowed", "threshold", 0.1)
+    p90 = band_at(best, "percentiles", "percentile", 90.0)["median"]
+    slowed = band_at(best, "slowed", "threshold", 0.1)
     none = next((s for s in d["strategies"] if s["strategy"] == "none"), None)
     from cachelab import builtin
 
@@ -511,7 +513,7 @@ def simulation_findings(d: dict[str, Any]) -> list[str]:
     text = (f"With {who}, {best['strategy']} keeps p90 added latency at "
             f"{pct(p90)} of the base latency")
     if none is not None and none is not best:
-        base = _band(none, "percentiles", "percentile", 90.0)
+        base = band_at(none, "percentiles", "percentile", 90.0)
         text += f" (no in-process cache: {pct(base['median'])})" if base else ""
     if slowed:
         text += f"; {pct(slowed['median'])} of requests are slowed by 10 % or more"
