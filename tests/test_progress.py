@@ -180,3 +180,15 @@ def test_unknown_total_shows_time_then_begin_counts_from_then() -> None:
         bar.update(50)
     last = stream.getvalue().rstrip("\n").split("\r")[-1]
     assert "50/100" in last and "25/s" in last  # 50 in the 2 s since begin, not in 5 s
+
+
+def test_track_begins_on_the_first_report_and_follows_the_total() -> None:
+    stream, clock = FakeTTY(), FakeClock()
+    with Progress(None, "profile", stream=stream, clock=clock) as bar:
+        clock.now += 10.0  # e.g. starting a server: not part of the rate
+        bar.track(0, 100)
+        clock.now += 1.0
+        bar.track(10, 100)
+        assert bar.total == 100 and "10/s" in bar.render(clock.now)
+        bar.track(10, 200)  # the total can grow
+        assert bar.total == 200

@@ -81,6 +81,15 @@ class Progress:
         self.done = 0
         self._start = self._clock()
 
+    def track(self, done: int, total: int) -> None:
+        """An ``on_progress(done, total)`` callback: the first call with the total begins the
+        bar (rate and ETA count from then, see :meth:`begin`); every call updates it."""
+        if self.total is None:
+            self.begin(total)
+        else:
+            self.total = max(0, int(total))
+        self.update(done)
+
     def close(self) -> None:
         """Draw the final state and end the line; later calls do nothing."""
         if self._closed:

@@ -147,13 +147,9 @@ def _step_profile(st: _State) -> tuple[str, bool]:
     address = _need_server(st)
     spec = profiles.ProfileSpec.quick(seed=st.spec.seed) if st.spec.quick else \
         profiles.ProfileSpec(seed=st.spec.seed)
-    with Progress(0, "profile") as bar:
-        def on_progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done)
-
+    with Progress(None, "profile") as bar:
         result = profiles.profile(spec, server=address, server_facts=st.server_facts,
-                                  on_progress=on_progress)
+                                  on_progress=bar.track)
     out = st.out / "profile"
     write_artifacts(result, out)
     st.produced.append(out)
@@ -307,14 +303,9 @@ def _step_replay(st: _State) -> tuple[str, bool]:
             if st.spec.quick else replay.ReplaySpec(strategies=tuple(strategies),
                                                     seed=st.spec.seed))
     with Progress(None, "replay") as bar:
-        def on_progress(done: int, total: int) -> None:
-            if bar.total is None:
-                bar.begin(total)
-            bar.update(done)
-
         result = replay.replay(trace, spec, server=address,
                                trace_info={"source": "synthetic", "generator": trace.generator},
-                               log=stage_logger(bar, "replay", st.log), on_progress=on_progress)
+                               log=stage_logger(bar, "replay", st.log), on_progress=bar.track)
     result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
     write_artifacts(result, st.out / "replay")
     st.produced.append(st.out / "replay")

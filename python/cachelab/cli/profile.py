@@ -119,17 +119,12 @@ def run(args: argparse.Namespace) -> int:
     address = common.server_address(args)
     out = common.output_dir(args, "profile")
     interrupted = False
-    with Progress(0, "profile") as bar:
-
-        def on_progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done)
-
+    with Progress(None, "profile") as bar:
         try:
             if address is None:
-                result = _private(spec, args, on_progress)
+                result = _private(spec, args, bar.track)
             else:
-                result = lib.profile(spec, server=address, on_progress=on_progress)
+                result = lib.profile(spec, server=address, on_progress=bar.track)
         except Interrupted as e:
             result = e.partial  # type: ignore[attr-defined]
             interrupted = True

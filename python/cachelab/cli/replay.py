@@ -107,11 +107,6 @@ def run(args: argparse.Namespace) -> int:
         info = {"source": "synthetic", "generator": trace.generator}
 
     with Progress(None, "replay") as bar:
-        def on_progress(done: int, total: int) -> None:
-            if bar.total is None:
-                bar.begin(total)
-            bar.update(done)
-
         log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
         if address is None:
             from cachelab.servers import PrivateMemcached
@@ -122,11 +117,11 @@ def run(args: argparse.Namespace) -> int:
             big = int(trace.item_sizes.max()) > 1_000_000 - 300
             with PrivateMemcached(**opts, item_size_max="2m" if big else None) as mc:
                 result = lib.replay(trace, spec, server=mc.address, trace_info=info, log=log,
-                                    on_progress=on_progress)
+                                    on_progress=bar.track)
                 result.server.update({"private": True, "argv": mc.argv})
         else:
             result = lib.replay(trace, spec, server=address, trace_info=info, log=log,
-                                on_progress=on_progress)
+                                on_progress=bar.track)
     write_artifacts(result, out)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
