@@ -484,3 +484,20 @@ def test_help(tmp_path: Path) -> None:
                    "--concurrency", "--protocol", "--timeout", "--seed", "--quick", "--show",
                    "--no-plots", "--out", "--format", "--server", "--socket"):
         assert option in r.stdout, option
+
+
+def test_an_error_message_with_newlines_is_printed_as_one_line(monkeypatch, capsys) -> None:  # noqa: ANN001
+    import argparse
+
+    import cachelab.cli as cli
+    from cachelab.errors import UsageError
+
+    def fails(args: argparse.Namespace) -> int:
+        raise UsageError("cannot connect: refused\n\tIs the server running?")
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(func=fails)
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    assert cli.run([]) == UsageError.exit_code
+    err = capsys.readouterr().err
+    assert err == "cachelab: error: cannot connect: refused Is the server running?\n"

@@ -83,7 +83,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return int(args.func(args))
     except CachelabError as e:
-        print(f"cachelab: error: {e}", file=sys.stderr)
+        # One line, whatever the message holds (e.g. a driver's error text with newlines).
+        print(f"cachelab: error: {' '.join(str(e).split())}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("cachelab: interrupted", file=sys.stderr)
