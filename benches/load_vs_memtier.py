@@ -10,9 +10,10 @@ Scenarios (each client runs ``--seconds``):
    compare ops/s.
 2. ``pipeline-1``: 1 thread, 4 connections, one request outstanding each; compare client CPU
    per op.
-3. ``open-loop``: 20,000 requests/s over 4 connections (memtier: ``--rate-limiting 5000`` per
-   connection); compare p50 (memtier measures from the actual send; cachelab reports both).
-   memtier may fall short of the rate, so cachelab also runs at the rate memtier reached.
+3. ``open-loop``: each rate of ``--open-rates`` (default 2,000 and 20,000 requests/s) over 4
+   connections (memtier: ``--rate-limiting`` rate/4 per connection); compare p50 (memtier
+   measures from the actual send; cachelab reports both). memtier may fall short of the rate,
+   so cachelab also runs at the rate memtier reached.
 
 Client CPU is the child process's user + system time from ``wait4`` (so cachelab's includes
 starting Python, prefilling its keys and deleting them); cachelab's engine threads alone are
@@ -22,9 +23,11 @@ from ``stats`` deltas: around the whole memtier run, and over cachelab's measure
 engine's own snapshots, so its prefill and clean-up are left out).
 
 Each scenario runs ``--repeats`` times, the two clients back to back (their order alternating
-between repeats); the report gives the medians and every run with the 1-minute load average
-at its start. On a shared machine ``--quiet-below L`` waits (up to ``--max-wait`` seconds)
-for the load average to drop below ``L`` before each pair. Prints a markdown report (and
+between repeats); the report gives the medians, the median of the per-repeat ratios (each pair
+ran within seconds of each other, so this ratio is less exposed to the machine's drift than the
+ratio of medians) and every run with the 1-minute load average at its start. On a shared
+machine ``--quiet-below L`` waits (up to ``--max-wait`` seconds) for the load average to drop
+below ``L`` before each pair. Prints a markdown report (and
 writes it with ``--out``); prints "skipped" and exits 0 when memtier_benchmark is not found.
 """
 
@@ -95,7 +98,8 @@ def memtier(path: str, address: str, seconds: int, conns: int, pipeline: int,
             "p99_us": t["Percentile Latencies"]["p99.00"] * 1000, "wall_s": wall}
 
 
-def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | None) -> dict:
+def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | None,
+             busy_poll_us: int = 0) -> dict:
     with tempfile.TemporaryDirectory() as d:
         argv = [sys.executable, "-m", "cachelab", "load", "--server", address, "--threads", "1",
                 "--connections", str(conns), "--pipeline", str(pipeline), "--mix", "get=1",
@@ -103,6 +107,8 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
                 "--duration", str(seconds), "--no-plots", "--out", d, "--format", "json"]
         if rate:
             argv += ["--rate", str(rate), "--max-outstanding", "100"]
+        if busy_poll_us:
+            argv += ["--busy-poll", str(busy_poll_us)]
         wall, cpu, text = run_child(argv)
     r = json.loads(text)
     a = r["all"]
@@ -141,6 +147,15 @@ def main() -> int:
                     help="wait for the 1-minute load average to drop below this before each pair")
     ap.add_argument("--max-wait", type=float, default=60.0)
     ap.add_argument("--out", type=Path, help="also write the markdown report here")
+    ap.add_argument("--scenario", action="append", choices=["server-bound", "pipeline-1",
+                                                             "open-loop"],
+                    help="run only this scenario (repeatable; default all three)")
+    ap.add_argument("--busy-poll", type=int, default=100, metavar="US",
+                    help="open-loop scenarios also run cachelab with --busy-poll US "
+                         "(default 100; 0: not)")
+    ap.add_argument("--open-rates", default="2000,20000", metavar="R[,R...]",
+                    help="open-loop target rates, requests/s over 4 connections "
+                         "(default 2000,20000)")
     args = ap.parse_args()
     if not (Path(args.memtier).is_file() and os.access(args.memtier, os.X_OK)):
         print(f"skipped: memtier_benchmark not found at {args.memtier}")
@@ -148,12 +163,25 @@ def main() -> int:
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
         print("skipped: needs taskset and two cores")
         return 0
-    scenarios = [("server-bound", 8, 16, None), ("pipeline-1", 4, 1, None),
-                 ("open-loop", 4, 1, 20_000)]
-    runs: dict[str, dict[str, list[dict]]] = {n: {"memtier": [], "cachelab": []}
-                                              for n, *_ in scenarios}
+    try:
+        rates = [int(r) for r in args.open_rates.split(",")]
+        if any(r < 4 for r in rates):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--open-rates must be integers >= 4 separated by commas, not {args.open_rates!r}")
+    scenarios = [("server-bound", 8, 16, None), ("pipeline-1", 4, 1, None)]
+    scenarios += [(f"open-loop {r}/s", 4, 1, r) for r in rates]
+    if args.scenario:
+        scenarios = [s for s in scenarios if s[0].split()[0] in args.scenario]
+    busy = f"cachelab --busy-poll {args.busy_poll}" if args.busy_poll else None
+
+    def tools_of(rate: int | None) -> list[str]:
+        return ["memtier", "cachelab"] + ([busy] if busy and rate else [])
+
+    runs: dict[str, dict[str, list[dict]]] = {n: {t: [] for t in tools_of(rate)}
+                                              for n, _, _, rate in scenarios}
     raw = []
-    matched: list[dict] = []
+    matched: dict[str, list[dict]] = {n: [] for n, *_ in scenarios}
     load_before = os.getloadavg()
     with PrivateMemcached(threads=1, memory_mb=64, cpus="1") as mc:
         with _core.Client(mc.address) as c:
@@ -163,7 +191,7 @@ def main() -> int:
         for rep in range(args.repeats):
             for name, conns, pipeline, rate in scenarios:
                 load = wait_quiet(args.quiet_below, args.max_wait)
-                order = ["memtier", "cachelab"] if rep % 2 == 0 else ["cachelab", "memtier"]
+                order = tools_of(rate)[:: 1 if rep % 2 == 0 else -1]
                 for tool in order:
                     for attempt in (1, 2):  # a shared checkout may be mid-rebuild: retry once
                         try:
@@ -171,7 +199,8 @@ def main() -> int:
                                 r = memtier(args.memtier, mc.address, args.seconds, conns,
                                             pipeline, rate // conns if rate else None)
                             else:
-                                r = cachelab(mc.address, args.seconds, conns, pipeline, rate)
+                                r = cachelab(mc.address, args.seconds, conns, pipeline, rate,
+                                             args.busy_poll if tool == busy else 0)
                             break
                         except (RuntimeError, ValueError, OSError) as e:
                             if attempt == 2:
@@ -181,16 +210,17 @@ def main() -> int:
                     r["load"] = load
                     runs[name][tool].append(r)
                     raw.append((rep + 1, name, tool, r))
-                if rate:
-                    # memtier may not hold the rate: cachelab again at the rate it reached.
-                    got = int(runs[name]["memtier"][-1]["ops_s"])
+                got = int(runs[name]["memtier"][-1]["ops_s"])
+                if rate and got < 0.97 * rate:
+                    # memtier did not hold the rate: cachelab again at the rate it reached.
                     try:
                         r = cachelab(mc.address, args.seconds, conns, pipeline, got)
                     except (RuntimeError, ValueError, OSError) as e:
                         print(f"skipped the matched-rate run: {e}", file=sys.stderr)
                         continue
                     r["load"], r["rate"] = load, got
-                    matched.append(r)
+                    r["vs"] = runs[name]["memtier"][-1]
+                    matched[name].append(r)
                     raw.append((rep + 1, f"{name} at memtier's rate ({got}/s)", "cachelab", r))
         with _core.Client(mc.address) as cl:
             for i in range(1, KEYS + 1):
@@ -203,6 +233,8 @@ def main() -> int:
         "",
         f"- command: `python benches/load_vs_memtier.py --memtier {args.memtier} "
         f"--seconds {args.seconds} --repeats {args.repeats}"
+        + "".join(f" --scenario {n}" for n in args.scenario or [])
+        + f" --open-rates {args.open_rates} --busy-poll {args.busy_poll}"
         + (f" --quiet-below {args.quiet_below}" if args.quiet_below is not None else "") + "`",
         f"- memcached {version}, `-t 1`, pinned to core 1; each client pinned to core 0",
         f"- memtier_benchmark: {mt_version}",
@@ -220,36 +252,52 @@ def main() -> int:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, conns, pipeline, rate in scenarios:
-        m, c = runs[name]["memtier"], runs[name]["cachelab"]
         r = f"{rate}/s" if rate else "closed"
+        m = runs[name]["memtier"]
         lines.append(f"| {name} | {conns} | {pipeline} | {r} | memtier | {med(m, 'ops_s'):.0f} | "
                      f"{med(m, 'cpu_us_op'):.2f} | — | — | {med(m, 'server_cpu_us_op'):.2f} | "
                      f"{med(m, 'p50_us'):.1f} | (same) | {med(m, 'p99_us'):.1f} |")
-        lines.append(f"| {name} | {conns} | {pipeline} | {r} | cachelab | {med(c, 'ops_s'):.0f} | "
-                     f"{med(c, 'cpu_us_op'):.2f} | {med(c, 'engine_cpu_us_op'):.2f} | "
-                     f"{med(c, 'wait_us_op'):.2f} | {med(c, 'server_cpu_us_op'):.2f} | "
-                     f"{med(c, 'p50_us'):.1f} | {med(c, 'p50_uncorrected_us'):.1f} | "
-                     f"{med(c, 'p99_us'):.1f} |")
-    lines += ["", "Ratios of the medians (cachelab / memtier):", ""]
+        for tool in tools_of(rate)[1:]:
+            c = runs[name][tool]
+            lines.append(
+                f"| {name} | {conns} | {pipeline} | {r} | {tool} | {med(c, 'ops_s'):.0f} | "
+                f"{med(c, 'cpu_us_op'):.2f} | {med(c, 'engine_cpu_us_op'):.2f} | "
+                f"{med(c, 'wait_us_op'):.2f} | {med(c, 'server_cpu_us_op'):.2f} | "
+                f"{med(c, 'p50_us'):.1f} | {med(c, 'p50_uncorrected_us'):.1f} | "
+                f"{med(c, 'p99_us'):.1f} |")
+    lines += ["", "Ratios, cachelab / memtier: of the medians, and in brackets the median of the "
+              "per-repeat ratios (each pair ran back to back):", ""]
+
+    def ratio(c: list[dict], m: list[dict], key: str, mkey: str | None = None) -> str:
+        mkey = mkey or key
+        paired = statistics.median(x[key] / y[mkey] for x, y in zip(c, m))
+        return f"{med(c, key) / med(m, mkey):.2f} ({paired:.2f})"
+
     for name, _, _, rate in scenarios:
-        m, c = runs[name]["memtier"], runs[name]["cachelab"]
-        parts = [f"ops/s {med(c, 'ops_s') / med(m, 'ops_s'):.2f}",
-                 f"client CPU/op {med(c, 'cpu_us_op') / med(m, 'cpu_us_op'):.2f} "
-                 f"(engine threads only {med(c, 'engine_cpu_us_op') / med(m, 'cpu_us_op'):.2f})",
-                 f"server CPU/op {med(c, 'server_cpu_us_op') / med(m, 'server_cpu_us_op'):.2f}"]
-        if rate:
-            parts.append(f"p50 corrected {med(c, 'p50_us') / med(m, 'p50_us'):.2f}, "
-                         f"uncorrected {med(c, 'p50_uncorrected_us') / med(m, 'p50_us'):.2f}")
-        lines.append(f"- {name}: " + "; ".join(parts))
-    if matched:
-        m = runs["open-loop"]["memtier"]
-        lines += [f"- open-loop, cachelab at the rate memtier reached (median "
-                  f"{med(matched, 'rate'):.0f}/s): ops/s {med(matched, 'ops_s'):.0f}, "
-                  f"engine CPU {med(matched, 'engine_cpu_us_op'):.2f} µs/op, "
-                  f"p50 {med(matched, 'p50_us'):.1f} µs corrected "
-                  f"({med(matched, 'p50_us') / med(m, 'p50_us'):.2f}× memtier), "
-                  f"{med(matched, 'p50_uncorrected_us'):.1f} µs uncorrected "
-                  f"({med(matched, 'p50_uncorrected_us') / med(m, 'p50_us'):.2f}×)"]
+        m = runs[name]["memtier"]
+        for tool in tools_of(rate)[1:]:
+            c = runs[name][tool]
+            parts = [f"ops/s {ratio(c, m, 'ops_s')}",
+                     f"client CPU/op {ratio(c, m, 'cpu_us_op')}, engine threads only "
+                     f"{ratio(c, m, 'engine_cpu_us_op', 'cpu_us_op')}",
+                     f"server CPU/op {ratio(c, m, 'server_cpu_us_op')}"]
+            if rate:
+                parts.append(f"p50 corrected {ratio(c, m, 'p50_us')}, "
+                             f"uncorrected {ratio(c, m, 'p50_uncorrected_us', 'p50_us')}")
+            lines.append(f"- {name}, {tool}: " + "; ".join(parts))
+        same = matched.get(name)
+        if same:
+            vs = [x["vs"] for x in same]
+            lines.append(
+                f"- {name}, cachelab at the rate memtier reached (median "
+                f"{med(same, 'rate'):.0f}/s, {len(same)} of {len(m)} repeats): "
+                f"ops/s {med(same, 'ops_s'):.0f}, "
+                f"engine CPU {med(same, 'engine_cpu_us_op'):.2f} µs/op "
+                f"({ratio(same, vs, 'engine_cpu_us_op', 'cpu_us_op')}× memtier's client), "
+                f"p50 {med(same, 'p50_us'):.1f} µs corrected "
+                f"({ratio(same, vs, 'p50_us')}× memtier), "
+                f"{med(same, 'p50_uncorrected_us'):.1f} µs uncorrected "
+                f"({ratio(same, vs, 'p50_uncorrected_us', 'p50_us')}×)")
     lines += ["", "Every run (load = 1-minute load average before the pair):", "",
               "| repeat | scenario | tool | load | ops/s | client CPU µs/op | engine CPU µs/op "
               "| engine run-queue wait µs/op | server CPU µs/op | p50 µs | p50 uncorrected µs |",
@@ -261,7 +309,7 @@ def main() -> int:
         lines.append(f"| {rep} | {name} | {tool} | {r['load']:.2f} | {r['ops_s']:.0f} | "
                      f"{r['cpu_us_op']:.2f} | {eng} | {wait} | {r['server_cpu_us_op']:.2f} | "
                      f"{r['p50_us']:.1f} | {unc} |")
-    cl_runs = [r for _, _, tool, r in raw if tool == "cachelab"]
+    cl_runs = [r for _, _, tool, r in raw if tool != "memtier"]
     lines += ["", f"cachelab errors: {sum(r['errors'] for r in cl_runs)}; cachelab misses: "
               f"{sum(r['misses'] for r in cl_runs)}"]
     report = "\n".join(lines) + "\n"

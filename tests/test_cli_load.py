@@ -34,6 +34,8 @@ RUN_TIMEOUT = 60
         (["--prefix", "has space"], "key prefix"),
         (["--threads", "3", "--connections", "2"], "each thread needs"),
         (["--spec", "/nonexistent.toml"], "no such file"),
+        (["--busy-poll", "2000"], "busy-poll must be a whole number of µs from 0 to 1000"),
+        (["--busy-poll", "-1"], "busy-poll must be a whole number of µs from 0 to 1000"),
         (["--bogus"], "unrecognized arguments"),
     ],
 )
@@ -69,10 +71,14 @@ def test_run_writes_every_artifact(tmp_path: Path, memcached: PrivateMemcached) 
 def test_table_output(tmp_path: Path, memcached: PrivateMemcached) -> None:
     p = cachelab("load", "--server", memcached.address, "--rate", "500", "--duration", "1",
                  "--warmup", "0", "--no-plots", "--out", tmp_path / "o", "--format", "table",
-                 cwd=tmp_path)
+                 "--busy-poll", "300", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "open loop" in p.stdout and "corrected" in p.stdout
     assert "target rate 500/s held" in p.stdout
+    assert "busy polling: " in p.stdout
+    result = json.loads((tmp_path / "o" / "load.json").read_text())
+    assert result["spec"]["busy_poll_us"] == 300
+    assert 0 < result["client"]["busy_caught"] <= result["client"]["busy_polls"]
 
 
 def test_silent_server_exits_3_without_hanging(

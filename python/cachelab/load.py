@@ -77,6 +77,10 @@ class LoadSpec:
     connect_timeout: float = 2.0
     give_up_after: float = 10.0
     seed: int | None = None
+    #: With replies outstanding, each client thread polls its sockets for up to this many µs
+    #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
+    #: measures, at the price of the CPU spent polling. See docs/load.md.
+    busy_poll_us: int = 0
 
     @classmethod
     def quick(cls, **overrides: Any) -> LoadSpec:
@@ -132,6 +136,9 @@ class LoadSpec:
         _int("multiget_keys", self.multiget_keys, 1)
         _int("key_space", self.key_space, 1)
         _int("ttl", self.ttl, 0)
+        bp = self.busy_poll_us
+        if not isinstance(bp, int) or isinstance(bp, bool) or not 0 <= bp <= 1000:
+            raise UsageError(f"busy-poll must be a whole number of µs from 0 to 1000, not {bp!r}")
         if self.arrivals not in ("poisson", "uniform"):
             raise UsageError(f"arrivals must be poisson or uniform, not {self.arrivals!r}")
         if self.rate is not None and not (_number(self.rate) and self.rate > 0):
@@ -180,6 +187,7 @@ class LoadSpec:
             "give_up_after": float(self.give_up_after),
             "seed": int(seed),
             "server_pid": None,
+            "busy_poll_us": self.busy_poll_us,
         }
 
 
@@ -528,6 +536,8 @@ def load(
             ),
             "sleeps": raw["client_sleeps"],
             "preempted": raw["client_preempted"],
+            "busy_polls": raw["client_busy_polls"],
+            "busy_caught": raw["client_busy_caught"],
         },
         schedule=schedule,
         run={

@@ -56,6 +56,7 @@ fn main() {
         give_up_after: Duration::from_secs(10),
         seed: 1,
         server_pid: None,
+        busy_poll: Duration::ZERO,
     };
     let out = run(&spec, &Progress::new()).expect("run");
     let t = &out.all;

@@ -33,6 +33,7 @@ use tokio::net::{TcpStream, UnixStream};
 use cachelab_client::{Address, Error, Options};
 use cachelab_proto::frame::{self, DecodeError, Frame};
 
+use crate::busy;
 use crate::keys::{self, KeyDist};
 use crate::recorder::{Fault, Recorder, GET, MULTIGET, SET};
 use crate::setup::Written;
@@ -54,6 +55,7 @@ pub(crate) struct ThreadReport {
 
 /// This thread's CPU time (user, system) and scheduler counters.
 fn thread_usage() -> ((f64, f64), ClientSched) {
+    let busy = busy::counts();
     let wait_s = std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()
         .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -65,6 +67,8 @@ fn thread_usage() -> ((f64, f64), ClientSched) {
                 wait_s,
                 sleeps: u.voluntary_context_switches().max(0) as u64,
                 preempted: u.involuntary_context_switches().max(0) as u64,
+                busy_polls: busy.polls,
+                busy_caught: busy.caught,
             };
             ((s(u.user_time()), s(u.system_time())), sched)
         }
@@ -88,20 +92,22 @@ pub(crate) fn run_thread(
     conns: &[usize],
     rec: Recorder,
 ) -> (ThreadReport, Recorder) {
-    let (cpu0, sched0) = thread_usage();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
     let spec = &shared.spec;
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    busy::install(builder.enable_all(), spec.busy_poll, conns.len());
+    let (cpu0, sched0) = thread_usage();
+    let rt = builder.build().expect("a tokio runtime");
     let track = spec.mix.set > 0.0 && !spec.prefill;
     let pacer = match spec.mode {
         Mode::Closed => None,
         Mode::Open { .. } => {
             // Inside the runtime: registering the timerfd needs its reactor.
             let _guard = rt.enter();
-            match Pacer::new(conns.len(), shared.t0) {
-                Ok(p) => Some(p),
+            match Pacer::new(conns.len(), shared.t0, spec.busy_poll) {
+                Ok(p) => {
+                    busy::watch(conns.len(), p.timer.get_ref().0.as_fd());
+                    Some(p)
+                }
                 Err(e) => {
                     shared.give_up(format!("could not create a timerfd for the open loop: {e}"));
                     None
@@ -158,6 +164,8 @@ pub(crate) fn run_thread(
             wait_s: sched1.wait_s - sched0.wait_s,
             sleeps: sched1.sleeps.saturating_sub(sched0.sleeps),
             preempted: sched1.preempted.saturating_sub(sched0.preempted),
+            busy_polls: sched1.busy_polls - sched0.busy_polls,
+            busy_caught: sched1.busy_caught - sched0.busy_caught,
         },
         backlog_at_end: ctx.backlog.get(),
         skipped: ctx.skipped.get(),
@@ -247,6 +255,15 @@ impl Stream {
     }
 }
 
+impl AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
 fn io_fault(e: &io::Error) -> Fault {
     use io::ErrorKind as K;
     match e.kind() {
@@ -296,10 +313,13 @@ struct Pacer {
     dirty: Cell<bool>,
     /// The pacer task, to wake when `dirty` is raised.
     waker: RefCell<Option<Waker>>,
+    /// Busy polling: the timer first expires this long (ns) before a due time, and the thread
+    /// polls through the rest instead of being woken late from sleep (0: off).
+    lead_ns: u64,
 }
 
 impl Pacer {
-    fn new(conns: usize, t0: Instant) -> io::Result<Pacer> {
+    fn new(conns: usize, t0: Instant, lead: Duration) -> io::Result<Pacer> {
         let fd = TimerFd::new(
             ClockId::CLOCK_MONOTONIC,
             TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
@@ -320,6 +340,7 @@ impl Pacer {
             ),
             dirty: Cell::new(false),
             waker: RefCell::new(None),
+            lead_ns: lead.as_nanos() as u64,
         })
     }
 
@@ -377,13 +398,24 @@ impl Pacer {
             // Nothing to wait for: a stale expiry only makes the task look and re-arm.
             return;
         }
-        let at = Duration::from_nanos(self.mono_t0_ns + min).max(Duration::from_nanos(1));
+        // With a lead, expire early unless that time has passed (then this is the second,
+        // exact setting, and the thread polls until it expires).
+        let early = min.saturating_sub(self.lead_ns);
+        let expiry = if early > ns(Instant::now(), self.t0) {
+            early
+        } else {
+            min
+        };
+        let at = Duration::from_nanos(self.mono_t0_ns + expiry).max(Duration::from_nanos(1));
         let set = self.timer.get_ref().0.set(
             Expiration::OneShot(TimeSpec::from_duration(at)),
             TimerSetTimeFlags::TFD_TIMER_ABSTIME,
         );
         // If setting fails the connections still wake on replies and on their tick.
         self.armed_for.set(set.is_ok().then_some(min));
+        if set.is_ok() {
+            busy::timer_due(self.t0 + Duration::from_nanos(min));
+        }
     }
 
     /// The pacer task: runs until aborted when the thread's connections are done.
@@ -591,7 +623,10 @@ impl Conn {
                 }
             };
             self.skip_missed(Instant::now());
-            match self.exchange(&stream).await {
+            busy::watch(self.slot, stream.as_fd());
+            let exchanged = self.exchange(&stream).await;
+            busy::unwatch(self.slot);
+            match exchanged {
                 Ok(()) => break,
                 Err(f) => {
                     drop(stream);
@@ -600,6 +635,7 @@ impl Conn {
                         rec.fault(f);
                         rec.lost(self.inflight.len() as u64);
                     }
+                    busy::settled(self.inflight.len() as u64);
                     self.inflight.clear();
                     self.wbuf.clear();
                     self.wpos = 0;
@@ -766,6 +802,7 @@ impl Conn {
         }
         if n > 0 {
             self.ctx.rec.borrow_mut().sent(n);
+            busy::sent(n);
         }
     }
 
@@ -895,6 +932,7 @@ impl Conn {
             return Err(Fault::Protocol); // bytes nobody asked for
         }
         self.rbuf.advance(pos);
+        busy::settled(done);
         if done > 0 {
             let sh = &self.ctx.shared;
             let ms = now.saturating_duration_since(sh.t0).as_millis() as u64;
@@ -982,8 +1020,9 @@ fn parse_reply(is_get: bool, buf: &[u8]) -> Result<Option<(usize, Reply)>, Decod
 mod tests {
     use super::*;
 
-    /// Runs `f` with a pacer of `slots` connections whose task is running.
-    fn with_pacer<F, Fut>(slots: usize, f: F)
+    /// Runs `f` with a pacer of `slots` connections whose task is running; with a `lead`
+    /// its timer first expires that long before each due time (busy polling).
+    fn with_pacer<F, Fut>(slots: usize, lead: Duration, f: F)
     where
         F: FnOnce(Rc<Pacer>) -> Fut,
         Fut: std::future::Future<Output = ()>,
@@ -994,7 +1033,7 @@ mod tests {
             .unwrap();
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
-            let p = Rc::new(Pacer::new(slots, Instant::now()).unwrap());
+            let p = Rc::new(Pacer::new(slots, Instant::now(), lead).unwrap());
             let task = {
                 let p = Rc::clone(&p);
                 tokio::task::spawn_local(async move { p.run().await })
@@ -1008,7 +1047,17 @@ mod tests {
 
     #[test]
     fn pacer_wakes_each_connection_at_its_time_never_before() {
-        with_pacer(3, |p| async move {
+        wakes_each_connection_at_its_time_never_before(Duration::ZERO);
+    }
+
+    #[test]
+    fn pacer_with_a_lead_still_wakes_no_connection_before_its_time() {
+        // The early expiry (4 ms before each due time) must wake nobody.
+        wakes_each_connection_at_its_time_never_before(Duration::from_millis(4));
+    }
+
+    fn wakes_each_connection_at_its_time_never_before(lead: Duration) {
+        with_pacer(3, lead, |p| async move {
             let ms = |n: u64| n * 1_000_000;
             p.want(0, Some(ms(30)));
             p.want(1, Some(ms(10)));
@@ -1041,7 +1090,7 @@ mod tests {
 
     #[test]
     fn pacer_wakes_every_connection_that_is_due_at_once() {
-        with_pacer(4, |p| async move {
+        with_pacer(4, Duration::ZERO, |p| async move {
             for slot in 0..4 {
                 p.want(slot, Some(5_000_000));
             }

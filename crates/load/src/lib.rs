@@ -22,6 +22,7 @@
 //! Every key is `<prefix>:<index>`; at the end every key the run may have written (the
 //! prefilled key space and every key set) is deleted. Nothing is ever flushed.
 
+pub mod busy;
 mod conn;
 pub mod keys;
 mod recorder;
@@ -55,6 +56,8 @@ pub mod caps {
     pub const MAX_MULTIGET_KEYS: usize = 100;
     /// The longest prefix accepted, leaving room in the 250-byte key for `:<index>`.
     pub const MAX_PREFIX: usize = 120;
+    /// The longest busy-poll budget, µs: past this a sleep's wake-up no longer dominates.
+    pub const MAX_BUSY_POLL_US: u64 = 1000;
 }
 
 /// How requests are paced.
@@ -135,6 +138,9 @@ pub struct Spec {
     pub seed: u64,
     /// The server's process id, when known to be on this machine (for schedstat).
     pub server_pid: Option<u32>,
+    /// Busy polling: with replies outstanding, a client thread polls its sockets for up to
+    /// this long before it sleeps (zero: never; see [`busy`]).
+    pub busy_poll: Duration,
 }
 
 /// Why a run could not start: an invalid spec, or a server that could not be reached.
@@ -221,6 +227,11 @@ impl Spec {
                 ))
             }
             _ => {}
+        }
+        if self.busy_poll > Duration::from_micros(MAX_BUSY_POLL_US) {
+            return bad(format!(
+                "busy-poll must be at most {MAX_BUSY_POLL_US} µs (hard cap)"
+            ));
         }
         if self.warmup.as_secs_f64() > MAX_WARMUP_S {
             return bad(format!(
@@ -319,6 +330,10 @@ pub struct ClientSched {
     pub sleeps: u64,
     /// Times a thread was preempted (involuntary context switches).
     pub preempted: u64,
+    /// Busy polling: times a thread polled before sleeping, and polls that a reply (or the
+    /// open-loop timer) ended before the budget ran out.
+    pub busy_polls: u64,
+    pub busy_caught: u64,
 }
 
 /// A finished (or stopped) run.

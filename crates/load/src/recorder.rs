@@ -490,6 +490,8 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         sched.wait_s += r.sched.wait_s;
         sched.sleeps += r.sched.sleeps;
         sched.preempted += r.sched.preempted;
+        sched.busy_polls += r.sched.busy_polls;
+        sched.busy_caught += r.sched.busy_caught;
         written = written.merge(r.written);
         user += r.cpu_s.0;
         sys += r.cpu_s.1;

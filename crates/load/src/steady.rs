@@ -128,6 +128,7 @@ mod tests {
             give_up_after: Duration::from_secs(5),
             seed: 1,
             server_pid: None,
+            busy_poll: Duration::ZERO,
         }
     }
 

@@ -87,6 +87,7 @@ fn spec(address: &str) -> Spec {
         give_up_after: Duration::from_secs(5),
         seed: 42,
         server_pid: None,
+        busy_poll: Duration::ZERO,
     }
 }
 
@@ -100,7 +101,34 @@ fn hits_and_misses_match_the_servers_counters_and_keys_are_deleted() {
         eprintln!("memcached not installed: skipped");
         return;
     };
-    let s = spec(&server.address);
+    let out = counts_match_and_keys_are_deleted(&server, Duration::ZERO);
+    assert_eq!(
+        out.client_sched.busy_polls, 0,
+        "busy polling is off by default"
+    );
+}
+
+#[test]
+fn busy_polling_polls_and_keeps_every_count_exact() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    let out = counts_match_and_keys_are_deleted(&server, Duration::from_micros(300));
+    let sched = out.client_sched;
+    assert!(sched.busy_polls > 0, "{sched:?}");
+    // memcached answers on loopback well within 300 µs most of the time.
+    assert!(sched.busy_caught > 0, "{sched:?}");
+    assert!(sched.busy_caught <= sched.busy_polls, "{sched:?}");
+}
+
+/// Runs the mixed closed-loop spec with `busy_poll` and checks the counts against the server.
+fn counts_match_and_keys_are_deleted(
+    server: &Server,
+    busy_poll: Duration,
+) -> cachelab_load::Outcome {
+    let mut s = spec(&server.address);
+    s.busy_poll = busy_poll;
     let out = run(&s, &Progress::new()).unwrap();
     assert!(out.aborted.is_none(), "{:?}", out.aborted);
     assert_eq!(out.all.error_count(), 0, "{:?}", out.all.errors);
@@ -123,6 +151,7 @@ fn hits_and_misses_match_the_servers_counters_and_keys_are_deleted() {
     let stats: std::collections::BTreeMap<String, String> =
         c.stats(None).unwrap().into_iter().collect();
     assert_eq!(stat(&stats, "curr_items"), 0);
+    out
 }
 
 #[test]
@@ -151,5 +180,34 @@ fn open_loop_prefilled_gets_all_hit_at_the_asked_rate() {
     assert!(!out.all.corrected.is_empty());
     let rate = out.all.sent as f64 / 2.0;
     assert!((rate / 2000.0 - 1.0).abs() < 0.15, "sent {rate}/s");
+    assert_eq!(out.deleted_keys, 2000);
+}
+
+#[test]
+fn open_loop_with_busy_polling_still_holds_its_rate() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    let mut s = spec(&server.address);
+    s.mix = Mix {
+        get: 1.0,
+        multiget: 0.0,
+        set: 0.0,
+        delete: 0.0,
+    };
+    s.prefill = true;
+    s.mode = Mode::Open {
+        rate: 2000.0,
+        arrivals: cachelab_load::Arrivals::Poisson,
+    };
+    s.stop = Stop::Duration(Duration::from_secs(2));
+    s.busy_poll = Duration::from_micros(200);
+    let out = run(&s, &Progress::new()).unwrap();
+    assert_eq!(out.all.misses, 0);
+    assert_eq!(out.all.error_count(), 0, "{:?}", out.all.errors);
+    let rate = out.all.sent as f64 / 2.0;
+    assert!((rate / 2000.0 - 1.0).abs() < 0.15, "sent {rate}/s");
+    assert!(out.client_sched.busy_polls > 0, "{:?}", out.client_sched);
     assert_eq!(out.deleted_keys, 2000);
 }

@@ -163,6 +163,7 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
         give_up_after: seconds(py, "give_up_after", item(d, "give_up_after")?, false)?,
         seed: item(d, "seed")?,
         server_pid: pid,
+        busy_poll: Duration::from_micros(item(d, "busy_poll_us")?),
     })
 }
 
@@ -295,6 +296,8 @@ fn outcome_dict<'py>(py: Python<'py>, o: &Outcome, open: bool) -> PyResult<Bound
     out.set_item("client_wait_s", o.client_sched.wait_s)?;
     out.set_item("client_sleeps", o.client_sched.sleeps)?;
     out.set_item("client_preempted", o.client_sched.preempted)?;
+    out.set_item("client_busy_polls", o.client_sched.busy_polls)?;
+    out.set_item("client_busy_caught", o.client_sched.busy_caught)?;
     out.set_item("prefilled_keys", o.prefilled_keys)?;
     out.set_item("prefill_s", o.prefill_s)?;
     out.set_item("deleted_keys", o.deleted_keys)?;

@@ -30,7 +30,8 @@ Examples:
 #: Flag name -> LoadSpec field, for flags that set a spec field directly.
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
-           "requests", "warmup", "prefill", "interval", "timeout", "seed")
+           "requests", "warmup", "prefill", "interval", "timeout", "seed",
+           "busy_poll_us")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -73,6 +74,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--interval", type=float, metavar="S", help="time-series interval (default 1)")
     w.add_argument("--timeout", type=float, metavar="S", help="deadline per request (default 1)")
     w.add_argument("--seed", type=int, help="seed for keys, sizes and arrivals (default: random)")
+    w.add_argument("--busy-poll", type=int, metavar="US", dest="busy_poll_us",
+                   help="with replies outstanding, poll the sockets for up to US µs before "
+                   "sleeping (0-1000; default 0): a thread woken from sleep adds its wake-up to "
+                   "the latency it measures, polling spends CPU instead")
     p.add_argument("--quick", action="store_true", help="a small run of the same shape")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plot")
     common.add_output_options(p, "load")
@@ -233,6 +238,9 @@ def render(r: lib.LoadResult) -> str:
     if c.get("run_queue_wait_us_per_op") is not None:
         lines.append(f"client threads waited for a CPU: {c['run_queue_wait_us_per_op']:.2f} µs "
                      f"per reply (slept {c['sleeps']}, preempted {c['preempted']} times)")
+    if c.get("busy_polls"):
+        lines.append(f"busy polling: {c['busy_polls']} polls before sleeping, "
+                     f"{c['busy_caught']} ended by a reply or the timer")
     run = r.run
     lines.append(
         f"keys: {run['prefilled_keys']} prefilled, {run['deleted_keys']} deleted at the end"
