@@ -1,8 +1,9 @@
-"""Shared fixtures: private memcached servers and fake misbehaving servers."""
+"""Shared fixtures: private memcached (and PostgreSQL) servers and fake misbehaving servers."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ if importlib.util.find_spec("cachelab") is None:
 
 from cachelab.servers import PrivateMemcached  # noqa: E402
 from fakes import FakeServer  # noqa: E402
+from privatepg import PrivatePostgres  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +32,22 @@ def memcached_unix() -> Iterator[PrivateMemcached]:
     """A private memcached over a Unix socket, shared by the whole session."""
     with PrivateMemcached(unix_socket=True) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgresql_dsn() -> Iterator[str]:
+    """A PostgreSQL DSN: ``CACHELAB_TEST_PG_DSN`` if set, else a private cluster started from the
+    OS package's binaries for the session; skips the test when neither is available."""
+    dsn = os.environ.get("CACHELAB_TEST_PG_DSN")
+    if dsn:
+        yield dsn
+        return
+    try:
+        server = PrivatePostgres()
+    except RuntimeError as e:
+        pytest.skip(f"{e}; set CACHELAB_TEST_PG_DSN or install postgresql")
+    with server:
+        yield server.dsn
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ findings are checked and reported, and the CLI writes its artifacts."""
 from __future__ import annotations
 
 import json
-import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,21 +75,15 @@ def test_cli_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert "snappy" in capsys.readouterr().err
 
 
-def test_dsn_without_psycopg_is_a_usage_error(memcached: PrivateMemcached) -> None:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        with pytest.raises(UsageError, match="psycopg"):
-            lib.tiers(lib.TiersSpec(**SMALL, dsn="postgresql://nowhere"),
-                      server=memcached.address)
-    else:
-        pytest.skip("psycopg is installed")
+def test_dsn_without_psycopg_is_a_usage_error(
+    memcached: PrivateMemcached, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if it were not installed
+    with pytest.raises(UsageError, match="psycopg"):
+        lib.tiers(lib.TiersSpec(**SMALL, dsn="postgresql://nowhere"), server=memcached.address)
 
 
-# -- PostgreSQL as the store: runs when CACHELAB_TEST_PG_DSN names a server to use ------------
-
-PG_DSN = os.environ.get("CACHELAB_TEST_PG_DSN")
-needs_pg = pytest.mark.skipif(not PG_DSN, reason="set CACHELAB_TEST_PG_DSN to a PostgreSQL DSN")
+# -- PostgreSQL as the store: a private cluster (tests/privatepg.py) or CACHELAB_TEST_PG_DSN --
 
 
 def _schemas(dsn: str) -> set[str]:
@@ -99,38 +93,36 @@ def _schemas(dsn: str) -> set[str]:
     return {r[0] for r in rows if r[0].startswith("cachelab_tiers_")}
 
 
-@needs_pg
-def test_postgresql_store_reads_back_what_it_stored() -> None:
-    assert PG_DSN is not None
+def test_postgresql_store_reads_back_what_it_stored(postgresql_dsn: str) -> None:
     pytest.importorskip("psycopg")
-    spec = lib.TiersSpec(**SMALL, dsn=PG_DSN)
+    spec = lib.TiersSpec(**SMALL, dsn=postgresql_dsn)
     record, items = lib.make_data(spec)
-    before = _schemas(PG_DSN)
-    store = lib._Postgres(PG_DSN, record, items)
+    before = _schemas(postgresql_dsn)
+    store = lib._Postgres(postgresql_dsn, record, items)
     try:
-        assert len(_schemas(PG_DSN) - before) == 1
+        assert len(_schemas(postgresql_dsn) - before) == 1
         assert store.read_record() == record
         expected = sorted((i for i in items if i["post"] == 1), key=lambda i: i["id"])
         assert expected and store.read_list() == expected
     finally:
         store.close()
-    assert _schemas(PG_DSN) == before  # its schema is dropped
+    assert _schemas(postgresql_dsn) == before  # its schema is dropped
 
 
-@needs_pg
 def test_cli_with_a_postgresql_store(
-    memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    postgresql_dsn: str,
 ) -> None:
-    assert PG_DSN is not None
     pytest.importorskip("psycopg")
-    before = _schemas(PG_DSN)
+    before = _schemas(postgresql_dsn)
     code = cli(["tiers", "--reads", "2", "--quick", "--server", memcached.address,
-                "--dsn", PG_DSN, "--out", str(tmp_path / "t"), "--format", "json", "--no-plots"])
+                "--dsn", postgresql_dsn, "--out", str(tmp_path / "t"), "--format", "json",
+                "--no-plots"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["store"] == "postgresql"
     assert {r["method"] for r in doc["rows"] if r["shape"] == "list"} >= {"store", "memory ready"}
-    assert _schemas(PG_DSN) == before
+    assert _schemas(postgresql_dsn) == before
 
 
 def test_unreachable_postgresql_is_a_usage_error(memcached: PrivateMemcached) -> None:
