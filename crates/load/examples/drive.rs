@@ -1,7 +1,7 @@
 //! Drives the engine without Python, for profiling:
 //! `cargo run --release -p cachelab-load --example drive -- ADDRESS CONNS PIPELINE RATE|closed SECONDS`
 //! (gets of 100-byte values over 10,000 keys, prefilled when DRIVE_PREFILL is set (and then
-//! deleted at the end); one client thread).
+//! deleted at the end); one client thread; DRIVE_BUSY_POLL_US=N turns on busy polling).
 
 use std::time::Duration;
 
@@ -56,7 +56,9 @@ fn main() {
         give_up_after: Duration::from_secs(10),
         seed: 1,
         server_pid: None,
-        busy_poll: Duration::ZERO,
+        busy_poll: Duration::from_micros(
+            std::env::var("DRIVE_BUSY_POLL_US").map_or(0, |v| v.parse().expect("µs")),
+        ),
     };
     let out = run(&spec, &Progress::new()).expect("run");
     let t = &out.all;
@@ -66,7 +68,7 @@ fn main() {
         cachelab_metrics::percentiles(h, &[q])[0] as f64 / 1000.0
     };
     println!(
-        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op",
+        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op busy polls {} caught {}",
         t.throughput(),
         replies,
         t.misses,
@@ -82,5 +84,7 @@ fn main() {
         out.client_sched.sleeps as f64 / replies.max(1) as f64,
         out.client_sched.preempted as f64 / replies.max(1) as f64,
         out.client_sched.wait_s * 1e6 / replies.max(1) as f64,
+        out.client_sched.busy_polls,
+        out.client_sched.busy_caught,
     );
 }
