@@ -21,7 +21,12 @@ the run fails.
 ``--compare PATH`` runs another build of the same example (say, one built from an older commit
 into another target directory) in the same rounds, interleaved with this one, so both see the
 same machine; the table then shows its numbers, the ratio of the medians, and whether the
-digests agree (the same trace, so equal digests mean equal results).
+digests agree (the same trace, so equal digests mean equal results). To build the committed
+code without touching the working tree::
+
+    mkdir -p /tmp/head && git archive HEAD | tar -x -C /tmp/head
+    (cd /tmp/head && cargo build --release -p cachelab-sim --example request_bench)
+    # then: --compare /tmp/head/target/release/examples/request_bench
 
 The machine is usually shared: the 1-minute load average before and after is recorded, and CPU
 time (not wall time) is what counts.

@@ -81,34 +81,36 @@ impl Plan<'_> {
         self.order.len() - self.n_train
     }
 
-    /// The listed descendants of `topic` to `depth`, if the plan has them.
-    #[inline]
-    fn descendants_of(&self, depth: u32, topic: u32) -> Option<&[u32]> {
-        self.descendants
-            .iter()
-            .find(|d| d.depth == depth)
-            .and_then(|d| d.of(topic))
+    /// The lists of descendants to `depth`, if the plan has them.
+    fn descendants(&self, depth: u32) -> Option<&Descendants> {
+        self.descendants.iter().find(|d| d.depth == depth)
     }
 
     /// Items by how many training requests touch them (most first, ties by index); items no
     /// training request touches are left out.
     pub(crate) fn training_ranking(&self) -> Vec<u32> {
         let t = self.trace;
-        let mut count = vec![0u32; t.n_items()];
-        let mut seen = vec![u32::MAX; t.n_items()];
+        // By item: (the last request that touched it, how many requests did), side by side
+        // so that a touch reads one place.
+        let mut seen_count = vec![(u32::MAX, 0u32); t.n_items()];
         for r in (0..t.len()).filter(|&r| !self.evaluated[r]) {
             for &i in t.touches(r) {
-                if seen[i as usize] != r as u32 {
-                    seen[i as usize] = r as u32;
-                    count[i as usize] += 1;
+                let e = &mut seen_count[i as usize];
+                if e.0 != r as u32 {
+                    *e = (r as u32, e.1 + 1);
                 }
             }
         }
-        let mut items: Vec<u32> = (0..t.n_items() as u32)
-            .filter(|&i| count[i as usize] > 0)
+        // Sort keys that order by count (most first), then by index: all distinct, so an
+        // unstable sort of plain integers gives the same order as a stable sort by both.
+        let mut keys: Vec<u64> = seen_count
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.1 > 0)
+            .map(|(i, e)| u64::from(u32::MAX - e.1) << 32 | i as u64)
             .collect();
-        items.sort_by_key(|&i| (std::cmp::Reverse(count[i as usize]), i));
-        items
+        keys.sort_unstable();
+        keys.into_iter().map(|k| k as u32).collect()
     }
 }
 
@@ -213,10 +215,22 @@ impl Descendants {
         d
     }
 
+    /// Topics listed.
+    fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Where `topic` is listed, if it is.
     #[inline]
-    fn of(&self, topic: u32) -> Option<&[u32]> {
+    fn find(&self, topic: u32) -> Option<usize> {
         let k = *self.index.get(topic as usize)?;
-        (k != u32::MAX).then(|| &self.items[self.offsets[k as usize]..self.offsets[k as usize + 1]])
+        (k != u32::MAX).then_some(k as usize)
+    }
+
+    /// The descendants of listed topic `k`.
+    #[inline]
+    fn list(&self, k: usize) -> &[u32] {
+        &self.items[self.offsets[k]..self.offsets[k + 1]]
     }
 }
 
@@ -282,40 +296,83 @@ pub struct RequestCost {
 }
 
 /// What the inner loop needs to know about an item, packed into 16 bytes so a touch costs one
-/// cache line: the request stamp, flags and the get bracket, and the size (saturated; the
-/// trace has the exact value).
+/// cache line: the request stamp, the item's LRU node, flags, the get bracket, and the size
+/// (saturated; the trace and the plan have the exact values).
 #[derive(Clone, Copy)]
 struct ItemState {
     /// `2s`: present in request `s` (prefetched, not yet touched); `2s + 1`: touched in it.
     mark: u32,
-    /// [`FIXED`], [`TOPIC`], and the get bracket's lower row in the low bits.
-    bits: u32,
+    /// The node the LRU last gave the item: a hint, right only when that node holds the item
+    /// back (see the `lru` module).
+    node: u32,
     /// The get bracket's blend weight.
     t: f32,
-    size: u32,
+    /// [`FIXED`], [`TOPIC`], the get bracket's lower row (6 bits, [`ROW_MASK`] when it does
+    /// not fit) and the size (24 bits, [`SIZE_MASK`] when it does not fit).
+    packed: u32,
 }
 
 const FIXED: u32 = 1 << 31;
 const TOPIC: u32 = 1 << 30;
-const ROW: u32 = TOPIC - 1;
+const ROW_SHIFT: u32 = 24;
+const ROW_MASK: u32 = 0x3f;
+const SIZE_MASK: u32 = (1 << ROW_SHIFT) - 1;
 
 impl ItemState {
+    fn new(size: u64, bracket: Bracket, fixed: bool, topic: bool) -> ItemState {
+        let row = if bracket.lo < ROW_MASK {
+            bracket.lo
+        } else {
+            ROW_MASK
+        };
+        let size = u32::try_from(size).map_or(SIZE_MASK, |s| s.min(SIZE_MASK));
+        let mut packed = row << ROW_SHIFT | size;
+        if fixed {
+            packed |= FIXED;
+        }
+        if topic {
+            packed |= TOPIC;
+        }
+        ItemState {
+            mark: 0,
+            node: u32::MAX,
+            t: bracket.t,
+            packed,
+        }
+    }
+
     #[inline]
-    fn bracket(self) -> Bracket {
-        Bracket {
-            lo: self.bits & ROW,
-            t: self.t,
+    fn bracket(self, plan: &Plan<'_>, item: u32) -> Bracket {
+        let lo = (self.packed >> ROW_SHIFT) & ROW_MASK;
+        if lo == ROW_MASK {
+            plan.get_brackets[item as usize]
+        } else {
+            Bracket { lo, t: self.t }
+        }
+    }
+
+    #[inline]
+    fn size(self, trace: &RequestTrace, item: u32) -> u64 {
+        let s = self.packed & SIZE_MASK;
+        if s == SIZE_MASK {
+            trace.size(item)
+        } else {
+            u64::from(s)
         }
     }
 }
 
-#[inline]
-fn size_of(trace: &RequestTrace, st: ItemState, item: u32) -> u64 {
-    if st.size == u32::MAX {
-        trace.size(item)
-    } else {
-        u64::from(st.size)
+/// The number and bytes of the descendants in `list` that are not in the fixed set.
+fn unfixed_totals(items: &[ItemState], trace: &RequestTrace, list: &[u32]) -> (u32, u64) {
+    let (mut keys, mut bytes) = (0u32, 0u64);
+    for &ch in list {
+        let s = items[ch as usize];
+        if s.packed & FIXED == 0 {
+            keys += 1;
+            bytes += s.size(trace, ch);
+        }
     }
+    (keys, bytes)
 }
 
 /// Runs `strategy` once over the whole trace (training window for warm-up, uncounted), with
@@ -336,20 +393,12 @@ pub(crate) fn run(
 
     let mut items: Vec<ItemState> = (0..n_items)
         .map(|i| {
-            let b = plan.get_brackets[i];
-            let mut bits = b.lo;
-            if fixed.is_some_and(|f| f[i]) {
-                bits |= FIXED;
-            }
-            if trace.is_topic(i as u32) {
-                bits |= TOPIC;
-            }
-            ItemState {
-                mark: 0,
-                bits,
-                t: b.t,
-                size: u32::try_from(trace.item_sizes[i]).unwrap_or(u32::MAX),
-            }
+            ItemState::new(
+                trace.item_sizes[i],
+                plan.get_brackets[i],
+                fixed.is_some_and(|f| f[i]),
+                trace.is_topic(i as u32),
+            )
         })
         .collect();
 
@@ -357,14 +406,26 @@ pub(crate) fn run(
     // For topics whose descendants the plan has not listed.
     let mut walker = Walker::new(if depth > 0 { n_items } else { 0 });
     let (mut scratch, mut batch) = (Vec::new(), Vec::new());
+    // Without an LRU, a prefetch does not read the state of the descendants it fetches: it
+    // takes the number and bytes of those not in the fixed set (summed once per topic and
+    // run), less those this request already looked up, and marks them all present without
+    // looking (a lookup checks the fixed set first). With an LRU each descendant is looked up
+    // in it (refreshing hits) and only the fetched ones are marked present.
+    let listed = (depth > 0).then(|| plan.descendants(depth)).flatten();
+    let mut unfixed: Vec<(u32, u64)> = match (strategy.lru, listed) {
+        (None, Some(d)) => vec![(u32::MAX, 0); d.len()],
+        _ => Vec::new(),
+    };
+    // Items looked up in the request before its prefetch (strategies without an LRU).
+    let mut firsts: Vec<u32> = Vec::new();
 
     let mut c = Counts::default();
     let spans = &plan.run_spans;
     let (mut gathered, mut gathered_ends) = (Vec::new(), Vec::with_capacity(CHUNK));
     // One LRU, emptied for each instance: only one instance's is alive at a time.
     let mut lru = strategy.lru.map(|c| match c {
-        Capacity::Items(n) => Lru::new(n, false, n_items),
-        Capacity::Bytes(n) => Lru::new(n, true, n_items),
+        Capacity::Items(n) => Lru::new(n, false),
+        Capacity::Bytes(n) => Lru::new(n, true),
     });
     for bounds in plan.run_starts.windows(2) {
         let (first, end) = (bounds[0], bounds[1]);
@@ -377,10 +438,18 @@ pub(crate) fn run(
             // read in sequence, and read the state of each touched item. In run order the
             // requests' touches are scattered over the trace; gathered in a loop of independent
             // reads, their memory latencies overlap, where read one request at a time inside
-            // the simulation they would stall it once per request.
+            // the simulation they would stall it once per request. The first loop reads the
+            // start, middle and end of each request's touches (no calls, so its reads overlap
+            // better than the copies').
             gathered.clear();
             gathered_ends.clear();
             let mut keep = 0u32;
+            for &(a, b) in &spans[chunk..chunk_end] {
+                if a < b {
+                    let t = &trace.touch_items;
+                    keep ^= t[a as usize] ^ t[((a + b) / 2) as usize] ^ t[b as usize - 1];
+                }
+            }
             for &(a, b) in &spans[chunk..chunk_end] {
                 gathered.extend_from_slice(&trace.touch_items[a as usize..b as usize]);
                 gathered_ends.push(gathered.len());
@@ -397,23 +466,14 @@ pub(crate) fn run(
                 let j = k - chunk;
                 let r = plan.run_order[k] as usize;
                 let eval = plan.run_eval[k];
-                // Start loading the LRU nodes of the next request's cached items: one burst
-                // of independent reads overlaps their memory latencies; read one at a time as
-                // the loop needs them, each would stall on its own.
-                if let Some(l) = lru.as_ref().filter(|_| k + 1 < chunk_end) {
-                    let mut keep = 0;
-                    for &a in gathered_span(j + 1) {
-                        keep ^= l.warm(a);
-                    }
-                    std::hint::black_box(keep);
-                }
-
-                // Likewise the states of the descendants the next request's prefetch checks
-                // (at its first topic), when the plan lists them.
-                if depth > 0 && k + 1 < chunk_end {
+                // With an LRU, the prefetch of the next request (at its first topic) reads the
+                // state of each listed descendant: start loading them in one burst.
+                if let (Some(_), Some(d), true) = (lru.as_ref(), listed, k + 1 < chunk_end) {
                     let next = gathered_span(j + 1);
-                    let topic = next.iter().find(|&&a| items[a as usize].bits & TOPIC != 0);
-                    if let Some(list) = topic.and_then(|&t| plan.descendants_of(depth, t)) {
+                    let topic = next
+                        .iter()
+                        .find(|&&a| items[a as usize].packed & TOPIC != 0);
+                    if let Some(list) = topic.and_then(|&t| d.find(t)).map(|t| d.list(t)) {
                         let mut keep = 0;
                         for &ch in list {
                             keep ^= items[ch as usize].mark;
@@ -421,7 +481,6 @@ pub(crate) fn run(
                         std::hint::black_box(keep);
                     }
                 }
-
                 stamp += 1;
                 if stamp >= (u32::MAX >> 1) - 1 {
                     items.iter_mut().for_each(|s| s.mark = 0);
@@ -437,6 +496,7 @@ pub(crate) fn run(
                     (0u64, 0u64, 0u64, 0u64);
                 // Prefetch happens once per request, at its first topic: the page's own topic.
                 let mut prefetched = false;
+                firsts.clear();
 
                 for (pos, &item) in touches.iter().enumerate() {
                     let st = items[item as usize];
@@ -445,46 +505,76 @@ pub(crate) fn run(
                     }
                     items[item as usize].mark = touched;
                     lookups += 1;
-                    let missing = if st.mark == present {
+                    // A fixed item may be marked present (see above), but is an L1 hit.
+                    let missing = if st.packed & FIXED != 0 {
+                        l1_hits += 1;
+                        false
+                    } else if st.mark == present {
                         prefetch_hits += 1;
                         false
-                    } else if st.bits & FIXED != 0 || lru.as_mut().is_some_and(|l| l.touch(item)) {
+                    } else if lru.as_mut().is_some_and(|l| l.touch(item, st.node)) {
                         l1_hits += 1;
                         false
                     } else {
                         true
                     };
 
-                    if depth > 0 && !prefetched && st.bits & TOPIC != 0 {
+                    if depth > 0 && !prefetched && st.packed & TOPIC != 0 {
                         // One multi-get: the topic if missing, plus its missing descendants.
                         prefetched = true;
-                        let list = match plan.descendants_of(depth, item) {
-                            Some(list) => list,
-                            None => {
-                                scratch.clear();
-                                walker.walk(trace, item, depth, &mut scratch);
-                                &scratch[..]
-                            }
-                        };
                         let (mut keys, mut fetched) = (0u64, 0u64);
                         if missing {
                             keys += 1;
-                            fetched += size_of(trace, st, item);
+                            fetched += st.size(trace, item);
                         }
                         match lru.as_mut() {
                             None => {
-                                // Nothing is evicted and `list` has no repeats (nor `item`),
-                                // so each descendant is checked and marked in one pass.
+                                let found = listed.and_then(|d| d.find(item));
+                                let (list, (n, b)) = match (listed, found) {
+                                    (Some(d), Some(t)) => {
+                                        let list = d.list(t);
+                                        if unfixed[t].0 == u32::MAX {
+                                            unfixed[t] = unfixed_totals(&items, trace, list);
+                                        }
+                                        (list, unfixed[t])
+                                    }
+                                    _ => {
+                                        scratch.clear();
+                                        walker.walk(trace, item, depth, &mut scratch);
+                                        (&scratch[..], unfixed_totals(&items, trace, &scratch))
+                                    }
+                                };
+                                // Nothing is evicted, so a descendant is fetched unless it is
+                                // fixed or this request looked it up before (the topic itself
+                                // is not among its descendants). Mark them all present; of
+                                // the items looked up before, those now marked are in the
+                                // list: not fetched again, and marked touched back.
                                 for &ch in list {
-                                    let sc = &mut items[ch as usize];
-                                    let miss = (sc.mark | 1) != touched && sc.bits & FIXED == 0;
-                                    keys += u64::from(miss);
-                                    let size = size_of(trace, *sc, ch);
-                                    fetched += if miss { size } else { 0 };
-                                    sc.mark = if miss { present } else { sc.mark };
+                                    items[ch as usize].mark = present;
                                 }
+                                let (mut n, mut b) = (u64::from(n), b);
+                                for &x in &firsts {
+                                    let sx = &mut items[x as usize];
+                                    if sx.mark == present {
+                                        sx.mark = touched;
+                                        if sx.packed & FIXED == 0 {
+                                            n -= 1;
+                                            b -= sx.size(trace, x);
+                                        }
+                                    }
+                                }
+                                keys += n;
+                                fetched += b;
                             }
                             Some(l) => {
+                                let list = match listed.and_then(|d| d.find(item)) {
+                                    Some(t) => listed.map_or(&[][..], |d| d.list(t)),
+                                    None => {
+                                        scratch.clear();
+                                        walker.walk(trace, item, depth, &mut scratch);
+                                        &scratch[..]
+                                    }
+                                };
                                 // Check every descendant (refreshing LRU hits) before any
                                 // insert can evict one.
                                 batch.clear();
@@ -493,22 +583,23 @@ pub(crate) fn run(
                                 }
                                 for &ch in list {
                                     let sc = items[ch as usize];
-                                    if (sc.mark | 1) == touched || sc.bits & FIXED != 0 {
+                                    if (sc.mark | 1) == touched || sc.packed & FIXED != 0 {
                                         continue;
                                     }
-                                    if !l.touch(ch) {
+                                    if !l.touch(ch, sc.node) {
                                         batch.push(ch);
                                     }
                                 }
                                 keys = batch.len() as u64;
                                 for (x, &b) in batch.iter().enumerate() {
-                                    let size = size_of(trace, items[b as usize], b);
+                                    let sb = &mut items[b as usize];
+                                    let size = sb.size(trace, b);
                                     // The topic (first, when missing) is counted above.
                                     if x > 0 || !missing {
                                         fetched += size;
-                                        items[b as usize].mark = present;
+                                        sb.mark = present;
                                     }
-                                    l.insert(b, size);
+                                    sb.node = l.insert(b, size);
                                 }
                             }
                         }
@@ -522,16 +613,22 @@ pub(crate) fn run(
                                 added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
                             }
                         }
-                    } else if missing {
-                        let size = size_of(trace, st, item);
+                        continue;
+                    }
+                    if depth > 0 && !prefetched && lru.is_none() {
+                        firsts.push(item);
+                    }
+                    if missing {
+                        let size = st.size(trace, item);
                         round_trips += 1;
                         gets += 1;
                         bytes += size;
                         if let Some(l) = lru.as_mut() {
-                            l.insert(item, size);
+                            items[item as usize].node = l.insert(item, size);
                         }
                         if eval {
-                            added_us += get_table.draw(st.bracket(), uniform(key, pos, TAG_GET));
+                            let br = st.bracket(plan, item);
+                            added_us += get_table.draw(br, uniform(key, pos, TAG_GET));
                         }
                     }
                 }

@@ -2,30 +2,19 @@
 //!
 //! A run visits the trace instance by instance (see `Plan::run_order`), so only one instance's
 //! LRU is alive at a time, and one `Lru` serves them all in turn ([`Lru::clear`] between
-//! instances). That lets the item → node map be a plain array over the catalog instead of a
-//! hash table, with no probing, and removing an item shifts nothing. The map is never cleaned:
-//! an entry counts only when the node it names holds that item back (a "sparse set"), so an
-//! eviction or [`Lru::clear`] writes nothing outside the small node array, where clearing the
-//! evicted item's entry would cost a cache miss of its own.
+//! instances). The item → node map is not kept here: the caller keeps each item's node number
+//! beside the rest of the item's state (one cache line per touch instead of two) and passes it
+//! as a *hint*. Hints are never cleaned: one counts only when the node it names holds that
+//! item back (a "sparse set"), so an eviction or [`Lru::clear`] writes nothing outside the
+//! small node arrays, where clearing the evicted item's hint would cost a cache miss of its own.
 //!
-//! The recency list is intrusive over a dense array of nodes (item, links as node numbers,
-//! weight: 16 bytes, four to a cache line), as many as the LRU has ever held at once, so the
-//! list of a cache of 1000 items lives in 16 KB. An item-capacity eviction hands its node
-//! straight to the item that caused it; a byte-capacity one may free several, kept on a free
-//! list.
+//! The recency list is intrusive over dense arrays by node number, as many nodes as the LRU
+//! has ever held at once: the item each holds (4 bytes), its links (8 bytes), and, for a byte
+//! capacity only, its weight (4 bytes). A hit reads the first and rewrites links, so for a
+//! cache of 1000 items that is 12 KB. An item-capacity eviction hands its node straight to the
+//! item that caused it; a byte-capacity one may free several, kept on a free list.
 
 const NIL: u32 = u32::MAX;
-
-#[derive(Clone, Copy)]
-struct Node {
-    item: u32,
-    /// Towards the most recently used.
-    prev: u32,
-    /// Towards the least recently used.
-    next: u32,
-    /// Value bytes (byte capacity; saturated, see [`Lru::giants`]) or 1.
-    weight: u32,
-}
 
 /// One instance's LRU at a time. Weights are 1 per item (item capacity) or the value size
 /// (byte capacity).
@@ -37,34 +26,40 @@ pub(crate) struct Lru {
     head: u32,
     /// Least recently used node, or `NIL`.
     tail: u32,
-    nodes: Vec<Node>,
+    /// By node: the item it holds, or `NIL`.
+    held: Vec<u32>,
+    /// By node: the next node towards the most recently used, and towards the least.
+    links: Vec<[u32; 2]>,
+    /// By node, byte capacity only: value bytes (saturated, see [`Lru::giants`]).
+    weights: Vec<u32>,
     /// Nodes that byte-capacity evictions emptied.
     free: Vec<u32>,
-    /// By catalog item: its node, when that node holds it (else stale or `NIL`).
-    node_of: Vec<u32>,
     /// Exact weights of cached items of `u32::MAX` bytes or more (their node says `u32::MAX`).
     giants: Vec<(u32, u64)>,
 }
 
 impl Lru {
-    /// An empty LRU over a catalog of `n_items` items.
-    pub(crate) fn new(capacity: u64, by_bytes: bool, n_items: usize) -> Lru {
+    /// An empty LRU.
+    pub(crate) fn new(capacity: u64, by_bytes: bool) -> Lru {
         Lru {
             capacity,
             by_bytes,
             used: 0,
             head: NIL,
             tail: NIL,
-            nodes: Vec::new(),
+            held: Vec::new(),
+            links: Vec::new(),
+            weights: Vec::new(),
             free: Vec::new(),
-            node_of: vec![NIL; n_items],
             giants: Vec::new(),
         }
     }
 
     /// Empties the LRU (for the next instance), keeping its memory.
     pub(crate) fn clear(&mut self) {
-        self.nodes.clear();
+        self.held.clear();
+        self.links.clear();
+        self.weights.clear();
         self.free.clear();
         self.giants.clear();
         self.used = 0;
@@ -75,65 +70,47 @@ impl Lru {
     /// Items cached.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.nodes.len() - self.free.len()
+        self.held.len() - self.free.len()
     }
 
-    /// The node holding `item`, if it is cached.
+    /// `hint`, if that node holds `item` (then `item` is cached there).
     #[inline]
-    fn node(&self, item: u32) -> Option<u32> {
-        let n = self.node_of[item as usize];
-        self.nodes
-            .get(n as usize)
-            .is_some_and(|x| x.item == item)
-            .then_some(n)
-    }
-
-    /// True when `item` is cached (no change of order).
-    #[cfg(test)]
-    pub(crate) fn contains(&self, item: u32) -> bool {
-        self.node(item).is_some()
-    }
-
-    /// Reads where a lookup of `item` starts, so that a burst of these for the items of a
-    /// request overlaps their memory latencies; returns something to keep the read.
-    #[inline]
-    pub(crate) fn warm(&self, item: u32) -> u32 {
-        self.node_of[item as usize]
+    fn node(&self, item: u32, hint: u32) -> Option<u32> {
+        (self.held.get(hint as usize) == Some(&item)).then_some(hint)
     }
 
     #[inline]
     fn unlink(&mut self, n: u32) {
-        let Node { prev, next, .. } = self.nodes[n as usize];
+        let [prev, next] = self.links[n as usize];
         if prev == NIL {
             self.head = next;
         } else {
-            self.nodes[prev as usize].next = next;
+            self.links[prev as usize][1] = next;
         }
         if next == NIL {
             self.tail = prev;
         } else {
-            self.nodes[next as usize].prev = prev;
+            self.links[next as usize][0] = prev;
         }
     }
 
     #[inline]
     fn push_front(&mut self, n: u32) {
         let old = self.head;
-        let s = &mut self.nodes[n as usize];
-        s.prev = NIL;
-        s.next = old;
+        self.links[n as usize] = [NIL, old];
         if old != NIL {
-            self.nodes[old as usize].prev = n;
+            self.links[old as usize][0] = n;
         } else {
             self.tail = n;
         }
         self.head = n;
     }
 
-    /// True when `item` is cached; it becomes the most recently used.
+    /// True when `item` is cached (`hint`: the node [`Lru::insert`] last gave it, or
+    /// anything); it becomes the most recently used.
     #[inline]
-    pub(crate) fn touch(&mut self, item: u32) -> bool {
-        let Some(n) = self.node(item) else {
+    pub(crate) fn touch(&mut self, item: u32, hint: u32) -> bool {
+        let Some(n) = self.node(item, hint) else {
             return false;
         };
         if self.head != n {
@@ -144,12 +121,13 @@ impl Lru {
     }
 
     /// Adds `item` (not cached, `size` bytes) as the most recently used, evicting from the
-    /// tail until it fits. An item heavier than the whole capacity is not admitted.
+    /// tail until it fits, and returns its node (the hint for later lookups). An item heavier
+    /// than the whole capacity is not admitted (and the hint it gets holds nothing).
     #[inline(always)]
-    pub(crate) fn insert(&mut self, item: u32, size: u64) {
+    pub(crate) fn insert(&mut self, item: u32, size: u64) -> u32 {
         let w = if self.by_bytes { size } else { 1 };
         if w > self.capacity {
-            return;
+            return NIL;
         }
         let weight = u32::try_from(w).unwrap_or(u32::MAX);
         let n = if self.used + w > self.capacity {
@@ -163,33 +141,39 @@ impl Lru {
         } else if let Some(m) = self.free.pop() {
             m
         } else {
-            self.nodes.push(Node {
-                item: NIL,
-                prev: NIL,
-                next: NIL,
-                weight: 0,
-            });
-            (self.nodes.len() - 1) as u32
+            self.held.push(NIL);
+            self.links.push([NIL, NIL]);
+            if self.by_bytes {
+                self.weights.push(0);
+            }
+            (self.held.len() - 1) as u32
         };
-        if weight == u32::MAX {
-            self.giants.push((item, w));
+        self.held[n as usize] = item;
+        if self.by_bytes {
+            if weight == u32::MAX {
+                self.giants.push((item, w));
+            }
+            self.weights[n as usize] = weight;
         }
-        let node = &mut self.nodes[n as usize];
-        node.item = item;
-        node.weight = weight;
         self.push_front(n);
-        self.node_of[item as usize] = n;
         self.used += w;
+        n
     }
 
-    fn weight_of(&mut self, s: Node) -> u64 {
-        if s.weight != u32::MAX {
-            return u64::from(s.weight);
+    /// The weight of node `n`, which holds an item.
+    fn weight_of(&mut self, n: u32) -> u64 {
+        if !self.by_bytes {
+            return 1;
         }
+        let w = self.weights[n as usize];
+        if w != u32::MAX {
+            return u64::from(w);
+        }
+        let item = self.held[n as usize];
         let k = self
             .giants
             .iter()
-            .position(|g| g.0 == s.item)
+            .position(|g| g.0 == item)
             .expect("a saturated weight has an exact entry");
         self.giants.swap_remove(k).1
     }
@@ -198,10 +182,9 @@ impl Lru {
     #[inline(always)]
     fn evict_tail(&mut self) -> u32 {
         let t = self.tail;
-        let victim = self.nodes[t as usize];
         self.unlink(t);
-        self.used -= self.weight_of(victim);
-        self.nodes[t as usize].item = NIL;
+        self.used -= self.weight_of(t);
+        self.held[t as usize] = NIL;
         t
     }
 }
@@ -241,13 +224,40 @@ mod tests {
         }
     }
 
+    /// An LRU with the item → node hints kept the way the engine keeps them (never cleaned).
+    struct Mapped {
+        l: Lru,
+        hint: Vec<u32>,
+    }
+
+    impl Mapped {
+        fn new(capacity: u64, by_bytes: bool, n_items: usize) -> Mapped {
+            Mapped {
+                l: Lru::new(capacity, by_bytes),
+                hint: vec![NIL; n_items],
+            }
+        }
+        fn touch(&mut self, item: u32) -> bool {
+            self.l.touch(item, self.hint[item as usize])
+        }
+        fn insert(&mut self, item: u32, size: u64) {
+            self.hint[item as usize] = self.l.insert(item, size);
+        }
+        fn contains(&self, item: u32) -> bool {
+            self.l.node(item, self.hint[item as usize]).is_some()
+        }
+        fn clear(&mut self) {
+            self.l.clear();
+        }
+    }
+
     /// The list, most recent first, read through the links.
     fn items(l: &Lru) -> Vec<u32> {
         let mut v = Vec::new();
         let mut at = l.head;
         while at != NIL {
-            v.push(l.nodes[at as usize].item);
-            at = l.nodes[at as usize].next;
+            v.push(l.held[at as usize]);
+            at = l.links[at as usize][1];
         }
         v
     }
@@ -257,7 +267,7 @@ mod tests {
         // A deterministic mix of touches and inserts over a small key space, with evictions
         // of one and of several items, node reuse, and clearing between "instances".
         for (capacity, by_bytes) in [(1, false), (7, false), (300, false), (50_000, true)] {
-            let mut l = Lru::new(capacity, by_bytes, 500 * 64);
+            let mut l = Mapped::new(capacity, by_bytes, 500 * 64);
             let mut x: u64 = capacity;
             for _instance in 0..3 {
                 l.clear();
@@ -279,15 +289,15 @@ mod tests {
                     } else {
                         assert!(l.touch(item));
                     }
-                    assert_eq!(l.len(), n.order.len());
+                    assert_eq!(l.l.len(), n.order.len());
                 }
                 let want: Vec<u32> = n.order.iter().map(|e| e.0).collect();
-                assert_eq!(items(&l), want);
+                assert_eq!(items(&l.l), want);
                 let mut back = Vec::new();
-                let mut at = l.tail;
+                let mut at = l.l.tail;
                 while at != NIL {
-                    back.push(l.nodes[at as usize].item);
-                    at = l.nodes[at as usize].prev;
+                    back.push(l.l.held[at as usize]);
+                    at = l.l.links[at as usize][0];
                 }
                 back.reverse();
                 assert_eq!(back, want);
@@ -301,7 +311,7 @@ mod tests {
 
     #[test]
     fn evicts_the_least_recently_used() {
-        let mut l = Lru::new(2, false, 4);
+        let mut l = Mapped::new(2, false, 4);
         l.insert(1, 1000);
         l.insert(2, 1000);
         assert!(l.touch(1));
@@ -312,7 +322,7 @@ mod tests {
 
     #[test]
     fn clear_forgets_everything() {
-        let mut l = Lru::new(2, false, 4);
+        let mut l = Mapped::new(2, false, 4);
         l.insert(1, 1000);
         l.insert(2, 1000);
         l.clear();
@@ -320,12 +330,12 @@ mod tests {
         l.insert(3, 1000);
         l.insert(0, 1000);
         assert!(l.contains(3) && l.contains(0));
-        assert_eq!(items(&l), [0, 3]);
+        assert_eq!(items(&l.l), [0, 3]);
     }
 
     #[test]
     fn byte_capacity_evicts_until_it_fits_and_refuses_giants() {
-        let mut l = Lru::new(100, true, 5);
+        let mut l = Mapped::new(100, true, 5);
         l.insert(0, 40);
         l.insert(1, 40);
         l.insert(4, 101);
@@ -339,13 +349,13 @@ mod tests {
     #[test]
     fn weights_beyond_32_bits_are_kept_exactly() {
         let big = 5u64 << 32;
-        let mut l = Lru::new(big + 10, true, 4);
+        let mut l = Mapped::new(big + 10, true, 4);
         l.insert(1, big);
         l.insert(2, 10);
-        assert_eq!(l.used, big + 10);
+        assert_eq!(l.l.used, big + 10);
         l.insert(3, 1);
         assert!(!l.contains(1) && l.contains(2) && l.contains(3));
-        assert_eq!(l.used, 11);
-        assert!(l.giants.is_empty());
+        assert_eq!(l.l.used, 11);
+        assert!(l.l.giants.is_empty());
     }
 }

@@ -288,9 +288,31 @@ fn plan<'a>(
     for &r in &order[..n_train] {
         evaluated[r as usize] = false;
     }
-    // Within each block of consecutive requests, instance-major (the sort is stable).
-    for block in order.chunks_mut(engine::BLOCK) {
-        block.sort_by_key(|&r| trace.instance[r as usize]);
+    // Within each block of consecutive requests, instance-major (the sort is stable): a
+    // counting sort when there are no more instances than requests in a block.
+    let n_instances = trace.n_instances();
+    if n_instances <= engine::BLOCK {
+        let mut at = vec![0usize; n_instances + 1];
+        let mut sorted = vec![0u32; engine::BLOCK];
+        for block in order.chunks_mut(engine::BLOCK) {
+            at.fill(0);
+            for &r in block.iter() {
+                at[trace.instance[r as usize] as usize + 1] += 1;
+            }
+            for i in 0..n_instances {
+                at[i + 1] += at[i];
+            }
+            for &r in block.iter() {
+                let a = &mut at[trace.instance[r as usize] as usize];
+                sorted[*a] = r;
+                *a += 1;
+            }
+            block.copy_from_slice(&sorted[..block.len()]);
+        }
+    } else {
+        for block in order.chunks_mut(engine::BLOCK) {
+            block.sort_by_key(|&r| trace.instance[r as usize]);
+        }
     }
     // Instance-major, time order within an instance (a stable counting sort of `order`).
     let mut run_starts = vec![0usize; trace.n_instances() + 1];
@@ -300,21 +322,20 @@ fn plan<'a>(
     for i in 0..trace.n_instances() {
         run_starts[i + 1] += run_starts[i];
     }
+    // Requests are read in `order` (near trace order), so the trace's columns are read close
+    // to in sequence, and written to one cursor per instance.
     let mut next = run_starts.clone();
     let mut run_order = vec![0u32; trace.len()];
+    let mut run_spans = vec![(0u64, 0u64); trace.len()];
+    let mut run_eval = vec![false; trace.len()];
     for &r in &order {
         let at = &mut next[trace.instance[r as usize] as usize];
-        run_order[*at] = r;
+        let r = r as usize;
+        run_order[*at] = r as u32;
+        run_spans[*at] = (trace.touch_offsets[r], trace.touch_offsets[r + 1]);
+        run_eval[*at] = evaluated[r];
         *at += 1;
     }
-    let run_spans = run_order
-        .iter()
-        .map(|&r| {
-            let r = r as usize;
-            (trace.touch_offsets[r], trace.touch_offsets[r + 1])
-        })
-        .collect();
-    let run_eval = run_order.iter().map(|&r| evaluated[r as usize]).collect();
     let get_brackets = trace
         .item_sizes
         .iter()
@@ -673,6 +694,21 @@ mod tests {
         assert_eq!(c[0].round_trips, 3);
         assert_eq!((n.gets, n.multigets, n.multiget_keys), (2, 1, 2));
         assert_eq!(n.prefetch_hits, 1);
+    }
+
+    #[test]
+    fn prefetch_leaves_out_fixed_descendants_and_items_already_looked_up() {
+        // Request 0 trains: item 2 is the fixed set. Request 1: get 3; topic 0 multi-gets
+        // itself and 1 (2 is fixed, 3 was fetched before); 1 is then present, 2 an L1 hit,
+        // and the second 3 a repeat.
+        let t = trace(vec![vec![2], vec![3, 0, 1, 2, 3]], vec![0, 0]);
+        let (c, n) = costs(&t, "fixed:1+prefetch:depth=2", 0.5);
+        assert_eq!(c[0].round_trips, 2);
+        assert_eq!(
+            (n.gets, n.multigets, n.multiget_keys, n.bytes),
+            (1, 1, 2, 300)
+        );
+        assert_eq!((n.lookups, n.l1_hits, n.prefetch_hits), (4, 1, 1));
     }
 
     #[test]
