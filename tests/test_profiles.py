@@ -153,6 +153,29 @@ def test_save_and_load_round_trip(measured: LatencyProfile, tmp_path: Path) -> N
         assert [c.at(points) for c in back.cells] == [c.at(points) for c in measured.cells]
 
 
+def test_rank_sequence_ranks_each_sample_within_its_cell_in_the_order_taken(
+    tmp_path: Path,
+) -> None:
+    from cachelab.profiles import TierCell, rank_sequence, tier_profile
+
+    a = TierCell("get", 100, ["k"], latencies=[10, 30, 20, 40])
+    b = TierCell("get", 1000, ["k"], latencies=[5, 5])
+    # Taken as: a10 b5 a30 | a20 b5 a40 — mid-ranks: 10 is the lowest of four (1/8), 5 ties
+    # both of b's samples (1/2), 30 the third (5/8), 20 the second (3/8), 40 the top (7/8).
+    seq = rank_sequence([a, b], [[(0, 10), (1, 5), (0, 30)], [(0, 20), (1, 5), (0, 40)]])
+    assert seq["ranks"] == [0.125, 0.5, 0.625, 0.375, 0.5, 0.875]
+    assert seq["segments"] == [3, 3]
+    # Kept in the profile, and read back.
+    cells = [a, b]
+    p = tier_profile(cells, address="x", version="1", client={}, started=0.0,
+                              sequence=[[(0, 10), (1, 5), (0, 30)], [(0, 20), (1, 5), (0, 40)]])
+    back = load_profile(p.save(tmp_path / "p.json"))
+    assert back.sequence == p.sequence and back.sequence["ranks"] == seq["ranks"]
+    # A steady climb is perfectly correlated from one sample to the next.
+    c = TierCell("get", 1, ["k"], latencies=list(range(1, 101)))
+    assert rank_sequence([c], [[(0, v) for v in range(1, 101)]])["lag1"] == 1.0
+
+
 def test_builtin_round_trips_too(tmp_path: Path) -> None:
     original = load_profile("appengine-2017")
     back = load_profile(original.save(tmp_path / "p.json"))
@@ -185,6 +208,10 @@ MALFORMED = {
     "cell without op": lambda d: _first_cell(d, lambda c: _without(c, "op")),
     "cell with bad samples": lambda d: _first_cell(d, lambda c: {**c, "samples": "many"}),
     "cell not an object": lambda d: {**d, "cells": [1]},
+    "sequence rank of 1": lambda d: {**d, "sequence": {"ranks": [0.5, 1.0], "segments": [2]}},
+    "sequence segments short": lambda d: {**d, "sequence": {"ranks": [0.5, 0.2],
+                                                            "segments": [1]}},
+    "sequence without ranks": lambda d: {**d, "sequence": {"segments": [1]}},
 }
 
 

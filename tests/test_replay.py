@@ -88,7 +88,7 @@ def test_each_term_is_measured_counted_and_reported(result, trace) -> None:
             assert m["calls_shuffled"] >= 0
             assert s["added_ms"][k]["predicted"] > m["predicted"]  # the library terms add
     text = lib.render(r)
-    for name in (*TERM_NAMES, "Checks", "shuffled", "load average"):
+    for name in (*TERM_NAMES, "Checks", "shuffled", "load average", "95% CI"):
         assert name in text
 
 
@@ -102,6 +102,39 @@ def test_each_strategy_has_its_own_profile_through_the_tier(result) -> None:
         assert ops == ({"get", "multiget"} if "prefetch" in s["strategy"] else {"get"})
         assert all(c.samples == 50 and c.misses == 0 and not c.errors for c in p.cells)
         latency_model(p)  # usable by simulate as is
+
+
+def test_the_profile_keeps_its_sample_order_and_the_prediction_follows_it(result) -> None:
+    r, _, _ = result
+    for s in r.strategies:
+        p = profiles.LatencyProfile.from_dict(r.profile[s["strategy"]]["latency_profile"])
+        seq = p.sequence
+        n = sum(c.samples for c in p.cells)
+        # Every sample taken during the evaluation, in order: one segment per slice.
+        assert len(seq["ranks"]) == n and sum(seq["segments"]) == n
+        assert len(seq["segments"]) == 2
+        assert all(0 < u < 1 for u in seq["ranks"])
+        m = latency_model(p)
+        assert m.draws == "sequence" and m.to_core().sequence_length == n
+        assert latency_model(p, sequence=False).to_core().sequence_length == 0
+        assert s["draws"]["used"] == "sequence"
+        # The other prediction (independent draws) is reported next to it.
+        alt = s["alternative"]
+        assert set(alt) == {"50", "90", "99"}
+        assert all(alt[k]["memcached_ms"] > 0 for k in alt)
+    assert "independent draws the errors would be" in lib.render(r)
+
+
+def test_measured_percentiles_carry_their_bootstrap_interval() -> None:
+    x = np.random.default_rng(1).lognormal(0.0, 1.0, 1000)
+    ci = lib._pct_intervals(x, seed=0)
+    for k, p in (("50", 50.0), ("90", 90.0), ("99", 99.0)):
+        lo, hi = ci[k]
+        assert lo <= lib._nearest_rank(x, p) <= hi
+    # Ten requests decide p99 of 1,000, hundreds decide p50: relative widths differ.
+    width = {k: (ci[k][1] - ci[k][0]) / lib._nearest_rank(x, float(k)) for k in ci}
+    assert width["99"] > 2 * width["50"]
+    assert lib._pct_intervals(np.full(50, 3.0), seed=0)["99"] == (3.0, 3.0)
 
 
 def test_library_terms_add_up() -> None:

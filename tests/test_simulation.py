@@ -61,6 +61,26 @@ def test_model_of_a_profile_without_gets_is_refused() -> None:
         latency_model(profile)
 
 
+def test_a_rank_sequence_makes_a_requests_calls_move_together(appengine: tuple) -> None:
+    # A profile whose samples came in two long stretches, fast then slow: with the sequence,
+    # a request's calls are all fast or all slow, so the spread of request totals is wider
+    # than with independent draws, while each call's distribution is the same.
+    profile, _ = appengine
+    rng = np.random.default_rng(3)
+    ranks = [*rng.uniform(0, 0.5, 500).round(5).tolist(), *rng.uniform(0.5, 1, 500).round(5)]
+    profile.sequence = {"ranks": ranks, "segments": [500, 500], "lag1": None}
+    with_seq = latency_model(profile)
+    assert with_seq.draws == "sequence" and with_seq.describe()["sequence"]["ranks"] == 1000
+    independent = latency_model(profile, sequence=False)
+    trace = synthesize(SynthParams(requests=2000, seed=5))
+    a = _costs(trace, with_seq.to_core(), "none")["added_ms"]
+    b = _costs(trace, independent.to_core(), "none")["added_ms"]
+    assert np.percentile(a, 99) > 1.2 * np.percentile(b, 99)
+    assert np.percentile(a, 10) < np.percentile(b, 10)
+    # The means agree within sampling noise: the same per-call distribution.
+    assert a.mean() == pytest.approx(b.mean(), rel=0.1)
+
+
 # -- invariants through the binding ---------------------------------------------------------
 
 

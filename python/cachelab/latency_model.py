@@ -11,11 +11,18 @@ The Rust simulator draws from a table by inverse transform: a uniform *u* picks 
 linear interpolation. Between two measured sizes (or key counts) it interpolates on a log
 scale with the same *u* on both sides; outside the measured range it uses the nearest
 measured one. Draws are seeded by the simulator, per request and per touch.
+
+A profile that kept the order its samples were taken in (``sequence``: each sample's rank
+within its cell, in time order — replay's profiles do) gives the model a *rank sequence*: a
+request's draws are then consecutive ranks of it from a random start, instead of independent
+uniforms, so a slow stretch of the machine slows several calls of one request, as it does in
+an application. Each cell's own distribution is unchanged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from cachelab import _core
 from cachelab.errors import InputError
@@ -36,17 +43,33 @@ class LatencyModel:
     get: list[tuple[int, list[float]]]
     #: (key count, latency in µs at each probability)
     multiget: list[tuple[int, list[float]]]
+    #: The profile's rank sequence (see the module's docs); None: independent draws.
+    sequence: dict[str, Any] | None = None
 
     def to_core(self) -> _core.LatencyModel:
-        return _core.LatencyModel(self.get, self.multiget)
+        if self.sequence is None:
+            return _core.LatencyModel(self.get, self.multiget)
+        return _core.LatencyModel(self.get, self.multiget, self.sequence["ranks"],
+                                  self.sequence["segments"])
+
+    @property
+    def draws(self) -> str:
+        """How a request's draws relate: ``independent`` or ``sequence``."""
+        return "independent" if self.sequence is None else "sequence"
 
     def describe(self) -> dict[str, object]:
-        return {
+        d: dict[str, object] = {
             "name": self.name,
             "get_sizes": [s for s, _ in self.get],
             "multiget_keys": [k for k, _ in self.multiget],
             "quantile_points": QUANTILE_POINTS,
+            "draws": self.draws,
         }
+        if self.sequence is not None:
+            d["sequence"] = {"ranks": len(self.sequence["ranks"]),
+                             "segments": len(self.sequence["segments"]),
+                             "lag1": self.sequence.get("lag1")}
+        return d
 
 
 def _table(histogram: str) -> list[float]:
@@ -54,8 +77,9 @@ def _table(histogram: str) -> list[float]:
     return [ns / 1000.0 for ns in _core.hist_percentiles(histogram, probs)]
 
 
-def latency_model(profile: LatencyProfile | str) -> LatencyModel:
-    """The model of a profile, or of a profile named like :func:`cachelab.load_profile` takes."""
+def latency_model(profile: LatencyProfile | str, *, sequence: bool = True) -> LatencyModel:
+    """The model of a profile, or of a profile named like :func:`cachelab.load_profile` takes.
+    ``sequence=False`` ignores a profile's rank sequence (independent draws)."""
     p = load_profile(profile) if isinstance(profile, str) else profile
     get = sorted(
         (c.value_size, _table(c.histogram)) for c in p.cells_of("get") if c.samples > 0
@@ -65,4 +89,5 @@ def latency_model(profile: LatencyProfile | str) -> LatencyModel:
     )
     if not get:
         raise InputError(f"latency profile {p.name!r} has no get cells with samples")
-    return LatencyModel(name=p.name, get=get, multiget=multiget)
+    return LatencyModel(name=p.name, get=get, multiget=multiget,
+                        sequence=p.sequence if sequence else None)

@@ -12,7 +12,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -163,6 +163,10 @@ class LatencyProfile:
     environment: dict[str, Any] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
     published: dict[str, Any] | None = None
+    #: The order the samples were taken in, when it was kept (:func:`rank_sequence`):
+    #: ``{"ranks": [...], "segments": [...], "lag1": r}`` — each sample's rank within its own
+    #: cell (a quantile in [0, 1)), in time order, cut into segments of back-to-back sampling.
+    sequence: dict[str, Any] | None = None
 
     def cells_of(self, op: str) -> list[Cell]:
         return [c for c in self.cells if c.op == op]
@@ -197,6 +201,8 @@ class LatencyProfile:
         }
         if self.published is not None:
             d["published"] = self.published
+        if self.sequence is not None:
+            d["sequence"] = self.sequence
         return d
 
     def save(self, path: Path) -> Path:
@@ -224,7 +230,58 @@ class LatencyProfile:
             environment=dict(d.get("environment", {})),
             run=dict(d.get("run", {})),
             published=d.get("published"),
+            sequence=_check_sequence(d.get("sequence"), where),
         )
+
+
+def _check_sequence(seq: Any, where: str) -> dict[str, Any] | None:
+    """A profile's ``sequence`` as stored, checked (None when absent)."""
+    if seq is None:
+        return None
+    ranks = seq.get("ranks") if isinstance(seq, Mapping) else None
+    segments = seq.get("segments") if isinstance(seq, Mapping) else None
+    if not isinstance(ranks, list) or not isinstance(segments, list) or not ranks:
+        raise InputError(f"{where}: 'sequence' needs non-empty 'ranks' and 'segments' lists")
+    bad = next((u for u in ranks if not isinstance(u, (int, float)) or not 0 <= u < 1), None)
+    if bad is not None:
+        raise InputError(f"{where}: sequence ranks must be numbers in [0, 1), got {bad!r}")
+    if any(not isinstance(n, int) or n < 1 for n in segments) or sum(segments) != len(ranks):
+        raise InputError(f"{where}: sequence segments must be positive whole numbers adding "
+                         f"up to the {len(ranks)} ranks")
+    return dict(seq)
+
+
+def rank_sequence(cells: Sequence[Any], segments: Sequence[Sequence[tuple[int, int]]]
+                  ) -> dict[str, Any] | None:
+    """The ``sequence`` of a profile whose samples were taken in the order given:
+    ``segments`` of ``(cell index, latency ns)`` in time order, the latencies being those in
+    ``cells[i].latencies``. Each sample's rank is its mid-rank among its cell's latencies,
+    ``(below + ties / 2) / n``, in (0, 1). ``lag1`` is the correlation of consecutive ranks
+    within segments: how much one call's latency says about the next's."""
+    import numpy as np
+
+    sorted_lat = [np.sort(np.asarray(c.latencies, dtype=np.int64)) for c in cells]
+    ranks: list[np.ndarray] = []
+    for seg in segments:
+        if not seg:
+            continue
+        idx = np.asarray([i for i, _ in seg], dtype=np.int64)
+        ns = np.asarray([v for _, v in seg], dtype=np.int64)
+        u = np.empty(len(seg))
+        for i in np.unique(idx):
+            s, at = sorted_lat[i], idx == i
+            lo, hi = np.searchsorted(s, ns[at], "left"), np.searchsorted(s, ns[at], "right")
+            u[at] = (lo + hi) / (2.0 * len(s))
+        ranks.append(u)
+    if not ranks:
+        return None
+    pairs = [(u[:-1], u[1:]) for u in ranks if len(u) > 1]
+    a = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0)
+    b = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0)
+    lag1 = float(np.corrcoef(a, b)[0, 1]) if len(a) > 2 and a.std() > 0 and b.std() > 0 else None
+    return {"ranks": [round(float(x), 5) for x in np.concatenate(ranks)],
+            "segments": [len(u) for u in ranks],
+            "lag1": None if lag1 is None else round(lag1, 4)}
 
 
 def load_profile(name_or_path: str | Path) -> LatencyProfile:
@@ -470,10 +527,11 @@ def delete_tier_cells(address: str, cells: list[TierCell], timeout: float = 1.0)
 
 def tier_profile(
     cells: list[TierCell], *, address: str, version: str | None, client: Mapping[str, Any],
-    started: float,
+    started: float, sequence: Sequence[Sequence[tuple[int, int]]] | None = None,
 ) -> LatencyProfile:
     """The latency profile (the format of :func:`profile`'s) of cells measured through a
-    tier; ``client`` says how (``via``, think time, samples)."""
+    tier; ``client`` says how (``via``, think time, samples). ``sequence``: the order the
+    samples were taken in, as :func:`rank_sequence` takes it, to keep in the profile."""
     out = []
     for c in cells:
         hist = _core.hist_from_values(c.latencies if c.latencies else [1])
@@ -491,6 +549,7 @@ def tier_profile(
                 **dict(client)},
         environment=environment.facts(),
         run={"started_unix": round(started, 3), "elapsed_s": round(time.time() - started, 3)},
+        sequence=rank_sequence(cells, sequence) if sequence else None,
     )
 
 

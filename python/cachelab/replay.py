@@ -25,6 +25,10 @@ Steps (:func:`replay`):
      of samples after each of the ``slices`` slices; ``"interleaved"``: a few after each of
      the strategy's requests. (:func:`cachelab.profiles.profile_via_tier` measures the same
      outside replay.)
+     The profile keeps the order its samples came in (a rank sequence, one segment per
+     slice), and the simulator's draws within a request follow it (``sequence=False``:
+     independent draws; the other prediction is computed too and reported as
+     ``alternative``).
    * the **library's per-touch costs** (:func:`calibrate`, after each slice), measured in this
      process on the same kind of L1 by timing crafted requests through the same request
      function: a request, a touch answered by the request scope, an L1 hit, the library part
@@ -105,6 +109,10 @@ class ReplaySpec:
     #: every strategy in turn, then each strategy's profile slice and calibration are measured
     #: — so the model and every strategy sample the same stretch of a machine whose load drifts.
     slices: int = 4
+    #: Within a request, the simulator's draws follow the profile's rank sequence (the order
+    #: its samples came in: consecutive calls' latencies are correlated, as the application's
+    #: are). False: independent draws. Either way the other prediction is reported too.
+    sequence: bool = True
 
     @classmethod
     def quick(cls, **overrides: Any) -> ReplaySpec:
@@ -337,6 +345,14 @@ class _Sampler:
         self.done_requests = 0
         self.pos = 0
         self.think: list[int] = []
+        #: (cell index, ns) of every sample in the order taken, cut into segments of
+        #: back-to-back sampling (:meth:`new_segment`).
+        self.sequence: list[list[tuple[int, int]]] = [[]]
+
+    def new_segment(self) -> None:
+        """The next samples are not back to back with the ones before."""
+        if self.sequence[-1]:
+            self.sequence.append([])
 
     def warm(self, rounds: int) -> None:
         for _ in range(rounds):
@@ -352,7 +368,8 @@ class _Sampler:
         target = len(self.schedule) * self.done_requests // self.requests
         gaps = self.tier.cpu_gaps
         while self.pos < min(target, len(self.schedule)):
-            cell = self.cells[int(self.schedule[self.pos])]
+            ci = int(self.schedule[self.pos])
+            cell = self.cells[ci]
             self.pos += 1
             keys = cell.next_keys()
             think = int(gaps[int(self.rng.integers(len(gaps)))]) if gaps else 0
@@ -366,6 +383,7 @@ class _Sampler:
                 continue
             cell.latencies.append(ns)
             cell.misses += len(keys) - found
+            self.sequence[-1].append((ci, ns))
 
 
 def _request(cache: TieredCache, kc: Any, touches: list[int], children: list[list[int]],
@@ -754,6 +772,7 @@ def replay(
             for d in drivers:
                 d.tier.forget()
                 d.tier.recording = True
+                samplers[d.strategy].new_segment()
             gc.collect()
             gc.disable()
             try:
@@ -772,6 +791,7 @@ def replay(
             if not interleaved:
                 for d in drivers:
                     d.tier.forget()
+                    samplers[d.strategy].new_segment()
                     samplers[d.strategy].after_request(len(chunk))
             for d in drivers:
                 cals[d.strategy].append(calibrate(d, spec.calibration_reps, rng))
@@ -788,16 +808,21 @@ def replay(
                 client={"think_ns": profiles.think_summary(smp.think), "think_cpu": True,
                         "samples": spec.profile_samples, "warmup": spec.profile_warmup,
                         "mode": spec.profile_mode,
-                        "timeout": spec.timeout})
-            model = latency_model(prof)
+                        "timeout": spec.timeout},
+                sequence=smp.sequence)
+            model = latency_model(prof, sequence=spec.sequence)
+            other = latency_model(prof, sequence=not spec.sequence)
             sim = simulate(trace, SimulateSpec(strategies=(d.strategy,), train=spec.train,
                                                draws=spec.draws, seed=spec.seed), model=model)
-            core_model = model.to_core()
-            predicted = [
-                _core.request_costs(core_trace, core_model, d.strategy, train=spec.train,
-                                    seed=spec.seed, draw=i)
-                for i in range(spec.draws)
-            ]
+
+            def costs(m: Any, strategy: str = d.strategy) -> list[dict]:
+                core_model = m.to_core()
+                return [_core.request_costs(core_trace, core_model, strategy, train=spec.train,
+                                            seed=spec.seed, draw=i)
+                        for i in range(spec.draws)]
+
+            predicted = costs(model)
+            alternative = costs(other) if other.draws != model.draws else None
             terms = {key: float(np.median([c[key] for c in cals[d.strategy]]))
                      for key in cals[d.strategy][0]}
             g = (np.asarray(d.tier.gaps, dtype=np.int64),
@@ -805,8 +830,11 @@ def replay(
             measured = {"added_ns": added[d.strategy], "memcached_ns": in_mc[d.strategy],
                         "by_request": d.counts_by_request, "calls": d.calls,
                         **d.counts(n_eval)}
-            rows.append(_compare(trace, d.strategy, measured, predicted, sim.by_name(d.strategy),
-                                 evaluated, terms, g, spec.seed))
+            row = _compare(trace, d.strategy, measured, predicted, sim.by_name(d.strategy),
+                           evaluated, terms, g, spec.seed, alternative)
+            row["draws"] = {"used": model.draws,
+                            "lag1": (prof.sequence or {}).get("lag1")}
+            rows.append(row)
             profile_info[d.strategy] = {
                 "name": prof.name,
                 "multi_value_size": mean_size,
@@ -865,9 +893,34 @@ def _err(pred: float, meas: float) -> float | None:
     return (pred - meas) / meas if meas > 0 else None
 
 
+#: Resamples of the bootstrap interval of a measured percentile.
+BOOTSTRAP = 1000
+
+
+def _pct_intervals(values: np.ndarray, seed: int) -> dict[str, tuple[float, float]]:
+    """The 95 % percentile-bootstrap interval of each measured percentile (nearest rank):
+    how far the measurement itself could be from the run's true percentile, given how many
+    requests it has — at p99 of 1,000 requests, about ten of them decide."""
+    rng = np.random.default_rng(seed)
+    n = len(values)
+    if n == 0:
+        return {}
+    srt = np.sort(values)
+    draws = np.sort(srt[rng.integers(0, n, size=(BOOTSTRAP, n))], axis=1)
+    out = {}
+    for p in PERCENTILES:
+        k = max(0, int(np.ceil(p / 100 * n)) - 1)
+        lo, hi = np.percentile(draws[:, k], [2.5, 97.5])
+        out[_pkey(p)] = (float(lo), float(hi))
+    return out
+
+
 def _compare(trace: Any, strategy: str, measured: dict[str, Any], predicted: list[dict],
              sim_row: dict[str, Any], evaluated: np.ndarray, terms: dict[str, float],
-             gaps: tuple[np.ndarray, np.ndarray], seed: int = 0) -> dict[str, Any]:
+             gaps: tuple[np.ndarray, np.ndarray], seed: int = 0,
+             alternative: list[dict] | None = None) -> dict[str, Any]:
+    """Measured vs predicted for one strategy. ``alternative``: the predictions with the
+    other kind of draws (independent vs sequence), reported next to the main ones."""
     idx = np.flatnonzero(evaluated)
     base = np.asarray(trace.base_ms, dtype=float)[idx]
     added_ms = measured["added_ns"][idx] / 1e6
@@ -877,16 +930,21 @@ def _compare(trace: Any, strategy: str, measured: dict[str, Any], predicted: lis
     lib = _library_ns(terms, counts)
     lib_ms = sum(lib.values()) / 1e6
     # Per draw: the simulator's memcached time per request (ordered by request index, as idx).
-    mc_draws = []
-    for d in predicted:
-        req = np.asarray(d["request"], dtype=np.int64)
-        if not np.array_equal(req, idx):
-            raise RuntimeError("request_costs and the replay disagree on the evaluated requests")
-        mc_draws.append(np.asarray(d["added_ms"], dtype=float))
+    def per_draw(predicted: list[dict]) -> list[np.ndarray]:
+        out = []
+        for d in predicted:
+            req = np.asarray(d["request"], dtype=np.int64)
+            if not np.array_equal(req, idx):
+                raise RuntimeError("request_costs and the replay disagree on the evaluated "
+                                   "requests")
+            out.append(np.asarray(d["added_ms"], dtype=float))
+        return out
+
+    mc_draws = per_draw(predicted)
     rt_sim = np.asarray(predicted[0]["round_trips"], dtype=np.int64)
 
-    def over_draws(f: Any) -> dict[str, float]:
-        per = [f(m) for m in mc_draws]
+    def over_draws(f: Any, draws: list[np.ndarray] = mc_draws) -> dict[str, float]:
+        per = [f(m) for m in draws]
         return {k: float(np.median([p[k] for p in per])) for k in per[0]}
 
     pred_total = over_draws(lambda m: _pcts(m + lib_ms))
@@ -899,9 +957,11 @@ def _compare(trace: Any, strategy: str, measured: dict[str, Any], predicted: lis
     out: dict[str, Any] = {"strategy": strategy, "added_ms": {}, "increase": {},
                            "memcached_ms": {}, "library_ms": {}}
     worst = 0.0
+    ci_total = _pct_intervals(added_ms, seed)
     for k in (_pkey(p) for p in PERCENTILES):
         out["added_ms"][k] = {"measured": meas_total[k], "predicted": pred_total[k],
-                              "error": _err(pred_total[k], meas_total[k])}
+                              "error": _err(pred_total[k], meas_total[k]),
+                              "measured_ci95": list(ci_total[k])}
         out["memcached_ms"][k] = {"measured": meas_mc[k], "predicted": pred_mc[k],
                                   "error": _err(pred_mc[k], meas_mc[k])}
         if shuffled is not None:
@@ -911,6 +971,16 @@ def _compare(trace: Any, strategy: str, measured: dict[str, Any], predicted: lis
         e_inc = _err(pred_inc[k], meas_inc[k])
         out["increase"][k] = {"measured": meas_inc[k], "predicted": pred_inc[k], "error": e_inc}
         worst = max(worst, abs(e_inc) if e_inc is not None else 1.0)
+    if alternative is not None:
+        alt = per_draw(alternative)
+        alt_total = over_draws(lambda m: _pcts(m + lib_ms), alt)
+        alt_inc = over_draws(lambda m: _pcts((m + lib_ms) / base), alt)
+        alt_mc = over_draws(_pcts, alt)
+        out["alternative"] = {
+            k: {"added_ms": alt_total[k], "added_error": _err(alt_total[k], meas_total[k]),
+                "memcached_ms": alt_mc[k], "memcached_error": _err(alt_mc[k], meas_mc[k]),
+                "increase": alt_inc[k], "increase_error": _err(alt_inc[k], meas_inc[k])}
+            for k in (_pkey(p) for p in PERCENTILES)}
     total = float(added_ms.sum()) or 1.0
     out["library_overhead_share"] = 1.0 - float(in_tier_ms.sum()) / total
     # Where the time goes: mean per request, predicted term by term vs measured.
@@ -968,7 +1038,8 @@ def render(result: ReplayResult) -> str:
         f"load average before {load.get('before')}, after {load.get('after')})",
         "",
     ]
-    header = ["strategy", "%ile", "measured ms", "predicted ms", "error", "in memcached ms",
+    header = ["strategy", "%ile", "measured ms", "95% CI", "predicted ms", "error",
+              "in memcached ms",
               "shuffled", "model ms", "error", "library ms", "predicted", "inc measured",
               "inc predicted", "error"]
     rows = []
@@ -980,8 +1051,13 @@ def render(result: ReplayResult) -> str:
         for k in (_pkey(p) for p in PERCENTILES):
             a, i, m, b = (s["added_ms"][k], s["increase"][k], s["memcached_ms"][k],
                           s["library_ms"][k])
+            ci = a.get("measured_ci95")
+            ci_cell = (f"{100 * (ci[0] / a['measured'] - 1):+.0f}/"
+                       f"{100 * (ci[1] / a['measured'] - 1):+.0f}%"
+                       if ci and a["measured"] > 0 else "—")
             rows.append([s["strategy"] if k == "50" else "", f"p{k}", f"{a['measured']:.3f}",
-                         f"{a['predicted']:.3f}", err(a["error"]), f"{m['measured']:.3f}",
+                         ci_cell, f"{a['predicted']:.3f}", err(a["error"]),
+                         f"{m['measured']:.3f}",
                          f"{m['calls_shuffled']:.3f}" if "calls_shuffled" in m else "—",
                          f"{m['predicted']:.3f}", err(m["error"]), f"{b['measured']:.3f}",
                          f"{b['predicted']:.3f}", f"{100 * i['measured']:.2f}%",
@@ -993,7 +1069,9 @@ def render(result: ReplayResult) -> str:
               "below; in memcached = the part inside L2 calls vs the model alone; shuffled = "
               "the same calls dealt out to requests at random (what independent draws can "
               "reproduce at best); library = the rest vs the terms; inc = added time / the "
-              "request's base latency. error = (predicted - measured) / measured."]
+              "request's base latency. error = (predicted - measured) / measured. 95% CI = "
+              "the measured percentile's bootstrap interval over the evaluated requests, "
+              "relative to it: the measurement's own uncertainty."]
     lines += ["", "Where the time goes (mean per request, predicted ms; unit cost µs x count "
               "per request):"]
     th = ["strategy", "memcached", *[t for t, _ in TERMS], "predicted", "measured",
@@ -1013,6 +1091,23 @@ def render(result: ReplayResult) -> str:
     lines += ["", "Terms: " + "; ".join(f"{n} = {what}" for n, what in TERMS) + ". Unit costs "
               "are measured by calibration requests in this process (not fitted to the "
               "replay); measured = the replay's mean wall time per request."]
+    lines += ["", "Draws within a request (how one memcached call's latency relates to the "
+              "next's):"]
+    for s in d["strategies"]:
+        dr = s.get("draws") or {}
+        lag = dr.get("lag1")
+        what = ("consecutive ranks of the profile's samples in the order taken" if
+                dr.get("used") == "sequence" else "independent")
+        line = f"  {s['strategy']}: {what}"
+        if lag is not None:
+            line += f" (lag-1 rank correlation of the profile's samples {lag:.2f})"
+        alt = s.get("alternative")
+        if alt:
+            other = "independent" if dr.get("used") == "sequence" else "sequence"
+            line += (f"; with {other} draws the errors would be "
+                     + ", ".join(f"p{k} {err(alt[k]['increase_error'])}" for k in
+                                 (_pkey(p) for p in PERCENTILES)))
+        lines.append(line)
     lines += ["", "Checks (must agree: the replay mirrors the simulator's semantics):"]
     for s in d["strategies"]:
         c = s["checks"]

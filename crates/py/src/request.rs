@@ -4,8 +4,10 @@
 //! RequestTrace(*, item_sizes, child_offsets, child_items, time, instance, route, base_ms,
 //!              touch_offsets, touch_items)
 //!     len(trace), .n_items, .n_touches, .n_instances
-//! LatencyModel(get: list[tuple[int, list[float]]], multiget: list[tuple[int, list[float]]])
+//! LatencyModel(get: list[tuple[int, list[float]]], multiget: list[tuple[int, list[float]]],
+//!              sequence=None, segments=None)
 //!     .draw_get(size, u) -> float, .draw_multiget(count, u) -> float      (µs)
+//!     .sequence_length -> int (0 without a rank sequence)
 //! simulate_requests(trace, model, strategies, train=0.5, draws=5, seed=0, threads=0) -> list[dict]
 //! request_costs(trace, model, strategy, train=0.5, seed=0, draw=0) -> dict[str, list]
 //! parse_strategy(spec) -> str
@@ -28,8 +30,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use cachelab_sim::request::{
-    self, draw_seed_of, Band, LatencyModel, RequestTrace, SimError, Strategy, StrategyResult,
-    TraceColumns, CENTRAL_BAND_DRAWS,
+    self, draw_seed_of, Band, LatencyModel, RankSequence, RequestTrace, SimError, Strategy,
+    StrategyResult, TraceColumns, CENTRAL_BAND_DRAWS,
 };
 
 use crate::raise;
@@ -168,15 +170,41 @@ fn check_u(py: Python<'_>, u: f64) -> PyResult<()> {
 
 #[pymethods]
 impl PyLatencyModel {
+    /// `sequence`: ranks (quantiles in [0, 1) within their own cell) of the profile's samples
+    /// in the order they were taken, cut into `segments` (lengths; default: one segment) —
+    /// a request's draws then read consecutive ranks instead of independent uniforms.
     #[new]
+    #[pyo3(signature = (get, multiget, sequence=None, segments=None))]
     fn new(
         py: Python<'_>,
         get: Vec<(u64, Vec<f64>)>,
         multiget: Vec<(u32, Vec<f64>)>,
+        sequence: Option<Vec<f64>>,
+        segments: Option<Vec<usize>>,
     ) -> PyResult<PyLatencyModel> {
-        let m = LatencyModel::new(get, multiget)
-            .map_err(|m| raise(py, "InputError", format!("latency model: {m}")))?;
+        let bad = |m: String| raise(py, "InputError", format!("latency model: {m}"));
+        let mut m = LatencyModel::new(get, multiget).map_err(bad)?;
+        match (sequence, segments) {
+            (Some(ranks), segments) => {
+                let segments = segments.unwrap_or_else(|| vec![ranks.len()]);
+                m = m.with_sequence(RankSequence::new(ranks, &segments).map_err(bad)?);
+            }
+            (None, Some(_)) => {
+                return Err(raise(
+                    py,
+                    "UsageError",
+                    "segments were given without a sequence".into(),
+                ))
+            }
+            (None, None) => {}
+        }
         Ok(PyLatencyModel { inner: Arc::new(m) })
+    }
+
+    /// How many ranks the model's rank sequence has (0: draws are independent).
+    #[getter]
+    fn sequence_length(&self) -> usize {
+        self.inner.sequence().map_or(0, |s| s.ranks().len())
     }
 
     /// Latency (µs) of one get of a `size`-byte value at uniform `u`.

@@ -18,11 +18,13 @@ runs through cachelab.tiered — one L1 per app instance, request scopes, prefet
 first topic — over the trace's evaluation window, timing each request. The prediction is
 simulate's memcached time, with a model measured for each strategy during the run through the
 tiered cache's own memcached read on its connection (after think time drawn from the CPU time
-between its reads), plus the library's per-touch costs (request, scope hit, L1 hit, get,
-prefetch) measured by calibration requests in the same process. Printed: measured vs
-predicted p50/p90/p99 of the added time (ms and as a share of the base latency) with the
-error, the part inside memcached calls and the library's part, each cost term per strategy,
-and checks that hit ratios and round trips agree exactly.
+between its reads; a request's calls take consecutive samples of it, in the order they were
+taken, so slow stretches stay together), plus the library's per-touch costs (request, scope
+hit, L1 hit, get, prefetch) measured by calibration requests in the same process. Printed:
+measured vs predicted p50/p90/p99 of the added time (ms and as a share of the base latency)
+with the error and the measured percentile's 95 % bootstrap interval, the part inside
+memcached calls and the library's part, each cost term per strategy, and checks that hit
+ratios and round trips agree exactly.
 
 Strategies: none, lru:N|SIZE, fixed:N|SIZE, each optionally +prefetch-children or
 +prefetch:depth=D (default: none, lru:N, fixed:N, fixed:N+prefetch-children, N = 5 % of the
@@ -61,6 +63,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=1.0, metavar="S",
                    help="memcached request deadline in seconds (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of simulate's draws (default 0)")
+    p.add_argument("--independent-draws", action="store_true",
+                   help="draw each memcached call of a request independently, instead of "
+                   "following the profile's samples in the order taken (the default, which "
+                   "keeps how one call's latency predicts the next's); the other prediction "
+                   "is reported either way")
     p.add_argument("--quick", action="store_true", help="a small run of the same shape")
     common.add_output_options(p, "replay")
     common.add_server_options(p)
@@ -85,6 +92,7 @@ def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
     base.slices = args.slices
     base.profile_mode = args.profile_mode
     base.seed = args.seed
+    base.sequence = not args.independent_draws
     base.check()
     return base
 

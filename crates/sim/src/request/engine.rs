@@ -16,6 +16,9 @@ const CHUNK: usize = 16;
 /// different uniforms.
 const TAG_GET: u64 = 0;
 const TAG_MULTIGET: u64 = 1;
+/// The tag of the hash that picks where in a [`super::latency::RankSequence`] a request
+/// starts (positions are even or odd-tagged above, so no touch's uniform shares it).
+const TAG_SEQUENCE: u64 = u64::MAX;
 
 /// SplitMix64's output function: a bijective mixer of 64-bit integers.
 #[inline]
@@ -389,6 +392,7 @@ pub(crate) fn run(
     let n_items = trace.n_items();
     let get_table = plan.model.get();
     let multi_table = plan.model.multiget();
+    let sequence = plan.model.sequence();
     let depth = strategy.prefetch_depth;
 
     let mut items: Vec<ItemState> = (0..n_items)
@@ -489,6 +493,9 @@ pub(crate) fn run(
                 let present = stamp << 1;
                 let touched = present | 1;
                 let key = request_key(seed, r);
+                // With a rank sequence, the request's draws are consecutive ranks from a start
+                // picked by the request's key; otherwise each op has its own uniform.
+                let mut ranks = sequence.map(|s| s.cursor(splitmix64(key ^ TAG_SEQUENCE)));
                 let touches = gathered_span(j);
                 let (mut added_us, mut round_trips) = (0.0f64, 0u32);
                 let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
@@ -610,7 +617,11 @@ pub(crate) fn run(
                             bytes += fetched;
                             if eval {
                                 let br = multi_table.bracket(keys);
-                                added_us += multi_table.draw(br, uniform(key, pos, TAG_MULTIGET));
+                                let u = match ranks.as_mut() {
+                                    Some(c) => c.next(),
+                                    None => uniform(key, pos, TAG_MULTIGET),
+                                };
+                                added_us += multi_table.draw(br, u);
                             }
                         }
                         continue;
@@ -628,7 +639,11 @@ pub(crate) fn run(
                         }
                         if eval {
                             let br = st.bracket(plan, item);
-                            added_us += get_table.draw(br, uniform(key, pos, TAG_GET));
+                            let u = match ranks.as_mut() {
+                                Some(c) => c.next(),
+                                None => uniform(key, pos, TAG_GET),
+                            };
+                            added_us += get_table.draw(br, u);
                         }
                     }
                 }

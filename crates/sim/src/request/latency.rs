@@ -187,11 +187,107 @@ fn lerp(l: &[f64], f: f64) -> f64 {
     }
 }
 
-/// Get latency by value size and multi-get latency by key count, in microseconds.
+/// The ranks of measured samples in the order they were taken: each sample's quantile within
+/// its own cell, in [0, 1), cut into segments of back-to-back sampling. With one, a request's
+/// draws read consecutive ranks from a random start instead of independent uniforms, so the
+/// model keeps how much one call's latency says about the next's (a slow stretch of the
+/// machine slows several calls of one request).
+#[derive(Debug, Clone)]
+pub struct RankSequence {
+    ranks: Vec<f64>,
+    /// The end (exclusive) of each segment in `ranks`, ascending; the last is `ranks.len()`.
+    ends: Vec<usize>,
+}
+
+impl RankSequence {
+    /// `ranks` in time order, and the length of each segment (they must add up to
+    /// `ranks.len()`; a request's draws wrap around within its segment).
+    pub fn new(ranks: Vec<f64>, segments: &[usize]) -> Result<RankSequence, String> {
+        if ranks.is_empty() {
+            return Err("rank sequence: at least one rank is needed".into());
+        }
+        if let Some(u) = ranks.iter().find(|u| !(0.0..1.0).contains(*u)) {
+            return Err(format!("rank sequence: ranks must be in [0, 1), got {u}"));
+        }
+        if segments.contains(&0) {
+            return Err("rank sequence: a segment is empty".into());
+        }
+        let ends: Vec<usize> = segments
+            .iter()
+            .scan(0usize, |at, &n| {
+                *at += n;
+                Some(*at)
+            })
+            .collect();
+        if ends.last() != Some(&ranks.len()) {
+            return Err(format!(
+                "rank sequence: segments add up to {}, not the {} ranks",
+                ends.last().copied().unwrap_or(0),
+                ranks.len()
+            ));
+        }
+        Ok(RankSequence { ranks, ends })
+    }
+
+    /// The ranks, in time order.
+    pub fn ranks(&self) -> &[f64] {
+        &self.ranks
+    }
+
+    /// Segment lengths.
+    pub fn segments(&self) -> Vec<usize> {
+        let mut prev = 0;
+        self.ends
+            .iter()
+            .map(|&e| {
+                let n = e - prev;
+                prev = e;
+                n
+            })
+            .collect()
+    }
+
+    /// A reader of consecutive ranks starting at the position picked by the hash `h`
+    /// (uniform over all ranks), wrapping around within that position's segment.
+    #[inline]
+    pub(crate) fn cursor(&self, h: u64) -> RankCursor<'_> {
+        let p = ((u128::from(h) * self.ranks.len() as u128) >> 64) as usize;
+        let seg = self.ends.partition_point(|&e| e <= p);
+        let start = if seg == 0 { 0 } else { self.ends[seg - 1] };
+        RankCursor {
+            ranks: &self.ranks[start..self.ends[seg]],
+            at: p - start,
+        }
+    }
+}
+
+/// Consecutive ranks of one segment of a [`RankSequence`].
+pub(crate) struct RankCursor<'a> {
+    ranks: &'a [f64],
+    at: usize,
+}
+
+impl RankCursor<'_> {
+    /// The next rank (the first call gives the start's).
+    #[inline]
+    #[allow(clippy::should_implement_trait)]
+    pub(crate) fn next(&mut self) -> f64 {
+        let u = self.ranks[self.at];
+        self.at += 1;
+        if self.at == self.ranks.len() {
+            self.at = 0;
+        }
+        u
+    }
+}
+
+/// Get latency by value size and multi-get latency by key count, in microseconds; optionally
+/// the order its samples came in ([`RankSequence`]).
 #[derive(Debug, Clone)]
 pub struct LatencyModel {
     get: Table,
     multiget: Table,
+    sequence: Option<RankSequence>,
 }
 
 impl LatencyModel {
@@ -212,7 +308,19 @@ impl LatencyModel {
         Ok(LatencyModel {
             get: Table::new("get", get)?,
             multiget: Table::new("multi-get", multiget)?,
+            sequence: None,
         })
+    }
+
+    /// The model whose draws within a request follow `sequence` (see [`RankSequence`]).
+    pub fn with_sequence(mut self, sequence: RankSequence) -> LatencyModel {
+        self.sequence = Some(sequence);
+        self
+    }
+
+    /// The rank sequence draws follow, if any.
+    pub fn sequence(&self) -> Option<&RankSequence> {
+        self.sequence.as_ref()
     }
 
     /// The get table (by value size).
@@ -305,6 +413,41 @@ mod tests {
         assert_eq!(m.draw_get(1, 0.5), m.draw_get(10, 0.5));
         assert_eq!(m.draw_get(1 << 40, 0.5), m.draw_get(1000, 0.5));
         assert_eq!(m.draw_multiget(50, 0.25), m.draw_multiget(1, 0.25));
+    }
+
+    #[test]
+    fn a_cursor_reads_consecutive_ranks_and_wraps_within_its_segment() {
+        let seq = RankSequence::new(vec![0.0, 0.1, 0.2, 0.5, 0.6], &[3, 2]).unwrap();
+        assert_eq!(seq.segments(), vec![3, 2]);
+        // h picks position floor(h * 5 / 2^64): 2^64 * 2/5 lands on position 2, the last of
+        // the first segment; 2^64 * 4/5 on position 4, the last of the second.
+        let at = |p: u64| ((u128::from(p) << 64) / 5) as u64 + 1;
+        let mut c = seq.cursor(at(2));
+        assert_eq!(
+            [c.next(), c.next(), c.next(), c.next()],
+            [0.2, 0.0, 0.1, 0.2]
+        );
+        let mut c = seq.cursor(at(4));
+        assert_eq!([c.next(), c.next(), c.next()], [0.6, 0.5, 0.6]);
+        let mut c = seq.cursor(0);
+        assert_eq!(c.next(), 0.0);
+        let mut c = seq.cursor(u64::MAX);
+        assert_eq!(c.next(), 0.6);
+    }
+
+    #[test]
+    fn rejects_bad_rank_sequences() {
+        let cases: [(Vec<f64>, Vec<usize>, &str); 5] = [
+            (vec![], vec![], "at least one"),
+            (vec![0.5, 1.0], vec![2], "[0, 1)"),
+            (vec![0.5, f64::NAN], vec![2], "[0, 1)"),
+            (vec![0.5, 0.2], vec![2, 0], "empty"),
+            (vec![0.5, 0.2], vec![1], "add up to 1"),
+        ];
+        for (ranks, segs, why) in cases {
+            let e = RankSequence::new(ranks, &segs).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]

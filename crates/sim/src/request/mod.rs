@@ -67,7 +67,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub use engine::{Counts, RequestCost};
-pub use latency::{Bracket, LatencyModel, Table};
+pub use latency::{Bracket, LatencyModel, RankSequence, Table};
 pub use strategy::{Capacity, Strategy};
 pub use trace::{RequestTrace, TraceColumns};
 
@@ -640,6 +640,55 @@ mod tests {
 
     fn costs(t: &RequestTrace, spec: &str, train: f64) -> (Vec<RequestCost>, Counts) {
         request_costs(t, &flat_model(), &Strategy::parse(spec).unwrap(), train, 1).unwrap()
+    }
+
+    /// A get draw at uniform u costs 1001^u µs (two points, read on the log of latency).
+    fn sequenced(ranks: Vec<f64>, segments: &[usize]) -> LatencyModel {
+        LatencyModel::new(vec![(1, vec![1.0, 1001.0])], vec![(1, vec![1.0, 1001.0])])
+            .unwrap()
+            .with_sequence(RankSequence::new(ranks, segments).unwrap())
+    }
+
+    #[test]
+    fn with_a_rank_sequence_a_requests_draws_are_consecutive_ranks() {
+        // Three gets read three consecutive ranks of a 3-rank segment, wrapping: all of them,
+        // wherever the request starts.
+        let t = trace(vec![vec![4, 3, 2]; 20], vec![0; 20]);
+        let m = sequenced(vec![0.0, 0.5, 0.9], &[3]);
+        let want = 1.0 + 1001f64.powf(0.5) + 1001f64.powf(0.9);
+        let (c, _) = request_costs(&t, &m, &Strategy::parse("none").unwrap(), 0.0, 1).unwrap();
+        for x in &c {
+            assert!(close(x.added_us, want), "{} {want}", x.added_us);
+        }
+        // The multi-get of a prefetch takes its place in the sequence: topic 0 prefetches
+        // itself and 1, 2 (one multi-get), then 3 and 4 are gets.
+        let t = trace(vec![vec![0, 1, 2, 3, 4]; 20], vec![0; 20]);
+        let (c, _) = request_costs(
+            &t,
+            &m,
+            &Strategy::parse("prefetch-children").unwrap(),
+            0.0,
+            1,
+        )
+        .unwrap();
+        for x in &c {
+            assert_eq!(x.round_trips, 3);
+            assert!(close(x.added_us, want), "{} {want}", x.added_us);
+        }
+    }
+
+    #[test]
+    fn with_a_rank_sequence_a_slow_stretch_slows_the_whole_request() {
+        // Two segments, one fast and one slow: a request of two gets is all fast or all slow,
+        // never mixed, and independent draws would mix them.
+        let t = trace(vec![vec![4, 3]; 200], vec![0; 200]);
+        let m = sequenced(vec![0.0, 0.0, 0.9, 0.9], &[2, 2]);
+        let (fast, slow) = (2.0, 2.0 * 1001f64.powf(0.9));
+        let (c, _) = request_costs(&t, &m, &Strategy::parse("none").unwrap(), 0.0, 7).unwrap();
+        let n_fast = c.iter().filter(|x| close(x.added_us, fast)).count();
+        let n_slow = c.iter().filter(|x| close(x.added_us, slow)).count();
+        assert_eq!(n_fast + n_slow, 200);
+        assert!((60..=140).contains(&n_fast), "{n_fast}");
     }
 
     #[test]
