@@ -206,6 +206,22 @@ def test_cli_table_on_the_default_trace(tmp_path: Path) -> None:
     assert p.stdout.startswith("Added latency per request")
     assert "Which requests hurt most" in p.stdout
     assert not (tmp_path / "o" / "simulate.png").exists()
+    assert "sample order" not in p.stdout.splitlines()[0]
+
+
+def test_cli_says_when_draws_follow_a_profiles_sample_order(tmp_path: Path) -> None:
+    profile = load_profile("appengine-2017")
+    profile.sequence = {"ranks": [0.1, 0.9, 0.5], "segments": [3], "lag1": None}
+    profile.save(tmp_path / "seq.json")
+    p = cachelab("simulate", "--quick", "--requests", "500", "--model", "seq.json", "--format",
+                 "json", "--no-plots", "--out", "o", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    model = json.loads(p.stdout)["model"]
+    assert model["draws"] == "sequence" and model["sequence"]["ranks"] == 3
+    p = cachelab("simulate", "--quick", "--requests", "500", "--model", "seq.json", "--format",
+                 "table", "--no-plots", "--out", "o2", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "follow the profile's sample order" in p.stdout.splitlines()[0]
 
 
 @pytest.mark.parametrize(

@@ -279,7 +279,8 @@ def rank_sequence(cells: Sequence[Any], segments: Sequence[Sequence[tuple[int, i
     a = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0)
     b = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0)
     lag1 = float(np.corrcoef(a, b)[0, 1]) if len(a) > 2 and a.std() > 0 and b.std() > 0 else None
-    return {"ranks": [round(float(x), 5) for x in np.concatenate(ranks)],
+    # Five decimals, kept below 1 (a cell of more than 100,000 samples would round its top up).
+    return {"ranks": [min(round(float(x), 5), 0.99999) for x in np.concatenate(ranks)],
             "segments": [len(u) for u in ranks],
             "lag1": None if lag1 is None else round(lag1, 4)}
 

@@ -220,7 +220,10 @@ def render(result: lib.SimulationResult) -> str:
     first = strategies[0] if strategies else {"counts": {}}
     title = (
         f"Added latency per request, as a share of its base latency "
-        f"(model {d['model']['name']}; median of {d['spec']['draws']} draws; "
+        f"(model {d['model']['name']}"
+        + ("; a request's calls follow the profile's sample order"
+           if d["model"].get("draws") == "sequence" else "")
+        + f"; median of {d['spec']['draws']} draws; "
         f"{first['counts'].get('requests', 0):,} requests evaluated)"
     )
     header = ["strategy", *(f"p{p}" for p in lib.PERCENTILES), "\u226510%", "\u226525%",
