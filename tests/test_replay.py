@@ -59,6 +59,10 @@ def test_replay_mirrors_the_simulator(result) -> None:
         assert c["loader_keys"] == 0 and c["errors"] == 0
         for block in ("added_ms", "increase", "memcached_ms", "library_ms"):
             assert set(s[block]) == {"50", "90", "99"}
+        # The verdict is on the added ms (the increase is reported beside it).
+        worst = max(abs(v["error"]) for v in s["added_ms"].values())
+        assert s["worst_error"] == pytest.approx(worst)
+        assert s["within_tolerance"] == (worst <= lib.TOLERANCE)
     assert after == before  # catalog, profile keys: all deleted
 
 
@@ -96,7 +100,7 @@ def test_each_strategy_has_its_own_profile_through_the_tier(result) -> None:
     r, _, _ = result
     for s in r.strategies:
         p = profiles.LatencyProfile.from_dict(r.profile[s["strategy"]]["latency_profile"])
-        assert p.client["via"] == "python" and p.client["mode"] == "slices"
+        assert p.client["via"] == "python" and p.client["mode"] == "interleaved"
         assert p.client["think_ns"]["n"] > 0 and p.client["think_cpu"] is True
         ops = {c.op for c in p.cells if c.samples > 0}
         assert ops == ({"get", "multiget"} if "prefetch" in s["strategy"] else {"get"})
