@@ -154,13 +154,9 @@ fn counts_match_and_keys_are_deleted(
     out
 }
 
-#[test]
-fn open_loop_prefilled_gets_all_hit_at_the_asked_rate() {
-    let Some(server) = memcached() else {
-        eprintln!("memcached not installed: skipped");
-        return;
-    };
-    let mut s = spec(&server.address);
+/// Gets only, of a prefilled key space, at 2,000 requests/s (Poisson) for 2 s.
+fn open_loop_gets(address: &str) -> Spec {
+    let mut s = spec(address);
     s.mix = Mix {
         get: 1.0,
         multiget: 0.0,
@@ -173,6 +169,16 @@ fn open_loop_prefilled_gets_all_hit_at_the_asked_rate() {
         arrivals: cachelab_load::Arrivals::Poisson,
     };
     s.stop = Stop::Duration(Duration::from_secs(2));
+    s
+}
+
+#[test]
+fn open_loop_prefilled_gets_all_hit_at_the_asked_rate() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    let s = open_loop_gets(&server.address);
     let out = run(&s, &Progress::new()).unwrap();
     assert_eq!(out.prefilled_keys, 2000);
     assert_eq!(out.all.misses, 0);
@@ -189,19 +195,7 @@ fn open_loop_with_busy_polling_still_holds_its_rate() {
         eprintln!("memcached not installed: skipped");
         return;
     };
-    let mut s = spec(&server.address);
-    s.mix = Mix {
-        get: 1.0,
-        multiget: 0.0,
-        set: 0.0,
-        delete: 0.0,
-    };
-    s.prefill = true;
-    s.mode = Mode::Open {
-        rate: 2000.0,
-        arrivals: cachelab_load::Arrivals::Poisson,
-    };
-    s.stop = Stop::Duration(Duration::from_secs(2));
+    let mut s = open_loop_gets(&server.address);
     s.busy_poll = Duration::from_micros(200);
     let out = run(&s, &Progress::new()).unwrap();
     assert_eq!(out.all.misses, 0);
