@@ -53,6 +53,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/usl_fit.py
 	$(PY) benches/load_vs_memtier.py $(if $(MEMTIER),--memtier $(MEMTIER))
 	$(PY) benches/tiered.py
+	$(PY) benches/replay_accuracy.py
 	$(PY) benches/run_time.py
 
 bench-%: install ## one benchmark: bench-profile_overhead, bench-flat_sim, bench-request_sim, ...
