@@ -70,16 +70,19 @@ class PrivatePostgres:
         if init.returncode != 0:
             self._cleanup()
             raise RuntimeError(f"initdb failed: {init.stderr.decode(errors='replace')[-400:]}")
-        self._proc = subprocess.Popen(
-            [str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port),
-             "-k", str(self._dir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self._dir,
-            **self._as,  # type: ignore[call-overload]
-        )
+        # The server's log goes to a file, not a pipe nobody reads (a full pipe would stall it).
+        self._log = self._dir / "postgres.log"
+        with self._log.open("wb") as log:
+            self._proc = subprocess.Popen(
+                [str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port),
+                 "-k", str(self._dir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                stdout=subprocess.DEVNULL, stderr=log, cwd=self._dir,
+                **self._as,  # type: ignore[call-overload]
+            )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                err = self._log.read_bytes().decode(errors="replace")
                 self._cleanup()
                 raise RuntimeError(f"postgres exited at start: {err[-400:]}")
             if self._ready():
@@ -120,8 +123,6 @@ class PrivatePostgres:
         self._cleanup()
 
     def _cleanup(self) -> None:
-        if self._proc is not None and self._proc.stderr is not None:
-            self._proc.stderr.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
