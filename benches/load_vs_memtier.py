@@ -7,7 +7,8 @@ Both clients send 100-byte gets over the same prefilled key space (10,000 keys, 
 Scenarios (each client runs ``--seconds``):
 
 1. ``server-bound``: 1 thread, 8 connections, pipeline 16 — memcached's core is the bottleneck;
-   compare ops/s.
+   compare ops/s. cachelab also runs with ``--send-batch N`` (default 8): a connection refills
+   its pipeline only once N replies are in, so each write carries N requests.
 2. ``pipeline-1``: 1 thread, 4 connections, one request outstanding each; compare client CPU
    per op.
 3. ``open-loop``: each rate of ``--open-rates`` (default 2,000 and 20,000 requests/s) over 4
@@ -15,12 +16,19 @@ Scenarios (each client runs ``--seconds``):
    measures from the actual send; cachelab reports both). memtier may fall short of the rate,
    so cachelab also runs at the rate memtier reached.
 
+memtier's ops/s is its request count over ``--test-time``: the Ops/sec it reports divides by a
+duration it measures off by up to a second (seen: 4-6 s for a 5 s test), which made its
+throughput swing by +-20 % between identical runs in earlier records.
+
 Client CPU is the child process's user + system time from ``wait4`` (so cachelab's includes
 starting Python, prefilling its keys and deleting them); cachelab's engine threads alone are
 reported too, with the time they spent runnable but waiting for a CPU (run-queue wait, from
-schedstat). Server CPU per op is memcached's ``rusage_user + rusage_system`` over ``cmd_get``,
-from ``stats`` deltas: around the whole memtier run, and over cachelab's measured phase (the
-engine's own snapshots, so its prefill and clean-up are left out).
+schedstat), and so is the whole cachelab process's CPU over the sending phase alone ("while
+sending": every thread, Python's included, without start-up, prefill and clean-up — the
+like-for-like figure for memtier's whole process, whose start-up is negligible and which does
+no prefill of its own here). Server CPU per op is memcached's ``rusage_user + rusage_system``
+over ``cmd_get``, from ``stats`` deltas: around the whole memtier run, and over cachelab's
+measured phase (the engine's own snapshots, so its prefill and clean-up are left out).
 
 Each scenario runs ``--repeats`` times, the two clients back to back (their order alternating
 between repeats); the report gives the medians, the median of the per-repeat ratios (each pair
@@ -92,14 +100,17 @@ def memtier(path: str, address: str, seconds: int, conns: int, pipeline: int,
         s_cpu1, s_gets1 = server_cpu(address)
         t = json.loads(js.read_text())["ALL STATS"]["Totals"]
     ops = t["Count"]
-    return {"ops_s": t["Ops/sec"], "ops": ops, "cpu_s": cpu, "cpu_us_op": cpu * 1e6 / ops,
+    # memtier's own Ops/sec divides by its "Total duration", which is off by up to a second
+    # (1,001 ms for a 2 s --test-time; 4-6 s for 5 s): its count over the test time instead.
+    return {"ops_s": ops / seconds, "reported_ops_s": t["Ops/sec"], "ops": ops, "cpu_s": cpu,
+            "cpu_us_op": cpu * 1e6 / ops,
             "server_cpu_us_op": (s_cpu1 - s_cpu0) * 1e6 / max(1, s_gets1 - s_gets0),
             "hits_s": t["Hits/sec"], "p50_us": t["Percentile Latencies"]["p50.00"] * 1000,
             "p99_us": t["Percentile Latencies"]["p99.00"] * 1000, "wall_s": wall}
 
 
 def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | None,
-             busy_poll_us: int = 0) -> dict:
+             busy_poll_us: int = 0, send_batch: int = 1) -> dict:
     with tempfile.TemporaryDirectory() as d:
         argv = [sys.executable, "-m", "cachelab", "load", "--server", address, "--threads", "1",
                 "--connections", str(conns), "--pipeline", str(pipeline), "--mix", "get=1",
@@ -109,6 +120,8 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
             argv += ["--rate", str(rate), "--max-outstanding", "100"]
         if busy_poll_us:
             argv += ["--busy-poll", str(busy_poll_us)]
+        if send_batch > 1:
+            argv += ["--send-batch", str(send_batch)]
         wall, cpu, text = run_child(argv)
     r = json.loads(text)
     a = r["all"]
@@ -116,6 +129,7 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
     d = r["server"]["deltas"]
     return {"ops_s": a["throughput"], "ops": a["replies"], "cpu_s": cpu,
             "cpu_us_op": cpu * 1e6 / a["replies"], "engine_cpu_us_op": r["client"]["cpu_us_per_op"],
+            "process_cpu_us_op": r["client"]["process_cpu_us_per_op"],
             "wait_us_op": r["client"]["run_queue_wait_us_per_op"],
             "server_cpu_us_op": (d["rusage_user_s"] + d["rusage_system_s"]) * 1e6
             / max(1, d["cmd_get"]),
@@ -123,7 +137,8 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
             "p50_us": best["percentiles"]["50"] / 1000,
             "p50_uncorrected_us": a["uncorrected"]["percentiles"]["50"] / 1000,
             "p99_us": best["percentiles"]["99"] / 1000, "wall_s": wall,
-            "errors": sum(a["errors"].values())}
+            "errors": sum(a["errors"].values()),
+            "requests_per_write": r["client"].get("requests_per_write")}
 
 
 def wait_quiet(below: float | None, max_wait: float) -> float:
@@ -156,6 +171,9 @@ def main() -> int:
     ap.add_argument("--open-rates", default="2000,20000", metavar="R[,R...]",
                     help="open-loop target rates, requests/s over 4 connections "
                          "(default 2000,20000)")
+    ap.add_argument("--send-batch", type=int, default=8, metavar="N",
+                    help="closed-loop scenarios with a pipeline of at least N also run cachelab "
+                         "with --send-batch N (default 8; 0 or 1: not)")
     args = ap.parse_args()
     if not (Path(args.memtier).is_file() and os.access(args.memtier, os.X_OK)):
         print(f"skipped: memtier_benchmark not found at {args.memtier}")
@@ -174,12 +192,16 @@ def main() -> int:
     if args.scenario:
         scenarios = [s for s in scenarios if s[0].split()[0] in args.scenario]
     busy = f"cachelab --busy-poll {args.busy_poll}" if args.busy_poll else None
+    batch = f"cachelab --send-batch {args.send_batch}" if args.send_batch > 1 else None
 
-    def tools_of(rate: int | None) -> list[str]:
-        return ["memtier", "cachelab"] + ([busy] if busy and rate else [])
+    def tools_of(rate: int | None, pipeline: int) -> list[str]:
+        extra = [busy] if busy and rate else []
+        if batch and not rate and pipeline >= args.send_batch:
+            extra.append(batch)
+        return ["memtier", "cachelab", *extra]
 
-    runs: dict[str, dict[str, list[dict]]] = {n: {t: [] for t in tools_of(rate)}
-                                              for n, _, _, rate in scenarios}
+    runs: dict[str, dict[str, list[dict]]] = {n: {t: [] for t in tools_of(rate, pipeline)}
+                                              for n, _, pipeline, rate in scenarios}
     raw = []
     matched: dict[str, list[dict]] = {n: [] for n, *_ in scenarios}
     load_before = os.getloadavg()
@@ -191,7 +213,7 @@ def main() -> int:
         for rep in range(args.repeats):
             for name, conns, pipeline, rate in scenarios:
                 load = wait_quiet(args.quiet_below, args.max_wait)
-                order = tools_of(rate)[:: 1 if rep % 2 == 0 else -1]
+                order = tools_of(rate, pipeline)[:: 1 if rep % 2 == 0 else -1]
                 for tool in order:
                     for attempt in (1, 2):  # a shared checkout may be mid-rebuild: retry once
                         try:
@@ -200,7 +222,8 @@ def main() -> int:
                                             pipeline, rate // conns if rate else None)
                             else:
                                 r = cachelab(mc.address, args.seconds, conns, pipeline, rate,
-                                             args.busy_poll if tool == busy else 0)
+                                             args.busy_poll if tool == busy else 0,
+                                             args.send_batch if tool == batch else 1)
                             break
                         except (RuntimeError, ValueError, OSError) as e:
                             if attempt == 2:
@@ -235,6 +258,7 @@ def main() -> int:
         f"--seconds {args.seconds} --repeats {args.repeats}"
         + "".join(f" --scenario {n}" for n in args.scenario or [])
         + f" --open-rates {args.open_rates} --busy-poll {args.busy_poll}"
+        + f" --send-batch {args.send_batch}"
         + (f" --quiet-below {args.quiet_below}" if args.quiet_below is not None else "") + "`",
         f"- memcached {version}, `-t 1`, pinned to core 1; each client pinned to core 0",
         f"- memtier_benchmark: {mt_version}",
@@ -247,24 +271,25 @@ def main() -> int:
         f"{args.seconds} s per client per scenario; {args.repeats} repeats, medians below",
         "",
         "| scenario | conns | pipeline | rate | tool | ops/s | client CPU µs/op "
-        "| engine CPU µs/op | engine run-queue wait µs/op | server CPU µs/op "
-        "| p50 µs | p50 uncorrected µs | p99 µs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| while sending µs/op | engine CPU µs/op | engine run-queue wait µs/op "
+        "| server CPU µs/op | p50 µs | p50 uncorrected µs | p99 µs | requests/write |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, conns, pipeline, rate in scenarios:
         r = f"{rate}/s" if rate else "closed"
         m = runs[name]["memtier"]
         lines.append(f"| {name} | {conns} | {pipeline} | {r} | memtier | {med(m, 'ops_s'):.0f} | "
-                     f"{med(m, 'cpu_us_op'):.2f} | — | — | {med(m, 'server_cpu_us_op'):.2f} | "
-                     f"{med(m, 'p50_us'):.1f} | (same) | {med(m, 'p99_us'):.1f} |")
-        for tool in tools_of(rate)[1:]:
+                     f"{med(m, 'cpu_us_op'):.2f} | — | — | — | {med(m, 'server_cpu_us_op'):.2f} | "
+                     f"{med(m, 'p50_us'):.1f} | (same) | {med(m, 'p99_us'):.1f} | — |")
+        for tool in tools_of(rate, pipeline)[1:]:
             c = runs[name][tool]
             lines.append(
                 f"| {name} | {conns} | {pipeline} | {r} | {tool} | {med(c, 'ops_s'):.0f} | "
-                f"{med(c, 'cpu_us_op'):.2f} | {med(c, 'engine_cpu_us_op'):.2f} | "
+                f"{med(c, 'cpu_us_op'):.2f} | {med(c, 'process_cpu_us_op'):.2f} | "
+                f"{med(c, 'engine_cpu_us_op'):.2f} | "
                 f"{med(c, 'wait_us_op'):.2f} | {med(c, 'server_cpu_us_op'):.2f} | "
                 f"{med(c, 'p50_us'):.1f} | {med(c, 'p50_uncorrected_us'):.1f} | "
-                f"{med(c, 'p99_us'):.1f} |")
+                f"{med(c, 'p99_us'):.1f} | {med(c, 'requests_per_write'):.2f} |")
     lines += ["", "Ratios, cachelab / memtier: of the medians, and in brackets the median of the "
               "per-repeat ratios (each pair ran back to back):", ""]
 
@@ -273,12 +298,13 @@ def main() -> int:
         paired = statistics.median(x[key] / y[mkey] for x, y in zip(c, m))
         return f"{med(c, key) / med(m, mkey):.2f} ({paired:.2f})"
 
-    for name, _, _, rate in scenarios:
+    for name, _, pipeline, rate in scenarios:
         m = runs[name]["memtier"]
-        for tool in tools_of(rate)[1:]:
+        for tool in tools_of(rate, pipeline)[1:]:
             c = runs[name][tool]
             parts = [f"ops/s {ratio(c, m, 'ops_s')}",
-                     f"client CPU/op {ratio(c, m, 'cpu_us_op')}, engine threads only "
+                     f"client CPU/op {ratio(c, m, 'cpu_us_op')}, while sending "
+                     f"{ratio(c, m, 'process_cpu_us_op', 'cpu_us_op')}, engine threads only "
                      f"{ratio(c, m, 'engine_cpu_us_op', 'cpu_us_op')}",
                      f"server CPU/op {ratio(c, m, 'server_cpu_us_op')}"]
             if rate:

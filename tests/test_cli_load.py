@@ -36,6 +36,10 @@ RUN_TIMEOUT = 60
         (["--spec", "/nonexistent.toml"], "no such file"),
         (["--busy-poll", "2000"], "busy-poll must be a whole number of µs from 0 to 1000"),
         (["--busy-poll", "-1"], "busy-poll must be a whole number of µs from 0 to 1000"),
+        (["--send-batch", "0"], "send-batch must be a whole number >= 1"),
+        (["--pipeline", "4", "--send-batch", "5"],
+         "send-batch must be at most the pipeline depth (4), not 5"),
+        (["--rate", "100", "--send-batch", "2"], "send-batch is for the closed loop only"),
         (["--bogus"], "unrecognized arguments"),
     ],
 )
@@ -79,6 +83,24 @@ def test_table_output(tmp_path: Path, memcached: PrivateMemcached) -> None:
     result = json.loads((tmp_path / "o" / "load.json").read_text())
     assert result["spec"]["busy_poll_us"] == 300
     assert 0 < result["client"]["busy_caught"] <= result["client"]["busy_polls"]
+
+
+def test_send_batch_makes_every_write_carry_a_batch(
+    tmp_path: Path, memcached: PrivateMemcached
+) -> None:
+    p = cachelab("load", "--server", memcached.address, "--connections", "2", "--pipeline", "8",
+                 "--send-batch", "4", "--requests", "2000", "--warmup", "0", "--no-plots",
+                 "--out", tmp_path / "o", "--format", "table", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "requests per write (send batch 4)" in p.stdout
+    result = json.loads((tmp_path / "o" / "load.json").read_text())
+    assert result["spec"]["send_batch"] == 4
+    c, sent = result["client"], result["all"]["sent"]
+    assert sent == 2000 == result["all"]["replies"]
+    # 1,000 requests a connection, in writes of at least 4 (one more a connection, should
+    # the kernel take a write in two parts).
+    assert 0 < c["writes"] <= sent // 4 + 2
+    assert c["requests_per_write"] == pytest.approx(sent / c["writes"], abs=1e-3)
 
 
 def test_silent_server_exits_3_without_hanging(

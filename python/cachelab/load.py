@@ -81,6 +81,10 @@ class LoadSpec:
     #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
     #: measures, at the price of the CPU spent polling. See docs/load.md.
     busy_poll_us: int = 0
+    #: Closed loop: a connection sends new requests only once this many of its ``pipeline``
+    #: slots are free (1: after every reply), so each write carries that many requests.
+    #: Fewer, larger writes cost client and server less CPU per request. See docs/load.md.
+    send_batch: int = 1
 
     @classmethod
     def quick(cls, **overrides: Any) -> LoadSpec:
@@ -136,6 +140,13 @@ class LoadSpec:
         _int("multiget_keys", self.multiget_keys, 1)
         _int("key_space", self.key_space, 1)
         _int("ttl", self.ttl, 0)
+        _int("send_batch", self.send_batch, 1)
+        if self.send_batch > 1 and self.rate is not None:
+            raise UsageError("send-batch is for the closed loop only: an open loop sends each "
+                             "request at its scheduled time")
+        if self.send_batch > self.pipeline:
+            raise UsageError(f"send-batch must be at most the pipeline depth ({self.pipeline}), "
+                             f"not {self.send_batch}")
         bp = self.busy_poll_us
         if not isinstance(bp, int) or isinstance(bp, bool) or not 0 <= bp <= 1000:
             raise UsageError(f"busy-poll must be a whole number of µs from 0 to 1000, not {bp!r}")
@@ -188,6 +199,7 @@ class LoadSpec:
             "seed": int(seed),
             "server_pid": None,
             "busy_poll_us": self.busy_poll_us,
+            "send_batch": self.send_batch,
         }
 
 
@@ -530,6 +542,13 @@ def load(
             "cpu_user_s": round(raw["client_cpu_user_s"], 6),
             "cpu_system_s": round(raw["client_cpu_system_s"], 6),
             "cpu_us_per_op": round(cpu * 1e6 / replies, 4) if replies else None,
+            # The whole process over the same phase: client threads plus everything else it
+            # ran meanwhile (Python, the progress display), without start-up, prefill or
+            # clean-up.
+            "process_cpu_s": round(raw["process_cpu_s"], 6),
+            "process_cpu_us_per_op": (
+                round(raw["process_cpu_s"] * 1e6 / replies, 4) if replies else None
+            ),
             "run_queue_wait_s": round(raw["client_wait_s"], 6),
             "run_queue_wait_us_per_op": (
                 round(raw["client_wait_s"] * 1e6 / replies, 4) if replies else None
@@ -538,6 +557,11 @@ def load(
             "preempted": raw["client_preempted"],
             "busy_polls": raw["client_busy_polls"],
             "busy_caught": raw["client_busy_caught"],
+            "writes": raw["client_writes"],
+            "requests_per_write": (
+                round(everything["sent"] / raw["client_writes"], 3) if raw["client_writes"]
+                else None
+            ),
         },
         schedule=schedule,
         run={

@@ -1,7 +1,8 @@
 //! Drives the engine without Python, for profiling:
 //! `cargo run --release -p cachelab-load --example drive -- ADDRESS CONNS PIPELINE RATE|closed SECONDS`
 //! (gets of 100-byte values over 10,000 keys, prefilled when DRIVE_PREFILL is set (and then
-//! deleted at the end); one client thread; DRIVE_BUSY_POLL_US=N turns on busy polling).
+//! deleted at the end); one client thread; DRIVE_BUSY_POLL_US=N turns on busy polling,
+//! DRIVE_SEND_BATCH=N sends closed-loop requests in batches of N).
 
 use std::time::Duration;
 
@@ -59,6 +60,7 @@ fn main() {
         busy_poll: Duration::from_micros(
             std::env::var("DRIVE_BUSY_POLL_US").map_or(0, |v| v.parse().expect("µs")),
         ),
+        send_batch: std::env::var("DRIVE_SEND_BATCH").map_or(1, |v| v.parse().expect("batch")),
     };
     let out = run(&spec, &Progress::new()).expect("run");
     let t = &out.all;
@@ -68,7 +70,7 @@ fn main() {
         cachelab_metrics::percentiles(h, &[q])[0] as f64 / 1000.0
     };
     println!(
-        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op busy polls {} caught {}",
+        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op busy polls {} caught {} requests/write {:.2}",
         t.throughput(),
         replies,
         t.misses,
@@ -86,5 +88,6 @@ fn main() {
         out.client_sched.wait_s * 1e6 / replies.max(1) as f64,
         out.client_sched.busy_polls,
         out.client_sched.busy_caught,
+        t.sent as f64 / out.client_sched.writes.max(1) as f64,
     );
 }

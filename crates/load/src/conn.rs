@@ -69,6 +69,7 @@ fn thread_usage() -> ((f64, f64), ClientSched) {
                 preempted: u.involuntary_context_switches().max(0) as u64,
                 busy_polls: busy.polls,
                 busy_caught: busy.caught,
+                writes: 0,
             };
             ((s(u.user_time()), s(u.system_time())), sched)
         }
@@ -84,6 +85,7 @@ struct Ctx {
     written: RefCell<Option<Vec<u64>>>,
     backlog: Cell<u64>,
     skipped: Cell<u64>,
+    writes: Cell<u64>,
 }
 
 /// Runs `conns` (connection ids) on this thread until the run ends; returns the recorder.
@@ -122,6 +124,7 @@ pub(crate) fn run_thread(
         written: RefCell::new(track.then(|| vec![0u64; spec.key_space.div_ceil(64) as usize])),
         backlog: Cell::new(0),
         skipped: Cell::new(0),
+        writes: Cell::new(0),
     });
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
@@ -166,6 +169,7 @@ pub(crate) fn run_thread(
             preempted: sched1.preempted.saturating_sub(sched0.preempted),
             busy_polls: sched1.busy_polls - sched0.busy_polls,
             busy_caught: sched1.busy_caught - sched0.busy_caught,
+            writes: ctx.writes.get(),
         },
         backlog_at_end: ctx.backlog.get(),
         skipped: ctx.skipped.get(),
@@ -525,6 +529,8 @@ struct Conn {
     /// Requests this connection may still send (counted runs).
     quota: Option<u64>,
     depth: usize,
+    /// Closed loop: refill only once this many slots are free.
+    batch: usize,
     schedule: Option<Schedule>,
     /// This connection's place in the thread's [`Pacer`].
     slot: usize,
@@ -581,6 +587,7 @@ impl Conn {
             }
         };
         let pool_len = ctx.shared.pool.len();
+        let batch = spec.send_batch.max(1);
         Conn {
             ctx,
             pool_off: rng.random_range(0..pool_len.max(1)),
@@ -594,6 +601,7 @@ impl Conn {
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             quota,
             depth,
+            batch,
             schedule,
             slot,
         }
@@ -781,6 +789,13 @@ impl Conn {
     fn fill(&mut self, now: Instant) {
         let mut n = 0u64;
         if self.schedule.is_none() {
+            // A batch is never more than the requests left to send, so the last ones go out.
+            let batch = self
+                .batch
+                .min(self.quota.map_or(usize::MAX, |q| q as usize));
+            if self.depth - self.inflight.len() < batch && !self.inflight.is_empty() {
+                return;
+            }
             while self.inflight.len() < self.depth && self.quota != Some(0) {
                 self.push(now, now);
                 n += 1;
@@ -877,7 +892,10 @@ impl Conn {
     fn flush(&mut self, s: &Stream) -> Result<(), Fault> {
         while self.wpos < self.wbuf.len() {
             match s.try_write(&self.wbuf[self.wpos..]) {
-                Ok(n) => self.wpos += n,
+                Ok(n) => {
+                    self.wpos += n;
+                    self.ctx.writes.set(self.ctx.writes.get() + 1);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(io_fault(&e)),
             }

@@ -141,6 +141,11 @@ pub struct Spec {
     /// Busy polling: with replies outstanding, a client thread polls its sockets for up to
     /// this long before it sleeps (zero: never; see [`busy`]).
     pub busy_poll: Duration,
+    /// Closed loop: a connection sends new requests only once at least this many of its
+    /// `pipeline` slots are free (1: after every reply), so each write carries that many.
+    /// Fewer, larger writes cost client and server less per request; the requests
+    /// outstanding then vary between `pipeline - send_batch + 1` and `pipeline`.
+    pub send_batch: usize,
 }
 
 /// Why a run could not start: an invalid spec, or a server that could not be reached.
@@ -180,7 +185,20 @@ impl Spec {
                 "pipeline depth and max outstanding must be between 1 and {MAX_PIPELINE}"
             ));
         }
+        if !(1..=self.pipeline).contains(&self.send_batch) {
+            return bad(format!(
+                "send batch must be between 1 and the pipeline depth ({})",
+                self.pipeline
+            ));
+        }
         if let Mode::Open { rate, .. } = self.mode {
+            if self.send_batch > 1 {
+                return bad(
+                    "send batch is for the closed loop only: an open loop sends each request \
+                     at its scheduled time"
+                        .into(),
+                );
+            }
             if !(rate.is_finite() && rate > 0.0) {
                 return bad(format!("rate must be a positive number, got {rate}"));
             }
@@ -334,6 +352,8 @@ pub struct ClientSched {
     /// open-loop timer) ended before the budget ran out.
     pub busy_polls: u64,
     pub busy_caught: u64,
+    /// Writes that sent requests (requests sent / writes: the requests one write carried).
+    pub writes: u64,
 }
 
 /// A finished (or stopped) run.
@@ -351,6 +371,10 @@ pub struct Outcome {
     pub client_cpu_s: (f64, f64),
     /// How the client threads were scheduled while sending.
     pub client_sched: ClientSched,
+    /// CPU time of the whole process over the same phase (user, system), seconds: the
+    /// client threads plus whatever else the process ran meanwhile (an embedding
+    /// application's threads, a progress display), but not its start-up, prefill or clean-up.
+    pub process_cpu_s: (f64, f64),
     pub prefilled_keys: u64,
     pub prefill_s: f64,
     /// Keys the clean-up deleted (or found already gone).
@@ -396,6 +420,13 @@ impl Shared {
     }
 }
 
+/// This process's CPU time so far (user, system), seconds; zeros when it cannot be read.
+fn process_cpu() -> (f64, f64) {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+    getrusage(UsageWho::RUSAGE_SELF).map_or((0.0, 0.0), |u| (s(u.user_time()), s(u.system_time())))
+}
+
 /// Runs the workload. Blocks until it ends, is cancelled, or gives up.
 ///
 /// Fails only when the spec is invalid or the server cannot be reached at the start; after
@@ -437,7 +468,9 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         aborted: Mutex::new(None),
         pool,
     });
+    let process0 = process_cpu();
     let run = recorder::drive(&shared);
+    let process1 = process_cpu();
     server::snapshot_after(spec, &mut view);
 
     let written = if spec.prefill {
@@ -468,6 +501,7 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         schedule,
         client_cpu_s: run.cpu_s,
         client_sched: run.sched,
+        process_cpu_s: (process1.0 - process0.0, process1.1 - process0.1),
         prefilled_keys,
         prefill_s,
         deleted_keys,

@@ -492,6 +492,7 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         sched.preempted += r.sched.preempted;
         sched.busy_polls += r.sched.busy_polls;
         sched.busy_caught += r.sched.busy_caught;
+        sched.writes += r.sched.writes;
         written = written.merge(r.written);
         user += r.cpu_s.0;
         sys += r.cpu_s.1;

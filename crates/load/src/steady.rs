@@ -129,6 +129,7 @@ mod tests {
             seed: 1,
             server_pid: None,
             busy_poll: Duration::ZERO,
+            send_batch: 1,
         }
     }
 

@@ -88,6 +88,7 @@ fn spec(address: &str) -> Spec {
         seed: 42,
         server_pid: None,
         busy_poll: Duration::ZERO,
+        send_batch: 1,
     }
 }
 
@@ -101,7 +102,7 @@ fn hits_and_misses_match_the_servers_counters_and_keys_are_deleted() {
         eprintln!("memcached not installed: skipped");
         return;
     };
-    let out = counts_match_and_keys_are_deleted(&server, Duration::ZERO);
+    let out = counts_match_and_keys_are_deleted(&server, |_| {});
     assert_eq!(
         out.client_sched.busy_polls, 0,
         "busy polling is off by default"
@@ -114,7 +115,8 @@ fn busy_polling_polls_and_keeps_every_count_exact() {
         eprintln!("memcached not installed: skipped");
         return;
     };
-    let out = counts_match_and_keys_are_deleted(&server, Duration::from_micros(300));
+    let out =
+        counts_match_and_keys_are_deleted(&server, |s| s.busy_poll = Duration::from_micros(300));
     let sched = out.client_sched;
     assert!(sched.busy_polls > 0, "{sched:?}");
     // memcached answers on loopback well within 300 µs most of the time.
@@ -122,13 +124,65 @@ fn busy_polling_polls_and_keeps_every_count_exact() {
     assert!(sched.busy_caught <= sched.busy_polls, "{sched:?}");
 }
 
-/// Runs the mixed closed-loop spec with `busy_poll` and checks the counts against the server.
+#[test]
+fn send_batch_writes_whole_batches_and_keeps_every_count_exact() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    // 20,000 requests over 6 connections: 3,333 or 3,334 each, which leaves last batches
+    // of 5 and 6 (fewer than a batch: they must still go out).
+    let out = counts_match_and_keys_are_deleted(&server, |s| {
+        s.connections = 6;
+        s.pipeline = 16;
+        s.send_batch = 8;
+    });
+    let writes = out.client_sched.writes;
+    // Every write but each connection's last carries at least 8 requests (a write the
+    // kernel takes in two parts would count twice; the slack allows one per connection).
+    assert!(writes > 0);
+    assert!(
+        writes <= out.all.sent / 8 + 2 * 6,
+        "{writes} writes for {} requests",
+        out.all.sent
+    );
+}
+
+#[test]
+fn send_batch_outside_one_to_the_pipeline_or_in_open_loop_is_refused() {
+    let msg = |tweak: &dyn Fn(&mut Spec)| {
+        let mut s = spec("127.0.0.1:1");
+        tweak(&mut s);
+        match s.validate() {
+            Err(cachelab_load::SpecError::Invalid(m)) => m,
+            other => panic!("{other:?}"),
+        }
+    };
+    for bad in [0, 5] {
+        let m = msg(&|s: &mut Spec| s.send_batch = bad); // the pipeline is 4
+        assert!(m.contains("between 1 and the pipeline depth (4)"), "{m}");
+    }
+    let m = msg(&|s: &mut Spec| {
+        s.send_batch = 2;
+        s.mode = Mode::Open {
+            rate: 100.0,
+            arrivals: cachelab_load::Arrivals::Poisson,
+        };
+    });
+    assert!(m.contains("closed loop only"), "{m}");
+    let mut ok = spec("127.0.0.1:1");
+    ok.send_batch = 4;
+    assert!(ok.validate().is_ok());
+}
+
+/// Runs the mixed closed-loop spec, changed by `tweak`, and checks the counts against the
+/// server.
 fn counts_match_and_keys_are_deleted(
     server: &Server,
-    busy_poll: Duration,
+    tweak: impl FnOnce(&mut Spec),
 ) -> cachelab_load::Outcome {
     let mut s = spec(&server.address);
-    s.busy_poll = busy_poll;
+    tweak(&mut s);
     let out = run(&s, &Progress::new()).unwrap();
     assert!(out.aborted.is_none(), "{:?}", out.aborted);
     assert_eq!(out.all.error_count(), 0, "{:?}", out.all.errors);

@@ -164,6 +164,7 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
         seed: item(d, "seed")?,
         server_pid: pid,
         busy_poll: Duration::from_micros(item(d, "busy_poll_us")?),
+        send_batch: item(d, "send_batch")?,
     })
 }
 
@@ -298,6 +299,8 @@ fn outcome_dict<'py>(py: Python<'py>, o: &Outcome, open: bool) -> PyResult<Bound
     out.set_item("client_preempted", o.client_sched.preempted)?;
     out.set_item("client_busy_polls", o.client_sched.busy_polls)?;
     out.set_item("client_busy_caught", o.client_sched.busy_caught)?;
+    out.set_item("client_writes", o.client_sched.writes)?;
+    out.set_item("process_cpu_s", o.process_cpu_s.0 + o.process_cpu_s.1)?;
     out.set_item("prefilled_keys", o.prefilled_keys)?;
     out.set_item("prefill_s", o.prefill_s)?;
     out.set_item("deleted_keys", o.deleted_keys)?;

@@ -31,7 +31,7 @@ Examples:
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-           "busy_poll_us")
+           "busy_poll_us", "send_batch")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -78,6 +78,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with replies outstanding, poll the sockets for up to US µs before "
                    "sleeping (0-1000; default 0): a thread woken from sleep adds its wake-up to "
                    "the latency it measures, polling spends CPU instead")
+    w.add_argument("--send-batch", type=int, metavar="N",
+                   help="closed loop: send new requests only once N of a connection's pipeline "
+                   "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
+                   "larger writes cost client and server less CPU per request")
     p.add_argument("--quick", action="store_true", help="a small run of the same shape")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plot")
     common.add_output_options(p, "load")
@@ -234,10 +238,16 @@ def render(r: lib.LoadResult) -> str:
         )
     c = r.client
     if c.get("cpu_us_per_op") is not None:
-        lines.append(f"client CPU: {c['cpu_us_per_op']:.2f} µs per reply")
+        whole = c.get("process_cpu_us_per_op")
+        lines.append(f"client CPU: {c['cpu_us_per_op']:.2f} µs per reply in the load threads"
+                     + (f", {whole:.2f} in the whole process" if whole is not None else ""))
     if c.get("run_queue_wait_us_per_op") is not None:
         lines.append(f"client threads waited for a CPU: {c['run_queue_wait_us_per_op']:.2f} µs "
                      f"per reply (slept {c['sleeps']}, preempted {c['preempted']} times)")
+    if c.get("requests_per_write"):
+        lines.append(f"writes: {c['writes']}, {c['requests_per_write']:.2f} requests per write"
+                     + (f" (send batch {r.spec['send_batch']})"
+                        if r.spec.get("send_batch", 1) > 1 else ""))
     if c.get("busy_polls"):
         lines.append(f"busy polling: {c['busy_polls']} polls before sleeping, "
                      f"{c['busy_caught']} ended by a reply or the timer")
