@@ -91,6 +91,8 @@ def test_spec_from_toml(tmp_path: Path) -> None:
     spec = lib.LoadSpec.from_toml(f)
     assert (spec.connections, spec.rate, spec.key_dist) == (8, 5000, "zipf:0.99")
     assert spec.mix == {"get": 80, "multiget": 10, "set": 10}
+    f.write_text("pipeline = 16\nsend-batch = 8\n")
+    assert lib.LoadSpec.from_toml(f).to_core("127.0.0.1:1", "x")["send_batch"] == 8
 
 
 @pytest.mark.parametrize(
@@ -100,6 +102,8 @@ def test_spec_from_toml(tmp_path: Path) -> None:
         ("connections = \n", r"w\.toml: not valid TOML.*line 1"),
         ('key_dist = "pareto"\n', r"w\.toml: key distribution"),
         ("connections = 0\n", r"w\.toml: connections must be"),
+        ("pipeline = 4\nsend-batch = 8\n",
+         r"w\.toml: send-batch must be at most the pipeline depth \(4\), not 8"),
     ],
 )
 def test_bad_toml_names_the_file(tmp_path: Path, text: str, match: str) -> None:
