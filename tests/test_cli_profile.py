@@ -19,6 +19,7 @@ import pytest
 
 from cachelab import _core
 from cachelab.cli import run as cli_run
+from cachelab.errors import ServerUnreachable
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab, one_error_line
 from fakes import FakeServer
@@ -441,9 +442,14 @@ def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Pat
                     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                     port = int(argv[argv.index(b"-p") + 1])
             if port is not None:
-                with _core.Client(f"127.0.0.1:{port}") as c:
-                    if int(c.stats()["cmd_get"]) >= 200:
-                        break
+                try:
+                    with _core.Client(f"127.0.0.1:{port}") as c:
+                        if int(c.stats()["cmd_get"]) >= 200:
+                            break
+                except ServerUnreachable:
+                    # The process exists before it listens (or a port clash made the run start
+                    # another one): look again.
+                    pid = port = None
             time.sleep(0.05)
 
         proc.send_signal(signal.SIGINT)
