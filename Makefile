@@ -23,7 +23,7 @@ install: system-deps $(PY) ## install cachelab and its test tools into .venv (re
 	$(PY) -m pip install -q -e '.[test]'
 
 build: $(PY) ## rebuild the Rust extension into .venv after a change (release)
-	$(VENV)/bin/maturin develop --release -q
+	$(PY) -m pip install -q --no-deps -e .
 
 demo: install ## the main job on the embedded default: the quick study, ending in report.html
 	$(VENV)/bin/cachelab run --quick --format table --out cachelab-out/demo
