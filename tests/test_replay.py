@@ -86,7 +86,10 @@ def test_each_term_is_measured_counted_and_reported(result, trace) -> None:
         # Round trips = single gets + one multi-get per prefetch that sent keys.
         assert per["round_trips"] >= per["get"]
         assert mean["total"] == pytest.approx(sum(v for k, v in mean.items() if k != "total"))
-        assert mean["get"] == pytest.approx(unit["get"] * per["get"] / 1000, rel=1e-6)
+        # A request's first get costs get_first, each further one get: the mean lies between.
+        lo, hi = sorted((unit["get_first"], unit["get"]))
+        assert lo * per["get"] / 1000 * (1 - 1e-9) <= mean["get"] <= hi * per["get"] / 1000 * (
+            1 + 1e-9)
         assert s["think_us"]["calls"] > 0
         for k, m in s["memcached_ms"].items():
             assert m["calls_shuffled"] >= 0
@@ -153,6 +156,11 @@ def test_library_terms_add_up() -> None:
     assert sum(v[0] for v in got.values()) == pytest.approx(
         1000 + 300 + 4000 + 30_000 + 5000 + 50 + 2800 + 9000)
     assert sum(v[1] for v in got.values()) == pytest.approx(1000)
+    # Measured apart, a request's first L1 hit and first get cost more than the next ones.
+    counts["l1_hit"], counts["get"] = np.asarray([3, 1]), np.asarray([2, 0])
+    got = lib._library_ns({**terms, "l1_first": 7000.0, "get_first": 50_000.0}, counts)
+    assert list(got["l1_hit"]) == [7000 + 2 * 2000, 7000]
+    assert list(got["get"]) == [50_000 + 30_000, 0]
 
 
 def test_profile_via_tier(memcached: PrivateMemcached) -> None:

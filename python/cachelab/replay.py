@@ -545,101 +545,215 @@ def _timed(cache: TieredCache, kc: Any, touches: list[int], children: list[list[
             cache.l1_stats.hits - h0 - root_hit, kp)
 
 
-def calibrate(driver: _Driver, reps: int, rng: np.random.Generator) -> dict[str, float]:
+class _Calibrator:
     """The library's unit costs (ns) for ``driver``'s kind of L1, from crafted requests run
-    through the same request function replay times, in this process, on the same connection:
+    through the same request function replay times, in this process, on the same connection.
+    :meth:`step` runs the next one; :meth:`terms` turns what the steps measured into:
 
     * ``request``: a request with no touches;
     * ``scope``: the slope of ``[x] * n`` over n, x already in the scope after its first touch;
-    * ``l1_hit``: a request of one touch answered by L1, less ``request`` (strategies with L1);
-    * ``get``: requests of 8 distinct items not in L1, less their time inside memcached, less
-      ``request`` (and the L1 hits among them, if any), per get;
+    * ``l1_first``, ``l1_hit`` (strategies with L1): a request's first touch answered by L1
+      (a request of one, less ``request``), and each further one (the slope from one to 8
+      distinct items in L1);
+    * ``get_first``, ``get``: the same for single-key gets of items not in L1, less their time
+      inside memcached — a request of 1 and of 8;
     * prefetch strategies: ``prefetch`` (per call), ``prefetch_walk`` (per node walked),
       ``prefetch_key`` (per key sent) and ``prefetch_call`` (once when any key is sent), a
       least-squares fit over real topics of the catalog with their subtrees in L1 and not.
 
-    Medians of ``reps`` requests each; the GC is off, as in the timed replay."""
-    trace, children, depth = driver.trace, driver.children, driver.plan.depth
-    n_items = trace.n_items
-    pinned = set(driver.fixed or ())
-    topics = [i for i in range(n_items) if children[i]]
-    cal_topics: list[int] = []
-    extra: list[int] = []
-    if depth and topics:
-        cal_topics = [int(t) for t in rng.choice(topics, size=min(len(topics), 64),
-                                                 replace=False)]
-        if driver.fixed is not None:  # half of the subtrees pinned, half not
-            for t in cal_topics[::2]:
-                seen, frontier = {t}, [t]
-                for _ in range(depth):
-                    frontier = [c for p in frontier for c in children[p] if c not in seen
-                                and not seen.add(c)]
-                extra += sorted(seen)
-    cache, kc = driver.new_cache(extra)
-    l1 = cache.l1
-    skip = pinned | set(extra)
-    cold = [i for i in rng.permutation(n_items).tolist() if i not in skip]
-    out: dict[str, float] = {}
+    The kinds take turns, so steps spread over a replay (one or two after each of the
+    strategy's requests) measure each kind under the conditions the application's requests
+    run in: caches shared with other strategies and with the profile's samples, a thread
+    just back from a blocking read. There, the first touch of a kind in a request costs
+    several times the next ones (its code and data are out of the CPU's caches), hence the
+    separate first and further costs. Back to back (:func:`calibrate`), the same requests run
+    in warm caches and measured about half of the library's time per request."""
+
+    #: Crafted requests for an ``l1_hit`` / ``scope`` pair: ``[x]`` and ``[x] * (N + 1)``.
+    SCOPE_N = 32
+    #: Distinct items per ``get`` request.
+    GET_BATCH = 8
+
+    def __init__(self, driver: _Driver, rng: np.random.Generator) -> None:
+        self.driver = driver
+        trace, children, depth = driver.trace, driver.children, driver.plan.depth
+        n_items = trace.n_items
+        pinned = set(driver.fixed or ())
+        topics = [i for i in range(n_items) if children[i]]
+        self.topics: list[int] = []
+        extra: list[int] = []
+        if depth and topics:
+            self.topics = [int(t) for t in rng.choice(topics, size=min(len(topics), 64),
+                                                      replace=False)]
+            if driver.fixed is not None:  # half of the subtrees pinned, half not
+                for t in self.topics[::2]:
+                    seen, frontier = {t}, [t]
+                    for _ in range(depth):
+                        frontier = [c for p in frontier for c in children[p] if c not in seen
+                                    and not seen.add(c)]
+                    extra += sorted(seen)
+        self.cache, self.kc = driver.new_cache(extra)
+        # Prefetch requests get a cache of their own: an LRU's is made anew for each first
+        # pass over the topics (a cold L1; the second pass finds the subtrees in it).
+        self.pcache, self.pkc = self.cache, self.kc
+        skip = pinned | set(extra)
+        self.cold = [i for i in rng.permutation(n_items).tolist() if i not in skip]
+        # x: in L1 when there is one (a pinned item, or an LRU's most recent), else fetched.
+        self.x = driver.fixed[0] if driver.fixed else self.cold[0]
+        self.hot = list(driver.fixed or [])
+        self.kinds = (["request", "one", "many", "get1", "get"]
+                      + (["l1"] if driver.lru or self.hot else [])
+                      + (["prefetch"] if self.topics else []))
+        self.passes = 2 if driver.lru else 1
+        self.turn = self.pos = self.ptopic = 0
+        self.rng = rng
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets what the steps so far measured."""
+        self.raw: dict[str, list[Any]] = {k: [] for k in self.kinds}
+
+    @property
+    def per_round(self) -> int:
+        """Steps per round of every kind."""
+        return len(self.kinds)
+
+    def step(self) -> None:
+        """Runs and times the next crafted request."""
+        kind = self.kinds[self.turn % len(self.kinds)]
+        self.turn += 1
+        cache, kc, children, depth = self.cache, self.kc, self.driver.children, 0
+        touches: list[int]
+        if kind == "request":
+            touches = []
+        elif kind in ("one", "many"):
+            if cache.l1 is not None and self.driver.lru:
+                cache.get(kc, self.x)
+            touches = [self.x] * (1 if kind == "one" else self.SCOPE_N + 1)
+        elif kind in ("get1", "get"):
+            m = 1 if kind == "get1" else self.GET_BATCH
+            touches = [self.cold[(self.pos + j) % len(self.cold)] for j in range(m)]
+            self.pos += m
+        elif kind == "l1":
+            if self.hot:
+                picks = self.rng.choice(len(self.hot), size=min(self.GET_BATCH, len(self.hot)),
+                                        replace=False)
+                touches = [self.hot[int(i)] for i in picks]
+            else:  # an LRU: the most recent items, in L1 after the gets before
+                touches = [self.cold[(self.pos - 1 - j) % len(self.cold)]
+                           for j in range(self.GET_BATCH)]
+                for t in touches:
+                    cache.get(kc, t)
+        else:
+            k = self.ptopic % (len(self.topics) * self.passes)
+            self.ptopic += 1
+            if self.driver.lru and k == 0:
+                self.pcache, self.pkc = self.driver.new_cache()
+            cache, kc, depth = self.pcache, self.pkc, self.driver.plan.depth
+            touches = [self.topics[k % len(self.topics)]]
+        w, mc, calls, hits, kp = _timed(cache, kc, touches, children, depth)
+        if kind in ("get1", "get", "l1"):
+            self.raw[kind].append((w - mc, calls, hits))
+        elif kind == "prefetch":
+            self.raw[kind].append((w - mc, _walked(children, touches[0], depth), kp))
+        else:
+            self.raw[kind].append(w - mc)
+
+    def terms(self) -> dict[str, float]:
+        """Unit costs (ns) from the steps since :meth:`reset` (medians; a least-squares fit
+        for prefetch)."""
+        raw, out = self.raw, {}
+
+        def med(xs: list[float]) -> float:
+            return float(np.median(xs)) if xs else 0.0
+
+        out["request"] = med(raw["request"])
+        one, many = med(raw["one"]), med(raw["many"])
+        out["scope"] = max(0.0, (many - one) / self.SCOPE_N)
+        d = self.driver
+        has_l1 = self.cache.l1 is not None and (d.lru or d.fixed)
+        out["l1_first"] = max(0.0, one - out["request"]) if has_l1 else 0.0
+        out["l1_hit"] = 0.0
+        if has_l1 and raw.get("l1"):
+            # Requests of k touches all answered by L1 (a pinned set smaller than k: fewer).
+            k = max(hits for _, _, hits in raw["l1"])
+            many_l1 = med([w for w, calls, hits in raw["l1"] if hits == k and not calls])
+            out["l1_hit"] = max(0.0, (many_l1 - one) / (k - 1)) if k > 1 else 0.0
+
+        def lib(rows: list[tuple[int, int, int]]) -> float:
+            """Median ns of gets' requests, less the L1 hits among them at their costs."""
+            return med([w - (hits > 0) * out["l1_first"] - max(0, hits - 1) * out["l1_hit"]
+                        for w, calls, hits in rows if calls])
+
+        first = lib([r for r in raw["get1"] if r[1] == 1])
+        out["get_first"] = max(0.0, first - out["request"])
+        batch = [r for r in raw["get"] if r[1] > 1]
+        calls = int(np.median([c for _, c, _ in batch])) if batch else 0
+        out["get"] = max(0.0, (lib([r for r in batch if r[1] == calls]) - first)
+                         / (calls - 1)) if calls > 1 else 0.0
+        if "prefetch" in raw:
+            rows = [[1.0, walked, kp, 1.0 if kp else 0.0] for _, walked, kp in raw["prefetch"]]
+            ys = [w - out["request"] - out["scope"] for w, _, _ in raw["prefetch"]]
+            coef = np.zeros(4)
+            if rows:
+                coef, *_ = np.linalg.lstsq(np.asarray(rows, dtype=float),
+                                           np.asarray(ys, dtype=float), rcond=None)
+            out.update(prefetch=float(coef[0]), prefetch_walk=float(coef[1]),
+                       prefetch_key=float(coef[2]), prefetch_call=float(coef[3]))
+        return out
+
+    def aside(self, steps: int) -> None:
+        """Runs ``steps`` steps in the middle of a replay without their time counting as the
+        application's: the strategy's next read measures its think time as if they had not
+        run."""
+        tier = self.driver.tier
+        shared = tier._shared
+        last, cpu, recording = shared["last"], shared["cpu"], tier.recording
+        tier.recording = False
+        t0, c0 = _clock(), _cpu()
+        try:
+            for _ in range(steps):
+                self.step()
+        finally:
+            tier.recording = recording
+            if last:
+                shared["last"] = last + (_clock() - t0)
+                shared["cpu"] = cpu + (_cpu() - c0)
+            else:
+                shared["last"] = 0
+
+
+def calibrate(driver: _Driver, reps: int, rng: np.random.Generator) -> dict[str, float]:
+    """The library's unit costs (ns), from ``reps`` crafted requests of each kind run back to
+    back (see :class:`_Calibrator`; the GC is off, as in the timed replay)."""
+    cal = _Calibrator(driver, rng)
     gc.collect()
     gc.disable()
     try:
-        out["request"] = float(np.median([_timed(cache, kc, [], children, 0)[0]
-                                          for _ in range(reps)]))
-        # x: in L1 when there is one (a pinned item, or an LRU's most recent), else fetched.
-        x = (driver.fixed[0] if driver.fixed else cold[0])
-        one, many, n = [], [], 32
-        for _ in range(reps):
-            if l1 is not None and driver.lru:
-                cache.get(kc, x)
-            w, mc, _, _, _ = _timed(cache, kc, [x], children, 0)
-            one.append(w - mc)
-            w, mc, _, _, _ = _timed(cache, kc, [x] * (n + 1), children, 0)
-            many.append(w - mc)
-        out["scope"] = max(0.0, (float(np.median(many)) - float(np.median(one))) / n)
-        if l1 is not None and (driver.lru or driver.fixed):
-            out["l1_hit"] = max(0.0, float(np.median(one)) - out["request"])
-        else:
-            out["l1_hit"] = 0.0
-        per_get = []
-        m, pos = 8, 0
-        for _ in range(reps):
-            batch = [cold[(pos + j) % len(cold)] for j in range(m)]
-            pos += m
-            w, mc, calls, hits, _ = _timed(cache, kc, batch, children, 0)
-            if calls:
-                per_get.append((w - mc - out["request"] - hits * out["l1_hit"]) / calls)
-        out["get"] = float(np.median(per_get)) if per_get else 0.0
-        if cal_topics:
-            rows, ys = [], []
-            passes = 2 if driver.lru else 1  # an LRU's second pass finds the subtree in L1
-            for _ in range(max(1, reps // (len(cal_topics) * passes))):
-                for p in range(passes):
-                    if driver.lru and p == 0:
-                        cache, kc = driver.new_cache()  # a cold L1 again
-                    for t in cal_topics:
-                        w, mc, _, _, kp = _timed(cache, kc, [t], children, depth)
-                        walked = _walked(children, t, depth)
-                        rows.append([1.0, walked, kp, 1.0 if kp else 0.0])
-                        ys.append(w - mc - out["request"] - out["scope"])
-            a = np.asarray(rows, dtype=float)
-            coef, *_ = np.linalg.lstsq(a, np.asarray(ys, dtype=float), rcond=None)
-            out.update(prefetch=float(coef[0]), prefetch_walk=float(coef[1]),
-                       prefetch_key=float(coef[2]), prefetch_call=float(coef[3]))
+        for _ in range(reps * cal.per_round):
+            cal.step()
     finally:
         gc.enable()
-    return out
+    return cal.terms()
 
 
 def _library_ns(terms: dict[str, float], counts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per request, each term's predicted ns: unit cost x how often the request pays it."""
     n = len(counts["scope"])
+
+    def first_and_more(k: np.ndarray, first: str, more: str) -> np.ndarray:
+        """A request's first touch of a kind costs ``first`` (``more`` when not measured
+        apart: a saved result of an earlier version), each further one ``more``."""
+        return ((k > 0) * terms.get(first, terms[more])
+                + np.maximum(k - 1, 0) * terms[more])
+
     pf = counts["prefetch"].astype(float)
     keys = counts["prefetch_keys"].astype(float)
     return {
         "request": np.full(n, terms["request"]),
         "scope": counts["scope"] * terms["scope"],
-        "l1_hit": counts["l1_hit"] * terms["l1_hit"],
-        "get": counts["get"] * terms["get"],
+        "l1_hit": first_and_more(counts["l1_hit"], "l1_first", "l1_hit"),
+        "get": first_and_more(counts["get"], "get_first", "get"),
         "prefetch": (pf * terms.get("prefetch", 0.0)
                      + counts["walked"] * terms.get("prefetch_walk", 0.0)
                      + keys * terms.get("prefetch_key", 0.0)
@@ -762,18 +876,24 @@ def replay(
             samplers[d.strategy].warm(spec.profile_warmup)
         started_profiles = time.time()
         interleaved = spec.profile_mode == "interleaved"
+        calibrators = ({d.strategy: _Calibrator(d, rng) for d in drivers} if interleaved
+                       else {})
         progress = on_progress or (lambda done, total: None)
         replayed = 0
         progress(0, n_eval)
         for k, chunk in enumerate(chunks):
             say(f"slice {k + 1}/{len(chunks)}: {len(chunk):,} requests under every strategy "
-                "in turn" + (", each followed by a few samples of its profile; then "
-                             "calibration" if interleaved else "; then each strategy's "
-                             "profile slice and calibration"))
+                "in turn" + (", each followed by a few samples of its profile and "
+                             "calibration requests" if interleaved else "; then each "
+                             "strategy's profile slice and calibration"))
             for d in drivers:
                 d.tier.forget()
                 d.tier.recording = True
                 samplers[d.strategy].new_segment()
+            # Interleaved: each request is followed by its strategy's profile samples due and
+            # its share of the slice's calibration requests.
+            steps = {c: -(-spec.calibration_reps * cal.per_round // max(1, len(chunk)))
+                     for c, cal in calibrators.items()}
             gc.collect()
             gc.disable()
             try:
@@ -783,6 +903,7 @@ def replay(
                         added[d.strategy][r], in_mc[d.strategy][r] = d.run(r)
                         if interleaved:
                             samplers[d.strategy].after_request()
+                            calibrators[d.strategy].aside(steps[d.strategy])
                     if j % 200 == 199:
                         progress(replayed + j + 1, n_eval)
             finally:
@@ -797,7 +918,11 @@ def replay(
                     samplers[d.strategy].new_segment()
                     samplers[d.strategy].after_request(len(chunk))
             for d in drivers:
-                cals[d.strategy].append(calibrate(d, spec.calibration_reps, rng))
+                if interleaved:
+                    cals[d.strategy].append(calibrators[d.strategy].terms())
+                    calibrators[d.strategy].reset()
+                else:
+                    cals[d.strategy].append(calibrate(d, spec.calibration_reps, rng))
             replayed += len(chunk)
             progress(replayed, n_eval)
         say("simulating")
@@ -1030,6 +1155,10 @@ def _term_cell(t: dict[str, Any], name: str) -> str:
             return f"{mm['prefetch']:.3f}"
         return (f"{mm['prefetch']:.3f} ({u['prefetch']:.1f}+{u['prefetch_walk']:.2f}/node"
                 f"+{u['prefetch_key']:.2f}/key+{u['prefetch_call']:.1f})")
+    first = {"l1_hit": "l1_first", "get": "get_first"}.get(name)
+    if first in u:
+        return (f"{mm[name]:.3f} ({u[first]:.2f} first+{u[name]:.2f}/more;"
+                f" {c.get(name, 1.0):.1f}/req)")
     return f"{mm[name]:.3f} ({u[name]:.2f}x{c.get(name, 1.0):.1f})"
 
 
