@@ -163,6 +163,40 @@ def test_library_terms_add_up() -> None:
     assert list(got["get"]) == [50_000 + 30_000, 0]
 
 
+def test_calibration_between_requests_is_kept_out_of_think_time(
+        memcached: PrivateMemcached, trace) -> None:
+    """Interleaved calibration requests run between an application's reads; the next read's
+    think time must be the application's own pause, not the calibration's."""
+    import time
+
+    children = [trace.children(i).tolist() for i in range(trace.n_items)]
+    touches = [trace.touches(r).tolist() for r in range(len(trace))]
+    clock = {"last": 0, "cpu": 0}
+    d = lib._Driver(trace, memcached.address, "cachelab:test-calibration", "none", [], children,
+                    touches, 1.0, clock)
+    cal = lib._Calibrator(d, np.random.default_rng(0))
+    cache, kc = next(iter(d.caches.values()))
+    try:
+        d.tier.recording = True
+        cache.get(kc, 0)  # an application read: the think-time clock starts at its end
+        pause = 50_000_000
+        time.sleep(pause / 1e9)
+        n = len(d.tier.gaps)
+        cal.aside(2 * cal.per_round)
+        assert len(d.tier.gaps) == n  # the calibration's own reads are not the application's
+        assert all(len(v) == 2 for v in cal.raw.values())  # every kind ran, twice
+        cache.get(kc, 1)
+        assert len(d.tier.gaps) == n + 1
+        # The pause is think time; the calibration's time (its reads included) is not.
+        gap = d.tier.gaps[-1]
+        assert pause <= gap < pause + 20_000_000, gap
+    finally:
+        d.tier.close()
+        with _core.Client(memcached.address) as c:
+            for i in range(trace.n_items):
+                c.delete(f"cachelab:test-calibration:item:{i}")
+
+
 def test_profile_via_tier(memcached: PrivateMemcached) -> None:
     before = _items(memcached.address)
     p = profiles.profile_via_tier(memcached.address, sizes=(10, 5000), key_counts=(1, 4),

@@ -107,8 +107,9 @@ class ReplaySpec:
     profile_mode: str = "interleaved"
     timeout: float = 1.0
     #: The evaluation is cut into this many slices; within each, every request runs under
-    #: every strategy in turn, then each strategy's profile slice and calibration are measured
-    #: — so the model and every strategy sample the same stretch of a machine whose load drifts.
+    #: every strategy in turn (in ``interleaved`` mode each followed by its strategy's profile
+    #: samples and calibration requests; in ``slices`` mode those come after the slice) — so
+    #: the model and every strategy sample the same stretch of a machine whose load drifts.
     slices: int = 4
     #: Within a request, the simulator's draws follow the profile's rank sequence (the order
     #: its samples came in: consecutive calls' latencies are correlated, as the application's

@@ -20,7 +20,9 @@ simulate's memcached time, with a model measured for each strategy during the ru
 tiered cache's own memcached read on its connection (after think time drawn from the CPU time
 between its reads; a request's calls take consecutive samples of it, in the order they were
 taken, so slow stretches stay together), plus the library's per-touch costs (request, scope
-hit, L1 hit, get, prefetch) measured by calibration requests in the same process. Printed:
+hit, L1 hit, get, prefetch) measured by calibration requests in the same process (in the
+default interleaved mode, one or two after each request, so they run in the same conditions;
+a request's first L1 hit and first get are costed apart from the next ones). Printed:
 measured vs predicted p50/p90/p99 of the added time (ms and as a share of the base latency)
 with the error and the measured percentile's 95 % bootstrap interval, the part inside
 memcached calls and the library's part, each cost term per strategy, and checks that hit
@@ -59,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "its requests (default), or a slice's worth after each slice")
     p.add_argument("--slices", type=int, default=4, metavar="N",
                    help="the evaluation is cut into N slices, each followed by the profile "
-                   "samples due (in slices mode) and a calibration of the library's costs "
+                   "samples due and the calibration of the library's costs (in slices mode) "
                    "(default 4)")
     p.add_argument("--timeout", type=float, default=1.0, metavar="S",
                    help="memcached request deadline in seconds (default 1)")
