@@ -675,11 +675,13 @@ class _Calibrator:
         has_l1 = self.cache.l1 is not None and (d.lru or d.fixed)
         out["l1_first"] = max(0.0, one - out["request"]) if has_l1 else 0.0
         out["l1_hit"] = 0.0
-        if has_l1 and raw.get("l1"):
-            # Requests of k touches all answered by L1 (a pinned set smaller than k: fewer).
-            k = max(hits for _, _, hits in raw["l1"])
-            many_l1 = med([w for w, calls, hits in raw["l1"] if hits == k and not calls])
-            out["l1_hit"] = max(0.0, (many_l1 - one) / (k - 1)) if k > 1 else 0.0
+        if has_l1:
+            # Requests of k touches all answered by L1 (a pinned set smaller than k: fewer; an
+            # L1 too small to hold k items: none, and then each hit costs as the first).
+            k = max((hits for _, calls, hits in raw.get("l1", []) if not calls), default=0)
+            rows = [w for w, calls, hits in raw.get("l1", []) if hits == k and not calls]
+            out["l1_hit"] = (max(0.0, (med(rows) - one) / (k - 1)) if k > 1
+                             else out["l1_first"])
 
         def lib(rows: list[tuple[int, int, int]]) -> float:
             """Median ns of gets' requests, less the L1 hits among them at their costs."""
