@@ -108,6 +108,9 @@ class RequestTrace:
     def n_touches(self) -> int: ...
     @property
     def n_instances(self) -> int: ...
+    def descendants(self, items: list[int], depth: int) -> list[list[int]]:
+        """For each item, the descendants a prefetch to ``depth`` fetches (the simulator's
+        walk: breadth first, each once)."""
 
 class LatencyModel:
     """Quantile tables (µs at probabilities i/(n-1)) by value size and by multi-get key count."""
@@ -129,8 +132,32 @@ def simulate_requests(
 def request_costs(
     trace: RequestTrace, model: LatencyModel, strategy: str, train: float = 0.5, seed: int = 0,
     draw: int = 0,
-) -> dict[str, list[float]]: ...
+) -> dict[str, list[Any]]:
+    """Per evaluated request: its predicted memcached time and the simulator's counts
+    (touches, lookups, l1_hits, prefetch_hits, gets, multigets, multiget_keys, bytes,
+    prefetch_walked, prefetch_topic_hit)."""
 def parse_strategy(spec: str) -> str: ...
+
+class Strategy:
+    """A strategy parsed by the simulator's own parser; ``str()`` is its canonical spec.
+    Raises UsageError for a spec the simulator refuses."""
+
+    def __init__(self, spec: str) -> None: ...
+    @property
+    def l1(self) -> str: ...  # "none", "lru", "fixed" or "fixed+lru"
+    @property
+    def lru_items(self) -> int | None: ...
+    @property
+    def lru_bytes(self) -> int | None: ...
+    @property
+    def fixed_items(self) -> int | None: ...
+    @property
+    def fixed_bytes(self) -> int | None: ...
+    @property
+    def prefetch_depth(self) -> int: ...
+
+def fixed_set(trace: RequestTrace, strategy: str, train: float = 0.5) -> list[int] | None:
+    """The fixed set the simulator trains for ``strategy`` (in ranking order), or None."""
 
 # -- load (crates/py/src/load.rs) -----------------------------------------------------------
 

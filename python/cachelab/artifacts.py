@@ -1,21 +1,31 @@
-"""Reading and writing the JSON artifacts every verb produces (see docs/artifacts.md).
+"""Reading, writing and finding the JSON artifacts every verb produces (see docs/artifacts.md).
 
 Writes are atomic — a temporary file beside the target, then a rename — so a reader never
 sees half a result. Reads accept the file or a directory holding the verb's default file, and
 turn every problem into one :class:`~cachelab.errors.InputError` naming the file (and the
-line, for JSON syntax errors).
+line, for JSON syntax errors). :func:`find_artifacts` finds the results in directories: every
+``*.json`` whose ``schema`` is one of cachelab's, read once and kept with its path
+(:class:`Artifact`); ``report`` and ``compare`` start from it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from cachelab.errors import InputError
 
-__all__ = ["check_schema", "read_json", "write_json"]
+__all__ = ["KINDS", "Artifact", "check_schema", "created_now", "find_artifacts", "read_artifact",
+           "read_json", "write_json"]
+
+
+def created_now() -> str:
+    """The ``created`` of every artifact made now: UTC to the second, ``2026-11-25T12:00:00Z``."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def write_json(path: str | Path, doc: Mapping[str, Any], *, allow_nan: bool = True) -> Path:
@@ -51,3 +61,109 @@ def check_schema(d: Mapping[str, Any], schema: str, version: int, what: str, whe
             f"{where}: not a cachelab {what} version {version} "
             f"(schema {d.get('schema')!r}, version {d.get('schema_version')!r})"
         )
+
+
+# -- finding results ------------------------------------------------------------------------
+
+#: Schema name -> (kind, the schema version this cachelab reads). The kind names a report
+#: section and a comparison.
+KINDS: dict[str, tuple[str, int]] = {
+    "cachelab.run": ("run", 1),
+    "cachelab.latency-profile": ("profile", 1),
+    "cachelab.load": ("load", 1),
+    "cachelab.scale": ("scale", 1),
+    "cachelab.usl": ("usl", 1),
+    "cachelab.simulation": ("simulation", 1),
+    "cachelab.tiers": ("tiers", 1),
+    "cachelab.replay": ("replay", 2),
+    "cachelab.compare": ("compare", 1),
+}
+#: Older schema versions the report still reads (their sections use no field that changed).
+_ALSO_READS: dict[str, tuple[int, ...]] = {"cachelab.replay": (1,)}
+
+#: Directories never searched (virtual environments, VCS data, caches).
+_SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".pytest_cache", "target"}
+#: Files larger than this are not opened while searching (traces, not results).
+_MAX_BYTES = 200 * 2**20
+
+
+@dataclass
+class Artifact:
+    """One result file: where it is, which kind, and its parsed JSON."""
+
+    path: Path
+    schema: str
+    kind: str
+    data: dict[str, Any]
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+
+def read_artifact(path: Path) -> Artifact:
+    """The artifact in ``path``; InputError when it is not one this cachelab reads."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        line = getattr(e, "lineno", 1)
+        raise InputError(f"{path}:{line}: not valid JSON: {getattr(e, 'msg', e)}") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema not in KINDS:
+        raise InputError(f"{path}: not a cachelab result (schema {schema!r})")
+    kind, version = KINDS[schema]
+    if data.get("schema_version") != version and \
+            data.get("schema_version") not in _ALSO_READS.get(schema, ()):
+        raise InputError(f"{path}: {schema} version {data.get('schema_version')!r} is not "
+                         f"supported (this cachelab reads version {version})")
+    return Artifact(path=path, schema=schema, kind=kind, data=data)
+
+
+def _candidates(root: Path) -> Iterable[Path]:
+    if root.is_file():
+        yield root
+        return
+    for path in sorted(root.rglob("*.json")):
+        if any(part in _SKIP_DIRS for part in path.relative_to(root).parts[:-1]):
+            continue
+        yield path
+
+
+def find_artifacts(
+    paths: Iterable[str | Path], skipped: list[str] | None = None
+) -> list[Artifact]:
+    """Every cachelab result under ``paths`` (files or directories, searched recursively), in
+    path order. A file named directly must be a result; JSON files met while searching that
+    are not cachelab results are skipped, and those that look like one but cannot be read
+    (another schema version, bad JSON) are named in ``skipped``. A path that does not exist
+    is an InputError."""
+    found: list[Artifact] = []
+    seen: set[Path] = set()
+    for p in paths:
+        root = Path(p)
+        if not root.exists():
+            raise InputError(f"{root}: no such file or directory")
+        for path in _candidates(root):
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            if root.is_file():
+                found.append(read_artifact(path))
+                continue
+            try:
+                if path.stat().st_size > _MAX_BYTES:
+                    continue
+                head = path.read_bytes()[:4096]
+            except OSError:
+                continue
+            if b'"schema"' not in head or b'"cachelab.' not in head:
+                continue
+            try:
+                found.append(read_artifact(path))
+            except InputError as e:
+                if skipped is not None:
+                    skipped.append(str(e))
+    return found

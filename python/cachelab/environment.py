@@ -9,6 +9,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from cachelab._core import __version__
+
 
 def _cpu_model() -> str:
     try:
@@ -49,8 +51,6 @@ def commit() -> str:
 
 
 def version() -> str:
-    from cachelab import __version__
-
     return __version__
 
 

@@ -32,13 +32,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO
 
 from cachelab.errors import MemcachedNotInstalled, ServerUnreachable, UsageError
 
-__all__ = ["LOOPBACK", "PrivateMemcached", "find_memcached", "stop_all"]
+__all__ = ["LOOPBACK", "PrivateMemcached", "ServerOptions", "Target", "find_memcached", "serve",
+           "stop_all"]
 
 LOOPBACK = "127.0.0.1"
 """The only address private servers listen on."""
@@ -50,6 +52,58 @@ _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the serv
 _POLL_FIRST, _POLL_MAX = 0.002, 0.1  # seconds between start-up probes, doubling
 _STDERR_TAIL = 5  # lines of memcached's stderr quoted in errors
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """The private memcached a verb starts when it is given no server (the CLI's
+    ``--server-threads``, ``--server-memory`` and ``--server-args``). A verb may raise the
+    memory to what its data needs; see :func:`serve`."""
+
+    memory_mb: int = 64
+    threads: int = 4
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.memory_mb < 1 or self.threads < 1:
+            raise UsageError("--server-threads and --server-memory must be at least 1")
+
+
+@dataclass
+class Target:
+    """The server a verb talks to: its address, its pid when it is ours (so its scheduler
+    statistics can be read), and the facts recorded with the result."""
+
+    address: str
+    pid: int | None = None
+    facts: dict[str, object] = field(default_factory=lambda: {"private": False})
+    #: The private server itself (None for a server we were given).
+    private: PrivateMemcached | None = None
+
+
+@contextlib.contextmanager
+def serve(
+    server: str | None,
+    options: ServerOptions | None = None,
+    *,
+    memory_mb: int = 0,
+    threads: int | None = None,
+    item_size_max: str | None = None,
+) -> Iterator[Target]:
+    """The one place a verb gets its server: ``server`` itself (``host:port`` or
+    ``unix:/path``), or, when it is None, a private memcached started from ``options`` with
+    at least ``memory_mb`` of memory (and ``threads``, ``item_size_max`` when the verb sets
+    them), stopped when the block ends — also on an error or Ctrl-C."""
+    if server is not None:
+        yield Target(address=server)
+        return
+    opts = options or ServerOptions()
+    mc = PrivateMemcached(memory_mb=max(opts.memory_mb, memory_mb),
+                          threads=opts.threads if threads is None else threads,
+                          item_size_max=item_size_max, extra_args=opts.extra_args)
+    with mc:
+        yield Target(address=mc.address, pid=mc.pid, facts={"private": True, "argv": mc.argv},
+                     private=mc)
 
 
 def find_memcached(binary: str | None = None) -> str:

@@ -19,17 +19,16 @@ import math
 import os
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
 from pathlib import Path
 
-from cachelab.units import MISSING, format_duration_ns, pick_unit
+from cachelab.units import MISSING, format_duration_ns, pct_key, pick_unit
 
 __all__ = [
     "DEFAULT_ROWS",
     "MAX_ROW",
     "PERCENTILES",
-    "pct_key",
     "percentile_table",
+    "table_text",
     "text_table",
     "write_csv",
 ]
@@ -42,17 +41,6 @@ MAX_ROW = "max"
 
 _GAP = "  "  # between columns
 _CAPTION_WIDTH = 72  # wrap captions at this width, or at the table's width if wider
-
-
-def pct_key(p: float) -> str:
-    """The canonical text of percentile ``p``: ``5.0`` -> ``"5"``, ``99.9`` -> ``"99.9"``.
-
-    It is the shortest decimal that reads back as ``p``, never in exponent form, and is used as
-    a row name and as the key of percentile mappings throughout cachelab.
-    """
-    if not 0.0 <= p <= 100.0:  # also rejects NaN
-        raise ValueError(f"a percentile must be between 0 and 100, not {p!r}")
-    return format(Decimal(repr(float(p))).normalize(), "f")
 
 
 #: The rows of a table unless told otherwise: ``"5", "25", ..., "99.9", "max"``.
@@ -140,6 +128,12 @@ def write_csv(
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
+
+
+def table_text(header: Sequence[object], rows: Iterable[Sequence[object]], *,
+               left: int = 1) -> str:
+    """:func:`text_table` as one string."""
+    return "\n".join(text_table(header, rows, left=left))
 
 
 def text_table(

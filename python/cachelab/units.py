@@ -8,6 +8,10 @@ Sizes use SI prefixes for K, M and G (``1K`` = 1000) and IEC prefixes for Ki, Mi
     >>> format_size(1000), format_size(1024), format_size(1536)
     ('1KB', '1KiB', '1536B')
 
+All of cachelab's formatting of numbers lives here too: :func:`pct_key` (the text of a
+percentile, the key of every percentile mapping), :func:`us`, :func:`dur`, :func:`pct`,
+:func:`num` and :func:`times` for tables and reports.
+
 Durations are measured in nanoseconds and shown in one unit per table, chosen by
 :func:`pick_unit`.  :func:`format_duration_ns` prints the bare number with a fixed number of
 decimals per unit, so a column lines up and the unit is named once, in the title:
@@ -28,19 +32,27 @@ import math
 import re
 import statistics
 from collections.abc import Iterable
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 from cachelab.errors import UsageError
 
 __all__ = [
     "MISSING",
+    "dur",
     "format_duration_ns",
     "format_size",
+    "human_bytes",
     "ns_per_unit",
+    "num",
     "parse_int_list",
     "parse_size",
     "parse_size_list",
+    "pct",
+    "pct_key",
     "pick_unit",
+    "share",
+    "times",
+    "us",
 ]
 
 #: What a table shows for a value that was not measured (or is not a finite number).
@@ -98,7 +110,9 @@ def parse_size(text: str, *, allow_zero: bool = False) -> int:
     if match is None:
         raise UsageError(f"invalid size {text!r}: {_SIZE_HELP}")
     number, prefix = match.group(1), (match.group(2) or "").lower()
-    value = Decimal(number) * _PREFIXES[prefix]
+    with localcontext() as exact:  # enough digits that the product is never rounded
+        exact.prec = len(number) + 12
+        value = Decimal(number) * _PREFIXES[prefix]
     if value != value.to_integral_value():
         raise UsageError(
             f"invalid size {text!r}: {value.normalize():f} is not a whole number of bytes"
@@ -218,3 +232,78 @@ def _duration_unit(unit: str) -> tuple[float, int]:
         raise ValueError(
             f"unknown duration unit {unit!r}; expected one of {', '.join(_DURATION_UNITS)}"
         ) from None
+
+
+# -- formatting for tables and reports ---------------------------------------------------
+
+
+def dur(ns: float | None) -> str:
+    """A duration in ns, in the unit that keeps 3 significant digits readable."""
+    if ns is None or (isinstance(ns, float) and not math.isfinite(ns)):
+        return "—"
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    """A fraction as a percentage."""
+    if x is None or not math.isfinite(float(x)):
+        return "—"
+    v = 100 * float(x)
+    if v != 0 and abs(v) < 0.1:
+        return f"{v:.2f} %"
+    return f"{v:.{digits}f} %"
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    if x is None or not math.isfinite(float(x)):
+        return "—"
+    return f"{float(x):,.{digits}g}" if abs(float(x)) < 1000 else f"{float(x):,.0f}"
+
+
+def times(a: float, b: float) -> str:
+    """``a / b`` as "4.2×"."""
+    if not b:
+        return "—"
+    r = a / b
+    return f"{r:.2g}×" if r < 10 else f"{r:.0f}×"
+
+
+def pct_key(p: float) -> str:
+    """The canonical text of percentile ``p``: ``5.0`` -> ``"5"``, ``99.9`` -> ``"99.9"``.
+
+    It is the shortest decimal that reads back as ``p``, never in exponent form, and is used as
+    a row name and as the key of percentile mappings throughout cachelab.
+    """
+    if not 0.0 <= p <= 100.0:  # also rejects NaN
+        raise ValueError(f"a percentile must be between 0 and 100, not {p!r}")
+    return format(Decimal(repr(float(p))).normalize(), "f")
+
+
+def us(ns: float | None) -> str:
+    """A duration in ns as µs with one decimal, for tables whose header names the unit."""
+    return "—" if ns is None else f"{ns / 1000:.1f}"
+
+
+def share(x: float | None) -> str:
+    """A fraction as a compact percentage whose digits follow its size: ``1345%``, ``63.4%``,
+    ``6.09%``."""
+    if x is None:
+        return "\u2014"
+    if x >= 10:
+        return f"{100 * x:.0f}%"
+    if x >= 0.1:
+        return f"{100 * x:.1f}%"
+    return f"{100 * x:.2f}%"
+
+
+def human_bytes(n: int) -> str:
+    """Bytes with an SI prefix and three significant digits: ``66.6 MB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"

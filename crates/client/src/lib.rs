@@ -230,12 +230,7 @@ impl Connection {
         flags: u32,
         exptime: u32,
     ) -> Result<bool, Error> {
-        let store = Store {
-            key: key.clone(),
-            flags,
-            exptime,
-            data,
-        };
+        let store = store(key, data, flags, exptime);
         self.stored("set", &Command::Set(store)).await
     }
 
@@ -247,12 +242,7 @@ impl Connection {
         flags: u32,
         exptime: u32,
     ) -> Result<bool, Error> {
-        let store = Store {
-            key: key.clone(),
-            flags,
-            exptime,
-            data,
-        };
+        let store = store(key, data, flags, exptime);
         self.stored("add", &Command::Add(store)).await
     }
 
@@ -290,31 +280,21 @@ impl Connection {
 
     /// `incr`: the new value, or `None` when the key does not exist.
     pub async fn incr(&mut self, key: &Key, delta: u64) -> Result<Option<u64>, Error> {
-        match self
-            .checked(&Command::Incr {
-                key: key.clone(),
-                delta,
-            })
-            .await?
-        {
-            Response::Number(n) => Ok(Some(n)),
-            Response::NotFound => Ok(None),
-            r => Err(Error::unexpected("incr", &r)),
-        }
+        let key = key.clone();
+        self.arithmetic("incr", Command::Incr { key, delta }).await
     }
 
     /// `decr`: the new value, or `None` when the key does not exist.
     pub async fn decr(&mut self, key: &Key, delta: u64) -> Result<Option<u64>, Error> {
-        match self
-            .checked(&Command::Decr {
-                key: key.clone(),
-                delta,
-            })
-            .await?
-        {
+        let key = key.clone();
+        self.arithmetic("decr", Command::Decr { key, delta }).await
+    }
+
+    async fn arithmetic(&mut self, name: &'static str, cmd: Command) -> Result<Option<u64>, Error> {
+        match self.checked(&cmd).await? {
             Response::Number(n) => Ok(Some(n)),
             Response::NotFound => Ok(None),
-            r => Err(Error::unexpected("decr", &r)),
+            r => Err(Error::unexpected(name, &r)),
         }
     }
 
@@ -404,5 +384,15 @@ impl MetaReply {
             .split(|&b| b == b' ')
             .find(|t| t.first() == Some(&letter))
             .map(|t| &t[1..])
+    }
+}
+
+/// The payload of a storage command.
+fn store(key: &Key, data: Bytes, flags: u32, exptime: u32) -> Store {
+    Store {
+        key: key.clone(),
+        flags,
+        exptime,
+        data,
     }
 }

@@ -1,114 +1,34 @@
-//! Per-interval recording: each worker thread fills the current interval's counters and
-//! histograms, hands finished intervals to the collector (the calling thread), which merges
-//! the threads' parts, encodes the histograms and keeps one small [`Interval`] per interval.
+//! Per-interval recording: each worker thread's [`Recorder`] fills the current interval's
+//! counters and histograms and hands finished intervals over a channel to the [`Collector`]
+//! (the calling thread), which merges the threads' parts, reports progress, and at the end
+//! keeps one small [`Interval`] per interval.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cachelab_client::ErrorKind;
 use cachelab_metrics::Latency;
 
-use crate::setup::Written;
-use crate::{conn, histogram, Shared};
-
-/// The operations, in the order of every per-op array.
-pub const OPS: [&str; 4] = ["get", "multiget", "set", "delete"];
-pub(crate) const GET: usize = 0;
-pub(crate) const MULTIGET: usize = 1;
-pub(crate) const SET: usize = 2;
-
-/// What went wrong, counted by kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Fault {
-    ConnectRefused,
-    ConnectFailed,
-    ConnectTimeout,
-    /// No reply within the request timeout; the connection is dropped and reopened.
-    Timeout,
-    /// The server closed the connection.
-    Closed,
-    /// Connection reset or broken pipe.
-    Reset,
-    Io,
-    /// Bytes that are not a valid reply.
-    Protocol,
-    /// `SERVER_ERROR` (e.g. out of memory); the connection stays.
-    ServerError,
-    ClientError,
-    UnknownCommand,
-}
-
-pub(crate) const FAULTS: usize = 11;
-
-impl Fault {
-    pub const ALL: [Fault; FAULTS] = [
-        Fault::ConnectRefused,
-        Fault::ConnectFailed,
-        Fault::ConnectTimeout,
-        Fault::Timeout,
-        Fault::Closed,
-        Fault::Reset,
-        Fault::Io,
-        Fault::Protocol,
-        Fault::ServerError,
-        Fault::ClientError,
-        Fault::UnknownCommand,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fault::ConnectRefused => "connect_refused",
-            Fault::ConnectFailed => "connect_failed",
-            Fault::ConnectTimeout => "connect_timeout",
-            Fault::Timeout => "timeout",
-            Fault::Closed => "closed",
-            Fault::Reset => "reset",
-            Fault::Io => "io",
-            Fault::Protocol => "protocol",
-            Fault::ServerError => "server_error",
-            Fault::ClientError => "client_error",
-            Fault::UnknownCommand => "unknown_command",
-        }
-    }
-
-    pub(crate) fn from_kind(k: ErrorKind) -> Fault {
-        match k {
-            ErrorKind::ConnectRefused => Fault::ConnectRefused,
-            ErrorKind::ConnectTimeout => Fault::ConnectTimeout,
-            ErrorKind::ConnectFailed => Fault::ConnectFailed,
-            ErrorKind::Timeout => Fault::Timeout,
-            ErrorKind::Closed => Fault::Closed,
-            ErrorKind::Reset => Fault::Reset,
-            ErrorKind::Protocol => Fault::Protocol,
-            ErrorKind::ServerError => Fault::ServerError,
-            ErrorKind::ClientError => Fault::ClientError,
-            ErrorKind::UnknownCommand => Fault::UnknownCommand,
-            _ => Fault::Io,
-        }
-    }
-
-    fn index(self) -> usize {
-        Fault::ALL.iter().position(|&f| f == self).expect("listed")
-    }
-}
+use crate::fault::{self, Fault, FAULTS};
+use crate::series::{Interval, GET, MULTIGET};
+use crate::shared::Shared;
+use crate::spec::{Mode, Stop};
 
 /// Counters of one interval (or of a total).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Counts {
+struct Counts {
     /// Replies received, by operation.
-    pub ops: [u64; 4],
+    ops: [u64; 4],
     /// Keys found by get and multi-get.
-    pub hits: u64,
+    hits: u64,
     /// Keys asked for by get and multi-get and not found.
-    pub misses: u64,
-    pub errors: [u64; FAULTS],
+    misses: u64,
+    errors: [u64; FAULTS],
     /// Requests in flight on a connection that failed: sent, never answered.
-    pub lost: u64,
+    lost: u64,
     /// Requests written.
-    pub sent: u64,
+    sent: u64,
 }
 
 impl Counts {
@@ -128,17 +48,17 @@ impl Counts {
 
 /// One interval's raw data from one thread (or merged).
 pub(crate) struct Raw {
-    pub counts: Counts,
-    pub corrected: Latency,
-    pub uncorrected: Latency,
+    counts: Counts,
+    corrected: Latency,
+    uncorrected: Latency,
 }
 
 impl Raw {
     fn new() -> Raw {
         Raw {
             counts: Counts::default(),
-            corrected: histogram(),
-            uncorrected: histogram(),
+            corrected: cachelab_metrics::latency(),
+            uncorrected: cachelab_metrics::latency(),
         }
     }
 
@@ -149,9 +69,17 @@ impl Raw {
     }
 }
 
-enum Msg {
+/// What a worker thread's recorder tells the collector.
+pub(crate) enum Msg {
+    /// Thread, interval index, that thread's part of the interval.
     Interval(usize, u64, Box<Raw>),
-    Done(usize, conn::ThreadReport),
+    /// The thread has sent its last interval.
+    Done(usize),
+}
+
+/// The channel from the worker threads' recorders to the collector.
+pub(crate) fn channel() -> (mpsc::Sender<Msg>, mpsc::Receiver<Msg>) {
+    mpsc::channel()
 }
 
 /// A worker thread's recorder, shared by its connection tasks.
@@ -167,7 +95,7 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    fn new(thread: usize, shared: &Shared, tx: mpsc::Sender<Msg>) -> Recorder {
+    pub fn new(thread: usize, shared: &Shared, tx: mpsc::Sender<Msg>) -> Recorder {
         let interval = shared.spec.interval;
         Recorder {
             thread,
@@ -177,7 +105,7 @@ impl Recorder {
             boundary: shared.t0 + interval,
             cur: Box::new(Raw::new()),
             tx,
-            open: matches!(shared.spec.mode, crate::Mode::Open { .. }),
+            open: matches!(shared.spec.mode, Mode::Open { .. }),
         }
     }
 
@@ -198,9 +126,12 @@ impl Recorder {
         self.boundary = self.t0 + self.interval * (self.index as u32 + 1);
     }
 
-    fn finish(&mut self) {
-        let full = std::mem::replace(&mut self.cur, Box::new(Raw::new()));
-        let _ = self.tx.send(Msg::Interval(self.thread, self.index, full));
+    /// Hands the last (partial) interval over and tells the collector this thread is done.
+    pub fn finish(self) {
+        let _ = self
+            .tx
+            .send(Msg::Interval(self.thread, self.index, self.cur));
+        let _ = self.tx.send(Msg::Done(self.thread));
     }
 
     #[inline]
@@ -232,201 +163,59 @@ impl Recorder {
     }
 }
 
-/// One interval of the time series.
-#[derive(Debug, Clone)]
-pub struct Interval {
-    pub index: u64,
-    /// Seconds from the start of the run.
-    pub start_s: f64,
-    pub duration_s: f64,
-    /// Inside the configured warm-up.
-    pub warmup: bool,
-    pub ops: [u64; 4],
-    pub hits: u64,
-    pub misses: u64,
-    pub errors: BTreeMap<&'static str, u64>,
-    pub lost: u64,
-    pub sent: u64,
-    /// Latency from the intended send time (open loop only; empty in closed loop).
-    pub corrected: Latency,
-    /// Latency from the actual send.
-    pub uncorrected: Latency,
+/// The calling thread's side: merges the threads' parts of each interval, and publishes the
+/// latest final interval's rate, p99 and the errors so far in the run's progress.
+pub(crate) struct Collector {
+    pending: BTreeMap<u64, Raw>,
+    /// The next interval index each thread may still send (`u64::MAX` once it is done).
+    reported: Vec<u64>,
+    /// Intervals every thread has moved past.
+    done: Vec<(u64, Raw)>,
+    next_final: u64,
+    errors_so_far: u64,
 }
 
-impl Interval {
-    pub fn replies(&self) -> u64 {
-        self.ops.iter().sum()
-    }
-
-    pub fn error_count(&self) -> u64 {
-        self.errors.values().sum()
-    }
-
-    /// Replies per second.
-    pub fn throughput(&self) -> f64 {
-        if self.duration_s > 0.0 {
-            self.replies() as f64 / self.duration_s
-        } else {
-            0.0
-        }
-    }
-
-    /// The histogram that counts queueing: corrected in open loop, otherwise uncorrected.
-    pub fn latency(&self) -> &Latency {
-        if self.corrected.is_empty() {
-            &self.uncorrected
-        } else {
-            &self.corrected
-        }
-    }
-}
-
-fn errors_map(e: &[u64; FAULTS]) -> BTreeMap<&'static str, u64> {
-    Fault::ALL
-        .iter()
-        .zip(e)
-        .filter(|(_, &n)| n > 0)
-        .map(|(f, &n)| (f.as_str(), n))
-        .collect()
-}
-
-/// Sums over a range of intervals.
-#[derive(Debug, Clone)]
-pub struct Totals {
-    pub first_index: u64,
-    pub intervals: usize,
-    pub duration_s: f64,
-    pub ops: [u64; 4],
-    pub hits: u64,
-    pub misses: u64,
-    pub errors: BTreeMap<&'static str, u64>,
-    pub lost: u64,
-    pub sent: u64,
-    pub corrected: Latency,
-    pub uncorrected: Latency,
-}
-
-impl Totals {
-    /// Totals of the intervals from position `from` on.
-    pub fn over(intervals: &[Interval], from: usize) -> Totals {
-        let mut t = Totals {
-            first_index: intervals.get(from).map_or(0, |i| i.index),
-            intervals: 0,
-            duration_s: 0.0,
-            ops: [0; 4],
-            hits: 0,
-            misses: 0,
-            errors: BTreeMap::new(),
-            lost: 0,
-            sent: 0,
-            corrected: histogram(),
-            uncorrected: histogram(),
+impl Collector {
+    /// Receives from the recorders of `threads` threads until every one of them is gone.
+    pub fn collect(rx: mpsc::Receiver<Msg>, threads: usize, shared: &Shared) -> Collector {
+        let mut c = Collector {
+            pending: BTreeMap::new(),
+            reported: vec![0; threads],
+            done: Vec::new(),
+            next_final: 0,
+            errors_so_far: 0,
         };
-        for i in intervals.iter().skip(from) {
-            t.intervals += 1;
-            t.duration_s += i.duration_s;
-            for k in 0..4 {
-                t.ops[k] += i.ops[k];
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(Msg::Interval(t, idx, raw)) => {
+                    c.pending.entry(idx).or_insert_with(Raw::new).add(&raw);
+                    c.reported[t] = c.reported[t].max(idx + 1);
+                }
+                Ok(Msg::Done(t)) => c.reported[t] = u64::MAX,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            t.hits += i.hits;
-            t.misses += i.misses;
-            for (k, n) in &i.errors {
-                *t.errors.entry(k).or_default() += n;
+            if matches!(shared.spec.stop, Stop::Duration(_)) {
+                let elapsed = Instant::now().saturating_duration_since(shared.t0);
+                shared
+                    .progress
+                    .done
+                    .store(elapsed.as_millis() as u64, Ordering::Relaxed);
             }
-            t.lost += i.lost;
-            t.sent += i.sent;
-            t.corrected.add(&i.corrected).expect("same bounds");
-            t.uncorrected.add(&i.uncorrected).expect("same bounds");
+            c.finalise(shared);
         }
-        t
+        c
     }
 
-    pub fn replies(&self) -> u64 {
-        self.ops.iter().sum()
-    }
-
-    pub fn throughput(&self) -> f64 {
-        if self.duration_s > 0.0 {
-            self.replies() as f64 / self.duration_s
-        } else {
-            0.0
-        }
-    }
-
-    pub fn error_count(&self) -> u64 {
-        self.errors.values().sum()
-    }
-}
-
-/// What the sending phase produced.
-pub(crate) struct RunData {
-    pub intervals: Vec<Interval>,
-    pub written: Written,
-    pub cpu_s: (f64, f64),
-    pub sched: crate::ClientSched,
-    pub backlog_at_end: u64,
-    pub skipped: u64,
-    pub elapsed: Duration,
-}
-
-/// Starts the worker threads, collects their intervals, and waits for them.
-pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
-    let spec = &shared.spec;
-    let threads = spec.threads;
-    let (tx, rx) = mpsc::channel::<Msg>();
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let conns: Vec<usize> = (t..spec.connections).step_by(threads).collect();
-        let shared = Arc::clone(shared);
-        let tx = tx.clone();
-        let h = std::thread::Builder::new()
-            .name(format!("cachelab-load-{t}"))
-            .spawn(move || {
-                let rec = Recorder::new(t, &shared, tx.clone());
-                let (report, mut rec) = conn::run_thread(&shared, &conns, rec);
-                rec.finish();
-                let _ = tx.send(Msg::Done(t, report));
-            })
-            .expect("spawn a load thread");
-        handles.push(h);
-    }
-    drop(tx);
-
-    let mut pending: BTreeMap<u64, Raw> = BTreeMap::new();
-    let mut reported = vec![0u64; threads]; // next interval index each thread may still send
-    let mut finished: Vec<Option<conn::ThreadReport>> = (0..threads).map(|_| None).collect();
-    let mut out: Vec<(u64, Raw)> = Vec::new();
-    let mut next_final = 0u64;
-    let mut errors_so_far = 0u64;
-    let progress = &shared.progress;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(Msg::Interval(t, idx, raw)) => {
-                pending.entry(idx).or_insert_with(Raw::new).add(&raw);
-                reported[t] = reported[t].max(idx + 1);
-            }
-            Ok(Msg::Done(t, report)) => {
-                reported[t] = u64::MAX;
-                finished[t] = Some(report);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        let now = Instant::now();
-        let elapsed = now.saturating_duration_since(shared.t0);
-        if matches!(spec.stop, crate::Stop::Duration(_)) {
-            progress
-                .done
-                .store(elapsed.as_millis() as u64, Ordering::Relaxed);
-        }
-        // Intervals every thread has moved past are final.
-        let safe = reported.iter().copied().min().unwrap_or(0);
-        while next_final < safe && pending.keys().next().is_some_and(|&k| k < safe) {
-            let (&idx, _) = pending.iter().next().expect("non-empty");
-            let raw = pending.remove(&idx).expect("present");
-            errors_so_far += raw.counts.errors.iter().sum::<u64>();
-            progress.errors.store(errors_so_far, Ordering::Relaxed);
-            let d = spec.interval.as_secs_f64();
+    /// Moves the intervals every thread has moved past to `done`, reporting each.
+    fn finalise(&mut self, shared: &Shared) {
+        let progress = &shared.progress;
+        let safe = self.reported.iter().copied().min().unwrap_or(0);
+        while self.next_final < safe && self.pending.keys().next().is_some_and(|&k| k < safe) {
+            let (idx, raw) = self.pending.pop_first().expect("non-empty");
+            self.errors_so_far += raw.counts.errors.iter().sum::<u64>();
+            progress.errors.store(self.errors_so_far, Ordering::Relaxed);
+            let d = shared.spec.interval.as_secs_f64();
             progress.last_rate.store(
                 (raw.counts.ops.iter().sum::<u64>() as f64 / d) as u64,
                 Ordering::Relaxed,
@@ -440,72 +229,46 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
                 cachelab_metrics::percentiles(h, &[99.0])[0],
                 Ordering::Relaxed,
             );
-            out.push((idx, raw));
-            next_final = idx + 1;
+            self.done.push((idx, raw));
+            self.next_final = idx + 1;
         }
     }
-    for h in handles {
-        h.join().expect("load thread panicked");
-    }
-    let end = finished
-        .iter()
-        .flatten()
-        .map(|r| r.ended)
-        .max()
-        .unwrap_or_else(Instant::now);
-    let elapsed = end.saturating_duration_since(shared.t0);
-    out.extend(pending);
-    out.sort_by_key(|(i, _)| *i);
 
-    let iv = spec.interval.as_secs_f64();
-    let total_s = elapsed.as_secs_f64();
-    let warm = spec.warmup.as_secs_f64();
-    let last = out.last().map_or(0, |(i, _)| *i);
-    let mut by_index: BTreeMap<u64, Raw> = out.into_iter().collect();
-    let intervals = (0..=last)
-        .map(|idx| {
-            let raw = by_index.remove(&idx).unwrap_or_else(Raw::new);
-            let start = idx as f64 * iv;
-            Interval {
-                index: idx,
-                start_s: start,
-                duration_s: (total_s - start).clamp(0.0, iv),
-                warmup: start + 1e-9 < warm,
-                ops: raw.counts.ops,
-                hits: raw.counts.hits,
-                misses: raw.counts.misses,
-                errors: errors_map(&raw.counts.errors),
-                lost: raw.counts.lost,
-                sent: raw.counts.sent,
-                corrected: raw.corrected,
-                uncorrected: raw.uncorrected,
-            }
-        })
-        .collect();
-
-    let mut written = Written::None;
-    let (mut user, mut sys, mut backlog, mut skipped) = (0.0, 0.0, 0, 0);
-    let mut sched = crate::ClientSched::default();
-    for r in finished.into_iter().flatten() {
-        sched.wait_s += r.sched.wait_s;
-        sched.sleeps += r.sched.sleeps;
-        sched.preempted += r.sched.preempted;
-        sched.busy_polls += r.sched.busy_polls;
-        sched.busy_caught += r.sched.busy_caught;
-        sched.writes += r.sched.writes;
-        written = written.merge(r.written);
-        user += r.cpu_s.0;
-        sys += r.cpu_s.1;
-        backlog += r.backlog_at_end;
-        skipped += r.skipped;
-    }
-    RunData {
-        intervals,
-        written,
-        cpu_s: (user, sys),
-        sched,
-        backlog_at_end: backlog,
-        skipped,
-        elapsed,
+    /// The time series: every interval from the first to the last one reported, an empty one
+    /// for any index no thread reported; `elapsed` (first request to last reply) cuts the last.
+    pub fn intervals(
+        self,
+        elapsed: Duration,
+        interval: Duration,
+        warmup: Duration,
+    ) -> Vec<Interval> {
+        let mut out = self.done;
+        out.extend(self.pending);
+        out.sort_by_key(|(i, _)| *i);
+        let iv = interval.as_secs_f64();
+        let total_s = elapsed.as_secs_f64();
+        let warm = warmup.as_secs_f64();
+        let last = out.last().map_or(0, |(i, _)| *i);
+        let mut by_index: BTreeMap<u64, Raw> = out.into_iter().collect();
+        (0..=last)
+            .map(|idx| {
+                let raw = by_index.remove(&idx).unwrap_or_else(Raw::new);
+                let start = idx as f64 * iv;
+                Interval {
+                    index: idx,
+                    start_s: start,
+                    duration_s: (total_s - start).clamp(0.0, iv),
+                    warmup: start + 1e-9 < warm,
+                    ops: raw.counts.ops,
+                    hits: raw.counts.hits,
+                    misses: raw.counts.misses,
+                    errors: fault::named(&raw.counts.errors),
+                    lost: raw.counts.lost,
+                    sent: raw.counts.sent,
+                    corrected: raw.corrected,
+                    uncorrected: raw.uncorrected,
+                }
+            })
+            .collect()
     }
 }

@@ -10,16 +10,29 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use cachelab_client::{Address, BlockingConnection, Error};
+use serde::Serialize;
 
-use crate::{ServerView, Spec};
+use crate::spec::Spec;
 
 /// Scheduler counters summed over a process's threads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SchedStat {
     pub on_cpu_ns: u64,
     pub wait_ns: u64,
     pub slices: u64,
     pub threads: u64,
+}
+
+/// The server's `stats` before and after the measured phase, and its scheduler counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServerView {
+    pub version: String,
+    pub before: BTreeMap<String, String>,
+    pub after: BTreeMap<String, String>,
+    /// The process whose schedstat was read, when the server is on this machine.
+    pub pid: Option<u32>,
+    pub schedstat_before: Option<SchedStat>,
+    pub schedstat_after: Option<SchedStat>,
 }
 
 /// Reads `/proc/<pid>/task/*/schedstat`; `None` if the process or the file is not there.

@@ -10,7 +10,9 @@ use rand::{RngCore, SeedableRng};
 use cachelab_client::Connection;
 use cachelab_proto::{Command, Key, Response, Store};
 
-use crate::{sizes, Progress, Spec};
+use crate::shared::Progress;
+use crate::sizes;
+use crate::spec::Spec;
 
 /// Requests per pipelined batch in prefill and clean-up.
 const BATCH: usize = 256;

@@ -16,8 +16,10 @@
 //!
 //! Totals are computed from the first steady interval to the end of the run.
 
-use crate::recorder::Interval;
-use crate::Spec;
+use serde::Serialize;
+
+use crate::series::Interval;
+use crate::spec::Spec;
 
 /// Consecutive intervals that must agree with the reference.
 pub const WINDOW: usize = 3;
@@ -26,7 +28,7 @@ pub const THROUGHPUT_TOLERANCE: f64 = 0.10;
 /// Allowed ratio of an interval's p50 to the reference p50.
 pub const LATENCY_FACTOR: f64 = 2.0;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Steady {
     /// Position (in the interval list) of the first interval of the window.
     pub start_index: usize,
@@ -101,8 +103,8 @@ mod tests {
             threads: 1,
             pipeline: 1,
             max_outstanding: 1,
-            mode: crate::Mode::Closed,
-            mix: crate::Mix {
+            mode: crate::spec::Mode::Closed,
+            mix: crate::spec::Mix {
                 get: 1.0,
                 multiget: 0.0,
                 set: 0.0,
@@ -110,17 +112,17 @@ mod tests {
             },
             multiget_keys: 1,
             key_space: 10,
-            key_dist: crate::DistSpec {
+            key_dist: crate::spec::DistSpec {
                 name: "uniform".into(),
                 params: vec![],
             },
-            value_size: crate::DistSpec {
+            value_size: crate::spec::DistSpec {
                 name: "fixed".into(),
                 params: vec![10.0],
             },
             prefix: "t".into(),
             ttl: 0,
-            stop: crate::Stop::Duration(Duration::from_secs(10)),
+            stop: crate::spec::Stop::Duration(Duration::from_secs(10)),
             warmup: Duration::from_secs(1),
             prefill: false,
             interval: Duration::from_secs(1),
@@ -149,7 +151,7 @@ mod tests {
                 errors: BTreeMap::new(),
                 lost: 0,
                 sent: n,
-                corrected: crate::histogram(),
+                corrected: cachelab_metrics::latency(),
                 uncorrected: cachelab_metrics::from_values([lat * 1000]),
             })
             .collect()

@@ -8,6 +8,7 @@
 use base64::Engine;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use serde::Serialize;
 
 pub use hdrhistogram;
 
@@ -88,6 +89,53 @@ pub fn from_values(values: impl IntoIterator<Item = u64>) -> Latency {
     h
 }
 
+/// Count, range, mean and standard deviation of a histogram, in its unit (ns for
+/// [`Latency`]). Serializes as `{"count", "min", "max", "mean", "stdev"}`: counts and bounds
+/// integers, mean and stdev floats; an empty histogram gives zeros.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Summary {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub stdev: f64,
+}
+
+impl Summary {
+    pub fn of(h: &Latency) -> Summary {
+        Summary {
+            count: h.len(),
+            min: if h.is_empty() { 0 } else { h.min() },
+            max: h.max(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+        }
+    }
+}
+
+/// The shape of a JSON value: every leaf replaced by its type (`null`, `bool`, `int`, `float`,
+/// `str`), keys kept in their order, a list by its first element. Tests of serialized records
+/// compare it with the shape Python reads (feature `json-shape`).
+#[cfg(feature = "json-shape")]
+pub fn json_shape(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Number(n) if n.is_f64() => "float".into(),
+        Value::Number(_) => "int".into(),
+        Value::String(_) => "str".into(),
+        Value::Array(a) => format!("[{}]", a.first().map(json_shape).unwrap_or_default()),
+        Value::Object(m) => {
+            let fields: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", json_shape(v)))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +181,19 @@ mod tests {
     fn garbage_is_an_error() {
         assert!(decode("not base64!").is_err());
         assert!(decode("aGVsbG8=").is_err());
+    }
+
+    #[test]
+    fn the_summary_has_its_names_and_types_in_order() {
+        let v = serde_json::to_value(Summary::of(&from_values([1000, 2000]))).unwrap();
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            r#"{"count":2,"min":1000,"max":2000,"mean":1500.0,"stdev":500.0}"#
+        );
+        let empty = serde_json::to_string(&Summary::of(&latency())).unwrap();
+        assert_eq!(
+            empty,
+            r#"{"count":0,"min":0,"max":0,"mean":0.0,"stdev":0.0}"#
+        );
     }
 }

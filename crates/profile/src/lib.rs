@@ -18,242 +18,26 @@
 //! connection and take an equal share of the samples; their histograms are merged.
 //!
 //! Every key starts with the caller's per-run prefix. A key whose delete failed is retried at
-//! the end; the result says how many could not be removed.
+//! the end; the result says how many could not be removed. An [`Outcome`] serializes (serde)
+//! into the record that its module sets out.
 
+mod cell;
 mod floor;
+mod outcome;
+mod progress;
+mod spec;
 mod worker;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
-use cachelab_metrics::Latency;
-use cachelab_proto::Key;
+use cachelab_client::{Address, BlockingConnection, Error, Options};
 
 pub use cachelab_client;
-
-/// Which protocol the timed commands use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// `set` / `get` / `get k1 … kn` / `delete`.
-    Text,
-    /// `ms` / `mg … v` / pipelined `mg` for a multi-get / `md`.
-    Meta,
-}
-
-/// What to measure and how.
-#[derive(Debug, Clone)]
-pub struct Spec {
-    pub address: Address,
-    /// Value sizes for get and set, in bytes.
-    pub sizes: Vec<usize>,
-    /// Key counts for multi-get.
-    pub key_counts: Vec<usize>,
-    /// The size of each value in a multi-get.
-    pub multi_value_size: usize,
-    /// Samples kept per cell.
-    pub samples: u64,
-    /// Samples per cell run first and discarded.
-    pub warmup: u64,
-    /// Connections (threads) measuring at once.
-    pub concurrency: usize,
-    pub protocol: Protocol,
-    pub options: Options,
-    pub seed: u64,
-    /// The per-run key prefix; every key written starts with it.
-    pub prefix: String,
-    /// Give up when no request succeeds for this long (the server is gone).
-    pub give_up_after: Duration,
-}
-
-/// The kind of measurement in a cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    Floor,
-    Get,
-    Set,
-    MultiGet,
-}
-
-impl Op {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Floor => "floor",
-            Op::Get => "get",
-            Op::Set => "set",
-            Op::MultiGet => "multiget",
-        }
-    }
-}
-
-/// One line of the profile: an operation at one size or key count.
-#[derive(Debug, Clone)]
-pub struct Cell {
-    pub op: Op,
-    /// Bytes per value (0 for the floor).
-    pub value_size: usize,
-    /// Keys per request (1 except for multi-get; 0 for the floor).
-    pub keys: usize,
-    /// Latencies of the samples that succeeded, in ns.
-    pub hist: Latency,
-    /// Failed requests by kind.
-    pub errors: BTreeMap<ErrorKind, u64>,
-    /// Reads whose bytes differed from what was written.
-    pub mismatches: u64,
-    /// Reads that found nothing where a value had just been written.
-    pub misses: u64,
-}
-
-impl Cell {
-    fn new(op: Op, value_size: usize, keys: usize) -> Cell {
-        Cell {
-            op,
-            value_size,
-            keys,
-            hist: cachelab_metrics::latency(),
-            errors: BTreeMap::new(),
-            mismatches: 0,
-            misses: 0,
-        }
-    }
-
-    fn merge(&mut self, other: &Cell) {
-        self.hist.add(&other.hist).expect("same histogram bounds");
-        for (k, n) in &other.errors {
-            *self.errors.entry(*k).or_default() += n;
-        }
-        self.mismatches += other.mismatches;
-        self.misses += other.misses;
-    }
-
-    pub fn error_count(&self) -> u64 {
-        self.errors.values().sum()
-    }
-}
-
-/// What the server said about itself.
-#[derive(Debug, Clone, Default)]
-pub struct ServerFacts {
-    pub version: String,
-    /// `stats settings`.
-    pub settings: Vec<(String, String)>,
-    /// `stats` before the run.
-    pub stats: Vec<(String, String)>,
-}
-
-impl ServerFacts {
-    /// Worker threads, from `stats settings`.
-    pub fn threads(&self) -> Option<usize> {
-        self.settings
-            .iter()
-            .find(|(k, _)| k == "num_threads")
-            .and_then(|(_, v)| v.parse().ok())
-    }
-}
-
-/// A finished (or stopped) profile run.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub cells: Vec<Cell>,
-    pub server: ServerFacts,
-    /// How the floor was measured: `"mn"` or `"version"`.
-    pub floor_command: &'static str,
-    /// Keys written and not deleted, even after the final clean-up.
-    pub leftover_keys: u64,
-    /// Keys the final clean-up had to delete (their per-sample delete failed).
-    pub cleaned_up_keys: u64,
-    /// The run was stopped through [`Progress::cancel`].
-    pub cancelled: bool,
-    /// The run gave up because the server went away; the reason.
-    pub aborted: Option<String>,
-    pub elapsed: Duration,
-}
-
-/// Shared progress: samples done of samples planned, and a stop flag.
-#[derive(Debug, Default)]
-pub struct Progress {
-    pub done: AtomicU64,
-    pub total: AtomicU64,
-    cancel: AtomicBool,
-}
-
-impl Progress {
-    pub fn new() -> Arc<Progress> {
-        Arc::new(Progress::default())
-    }
-
-    /// Asks the run to stop after the current samples; partial results are kept.
-    pub fn cancel(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
-    }
-
-    pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
-}
-
-/// Why a run could not start: an invalid spec, or a server that could not be reached.
-pub use cachelab_client::StartError as SpecError;
-
-/// The longest prefix accepted, leaving room in the 250-byte key for the rest.
-pub const MAX_PREFIX: usize = 120;
-
-impl Spec {
-    fn validate(&self) -> Result<(), SpecError> {
-        let bad = |m: String| Err(SpecError::Invalid(m));
-        if self.prefix.is_empty() || self.prefix.len() > MAX_PREFIX {
-            return bad(format!("key prefix must be 1 to {MAX_PREFIX} bytes"));
-        }
-        if let Err(e) = Key::new(&self.prefix) {
-            return bad(format!("key prefix {:?}: {e}", self.prefix));
-        }
-        if self.samples == 0 {
-            return bad("samples must be at least 1".into());
-        }
-        if self.concurrency == 0 || self.concurrency > 1024 {
-            return bad("concurrency must be between 1 and 1024".into());
-        }
-        if self.sizes.is_empty() && self.key_counts.is_empty() {
-            return bad("nothing to measure: no sizes and no key counts".into());
-        }
-        if self.key_counts.contains(&0) {
-            return bad("key counts must be at least 1".into());
-        }
-        if self.sizes.contains(&0) || (!self.key_counts.is_empty() && self.multi_value_size == 0) {
-            return bad("value sizes must be at least 1 byte".into());
-        }
-        if let Some(&s) = self.sizes.iter().chain([&self.multi_value_size]).max() {
-            if s > 1 << 30 {
-                return bad(format!("value size {s} is over memcached's 1 GiB ceiling"));
-            }
-        }
-        if self.key_counts.iter().any(|&k| k > 10_000) {
-            return bad("key counts above 10000 are not supported".into());
-        }
-        Ok(())
-    }
-
-    /// The cells in the order they are reported.
-    fn cells(&self) -> Vec<Cell> {
-        let mut cells = vec![Cell::new(Op::Floor, 0, 0)];
-        cells.extend(self.sizes.iter().map(|&s| Cell::new(Op::Get, s, 1)));
-        cells.extend(self.sizes.iter().map(|&s| Cell::new(Op::Set, s, 1)));
-        cells.extend(
-            self.key_counts
-                .iter()
-                .map(|&k| Cell::new(Op::MultiGet, self.multi_value_size, k)),
-        );
-        cells
-    }
-
-    /// Samples each worker takes: an equal share, the remainder to the first workers.
-    fn share(&self, per_cell: u64, worker: usize) -> u64 {
-        let n = self.concurrency as u64;
-        per_cell / n + u64::from((worker as u64) < per_cell % n)
-    }
-}
+pub use cell::{Cell, Op};
+pub use outcome::{Outcome, ServerFacts};
+pub use progress::Progress;
+pub use spec::{Protocol, Spec, SpecError, MAX_PREFIX};
 
 /// Reads the server's version and settings.
 pub fn server_facts(address: &Address, options: Options) -> Result<ServerFacts, Error> {

@@ -10,8 +10,10 @@ use rand::{RngCore, SeedableRng};
 use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
 use cachelab_proto::{Command, Key, MetaFlags, MetaStatus, Response, Store};
 
+use crate::cell::Cell;
 use crate::floor::Floor;
-use crate::{Cell, Progress, Protocol, Spec};
+use crate::progress::Progress;
+use crate::spec::{Protocol, Spec};
 
 /// Extra random bytes in the value pool beyond twice the largest value.
 const POOL_SLACK: usize = 1 << 16;

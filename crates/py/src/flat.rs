@@ -2,19 +2,21 @@
 //! `policy`, `mrc`) for Python.
 //!
 //! A `FlatTrace` holds its columns in Rust (shared, immutable); simulation and curves run with
-//! the GIL released.
+//! the GIL released. Results are the records of `SimResult`, `Mrc` and `Inspection`, whose
+//! names cachelab_sim's `record` module sets out, converted by `to_py`.
 
 use std::sync::Arc;
 
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt};
+use pyo3::types::{PyBool, PyBytes, PyInt};
 
 use cachelab_sim::flat::{inspect, FlatTrace, Format, SimTrace};
 use cachelab_sim::mrc::{log_capacities, lru_mrc};
 use cachelab_sim::policy::{self, SimResult, Unit};
 
-use crate::raise;
+use crate::convert::to_py;
+use crate::errors::raise;
 
 fn format_arg(py: Python<'_>, format: Option<&str>) -> PyResult<Option<Format>> {
     format
@@ -134,35 +136,13 @@ impl PyFlatTrace {
 
     /// Requests, unique keys, working set (sum of first sizes), Zipf alpha, top-1 % share,
     /// object size statistics and op counts.
-    fn inspect<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn inspect<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if self.inner.is_empty() {
             return Err(raise(py, "InputError", "the trace is empty".into()));
         }
         let t = Arc::clone(&self.inner);
         let i = py.detach(move || inspect(&t));
-        let d = PyDict::new(py);
-        d.set_item("requests", i.requests)?;
-        d.set_item("unique_keys", i.unique_keys)?;
-        d.set_item("total_bytes", i.total_bytes)?;
-        d.set_item("working_set_bytes", i.working_set_bytes)?;
-        d.set_item("working_set_definition", "sum of each key's first size")?;
-        d.set_item("one_hit_keys", i.one_hit_keys)?;
-        d.set_item("zipf_alpha", i.zipf_alpha)?;
-        d.set_item("top1pct_share", i.top1pct_share)?;
-        let s = PyDict::new(py);
-        s.set_item("min", i.object_sizes.min)?;
-        s.set_item("p50", i.object_sizes.p50)?;
-        s.set_item("p90", i.object_sizes.p90)?;
-        s.set_item("p99", i.object_sizes.p99)?;
-        s.set_item("max", i.object_sizes.max)?;
-        s.set_item("mean", i.object_sizes.mean)?;
-        d.set_item("object_sizes", s)?;
-        let ops = PyDict::new(py);
-        for (name, n) in &i.ops {
-            ops.set_item(name, n)?;
-        }
-        d.set_item("ops", ops)?;
-        Ok(d)
+        to_py(py, &i)
     }
 
     /// Key ids as little-endian u64 bytes (`numpy.frombuffer(b, "<u8")`).
@@ -230,7 +210,7 @@ fn flat_simulate<'py>(
     unit: &str,
     threads: usize,
     format: Option<&str>,
-) -> PyResult<Vec<Bound<'py, PyDict>>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let unit = unit_arg(py, unit)?;
     let format = format_arg(py, format)?;
     for p in &policies {
@@ -296,22 +276,7 @@ fn flat_simulate<'py>(
         policy::sweep(&st, &jobs, unit, threads).map_err(|e| e.to_string())
     };
     let results = py.detach(work).map_err(|m| raise(py, "InputError", m))?;
-    results
-        .iter()
-        .map(|r| {
-            let d = PyDict::new(py);
-            d.set_item("policy", &r.policy)?;
-            d.set_item("capacity", r.capacity)?;
-            d.set_item("unit", r.unit.name())?;
-            d.set_item("requests", r.counts.requests)?;
-            d.set_item("misses", r.counts.misses)?;
-            d.set_item("miss_ratio", r.miss_ratio())?;
-            d.set_item("bytes", r.counts.bytes)?;
-            d.set_item("miss_bytes", r.counts.miss_bytes)?;
-            d.set_item("byte_miss_ratio", r.byte_miss_ratio())?;
-            Ok(d)
-        })
-        .collect()
+    to_py(py, &results)
 }
 
 /// The LRU miss-ratio curve in one pass. `capacities` defaults to `points` log-spaced sizes
@@ -325,7 +290,7 @@ fn flat_mrc<'py>(
     sample_rate: Option<f64>,
     capacities: Option<Vec<u64>>,
     points: usize,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let unit = unit_arg(py, unit)?;
     if let Some(r) = sample_rate {
         if !(r > 0.0 && r <= 1.0) {
@@ -351,18 +316,7 @@ fn flat_mrc<'py>(
         });
         lru_mrc(&t, unit, &caps, sample_rate)
     });
-    let d = PyDict::new(py);
-    d.set_item("policy", "lru")?;
-    d.set_item("unit", m.unit.name())?;
-    d.set_item("sample_rate", m.sample_rate)?;
-    d.set_item("exact", m.sample_rate >= 1.0)?;
-    d.set_item("requests", m.requests)?;
-    d.set_item("bytes", m.bytes)?;
-    d.set_item("capacities", &m.capacities)?;
-    d.set_item("misses", &m.misses)?;
-    d.set_item("miss_ratios", m.miss_ratios())?;
-    d.set_item("byte_miss_ratios", m.byte_miss_ratios())?;
-    Ok(d)
+    to_py(py, &m)
 }
 
 /// Names of the eviction policies, from the registry.

@@ -4,18 +4,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
 use cachelab_client::Options;
-use cachelab_profile::{Protocol, Spec, SpecError};
+use cachelab_profile::{Protocol, Spec};
 
-use crate::{client_error, parse_address, raise};
+use crate::convert::to_py;
+use crate::errors::{field, parse_address, raise, start_error};
 
 /// Progress of a running profile: `done` of `total` samples; `cancel()` stops it early.
 ///
 /// Shared with the run, so another Python thread can poll it while the run holds no GIL.
 #[pyclass(module = "cachelab._core", frozen)]
-pub struct Progress(pub Arc<cachelab_profile::Progress>);
+pub(crate) struct Progress(Arc<cachelab_profile::Progress>);
 
 #[pymethods]
 impl Progress {
@@ -49,21 +50,7 @@ fn item<'py, T: for<'a> FromPyObject<'a, 'py>>(
     spec: &Bound<'py, PyDict>,
     name: &str,
 ) -> PyResult<T> {
-    let py = spec.py();
-    let v = spec.get_item(name)?.ok_or_else(|| {
-        raise(
-            py,
-            "UsageError",
-            format!("profile spec is missing {name:?}"),
-        )
-    })?;
-    v.extract::<T>().map_err(|_| {
-        raise(
-            py,
-            "UsageError",
-            format!("profile spec field {name:?} has the wrong type"),
-        )
-    })
+    field(spec, "profile", name)
 }
 
 fn spec_from(spec: &Bound<'_, PyDict>) -> PyResult<Spec> {
@@ -115,67 +102,24 @@ fn spec_from(spec: &Bound<'_, PyDict>) -> PyResult<Spec> {
 }
 
 /// Runs a latency profile with the GIL released. `spec` is a dict (see cachelab.profile);
-/// returns a dict of cells with encoded histograms, error counts and server facts.
+/// returns a dict of cells with encoded histograms, error counts and server facts: the
+/// outcome's record (set out in cachelab_profile's `outcome` module).
 #[pyfunction]
-pub fn profile_run<'py>(
+fn profile_run<'py>(
     py: Python<'py>,
     spec: &Bound<'py, PyDict>,
     progress: &Progress,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let spec = spec_from(spec)?;
     let shared = Arc::clone(&progress.0);
     let outcome = py
         .detach(|| cachelab_profile::run(&spec, &shared))
-        .map_err(|e| match e {
-            SpecError::Invalid(m) => raise(py, "UsageError", m),
-            SpecError::Server(e) => client_error(py, e),
-        })?;
+        .map_err(|e| start_error(py, e))?;
+    to_py(py, &outcome)
+}
 
-    let out = PyDict::new(py);
-    let cells = PyList::empty(py);
-    for c in &outcome.cells {
-        let d = PyDict::new(py);
-        d.set_item("op", c.op.as_str())?;
-        d.set_item("value_size", c.value_size)?;
-        d.set_item("keys", c.keys)?;
-        d.set_item("samples", c.hist.len())?;
-        d.set_item("histogram", cachelab_metrics::encode(&c.hist))?;
-        let errors = PyDict::new(py);
-        for (k, n) in &c.errors {
-            errors.set_item(k.as_str(), n)?;
-        }
-        d.set_item("errors", errors)?;
-        d.set_item("mismatches", c.mismatches)?;
-        d.set_item("misses", c.misses)?;
-        cells.append(d)?;
-    }
-    out.set_item("cells", cells)?;
-    let server = PyDict::new(py);
-    server.set_item("version", &outcome.server.version)?;
-    server.set_item(
-        "settings",
-        outcome
-            .server
-            .settings
-            .iter()
-            .cloned()
-            .collect::<std::collections::BTreeMap<_, _>>(),
-    )?;
-    server.set_item(
-        "stats",
-        outcome
-            .server
-            .stats
-            .iter()
-            .cloned()
-            .collect::<std::collections::BTreeMap<_, _>>(),
-    )?;
-    out.set_item("server", server)?;
-    out.set_item("floor_command", outcome.floor_command)?;
-    out.set_item("leftover_keys", outcome.leftover_keys)?;
-    out.set_item("cleaned_up_keys", outcome.cleaned_up_keys)?;
-    out.set_item("cancelled", outcome.cancelled)?;
-    out.set_item("aborted", outcome.aborted.as_deref())?;
-    out.set_item("elapsed_s", outcome.elapsed.as_secs_f64())?;
-    Ok(out)
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Progress>()?;
+    m.add_function(wrap_pyfunction!(profile_run, m)?)?;
+    Ok(())
 }

@@ -4,13 +4,18 @@
 //! RequestTrace(*, item_sizes, child_offsets, child_items, time, instance, route, base_ms,
 //!              touch_offsets, touch_items)
 //!     len(trace), .n_items, .n_touches, .n_instances
+//!     .descendants(items, depth) -> list[list[int]]     (what a prefetch at each walks)
 //! LatencyModel(get: list[tuple[int, list[float]]], multiget: list[tuple[int, list[float]]],
 //!              sequence=None, segments=None)
 //!     .draw_get(size, u) -> float, .draw_multiget(count, u) -> float      (µs)
 //!     .sequence_length -> int (0 without a rank sequence)
 //! simulate_requests(trace, model, strategies, train=0.5, draws=5, seed=0, threads=0) -> list[dict]
 //! request_costs(trace, model, strategy, train=0.5, seed=0, draw=0) -> dict[str, list]
+//! fixed_set(trace, strategy, train=0.5) -> list[int] | None
 //! parse_strategy(spec) -> str
+//! Strategy(spec)
+//!     .fixed_items, .fixed_bytes, .lru_items, .lru_bytes -> int | None
+//!     .prefetch_depth -> int, .l1 -> "none" | "lru" | "fixed" | "fixed+lru", str() canonical
 //! ```
 //!
 //! **Columns.** Each column of `RequestTrace` is either a sequence of numbers (a list, or a
@@ -27,14 +32,16 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::PyBytes;
 
+use cachelab_sim::record::CostColumns;
 use cachelab_sim::request::{
-    self, draw_seed_of, Band, LatencyModel, RankSequence, RequestTrace, SimError, Strategy,
-    StrategyResult, TraceColumns, CENTRAL_BAND_DRAWS,
+    self, draw_seed_of, Capacity, LatencyModel, RankSequence, RequestTrace, SimError, Strategy,
+    TraceColumns,
 };
 
-use crate::raise;
+use crate::convert::to_py;
+use crate::errors::raise;
 
 /// One column: `bytes` of little-endian `N`-byte values, or any sequence of numbers.
 fn column<'py, T, const N: usize>(
@@ -136,6 +143,23 @@ impl PyRequestTrace {
     #[getter]
     fn n_instances(&self) -> usize {
         self.inner.n_instances()
+    }
+
+    /// For each of `items`, the items a prefetch at it to `depth` walks besides the item
+    /// itself, in the simulator's order: level by level, children in catalog order, each
+    /// once (a prefetch walks `1 + len(...)` items). UsageError for an item not in the
+    /// catalog.
+    fn descendants(&self, py: Python<'_>, items: Vec<u32>, depth: u32) -> PyResult<Vec<Vec<u32>>> {
+        let n = self.inner.n_items();
+        if let Some(bad) = items.iter().find(|&&i| i as usize >= n) {
+            return Err(raise(
+                py,
+                "UsageError",
+                format!("item {bad} is not in the catalog of {n} items"),
+            ));
+        }
+        let t = self.inner.clone();
+        Ok(py.detach(move || request::descendants(&t, &items, depth)))
     }
 
     fn __repr__(&self) -> String {
@@ -249,89 +273,9 @@ fn parse(py: Python<'_>, spec: &str) -> PyResult<Strategy> {
     Strategy::parse(spec).map_err(|m| raise(py, "UsageError", m))
 }
 
-fn band<'py>(py: Python<'py>, b: &Band) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("median", b.median)?;
-    d.set_item("low", b.low)?;
-    d.set_item("high", b.high)?;
-    Ok(d)
-}
-
-fn result_dict<'py>(py: Python<'py>, r: &StrategyResult) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("strategy", r.strategy.to_string())?;
-    d.set_item("draws", r.draws)?;
-    d.set_item(
-        "band",
-        if r.draws >= CENTRAL_BAND_DRAWS {
-            "p2.5-p97.5"
-        } else {
-            "min-max"
-        },
-    )?;
-    let rows = PyList::empty(py);
-    for (p, b) in &r.percentiles {
-        let row = band(py, b)?;
-        row.set_item("percentile", p)?;
-        rows.append(row)?;
-    }
-    d.set_item("percentiles", rows)?;
-    let curve = PyDict::new(py);
-    curve.set_item(
-        "percentile",
-        r.curve.iter().map(|c| c.0).collect::<Vec<_>>(),
-    )?;
-    curve.set_item(
-        "median",
-        r.curve.iter().map(|c| c.1.median).collect::<Vec<_>>(),
-    )?;
-    curve.set_item("low", r.curve.iter().map(|c| c.1.low).collect::<Vec<_>>())?;
-    curve.set_item("high", r.curve.iter().map(|c| c.1.high).collect::<Vec<_>>())?;
-    d.set_item("curve", curve)?;
-    let rows = PyList::empty(py);
-    for (t, b) in &r.slowed {
-        let row = band(py, b)?;
-        row.set_item("threshold", t)?;
-        rows.append(row)?;
-    }
-    d.set_item("slowed", rows)?;
-    d.set_item("mean_increase", band(py, &r.mean_increase)?)?;
-    d.set_item("mean_added_ms", band(py, &r.mean_added_ms)?)?;
-    d.set_item("hit_ratio", r.hit_ratio())?;
-    d.set_item("prefetch_hit_ratio", r.prefetch_hit_ratio())?;
-    d.set_item("round_trips_per_request", r.round_trips_per_request())?;
-    d.set_item("bytes_per_request", r.bytes_per_request())?;
-    let c = &r.counts;
-    let counts = PyDict::new(py);
-    for (k, v) in [
-        ("requests", c.requests),
-        ("touches", c.touches),
-        ("lookups", c.lookups),
-        ("l1_hits", c.l1_hits),
-        ("prefetch_hits", c.prefetch_hits),
-        ("gets", c.gets),
-        ("multigets", c.multigets),
-        ("multiget_keys", c.multiget_keys),
-        ("bytes", c.bytes),
-    ] {
-        counts.set_item(k, v)?;
-    }
-    d.set_item("counts", counts)?;
-    let routes = PyList::empty(py);
-    for rr in &r.routes {
-        let row = PyDict::new(py);
-        row.set_item("route", rr.route)?;
-        row.set_item("requests", rr.requests)?;
-        row.set_item("mean_added_ms", rr.mean_added_ms)?;
-        row.set_item("mean_increase", rr.mean_increase)?;
-        row.set_item("total_added_ms", rr.total_added_ms)?;
-        routes.append(row)?;
-    }
-    d.set_item("routes", routes)?;
-    Ok(d)
-}
-
-/// Simulates each strategy `draws` times; one JSON-ready dict per strategy, in order.
+/// Simulates each strategy `draws` times; one JSON-ready dict per strategy, in order (the
+/// record of `cachelab_sim::request::StrategyResult`; its names are set out in
+/// cachelab_sim's `record` module).
 ///
 /// Keys: strategy (canonical spec), draws, band ("min-max" or "p2.5-p97.5"), percentiles
 /// (list of {percentile, median, low, high} of the fractional increase), curve ({percentile,
@@ -354,7 +298,7 @@ fn simulate_requests<'py>(
     draws: u32,
     seed: u64,
     threads: usize,
-) -> PyResult<Bound<'py, PyList>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let strategies = strategies
         .iter()
         .map(|s| parse(py, s))
@@ -363,16 +307,18 @@ fn simulate_requests<'py>(
     let results = py
         .detach(move || request::simulate(&t, &m, &strategies, train, draws, seed, threads))
         .map_err(|e| sim_error(py, e))?;
-    let out = PyList::empty(py);
-    for r in &results {
-        out.append(result_dict(py, r)?)?;
-    }
-    Ok(out)
+    to_py(py, &results)
 }
 
 /// Per evaluated request (by request index) under one strategy and one draw (the same draw
-/// `simulate_requests(..., seed=seed)` numbers `draw`): {"request": [int], "added_ms":
-/// [float], "increase": [float], "round_trips": [int]}.
+/// `simulate_requests(..., seed=seed)` numbers `draw`), one list per key: "request" (index),
+/// "added_ms", "increase" (floats), "round_trips" (gets + multi-gets), and what the request
+/// did — its share of `simulate_requests`' counts, the same in every draw: "touches",
+/// "lookups", "l1_hits", "prefetch_hits", "gets", "multigets" (0 or 1), "multiget_keys",
+/// "bytes"; "prefetch_walked" (items its prefetch walked: the topic and its descendants to
+/// the depth; 0 without a prefetch) and "prefetch_topic_hit" (bool: the prefetch's topic was
+/// found in L1, one of its l1_hits; otherwise it was a key of the multi-get). The record of
+/// `cachelab_sim::record::CostColumns`, a view that computes each value as it is converted.
 #[pyfunction]
 #[pyo3(signature = (trace, model, strategy, train = 0.5, seed = 0, draw = 0))]
 fn request_costs<'py>(
@@ -383,37 +329,112 @@ fn request_costs<'py>(
     train: f64,
     seed: u64,
     draw: u32,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let s = parse(py, strategy)?;
     let (t, m) = (trace.inner.clone(), model.inner.clone());
     let (costs, _) = py
         .detach(move || request::request_costs(&t, &m, &s, train, draw_seed_of(seed, draw)))
         .map_err(|e| sim_error(py, e))?;
-    let base = &trace.inner;
-    let d = PyDict::new(py);
-    d.set_item(
-        "request",
-        costs.iter().map(|c| c.request).collect::<Vec<_>>(),
-    )?;
-    d.set_item(
-        "added_ms",
-        costs
-            .iter()
-            .map(|c| c.added_us / 1000.0)
-            .collect::<Vec<_>>(),
-    )?;
-    d.set_item(
-        "increase",
-        costs
-            .iter()
-            .map(|c| c.added_us / 1000.0 / base.base_ms(c.request as usize))
-            .collect::<Vec<_>>(),
-    )?;
-    d.set_item(
-        "round_trips",
-        costs.iter().map(|c| c.round_trips).collect::<Vec<_>>(),
-    )?;
-    Ok(d)
+    to_py(py, &CostColumns::new(&costs, &trace.inner))
+}
+
+/// The fixed hot set `strategy` holds (the one every run of it uses), in ranking order: the
+/// items most training requests touch, ties by index; for a byte capacity, the items of that
+/// order that still fit. None when the strategy has no `fixed:` part.
+#[pyfunction]
+#[pyo3(signature = (trace, strategy, train = 0.5))]
+fn fixed_set(
+    py: Python<'_>,
+    trace: &PyRequestTrace,
+    strategy: &str,
+    train: f64,
+) -> PyResult<Option<Vec<u32>>> {
+    let s = parse(py, strategy)?;
+    let t = trace.inner.clone();
+    py.detach(move || request::fixed_set(&t, &s, train))
+        .map_err(|e| sim_error(py, e))
+}
+
+/// A caching strategy as the simulator reads it: `Strategy(spec)` parses a spec (UsageError,
+/// saying what is allowed, if it is bad); `str()` is its canonical form.
+#[pyclass(module = "cachelab._core", name = "Strategy", frozen, eq, hash)]
+#[derive(PartialEq, Eq, Hash)]
+pub struct PyStrategy {
+    inner: Strategy,
+}
+
+fn items(c: Option<Capacity>) -> Option<u64> {
+    match c {
+        Some(Capacity::Items(n)) => Some(n),
+        _ => None,
+    }
+}
+
+fn bytes(c: Option<Capacity>) -> Option<u64> {
+    match c {
+        Some(Capacity::Bytes(n)) => Some(n),
+        _ => None,
+    }
+}
+
+#[pymethods]
+impl PyStrategy {
+    #[new]
+    fn new(py: Python<'_>, spec: &str) -> PyResult<PyStrategy> {
+        Ok(PyStrategy {
+            inner: parse(py, spec)?,
+        })
+    }
+
+    /// Items of the fixed hot set (`fixed:N`), or None.
+    #[getter]
+    fn fixed_items(&self) -> Option<u64> {
+        items(self.inner.fixed)
+    }
+
+    /// Value bytes of the fixed hot set (`fixed:SIZE`), or None.
+    #[getter]
+    fn fixed_bytes(&self) -> Option<u64> {
+        bytes(self.inner.fixed)
+    }
+
+    /// Items of the per-instance LRU (`lru:N`), or None.
+    #[getter]
+    fn lru_items(&self) -> Option<u64> {
+        items(self.inner.lru)
+    }
+
+    /// Value bytes of the per-instance LRU (`lru:SIZE`), or None.
+    #[getter]
+    fn lru_bytes(&self) -> Option<u64> {
+        bytes(self.inner.lru)
+    }
+
+    /// Descendant depth of the prefetch; 0 = no prefetch.
+    #[getter]
+    fn prefetch_depth(&self) -> u32 {
+        self.inner.prefetch_depth
+    }
+
+    /// The in-process cache: "none", "lru", "fixed" or "fixed+lru" (the fixed set checked
+    /// first).
+    #[getter]
+    fn l1(&self) -> &'static str {
+        match (self.inner.fixed.is_some(), self.inner.lru.is_some()) {
+            (false, false) => "none",
+            (false, true) => "lru",
+            (true, false) => "fixed",
+            (true, true) => "fixed+lru",
+        }
+    }
+
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Strategy('{}')", self.inner)
+    }
 }
 
 /// The canonical form of a strategy spec; UsageError (saying what is allowed) if it is bad.
@@ -428,5 +449,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate_requests, m)?)?;
     m.add_function(wrap_pyfunction!(request_costs, m)?)?;
     m.add_function(wrap_pyfunction!(parse_strategy, m)?)?;
+    m.add_function(wrap_pyfunction!(fixed_set, m)?)?;
+    m.add_class::<PyStrategy>()?;
     Ok(())
 }

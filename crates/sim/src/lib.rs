@@ -9,12 +9,14 @@
 //!   topic's descendants in one multi-get) with get and multi-get costs drawn from a measured
 //!   latency model, giving the added latency of every request.
 //!
-//! No I/O beyond reading trace files; no Python.
+//! Results implement `serde::Serialize` as the records [`record`] sets out (their names, order
+//! and derived figures). No I/O beyond reading trace files; no Python.
 
 pub mod error;
 pub mod flat;
 pub mod mrc;
 pub mod policy;
+pub mod record;
 pub mod request;
 
 pub use error::{Location, TraceError};

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use cachelab_sim::request::{
-    draw_seed_of, nearest_rank, request_costs, simulate, Capacity, Counts, LatencyModel,
+    draw_seed_of, fixed_set, nearest_rank, request_costs, simulate, Capacity, Counts, LatencyModel,
     RequestCost, RequestTrace, Strategy as CacheStrategy, TraceColumns,
 };
 use proptest::prelude::*;
@@ -132,8 +132,8 @@ fn children(c: &TraceColumns, i: u32) -> &[u32] {
     &c.child_items[c.child_offsets[i as usize] as usize..c.child_offsets[i as usize + 1] as usize]
 }
 
-/// The fixed set, straight from the module docs.
-fn naive_fixed(c: &TraceColumns, training: &[usize], capacity: Capacity) -> HashSet<u32> {
+/// The fixed set, straight from the module docs, in ranking order.
+fn naive_fixed(c: &TraceColumns, training: &[usize], capacity: Capacity) -> Vec<u32> {
     let mut count: HashMap<u32, u64> = HashMap::new();
     for &r in training {
         for i in touches(c, r).iter().collect::<HashSet<_>>() {
@@ -158,15 +158,21 @@ fn naive_fixed(c: &TraceColumns, training: &[usize], capacity: Capacity) -> Hash
     }
 }
 
-/// Round trips per evaluated request (by request index) and the totals, by the semantics in
-/// the module docs, with sets, deques and a plain breadth-first walk.
-fn naive_run(c: &TraceColumns, s: &CacheStrategy, train: f64) -> (Vec<(u32, u32)>, Counts) {
+/// What one evaluated request did, by the naive simulator: (request, round trips, its counts,
+/// items its prefetch walked, whether the prefetch's topic was in L1).
+type NaiveCost = (u32, u32, Counts, u32, bool);
+
+/// Each evaluated request (by request index) and the totals, by the semantics in the module
+/// docs, with sets, deques and a plain breadth-first walk.
+fn naive_run(c: &TraceColumns, s: &CacheStrategy, train: f64) -> (Vec<NaiveCost>, Counts) {
     let order = time_order(c);
     let n_train = (train * c.time.len() as f64).floor() as usize;
-    let fixed = s
+    let fixed: HashSet<u32> = s
         .fixed
         .map(|cap| naive_fixed(c, &order[..n_train], cap))
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     let mut lrus: HashMap<u32, NaiveLru> = HashMap::new();
     let mut out = Vec::new();
     let mut n = Counts::default();
@@ -184,6 +190,7 @@ fn naive_run(c: &TraceColumns, s: &CacheStrategy, train: f64) -> (Vec<(u32, u32)
         };
         let (mut touched, mut present) = (HashSet::new(), HashSet::new());
         let mut prefetched = false;
+        let (mut n_walked, mut topic_hit) = (0u32, false);
         for &item in touches(c, r) {
             if !touched.insert(item) {
                 continue;
@@ -222,6 +229,8 @@ fn naive_run(c: &TraceColumns, s: &CacheStrategy, train: f64) -> (Vec<(u32, u32)
                     }
                     frontier = next;
                 }
+                n_walked = walked.len() as u32;
+                topic_hit = !missing;
                 if !batch.is_empty() {
                     m.multigets += 1;
                     m.multiget_keys += batch.len() as u64;
@@ -244,7 +253,13 @@ fn naive_run(c: &TraceColumns, s: &CacheStrategy, train: f64) -> (Vec<(u32, u32)
             }
         }
         if k >= n_train {
-            out.push((r as u32, (m.gets + m.multigets) as u32));
+            out.push((
+                r as u32,
+                (m.gets + m.multigets) as u32,
+                m,
+                n_walked,
+                topic_hit,
+            ));
             n.requests += m.requests;
             n.touches += m.touches;
             n.lookups += m.lookups;
@@ -256,7 +271,7 @@ fn naive_run(c: &TraceColumns, s: &CacheStrategy, train: f64) -> (Vec<(u32, u32)
             n.bytes += m.bytes;
         }
     }
-    out.sort_unstable();
+    out.sort_unstable_by_key(|e| e.0);
     (out, n)
 }
 
@@ -367,9 +382,45 @@ proptest! {
         let t = RequestTrace::new(c.clone()).unwrap();
         let (got, counts) = request_costs(&t, &m, &s, train, 5).unwrap();
         let (want, want_counts) = naive_run(&c, &s, train);
-        let got: Vec<(u32, u32)> = got.iter().map(|e| (e.request, e.round_trips)).collect();
+        let got: Vec<NaiveCost> = got
+            .iter()
+            .map(|e| {
+                let m = Counts {
+                    requests: 1,
+                    touches: e.touches.into(),
+                    lookups: e.lookups.into(),
+                    l1_hits: e.l1_hits.into(),
+                    prefetch_hits: e.prefetch_hits.into(),
+                    gets: e.gets.into(),
+                    multigets: e.multigets.into(),
+                    multiget_keys: e.multiget_keys.into(),
+                    bytes: e.bytes,
+                };
+                (e.request, e.round_trips, m, e.prefetch_walked, e.prefetch_topic_hit)
+            })
+            .collect();
         prop_assert_eq!(got, want, "{}", s);
         prop_assert_eq!(counts, want_counts, "{}", s);
+    }
+
+    /// The fixed set `fixed_set` reports is the documented one, in ranking order (ties by
+    /// index; a byte capacity skips what no longer fits).
+    #[test]
+    fn the_fixed_set_is_the_documented_one(
+        c in columns(), train in prop::sample::select(vec![0.3, 0.5, 0.8]),
+        capacity in prop_oneof![(1u64..12).prop_map(Capacity::Items),
+                                (1u64..20_000).prop_map(Capacity::Bytes)],
+    ) {
+        let n_train = (train * c.time.len() as f64).floor() as usize;
+        let t = RequestTrace::new(c.clone()).unwrap();
+        let s = CacheStrategy { fixed: Some(capacity), ..CacheStrategy::default() };
+        let got = fixed_set(&t, &s, train);
+        if n_train == 0 {
+            prop_assert!(got.is_err());
+        } else {
+            let want = naive_fixed(&c, &time_order(&c)[..n_train], capacity);
+            prop_assert_eq!(got.unwrap(), Some(want));
+        }
     }
 
     /// Same seed, same result, whatever the thread count; another seed, other latencies.

@@ -4,19 +4,37 @@
 //!
 //! Resample i draws from its own seeded stream, so results do not depend on the thread count.
 
-use crate::fit::{estimate, Fit};
+use serde::Serialize;
+
+use crate::estimate::estimate;
+use crate::method::Method;
 use crate::model::Params;
 use crate::rng::SplitMix64;
 
+/// What the bootstrap resamples: a fit's loads, fitted values and residuals, and what each
+/// refit needs.
+pub(crate) struct Sample<'a> {
+    pub n: &'a [f64],
+    pub fitted: &'a [f64],
+    pub residuals: &'a [f64],
+    /// Residual degrees of freedom of the fit.
+    pub df: usize,
+    pub method: Method,
+    /// The fit's coefficients: every refit starts from them.
+    pub params: Params,
+    /// Confidence level of the intervals.
+    pub level: f64,
+}
+
 /// A percentile interval and the median of the bootstrap distribution.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Interval {
     pub lo: f64,
     pub median: f64,
     pub hi: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bootstrap {
     pub resamples: usize,
     pub seed: u64,
@@ -65,25 +83,29 @@ fn interval(mut v: Vec<f64>, level: f64) -> Option<Interval> {
 }
 
 /// Refits resample `index`; None when the refit fails.
-fn one(fit: &Fit, pool: &[f64], seed: u64, index: u64) -> Option<Params> {
+fn one(sample: &Sample, pool: &[f64], seed: u64, index: u64) -> Option<Params> {
     let mut rng = SplitMix64::stream(seed, index);
-    let y: Vec<f64> = fit
+    let y: Vec<f64> = sample
         .fitted
         .iter()
         .map(|&f| (f + pool[rng.below(pool.len())]).max(0.0))
         .collect();
-    estimate(&fit.n, &y, fit.method, Some(fit.params))
+    estimate(sample.n, &y, sample.method, Some(sample.params))
         .ok()
         .map(|e| e.params)
 }
 
-/// `resamples` refits of `fit` (0 threads: up to 4, as the machine allows).
-pub fn run(fit: &Fit, resamples: usize, seed: u64, threads: usize) -> Bootstrap {
+/// `resamples` refits of `sample`, the fit (0 threads: up to 4, as the machine allows).
+pub(crate) fn run(sample: &Sample, resamples: usize, seed: u64, threads: usize) -> Bootstrap {
     // Centred residuals, inflated by sqrt(n/df) so their spread matches the error variance.
-    let n = fit.residuals.len() as f64;
-    let mean = fit.residuals.iter().sum::<f64>() / n;
-    let inflate = (n / fit.df.max(1) as f64).sqrt();
-    let pool: Vec<f64> = fit.residuals.iter().map(|r| (r - mean) * inflate).collect();
+    let n = sample.residuals.len() as f64;
+    let mean = sample.residuals.iter().sum::<f64>() / n;
+    let inflate = (n / sample.df.max(1) as f64).sqrt();
+    let pool: Vec<f64> = sample
+        .residuals
+        .iter()
+        .map(|r| (r - mean) * inflate)
+        .collect();
     let threads = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |v| v.get().min(4))
     } else {
@@ -93,7 +115,7 @@ pub fn run(fit: &Fit, resamples: usize, seed: u64, threads: usize) -> Bootstrap 
     let chunk = resamples.div_ceil(threads);
     let mut results: Vec<Option<Params>> = Vec::with_capacity(resamples);
     if threads == 1 {
-        results.extend((0..resamples as u64).map(|i| one(fit, &pool, seed, i)));
+        results.extend((0..resamples as u64).map(|i| one(sample, &pool, seed, i)));
     } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
@@ -103,7 +125,7 @@ pub fn run(fit: &Fit, resamples: usize, seed: u64, threads: usize) -> Bootstrap 
                     let end = ((t + 1) * chunk).min(resamples) as u64;
                     s.spawn(move || {
                         (start..end)
-                            .map(|i| one(fit, pool, seed, i))
+                            .map(|i| one(sample, pool, seed, i))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -142,7 +164,7 @@ pub fn run(fit: &Fit, resamples: usize, seed: u64, threads: usize) -> Bootstrap 
         median: f64::NAN,
         hi: f64::NAN,
     };
-    let level = fit.level;
+    let level = sample.level;
     Bootstrap {
         resamples,
         seed,

@@ -46,9 +46,26 @@ pub fn inc_beta(x: f64, a: f64, b: f64) -> f64 {
     }
 }
 
+/// Keeps Lentz's method away from dividing by zero.
+const TINY: f64 = 1e-300;
+
+/// One step of Lentz's method for a continued fraction: folds the term `aa` into `c` and `d`
+/// (each kept away from zero) and returns the step's factor.
+fn lentz_step(aa: f64, c: &mut f64, d: &mut f64) -> f64 {
+    *d = 1.0 + aa * *d;
+    if d.abs() < TINY {
+        *d = TINY;
+    }
+    *c = 1.0 + aa / *c;
+    if c.abs() < TINY {
+        *c = TINY;
+    }
+    *d = 1.0 / *d;
+    *d * *c
+}
+
 /// The continued fraction for I_x(a, b), evaluated by the modified Lentz method.
 fn beta_cf(x: f64, a: f64, b: f64) -> f64 {
-    const TINY: f64 = 1e-300;
     const EPS: f64 = 1e-15;
     let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
     let mut c = 1.0;
@@ -63,28 +80,10 @@ fn beta_cf(x: f64, a: f64, b: f64) -> f64 {
         let m2 = 2.0 * m;
         // Even step.
         let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        h *= d * c;
+        h *= lentz_step(aa, &mut c, &mut d);
         // Odd step.
         let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        let del = d * c;
+        let del = lentz_step(aa, &mut c, &mut d);
         h *= del;
         if (del - 1.0).abs() < EPS {
             break;

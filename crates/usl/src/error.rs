@@ -22,8 +22,11 @@ pub enum UslError {
     NegativeThroughput { row: usize, value: f64 },
     /// γ fixed to X(1) needs a measurement at N = 1.
     NoUnitLoad,
-    /// A method name not in [`crate::METHODS`].
-    UnknownMethod(String),
+    /// A method name not in [`METHODS`](crate::METHODS), and the names that are.
+    UnknownMethod {
+        name: String,
+        known: Vec<&'static str>,
+    },
     /// A confidence level outside (0, 1).
     BadLevel(f64),
     /// The data cannot determine the parameters (e.g. every throughput is zero).
@@ -63,14 +66,10 @@ impl fmt::Display for UslError {
                 "fixing gamma to X(1) needs a measurement at N = 1; use the bounded method \
                  (gamma fitted) instead"
             ),
-            UslError::UnknownMethod(m) => write!(
+            UslError::UnknownMethod { name, known } => write!(
                 f,
-                "unknown USL method {m:?}; known: {}",
-                crate::METHODS
-                    .iter()
-                    .map(|m| m.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "unknown USL method {name:?}; known: {}",
+                known.join(", ")
             ),
             UslError::BadLevel(l) => {
                 write!(f, "confidence level {l} must lie strictly between 0 and 1")

@@ -16,25 +16,32 @@
 //! bounds by projection, several starting points including a linearised fit), or the book's
 //! linearised regression. Uncertainty: standard errors from (JᵀJ)⁻¹·s², t intervals, and a
 //! seeded residual bootstrap for Nmax and the peak. Fewer than six points are refused.
+//! [`Fit::record`] gives the fit as it is written down (serde), predictions included.
+//!
+//! The modules, each using only those after it: `record` (the serialized fit), `fit` (a fit
+//! with its uncertainty, figures and warnings), `bootstrap`, `estimate` (the coefficients
+//! alone), `lm` (Levenberg–Marquardt), `linear`, `method`, and at the ground [`dist`],
+//! `model`, [`rng`] and `error`.
 
 #![forbid(unsafe_code)]
 
 mod bootstrap;
 pub mod dist;
 mod error;
+mod estimate;
 mod fit;
 mod linear;
 mod lm;
 mod method;
 mod model;
+mod record;
 pub mod rng;
 
 pub use bootstrap::{Bootstrap, Interval};
 pub use error::{UslError, MIN_POINTS};
-pub use fit::{
-    estimate, fit, predict, validate, Estimate, Fit, Options, Peak, Prediction, Warning,
-    EXTRAPOLATION_FACTOR,
-};
+pub use estimate::{estimate, validate, Estimate};
+pub use fit::{fit, predict, Fit, Options, Peak, Prediction, Warning, EXTRAPOLATION_FACTOR};
 pub use linear::Mat3;
 pub use method::{Method, MethodInfo, METHODS};
 pub use model::{Params, ALPHA, BETA, GAMMA, NAMES};
+pub use record::FitRecord;

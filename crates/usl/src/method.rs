@@ -87,7 +87,10 @@ impl Method {
             .iter()
             .find(|m| m.name == wanted)
             .map(|m| m.method)
-            .ok_or_else(|| UslError::UnknownMethod(name.to_string()))
+            .ok_or_else(|| UslError::UnknownMethod {
+                name: name.to_string(),
+                known: METHODS.iter().map(|m| m.name).collect(),
+            })
     }
 
     pub fn info(self) -> &'static MethodInfo {
@@ -120,7 +123,12 @@ mod tests {
         assert_eq!(Method::from_name("linearized").unwrap(), Method::Linearised);
         assert!(matches!(
             Method::from_name("nls"),
-            Err(UslError::UnknownMethod(_))
+            Err(UslError::UnknownMethod { .. })
         ));
+        let names: Vec<&str> = METHODS.iter().map(|m| m.name).collect();
+        assert_eq!(
+            Method::from_name("nls").unwrap_err().to_string(),
+            format!("unknown USL method \"nls\"; known: {}", names.join(", "))
+        );
     }
 }

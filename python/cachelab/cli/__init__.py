@@ -11,45 +11,44 @@ Exit codes (every verb):
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 from collections.abc import Sequence
 
+from cachelab._core import __version__
+from cachelab.cli import (
+    compare,
+    load,
+    profile,
+    replay,
+    report,
+    scale,
+    simulate,
+    study,
+    tiers,
+    trace,
+    usl,
+)
+from cachelab.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_SERVER,
+    EXIT_USAGE,
+    Parser,
+)
 from cachelab.errors import CachelabError, Interrupted
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+__all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_SERVER", "EXIT_USAGE", "Parser",
+           "build_parser", "main", "run"]
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line: what is wrong and where to look."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _verbs() -> list:
-    from cachelab.cli import (
-        compare,
-        load,
-        profile,
-        replay,
-        report,
-        scale,
-        simulate,
-        study,
-        tiers,
-        trace,
-        usl,
-    )
-
-    return [study, profile, load, scale, usl, trace, simulate, tiers, replay, compare, report]
+#: The verbs, in the order ``cachelab --help`` lists them.
+VERBS = (study, profile, load, scale, usl, trace, simulate, tiers, replay, compare, report)
 
 
 def build_parser() -> Parser:
-    from cachelab import __version__
-
     parser = Parser(
         prog="cachelab",
         description="Measure, model and simulate memcached: latency profiles, load, "
@@ -60,7 +59,7 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"cachelab {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     sub.required = True
-    for verb in _verbs():
+    for verb in VERBS:
         verb.add_parser(sub)
     return parser
 

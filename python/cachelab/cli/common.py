@@ -11,7 +11,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cachelab.errors import UsageError
+from cachelab.errors import Interrupted, UsageError
+from cachelab.servers import ServerOptions
+
+#: The exit codes of every verb (documented in ``cachelab --help`` and the README).
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line: what is wrong and where to look."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 T = TypeVar("T")
 
@@ -28,6 +39,35 @@ def arg_type(parse: Callable[[str], T]) -> Callable[[str], T]:
 
     convert.__name__ = parse.__name__
     return convert
+
+
+def verb_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
+                description: str) -> argparse.ArgumentParser:
+    """A verb's parser: its one line in ``cachelab --help``, its description kept as written."""
+    return sub.add_parser(name, help=help, description=description,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def finish_parser(
+    p: argparse.ArgumentParser,
+    verb: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    quick: str | None = None,
+    plots: str | None = None,
+    server: bool = False,
+) -> None:
+    """The options that end every verb's parser, in one order everywhere: ``--quick`` (with
+    its help text), ``--no-plots``, ``--out`` and ``--format``, the server options; then the
+    function that runs the verb."""
+    if quick:
+        p.add_argument("--quick", action="store_true", help=quick)
+    if plots:
+        p.add_argument("--no-plots", action="store_true", help=plots)
+    add_output_options(p, verb)
+    if server:
+        add_server_options(p)
+    p.set_defaults(func=run)
 
 
 def add_output_options(p: argparse.ArgumentParser, verb: str) -> None:
@@ -85,13 +125,14 @@ def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | Non
     return None
 
 
-def private_server_options(args: argparse.Namespace) -> dict[str, object]:
-    """Keyword arguments for PrivateMemcached from the --server-* options."""
+def server_options(args: argparse.Namespace) -> ServerOptions:
+    """The private memcached to start when no server is named, from the --server-* options."""
     try:
-        extra = shlex.split(args.server_args)
+        extra = tuple(shlex.split(args.server_args))
     except ValueError as e:
         raise UsageError(f"--server-args: {e}") from None
-    return {"memory_mb": args.server_memory, "threads": args.server_threads, "extra_args": extra}
+    return ServerOptions(memory_mb=args.server_memory, threads=args.server_threads,
+                         extra_args=extra)
 
 
 def output_dir(args: argparse.Namespace, verb: str) -> Path:
@@ -122,9 +163,6 @@ def finish_run(
     ``result`` has ``to_dict()``, ``problems()`` (counts by kind) and ``run`` (with an optional
     ``aborted`` reason); its artifacts are already in ``out``.
     """
-    from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
-    from cachelab.errors import Interrupted
-
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
     else:

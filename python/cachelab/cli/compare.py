@@ -7,7 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from cachelab.cli import EXIT_OK, common
+import cachelab.compare as lib
+from cachelab.cli import common
+from cachelab.errors import UsageError
+from cachelab.progress import Progress
 
 DESCRIPTION = """\
 Compare saved results of one kind — latency profiles, load results, scale sweeps,
@@ -42,9 +45,8 @@ privilege to set real-time scheduling) or a server failed.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="A/B of two or more results of the same kind",
-                       description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = common.verb_parser(sub, "compare", help="A/B of two or more results of the same kind",
+                           description=DESCRIPTION)
     p.add_argument("paths", nargs="*", type=Path, metavar="RESULT",
                    help="result files (or directories holding one result); the first is A")
     p.add_argument("--server-cmd", action="append", metavar="CMD", default=[],
@@ -61,49 +63,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--allow-different", action="store_true",
                    help="compare results whose settings differ (the difference is noted)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plot")
-    common.add_output_options(p, "compare")
-    p.set_defaults(func=run)
+    common.finish_parser(p, "compare", run, plots="skip the PNG/SVG plot")
 
 
 def run(args: argparse.Namespace) -> int:
-    from cachelab import compare as lib
-    from cachelab.errors import UsageError
-    from cachelab.tables import write_csv
-
     fmt = common.stdout_format(args)
     if args.server_cmd:
         if args.paths:
             raise UsageError("give saved results or --server-cmd, not both")
         out = common.output_dir(args, "compare")
-        result = _live(lib, args, out)
+        result = _live(args, out)
     else:
         if len(args.paths) < 2:
             raise UsageError("compare needs at least two results (or two --server-cmd)")
         result = lib.compare(args.paths, resamples=args.resamples, level=args.level,
                              seed=args.seed, allow_different=args.allow_different)
         out = common.output_dir(args, "compare")
-    out.mkdir(parents=True, exist_ok=True)
-    result.save(out / "compare.json")
-    cols = ["item", "metric", "versus", "a", "b", "unit", "delta", "relative", "ci_low",
-            "ci_high", "verdict", "direction"]
-    write_csv(out / "compare.csv", cols,
-              [["" if r[c] is None else r[c] for c in cols] for r in result.rows])
-    if not args.no_plots:
-        lib.compare_plot(result, out / "compare")
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(lib.render(result))
+    result.write(out, plots=not args.no_plots)
+    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     print(f"wrote {out}/compare.json, compare.csv" + ("" if args.no_plots else " and plots"),
           file=sys.stderr if fmt == "json" else sys.stdout)
-    return EXIT_OK
+    return common.EXIT_OK
 
 
-def _live(lib, args: argparse.Namespace, out: Path):  # noqa: ANN001, ANN202
+def _live(args: argparse.Namespace, out: Path) -> lib.CompareResult:
     """The live A/B, with a progress bar over the rounds on a terminal."""
-    from cachelab.progress import Progress
-
     total = args.repeats * len(args.server_cmd)
     with Progress(total=total, label="A/B rounds") as bar:
         def step(done: int, _total: int, label: str) -> None:

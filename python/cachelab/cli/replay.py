@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 
-from cachelab import replay as lib
-from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, common
+import cachelab.replay as lib
+from cachelab.cli import common
+from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS
 from cachelab.errors import UsageError
 from cachelab.progress import Progress, stage_logger
 
@@ -36,9 +37,10 @@ more than 15 %.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("replay", help="run a trace through the real tiered cache; vs simulate",
-                       description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = common.verb_parser(
+        sub, "replay", help="run a trace through the real tiered cache; vs simulate",
+        description=DESCRIPTION,
+    )
     p.add_argument("trace", nargs="?", metavar="TRACE",
                    help="a request trace (.jsonl, .parquet); default: a synthetic one")
     p.add_argument("--trace-format", metavar="FMT", help="jsonl or parquet, if not by extension")
@@ -71,10 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "following the profile's samples in the order taken (the default, which "
                    "keeps how one call's latency predicts the next's); the other prediction "
                    "is reported either way")
-    p.add_argument("--quick", action="store_true", help="a small run of the same shape")
-    common.add_output_options(p, "replay")
-    common.add_server_options(p)
-    p.set_defaults(func=run)
+    common.finish_parser(p, "replay", run, quick="a small run of the same shape", server=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
@@ -101,66 +100,21 @@ def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cachelab import traces
-
     fmt = common.stdout_format(args)
     spec = spec_from(args)
     address = common.server_address(args)
+    options = common.server_options(args) if address is None else None
     out = common.output_dir(args, "replay")
-    if args.trace is not None:
-        trace = traces.load_request_trace(args.trace, args.trace_format)
-        info = {"source": str(args.trace)}
-    else:
-        if args.requests is not None and args.requests < 10:
-            raise UsageError(f"--requests must be at least 10, got {args.requests}")
-        n = args.requests or (2_000 if args.quick else 4_000)
-        trace = traces.synthesize(traces.SynthParams(requests=n))
-        info = {"source": "synthetic", "generator": trace.generator}
-
+    trace, info = lib.load_trace(args.trace, args.trace_format, requests=args.requests,
+                                 quick=args.quick)
     with Progress(None, "replay") as bar:
         log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
-        if address is None:
-            from cachelab.servers import PrivateMemcached
-
-            opts = common.private_server_options(args)
-            opts["memory_mb"] = max(int(opts["memory_mb"]),
-                                    int(trace.item_sizes.sum() / 1e6 * 1.6) + 64)
-            big = int(trace.item_sizes.max()) > 1_000_000 - 300
-            with PrivateMemcached(**opts, item_size_max="2m" if big else None) as mc:
-                result = lib.replay(trace, spec, server=mc.address, trace_info=info, log=log,
-                                    on_progress=bar.track)
-                result.server.update({"private": True, "argv": mc.argv})
-        else:
-            result = lib.replay(trace, spec, server=address, trace_info=info, log=log,
-                                on_progress=bar.track)
-    write_artifacts(result, out)
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(lib.render(result))
+        result = lib.replay(trace, spec, server=address, server_options=options, trace_info=info,
+                            log=log, on_progress=bar.track)
+    result.write(out)
+    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     print(f"wrote {out}", file=sys.stderr)
     return EXIT_OK if result.within_tolerance else EXIT_PROBLEMS
 
 
-def write_artifacts(result: lib.ReplayResult, out) -> None:  # noqa: ANN001
-    from cachelab.tables import write_csv
-
-    out.mkdir(parents=True, exist_ok=True)
-    result.save(out / "replay.json")
-    rows = []
-    for s in result.strategies:
-        for k in s["added_ms"]:
-            a, i, m = s["added_ms"][k], s["increase"][k], s["memcached_ms"][k]
-            b = s["library_ms"][k]
-            rows.append([s["strategy"], k, a["measured"], a["predicted"], a["error"],
-                         m["measured"], m.get("calls_shuffled"), m["predicted"], m["error"],
-                         b["measured"], b["predicted"], b["error"],
-                         i["measured"], i["predicted"], i["error"]])
-    write_csv(out / "replay.csv",
-              ["strategy", "percentile", "measured_ms", "predicted_ms", "error_ms",
-               "in_memcached_ms", "in_memcached_shuffled_ms", "model_ms",
-               "error_in_memcached", "library_ms", "predicted_library_ms", "error_library",
-               "measured_increase", "predicted_increase", "error_increase"], rows)
-
-
-__all__ = ["add_parser", "run", "spec_from", "write_artifacts"]
+__all__ = ["add_parser", "run", "spec_from"]

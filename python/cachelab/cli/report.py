@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from cachelab.cli import EXIT_OK
+from cachelab.cli import common
+from cachelab.cli.common import EXIT_OK
+from cachelab.report import write_report
 
 DESCRIPTION = """\
 Find every cachelab result (profile.json, load.json, scale.json, usl.json, simulate.json,
@@ -25,9 +27,10 @@ URIs, nothing fetched from the network.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="render saved results into one self-contained HTML page",
-                       description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = common.verb_parser(
+        sub, "report", help="render saved results into one self-contained HTML page",
+        description=DESCRIPTION,
+    )
     p.add_argument("paths", nargs="+", type=Path, metavar="DIR|FILE",
                    help="result files, or directories to search for them")
     p.add_argument("--out", type=Path, metavar="FILE",
@@ -41,8 +44,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cachelab.report import write_report
-
     out = args.out
     if out is None:
         first = args.paths[0]

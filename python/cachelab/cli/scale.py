@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from cachelab import scale as lib
-from cachelab import usl as usl_lib
-from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, common
-from cachelab.cli.usl import render as render_fit
+import cachelab.scale as lib
+import cachelab.usl as usl_lib
+from cachelab.cli import common
 from cachelab.errors import UsageError
 from cachelab.load import parse_mix
 
@@ -52,9 +50,9 @@ def _points(text: str) -> list[int]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "scale", help="sweep concurrency, measure steady-state throughput, fit the USL",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = common.verb_parser(
+        sub, "scale", help="sweep concurrency, measure steady-state throughput, fit the USL",
+        description=DESCRIPTION,
     )
     p.add_argument("--vary", choices=lib.VARY, default="connections", help="what N is")
     p.add_argument("--points", type=common.arg_type(_points), metavar="N,...",
@@ -79,11 +77,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--method", choices=list(usl_lib.METHODS), help="USL method (default bounded)")
     f.add_argument("--bootstrap", type=int, metavar="R", help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="workload and bootstrap seed (default 0)")
-    p.add_argument("--quick", action="store_true", help="a small, fast sweep of the same shape")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plots")
-    common.add_output_options(p, "scale")
-    common.add_server_options(p)
-    p.set_defaults(func=run)
+    common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
+                         plots="skip the PNG/SVG plots", server=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
@@ -107,83 +102,24 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     spec = spec_from(args)
+    fmt = common.stdout_format(args)
     address = common.server_address(args)
+    options = common.server_options(args)
     out = common.output_dir(args, "scale")
 
     def progress(done: int, total: int, n: int, point: dict) -> None:
         print(f"scale: {done}/{total} N = {n}: {point['throughput']:,.0f}/s"
               + ("" if point["steady_reached"] else " (no steady state)"), file=sys.stderr)
 
-    result = lib.scale(spec, server=address, server_options=common.private_server_options(args),
-                       on_run=progress)
-    write_artifacts(result, out, plots=not args.no_plots)
+    result = lib.scale(spec, server=address, server_options=options, on_run=progress)
+    result.write(out, plots=not args.no_plots)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
     else:
-        print(render(result))
+        print(result.render())
     stream = sys.stderr if fmt == "json" else sys.stdout
     print(f"wrote {out}/scale.json, scale.csv" + ("" if args.no_plots else " and plots"),
           file=stream)
-    return EXIT_PROBLEMS if any(r["errors"] or r["lost"] for r in result.runs) else EXIT_OK
-
-
-def _us(ns: float | None) -> str:
-    return "—" if ns is None else f"{ns / 1000:.1f}"
-
-
-def render(r: lib.ScaleResult) -> str:
-    s = r.spec
-    lines = [
-        f"scale sweep: N = {s['vary']}, {len(r.runs)} run(s) "
-        f"({s['repeats']} repeat(s), interleaved), window {s['window']:g} s from the steady state"
-        f"; memcached {r.server.get('version', '?')} at {r.server.get('address')}",
-        "",
-        f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}",
-    ]
-    for row in r.summary:
-        p = row["latency"]["percentiles_ns"]
-        sd = row["throughput_sd"]
-        lines.append(f"{row['n']:>6}{row['throughput_mean']:>14,.0f}"
-                     f"{'—' if sd is None else f'{sd:,.0f}':>10}{_us(p.get('50')):>10}"
-                     f"{_us(p.get('99')):>10}{_us(p.get('99.9')):>10}")
-    fit = r.usl
-    if fit is not None:
-        lines += ["", render_fit(fit)]
-    if r.limits:
-        lines += ["", *[f"note: {m}" for m in r.limits]]
-    return "\n".join(lines)
-
-
-CSV_HEADER = ["order", "n", "repeat", "connections", "threads", "throughput", "replies",
-              "window_s", "steady_reached", "window_short", "errors", "lost", "p50_ns", "p99_ns",
-              "p99.9_ns", "max_ns", "server_run_queue_wait_per_wall", "client_cpu_us_per_op"]
-
-
-def write_artifacts(r: lib.ScaleResult, out: Path, *, plots: bool = True) -> list[Path]:
-    from cachelab.tables import write_csv
-
-    out.mkdir(parents=True, exist_ok=True)
-    written = [r.save(out / "scale.json")]
-    rows = []
-    for x in sorted(r.runs, key=lambda x: x["order"]):
-        p = x["latency"]["percentiles_ns"]
-        rows.append([x["order"], x["n"], x["repeat"], x["connections"], x["threads"],
-                     f"{x['throughput']:.1f}", x["replies"], x["window_s"],
-                     int(x["steady_reached"]), int(x["window_short"]), x["errors"], x["lost"],
-                     p.get("50", ""), p.get("99", ""), p.get("99.9", ""), p.get("100", ""),
-                     x["server_run_queue_wait_per_wall"] if x["server_run_queue_wait_per_wall"]
-                     is not None else "", x["client_cpu_us_per_op"] or ""])
-    write_csv(out / "scale.csv", CSV_HEADER, rows)
-    written.append(out / "scale.csv")
-    if plots:
-        from cachelab.plots.usl import scale_latency_plot, usl_plot
-
-        fit = r.usl
-        if fit is not None:
-            written += usl_plot(fit, out / "scale-usl", xlabel=f"N ({r.spec['vary']})",
-                                ylabel="throughput (replies/s)",
-                                title=f"memcached scalability: N = {r.spec['vary']}")
-        written += scale_latency_plot(r.summary, out / "scale-latency", vary=r.spec["vary"])
-    return written
+    return (common.EXIT_PROBLEMS if any(r["errors"] or r["lost"] for r in result.runs)
+            else common.EXIT_OK)

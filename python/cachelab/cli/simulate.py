@@ -1,17 +1,19 @@
-"""``cachelab simulate``: predict how much slower requests get under each caching strategy."""
+"""``cachelab simulate``: predict how much slower requests get under each caching strategy
+(request traces), or miss ratios of eviction policies (flat key traces)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from cachelab import simulation as lib
-from cachelab.cli import EXIT_OK, common
+import cachelab.simulation as lib
+import cachelab.traces as traces
+from cachelab.cli import common
+from cachelab.cli.common import EXIT_OK
 from cachelab.errors import UsageError
-from cachelab.tables import text_table
+from cachelab.simulation.flat_run import FlatSimulateSpec, parse_sizes, split_policies
 
 DESCRIPTION = """\
 Two modes, chosen by the trace:
@@ -45,9 +47,9 @@ exact LRU miss-ratio curve (--shards R to sample huge traces).
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "simulate", help="predict added request latency per caching strategy; miss ratios",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = common.verb_parser(
+        sub, "simulate", help="predict added request latency per caching strategy; miss ratios",
+        description=DESCRIPTION,
     )
     p.add_argument(
         "trace", nargs="?", metavar="TRACE",
@@ -104,23 +106,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--threads", type=int, default=0, metavar="N",
         help="worker threads (default 0: one per core)",
     )
-    p.add_argument("--quick", action="store_true", help="a small run of the same shape")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plots")
-    common.add_output_options(p, "simulate")
-    p.set_defaults(func=run)
+    common.finish_parser(p, "simulate", run, quick="a small run of the same shape",
+                         plots="skip the PNG/SVG plots")
 
 
 def run(args: argparse.Namespace) -> int:
-    from cachelab import traces
-
     fmt = common.stdout_format(args)
     out = common.output_dir(args, "simulate")
     if args.trace is not None and not traces.is_request_format(
         traces.detect_format(args.trace, args.trace_format)
     ):
-        from cachelab.cli import simulate_flat
+        result: lib.SimulationResult | lib.FlatSimulationResult = lib.simulate_flat_trace(
+            args.trace, flat_spec_from(args))
+    else:
+        spec = spec_from(args)
+        trace, info = _request_trace(args)
+        result = lib.simulate(trace, spec, trace_info=info)
+    result.write(out, plots=not args.no_plots)
+    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
+    print(f"wrote {out}", file=sys.stderr)
+    return EXIT_OK
 
-        return simulate_flat.run(args, fmt, out)
+
+def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:
+    """Flags -> the checked spec of a request-level simulation."""
     _reject_flat_options(args)
     spec = lib.SimulateSpec(
         strategies=_strategies(args.strategies),
@@ -131,15 +140,23 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     spec.check()
-    trace, info = _request_trace(args)
-    result = lib.simulate(trace, spec, trace_info=info)
-    write_artifacts(result, out, plots=not args.no_plots)
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(render(result))
-    print(f"wrote {out}", file=sys.stderr)
-    return EXIT_OK
+    return spec
+
+
+def flat_spec_from(args: argparse.Namespace) -> FlatSimulateSpec:
+    """Flags -> the checked spec of a flat-trace simulation."""
+    if args.strategies is not None:
+        raise UsageError("--strategies: only for request traces; flat traces take --policies")
+    if args.shards is not None and not args.mrc:
+        raise UsageError("--shards: only with --mrc")
+    spec = FlatSimulateSpec(unit=args.unit, mrc=args.mrc, shards=args.shards,
+                            threads=args.threads, format=args.trace_format)
+    if args.policies is not None:
+        spec.policies = split_policies(args.policies)
+    spec.check()
+    if args.sizes:
+        spec.sizes = tuple(parse_sizes(args.sizes))
+    return spec
 
 
 def _reject_flat_options(args: argparse.Namespace) -> None:
@@ -166,142 +183,16 @@ def _strategies(text: str | None) -> tuple[str, ...] | None:
     return parts
 
 
-def _request_trace(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    from cachelab import traces
-
+def _request_trace(args: argparse.Namespace) -> tuple[traces.RequestTrace, dict[str, Any]]:
+    """TRACE, or a synthetic trace of --requests requests, and what to record about it."""
     if args.trace is not None:
         trace = traces.load_request_trace(args.trace, args.trace_format)
         return trace, {"source": str(args.trace)}
     if args.requests is not None and args.requests < 1:
         raise UsageError(f"--requests must be at least 1, got {args.requests}")
     n = args.requests or (20_000 if args.quick else 100_000)
-    params = traces.SynthParams(requests=n)
-    trace = traces.synthesize(params)
+    trace = traces.synthesize(traces.SynthParams(requests=n))
     return trace, {"source": "synthetic", "generator": trace.generator}
 
 
-# -- output -------------------------------------------------------------------------------
-
-
-def _pct(x: float | None) -> str:
-    if x is None:
-        return "\u2014"
-    if x >= 10:
-        return f"{100 * x:.0f}%"
-    if x >= 0.1:
-        return f"{100 * x:.1f}%"
-    return f"{100 * x:.2f}%"
-
-
-def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
-    return "\n".join(text_table(header, rows, left=left))
-
-
-def _key(x: float) -> str:
-    return format(round(float(x), 6), "g")
-
-
-def _bands(s: dict[str, Any], field: str, name: str) -> dict[str, dict[str, float]]:
-    """A strategy's list of {name, median, low, high} as a mapping by the name's short text."""
-    return {_key(b[name]): b for b in s[field]}
-
-
-def _percentiles(s: dict[str, Any]) -> dict[str, dict[str, float]]:
-    return _bands(s, "percentiles", "percentile")
-
-
-def _slowed(s: dict[str, Any]) -> dict[str, dict[str, float]]:
-    return _bands(s, "slowed", "threshold")
-
-
-def render(result: lib.SimulationResult) -> str:
-    d = result.to_dict()
-    strategies = d["strategies"]
-    first = strategies[0] if strategies else {"counts": {}}
-    title = (
-        f"Added latency per request, as a share of its base latency "
-        f"(model {d['model']['name']}"
-        + ("; a request's calls follow the profile's sample order"
-           if d["model"].get("draws") == "sequence" else "")
-        + f"; median of {d['spec']['draws']} draws; "
-        f"{first['counts'].get('requests', 0):,} requests evaluated)"
-    )
-    header = ["strategy", *(f"p{p}" for p in lib.PERCENTILES), "\u226510%", "\u226525%",
-              "\u226550%", "hit", "RT/req", "KB/req"]
-    rows = []
-    for s in strategies:
-        pct = _percentiles(s)
-        slowed = _slowed(s)
-        rows.append([
-            s["strategy"],
-            *(_pct(pct[p]["median"]) for p in lib.PERCENTILES),
-            *(_pct(slowed[t]["median"]) for t in lib.SLOWED),
-            _pct(s["hit_ratio"]),
-            f"{s['round_trips_per_request']:.2f}",
-            f"{s['bytes_per_request'] / 1000:.1f}",
-        ])
-    parts = [title, _table(header, rows)]
-    best = min(strategies, key=lambda s: _percentiles(s)["90"]["median"], default=None)
-    if best is not None and best.get("routes"):
-        routes = sorted(best["routes"], key=lambda r: -r["total_added_ms"])[:8]
-        total = sum(r["total_added_ms"] for r in best["routes"]) or 1.0
-        parts.append(
-            f"Which requests hurt most under {best['strategy']} (the lowest p90), by added time"
-        )
-        parts.append(_table(
-            ["route", "requests", "mean added ms", "mean increase", "share of added time"],
-            [[str(r["route"]), f"{r['requests']:,}", f"{r['mean_added_ms']:.2f}",
-              _pct(r["mean_increase"]), _pct(r["total_added_ms"] / total)] for r in routes],
-        ))
-    parts.append(
-        "Percentages are added memcached time / base request latency; hit = share of first "
-        "touches served in process (prefetched items not counted); RT = memcached round trips. "
-        "Bands over the draws are in simulate.json and simulate.csv."
-    )
-    return "\n\n".join(parts)
-
-
-def write_artifacts(result: lib.SimulationResult, out: Path, *, plots: bool = True) -> list[Path]:
-    from cachelab.tables import write_csv
-
-    out.mkdir(parents=True, exist_ok=True)
-    written = [result.save(out / "simulate.json")]
-    d = result.to_dict()
-    header = ["strategy"]
-    for p in lib.PERCENTILES:
-        header += [f"p{p}", f"p{p}_low", f"p{p}_high"]
-    for t in lib.SLOWED:
-        header += [f"slowed_{t}", f"slowed_{t}_low", f"slowed_{t}_high"]
-    header += ["hit_ratio", "round_trips_per_request", "bytes_per_request", "requests"]
-    rows = []
-    for s in d["strategies"]:
-        row: list[Any] = [s["strategy"]]
-        pct, slowed = _percentiles(s), _slowed(s)
-        for p in lib.PERCENTILES:
-            row += [pct[p]["median"], pct[p]["low"], pct[p]["high"]]
-        for t in lib.SLOWED:
-            row += [slowed[t]["median"], slowed[t]["low"], slowed[t]["high"]]
-        row += [s["hit_ratio"], s["round_trips_per_request"], s["bytes_per_request"],
-                s["counts"]["requests"]]
-        rows.append(row)
-    write_csv(out / "simulate.csv", header, rows)
-    written.append(out / "simulate.csv")
-    route_rows = [
-        [s["strategy"], r["route"], r["requests"], r["mean_added_ms"], r["mean_increase"],
-         r["total_added_ms"]]
-        for s in d["strategies"] for r in s.get("routes", [])
-    ]
-    write_csv(
-        out / "simulate-routes.csv",
-        ["strategy", "route", "requests", "mean_added_ms", "mean_increase", "total_added_ms"],
-        route_rows,
-    )
-    written.append(out / "simulate-routes.csv")
-    if plots:
-        from cachelab.plots.simulate import fractional_increase_plot
-
-        written += fractional_increase_plot(result, out / "simulate")
-    return written
-
-
-__all__ = ["add_parser", "render", "run", "write_artifacts"]
+__all__ = ["add_parser", "flat_spec_from", "run", "spec_from"]

@@ -10,8 +10,9 @@ import argparse
 import json
 import sys
 
-from cachelab import run as lib
-from cachelab.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER, common
+import cachelab.run as lib
+from cachelab.cli import common
+from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
 from cachelab.errors import Interrupted, UsageError
 
 DESCRIPTION = """\
@@ -43,9 +44,10 @@ def _steps(text: str) -> tuple[str, ...]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "run", help="the whole study: profile, scale, simulate, tiers, replay, one HTML report",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = common.verb_parser(
+        sub, "run",
+        help="the whole study: profile, scale, simulate, tiers, replay, one HTML report",
+        description=DESCRIPTION,
     )
     p.add_argument("--quick", action="store_true", help="a small study of the same shape "
                    "(about a minute)")
@@ -57,21 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="requests in the synthetic trace (default 100000; 20000 with --quick)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
-    common.add_output_options(p, "run")
-    common.add_server_options(p)
-    p.set_defaults(func=run)
-
-
-def render(r: lib.RunResult) -> str:
-    header = ["step", "status", "time", "summary"]
-    rows = [[s.name, s.status, f"{s.elapsed_s:.1f} s", s.summary or s.error or ""]
-            for s in r.steps]
-    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(3)]
-    lines = []
-    for row in [header, ["-" * w for w in widths] + ["-" * 7], *rows]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
-    lines.append(f"total {r.elapsed_s:.1f} s")
-    return "\n".join(lines)
+    common.finish_parser(p, "run", run, server=True)
 
 
 def exit_code(r: lib.RunResult) -> int:
@@ -90,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     spec.check()
     fmt = common.stdout_format(args)
     address = common.server_address(args)
-    options = common.private_server_options(args)
+    options = common.server_options(args)
     out = common.output_dir(args, "run")
 
     def log(msg: str) -> None:
@@ -105,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
     else:
-        print(render(result))
+        print(result.render())
     stream = sys.stderr if fmt == "json" else sys.stdout
     print(f"wrote {out}/run.json" + (f" and {result.report}" if result.report else ""),
           file=stream)
@@ -114,4 +102,4 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-__all__ = ["add_parser", "exit_code", "render", "run"]
+__all__ = ["add_parser", "exit_code", "run"]

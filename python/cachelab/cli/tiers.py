@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 
-from cachelab import tiers as lib
-from cachelab.cli import EXIT_OK, common
+import cachelab.tierbench as lib
+from cachelab.cli import common
 from cachelab.errors import UsageError
+from cachelab.progress import Progress
 
 DESCRIPTION = """\
 The benchmark of the seed post "caching tiers on App Engine" on this machine: read one ~60 KB
@@ -21,9 +22,8 @@ whether each of the seed's findings reproduces here.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tiers", help="store vs memcached (+codec, +compression) vs memory",
-                       description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = common.verb_parser(sub, "tiers", help="store vs memcached (+codec, +compression) vs memory",
+                           description=DESCRIPTION)
     p.add_argument("--reads", type=int, metavar="N",
                    help="timed reads per method and shape (default 200; 40 with --quick)")
     p.add_argument("--codec", default="msgpack", choices=("msgpack", "orjson", "pickle"),
@@ -34,11 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dsn", metavar="DSN",
                    help="a PostgreSQL DSN to use as the store instead of SQLite (needs psycopg)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
-    p.add_argument("--quick", action="store_true", help="a small run of the same shape")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG bar chart")
-    common.add_output_options(p, "tiers")
-    common.add_server_options(p)
-    p.set_defaults(func=run)
+    common.finish_parser(p, "tiers", run, quick="a small run of the same shape",
+                         plots="skip the PNG/SVG bar chart", server=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.TiersSpec:
@@ -57,35 +54,18 @@ def spec_from(args: argparse.Namespace) -> lib.TiersSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cachelab.tables import write_csv
-
     fmt = common.stdout_format(args)
     spec = spec_from(args)
     address = common.server_address(args)
+    options = common.server_options(args)
     out = common.output_dir(args, "tiers")
-    if address is None:
-        from cachelab.servers import PrivateMemcached
-
-        with PrivateMemcached(**common.private_server_options(args)) as mc:
-            result = lib.tiers(spec, server=mc.address)
-            result.server.update({"private": True, "argv": mc.argv})
-    else:
-        result = lib.tiers(spec, server=address)
-    out.mkdir(parents=True, exist_ok=True)
-    result.save(out / "tiers.json")
-    cols = ["shape", "method", "reads", "wall_p50_us", "wall_p90_us", "wall_mean_us",
-            "cpu_mean_us", "stored_bytes"]
-    write_csv(out / "tiers.csv", cols, [[r[c] for c in cols] for r in result.rows])
-    if not args.no_plots:
-        from cachelab.plots.tiers import tiers_plot
-
-        tiers_plot(result, out / "tiers")
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(lib.render(result))
+    with Progress(spec.reads, "tiers") as bar:
+        result = lib.tiers(spec, server=address, server_options=options,
+                           on_progress=lambda done, _total: bar.update(done))
+    result.write(out, plots=not args.no_plots)
+    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     print(f"wrote {out}", file=sys.stderr)
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 __all__ = ["add_parser", "run", "spec_from"]

@@ -10,8 +10,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cachelab.cli import EXIT_OK, Parser, common
+from cachelab.cli import common
+from cachelab.cli.common import EXIT_OK, Parser
 from cachelab.errors import UsageError
+from cachelab.traces.formats import (
+    REQUEST_FORMATS,
+    convert,
+    detect_format,
+    format_name,
+    render_conversion,
+    save_request_trace,
+)
+from cachelab.traces.inspect import (
+    INSPECT_FILE,
+    inspect_path,
+    render_inspection,
+    write_inspection,
+)
+from cachelab.traces.synth import SynthParams, render_synth_summary, synth_summary, synthesize
 
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
@@ -134,9 +150,8 @@ def _parse_set(text: str) -> tuple[str, Any]:
     return name.strip().replace("-", "_"), value
 
 
-def params_from(args: argparse.Namespace) -> Any:
-    from cachelab.traces.synth import SynthParams
-
+def params_from(args: argparse.Namespace) -> SynthParams:
+    """--quick, --set and the parameter flags -> checked :class:`SynthParams`."""
     values: dict[str, Any] = SynthParams.quick().to_dict() if args.quick else {}
     for text in args.set:
         name, value = _parse_set(text)
@@ -156,8 +171,6 @@ def params_from(args: argparse.Namespace) -> Any:
 
 def synth_target(args: argparse.Namespace) -> Path:
     """The trace file synth writes: PATH; --out as a trace path or a directory; a default."""
-    from cachelab.traces.formats import REQUEST_FORMATS, detect_format, format_name
-
     if args.path is not None and args.out is not None:
         raise UsageError("give the trace's PATH or --out, not both")
     to = format_name(args.to) if args.to else None
@@ -176,27 +189,14 @@ def synth_target(args: argparse.Namespace) -> Path:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from cachelab.traces.formats import save_request_trace
-    from cachelab.traces.synth import synthesize
-
     fmt = common.stdout_format(args)
     params = params_from(args)
     target = synth_target(args)
     trace = synthesize(params)
     with _writing(target):
         save_request_trace(trace, target, args.to)
-    summary = {
-        "path": str(target),
-        "requests": trace.n_requests,
-        "catalog_items": trace.n_items,
-        "touches": trace.n_touches,
-        "params": params.to_dict(),
-    }
-    if fmt == "json":
-        print(json.dumps(summary, indent=1))
-    else:
-        print(f"{trace.n_requests:,} requests, {trace.n_items:,} catalog items, "
-              f"{trace.n_touches:,} touches (seed {params.seed})")
+    summary = synth_summary(trace, params, target)
+    print(json.dumps(summary, indent=1) if fmt == "json" else render_synth_summary(summary))
     print(f"wrote {target}", file=sys.stderr if fmt == "json" else sys.stdout)
     return EXIT_OK
 
@@ -205,20 +205,12 @@ def run_synth(args: argparse.Namespace) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    from cachelab.traces._files import atomic_file
-    from cachelab.traces.inspect import inspect_path, render_inspection
-
     fmt = common.stdout_format(args)
     result = inspect_path(args.path, args.from_format)
-    text = json.dumps(result, indent=1)
-    if fmt == "json":
-        print(text)
-    else:
-        print(render_inspection(result))
+    print(json.dumps(result, indent=1) if fmt == "json" else render_inspection(result))
     if args.out is not None:
-        out = args.out / "trace-inspect.json"
-        with _writing(out), atomic_file(out) as tmp:
-            tmp.write_text(text + "\n", encoding="utf-8")
+        with _writing(args.out / INSPECT_FILE):
+            out = write_inspection(result, args.out)
         print(f"wrote {out}", file=sys.stderr if fmt == "json" else sys.stdout)
     return EXIT_OK
 
@@ -227,18 +219,9 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from cachelab.traces.formats import convert
-
     fmt = common.stdout_format(args)
     with _writing(args.dst):
         summary = convert(args.src, args.dst, from_format=args.from_format,
                           to_format=args.to_format)
-    if fmt == "json":
-        print(json.dumps(summary, indent=1))
-    else:
-        what = (f"{summary['requests']:,} requests" if "requests" in summary else "")
-        if "accesses" in summary:
-            what += (", " if what else "") + f"{summary['accesses']:,} accesses"
-        print(f"{summary['source']} ({summary['source_format']}) -> {summary['destination']} "
-              f"({summary['destination_format']}): {what}")
+    print(json.dumps(summary, indent=1) if fmt == "json" else render_conversion(summary))
     return EXIT_OK

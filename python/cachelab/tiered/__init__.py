@@ -2,7 +2,18 @@
 with request-scoped prefetch, per-class codecs and compression, stampede protection (single
 flight and memcached leases), invalidation, a circuit breaker, and per-tier stats.
 
-See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`.
+See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the bottom up:
+
+* :mod:`~cachelab.tiered.memory` — L1, in process (:class:`LRUMemory`, :class:`FixedMemory`);
+* :mod:`~cachelab.tiered.backends` — L2, memcached (:class:`MemcachedTier`,
+  :class:`PymemcacheTier`);
+* :mod:`~cachelab.tiered.codecs` — how values are stored (:class:`ValueFormat`);
+* :mod:`~cachelab.tiered.breaker`, :mod:`~cachelab.tiered.stats` — the circuit breaker in
+  front of L2, and the counters;
+* :mod:`~cachelab.tiered.keys` — key classes, memcached keys, namespace versions;
+* :mod:`~cachelab.tiered.flight` — stampede protection: single flight and leases;
+* :mod:`~cachelab.tiered.scope` — the request scope (:class:`RequestScope`);
+* :mod:`~cachelab.tiered.cache` — :class:`TieredCache`, which composes them.
 """
 
 from __future__ import annotations

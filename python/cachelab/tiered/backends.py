@@ -13,12 +13,13 @@ raced an invalidation is never stored.
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from cachelab import _core
-from cachelab.errors import ServerError, ServerReplyError
+import cachelab._core as _core
+from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, ServerTimeout
 
 __all__ = ["Lease", "MemcachedTier", "PymemcacheTier", "Tier"]
 
@@ -200,20 +201,19 @@ class PymemcacheTier(Tier):
     name = "pymemcache"
 
     def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def _wrap(self, fn: Any, *args: Any) -> Any:
-        import socket
-
+        # Deferred on purpose: pymemcache is optional (the ``test`` extra), and whoever makes a
+        # PymemcacheTier has it; ``import cachelab.tiered`` must not need it.
         from pymemcache.exceptions import MemcacheError
 
-        from cachelab.errors import ConnectionClosed, ServerTimeout
+        self.client = client
+        self._memcache_error: type[Exception] = MemcacheError
 
+    def _wrap(self, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
         except socket.timeout as e:
             raise ServerTimeout(str(e)) from e
-        except (OSError, MemcacheError) as e:
+        except (OSError, self._memcache_error) as e:
             raise ConnectionClosed(f"pymemcache: {e}") from e
 
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:

@@ -18,9 +18,10 @@ How a lookup goes, for each key not already fetched in the request:
    and compression, :mod:`cachelab.tiered.codecs`); those in the class's own uncompressed
    format come from Rust without it and are decoded with one ``map``.
 3. **L3** — the loader, once per batch of keys still missing, behind two guards against
-   stampedes: in-process *single flight* (one thread loads a key, the others wait for it) and
-   memcached *leases* (one process loads a key, the others poll L2 for its value, for at most
-   ``lease_wait`` seconds, then load it themselves without storing).
+   stampedes (:mod:`cachelab.tiered.flight`): in-process *single flight* (one thread loads a
+   key, the others wait for it) and memcached *leases* (one process loads a key, the others
+   poll L2 for its value, for at most ``lease_wait`` seconds, then load it themselves without
+   storing).
 
 Failures: a memcached error or timeout (``MemcachedTier(timeout=...)``) counts against a
 :class:`CircuitBreaker`; the keys are read from the loader instead (``fallbacks``). While the
@@ -32,79 +33,33 @@ leases its CAS set fails, so it does not land in memcached either. A delete that
 memcached is kept as pending: the key is read past L2 (and not stored there) until the delete
 succeeds. Other processes' L1s are not told: bound their staleness with ``LRUMemory(ttl=...)``.
 :meth:`TieredCache.invalidate_namespace` bumps a version counter in memcached that is part of
-every key of that namespace; other processes see the new version within ``ns_refresh`` seconds.
+every key of that namespace (:mod:`cachelab.tiered.keys`); other processes see the new version
+within ``ns_refresh`` seconds.
+
+:class:`TieredCache` composes the parts: :class:`~cachelab.tiered.keys.Keyring` (key classes,
+keys, namespaces), :class:`~cachelab.tiered.flight.SingleFlight` and
+:func:`~cachelab.tiered.flight.fill` (stampede protection), and
+:class:`~cachelab.tiered.scope.RequestScope`; it keeps the read and write paths.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-import secrets
-import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
-from itertools import repeat
+from collections.abc import Hashable, Iterable
 from typing import Any
 
-from cachelab import _core
 from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
-from cachelab.tiered.codecs import CorruptValue, ValueFormat
+from cachelab.tiered.flight import SingleFlight, fill, l2_failed
+from cachelab.tiered.keys import KeyClass, Keyring, Loader
 from cachelab.tiered.memory import MISS, LRUMemory, Memory
+from cachelab.tiered.scope import NOT_FOUND, RequestScope
 from cachelab.tiered.stats import BreakerStats, TierStats
 
 __all__ = ["KeyClass", "Loader", "RequestScope", "TieredCache"]
 
-#: ``loader(idents) -> {ident: object}``; idents it leaves out are "not found" (not cached).
-Loader = Callable[[list[Any]], Mapping[Any, Any]]
-
-_SAFE = re.compile(r"[A-Za-z0-9_.\-:/]+")
-_NAME = re.compile(r"[A-Za-z0-9_\-]{1,40}")
-_MAX_KEY = 250
 _now_ns = time.perf_counter_ns
-_allocate_lock = threading.Lock
-#: Memcached keys remembered per key class (ident -> key); beyond this the memo is cleared.
-_KEY_MEMO = 100_000
-
-
-@dataclass(frozen=True, eq=False)
-class KeyClass:
-    """A family of keys with one loader, one value format, one TTL. Made by
-    :meth:`TieredCache.key_class`."""
-
-    name: str
-    loader: Loader
-    format: ValueFormat
-    ttl: int
-    l1: bool
-    namespace: str | None
-    #: In L1 and not versioned: an L1 hit needs no namespace version (the hit path's test).
-    plain_l1: bool = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "plain_l1", self.l1 and self.namespace is None)
-
-    def __repr__(self) -> str:
-        return f"KeyClass({self.name!r}, {self.format!r}, ttl={self.ttl}, l1={self.l1})"
-
-
-class _Flight:
-    """A batch of keys being filled by one thread; other threads wanting any of them wait on
-    it. The lock is held by the filling thread until it is done (one lock per batch, not per
-    key: a 100-key multi-get makes one)."""
-
-    __slots__ = ("error", "lock", "results", "waiters")
-
-    def __init__(self) -> None:
-        self.lock = _allocate_lock()
-        self.lock.acquire()
-        #: memcached key -> (object, weight) for the keys found; None if nobody was waiting
-        #: when the flight ended (a waiter that comes that late fetches for itself)
-        self.results: dict[str, tuple] | None = None
-        self.waiters = 0
-        self.error: BaseException | None = None
 
 
 class TieredCache:
@@ -128,32 +83,25 @@ class TieredCache:
         lease_wait: float = 0.5,
         ns_refresh: float = 1.0,
     ) -> None:
-        prefix = prefix if prefix is not None else f"cachelab:{secrets.token_hex(6)}"
-        if not _SAFE.fullmatch(prefix) or len(prefix) > 100:
-            raise UsageError(
-                f"prefix {prefix!r}: 1-100 characters of letters, digits and _ . - : /"
-            )
+        keys = Keyring(prefix, ns_refresh)  # checks the prefix
         if lease_ttl < 1 or lease_wait < 0 or ns_refresh < 0:
             raise UsageError("lease_ttl must be >= 1 s; lease_wait and ns_refresh >= 0")
+        self._keys = keys
         self.l2 = l2
         self.l1 = l1  # a property: it also sets the hit path's table
-        self.prefix = prefix
         self.breaker = breaker or CircuitBreaker()
         self.leases = leases
         self.lease_ttl = lease_ttl
         self.lease_wait = lease_wait
-        self.ns_refresh = ns_refresh
         self.l1_stats = TierStats("l1")
         self.l2_stats = TierStats("l2")
         self.l3_stats = TierStats("l3")
         self.events = BreakerStats()
-        self._classes: dict[str, KeyClass] = {}
-        self._flights: dict[str, _Flight] = {}
+        self._flights = SingleFlight()
+        #: Bumped by every invalidation: a fill that began before one is not admitted to L1.
         self._epoch = 0
+        #: Keys whose delete has not reached memcached yet (read past L2 until it does).
         self._pending: set[str] = set()
-        self._ns: dict[str, tuple[int, float]] = {}
-        #: Per key class: (namespace version, {ident: memcached key}) for the version in use.
-        self._memos: dict[str, tuple[int, dict[Any, str]]] = {}
 
     def __repr__(self) -> str:
         return f"TieredCache(l2={self.l2!r}, l1={self.l1!r}, prefix={self.prefix!r})"
@@ -168,6 +116,29 @@ class TieredCache:
         self._l1 = memory
         #: An LRUMemory's table, read directly by :meth:`get` on a hit (one Python call less).
         self._hot = memory.hot_table() if isinstance(memory, LRUMemory) else None
+
+    @property
+    def prefix(self) -> str:
+        """What every memcached key of this cache starts with."""
+        return self._keys.prefix
+
+    @prefix.setter
+    def prefix(self, prefix: str) -> None:
+        self._keys.prefix = prefix
+
+    @property
+    def ns_refresh(self) -> float:
+        """Seconds a namespace version is used before it is read from memcached again."""
+        return self._keys.refresh
+
+    @ns_refresh.setter
+    def ns_refresh(self, seconds: float) -> None:
+        self._keys.refresh = seconds
+
+    @property
+    def _classes(self) -> dict[str, KeyClass]:
+        """The key classes registered, by name."""
+        return self._keys.classes
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -187,18 +158,8 @@ class TieredCache:
         ``pickle`` — opt-in, it executes what it reads), compression (``none``, ``zlib``,
         ``zstd``, ``lz4``) for encoded values of at least ``threshold`` bytes, memcached TTL in
         seconds, whether L1 may hold it, and an optional versioned ``namespace``."""
-        if not _NAME.fullmatch(name):
-            raise UsageError(f"key class name {name!r}: 1-40 letters, digits, _ or -")
-        if namespace is not None and not _NAME.fullmatch(namespace):
-            raise UsageError(f"namespace {namespace!r}: 1-40 letters, digits, _ or -")
-        if name in self._classes:
-            raise UsageError(f"key class {name!r} is already registered")
-        if not 0 <= ttl <= 30 * 86400:
-            raise UsageError(f"ttl must be 0 (none) to 30 days in seconds, got {ttl}")
-        kc = KeyClass(name, loader, ValueFormat(codec, compression, threshold), ttl, l1,
-                      namespace)
-        self._classes[name] = kc
-        return kc
+        return self._keys.register(name, loader, codec, compression, threshold, ttl, l1,
+                                   namespace)
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -210,48 +171,10 @@ class TieredCache:
             version = 0
         elif version is None:
             version = self._ns_version(kc.namespace)
-        memo = self._memo(kc.name, version)
-        key = memo.get(ident)
-        if key is None:
-            key = self._make_key(kc, ident, version, memo)
-        return key
+        return self._keys.key_for(kc, ident, version)
 
-    def _memo(self, name: str, version: int) -> dict[Any, str]:
-        """The ident -> key memo of a class at ``version`` (a new version starts a new one)."""
-        m = self._memos.get(name)
-        if m is None or m[0] != version:
-            m = self._memos[name] = (version, {})
-        return m[1]
-
-    def _make_key(self, kc: KeyClass, ident: Any, version: int, memo: dict[Any, str]) -> str:
-        if kc.namespace is not None:
-            head = f"{self.prefix}:{kc.name}@{version}:"
-        else:
-            head = f"{self.prefix}:{kc.name}:"
-        if isinstance(ident, bytes):
-            raw = ident
-            text = None
-        else:
-            text = ident if isinstance(ident, str) else str(ident)
-            raw = text.encode("utf-8", "surrogatepass")
-        if text is not None and _SAFE.fullmatch(text) and len(head) + len(text) <= _MAX_KEY:
-            key = head + text
-        else:
-            key = head + "#" + hashlib.blake2b(raw, digest_size=20).hexdigest()
-        _core.validate_key(key)
-        if len(memo) >= _KEY_MEMO:
-            memo.clear()
-        memo[ident] = key
-        return key
-
-    def _keys_of(self, kc: KeyClass, idents: list[Any], version: int) -> list[str]:
-        """The memcached keys of ``idents``, in their order (memo lookups run in C)."""
-        memo = self._memo(kc.name, version)
-        keys = list(map(memo.get, idents))
-        if not all(keys):  # keys are never empty: a falsy one is a None, not memoised yet
-            make = self._make_key
-            keys = [k or make(kc, i, version, memo) for k, i in zip(keys, idents)]
-        return keys
+    def _ns_version(self, namespace: str) -> int:
+        return self._keys.ns_version(namespace, self.l2, self.breaker)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -328,12 +251,7 @@ class TieredCache:
         """Moves ``namespace`` to a new version (every key in it changes); returns it. Raises
         ServerError if memcached cannot be reached: a namespace cannot be bumped locally only."""
         self._epoch += 1
-        if self.l2 is None:
-            v = self._ns.get(namespace, (0, 0.0))[0] + 1
-        else:
-            v = self.l2.incr_or_add(self._ns_key(namespace))
-        self._ns[namespace] = (v, time.monotonic())
-        return v
+        return self._keys.bump(namespace, self.l2)
 
     # -- stats --------------------------------------------------------------------------------
 
@@ -354,32 +272,6 @@ class TieredCache:
         self.events = BreakerStats()
 
     # -- internals ----------------------------------------------------------------------------
-
-    def _ns_key(self, namespace: str) -> str:
-        return f"{self.prefix}:ns:{namespace}"
-
-    def _ns_version(self, namespace: str) -> int:
-        cached = self._ns.get(namespace)
-        now = time.monotonic()
-        if cached is not None and now - cached[1] < self.ns_refresh:
-            return cached[0]
-        version = cached[0] if cached else 0
-        if self.l2 is not None and self.breaker.allow():
-            try:
-                got = self.l2.get_multi([self._ns_key(namespace)])
-                self.breaker.success()
-                raw = got.get(self._ns_key(namespace))
-                if raw is None:
-                    # A random start: if the counter is ever evicted, the keys written under
-                    # the old version do not come back.
-                    self.l2.set(self._ns_key(namespace), str(secrets.randbits(31)).encode(), 0, 0)
-                    raw = self.l2.get_multi([self._ns_key(namespace)]).get(
-                        self._ns_key(namespace), b"0")
-                version = int(raw)
-            except (ServerError, ValueError):
-                self.breaker.failure()
-        self._ns[namespace] = (version, now)
-        return version
 
     def _l2_usable(self) -> bool:
         if self.l2 is None:
@@ -406,10 +298,12 @@ class TieredCache:
         self.events.pending_invalidations = len(self._pending)
         return True
 
-    def _lookup(self, kc: KeyClass, idents: list[Any], scope: RequestScope | None) -> dict:
+    def _lookup(self, kc: KeyClass, idents: list[Any],
+                values: dict[Hashable, Any] | None) -> dict:
+        """L1, then :meth:`_fetch`, for ``idents``; ``values`` is a request scope's
+        (consulted first, and told what was found and what was not), or None."""
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         l1 = self.l1 if kc.l1 else None
-        values = scope._values if scope is not None else None
         if values is None and l1 is None:
             # Nothing in process to look at: straight to memcached (and the loader).
             return self._fetch(kc, list(dict.fromkeys(idents)), version)[0]
@@ -422,7 +316,7 @@ class TieredCache:
             if values is not None:
                 v = values.get(sk, MISS)
                 if v is not MISS:
-                    if v is not _NOT_FOUND:
+                    if v is not NOT_FOUND:
                         out[i] = v
                     continue
             if l1 is not None:
@@ -447,7 +341,7 @@ class TieredCache:
         for i in need:  # in request order: the order L1 admits them in, as simulated
             if i not in objs:
                 if values is not None:
-                    values[(name, i)] = _NOT_FOUND
+                    values[(name, i)] = NOT_FOUND
                 continue
             obj = out[i] = objs[i]
             if values is not None:
@@ -459,61 +353,9 @@ class TieredCache:
     def _fetch(self, kc: KeyClass, idents: list[Any], version: int) -> tuple[dict, dict]:
         """L2 then L3 for ``idents`` (distinct, none in L1), one flight per key in this
         process: ``({ident: object}, {ident: L1 weight})`` for those found, in ``idents``'
-        order.
-
-        ``dict.setdefault`` and ``dict.pop`` are atomic under the GIL, so claiming and ending a
-        flight needs no lock of its own."""
-        keys = self._keys_of(kc, idents, version)
-        flights = self._flights
-        mine = _Flight()
-        n = len(keys)
-        claimed = list(map(flights.setdefault, keys, repeat(mine, n)))
-        follow: list[tuple[Any, str, _Flight]] = []
-        if claimed.count(mine) == n:  # the usual case: nobody else is fetching any of them
-            lead, lead_keys = idents, keys
-        else:
-            lead, lead_keys = [], []
-            for i, k, f in zip(idents, keys, claimed):
-                if f is mine:
-                    lead.append(i)
-                    lead_keys.append(k)
-                else:
-                    follow.append((i, k, f))
-        objs: dict[Any, Any] = {}
-        sizes: dict[Any, int] = {}
-        try:
-            if lead:
-                objs, sizes = self._fetch_leading(kc, lead, lead_keys)
-        except BaseException as e:
-            mine.error = e
-            raise
-        finally:
-            list(map(flights.pop, lead_keys, repeat(None, len(lead_keys))))
-            if mine.waiters:  # no one can start waiting on us after the pops
-                key_of = dict(zip(lead, lead_keys))
-                mine.results = {key_of[i]: (o, sizes[i]) for i, o in objs.items()}
-            mine.lock.release()
-        if not follow:
-            return objs, sizes
-        late = []
-        for i, k, f in follow:
-            self.events.singleflight_waits += 1
-            f.waiters += 1
-            f.lock.acquire()
-            f.lock.release()
-            if f.error is not None:
-                raise f.error
-            if f.results is None:
-                late.append(i)
-                continue
-            r = f.results.get(k)
-            if r is not None:
-                objs[i], sizes[i] = r
-        if late:
-            more = self._fetch(kc, late, version)
-            objs.update(more[0])
-            sizes.update(more[1])
-        return {i: objs[i] for i in idents if i in objs}, sizes
+        order."""
+        return self._flights.fetch(kc, idents, self._keys.keys_of(kc, idents, version),
+                                   self._fetch_leading, self.events)
 
     def _fetch_leading(self, kc: KeyClass, idents: list[Any], keys: list[str]) -> tuple[dict, dict]:
         """One multi-get for ``idents`` (their memcached ``keys`` aligned), then the loader for
@@ -531,15 +373,17 @@ class TieredCache:
             try:
                 values, found, others, nbytes = self.l2.get_list(keys, fmt.own_header)
             except ServerError:
-                self._l2_failed()
+                l2_failed(self)
                 l2_ok = False
             else:
                 self.l2_stats.record(_now_ns() - t0)
                 self.breaker.success()
             hits = 0
             if found:
-                hits, nbytes = self._decode(kc, idents, values, found, others, nbytes,
-                                            objs, sizes)
+                hits, nbytes, corrupt = fmt.decode_list(idents, values, found, others, nbytes,
+                                                        objs, sizes)
+                if corrupt:
+                    self.events.corrupt += corrupt
             st = self.l2_stats  # plain increments: counters may drift by one under threads
             st.keys += n
             if l2_ok:
@@ -551,283 +395,10 @@ class TieredCache:
             missing = [i for i in idents if i not in objs]
             if not l2_ok and self.l2 is not None:
                 self.events.fallbacks += len(missing)
-            filled = self._fill(kc, missing, dict(zip(idents, keys)), l2_ok)
+            filled = fill(self, kc, missing, dict(zip(idents, keys)), l2_ok)
             for i, (obj, weight) in filled.items():
                 objs[i] = obj
                 sizes[i] = weight
             if found:  # hits first, fills after: back to the order asked
                 objs = {i: objs[i] for i in idents if i in objs}
         return objs, sizes
-
-    def _decode(self, kc: KeyClass, idents: list[Any], values: list[bytes | None], found: int,
-                others: list[int], nbytes: int, objs: dict, sizes: dict) -> tuple[int, int]:
-        """Fills ``objs`` and ``sizes`` from a multi-get's ``values`` (aligned with ``idents``;
-        the ``others`` still carry their header); returns (hits, bytes read of the hits)."""
-        fmt = kc.format
-        rest = [(idents[x], values[x]) for x in others]
-        if rest:
-            values = values.copy()
-            for x in others:
-                values[x] = None
-        if found - len(rest) == len(idents):
-            plain_ids: list[Any] = idents
-            payloads: list[Any] = values
-        else:
-            plain_ids = [i for i, v in zip(idents, values) if v is not None]
-            payloads = [v for v in values if v is not None]
-        hits = len(payloads)
-        loads = fmt.loads
-        if loads is None:
-            objs.update(zip(plain_ids, payloads))
-        else:
-            try:
-                objs.update(zip(plain_ids, map(loads, payloads)))
-            except Exception:  # some payload is not what we wrote: find which, one by one
-                objs.clear()
-                for i, p in zip(plain_ids, payloads):
-                    try:
-                        objs[i] = loads(p)
-                    except Exception:
-                        self.events.corrupt += 1
-                        hits -= 1
-                        nbytes -= len(p) + len(fmt.own_header)
-        sizes.update(zip(plain_ids, map(len, payloads)))
-        decode = fmt.decode_sized
-        for i, data in rest:
-            if not data:  # a lease placeholder: a miss
-                continue
-            try:
-                objs[i], sizes[i] = decode(data)
-            except CorruptValue:
-                self.events.corrupt += 1
-                continue
-            hits += 1
-            nbytes += len(data)
-        if len(sizes) > len(objs):  # drop the sizes of corrupt payloads
-            for i in [i for i in sizes if i not in objs]:
-                del sizes[i]
-        return hits, nbytes
-
-    def _l2_failed(self) -> None:
-        self.breaker.failure()
-        self.l2_stats.add(errors=1)
-
-    def _fill(self, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: bool) -> dict:
-        """Loads ``missing`` (not in L2) and stores them in L2, under leases when possible."""
-        result: dict[Any, tuple] = {}
-        winners: dict[Any, int | None] = {}
-        waiters: list[Any] = []
-        l2 = self.l2
-        use_leases = l2_ok and self.leases and l2 is not None and l2.supports_leases
-        if use_leases:
-            assert l2 is not None
-            for n, i in enumerate(missing):
-                try:
-                    lease = l2.lease_get(keys[i], self.lease_ttl)
-                except ServerError:
-                    self._l2_failed()
-                    l2_ok = False
-                    for j in missing[n:]:
-                        winners[j] = None
-                    break
-                self.l2_stats.add(calls=1, keys=1)
-                if lease.value is not None:
-                    try:
-                        result[i] = kc.format.decode_sized(lease.value)
-                        continue
-                    except CorruptValue:
-                        self.events.corrupt += 1
-                        winners[i] = None
-                elif lease.win:
-                    self.events.lease_wins += 1
-                    winners[i] = lease.cas
-                else:
-                    waiters.append(i)
-        else:
-            winners = dict.fromkeys(missing)
-        if winners:
-            loaded = self._load(kc, list(winners))
-            for i, cas in winners.items():
-                if i not in loaded:
-                    if cas is not None and l2_ok:
-                        self._release(keys[i], cas)
-                    continue
-                enc = kc.format.encode(loaded[i])
-                result[i] = (loaded[i], enc.plain_size)
-                if l2_ok and keys[i] not in self._pending:
-                    l2_ok = self._store(kc, keys[i], enc, cas)
-        for i in waiters:
-            self.events.lease_waits += 1
-            got = self._await_fill(kc, i, keys[i])
-            if got is not None:
-                result[i] = got
-        return result
-
-    def _store(self, kc: KeyClass, key: str, enc: Any, cas: int | None) -> bool:
-        assert self.l2 is not None
-        t0 = _now_ns()
-        try:
-            if cas is not None:
-                stored = self.l2.lease_set(key, enc.data, enc.flags, kc.ttl, cas)
-                if not stored:
-                    self.events.lease_lost += 1
-            else:
-                stored = self.l2.set(key, enc.data, enc.flags, kc.ttl)
-        except ServerError:
-            self._l2_failed()
-            return False
-        self.l2_stats.record(_now_ns() - t0)
-        self.l2_stats.add(calls=1, keys=1, bytes_written=len(enc.data) if stored else 0)
-        return True
-
-    def _release(self, key: str, cas: int) -> None:
-        assert self.l2 is not None
-        try:
-            self.l2.lease_release(key, cas)
-        except ServerError:
-            self._l2_failed()
-
-    def _await_fill(self, kc: KeyClass, ident: Any, key: str) -> tuple | None:
-        """Another process holds the lease: poll memcached for its value; win the lease if it
-        is released; after ``lease_wait`` seconds load without storing."""
-        assert self.l2 is not None
-        deadline = time.monotonic() + self.lease_wait
-        pause = 0.001
-        while time.monotonic() < deadline:
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-            try:
-                lease = self.l2.lease_get(key, self.lease_ttl)
-            except ServerError:
-                self._l2_failed()
-                break
-            self.l2_stats.add(calls=1, keys=1)
-            if lease.value is not None:
-                try:
-                    return kc.format.decode_sized(lease.value)
-                except CorruptValue:
-                    self.events.corrupt += 1
-                    break
-            if lease.win:
-                self.events.lease_wins += 1
-                loaded = self._load(kc, [ident])
-                if ident not in loaded:
-                    self._release(key, lease.cas or 0)
-                    return None
-                enc = kc.format.encode(loaded[ident])
-                if key not in self._pending:
-                    self._store(kc, key, enc, lease.cas)
-                return loaded[ident], enc.plain_size
-        else:
-            self.events.lease_timeouts += 1
-        loaded = self._load(kc, [ident])
-        if ident not in loaded:
-            return None
-        return loaded[ident], kc.format.encode(loaded[ident]).plain_size
-
-    def _load(self, kc: KeyClass, idents: list[Any]) -> Mapping[Any, Any]:
-        t0 = _now_ns()
-        try:
-            loaded = kc.loader(idents)
-        except BaseException:
-            self.l3_stats.add(errors=1)
-            raise
-        self.l3_stats.record(_now_ns() - t0)
-        found = sum(1 for i in idents if i in loaded)
-        self.l3_stats.add(calls=1, keys=len(idents), hits=found, misses=len(idents) - found)
-        return loaded
-
-
-class _NotFound:
-    __slots__ = ()
-
-
-_NOT_FOUND: Any = _NotFound()
-
-
-class RequestScope:
-    """One request's view of the cache: each key is looked up at most once; what it found
-    (or did not) is kept for the rest of the request. Use as a context manager or directly."""
-
-    __slots__ = ("_cache", "_values")
-
-    def __init__(self, cache: TieredCache) -> None:
-        self._cache = cache
-        self._values: dict[Hashable, Any] = {}
-
-    def __enter__(self) -> RequestScope:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._values.clear()
-
-    def __contains__(self, key: tuple[KeyClass, Any]) -> bool:
-        kc, ident = key
-        return (kc.name, ident) in self._values
-
-    def get(self, kc: KeyClass, ident: Any, default: Any = None) -> Any:
-        v = self._values.get((kc.name, ident), MISS)
-        if v is not MISS:
-            return default if v is _NOT_FOUND else v
-        return self._cache._lookup(kc, [ident], self).get(ident, default)
-
-    def get_many(self, kc: KeyClass, idents: Iterable[Any]) -> dict[Any, Any]:
-        return self._cache._lookup(kc, list(idents), self)
-
-    def prefetch(self, kc: KeyClass, idents: Iterable[Any]) -> int:
-        """Fetches the idents neither in this request nor in L1 with one multi-get (and the
-        loader for what memcached lacks); returns how many keys that multi-get asked for."""
-        cache = self._cache
-        version = cache._ns_version(kc.namespace) if kc.namespace else 0
-        l1 = cache.l1 if kc.l1 else None
-        name = kc.name
-        wanted = []
-        for i in dict.fromkeys(idents):
-            sk = (name, i)
-            if sk in self._values:
-                continue
-            # In L1: left out (and made most recent, like the simulator's walk); the touch
-            # that follows is an L1 hit.
-            if l1 is not None and l1.get(sk, version) is not MISS:
-                continue
-            wanted.append(i)
-        if wanted:
-            cache._lookup(kc, wanted, self)
-        return len(wanted)
-
-    def prefetch_tree(
-        self, kc: KeyClass, root: Any, children: Callable[[Any], Iterable[Any]], depth: int = 1,
-    ) -> int:
-        """Prefetches ``root`` and its descendants down to ``depth`` levels (children are
-        level 1), in one multi-get of those neither in this request nor in L1. ``children``
-        maps an ident to its children's idents without loading anything (the structure must
-        be known up front for one round trip). Returns the keys sent to memcached."""
-        if depth < 0:
-            raise UsageError(f"prefetch depth must be 0 or more, got {depth}")
-        cache = self._cache
-        sk = (kc.name, root)
-        if kc.l1 and cache.l1 is not None and sk not in self._values:
-            # The root is about to be used: an L1 hit now is its lookup (before the multi-get
-            # can evict it from a byte-bounded L1), as in the simulator.
-            v = cache.l1.get(sk, cache._ns_version(kc.namespace) if kc.namespace else 0)
-            if v is not MISS:
-                cache.l1_stats.hits += 1
-                self._values[sk] = v
-        seen = {root}
-        order = [root]
-        frontier = [root]
-        for _ in range(depth):
-            nxt = []
-            for p in frontier:
-                for c in children(p):
-                    if c not in seen:
-                        seen.add(c)
-                        order.append(c)
-                        nxt.append(c)
-            if not nxt:
-                break
-            frontier = nxt
-        return self.prefetch(kc, order)
-
-    def clear(self) -> None:
-        self._values.clear()

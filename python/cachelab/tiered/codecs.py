@@ -9,7 +9,7 @@ A stored value is a 2-byte header and the payload::
 flags, so other tools can see how a value was encoded. Reads rely on the header (the text
 protocol's multi-gets in ``cachelab._core.Client`` return values without flags), so a
 value written by some other program under our prefix is refused instead of misread. An empty
-value is never ours: it is a lease placeholder (see :mod:`cachelab.tiered.cache`) and reads as a
+value is never ours: it is a lease placeholder (see :mod:`cachelab.tiered.flight`) and reads as a
 miss.
 
 Codecs: ``raw`` (bytes as they are), ``msgpack``, ``orjson`` and ``pickle``. ``pickle`` runs code
@@ -34,10 +34,16 @@ __all__ = [
     "Codec",
     "Compressor",
     "CorruptValue",
+    "Encoded",
     "ValueFormat",
 ]
 
 MAGIC = 0xCB
+
+# Lazy imports: the libraries behind the codecs and compressors (msgpack, orjson, zstandard,
+# lz4) are imported when one is first instantiated (by the first ValueFormat naming it), not
+# at module top: together they cost tens of milliseconds at import, and a process pays only
+# for those its key classes use.
 
 
 class CorruptValue(ValueError):
@@ -80,7 +86,7 @@ class _Msgpack:
     id, name = 1, "msgpack"
 
     def __init__(self) -> None:
-        import msgpack
+        import msgpack  # deferred on purpose: see "Lazy imports" above
 
         self._packb, self._unpackb = msgpack.packb, msgpack.unpackb
         self.loads = partial(msgpack.unpackb, raw=False, strict_map_key=False)
@@ -96,7 +102,7 @@ class _Orjson:
     id, name = 2, "orjson"
 
     def __init__(self) -> None:
-        import orjson
+        import orjson  # deferred on purpose: see "Lazy imports" above
 
         self._dumps, self._loads = orjson.dumps, orjson.loads
         self.loads = orjson.loads
@@ -146,7 +152,7 @@ class _Zstd:
     id, name = 2, "zstd"
 
     def __init__(self, level: int = 3) -> None:
-        import zstandard
+        import zstandard  # deferred on purpose: see "Lazy imports" above
 
         self._c = zstandard.ZstdCompressor(level=level)
         self._d = zstandard.ZstdDecompressor()
@@ -162,7 +168,7 @@ class _Lz4:
     id, name = 3, "lz4"
 
     def __init__(self) -> None:
-        import lz4.frame
+        import lz4.frame  # deferred on purpose: see "Lazy imports" above
 
         self._frame = lz4.frame
 
@@ -173,7 +179,7 @@ class _Lz4:
         return self._frame.decompress(data)
 
 
-#: Codec classes by name (instantiated lazily: optional libraries are imported on first use).
+#: Codec classes by name (instantiated lazily: their libraries are imported on first use).
 CODECS: dict[str, type] = {c.name: c for c in (_Raw, _Msgpack, _Orjson, _Pickle)}
 #: Compressor classes by name.
 COMPRESSORS: dict[str, type] = {c.name: c for c in (_NoCompression, _Zlib, _Zstd, _Lz4)}
@@ -279,6 +285,61 @@ class ValueFormat:
             return codec.decode(plain), len(plain)
         except Exception as e:  # any library's decode error: the bytes are not what we wrote
             raise CorruptValue(f"{codec.name}/{comp.name} payload does not decode: {e}") from e
+
+    def decode_list(
+        self, idents: list[Any], values: list[bytes | None], found: int, others: list[int],
+        nbytes: int, objs: dict, sizes: dict,
+    ) -> tuple[int, int, int]:
+        """Fills ``objs`` and ``sizes`` (plain sizes) from a multi-get's ``values``, aligned with
+        ``idents`` as :meth:`Tier.get_list <cachelab.tiered.backends.Tier.get_list>` answers
+        with ``strip=``:attr:`own_header`: ``found`` values, those at ``others`` still with
+        their header, the rest without it (``nbytes`` of them, headers included). Values in
+        this format's own uncompressed form are read with one C-level ``map``; an empty one is
+        a lease placeholder (a miss). Returns (hits, bytes read of the hits, corrupt values)."""
+        corrupt = 0
+        rest = [(idents[x], values[x]) for x in others]
+        if rest:
+            values = values.copy()
+            for x in others:
+                values[x] = None
+        if found - len(rest) == len(idents):
+            plain_ids: list[Any] = idents
+            payloads: list[Any] = values
+        else:
+            plain_ids = [i for i, v in zip(idents, values) if v is not None]
+            payloads = [v for v in values if v is not None]
+        hits = len(payloads)
+        loads = self.loads
+        if loads is None:
+            objs.update(zip(plain_ids, payloads))
+        else:
+            try:
+                objs.update(zip(plain_ids, map(loads, payloads)))
+            except Exception:  # some payload is not what we wrote: find which, one by one
+                objs.clear()
+                for i, p in zip(plain_ids, payloads):
+                    try:
+                        objs[i] = loads(p)
+                    except Exception:
+                        corrupt += 1
+                        hits -= 1
+                        nbytes -= len(p) + len(self.own_header)
+        sizes.update(zip(plain_ids, map(len, payloads)))
+        decode = self.decode_sized
+        for i, data in rest:
+            if not data:  # a lease placeholder: a miss
+                continue
+            try:
+                objs[i], sizes[i] = decode(data)
+            except CorruptValue:
+                corrupt += 1
+                continue
+            hits += 1
+            nbytes += len(data)
+        if len(sizes) > len(objs):  # drop the sizes of corrupt payloads
+            for i in [i for i in sizes if i not in objs]:
+                del sizes[i]
+        return hits, nbytes, corrupt
 
 
 def _codec_by_id(i: int) -> Codec:

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from cachelab import _core
+import cachelab._core as _core
 
 __all__ = ["BreakerStats", "TierStats"]
 

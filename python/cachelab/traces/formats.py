@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
 from cachelab.traces._files import atomic_file
 from cachelab.traces.request import RequestTrace
@@ -28,12 +29,16 @@ __all__ = [
     "is_request_format",
     "load_flat",
     "load_request_trace",
+    "render_conversion",
     "save_request_trace",
     "write_flat_csv",
 ]
 
 REQUEST_FORMATS = ("jsonl", "parquet")
 FLAT_FORMATS = ("csv", "oracle", "lines")
+
+#: Largest size (bytes) and time (whole seconds) of a flat trace's access (u32 columns).
+MAX_FLAT_VALUE = 2**32 - 1
 
 _ALIASES = {
     "jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl",
@@ -84,10 +89,12 @@ def load_request_trace(path: str | os.PathLike[str], format: str | None = None) 
     """Reads a request trace (JSONL or Parquet). Raises InputError naming file and line/row."""
     fmt = detect_format(path, format)
     if fmt == "jsonl":
+        # deferred: pyarrow takes ~0.1 s to import; only reading and writing request traces needs it
         from cachelab.traces.jsonl import read_jsonl
 
         return read_jsonl(path)
     if fmt == "parquet":
+        # deferred: pyarrow takes ~0.1 s to import; only reading and writing request traces needs it
         from cachelab.traces.parquet import read_parquet
 
         return read_parquet(path)
@@ -100,10 +107,12 @@ def save_request_trace(
     """Writes a request trace as JSONL or Parquet (atomically) and returns the path."""
     fmt = detect_format(path, format)
     if fmt == "jsonl":
+        # deferred: pyarrow takes ~0.1 s to import; only reading and writing request traces needs it
         from cachelab.traces.jsonl import write_jsonl
 
         return write_jsonl(trace, path)
     if fmt == "parquet":
+        # deferred: pyarrow takes ~0.1 s to import; only reading and writing request traces needs it
         from cachelab.traces.parquet import write_parquet
 
         return write_parquet(trace, path)
@@ -131,6 +140,20 @@ def write_flat_csv(trace: RequestTrace, path: str | os.PathLike[str]) -> int:
                 f"item key {trace.item_keys[i]!r} holds a comma, which a flat CSV trace cannot "
                 "hold (it has no quoting); convert to .bin (oracleGeneral) instead"
             )
+    big = used[trace.item_sizes[used] > MAX_FLAT_VALUE]
+    if len(big):
+        i = int(big[0])
+        raise UsageError(
+            f"item {trace.item_keys[i]!r} is {int(trace.item_sizes[i])} bytes; a flat trace "
+            f"holds sizes up to {MAX_FLAT_VALUE}"
+        )
+    late = np.flatnonzero(trace.time[requests] >= MAX_FLAT_VALUE + 1)
+    if len(late):
+        r = int(requests[late[0]])
+        raise UsageError(
+            f"request {int(trace.request_ids[r])} is at {float(trace.time[r])!r} s; a flat "
+            f"trace holds whole seconds up to {MAX_FLAT_VALUE}"
+        )
     keys = np.array(trace.item_keys, dtype=object)
     sizes = trace.item_sizes.astype(np.int64)
     times = trace.time
@@ -150,8 +173,6 @@ def write_flat_csv(trace: RequestTrace, path: str | os.PathLike[str]) -> int:
 
 
 def _flat_class() -> Any:
-    from cachelab import _core
-
     cls = getattr(_core, "FlatTrace", None)
     if cls is None:
         raise UsageError("this build of cachelab has no flat-trace support (_core.FlatTrace)")
@@ -201,7 +222,9 @@ def convert(
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert.") as tmpdir:
             tmp = Path(tmpdir) / "flat.csv"
             summary["accesses"] = write_flat_csv(trace, tmp)
-            flat = _flat_class().load(str(tmp), format="csv")
+            # no accesses: an empty trace, as the CSV is (the flat reader refuses both)
+            flat = (_flat_class().load(str(tmp), format="csv") if summary["accesses"]
+                    else _flat_class().from_arrays([], [], []))
             flat.write(str(dst), format=dst_fmt)
         return summary
     if is_request_format(dst_fmt):
@@ -213,3 +236,13 @@ def convert(
     summary["accesses"] = len(flat)
     flat.write(str(dst), format=dst_fmt)
     return summary
+
+
+def render_conversion(summary: dict[str, Any]) -> str:
+    """The one line ``cachelab trace convert`` prints on a terminal, from :func:`convert`'s
+    summary."""
+    what = f"{summary['requests']:,} requests" if "requests" in summary else ""
+    if "accesses" in summary:
+        what += (", " if what else "") + f"{summary['accesses']:,} accesses"
+    return (f"{summary['source']} ({summary['source_format']}) -> {summary['destination']} "
+            f"({summary['destination_format']}): {what}")

@@ -7,15 +7,19 @@ trace file (flat key traces are summarised by the Rust core). The result is the
 
 from __future__ import annotations
 
+import json
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cachelab.tables import text_table
+from cachelab.tables import table_text
+from cachelab.traces._files import atomic_file
 from cachelab.traces.formats import detect_format, is_request_format, load_flat, load_request_trace
 from cachelab.traces.request import RequestTrace
+from cachelab.units import human_bytes
 
 __all__ = [
     "INSPECT_SCHEMA",
@@ -24,11 +28,14 @@ __all__ = [
     "nearest_rank",
     "render_inspection",
     "top_share",
+    "write_inspection",
     "zipf_alpha",
 ]
 
 INSPECT_SCHEMA = "cachelab.trace-inspect"
 INSPECT_VERSION = 1
+#: The file ``cachelab trace inspect --out DIR`` writes.
+INSPECT_FILE = "trace-inspect.json"
 
 #: Percentiles of the per-request distributions.
 PER_REQUEST_PERCENTILES = (50, 90, 99)
@@ -153,6 +160,15 @@ def inspect_path(path: str | os.PathLike[str], format: str | None = None) -> dic
     return {**head, "kind": "flat", **dict(flat.inspect())}
 
 
+def write_inspection(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> Path:
+    """Writes ``out_dir/trace-inspect.json`` (the JSON ``cachelab trace inspect`` prints),
+    atomically; returns its path."""
+    path = Path(out_dir) / INSPECT_FILE
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "—"
@@ -161,14 +177,6 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
-
-
-def _human_bytes(n: int) -> str:
-    """Bytes with an SI prefix and three significant digits: ``66.6 MB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
 
 
 def render_inspection(d: dict[str, Any]) -> str:
@@ -182,7 +190,7 @@ def render_inspection(d: dict[str, Any]) -> str:
             continue
         text = _fmt(v)
         if k.endswith("_bytes") and isinstance(v, int):
-            text += f" ({_human_bytes(v)})"
+            text += f" ({human_bytes(v)})"
         rows.append((k.replace("_", " "), text))
     if d["kind"] == "request":
         for key, label in (("items_per_request", "items per request"),
@@ -203,18 +211,14 @@ def render_inspection(d: dict[str, Any]) -> str:
     width = max(len(label) for label, _ in rows)
     lines += [f"{label.ljust(width)}  {text}" for label, text in rows]
     if d["kind"] == "request" and d["routes"]:
-        lines += ["", _table(["route", "requests", "share", "mean items"], [
+        lines += ["", table_text(["route", "requests", "share", "mean items"], [
             [name, _fmt(r["requests"]), f"{r['requests'] / max(d['requests'], 1):.1%}",
              _fmt(r["mean_items"])]
             for name, r in d["routes"].items()
         ])]
     if d["kind"] == "request" and d["item_kinds"]:
-        lines += ["", _table(["item kind", "items", "touched", "bytes"], [
-            [name, _fmt(k["items"]), _fmt(k["touched"]), _human_bytes(k["bytes"])]
+        lines += ["", table_text(["item kind", "items", "touched", "bytes"], [
+            [name, _fmt(k["items"]), _fmt(k["touched"]), human_bytes(k["bytes"])]
             for name, k in d["item_kinds"].items()
         ])]
     return "\n".join(lines)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(text_table(header, rows))

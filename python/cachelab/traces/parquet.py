@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 
 from cachelab.errors import InputError
 from cachelab.traces._files import atomic_dir
-from cachelab.traces.columns import MAX_INSTANCE, Place, first_true, from_arrow
-from cachelab.traces.jsonl import check_header, header
+from cachelab.traces.arrow import Place, first_true, from_arrow
 from cachelab.traces.request import RequestTrace
+from cachelab.traces.schema import MAX_INSTANCE, check_header, header
 
 __all__ = ["CATALOG_FILE", "HEADER_KEY", "REQUESTS_FILE", "read_parquet", "write_parquet"]
 
@@ -162,8 +162,9 @@ def read_parquet(path: str | os.PathLike[str]) -> RequestTrace:
                          "request trace)")
     try:
         head = json.loads(meta[HEADER_KEY])
-    except ValueError as e:
-        raise InputError(f"{req_path}: header metadata is not valid JSON ({e})") from None
+    except (ValueError, RecursionError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise InputError(f"{req_path}: header metadata is not valid JSON ({reason})") from None
     generator = check_header(head, f"{req_path}: header metadata")
 
     catalog = {

@@ -3,7 +3,8 @@
 A :class:`RequestTrace` holds numpy columns, with every item key interned to its index in the
 catalog, so a million-request trace costs a few hundred megabytes, not millions of Python
 objects. The file formats (JSONL and Parquet) are in :mod:`cachelab.traces.jsonl` and
-:mod:`cachelab.traces.parquet` and documented in ``docs/traces.md``.
+:mod:`cachelab.traces.parquet` and documented in ``docs/traces.md``; the rules every record
+obeys are checked by :class:`~cachelab.traces.builder.TraceBuilder`.
 
 Columns (``n`` items, ``m`` requests)::
 
@@ -23,22 +24,18 @@ Columns (``n`` items, ``m`` requests)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+import cachelab._core as _core
 from cachelab.errors import InputError
+from cachelab.traces.builder import TraceBuilder
+from cachelab.traces.schema import MAX_ITEMS, SCHEMA, SCHEMA_VERSION
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "RequestTrace"]
-
-SCHEMA = "cachelab.request-trace"
-SCHEMA_VERSION = 1
-
-#: Largest size and request count the columns can hold (uint32 indices for items).
-MAX_ITEMS = 2**32 - 1
-MAX_SIZE = 2**63 - 1
 
 
 def _col(values: Any, dtype: Any) -> np.ndarray:
@@ -169,8 +166,6 @@ class RequestTrace:
 
         Checks everything the file readers check; errors name ``where`` and the record number.
         """
-        from cachelab.traces.jsonl import TraceBuilder
-
         builder = TraceBuilder(where, unit="record")
         items = 0
         for items, record in enumerate(catalog, start=1):
@@ -178,7 +173,7 @@ class RequestTrace:
         builder.end_catalog()
         for n, record in enumerate(requests, start=items + 1):
             builder.add_request(dict(record), n)
-        return builder.finish(generator)
+        return cls(**builder.finish(generator))
 
     def catalog_records(self) -> list[dict[str, Any]]:
         """The catalog as JSONL-shaped dicts (``children`` only on items that have some)."""
@@ -289,7 +284,6 @@ class RequestTrace:
         Only the columns the simulator needs cross over (keys, kinds and route names stay in
         Python); route codes index :attr:`route_names`.
         """
-        from cachelab import _core
 
         def le(col: np.ndarray, dtype: str) -> bytes:
             return col.astype(dtype, copy=False).tobytes()
@@ -306,11 +300,3 @@ class RequestTrace:
             touch_items=le(self.touch_items, "<u4"),
         )
 
-
-def codes_for(names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-    """Intern a column of strings: (uint32 codes, names in order of first appearance)."""
-    table: dict[str, int] = {}
-    codes = np.fromiter(
-        (table.setdefault(s, len(table)) for s in names), dtype=np.uint32, count=len(names)
-    )
-    return codes, list(table)

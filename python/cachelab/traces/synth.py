@@ -22,7 +22,14 @@ import numpy as np
 from cachelab.errors import UsageError
 from cachelab.traces.request import RequestTrace
 
-__all__ = ["GENERATOR_NAME", "ROUTES", "SynthParams", "synthesize"]
+__all__ = [
+    "GENERATOR_NAME",
+    "ROUTES",
+    "SynthParams",
+    "render_synth_summary",
+    "synth_summary",
+    "synthesize",
+]
 
 GENERATOR_NAME = "cachelab.synth"
 
@@ -442,3 +449,21 @@ def synthesize(params: SynthParams | None = None) -> RequestTrace:
         touch_items=touches,
         generator={"name": GENERATOR_NAME, "params": p.to_dict()},
     )
+
+
+def synth_summary(trace: RequestTrace, params: SynthParams, path: object) -> dict[str, Any]:
+    """What ``cachelab trace synth`` reports: where the trace went, its sizes, every
+    parameter."""
+    return {
+        "path": str(path),
+        "requests": trace.n_requests,
+        "catalog_items": trace.n_items,
+        "touches": trace.n_touches,
+        "params": params.to_dict(),
+    }
+
+
+def render_synth_summary(summary: dict[str, Any]) -> str:
+    """The one line ``cachelab trace synth`` prints on a terminal."""
+    return (f"{summary['requests']:,} requests, {summary['catalog_items']:,} catalog items, "
+            f"{summary['touches']:,} touches (seed {summary['params']['seed']})")

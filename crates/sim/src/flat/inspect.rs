@@ -3,7 +3,7 @@
 use super::{FlatTrace, SimTrace};
 
 /// Sizes of the distinct objects (each at the size of its first request).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SizeStats {
     pub min: u32,
     pub p50: u32,

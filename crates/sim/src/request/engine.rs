@@ -89,32 +89,37 @@ impl Plan<'_> {
         self.descendants.iter().find(|d| d.depth == depth)
     }
 
-    /// Items by how many training requests touch them (most first, ties by index); items no
-    /// training request touches are left out.
+    /// Items by how many training requests touch them (see [`training_ranking`]).
     pub(crate) fn training_ranking(&self) -> Vec<u32> {
-        let t = self.trace;
-        // By item: (the last request that touched it, how many requests did), side by side
-        // so that a touch reads one place.
-        let mut seen_count = vec![(u32::MAX, 0u32); t.n_items()];
-        for r in (0..t.len()).filter(|&r| !self.evaluated[r]) {
-            for &i in t.touches(r) {
-                let e = &mut seen_count[i as usize];
-                if e.0 != r as u32 {
-                    *e = (r as u32, e.1 + 1);
-                }
+        training_ranking(self.trace, &self.evaluated)
+    }
+}
+
+/// Items by how many training requests (those not `evaluated`) touch them, most first, ties
+/// by index; items no training request touches are left out. A request counts once however
+/// often it touches an item.
+pub(crate) fn training_ranking(t: &RequestTrace, evaluated: &[bool]) -> Vec<u32> {
+    // By item: (the last request that touched it, how many requests did), side by side so
+    // that a touch reads one place.
+    let mut seen_count = vec![(u32::MAX, 0u32); t.n_items()];
+    for r in (0..t.len()).filter(|&r| !evaluated[r]) {
+        for &i in t.touches(r) {
+            let e = &mut seen_count[i as usize];
+            if e.0 != r as u32 {
+                *e = (r as u32, e.1 + 1);
             }
         }
-        // Sort keys that order by count (most first), then by index: all distinct, so an
-        // unstable sort of plain integers gives the same order as a stable sort by both.
-        let mut keys: Vec<u64> = seen_count
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.1 > 0)
-            .map(|(i, e)| u64::from(u32::MAX - e.1) << 32 | i as u64)
-            .collect();
-        keys.sort_unstable();
-        keys.into_iter().map(|k| k as u32).collect()
     }
+    // Sort keys that order by count (most first), then by index: all distinct, so an unstable
+    // sort of plain integers gives the same order as a stable sort by both.
+    let mut keys: Vec<u64> = seen_count
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.1 > 0)
+        .map(|(i, e)| u64::from(u32::MAX - e.1) << 32 | i as u64)
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|k| k as u32).collect()
 }
 
 /// Breadth-first walks of the topic tree (which may have cycles or shared children).
@@ -237,35 +242,42 @@ impl Descendants {
     }
 }
 
-/// The fixed hot set of `capacity` from a [`Plan::training_ranking`]: the first N items, or,
-/// for a byte capacity, the items in ranking order that still fit (an item too large for what
-/// is left is skipped and smaller ones after it can still be taken).
-pub(crate) fn fixed_set(trace: &RequestTrace, ranking: &[u32], capacity: Capacity) -> Vec<bool> {
-    let mut set = vec![false; trace.n_items()];
+/// The fixed hot set of `capacity` from a [`training_ranking`], in ranking order: the first N
+/// items, or, for a byte capacity, the items in ranking order that still fit (an item too
+/// large for what is left is skipped and smaller ones after it can still be taken).
+pub(crate) fn fixed_items(trace: &RequestTrace, ranking: &[u32], capacity: Capacity) -> Vec<u32> {
     match capacity {
-        Capacity::Items(n) => {
-            for &i in ranking
-                .iter()
-                .take(usize::try_from(n).unwrap_or(usize::MAX))
-            {
-                set[i as usize] = true;
-            }
-        }
-        Capacity::Bytes(mut left) => {
-            for &i in ranking {
+        Capacity::Items(n) => ranking
+            .iter()
+            .take(usize::try_from(n).unwrap_or(usize::MAX))
+            .copied()
+            .collect(),
+        Capacity::Bytes(mut left) => ranking
+            .iter()
+            .copied()
+            .filter(|&i| {
                 let s = trace.size(i);
-                if s <= left {
+                let fits = s <= left;
+                if fits {
                     left -= s;
-                    set[i as usize] = true;
                 }
-            }
-        }
+                fits
+            })
+            .collect(),
+    }
+}
+
+/// [`fixed_items`] as a membership mask by item.
+pub(crate) fn fixed_mask(trace: &RequestTrace, ranking: &[u32], capacity: Capacity) -> Vec<bool> {
+    let mut set = vec![false; trace.n_items()];
+    for i in fixed_items(trace, ranking, capacity) {
+        set[i as usize] = true;
     }
     set
 }
 
 /// Totals over the evaluation window; the same for every draw of a strategy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
     /// Requests evaluated.
     pub requests: u64,
@@ -287,7 +299,7 @@ pub struct Counts {
     pub bytes: u64,
 }
 
-/// What one evaluated request cost.
+/// What one evaluated request cost, and what it did (its share of [`Counts`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RequestCost {
     /// The request's index in the trace.
@@ -296,6 +308,28 @@ pub struct RequestCost {
     pub added_us: f64,
     /// Memcached operations (gets and multi-gets) it sent.
     pub round_trips: u32,
+    /// Item touches.
+    pub touches: u32,
+    /// First touches of an item (L1 lookups).
+    pub lookups: u32,
+    /// Lookups found in L1 (the fixed set or the instance's LRU).
+    pub l1_hits: u32,
+    /// Lookups of items this request's prefetch had fetched.
+    pub prefetch_hits: u32,
+    /// Single gets sent.
+    pub gets: u32,
+    /// Multi-gets sent (0 or 1: a request prefetches once).
+    pub multigets: u32,
+    /// Keys in the multi-get.
+    pub multiget_keys: u32,
+    /// Value bytes fetched.
+    pub bytes: u64,
+    /// Items the request's prefetch walked: its topic and the topic's descendants to the
+    /// prefetch depth, each once (0: the request did not prefetch).
+    pub prefetch_walked: u32,
+    /// The prefetch's topic was found in L1 (its lookup is one of `l1_hits`); otherwise it
+    /// was one of the multi-get's keys.
+    pub prefetch_topic_hit: bool,
 }
 
 /// What the inner loop needs to know about an item, packed into 16 bytes so a touch costs one
@@ -503,6 +537,7 @@ pub(crate) fn run(
                     (0u64, 0u64, 0u64, 0u64);
                 // Prefetch happens once per request, at its first topic: the page's own topic.
                 let mut prefetched = false;
+                let (mut walked, mut topic_hit) = (0u32, false);
                 firsts.clear();
 
                 for (pos, &item) in touches.iter().enumerate() {
@@ -529,6 +564,7 @@ pub(crate) fn run(
                     if depth > 0 && !prefetched && st.packed & TOPIC != 0 {
                         // One multi-get: the topic if missing, plus its missing descendants.
                         prefetched = true;
+                        topic_hit = !missing;
                         let (mut keys, mut fetched) = (0u64, 0u64);
                         if missing {
                             keys += 1;
@@ -551,6 +587,7 @@ pub(crate) fn run(
                                         (&scratch[..], unfixed_totals(&items, trace, &scratch))
                                     }
                                 };
+                                walked = 1 + list.len() as u32;
                                 // Nothing is evicted, so a descendant is fetched unless it is
                                 // fixed or this request looked it up before (the topic itself
                                 // is not among its descendants). Mark them all present; of
@@ -582,6 +619,7 @@ pub(crate) fn run(
                                         &scratch[..]
                                     }
                                 };
+                                walked = 1 + list.len() as u32;
                                 // Check every descendant (refreshing LRU hits) before any
                                 // insert can evict one.
                                 batch.clear();
@@ -662,6 +700,16 @@ pub(crate) fn run(
                         request: r as u32,
                         added_us,
                         round_trips,
+                        touches: touches.len() as u32,
+                        lookups: lookups as u32,
+                        l1_hits: l1_hits as u32,
+                        prefetch_hits: prefetch_hits as u32,
+                        gets: gets as u32,
+                        multigets: multigets as u32,
+                        multiget_keys: multiget_keys as u32,
+                        bytes,
+                        prefetch_walked: walked,
+                        prefetch_topic_hit: topic_hit,
                     });
                 }
             }

@@ -66,12 +66,14 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use serde::Serialize;
+
 pub use engine::{Counts, RequestCost};
 pub use latency::{Bracket, LatencyModel, RankSequence, Table};
 pub use strategy::{Capacity, Strategy};
 pub use trace::{RequestTrace, TraceColumns};
 
-use engine::{draw_seed, fixed_set, run, Descendants, Plan};
+use engine::{draw_seed, fixed_mask, run, Descendants, Plan, Walker};
 
 /// Percentiles of the fractional increase that every result reports.
 pub const PERCENTILES: [f64; 6] = [50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
@@ -118,7 +120,7 @@ impl fmt::Display for SimError {
 impl std::error::Error for SimError {}
 
 /// A statistic over the draws: the median and a range (see [`CENTRAL_BAND_DRAWS`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Band {
     pub median: f64,
     pub low: f64,
@@ -163,7 +165,7 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// How one route fared (in the median over draws, each figure taken separately).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RouteResult {
     /// The caller's route code.
     pub route: u32,
@@ -204,6 +206,16 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 impl StrategyResult {
+    /// What the bands' ranges are: `"min-max"` below [`CENTRAL_BAND_DRAWS`] draws,
+    /// `"p2.5-p97.5"` from there on.
+    pub fn band_kind(&self) -> &'static str {
+        if self.draws >= CENTRAL_BAND_DRAWS {
+            "p2.5-p97.5"
+        } else {
+            "min-max"
+        }
+    }
+
     /// L1 hits / lookups (prefetched items are not L1 hits).
     pub fn hit_ratio(&self) -> f64 {
         ratio(self.counts.l1_hits, self.counts.lookups)
@@ -240,9 +252,10 @@ struct DrawSummary {
     counts: Counts,
 }
 
-fn check_args(
+/// The training window's length (`floor(train × requests)`), once the window and the
+/// strategies' need of it are checked.
+fn check_window(
     trace: &RequestTrace,
-    model: &LatencyModel,
     strategies: &[Strategy],
     train: f64,
 ) -> Result<usize, SimError> {
@@ -263,6 +276,18 @@ fn check_args(
                 trace.len()
             )));
         }
+    }
+    Ok(n_train)
+}
+
+fn check_args(
+    trace: &RequestTrace,
+    model: &LatencyModel,
+    strategies: &[Strategy],
+    train: f64,
+) -> Result<usize, SimError> {
+    let n_train = check_window(trace, strategies, train)?;
+    for s in strategies {
         if s.prefetch_depth > 0 && model.multiget().is_empty() {
             return Err(SimError::Usage(format!(
                 "strategy {s} prefetches, but the latency model has no multi-get table"
@@ -272,12 +297,9 @@ fn check_args(
     Ok(n_train)
 }
 
-fn plan<'a>(
-    trace: &'a RequestTrace,
-    model: &'a LatencyModel,
-    strategies: &[Strategy],
-    n_train: usize,
-) -> Plan<'a> {
+/// Requests by time (ties by index), and by request whether it is in the evaluation window
+/// (not among the first `n_train` by time).
+fn windows(trace: &RequestTrace, n_train: usize) -> (Vec<u32>, Vec<bool>) {
     let mut order: Vec<u32> = (0..trace.len() as u32).collect();
     // Times are finite (checked when the trace was built); -0.0 and 0.0 tie.
     order.sort_by(|&a, &b| {
@@ -288,6 +310,16 @@ fn plan<'a>(
     for &r in &order[..n_train] {
         evaluated[r as usize] = false;
     }
+    (order, evaluated)
+}
+
+fn plan<'a>(
+    trace: &'a RequestTrace,
+    model: &'a LatencyModel,
+    strategies: &[Strategy],
+    n_train: usize,
+) -> Plan<'a> {
+    let (mut order, evaluated) = windows(trace, n_train);
     // Within each block of consecutive requests, instance-major (the sort is stable): a
     // counting sort when there are no more instances than requests in a block.
     let n_instances = trace.n_instances();
@@ -380,7 +412,7 @@ fn fixed_sets(plan: &Plan<'_>, strategies: &[Strategy]) -> Vec<Option<Vec<bool>>
         .iter()
         .map(|s| {
             s.fixed
-                .map(|c| fixed_set(plan.trace, ranking.as_deref().unwrap_or(&[]), c))
+                .map(|c| fixed_mask(plan.trace, ranking.as_deref().unwrap_or(&[]), c))
         })
         .collect()
 }
@@ -407,6 +439,46 @@ pub fn request_costs(
     });
     costs.sort_unstable_by_key(|c| c.request);
     Ok((costs, counts))
+}
+
+/// The fixed hot set `strategy` holds over `trace` with training share `train`, in ranking
+/// order (most training requests first, ties by index; for a byte capacity, the items of
+/// that order that still fit): the set every run of the strategy uses. `None` when the
+/// strategy has no `fixed:` part.
+pub fn fixed_set(
+    trace: &RequestTrace,
+    strategy: &Strategy,
+    train: f64,
+) -> Result<Option<Vec<u32>>, SimError> {
+    let n_train = check_window(trace, std::slice::from_ref(strategy), train)?;
+    let Some(capacity) = strategy.fixed else {
+        return Ok(None);
+    };
+    let (_, evaluated) = windows(trace, n_train);
+    let ranking = engine::training_ranking(trace, &evaluated);
+    Ok(Some(engine::fixed_items(trace, &ranking, capacity)))
+}
+
+/// For each of `topics`, the descendants to `depth` (children are depth 1) that a prefetch at
+/// it walks, in the order it walks them: level by level, children in catalog order, each item
+/// once, the topic itself left out. A prefetch walks `1 + descendants(..)[k].len()` items.
+///
+/// # Panics
+/// If a topic is not an item of `trace`.
+pub fn descendants(trace: &RequestTrace, topics: &[u32], depth: u32) -> Vec<Vec<u32>> {
+    let mut walker = Walker::new(trace.n_items());
+    topics
+        .iter()
+        .map(|&topic| {
+            assert!(
+                (topic as usize) < trace.n_items(),
+                "item {topic} is not in the catalog"
+            );
+            let mut out = Vec::new();
+            walker.walk(trace, topic, depth, &mut out);
+            out
+        })
+        .collect()
 }
 
 /// The seed [`simulate`] gives draw `d` when seeded with `seed`.
@@ -599,246 +671,4 @@ pub fn simulate(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Items 0..4 of 100 bytes; item 0 is a topic with children 1, 2; item 1 has child 3.
-    fn trace(touches: Vec<Vec<u32>>, instances: Vec<u32>) -> RequestTrace {
-        let n = touches.len();
-        let mut offsets = vec![0u64];
-        for t in &touches {
-            offsets.push(offsets.last().unwrap() + t.len() as u64);
-        }
-        RequestTrace::new(TraceColumns {
-            item_sizes: vec![100; 5],
-            child_offsets: vec![0, 2, 3, 3, 3, 3],
-            child_items: vec![1, 2, 3],
-            time: (0..n).map(|i| i as f64).collect(),
-            instance: instances,
-            route: vec![0; n],
-            base_ms: vec![10.0; n],
-            touch_offsets: offsets,
-            touch_items: touches.concat(),
-        })
-        .unwrap()
-    }
-
-    /// Every get costs 1 ms, every multi-get 2 ms, whatever u (up to rounding: a draw is
-    /// `exp(ln q)`; see [`close`]).
-    fn flat_model() -> LatencyModel {
-        LatencyModel::new(
-            vec![(1, vec![1000.0, 1000.0])],
-            vec![(1, vec![2000.0, 2000.0])],
-        )
-        .unwrap()
-    }
-
-    /// Equal up to the rounding of `exp(ln q)` in a draw.
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() <= 1e-12 * b.abs()
-    }
-
-    fn costs(t: &RequestTrace, spec: &str, train: f64) -> (Vec<RequestCost>, Counts) {
-        request_costs(t, &flat_model(), &Strategy::parse(spec).unwrap(), train, 1).unwrap()
-    }
-
-    /// A get draw at uniform u costs 1001^u µs (two points, read on the log of latency).
-    fn sequenced(ranks: Vec<f64>, segments: &[usize]) -> LatencyModel {
-        LatencyModel::new(vec![(1, vec![1.0, 1001.0])], vec![(1, vec![1.0, 1001.0])])
-            .unwrap()
-            .with_sequence(RankSequence::new(ranks, segments).unwrap())
-    }
-
-    #[test]
-    fn with_a_rank_sequence_a_requests_draws_are_consecutive_ranks() {
-        // Three gets read three consecutive ranks of a 3-rank segment, wrapping: all of them,
-        // wherever the request starts.
-        let t = trace(vec![vec![4, 3, 2]; 20], vec![0; 20]);
-        let m = sequenced(vec![0.0, 0.5, 0.9], &[3]);
-        let want = 1.0 + 1001f64.powf(0.5) + 1001f64.powf(0.9);
-        let (c, _) = request_costs(&t, &m, &Strategy::parse("none").unwrap(), 0.0, 1).unwrap();
-        for x in &c {
-            assert!(close(x.added_us, want), "{} {want}", x.added_us);
-        }
-        // The multi-get of a prefetch takes its place in the sequence: topic 0 prefetches
-        // itself and 1, 2 (one multi-get), then 3 and 4 are gets.
-        let t = trace(vec![vec![0, 1, 2, 3, 4]; 20], vec![0; 20]);
-        let (c, _) = request_costs(
-            &t,
-            &m,
-            &Strategy::parse("prefetch-children").unwrap(),
-            0.0,
-            1,
-        )
-        .unwrap();
-        for x in &c {
-            assert_eq!(x.round_trips, 3);
-            assert!(close(x.added_us, want), "{} {want}", x.added_us);
-        }
-    }
-
-    #[test]
-    fn with_a_rank_sequence_a_slow_stretch_slows_the_whole_request() {
-        // Two segments, one fast and one slow: a request of two gets is all fast or all slow,
-        // never mixed, and independent draws would mix them.
-        let t = trace(vec![vec![4, 3]; 200], vec![0; 200]);
-        let m = sequenced(vec![0.0, 0.0, 0.9, 0.9], &[2, 2]);
-        let (fast, slow) = (2.0, 2.0 * 1001f64.powf(0.9));
-        let (c, _) = request_costs(&t, &m, &Strategy::parse("none").unwrap(), 0.0, 7).unwrap();
-        let n_fast = c.iter().filter(|x| close(x.added_us, fast)).count();
-        let n_slow = c.iter().filter(|x| close(x.added_us, slow)).count();
-        assert_eq!(n_fast + n_slow, 200);
-        assert!((60..=140).contains(&n_fast), "{n_fast}");
-    }
-
-    #[test]
-    fn first_touches_cost_a_get_and_repeats_are_free() {
-        let t = trace(vec![vec![4, 3, 4, 3, 2]], vec![0]);
-        let (c, n) = costs(&t, "none", 0.0);
-        assert!(close(c[0].added_us, 3000.0), "{}", c[0].added_us);
-        assert_eq!(c[0].round_trips, 3);
-        assert_eq!((n.touches, n.lookups, n.gets, n.bytes), (5, 3, 3, 300));
-    }
-
-    #[test]
-    fn lru_state_persists_per_instance_and_is_warmed_by_training() {
-        // Requests 0 and 1 train; 2 (instance 0) and 3 (instance 1) are evaluated.
-        let t = trace(
-            vec![vec![4], vec![3], vec![4, 3], vec![4, 3]],
-            vec![0, 0, 0, 1],
-        );
-        let (c, n) = costs(&t, "lru:10", 0.5);
-        assert_eq!(c.iter().map(|c| c.round_trips).collect::<Vec<_>>(), [0, 2]);
-        assert_eq!((n.lookups, n.l1_hits), (4, 2));
-    }
-
-    #[test]
-    fn fixed_takes_the_items_most_training_requests_touch() {
-        // Training: item 3 in two requests (three touches in one of them), items 2 and 4 in one.
-        let t = trace(
-            vec![vec![3, 3, 3], vec![3, 4], vec![2], vec![2, 3, 4]],
-            vec![0; 4],
-        );
-        let (c, n) = costs(&t, "fixed:1", 0.75);
-        assert_eq!(c[0].round_trips, 2, "only item 3 is fixed");
-        assert_eq!(n.l1_hits, 1);
-        // Ties by index: 2 and 4 are both touched once; 2 comes first.
-        let (c, _) = costs(&t, "fixed:2", 0.75);
-        assert_eq!(c[0].round_trips, 1);
-        let (c, _) = costs(&t, "fixed:150B", 0.75);
-        assert_eq!(c[0].round_trips, 2, "one 100-byte item fits");
-    }
-
-    #[test]
-    fn prefetch_fetches_missing_descendants_in_one_multiget() {
-        // Touch 2 (get), then topic 0: multi-get of 0, 1 and (depth 2) 3; then 1 and 3 are free.
-        let t = trace(vec![vec![2, 0, 1, 3]], vec![0]);
-        let (c, n) = costs(&t, "prefetch:depth=2", 0.0);
-        assert!(close(c[0].added_us, 1000.0 + 2000.0), "{}", c[0].added_us);
-        assert_eq!((n.gets, n.multigets, n.multiget_keys), (1, 1, 3));
-        assert_eq!((n.lookups, n.prefetch_hits), (4, 2));
-        // Depth 1: get 2, multi-get 0+1; 1 is a topic too, but a request prefetches once, at
-        // its first topic: 3 costs a get.
-        let (c, n) = costs(&t, "prefetch-children", 0.0);
-        assert_eq!(c[0].round_trips, 3);
-        assert_eq!((n.gets, n.multigets, n.multiget_keys), (2, 1, 2));
-        assert_eq!(n.prefetch_hits, 1);
-    }
-
-    #[test]
-    fn prefetch_leaves_out_fixed_descendants_and_items_already_looked_up() {
-        // Request 0 trains: item 2 is the fixed set. Request 1: get 3; topic 0 multi-gets
-        // itself and 1 (2 is fixed, 3 was fetched before); 1 is then present, 2 an L1 hit,
-        // and the second 3 a repeat.
-        let t = trace(vec![vec![2], vec![3, 0, 1, 2, 3]], vec![0, 0]);
-        let (c, n) = costs(&t, "fixed:1+prefetch:depth=2", 0.5);
-        assert_eq!(c[0].round_trips, 2);
-        assert_eq!(
-            (n.gets, n.multigets, n.multiget_keys, n.bytes),
-            (1, 1, 2, 300)
-        );
-        assert_eq!((n.lookups, n.l1_hits, n.prefetch_hits), (4, 1, 1));
-    }
-
-    #[test]
-    fn prefetch_skips_items_in_l1_and_sends_nothing_when_all_are_there() {
-        // Request 0: topic 0 multi-gets 0, 1, 2 (topic 1 is then just present: one prefetch
-        // per request). Request 1 finds 0 and its children in the LRU: no multi-get at all.
-        let t = trace(vec![vec![0, 1, 2], vec![0, 1, 2]], vec![0, 0]);
-        let (c, n) = costs(&t, "lru:10+prefetch-children", 0.0);
-        assert_eq!(c[0].round_trips, 1);
-        assert_eq!(c[1].round_trips, 0);
-        assert_eq!((n.l1_hits, n.prefetch_hits, n.multiget_keys), (3, 2, 3));
-    }
-
-    #[test]
-    fn nearest_rank_is_exact_despite_float_noise() {
-        let v: Vec<f64> = (1..=1000).map(f64::from).collect();
-        assert_eq!(nearest_rank(&v, 99.9), 999.0);
-        assert_eq!(nearest_rank(&v, 50.0), 500.0);
-        assert_eq!(nearest_rank(&v, 0.0), 1.0);
-        assert_eq!(nearest_rank(&v, 100.0), 1000.0);
-        assert_eq!(nearest_rank(&v, 0.05), 1.0);
-        assert_eq!(nearest_rank(&v, 0.15), 2.0);
-    }
-
-    #[test]
-    fn bands_are_min_max_below_twenty_draws_and_central_from_there() {
-        let mut few = vec![3.0, 1.0, 2.0, 10.0];
-        assert_eq!(
-            Band::of(&mut few),
-            Band {
-                median: 2.5,
-                low: 1.0,
-                high: 10.0
-            }
-        );
-        let mut many: Vec<f64> = (1..=40).map(f64::from).collect();
-        assert_eq!(
-            Band::of(&mut many),
-            Band {
-                median: 20.5,
-                low: 1.0,
-                high: 39.0
-            }
-        );
-    }
-
-    #[test]
-    fn curve_runs_from_p50_to_p9999() {
-        let g = curve_percentiles();
-        assert_eq!(g.len(), CURVE_POINTS);
-        assert!((g[0] - 50.0).abs() < 1e-12 && (g[CURVE_POINTS - 1] - 99.99).abs() < 1e-9);
-        assert!(g.windows(2).all(|w| w[1] > w[0]));
-    }
-
-    #[test]
-    fn rejects_bad_arguments() {
-        let t = trace(vec![vec![1], vec![2]], vec![0, 0]);
-        let m = flat_model();
-        let none = [Strategy::default()];
-        let fixed = [Strategy::parse("fixed:1").unwrap()];
-        let cases: [(&[Strategy], f64, u32, &str); 5] = [
-            (&none, 1.0, 1, "train must be"),
-            (&none, -0.1, 1, "train must be"),
-            (&none, 0.5, 0, "draws"),
-            (&fixed, 0.0, 1, "training window"),
-            (&[], 0.5, 1, "no strategies"),
-        ];
-        for (s, train, draws, why) in cases {
-            let e = simulate(&t, &m, s, train, draws, 0, 1).unwrap_err();
-            assert!(e.to_string().contains(why), "{e}");
-        }
-        let no_multi = LatencyModel::new(vec![(1, vec![1.0, 2.0])], vec![]).unwrap();
-        let e = simulate(
-            &t,
-            &no_multi,
-            &[Strategy::parse("prefetch-children").unwrap()],
-            0.5,
-            1,
-            0,
-            1,
-        );
-        assert!(matches!(e, Err(SimError::Usage(m)) if m.contains("multi-get")));
-    }
-}
+mod tests;

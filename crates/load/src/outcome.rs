@@ -1,0 +1,70 @@
+//! What a run produced: the [`Outcome`] and the figures it carries besides the time series.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::series::{Interval, Totals};
+use crate::server::ServerView;
+use crate::steady::Steady;
+
+/// How the open loop kept to its schedule.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Schedule {
+    /// Requests per second asked for.
+    pub target_rate: f64,
+    /// Requests that were due by the end of sending but never sent (the connection was full).
+    pub backlog_at_end: u64,
+    /// Requests skipped because their connection was down when they fell due.
+    pub skipped_disconnected: u64,
+}
+
+/// Scheduler counters of the client threads over the sending phase, summed over the threads:
+/// a client that waits for a CPU, or sleeps and wakes once per request, adds that delay to
+/// every latency it measures.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClientSched {
+    /// Time runnable but waiting for a CPU (`/proc/thread-self/schedstat`), seconds.
+    pub wait_s: f64,
+    /// Times a thread went to sleep (voluntary context switches).
+    pub sleeps: u64,
+    /// Times a thread was preempted (involuntary context switches).
+    pub preempted: u64,
+    /// Busy polling: times a thread polled before sleeping, and polls that a reply (or the
+    /// open-loop timer) ended before the budget ran out.
+    pub busy_polls: u64,
+    pub busy_caught: u64,
+    /// Writes that sent requests (requests sent / writes: the requests one write carried).
+    pub writes: u64,
+}
+
+/// A finished (or stopped) run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub intervals: Vec<Interval>,
+    pub steady: Steady,
+    /// Over every interval, warm-up included.
+    pub all: Totals,
+    /// Over the steady-state window.
+    pub window: Totals,
+    pub server: ServerView,
+    pub schedule: Option<Schedule>,
+    /// CPU time of the client threads while sending (user, system), seconds.
+    pub client_cpu_s: (f64, f64),
+    /// How the client threads were scheduled while sending.
+    pub client_sched: ClientSched,
+    /// CPU time of the whole process over the same phase (user, system), seconds: the
+    /// client threads plus whatever else the process ran meanwhile (an embedding
+    /// application's threads, a progress display), but not its start-up, prefill or clean-up.
+    pub process_cpu_s: (f64, f64),
+    pub prefilled_keys: u64,
+    pub prefill_s: f64,
+    /// Keys the clean-up deleted (or found already gone).
+    pub deleted_keys: u64,
+    /// Keys that may remain because their delete failed.
+    pub leftover_keys: u64,
+    pub cancelled: bool,
+    pub aborted: Option<String>,
+    /// From the first request to the last reply.
+    pub elapsed: Duration,
+}

@@ -1,0 +1,274 @@
+//! What to run: the workload spec, its modes and distributions, and the checks every spec
+//! passes before a run starts (ranges and the hard caps).
+
+use std::time::Duration;
+
+use cachelab_client::{Address, Options};
+use cachelab_proto::Key;
+
+use crate::{keys, sizes};
+
+/// Hard caps: a spec beyond them is refused with a message naming the cap.
+pub mod caps {
+    pub const MAX_CONNECTIONS: usize = 4096;
+    pub const MAX_THREADS: usize = 64;
+    pub const MAX_PIPELINE: usize = 1024;
+    pub const MAX_RATE: f64 = 5_000_000.0;
+    pub const MAX_DURATION_S: f64 = 3600.0;
+    pub const MAX_WARMUP_S: f64 = 600.0;
+    pub const MAX_KEY_SPACE: u64 = 100_000_000;
+    pub const MAX_REQUESTS: u64 = 10_000_000_000;
+    pub const MAX_MULTIGET_KEYS: usize = 100;
+    /// The longest prefix accepted, leaving room in the 250-byte key for `:<index>`.
+    pub const MAX_PREFIX: usize = 120;
+    /// The longest busy-poll budget, µs: past this a sleep's wake-up no longer dominates.
+    pub const MAX_BUSY_POLL_US: u64 = 1000;
+}
+
+/// How requests are paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// `pipeline` requests outstanding per connection, always.
+    Closed,
+    /// A target rate over all connections, in requests per second.
+    Open { rate: f64, arrivals: Arrivals },
+}
+
+/// Gaps between intended send times in open loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrivals {
+    /// Exponentially distributed gaps (a Poisson process per connection).
+    Poisson,
+    /// Equal gaps, each connection starting at a random phase.
+    Uniform,
+}
+
+/// Shares of each operation; they need not add up to 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mix {
+    pub get: f64,
+    pub multiget: f64,
+    pub set: f64,
+    pub delete: f64,
+}
+
+impl Mix {
+    /// Cumulative shares in the order of [`OPS`](crate::OPS), normalised to end at 1.
+    pub(crate) fn cumulative(&self) -> [f64; 4] {
+        let total = self.get + self.multiget + self.set + self.delete;
+        [
+            self.get / total,
+            (self.get + self.multiget) / total,
+            (self.get + self.multiget + self.set) / total,
+            1.0,
+        ]
+    }
+}
+
+/// A distribution by registry name and numeric parameters (see [`keys`] and [`sizes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistSpec {
+    pub name: String,
+    pub params: Vec<f64>,
+}
+
+/// When the run ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// Measure for this long after the warm-up.
+    Duration(Duration),
+    /// Send this many requests in all (warm-up included).
+    Requests(u64),
+}
+
+/// A workload.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub address: Address,
+    pub connections: usize,
+    /// Client threads; connections are dealt out to them round-robin.
+    pub threads: usize,
+    /// Closed loop: requests outstanding per connection.
+    pub pipeline: usize,
+    /// Open loop: the most requests in flight on one connection.
+    pub max_outstanding: usize,
+    pub mode: Mode,
+    pub mix: Mix,
+    /// Keys per multi-get.
+    pub multiget_keys: usize,
+    pub key_space: u64,
+    pub key_dist: DistSpec,
+    pub value_size: DistSpec,
+    /// The per-run key prefix; every key is `<prefix>:<index>`.
+    pub prefix: String,
+    /// Expiry of every value set, in seconds (0: none).
+    pub ttl: u32,
+    pub stop: Stop,
+    /// Time at the start whose intervals are marked warm-up and left out of the totals.
+    pub warmup: Duration,
+    /// Set every key of the key space before the run.
+    pub prefill: bool,
+    /// Length of one time-series interval.
+    pub interval: Duration,
+    pub options: Options,
+    /// Stop when no request has succeeded for this long.
+    pub give_up_after: Duration,
+    pub seed: u64,
+    /// The server's process id, when known to be on this machine (for schedstat).
+    pub server_pid: Option<u32>,
+    /// Busy polling: with replies outstanding, a client thread polls its sockets for up to
+    /// this long before it sleeps (zero: never; see [`busy`](crate::busy)).
+    pub busy_poll: Duration,
+    /// Closed loop: a connection sends new requests only once at least this many of its
+    /// `pipeline` slots are free (1: after every reply), so each write carries that many.
+    /// Fewer, larger writes cost client and server less per request; the requests
+    /// outstanding then vary between `pipeline - send_batch + 1` and `pipeline`.
+    pub send_batch: usize,
+}
+
+/// Why a run could not start: an invalid spec, or a server that could not be reached.
+pub use cachelab_client::StartError as SpecError;
+
+impl Spec {
+    /// Checks every field against its range and the hard caps.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        use caps::*;
+        let bad = |m: String| Err(SpecError::Invalid(m));
+        if self.prefix.is_empty() || self.prefix.len() > MAX_PREFIX {
+            return bad(format!("key prefix must be 1 to {MAX_PREFIX} bytes"));
+        }
+        if let Err(e) = Key::new(&self.prefix) {
+            return bad(format!("key prefix {:?}: {e}", self.prefix));
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
+            return bad(format!(
+                "connections must be between 1 and {MAX_CONNECTIONS} (hard cap)"
+            ));
+        }
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return bad(format!(
+                "threads must be between 1 and {MAX_THREADS} (hard cap)"
+            ));
+        }
+        if self.threads > self.connections {
+            return bad(format!(
+                "{} threads for {} connections: each thread needs at least one connection",
+                self.threads, self.connections
+            ));
+        }
+        if !(1..=MAX_PIPELINE).contains(&self.pipeline)
+            || !(1..=MAX_PIPELINE).contains(&self.max_outstanding)
+        {
+            return bad(format!(
+                "pipeline depth and max outstanding must be between 1 and {MAX_PIPELINE}"
+            ));
+        }
+        if !(1..=self.pipeline).contains(&self.send_batch) {
+            return bad(format!(
+                "send batch must be between 1 and the pipeline depth ({})",
+                self.pipeline
+            ));
+        }
+        if let Mode::Open { rate, .. } = self.mode {
+            if self.send_batch > 1 {
+                return bad(
+                    "send batch is for the closed loop only: an open loop sends each request \
+                     at its scheduled time"
+                        .into(),
+                );
+            }
+            if !(rate.is_finite() && rate > 0.0) {
+                return bad(format!("rate must be a positive number, got {rate}"));
+            }
+            if rate > MAX_RATE {
+                return bad(format!(
+                    "rate {rate} is above the hard cap of {MAX_RATE} requests/s"
+                ));
+            }
+        }
+        let m = self.mix;
+        let shares = [m.get, m.multiget, m.set, m.delete];
+        if shares.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || shares.iter().sum::<f64>() <= 0.0
+        {
+            return bad("op mix: shares must be 0 or more and not all 0".into());
+        }
+        if !(1..=MAX_MULTIGET_KEYS).contains(&self.multiget_keys) {
+            return bad(format!(
+                "keys per multi-get must be between 1 and {MAX_MULTIGET_KEYS}"
+            ));
+        }
+        if !(1..=MAX_KEY_SPACE).contains(&self.key_space) {
+            return bad(format!(
+                "key space must be between 1 and {MAX_KEY_SPACE} keys (hard cap)"
+            ));
+        }
+        keys::build(
+            &self.key_dist.name,
+            &self.key_dist.params,
+            self.key_space,
+            0,
+            1,
+        )
+        .map_err(SpecError::Invalid)?;
+        sizes::build(&self.value_size.name, &self.value_size.params).map_err(SpecError::Invalid)?;
+        match self.stop {
+            Stop::Duration(d) if d.is_zero() || d.as_secs_f64() > MAX_DURATION_S => {
+                return bad(format!(
+                    "duration must be above 0 and at most {MAX_DURATION_S} s (hard cap)"
+                ))
+            }
+            Stop::Requests(n) if n == 0 || n > MAX_REQUESTS => {
+                return bad(format!(
+                    "request count must be between 1 and {MAX_REQUESTS} (hard cap)"
+                ))
+            }
+            _ => {}
+        }
+        if self.busy_poll > Duration::from_micros(MAX_BUSY_POLL_US) {
+            return bad(format!(
+                "busy-poll must be at most {MAX_BUSY_POLL_US} µs (hard cap)"
+            ));
+        }
+        if self.warmup.as_secs_f64() > MAX_WARMUP_S {
+            return bad(format!(
+                "warm-up must be at most {MAX_WARMUP_S} s (hard cap)"
+            ));
+        }
+        let iv = self.interval.as_secs_f64();
+        if !(0.01..=60.0).contains(&iv) {
+            return bad("interval must be between 0.01 and 60 s".into());
+        }
+        for (name, d) in [
+            ("timeout", self.options.request_timeout),
+            ("connect timeout", self.options.connect_timeout),
+            ("give-up time", self.give_up_after),
+        ] {
+            if d.is_zero() || d > Duration::from_secs(3600) {
+                return bad(format!("{name} must be above 0 and at most 3600 s"));
+            }
+        }
+        if self.ttl > 30 * 24 * 3600 {
+            return bad("ttl must be at most 30 days (2592000 s)".into());
+        }
+        Ok(())
+    }
+
+    /// A counted run: the requests connection `id` sends, its share of the count.
+    pub(crate) fn quota(&self, id: usize) -> Option<u64> {
+        match self.stop {
+            Stop::Requests(n) => {
+                let c = self.connections as u64;
+                Some(n / c + u64::from((id as u64) < n % c))
+            }
+            Stop::Duration(_) => None,
+        }
+    }
+
+    /// Wall-clock limit of the sending phase, when there is one.
+    pub(crate) fn send_limit(&self) -> Option<Duration> {
+        match self.stop {
+            Stop::Duration(d) => Some(self.warmup + d),
+            Stop::Requests(_) => None,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+"""Comparing saved results: :func:`compare` finds the result in each path, checks they are of
+one kind and measured alike, and hands them to the comparison of that kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import cachelab.environment as environment
+from cachelab.artifacts import Artifact, created_now, find_artifacts, read_artifact
+from cachelab.compare.load import compare_loads
+from cachelab.compare.profiles import compare_profiles
+from cachelab.compare.result import CompareResult, summarize
+from cachelab.compare.scale import compare_scales
+from cachelab.compare.simulation import compare_simulations
+from cachelab.compare.tiers import compare_tiers
+from cachelab.errors import UsageError
+
+__all__ = ["COMPARERS", "compare", "compare_artifacts", "load_for_compare"]
+
+_KIND_NAMES = {"profile": "latency profile", "load": "load result", "scale": "scale result",
+               "simulation": "simulation result", "usl": "USL fit", "tiers": "tiers result",
+               "replay": "replay result", "run": "run summary", "compare": "comparison"}
+
+#: Result kind -> the comparison of results of that kind.
+COMPARERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
+    "profile": compare_profiles,
+    "load": compare_loads,
+    "scale": compare_scales,
+    "simulation": compare_simulations,
+    "tiers": compare_tiers,
+}
+
+_METHODS = {
+    "profile": "Latency percentiles per cell; intervals: bootstrap over each HdrHistogram.",
+    "load": "Steady-window throughput (Welch interval over the time-series intervals) and "
+            "latency percentiles (bootstrap over the HdrHistogram).",
+    "scale": "Mean throughput at each N; intervals: Welch's t over the repeats.",
+    "simulation": "Request-level: medians over latency draws; intervals: the min–max bands "
+                  "paired least and most favourably. Flat: miss ratios are deterministic, so "
+                  "differences are exact.",
+    "tiers": "Read time per shape and method: percentiles with a bootstrap over each "
+             "HdrHistogram; CPU per read: means, no interval; stored bytes: exact.",
+}
+
+
+def load_for_compare(path: str | Path) -> Artifact:
+    """The one result in ``path``: a result file, or a directory holding exactly one
+    comparable result (a run's directory is not one: name its step directories)."""
+    p = Path(path)
+    if p.is_file():
+        return read_artifact(p)
+    if not p.exists():
+        raise UsageError(f"{p}: no such file or directory")
+    found = [a for a in find_artifacts([p]) if a.kind in COMPARERS]
+    direct = [a for a in found if a.path.parent == p]
+    pick = direct or found
+    if len(pick) == 1:
+        return pick[0]
+    if not pick:
+        raise UsageError(f"{p}: no profile, load, scale, simulation or tiers result found")
+    listing = ", ".join(str(a.path) for a in pick[:4]) + (" …" if len(pick) > 4 else "")
+    raise UsageError(f"{p}: holds {len(pick)} results ({listing}); name one of them")
+
+
+def _label(a: Artifact, i: int) -> str:
+    return f"{chr(65 + i)}: {a.path.parent.name}/{a.path.name}" if i < 26 else str(a.path)
+
+
+def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level: float = 0.95,
+                      seed: int = 0, allow_different: bool = False) -> CompareResult:
+    """Compare already loaded results (the first is the baseline)."""
+    if len(arts) < 2:
+        raise UsageError("compare needs at least two results")
+    if len(arts) > 26:
+        raise UsageError("compare takes at most 26 results")
+    if not 100 <= resamples <= 1_000_000:
+        raise UsageError(f"resamples must be 100 to 1,000,000, not {resamples}")
+    if not 0.5 <= level < 1:
+        raise UsageError(f"level must be in [0.5, 1), not {level}")
+    kinds = [a.kind for a in arts]
+    if len(set(kinds)) > 1:
+        listing = ", ".join(f"{a.path} is a {_KIND_NAMES.get(a.kind, a.kind)}" for a in arts)
+        raise UsageError(f"cannot compare results of different kinds: {listing}")
+    kind = kinds[0]
+    if kind not in COMPARERS:
+        raise UsageError(f"comparing {_KIND_NAMES.get(kind, kind)}s is not supported; compare "
+                         "profiles, load results, scale results, simulations or tiers results")
+    rng = np.random.default_rng(seed)
+    problems: list[str] = []
+    warnings: list[str] = []
+    rows = COMPARERS[kind](arts, rng, resamples, level, problems, warnings)
+    if problems:
+        msg = f"incompatible {_KIND_NAMES[kind]}s: {'; '.join(problems)}"
+        if not allow_different:
+            raise UsageError(msg + " (--allow-different compares them anyway)")
+        warnings.insert(0, msg)
+    names = [_label(a, i) for i, a in enumerate(arts)]
+    result = CompareResult(
+        kind=kind, names=names, sources=[str(a.path) for a in arts],
+        method=_METHODS[kind] + f" Level {level:g}, {resamples} resamples, seed {seed}.",
+        rows=rows, warnings=warnings,
+        settings={"resamples": resamples, "level": level, "seed": seed,
+                  "allow_different": allow_different},
+        created=created_now(), environment=environment.facts(),
+    )
+    result.summary = summarize(result)
+    return result
+
+
+def compare(paths: Sequence[str | Path], **options: Any) -> CompareResult:
+    """Compare the results at ``paths`` (files, or directories holding one result each); the
+    first is the baseline. Options: ``resamples``, ``level``, ``seed``, ``allow_different``."""
+    return compare_artifacts([load_for_compare(p) for p in paths], **options)

@@ -1,0 +1,113 @@
+"""The comparison's result (schema ``cachelab.compare``, version 1): its JSON, its artifacts
+(compare.json, compare.csv, the forest plot), its summary lines and its table for a
+terminal."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cachelab.artifacts import write_json
+from cachelab.compare.plots import compare_plot
+from cachelab.tables import text_table, write_csv
+from cachelab.units import dur
+
+__all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "CompareResult", "render", "summarize"]
+
+SCHEMA = "cachelab.compare"
+SCHEMA_VERSION = 1
+
+#: The columns of compare.csv: a row per (item, metric, pair).
+CSV_COLUMNS = ("item", "metric", "versus", "a", "b", "unit", "delta", "relative", "ci_low",
+               "ci_high", "verdict", "direction")
+
+
+@dataclass
+class CompareResult:
+    """Rows of (item, metric, pair) with values, relative change, interval and verdict."""
+
+    kind: str
+    names: list[str]
+    sources: list[str]
+    method: str
+    rows: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+
+    def save(self, path: str | Path) -> Path:
+        return write_json(path, self.to_dict(), allow_nan=False)
+
+    def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
+        """Writes compare.json, compare.csv and (with ``plots``) compare.png/.svg into
+        ``out_dir``; returns their paths."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = [self.save(out_dir / "compare.json"), out_dir / "compare.csv"]
+        write_csv(paths[-1], CSV_COLUMNS,
+                  [["" if r[c] is None else r[c] for c in CSV_COLUMNS] for r in self.rows])
+        if plots:
+            paths += compare_plot(self, out_dir / "compare")
+        return paths
+
+    def render(self) -> str:
+        return render(self)
+
+
+def summarize(r: CompareResult) -> list[str]:
+    """A line per pair: how many rows are better, worse, the same or unclear, and the largest
+    clear change."""
+    out = []
+    for pair in dict.fromkeys(row["versus"] for row in r.rows):
+        rows = [x for x in r.rows if x["versus"] == pair]
+        better = [x for x in rows if x["direction"] == "better"]
+        worse = [x for x in rows if x["direction"] == "worse"]
+        same = sum(1 for x in rows if x["verdict"] == "same")
+        unclear = len(rows) - len(better) - len(worse) - same
+        text = (f"{pair}: {len(better)} better, {len(worse)} worse, "
+                + (f"{same} the same, " if same else "")
+                + f"{unclear} without a clear difference")
+        if rows:
+            big = max((x for x in better + worse if x["relative"] is not None),
+                      key=lambda x: abs(x["relative"]), default=None)
+            if big is not None:
+                text += (f"; largest: {big['item']} {big['metric']} "
+                         f"{100 * big['relative']:+.0f} %")
+        out.append(text + ".")
+    return out
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    if unit == "ns":
+        return dur(v)
+    if unit == "/s":
+        return f"{v:,.0f}/s"
+    return f"{v:.4g}"
+
+
+def render(r: CompareResult) -> str:
+    """The comparison as a text table."""
+    header = ["item", "metric", "pair", "A", "other", "change", "interval", "verdict"]
+    rows = []
+    for x in r.rows:
+        iv = ("—" if x["ci_low"] is None or x["ci_high"] is None
+              else f"[{100 * x['ci_low']:+.1f}%, {100 * x['ci_high']:+.1f}%]")
+        rows.append([x["item"], x["metric"], x["versus"], _fmt(x["a"], x["unit"]),
+                     _fmt(x["b"], x["unit"]),
+                     "—" if x["relative"] is None else f"{100 * x['relative']:+.1f}%", iv,
+                     x["verdict"] + (f" ({x['direction']})" if x["direction"] else "")])
+    lines = [*(f"{chr(65 + i) if i < 26 else '?'} = {n.split(': ', 1)[-1]}" for i, n in
+               enumerate(r.names)), r.method, ""]
+    lines += text_table(header, rows, left=3)
+    lines.append("")
+    lines += r.summary
+    lines += [f"note: {w}" for w in r.warnings]
+    return "\n".join(lines)

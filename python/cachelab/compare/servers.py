@@ -1,0 +1,219 @@
+"""Live A/B of server commands: :func:`compare_servers` starts each memcached command line
+(``chrt -f 50 memcached -t 2``) on a private loopback port and runs interleaved rounds of a
+short closed-loop load against each; rows compare the means over rounds.
+
+The servers are started here with :class:`~cachelab.servers.PrivateMemcached` rather than
+through ``servers.serve``: the command line under test is the input of this comparison (a
+wrapper such as ``chrt`` or ``taskset``, memcached's own binary and flags), several servers
+run side by side for the whole comparison, and a server that does not start is named with its
+command and the reason.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import cachelab._core as _core
+import cachelab.environment as environment
+from cachelab.artifacts import created_now
+from cachelab.compare.result import CompareResult, summarize
+from cachelab.compare.stats import PERCENTILES, change_row, welch
+from cachelab.errors import ServerError, UsageError
+from cachelab.load import LoadResult, LoadSpec, load
+from cachelab.servers import PrivateMemcached, find_memcached
+
+__all__ = ["compare_servers", "parse_server_cmd"]
+
+#: memcached flags the A/B sets itself (a private loopback port, no UDP) or cannot allow
+#: (daemonizing would hide the pid whose /proc schedstat is read).
+_OWN_FLAGS = ("-p", "--port", "-l", "--listen", "-U", "--udp-port", "-s", "--unix-socket",
+              "-d", "--daemon")
+_HIGHER_IS_BETTER = {"throughput": True}
+_UNITS = {"throughput": "/s", "p50": "ns", "p90": "ns", "p99": "ns"}
+
+
+def parse_server_cmd(text: str) -> tuple[list[str], list[str]]:
+    """``"chrt -f 50 memcached -t 2"`` -> (``["chrt", "-f", "50", "/usr/bin/memcached"]``,
+    ``["-t", "2"]``): the wrappers with memcached's path, and memcached's own flags.
+
+    The command must end in a memcached invocation: wrappers that exec it (chrt, taskset,
+    numactl, nice) come first, then ``memcached`` and its flags, without the listening flags
+    that the A/B sets itself. Raises UsageError otherwise."""
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise UsageError(f"--server-cmd {text!r}: {e}") from None
+    at = next((i for i, w in enumerate(words) if Path(w).name == "memcached"), None)
+    if at is None:
+        raise UsageError(f"--server-cmd {text!r} does not end in a memcached invocation "
+                         "(e.g. 'chrt -f 50 memcached -t 2')")
+    flags = words[at + 1:]
+    own = [f for f in flags if f.split("=", 1)[0] in _OWN_FLAGS
+           or (len(f) > 2 and f[:2] in ("-p", "-l", "-U", "-s") and not f.startswith("--"))]
+    if own:
+        raise UsageError(f"--server-cmd {text!r}: leave out {' '.join(own)} (the A/B listens "
+                         "on a private loopback port, without UDP, in the foreground)")
+    binary = find_memcached(words[at] if "/" in words[at] else None)
+    wrappers = words[:at]
+    if wrappers and shutil.which(wrappers[0]) is None:
+        raise UsageError(f"--server-cmd {text!r}: {wrappers[0]} is not installed")
+    return [*wrappers, binary], flags
+
+
+def _server_for(text: str) -> PrivateMemcached:
+    """A PrivateMemcached that runs the command ``text`` (see :func:`parse_server_cmd`): its
+    wrapper and binary on a private loopback port, with the command's ``-t`` and ``-m`` (or
+    the private server's defaults) and its other flags."""
+    prefix, flags = parse_server_cmd(text)
+    settings = {"-t": 4, "-m": 64}  # the private server's defaults, unless the command sets them
+    rest: list[str] = []
+    words = iter(flags)
+    for w in words:
+        if w in settings:
+            value = next(words, "")
+            if not value.isdigit() or int(value) < 1:
+                raise UsageError(f"--server-cmd {text!r}: {w} needs a positive number")
+            settings[w] = int(value)
+        else:
+            rest.append(w)
+    return PrivateMemcached(
+        wrapper=prefix[:-1], binary=prefix[-1], threads=settings["-t"],
+        memory_mb=settings["-m"], extra_args=rest, start_timeout=10.0,
+    )
+
+
+def _start(text: str, label: str) -> PrivateMemcached:
+    mc = _server_for(text)
+    try:
+        return mc.start()
+    except ServerError as e:
+        why = str(e).replace("memcached did not start: ", "")
+        hint = (" (real-time scheduling needs root or CAP_SYS_NICE)"
+                if "not permitted" in why and "chrt" in text else "")
+        raise type(e)(f"{label} server {text!r} did not start: {why}{hint}") from None
+
+
+def _round_metrics(r: LoadResult) -> dict[str, float | None]:
+    """What one round contributes: throughput, latency percentiles, run-queue wait."""
+    t = r.totals
+    which = "corrected" if t.get("corrected") else "uncorrected"
+    lat = t.get(which) or {}
+    out: dict[str, float | None] = {"throughput": t["throughput"]}
+    for q in PERCENTILES[:3]:
+        out[f"p{q:g}"] = (float(_core.hist_percentiles(lat["histogram"], [q])[0])
+                          if lat.get("count") else None)
+    sched = r.server.get("schedstat") or {}
+    out["run-queue wait"] = sched.get("wait_per_wall")
+    out["wait per CPU s"] = sched.get("wait_per_cpu")
+    return out
+
+
+def _check(commands: Sequence[str], repeats: int, duration: float, level: float) -> None:
+    if not 2 <= len(commands) <= 26:
+        raise UsageError(f"give 2 to 26 --server-cmd, not {len(commands)}")
+    if not 2 <= repeats <= 1000:
+        raise UsageError(f"--repeats must be 2 to 1000 (intervals need two rounds), not "
+                         f"{repeats}")
+    if not 0.2 <= duration <= 3600:
+        raise UsageError(f"--duration must be 0.2 to 3600 s, not {duration:g}")
+    if not 0.5 <= level < 1:
+        raise UsageError(f"level must be in [0.5, 1), not {level}")
+    for c in commands:
+        parse_server_cmd(c)
+
+
+def compare_servers(
+    commands: Sequence[str],
+    *,
+    repeats: int = 4,
+    duration: float = 2.0,
+    level: float = 0.95,
+    seed: int = 0,
+    out: Path | None = None,
+    on_run: Callable[[int, int, str], None] | None = None,
+) -> CompareResult:
+    """Start each server command (the first is A) on a private loopback port and run
+    ``repeats`` interleaved rounds of a short closed-loop load (``duration`` seconds after a
+    0.5 s warm-up) against each, in ABBA order so that drift over time hits both alike. Each
+    round yields throughput, p50/p90/p99 latency and the server's run-queue wait (from
+    /proc/PID/task/*/schedstat: seconds spent waiting for a CPU per second of wall time);
+    rows compare the means over rounds, with Welch's t interval — the rounds are the
+    independent units. With ``out``, each round's load result is saved there as it ends
+    (``rounds/A-1/load.json`` …).
+
+    ``on_run(done, total, label)`` is called before each load run."""
+    _check(commands, repeats, duration, level)
+    labels = [chr(65 + i) for i in range(len(commands))]
+    per: list[list[dict[str, float | None]]] = [[] for _ in commands]
+    runs: list[dict[str, Any]] = []
+    started: list[PrivateMemcached] = []
+    try:
+        for c, lab in zip(commands, labels):
+            started.append(_start(c, lab))
+        total, done = repeats * len(commands), 0
+        for rep in range(repeats):
+            order = list(range(len(commands)))
+            if rep % 2:
+                order.reverse()
+            for i in order:
+                mc = started[i]
+                if on_run:
+                    on_run(done, total, f"{labels[i]} round {rep + 1}")
+                spec = LoadSpec.quick(duration=duration, warmup=0.5, interval=0.5,
+                                      seed=seed + rep)
+                r = load(spec, server=mc.address, server_pid=mc.pid,
+                         server_facts={"private": True, "argv": mc.argv,
+                                       "command": commands[i]})
+                done += 1
+                per[i].append(_round_metrics(r))
+                runs.append({"server": labels[i], "round": rep + 1, **per[i][-1]})
+                if out is not None:
+                    r.save(Path(out) / "rounds" / f"{labels[i]}-{rep + 1}" / "load.json")
+        facts = [{"command": c, "argv": mc.argv, "version": mc.version}
+                 for c, mc in zip(commands, started)]
+    finally:
+        for mc in started:
+            mc.stop()
+    rows, warnings = _rows(per, labels, level)
+    names = [f"{lab}: {c}" for lab, c in zip(labels, commands)]
+    result = CompareResult(
+        kind="servers", names=names, sources=list(commands),
+        method=(f"{repeats} interleaved rounds (ABBA) of {duration:g} s closed-loop load per "
+                "server; means over rounds with Welch's t intervals; run-queue wait is the "
+                f"server's /proc schedstat wait per wall second. Level {level:g}."),
+        rows=rows, warnings=warnings,
+        settings={"repeats": repeats, "duration": duration, "level": level, "seed": seed,
+                  "servers": facts, "rounds": runs},
+        created=created_now(), environment=environment.facts(),
+    )
+    result.summary = summarize(result)
+    return result
+
+
+def _rows(per: list[list[dict[str, float | None]]], labels: list[str],
+          level: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each server against A, per metric: the means over rounds and Welch's t interval."""
+    rows = []
+    warnings: list[str] = []
+    for j in range(1, len(per)):
+        pair = f"{labels[j]} vs A"
+        for metric in per[0][0]:
+            xa = [m[metric] for m in per[0] if m[metric] is not None]
+            xb = [m[metric] for m in per[j] if m[metric] is not None]
+            if not xa or not xb:
+                warnings.append(f"{pair}: no {metric} (is /proc/PID/task/*/schedstat "
+                                "readable?)" if "wait" in metric else f"{pair}: no {metric}")
+                continue
+            ci = welch(xa, xb, level)
+            rows.append(change_row("server", metric, pair, statistics.fmean(xa),
+                                   statistics.fmean(xb), *(ci or (None, None)),
+                                   higher_is_better=_HIGHER_IS_BETTER.get(metric, False),
+                                   unit=_UNITS.get(metric, "")))
+    warnings.append("each row compares the mean over rounds, with Welch's t interval over the "
+                    "rounds; with few rounds the intervals are wide by design")
+    return rows, warnings

@@ -1,0 +1,64 @@
+"""Load generation: :func:`load` runs a workload on memcached and returns a :class:`LoadResult`.
+
+The workload is a :class:`LoadSpec`, built in Python, from command-line flags, or from a TOML
+file (:meth:`LoadSpec.from_toml`). The run itself is Rust (``cachelab-load``) with the GIL
+released: closed loop (``pipeline`` requests outstanding per connection) or open loop (a target
+``rate`` with Poisson or evenly spaced arrivals per connection; latency counted from the
+intended send time — the *corrected* histogram — and from the actual send — *uncorrected*).
+
+The result (schema ``cachelab.load``, version 1, see ``docs/load.md``) holds the spec, a
+per-interval time series, the steady-state window and totals over it, error counts by kind,
+the server's ``stats`` deltas and, for a server on this machine, its run-queue wait.
+
+Rooms: ``spec`` (the workload and its parsers), ``engine`` (the run, and the one conversion
+of the engine's outcome into the result), ``result`` (the result and its artifacts),
+``plots`` (its figure), ``section`` (its part of the report).
+"""
+
+from cachelab.load.engine import (
+    DELTA_STATS,
+    RATE_BACKLOG,
+    load,
+    result_from_outcome,
+    server_deltas,
+)
+from cachelab.load.result import (
+    CSV_HEADER,
+    SCHEMA,
+    SCHEMA_VERSION,
+    LoadResult,
+    csv_rows,
+    hlog_text,
+)
+from cachelab.load.spec import (
+    KEY_DISTS,
+    OPS,
+    SIZE_DISTS,
+    LoadSpec,
+    memory_mb,
+    parse_key_dist,
+    parse_mix,
+    parse_value_size,
+)
+
+__all__ = [
+    "CSV_HEADER",
+    "DELTA_STATS",
+    "KEY_DISTS",
+    "OPS",
+    "RATE_BACKLOG",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SIZE_DISTS",
+    "LoadResult",
+    "LoadSpec",
+    "csv_rows",
+    "hlog_text",
+    "load",
+    "memory_mb",
+    "parse_key_dist",
+    "parse_mix",
+    "parse_value_size",
+    "result_from_outcome",
+    "server_deltas",
+]

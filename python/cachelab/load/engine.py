@@ -1,0 +1,240 @@
+"""Running a workload: :func:`load` gets its server (the one given, or a private memcached),
+runs the Rust engine (``_core.load_run``, no GIL held) and turns its outcome into a
+:class:`~cachelab.load.result.LoadResult` in :func:`result_from_outcome`.
+
+Closed loop: ``pipeline`` requests outstanding per connection. Open loop: a target ``rate``
+with Poisson or evenly spaced arrivals per connection; latency is counted from the intended
+send time (the *corrected* histogram) and from the actual send (*uncorrected*).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import cachelab._core as _core
+import cachelab.environment as environment
+import cachelab.servers as servers
+from cachelab.artifacts import created_now
+from cachelab.errors import Interrupted, UsageError
+from cachelab.load.result import LoadResult
+from cachelab.load.spec import LoadSpec, memory_mb
+from cachelab.progress import run_cancellable
+from cachelab.servers import ServerOptions
+
+__all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas"]
+
+#: An open-loop run held its rate when no more than this share of the requests sent (or one
+#: request) was still due but unsent at the end.
+RATE_BACKLOG = 0.01
+
+#: ``stats`` fields whose change over the run is reported.
+DELTA_STATS = ("get_hits", "get_misses", "cmd_get", "cmd_set", "delete_hits", "delete_misses",
+               "evictions", "total_connections", "bytes_read", "bytes_written")
+
+
+def load(
+    spec: LoadSpec | Mapping[str, Any] | str | Path | None = None,
+    *,
+    server: str | None = None,
+    server_options: ServerOptions | None = None,
+    server_pid: int | None = None,
+    server_facts: Mapping[str, Any] | None = None,
+    on_progress: Callable[[Any], None] | None = None,
+) -> LoadResult:
+    """Runs a workload against ``server`` (``host:port`` or ``unix:/path``), or against a
+    private memcached started for the run from ``server_options`` when ``server`` is None
+    (with at least the memory the key space needs).
+
+    ``spec`` is a :class:`LoadSpec`, a dict of its fields, or the path of a TOML file. For a
+    server the caller started itself, ``server_pid`` (so its run-queue wait can be read) and
+    ``server_facts`` (recorded in ``server``) may be given. The run holds no GIL. Ctrl-C stops
+    sending, waits for replies in flight, deletes the keys written and raises
+    :class:`~cachelab.errors.Interrupted` with the partial result as ``err.partial``. A server
+    that cannot be reached at the start raises a ServerError subclass; failures later are
+    counted in the result.
+    """
+    spec = _as_spec(spec)
+    spec.check()
+    with servers.serve(server, server_options, memory_mb=memory_mb(spec)) as target:
+        run_id = secrets.token_hex(6)
+        core = spec.to_core(target.address, run_id)
+        core["server_pid"] = target.pid if server_pid is None else server_pid
+        if spec.seed is None:
+            core["seed"] = secrets.randbits(63)
+        started = time.time()
+        outcome = _run_with_progress(core, on_progress)
+    facts = {**target.facts, **dict(server_facts or {})}
+    result = result_from_outcome(outcome, spec, core, address=target.address, server_facts=facts,
+                                 started=started)
+    if outcome["cancelled"]:
+        err = Interrupted("stopped by a signal; partial results kept")
+        err.partial = result  # type: ignore[attr-defined]
+        raise err
+    return result
+
+
+def _as_spec(spec: LoadSpec | Mapping[str, Any] | str | Path | None) -> LoadSpec:
+    if spec is None:
+        return LoadSpec()
+    if isinstance(spec, (str, Path)):
+        return LoadSpec.from_toml(spec)
+    if isinstance(spec, Mapping):
+        try:
+            return LoadSpec(**spec)
+        except TypeError as e:
+            raise UsageError(f"load spec: {e}") from None
+    return spec
+
+
+def _run_with_progress(
+    core: dict[str, Any], on_progress: Callable[[Any], None] | None
+) -> dict[str, Any]:
+    """Runs the Rust load in a thread; polls progress; Ctrl-C stops it and keeps the results."""
+    progress = _core.LoadProgress()
+    return run_cancellable(
+        lambda: _core.load_run(core, progress), progress.cancel, name="cachelab-load",
+        poll=(lambda: on_progress(progress)) if on_progress else None,
+    )
+
+
+def result_from_outcome(
+    outcome: Mapping[str, Any],
+    spec: LoadSpec,
+    core: Mapping[str, Any],
+    *,
+    address: str,
+    server_facts: Mapping[str, Any],
+    started: float,
+) -> LoadResult:
+    """THE conversion from the engine's outcome to the ``load.json`` schema (docs/load.md):
+    the one place that knows both. Nothing else reads ``_core.load_run``'s result.
+
+    ``outcome`` is what ``_core.load_run`` returns: ``intervals``, ``steady``, ``all`` and
+    ``window`` (totals over every interval and over the steady window, each with ``corrected``
+    and ``uncorrected`` histograms), ``schedule`` (open loop; None closed), ``server``
+    (``version``, ``stats`` ``before``/``after``, ``pid``, ``schedstat_before``/``_after``),
+    the client's CPU, run-queue wait, context switches, busy polls and writes
+    (``client_*``), ``process_cpu_s``, ``elapsed_s``, and the run's ``prefilled_keys``,
+    ``prefill_s``, ``deleted_keys``, ``leftover_keys``, ``cancelled`` and ``aborted``.
+
+    ``core`` is the dict the engine ran (:meth:`LoadSpec.to_core`, with the seed and key
+    prefix used); ``address`` and ``server_facts`` (``private``, the private server's
+    ``argv``) are recorded in ``server``; ``started`` is the Unix time the run began.
+
+    Added here and nowhere else: whether an open loop held its rate (``schedule.held``,
+    ``achieved_rate``), the server's counter deltas and run-queue wait, and the client's
+    per-reply figures. The JSON's ``totals`` is the engine's ``window``.
+    """
+    window, everything = outcome["window"], outcome["all"]
+    schedule = outcome["schedule"]
+    if schedule is not None:
+        schedule = dict(schedule)
+        # Held: (almost) every request the schedule made due was sent. The achieved rate is
+        # reported too, but a Poisson schedule's own count varies by sqrt(n), so it is not
+        # the test.
+        schedule["achieved_rate"] = window["throughput"]
+        schedule["held"] = bool(
+            schedule["backlog_at_end"] <= max(1, RATE_BACKLOG * everything["sent"])
+        )
+    server_view = outcome["server"]
+    return LoadResult(
+        created=created_now(),
+        spec={**asdict(spec), "seed": core["seed"], "prefix_used": core["prefix"],
+              "prefill": core["prefill"], "key_dist_parsed": core["key_dist"],
+              "value_size_parsed": core["value_size"]},
+        mode="open" if spec.rate is not None else "closed",
+        intervals=outcome["intervals"],
+        steady=outcome["steady"],
+        totals=window,
+        all=everything,
+        server={
+            "address": address,
+            "private": False,
+            **dict(server_facts),
+            "version": server_view["version"],
+            "deltas": server_deltas(server_view["before"], server_view["after"]),
+            "schedstat": _sched(server_view, outcome["elapsed_s"]),
+            "stats_before": server_view["before"],
+            "stats_after": server_view["after"],
+        },
+        client=_client(outcome),
+        schedule=schedule,
+        run={
+            "started_unix": round(started, 3),
+            "elapsed_s": round(outcome["elapsed_s"], 3),
+            "prefilled_keys": outcome["prefilled_keys"],
+            "prefill_s": round(outcome["prefill_s"], 3),
+            "deleted_keys": outcome["deleted_keys"],
+            "leftover_keys": outcome["leftover_keys"],
+            "cancelled": outcome["cancelled"],
+            "aborted": outcome["aborted"],
+        },
+        environment=environment.facts(),
+    )
+
+
+def _client(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """The load threads' CPU, run-queue wait, sleeps and writes, also per reply."""
+    replies = outcome["all"]["replies"]
+    cpu = outcome["client_cpu_user_s"] + outcome["client_cpu_system_s"]
+    writes = outcome["client_writes"]
+
+    def per_reply(seconds: float) -> float | None:
+        return round(seconds * 1e6 / replies, 4) if replies else None
+
+    return {
+        "cpu_user_s": round(outcome["client_cpu_user_s"], 6),
+        "cpu_system_s": round(outcome["client_cpu_system_s"], 6),
+        "cpu_us_per_op": per_reply(cpu),
+        # The whole process over the same phase: client threads plus everything else it ran
+        # meanwhile (Python, the progress display), without start-up, prefill or clean-up.
+        "process_cpu_s": round(outcome["process_cpu_s"], 6),
+        "process_cpu_us_per_op": per_reply(outcome["process_cpu_s"]),
+        "run_queue_wait_s": round(outcome["client_wait_s"], 6),
+        "run_queue_wait_us_per_op": per_reply(outcome["client_wait_s"]),
+        "sleeps": outcome["client_sleeps"],
+        "preempted": outcome["client_preempted"],
+        "busy_polls": outcome["client_busy_polls"],
+        "busy_caught": outcome["client_busy_caught"],
+        "writes": writes,
+        "requests_per_write": round(outcome["all"]["sent"] / writes, 3) if writes else None,
+    }
+
+
+def server_deltas(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, Any]:
+    """Counters' changes, CPU seconds used (rusage), and connections before and after."""
+    out: dict[str, Any] = {}
+    if not before or not after:
+        return out
+    for k in DELTA_STATS:
+        if k in before and k in after:
+            out[k] = int(after[k]) - int(before[k])
+    for k in ("rusage_user", "rusage_system"):
+        if k in before and k in after:
+            out[f"{k}_s"] = round(float(after[k]) - float(before[k]), 6)
+    for k in ("curr_connections", "curr_items"):
+        if k in before and k in after:
+            out[k] = {"before": int(before[k]), "after": int(after[k])}
+    return out
+
+
+def _sched(server: Mapping[str, Any], elapsed: float) -> dict[str, Any] | None:
+    b, a = server.get("schedstat_before"), server.get("schedstat_after")
+    if not b or not a or elapsed <= 0:
+        return None
+    wait = a["wait_ns"] - b["wait_ns"]
+    cpu = a["on_cpu_ns"] - b["on_cpu_ns"]
+    return {
+        "pid": server.get("pid"),
+        "threads": a["threads"],
+        "run_queue_wait_s": wait / 1e9,
+        "on_cpu_s": cpu / 1e9,
+        "timeslices": a["slices"] - b["slices"],
+        "wait_per_wall": wait / 1e9 / elapsed,
+        "wait_per_cpu": wait / cpu if cpu else None,
+    }

@@ -1,0 +1,261 @@
+"""A load run's result, :class:`LoadResult` (schema ``cachelab.load`` v1, docs/load.md), and
+everything made from it: ``load.json``, ``load.csv`` (one row per interval), ``load.hlog`` (an
+HdrHistogram interval log), the latency-over-time plot, and the human summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cachelab.artifacts import check_schema, write_json
+from cachelab.errors import InputError
+from cachelab.load.spec import OPS
+from cachelab.tables import write_csv
+from cachelab.units import us
+
+__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "csv_rows", "hlog_text"]
+
+SCHEMA = "cachelab.load"
+SCHEMA_VERSION = 1
+
+CSV_HEADER = ["index", "start_s", "duration_s", "warmup", "steady", "replies", "throughput",
+              "get", "multiget", "set", "delete", "hits", "misses", "errors", "lost",
+              "p50_ns", "p99_ns", "p99.9_ns", "max_ns",
+              "uncorrected_p50_ns", "uncorrected_p99_ns", "uncorrected_p99.9_ns"]
+
+
+@dataclass
+class LoadResult:
+    """A finished (or interrupted) load run: everything ``load.json`` holds."""
+
+    created: str
+    spec: dict[str, Any]
+    mode: str  # "closed" or "open"
+    intervals: list[dict[str, Any]]
+    steady: dict[str, Any]
+    totals: dict[str, Any]  # over the steady window
+    all: dict[str, Any]  # over every interval, warm-up included
+    server: dict[str, Any]
+    client: dict[str, Any]
+    schedule: dict[str, Any] | None
+    run: dict[str, Any]
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
+        """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
+        loop, where it exists)."""
+        src = self.totals if scope == "totals" else self.all
+        if which == "best":
+            which = "corrected" if src.get("corrected") else "uncorrected"
+        return src[which]
+
+    def problems(self) -> dict[str, int]:
+        """What makes the CLI exit 1: errors, lost requests, keys left behind, a missed rate."""
+        out = {
+            "errors": sum(self.all["errors"].values()),
+            "lost_requests": int(self.all["lost"]),
+            "leftover_keys": int(self.run.get("leftover_keys", 0)),
+            "rate_not_held": int(bool(self.schedule and not self.schedule.get("held", True))),
+        }
+        return {k: v for k, v in out.items() if v}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+
+    def save(self, path: Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "load result") -> LoadResult:
+        check_schema(d, SCHEMA, SCHEMA_VERSION, "load result", where)
+        try:
+            return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        except TypeError as e:
+            raise InputError(f"{where}: {e}") from None
+
+    def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
+        """``load.json``, ``load.csv``, ``load.hlog`` and, unless told not to, the
+        latency-over-time plot (``load-latency.png``/``.svg``) in ``out_dir``."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = [self.save(out_dir / "load.json")]
+        write_csv(out_dir / "load.csv", CSV_HEADER, csv_rows(self))
+        (out_dir / "load.hlog").write_text(hlog_text(self))
+        written += [out_dir / "load.csv", out_dir / "load.hlog"]
+        if plots and self.intervals:
+            # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
+            from cachelab.load.plots import latency_over_time
+
+            written += latency_over_time(self, out_dir / "load-latency")
+        return written
+
+    def render(self) -> str:
+        """The human summary the CLI prints."""
+        return "\n".join(_summary_lines(self))
+
+
+def csv_rows(r: LoadResult) -> list[list[object]]:
+    """The rows of ``load.csv`` (columns :data:`CSV_HEADER`): one per interval, with the
+    corrected percentiles in open loop."""
+    rows = []
+    first = r.steady["start_index"]
+    for pos, iv in enumerate(r.intervals):
+        best = iv.get("corrected") or iv["uncorrected"]
+        unc = iv["uncorrected"]["percentiles"]
+        bp = best["percentiles"]
+        rows.append([
+            iv["index"], f"{iv['start_s']:.3f}", f"{iv['duration_s']:.3f}", int(iv["warmup"]),
+            int(pos >= first), iv["replies"], f"{iv['throughput']:.1f}",
+            *(iv["ops"][op] for op in OPS), iv["hits"], iv["misses"],
+            sum(iv["errors"].values()), iv["lost"],
+            bp["50"], bp["99"], bp["99.9"], bp["max"], unc["50"], unc["99"], unc["99.9"],
+        ])
+    return rows
+
+
+def hlog_text(result: LoadResult) -> str:
+    """The intervals as an HdrHistogram interval log (format 1.3): one tagged line per interval
+    and histogram (``corrected`` in open loop, ``uncorrected`` always), timestamps in seconds
+    from StartTime, the interval max in milliseconds, histograms in ns, V2 compressed base64."""
+    start = float(result.run.get("started_unix", 0.0))
+    human = datetime.fromtimestamp(start, timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
+    lines = [
+        "#[Histogram log format version 1.3]",
+        f"#[StartTime: {start:.3f} (seconds since epoch), {human}]",
+        f"#[BaseTime: {start:.3f} (seconds since epoch)]",
+        "#[Latencies in nanoseconds; Interval_Max in milliseconds]",
+        '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"',
+    ]
+    for iv in result.intervals:
+        for tag in ("corrected", "uncorrected"):
+            h = iv.get(tag)
+            if not h:
+                continue
+            lines.append(
+                f"Tag={tag},{iv['start_s']:.3f},{iv['duration_s']:.3f},"
+                f"{h['max'] / 1e6:.3f},{h['histogram']}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+# -- the human summary ------------------------------------------------------------------------
+
+
+def _summary_lines(r: LoadResult) -> list[str]:
+    s = r.spec
+    srv = r.server
+    lines = [
+        f"memcached {srv.get('version', '?')} at {srv.get('address')}"
+        + (" (private)" if srv.get("private") else ""),
+        f"{r.mode} loop, {s['connections']} connection(s) on {s['threads']} thread(s), "
+        + (f"target {s['rate']:.0f}/s ({s['arrivals']})" if r.mode == "open"
+           else f"pipeline {s['pipeline']}")
+        + f"; keys {s['key_space']} {s['key_dist']}, values {s['value_size']}",
+    ]
+    lines += _totals_lines(r)
+    lines += _problem_lines(r)
+    lines += _server_lines(srv)
+    lines += _client_lines(r)
+    run = r.run
+    lines.append(
+        f"keys: {run['prefilled_keys']} prefilled, {run['deleted_keys']} deleted at the end"
+        + (f", {run['leftover_keys']} COULD NOT be deleted" if run["leftover_keys"] else "")
+    )
+    return lines
+
+
+def _totals_lines(r: LoadResult) -> list[str]:
+    """The steady window: replies by operation, hits, misses, errors and the percentiles."""
+    t = r.totals
+    st = r.steady
+    ivs = r.intervals
+    start = ivs[st["start_index"]]["start_s"] if st["start_index"] < len(ivs) else 0.0
+    lines = [
+        f"steady state {'from' if st['reached'] else 'NOT reached; using all after warm-up from'}"
+        f" {start:g} s: {t['intervals']} interval(s), {t['duration_s']:.2f} s"
+    ]
+    lines += ["", f"{'':14}{'total':>12}{'per s':>12}"]
+    lines.append(f"{'replies':14}{t['replies']:>12}{t['throughput']:>12.0f}")
+    for op, n in t["ops"].items():
+        if n:
+            lines.append(f"  {op:12}{n:>12}{n / t['duration_s'] if t['duration_s'] else 0:>12.0f}")
+    lines.append(f"{'hits':14}{t['hits']:>12}")
+    lines.append(f"{'misses':14}{t['misses']:>12}")
+    lines.append(f"{'errors':14}{sum(t['errors'].values()):>12}")
+    lines += ["", "latency (µs)      p50       p90       p99     p99.9       max"]
+    for name in ("corrected", "uncorrected"):
+        h = t.get(name)
+        if not h:
+            continue
+        p = h["percentiles"]
+        label = name if r.mode == "open" else "latency"
+        lines.append(f"{label:14}" + "".join(f"{us(p[k]):>10}"
+                                             for k in ("50", "90", "99", "99.9", "max")))
+    return lines
+
+
+def _problem_lines(r: LoadResult) -> list[str]:
+    """Whether an open loop held its rate; errors and lost requests over the whole run."""
+    lines = []
+    if r.schedule:
+        sc = r.schedule
+        held = "held" if sc.get("held") else "NOT held"
+        lines.append(
+            f"\ntarget rate {sc['target_rate']:.0f}/s {held}: achieved {sc['achieved_rate']:.0f}/s"
+            f", {sc['backlog_at_end']} due but unsent at the end"
+            + (f", {sc['skipped_disconnected']} skipped while disconnected"
+               if sc["skipped_disconnected"] else "")
+        )
+    errors = r.all["errors"]
+    if errors or r.all["lost"]:
+        lines.append(
+            "\nerrors by kind (whole run): "
+            + (", ".join(f"{k} {n}" for k, n in sorted(errors.items())) or "none")
+            + f"; requests lost in flight: {r.all['lost']}"
+            + f"; error rate {sum(errors.values()) / max(1, r.all['sent']):.2%} of requests sent"
+        )
+    return lines
+
+
+def _server_lines(srv: Mapping[str, Any]) -> list[str]:
+    """The server's counters' changes and its run-queue wait."""
+    lines = []
+    d = srv.get("deltas") or {}
+    conns = d.get("curr_connections", {})
+    if d:
+        lines.append(
+            f"\nserver: get_hits +{d.get('get_hits', 0)}, get_misses +{d.get('get_misses', 0)}, "
+            f"evictions +{d.get('evictions', 0)}, connections "
+            f"{conns.get('before')}→{conns.get('after')}"
+            f", CPU {d.get('rusage_user_s', 0) + d.get('rusage_system_s', 0):.2f} s"
+        )
+    sch = srv.get("schedstat")
+    if sch:
+        lines.append(
+            f"server run-queue wait: {sch['run_queue_wait_s']:.3f} s over {sch['threads']} "
+            f"threads ({sch['wait_per_wall']:.1%} of wall time)"
+        )
+    return lines
+
+
+def _client_lines(r: LoadResult) -> list[str]:
+    """The client's CPU and run-queue wait per reply, its writes, and busy polling."""
+    lines = []
+    c = r.client
+    if c.get("cpu_us_per_op") is not None:
+        whole = c.get("process_cpu_us_per_op")
+        lines.append(f"client CPU: {c['cpu_us_per_op']:.2f} µs per reply in the load threads"
+                     + (f", {whole:.2f} in the whole process" if whole is not None else ""))
+    if c.get("run_queue_wait_us_per_op") is not None:
+        lines.append(f"client threads waited for a CPU: {c['run_queue_wait_us_per_op']:.2f} µs "
+                     f"per reply (slept {c['sleeps']}, preempted {c['preempted']} times)")
+    if c.get("requests_per_write"):
+        lines.append(f"writes: {c['writes']}, {c['requests_per_write']:.2f} requests per write"
+                     + (f" (send batch {r.spec['send_batch']})"
+                        if r.spec.get("send_batch", 1) > 1 else ""))
+    if c.get("busy_polls"):
+        lines.append(f"busy polling: {c['busy_polls']} polls before sleeping, "
+                     f"{c['busy_caught']} ended by a reply or the timer")
+    return lines

@@ -1,0 +1,348 @@
+"""The workload of a load run: :class:`LoadSpec` (built in Python, from command-line flags, or
+from a TOML file), the parsers of its mix, key distribution and value sizes, and its checks.
+
+:meth:`LoadSpec.to_core` turns a checked spec into the dict ``_core.load_run`` takes; the
+engine (:mod:`cachelab.load.engine`) runs it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from cachelab.errors import InputError, UsageError
+from cachelab.units import parse_size
+
+try:
+    import tomllib  # type: ignore[import-not-found]
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = ["KEY_DISTS", "OPS", "SIZE_DISTS", "LoadSpec", "memory_mb", "parse_key_dist",
+           "parse_mix", "parse_value_size"]
+
+OPS = ("get", "multiget", "set", "delete")
+KEY_DISTS = ("uniform", "zipf", "gaussian", "sequential", "hotset")
+SIZE_DISTS = ("fixed", "uniform", "lognormal", "histogram")
+
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_.:-]{1,80}")
+
+
+@dataclass
+class LoadSpec:
+    """A workload. Defaults: 4 connections, 90 % get / 10 % set over 10,000 uniform keys of
+    100-byte values, closed loop with one request outstanding, 10 s after a 1 s warm-up."""
+
+    connections: int = 4
+    threads: int = 1
+    #: Closed loop: requests outstanding per connection.
+    pipeline: int = 1
+    #: Open loop: the most requests in flight per connection.
+    max_outstanding: int = 100
+    #: Requests per second over all connections; None for closed loop.
+    rate: float | None = None
+    arrivals: str = "poisson"
+    mix: dict[str, float] = field(default_factory=lambda: {"get": 0.9, "set": 0.1})
+    multiget_keys: int = 10
+    key_space: int = 10_000
+    #: ``uniform``, ``zipf:S``, ``gaussian[:SD]``, ``sequential``, ``hotset:X%:Y%``.
+    key_dist: str = "uniform"
+    #: ``SIZE``, ``fixed:SIZE``, ``uniform:MIN:MAX``, ``lognormal:MEDIAN:SIGMA``,
+    #: ``histogram:SIZE=WEIGHT,...`` or ``histogram:FILE`` (lines of ``size,weight``).
+    value_size: str = "100"
+    #: Added in front of a unique per-run part: keys are ``<prefix>:<run id>:<index>``.
+    prefix: str = "cachelab"
+    ttl: int = 0
+    duration: float | None = 10.0
+    requests: int | None = None
+    warmup: float = 1.0
+    #: Set every key before the run (so gets hit); None means "when the mix has gets".
+    prefill: bool | None = None
+    interval: float = 1.0
+    timeout: float = 1.0
+    connect_timeout: float = 2.0
+    give_up_after: float = 10.0
+    seed: int | None = None
+    #: With replies outstanding, each client thread polls its sockets for up to this many µs
+    #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
+    #: measures, at the price of the CPU spent polling. See docs/load.md.
+    busy_poll_us: int = 0
+    #: Closed loop: a connection sends new requests only once this many of its ``pipeline``
+    #: slots are free (1: after every reply), so each write carries that many requests.
+    #: Fewer, larger writes cost client and server less CPU per request. See docs/load.md.
+    send_batch: int = 1
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> LoadSpec:
+        """The same shape, small: 3 s after a 1 s warm-up, 1,000 keys."""
+        return cls(**{"duration": 3.0, "warmup": 1.0, "key_space": 1000, **overrides})
+
+    @classmethod
+    def from_toml(cls, path: str | Path, **overrides: Any) -> LoadSpec:
+        """A spec from a TOML file whose keys are this class's fields (``-`` or ``_``)."""
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except OSError as e:
+            raise InputError(f"{path}: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"{path}: not valid TOML: {e}") from None
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                line = _line_of(path, key)
+                raise InputError(
+                    f"{path}:{line}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
+                )
+            values[name] = value
+        values.update(overrides)
+        try:
+            spec = cls(**values)
+            spec.check()
+        except UsageError as e:
+            raise InputError(f"{path}: {e}") from None
+        except TypeError as e:
+            raise InputError(f"{path}: {e}") from None
+        return spec
+
+    def check(self) -> None:
+        """Raises UsageError naming the first bad field (the Rust side checks the caps again)."""
+        self.to_core("127.0.0.1:1", "check")
+
+    def to_core(self, address: str, run_id: str) -> dict[str, Any]:
+        """The dict ``_core.load_run`` takes."""
+        _int("connections", self.connections, 1)
+        _int("threads", self.threads, 1)
+        _int("pipeline", self.pipeline, 1)
+        _int("max_outstanding", self.max_outstanding, 1)
+        _int("multiget_keys", self.multiget_keys, 1)
+        _int("key_space", self.key_space, 1)
+        _int("ttl", self.ttl, 0)
+        _int("send_batch", self.send_batch, 1)
+        if self.send_batch > 1 and self.rate is not None:
+            raise UsageError("send-batch is for the closed loop only: an open loop sends each "
+                             "request at its scheduled time")
+        if self.send_batch > self.pipeline:
+            raise UsageError(f"send-batch must be at most the pipeline depth ({self.pipeline}), "
+                             f"not {self.send_batch}")
+        bp = self.busy_poll_us
+        if not isinstance(bp, int) or isinstance(bp, bool) or not 0 <= bp <= 1000:
+            raise UsageError(f"busy-poll must be a whole number of µs from 0 to 1000, not {bp!r}")
+        if self.arrivals not in ("poisson", "uniform"):
+            raise UsageError(f"arrivals must be poisson or uniform, not {self.arrivals!r}")
+        if self.rate is not None and not (_number(self.rate) and self.rate > 0):
+            raise UsageError(f"rate must be a positive number of requests/s, not {self.rate!r}")
+        if (self.duration is None) == (self.requests is None):
+            raise UsageError("give a duration or a request count (not both)")
+        if self.duration is not None and not (_number(self.duration) and self.duration > 0):
+            raise UsageError(f"duration must be a positive number of seconds: {self.duration!r}")
+        if self.requests is not None:
+            _int("requests", self.requests, 1)
+        for name in ("warmup", "interval", "timeout", "connect_timeout", "give_up_after"):
+            v = getattr(self, name)
+            if not _number(v) or v < 0 or (v == 0 and name != "warmup"):
+                raise UsageError(f"{name.replace('_', '-')} must be a positive number of seconds")
+        if not isinstance(self.prefix, str) or not _PREFIX_RE.fullmatch(self.prefix):
+            raise UsageError(
+                f"key prefix {self.prefix!r} must be 1-80 characters of letters, digits and _.:-"
+            )
+        mix = parse_mix(self.mix)
+        prefill = self.prefill
+        if prefill is None:
+            prefill = mix.get("get", 0) + mix.get("multiget", 0) > 0
+        seed = self.seed if self.seed is not None else 0
+        return {
+            "address": address,
+            "connections": self.connections,
+            "threads": self.threads,
+            "pipeline": self.pipeline,
+            "max_outstanding": self.max_outstanding,
+            "rate": None if self.rate is None else float(self.rate),
+            "arrivals": self.arrivals,
+            "mix": mix,
+            "multiget_keys": self.multiget_keys,
+            "key_space": self.key_space,
+            "key_dist": parse_key_dist(self.key_dist),
+            "value_size": parse_value_size(self.value_size),
+            "prefix": f"{self.prefix}:{run_id}",
+            "ttl": self.ttl,
+            "duration": None if self.duration is None else float(self.duration),
+            "requests": self.requests,
+            "warmup": float(self.warmup),
+            "prefill": bool(prefill),
+            "interval": float(self.interval),
+            "timeout": float(self.timeout),
+            "connect_timeout": float(self.connect_timeout),
+            "give_up_after": float(self.give_up_after),
+            "seed": int(seed),
+            "server_pid": None,
+            "busy_poll_us": self.busy_poll_us,
+            "send_batch": self.send_batch,
+        }
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int(name: str, v: object, minimum: int) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise UsageError(f"{name.replace('_', '-')} must be a whole number >= {minimum}, not {v!r}")
+
+
+def _line_of(path: Path, key: str) -> int:
+    """The line of ``path`` that sets ``key`` (1 if not found)."""
+    try:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip().startswith(key):
+                return n
+    except OSError:
+        pass
+    return 1
+
+
+def parse_mix(mix: str | Mapping[str, Any]) -> dict[str, float]:
+    """``"get=90,set=10"`` or ``{"get": 0.9, "set": 0.1}`` -> shares by operation."""
+    if isinstance(mix, str):
+        items: dict[str, Any] = {}
+        for part in mix.split(","):
+            name, sep, value = part.strip().partition("=")
+            if not sep:
+                raise UsageError(
+                    f"op mix {mix!r}: expected OP=SHARE items separated by commas, "
+                    f"e.g. get=90,set=10 (operations: {', '.join(OPS)})"
+                )
+            try:
+                items[name.strip()] = float(value)
+            except ValueError:
+                raise UsageError(f"op mix {mix!r}: {value!r} is not a number") from None
+        mix = items
+    if not isinstance(mix, Mapping):
+        raise UsageError(f"op mix must be OP=SHARE items or a table, not {mix!r}")
+    out: dict[str, float] = {}
+    for name, value in mix.items():
+        if name not in OPS:
+            raise UsageError(f"op mix: unknown operation {name!r}; known: {', '.join(OPS)}")
+        if not _number(value) or value < 0:
+            raise UsageError(f"op mix: share of {name} must be a number >= 0, not {value!r}")
+        out[name] = float(value)
+    if sum(out.values()) <= 0:
+        raise UsageError("op mix: at least one share must be above 0")
+    return out
+
+
+def _fraction(text: str, what: str) -> float:
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise UsageError(f"{what}: {text!r} is not a number or percentage") from None
+    return v
+
+
+def parse_key_dist(text: str) -> tuple[str, list[float]]:
+    """``uniform``, ``zipf:0.99``, ``gaussian[:SD]``, ``sequential``, ``hotset:20%:80%``."""
+    name, *params = str(text).split(":")
+    if name not in KEY_DISTS:
+        raise UsageError(
+            f"key distribution {text!r}: unknown {name!r}; known: {', '.join(KEY_DISTS)} "
+            "(e.g. zipf:0.99, hotset:20%:80%)"
+        )
+    values = [_fraction(p, f"key distribution {text!r}") for p in params]
+    arity = {"uniform": (0,), "zipf": (1,), "gaussian": (0, 1), "sequential": (0,),
+             "hotset": (2,)}[name]
+    if len(values) not in arity:
+        raise UsageError(
+            f"key distribution {text!r}: {name} takes {' or '.join(map(str, arity))} parameter(s)"
+        )
+    return name, values
+
+
+def _size(text: str, what: str) -> float:
+    try:
+        return float(parse_size(text))
+    except UsageError as e:
+        raise UsageError(f"{what}: {e}") from None
+
+
+def parse_value_size(text: str) -> tuple[str, list[float]]:
+    """``100``, ``fixed:1K``, ``uniform:10:1K``, ``lognormal:1K:0.5``,
+    ``histogram:100=3,1K=1`` or ``histogram:FILE`` (lines ``size,weight``; ``#`` comments)."""
+    text = str(text)
+    what = f"value size {text!r}"
+    name, sep, rest = text.partition(":")
+    if not sep:
+        return "fixed", [_size(text, what)]
+    if name not in SIZE_DISTS:
+        raise UsageError(f"{what}: unknown distribution {name!r}; known: {', '.join(SIZE_DISTS)}")
+    if name == "histogram":
+        return name, _histogram(rest, what)
+    parts = rest.split(":")
+    if name == "fixed" and len(parts) == 1:
+        return name, [_size(parts[0], what)]
+    if name == "uniform" and len(parts) == 2:
+        return name, [_size(parts[0], what), _size(parts[1], what)]
+    if name == "lognormal" and len(parts) == 2:
+        return name, [_size(parts[0], what), _fraction(parts[1], what)]
+    shapes = {"fixed": "fixed:SIZE", "uniform": "uniform:MIN:MAX",
+              "lognormal": "lognormal:MEDIAN:SIGMA"}
+    raise UsageError(f"{what}: expected {shapes[name]}")
+
+
+def _histogram(rest: str, what: str) -> list[float]:
+    pairs: list[tuple[str, str, str]] = []  # (size, weight, where)
+    if "=" in rest:
+        for item in rest.split(","):
+            size, _, weight = item.partition("=")
+            pairs.append((size, weight, what))
+    else:
+        path = Path(rest)
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as e:
+            raise InputError(f"{path}: {e.strerror or e}") from None
+        for n, line in enumerate(lines, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line or line.lower().startswith("size"):
+                continue
+            size, sep, weight = line.partition(",")
+            if not sep:
+                raise InputError(f"{path}:{n}: expected 'size,weight', got {line!r}")
+            pairs.append((size, weight, f"{path}:{n}"))
+    out: list[float] = []
+    for size, weight, where in pairs:
+        try:
+            w = float(weight)
+            if not math.isfinite(w) or w < 0:
+                raise ValueError
+        except ValueError:
+            err = InputError if where != what else UsageError
+            raise err(f"{where}: weight {weight!r} must be a number >= 0") from None
+        try:
+            out += [float(parse_size(size.strip())), w]
+        except UsageError as e:
+            err = InputError if where != what else UsageError
+            raise err(f"{where}: {e}") from None
+    if not out or sum(out[1::2]) <= 0:
+        raise UsageError(f"{what}: the histogram needs at least one size with a weight above 0")
+    return out
+
+
+def memory_mb(spec: LoadSpec) -> int:
+    """Megabytes a private server needs to hold the whole key space at its largest values
+    (at most 4096 + 16); :func:`cachelab.servers.serve` takes the larger of this and the
+    server options' memory."""
+    name, params = parse_value_size(spec.value_size)
+    largest = {"fixed": lambda p: p[0], "uniform": lambda p: p[1],
+               "lognormal": lambda p: p[0] * math.exp(2 * p[1]),
+               "histogram": lambda p: max(p[0::2])}[name](params)
+    need = spec.key_space * (min(largest, 1e6) + 100) * 1.3 / 2**20
+    return int(min(need, 4096)) + 16

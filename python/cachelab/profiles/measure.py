@@ -1,0 +1,113 @@
+"""Measuring a latency profile (:func:`profile`): the Rust engine against a memcached, given
+or private."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import cachelab._core as _core
+import cachelab.environment as environment
+import cachelab.servers as servers
+from cachelab.artifacts import created_now
+from cachelab.errors import Interrupted
+from cachelab.profiles.cell import Cell, with_percentiles
+from cachelab.profiles.model import LatencyProfile
+from cachelab.profiles.spec import ProfileSpec, item_size_for, memory_for, new_prefix
+from cachelab.progress import run_cancellable
+from cachelab.servers import ServerOptions
+
+
+def profile(
+    spec: ProfileSpec | None = None,
+    *,
+    server: str | None = None,
+    server_options: ServerOptions | None = None,
+    server_facts: Mapping[str, Any] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> LatencyProfile:
+    """Measures a latency profile of the memcached at ``server`` (``host:port`` or
+    ``unix:/path``), or of a private memcached started for the run (from ``server_options``,
+    with room for the spec's largest value) when ``server`` is None. ``server_facts`` are
+    recorded with the server's (e.g. that a caller started it).
+
+    The measuring runs in Rust with the GIL released. Ctrl-C stops it early: the partial
+    profile is attached to the :class:`~cachelab.errors.Interrupted` raised
+    (``err.partial``), and a private server is stopped. Server-side failures raise
+    :class:`~cachelab.errors.ServerError` subclasses; failures during the run are counted in
+    the cells instead.
+    """
+    spec = spec or ProfileSpec()
+    spec.check()
+    with servers.serve(server, server_options, memory_mb=memory_for(spec, 0),
+                       item_size_max=item_size_for(spec)) as target:
+        facts = {**target.facts, **dict(server_facts or {})}
+        return _measure(spec, target.address, facts, on_progress)
+
+
+def _measure(
+    spec: ProfileSpec, address: str, facts: Mapping[str, Any],
+    on_progress: Callable[[int, int], None] | None,
+) -> LatencyProfile:
+    seed = spec.seed if spec.seed is not None else secrets.randbits(63)
+    spec_dict = {
+        "address": address,
+        "sizes": list(spec.sizes),
+        "key_counts": list(spec.key_counts),
+        "multi_value_size": spec.multi_value_size,
+        "samples": spec.samples,
+        "warmup": spec.warmup,
+        "concurrency": spec.concurrency,
+        "protocol": spec.protocol,
+        "timeout": spec.timeout,
+        "connect_timeout": spec.connect_timeout,
+        "give_up_after": spec.give_up_after,
+        "seed": seed,
+        "prefix": spec.prefix or new_prefix(),
+    }
+    started = time.time()
+    raw = _run_with_progress(spec_dict, on_progress)
+    cells = [with_percentiles(Cell.from_dict(c, "profile run")) for c in raw["cells"]]
+    client = {k: v for k, v in spec_dict.items() if k != "address"}
+    result = LatencyProfile(
+        name=f"memcached {raw['server']['version']} at {address}",
+        source="measured",
+        created=created_now(),
+        cells=cells,
+        server={
+            "address": address,
+            "private": False,
+            **facts,
+            "version": raw["server"]["version"],
+            "settings": raw["server"]["settings"],
+        },
+        client={**client, "floor_command": raw["floor_command"]},
+        environment=environment.facts(),
+        run={
+            "started_unix": round(started, 3),
+            "elapsed_s": round(raw["elapsed_s"], 3),
+            "cancelled": raw["cancelled"],
+            "aborted": raw["aborted"],
+            "leftover_keys": raw["leftover_keys"],
+            "cleaned_up_keys": raw["cleaned_up_keys"],
+        },
+    )
+    if raw["cancelled"]:
+        err = Interrupted("stopped by a signal; partial results kept")
+        err.partial = result  # type: ignore[attr-defined]
+        raise err
+    return result
+
+
+def _run_with_progress(
+    spec_dict: dict[str, Any], on_progress: Callable[[int, int], None] | None
+) -> dict[str, Any]:
+    """Runs the Rust profile in a thread; Ctrl-C cancels and keeps the partial result."""
+    progress = _core.Progress()
+    return run_cancellable(
+        lambda: _core.profile_run(spec_dict, progress), progress.cancel,
+        name="cachelab-profile",
+        poll=(lambda: on_progress(progress.done, progress.total)) if on_progress else None,
+    )

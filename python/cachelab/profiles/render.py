@@ -1,0 +1,91 @@
+"""A profile's human report (what ``cachelab profile`` prints): a header, the loopback floor,
+and per operation a percentile table with its samples and ``p50/floor`` rows, laid out like
+the appendix of Khan Academy's "Profiling App Engine Memcached".
+
+The functions take a :class:`~cachelab.profiles.model.LatencyProfile` (whose ``render`` calls
+them; so this module does not import it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cachelab.profiles.cell import OPS, floor_p50
+from cachelab.tables import percentile_table
+from cachelab.units import format_duration_ns, format_size, pick_unit
+
+#: The printed tables' titles.
+TABLE_TITLES = {
+    "get": "Get latency by value size",
+    "set": "Set latency by value size",
+    "multiget": "Multi-get latency by key count",
+}
+
+
+def render_profile(p: Any) -> str:
+    """The report of the latency profile ``p``."""
+    lines = [heading(p)]
+    floor, floor_ns = p.floor, floor_p50(p.cells)
+    if floor and floor_ns:
+        unit = pick_unit([floor_ns])
+        fl = floor.percentiles
+        lines.append(
+            f"loopback floor ({p.client.get('floor_command')} on a raw socket): "
+            f"p50 {format_duration_ns(fl['50'], unit)} {unit}, "
+            f"p99 {format_duration_ns(fl['99'], unit)} {unit}, "
+            f"max {format_duration_ns(fl['max'], unit)} {unit}"
+        )
+    for op in OPS:
+        cells = p.cells_of(op)
+        if not cells:
+            continue
+        title = TABLE_TITLES[op]
+        if op == "multiget":
+            title += f", {format_size(cells[0].value_size)} values"
+        footer = [("samples", [str(c.samples) for c in cells])]
+        if floor_ns:
+            footer.append(("p50/floor", [
+                f"{c.percentiles['50'] / floor_ns:.2f}x" if c.samples else "—" for c in cells
+            ]))
+        if any(c.errors for c in cells):
+            footer.append(("errors", [str(sum(c.errors.values())) for c in cells]))
+        if any(c.mismatches or c.misses for c in cells):
+            footer.append(("mismatches", [str(c.mismatches) for c in cells]))
+            footer.append(("misses", [str(c.misses) for c in cells]))
+        lines += ["", percentile_table(title, list(iter_table_columns(p, op)), footer=footer)]
+    errors: dict[str, int] = {}
+    for c in p.cells:
+        for k, n in c.errors.items():
+            errors[k] = errors.get(k, 0) + n
+    if errors:
+        lines += ["", "errors by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items()))]
+    if p.run.get("leftover_keys"):
+        lines.append(f"keys that could not be deleted: {p.run['leftover_keys']}")
+    return "\n".join(lines)
+
+
+def heading(p: Any) -> str:
+    """The report's first line: where the profile comes from (the server and how it was
+    measured, or the publication)."""
+    if p.source == "published":
+        return f"{p.name}: {p.published.get('source', '') if p.published else ''}"
+    srv, c = p.server, p.client
+    settings = srv.get("settings") or {}
+    facts = [f"{settings['num_threads']} threads"] if "num_threads" in settings else []
+    if "maxbytes" in settings:
+        facts.append(f"{int(settings['maxbytes']) // 2**20} MB")
+    if srv.get("private"):
+        facts.insert(0, "private")
+    where = (srv.get("address") or "—") + (f" ({', '.join(facts)})" if facts else "")
+    return (
+        f"memcached {srv.get('version', '?')} at {where}; {c.get('protocol')} protocol, "
+        f"{c.get('concurrency')} connection(s), {c.get('samples')} samples per cell "
+        f"after {c.get('warmup')} warm-up"
+    )
+
+
+def iter_table_columns(p: Any, op: str) -> Iterator[tuple[str, dict[str, float]]]:
+    """The columns of ``op``'s table: each cell's label and percentiles (empty when the cell
+    has no samples)."""
+    for c in p.cells_of(op):
+        yield c.label, {k: float(v) for k, v in c.percentiles.items()} if c.samples else {}

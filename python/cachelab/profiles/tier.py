@@ -1,0 +1,265 @@
+"""Profiling through a :mod:`cachelab.tiered` tier, from Python, with think time between calls
+(:func:`profile_via_tier`), and the parts ``replay`` uses to do it between its own slices:
+:func:`tier_cells`, :func:`tier_profile`, :func:`delete_tier_cells`, :func:`think_summary`,
+:func:`spin`, :func:`rank_sequence`."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import cachelab._core as _core
+import cachelab.environment as environment
+from cachelab.artifacts import created_now
+from cachelab.errors import ServerError, UsageError
+from cachelab.profiles.cell import Cell, with_percentiles
+from cachelab.profiles.model import LatencyProfile
+from cachelab.profiles.spec import (
+    DEFAULT_MULTI_VALUE_SIZE,
+    DEFAULT_SIZES,
+    MAX_KEY_COUNT,
+    MAX_VALUE_SIZE,
+    new_prefix,
+)
+from cachelab.tiered import MemcachedTier
+
+_SPIN_RATE: dict[str, float] = {}
+
+
+def _spin_rate(cpu: bool) -> float:
+    """Iterations of an empty Python loop per nanosecond of wall (or this thread's CPU) time:
+    the median of 5 timings, measured once."""
+    key = "cpu" if cpu else "wall"
+    if key not in _SPIN_RATE:
+        clock = time.thread_time_ns if cpu else time.perf_counter_ns
+        n, runs = 100_000, []
+        for _ in range(5):
+            t0 = clock()
+            for _ in range(n):
+                pass
+            runs.append(clock() - t0)
+        _SPIN_RATE[key] = n / max(1, sorted(runs)[2])
+    return _SPIN_RATE[key]
+
+
+def spin(ns: int, *, cpu: bool = False) -> None:
+    """Busy for about ``ns`` nanoseconds (of this thread's CPU time with ``cpu``): an
+    application's work between two memcached calls. Interpreter work (an empty loop sized
+    once), not a loop reading the clock: on some virtual machines a clock read costs ~0.4 µs
+    and thousands of them in a row are no application's work."""
+    for _ in range(int(ns * _spin_rate(cpu))):
+        pass
+
+
+@dataclass
+class TierCell:
+    """One cell of a profile measured through a tier: its keys and the latencies (ns) of the
+    calls made so far (see :func:`profile_via_tier`)."""
+
+    op: str
+    value_size: int
+    keys: list[str]
+    latencies: list[int] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    misses: int = 0
+    calls: int = 0
+
+    def next_keys(self) -> list[str]:
+        """What the next call asks for: all keys of a multi-get; one key of a get, in turn."""
+        self.calls += 1
+        return self.keys if self.op == "multiget" else [self.keys[self.calls % len(self.keys)]]
+
+
+def tier_cells(
+    address: str, prefix: str, *, sizes: tuple[int, ...], key_counts: tuple[int, ...],
+    multi_value_size: int, timeout: float = 1.0, seed: int | None = None,
+) -> list[TierCell]:
+    """Writes the values a tier profile reads (random bytes under ``prefix``): 4 keys per get
+    size, and max(key_counts) keys of ``multi_value_size`` shared by the multi-get cells.
+    Delete them with :func:`delete_tier_cells`."""
+    if not sizes and not key_counts:
+        raise UsageError("nothing to measure: give at least one size or key count")
+    if any(not 1 <= s <= MAX_VALUE_SIZE for s in [*sizes, multi_value_size]):
+        raise UsageError(f"value sizes must be between 1 byte and {MAX_VALUE_SIZE} bytes")
+    if any(not 1 <= k <= MAX_KEY_COUNT for k in key_counts):
+        raise UsageError(f"key counts must be between 1 and {MAX_KEY_COUNT}")
+    rng = np.random.default_rng(seed)
+    cells = []
+    with _core.Client(address, timeout=timeout, connect_timeout=timeout) as writer:
+        for s in sizes:
+            keys = [f"{prefix}:g{s}:{j}" for j in range(4)]
+            for k in keys:
+                writer.set(k, rng.bytes(s))
+            cells.append(TierCell("get", s, keys))
+        if key_counts:
+            mkeys = [f"{prefix}:m:{j}" for j in range(max(key_counts))]
+            for k in mkeys:
+                writer.set(k, rng.bytes(multi_value_size))
+            cells += [TierCell("multiget", multi_value_size, mkeys[:n]) for n in key_counts]
+    return cells
+
+
+def delete_tier_cells(address: str, cells: list[TierCell], timeout: float = 1.0) -> None:
+    """Deletes what :func:`tier_cells` wrote (best effort)."""
+    keys = {k for c in cells for k in c.keys}
+    with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:
+        for k in keys:
+            with contextlib.suppress(Exception):
+                c.delete(k)
+
+
+def tier_profile(
+    cells: list[TierCell], *, address: str, version: str | None, client: Mapping[str, Any],
+    started: float, sequence: Sequence[Sequence[tuple[int, int]]] | None = None,
+) -> LatencyProfile:
+    """The latency profile (the format of :func:`profile`'s) of cells measured through a
+    tier; ``client`` says how (``via``, think time, samples). ``sequence``: the order the
+    samples were taken in, as :func:`rank_sequence` takes it, to keep in the profile."""
+    out = []
+    for c in cells:
+        hist = _core.hist_from_values(c.latencies if c.latencies else [1])
+        out.append(with_percentiles(Cell(
+            op=c.op, value_size=c.value_size, keys=len(c.keys) if c.op == "multiget" else 1,
+            samples=len(c.latencies), histogram=hist, errors=dict(c.errors),
+            misses=c.misses)))
+    return LatencyProfile(
+        name=f"memcached {version} at {address}, via Python with think time",
+        source="measured",
+        created=created_now(),
+        cells=out,
+        server={"address": address, "private": False, "version": version},
+        client={"via": "python", "call": "cachelab.tiered MemcachedTier read (get_list)",
+                **dict(client)},
+        environment=environment.facts(),
+        run={"started_unix": round(started, 3), "elapsed_s": round(time.time() - started, 3)},
+        sequence=rank_sequence(cells, sequence) if sequence else None,
+    )
+
+
+def think_summary(think_ns: Any) -> dict[str, float]:
+    """n, mean and p50/p90/p99 (ns) of think times."""
+    t = np.asarray(list(think_ns), dtype=np.int64)
+    if not len(t):
+        return {"n": 0}
+    return {"n": int(len(t)), "mean": float(t.mean()),
+            **{f"p{p:g}": float(np.percentile(t, p)) for p in (50.0, 90.0, 99.0)}}
+
+
+def profile_via_tier(
+    address: str,
+    *,
+    sizes: tuple[int, ...] = DEFAULT_SIZES,
+    key_counts: tuple[int, ...] = (),
+    multi_value_size: int = DEFAULT_MULTI_VALUE_SIZE,
+    samples: int = 500,
+    warmup: int = 20,
+    think_ns: Any = (),
+    think_cpu: bool = False,
+    timeout: float = 1.0,
+    seed: int | None = None,
+    prefix: str | None = None,
+    tier: Any = None,
+) -> LatencyProfile:
+    """A latency profile measured from Python through the call :mod:`cachelab.tiered` makes
+    for its L2 — the tier's ``get_list`` (or ``get_multi`` where it has none; a get is a
+    multi-get of one key, as the tiered cache sends it), values copied into Python ``bytes`` —
+    with *think time* before each call.
+
+    :func:`profile` times back-to-back requests in Rust; an application calls memcached after
+    doing other work, and on a busy or virtual machine a call after a pause is slower. Here,
+    before each timed call the caller spins for a time drawn (seeded, with replacement) from
+    ``think_ns`` (nanoseconds — of this thread's CPU time with ``think_cpu``, as an
+    application's work between calls is best measured; empty: none). Cells: ``get`` at each
+    of ``sizes`` and ``multiget`` at each of ``key_counts`` (values of ``multi_value_size``
+    bytes), ``samples`` each after ``warmup`` untimed rounds, in one shuffled order so drift
+    lands on every cell.
+    ``tier`` is any tier with ``get_multi(keys)`` (default: a new ``MemcachedTier``). The
+    result has the format of :func:`profile`'s (``client.via == "python"``), so ``simulate``
+    and :func:`cachelab.simulation.model.latency_model` take it as is. Keys are written under a
+    unique prefix and deleted at the end.
+    """
+    if samples < 1 or warmup < 0:
+        raise UsageError("samples must be at least 1 and warm-up 0 or more")
+    think = np.asarray(list(think_ns), dtype=np.int64)
+    if len(think) and int(think.min()) < 0:
+        raise UsageError("think times must be 0 or more nanoseconds")
+    if tier is None:
+        tier = MemcachedTier(address, timeout=timeout, connect_timeout=timeout)
+    seed = seed if seed is not None else secrets.randbits(63)
+    rng = np.random.default_rng(seed)
+    started = time.time()
+    cells = tier_cells(address, prefix or new_prefix(), sizes=sizes, key_counts=key_counts,
+                       multi_value_size=multi_value_size, timeout=timeout, seed=seed)
+    try:
+        with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:
+            version = c.version()
+        order = np.repeat(np.arange(len(cells)), samples)
+        rng.shuffle(order)
+        order = np.concatenate([np.repeat(np.arange(len(cells)), warmup), order])
+        waits = think[rng.integers(0, len(think), len(order))] if len(think) else None
+        clock = time.perf_counter_ns
+        if hasattr(tier, "get_list"):  # how TieredCache reads its L2 (values in key order)
+            def get_multi(keys: list[str]) -> Any:
+                return range(tier.get_list(keys)[1])
+        else:
+            get_multi = tier.get_multi
+        for n, i in enumerate(order.tolist()):
+            cell = cells[i]
+            keys = cell.next_keys()
+            if waits is not None and waits[n]:
+                spin(int(waits[n]), cpu=think_cpu)
+            t0 = clock()
+            try:
+                got = get_multi(keys)
+            except ServerError as e:
+                cell.errors[type(e).__name__] = cell.errors.get(type(e).__name__, 0) + 1
+                continue
+            t1 = clock()
+            if cell.calls > warmup:  # the first `warmup` calls of each cell are untimed
+                cell.latencies.append(t1 - t0)
+                cell.misses += len(keys) - len(got)
+    finally:
+        delete_tier_cells(address, cells, timeout)
+    return tier_profile(cells, address=address, version=version, started=started,
+                        client={"think_ns": think_summary(think), "think_cpu": think_cpu,
+                                "samples": samples,
+                                "warmup": warmup, "seed": seed, "timeout": timeout})
+
+
+def rank_sequence(cells: Sequence[Any], segments: Sequence[Sequence[tuple[int, int]]]
+                  ) -> dict[str, Any] | None:
+    """The ``sequence`` of a profile whose samples were taken in the order given:
+    ``segments`` of ``(cell index, latency ns)`` in time order, the latencies being those in
+    ``cells[i].latencies``. Each sample's rank is its mid-rank among its cell's latencies,
+    ``(below + ties / 2) / n``, in (0, 1). ``lag1`` is the correlation of consecutive ranks
+    within segments: how much one call's latency says about the next's."""
+    sorted_lat = [np.sort(np.asarray(c.latencies, dtype=np.int64)) for c in cells]
+    ranks: list[np.ndarray] = []
+    for seg in segments:
+        if not seg:
+            continue
+        idx = np.asarray([i for i, _ in seg], dtype=np.int64)
+        ns = np.asarray([v for _, v in seg], dtype=np.int64)
+        u = np.empty(len(seg))
+        for i in np.unique(idx):
+            s, at = sorted_lat[i], idx == i
+            lo, hi = np.searchsorted(s, ns[at], "left"), np.searchsorted(s, ns[at], "right")
+            u[at] = (lo + hi) / (2.0 * len(s))
+        ranks.append(u)
+    if not ranks:
+        return None
+    pairs = [(u[:-1], u[1:]) for u in ranks if len(u) > 1]
+    a = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0)
+    b = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0)
+    lag1 = float(np.corrcoef(a, b)[0, 1]) if len(a) > 2 and a.std() > 0 and b.std() > 0 else None
+    # Five decimals, kept below 1 (a cell of more than 100,000 samples would round its top up).
+    return {"ranks": [min(round(float(x), 5), 0.99999) for x in np.concatenate(ranks)],
+            "segments": [len(u) for u in ranks],
+            "lag1": None if lag1 is None else round(lag1, 4)}
+

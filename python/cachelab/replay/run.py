@@ -1,0 +1,278 @@
+"""One replay (:func:`replay`): the catalog into memcached; every strategy built for real
+(:mod:`~cachelab.replay.driver`) and run over the evaluation window slice by slice, its
+profile sampled (:mod:`~cachelab.replay.sampler`) and the library's unit costs calibrated
+(:mod:`~cachelab.replay.calibrate`) as it goes; then each strategy's prediction from the
+simulator and the comparison (:mod:`~cachelab.replay.compare`)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+import cachelab._core as _core
+import cachelab.environment as environment
+import cachelab.traces as traces
+from cachelab.artifacts import created_now
+from cachelab.errors import UsageError
+from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
+from cachelab.replay.calibrate import Calibrator, calibrate
+from cachelab.replay.compare import compare
+from cachelab.replay.driver import Driver, Workload, delete_catalog, load_catalog
+from cachelab.replay.result import ReplayResult
+from cachelab.replay.sampler import Sampler, profile_cells
+from cachelab.replay.spec import ReplaySpec, default_strategies, parse
+from cachelab.servers import ServerOptions, serve
+from cachelab.simulation import latency_model
+from cachelab.tiered import MemcachedTier, TieredCache
+
+__all__ = ["load_trace", "replay"]
+
+
+def load_trace(path: str | None, fmt: str | None = None, *, requests: int | None = None,
+               quick: bool = False) -> tuple[Any, dict[str, Any]]:
+    """The trace to replay and what ``replay.json`` records of it: the request trace at
+    ``path`` (``fmt``: jsonl or parquet, when the extension does not say), or, without a path,
+    a synthetic one of ``requests`` requests (default 4,000; 2,000 when ``quick``)."""
+    if path is not None:
+        return traces.load_request_trace(path, fmt), {"source": str(path)}
+    if requests is not None and requests < 10:
+        raise UsageError(f"--requests must be at least 10, got {requests}")
+    trace = traces.synthesize(traces.SynthParams(requests=requests or (2_000 if quick
+                                                                        else 4_000)))
+    return trace, {"source": "synthetic", "generator": trace.generator}
+
+
+def replay(
+    trace: Any, spec: ReplaySpec | None = None, *, server: str | None = None,
+    server_options: ServerOptions | None = None, trace_info: dict[str, Any] | None = None,
+    log: Callable[[str], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> ReplayResult:
+    """Replays ``trace`` (a :class:`cachelab.traces.RequestTrace`) on the memcached at
+    ``server`` — or on a private one (``server_options``, with at least the memory the catalog
+    needs) — and compares with the prediction. ``log(message)`` hears the stages;
+    ``on_progress(done, total)`` is called as evaluated requests are replayed (every 200, and
+    at the end of each slice)."""
+    spec = spec or ReplaySpec()
+    spec.check()
+    sizes = trace.item_sizes
+    need_mb = int(sizes.sum() / 1e6 * 1.6) + 64
+    big = int(sizes.max()) > 1_000_000 - 300
+    with serve(server, server_options, memory_mb=need_mb,
+               item_size_max="2m" if big else None) as target:
+        run = _Run(trace, spec, target.address, log or (lambda msg: None),
+                   on_progress or (lambda done, total: None))
+        return run.result(trace_info or {}, target.facts)
+
+
+def _load() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not on every platform
+        return []
+
+
+class _Run:
+    """One replay on one server: its windows and strategies, then (:meth:`result`) the
+    catalog, a driver, sampler and calibrator per strategy, what they measured, and the
+    prediction."""
+
+    def __init__(self, trace: Any, spec: ReplaySpec, address: str, say: Callable[[str], None],
+                 progress: Callable[[int, int], None]) -> None:
+        self.started = time.perf_counter()
+        self.load_before = _load()
+        self.trace, self.spec, self.address, self.say, self.progress = (
+            trace, spec, address, say, progress)
+        self.canonical = [str(parse(s))
+                          for s in spec.strategies or default_strategies(trace.n_items)]
+        n = len(trace)
+        self.order = np.lexsort((np.arange(n), trace.time))
+        self.n_train = int(np.floor(spec.train * n))
+        self.evaluated = np.ones(n, dtype=bool)
+        self.evaluated[self.order[:self.n_train]] = False
+        self.n_eval = int(self.evaluated.sum())
+        self.work = Workload.of(trace)
+        # The simulator's own fixed sets, so the real cache pins what the model assumes.
+        self.fixed = {c: _core.fixed_set(self.work.core, c, train=spec.train)
+                      for c in self.canonical}
+        self.rng = np.random.default_rng(spec.seed)
+        self.drivers: list[Driver] = []
+        self.samplers: dict[str, Sampler] = {}
+        self.calibrators: dict[str, Calibrator] = {}
+        #: Profile cells written to memcached (deleted at the end).
+        self.written: list[list[Any]] = []
+        #: Per strategy and request: wall ns, and the part inside memcached calls.
+        self.added = {c: np.zeros(n, dtype=np.int64) for c in self.canonical}
+        self.in_mc = {c: np.zeros(n, dtype=np.int64) for c in self.canonical}
+        #: Per strategy: the unit costs measured in each slice.
+        self.cals: dict[str, list[dict[str, float]]] = {c: [] for c in self.canonical}
+
+    def result(self, trace_info: dict[str, Any], server_facts: dict[str, Any]) -> ReplayResult:
+        spec, trace, address = self.spec, self.trace, self.address
+        prefix = f"cachelab:{secrets.token_hex(6)}"
+        loader_cache = TieredCache(MemcachedTier(address, timeout=spec.timeout), None,
+                                   prefix=prefix)
+        kc = loader_cache.key_class("item", lambda ids: {}, codec="raw")
+        sizes = trace.item_sizes
+        self.say(f"loading {trace.n_items:,} items ({sizes.sum() / 1e6:.1f} MB) into memcached")
+        pool = os.urandom(int(sizes.max()) + 65_536)
+        with _core.Client(address, timeout=spec.timeout, connect_timeout=spec.timeout) as c:
+            version = c.version()
+        try:
+            load_catalog(loader_cache, kc, sizes, pool)
+            self.mean_size = max(1, int(round(float(sizes.mean()))))
+            self._build(prefix, kc)
+            self._measure()
+            self.say("simulating")
+            rows, profile_info = self._predict(version)
+        finally:
+            for d in self.drivers:
+                d.tier.close()
+            for cells in self.written:
+                delete_tier_cells(address, cells, spec.timeout)
+            left = delete_catalog(address, loader_cache, kc, trace.n_items)
+            if left:
+                self.say(f"could not delete {left} keys under {prefix}")
+        return ReplayResult(
+            created=created_now(),
+            trace={"requests": len(trace), "items": trace.n_items, "evaluated": self.n_eval,
+                   "bytes": int(sizes.sum()), **trace_info},
+            spec={**asdict(spec), "strategies": self.canonical},
+            server={"address": address, "version": version, **server_facts},
+            profile=profile_info,
+            strategies=rows,
+            elapsed_s=round(time.perf_counter() - self.started, 3),
+            environment=environment.facts(),
+            load_average={"before": self.load_before, "after": _load()},
+        )
+
+    def _build(self, prefix: str, kc: Any) -> None:
+        """A driver per strategy, warmed on the training window; its profile's cells in
+        memcached and its sampler warmed; in ``interleaved`` mode its calibrator."""
+        spec = self.spec
+        shared = {"last": 0, "cpu": 0}  # when this process's last L2 read ended (wall, CPU)
+        self.drivers = [Driver(self.work, self.address, prefix, c, self.fixed[c], spec.timeout,
+                               shared) for c in self.canonical]
+        for d in self.drivers:
+            self.say(f"warming {d.strategy} on the training window")
+            d.warm(self.order[:self.n_train])
+        for d in self.drivers:
+            cells = tier_cells(
+                self.address, f"{prefix}:profile:{len(self.samplers)}",
+                **profile_cells(self.work, d.depth, self.evaluated),
+                multi_value_size=self.mean_size, timeout=spec.timeout, seed=spec.seed)
+            self.written.append(cells)
+            d.tier.strip = getattr(kc.format, "own_header", None)
+            self.samplers[d.strategy] = Sampler(d.tier, cells, spec.profile_samples, self.n_eval,
+                                                self.rng)
+            self.samplers[d.strategy].warm(spec.profile_warmup)
+        self.started_profiles = time.time()
+        if spec.profile_mode == "interleaved":
+            self.calibrators = {d.strategy: Calibrator(d, self.rng) for d in self.drivers}
+
+    def _measure(self) -> None:
+        """The evaluation window, slice by slice: each request under every strategy in turn
+        (who goes first rotates), GC off; the profile samples and calibration requests after
+        each request (``interleaved``) or after the slice (``slices``)."""
+        spec, drivers, samplers = self.spec, self.drivers, self.samplers
+        interleaved = spec.profile_mode == "interleaved"
+        chunks = np.array_split(self.order[self.n_train:], spec.slices)
+        replayed = 0
+        self.progress(0, self.n_eval)
+        for k, chunk in enumerate(chunks):
+            self.say(f"slice {k + 1}/{len(chunks)}: {len(chunk):,} requests under every "
+                     "strategy in turn" + (", each followed by a few samples of its profile "
+                                           "and calibration requests" if interleaved else
+                                           "; then each strategy's profile slice and "
+                                           "calibration"))
+            for d in drivers:
+                d.tier.forget()
+                d.tier.recording = True
+                samplers[d.strategy].new_segment()
+            # Interleaved: each request is followed by its strategy's profile samples due and
+            # its share of the slice's calibration requests.
+            steps = {c: -(-spec.calibration_reps * cal.per_round // max(1, len(chunk)))
+                     for c, cal in self.calibrators.items()}
+            gc.collect()
+            gc.disable()
+            try:
+                for j, r in enumerate(chunk.tolist()):
+                    for q in range(len(drivers)):  # rotate who goes first
+                        d = drivers[(j + q) % len(drivers)]
+                        self.added[d.strategy][r], self.in_mc[d.strategy][r] = d.run(r)
+                        if interleaved:
+                            samplers[d.strategy].after_request()
+                            self.calibrators[d.strategy].aside(steps[d.strategy])
+                    if j % 200 == 199:
+                        self.progress(replayed + j + 1, self.n_eval)
+            finally:
+                gc.enable()
+                for d in drivers:
+                    d.tier.recording = False
+            if not interleaved:
+                # Who samples first rotates by slice too, as the requests do.
+                for q in range(len(drivers)):
+                    d = drivers[(k + q) % len(drivers)]
+                    d.tier.forget()
+                    samplers[d.strategy].new_segment()
+                    samplers[d.strategy].after_request(len(chunk))
+            for d in drivers:
+                if interleaved:
+                    self.cals[d.strategy].append(self.calibrators[d.strategy].terms())
+                    self.calibrators[d.strategy].reset()
+                else:
+                    self.cals[d.strategy].append(calibrate(d, spec.calibration_reps, self.rng))
+            replayed += len(chunk)
+            self.progress(replayed, self.n_eval)
+
+    def _costs(self, strategy: str, model: Any) -> list[dict]:
+        """The simulator's ``request_costs`` of ``strategy`` under ``model``, one per draw."""
+        core_model = model.to_core()
+        return [_core.request_costs(self.work.core, core_model, strategy, train=self.spec.train,
+                                    seed=self.spec.seed, draw=i)
+                for i in range(self.spec.draws)]
+
+    def _predict(self, version: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Per strategy: its profile and model, the simulator's costs, and measured vs
+        predicted; and what ``replay.json`` keeps of each profile."""
+        spec = self.spec
+        rows, profile_info = [], {}
+        for d in self.drivers:
+            smp = self.samplers[d.strategy]
+            prof = tier_profile(
+                smp.cells, address=self.address, version=version, started=self.started_profiles,
+                client={"think_ns": think_summary(smp.think), "think_cpu": True,
+                        "samples": spec.profile_samples, "warmup": spec.profile_warmup,
+                        "mode": spec.profile_mode, "timeout": spec.timeout},
+                sequence=smp.sequence)
+            model = latency_model(prof, sequence=spec.sequence)
+            other = latency_model(prof, sequence=not spec.sequence)
+            predicted = self._costs(d.strategy, model)
+            alternative = self._costs(d.strategy, other) if other.draws != model.draws else None
+            cals = self.cals[d.strategy]
+            terms = {key: float(np.median([c[key] for c in cals])) for key in cals[0]}
+            gaps = (np.asarray(d.tier.gaps, dtype=np.int64),
+                    np.asarray(d.tier.cpu_gaps, dtype=np.int64))
+            measured = {"added_ns": self.added[d.strategy], "memcached_ns": self.in_mc[d.strategy],
+                        "round_trips_by_request": d.round_trips, "calls": d.calls,
+                        **d.counts(self.n_eval)}
+            row = compare(self.trace, d.strategy, measured, predicted, self.evaluated, terms,
+                          gaps, spec.seed, alternative)
+            row["draws"] = {"used": model.draws, "lag1": (prof.sequence or {}).get("lag1")}
+            rows.append(row)
+            profile_info[d.strategy] = {
+                "name": prof.name,
+                "multi_value_size": self.mean_size,
+                "get_p50_us": {c.label: c.at([50.0])[0] / 1000 for c in prof.cells_of("get")},
+                "multiget_p50_us": {c.label: c.at([50.0])[0] / 1000
+                                    for c in prof.cells_of("multiget")},
+                "latency_profile": prof.to_dict(),
+            }
+        return rows, profile_info

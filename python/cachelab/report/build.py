@@ -1,0 +1,157 @@
+"""Building the page: every artifact's section in page order, the findings gathered at the top,
+the contents, the environment; written atomically (see :mod:`cachelab.report`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cachelab.artifacts import KINDS, Artifact, find_artifacts
+from cachelab.errors import InputError
+from cachelab.page.html import esc, page
+from cachelab.page.section import Context, Section
+from cachelab.profiles import builtin
+from cachelab.report.overview import environment
+from cachelab.report.sections import build_section
+
+__all__ = ["Report", "render_report", "write_report"]
+
+#: Order of sections on the page.
+_ORDER = ("run", "profile", "scale", "usl", "load", "simulation", "replay", "tiers", "compare")
+
+
+@dataclass
+class Report:
+    """A rendered page and what it holds."""
+
+    html: str
+    sections: list[Section]
+    skipped: list[str] = field(default_factory=list)
+    figures: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def _anchor(i: int, sec: Section) -> str:
+    return f"s{i}-{sec.kind}"
+
+
+def _order(a: Artifact) -> tuple[int, int, str]:
+    """Kinds in page order; simulations with a measured model before those with a published
+    one; then by path."""
+    published = a.kind == "simulation" and (a.data.get("model") or {}).get("name") in \
+        builtin.PROFILES
+    return (_ORDER.index(a.kind) if a.kind in _ORDER else 99, int(published), str(a.path))
+
+
+def render_report(
+    paths: Iterable[str | Path],
+    *,
+    title: str = "cachelab report",
+    redraw: bool = False,
+    artifacts: Sequence[Artifact] | None = None,
+    scratch: Path | None = None,
+) -> Report:
+    """Render every result found under ``paths`` (or the given ``artifacts``) into one page.
+
+    Raises InputError when nothing renderable is found. Plots that must be re-drawn go to
+    ``scratch`` (a temporary directory by default, removed afterwards — then ``figures`` of
+    the result name files that no longer exist).
+    """
+    paths = [Path(p) for p in paths]
+    skipped: list[str] = []
+    arts = list(artifacts) if artifacts is not None else find_artifacts(paths, skipped)
+    if not arts:
+        where = ", ".join(map(str, paths)) or "(no paths)"
+        extra = f" ({skipped[0]})" if skipped else ""
+        raise InputError(f"{where}: no cachelab results found (looked for JSON artifacts with a "
+                         f"cachelab schema: {', '.join(sorted(KINDS))}){extra}")
+    arts.sort(key=_order)
+    own_tmp = scratch is None
+    tmp = Path(tempfile.mkdtemp(prefix="cachelab-report-")) if own_tmp else scratch
+    try:
+        ctx = Context(scratch=tmp, redraw=redraw)
+        sections = [build_section(a, ctx) for a in arts]
+        html = _page(title, paths, sections, arts, skipped)
+        return Report(html=html, sections=sections, skipped=skipped, figures=list(ctx.used))
+    finally:
+        if own_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _page(title: str, paths: Sequence[Path], sections: Sequence[Section],
+          arts: Sequence[Artifact], skipped: Sequence[str]) -> str:
+    body: list[str] = []
+    findings = [(i, s, f) for i, s in enumerate(sections) for f in s.findings]
+    if findings:
+        body.append('<h2 id="findings">Findings</h2><ul class="findings">')
+        body += [f'<li>{esc(f)} <a href="#{_anchor(i, s)}">({esc(s.kind)})</a></li>'
+                 for i, s, f in findings]
+        body.append("</ul>")
+    failed = [s for s in sections for n in s.notes if n.startswith("step ")]
+    if failed:
+        body += [f'<p class="err">{esc(n)}</p>' for s in failed for n in s.notes
+                 if n.startswith("step ")]
+    body.append("<nav><h2>Contents</h2><ol>")
+    body += [f'<li><a href="#{_anchor(i, s)}">{esc(s.title)}</a></li>'
+             for i, s in enumerate(sections)]
+    body.append('<li><a href="#environment">Environment</a></li></ol></nav>')
+    for i, s in enumerate(sections):
+        body.append(f'<section id="{_anchor(i, s)}"><h2>{esc(s.title)}</h2>')
+        body.append(f'<p class="sub">from <code>{esc(s.source)}</code></p>')
+        if s.findings:
+            body.append('<ul class="findings">' + "".join(f"<li>{esc(f)}</li>"
+                                                          for f in s.findings) + "</ul>")
+        body += [f'<p class="note">{esc(n)}</p>' for n in s.notes]
+        body += s.body
+        body.append("</section>")
+    body += environment(arts)
+    if skipped:
+        body.append("<h3>Files not included</h3><ul>")
+        body += [f"<li>{esc(m)}</li>" for m in skipped]
+        body.append("</ul>")
+    if len(paths) > 2:
+        where = f"{os.path.commonpath([str(p.resolve()) for p in paths])}"
+    else:
+        where = ", ".join(map(str, paths)) or "given artifacts"
+    sub = (f"{len(sections)} result(s) from {where}; "
+           f"rendered {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    return page(title, sub, body)
+
+
+def write_report(
+    paths: Iterable[str | Path],
+    out: str | Path,
+    *,
+    title: str = "cachelab report",
+    redraw: bool = False,
+    static_dir: str | Path | None = None,
+) -> Report:
+    """Render ``paths`` and write the page to ``out`` (atomically). With ``static_dir``, also
+    copy every plot there as a PNG (for pasting into documents), numbered in page order."""
+    out = Path(out)
+    scratch = Path(tempfile.mkdtemp(prefix="cachelab-report-"))
+    try:
+        rep = render_report(paths, title=title, redraw=redraw, scratch=scratch)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(rep.html, encoding="utf-8")
+        tmp.replace(out)
+        if static_dir is not None:
+            _copy_static(rep, Path(static_dir))
+        return rep
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _copy_static(rep: Report, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for i, (f, _caption) in enumerate(rep.figures, 1):
+        png = f.with_suffix(".png")
+        src = png if png.is_file() else f
+        if src.is_file():
+            shutil.copyfile(src, target / f"{i:02d}-{f.parent.name}-{src.name}")
+

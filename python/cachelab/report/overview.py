@@ -1,0 +1,67 @@
+"""The report's own parts: the run's step table (the first section when a run made the results)
+and the environment the results were measured in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cachelab.artifacts import Artifact
+from cachelab.page.html import esc, table
+from cachelab.page.section import Context, Section
+
+
+def section(art: Artifact, ctx: Context) -> Section:
+    d = art.data
+    sec = Section("The run", "run", art.path)
+    rows, classes = [], []
+    for s in d["steps"]:
+        rows.append([s["name"], s["status"], f"{s.get('elapsed_s', 0):.1f} s",
+                     s.get("summary") or s.get("error") or ""])
+        classes.append({"ok": "", "problems": "bad", "failed": "bad"}.get(s["status"], ""))
+    sec.body.append(table(["step", "status", "time", "summary"], rows, left=1,
+                          row_classes=classes))
+    sec.body.append(f"<p>Total {d.get('elapsed_s', 0):.1f} s; server "
+                    f"{esc(d.get('server', {}).get('address', '?'))}"
+                    f"{' (private)' if d.get('server', {}).get('private') else ''}.</p>")
+    for s in d["steps"]:
+        if s["status"] == "failed":
+            sec.notes.append(f"step {s['name']} failed: {s.get('error')}")
+    return sec
+
+
+_ENV_FIELDS = (("os", "OS"), ("kernel", "kernel"), ("cpu_model", "CPU"), ("cpus", "CPUs"),
+               ("cpus_usable", "CPUs usable"), ("machine", "machine"), ("python", "Python"),
+               ("cachelab_version", "cachelab"), ("commit", "commit"))
+
+
+def environment(arts: Sequence[Artifact]) -> list[str]:
+    """The machines and servers the results came from (each distinct one once)."""
+    envs: list[dict[str, Any]] = []
+    for a in arts:
+        env = a.data.get("environment")
+        if isinstance(env, dict) and env and env not in envs:
+            envs.append(env)
+    out = ["<h2 id=\"environment\">Environment</h2>"]
+    if not envs:
+        out.append("<p>The results carry no environment facts.</p>")
+    for i, env in enumerate(envs):
+        if len(envs) > 1:
+            out.append(f"<h3>Machine {i + 1}</h3>")
+        out.append('<dl class="env">' + "".join(
+            f"<dt>{esc(label)}</dt><dd>{esc(env[k])}</dd>" for k, label in _ENV_FIELDS if k in env
+        ) + "</dl>")
+    servers: list[tuple[str, str, str, str]] = []
+    for a in arts:
+        srv = a.data.get("server")
+        if not isinstance(srv, dict) or not srv.get("address"):
+            continue
+        argv = " ".join(map(str, srv.get("argv") or [])) or "—"
+        row = (str(srv.get("address")), str(srv.get("version") or "?"),
+               "private" if srv.get("private") else "given", argv)
+        if row not in servers:
+            servers.append(row)
+    if servers:
+        out.append("<h3>Servers</h3>")
+        out.append(table(["address", "version", "started by", "command line"], servers, left=4))
+    return out

@@ -1,0 +1,10 @@
+"""``cachelab run``: the whole study in one call, :func:`run_study`, ending in one HTML page."""
+
+from __future__ import annotations
+
+from cachelab.run.result import SCHEMA, SCHEMA_VERSION, STEPS, RunResult, RunSpec, StepOutcome
+from cachelab.run.steps import REFERENCE_MODEL
+from cachelab.run.study import run_study
+
+__all__ = ["REFERENCE_MODEL", "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec",
+           "StepOutcome", "run_study"]

@@ -1,0 +1,93 @@
+"""What ``run`` is asked to do (:class:`RunSpec`) and what it did (:class:`RunResult`, one
+:class:`StepOutcome` per step), with its artifact (``run.json``, schema ``cachelab.run`` v1)
+and its human table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cachelab.artifacts import write_json
+from cachelab.errors import UsageError
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome"]
+
+SCHEMA = "cachelab.run"
+SCHEMA_VERSION = 1
+STEPS = ("profile", "scale", "simulate", "tiers", "replay")
+
+
+@dataclass
+class RunSpec:
+    """What :func:`run_study` does. ``quick`` is the same study, small (about a minute)."""
+
+    quick: bool = False
+    steps: tuple[str, ...] = STEPS
+    seed: int = 0
+    #: A request trace (.jsonl, .parquet) for simulate; None: a synthetic one.
+    trace: str | None = None
+    #: Requests in the synthetic trace (default 100,000; 20,000 quick).
+    requests: int | None = None
+    report: bool = True
+
+    def check(self) -> None:
+        bad = [s for s in self.steps if s not in STEPS]
+        if bad:
+            raise UsageError(f"unknown step(s) {', '.join(bad)}; the steps are {', '.join(STEPS)}")
+        if not self.steps:
+            raise UsageError("no steps to run")
+        if self.requests is not None and self.requests < 100:
+            raise UsageError(f"requests must be at least 100, not {self.requests}")
+        if self.seed < 0:
+            raise UsageError(f"seed must be 0 or more, not {self.seed}")
+
+
+@dataclass
+class StepOutcome:
+    """How one step went: ``ok``, ``problems`` (it ran and reported problems), ``failed`` or
+    ``skipped``."""
+
+    name: str
+    status: str
+    elapsed_s: float = 0.0
+    summary: str = ""
+    error: str | None = None
+    dir: str | None = None
+    server_failure: bool = False
+
+
+@dataclass
+class RunResult:
+    created: str
+    spec: dict[str, Any]
+    server: dict[str, Any]
+    steps: list[StepOutcome]
+    elapsed_s: float = 0.0
+    report: str | None = None
+    interrupted: bool = False
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def step(self, name: str) -> StepOutcome:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+
+    def save(self, path: Path) -> Path:
+        return write_json(path, self.to_dict(), allow_nan=False)
+
+    def render(self) -> str:
+        """The step table: status, time and summary (or error) of each step, and the total."""
+        header = ["step", "status", "time", "summary"]
+        rows = [[s.name, s.status, f"{s.elapsed_s:.1f} s", s.summary or s.error or ""]
+                for s in self.steps]
+        widths = [max(len(x[i]) for x in [header, *rows]) for i in range(3)]
+        lines = []
+        for row in [header, ["-" * w for w in widths] + ["-" * 7], *rows]:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
+        lines.append(f"total {self.elapsed_s:.1f} s")
+        return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""The steps of ``run``, one function each, found through one table (:data:`RUNNERS`).
+
+Each step runs one verb through its library call and writes that verb's artifacts with the
+result's own ``write`` into a subdirectory of the run's output; it returns a one-line summary
+and whether it found problems. A step that cannot run raises :class:`Skip` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cachelab.profiles as profiles
+import cachelab.replay as replay
+import cachelab.scale as scale
+import cachelab.tierbench as tierbench
+import cachelab.traces as traces
+from cachelab.errors import ServerError, UsageError
+from cachelab.progress import Progress, stage_logger
+from cachelab.run.result import RunSpec
+from cachelab.servers import ServerOptions
+from cachelab.simulation import SimulateSpec, simulate
+from cachelab.simulation.summary import band_at, best_strategy
+
+__all__ = ["REFERENCE_MODEL", "RUNNERS", "Skip", "State"]
+
+#: The published profile every simulation is also run with, for reference.
+REFERENCE_MODEL = "appengine-2017"
+
+
+class Skip(Exception):
+    """A step that cannot run; the message says why."""
+
+
+@dataclass
+class State:
+    """What later steps use from earlier ones."""
+
+    out: Path
+    address: str | None
+    spec: RunSpec
+    log: Callable[[str], None]
+    profile_path: Path | None = None
+    trace: Any = None
+    trace_info: dict[str, Any] = field(default_factory=dict)
+    best: str | None = None
+    #: Facts about the server recorded with each step's result (private, argv).
+    server_facts: dict[str, Any] = field(default_factory=lambda: {"private": False})
+    #: The options of the run's private server (None when the run was given a server).
+    server_options: ServerOptions | None = None
+    #: Directories this run wrote results into (the report shows these, and nothing older).
+    produced: list[Path] = field(default_factory=list)
+
+    def wrote(self, sub: str) -> Path:
+        """The directory of a step's artifacts, remembered for the report."""
+        out = self.out / sub
+        self.produced.append(out)
+        return out
+
+
+def _need_server(st: State) -> str:
+    if st.address is None:
+        raise Skip("no memcached to measure")
+    return st.address
+
+
+def _problems_text(problems: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in problems.items())
+
+
+def step_profile(st: State) -> tuple[str, bool]:
+    address = _need_server(st)
+    spec = profiles.ProfileSpec.quick(seed=st.spec.seed) if st.spec.quick else \
+        profiles.ProfileSpec(seed=st.spec.seed)
+    with Progress(None, "profile") as bar:
+        result = profiles.profile(spec, server=address, server_facts=st.server_facts,
+                                  on_progress=bar.track)
+    out = st.wrote("profile")
+    result.write(out)
+    st.profile_path = out / "profile.json"
+    problems = result.problems()
+    if result.run.get("aborted"):
+        raise ServerError(f"profile gave up: {result.run['aborted']}")
+    gets = {c.value_size: c for c in result.cells_of("get") if c.samples}
+    text = ""
+    if gets:
+        small = min(gets, key=lambda s: abs(s - 1000))
+        text = (f"get {gets[small].label} p50 {gets[small].percentiles['50'] / 1000:.1f} µs, "
+                f"p99 {gets[small].percentiles['99'] / 1000:.1f} µs")
+    if problems:
+        text += "; problems: " + _problems_text(problems)
+    return text, bool(problems)
+
+
+def step_scale(st: State) -> tuple[str, bool]:
+    address = _need_server(st)
+    spec = (scale.ScaleSpec.quick(repeats=1, seed=st.spec.seed) if st.spec.quick
+            else scale.ScaleSpec(repeats=2, seed=st.spec.seed))
+    total = len(spec.order())
+    # On a terminal a bar with an ETA over the sweep's runs; otherwise a log line per run.
+    with Progress(total, "scale") as bar:
+        def on_run(done: int, _total: int, n: int, point: dict[str, Any]) -> None:
+            bar.label = f"scale N = {n}"
+            bar.update(done)
+            if not bar.enabled:
+                st.log(f"scale {done}/{total}: N = {n}: {point['throughput']:,.0f}/s")
+
+        if st.server_options is not None:
+            # A private server of its own, with the same flags: the sweep then reads the
+            # server's scheduler statistics (run-queue wait) through its pid.
+            result = scale.scale(spec, server=None, server_options=st.server_options,
+                                 on_run=on_run)
+        else:
+            result = scale.scale(spec, server=address, on_run=on_run)
+    result.write(st.wrote("scale"))
+    best = max(result.summary, key=lambda r: r["throughput_mean"])
+    text = f"peak measured {best['throughput_mean']:,.0f}/s at N = {best['n']}"
+    fit = result.fit
+    if fit and fit["peak"].get("n_max") is not None and not fit["peak"].get("n_max_infinite"):
+        text += f"; USL Nmax ≈ {fit['peak']['n_max']:.1f} (R² {fit['r_squared']:.2f})"
+    bad = any(r["errors"] or r["lost"] for r in result.runs)
+    return text + ("; some runs had errors" if bad else ""), bad
+
+
+def _trace(st: State) -> None:
+    if st.trace is not None:
+        return
+    if st.spec.trace:
+        st.trace = traces.load_request_trace(st.spec.trace)
+        st.trace_info = {"source": str(st.spec.trace)}
+        return
+    n = st.spec.requests or (20_000 if st.spec.quick else 100_000)
+    st.trace = traces.synthesize(traces.SynthParams(requests=n, seed=st.spec.seed + 1))
+    st.trace_info = {"source": "synthetic", "generator": st.trace.generator}
+
+
+def step_simulate(st: State) -> tuple[str, bool]:
+    _trace(st)
+    draws = 3 if st.spec.quick else 5
+    models: list[tuple[str, str]] = []
+    if st.profile_path is not None and st.profile_path.is_file():
+        models.append(("simulate", str(st.profile_path)))
+    models.append((f"simulate-{REFERENCE_MODEL}", REFERENCE_MODEL))
+    texts = []
+    with Progress(len(models), "simulate") as bar:
+        results = []
+        for i, (sub, model) in enumerate(models):
+            bar.label = f"simulate ({'measured profile' if sub == 'simulate' else model})"
+            bar.update(i)
+            results.append(simulate(st.trace, SimulateSpec(model=model, draws=draws,
+                                                           seed=st.spec.seed),
+                                    trace_info=st.trace_info))
+        bar.update(len(models))
+    for (sub, model), result in zip(models, results):
+        result.write(st.wrote(sub))
+        best = best_strategy(result.to_dict())
+        if best is None:
+            continue
+        p90 = band_at(best, "percentiles", "percentile", 90.0)["median"]
+        name = "measured" if sub == "simulate" else model
+        texts.append(f"{name}: best {best['strategy']} (p90 +{100 * p90:.1f} %)")
+        if st.best is None:
+            st.best = best["strategy"]
+    if len(models) == 1:
+        texts.append("no measured profile: reference model only")
+    return "; ".join(texts), False
+
+
+def step_tiers(st: State) -> tuple[str, bool]:
+    address = _need_server(st)
+    spec = tierbench.TiersSpec.quick(seed=st.spec.seed) if st.spec.quick else \
+        tierbench.TiersSpec(seed=st.spec.seed)
+    with Progress(spec.reads, "tiers") as bar:
+        result = tierbench.tiers(spec, server=address,
+                                 on_progress=lambda done, _total: bar.update(done))
+    result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
+    result.write(st.wrote("tiers"))
+    n = sum(1 for f in result.findings if f["reproduces"])
+    return f"{n} of {len(result.findings)} of the seed's findings reproduce", False
+
+
+def step_replay(st: State) -> tuple[str, bool]:
+    address = _need_server(st)
+    if st.spec.trace:
+        raise Skip("replay runs on the synthetic trace; for your trace run "
+                   f"`cachelab replay {st.spec.trace}`")
+    if st.best is None:
+        raise Skip("no simulation result to pick a strategy from")
+    strategies = ["none"] if st.best == "none" else ["none", st.best]
+    try:
+        replay.parse(st.best)
+    except UsageError as e:
+        raise Skip(f"the best simulated strategy cannot be replayed: {e}") from None
+    n = 1_000 if st.spec.quick else 4_000
+    trace = traces.synthesize(traces.SynthParams(requests=n, seed=st.spec.seed + 1))
+    spec = (replay.ReplaySpec.quick(strategies=tuple(strategies), slices=2, seed=st.spec.seed)
+            if st.spec.quick else replay.ReplaySpec(strategies=tuple(strategies),
+                                                    seed=st.spec.seed))
+    with Progress(None, "replay") as bar:
+        result = replay.replay(trace, spec, server=address,
+                               trace_info={"source": "synthetic", "generator": trace.generator},
+                               log=stage_logger(bar, "replay", st.log), on_progress=bar.track)
+    result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
+    result.write(st.wrote("replay"))
+    bad = [s["strategy"] for s in result.strategies if not s.get("within_tolerance")]
+    text = f"{', '.join(strategies)}: measured vs predicted " + (
+        "agree" if not bad else f"differ beyond tolerance for {', '.join(bad)}")
+    return text, False
+
+
+#: Step name -> the function that runs it; returns (summary, found problems).
+RUNNERS: dict[str, Callable[[State], tuple[str, bool]]] = {
+    "profile": step_profile,
+    "scale": step_scale,
+    "simulate": step_simulate,
+    "tiers": step_tiers,
+    "replay": step_replay,
+}

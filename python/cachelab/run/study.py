@@ -1,0 +1,155 @@
+"""The whole study in one call: :func:`run_study` measures a memcached and ends in one HTML page.
+
+Steps, each writing its verb's artifacts into a subdirectory of ``out``:
+
+1. ``profile``  — latency of get / set by value size and multi-get by key count;
+2. ``scale``    — a concurrency sweep with a USL fit;
+3. ``simulate`` — caching strategies on a request trace (synthetic unless given), with the
+   profile just measured as the latency model (``simulate/``), and with the published
+   ``appengine-2017`` profile for reference (``simulate-appengine-2017/``);
+4. ``tiers``    — store vs memcached (+codec, +compression) vs process memory;
+5. ``replay``   — the best simulated strategy run for real through ``cachelab.tiered``, beside
+   no cache, compared with the simulation's prediction.
+
+One memcached serves every step: the one given, or a private one started for the run (the
+scale sweep then starts its own private server with the same flags, so that it can read the
+server's scheduler statistics). A step
+that fails is recorded (with its error) and the run goes on; the steps after it that need its
+result fall back (simulate uses the reference model alone without a profile) or are skipped
+with the reason. At the end come ``run.json`` (schema ``cachelab.run`` v1, the step table) and
+``report.html`` (every artifact on one page, see :mod:`cachelab.report`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import cachelab._core as _core
+import cachelab.environment as environment
+import cachelab.servers as servers
+from cachelab.artifacts import created_now
+from cachelab.errors import CachelabError, Interrupted, ServerError
+from cachelab.report import write_report
+from cachelab.run.result import RunResult, RunSpec, StepOutcome
+from cachelab.run.steps import RUNNERS, Skip, State
+from cachelab.servers import ServerOptions
+
+__all__ = ["run_study"]
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return text if isinstance(e, CachelabError) else f"{type(e).__name__}: {text}"
+
+
+def _check_server(address: str) -> str:
+    with _core.Client(address, timeout=2.0) as c:
+        return str(c.version())
+
+
+def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
+    """One step, timed; its failure is recorded, not raised (except an interrupt)."""
+    t0 = time.perf_counter()
+    outcome = StepOutcome(name=name, status="ok", dir=name)
+    try:
+        summary, problems = RUNNERS[name](st)
+        outcome.summary = summary
+        outcome.status = "problems" if problems else "ok"
+    except Skip as e:
+        outcome.status, outcome.error, outcome.dir = "skipped", str(e), None
+        if server_error and str(e) == "no memcached to measure":
+            outcome.error = f"no memcached to measure: {server_error}"
+            outcome.server_failure = True
+    except (KeyboardInterrupt, Interrupted):
+        raise
+    except Exception as e:  # a failed step is reported; the run goes on
+        outcome.status, outcome.error = "failed", _one_line(e)
+        outcome.server_failure = isinstance(e, ServerError)
+        if not isinstance(e, CachelabError):
+            tb = traceback.format_exc(limit=-3).strip().splitlines()
+            st.log(f"{name} failed: {tb[-1]}")
+    outcome.elapsed_s = round(time.perf_counter() - t0, 2)
+    return outcome
+
+
+def run_study(
+    spec: RunSpec | None = None,
+    out: str | Path = "cachelab-out/run",
+    *,
+    server: str | None = None,
+    server_options: ServerOptions | None = None,
+    log: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Runs the steps of ``spec`` against ``server`` (``host:port`` / ``unix:/path``) or a
+    private memcached (started from ``server_options``), writing into ``out``; returns the
+    outcome of every step. Never raises for a failed step; raises
+    :class:`~cachelab.errors.Interrupted` (with ``partial``, the result so far, whose report is
+    written) on Ctrl-C."""
+    spec = spec or RunSpec()
+    spec.check()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = log or (lambda _msg: None)
+    started = time.perf_counter()
+    result = RunResult(created=created_now(), spec=asdict(spec), server={"address": server,
+                       "private": server is None}, steps=[], environment=environment.facts())
+    st = State(out=out, address=None, spec=spec, log=say)
+    server_error: str | None = None
+    with contextlib.ExitStack() as stack:
+        try:
+            if server is None:
+                # Big enough for replay's catalog and tiers' largest record.
+                target = stack.enter_context(servers.serve(None, server_options, memory_mb=256,
+                                                           item_size_max="2m"))
+                st.server_options = server_options or ServerOptions()
+                st.server_facts = dict(target.facts)
+                mc = target.private
+                result.server.update(address=target.address, argv=target.facts["argv"],
+                                     version=mc.version if mc else None)
+                say(f"private memcached {result.server['version']} at {target.address}")
+            else:
+                result.server["version"] = _check_server(server)
+                target = servers.Target(address=server)
+            st.address = target.address
+        except ServerError as e:
+            server_error = _one_line(e)
+            say(f"no server: {server_error}")
+        for i, name in enumerate(spec.steps, 1):
+            say(f"[{i}/{len(spec.steps)}] {name}")
+            try:
+                outcome = _run_step(name, st, server_error)
+            except (KeyboardInterrupt, Interrupted):
+                result.steps.append(StepOutcome(name=name, status="failed", dir=name,
+                                                error="interrupted"))
+                result.interrupted = True
+                break
+            result.steps.append(outcome)
+            say(f"{name}: {outcome.status} in {outcome.elapsed_s:.1f} s"
+                + (f": {outcome.summary}" if outcome.summary else "")
+                + (f" ({outcome.error})" if outcome.error else ""))
+    done = {s.name for s in result.steps}
+    for name in spec.steps:
+        if name not in done:
+            result.steps.append(StepOutcome(name=name, status="skipped", error="interrupted"))
+    result.elapsed_s = round(time.perf_counter() - started, 2)
+    result.save(out / "run.json")
+    if spec.report:
+        try:
+            # This run's results only: a re-used --out may hold older ones.
+            write_report([out / "run.json", *st.produced], out / "report.html",
+                         title="cachelab run")
+            result.report = str(out / "report.html")
+        except Exception as e:  # the results are saved; say why the page is missing
+            say(f"report failed: {_one_line(e)}")
+        result.elapsed_s = round(time.perf_counter() - started, 2)
+        result.save(out / "run.json")
+    if result.interrupted:
+        err = Interrupted(f"interrupted; partial results and report in {out}")
+        err.partial = result  # type: ignore[attr-defined]
+        raise err
+    return result

@@ -1,0 +1,118 @@
+"""A sweep's result, :class:`ScaleResult` (schema ``cachelab.scale`` v1, docs/usl.md), and
+everything made from it: ``scale.json``, ``scale.csv`` (one row per run), the throughput-vs-N
+and latency-by-N figures, and the human summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from cachelab.artifacts import check_schema, read_json, write_json
+from cachelab.errors import InputError
+from cachelab.tables import write_csv
+from cachelab.units import us
+from cachelab.usl import UslFit
+
+__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows",
+           "read_scale_result"]
+
+SCHEMA = "cachelab.scale"
+SCHEMA_VERSION = 1
+CSV_HEADER = ["order", "n", "repeat", "connections", "threads", "throughput", "replies",
+              "window_s", "steady_reached", "window_short", "errors", "lost", "p50_ns", "p99_ns",
+              "p99.9_ns", "max_ns", "server_run_queue_wait_per_wall", "client_cpu_us_per_op"]
+
+
+@dataclass
+class ScaleResult:
+    """A finished sweep: every run, a summary per N, the USL fit, and what limits the result."""
+
+    created: str
+    spec: dict[str, Any]
+    runs: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    fit: dict[str, Any] | None
+    limits: list[str]
+    server: dict[str, Any]
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def usl(self) -> UslFit | None:
+        """The fit as a :class:`~cachelab.usl.UslFit` (None when there were too few points)."""
+        return None if self.fit is None else UslFit.from_dict(self.fit, "scale fit")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+
+    def save(self, path: str | Path) -> Path:
+        return write_json(path, self.to_dict(), allow_nan=False)
+
+    def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
+        """``scale.json``, ``scale.csv`` (one row per run) and, unless told not to,
+        ``scale-usl.png``/``.svg`` (when there is a fit) and ``scale-latency.png``/``.svg`` in
+        ``out_dir``."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = [self.save(out_dir / "scale.json")]
+        write_csv(out_dir / "scale.csv", CSV_HEADER, csv_rows(self))
+        written.append(out_dir / "scale.csv")
+        if plots:
+            # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
+            from cachelab.scale.plots import write_plots
+
+            written += write_plots(self.usl, self.summary, self.spec["vary"], out_dir)
+        return written
+
+    def render(self) -> str:
+        """The human summary: throughput and latency per N, the USL fit, and the notes on
+        what limits the result."""
+        s = self.spec
+        lines = [
+            f"scale sweep: N = {s['vary']}, {len(self.runs)} run(s) "
+            f"({s['repeats']} repeat(s), interleaved), window {s['window']:g} s from the steady "
+            f"state; memcached {self.server.get('version', '?')} at "
+            f"{self.server.get('address')}",
+            "",
+            f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}",
+        ]
+        for row in self.summary:
+            p = row["latency"]["percentiles_ns"]
+            sd = row["throughput_sd"]
+            lines.append(f"{row['n']:>6}{row['throughput_mean']:>14,.0f}"
+                         f"{'—' if sd is None else f'{sd:,.0f}':>10}{us(p.get('50')):>10}"
+                         f"{us(p.get('99')):>10}{us(p.get('99.9')):>10}")
+        fit = self.usl
+        if fit is not None:
+            lines += ["", fit.render()]
+        if self.limits:
+            lines += ["", *[f"note: {m}" for m in self.limits]]
+        return "\n".join(lines)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "scale result") -> ScaleResult:
+        check_schema(d, SCHEMA, SCHEMA_VERSION, "scale result", where)
+        try:
+            return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        except TypeError as e:
+            raise InputError(f"{where}: {e}") from None
+
+
+def read_scale_result(path: str | Path) -> ScaleResult:
+    """A sweep saved as ``scale.json`` (or a directory holding one)."""
+    path, data = read_json(path, "scale.json")
+    return ScaleResult.from_dict(data, str(path))
+
+
+def csv_rows(r: ScaleResult) -> list[list[object]]:
+    """The rows of ``scale.csv`` (columns :data:`CSV_HEADER`), one per run in run order."""
+    rows: list[list[object]] = []
+    for x in sorted(r.runs, key=lambda x: x["order"]):
+        p = x["latency"]["percentiles_ns"]
+        wait = x["server_run_queue_wait_per_wall"]
+        rows.append([x["order"], x["n"], x["repeat"], x["connections"], x["threads"],
+                     f"{x['throughput']:.1f}", x["replies"], x["window_s"],
+                     int(x["steady_reached"]), int(x["window_short"]), x["errors"], x["lost"],
+                     p.get("50", ""), p.get("99", ""), p.get("99.9", ""), p.get("100", ""),
+                     wait if wait is not None else "", x["client_cpu_us_per_op"] or ""])
+    return rows

@@ -1,0 +1,92 @@
+"""The scale sweep's report section and its interactive charts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import cachelab._core as _core
+from cachelab.artifacts import Artifact
+from cachelab.page import charts as ch
+from cachelab.page.html import esc, table
+from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
+from cachelab.units import dur
+from cachelab.usl import UslFit
+from cachelab.usl import section as usl_section
+
+Spec = dict[str, Any]
+
+
+def section(art: Artifact, ctx: Context) -> Section:
+    """The sweep in ``art``: throughput and latency per N, the USL fit, the notes on what
+    limits it, and the two figures."""
+    d = art.data
+    spec = d["spec"]
+    sec = Section(f"Scalability: N = {spec['vary']}", "scale", art.path)
+    sec.body.append(f"<p>{len(d['runs'])} run(s): {esc(spec['repeats'])} repeat(s) of each "
+                    f"point in interleaved order, {esc(spec['window'])} s measured from the "
+                    "steady state.</p>")
+    rows = []
+    for row in d["summary"]:
+        p = row["latency"]["percentiles_ns"]
+        sd = row.get("throughput_sd")
+        rows.append([row["n"], f"{row['throughput_mean']:,.0f}",
+                     "—" if sd is None else f"{sd:,.0f}", dur(p.get("50")), dur(p.get("99")),
+                     dur(p.get("99.9"))])
+    sec.body.append(table(["N", "throughput /s (mean)", "sd", "p50", "p99", "p99.9"], rows))
+    fit = d.get("fit")
+    if fit:
+        sec.body.append("<h3>Universal Scalability Law fit</h3>")
+        sec.body.append(table(["", "value", f"{int(100 * fit.get('level', 0.95))} % interval"],
+                              usl_section.fit_rows(fit)))
+        sec.findings += usl_section.fit_findings(fit, "USL")
+        sec.notes += [w["message"] for w in fit.get("warnings", [])]
+    best = max(d["summary"], key=lambda r: r["throughput_mean"], default=None)
+    if best:
+        sec.findings.append(f"The highest measured throughput was {best['throughput_mean']:,.0f}"
+                            f"/s at N = {best['n']}.")
+    sec.notes += list(d.get("limits", []))
+
+    def redraw(out: Path) -> list[Path]:
+        # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
+        from cachelab.scale.plots import write_plots
+
+        usl = UslFit.from_dict(fit, str(art.path)) if fit else None
+        return write_plots(usl, d["summary"], spec["vary"], out)
+
+    names = [("scale-latency", "latency distribution at each N")]
+    if fit:
+        names.insert(0, ("scale-usl", "throughput vs N with the USL fit and its band"))
+
+    def specs() -> ChartSpecs:
+        out: ChartSpecs = {"scale-latency": latency_chart(d["summary"], spec["vary"])}
+        if fit:
+            out["scale-usl"] = usl_section.chart(
+                fit, xlabel=f"N ({spec['vary']})", ylabel="throughput (replies/s)",
+                title=f"memcached scalability: N = {spec['vary']}", where=str(art.path))
+        return out
+
+    figs = figures(art, ctx, names, redraw, chart_specs(specs, sec))
+    sec.add_figures(figs)
+    return sec
+
+
+def latency_chart(summary: Sequence[dict[str, Any]], vary: str) -> Spec | None:
+    """Each load point's latency distribution as an inverted-percentile line (as
+    :func:`cachelab.scale.plots.scale_latency_plot`)."""
+    # deferred: matplotlib takes ~0.4 s to import, and this module imports it
+    from cachelab.plots.latency import inverted_percentile_points
+
+    pcts = inverted_percentile_points(100.0, 0.1)
+    rows = []
+    for row in summary:
+        h = row["latency"].get("histogram")
+        if h:
+            rows.append((f"N = {row['n']}", [float(v) for v in _core.hist_percentiles(h, pcts)]))
+    if not rows:
+        return None
+    unit, scale = ch.latency_unit([v for _, vs in rows for v in vs])
+    return {"kind": "xy", "title": f"latency by load ({vary})", "x": ch.invpct_axis(),
+            "y": ch.axis(f"latency ({unit})", "log", unit=unit),
+            "series": [ch.inverted_series(name, pcts, vs, scale) for name, vs in rows]}

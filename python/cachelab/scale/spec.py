@@ -1,0 +1,97 @@
+"""A scalability sweep's plan: :class:`ScaleSpec` — what N is (``vary``), the points, repeats,
+the measuring window and the workload — with its checks, each run's load spec and the
+interleaved run order."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from cachelab.errors import UsageError
+from cachelab.load import LoadSpec
+
+__all__ = ["VARY", "ScaleSpec"]
+
+VARY = ("connections", "threads", "server-threads")
+
+
+@dataclass
+class ScaleSpec:
+    """A sweep. The workload fields are those of :class:`cachelab.load.LoadSpec`
+    (``workload``), except connections/threads, which the sweep sets."""
+
+    vary: str = "connections"
+    points: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 12, 16, 24, 32])
+    repeats: int = 3
+    warmup: float = 1.0
+    #: Extra seconds after the warm-up in which the steady state may start.
+    settle: float = 1.0
+    #: Seconds measured from the steady-state start (whole intervals).
+    window: float = 3.0
+    interval: float = 0.5
+    connections_per_thread: int = 1
+    #: Client connections when ``vary`` is ``server-threads``.
+    client_connections: int = 16
+    method: str = "bounded"
+    bootstrap: int = 1000
+    seed: int = 0
+    workload: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> ScaleSpec:
+        """Six points, two repeats, 1.5 s per run: about 20 s against a local memcached."""
+        base: dict[str, Any] = {"points": [1, 2, 3, 4, 6, 8], "repeats": 2, "warmup": 0.25,
+                                "settle": 0.5, "window": 0.75, "interval": 0.25,
+                                "bootstrap": 500, "client_connections": 8,
+                                "workload": {"key_space": 1000}}
+        if overrides.get("vary") == "server-threads":
+            base["points"] = [1, 2, 3, 4, 5, 6]
+        return cls(**{**base, **overrides})
+
+    def check(self) -> None:
+        """Raises UsageError naming the first bad field."""
+        if self.vary not in VARY:
+            raise UsageError(f"vary must be one of {', '.join(VARY)}, not {self.vary!r}")
+        if not self.points or any(not isinstance(p, int) or p < 1 for p in self.points):
+            raise UsageError(f"points must be whole numbers >= 1, not {self.points!r}")
+        if len(set(self.points)) != len(self.points):
+            raise UsageError(f"points must not repeat: {self.points!r} (use repeats)")
+        if not isinstance(self.repeats, int) or self.repeats < 1:
+            raise UsageError(f"repeats must be a whole number >= 1, not {self.repeats!r}")
+        for name in ("warmup", "settle", "window", "interval"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise UsageError(f"{name} must be a number of seconds >= 0, not {v!r}")
+        if self.window < self.interval or self.interval <= 0:
+            raise UsageError("window must be at least one interval, and interval above 0")
+        limit = 64 if self.vary != "connections" else 4096
+        if max(self.points) > limit:
+            raise UsageError(f"{self.vary}: at most {limit}, not {max(self.points)}")
+        bad = {"connections", "threads", "duration", "requests", "warmup", "interval"} & set(
+            self.workload)
+        if bad:
+            raise UsageError(f"workload must not set {', '.join(sorted(bad))}: the sweep does")
+
+    def run_spec(self, n: int) -> LoadSpec:
+        """The load spec of one run at N = n."""
+        if self.vary == "connections":
+            conns, threads = n, 1
+        elif self.vary == "threads":
+            conns, threads = n * self.connections_per_thread, n
+        else:
+            conns, threads = self.client_connections, 1
+        spec = LoadSpec(**{**self.workload, "connections": conns, "threads": threads,
+                                   "warmup": self.warmup, "duration": self.settle + self.window,
+                                   "interval": self.interval,
+                                   "seed": self.seed if self.seed is not None else 0})
+        spec.check()
+        return spec
+
+    def order(self) -> list[tuple[int, int]]:
+        """(repeat, N) in run order: interleaved, alternately ascending and descending."""
+        pts = sorted(self.points)
+        out = []
+        for r in range(self.repeats):
+            out += [(r, n) for n in (pts if r % 2 == 0 else pts[::-1])]
+        return out

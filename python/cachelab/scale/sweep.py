@@ -1,0 +1,198 @@
+"""Running a sweep: :func:`scale` measures throughput at each load N of a
+:class:`~cachelab.scale.spec.ScaleSpec` with the load engine (:func:`cachelab.load.load`),
+takes a fixed window of each run from its steady state (:func:`measure_window`), and fits the
+Universal Scalability Law to every run (:func:`cachelab.usl.fit_usl`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import cachelab._core as _core
+import cachelab.environment as environment
+import cachelab.servers as servers
+from cachelab.artifacts import created_now
+from cachelab.errors import UsageError
+from cachelab.load import LoadResult, load, memory_mb
+from cachelab.scale.result import ScaleResult
+from cachelab.scale.spec import ScaleSpec
+from cachelab.servers import ServerOptions, Target
+from cachelab.units import pct_key
+from cachelab.usl import MIN_POINTS, fit_usl
+
+__all__ = ["PERCENTILES", "measure_window", "scale"]
+
+#: Percentiles kept for each point's latency distribution.
+PERCENTILES = (50.0, 90.0, 99.0, 99.9, 100.0)
+
+
+def scale(
+    spec: ScaleSpec | None = None,
+    *,
+    server: str | None = None,
+    server_options: ServerOptions | None = None,
+    on_run: Callable[[int, int, int, dict[str, Any]], None] | None = None,
+) -> ScaleResult:
+    """Runs the sweep against ``server`` (``host:port``/``unix:/path``), or a private
+    memcached started from ``server_options`` (required for ``vary="server-threads"``, which
+    restarts it with ``-t N`` for every point). ``on_run(done, total, n, point)`` is called
+    after each run."""
+    spec = spec or ScaleSpec()
+    spec.check()
+    if spec.vary == "server-threads" and server is not None:
+        raise UsageError("--vary server-threads needs a private memcached (no --server): "
+                         "cachelab restarts it with -t N for every point")
+    order = spec.order()
+    runs: list[dict[str, Any]] = []
+    server_facts: dict[str, Any] = {"address": server, "private": server is None}
+
+    def measure(rep: int, n: int, target: Target) -> None:
+        run_spec = spec.run_spec(n)
+        result = load(run_spec, server=target.address, server_pid=target.pid,
+                      server_facts=target.facts)
+        server_facts.setdefault("version", result.server.get("version"))
+        point = {"n": n, "repeat": rep, "order": len(runs),
+                 "connections": run_spec.connections, "threads": run_spec.threads,
+                 **measure_window(result, spec.window)}
+        sched = result.server.get("schedstat")
+        point["server_run_queue_wait_per_wall"] = sched["wait_per_wall"] if sched else None
+        point["client_cpu_us_per_op"] = result.client.get("cpu_us_per_op")
+        runs.append(point)
+        if on_run:
+            on_run(len(runs), len(order), n, point)
+
+    if spec.vary == "server-threads":
+        for rep, n in order:
+            with servers.serve(None, server_options, memory_mb=memory_mb(spec.run_spec(n)),
+                               threads=n) as target:
+                measure(rep, n, target)
+            server_facts.update(address="private (restarted per point)")
+    else:
+        need = memory_mb(spec.run_spec(max(spec.points)))
+        with servers.serve(server, server_options, memory_mb=need) as target:
+            if target.private is not None:
+                server_facts.update(address=target.address, argv=target.private.argv,
+                                    threads=target.private.threads)
+            for rep, n in order:
+                measure(rep, n, target)
+    return _result(spec, runs, server_facts)
+
+
+def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
+            server_facts: dict[str, Any]) -> ScaleResult:
+    """The sweep's result: the runs, a summary per N, the USL fit when there are enough
+    points, and notes on what limits it."""
+    summary = _summary(runs, spec)
+    usable = [r for r in runs if r["throughput"] > 0]
+    fit = None
+    notes = _cpu_limits(spec, server_facts)
+    if len(usable) >= MIN_POINTS and len({r["n"] for r in usable}) >= 3:
+        f = fit_usl([r["n"] for r in usable], [r["throughput"] for r in usable], spec.method,
+                    bootstrap=spec.bootstrap, seed=spec.seed,
+                    source={"sweep": spec.vary, "n": spec.vary, "x": "replies/s"})
+        fit = f.to_dict()
+    else:
+        notes.append(f"only {len(usable)} usable measurement(s) at {len({r['n'] for r in usable})}"
+                     f" load(s): the USL needs at least {MIN_POINTS} at 3 or more loads; no fit")
+    if any(not r["steady_reached"] for r in runs):
+        bad = sorted({r["n"] for r in runs if not r["steady_reached"]})
+        notes.append(f"no steady state was detected at N = {', '.join(map(str, bad))}; those "
+                     "points were measured from the end of the warm-up (use a longer --settle)")
+    noisy = [row["n"] for row in summary
+             if row["throughput_sd"] and row["throughput_sd"] > 0.1 * row["throughput_mean"]]
+    if noisy:
+        notes.append(f"repeats differ by more than 10 % (coefficient of variation) at N = "
+                     f"{', '.join(map(str, noisy))}: the machine is not quiet (other load, "
+                     "frequency scaling); the fit's intervals widen accordingly")
+    if any(r["errors"] or r["lost"] for r in runs):
+        notes.append("some runs had errors or lost requests (see runs[].errors)")
+    return ScaleResult(created=created_now(), spec=asdict(spec), runs=runs, summary=summary,
+                       fit=fit, limits=notes, server=server_facts,
+                       environment=environment.facts())
+
+
+def measure_window(result: LoadResult, window: float) -> dict[str, Any]:
+    """Throughput and latency over the first ``window`` seconds of whole intervals from the
+    steady-state start (fewer when the run ends first: ``window_short``)."""
+    ivs = result.intervals
+    start = result.steady["start_index"]
+    chosen, span = [], 0.0
+    for iv in ivs[start:]:
+        if span >= window - 1e-9:
+            break
+        chosen.append(iv)
+        span += iv["duration_s"]
+    which = "corrected" if result.mode == "open" else "uncorrected"
+    replies = sum(iv["replies"] for iv in chosen)
+    hists = [iv[which]["histogram"] for iv in chosen if iv[which]["count"]]
+    merged = _core.hist_merge(hists) if hists else None
+    pct = _percentiles(merged)
+    errors = sum(sum(iv["errors"].values()) for iv in chosen)
+    return {
+        "throughput": replies / span if span > 0 else 0.0,
+        "replies": replies,
+        "window_s": round(span, 6),
+        "intervals": len(chosen),
+        "window_short": span < window - 1e-9,
+        "steady_reached": bool(result.steady["reached"]),
+        "errors": errors,
+        "lost": sum(iv["lost"] for iv in chosen),
+        "latency": {"which": which, "histogram": merged, "percentiles_ns": pct},
+    }
+
+
+def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
+    """What sharing this machine's CPUs does to the fit, when it does something."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = cpus or 1
+    local = server.get("private") or str(server.get("address", "")).startswith(
+        ("127.", "localhost", "unix:", "[::1]"))
+    out = []
+    if spec.vary == "server-threads":
+        top = max(spec.points)
+        if top > cpus:
+            out.append(f"memcached gets up to {top} worker threads but this machine has {cpus} "
+                       f"CPU(s): beyond N = {cpus} the threads time-share cores, so the fitted "
+                       "β measures CPU oversubscription, not memcached's locks.")
+    if local:
+        client_threads = max(spec.points) if spec.vary == "threads" else 1
+        server_threads = (max(spec.points) if spec.vary == "server-threads"
+                          else server.get("threads") or "?")
+        out.append(
+            f"client ({client_threads} load thread(s)) and server ({server_threads} worker "
+            f"thread(s)) share this machine's {cpus} CPU(s): every core the client uses is "
+            "taken from memcached, so α and β describe client + server on this box, not "
+            "memcached alone; the curve flattens once both together saturate the CPUs. "
+            "Measure from another machine to separate them."
+        )
+    return out
+
+
+def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[str, Any]]:
+    """Per N: the runs' mean throughput and its standard deviation, and their latency
+    histograms merged."""
+    out = []
+    for n in sorted(spec.points):
+        rs = [r for r in runs if r["n"] == n]
+        xs = [r["throughput"] for r in rs]
+        mean = sum(xs) / len(xs)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
+        hists = [r["latency"]["histogram"] for r in rs if r["latency"]["histogram"]]
+        merged = _core.hist_merge(hists) if hists else None
+        pct = _percentiles(merged)
+        out.append({"n": n, "runs": len(rs), "throughput_mean": mean, "throughput_sd": sd,
+                    "latency": {"histogram": merged, "percentiles_ns": pct}})
+    return out
+
+
+def _percentiles(histogram: str | None) -> dict[str, int]:
+    """:data:`PERCENTILES` of a merged histogram, keyed by :func:`~cachelab.units.pct_key`
+    (empty without one)."""
+    if not histogram:
+        return {}
+    values = _core.hist_percentiles(histogram, list(PERCENTILES))
+    return dict(zip([pct_key(p) for p in PERCENTILES], values))

@@ -1,0 +1,69 @@
+"""The ``simulate`` verb: caching strategies on request traces, eviction policies on flat traces.
+
+* :mod:`cachelab.simulation.request` — request-level simulation: how much slower each web
+  request gets under a caching strategy (:class:`SimulateSpec`, :func:`simulate`,
+  :class:`SimulationResult`);
+* :mod:`cachelab.simulation.model` — latency models: a latency profile as quantile tables
+  (:func:`latency_model`);
+* :mod:`cachelab.simulation.flat` — classic miss-ratio simulation of flat key traces and LRU
+  miss-ratio curves (:func:`simulate_flat`, :func:`miss_ratio_curve`);
+* :mod:`cachelab.simulation.flat_run` — the verb on a flat trace (:class:`FlatSimulateSpec`,
+  :func:`simulate_flat_trace`, :class:`FlatSimulationResult`);
+* :mod:`cachelab.simulation.summary` — reading a result (:func:`band_at`,
+  :func:`best_strategy`); :mod:`~cachelab.simulation.render`, :mod:`~cachelab.simulation.plots`
+  and :mod:`~cachelab.simulation.section` show it.
+
+``docs/simulation.md`` has the semantics.
+"""
+
+from __future__ import annotations
+
+from cachelab.simulation.flat import (
+    FlatResult,
+    FlatSimulation,
+    MissRatioCurve,
+    miss_ratio_curve,
+    simulate_flat,
+)
+from cachelab.simulation.flat_run import (
+    FlatSimulateSpec,
+    FlatSimulationResult,
+    simulate_flat_trace,
+)
+from cachelab.simulation.model import LatencyModel, latency_model
+from cachelab.simulation.request import (
+    DEFAULT_MODEL,
+    PERCENTILES,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SLOWED,
+    SimulateSpec,
+    SimulationResult,
+    default_strategies,
+    simulate,
+)
+from cachelab.simulation.summary import band_at, best_strategy
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "PERCENTILES",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SLOWED",
+    "FlatResult",
+    "FlatSimulateSpec",
+    "FlatSimulation",
+    "FlatSimulationResult",
+    "LatencyModel",
+    "MissRatioCurve",
+    "SimulateSpec",
+    "SimulationResult",
+    "band_at",
+    "best_strategy",
+    "default_strategies",
+    "latency_model",
+    "miss_ratio_curve",
+    "simulate",
+    "simulate_flat",
+    "simulate_flat_trace",
+]

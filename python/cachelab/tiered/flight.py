@@ -1,0 +1,279 @@
+"""Stampede protection: keys that many want at once are loaded once.
+
+* **Single flight**, in process (:class:`SingleFlight`): the first thread to miss a batch of
+  keys fetches it; other threads wanting any of those keys wait for its results instead of
+  fetching them again.
+* **Leases**, across processes (:func:`fill`): for keys missing from memcached, the first
+  client to miss a key gets a lease (memcached ``mg ... N``) and loads it; the others poll
+  memcached for its value, for at most ``lease_wait`` seconds, then load it themselves without
+  storing. The winner stores with the lease's CAS, so a fill that raced an invalidation (a
+  delete in between) is not stored. An empty value in memcached is a lease placeholder.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from itertools import repeat
+from typing import Any, Protocol
+
+from cachelab.errors import ServerError
+from cachelab.tiered.backends import Tier
+from cachelab.tiered.breaker import CircuitBreaker
+from cachelab.tiered.codecs import CorruptValue, Encoded
+from cachelab.tiered.keys import KeyClass
+from cachelab.tiered.stats import BreakerStats, TierStats
+
+__all__ = ["Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
+
+_now_ns = time.perf_counter_ns
+_allocate_lock = threading.Lock
+
+#: ``fetch(kc, idents, keys) -> ({ident: object}, {ident: L1 weight})`` for those found.
+Fetch = Callable[[KeyClass, list[Any], list[str]], tuple[dict, dict]]
+
+
+class Flight:
+    """A batch of keys being filled by one thread; other threads wanting any of them wait on
+    it. The lock is held by the filling thread until it is done (one lock per batch, not per
+    key: a 100-key multi-get makes one)."""
+
+    __slots__ = ("error", "lock", "results", "waiters")
+
+    def __init__(self) -> None:
+        self.lock = _allocate_lock()
+        self.lock.acquire()
+        #: memcached key -> (object, weight) for the keys found; None if nobody was waiting
+        #: when the flight ended (a waiter that comes that late fetches for itself)
+        self.results: dict[str, tuple] | None = None
+        self.waiters = 0
+        self.error: BaseException | None = None
+
+
+class SingleFlight:
+    """The flights under way in one cache, by memcached key.
+
+    ``dict.setdefault`` and ``dict.pop`` are atomic under the GIL, so claiming and ending a
+    flight needs no lock of its own."""
+
+    __slots__ = ("_flights",)
+
+    def __init__(self) -> None:
+        self._flights: dict[str, Flight] = {}
+
+    def fetch(self, kc: KeyClass, idents: list[Any], keys: list[str], lead: Fetch,
+              events: BreakerStats) -> tuple[dict, dict]:
+        """``lead(kc, idents, keys)`` for the keys (aligned with ``idents``, distinct) no other
+        thread is fetching; waits for the others' flights for the rest (counted in
+        ``events.singleflight_waits``). Returns ``({ident: object}, {ident: L1 weight})`` for
+        those found, in ``idents``' order. A leader's exception is raised in its waiters too."""
+        flights = self._flights
+        mine = Flight()
+        n = len(keys)
+        claimed = list(map(flights.setdefault, keys, repeat(mine, n)))
+        follow: list[tuple[Any, str, Flight]] = []
+        if claimed.count(mine) == n:  # the usual case: nobody else is fetching any of them
+            led, led_keys = idents, keys
+        else:
+            led, led_keys = [], []
+            for i, k, f in zip(idents, keys, claimed):
+                if f is mine:
+                    led.append(i)
+                    led_keys.append(k)
+                else:
+                    follow.append((i, k, f))
+        objs: dict[Any, Any] = {}
+        sizes: dict[Any, int] = {}
+        try:
+            if led:
+                objs, sizes = lead(kc, led, led_keys)
+        except BaseException as e:
+            mine.error = e
+            raise
+        finally:
+            list(map(flights.pop, led_keys, repeat(None, len(led_keys))))
+            if mine.waiters:  # no one can start waiting on us after the pops
+                key_of = dict(zip(led, led_keys))
+                mine.results = {key_of[i]: (o, sizes[i]) for i, o in objs.items()}
+            mine.lock.release()
+        if not follow:
+            return objs, sizes
+        late: list[Any] = []
+        late_keys: list[str] = []
+        for i, k, f in follow:
+            events.singleflight_waits += 1
+            f.waiters += 1
+            f.lock.acquire()
+            f.lock.release()
+            if f.error is not None:
+                raise f.error
+            if f.results is None:
+                late.append(i)
+                late_keys.append(k)
+                continue
+            r = f.results.get(k)
+            if r is not None:
+                objs[i], sizes[i] = r
+        if late:
+            more = self.fetch(kc, late, late_keys, lead, events)
+            objs.update(more[0])
+            sizes.update(more[1])
+        return {i: objs[i] for i in idents if i in objs}, sizes
+
+
+# -- leases -----------------------------------------------------------------------------------
+
+
+class FillHost(Protocol):
+    """What a fill uses of its cache (:class:`cachelab.tiered.TieredCache`): the tier, the
+    breaker, the lease settings, the counters, and the keys whose delete is pending (never
+    stored until it succeeds)."""
+
+    l2: Tier | None
+    breaker: CircuitBreaker
+    leases: bool
+    lease_ttl: int
+    lease_wait: float
+    l2_stats: TierStats
+    l3_stats: TierStats
+    events: BreakerStats
+    _pending: set[str]
+
+
+def l2_failed(cache: FillHost) -> None:
+    """Counts a failed L2 call (against the breaker, and in the L2 errors)."""
+    cache.breaker.failure()
+    cache.l2_stats.add(errors=1)
+
+
+def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: bool) -> dict:
+    """Loads ``missing`` (not in L2; ``keys`` maps each to its memcached key) and stores them
+    in L2, under leases when possible: ``{ident: (object, L1 weight)}`` for those found."""
+    result: dict[Any, tuple] = {}
+    winners: dict[Any, int | None] = {}
+    waiters: list[Any] = []
+    l2 = cache.l2
+    use_leases = l2_ok and cache.leases and l2 is not None and l2.supports_leases
+    if use_leases:
+        assert l2 is not None
+        for n, i in enumerate(missing):
+            try:
+                lease = l2.lease_get(keys[i], cache.lease_ttl)
+            except ServerError:
+                l2_failed(cache)
+                l2_ok = False
+                for j in missing[n:]:
+                    winners[j] = None
+                break
+            cache.l2_stats.add(calls=1, keys=1)
+            if lease.value is not None:
+                try:
+                    result[i] = kc.format.decode_sized(lease.value)
+                    continue
+                except CorruptValue:
+                    cache.events.corrupt += 1
+                    winners[i] = None
+            elif lease.win:
+                cache.events.lease_wins += 1
+                winners[i] = lease.cas
+            else:
+                waiters.append(i)
+    else:
+        winners = dict.fromkeys(missing)
+    if winners:
+        loaded = _load(cache, kc, list(winners))
+        for i, cas in winners.items():
+            if i not in loaded:
+                if cas is not None and l2_ok:
+                    _release(cache, keys[i], cas)
+                continue
+            enc = kc.format.encode(loaded[i])
+            result[i] = (loaded[i], enc.plain_size)
+            if l2_ok and keys[i] not in cache._pending:
+                l2_ok = _store(cache, kc, keys[i], enc, cas)
+    for i in waiters:
+        cache.events.lease_waits += 1
+        got = _await_fill(cache, kc, i, keys[i])
+        if got is not None:
+            result[i] = got
+    return result
+
+
+def _store(cache: FillHost, kc: KeyClass, key: str, enc: Encoded, cas: int | None) -> bool:
+    assert cache.l2 is not None
+    t0 = _now_ns()
+    try:
+        if cas is not None:
+            stored = cache.l2.lease_set(key, enc.data, enc.flags, kc.ttl, cas)
+            if not stored:
+                cache.events.lease_lost += 1
+        else:
+            stored = cache.l2.set(key, enc.data, enc.flags, kc.ttl)
+    except ServerError:
+        l2_failed(cache)
+        return False
+    cache.l2_stats.record(_now_ns() - t0)
+    cache.l2_stats.add(calls=1, keys=1, bytes_written=len(enc.data) if stored else 0)
+    return True
+
+
+def _release(cache: FillHost, key: str, cas: int) -> None:
+    assert cache.l2 is not None
+    try:
+        cache.l2.lease_release(key, cas)
+    except ServerError:
+        l2_failed(cache)
+
+
+def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | None:
+    """Another process holds the lease: poll memcached for its value; win the lease if it is
+    released; after ``lease_wait`` seconds load without storing."""
+    assert cache.l2 is not None
+    deadline = time.monotonic() + cache.lease_wait
+    pause = 0.001
+    while time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+        try:
+            lease = cache.l2.lease_get(key, cache.lease_ttl)
+        except ServerError:
+            l2_failed(cache)
+            break
+        cache.l2_stats.add(calls=1, keys=1)
+        if lease.value is not None:
+            try:
+                return kc.format.decode_sized(lease.value)
+            except CorruptValue:
+                cache.events.corrupt += 1
+                break
+        if lease.win:
+            cache.events.lease_wins += 1
+            loaded = _load(cache, kc, [ident])
+            if ident not in loaded:
+                _release(cache, key, lease.cas or 0)
+                return None
+            enc = kc.format.encode(loaded[ident])
+            if key not in cache._pending:
+                _store(cache, kc, key, enc, lease.cas)
+            return loaded[ident], enc.plain_size
+    else:
+        cache.events.lease_timeouts += 1
+    loaded = _load(cache, kc, [ident])
+    if ident not in loaded:
+        return None
+    return loaded[ident], kc.format.encode(loaded[ident]).plain_size
+
+
+def _load(cache: FillHost, kc: KeyClass, idents: list[Any]) -> Mapping[Any, Any]:
+    """The loader (L3) for ``idents``, timed and counted."""
+    t0 = _now_ns()
+    try:
+        loaded = kc.loader(idents)
+    except BaseException:
+        cache.l3_stats.add(errors=1)
+        raise
+    cache.l3_stats.record(_now_ns() - t0)
+    found = sum(1 for i in idents if i in loaded)
+    cache.l3_stats.add(calls=1, keys=len(idents), hits=found, misses=len(idents) - found)
+    return loaded

@@ -1,0 +1,189 @@
+"""Key classes and the memcached keys of their idents, namespaces and their versions.
+
+A key is ``<prefix>:<class>[@<version>]:<ident>`` when the ident is short and made of safe
+characters, else ``...:#<blake2b of it>``: anything a caller passes as an ident can therefore
+never reach the wire as a command. Keys are memoised per key class (``ident -> key``) for the
+namespace version in use.
+
+A versioned namespace's version is a counter in memcached (``<prefix>:ns:<namespace>``) that
+is part of every key of the namespace; this process rereads it at most every ``refresh``
+seconds. Bumping it (:meth:`Keyring.bump`) changes every key of the namespace at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cachelab._core as _core
+from cachelab.errors import ServerError, UsageError
+from cachelab.tiered.backends import Tier
+from cachelab.tiered.breaker import CircuitBreaker
+from cachelab.tiered.codecs import ValueFormat
+
+__all__ = ["KeyClass", "Keyring", "Loader"]
+
+#: ``loader(idents) -> {ident: object}``; idents it leaves out are "not found" (not cached).
+Loader = Callable[[list[Any]], Mapping[Any, Any]]
+
+_SAFE = re.compile(r"[A-Za-z0-9_.\-:/]+")
+_NAME = re.compile(r"[A-Za-z0-9_\-]{1,40}")
+_MAX_KEY = 250
+#: Memcached keys remembered per key class (ident -> key); beyond this the memo is cleared.
+_KEY_MEMO = 100_000
+
+
+@dataclass(frozen=True, eq=False)
+class KeyClass:
+    """A family of keys with one loader, one value format, one TTL. Made by
+    :meth:`TieredCache.key_class <cachelab.tiered.TieredCache.key_class>`."""
+
+    name: str
+    loader: Loader
+    format: ValueFormat
+    ttl: int
+    l1: bool
+    namespace: str | None
+    #: In L1 and not versioned: an L1 hit needs no namespace version (the hit path's test).
+    plain_l1: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain_l1", self.l1 and self.namespace is None)
+
+    def __repr__(self) -> str:
+        return f"KeyClass({self.name!r}, {self.format!r}, ttl={self.ttl}, l1={self.l1})"
+
+
+class Keyring:
+    """One cache's key classes, the memcached keys of their idents, and the versions of their
+    namespaces. ``prefix`` starts every key; without it a unique one is made
+    (``cachelab:<12 hex>``)."""
+
+    def __init__(self, prefix: str | None, refresh: float) -> None:
+        prefix = prefix if prefix is not None else f"cachelab:{secrets.token_hex(6)}"
+        if not _SAFE.fullmatch(prefix) or len(prefix) > 100:
+            raise UsageError(
+                f"prefix {prefix!r}: 1-100 characters of letters, digits and _ . - : /"
+            )
+        self.prefix = prefix
+        #: Seconds a namespace version is used before it is read from memcached again.
+        self.refresh = refresh
+        self.classes: dict[str, KeyClass] = {}
+        #: Per key class: (namespace version, {ident: memcached key}) for the version in use.
+        self._memos: dict[str, tuple[int, dict[Any, str]]] = {}
+        #: Per namespace: (version, when it was read).
+        self._ns: dict[str, tuple[int, float]] = {}
+
+    # -- key classes --------------------------------------------------------------------------
+
+    def register(
+        self, name: str, loader: Loader, codec: str, compression: str, threshold: int,
+        ttl: int, l1: bool, namespace: str | None,
+    ) -> KeyClass:
+        """A new key class (see :meth:`cachelab.tiered.TieredCache.key_class`)."""
+        if not _NAME.fullmatch(name):
+            raise UsageError(f"key class name {name!r}: 1-40 letters, digits, _ or -")
+        if namespace is not None and not _NAME.fullmatch(namespace):
+            raise UsageError(f"namespace {namespace!r}: 1-40 letters, digits, _ or -")
+        if name in self.classes:
+            raise UsageError(f"key class {name!r} is already registered")
+        if not 0 <= ttl <= 30 * 86400:
+            raise UsageError(f"ttl must be 0 (none) to 30 days in seconds, got {ttl}")
+        kc = KeyClass(name, loader, ValueFormat(codec, compression, threshold), ttl, l1,
+                      namespace)
+        self.classes[name] = kc
+        return kc
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def key_for(self, kc: KeyClass, ident: Any, version: int) -> str:
+        """The memcached key of ``ident`` under namespace ``version`` (0 if not versioned)."""
+        memo = self._memo(kc.name, version)
+        key = memo.get(ident)
+        if key is None:
+            key = self._make_key(kc, ident, version, memo)
+        return key
+
+    def keys_of(self, kc: KeyClass, idents: list[Any], version: int) -> list[str]:
+        """The memcached keys of ``idents``, in their order (memo lookups run in C)."""
+        memo = self._memo(kc.name, version)
+        keys = list(map(memo.get, idents))
+        if not all(keys):  # keys are never empty: a falsy one is a None, not memoised yet
+            make = self._make_key
+            keys = [k or make(kc, i, version, memo) for k, i in zip(keys, idents)]
+        return keys
+
+    def _memo(self, name: str, version: int) -> dict[Any, str]:
+        """The ident -> key memo of a class at ``version`` (a new version starts a new one)."""
+        m = self._memos.get(name)
+        if m is None or m[0] != version:
+            m = self._memos[name] = (version, {})
+        return m[1]
+
+    def _make_key(self, kc: KeyClass, ident: Any, version: int, memo: dict[Any, str]) -> str:
+        if kc.namespace is not None:
+            head = f"{self.prefix}:{kc.name}@{version}:"
+        else:
+            head = f"{self.prefix}:{kc.name}:"
+        if isinstance(ident, bytes):
+            raw = ident
+            text = None
+        else:
+            text = ident if isinstance(ident, str) else str(ident)
+            raw = text.encode("utf-8", "surrogatepass")
+        if text is not None and _SAFE.fullmatch(text) and len(head) + len(text) <= _MAX_KEY:
+            key = head + text
+        else:
+            key = head + "#" + hashlib.blake2b(raw, digest_size=20).hexdigest()
+        _core.validate_key(key)
+        if len(memo) >= _KEY_MEMO:
+            memo.clear()
+        memo[ident] = key
+        return key
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    def ns_key(self, namespace: str) -> str:
+        """The memcached key of ``namespace``'s version counter."""
+        return f"{self.prefix}:ns:{namespace}"
+
+    def ns_version(self, namespace: str, l2: Tier | None, breaker: CircuitBreaker) -> int:
+        """``namespace``'s version: the one read less than ``refresh`` seconds ago, else the
+        counter in ``l2`` (made, at a random start, if missing). While ``l2`` cannot be read,
+        the last version known (0 at first)."""
+        cached = self._ns.get(namespace)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < self.refresh:
+            return cached[0]
+        version = cached[0] if cached else 0
+        if l2 is not None and breaker.allow():
+            try:
+                got = l2.get_multi([self.ns_key(namespace)])
+                breaker.success()
+                raw = got.get(self.ns_key(namespace))
+                if raw is None:
+                    # A random start: if the counter is ever evicted, the keys written under
+                    # the old version do not come back.
+                    l2.set(self.ns_key(namespace), str(secrets.randbits(31)).encode(), 0, 0)
+                    raw = l2.get_multi([self.ns_key(namespace)]).get(
+                        self.ns_key(namespace), b"0")
+                version = int(raw)
+            except (ServerError, ValueError):
+                breaker.failure()
+        self._ns[namespace] = (version, now)
+        return version
+
+    def bump(self, namespace: str, l2: Tier | None) -> int:
+        """Moves ``namespace`` to a new version and returns it: the counter in ``l2`` (raises
+        ServerError if it cannot be reached), or a local one without ``l2``."""
+        if l2 is None:
+            v = self._ns.get(namespace, (0, 0.0))[0] + 1
+        else:
+            v = l2.incr_or_add(self.ns_key(namespace))
+        self._ns[namespace] = (v, time.monotonic())
+        return v

@@ -1,0 +1,53 @@
+"""Fitting the Universal Scalability Law: :func:`fit_usl` asks the Rust fitter
+(``cachelab-usl``) and returns a :class:`~cachelab.usl.result.UslFit`; :func:`t_quantile` is
+its Student t."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import cachelab._core as _core
+from cachelab.errors import UsageError
+from cachelab.usl.result import UslFit, as_number
+
+__all__ = ["METHODS", "MIN_POINTS", "fit_usl", "t_quantile"]
+
+MIN_POINTS = 6
+#: Fitting methods by name, with a one-line description each.
+METHODS: dict[str, str] = dict(_core.usl_methods())
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with ``df`` degrees of freedom."""
+    return float(_core.t_quantile(float(p), float(df)))
+
+
+def fit_usl(
+    n: Sequence[float],
+    x: Sequence[float],
+    method: str = "bounded",
+    *,
+    level: float = 0.95,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    predict: Iterable[float] = (),
+    threads: int = 0,
+    source: Mapping[str, Any] | None = None,
+) -> UslFit:
+    """Fits the USL to loads ``n`` (fractional values are kept as they are) and throughputs
+    ``x``. ``method`` is one of :data:`METHODS` (``bounded``: α, β ∈ [0, 1], γ ≥ 0, as R
+    ``usl`` 3.x; ``unbounded``; ``fixed-gamma``: γ = X(1); ``linearised``: the book's
+    regression with γ = X(1); ``amdahl``: β = 0). ``bootstrap`` residual resamples (seeded by
+    ``seed``) give intervals for Nmax and the peak; 0 skips them. Raises UsageError for fewer
+    than 6 points, mismatched lengths, non-finite values, N ≤ 0 or X < 0."""
+    if method not in METHODS and method != "linearized":
+        raise UsageError(f"unknown USL method {method!r}; known: {', '.join(METHODS)}")
+    if not (isinstance(bootstrap, int) and bootstrap >= 0):
+        raise UsageError(f"bootstrap must be a whole number >= 0, not {bootstrap!r}")
+    ns = [as_number(v, "N") for v in n]
+    xs = [as_number(v, "X") for v in x]
+    raw = _core.usl_fit(ns, xs, method, level=float(level), bootstrap=bootstrap,
+                        seed=int(seed) & (2**64 - 1), threads=int(threads),
+                        predict=[as_number(v, "N") for v in predict])
+    return UslFit.from_core(raw, source or {})

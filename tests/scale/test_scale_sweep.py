@@ -1,0 +1,89 @@
+"""``cachelab scale``: spec checks, interleaved order, and a quick sweep against a private
+memcached that produces a fitted curve and a readable artifact."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cachelab.errors import InputError, UsageError
+from cachelab.scale import ScaleSpec, read_scale_result, scale
+
+
+def test_order_is_interleaved_and_alternating() -> None:
+    spec = ScaleSpec(points=[4, 1, 2], repeats=3)
+    assert spec.order() == [(0, 1), (0, 2), (0, 4), (1, 4), (1, 2), (1, 1),
+                            (2, 1), (2, 2), (2, 4)]
+
+
+@pytest.mark.parametrize(
+    ("over", "needle"),
+    [
+        ({"vary": "disks"}, "vary must be one of"),
+        ({"points": [1, 1, 2]}, "must not repeat"),
+        ({"points": [0, 1]}, "whole numbers >= 1"),
+        ({"repeats": 0}, "repeats"),
+        ({"window": 0.1, "interval": 0.5}, "window must be at least one interval"),
+        ({"workload": {"connections": 3}}, "must not set connections"),
+    ],
+)
+def test_bad_specs(over: dict, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        ScaleSpec(**over).check()
+
+
+def test_run_specs_by_vary() -> None:
+    assert ScaleSpec(vary="connections").run_spec(6).connections == 6
+    t = ScaleSpec(vary="threads", connections_per_thread=2).run_spec(3)
+    assert (t.threads, t.connections) == (3, 6)
+    s = ScaleSpec(vary="server-threads", client_connections=12).run_spec(5)
+    assert (s.threads, s.connections) == (1, 12)
+
+
+def test_server_threads_needs_a_private_server() -> None:
+    with pytest.raises(UsageError, match="private memcached"):
+        scale(ScaleSpec(vary="server-threads"), server="127.0.0.1:11211")
+
+
+def test_quick_sweep_fits_a_curve(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "cachelab", "scale", "--quick", "--out", str(out),
+                        "--format", "json", "--bootstrap", "100"],
+                       capture_output=True, text=True, timeout=110, cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr
+    data = json.loads(p.stdout)
+    assert data["schema"] == "cachelab.scale"
+    assert len(data["runs"]) == 12
+    assert all(r["throughput"] > 0 for r in data["runs"])
+    assert data["fit"] is not None and data["fit"]["gamma"] > 0
+    r = read_scale_result(out)
+    fit = r.usl
+    assert fit is not None and fit.gamma > 0 and len(fit.n) == 12
+    assert any("share this machine" in m for m in r.limits)
+    for name in ("scale-usl.png", "scale-usl.svg", "scale-latency.png", "scale.csv"):
+        assert (out / name).stat().st_size > 100
+
+
+def test_reading_a_non_scale_file_is_an_input_error(tmp_path: Path) -> None:
+    (tmp_path / "scale.json").write_text("{\"schema\": \"x\"}")
+    with pytest.raises(InputError, match="not a cachelab scale result"):
+        read_scale_result(tmp_path)
+
+
+def test_server_threads_restarts_a_private_server_per_point(tmp_path: Path) -> None:
+    from cachelab.servers import ServerOptions
+
+    spec = ScaleSpec.quick(vary="server-threads", points=[1, 2, 3], repeats=1, warmup=0.1,
+                           settle=0.25, window=0.25, interval=0.25, bootstrap=0)
+    r = scale(spec, server_options=ServerOptions(threads=4, memory_mb=32))
+    assert [run["n"] for run in r.runs] == [1, 2, 3]
+    assert r.server["address"] == "private (restarted per point)" and r.server["private"]
+    assert r.fit is None and any("no fit" in m for m in r.limits)
+    written = r.write(tmp_path, plots=False)
+    assert [p.name for p in written] == ["scale.json", "scale.csv"]
+    assert read_scale_result(tmp_path).runs == r.runs
+    assert r.render().startswith("scale sweep: N = server-threads, 3 run(s)")

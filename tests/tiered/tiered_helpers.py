@@ -1,0 +1,74 @@
+"""What the ``cachelab.tiered`` tests share: a real store (SQLite) and its loader, a tier that
+counts round trips, a cache over both, and a patient wait."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cachelab.tiered import MemcachedTier, TieredCache
+
+
+class Store:
+    """A SQLite table of JSON-ish rows, and a loader over it that counts its calls."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, check_same_thread=False)
+        self.db.execute("CREATE TABLE item (id TEXT PRIMARY KEY, body TEXT, n INTEGER)")
+        self.lock = threading.Lock()
+        self.calls: list[list[Any]] = []
+        self.before_return: Callable[[], None] | None = None
+
+    def write(self, ident: Any, body: str, n: int = 0) -> None:
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO item VALUES (?, ?, ?)", (str(ident), body, n))
+            self.db.commit()
+
+    def load(self, idents: list[Any]) -> dict[Any, Any]:
+        with self.lock:
+            self.calls.append(list(idents))
+            marks = ",".join("?" * len(idents))
+            rows = self.db.execute(
+                f"SELECT id, body, n FROM item WHERE id IN ({marks})", [str(i) for i in idents]
+            ).fetchall()
+        by_id = {r[0]: {"id": r[0], "body": r[1], "n": r[2]} for r in rows}
+        out = {i: by_id[str(i)] for i in idents if str(i) in by_id}
+        if self.before_return is not None:
+            self.before_return()
+        return out
+
+    @property
+    def loaded_keys(self) -> int:
+        return sum(len(c) for c in self.calls)
+
+
+class CountingTier(MemcachedTier):
+    """A MemcachedTier that counts multi-gets (round trips) and their keys."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.multigets: list[int] = []
+
+    def get_multi(self, keys: list[str]) -> dict[str, bytes]:
+        self.multigets.append(len(keys))
+        return super().get_multi(keys)
+
+
+def make(address: str, store: Store, *, l1: Any = None, prefix: str | None = None,
+         **kw: Any) -> tuple[TieredCache, Any, CountingTier]:
+    tier = CountingTier(address)
+    cache = TieredCache(tier, l1, prefix=prefix, **kw)
+    kc = cache.key_class("item", store.load)
+    return cache, kc, tier
+
+
+def wait_for(cond: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.001)

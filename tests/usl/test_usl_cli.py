@@ -1,0 +1,63 @@
+"""``cachelab usl`` on the command line: table, artifacts, plot, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from clitools import cachelab
+
+DATA = Path(__file__).parents[1] / "data" / "usl"
+
+
+def test_fit_writes_json_csv_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p = cachelab("usl", DATA / "specsdm91.csv", "--n", "load", "--x", "throughput", "--predict",
+                 "50,500", "--out", out, "--format", "table", "--bootstrap", "200", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "alpha" in p.stdout and "Nmax = 96.52" in p.stdout
+    assert "extrapolation" in p.stdout  # 500 > 2 x 216
+    data = json.loads((out / "usl.json").read_text())
+    assert data["schema"] == "cachelab.usl"
+    assert [pr["n"] for pr in data["predictions"]] == [50.0, 500.0]
+    with (out / "usl.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["kind"] for r in rows].count("measured") == 7
+    assert rows[-1]["kind"] == "predicted" and rows[-1]["extrapolated"] == "1"
+    for ext in ("png", "svg"):
+        assert (out / f"usl.{ext}").stat().st_size > 1000
+    svg = (out / "usl.svg").read_text()
+    for gid in ("cachelab-usl-fit", "cachelab-usl-band", "cachelab-usl-linear",
+                "cachelab-usl-measured"):
+        assert gid in svg
+    assert "Nmax = 96.5" in svg
+
+
+def test_json_to_stdout(tmp_path: Path) -> None:
+    p = cachelab("usl", DATA / "psa_cisco_mysql.csv", "--method", "unbounded", "--bootstrap", "0",
+                 "--no-plots", "--out", tmp_path / "o", "--format", "json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["method"] == "unbounded" and d["peak"]["n_max_floor"] == 35
+
+
+def test_malformed_csv_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("n,x\n1,10\n2,19\nthree,27\n")
+    p = cachelab("usl", bad, "--out", tmp_path / "o", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    line = p.stderr.strip().splitlines()
+    assert len(line) == 1 and f"{bad}:4:" in line[0], p.stderr
+
+
+def test_too_few_points_and_bad_flags_exit_2(tmp_path: Path) -> None:
+    few = tmp_path / "few.csv"
+    few.write_text("n,x\n1,1\n2,2\n3,3\n4,4\n5,5\n")
+    p = cachelab("usl", few, "--out", tmp_path / "o", cwd=tmp_path)
+    assert p.returncode == 2 and "at least 6" in p.stderr
+    p = cachelab("usl", DATA / "raytracer.csv", "--predict", "10,x", cwd=tmp_path)
+    assert p.returncode == 2 and "'x' is not a number" in p.stderr
+    p = cachelab("usl", DATA / "raytracer.csv", "--n", "cores", cwd=tmp_path)
+    assert p.returncode == 2 and "no column 'cores'" in p.stderr
