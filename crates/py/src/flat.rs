@@ -46,6 +46,9 @@ fn unit_arg(py: Python<'_>, unit: &str) -> PyResult<Unit> {
 #[pyclass(module = "cachelab._core", name = "FlatTrace", frozen)]
 pub struct PyFlatTrace {
     inner: Arc<FlatTrace>,
+    /// What the reader doubted in an oracleGeneral file it accepted (a few implausible
+    /// records, read as they are), for the caller to show as a warning.
+    doubts: Option<String>,
 }
 
 fn le_bytes<'py, T: Copy, const N: usize>(
@@ -69,10 +72,20 @@ impl PyFlatTrace {
     fn load(py: Python<'_>, path: &str, format: Option<&str>) -> PyResult<PyFlatTrace> {
         let format = format_arg(py, format)?;
         let path = path.to_string();
-        let t = py
-            .detach(|| FlatTrace::load(&path, format))
+        let (t, doubts) = py
+            .detach(|| FlatTrace::read(&path, format, true))
             .map_err(|e| raise(py, "InputError", e.to_string()))?;
-        Ok(PyFlatTrace { inner: Arc::new(t) })
+        Ok(PyFlatTrace {
+            inner: Arc::new(t),
+            doubts: doubts.map(|d| d.to_string()),
+        })
+    }
+
+    /// None, or one line saying how many records of the oracleGeneral file this trace was
+    /// read from are implausible (and the first of them): they were read as they are.
+    #[getter]
+    fn doubts(&self) -> Option<String> {
+        self.doubts.clone()
     }
 
     /// A trace from arrays: `ids`, and optionally `sizes` (default 1) and `times`
@@ -106,6 +119,7 @@ impl PyFlatTrace {
                 sizes,
                 ops: None,
             }),
+            doubts: None,
         })
     }
 

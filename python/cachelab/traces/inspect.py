@@ -157,7 +157,7 @@ def inspect_path(path: str | os.PathLike[str], format: str | None = None) -> dic
     if is_request_format(fmt):
         return {**head, **inspect_request_trace(load_request_trace(path, fmt))}
     flat = load_flat(path, fmt)
-    return {**head, "kind": "flat", **dict(flat.inspect())}
+    return {**head, "kind": "flat", **dict(flat.inspect()), "doubts": flat.doubts}
 
 
 def write_inspection(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> Path:
@@ -182,9 +182,12 @@ def _fmt(v: Any) -> str:
 def render_inspection(d: dict[str, Any]) -> str:
     """The human view of an inspection."""
     lines = [f"{d['path']} ({d['format']}, {d['kind']} trace)"]
+    if d.get("doubts"):
+        lines.append(f"warning: {d['doubts']}")
     rows: list[tuple[str, str]] = []
-    skip = {"schema", "schema_version", "path", "format", "kind", "routes", "item_kinds",
-            "generator", "items_per_request", "distinct_items_per_request", "time", "base_ms"}
+    skip = {"schema", "schema_version", "path", "format", "kind", "doubts", "routes",
+            "item_kinds", "generator", "items_per_request", "distinct_items_per_request", "time",
+            "base_ms"}
     for k, v in d.items():
         if k in skip or isinstance(v, (dict, list)):
             continue

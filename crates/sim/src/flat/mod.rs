@@ -12,7 +12,9 @@
 //!   `{u32 time; u64 id; u32 size; i64 next_access_vtime}`. The file's `next_access_vtime` is
 //!   not trusted on reading (the simulator computes next accesses itself); on writing it is
 //!   computed the way libCacheSim's `traceConv` does: the 1-based index of the next request to
-//!   the same id, or -1 when there is none.
+//!   the same id, or -1 when there is none. Every record's size, time and next-access field is
+//!   checked for plausibility as it is read ([`plausible`]): a file that is not a trace is
+//!   refused, a few doubtful records are reported ([`FlatTrace::read`]).
 //! * **lines** — one key per line, every request of size 1 (e.g. the SIEVE artifact's
 //!   `zipf_1.0.txt`). Blank lines are skipped; a line with whitespace inside is an error.
 //!
@@ -34,6 +36,7 @@ mod dense;
 mod inspect;
 mod lines;
 mod oracle;
+pub mod plausible;
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -48,6 +51,7 @@ pub(crate) use oracle::{
     stream as oracle_stream,
 };
 pub use oracle::{next_access_vtimes, RECORD as ORACLE_RECORD};
+pub use plausible::Doubts;
 
 /// A trace file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -184,8 +188,21 @@ impl FlatTrace {
         self.sizes.push(size);
     }
 
-    /// Reads `path`, in `format` or else the format its extension implies.
+    /// Reads `path`, in `format` or else the format its extension implies. An implausible
+    /// oracleGeneral file is refused; [`FlatTrace::read`] also tells of doubtful records.
     pub fn load(path: impl AsRef<Path>, format: Option<Format>) -> Result<FlatTrace, TraceError> {
+        Self::read(path, format, true).map(|(t, _)| t)
+    }
+
+    /// Reads `path` like [`FlatTrace::load`]; with `check`, an oracleGeneral file is checked
+    /// for plausibility ([`plausible`]): refused when most of it is implausible, else returned
+    /// with the [`Doubts`] about the few records that are. Without `check` any whole records
+    /// are read (for files known to hold odd values on purpose). Text formats have no doubts.
+    pub fn read(
+        path: impl AsRef<Path>,
+        format: Option<Format>,
+        check: bool,
+    ) -> Result<(FlatTrace, Option<Doubts>), TraceError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
         let format = match format.or_else(|| Format::from_path(path)) {
@@ -200,11 +217,11 @@ impl FlatTrace {
             }
         };
         if format == Format::Oracle {
-            return oracle::read(path, &shown);
+            return oracle::read(path, &shown, check);
         }
         let data = fs::read(path)
             .map_err(|e| TraceError::new(&shown, Location::File, format!("cannot read: {e}")))?;
-        Self::parse(&data, format, &shown)
+        Ok((Self::parse(&data, format, &shown)?, None))
     }
 
     /// Parses a whole file's bytes; `path` only names the file in errors.

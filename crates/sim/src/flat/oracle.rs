@@ -1,10 +1,14 @@
 //! libCacheSim `oracleGeneral`: little-endian records
 //! `{u32 time; u64 id; u32 size; i64 next_access_vtime}`, 24 bytes each.
+//!
+//! Every reader here checks the records' plausibility as it goes ([`super::plausible`]): a
+//! file that is not a trace is refused, and [`read`] reports a few doubtful records.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
+use super::plausible::{Checker, Doubts};
 use super::{FastMap, FlatTrace};
 use crate::error::{Location, TraceError};
 
@@ -18,7 +22,11 @@ fn records(len: u64, path: &str) -> Result<usize, TraceError> {
         return Err(TraceError::new(
             path,
             Location::Offset(whole),
-            format!("truncated record: {} of {RECORD} bytes", len - whole),
+            format!(
+                "truncated record: {} of {RECORD} bytes (the file is not a whole number of \
+                 {RECORD}-byte records: is this an oracleGeneral trace?)",
+                len - whole
+            ),
         ));
     }
     Ok((whole / RECORD as u64) as usize)
@@ -33,21 +41,40 @@ fn with_capacity(n: usize) -> FlatTrace {
     }
 }
 
-fn push_records(t: &mut FlatTrace, data: &[u8]) {
+/// The time, size and next-access fields of one record.
+#[inline]
+pub(crate) fn time_size_next(r: &[u8]) -> (u32, u32, i64) {
+    (
+        u32::from_le_bytes([r[0], r[1], r[2], r[3]]),
+        u32::from_le_bytes([r[12], r[13], r[14], r[15]]),
+        i64::from_le_bytes([r[16], r[17], r[18], r[19], r[20], r[21], r[22], r[23]]),
+    )
+}
+
+/// Appends the records of `data` to the columns, checking each with `checker` when given (in
+/// the same pass: the records are in cache once).
+fn push_records(t: &mut FlatTrace, data: &[u8], mut checker: Option<&mut Checker>) {
     for r in data.chunks_exact(RECORD) {
-        t.times.push(u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
+        let (time, size, next) = time_size_next(r);
+        if let Some(c) = checker.as_deref_mut() {
+            c.record(time, size, next);
+        }
+        t.times.push(time);
         t.ids.push(u64::from_le_bytes([
             r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
         ]));
-        t.sizes
-            .push(u32::from_le_bytes([r[12], r[13], r[14], r[15]]));
+        t.sizes.push(size);
     }
 }
 
+/// Parses a whole file's bytes; refuses an implausible file (a few doubtful records are read
+/// without a word: [`read`] is the reader that reports them).
 pub(crate) fn parse(data: &[u8], path: &str) -> Result<FlatTrace, TraceError> {
     let n = records(data.len() as u64, path)?;
     let mut t = with_capacity(n);
-    push_records(&mut t, data);
+    let mut checker = Checker::default();
+    push_records(&mut t, data, Some(&mut checker));
+    checker.finish(path)?;
     Ok(t)
 }
 
@@ -64,6 +91,10 @@ pub(crate) fn open(file_path: &Path, path: &str) -> Result<(File, usize), TraceE
 
 /// Streams `n` records from an [`open`]ed file in 96 KiB pieces (small enough to stay in the
 /// CPU cache next to a simulator's state), calling `each` with every piece (whole records).
+///
+/// Each piece is checked for plausibility before `each` sees it, so a file that is not a trace
+/// is refused before anything is simulated (if its head gives it away) or at the end (if most
+/// of its records do); a few doubtful records pass without a word.
 pub(crate) fn chunks(
     mut f: File,
     n: usize,
@@ -73,13 +104,19 @@ pub(crate) fn chunks(
     let io_err = |e: io::Error| TraceError::new(path, Location::File, format!("cannot read: {e}"));
     let mut buf = vec![0u8; RECORD << 12];
     let mut left = n * RECORD;
+    let mut checker = Checker::default();
     while left > 0 {
         let k = left.min(buf.len());
         f.read_exact(&mut buf[..k]).map_err(io_err)?;
+        for r in buf[..k].chunks_exact(RECORD) {
+            let (time, size, next) = time_size_next(r);
+            checker.record(time, size, next);
+        }
+        checker.head(path)?;
         each(&buf[..k]);
         left -= k;
     }
-    Ok(())
+    checker.finish(path).map(drop)
 }
 
 /// The id and size of one record.
@@ -108,8 +145,13 @@ pub(crate) fn stream(
 }
 
 /// Reads a file in 12 MiB pieces, so the file's bytes are never all in memory next to the
-/// columns parsed from them.
-pub(crate) fn read(file_path: &Path, path: &str) -> Result<FlatTrace, TraceError> {
+/// columns parsed from them. With `check`, refuses an implausible file and returns the doubts
+/// about one it accepts.
+pub(crate) fn read(
+    file_path: &Path,
+    path: &str,
+    check: bool,
+) -> Result<(FlatTrace, Option<Doubts>), TraceError> {
     let io_err = |e: io::Error| TraceError::new(path, Location::File, format!("cannot read: {e}"));
     let mut f = File::open(file_path).map_err(io_err)?;
     let len = f.metadata().map_err(io_err)?.len();
@@ -120,13 +162,21 @@ pub(crate) fn read(file_path: &Path, path: &str) -> Result<FlatTrace, TraceError
     let mut t = with_capacity(n);
     let mut buf = vec![0u8; RECORD << 19];
     let mut left = len as usize;
+    let mut checker = check.then(Checker::default);
     while left > 0 {
         let k = left.min(buf.len());
         f.read_exact(&mut buf[..k]).map_err(io_err)?;
-        push_records(&mut t, &buf[..k]);
+        push_records(&mut t, &buf[..k], checker.as_mut());
+        if let Some(c) = &checker {
+            c.head(path)?;
+        }
         left -= k;
     }
-    Ok(t)
+    let doubts = match checker {
+        Some(c) => c.finish(path)?,
+        None => None,
+    };
+    Ok((t, doubts))
 }
 
 /// libCacheSim's next-access field for every request: the 1-based index of the next request
