@@ -66,6 +66,8 @@ class FlatTrace:
 
     @staticmethod
     def load(path: str, format: str | None = None) -> FlatTrace: ...
+    @property
+    def doubts(self) -> str | None: ...
     @staticmethod
     def from_arrays(
         ids: bytes | list[int], sizes: bytes | list[int] | None = None,
@@ -180,6 +182,7 @@ class LoadProgress:
     def cancel(self) -> None: ...
 
 def load_run(spec: dict[str, Any], progress: LoadProgress) -> dict[str, Any]: ...
+def load_check(spec: dict[str, Any]) -> None: ...
 
 # -- USL (crates/py/src/usl.rs) -------------------------------------------------------------
 

@@ -5,22 +5,28 @@ sees half a result. Reads accept the file or a directory holding the verb's defa
 turn every problem into one :class:`~cachelab.errors.InputError` naming the file (and the
 line, for JSON syntax errors). :func:`find_artifacts` finds the results in directories: every
 ``*.json`` whose ``schema`` is one of cachelab's, read once and kept with its path
-(:class:`Artifact`); ``report`` and ``compare`` start from it.
+(:class:`Artifact`); ``report`` and ``compare`` start from it. :func:`write_through` writes all
+of a result's files at once and, when the target cannot take them, keeps them elsewhere: a
+measurement that took minutes is never lost to a full disk or a removed directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from cachelab.errors import InputError
 
-__all__ = ["KINDS", "Artifact", "check_schema", "created_now", "find_artifacts", "read_artifact",
-           "read_json", "write_json"]
+__all__ = ["KINDS", "Artifact", "Written", "check_schema", "created_now", "find_artifacts",
+           "read_artifact", "read_json", "write_json", "write_through"]
 
 
 def created_now() -> str:
@@ -36,6 +42,78 @@ def write_json(path: str | Path, doc: Mapping[str, Any], *, allow_nan: bool = Tr
     tmp.write_text(json.dumps(doc, indent=1, allow_nan=allow_nan) + "\n")
     tmp.replace(path)
     return path
+
+
+@dataclass
+class Written:
+    """Where a result's files went: ``directory`` is the target, or, when ``failure`` says why
+    the target could not take them, the rescue directory (None when even that failed)."""
+
+    directory: Path | None
+    paths: list[Path] = field(default_factory=list)
+    failure: str | None = None
+    #: Why the rescue failed too (None when it worked or was not needed).
+    rescue_failure: str | None = None
+
+
+def write_through(
+    write: Callable[[Path], list[Path]],
+    out: str | Path,
+    *,
+    name: str,
+    essential: Callable[[Path], list[Path]] | None = None,
+) -> Written:
+    """Run ``write(directory)`` (a result's ``write``) into a scratch directory and move the
+    files into ``out``, so ``out`` gets each file whole. On an OSError (disk full, ``out``
+    removed or made read-only meanwhile) the files go to a fresh ``cachelab-NAME-*`` directory
+    under :func:`tempfile.gettempdir` instead, and failing that, ``essential(directory)`` (the
+    result's JSON) is tried there alone; the :class:`Written` says which happened.
+
+    The scratch directory is made inside ``out`` rather than beside it: ``out`` was checked
+    writable before the run, its parent was not (``--out .`` may sit in a read-only one), and
+    a rename within one directory is atomic."""
+    out = Path(out)
+    try:
+        return Written(out, _write_into(write, out))
+    except OSError as e:
+        failure = _why(e, out)
+    rescue: Path | None = None
+    try:
+        rescue = Path(tempfile.mkdtemp(prefix=f"cachelab-{name}-"))
+        return Written(rescue, write(rescue), failure)
+    except OSError as e:
+        second = _why(e, rescue or Path(tempfile.gettempdir()))
+    if rescue is not None and essential is not None:
+        try:
+            return Written(rescue, essential(rescue), failure, rescue_failure=second)
+        except OSError as e:
+            second = _why(e, rescue)
+    return Written(None, [], failure, rescue_failure=second)
+
+
+def _write_into(write: Callable[[Path], list[Path]], out: Path) -> list[Path]:
+    """``write`` into a scratch directory inside ``out``, then each file renamed into place;
+    the scratch (and ``out``, if this made it and it stayed empty) removed on failure."""
+    made = not out.is_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".cachelab-tmp-", dir=out))
+    try:
+        paths = write(scratch)
+        for entry in sorted(scratch.iterdir()):
+            os.replace(entry, out / entry.name)
+        scratch.rmdir()
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if made:
+            with contextlib.suppress(OSError):  # not empty: keep it
+                out.rmdir()
+        raise
+    return [out / p.relative_to(scratch) if p.is_relative_to(scratch) else p for p in paths]
+
+
+def _why(e: OSError, where: Path) -> str:
+    """``PATH: reason`` for an OSError, naming the file it was about when it says."""
+    return f"{e.filename or where}: {e.strerror or e}"
 
 
 def read_json(path: str | Path, default_name: str) -> tuple[Path, dict[str, Any]]:
@@ -70,7 +148,7 @@ def check_schema(d: Mapping[str, Any], schema: str, version: int, what: str, whe
 KINDS: dict[str, tuple[str, int]] = {
     "cachelab.run": ("run", 1),
     "cachelab.latency-profile": ("profile", 1),
-    "cachelab.load": ("load", 1),
+    "cachelab.load": ("load", 2),
     "cachelab.scale": ("scale", 1),
     "cachelab.usl": ("usl", 1),
     "cachelab.simulation": ("simulation", 1),

@@ -10,7 +10,13 @@ Sizes use SI prefixes for K, M and G (``1K`` = 1000) and IEC prefixes for Ki, Mi
 
 All of cachelab's formatting of numbers lives here too: :func:`pct_key` (the text of a
 percentile, the key of every percentile mapping), :func:`us`, :func:`dur`, :func:`pct`,
-:func:`num` and :func:`times` for tables and reports.
+:func:`num` and :func:`times` for tables and reports; and the one wording of an incomplete
+result, :func:`partial_note` (with :func:`of_asked` for its counts), so a table header, a
+``--show``, a report section and a comparison all say it alike::
+
+    >>> partial_note({"cancelled": True, "elapsed_s": 3.6},
+    ...              "samples per cell: " + of_asked([1372, 10000], 10000))
+    'PARTIAL (interrupted after 3.6 s; samples per cell: 1,372–10,000 of 10,000 asked)'
 
 Durations are measured in nanoseconds and shown in one unit per table, chosen by
 :func:`pick_unit`.  :func:`format_duration_ns` prints the bare number with a fixed number of
@@ -31,22 +37,26 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal, localcontext
+from typing import Any
 
 from cachelab.errors import UsageError
 
 __all__ = [
     "MISSING",
+    "PARTIAL",
     "dur",
     "format_duration_ns",
     "format_size",
     "human_bytes",
     "ns_per_unit",
     "num",
+    "of_asked",
     "parse_int_list",
     "parse_size",
     "parse_size_list",
+    "partial_note",
     "pct",
     "pct_key",
     "pick_unit",
@@ -57,6 +67,9 @@ __all__ = [
 
 #: What a table shows for a value that was not measured (or is not a finite number).
 MISSING = "\u2014"
+
+#: The word every header, section title and comparison puts on an incomplete result.
+PARTIAL = "PARTIAL"
 
 _MICRO = "\u00b5s"  # "µs" with MICRO SIGN, the spelling used everywhere in cachelab output
 
@@ -307,3 +320,38 @@ def human_bytes(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n} B"
+
+
+# -- incomplete results ------------------------------------------------------------------
+
+
+def of_asked(done: Iterable[int], asked: int | None) -> str:
+    """Counts actually reached against the one asked for: ``"6,711 of 50,000 asked"``, or the
+    smallest and largest when they differ (``"1,372–10,000 of 10,000 asked"``), so an
+    interrupted run shows what its numbers rest on instead of what was requested."""
+    counts = sorted(int(n) for n in done)
+    if not counts:
+        text = "0"
+    elif counts[0] == counts[-1]:
+        text = f"{counts[0]:,}"
+    else:
+        text = f"{counts[0]:,}\u2013{counts[-1]:,}"
+    return text if asked is None else f"{text} of {int(asked):,} asked"
+
+
+def partial_note(run: Mapping[str, Any] | None, done: str = "") -> str | None:
+    """How a result that did not run to the end says so, the same everywhere; None when it
+    did. ``run`` is the result's ``run`` object: ``cancelled`` (stopped by Ctrl-C or SIGTERM),
+    ``aborted`` (why it gave up, e.g. the server went away) and ``elapsed_s``; ``done`` says
+    how far it got (:func:`of_asked`). ``"PARTIAL (interrupted after 3.6 s; samples per cell:
+    6,711 of 50,000 asked)"``, ``"PARTIAL (gave up after 1.2 s: server closed the
+    connection)"``."""
+    run = run or {}
+    aborted, cancelled = run.get("aborted"), run.get("cancelled")
+    if not aborted and not cancelled:
+        return None
+    elapsed = run.get("elapsed_s")
+    after = "" if elapsed is None else f" after {dur(float(elapsed) * 1e9)}"
+    reason = str(aborted).removeprefix("gave up: ")  # the engines' own wording starts so
+    why = f"gave up{after}: {reason}" if aborted else f"interrupted{after}"
+    return f"{PARTIAL} ({why}" + (f"; {done}" if done else "") + ")"

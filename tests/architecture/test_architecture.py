@@ -29,7 +29,7 @@ CRATES = ROOT / "crates"
 LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress"),
-    ("cachelab.tables", "cachelab.artifacts", "cachelab.servers"),
+    ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity"),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
     ("cachelab.profiles", "cachelab.load", "cachelab.usl", "cachelab.tierbench"),
     ("cachelab.simulation", "cachelab.scale"),

@@ -55,6 +55,7 @@ fn main() {
         interval: Duration::from_secs(1),
         options: Default::default(),
         give_up_after: Duration::from_secs(10),
+        stall: Duration::from_millis(100),
         seed: 1,
         server_pid: None,
         busy_poll: Duration::from_micros(

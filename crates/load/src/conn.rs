@@ -68,6 +68,39 @@ enum Event {
     Tick,
 }
 
+/// A connection's time without a connection: from its start (or the fault that dropped it)
+/// to its next successful connect, noted as a stall when long enough. While it lasts the
+/// connection is counted in [`Shared::conns_down`].
+struct Down {
+    since: Option<Instant>,
+    failures: u64,
+}
+
+impl Down {
+    fn since(now: Instant, sh: &Shared) -> Down {
+        sh.conns_down.fetch_add(1, Ordering::Relaxed);
+        Down {
+            since: Some(now),
+            failures: 0,
+        }
+    }
+
+    /// Connected again.
+    fn up(&mut self, rec: &mut Recorder, sh: &Shared) {
+        if let Some(since) = self.since.take() {
+            sh.conns_down.fetch_sub(1, Ordering::Relaxed);
+            rec.down(since, Instant::now(), self.failures);
+        }
+    }
+
+    /// The run ended; a connection still down stays counted as down.
+    fn end(&mut self, rec: &mut Recorder) {
+        if let Some(since) = self.since.take() {
+            rec.down(since, Instant::now(), self.failures);
+        }
+    }
+}
+
 /// One connection and its requests in flight.
 pub(crate) struct Conn {
     ctx: Rc<Ctx>,
@@ -148,6 +181,7 @@ impl Conn {
     pub async fn run(mut self) {
         let sh = Arc::clone(&self.ctx.shared);
         let mut failures = 0u32;
+        let mut down = Down::since(Instant::now(), &sh);
         loop {
             if self.done_sending(Instant::now()) {
                 break;
@@ -157,12 +191,14 @@ impl Conn {
                 Err(e) => {
                     self.ctx.rec.borrow_mut().fault(Fault::from_kind(e.kind()));
                     failures += 1;
+                    down.failures += 1;
                     if !self.back_off(failures, &e.to_string()).await {
                         break;
                     }
                     continue;
                 }
             };
+            down.up(&mut self.ctx.rec.borrow_mut(), &sh);
             self.skip_missed(Instant::now());
             busy::watch(self.slot, stream.as_fd());
             let exchanged = self.exchange(&stream).await;
@@ -171,6 +207,7 @@ impl Conn {
                 Ok(()) => break,
                 Err(f) => {
                     drop(stream);
+                    down = Down::since(Instant::now(), &sh);
                     {
                         let mut rec = self.ctx.rec.borrow_mut();
                         rec.fault(f);
@@ -188,6 +225,7 @@ impl Conn {
                 }
             }
         }
+        down.end(&mut self.ctx.rec.borrow_mut());
         self.note_backlog(Instant::now());
     }
 
@@ -197,7 +235,8 @@ impl Conn {
         let now = Instant::now();
         if sh.since_success(now) >= sh.spec.give_up_after {
             sh.give_up(format!(
-                "gave up: no request succeeded for {:.1} s; last error: {why}",
+                "the server went away: no request succeeded for {:.1} s, the reconnect \
+                 budget; last error: {why}",
                 sh.since_success(now).as_secs_f64()
             ));
             return false;
@@ -266,6 +305,7 @@ impl Conn {
             }
             if let Some(p) = self.inflight.front() {
                 if now.saturating_duration_since(p.sent) > timeout {
+                    self.ctx.rec.borrow_mut().timed_out(p.sent, now);
                     return Err(Fault::Timeout);
                 }
             }
@@ -452,6 +492,7 @@ impl Conn {
                         done += 1;
                         match reply {
                             Reply::Done { hits } => rec.reply(
+                                now,
                                 p.op as usize,
                                 u32::from(p.keys),
                                 hits.min(u32::from(p.keys)),

@@ -51,6 +51,7 @@ mod setup;
 mod shared;
 pub mod sizes;
 mod spec;
+pub mod stalls;
 pub mod steady;
 mod stream;
 mod thread;
@@ -66,6 +67,7 @@ pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
 pub use shared::Progress;
 pub use spec::{caps, Arrivals, DistSpec, Mix, Mode, Spec, SpecError, Stop};
+pub use stalls::Stall;
 pub use steady::Steady;
 
 use shared::Shared;
@@ -75,6 +77,25 @@ fn process_cpu() -> (f64, f64) {
     use nix::sys::resource::{getrusage, UsageWho};
     let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
     getrusage(UsageWho::RUSAGE_SELF).map_or((0.0, 0.0), |u| (s(u.user_time()), s(u.system_time())))
+}
+
+/// Why the run ended with the server gone, when every connection was down at the end: the
+/// run's time was up before the reconnect budget (`give_up_after`) was spent, but the server
+/// was not answering when it ended.
+fn gone(shared: &Shared, all: &Totals, cancelled: bool) -> Option<String> {
+    let down = shared.conns_down.load(Ordering::Relaxed);
+    if cancelled || down < shared.spec.connections {
+        return None;
+    }
+    let last = shared.last_success_ms.load(Ordering::Relaxed) as f64 / 1e3;
+    let attempts: u64 = ["connect_refused", "connect_failed", "connect_timeout"]
+        .iter()
+        .filter_map(|k| all.errors.get(k))
+        .sum();
+    Some(format!(
+        "the server went away: every connection was down when the run ended, the last reply \
+         came {last:.1} s into the run, and {attempts} connection attempts failed"
+    ))
 }
 
 /// Runs the workload. Blocks until it ends, is cancelled, or gives up.
@@ -122,6 +143,12 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
 
     let steady = steady::detect(&run.intervals, spec);
     let all = Totals::over(&run.intervals, 0);
+    let after_warmup = run
+        .intervals
+        .iter()
+        .position(|i| !i.warmup)
+        .unwrap_or(run.intervals.len());
+    let measured = Totals::over(&run.intervals, after_warmup);
     let window = Totals::over(&run.intervals, steady.start_index);
     let schedule = match spec.mode {
         Mode::Open { rate, .. } => Some(Schedule {
@@ -131,12 +158,20 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         }),
         Mode::Closed => None,
     };
-    let aborted = shared.aborted.lock().expect("not poisoned").clone();
+    let aborted = shared
+        .aborted
+        .lock()
+        .expect("not poisoned")
+        .clone()
+        .or_else(|| gone(&shared, &all, progress.cancelled()));
     Ok(Outcome {
         intervals: run.intervals,
         steady,
         all,
+        measured,
         window,
+        stalls: run.stalls,
+        stalls_dropped: run.stalls_dropped,
         server: view,
         schedule,
         client_cpu_s: run.cpu_s,

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::series::{Interval, Totals};
 use crate::server::ServerView;
+use crate::stalls::Stall;
 use crate::steady::Steady;
 
 /// How the open loop kept to its schedule.
@@ -45,8 +46,14 @@ pub struct Outcome {
     pub steady: Steady,
     /// Over every interval, warm-up included.
     pub all: Totals,
+    /// Over the measured run: every interval after the warm-up. The headline figures.
+    pub measured: Totals,
     /// Over the steady-state window.
     pub window: Totals,
+    /// When requests waited at least the stall threshold (see [`crate::stalls`]).
+    pub stalls: Vec<Stall>,
+    /// Stalls noted but not kept (a thread's list is bounded).
+    pub stalls_dropped: u64,
     pub server: ServerView,
     pub schedule: Option<Schedule>,
     /// CPU time of the client threads while sending (user, system), seconds.

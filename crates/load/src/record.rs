@@ -6,7 +6,9 @@
 //! {
 //!   "intervals": [Interval, ...],
 //!   "steady": {"start_index", "reached", "reference_throughput", "reference_p50_ns"},
-//!   "all": Totals, "window": Totals,
+//!   "all": Totals, "measured": Totals, "window": Totals,
+//!   "stalls": [{"start_s", "end_s", "slow_replies", "worst_ns", "timeouts",
+//!               "connect_failures", "down"}, ...], "stalls_dropped",
 //!   "server": {"version", "before": {stat: str}, "after": {stat: str}, "pid": int | null,
 //!              "schedstat_before" / "schedstat_after":
 //!                  {"on_cpu_ns", "wait_ns", "slices", "threads"} | null},
@@ -35,6 +37,7 @@ use serde::{Serialize, Serializer};
 use crate::outcome::{Outcome, Schedule};
 use crate::series::{Interval, Totals, OPS};
 use crate::server::ServerView;
+use crate::stalls::Stall;
 use crate::steady::Steady;
 
 impl Serialize for Outcome {
@@ -48,7 +51,10 @@ struct OutcomeRecord<'a> {
     intervals: Vec<IntervalRecord<'a>>,
     steady: &'a Steady,
     all: TotalsRecord<'a>,
+    measured: TotalsRecord<'a>,
     window: TotalsRecord<'a>,
+    stalls: &'a [Stall],
+    stalls_dropped: u64,
     server: &'a ServerView,
     schedule: Option<&'a Schedule>,
     client_cpu_user_s: f64,
@@ -81,7 +87,10 @@ impl<'a> OutcomeRecord<'a> {
                 .collect(),
             steady: &o.steady,
             all: TotalsRecord::of(&o.all, open),
+            measured: TotalsRecord::of(&o.measured, open),
             window: TotalsRecord::of(&o.window, open),
+            stalls: &o.stalls,
+            stalls_dropped: o.stalls_dropped,
             server: &o.server,
             schedule: o.schedule.as_ref(),
             client_cpu_user_s: o.client_cpu_s.0,
@@ -272,7 +281,16 @@ mod tests {
         let intervals = vec![interval];
         Outcome {
             all: Totals::over(&intervals, 0),
+            measured: Totals::over(&intervals, 0),
             window: Totals::over(&intervals, 0),
+            stalls: vec![Stall {
+                start_s: 0.5,
+                end_s: 0.7,
+                slow_replies: 1,
+                worst_ns: 200_000_000,
+                ..Stall::default()
+            }],
+            stalls_dropped: 0,
             intervals,
             steady: Steady {
                 start_index: 0,
@@ -324,7 +342,10 @@ mod tests {
             "{{intervals:[{{index:int,start_s:float,duration_s:float,warmup:bool,{tally}}}],\
              steady:{{start_index:int,reached:bool,reference_throughput:float,reference_p50_ns:int}},\
              all:{{first_index:int,intervals:int,duration_s:float,{tally}}},\
+             measured:{{first_index:int,intervals:int,duration_s:float,{tally}}},\
              window:{{first_index:int,intervals:int,duration_s:float,{tally}}},\
+             stalls:[{{start_s:float,end_s:float,slow_replies:int,worst_ns:int,timeouts:int,\
+             connect_failures:int,down:bool}}],stalls_dropped:int,\
              server:{{version:str,before:{{curr_items:str}},after:{{curr_items:str}},pid:int,\
              schedstat_before:{{on_cpu_ns:int,wait_ns:int,slices:int,threads:int}},\
              schedstat_after:null}},\

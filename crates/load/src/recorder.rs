@@ -14,6 +14,7 @@ use crate::fault::{self, Fault, FAULTS};
 use crate::series::{Interval, GET, MULTIGET};
 use crate::shared::Shared;
 use crate::spec::{Mode, Stop};
+use crate::stalls::{Stall, Stalls};
 
 /// Counters of one interval (or of a total).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,8 +74,8 @@ impl Raw {
 pub(crate) enum Msg {
     /// Thread, interval index, that thread's part of the interval.
     Interval(usize, u64, Box<Raw>),
-    /// The thread has sent its last interval.
-    Done(usize),
+    /// The thread has sent its last interval; its stalls, and how many it could not keep.
+    Done(usize, Vec<Stall>, u64),
 }
 
 /// The channel from the worker threads' recorders to the collector.
@@ -92,6 +93,9 @@ pub(crate) struct Recorder {
     cur: Box<Raw>,
     tx: mpsc::Sender<Msg>,
     open: bool,
+    /// Replies slower than this (ns) and connections down this long are stalls.
+    stall_ns: u64,
+    stalls: Stalls,
 }
 
 impl Recorder {
@@ -106,6 +110,8 @@ impl Recorder {
             cur: Box::new(Raw::new()),
             tx,
             open: matches!(shared.spec.mode, Mode::Open { .. }),
+            stall_ns: shared.spec.stall.as_nanos() as u64,
+            stalls: Stalls::new(shared.spec.stall.as_secs_f64()),
         }
     }
 
@@ -131,7 +137,10 @@ impl Recorder {
         let _ = self
             .tx
             .send(Msg::Interval(self.thread, self.index, self.cur));
-        let _ = self.tx.send(Msg::Done(self.thread));
+        let dropped = self.stalls.dropped;
+        let _ = self
+            .tx
+            .send(Msg::Done(self.thread, self.stalls.into_vec(), dropped));
     }
 
     #[inline]
@@ -139,9 +148,21 @@ impl Recorder {
         self.cur.counts.sent += n;
     }
 
-    /// A reply: `op`, keys asked and found, and its latencies in ns.
+    /// A reply at `now`: `op`, keys asked and found, and its latencies in ns.
     #[inline]
-    pub fn reply(&mut self, op: usize, keys: u32, hits: u32, corrected: u64, uncorrected: u64) {
+    pub fn reply(
+        &mut self,
+        now: Instant,
+        op: usize,
+        keys: u32,
+        hits: u32,
+        corrected: u64,
+        uncorrected: u64,
+    ) {
+        let waited = if self.open { corrected } else { uncorrected };
+        if waited >= self.stall_ns {
+            self.slow(now, waited);
+        }
         let c = &mut self.cur.counts;
         c.ops[op] += 1;
         if op == GET || op == MULTIGET {
@@ -152,6 +173,48 @@ impl Recorder {
         if self.open {
             cachelab_metrics::record(&mut self.cur.corrected, corrected);
         }
+    }
+
+    #[cold]
+    fn slow(&mut self, now: Instant, waited: u64) {
+        let end = self.secs(now);
+        self.stalls.note(Stall {
+            start_s: end - waited as f64 * 1e-9,
+            end_s: end,
+            slow_replies: 1,
+            worst_ns: waited,
+            ..Stall::default()
+        });
+    }
+
+    /// A request sent at `sent` timed out at `now`.
+    pub fn timed_out(&mut self, sent: Instant, now: Instant) {
+        let s = Stall {
+            start_s: self.secs(sent),
+            end_s: self.secs(now),
+            timeouts: 1,
+            ..Stall::default()
+        };
+        self.stalls.note(s);
+    }
+
+    /// A connection was down from `since` to `now`, with `failures` failed connects; noted
+    /// when that is at least the stall threshold.
+    pub fn down(&mut self, since: Instant, now: Instant, failures: u64) {
+        if now.saturating_duration_since(since).as_nanos() as u64 >= self.stall_ns {
+            let s = Stall {
+                start_s: self.secs(since),
+                end_s: self.secs(now),
+                connect_failures: failures,
+                down: true,
+                ..Stall::default()
+            };
+            self.stalls.note(s);
+        }
+    }
+
+    fn secs(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.t0).as_secs_f64()
     }
 
     pub fn fault(&mut self, f: Fault) {
@@ -173,6 +236,8 @@ pub(crate) struct Collector {
     done: Vec<(u64, Raw)>,
     next_final: u64,
     errors_so_far: u64,
+    stalls: Vec<Stall>,
+    stalls_dropped: u64,
 }
 
 impl Collector {
@@ -184,6 +249,8 @@ impl Collector {
             done: Vec::new(),
             next_final: 0,
             errors_so_far: 0,
+            stalls: Vec::new(),
+            stalls_dropped: 0,
         };
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -191,7 +258,11 @@ impl Collector {
                     c.pending.entry(idx).or_insert_with(Raw::new).add(&raw);
                     c.reported[t] = c.reported[t].max(idx + 1);
                 }
-                Ok(Msg::Done(t)) => c.reported[t] = u64::MAX,
+                Ok(Msg::Done(t, stalls, dropped)) => {
+                    c.reported[t] = u64::MAX;
+                    c.stalls.extend(stalls);
+                    c.stalls_dropped += dropped;
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
@@ -232,6 +303,15 @@ impl Collector {
             self.done.push((idx, raw));
             self.next_final = idx + 1;
         }
+    }
+
+    /// Every thread's stalls, merged in time order, and how many the threads could not keep.
+    pub fn take_stalls(&mut self, gap: Duration) -> (Vec<Stall>, u64) {
+        let all = std::mem::take(&mut self.stalls);
+        (
+            crate::stalls::merge(all, gap.as_secs_f64()),
+            self.stalls_dropped,
+        )
     }
 
     /// The time series: every interval from the first to the last one reported, an empty one

@@ -1,7 +1,7 @@
 //! What the calling thread and the worker threads share while a run is on: the public
 //! [`Progress`] (also read and cancelled from outside), and the crate's own [`Shared`] state.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub progress: Arc<Progress>,
     /// Milliseconds after `t0` of the latest successful reply.
     pub last_success_ms: AtomicU64,
+    /// Connections without a connection (not yet connected, or dropped and not back).
+    pub conns_down: AtomicUsize,
     pub stop: AtomicBool,
     pub aborted: Mutex<Option<String>>,
     /// Random bytes that values are cut from.
@@ -61,6 +63,7 @@ impl Shared {
             send_until: spec.send_limit().map(|d| t0 + d),
             progress: Arc::clone(progress),
             last_success_ms: AtomicU64::new(0),
+            conns_down: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             aborted: Mutex::new(None),
             pool,

@@ -113,6 +113,9 @@ pub struct Spec {
     pub options: Options,
     /// Stop when no request has succeeded for this long.
     pub give_up_after: Duration,
+    /// A reply that took this long, or a connection down this long, is a stall
+    /// (see [`stalls`](crate::stalls)).
+    pub stall: Duration,
     pub seed: u64,
     /// The server's process id, when known to be on this machine (for schedstat).
     pub server_pid: Option<u32>,
@@ -242,6 +245,7 @@ impl Spec {
             ("timeout", self.options.request_timeout),
             ("connect timeout", self.options.connect_timeout),
             ("give-up time", self.give_up_after),
+            ("stall threshold", self.stall),
         ] {
             if d.is_zero() || d > Duration::from_secs(3600) {
                 return bad(format!("{name} must be above 0 and at most 3600 s"));

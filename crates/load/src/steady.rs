@@ -128,6 +128,7 @@ mod tests {
             interval: Duration::from_secs(1),
             options: Default::default(),
             give_up_after: Duration::from_secs(5),
+            stall: Duration::from_millis(100),
             seed: 1,
             server_pid: None,
             busy_poll: Duration::ZERO,

@@ -18,6 +18,7 @@ use crate::series::Interval;
 use crate::setup::Written;
 use crate::shared::Shared;
 use crate::spec::Mode;
+use crate::stalls::Stall;
 
 /// What the sending phase produced.
 pub(crate) struct RunData {
@@ -28,6 +29,10 @@ pub(crate) struct RunData {
     pub backlog_at_end: u64,
     pub skipped: u64,
     pub elapsed: Duration,
+    /// When requests waited at least the stall threshold, merged over the threads.
+    pub stalls: Vec<Stall>,
+    /// Stalls the threads noted but could not keep.
+    pub stalls_dropped: u64,
 }
 
 /// Starts the worker threads, collects their intervals, and waits for them.
@@ -47,7 +52,8 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         })
         .collect();
     drop(tx);
-    let collector = Collector::collect(rx, threads, shared);
+    let mut collector = Collector::collect(rx, threads, shared);
+    let (stalls, stalls_dropped) = collector.take_stalls(spec.stall);
     let reports: Vec<ThreadReport> = handles
         .into_iter()
         .map(|h| h.join().expect("load thread panicked"))
@@ -85,6 +91,8 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         backlog_at_end: backlog,
         skipped,
         elapsed,
+        stalls,
+        stalls_dropped,
     }
 }
 

@@ -85,6 +85,7 @@ fn spec(address: &str) -> Spec {
         interval: Duration::from_millis(200),
         options: Default::default(),
         give_up_after: Duration::from_secs(5),
+        stall: Duration::from_millis(100),
         seed: 42,
         server_pid: None,
         busy_poll: Duration::ZERO,

@@ -154,6 +154,7 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
             request_timeout: seconds(py, "timeout", item(d, "timeout")?, false)?,
         },
         give_up_after: seconds(py, "give_up_after", item(d, "give_up_after")?, false)?,
+        stall: seconds(py, "stall", item::<f64>(d, "stall_ms")? / 1000.0, false)?,
         seed: item(d, "seed")?,
         server_pid: pid,
         busy_poll: Duration::from_micros(item(d, "busy_poll_us")?),
@@ -178,8 +179,16 @@ fn load_run<'py>(
     to_py(py, &outcome)
 }
 
+/// Checks a load spec dict against the engine's caps without running it (UsageError naming
+/// the first bad field): run before anything else looks at the server.
+#[pyfunction]
+fn load_check(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<()> {
+    spec_from(spec)?.validate().map_err(|e| start_error(py, e))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoadProgress>()?;
     m.add_function(wrap_pyfunction!(load_run, m)?)?;
+    m.add_function(wrap_pyfunction!(load_check, m)?)?;
     Ok(())
 }

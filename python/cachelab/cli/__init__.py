@@ -79,7 +79,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as e:  # a usage error (exit 2) or --help (exit 0), already printed
+            return e.code if isinstance(e.code, int) else EXIT_USAGE
         return int(args.func(args))
     except CachelabError as e:
         # One line, whatever the message holds (e.g. a driver's error text with newlines).

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import math
+import os
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cachelab.artifacts import write_through
 from cachelab.errors import Interrupted, UsageError
 from cachelab.servers import ServerOptions
 
@@ -39,6 +45,58 @@ def arg_type(parse: Callable[[str], T]) -> Callable[[str], T]:
 
     convert.__name__ = parse.__name__
     return convert
+
+
+#: The largest seed: the Rust core keeps seeds as u64.
+MAX_SEED = 2**64 - 1
+
+
+def int_range(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type=`` for a whole number from ``lo`` to ``hi``: anything else (a
+    fraction, a word, a number the Rust core could not hold) is refused with the range, as
+    ``argument --samples: must be an integer from 1 to 10000000, got 99999999999999999999``."""
+
+    def integer(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer from {lo} to {hi}, got {text.strip()}")
+        return value
+
+    return integer
+
+
+def float_range(lo: float, hi: float, *, above: bool = False,
+                below: bool = False) -> Callable[[str], float]:
+    """An argparse ``type=`` for a finite number from ``lo`` to ``hi``; ``above`` and
+    ``below`` leave out the ends (``--timeout`` must be above 0). The refusal says the range."""
+    low = f"above {_num(lo)}" if above else f"from {_num(lo)}"
+    high = f"below {_num(hi)}" if below else f"{'at most' if above else 'to'} {_num(hi)}"
+    if below and not above:
+        low = f"at least {_num(lo)} and"
+    elif above:
+        low += " and"
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        ok = math.isfinite(value) and (lo < value if above else lo <= value) and \
+            (value < hi if below else value <= hi)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be a number {low} {high}, got {text.strip()}")
+        return value
+
+    return number
+
+
+def _num(v: float) -> str:
+    """A range's end as typed: 3600, not 3600.0; 0.01 as is."""
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
 def verb_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
@@ -73,8 +131,8 @@ def finish_parser(
 def add_output_options(p: argparse.ArgumentParser, verb: str) -> None:
     p.add_argument(
         "--out", type=Path, metavar="DIR",
-        help=f"write {verb}.json, CSV tables and plots here "
-        f"(default: cachelab-out/{verb}-<date>-<time>)",
+        help=f"write {verb}.json, CSV tables and plots into this directory, created if missing "
+        f"and checked before anything runs (default: cachelab-out/{verb}-<date>-<time>)",
     )
     p.add_argument(
         "--format", choices=("table", "json"), default=None,
@@ -93,11 +151,11 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
     g.add_argument(
-        "--server-threads", type=int, default=4, metavar="N",
+        "--server-threads", type=int_range(1, 1024), default=4, metavar="N",
         help="threads of the private memcached (-t; default 4)",
     )
     g.add_argument(
-        "--server-memory", type=int, default=64, metavar="MB",
+        "--server-memory", type=int_range(1, 2**20), default=64, metavar="MB",
         help="memory of the private memcached (-m; default 64)",
     )
     g.add_argument(
@@ -120,8 +178,6 @@ def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | Non
         if ":" not in s or not s.rsplit(":", 1)[1].isdigit():
             raise UsageError(f"--server {s!r} is not HOST:PORT")
         return s
-    if args.server_threads < 1 or args.server_memory < 1:
-        raise UsageError("--server-threads and --server-memory must be at least 1")
     return None
 
 
@@ -141,6 +197,119 @@ def output_dir(args: argparse.Namespace, verb: str) -> Path:
     return Path("cachelab-out") / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+# -- output paths: checked before the work, written so that results survive ----------------
+
+
+def prepare_out(args: argparse.Namespace, verb: str) -> Path:
+    """The directory the verb writes into (``--out`` or the default), checked before it
+    measures or reads anything expensive, so a bad ``--out`` costs nothing (see
+    :func:`check_out_dir`)."""
+    out = output_dir(args, verb)
+    check_out_dir(out)
+    return out
+
+
+def check_out_dir(path: Path, flag: str = "--out") -> None:
+    """UsageError (one line naming ``flag``, the path and why) unless ``path`` is a writable
+    directory or one that can be made: not an existing file, under a directory (its nearest
+    existing ancestor) in which files can be created. Both are tried, by creating and removing
+    a scratch file or directory, because permission bits lie (root, read-only mounts, /proc)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{_named(flag, path)}: is an existing file, not a directory")
+    if path.is_dir():
+        _probe(path, flag, path, "cannot write files there")
+        return
+    parent = _existing_ancestor(path, flag)
+    _probe(path, flag, parent, f"cannot create a directory in {parent}", directory=True)
+
+
+def check_out_file(path: Path, flag: str = "", *, replaces_dir: bool = False) -> None:
+    """UsageError unless a file can be written at ``path``: not a directory (unless it is one
+    the writer replaces whole, ``replaces_dir``: a Parquet trace), in a directory that exists
+    and takes files or can be made. ``flag`` names the option ("" for a positional argument)."""
+    if path.is_dir() and not replaces_dir:
+        raise UsageError(f"{_named(flag, path)}: is a directory, not a file")
+    parent = _existing_ancestor(path.parent, flag, shown=path)
+    where = "there" if parent == path.parent else f"in {parent}"
+    _probe(path, flag, parent, f"cannot create files {where}")
+
+
+def _existing_ancestor(path: Path, flag: str, *, shown: Path | None = None) -> Path:
+    """The nearest directory at or above ``path`` that exists; UsageError when a file is in
+    the way (``--out results.json/x``)."""
+    for candidate in (path, *path.absolute().parents):
+        if candidate.is_dir():
+            return candidate
+        if candidate.exists():
+            raise UsageError(f"{_named(flag, shown or path)}: {candidate} is a file, "
+                             "not a directory")
+    return Path(path.anchor or "/")
+
+
+def _probe(path: Path, flag: str, where: Path, what: str, *, directory: bool = False) -> None:
+    """Create and remove a scratch entry in ``where``; UsageError saying ``what`` on failure."""
+    try:
+        if directory:
+            os.rmdir(tempfile.mkdtemp(prefix=".cachelab-probe-", dir=where))
+        else:
+            fd, name = tempfile.mkstemp(prefix=".cachelab-probe-", dir=where)
+            os.close(fd)
+            os.remove(name)
+    except OSError as e:
+        # ENOENT for a directory that exists: a file system that takes no new entries (/proc).
+        reason = "the file system does not allow it" if e.errno == errno.ENOENT else \
+            (e.strerror or str(e))
+        raise UsageError(f"{_named(flag, path)}: {what}: {reason}") from None
+
+
+def _named(flag: str, path: Path) -> str:
+    """``--out PATH``, or the bare path for a positional argument (no flag)."""
+    return f"{flag} {path}" if flag else str(path)
+
+
+@dataclass
+class Saved:
+    """Where a verb's results are: the target, the directory they were rescued to, or None
+    when they could not be saved at all."""
+
+    directory: Path | None
+    #: True when they are not where asked (the run then cannot exit 0).
+    moved: bool = False
+    #: The one file rescued when the others could not be (None: all of them are there).
+    only: str | None = None
+
+    def exit_code(self, code: int) -> int:
+        """The run's exit code, made 1 (problems) when its files are not where asked."""
+        return (code or EXIT_PROBLEMS) if self.moved else code
+
+    def say_wrote(self, files: str = "", *, stream: Any = None) -> None:
+        """``wrote DIR[/FILES]``, the last line of a run, unless nothing was saved."""
+        files = self.only or files
+        if self.directory is not None:
+            print(f"wrote {self.directory}" + (f"/{files}" if files else ""),
+                  file=stream or sys.stdout)
+
+
+def save(result: Any, out: Path, verb: str, **write_options: Any) -> Saved:
+    """``result.write(out, **write_options)`` through :func:`~cachelab.artifacts.write_through`.
+    When ``out`` fails (disk full, removed or made read-only during the run), the results go
+    to a fresh directory under the system's temporary directory and one line on stderr says
+    where; when that fails too, it says so (with ``--format json`` the result is on stdout)."""
+    done = write_through(lambda d: result.write(d, **write_options), out, name=verb,
+                         essential=lambda d: [result.save(d / f"{verb}.json")])
+    if done.failure is None:
+        return Saved(out)
+    if done.directory is not None:
+        only = None if done.rescue_failure is None else f"{verb}.json"
+        what = f"{only} is" if only else "the results are"
+        print(f"cachelab: error: cannot write {done.failure}; {what} saved in "
+              f"{done.directory} instead", file=sys.stderr)
+        return Saved(done.directory, moved=True, only=only)
+    print(f"cachelab: error: cannot write {done.failure}, nor {done.rescue_failure}: the "
+          "results are not saved", file=sys.stderr)
+    return Saved(None, moved=True)
+
+
 def stdout_format(args: argparse.Namespace) -> str:
     if args.format:
         return args.format
@@ -149,7 +318,7 @@ def stdout_format(args: argparse.Namespace) -> str:
 
 def finish_run(
     result: Any,
-    out: Path,
+    saved: Saved,
     *,
     fmt: str,
     render: Callable[[Any], str],
@@ -161,7 +330,7 @@ def finish_run(
     and an abort on stderr, name what was written, and turn the outcome into the exit code.
 
     ``result`` has ``to_dict()``, ``problems()`` (counts by kind) and ``run`` (with an optional
-    ``aborted`` reason); its artifacts are already in ``out``.
+    ``aborted`` reason); its artifacts are already in ``saved.directory``.
     """
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
@@ -174,9 +343,10 @@ def finish_run(
     elif problems:
         summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in problems.items())
         print(f"cachelab: found problems: {summary} (see {see})", file=sys.stderr)
-    print(f"wrote {out}/{wrote}", file=sys.stderr if fmt == "json" else sys.stdout)
+    saved.say_wrote(wrote, stream=sys.stderr if fmt == "json" else sys.stdout)
     if interrupted:
-        raise Interrupted(f"interrupted; partial results saved in {out}")
+        where = f"saved in {saved.directory}" if saved.directory else "not saved"
+        raise Interrupted(f"interrupted; partial results {where}")
     if aborted:
         return EXIT_SERVER
-    return EXIT_PROBLEMS if problems else EXIT_OK
+    return saved.exit_code(EXIT_PROBLEMS if problems else EXIT_OK)

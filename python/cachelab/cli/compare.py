@@ -52,15 +52,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--server-cmd", action="append", metavar="CMD", default=[],
                    help="a memcached command line to start and measure (give two or more; "
                    "instead of RESULTs)")
-    p.add_argument("--repeats", type=int, default=4, metavar="N",
+    p.add_argument("--repeats", type=common.int_range(2, 1000), default=4, metavar="N",
                    help="with --server-cmd: interleaved rounds per server (default 4)")
-    p.add_argument("--duration", type=float, default=2.0, metavar="S",
+    p.add_argument("--duration", type=common.float_range(0.2, 3600), default=2.0, metavar="S",
                    help="with --server-cmd: seconds of load per round (default 2)")
-    p.add_argument("--resamples", type=int, default=2000, metavar="R",
+    p.add_argument("--resamples", type=common.int_range(100, 1_000_000), default=2000,
+                   metavar="R",
                    help="bootstrap resamples (default 2000)")
-    p.add_argument("--level", type=float, default=0.95, metavar="L",
+    p.add_argument("--level", type=common.float_range(0.5, 1, below=True), default=0.95,
+                   metavar="L",
                    help="interval confidence level (default 0.95)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
+                   help="bootstrap seed (default 0)")
     p.add_argument("--allow-different", action="store_true",
                    help="compare results whose settings differ (the difference is noted)")
     common.finish_parser(p, "compare", run, plots="skip the PNG/SVG plot")
@@ -68,22 +71,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
+    if args.server_cmd and args.paths:
+        raise UsageError("give saved results or --server-cmd, not both")
+    if not args.server_cmd and len(args.paths) < 2:
+        raise UsageError("compare needs at least two results (or two --server-cmd)")
+    out = common.prepare_out(args, "compare")
     if args.server_cmd:
-        if args.paths:
-            raise UsageError("give saved results or --server-cmd, not both")
-        out = common.output_dir(args, "compare")
         result = _live(args, out)
     else:
-        if len(args.paths) < 2:
-            raise UsageError("compare needs at least two results (or two --server-cmd)")
         result = lib.compare(args.paths, resamples=args.resamples, level=args.level,
                              seed=args.seed, allow_different=args.allow_different)
-        out = common.output_dir(args, "compare")
-    result.write(out, plots=not args.no_plots)
+    saved = common.save(result, out, "compare", plots=not args.no_plots)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    print(f"wrote {out}/compare.json, compare.csv" + ("" if args.no_plots else " and plots"),
-          file=sys.stderr if fmt == "json" else sys.stdout)
-    return common.EXIT_OK
+    saved.say_wrote("compare.json, compare.csv" + ("" if args.no_plots else " and plots"),
+                    stream=sys.stderr if fmt == "json" else sys.stdout)
+    return saved.exit_code(common.EXIT_OK)
 
 
 def _live(args: argparse.Namespace, out: Path) -> lib.CompareResult:

@@ -32,7 +32,14 @@ Examples:
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-           "busy_poll_us", "send_batch")
+           "busy_poll_us", "send_batch", "give_up_after", "stall_ms")
+
+#: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
+#: out of range is refused before anything starts, with the range (``scale`` uses them too).
+CONNECTIONS = common.int_range(1, 4096)
+PIPELINE = common.int_range(1, 1024)
+KEY_SPACE = common.int_range(1, 100_000_000)
+SECONDS = common.float_range(0, 3600, above=True)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,20 +50,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--spec", type=Path, metavar="FILE.toml", help="workload settings file")
     w = p.add_argument_group("workload")
-    w.add_argument("--connections", type=int, metavar="N", help="connections (default 4)")
-    w.add_argument("--threads", type=int, metavar="N", help="client threads (default 1)")
-    w.add_argument("--pipeline", type=int, metavar="N",
+    w.add_argument("--connections", type=CONNECTIONS, metavar="N",
+                   help="connections (default 4)")
+    w.add_argument("--threads", type=common.int_range(1, 64), metavar="N",
+                   help="client threads (default 1)")
+    w.add_argument("--pipeline", type=PIPELINE, metavar="N",
                    help="closed loop: requests outstanding per connection (default 1)")
-    w.add_argument("--max-outstanding", type=int, metavar="N",
+    w.add_argument("--max-outstanding", type=PIPELINE, metavar="N",
                    help="open loop: most requests in flight per connection (default 100)")
-    w.add_argument("--rate", type=float, metavar="R",
+    w.add_argument("--rate", type=common.float_range(0, 5_000_000, above=True), metavar="R",
                    help="open loop at R requests/s over all connections")
     w.add_argument("--arrivals", choices=("poisson", "uniform"),
                    help="open-loop arrivals (default poisson)")
     w.add_argument("--mix", metavar="OP=SHARE,...",
                    help="op mix of get, multiget, set, delete (default get=90,set=10)")
-    w.add_argument("--multiget-keys", type=int, metavar="K", help="keys per multi-get (default 10)")
-    w.add_argument("--key-space", type=int, metavar="N", help="distinct keys (default 10000)")
+    w.add_argument("--multiget-keys", type=common.int_range(1, 100), metavar="K",
+                   help="keys per multi-get (default 10)")
+    w.add_argument("--key-space", type=KEY_SPACE, metavar="N", help="distinct keys (default 10000)")
     w.add_argument("--key-dist", metavar="DIST",
                    help="uniform, zipf:S, gaussian[:SD], sequential, hotset:X%%:Y%% "
                    "(default uniform)")
@@ -65,22 +75,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "histogram:FILE (default 100)")
     w.add_argument("--prefix", metavar="TEXT",
                    help="key prefix; a unique run id is always appended (default cachelab)")
-    w.add_argument("--ttl", type=int, metavar="S", help="expiry of values set (default 0: none)")
-    w.add_argument("--duration", type=float, metavar="S",
+    w.add_argument("--ttl", type=common.int_range(0, 2**31 - 1), metavar="S",
+                   help="expiry of values set (default 0: none; memcached reads it as a signed "
+                   "32-bit number, and above 30 days as a Unix time)")
+    w.add_argument("--duration", type=SECONDS, metavar="S",
                    help="seconds measured after the warm-up (default 10; 3 with --quick)")
-    w.add_argument("--requests", type=int, metavar="N",
+    w.add_argument("--requests", type=common.int_range(1, 10_000_000_000), metavar="N",
                    help="send N requests in all instead of running for a duration")
-    w.add_argument("--warmup", type=float, metavar="S", help="warm-up seconds (default 1)")
+    w.add_argument("--warmup", type=common.float_range(0, 600), metavar="S",
+                   help="warm-up seconds (default 1)")
     w.add_argument("--prefill", action=argparse.BooleanOptionalAction, default=None,
                    help="set every key before the run (default: when the mix reads)")
-    w.add_argument("--interval", type=float, metavar="S", help="time-series interval (default 1)")
-    w.add_argument("--timeout", type=float, metavar="S", help="deadline per request (default 1)")
-    w.add_argument("--seed", type=int, help="seed for keys, sizes and arrivals (default: random)")
-    w.add_argument("--busy-poll", type=int, metavar="US", dest="busy_poll_us",
+    w.add_argument("--interval", type=common.float_range(0.01, 60), metavar="S",
+                   help="time-series interval (default 1)")
+    w.add_argument("--timeout", type=SECONDS, metavar="S", help="deadline per request (default 1)")
+    w.add_argument("--give-up", type=SECONDS, metavar="S", dest="give_up_after",
+                   help="the reconnect budget: end the run (exit 3, results kept) when no "
+                   "request has succeeded for S seconds (default 5)")
+    w.add_argument("--stall-ms", type=common.float_range(0, 3_600_000, above=True), metavar="MS",
+                   help="list as a stall every stretch in which a reply took MS ms or more "
+                   "(from its intended time in open loop), a request timed out, or a connection "
+                   "was down that long (default 100)")
+    w.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),
+                   help="seed for keys, sizes and arrivals (default: random)")
+    w.add_argument("--busy-poll", type=common.int_range(0, 1000), metavar="US",
+                   dest="busy_poll_us",
                    help="with replies outstanding, poll the sockets for up to US µs before "
                    "sleeping (0-1000; default 0): a thread woken from sleep adds its wake-up to "
                    "the latency it measures, polling spends CPU instead")
-    w.add_argument("--send-batch", type=int, metavar="N",
+    w.add_argument("--send-batch", type=PIPELINE, metavar="N",
                    help="closed loop: send new requests only once N of a connection's pipeline "
                    "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
                    "larger writes cost client and server less CPU per request")
@@ -122,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     address = common.server_address(args)
     options = common.server_options(args)
-    out = common.output_dir(args, "load")
+    out = common.prepare_out(args, "load")
     interrupted = False
     with Progress(0, "load") as bar:
 
@@ -141,9 +164,9 @@ def run(args: argparse.Namespace) -> int:
             result = e.partial  # type: ignore[attr-defined]
             interrupted = True
 
-    result.write(out, plots=not args.no_plots)
+    saved = common.save(result, out, "load", plots=not args.no_plots)
     return common.finish_run(
-        result, out, fmt=fmt, render=lib.LoadResult.render, see="the summary",
+        result, saved, fmt=fmt, render=lib.LoadResult.render, see="the summary",
         interrupted=interrupted,
         wrote="load.json, load.csv, load.hlog" + ("" if args.no_plots else " and plots"),
     )

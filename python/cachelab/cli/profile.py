@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import cachelab.profiles as lib
 from cachelab.cli import common
 from cachelab.errors import Interrupted
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
+
+#: Most samples (and warm-up samples) per cell: a day's run at the seed's 10,000 per cell.
+MAX_SAMPLES = 10_000_000
 
 DESCRIPTION = """\
 Measure a memcached server's latency the way Khan Academy's "Profiling App Engine Memcached"
@@ -46,15 +48,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-multiget", action="store_true", help="skip the multi-get cells")
     p.add_argument("--no-get", action="store_true", help="skip the get and set cells")
     p.add_argument(
-        "--samples", type=int, metavar="N",
+        "--samples", type=common.int_range(1, MAX_SAMPLES), metavar="N",
         help="samples kept per cell (default 10000; 500 with --quick)",
     )
     p.add_argument(
-        "--warmup", type=int, metavar="N",
+        "--warmup", type=common.int_range(0, MAX_SAMPLES), metavar="N",
         help="samples per cell run first and discarded (default 200; 20 with --quick)",
     )
     p.add_argument(
-        "--concurrency", type=int, default=1, metavar="N",
+        "--concurrency", type=common.int_range(1, 1024), default=1, metavar="N",
         help="connections measuring in parallel, one thread each (default 1)",
     )
     p.add_argument(
@@ -62,10 +64,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="text: set/get/delete; meta: ms/mg/md (default text)",
     )
     p.add_argument(
-        "--timeout", type=float, default=1.0, metavar="S",
+        "--timeout", type=common.float_range(0, 3600, above=True), default=1.0, metavar="S",
         help="deadline per request in seconds (default 1)",
     )
-    p.add_argument("--seed", type=int, help="seed for the random values (default: random)")
+    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),
+                   help="seed for the random values (default: random)")
     p.add_argument("--quick", action="store_true", help="a small run of the same shape")
     p.add_argument(
         "--show", metavar="NAME|FILE",
@@ -106,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     address = common.server_address(args)
     options = common.server_options(args)
-    out = common.output_dir(args, "profile")
+    out = common.prepare_out(args, "profile")
     interrupted = False
     with Progress(None, "profile") as bar:
         try:
@@ -115,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
         except Interrupted as e:
             result = e.partial  # type: ignore[attr-defined]
             interrupted = True
-    result.write(out, plots=not args.no_plots)
+    saved = common.save(result, out, "profile", plots=not args.no_plots)
     return common.finish_run(
-        result, out, fmt=fmt, render=lib.LatencyProfile.render, see="the tables",
+        result, saved, fmt=fmt, render=lib.LatencyProfile.render, see="the tables",
         interrupted=interrupted,
         wrote="profile.json, profile.csv" + ("" if args.no_plots else " and plots"),
     )
@@ -125,14 +128,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, fmt: str) -> int:
     """``--show``: print a saved or built-in profile; with ``--out``, write its files again."""
+    if args.out is not None:
+        common.check_out_dir(args.out)
     result = lib.load_profile(args.show)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    if args.out is not None:
-        result.write(args.out, plots=not args.no_plots)
-        print(f"wrote {args.out}", file=sys.stderr)
-    return common.EXIT_OK
-
-
-def write_artifacts(p: lib.LatencyProfile, out: Path, *, plots: bool = True) -> list[Path]:
-    """What this module wrote before the profile could write itself: ``p.write(out)``."""
-    return p.write(out, plots=plots)
+    if args.out is None:
+        return common.EXIT_OK
+    saved = common.save(result, args.out, "profile", plots=not args.no_plots)
+    saved.say_wrote(stream=sys.stderr)
+    return saved.exit_code(common.EXIT_OK)

@@ -32,7 +32,7 @@ ratios and round trips agree exactly.
 Strategies: none, lru:N|SIZE, fixed:N|SIZE, each optionally +prefetch-children or
 +prefetch:depth=D (default: none, lru:N, fixed:N, fixed:N+prefetch-children, N = 5 % of the
 catalog). Exit code 1 when a predicted p50, p90 or p99 of added ms misses the measured one by
-more than 15 %.
+more than 15 %; stderr then says for which strategy and percentile, with both numbers.
 """
 
 
@@ -46,28 +46,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace-format", metavar="FMT", help="jsonl or parquet, if not by extension")
     p.add_argument("--strategy", "--strategies", dest="strategies", metavar="LIST",
                    help="comma-separated strategies (see above)")
-    p.add_argument("--requests", type=int, metavar="N",
+    p.add_argument("--requests", type=common.int_range(10, 100_000_000), metavar="N",
                    help="requests in the synthetic trace (default 4000; 2000 with --quick)")
-    p.add_argument("--train", type=float, default=0.5, metavar="F",
+    p.add_argument("--train", type=common.float_range(0, 1, above=True, below=True),
+                   default=0.5, metavar="F",
                    help="share of requests (by time) that warms LRUs and picks fixed sets")
-    p.add_argument("--draws", type=int, metavar="N",
+    p.add_argument("--draws", type=common.int_range(1, 100), metavar="N",
                    help="simulate's latency draws (default 5; 3 with --quick)")
-    p.add_argument("--profile-samples", type=int, metavar="N",
+    p.add_argument("--profile-samples", type=common.int_range(50, 10_000_000), metavar="N",
                    help="samples per cell of each strategy's profile, taken during the run "
                    "(default 1000; 500 with --quick)")
-    p.add_argument("--calibration-reps", type=int, metavar="N",
+    p.add_argument("--calibration-reps", type=common.int_range(10, 100_000), metavar="N",
                    help="crafted requests per library cost term and slice (default 200; 100 "
                    "with --quick)")
     p.add_argument("--profile-mode", choices=("interleaved", "slices"), default="interleaved",
                    help="when each strategy's profile samples are taken: a few after each of "
                    "its requests (default), or a slice's worth after each slice")
-    p.add_argument("--slices", type=int, default=4, metavar="N",
+    p.add_argument("--slices", type=common.int_range(1, 100), default=4, metavar="N",
                    help="the evaluation is cut into N slices, each followed by the profile "
                    "samples due and the calibration of the library's costs (in slices mode) "
                    "(default 4)")
-    p.add_argument("--timeout", type=float, default=1.0, metavar="S",
+    p.add_argument("--timeout", type=common.float_range(0, 3600, above=True), default=1.0,
+                   metavar="S",
                    help="memcached request deadline in seconds (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of simulate's draws (default 0)")
+    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
+                   help="seed of simulate's draws (default 0)")
     p.add_argument("--independent-draws", action="store_true",
                    help="draw each memcached call of a request independently, instead of "
                    "following the profile's samples in the order taken (the default, which "
@@ -104,17 +107,20 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     address = common.server_address(args)
     options = common.server_options(args) if address is None else None
-    out = common.output_dir(args, "replay")
+    out = common.prepare_out(args, "replay")
     trace, info = lib.load_trace(args.trace, args.trace_format, requests=args.requests,
                                  quick=args.quick)
     with Progress(None, "replay") as bar:
         log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
         result = lib.replay(trace, spec, server=address, server_options=options, trace_info=info,
                             log=log, on_progress=bar.track)
-    result.write(out)
+    saved = common.save(result, out, "replay")
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    print(f"wrote {out}", file=sys.stderr)
-    return EXIT_OK if result.within_tolerance else EXIT_PROBLEMS
+    failed = result.failure()
+    if failed:
+        print(f"replay: {failed}", file=sys.stderr)
+    saved.say_wrote(stream=sys.stderr)
+    return saved.exit_code(EXIT_OK if result.within_tolerance else EXIT_PROBLEMS)
 
 
 __all__ = ["add_parser", "run", "spec_from"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from cachelab.cli import common
-from cachelab.cli.common import EXIT_OK
+from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS
+from cachelab.errors import UsageError
 from cachelab.report import write_report
 
 DESCRIPTION = """\
@@ -33,8 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="DIR|FILE",
                    help="result files, or directories to search for them")
-    p.add_argument("--out", type=Path, metavar="FILE",
-                   help="the page to write (default: report.html in the first directory)")
+    p.add_argument("--out", metavar="FILE|DIR",
+                   help="the page to write, or a directory (one that exists, or any path "
+                   "ending in /) to write report.html into (default: report.html in the first "
+                   "directory); checked before anything is read")
     p.add_argument("--title", default="cachelab report", help="the page's title")
     p.add_argument("--redraw", action="store_true",
                    help="re-draw every plot from the JSON instead of using the SVGs beside it")
@@ -43,13 +47,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    out = args.out
-    if out is None:
+def page_path(args: argparse.Namespace) -> Path:
+    """Where the page goes, checked: ``--out`` as a file, or ``report.html`` in ``--out`` when
+    that is a directory (or ends in a slash), or in the first directory given."""
+    if args.out is None:
         first = args.paths[0]
         out = (first if first.is_dir() else first.parent) / "report.html"
-    rep = write_report(args.paths, out, title=args.title, redraw=args.redraw,
-                       static_dir=args.static)
+    elif args.out.endswith(("/", os.sep)) or Path(args.out).is_dir():
+        common.check_out_dir(Path(args.out))
+        return Path(args.out) / "report.html"
+    else:
+        out = Path(args.out)
+        if out.is_file() and out.suffix.lower() not in (".html", ".htm"):
+            raise UsageError(f"--out {out}: is an existing file that is not a page (.html); "
+                             "not overwriting it")
+    common.check_out_file(out, "--out")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    out = page_path(args)
+    if args.static is not None:
+        common.check_out_dir(args.static, "--static")
+    try:
+        rep = write_report(args.paths, out, title=args.title, redraw=args.redraw,
+                           static_dir=args.static)
+    except OSError as e:
+        # Checked writable above, so the disk filled or the directory went meanwhile; the
+        # results the page shows are untouched, so running report again makes it.
+        print(f"cachelab: error: cannot write {e.filename or out}: {e.strerror or e}",
+              file=sys.stderr)
+        return EXIT_PROBLEMS
     for msg in rep.skipped:
         print(f"cachelab: skipped {msg}", file=sys.stderr)
     kinds = ", ".join(s.kind for s in rep.sections)

@@ -9,6 +9,8 @@ import sys
 import cachelab.scale as lib
 import cachelab.usl as usl_lib
 from cachelab.cli import common
+from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
+from cachelab.cli.usl import MAX_BOOTSTRAP
 from cachelab.errors import UsageError
 from cachelab.load import parse_mix
 
@@ -57,26 +59,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--vary", choices=lib.VARY, default="connections", help="what N is")
     p.add_argument("--points", type=common.arg_type(_points), metavar="N,...",
                    help="loads to measure (default 1,2,4,6,8,12,16,24,32; --quick 1,2,3,4,6,8)")
-    p.add_argument("--repeats", type=int, metavar="R", help="runs per point (default 3; quick 2)")
-    p.add_argument("--warmup", type=float, metavar="S", help="warm-up seconds per run")
-    p.add_argument("--settle", type=float, metavar="S",
+    p.add_argument("--repeats", type=common.int_range(1, 100), metavar="R",
+                   help="runs per point (default 3; quick 2)")
+    p.add_argument("--warmup", type=common.float_range(0, 600), metavar="S",
+                   help="warm-up seconds per run")
+    p.add_argument("--settle", type=common.float_range(0, 3600), metavar="S",
                    help="extra seconds in which the steady state may start")
-    p.add_argument("--window", type=float, metavar="S",
+    p.add_argument("--window", type=common.float_range(0, 3600, above=True), metavar="S",
                    help="seconds measured from the steady-state start (default 3)")
-    p.add_argument("--interval", type=float, metavar="S", help="time-series interval")
-    p.add_argument("--connections-per-thread", type=int, metavar="C",
+    p.add_argument("--interval", type=common.float_range(0.01, 60), metavar="S",
+                   help="time-series interval")
+    p.add_argument("--connections-per-thread", type=CONNECTIONS, metavar="C",
                    help="with --vary threads (default 1)")
-    p.add_argument("--client-connections", type=int, metavar="C",
+    p.add_argument("--client-connections", type=CONNECTIONS, metavar="C",
                    help="with --vary server-threads (default 16; quick 8)")
     w = p.add_argument_group("workload (as for cachelab load)")
     w.add_argument("--mix", metavar="OP=SHARE,...", help="default get=90,set=10")
-    w.add_argument("--key-space", type=int, metavar="N")
+    w.add_argument("--key-space", type=KEY_SPACE, metavar="N")
     w.add_argument("--value-size", metavar="DIST")
-    w.add_argument("--pipeline", type=int, metavar="N")
+    w.add_argument("--pipeline", type=PIPELINE, metavar="N")
     f = p.add_argument_group("fit")
     f.add_argument("--method", choices=list(usl_lib.METHODS), help="USL method (default bounded)")
-    f.add_argument("--bootstrap", type=int, metavar="R", help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=0, help="workload and bootstrap seed (default 0)")
+    f.add_argument("--bootstrap", type=common.int_range(0, MAX_BOOTSTRAP), metavar="R",
+                   help="bootstrap resamples")
+    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
+                   help="workload and bootstrap seed (default 0)")
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
                          plots="skip the PNG/SVG plots", server=True)
 
@@ -106,20 +113,19 @@ def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     address = common.server_address(args)
     options = common.server_options(args)
-    out = common.output_dir(args, "scale")
+    out = common.prepare_out(args, "scale")
 
     def progress(done: int, total: int, n: int, point: dict) -> None:
         print(f"scale: {done}/{total} N = {n}: {point['throughput']:,.0f}/s"
               + ("" if point["steady_reached"] else " (no steady state)"), file=sys.stderr)
 
     result = lib.scale(spec, server=address, server_options=options, on_run=progress)
-    result.write(out, plots=not args.no_plots)
+    saved = common.save(result, out, "scale", plots=not args.no_plots)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
     else:
         print(result.render())
-    stream = sys.stderr if fmt == "json" else sys.stdout
-    print(f"wrote {out}/scale.json, scale.csv" + ("" if args.no_plots else " and plots"),
-          file=stream)
-    return (common.EXIT_PROBLEMS if any(r["errors"] or r["lost"] for r in result.runs)
-            else common.EXIT_OK)
+    saved.say_wrote("scale.json, scale.csv" + ("" if args.no_plots else " and plots"),
+                    stream=sys.stderr if fmt == "json" else sys.stdout)
+    return saved.exit_code(common.EXIT_PROBLEMS if any(r["errors"] or r["lost"]
+                                                       for r in result.runs) else common.EXIT_OK)

@@ -69,15 +69,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         f"profile`, or a built-in profile (default {lib.DEFAULT_MODEL})",
     )
     g.add_argument(
-        "--train", type=float, default=0.5, metavar="F",
+        "--train", type=common.float_range(0, 1, below=True), default=0.5, metavar="F",
         help="share of requests (by time) that trains fixed sets and warms LRUs (default 0.5)",
     )
     g.add_argument(
-        "--draws", type=int, metavar="N",
+        "--draws", type=common.int_range(1, 1000), metavar="N",
         help="repeated latency draws for the confidence band (default 5; 3 with --quick)",
     )
     g.add_argument(
-        "--requests", type=int, metavar="N",
+        "--requests", type=common.int_range(1, 100_000_000), metavar="N",
         help="requests in the synthetic trace when no TRACE is given (default 100000; "
         "20000 with --quick)",
     )
@@ -98,12 +98,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--mrc", action="store_true", help="also the exact LRU miss-ratio curve")
     f.add_argument(
-        "--shards", type=float, metavar="R",
+        "--shards", type=common.float_range(0, 1, above=True), metavar="R",
         help="with --mrc: SHARDS spatial sampling at rate R (e.g. 0.01) for huge traces",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the latency draws (default 0)")
+    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
+                   help="seed of the latency draws (default 0)")
     p.add_argument(
-        "--threads", type=int, default=0, metavar="N",
+        "--threads", type=common.int_range(0, 1024), default=0, metavar="N",
         help="worker threads (default 0: one per core)",
     )
     common.finish_parser(p, "simulate", run, quick="a small run of the same shape",
@@ -112,7 +113,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
-    out = common.output_dir(args, "simulate")
+    out = common.prepare_out(args, "simulate")
     if args.trace is not None and not traces.is_request_format(
         traces.detect_format(args.trace, args.trace_format)
     ):
@@ -122,10 +123,10 @@ def run(args: argparse.Namespace) -> int:
         spec = spec_from(args)
         trace, info = _request_trace(args)
         result = lib.simulate(trace, spec, trace_info=info)
-    result.write(out, plots=not args.no_plots)
+    saved = common.save(result, out, "simulate", plots=not args.no_plots)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    print(f"wrote {out}", file=sys.stderr)
-    return EXIT_OK
+    saved.say_wrote(stream=sys.stderr)
+    return saved.exit_code(EXIT_OK)
 
 
 def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:
@@ -188,8 +189,6 @@ def _request_trace(args: argparse.Namespace) -> tuple[traces.RequestTrace, dict[
     if args.trace is not None:
         trace = traces.load_request_trace(args.trace, args.trace_format)
         return trace, {"source": str(args.trace)}
-    if args.requests is not None and args.requests < 1:
-        raise UsageError(f"--requests must be at least 1, got {args.requests}")
     n = args.requests or (20_000 if args.quick else 100_000)
     trace = traces.synthesize(traces.SynthParams(requests=n))
     return trace, {"source": "synthetic", "generator": trace.generator}

@@ -55,9 +55,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    default=lib.STEPS, help=f"steps to run (default {','.join(lib.STEPS)})")
     p.add_argument("--trace", metavar="FILE",
                    help="a request trace (.jsonl, .parquet) for simulate (default: synthetic)")
-    p.add_argument("--requests", type=int, metavar="N",
+    p.add_argument("--requests", type=common.int_range(100, 100_000_000), metavar="N",
                    help="requests in the synthetic trace (default 100000; 20000 with --quick)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    # The trace's seed is this one + 1, and traces take seeds below 2**63.
+    p.add_argument("--seed", type=common.int_range(0, 2**63 - 2), default=0,
+                   help="seed of every random choice (default 0)")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
     common.finish_parser(p, "run", run, server=True)
 
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     address = common.server_address(args)
     options = common.server_options(args)
-    out = common.output_dir(args, "run")
+    out = common.prepare_out(args, "run")
 
     def log(msg: str) -> None:
         print(f"run: {msg}", file=sys.stderr, flush=True)
@@ -90,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
     except Interrupted as e:
         result = e.partial  # type: ignore[attr-defined]
         interrupted = True
+    except OSError as e:
+        # Only run.json is written outside a step (a step's failure is in its table row),
+        # so the steps' results are in place; say so rather than print a traceback.
+        print(f"cachelab: error: cannot write {e.filename or out}: {e.strerror or e}; the "
+              f"steps' results written before are in {out}", file=sys.stderr)
+        return EXIT_PROBLEMS
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))
     else:

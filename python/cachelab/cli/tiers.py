@@ -24,7 +24,7 @@ whether each of the seed's findings reproduces here.
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(sub, "tiers", help="store vs memcached (+codec, +compression) vs memory",
                            description=DESCRIPTION)
-    p.add_argument("--reads", type=int, metavar="N",
+    p.add_argument("--reads", type=common.int_range(1, 1_000_000), metavar="N",
                    help="timed reads per method and shape (default 200; 40 with --quick)")
     p.add_argument("--codec", default="msgpack", choices=("msgpack", "orjson", "pickle"),
                    help="serialization (default msgpack)")
@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "tried in process memory)")
     p.add_argument("--dsn", metavar="DSN",
                    help="a PostgreSQL DSN to use as the store instead of SQLite (needs psycopg)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated data (default 0)")
+    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
+                   help="seed of the generated data (default 0)")
     common.finish_parser(p, "tiers", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG bar chart", server=True)
 
@@ -58,14 +59,14 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     address = common.server_address(args)
     options = common.server_options(args)
-    out = common.output_dir(args, "tiers")
+    out = common.prepare_out(args, "tiers")
     with Progress(spec.reads, "tiers") as bar:
         result = lib.tiers(spec, server=address, server_options=options,
                            on_progress=lambda done, _total: bar.update(done))
-    result.write(out, plots=not args.no_plots)
+    saved = common.save(result, out, "tiers", plots=not args.no_plots)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    print(f"wrote {out}", file=sys.stderr)
-    return common.EXIT_OK
+    saved.say_wrote(stream=sys.stderr)
+    return saved.exit_code(common.EXIT_OK)
 
 
 __all__ = ["add_parser", "run", "spec_from"]

@@ -84,14 +84,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the trace to write, or a directory to write trace.jsonl into "
                    "(default: cachelab-out/trace-<date>-<time>/trace.jsonl)")
     s.add_argument("--to", metavar="FMT", help="jsonl or parquet (default: from the name)")
-    s.add_argument("--requests", type=int, metavar="N",
+    s.add_argument("--requests", type=common.int_range(0, 100_000_000), metavar="N",
                    help="requests to generate (default 100000; 10000 with --quick)")
-    s.add_argument("--seed", type=int, metavar="N", help="seed of every draw (default 1)")
+    s.add_argument("--seed", type=common.int_range(0, 2**63 - 1), metavar="N",
+                   help="seed of every draw (default 1)")
     s.add_argument("--quick", action="store_true", help="a small trace of the same shape")
-    s.add_argument("--alpha", type=float, metavar="A",
+    s.add_argument("--alpha", type=common.float_range(0, 5), metavar="A",
                    help="Zipf exponent of page popularity (default 0.9)")
-    s.add_argument("--instances", type=int, metavar="N", help="app instances (default 8)")
-    s.add_argument("--duration", type=float, metavar="S",
+    s.add_argument("--instances", type=common.int_range(1, 100_000), metavar="N",
+                   help="app instances (default 8)")
+    s.add_argument("--duration", type=common.float_range(0, 366 * 86_400, above=True),
+                   metavar="S",
                    help="seconds the requests span (default 86400, one day)")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="set any model parameter (repeatable); VALUE is JSON or a bare string")
@@ -185,6 +188,8 @@ def synth_target(args: argparse.Namespace) -> Path:
     if detect_format(target, to) not in REQUEST_FORMATS:
         raise UsageError(f"{target}: synth writes request traces (.jsonl, .jsonl.gz or "
                          ".parquet)")
+    common.check_out_file(target, "--out" if args.out is not None else "",
+                          replaces_dir=detect_format(target, to) == "parquet")
     return target
 
 
@@ -206,6 +211,8 @@ def run_synth(args: argparse.Namespace) -> int:
 
 def run_inspect(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
+    if args.out is not None:
+        common.check_out_dir(args.out)
     result = inspect_path(args.path, args.from_format)
     print(json.dumps(result, indent=1) if fmt == "json" else render_inspection(result))
     if args.out is not None:
@@ -218,8 +225,18 @@ def run_inspect(args: argparse.Namespace) -> int:
 # -- convert ---------------------------------------------------------------------------------
 
 
+def _parquet(path: Path, fmt: str | None) -> bool:
+    """Whether ``path`` names a Parquet trace (a directory, replaced whole when written); an
+    unknown format is left to :func:`convert` to refuse."""
+    try:
+        return detect_format(path, fmt) == "parquet"
+    except UsageError:
+        return False
+
+
 def run_convert(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
+    common.check_out_file(args.dst, replaces_dir=_parquet(args.dst, args.to_format))
     with _writing(args.dst):
         summary = convert(args.src, args.dst, from_format=args.from_format,
                           to_format=args.to_format)

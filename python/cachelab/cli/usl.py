@@ -12,6 +12,9 @@ import cachelab.usl as lib
 from cachelab.cli import common
 from cachelab.errors import UsageError
 
+#: Most bootstrap resamples (each refits the USL); ``scale`` takes the same.
+MAX_BOOTSTRAP = 1_000_000
+
 DESCRIPTION = """\
 Fit X(N) = gamma*N / (1 + alpha*(N-1) + beta*N*(N-1)) to measured throughput X at load N
 (users, threads, connections; fractional N from Little's law is kept as is) and report the
@@ -69,25 +72,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="loads to predict X(N) and R(N) at")
     p.add_argument("--level", type=common.arg_type(_level), default=0.95, metavar="L",
                    help="confidence level of every interval (default 0.95)")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="R",
-                   help="bootstrap resamples for Nmax and the peak (default 1000; 0: none)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--bootstrap", type=common.int_range(0, MAX_BOOTSTRAP), default=1000,
+                   metavar="R", help="bootstrap resamples for Nmax and the peak (default 1000; "
+                   "0: none)")
+    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
+                   help="bootstrap seed (default 0)")
     common.finish_parser(p, "usl", run, plots="skip the PNG/SVG plot")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.bootstrap < 0:
-        raise UsageError("--bootstrap must be 0 or more")
     fmt = common.stdout_format(args)
+    out = common.prepare_out(args, "usl")
     fit = lib.fit_csv(args.file, args.n, args.x, method=args.method, level=args.level,
                       bootstrap=args.bootstrap, seed=args.seed, predict=args.predict or [])
-    out = common.output_dir(args, "usl")
-    fit.write(out, plots=not args.no_plots)
+    saved = common.save(fit, out, "usl", plots=not args.no_plots)
     if fmt == "json":
         print(json.dumps(fit.to_dict(), indent=1))
     else:
         print(fit.render())
-    stream = sys.stderr if fmt == "json" else sys.stdout
-    print(f"wrote {out}/usl.json, usl.csv" + ("" if args.no_plots else " and plots"),
-          file=stream)
-    return common.EXIT_OK
+    saved.say_wrote("usl.json, usl.csv" + ("" if args.no_plots else " and plots"),
+                    stream=sys.stderr if fmt == "json" else sys.stdout)
+    return saved.exit_code(common.EXIT_OK)

@@ -11,13 +11,14 @@ import numpy as np
 
 import cachelab.environment as environment
 from cachelab.artifacts import Artifact, created_now, find_artifacts, read_artifact
-from cachelab.compare.load import compare_loads
-from cachelab.compare.profiles import compare_profiles
+from cachelab.compare.load import compare_loads, partial_load
+from cachelab.compare.profiles import compare_profiles, partial_profile
 from cachelab.compare.result import CompareResult, summarize
 from cachelab.compare.scale import compare_scales
 from cachelab.compare.simulation import compare_simulations
 from cachelab.compare.tiers import compare_tiers
 from cachelab.errors import UsageError
+from cachelab.units import partial_note
 
 __all__ = ["COMPARERS", "compare", "compare_artifacts", "load_for_compare"]
 
@@ -32,6 +33,12 @@ COMPARERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "scale": compare_scales,
     "simulation": compare_simulations,
     "tiers": compare_tiers,
+}
+
+#: Result kind -> its partial note with how far it got; others: from their ``run`` alone.
+PARTIAL_NOTES: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "profile": partial_profile,
+    "load": partial_load,
 }
 
 _METHODS = {
@@ -99,16 +106,30 @@ def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level:
             raise UsageError(msg + " (--allow-different compares them anyway)")
         warnings.insert(0, msg)
     names = [_label(a, i) for i, a in enumerate(arts)]
+    partial = _partial(arts)
+    warnings[:0] = [f"{k} is {note}: it stopped before the end, so it covers less than "
+                    "was asked" for k, note in partial.items()]
     result = CompareResult(
         kind=kind, names=names, sources=[str(a.path) for a in arts],
         method=_METHODS[kind] + f" Level {level:g}, {resamples} resamples, seed {seed}.",
-        rows=rows, warnings=warnings,
+        rows=rows, warnings=warnings, partial=partial,
         settings={"resamples": resamples, "level": level, "seed": seed,
                   "allow_different": allow_different},
         created=created_now(), environment=environment.facts(),
     )
     result.summary = summarize(result)
     return result
+
+
+def _partial(arts: Sequence[Artifact]) -> dict[str, str]:
+    """Letter -> partial note of each result that stopped before the end (a Ctrl-C, a server
+    that went away)."""
+    out = {}
+    for i, a in enumerate(arts):
+        note = PARTIAL_NOTES.get(a.kind, lambda d: partial_note(d.get("run")))(a.data)
+        if note:
+            out[chr(65 + i)] = note
+    return out
 
 
 def compare(paths: Sequence[str | Path], **options: Any) -> CompareResult:

@@ -10,8 +10,21 @@ import numpy as np
 
 from cachelab.artifacts import Artifact
 from cachelab.compare.stats import change_row, hist_rows, require_same, versus, welch
+from cachelab.units import of_asked, partial_note
 
-__all__ = ["compare_loads", "steady_throughputs"]
+__all__ = ["compare_loads", "partial_load", "steady_throughputs"]
+
+
+def partial_load(d: dict[str, Any]) -> str | None:
+    """A load result's partial note, with the replies it got against the run asked for (a
+    duration, or a number of requests)."""
+    spec, replies = d.get("spec") or {}, int((d.get("all") or {}).get("replies", 0))
+    if spec.get("requests"):
+        done = f"replies: {of_asked([replies], spec['requests'])}"
+    else:
+        asked = f"; {spec['duration']:g} s asked" if spec.get("duration") else ""
+        done = f"{replies:,} replies{asked}"
+    return partial_note(d.get("run"), done)
 
 
 def steady_throughputs(d: dict[str, Any]) -> list[float]:

@@ -11,9 +11,16 @@ import numpy as np
 from cachelab.artifacts import Artifact
 from cachelab.compare.stats import hist_rows, require_same, versus
 from cachelab.errors import UsageError
+from cachelab.profiles.render import partial
 from cachelab.profiles.section import cell_label
 
-__all__ = ["compare_profiles"]
+__all__ = ["compare_profiles", "partial_profile"]
+
+
+def partial_profile(d: dict[str, Any]) -> str | None:
+    """A profile's partial note, with the samples its cells really hold."""
+    return partial(d.get("run") or {}, (d.get("client") or {}).get("samples"),
+                   (c.get("samples", 0) for c in d.get("cells", [])))
 
 
 def compare_profiles(arts: Sequence[Artifact], rng: np.random.Generator, resamples: int,

@@ -35,6 +35,8 @@ class CompareResult:
     warnings: list[str] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    #: Letter -> the partial note of each result that stopped before the end.
+    partial: dict[str, str] = field(default_factory=dict)
     created: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
 
@@ -93,6 +95,13 @@ def _fmt(v: float | None, unit: str) -> str:
     return f"{v:.4g}"
 
 
+def name_line(names: list[str], partial: dict[str, str], i: int) -> str:
+    """``A = before/profile.json``, with its partial note when it has one."""
+    letter = chr(65 + i) if i < 26 else "?"
+    note = partial.get(letter)
+    return f"{letter} = {names[i].split(': ', 1)[-1]}" + (f" \u2014 {note}" if note else "")
+
+
 def render(r: CompareResult) -> str:
     """The comparison as a text table."""
     header = ["item", "metric", "pair", "A", "other", "change", "interval", "verdict"]
@@ -104,8 +113,7 @@ def render(r: CompareResult) -> str:
                      _fmt(x["b"], x["unit"]),
                      "—" if x["relative"] is None else f"{100 * x['relative']:+.1f}%", iv,
                      x["verdict"] + (f" ({x['direction']})" if x["direction"] else "")])
-    lines = [*(f"{chr(65 + i) if i < 26 else '?'} = {n.split(': ', 1)[-1]}" for i, n in
-               enumerate(r.names)), r.method, ""]
+    lines = [*(name_line(r.names, r.partial, i) for i in range(len(r.names))), r.method, ""]
     lines += text_table(header, rows, left=3)
     lines.append("")
     lines += r.summary

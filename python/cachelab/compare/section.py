@@ -7,6 +7,7 @@ from typing import Any
 
 from cachelab.artifacts import Artifact
 from cachelab.compare.plots import compare_plot
+from cachelab.compare.result import name_line
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, figures
@@ -19,7 +20,8 @@ def section(art: Artifact, ctx: Context) -> Section:
     d = art.data
     sec = Section(f"Comparison of {d['kind']} results", "compare", art.path)
     names = d["names"]
-    sec.body.append("<p>" + "; ".join(f"{esc(chr(65 + i))} = {esc(n)}" for i, n in enumerate(names))
+    partial = d.get("partial") or {}
+    sec.body.append("<p>" + "; ".join(esc(name_line(names, partial, i)) for i in range(len(names)))
                     + f". {esc(d.get('method', ''))}</p>")
     rows, classes = [], []
     for r in d["rows"]:

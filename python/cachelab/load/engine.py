@@ -20,17 +20,16 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
+from cachelab.capacity import evicted_message, guard
 from cachelab.errors import Interrupted, UsageError
+from cachelab.load.footprint import load_writes
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec, memory_mb
+from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
 
 __all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas"]
-
-#: An open-loop run held its rate when no more than this share of the requests sent (or one
-#: request) was still due but unsent at the end.
-RATE_BACKLOG = 0.01
 
 #: ``stats`` fields whose change over the run is reported.
 DELTA_STATS = ("get_hits", "get_misses", "cmd_get", "cmd_set", "delete_hits", "delete_misses",
@@ -57,21 +56,44 @@ def load(
     :class:`~cachelab.errors.Interrupted` with the partial result as ``err.partial``. A server
     that cannot be reached at the start raises a ServerError subclass; failures later are
     counted in the result.
+
+    On a server cachelab did not start (``server_facts`` without ``private``), the run is
+    first checked against the server's free memory and item size limit
+    (:mod:`cachelab.capacity`: :class:`~cachelab.capacity.WontFit` before anything is
+    written), and stopped if the server starts evicting (``run.aborted`` says so;
+    ``run.user_items_lost`` counts the evictions).
     """
     spec = _as_spec(spec)
     spec.check()
     with servers.serve(server, server_options, memory_mb=memory_mb(spec)) as target:
+        facts = {**target.facts, **dict(server_facts or {})}
+        # A server we did not start: refuse a run that does not fit; stop when it evicts.
+        watch = guard(target.address, load_writes(spec), private=bool(facts.get("private")),
+                      timeout=spec.connect_timeout)
+        evicting: list[int] = []
+
+        def watched(progress: Any) -> None:
+            if on_progress is not None:
+                on_progress(progress)
+            if watch is not None and not evicting and watch.poll():
+                evicting.append(watch.evicted)
+                progress.cancel()
+
         run_id = secrets.token_hex(6)
         core = spec.to_core(target.address, run_id)
         core["server_pid"] = target.pid if server_pid is None else server_pid
         if spec.seed is None:
             core["seed"] = secrets.randbits(63)
         started = time.time()
-        outcome = _run_with_progress(core, on_progress)
-    facts = {**target.facts, **dict(server_facts or {})}
+        outcome = _run_with_progress(core, watched)
+        lost = watch.poll(force=True) if watch is not None else None
     result = result_from_outcome(outcome, spec, core, address=target.address, server_facts=facts,
                                  started=started)
-    if outcome["cancelled"]:
+    if lost is not None:
+        result.run["user_items_lost"] = lost
+    if evicting:  # stopped by us, not by a signal: a partial result that says why
+        result.run.update(cancelled=False, aborted=evicted_message(lost or evicting[0]))
+    elif outcome["cancelled"]:
         err = Interrupted("stopped by a signal; partial results kept")
         err.partial = result  # type: ignore[attr-defined]
         raise err
@@ -114,9 +136,10 @@ def result_from_outcome(
     """THE conversion from the engine's outcome to the ``load.json`` schema (docs/load.md):
     the one place that knows both. Nothing else reads ``_core.load_run``'s result.
 
-    ``outcome`` is what ``_core.load_run`` returns: ``intervals``, ``steady``, ``all`` and
-    ``window`` (totals over every interval and over the steady window, each with ``corrected``
-    and ``uncorrected`` histograms), ``schedule`` (open loop; None closed), ``server``
+    ``outcome`` is what ``_core.load_run`` returns: ``intervals``, ``steady``, ``all``,
+    ``measured`` and ``window`` (totals over every interval, over those after the warm-up and
+    over the steady window, each with ``corrected`` and ``uncorrected`` histograms),
+    ``stalls`` (and ``stalls_dropped``), ``schedule`` (open loop; None closed), ``server``
     (``version``, ``stats`` ``before``/``after``, ``pid``, ``schedstat_before``/``_after``),
     the client's CPU, run-queue wait, context switches, busy polls and writes
     (``client_*``), ``process_cpu_s``, ``elapsed_s``, and the run's ``prefilled_keys``,
@@ -126,21 +149,22 @@ def result_from_outcome(
     prefix used); ``address`` and ``server_facts`` (``private``, the private server's
     ``argv``) are recorded in ``server``; ``started`` is the Unix time the run began.
 
-    Added here and nowhere else: whether an open loop held its rate (``schedule.held``,
-    ``achieved_rate``), the server's counter deltas and run-queue wait, and the client's
-    per-reply figures. The JSON's ``totals`` is the engine's ``window``.
+    Added here and nowhere else: whether an open loop held its rate in every interval
+    (``schedule.held``, ``intervals_behind``, ``achieved_rate``), the dead intervals and the
+    live part's throughput (``run.liveness``), whether the steady window is short, the
+    server's counter deltas and run-queue wait, and the client's per-reply figures. The
+    JSON's ``totals`` is the engine's ``measured`` (the headline: the whole run after the
+    warm-up); the steady window's totals are ``steady.window``.
     """
-    window, everything = outcome["window"], outcome["all"]
+    window, measured, everything = outcome["window"], outcome["measured"], outcome["all"]
     schedule = outcome["schedule"]
     if schedule is not None:
-        schedule = dict(schedule)
-        # Held: (almost) every request the schedule made due was sent. The achieved rate is
-        # reported too, but a Poisson schedule's own count varies by sqrt(n), so it is not
-        # the test.
-        schedule["achieved_rate"] = window["throughput"]
-        schedule["held"] = bool(
-            schedule["backlog_at_end"] <= max(1, RATE_BACKLOG * everything["sent"])
-        )
+        schedule = schedule_verdict(
+            schedule, outcome["intervals"], rate=float(spec.rate or 0),
+            connections=spec.connections, interval_s=float(spec.interval),
+            sent=everything["sent"], achieved=measured["throughput"])
+    steady = {**outcome["steady"], "window": window,
+              "short": window["duration_s"] < measured["duration_s"] / 2}
     server_view = outcome["server"]
     return LoadResult(
         created=created_now(),
@@ -149,9 +173,10 @@ def result_from_outcome(
               "value_size_parsed": core["value_size"]},
         mode="open" if spec.rate is not None else "closed",
         intervals=outcome["intervals"],
-        steady=outcome["steady"],
-        totals=window,
+        steady=steady,
+        totals=measured,
         all=everything,
+        stalls=outcome["stalls"],
         server={
             "address": address,
             "private": False,
@@ -173,6 +198,8 @@ def result_from_outcome(
             "leftover_keys": outcome["leftover_keys"],
             "cancelled": outcome["cancelled"],
             "aborted": outcome["aborted"],
+            "stalls_dropped": outcome["stalls_dropped"],
+            "liveness": liveness(outcome["intervals"]),
         },
         environment=environment.facts(),
     )

@@ -1,5 +1,5 @@
 """A load run's figure: latency over time, p50 / p99 / p99.9 per interval (log scale) above
-the throughput per interval, with the warm-up and the steady-state window marked.
+the throughput per interval, with the warm-up, the stalls and the steady-state window marked.
 
 This module imports matplotlib: import it inside the function that draws. Uses matplotlib's
 object API only, like :mod:`cachelab.plots.latency`; output is deterministic.
@@ -53,6 +53,9 @@ def latency_over_time(result: Any, out_base: Path) -> list[Path]:
         if warm_end:
             ax.axvspan(0, warm_end, color="0.85", zorder=0,
                        label="warm-up" if ax is top else None)
+        for i, st in enumerate(getattr(result, "stalls", None) or []):
+            ax.axvspan(st["start_s"], max(st["end_s"], st["start_s"] + 0.02), color="tab:red",
+                       alpha=0.18, zorder=0, label="stall" if ax is top and i == 0 else None)
         if steady_from is not None:
             ax.axvline(steady_from, color="tab:green", linestyle="--", linewidth=1.0,
                        label="steady state from" if ax is top else None)

@@ -13,13 +13,14 @@ from typing import Any
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.load.spec import OPS
+from cachelab.load.timeline import stall_text
 from cachelab.tables import write_csv
 from cachelab.units import us
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "csv_rows", "hlog_text"]
 
 SCHEMA = "cachelab.load"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 CSV_HEADER = ["index", "start_s", "duration_s", "warmup", "steady", "replies", "throughput",
               "get", "multiget", "set", "delete", "hits", "misses", "errors", "lost",
@@ -35,19 +36,23 @@ class LoadResult:
     spec: dict[str, Any]
     mode: str  # "closed" or "open"
     intervals: list[dict[str, Any]]
-    steady: dict[str, Any]
-    totals: dict[str, Any]  # over the steady window
+    steady: dict[str, Any]  # the steady window: where it starts, ``window`` totals, ``short``
+    totals: dict[str, Any]  # the headline: every interval after the warm-up
     all: dict[str, Any]  # over every interval, warm-up included
     server: dict[str, Any]
     client: dict[str, Any]
     schedule: dict[str, Any] | None
     run: dict[str, Any]
+    #: Stretches when requests waited at least ``spec.stall_ms`` (see load/timeline.py).
+    stalls: list[dict[str, Any]] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
-        loop, where it exists)."""
-        src = self.totals if scope == "totals" else self.all
+        loop, where it exists), over the measured run (``totals``), the steady window
+        (``steady``) or every interval (``all``)."""
+        src = {"totals": self.totals, "steady": self.steady.get("window") or self.totals,
+               "all": self.all}[scope]
         if which == "best":
             which = "corrected" if src.get("corrected") else "uncorrected"
         return src[which]
@@ -58,6 +63,7 @@ class LoadResult:
             "errors": sum(self.all["errors"].values()),
             "lost_requests": int(self.all["lost"]),
             "leftover_keys": int(self.run.get("leftover_keys", 0)),
+            "user_items_lost": int(self.run.get("user_items_lost") or 0),
             "rate_not_held": int(bool(self.schedule and not self.schedule.get("held", True))),
         }
         return {k: v for k, v in out.items() if v}
@@ -147,6 +153,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     s = r.spec
     srv = r.server
     lines = [
+        *_partial_lines(r),
         f"memcached {srv.get('version', '?')} at {srv.get('address')}"
         + (" (private)" if srv.get("private") else ""),
         f"{r.mode} loop, {s['connections']} connection(s) on {s['threads']} thread(s), "
@@ -155,8 +162,10 @@ def _summary_lines(r: LoadResult) -> list[str]:
         + f"; keys {s['key_space']} {s['key_dist']}, values {s['value_size']}",
     ]
     lines += _totals_lines(r)
+    lines += _stall_lines(r)
     lines += _problem_lines(r)
-    lines += _server_lines(srv)
+    lines += _steady_lines(r)
+    lines += _server_lines(srv) + _lost_lines(r.run)
     lines += _client_lines(r)
     run = r.run
     lines.append(
@@ -166,15 +175,24 @@ def _summary_lines(r: LoadResult) -> list[str]:
     return lines
 
 
+def _partial_lines(r: LoadResult) -> list[str]:
+    """A first line that says the numbers below are partial, and why."""
+    run = r.run
+    if run.get("aborted"):
+        return [f"PARTIAL ({run['elapsed_s']:.1f} s measured): {run['aborted']}"]
+    if run.get("cancelled"):
+        return [f"PARTIAL: interrupted after {run['elapsed_s']:.1f} s"]
+    return []
+
+
 def _totals_lines(r: LoadResult) -> list[str]:
-    """The steady window: replies by operation, hits, misses, errors and the percentiles."""
+    """The headline: the whole measured run (every interval after the warm-up) — replies by
+    operation, hits, misses, errors by kind and the percentiles, max included."""
     t = r.totals
-    st = r.steady
-    ivs = r.intervals
-    start = ivs[st["start_index"]]["start_s"] if st["start_index"] < len(ivs) else 0.0
+    warm = r.spec.get("warmup") or 0
     lines = [
-        f"steady state {'from' if st['reached'] else 'NOT reached; using all after warm-up from'}"
-        f" {start:g} s: {t['intervals']} interval(s), {t['duration_s']:.2f} s"
+        f"measured: {t['duration_s']:.2f} s in {t['intervals']} interval(s)"
+        + (f", after a {warm:g} s warm-up" if warm else "")
     ]
     lines += ["", f"{'':14}{'total':>12}{'per s':>12}"]
     lines.append(f"{'replies':14}{t['replies']:>12}{t['throughput']:>12.0f}")
@@ -183,7 +201,18 @@ def _totals_lines(r: LoadResult) -> list[str]:
             lines.append(f"  {op:12}{n:>12}{n / t['duration_s'] if t['duration_s'] else 0:>12.0f}")
     lines.append(f"{'hits':14}{t['hits']:>12}")
     lines.append(f"{'misses':14}{t['misses']:>12}")
-    lines.append(f"{'errors':14}{sum(t['errors'].values()):>12}")
+    errors = t["errors"]
+    lines.append(f"{'errors':14}{sum(errors.values()):>12}"
+                 + (f"  ({', '.join(f'{k} {n}' for k, n in sorted(errors.items()))})"
+                    if errors else ""))
+    if t["lost"]:
+        lines.append(f"{'lost':14}{t['lost']:>12}  (in flight on a connection that failed)")
+    live = r.run.get("liveness") or {}
+    if live.get("dead_s"):
+        lines.append(
+            f"no replies at all for {live['dead_s']:.2f} s ({len(live['dead_intervals'])} "
+            f"interval(s)); {live['live_throughput']:.0f} replies/s over the "
+            f"{live['live_s']:.2f} s the server answered")
     lines += ["", "latency (µs)      p50       p90       p99     p99.9       max"]
     for name in ("corrected", "uncorrected"):
         h = t.get(name)
@@ -196,27 +225,77 @@ def _totals_lines(r: LoadResult) -> list[str]:
     return lines
 
 
+def _stall_lines(r: LoadResult) -> list[str]:
+    """Every stall, in time order: when requests waited at least the stall threshold."""
+    threshold = r.spec.get("stall_ms", 100)
+    if not r.stalls:
+        return [f"\nstalls (requests waiting {threshold:g} ms or more): none"]
+    warm = r.spec.get("warmup") or 0
+    lines = [f"\nstalls (requests waiting {threshold:g} ms or more): {len(r.stalls)}"]
+    for st in r.stalls[:_STALLS_SHOWN]:
+        lines.append("  " + stall_text(st) + (" [warm-up]" if st["end_s"] <= warm else ""))
+    if len(r.stalls) > _STALLS_SHOWN:
+        lines.append(f"  … and {len(r.stalls) - _STALLS_SHOWN} more (all in load.json)")
+    if r.run.get("stalls_dropped"):
+        lines.append(f"  {r.run['stalls_dropped']} more were counted but not kept")
+    return lines
+
+
+#: Stalls listed in the summary; load.json has them all.
+_STALLS_SHOWN = 10
+
+
+def _steady_lines(r: LoadResult) -> list[str]:
+    """The steady-state window: extra information, with a warning when the run never became
+    steady or the window covers less than half of it."""
+    st = r.steady
+    w = st.get("window")
+    ivs = r.intervals
+    if not w:
+        return []
+    start = ivs[st["start_index"]]["start_s"] if st["start_index"] < len(ivs) else 0.0
+    if not st["reached"]:
+        return ["\nWARNING: the run never reached a steady state (throughput and p50 kept "
+                "changing); the figures above cover all of it"]
+    p = (w.get("corrected") or w["uncorrected"])["percentiles"]
+    line = (f"\nsteady state from {start:g} s ({w['duration_s']:.2f} s): {w['throughput']:.0f} "
+            f"replies/s, p50 {us(p['50'])} µs, p99 {us(p['99'])} µs")
+    if st.get("short"):
+        line += ("\nWARNING: the steady window is less than half the measured run; the run "
+                 "was not steady for most of it")
+    return [line]
+
+
 def _problem_lines(r: LoadResult) -> list[str]:
-    """Whether an open loop held its rate; errors and lost requests over the whole run."""
+    """Whether an open loop held its rate in every interval; errors and lost requests over the
+    measured run (and the warm-up's, said apart)."""
     lines = []
     if r.schedule:
         sc = r.schedule
+        behind = sc.get("intervals_behind") or []
         held = "held" if sc.get("held") else "NOT held"
         lines.append(
             f"\ntarget rate {sc['target_rate']:.0f}/s {held}: achieved {sc['achieved_rate']:.0f}/s"
-            f", {sc['backlog_at_end']} due but unsent at the end"
+            + (f", {len(behind)} interval(s) fell behind (from "
+               f"{_interval_start(r, behind[0]):g} s)" if behind else "")
+            + f", {sc['backlog_at_end']} due but unsent at the end"
             + (f", {sc['skipped_disconnected']} skipped while disconnected"
                if sc["skipped_disconnected"] else "")
         )
-    errors = r.all["errors"]
-    if errors or r.all["lost"]:
+    t, a = r.totals, r.all
+    errors, warm_errors = sum(t["errors"].values()), sum(a["errors"].values())
+    if errors or t["lost"]:
         lines.append(
-            "\nerrors by kind (whole run): "
-            + (", ".join(f"{k} {n}" for k, n in sorted(errors.items())) or "none")
-            + f"; requests lost in flight: {r.all['lost']}"
-            + f"; error rate {sum(errors.values()) / max(1, r.all['sent']):.2%} of requests sent"
-        )
+            f"\nerror rate {errors / max(1, t['sent']):.2%} of requests sent"
+            + f"; requests lost in flight: {t['lost']}")
+    if warm_errors > errors or a["lost"] > t["lost"]:
+        lines.append(f"during the warm-up: {warm_errors - errors} error(s), "
+                     f"{a['lost'] - t['lost']} request(s) lost")
     return lines
+
+
+def _interval_start(r: LoadResult, index: int) -> float:
+    return next((iv["start_s"] for iv in r.intervals if iv["index"] == index), 0.0)
 
 
 def _server_lines(srv: Mapping[str, Any]) -> list[str]:
@@ -238,6 +317,14 @@ def _server_lines(srv: Mapping[str, Any]) -> list[str]:
             f"threads ({sch['wait_per_wall']:.1%} of wall time)"
         )
     return lines
+
+
+def _lost_lines(run: Mapping[str, Any]) -> list[str]:
+    """On a server cachelab did not start: the items it evicted during the run (see
+    cachelab.capacity)."""
+    lost = run.get("user_items_lost")
+    return [f"the server evicted {lost:,} of its items during the run: the user's items "
+            "lost"] if lost else []
 
 
 def _client_lines(r: LoadResult) -> list[str]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from cachelab.artifacts import Artifact
 from cachelab.load.result import LoadResult
+from cachelab.load.timeline import stall_text
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, figures
@@ -16,28 +17,42 @@ Spec = dict[str, Any]
 
 
 def section(art: Artifact, ctx: Context) -> Section:
-    """The load run in ``art``: the steady window's throughput, percentiles, errors, and the
-    latency-over-time figure."""
+    """The load run in ``art``: the measured run's throughput, percentiles (max included),
+    errors and stalls, the steady window as extra information, and the latency-over-time
+    figure."""
     d = art.data
     r = LoadResult.from_dict(d, str(art.path))
     sec = Section(f"Load: {d['mode']} loop against {d['server'].get('address', '?')}", "load",
                   art.path)
     spec = d["spec"]
     lat = r.latency()
-    p = lat.get("percentiles_ns") or lat.get("percentiles") or {}
+    p = lat.get("percentiles") or {}
     tot = d["totals"]
+    run = d.get("run") or {}
+    if run.get("aborted") or run.get("cancelled"):
+        why = run.get("aborted") or "interrupted"
+        sec.body.append(f"<p><strong>PARTIAL</strong>: the run ended after "
+                        f"{run.get('elapsed_s', 0):.1f} s ({esc(why)}).</p>")
+    steady = d["steady"]
     sec.body.append(
         f"<p>{esc(spec.get('connections'))} connection(s) × {esc(spec.get('threads'))} "
-        f"thread(s), {esc(spec.get('duration'))} s; steady state "
-        f"{'reached' if d['steady'].get('reached') else 'NOT reached'}.</p>")
+        f"thread(s), {tot.get('duration_s', 0):.1f} s measured after a "
+        f"{esc(spec.get('warmup'))} s warm-up; steady state "
+        f"{'reached' if steady.get('reached') else 'NOT reached'}"
+        f"{' (for less than half the run)' if steady.get('short') else ''}.</p>")
     rows = [["throughput", f"{tot.get('throughput', 0):,.0f} /s"]]
-    for k in ("50", "90", "99", "99.9"):
+    for k in ("50", "90", "99", "99.9", "max"):
         if k in p:
-            rows.append([f"p{k} latency", dur(p[k])])
-    rows.append(["errors", str(sum(d["all"]["errors"].values()))])
-    rows.append(["lost requests", str(d["all"].get("lost", 0))])
-    sec.body.append(table(["", "steady window"], rows))
-
+            rows.append([f"p{k} latency" if k != "max" else "max latency", dur(p[k])])
+    rows.append(["errors", str(sum(tot["errors"].values()))])
+    rows.append(["lost requests", str(tot.get("lost", 0))])
+    rows.append(["stalls", str(len(r.stalls))])
+    sec.body.append(table(["", "measured run"], rows))
+    if r.stalls:
+        sec.body.append("<p>Stalls (requests waiting "
+                        f"{esc(spec.get('stall_ms', 100))} ms or more):</p><ul>"
+                        + "".join(f"<li>{esc(stall_text(st))}</li>" for st in r.stalls[:20])
+                        + "</ul>")
     def redraw(out: Path) -> list[Path]:
         # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
         from cachelab.load.plots import latency_over_time
@@ -48,8 +63,12 @@ def section(art: Artifact, ctx: Context) -> Section:
                   chart_specs(lambda: {"load-latency": charts(d)}, sec))
     sec.add_figures(figs)
     if "50" in p:
-        sec.findings.append(f"{tot.get('throughput', 0):,.0f} requests/s at p50 {dur(p['50'])} "
-                            f"and p99 {dur(p.get('99'))} ({lat.get('which', '')} latency).")
+        sec.findings.append(f"{tot.get('throughput', 0):,.0f} requests/s at p50 {dur(p['50'])}, "
+                            f"p99 {dur(p.get('99'))} and max {dur(p.get('max'))} over the "
+                            f"measured run.")
+    if r.stalls:
+        worst = max(r.stalls, key=lambda st: st["end_s"] - st["start_s"])
+        sec.findings.append(f"{len(r.stalls)} stall(s); the longest: {stall_text(worst)}.")
     for k, n in r.problems().items():
         sec.notes.append(f"{n} {k.replace('_', ' ')}")
     return sec
@@ -81,6 +100,9 @@ def charts(d: dict[str, Any]) -> list[Spec]:
                    default=0)
     if warm_end:
         marks.append({"type": "vspan", "from": 0.0, "to": ch.r(warm_end), "label": "warm-up"})
+    for st in d.get("stalls") or []:
+        marks.append({"type": "vspan", "from": ch.r(st["start_s"]), "to": ch.r(st["end_s"]),
+                      "label": "stall"})
     start = (d.get("steady") or {}).get("start_index")
     if isinstance(start, int) and start < len(ivs):
         marks.append({"type": "vline", "x": ch.r(ivs[start]["start_s"]),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
 from cachelab.units import parse_size
 
@@ -65,7 +66,12 @@ class LoadSpec:
     interval: float = 1.0
     timeout: float = 1.0
     connect_timeout: float = 2.0
-    give_up_after: float = 10.0
+    #: The reconnect budget: the run ends (server gone, exit 3) when no request has succeeded
+    #: for this long. Reconnects back off from 10 ms, doubling to 1 s: about 11 tries in 5 s.
+    give_up_after: float = 5.0
+    #: A reply that took this long (from its intended time in open loop), a request that timed
+    #: out, or a connection down this long is listed as a stall (``stalls`` in load.json).
+    stall_ms: float = 100.0
     seed: int | None = None
     #: With replies outstanding, each client thread polls its sockets for up to this many µs
     #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
@@ -114,8 +120,8 @@ class LoadSpec:
         return spec
 
     def check(self) -> None:
-        """Raises UsageError naming the first bad field (the Rust side checks the caps again)."""
-        self.to_core("127.0.0.1:1", "check")
+        """Raises UsageError naming the first bad field, the engine's caps included."""
+        _core.load_check(self.to_core("127.0.0.1:1", "check"))
 
     def to_core(self, address: str, run_id: str) -> dict[str, Any]:
         """The dict ``_core.load_run`` takes."""
@@ -150,6 +156,9 @@ class LoadSpec:
             v = getattr(self, name)
             if not _number(v) or v < 0 or (v == 0 and name != "warmup"):
                 raise UsageError(f"{name.replace('_', '-')} must be a positive number of seconds")
+        if not _number(self.stall_ms) or not 0 < self.stall_ms <= 3_600_000:
+            raise UsageError(f"stall-ms must be a number of milliseconds above 0 and at most "
+                             f"3600000, not {self.stall_ms!r}")
         if not isinstance(self.prefix, str) or not _PREFIX_RE.fullmatch(self.prefix):
             raise UsageError(
                 f"key prefix {self.prefix!r} must be 1-80 characters of letters, digits and _.:-"
@@ -182,6 +191,7 @@ class LoadSpec:
             "timeout": float(self.timeout),
             "connect_timeout": float(self.connect_timeout),
             "give_up_after": float(self.give_up_after),
+            "stall_ms": float(self.stall_ms),
             "seed": int(seed),
             "server_pid": None,
             "busy_poll_us": self.busy_poll_us,

@@ -17,6 +17,7 @@ from typing import Any
 
 from cachelab.artifacts import Artifact
 from cachelab.page.html import figure
+from cachelab.units import partial_note
 
 __all__ = ["ChartSpecs", "Context", "Section", "chart_specs", "env_notes", "figures"]
 
@@ -110,13 +111,12 @@ def chart_specs(build: Callable[[], ChartSpecs], sec: Section) -> ChartSpecs:
         return {}
 
 
-def env_notes(d: dict[str, Any]) -> list[str]:
+def env_notes(d: dict[str, Any], done: str = "") -> list[str]:
+    """Notes from a result's ``run``: whether it is partial (:func:`partial_note`, with
+    ``done``, how far it got) and keys it left behind."""
     run = d.get("run") or {}
-    notes = []
-    if run.get("cancelled"):
-        notes.append("the run was interrupted: these are partial results")
-    if run.get("aborted"):
-        notes.append(f"the run gave up: {run['aborted']}")
+    partial = partial_note(run, done)
+    notes = [partial] if partial else []
     if run.get("leftover_keys"):
         notes.append(f"{run['leftover_keys']} key(s) written could not be deleted")
     return notes

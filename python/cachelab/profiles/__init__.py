@@ -27,6 +27,7 @@ from cachelab.profiles.spec import (
     item_size_mib,
     memory_for,
     new_prefix,
+    profile_writes,
 )
 from cachelab.profiles.tier import (
     TierCell,
@@ -35,6 +36,7 @@ from cachelab.profiles.tier import (
     rank_sequence,
     spin,
     think_summary,
+    tier_cell_writes,
     tier_cells,
     tier_profile,
 )
@@ -68,6 +70,8 @@ __all__ = [
     "rank_sequence",
     "spin",
     "think_summary",
+    "tier_cell_writes",
     "tier_cells",
     "tier_profile",
+    "profile_writes",
 ]

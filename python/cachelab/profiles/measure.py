@@ -12,10 +12,17 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
+from cachelab.capacity import EvictionWatch, evicted_message, guard
 from cachelab.errors import Interrupted
 from cachelab.profiles.cell import Cell, with_percentiles
 from cachelab.profiles.model import LatencyProfile
-from cachelab.profiles.spec import ProfileSpec, item_size_for, memory_for, new_prefix
+from cachelab.profiles.spec import (
+    ProfileSpec,
+    item_size_for,
+    memory_for,
+    new_prefix,
+    profile_writes,
+)
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
 
@@ -38,18 +45,26 @@ def profile(
     (``err.partial``), and a private server is stopped. Server-side failures raise
     :class:`~cachelab.errors.ServerError` subclasses; failures during the run are counted in
     the cells instead.
+
+    On a server cachelab did not start, the run is first checked against the server's free
+    memory and item size limit (:mod:`cachelab.capacity`; :class:`~cachelab.capacity.WontFit`
+    before anything is written), and stopped if the server starts evicting: the partial
+    profile then says so in ``run.aborted``, and ``run.user_items_lost`` counts the evictions.
     """
     spec = spec or ProfileSpec()
     spec.check()
     with servers.serve(server, server_options, memory_mb=memory_for(spec, 0),
                        item_size_max=item_size_for(spec)) as target:
         facts = {**target.facts, **dict(server_facts or {})}
-        return _measure(spec, target.address, facts, on_progress)
+        # A server we did not start: refuse a run that does not fit, watch for evictions.
+        watch = guard(target.address, profile_writes(spec), private=bool(facts.get("private")),
+                      timeout=spec.connect_timeout)
+        return _measure(spec, target.address, facts, on_progress, watch)
 
 
 def _measure(
     spec: ProfileSpec, address: str, facts: Mapping[str, Any],
-    on_progress: Callable[[int, int], None] | None,
+    on_progress: Callable[[int, int], None] | None, watch: EvictionWatch | None = None,
 ) -> LatencyProfile:
     seed = spec.seed if spec.seed is not None else secrets.randbits(63)
     spec_dict = {
@@ -68,7 +83,8 @@ def _measure(
         "prefix": spec.prefix or new_prefix(),
     }
     started = time.time()
-    raw = _run_with_progress(spec_dict, on_progress)
+    raw = _run_with_progress(spec_dict, on_progress, watch)
+    lost = watch.poll(force=True) if watch is not None else None
     cells = [with_percentiles(Cell.from_dict(c, "profile run")) for c in raw["cells"]]
     client = {k: v for k, v in spec_dict.items() if k != "address"}
     result = LatencyProfile(
@@ -92,9 +108,13 @@ def _measure(
             "aborted": raw["aborted"],
             "leftover_keys": raw["leftover_keys"],
             "cleaned_up_keys": raw["cleaned_up_keys"],
+            **({} if lost is None else {"user_items_lost": lost}),
         },
     )
-    if raw["cancelled"]:
+    if raw.get("evicting"):
+        # Stopped by us, not by a signal: a partial profile that says why.
+        result.run.update(cancelled=False, aborted=evicted_message(lost or 0))
+    elif raw["cancelled"]:
         err = Interrupted("stopped by a signal; partial results kept")
         err.partial = result  # type: ignore[attr-defined]
         raise err
@@ -102,12 +122,23 @@ def _measure(
 
 
 def _run_with_progress(
-    spec_dict: dict[str, Any], on_progress: Callable[[int, int], None] | None
+    spec_dict: dict[str, Any], on_progress: Callable[[int, int], None] | None,
+    watch: EvictionWatch | None = None,
 ) -> dict[str, Any]:
-    """Runs the Rust profile in a thread; Ctrl-C cancels and keeps the partial result."""
+    """Runs the Rust profile in a thread; Ctrl-C cancels and keeps the partial result, and so
+    does the server evicting items (``watch``; the result then says ``evicting``)."""
     progress = _core.Progress()
-    return run_cancellable(
-        lambda: _core.profile_run(spec_dict, progress), progress.cancel,
-        name="cachelab-profile",
-        poll=(lambda: on_progress(progress.done, progress.total)) if on_progress else None,
-    )
+    evicting = False
+
+    def poll() -> None:
+        nonlocal evicting
+        if on_progress:
+            on_progress(progress.done, progress.total)
+        if watch is not None and not evicting and watch.poll():
+            evicting = True
+            progress.cancel()
+
+    raw = run_cancellable(lambda: _core.profile_run(spec_dict, progress), progress.cancel,
+                          name="cachelab-profile", poll=poll)
+    raw["evicting"] = evicting
+    return raw

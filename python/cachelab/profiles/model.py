@@ -49,12 +49,14 @@ class LatencyProfile:
         return next(iter(self.cells_of("floor")), None)
 
     def problems(self) -> dict[str, int]:
-        """Counts that make a run's exit code 1: errors, mismatches, misses, keys left behind."""
+        """Counts that make a run's exit code 1: errors, mismatches, misses, keys left behind,
+        and the items a server cachelab did not start evicted during the run."""
         out = {
             "errors": sum(sum(c.errors.values()) for c in self.cells),
             "mismatches": sum(c.mismatches for c in self.cells),
             "misses": sum(c.misses for c in self.cells),
             "leftover_keys": int(self.run.get("leftover_keys", 0)),
+            "user_items_lost": int(self.run.get("user_items_lost") or 0),
         }
         return {k: v for k, v in out.items() if v}
 

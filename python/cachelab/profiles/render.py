@@ -7,12 +7,19 @@ them; so this module does not import it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cachelab.profiles.cell import OPS, floor_p50
 from cachelab.tables import percentile_table
-from cachelab.units import format_duration_ns, format_size, pick_unit
+from cachelab.units import (
+    PARTIAL,
+    format_duration_ns,
+    format_size,
+    of_asked,
+    partial_note,
+    pick_unit,
+)
 
 #: The printed tables' titles.
 TABLE_TITLES = {
@@ -23,8 +30,11 @@ TABLE_TITLES = {
 
 
 def render_profile(p: Any) -> str:
-    """The report of the latency profile ``p``."""
-    lines = [heading(p)]
+    """The report of the latency profile ``p``; an interrupted one says so on its first line
+    (with the samples each cell really has) and over every table."""
+    note = partial(p.run, p.client.get("samples"), (c.samples for c in p.cells))
+    lines = [note] if note else []
+    lines.append(heading(p))
     floor, floor_ns = p.floor, floor_p50(p.cells)
     if floor and floor_ns:
         unit = pick_unit([floor_ns])
@@ -39,7 +49,7 @@ def render_profile(p: Any) -> str:
         cells = p.cells_of(op)
         if not cells:
             continue
-        title = TABLE_TITLES[op]
+        title = TABLE_TITLES[op] if note is None else f"{PARTIAL}: {TABLE_TITLES[op]}"
         if op == "multiget":
             title += f", {format_size(cells[0].value_size)} values"
         footer = [("samples", [str(c.samples) for c in cells])]
@@ -65,7 +75,7 @@ def render_profile(p: Any) -> str:
 
 
 def heading(p: Any) -> str:
-    """The report's first line: where the profile comes from (the server and how it was
+    """The report's heading: where the profile comes from (the server and how it was
     measured, or the publication)."""
     if p.source == "published":
         return f"{p.name}: {p.published.get('source', '') if p.published else ''}"
@@ -79,9 +89,29 @@ def heading(p: Any) -> str:
     where = (srv.get("address") or "—") + (f" ({', '.join(facts)})" if facts else "")
     return (
         f"memcached {srv.get('version', '?')} at {where}; {c.get('protocol')} protocol, "
-        f"{c.get('concurrency')} connection(s), {c.get('samples')} samples per cell "
-        f"after {c.get('warmup')} warm-up"
+        f"{c.get('concurrency')} connection(s), "
+        f"{samples_per_cell(c.get('samples'), (cell.samples for cell in p.cells), c.get('warmup'))}"
     )
+
+
+def samples_per_cell(asked: int | None, counts: Iterable[int],
+                     warmup: int | None = None) -> str:
+    """The samples the cells hold: ``"10000 samples per cell"`` when every cell has what was
+    asked, else the real counts against it (``"samples per cell: 1,372–10,000 of 10,000
+    asked"``) — a run cut short must not look like it took them all; with ``warmup``, the
+    warm-up samples discarded before them."""
+    counts = list(counts)
+    after = "" if warmup is None else f" after {warmup} warm-up"
+    if asked is not None and counts and all(n == asked for n in counts):
+        return f"{asked} samples per cell{after}"
+    return f"samples per cell: {of_asked(counts, asked)}" + (f",{after}" if after else "")
+
+
+def partial(run: Mapping[str, Any], asked: int | None, counts: Iterable[int]) -> str | None:
+    """The profile's :func:`~cachelab.units.partial_note` (with its cells' real sample
+    counts), or None when it ran to the end. ``counts``: every cell's samples, the floor's
+    too."""
+    return partial_note(run, samples_per_cell(asked, counts))
 
 
 def iter_table_columns(p: Any, op: str) -> Iterator[tuple[str, dict[str, float]]]:

@@ -12,7 +12,8 @@ from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, env_notes, figures
 from cachelab.profiles.cell import OPS, PLOT_FILES, PLOT_TITLES, TABLE_ROWS, floor_p50
 from cachelab.profiles.model import LatencyProfile
-from cachelab.units import dur, format_size, times
+from cachelab.profiles.render import samples_per_cell
+from cachelab.units import PARTIAL, dur, format_size, partial_note, times
 
 Spec = dict[str, Any]
 
@@ -39,14 +40,16 @@ def section(art: Artifact, ctx: Context) -> Section:
     sec = Section(f"Latency profile: {d.get('name', '')}", "profile", art.path)
     cells = d.get("cells", [])
     client = d.get("client", {})
+    counts = [int(c.get("samples", 0)) for c in cells]
     if d.get("source") == "published":
         pub = d.get("published") or {}
         sec.body.append(f"<p>Published profile: {esc(pub.get('source', ''))}</p>")
     else:
+        samples = samples_per_cell(client.get("samples"), counts, client.get("warmup"))
         sec.body.append(
-            f"<p>{esc(client.get('samples'))} samples per cell after {esc(client.get('warmup'))}"
-            f" warm-up, {esc(client.get('protocol'))} protocol, {esc(client.get('concurrency'))}"
-            f" connection(s). Latencies are read from each cell's HdrHistogram.</p>")
+            f"<p>{esc(samples)}, {esc(client.get('protocol'))} protocol, "
+            f"{esc(client.get('concurrency'))} connection(s). Latencies are read from each "
+            "cell's HdrHistogram.</p>")
     floor = next((c for c in cells if c["op"] == "floor" and c.get("samples")), None)
     floor_ns = floor["percentiles"].get("50") if floor else None
     if floor_ns:
@@ -71,7 +74,9 @@ def section(art: Artifact, ctx: Context) -> Section:
         bad = [c.get("mismatches", 0) + c.get("misses", 0) for c in cs]
         if any(bad):
             rows.append(["mismatches + misses", *map(str, bad)])
-        sec.body.append(f"<h3>{esc(_OP_TITLES[op])}</h3>")
+        heading = _OP_TITLES[op] if not partial_note(d.get("run")) else \
+            f"{PARTIAL}: {_OP_TITLES[op]}"
+        sec.body.append(f"<h3>{esc(heading)}</h3>")
         sec.body.append(table(header, rows))
 
     def redraw(out: Path) -> list[Path]:
@@ -86,7 +91,7 @@ def section(art: Artifact, ctx: Context) -> Section:
     figs = figures(art, ctx, names, redraw, chart_specs(lambda: charts(d, str(art.path)), sec))
     sec.add_figures(figs)
     sec.findings += findings(d)
-    sec.notes += env_notes(d)
+    sec.notes += env_notes(d, samples_per_cell(client.get("samples"), counts))
     total_err = sum(sum(c.get("errors", {}).values()) for c in cells)
     if total_err:
         sec.notes.append(f"{total_err} request(s) failed and are not in the histograms")

@@ -6,6 +6,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from cachelab.capacity import Writes
 from cachelab.errors import UsageError
 
 DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
@@ -94,3 +95,18 @@ def memory_for(spec: ProfileSpec, memory_mb: int) -> int:
     (memcached refuses an ``-I`` above half its memory) for every connection at once."""
     mib = item_size_mib(spec) or 1
     return max(memory_mb, 2 * mib * (spec.concurrency + 1))
+
+
+def profile_writes(spec: ProfileSpec) -> Writes:
+    """What a profile run keeps in memcached at its peak: each connection holds one value of
+    each size (its round's gets) beside the previous round's multi-get values, which the
+    round's write batch deletes. Keys are ``<prefix>:g<size>:<worker>:<sequence>``."""
+    key_len = len(spec.prefix or new_prefix()) + 24
+    w = Writes("profile", "values", sizes_flag="measure smaller values with --sizes "
+               "(and --multi-size for multi-gets)",
+               shrink="measure fewer or smaller values (--sizes, --keys, --multi-size) or on "
+               "fewer connections (--concurrency)")
+    for size in spec.sizes:
+        w.add(size, spec.concurrency, key_len)
+    w.add(spec.multi_value_size, spec.concurrency * sum(spec.key_counts), key_len)
+    return w

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -17,6 +16,7 @@ import numpy as np
 import cachelab._core as _core
 import cachelab.environment as environment
 from cachelab.artifacts import created_now
+from cachelab.capacity import delete_keys
 from cachelab.errors import ServerError, UsageError
 from cachelab.profiles.cell import Cell, with_percentiles
 from cachelab.profiles.model import LatencyProfile
@@ -90,28 +90,43 @@ def tier_cells(
     if any(not 1 <= k <= MAX_KEY_COUNT for k in key_counts):
         raise UsageError(f"key counts must be between 1 and {MAX_KEY_COUNT}")
     rng = np.random.default_rng(seed)
-    cells = []
-    with _core.Client(address, timeout=timeout, connect_timeout=timeout) as writer:
-        for s in sizes:
-            keys = [f"{prefix}:g{s}:{j}" for j in range(4)]
-            for k in keys:
-                writer.set(k, rng.bytes(s))
-            cells.append(TierCell("get", s, keys))
-        if key_counts:
-            mkeys = [f"{prefix}:m:{j}" for j in range(max(key_counts))]
-            for k in mkeys:
-                writer.set(k, rng.bytes(multi_value_size))
-            cells += [TierCell("multiget", multi_value_size, mkeys[:n]) for n in key_counts]
+    cells: list[TierCell] = []
+    tried: list[str] = []  # every key a set was sent for, to delete if a later one fails
+    try:
+        with _core.Client(address, timeout=timeout, connect_timeout=timeout) as writer:
+            for s in sizes:
+                keys = [f"{prefix}:g{s}:{j}" for j in range(4)]
+                for k in keys:
+                    tried.append(k)
+                    writer.set(k, rng.bytes(s))
+                cells.append(TierCell("get", s, keys))
+            if key_counts:
+                mkeys = [f"{prefix}:m:{j}" for j in range(max(key_counts))]
+                for k in mkeys:
+                    tried.append(k)
+                    writer.set(k, rng.bytes(multi_value_size))
+                cells += [TierCell("multiget", multi_value_size, mkeys[:n]) for n in key_counts]
+    except BaseException:
+        # A SERVER_ERROR (out of memory, too large) half-way: the caller never gets the cells
+        # to delete, so the keys written so far go now.
+        delete_keys(address, tried, timeout=timeout)
+        raise
     return cells
 
 
-def delete_tier_cells(address: str, cells: list[TierCell], timeout: float = 1.0) -> None:
-    """Deletes what :func:`tier_cells` wrote (best effort)."""
-    keys = {k for c in cells for k in c.keys}
-    with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:
-        for k in keys:
-            with contextlib.suppress(Exception):
-                c.delete(k)
+def tier_cell_writes(sizes: Sequence[int], key_counts: Sequence[int],
+                     multi_value_size: int) -> list[tuple[int, int]]:
+    """What :func:`tier_cells` writes: (value size, count) pairs."""
+    out = [(int(s), 4) for s in sizes]
+    if key_counts:
+        out.append((int(multi_value_size), max(key_counts)))
+    return out
+
+
+def delete_tier_cells(address: str, cells: list[TierCell], timeout: float = 1.0) -> int:
+    """Deletes what :func:`tier_cells` wrote (within a bounded time, never raising); how many
+    keys could not be deleted."""
+    return delete_keys(address, sorted({k for c in cells for k in c.keys}), timeout=timeout)
 
 
 def tier_profile(

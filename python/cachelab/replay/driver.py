@@ -6,17 +6,18 @@ connection), and the tier that times each L2 read and the *think time* before it
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-import cachelab._core as _core
+from cachelab.capacity import delete_keys
 from cachelab.replay.spec import parse
 from cachelab.tiered import FixedMemory, LRUMemory, MemcachedTier, TieredCache
 
 __all__ = ["Driver", "GapTier", "Workload", "clock", "cpu", "delete_catalog", "load_catalog",
-           "request"]
+           "request", "windows"]
 
 clock = time.perf_counter_ns
 cpu = time.thread_time_ns
@@ -51,24 +52,32 @@ class Workload:
         return [[t, *d] for t, d in zip(topics, self.core.descendants(topics, depth))]
 
 
-def load_catalog(cache: TieredCache, kc: Any, sizes: np.ndarray, pool: bytes) -> None:
-    """Every item into memcached at its size (bytes of ``pool``)."""
+def windows(trace: Any, train: float) -> tuple[np.ndarray, int, np.ndarray]:
+    """The requests in time order (ties by index), how many of the first ones train, and
+    which requests are evaluated (the rest)."""
+    n = len(trace)
+    order = np.lexsort((np.arange(n), trace.time))
+    n_train = int(np.floor(train * n))
+    evaluated = np.ones(n, dtype=bool)
+    evaluated[order[:n_train]] = False
+    return order, n_train, evaluated
+
+
+def load_catalog(cache: TieredCache, kc: Any, sizes: np.ndarray, pool: bytes,
+                 check: Callable[[], None] = lambda: None) -> None:
+    """Every item into memcached at its size (bytes of ``pool``); ``check()`` after each
+    (it raises to stop the loading)."""
     span = len(pool) - int(sizes.max())
     for i, s in enumerate(sizes.tolist()):
         off = (i * 7919) % max(1, span)
         cache.put(kc, i, pool[off:off + s])
+        check()
 
 
 def delete_catalog(address: str, cache: TieredCache, kc: Any, n: int) -> int:
-    """Deletes the catalog's ``n`` items; how many could not be deleted."""
-    left = 0
-    with _core.Client(address, timeout=2.0) as c:
-        for i in range(n):
-            try:
-                c.delete(cache.key_for(kc, i))
-            except Exception:  # noqa: BLE001 - count what we could not clean up
-                left += 1
-    return left
+    """Deletes the catalog's ``n`` items (also after an error, within a bounded time: see
+    :func:`cachelab.capacity.delete_keys`); how many could not be deleted."""
+    return delete_keys(address, (cache.key_for(kc, i) for i in range(n)), timeout=2.0)
 
 
 class GapTier(MemcachedTier):

@@ -20,11 +20,21 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.traces as traces
 from cachelab.artifacts import created_now
+from cachelab.capacity import EvictionWatch, guard
 from cachelab.errors import UsageError
 from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
 from cachelab.replay.compare import compare
-from cachelab.replay.driver import Driver, Workload, delete_catalog, load_catalog
+from cachelab.replay.driver import (
+    Driver,
+    Workload,
+    clock,
+    cpu,
+    delete_catalog,
+    load_catalog,
+    windows,
+)
+from cachelab.replay.footprint import replay_writes
 from cachelab.replay.result import ReplayResult
 from cachelab.replay.sampler import Sampler, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
@@ -59,7 +69,13 @@ def replay(
     ``server`` — or on a private one (``server_options``, with at least the memory the catalog
     needs) — and compares with the prediction. ``log(message)`` hears the stages;
     ``on_progress(done, total)`` is called as evaluated requests are replayed (every 200, and
-    at the end of each slice)."""
+    at the end of each slice).
+
+    On a server cachelab did not start, the catalog and profile values are first checked
+    against the server's free memory and item size limit (:mod:`cachelab.capacity`:
+    :class:`~cachelab.capacity.WontFit` before anything is written), and the replay stops
+    (:class:`~cachelab.capacity.Evicting`, after deleting what it wrote) if the server starts
+    evicting; ``server.user_items_lost`` in the result counts the evictions."""
     spec = spec or ReplaySpec()
     spec.check()
     sizes = trace.item_sizes
@@ -69,7 +85,7 @@ def replay(
                item_size_max="2m" if big else None) as target:
         run = _Run(trace, spec, target.address, log or (lambda msg: None),
                    on_progress or (lambda done, total: None))
-        return run.result(trace_info or {}, target.facts)
+        return run.result(trace_info or {}, target.facts, guarded=target.private is None)
 
 
 def _load() -> list[float]:
@@ -93,10 +109,7 @@ class _Run:
         self.canonical = [str(parse(s))
                           for s in spec.strategies or default_strategies(trace.n_items)]
         n = len(trace)
-        self.order = np.lexsort((np.arange(n), trace.time))
-        self.n_train = int(np.floor(spec.train * n))
-        self.evaluated = np.ones(n, dtype=bool)
-        self.evaluated[self.order[:self.n_train]] = False
+        self.order, self.n_train, self.evaluated = windows(trace, spec.train)
         self.n_eval = int(self.evaluated.sum())
         self.work = Workload.of(trace)
         # The simulator's own fixed sets, so the real cache pins what the model assumes.
@@ -113,9 +126,18 @@ class _Run:
         self.in_mc = {c: np.zeros(n, dtype=np.int64) for c in self.canonical}
         #: Per strategy: the unit costs measured in each slice.
         self.cals: dict[str, list[dict[str, float]]] = {c: [] for c in self.canonical}
+        #: When this process's last L2 read ended (wall, CPU), shared by every strategy.
+        self.shared = {"last": 0, "cpu": 0}
+        #: The server's evictions since the start (None on a private server).
+        self.watch: EvictionWatch | None = None
 
-    def result(self, trace_info: dict[str, Any], server_facts: dict[str, Any]) -> ReplayResult:
+    def result(self, trace_info: dict[str, Any], server_facts: dict[str, Any], *,
+               guarded: bool = True) -> ReplayResult:
+        """Runs the replay; ``guarded``: on a server cachelab did not start (checked first,
+        and watched for evictions)."""
         spec, trace, address = self.spec, self.trace, self.address
+        self.watch = guard(address, replay_writes(trace, spec, self.work), private=not guarded,
+                           timeout=max(1.0, spec.timeout))
         prefix = f"cachelab:{secrets.token_hex(6)}"
         loader_cache = TieredCache(MemcachedTier(address, timeout=spec.timeout), None,
                                    prefix=prefix)
@@ -126,26 +148,28 @@ class _Run:
         with _core.Client(address, timeout=spec.timeout, connect_timeout=spec.timeout) as c:
             version = c.version()
         try:
-            load_catalog(loader_cache, kc, sizes, pool)
+            load_catalog(loader_cache, kc, sizes, pool, self._check_evictions)
             self.mean_size = max(1, int(round(float(sizes.mean()))))
             self._build(prefix, kc)
             self._measure()
             self.say("simulating")
             rows, profile_info = self._predict(version)
         finally:
+            # Every key written goes, also after an error (each clean-up bounded in time).
             for d in self.drivers:
                 d.tier.close()
-            for cells in self.written:
-                delete_tier_cells(address, cells, spec.timeout)
-            left = delete_catalog(address, loader_cache, kc, trace.n_items)
+            left = sum(delete_tier_cells(address, cells, spec.timeout) for cells in self.written)
+            left += delete_catalog(address, loader_cache, kc, trace.n_items)
             if left:
                 self.say(f"could not delete {left} keys under {prefix}")
+        lost = None if self.watch is None else self.watch.poll(force=True)
         return ReplayResult(
             created=created_now(),
             trace={"requests": len(trace), "items": trace.n_items, "evaluated": self.n_eval,
                    "bytes": int(sizes.sum()), **trace_info},
             spec={**asdict(spec), "strategies": self.canonical},
-            server={"address": address, "version": version, **server_facts},
+            server={"address": address, "version": version, **server_facts,
+                    **({} if lost is None else {"user_items_lost": lost})},
             profile=profile_info,
             strategies=rows,
             elapsed_s=round(time.perf_counter() - self.started, 3),
@@ -157,18 +181,19 @@ class _Run:
         """A driver per strategy, warmed on the training window; its profile's cells in
         memcached and its sampler warmed; in ``interleaved`` mode its calibrator."""
         spec = self.spec
-        shared = {"last": 0, "cpu": 0}  # when this process's last L2 read ended (wall, CPU)
         self.drivers = [Driver(self.work, self.address, prefix, c, self.fixed[c], spec.timeout,
-                               shared) for c in self.canonical]
+                               self.shared) for c in self.canonical]
         for d in self.drivers:
             self.say(f"warming {d.strategy} on the training window")
             d.warm(self.order[:self.n_train])
+            self._check_evictions()
         for d in self.drivers:
             cells = tier_cells(
                 self.address, f"{prefix}:profile:{len(self.samplers)}",
                 **profile_cells(self.work, d.depth, self.evaluated),
                 multi_value_size=self.mean_size, timeout=spec.timeout, seed=spec.seed)
             self.written.append(cells)
+            self._check_evictions()
             d.tier.strip = getattr(kc.format, "own_header", None)
             self.samplers[d.strategy] = Sampler(d.tier, cells, spec.profile_samples, self.n_eval,
                                                 self.rng)
@@ -210,6 +235,7 @@ class _Run:
                         if interleaved:
                             samplers[d.strategy].after_request()
                             self.calibrators[d.strategy].aside(steps[d.strategy])
+                    self._check_evictions()
                     if j % 200 == 199:
                         self.progress(replayed + j + 1, self.n_eval)
             finally:
@@ -231,6 +257,20 @@ class _Run:
                     self.cals[d.strategy].append(calibrate(d, spec.calibration_reps, self.rng))
             replayed += len(chunk)
             self.progress(replayed, self.n_eval)
+
+    def _check_evictions(self) -> None:
+        """Stops the replay (:class:`~cachelab.capacity.Evicting`) once the server has
+        evicted anything. The ``stats`` read (every half second) is kept out of the next L2
+        read's think time, as calibration is."""
+        if self.watch is None:
+            return
+        shared = self.shared
+        last, last_cpu = shared["last"], shared["cpu"]
+        t0, c0 = clock(), cpu()
+        self.watch.stop_if_evicting()
+        if last:
+            shared["last"] = last + (clock() - t0)
+            shared["cpu"] = last_cpu + (cpu() - c0)
 
     def _costs(self, strategy: str, model: Any) -> list[dict]:
         """The simulator's ``request_costs`` of ``strategy`` under ``model``, one per draw."""

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cachelab.artifacts import KINDS, Artifact, find_artifacts
 from cachelab.errors import InputError
@@ -18,6 +19,7 @@ from cachelab.page.section import Context, Section
 from cachelab.profiles import builtin
 from cachelab.report.overview import environment
 from cachelab.report.sections import build_section
+from cachelab.units import PARTIAL, partial_note
 
 __all__ = ["Report", "render_report", "write_report"]
 
@@ -74,7 +76,7 @@ def render_report(
     tmp = Path(tempfile.mkdtemp(prefix="cachelab-report-")) if own_tmp else scratch
     try:
         ctx = Context(scratch=tmp, redraw=redraw)
-        sections = [build_section(a, ctx) for a in arts]
+        sections = [marked(build_section(a, ctx), a.data) for a in arts]
         html = _page(title, paths, sections, arts, skipped)
         return Report(html=html, sections=sections, skipped=skipped, figures=list(ctx.used))
     finally:
@@ -82,9 +84,35 @@ def render_report(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: What a partial result's section title ends in.
+_SUFFIX = f" \u2014 {PARTIAL}"
+
+
+def marked(sec: Section, data: dict[str, Any]) -> Section:
+    """``sec``, saying so when its result is partial: its first note is the
+    :func:`~cachelab.units.partial_note` (the verb's own, with its counts, or else one from
+    the result's ``run``) and its title ends in PARTIAL — so the contents and the list at
+    the top of the page show it too, whatever the verb's section does."""
+    own = [n for n in sec.notes if n.startswith(PARTIAL)]
+    run = data.get("run")
+    note = own[0] if own else partial_note(run) if isinstance(run, dict) else None
+    if note is None:
+        return sec
+    sec.notes = [note, *(n for n in sec.notes if n != note)]
+    sec.title += _SUFFIX
+    return sec
+
+
 def _page(title: str, paths: Sequence[Path], sections: Sequence[Section],
           arts: Sequence[Artifact], skipped: Sequence[str]) -> str:
     body: list[str] = []
+    partial = [(i, s, n) for i, s in enumerate(sections) for n in s.notes[:1]
+               if n.startswith(PARTIAL)]
+    if partial:
+        body.append('<h2 id="partial">Partial results</h2><ul class="err">')
+        body += [f'<li><a href="#{_anchor(i, s)}">{esc(s.title.removesuffix(_SUFFIX))}</a>: '
+                 f"{esc(n)}</li>" for i, s, n in partial]
+        body.append("</ul>")
     findings = [(i, s, f) for i, s in enumerate(sections) for f in s.findings]
     if findings:
         body.append('<h2 id="findings">Findings</h2><ul class="findings">')

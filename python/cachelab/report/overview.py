@@ -1,5 +1,6 @@
 """The report's own parts: the run's step table (the first section when a run made the results)
-and the environment the results were measured in."""
+and the environment the results were measured in; and how a run's step and an interrupted run
+are told (:func:`step_text`, :func:`run_partial`), which ``run``'s own table uses too."""
 
 from __future__ import annotations
 
@@ -9,15 +10,41 @@ from typing import Any
 from cachelab.artifacts import Artifact
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section
+from cachelab.units import of_asked, partial_note
+
+__all__ = ["environment", "run_partial", "section", "step_text"]
+
+
+def step_text(s: dict[str, Any]) -> str:
+    """A step's line in the table: its summary and, when it failed or was skipped, why."""
+    return "; ".join(x for x in (s.get("summary"), s.get("error")) if x)
+
+
+def run_partial(d: dict[str, Any]) -> str | None:
+    """The :func:`~cachelab.units.partial_note` of a run (``run.json``) that Ctrl-C stopped:
+    how many of its steps finished, the one cut short, those never started; None for a run
+    that went to the end."""
+    if not d.get("interrupted"):
+        return None
+    steps = d.get("steps", [])
+    stopped = [s["name"] for s in steps if s.get("error") == "interrupted"]
+    cut = [s["name"] for s in steps if s.get("error") == "interrupted" and s["status"] != "skipped"]
+    never = [n for n in stopped if n not in cut]
+    done = f"steps finished: {of_asked([len(steps) - len(stopped)], len(steps))}"
+    done += f"; cut short: {', '.join(cut)}" if cut else ""
+    done += f"; not run: {', '.join(never)}" if never else ""
+    return partial_note({"cancelled": True, "elapsed_s": d.get("elapsed_s")}, done)
 
 
 def section(art: Artifact, ctx: Context) -> Section:
     d = art.data
     sec = Section("The run", "run", art.path)
+    partial = run_partial(d)
+    if partial:
+        sec.notes.append(partial)
     rows, classes = [], []
     for s in d["steps"]:
-        rows.append([s["name"], s["status"], f"{s.get('elapsed_s', 0):.1f} s",
-                     s.get("summary") or s.get("error") or ""])
+        rows.append([s["name"], s["status"], f"{s.get('elapsed_s', 0):.1f} s", step_text(s)])
         classes.append({"ok": "", "problems": "bad", "failed": "bad"}.get(s["status"], ""))
     sec.body.append(table(["step", "status", "time", "summary"], rows, left=1,
                           row_classes=classes))

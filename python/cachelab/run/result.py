@@ -10,6 +10,7 @@ from typing import Any
 
 from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
+from cachelab.report.overview import run_partial, step_text
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome"]
 
@@ -81,12 +82,15 @@ class RunResult:
         return write_json(path, self.to_dict(), allow_nan=False)
 
     def render(self) -> str:
-        """The step table: status, time and summary (or error) of each step, and the total."""
+        """The step table: status, time, summary and error of each step, and the total; a run
+        Ctrl-C stopped says so first (:func:`~cachelab.report.overview.run_partial`)."""
+        d = self.to_dict()
         header = ["step", "status", "time", "summary"]
-        rows = [[s.name, s.status, f"{s.elapsed_s:.1f} s", s.summary or s.error or ""]
-                for s in self.steps]
+        rows = [[s["name"], s["status"], f"{s['elapsed_s']:.1f} s", step_text(s)]
+                for s in d["steps"]]
         widths = [max(len(x[i]) for x in [header, *rows]) for i in range(3)]
-        lines = []
+        partial = run_partial(d)
+        lines = [partial] if partial else []
         for row in [header, ["-" * w for w in widths] + ["-" * 7], *rows]:
             lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
         lines.append(f"total {self.elapsed_s:.1f} s")

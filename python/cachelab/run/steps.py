@@ -2,7 +2,9 @@
 
 Each step runs one verb through its library call and writes that verb's artifacts with the
 result's own ``write`` into a subdirectory of the run's output; it returns a one-line summary
-and whether it found problems. A step that cannot run raises :class:`Skip` with the reason.
+and whether it found problems. A step that cannot run raises :class:`Skip` with the reason; one
+that ran but whose check failed (replay's prediction vs measurement) raises
+:class:`CheckFailed`, after writing its artifacts.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ import cachelab.replay as replay
 import cachelab.scale as scale
 import cachelab.tierbench as tierbench
 import cachelab.traces as traces
-from cachelab.errors import ServerError, UsageError
+from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.progress import Progress, stage_logger
 from cachelab.run.result import RunSpec
 from cachelab.servers import ServerOptions
 from cachelab.simulation import SimulateSpec, simulate
 from cachelab.simulation.summary import band_at, best_strategy
 
-__all__ = ["REFERENCE_MODEL", "RUNNERS", "Skip", "State"]
+__all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "profile_spec",
+           "replay_setup", "scale_spec", "tiers_spec"]
 
 #: The published profile every simulation is also run with, for reference.
 REFERENCE_MODEL = "appengine-2017"
@@ -32,6 +35,15 @@ REFERENCE_MODEL = "appengine-2017"
 
 class Skip(Exception):
     """A step that cannot run; the message says why."""
+
+
+class CheckFailed(Exception):
+    """A step that ran to the end but whose result failed its check: ``summary`` is the step's
+    one line as usual, the message which check failed, with the numbers."""
+
+    def __init__(self, summary: str, reason: str) -> None:
+        super().__init__(reason)
+        self.summary = summary
 
 
 @dataclass
@@ -70,13 +82,44 @@ def _problems_text(problems: dict[str, int]) -> str:
     return ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in problems.items())
 
 
+def profile_spec(spec: RunSpec) -> profiles.ProfileSpec:
+    """The profile step's spec."""
+    return (profiles.ProfileSpec.quick(seed=spec.seed) if spec.quick
+            else profiles.ProfileSpec(seed=spec.seed))
+
+
+def scale_spec(spec: RunSpec) -> scale.ScaleSpec:
+    """The scale step's spec."""
+    return (scale.ScaleSpec.quick(repeats=1, seed=spec.seed) if spec.quick
+            else scale.ScaleSpec(repeats=2, seed=spec.seed))
+
+
+def tiers_spec(spec: RunSpec) -> tierbench.TiersSpec:
+    """The tiers step's spec."""
+    return (tierbench.TiersSpec.quick(seed=spec.seed) if spec.quick
+            else tierbench.TiersSpec(seed=spec.seed))
+
+
+def replay_setup(spec: RunSpec, strategies: tuple[str, ...]) -> tuple[Any, replay.ReplaySpec]:
+    """The replay step's synthetic trace and spec, for ``strategies``."""
+    n = 1_000 if spec.quick else 4_000
+    trace = traces.synthesize(traces.SynthParams(requests=n, seed=spec.seed + 1))
+    rspec = (replay.ReplaySpec.quick(strategies=strategies, slices=2, seed=spec.seed)
+             if spec.quick else replay.ReplaySpec(strategies=strategies, seed=spec.seed))
+    return trace, rspec
+
+
 def step_profile(st: State) -> tuple[str, bool]:
     address = _need_server(st)
-    spec = profiles.ProfileSpec.quick(seed=st.spec.seed) if st.spec.quick else \
-        profiles.ProfileSpec(seed=st.spec.seed)
+    spec = profile_spec(st.spec)
     with Progress(None, "profile") as bar:
-        result = profiles.profile(spec, server=address, server_facts=st.server_facts,
-                                  on_progress=bar.track)
+        try:
+            result = profiles.profile(spec, server=address, server_facts=st.server_facts,
+                                      on_progress=bar.track)
+        except Interrupted as e:
+            # What was measured is kept, so the run's report shows it, marked partial.
+            e.partial.write(st.wrote("profile"))  # type: ignore[attr-defined]
+            raise
     out = st.wrote("profile")
     result.write(out)
     st.profile_path = out / "profile.json"
@@ -96,8 +139,7 @@ def step_profile(st: State) -> tuple[str, bool]:
 
 def step_scale(st: State) -> tuple[str, bool]:
     address = _need_server(st)
-    spec = (scale.ScaleSpec.quick(repeats=1, seed=st.spec.seed) if st.spec.quick
-            else scale.ScaleSpec(repeats=2, seed=st.spec.seed))
+    spec = scale_spec(st.spec)
     total = len(spec.order())
     # On a terminal a bar with an ETA over the sweep's runs; otherwise a log line per run.
     with Progress(total, "scale") as bar:
@@ -170,8 +212,7 @@ def step_simulate(st: State) -> tuple[str, bool]:
 
 def step_tiers(st: State) -> tuple[str, bool]:
     address = _need_server(st)
-    spec = tierbench.TiersSpec.quick(seed=st.spec.seed) if st.spec.quick else \
-        tierbench.TiersSpec(seed=st.spec.seed)
+    spec = tiers_spec(st.spec)
     with Progress(spec.reads, "tiers") as bar:
         result = tierbench.tiers(spec, server=address,
                                  on_progress=lambda done, _total: bar.update(done))
@@ -193,21 +234,17 @@ def step_replay(st: State) -> tuple[str, bool]:
         replay.parse(st.best)
     except UsageError as e:
         raise Skip(f"the best simulated strategy cannot be replayed: {e}") from None
-    n = 1_000 if st.spec.quick else 4_000
-    trace = traces.synthesize(traces.SynthParams(requests=n, seed=st.spec.seed + 1))
-    spec = (replay.ReplaySpec.quick(strategies=tuple(strategies), slices=2, seed=st.spec.seed)
-            if st.spec.quick else replay.ReplaySpec(strategies=tuple(strategies),
-                                                    seed=st.spec.seed))
+    trace, spec = replay_setup(st.spec, tuple(strategies))
     with Progress(None, "replay") as bar:
         result = replay.replay(trace, spec, server=address,
                                trace_info={"source": "synthetic", "generator": trace.generator},
                                log=stage_logger(bar, "replay", st.log), on_progress=bar.track)
     result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
     result.write(st.wrote("replay"))
-    bad = [s["strategy"] for s in result.strategies if not s.get("within_tolerance")]
-    text = f"{', '.join(strategies)}: measured vs predicted " + (
-        "agree" if not bad else f"differ beyond tolerance for {', '.join(bad)}")
-    return text, False
+    failed = result.failure()
+    if failed:
+        raise CheckFailed(f"{', '.join(strategies)}: measured vs predicted differ", failed)
+    return f"{', '.join(strategies)}: measured vs predicted agree", False
 
 
 #: Step name -> the function that runs it; returns (summary, found problems).

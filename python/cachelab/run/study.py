@@ -14,7 +14,8 @@ Steps, each writing its verb's artifacts into a subdirectory of ``out``:
 One memcached serves every step: the one given, or a private one started for the run (the
 scale sweep then starts its own private server with the same flags, so that it can read the
 server's scheduler statistics). A step
-that fails is recorded (with its error) and the run goes on; the steps after it that need its
+that fails — raises, or ran but failed its check (replay's prediction vs measurement) — is
+recorded as ``failed`` (with its error) and the run goes on; the steps after it that need its
 result fall back (simulate uses the reference model alone without a profile) or are skipped
 with the reason. At the end come ``run.json`` (schema ``cachelab.run`` v1, the step table) and
 ``report.html`` (every artifact on one page, see :mod:`cachelab.report`).
@@ -33,10 +34,12 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
+from cachelab.capacity import EvictionWatch, evicted_message
 from cachelab.errors import CachelabError, Interrupted, ServerError
 from cachelab.report import write_report
+from cachelab.run.fits import check_study
 from cachelab.run.result import RunResult, RunSpec, StepOutcome
-from cachelab.run.steps import RUNNERS, Skip, State
+from cachelab.run.steps import RUNNERS, CheckFailed, Skip, State
 from cachelab.servers import ServerOptions
 
 __all__ = ["run_study"]
@@ -65,6 +68,8 @@ def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
         if server_error and str(e) == "no memcached to measure":
             outcome.error = f"no memcached to measure: {server_error}"
             outcome.server_failure = True
+    except CheckFailed as e:  # it ran, and its result says it failed
+        outcome.status, outcome.summary, outcome.error = "failed", e.summary, str(e)
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as e:  # a failed step is reported; the run goes on
@@ -89,7 +94,10 @@ def run_study(
     private memcached (started from ``server_options``), writing into ``out``; returns the
     outcome of every step. Never raises for a failed step; raises
     :class:`~cachelab.errors.Interrupted` (with ``partial``, the result so far, whose report is
-    written) on Ctrl-C."""
+    written) on Ctrl-C. A ``server`` cachelab did not start is checked first: a study with a
+    step that would not fit raises :class:`~cachelab.capacity.WontFit` before any step runs
+    (:mod:`cachelab.run.fits`); and once it evicts items, the steps left are skipped
+    (``server.user_items_lost`` counts them)."""
     spec = spec or RunSpec()
     spec.check()
     out = Path(out)
@@ -100,6 +108,9 @@ def run_study(
                        "private": server is None}, steps=[], environment=environment.facts())
     st = State(out=out, address=None, spec=spec, log=say)
     server_error: str | None = None
+    #: A server cachelab did not start: checked before the first step, its evictions watched.
+    watch: EvictionWatch | None = None
+    stopped: str | None = None
     with contextlib.ExitStack() as stack:
         try:
             if server is None:
@@ -114,6 +125,7 @@ def run_study(
                 say(f"private memcached {result.server['version']} at {target.address}")
             else:
                 result.server["version"] = _check_server(server)
+                watch = check_study(spec, server)
                 target = servers.Target(address=server)
             st.address = target.address
         except ServerError as e:
@@ -132,10 +144,18 @@ def run_study(
             say(f"{name}: {outcome.status} in {outcome.elapsed_s:.1f} s"
                 + (f": {outcome.summary}" if outcome.summary else "")
                 + (f" ({outcome.error})" if outcome.error else ""))
+            if watch is not None and watch.poll(force=True):
+                stopped = evicted_message(watch.evicted)
+                say(stopped)
+                break
+    if watch is not None:
+        result.server["user_items_lost"] = watch.poll(force=True)
     done = {s.name for s in result.steps}
     for name in spec.steps:
         if name not in done:
-            result.steps.append(StepOutcome(name=name, status="skipped", error="interrupted"))
+            result.steps.append(StepOutcome(name=name, status="skipped",
+                                            error=stopped or "interrupted",
+                                            server_failure=stopped is not None))
     result.elapsed_s = round(time.perf_counter() - started, 2)
     result.save(out / "run.json")
     if spec.report:

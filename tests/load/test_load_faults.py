@@ -1,0 +1,295 @@
+"""The fault suite: ``cachelab load`` against a real memcached that is stopped, killed or
+restarted, or behind a fault proxy (delay and jitter, a reset, a half-open connection, a
+blackhole, a trickle). Each case checks what the user sees: the exit code, the headline the
+table prints, and the files saved.
+
+A fault starts a fixed time after the command started (start-up and prefill take well under
+a second here), so the tests assert on the lengths and counts of what happened, not on when.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cachelab.servers import PrivateMemcached, find_memcached
+from faultproxy import FaultProxy
+
+RUN_TIMEOUT = 60
+
+
+class Run:
+    """``cachelab load --format table`` started in the background; ``finish()`` waits."""
+
+    def __init__(self, tmp_path: Path, address: str, *args: object) -> None:
+        self.out = tmp_path / "out"
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cachelab", "load", "--server", address, "--format", "table",
+             "--out", str(self.out), "--no-plots", "--warmup", "0.5", "--interval", "0.5",
+             *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        self.stdout = self.stderr = ""
+
+    def wait_for_measuring(self, seconds: float) -> None:
+        """Sleep until ``seconds`` after the start (start-up and prefill included)."""
+        time.sleep(max(0.0, self.started + seconds - time.monotonic()))
+
+    def finish(self) -> Run:
+        self.stdout, self.stderr = self.proc.communicate(timeout=RUN_TIMEOUT)
+        assert "Traceback" not in self.stderr, self.stderr
+        return self
+
+    @property
+    def code(self) -> int:
+        return int(self.proc.returncode)
+
+    @property
+    def saved(self) -> dict[str, Any]:
+        return dict(json.loads((self.out / "load.json").read_text()))
+
+    def headline_max_s(self) -> float:
+        """The max latency in the table's headline (µs in the table), in seconds."""
+        row = next(line for line in self.stdout.splitlines()
+                   if re.match(r"(latency|corrected)\s+[\d.]", line))
+        return float(row.split()[-1]) / 1e6
+
+    def stall_lines(self) -> list[str]:
+        lines = self.stdout.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("stalls ("))
+        return [line.strip() for line in lines[at + 1:] if line.startswith("  ")]
+
+
+def stall_lengths(run: Run) -> list[float]:
+    """The stall lengths the table lists, seconds."""
+    return [float(m.group(1)) for line in run.stall_lines()
+            if (m := re.search(r"\(([\d.]+) s\):", line))]
+
+
+@pytest.fixture
+def proxy(fresh_memcached: PrivateMemcached) -> Iterator[FaultProxy]:
+    with FaultProxy(fresh_memcached.address) as p:
+        yield p
+
+
+def _pause(pid: int, after: float, seconds: float) -> threading.Thread:
+    def stop_and_continue() -> None:
+        time.sleep(after)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    t = threading.Thread(target=stop_and_continue, daemon=True)
+    t.start()
+    return t
+
+
+# -- the server stops, dies, comes back ---------------------------------------------------------
+
+
+def test_closed_loop_headline_shows_a_sigstop_stall(
+    tmp_path: Path, fresh_memcached: PrivateMemcached
+) -> None:
+    assert fresh_memcached.pid is not None
+    run = Run(tmp_path, fresh_memcached.address, "--duration", "4", "--timeout", "5")
+    pauser = _pause(fresh_memcached.pid, 2.0, 1.5)
+    run.finish()
+    pauser.join(5)
+    assert run.code == 0, run.stderr  # slow, not failed: no request timed out
+    # The headline's max is the stall, not a quiet tail's max.
+    assert 1.2 <= run.headline_max_s() <= 2.5, run.stdout
+    lengths = stall_lengths(run)
+    assert len(lengths) == 1 and 1.2 <= lengths[0] <= 2.5, run.stdout
+    saved = run.saved
+    assert saved["totals"]["uncorrected"]["max"] >= 1.2e9
+    assert len(saved["stalls"]) == 1 and saved["stalls"][0]["slow_replies"] >= 1
+
+
+def test_open_loop_headline_and_rate_verdict_show_a_sigstop_stall(
+    tmp_path: Path, fresh_memcached: PrivateMemcached
+) -> None:
+    assert fresh_memcached.pid is not None
+    run = Run(tmp_path, fresh_memcached.address, "--rate", "4000", "--duration", "4",
+              "--timeout", "5", "--max-outstanding", "50")
+    pauser = _pause(fresh_memcached.pid, 2.0, 1.5)
+    run.finish()
+    pauser.join(5)
+    # 4 connections × 50 in flight: the schedule fell behind while the server was stopped.
+    assert run.code == 1, run.stderr
+    assert "rate not held" in run.stderr
+    assert re.search(r"target rate 4000/s NOT held: .* interval\(s\) fell behind", run.stdout)
+    # Requests due during the stall waited from their intended time: the corrected tail is
+    # the stall, in the headline.
+    assert run.headline_max_s() >= 1.2, run.stdout
+    saved = run.saved
+    assert saved["totals"]["corrected"]["percentiles"]["99"] >= 0.5e9
+    assert saved["schedule"]["held"] is False and saved["schedule"]["intervals_behind"]
+    assert len(stall_lengths(run)) == 1
+
+
+def test_server_killed_mid_run_exits_3_with_the_partial_results_saved(tmp_path: Path) -> None:
+    server = PrivateMemcached(threads=2).start()
+    try:
+        run = Run(tmp_path, server.address, "--duration", "5", "--give-up", "1.5")
+        run.wait_for_measuring(2.5)
+        pid = server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        run.finish()
+    finally:
+        server.stop()
+    assert run.code == 3, run.stderr
+    err = run.stderr.strip().splitlines()
+    assert any(line.startswith("cachelab: error: the server went away") for line in err), err
+    assert run.stdout.startswith("PARTIAL"), run.stdout
+    assert re.search(r"no replies at all for [\d.]+ s .* replies/s over the [\d.]+ s the "
+                     r"server answered", run.stdout), run.stdout
+    saved = run.saved
+    assert saved["run"]["aborted"].startswith("the server went away")
+    live = saved["run"]["liveness"]
+    assert live["dead_s"] >= 0.5 and live["live_throughput"] > saved["totals"]["throughput"]
+    assert any(s["down"] for s in saved["stalls"])
+    assert (run.out / "load.csv").exists()
+
+
+def test_server_gone_at_the_end_of_a_short_run_is_exit_3(tmp_path: Path) -> None:
+    # The run's time is up before the reconnect budget is spent; the server is still gone.
+    server = PrivateMemcached(threads=2).start()
+    try:
+        run = Run(tmp_path, server.address, "--duration", "3", "--give-up", "30")
+        run.wait_for_measuring(2.5)
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        run.finish()
+    finally:
+        server.stop()
+    assert run.code == 3, run.stderr
+    assert "every connection was down when the run ended" in run.stderr
+
+
+def _memcached_on(port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [find_memcached(), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-u", "root",
+         "-t", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_server_restarted_mid_run_is_reconnected_and_counted(tmp_path: Path) -> None:
+    first = PrivateMemcached(threads=2).start()
+    port = first.port
+    assert port is not None and first.pid is not None
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        run = Run(tmp_path, first.address, "--duration", "4", "--mix", "get=50,set=50",
+                  "--no-prefill")
+        run.wait_for_measuring(2.0)
+        os.kill(first.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        second = _memcached_on(port)
+        run.finish()
+    finally:
+        first.stop()
+        if second is not None:
+            second.kill()
+            second.wait(5)
+    assert run.code == 1, run.stderr  # completed, with errors
+    saved = run.saved
+    errors = saved["totals"]["errors"]
+    assert errors.get("connect_refused", 0) >= 1, errors
+    down = [s for s in saved["stalls"] if s["down"]]
+    assert len(down) == 1 and 0.3 <= down[0]["end_s"] - down[0]["start_s"] <= 2.0, down
+    # Replies came again after the restart, and the table names the errors by kind.
+    assert saved["intervals"][-2]["replies"] > 0
+    assert re.search(r"^errors\s+\d+\s+\(.*connect_refused \d+", run.stdout, re.M), run.stdout
+
+
+# -- network faults through the proxy -----------------------------------------------------------
+
+
+def test_added_delay_and_jitter_show_in_the_percentiles(tmp_path: Path, proxy: FaultProxy) -> None:
+    proxy.delay(0.02, jitter=0.005)
+    run = Run(tmp_path, proxy.address, "--duration", "2", "--connections", "2").finish()
+    assert run.code == 0, run.stderr
+    p = run.saved["totals"]["uncorrected"]["percentiles"]
+    assert 15e6 <= p["50"] <= 40e6, p
+    assert "stalls (requests waiting 100 ms or more): none" in run.stdout
+
+
+def test_a_connection_reset_is_counted_and_the_run_goes_on(
+    tmp_path: Path, proxy: FaultProxy
+) -> None:
+    run = Run(tmp_path, proxy.address, "--duration", "3", "--connections", "2")
+    run.wait_for_measuring(1.8)
+    proxy.reset()
+    run.finish()
+    assert run.code == 1, run.stderr
+    assert "found problems" in run.stderr
+    saved = run.saved
+    assert set(saved["all"]["errors"]) & {"reset", "closed", "io"}, saved["all"]["errors"]
+    assert saved["intervals"][-2]["replies"] > 0  # reconnected
+    assert proxy.connections >= 4
+
+
+def test_a_half_open_connection_times_out_and_the_run_gives_up(
+    tmp_path: Path, proxy: FaultProxy
+) -> None:
+    run = Run(tmp_path, proxy.address, "--duration", "6", "--timeout", "0.3",
+              "--give-up", "1.5", "--connections", "2")
+    run.wait_for_measuring(1.8)
+    proxy.half_open()
+    run.finish()
+    assert run.code == 3, run.stderr
+    assert "the server went away: no request succeeded" in run.stderr
+    saved = run.saved
+    assert saved["totals"]["errors"].get("timeout", 0) >= 2
+    assert saved["stalls"] and saved["stalls"][-1]["timeouts"] >= 2
+    assert run.stdout.startswith("PARTIAL")
+
+
+def test_a_two_second_blackhole_is_one_stall_in_the_headline(
+    tmp_path: Path, proxy: FaultProxy
+) -> None:
+    run = Run(tmp_path, proxy.address, "--duration", "4", "--timeout", "5", "--connections", "2")
+    run.wait_for_measuring(1.5)
+    proxy.blackhole(2.0)
+    run.finish()
+    assert run.code == 0, run.stderr
+    assert 1.7 <= run.headline_max_s() <= 3.0, run.stdout
+    lengths = stall_lengths(run)
+    assert len(lengths) == 1 and 1.7 <= lengths[0] <= 3.0, run.stdout
+
+
+def test_a_trickle_of_bytes_makes_slow_replies_not_errors(
+    tmp_path: Path, proxy: FaultProxy
+) -> None:
+    # 1,000-byte values, 50 bytes every 10 ms: each get reply takes ~0.2 s.
+    proxy.trickle(50, 0.01)
+    run = Run(tmp_path, proxy.address, "--duration", "2", "--connections", "1",
+              "--value-size", "1000", "--mix", "get=1", "--key-space", "20", "--timeout", "2")
+    run.finish()
+    assert run.code == 0, run.stderr
+    p = run.saved["totals"]["uncorrected"]["percentiles"]
+    assert p["50"] >= 0.1e9, p
+    assert stall_lengths(run), run.stdout
+
+
+def test_fault_proxy_is_transparent_when_clear(tmp_path: Path, proxy: FaultProxy) -> None:
+    """The proxy itself: a plain run through it has no errors and no stalls (so the cases
+    above measure the faults, not the proxy)."""
+    run = Run(tmp_path, proxy.address, "--duration", "1.5", "--connections", "2").finish()
+    assert run.code == 0, run.stderr
+    assert run.saved["totals"]["errors"] == {}
+    assert "stalls (requests waiting 100 ms or more): none" in run.stdout
+
