@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import cachelab._core as _core
 from cachelab.errors import ServerError, ServerReplyError, UsageError
+from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 
 __all__ = ["CLEANUP_BUDGET", "ITEM_OVERHEAD", "MARGIN", "PAGE", "POLL_EVERY", "EvictionWatch",
@@ -154,9 +155,11 @@ class ServerMemory:
     free_chunks: Mapping[int, int]
 
     @classmethod
-    def read(cls, address: str, timeout: float = 2.0) -> ServerMemory:
+    def read(cls, address: str, timeout: float = 2.0,
+             tls: TlsOptions | None = None) -> ServerMemory:
         """Reads the server's memory (three ``stats`` requests, each with ``timeout``)."""
-        with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:
+        with _core.Client(address, timeout=timeout, connect_timeout=timeout,
+                          tls=core_tls(tls)) as c:
             stats = c.stats()
             settings = _stats_or_empty(c, "settings")
             slabs = _stats_or_empty(c, "slabs")
@@ -278,15 +281,15 @@ def _stats_or_empty(client: _core.Client, group: str) -> dict[str, str]:
 
 
 def guard(address: str, writes: Writes, *, private: bool,
-          timeout: float = 2.0) -> EvictionWatch | None:
+          timeout: float = 2.0, tls: TlsOptions | None = None) -> EvictionWatch | None:
     """For a server cachelab did not start: :meth:`ServerMemory.check` ``writes`` (raising
     :class:`WontFit`) and return an :class:`EvictionWatch` from now. None for a private
     server (sized by the verb itself)."""
     if private:
         return None
-    memory = ServerMemory.read(address, timeout)
+    memory = ServerMemory.read(address, timeout, tls)
     memory.check(writes)
-    return EvictionWatch(address, memory.evictions, timeout=timeout)
+    return EvictionWatch(address, memory.evictions, timeout=timeout, tls=tls)
 
 
 class EvictionWatch:
@@ -295,8 +298,9 @@ class EvictionWatch:
     count: the run notices a server that is gone by itself."""
 
     def __init__(self, address: str, baseline: int, *, every: float = POLL_EVERY,
-                 timeout: float = 1.0) -> None:
+                 timeout: float = 1.0, tls: TlsOptions | None = None) -> None:
         self.address, self.baseline, self.every, self.timeout = address, baseline, every, timeout
+        self.tls = core_tls(tls)
         self.evicted = 0
         self._last = time.monotonic()
 
@@ -308,7 +312,7 @@ class EvictionWatch:
         self._last = now
         try:
             with _core.Client(self.address, timeout=self.timeout,
-                              connect_timeout=self.timeout) as c:
+                              connect_timeout=self.timeout, tls=self.tls) as c:
                 self.evicted = max(self.evicted, _int(c.stats(), "evictions") - self.baseline)
         except (ServerError, KeyError, ValueError):
             pass

@@ -7,6 +7,7 @@
     ├── ServerError              the server misbehaved or went away (CLI exit code 3)
     │   ├── MemcachedNotInstalled
     │   ├── ServerUnreachable    could not connect
+    │   │   └── TlsHandshakeFailed   connected, but the TLS handshake failed (certificate, no TLS)
     │   ├── ServerTimeout        no reply within the deadline
     │   ├── ConnectionClosed     the server closed or reset the connection
     │   ├── ProtocolError        bytes that are not a valid reply
@@ -52,6 +53,12 @@ class MemcachedNotInstalled(ServerError):
 
 class ServerUnreachable(ServerError, ConnectionError):
     """Connecting failed or timed out."""
+
+
+class TlsHandshakeFailed(ServerUnreachable):
+    """Connected, but the TLS handshake failed: a certificate that does not verify, a server
+    that does not speak TLS, or no answer within the connect timeout. The message names the
+    address."""
 
 
 class ServerTimeout(ServerError, TimeoutError):

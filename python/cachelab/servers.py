@@ -138,6 +138,7 @@ class PrivateMemcached:
         binary: str | None = None,
         wrapper: Sequence[str] = (),
         start_timeout: float = 5.0,
+        tls_files: tuple[str, str] | None = None,
     ) -> None:
         """Describe the server; nothing runs until ``start()``.
 
@@ -148,7 +149,12 @@ class PrivateMemcached:
         binary: memcached to run (see ``find_memcached``).
         wrapper: a command memcached runs under, e.g. ``["chrt", "-f", "50"]``.
         start_timeout: seconds ``start()`` may take in all.
+        tls_files: ``(certificate chain, key)`` PEM files: the server also listens for TLS
+        (``-Z``) on a second port, :attr:`tls_address`; :attr:`address` stays plain TCP
+        (``-l notls:``), so the server is probed and stopped as usual.
         """
+        if tls_files is not None and unix_socket:
+            raise UsageError("a private memcached with TLS listens on TCP, not a Unix socket")
         if memory_mb < 1:
             raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
         if threads < 1:
@@ -164,6 +170,8 @@ class PrivateMemcached:
         self.binary = binary
         self.wrapper = tuple(wrapper)
         self.start_timeout = start_timeout
+        self.tls_files = tls_files
+        self._tls_port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._socket_dir: str | None = None
@@ -275,6 +283,11 @@ class PrivateMemcached:
         return list(self._argv)
 
     @property
+    def tls_address(self) -> str | None:
+        """``127.0.0.1:PORT`` of the TLS listener (with ``tls_files``), else None."""
+        return None if self._tls_port is None else f"{LOOPBACK}:{self._tls_port}"
+
+    @property
     def version(self) -> str | None:
         """The server's version, e.g. ``"1.6.18"``, as it answered at start-up."""
         return self._version
@@ -308,6 +321,11 @@ class PrivateMemcached:
             self._socket_dir = tempfile.mkdtemp(prefix="cachelab-")
             self._socket_path = os.path.join(self._socket_dir, "memcached.sock")
             listen = ["-s", self._socket_path]
+        elif self.tls_files is not None:
+            self._port, self._tls_port = _free_port(), _free_port()
+            cert, key = self.tls_files
+            listen = ["-Z", "-o", f"ssl_chain_cert={cert},ssl_key={key}",
+                      "-l", f"notls:{LOOPBACK}:{self._port}", "-l", f"{LOOPBACK}:{self._tls_port}"]
         else:
             self._port = _free_port()
             listen = ["-l", LOOPBACK, "-p", str(self._port)]

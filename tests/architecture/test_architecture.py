@@ -28,7 +28,7 @@ CRATES = ROOT / "crates"
 #: and lower ones, never a higher one. A name matches a module and everything below it.
 LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors"),
-    ("cachelab.units", "cachelab.environment", "cachelab.progress"),
+    ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls"),
     ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity"),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
     ("cachelab.profiles", "cachelab.load", "cachelab.usl", "cachelab.tierbench"),

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from cachelab.servers import PrivateMemcached
 from clitools import cachelab, one_error_line
-from conftest import PrivateMemcached
 
 #: Every verb that writes into ``--out``, with arguments that would otherwise do real work
 #: (measure a server or simulate). ``{trace}``, ``{profile}`` and ``{csv}`` are filled in.

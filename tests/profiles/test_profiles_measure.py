@@ -25,4 +25,5 @@ def test_server_facts_are_recorded_with_a_given_server(memcached) -> None:  # no
     p = profile(spec, server=memcached.address, server_facts={"private": True, "argv": ["x"]})
     assert p.server["address"] == memcached.address
     assert (p.server["private"], p.server["argv"]) == (True, ["x"])
-    assert list(p.server) == ["address", "private", "argv", "version", "settings"]
+    assert list(p.server) == ["address", "transport", "private", "argv", "version", "settings"]
+    assert p.server["transport"] == "tcp" and p.tls_cost is None

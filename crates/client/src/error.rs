@@ -13,6 +13,9 @@ pub enum Error {
     },
     /// Connecting took longer than the connect timeout.
     ConnectTimeout { address: String, after: Duration },
+    /// The TLS handshake failed (bad certificate, a server that does not speak TLS, no
+    /// answer within the connect timeout), or TLS could not be set up for the address.
+    Tls { address: String, reason: String },
     /// A request took longer than the request timeout. The connection is now broken.
     Timeout { after: Duration },
     /// The server closed the connection.
@@ -44,6 +47,7 @@ pub enum ErrorKind {
     ConnectRefused,
     ConnectFailed,
     ConnectTimeout,
+    Tls,
     Timeout,
     Closed,
     Reset,
@@ -62,6 +66,7 @@ impl ErrorKind {
             ErrorKind::ConnectRefused => "connect_refused",
             ErrorKind::ConnectFailed => "connect_failed",
             ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Tls => "tls_handshake",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Closed => "closed",
             ErrorKind::Reset => "reset",
@@ -82,6 +87,7 @@ impl ErrorKind {
             ErrorKind::ConnectRefused
                 | ErrorKind::ConnectFailed
                 | ErrorKind::ConnectTimeout
+                | ErrorKind::Tls
                 | ErrorKind::Closed
                 | ErrorKind::Reset
                 | ErrorKind::Io
@@ -98,6 +104,7 @@ impl Error {
             }
             Error::Connect { .. } => ErrorKind::ConnectFailed,
             Error::ConnectTimeout { .. } => ErrorKind::ConnectTimeout,
+            Error::Tls { .. } => ErrorKind::Tls,
             Error::Timeout { .. } => ErrorKind::Timeout,
             Error::Closed => ErrorKind::Closed,
             Error::Io(e)
@@ -133,6 +140,9 @@ impl fmt::Display for Error {
             }
             Error::ConnectTimeout { address, after } => {
                 write!(f, "cannot connect to {address}: no answer within {after:?}")
+            }
+            Error::Tls { address, reason } => {
+                write!(f, "{address}: TLS handshake failed: {reason}")
             }
             Error::Timeout { after } => write!(f, "no reply within {after:?}"),
             Error::Closed => write!(f, "the server closed the connection"),

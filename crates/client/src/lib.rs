@@ -1,4 +1,4 @@
-//! A memcached client: one connection, text and meta protocol, over TCP or a Unix socket.
+//! A memcached client: one connection, text and meta protocol, over TCP, TLS or a Unix socket.
 //!
 //! [`Connection`] is async (tokio); [`BlockingConnection`] wraps it with a private
 //! current-thread runtime. Every wait — connecting, writing, reading — has a deadline, and a
@@ -12,27 +12,45 @@
 mod address;
 mod blocking;
 mod error;
+pub mod tls;
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
+use tokio_rustls::client::TlsStream;
 
 pub use address::Address;
 pub use blocking::BlockingConnection;
 pub use cachelab_proto as proto;
 pub use error::{Error, ErrorKind, StartError};
+pub use rustls;
+pub use tls::{Tls, TlsConfig};
 
 use cachelab_proto::response::{complete_len, parse};
 use cachelab_proto::{Command, DecodeError, Key, MetaFlags, MetaStatus, Response, Store, Value};
 
-/// Deadlines for one connection.
-#[derive(Debug, Clone, Copy)]
+/// Deadlines for one connection, and its transport.
+#[derive(Debug, Clone)]
 pub struct Options {
+    /// Deadline for connecting, and again for the TLS handshake.
     pub connect_timeout: Duration,
     /// Deadline for one request (or one pipeline): from the first byte written to the last read.
     pub request_timeout: Duration,
+    /// TLS over TCP (memcached `-Z`); None for plain TCP or a Unix socket.
+    pub tls: Option<Tls>,
+}
+
+impl Options {
+    /// What the connection runs over: `tcp`, `tls` or `unix` (recorded with results).
+    pub fn transport(&self, address: &Address) -> &'static str {
+        match (address, &self.tls) {
+            (Address::Unix(_), _) => "unix",
+            (Address::Tcp(_), Some(_)) => "tls",
+            (Address::Tcp(_), None) => "tcp",
+        }
+    }
 }
 
 impl Default for Options {
@@ -40,12 +58,14 @@ impl Default for Options {
         Options {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(1),
+            tls: None,
         }
     }
 }
 
 enum Stream {
     Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
     Unix(UnixStream),
 }
 
@@ -53,6 +73,11 @@ impl Stream {
     async fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.write_all(buf).await,
+            Stream::Tls(s) => {
+                s.write_all(buf).await?;
+                // rustls may hold records back until flushed.
+                s.flush().await
+            }
             Stream::Unix(s) => s.write_all(buf).await,
         }
     }
@@ -60,9 +85,51 @@ impl Stream {
     async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read_buf(buf).await,
+            Stream::Tls(s) => s.read_buf(buf).await,
             Stream::Unix(s) => s.read_buf(buf).await,
         }
     }
+}
+
+/// Opens a TCP connection within `options.connect_timeout`, Nagle's algorithm off.
+pub async fn connect_tcp(
+    hostport: &str,
+    address: &Address,
+    options: &Options,
+) -> Result<TcpStream, Error> {
+    let connect = async {
+        let s = TcpStream::connect(hostport).await?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    };
+    match tokio::time::timeout(options.connect_timeout, connect).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(source)) => Err(Error::Connect {
+            address: address.to_string(),
+            source,
+        }),
+        Err(_) => Err(Error::ConnectTimeout {
+            address: address.to_string(),
+            after: options.connect_timeout,
+        }),
+    }
+}
+
+/// Opens a TLS connection: TCP within the connect timeout, then the handshake within it again.
+pub async fn connect_tls(
+    address: &Address,
+    options: &Options,
+    tls: &Tls,
+) -> Result<TlsStream<TcpStream>, Error> {
+    let Address::Tcp(hostport) = address else {
+        return Err(Error::Tls {
+            address: address.to_string(),
+            reason: "TLS over a Unix socket is not supported".into(),
+        });
+    };
+    tls.server_name(address)?;
+    let tcp = connect_tcp(hostport, address, options).await?;
+    tls::handshake(tls, address, tcp, options.connect_timeout).await
 }
 
 /// One connection to one server.
@@ -78,31 +145,30 @@ pub struct Connection {
 const READ_CHUNK: usize = 64 * 1024;
 
 impl Connection {
-    /// Connects within `options.connect_timeout`.
+    /// Connects within `options.connect_timeout` (and, over TLS, shakes hands within it too).
     pub async fn connect(address: &Address, options: Options) -> Result<Connection, Error> {
-        let connect = async {
-            match address {
-                Address::Tcp(hostport) => {
-                    let s = TcpStream::connect(hostport.as_str()).await?;
-                    s.set_nodelay(true)?;
-                    Ok(Stream::Tcp(s))
+        let stream = match (address, &options.tls) {
+            (_, Some(tls)) => Stream::Tls(Box::new(connect_tls(address, &options, tls).await?)),
+            (Address::Tcp(hostport), None) => {
+                Stream::Tcp(connect_tcp(hostport, address, &options).await?)
+            }
+            (Address::Unix(path), None) => {
+                let connect = UnixStream::connect(path);
+                match tokio::time::timeout(options.connect_timeout, connect).await {
+                    Ok(Ok(s)) => Stream::Unix(s),
+                    Ok(Err(source)) => {
+                        return Err(Error::Connect {
+                            address: address.to_string(),
+                            source,
+                        })
+                    }
+                    Err(_) => {
+                        return Err(Error::ConnectTimeout {
+                            address: address.to_string(),
+                            after: options.connect_timeout,
+                        })
+                    }
                 }
-                Address::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await?)),
-            }
-        };
-        let stream = match tokio::time::timeout(options.connect_timeout, connect).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return Err(Error::Connect {
-                    address: address.to_string(),
-                    source: e,
-                })
-            }
-            Err(_) => {
-                return Err(Error::ConnectTimeout {
-                    address: address.to_string(),
-                    after: options.connect_timeout,
-                })
             }
         };
         Ok(Connection {
@@ -119,8 +185,8 @@ impl Connection {
         &self.address
     }
 
-    pub fn options(&self) -> Options {
-        self.options
+    pub fn options(&self) -> &Options {
+        &self.options
     }
 
     /// Why the connection can no longer be used, if it can't.

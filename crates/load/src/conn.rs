@@ -186,7 +186,7 @@ impl Conn {
             if self.done_sending(Instant::now()) {
                 break;
             }
-            let stream = match Stream::connect(&sh.spec.address, sh.spec.options).await {
+            let stream = match Stream::connect(&sh.spec.address, &sh.spec.options).await {
                 Ok(s) => s,
                 Err(e) => {
                     self.ctx.rec.borrow_mut().fault(Fault::from_kind(e.kind()));
@@ -297,7 +297,7 @@ impl Conn {
             if sending {
                 self.fill(now);
             }
-            if self.wpos < self.wbuf.len() {
+            if self.wpos < self.wbuf.len() || s.pending() {
                 self.flush(s)?;
             }
             if !sending && self.inflight.is_empty() {
@@ -309,7 +309,7 @@ impl Conn {
                     return Err(Fault::Timeout);
                 }
             }
-            let want_write = self.wpos < self.wbuf.len();
+            let want_write = self.wpos < self.wbuf.len() || s.pending();
             let timer_on = self.want_timer(sending);
             let pacer = self.ctx.pacer.as_ref();
             let slot = self.slot;
@@ -462,6 +462,8 @@ impl Conn {
         if self.wpos == self.wbuf.len() {
             self.wbuf.clear();
             self.wpos = 0;
+            // TLS records still inside the session once every request was taken.
+            s.send_pending().map_err(|e| Fault::from_io(&e))?;
         }
         Ok(())
     }

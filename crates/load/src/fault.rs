@@ -63,7 +63,7 @@ impl Fault {
         match k {
             ErrorKind::ConnectRefused => Fault::ConnectRefused,
             ErrorKind::ConnectTimeout => Fault::ConnectTimeout,
-            ErrorKind::ConnectFailed => Fault::ConnectFailed,
+            ErrorKind::ConnectFailed | ErrorKind::Tls => Fault::ConnectFailed,
             ErrorKind::Timeout => Fault::Timeout,
             ErrorKind::Closed => Fault::Closed,
             ErrorKind::Reset => Fault::Reset,

@@ -83,7 +83,7 @@ fn local_pid(spec: &Spec, stats: &BTreeMap<String, String>) -> Option<u32> {
 }
 
 fn stats(spec: &Spec) -> Result<(String, BTreeMap<String, String>), Error> {
-    let mut c = BlockingConnection::connect(&spec.address, spec.options)?;
+    let mut c = BlockingConnection::connect(&spec.address, spec.options.clone())?;
     let version = c.version()?;
     let s = c.stats(None)?.into_iter().collect();
     Ok((version, s))

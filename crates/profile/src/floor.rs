@@ -1,16 +1,74 @@
 //! The loopback floor: the smallest request/response the server knows, on a raw blocking
-//! socket, with no client library in the way.
+//! socket, with no client library in the way — over the same transport as the samples (TCP,
+//! TLS or a Unix socket), so that it is the floor under them.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use cachelab_client::{Address, Error, Options};
+use cachelab_client::rustls::{ClientConnection, StreamOwned};
+use cachelab_client::tls::handshake_reason;
+use cachelab_client::{Address, Error, Options, Tls};
+use cachelab_metrics::Latency;
 
 enum Raw {
     Tcp(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
     Unix(UnixStream),
+}
+
+/// The TLS handshake on a blocking socket, each wait bounded by the connect timeout.
+fn shake_hands(
+    tls: &Tls,
+    address: &Address,
+    mut tcp: TcpStream,
+    options: &Options,
+) -> Result<Raw, Error> {
+    let fail = |reason: String| Error::Tls {
+        address: address.to_string(),
+        reason,
+    };
+    let mut session = ClientConnection::new(tls.config(), tls.server_name(address)?)
+        .map_err(|e| fail(e.to_string()))?;
+    tcp.set_read_timeout(Some(options.connect_timeout))
+        .map_err(Error::Io)?;
+    tcp.set_write_timeout(Some(options.connect_timeout))
+        .map_err(Error::Io)?;
+    let deadline = Instant::now() + options.connect_timeout;
+    while session.is_handshaking() {
+        if Instant::now() >= deadline {
+            return Err(fail(format!(
+                "no answer within {:?} (is the server a TLS listener, memcached -Z?)",
+                options.connect_timeout
+            )));
+        }
+        match session.complete_io(&mut tcp) {
+            Ok((0, 0)) if session.is_handshaking() => {
+                return Err(fail(
+                    "the server closed the connection during the handshake".into(),
+                ))
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(fail(format!(
+                    "no answer within {:?} (is the server a TLS listener, memcached -Z?)",
+                    options.connect_timeout
+                )))
+            }
+            Err(e) => return Err(fail(handshake_reason(&e))),
+        }
+    }
+    tcp.set_read_timeout(Some(options.request_timeout))
+        .map_err(Error::Io)?;
+    tcp.set_write_timeout(Some(options.request_timeout))
+        .map_err(Error::Io)?;
+    Ok(Raw::Tls(Box::new(StreamOwned::new(session, tcp))))
 }
 
 /// A raw connection that times one minimal round trip.
@@ -23,7 +81,7 @@ pub struct Floor {
 impl Floor {
     pub fn connect(
         address: &Address,
-        options: Options,
+        options: &Options,
         command: &'static str,
     ) -> Result<Floor, Error> {
         let err = |source| Error::Connect {
@@ -36,13 +94,27 @@ impl Floor {
                     .map_err(err)?
                     .next()
                     .ok_or_else(|| err(std::io::Error::other("no address")))?;
+                if let Some(tls) = &options.tls {
+                    tls.server_name(address)?;
+                }
                 let s = TcpStream::connect_timeout(&addr, options.connect_timeout).map_err(err)?;
                 s.set_nodelay(true).map_err(Error::Io)?;
-                s.set_read_timeout(Some(options.request_timeout))
-                    .map_err(Error::Io)?;
-                s.set_write_timeout(Some(options.request_timeout))
-                    .map_err(Error::Io)?;
-                Raw::Tcp(s)
+                match &options.tls {
+                    Some(tls) => shake_hands(tls, address, s, options)?,
+                    None => {
+                        s.set_read_timeout(Some(options.request_timeout))
+                            .map_err(Error::Io)?;
+                        s.set_write_timeout(Some(options.request_timeout))
+                            .map_err(Error::Io)?;
+                        Raw::Tcp(s)
+                    }
+                }
+            }
+            Address::Unix(_) if options.tls.is_some() => {
+                return Err(Error::Tls {
+                    address: address.to_string(),
+                    reason: "TLS over a Unix socket is not supported".into(),
+                })
             }
             Address::Unix(p) => {
                 let s = UnixStream::connect(p).map_err(err)?;
@@ -76,6 +148,7 @@ impl Floor {
         let t0 = Instant::now();
         match &mut self.raw {
             Raw::Tcp(s) => exchange(s, self.request, &mut self.buf)?,
+            Raw::Tls(s) => exchange(s.as_mut(), self.request, &mut self.buf)?,
             Raw::Unix(s) => exchange(s, self.request, &mut self.buf)?,
         }
         Ok(t0.elapsed())
@@ -94,6 +167,7 @@ fn io_error(e: std::io::Error) -> Error {
 /// Writes `request` and reads one `\r\n`-terminated line into `buf`.
 fn exchange<S: Read + Write>(s: &mut S, request: &[u8], buf: &mut Vec<u8>) -> Result<(), Error> {
     s.write_all(request).map_err(io_error)?;
+    s.flush().map_err(io_error)?;
     buf.clear();
     let mut chunk = [0u8; 256];
     loop {
@@ -116,7 +190,7 @@ fn exchange<S: Read + Write>(s: &mut S, request: &[u8], buf: &mut Vec<u8>) -> Re
 
 /// Finds the minimal command this server answers: `mn` if it speaks the meta protocol,
 /// else `version`.
-pub fn probe(address: &Address, options: Options) -> Result<&'static str, Error> {
+pub fn probe(address: &Address, options: &Options) -> Result<&'static str, Error> {
     let mut f = Floor::connect(address, options, "mn")?;
     let (reply, _) = f.round_trip()?;
     match &reply[..] {
@@ -127,4 +201,23 @@ pub fn probe(address: &Address, options: Options) -> Result<&'static str, Error>
             Ok("version")
         }
     }
+}
+
+/// The cost of a new connection: for each of `n` connections, the time from connecting to
+/// the first reply of `command` (TCP connect, the TLS handshake when `options` has TLS, and
+/// one round trip), in ns. Each connection is closed before the next is opened.
+pub fn connection_cost(
+    address: &Address,
+    options: &Options,
+    command: &'static str,
+    n: u64,
+) -> Result<Latency, Error> {
+    let mut hist = cachelab_metrics::latency();
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let mut f = Floor::connect(address, options, command)?;
+        f.measure()?;
+        cachelab_metrics::record(&mut hist, t0.elapsed().as_nanos() as u64);
+    }
+    Ok(hist)
 }

@@ -35,13 +35,14 @@ use cachelab_client::{Address, BlockingConnection, Error, Options};
 
 pub use cachelab_client;
 pub use cell::{Cell, Op};
+pub use floor::probe as probe_floor_command;
 pub use outcome::{Outcome, ServerFacts};
 pub use progress::Progress;
 pub use spec::{Protocol, Spec, SpecError, MAX_PREFIX};
 
 /// Reads the server's version and settings.
-pub fn server_facts(address: &Address, options: Options) -> Result<ServerFacts, Error> {
-    let mut c = BlockingConnection::connect(address, options)?;
+pub fn server_facts(address: &Address, options: &Options) -> Result<ServerFacts, Error> {
+    let mut c = BlockingConnection::connect(address, options.clone())?;
     let version = c.version()?;
     let settings = c.stats(Some("settings")).unwrap_or_default();
     let stats = c.stats(None).unwrap_or_default();
@@ -52,6 +53,17 @@ pub fn server_facts(address: &Address, options: Options) -> Result<ServerFacts, 
     })
 }
 
+/// The cost of opening a connection, `n` times: connect (and shake hands, over TLS) to the
+/// first reply of the floor's command, in ns. See [`floor::connection_cost`].
+pub fn connection_cost(
+    address: &Address,
+    options: &Options,
+    n: u64,
+) -> Result<cachelab_metrics::Latency, Error> {
+    let command = floor::probe(address, options)?;
+    floor::connection_cost(address, options, command, n)
+}
+
 /// Runs the profile. Blocks until done, cancelled, or the server is gone.
 ///
 /// Fails only when the spec is invalid or the server cannot be reached at the start; once
@@ -60,8 +72,8 @@ pub fn server_facts(address: &Address, options: Options) -> Result<ServerFacts, 
 pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     spec.validate()?;
     let started = Instant::now();
-    let server = server_facts(&spec.address, spec.options).map_err(SpecError::Server)?;
-    let floor_command = floor::probe(&spec.address, spec.options).map_err(SpecError::Server)?;
+    let server = server_facts(&spec.address, &spec.options).map_err(SpecError::Server)?;
+    let floor_command = floor::probe(&spec.address, &spec.options).map_err(SpecError::Server)?;
     let server_threads = server.threads().unwrap_or(1).clamp(1, 1024);
 
     let tasks = spec.cells().len() - spec.sizes.len(); // get and set share a sample
@@ -100,11 +112,12 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
         aborted = aborted.or(r.aborted);
     }
     let cleaned_up_keys = leftovers.len() as u64;
-    let leftover_keys = worker::delete_all(&spec.address, spec.options, &leftovers);
+    let leftover_keys = worker::delete_all(&spec.address, &spec.options, &leftovers);
     Ok(Outcome {
         cells,
         server,
         floor_command,
+        transport: spec.options.transport(&spec.address),
         leftover_keys,
         cleaned_up_keys: cleaned_up_keys - leftover_keys,
         cancelled: progress.cancelled(),

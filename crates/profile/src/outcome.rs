@@ -8,7 +8,7 @@
 //!              "samples", "histogram" (V2 compressed, base64), "errors": {kind: count},
 //!              "mismatches", "misses"}, ...],
 //!   "server": {"version", "settings": {name: str}, "stats": {name: str}},
-//!   "floor_command": "mn" | "version", "leftover_keys", "cleaned_up_keys", "cancelled",
+//!   "floor_command": "mn" | "version", "transport": "tcp" | "tls" | "unix", "leftover_keys", "cleaned_up_keys", "cancelled",
 //!   "aborted": str | null, "elapsed_s"
 //! }
 //! ```
@@ -47,6 +47,8 @@ pub struct Outcome {
     pub server: ServerFacts,
     /// How the floor was measured: `"mn"` or `"version"`.
     pub floor_command: &'static str,
+    /// What the samples and the floor ran over: `"tcp"`, `"tls"` or `"unix"`.
+    pub transport: &'static str,
     /// Keys written and not deleted, even after the final clean-up.
     pub leftover_keys: u64,
     /// Keys the final clean-up had to delete (their per-sample delete failed).
@@ -68,6 +70,7 @@ impl Serialize for Outcome {
                 stats: by_name(&self.server.stats),
             },
             floor_command: self.floor_command,
+            transport: self.transport,
             leftover_keys: self.leftover_keys,
             cleaned_up_keys: self.cleaned_up_keys,
             cancelled: self.cancelled,
@@ -83,6 +86,7 @@ struct OutcomeRecord<'a> {
     cells: Vec<CellRecord<'a>>,
     server: ServerRecord<'a>,
     floor_command: &'static str,
+    transport: &'static str,
     leftover_keys: u64,
     cleaned_up_keys: u64,
     cancelled: bool,
@@ -161,6 +165,7 @@ mod tests {
                 stats: vec![("pid".into(), "1".into())],
             },
             floor_command: "mn",
+            transport: "tcp",
             leftover_keys: 0,
             cleaned_up_keys: 3,
             cancelled: false,
@@ -180,6 +185,7 @@ mod tests {
             "server": {"version": "1.6.21", "settings": {"evictions": "on", "num_threads": "4"},
                        "stats": {"pid": "1"}},
             "floor_command": "mn",
+            "transport": "tcp",
             "leftover_keys": 0,
             "cleaned_up_keys": 3,
             "cancelled": false,

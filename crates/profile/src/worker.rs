@@ -203,9 +203,9 @@ impl Worker<'_> {
         }
         self.conn = None;
         self.floor = None;
-        let (address, options) = (&self.spec.address, self.spec.options);
+        let (address, options) = (&self.spec.address, &self.spec.options);
         let serial = CONNECTING.lock().unwrap_or_else(|p| p.into_inner());
-        let opened = BlockingConnection::connect(address, options).and_then(|conn| {
+        let opened = BlockingConnection::connect(address, options.clone()).and_then(|conn| {
             for _ in 1..self.plan.server_threads {
                 drop(Floor::connect(address, options, self.plan.floor_command)?);
             }
@@ -515,11 +515,11 @@ fn is_gone(r: &Response) -> bool {
 }
 
 /// Deletes `keys` on a fresh connection. Returns how many may still be on the server.
-pub fn delete_all(address: &Address, options: Options, keys: &[Key]) -> u64 {
+pub fn delete_all(address: &Address, options: &Options, keys: &[Key]) -> u64 {
     if keys.is_empty() {
         return 0;
     }
-    let Ok(mut conn) = BlockingConnection::connect(address, options) else {
+    let Ok(mut conn) = BlockingConnection::connect(address, options.clone()) else {
         return keys.len() as u64;
     };
     let mut remaining = 0;

@@ -10,6 +10,7 @@ use cachelab_client::{BlockingConnection, Error, Options};
 use cachelab_proto::{Key, MetaFlags};
 
 use crate::errors::{client_error, parse_address, raise};
+use crate::tls::tls_from;
 
 fn key(py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<Key> {
     let bytes: Vec<u8> = if let Ok(s) = k.extract::<String>() {
@@ -75,12 +76,19 @@ fn meta_tuple(
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (address, *, connect_timeout = 2.0, timeout = 1.0))]
-    fn new(py: Python<'_>, address: &str, connect_timeout: f64, timeout: f64) -> PyResult<Client> {
+    #[pyo3(signature = (address, *, connect_timeout = 2.0, timeout = 1.0, tls = None))]
+    fn new(
+        py: Python<'_>,
+        address: &str,
+        connect_timeout: f64,
+        timeout: f64,
+        tls: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Client> {
         let address = parse_address(py, address)?;
         let options = Options {
             connect_timeout: seconds(py, "connect_timeout", connect_timeout)?,
             request_timeout: seconds(py, "timeout", timeout)?,
+            tls: tls_from(py, tls)?,
         };
         let conn = py
             .detach(|| BlockingConnection::connect(&address, options))

@@ -20,6 +20,7 @@ pub(crate) fn client_error(py: Python<'_>, e: Error) -> PyErr {
         ErrorKind::ConnectRefused | ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout => {
             "ServerUnreachable"
         }
+        ErrorKind::Tls => "TlsHandshakeFailed",
         ErrorKind::Timeout => "ServerTimeout",
         ErrorKind::Closed | ErrorKind::Reset | ErrorKind::Io | ErrorKind::Broken => {
             "ConnectionClosed"

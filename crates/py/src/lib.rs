@@ -8,7 +8,7 @@
 //!
 //! One file per core crate or area, each registering its own names: `client.rs` (the blocking
 //! client), `hist.rs` (histograms), `profile.rs`, `load.rs`, `request.rs` (request-level
-//! simulation), `flat.rs` (miss-ratio simulation), `usl.rs`.
+//! simulation), `flat.rs` (miss-ratio simulation), `usl.rs`; `tls.rs` reads TLS settings.
 
 use pyo3::prelude::*;
 
@@ -20,6 +20,7 @@ mod hist;
 mod load;
 mod profile;
 mod request;
+mod tls;
 mod usl;
 
 #[pymodule]

@@ -13,6 +13,7 @@ use cachelab_load::{Arrivals, DistSpec, Mix, Mode, Spec, Stop, OPS};
 
 use crate::convert::to_py;
 use crate::errors::{field, parse_address, raise, start_error};
+use crate::tls::tls_field;
 
 /// Progress of a running load: `done` of `total` (ms of a timed run, or requests of a counted
 /// one), the latest interval's rate and p99, errors so far; `cancel()` stops it early.
@@ -152,6 +153,7 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
         options: Options {
             connect_timeout: seconds(py, "connect_timeout", item(d, "connect_timeout")?, false)?,
             request_timeout: seconds(py, "timeout", item(d, "timeout")?, false)?,
+            tls: tls_field(d)?,
         },
         give_up_after: seconds(py, "give_up_after", item(d, "give_up_after")?, false)?,
         stall: seconds(py, "stall", item::<f64>(d, "stall_ms")? / 1000.0, false)?,

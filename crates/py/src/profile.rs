@@ -10,7 +10,8 @@ use cachelab_client::Options;
 use cachelab_profile::{Protocol, Spec};
 
 use crate::convert::to_py;
-use crate::errors::{field, parse_address, raise, start_error};
+use crate::errors::{client_error, field, parse_address, raise, start_error};
+use crate::tls::{tls_field, tls_from};
 
 /// Progress of a running profile: `done` of `total` samples; `cancel()` stops it early.
 ///
@@ -94,6 +95,7 @@ fn spec_from(spec: &Bound<'_, PyDict>) -> PyResult<Spec> {
         options: Options {
             connect_timeout: Duration::from_secs_f64(connect_timeout),
             request_timeout: Duration::from_secs_f64(timeout),
+            tls: tls_field(spec)?,
         },
         seed: item(spec, "seed")?,
         prefix: item(spec, "prefix")?,
@@ -118,8 +120,50 @@ fn profile_run<'py>(
     to_py(py, &outcome)
 }
 
+/// The cost of a new connection, `n` times over: connect (and the TLS handshake, with `tls`)
+/// to the first reply of the floor's command. Returns the histogram (ns), V2-encoded, base64.
+/// The GIL is released while connecting.
+#[pyfunction]
+#[pyo3(signature = (address, n, *, tls = None, connect_timeout = 2.0, timeout = 1.0))]
+fn connection_cost(
+    py: Python<'_>,
+    address: &str,
+    n: u64,
+    tls: Option<&Bound<'_, PyAny>>,
+    connect_timeout: f64,
+    timeout: f64,
+) -> PyResult<String> {
+    let address = parse_address(py, address)?;
+    for (name, v) in [("connect_timeout", connect_timeout), ("timeout", timeout)] {
+        if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
+            return Err(raise(
+                py,
+                "UsageError",
+                format!("{name} must be between 0 and 3600 seconds"),
+            ));
+        }
+    }
+    if !(1..=1_000_000).contains(&n) {
+        return Err(raise(
+            py,
+            "UsageError",
+            "connections to time must be between 1 and 1000000".into(),
+        ));
+    }
+    let options = Options {
+        connect_timeout: Duration::from_secs_f64(connect_timeout),
+        request_timeout: Duration::from_secs_f64(timeout),
+        tls: tls_from(py, tls)?,
+    };
+    let hist = py
+        .detach(|| cachelab_profile::connection_cost(&address, &options, n))
+        .map_err(|e| client_error(py, e))?;
+    Ok(cachelab_metrics::encode(&hist))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Progress>()?;
     m.add_function(wrap_pyfunction!(profile_run, m)?)?;
+    m.add_function(wrap_pyfunction!(connection_cost, m)?)?;
     Ok(())
 }

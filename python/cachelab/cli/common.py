@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from cachelab.artifacts import write_through
 from cachelab.errors import Interrupted, UsageError
 from cachelab.servers import ServerOptions
+from cachelab.tls import TlsOptions
 
 #: The exit codes of every verb (documented in ``cachelab --help`` and the README).
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -114,10 +115,11 @@ def finish_parser(
     quick: str | None = None,
     plots: str | None = None,
     server: bool = False,
+    tls: bool = False,
 ) -> None:
     """The options that end every verb's parser, in one order everywhere: ``--quick`` (with
-    its help text), ``--no-plots``, ``--out`` and ``--format``, the server options; then the
-    function that runs the verb."""
+    its help text), ``--no-plots``, ``--out`` and ``--format``, the server options, the TLS
+    options; then the function that runs the verb."""
     if quick:
         p.add_argument("--quick", action="store_true", help=quick)
     if plots:
@@ -125,6 +127,8 @@ def finish_parser(
     add_output_options(p, verb)
     if server:
         add_server_options(p)
+    if tls:
+        add_tls_options(p)
     p.set_defaults(func=run)
 
 
@@ -162,6 +166,46 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
         "--server-args", default="", metavar="ARGS",
         help="extra memcached flags for the private server, e.g. \"-o modern -B ascii\"",
     )
+
+
+def add_tls_options(p: argparse.ArgumentParser) -> None:
+    """memtier_benchmark's TLS flags, for a memcached started with ``-Z`` (see docs/load.md,
+    "TLS")."""
+    g = p.add_argument_group(
+        "TLS", "For a memcached started with -Z. Without --cacert the server's certificate must "
+        "chain to the Mozilla roots built into cachelab (not the system store)."
+    )
+    g.add_argument("--tls", action="store_true", help="connect over TLS (needs --server)")
+    g.add_argument("--cacert", metavar="FILE",
+                   help="PEM file of the certificate authorities to trust")
+    g.add_argument("--cert", metavar="FILE",
+                   help="PEM client certificate (chain), for a server that asks for one")
+    g.add_argument("--key", metavar="FILE", help="PEM private key of --cert")
+    g.add_argument("--tls-skip-verify", action="store_true",
+                   help="accept any server certificate (encrypted, but unauthenticated)")
+    g.add_argument("--sni", metavar="NAME",
+                   help="server name to send and verify (default: the host of --server)")
+
+
+def tls_options(args: argparse.Namespace) -> TlsOptions | None:
+    """The TLS settings from the flags of :func:`add_tls_options`, checked (files exist and
+    are readable, --cert with --key), or None without ``--tls``. UsageError for a TLS flag
+    without ``--tls``, and for ``--tls`` with ``--socket``."""
+    given = [flag for flag, value in (("--cacert", args.cacert), ("--cert", args.cert),
+                                      ("--key", args.key), ("--sni", args.sni),
+                                      ("--tls-skip-verify", args.tls_skip_verify)) if value]
+    if not args.tls:
+        if given:
+            raise UsageError(f"{given[0]} needs --tls")
+        return None
+    if getattr(args, "socket", None):
+        raise UsageError("--tls is for TCP servers (--server HOST:PORT), not --socket")
+    if hasattr(args, "server") and not args.server:
+        raise UsageError("--tls needs --server HOST:PORT: the private memcached runs without TLS")
+    tls = TlsOptions(cacert=args.cacert, cert=args.cert, key=args.key,
+                     skip_verify=args.tls_skip_verify, sni=args.sni)
+    tls.check()
+    return tls
 
 
 def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | None:

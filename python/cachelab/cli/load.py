@@ -108,7 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
                    "larger writes cost client and server less CPU per request")
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
-                         plots="skip the PNG/SVG plot", server=True)
+                         plots="skip the PNG/SVG plot", server=True, tls=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
@@ -136,6 +136,7 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
         for k, v in overrides.items():
             setattr(base, k, v)
         spec = base
+    spec.tls = common.tls_options(args)
     spec.check()
     return spec
 

@@ -8,7 +8,7 @@ import sys
 
 import cachelab.profiles as lib
 from cachelab.cli import common
-from cachelab.errors import Interrupted
+from cachelab.errors import Interrupted, UsageError
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
 
@@ -75,7 +75,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print a saved profile (profile.json, or a directory holding one) or a built-in "
         "one (appengine-2017) instead of measuring; with --out, also write its plots",
     )
-    common.finish_parser(p, "profile", run, plots="skip the PNG/SVG plots", server=True)
+    p.add_argument(
+        "--plain-port", type=common.int_range(1, 65535), metavar="PORT",
+        help="with --tls: a plain (notls:) listener of the same server, for the TLS cost "
+        "table: new-connection and small-get latency over TCP next to TLS",
+    )
+    common.finish_parser(p, "profile", run, plots="skip the PNG/SVG plots", server=True,
+                         tls=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
@@ -98,6 +104,11 @@ def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
     base.timeout = args.timeout
     base.give_up_after = max(5.0, 5 * args.timeout)
     base.seed = args.seed
+    base.tls = common.tls_options(args)
+    if args.plain_port is not None and base.tls is None:
+        raise UsageError("--plain-port needs --tls (it is the plain TCP listener to compare "
+                         "TLS with)")
+    base.plain_port = args.plain_port
     base.check()
     return base
 

@@ -85,7 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
                    help="workload and bootstrap seed (default 0)")
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
-                         plots="skip the PNG/SVG plots", server=True)
+                         plots="skip the PNG/SVG plots", server=True, tls=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
@@ -103,6 +103,7 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
         if getattr(args, name) is not None:
             workload[name] = getattr(args, name)
     spec.workload = workload
+    spec.tls = common.tls_options(args)
     spec.check()
     spec.run_spec(max(spec.points))  # validates the workload
     return spec

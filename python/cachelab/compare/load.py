@@ -38,6 +38,8 @@ def compare_loads(arts: Sequence[Artifact], rng: np.random.Generator, resamples:
                   level: float, problems: list[str],
                   warnings: list[str]) -> list[dict[str, Any]]:
     require_same(arts, lambda d: d["mode"], "load mode (open/closed loop)", problems)
+    require_same(arts, lambda d: d["server"].get("transport", "tcp"),
+                 "transport (tcp, tls or unix)", problems)
     for f in ("mix", "value_size", "key_space", "key_dist", "pipeline", "rate"):
         require_same(arts, lambda d, f=f: d["spec"].get(f), f"workload {f.replace('_', ' ')}",
                      problems)

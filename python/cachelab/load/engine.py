@@ -28,6 +28,7 @@ from cachelab.load.spec import LoadSpec, memory_mb
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
+from cachelab.tls import transport_of
 
 __all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas"]
 
@@ -69,7 +70,7 @@ def load(
         facts = {**target.facts, **dict(server_facts or {})}
         # A server we did not start: refuse a run that does not fit; stop when it evicts.
         watch = guard(target.address, load_writes(spec), private=bool(facts.get("private")),
-                      timeout=spec.connect_timeout)
+                      timeout=spec.connect_timeout, tls=spec.tls)
         evicting: list[int] = []
 
         def watched(progress: Any) -> None:
@@ -168,7 +169,8 @@ def result_from_outcome(
     server_view = outcome["server"]
     return LoadResult(
         created=created_now(),
-        spec={**asdict(spec), "seed": core["seed"], "prefix_used": core["prefix"],
+        spec={**asdict(spec), "tls": None if spec.tls is None else spec.tls.describe(),
+              "seed": core["seed"], "prefix_used": core["prefix"],
               "prefill": core["prefill"], "key_dist_parsed": core["key_dist"],
               "value_size_parsed": core["value_size"]},
         mode="open" if spec.rate is not None else "closed",
@@ -179,6 +181,7 @@ def result_from_outcome(
         stalls=outcome["stalls"],
         server={
             "address": address,
+            "transport": transport_of(address, spec.tls),
             "private": False,
             **dict(server_facts),
             "version": server_view["version"],

@@ -16,6 +16,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
+from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import parse_size
 
 try:
@@ -81,6 +82,9 @@ class LoadSpec:
     #: slots are free (1: after every reply), so each write carries that many requests.
     #: Fewer, larger writes cost client and server less CPU per request. See docs/load.md.
     send_batch: int = 1
+    #: TLS to a memcached started with ``-Z`` (None: plain TCP). Not part of the workload:
+    #: how it reaches the server. See docs/load.md, "TLS".
+    tls: TlsOptions | None = None
 
     @classmethod
     def quick(cls, **overrides: Any) -> LoadSpec:
@@ -108,7 +112,8 @@ class LoadSpec:
                 raise InputError(
                     f"{path}:{line}: unknown setting {key!r}; known: {', '.join(sorted(known))}"
                 )
-            values[name] = value
+            values[name] = TlsOptions.from_dict(value) if name == "tls" and \
+                isinstance(value, dict) else value
         values.update(overrides)
         try:
             spec = cls(**values)
@@ -139,6 +144,12 @@ class LoadSpec:
         if self.send_batch > self.pipeline:
             raise UsageError(f"send-batch must be at most the pipeline depth ({self.pipeline}), "
                              f"not {self.send_batch}")
+        if self.tls is not None:
+            if not isinstance(self.tls, TlsOptions):
+                raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")
+            if address.startswith(("unix:", "/")):
+                raise UsageError("TLS is for TCP servers (HOST:PORT), not a Unix socket")
+            self.tls.check()
         bp = self.busy_poll_us
         if not isinstance(bp, int) or isinstance(bp, bool) or not 0 <= bp <= 1000:
             raise UsageError(f"busy-poll must be a whole number of µs from 0 to 1000, not {bp!r}")
@@ -196,6 +207,7 @@ class LoadSpec:
             "server_pid": None,
             "busy_poll_us": self.busy_poll_us,
             "send_batch": self.send_batch,
+            "tls": core_tls(self.tls),
         }
 
 

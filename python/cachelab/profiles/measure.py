@@ -23,8 +23,10 @@ from cachelab.profiles.spec import (
     new_prefix,
     profile_writes,
 )
+from cachelab.profiles.tlscost import measure_tls_cost
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
+from cachelab.tls import core_tls
 
 
 def profile(
@@ -58,8 +60,11 @@ def profile(
         facts = {**target.facts, **dict(server_facts or {})}
         # A server we did not start: refuse a run that does not fit, watch for evictions.
         watch = guard(target.address, profile_writes(spec), private=bool(facts.get("private")),
-                      timeout=spec.connect_timeout)
-        return _measure(spec, target.address, facts, on_progress, watch)
+                      timeout=spec.connect_timeout, tls=spec.tls)
+        result = _measure(spec, target.address, facts, on_progress, watch)
+        if spec.tls is not None and not result.run.get("aborted"):
+            result.tls_cost = measure_tls_cost(spec, target.address)
+        return result
 
 
 def _measure(
@@ -81,12 +86,14 @@ def _measure(
         "give_up_after": spec.give_up_after,
         "seed": seed,
         "prefix": spec.prefix or new_prefix(),
+        "tls": core_tls(spec.tls),
     }
     started = time.time()
     raw = _run_with_progress(spec_dict, on_progress, watch)
     lost = watch.poll(force=True) if watch is not None else None
     cells = [with_percentiles(Cell.from_dict(c, "profile run")) for c in raw["cells"]]
-    client = {k: v for k, v in spec_dict.items() if k != "address"}
+    client = {k: v for k, v in spec_dict.items() if k not in ("address", "tls")}
+    client["tls"] = None if spec.tls is None else spec.tls.describe()
     result = LatencyProfile(
         name=f"memcached {raw['server']['version']} at {address}",
         source="measured",
@@ -94,6 +101,7 @@ def _measure(
         cells=cells,
         server={
             "address": address,
+            "transport": raw["transport"],
             "private": False,
             **facts,
             "version": raw["server"]["version"],

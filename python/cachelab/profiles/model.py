@@ -40,6 +40,8 @@ class LatencyProfile:
     #: ``{"ranks": [...], "segments": [...], "lag1": r}`` — each sample's rank within its own
     #: cell (a quantile in [0, 1)), in time order, cut into segments of back-to-back sampling.
     sequence: dict[str, Any] | None = None
+    #: With TLS: the cost of TLS next to plain TCP (:mod:`cachelab.profiles.tlscost`).
+    tls_cost: dict[str, Any] | None = None
 
     def cells_of(self, op: str) -> list[Cell]:
         return [c for c in self.cells if c.op == op]
@@ -78,6 +80,8 @@ class LatencyProfile:
             d["published"] = self.published
         if self.sequence is not None:
             d["sequence"] = self.sequence
+        if self.tls_cost is not None:
+            d["tls_cost"] = self.tls_cost
         return d
 
     @classmethod
@@ -103,6 +107,7 @@ class LatencyProfile:
             run=dict(d.get("run", {})),
             published=d.get("published"),
             sequence=_check_sequence(d.get("sequence"), where),
+            tls_cost=d.get("tls_cost"),
         )
 
     def save(self, path: Path) -> Path:

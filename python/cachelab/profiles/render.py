@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cachelab.profiles.cell import OPS, floor_p50
+from cachelab.profiles.tlscost import render_tls_cost
 from cachelab.tables import percentile_table
 from cachelab.units import (
     PARTIAL,
@@ -40,7 +41,8 @@ def render_profile(p: Any) -> str:
         unit = pick_unit([floor_ns])
         fl = floor.percentiles
         lines.append(
-            f"loopback floor ({p.client.get('floor_command')} on a raw socket): "
+            f"loopback floor ({p.client.get('floor_command')} on a raw "
+            f"{_transport_word(p.server.get('transport'))}socket): "
             f"p50 {format_duration_ns(fl['50'], unit)} {unit}, "
             f"p99 {format_duration_ns(fl['99'], unit)} {unit}, "
             f"max {format_duration_ns(fl['max'], unit)} {unit}"
@@ -71,7 +73,14 @@ def render_profile(p: Any) -> str:
         lines += ["", "errors by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items()))]
     if p.run.get("leftover_keys"):
         lines.append(f"keys that could not be deleted: {p.run['leftover_keys']}")
+    if p.tls_cost:
+        lines += ["", *render_tls_cost(p.tls_cost)]
     return "\n".join(lines)
+
+
+def _transport_word(transport: str | None) -> str:
+    """``TLS `` for a floor measured over TLS (the samples' transport), else nothing."""
+    return "TLS " if transport == "tls" else ""
 
 
 def heading(p: Any) -> str:

@@ -13,6 +13,7 @@ from cachelab.page.section import Context, Section, chart_specs, env_notes, figu
 from cachelab.profiles.cell import OPS, PLOT_FILES, PLOT_TITLES, TABLE_ROWS, floor_p50
 from cachelab.profiles.model import LatencyProfile
 from cachelab.profiles.render import samples_per_cell
+from cachelab.profiles.tlscost import tls_cost_rows
 from cachelab.units import PARTIAL, dur, format_size, partial_note, times
 
 Spec = dict[str, Any]
@@ -53,9 +54,10 @@ def section(art: Artifact, ctx: Context) -> Section:
     floor = next((c for c in cells if c["op"] == "floor" and c.get("samples")), None)
     floor_ns = floor["percentiles"].get("50") if floor else None
     if floor_ns:
-        sec.body.append(f"<p>Loopback floor ({esc(client.get('floor_command', 'mn'))} on a raw "
-                        f"socket): p50 {dur(floor_ns)}, p99 {dur(floor['percentiles'].get('99'))}"
-                        "</p>")
+        over = " TLS" if d.get("server", {}).get("transport") == "tls" else ""
+        p99 = dur(floor["percentiles"].get("99"))
+        sec.body.append(f"<p>Loopback floor ({esc(client.get('floor_command', 'mn'))} on a raw"
+                        f"{over} socket): p50 {dur(floor_ns)}, p99 {p99}</p>")
     for op in OPS:
         cs = [c for c in cells if c["op"] == op]
         if not cs:
@@ -77,6 +79,14 @@ def section(art: Artifact, ctx: Context) -> Section:
         heading = _OP_TITLES[op] if not partial_note(d.get("run")) else \
             f"{PARTIAL}: {_OP_TITLES[op]}"
         sec.body.append(f"<h3>{esc(heading)}</h3>")
+        sec.body.append(table(header, rows))
+
+    if d.get("tls_cost"):
+        header, rows = tls_cost_rows(d["tls_cost"])
+        sec.body.append("<h3>TLS cost</h3>")
+        if not d["tls_cost"].get("plain_address"):
+            sec.body.append("<p>No plain listener was given (--plain-port): TLS figures "
+                            "only, nothing to compare with.</p>")
         sec.body.append(table(header, rows))
 
     def redraw(out: Path) -> list[Path]:

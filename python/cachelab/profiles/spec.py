@@ -8,6 +8,7 @@ from typing import Any
 
 from cachelab.capacity import Writes
 from cachelab.errors import UsageError
+from cachelab.tls import TlsOptions
 
 DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 DEFAULT_KEY_COUNTS = (1, 3, 5, 10, 100)
@@ -35,6 +36,15 @@ class ProfileSpec:
     seed: int | None = None
     #: Every key written starts with this; made unique per run when not given.
     prefix: str | None = None
+    #: TLS to a memcached started with ``-Z`` (None: plain TCP). The cells and the floor are
+    #: all measured over it, and a "TLS cost" table is added (see docs/profile section of
+    #: docs/load.md, "TLS").
+    tls: TlsOptions | None = None
+    #: With ``tls``: the port of a plain (``notls:``) listener of the same server, so the TLS
+    #: cost table can set TCP beside TLS; None reports TLS alone.
+    plain_port: int | None = None
+    #: New connections timed for the TLS cost table.
+    tls_cost_connections: int = 200
 
     @classmethod
     def quick(cls, **overrides: Any) -> ProfileSpec:
@@ -61,6 +71,15 @@ class ProfileSpec:
             )
         if any(not 1 <= k <= MAX_KEY_COUNT for k in self.key_counts):
             raise UsageError(f"key counts must be between 1 and {MAX_KEY_COUNT}")
+        if self.tls is not None:
+            if not isinstance(self.tls, TlsOptions):
+                raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")
+            self.tls.check()
+        if self.plain_port is not None and (self.tls is None or
+                                            not 1 <= self.plain_port <= 65535):
+            raise UsageError("plain-port needs tls, and must be a port from 1 to 65535")
+        if not 1 <= self.tls_cost_connections <= 100_000:
+            raise UsageError("tls-cost connections must be between 1 and 100000")
         for name in ("timeout", "connect_timeout", "give_up_after"):
             value = getattr(self, name)
             if not 0 < value <= 3600:

@@ -10,6 +10,7 @@ from typing import Any
 
 from cachelab.errors import UsageError
 from cachelab.load import LoadSpec
+from cachelab.tls import TlsOptions
 
 __all__ = ["VARY", "ScaleSpec"]
 
@@ -37,6 +38,8 @@ class ScaleSpec:
     bootstrap: int = 1000
     seed: int = 0
     workload: dict[str, Any] = field(default_factory=dict)
+    #: TLS to the server (None: plain TCP); every run of the sweep connects with it.
+    tls: TlsOptions | None = None
 
     @classmethod
     def quick(cls, **overrides: Any) -> ScaleSpec:
@@ -83,7 +86,7 @@ class ScaleSpec:
             conns, threads = self.client_connections, 1
         spec = LoadSpec(**{**self.workload, "connections": conns, "threads": threads,
                                    "warmup": self.warmup, "duration": self.settle + self.window,
-                                   "interval": self.interval,
+                                   "interval": self.interval, "tls": self.tls,
                                    "seed": self.seed if self.seed is not None else 0})
         spec.check()
         return spec

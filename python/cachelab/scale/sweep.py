@@ -110,7 +110,9 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
                      "frequency scaling); the fit's intervals widen accordingly")
     if any(r["errors"] or r["lost"] for r in runs):
         notes.append("some runs had errors or lost requests (see runs[].errors)")
-    return ScaleResult(created=created_now(), spec=asdict(spec), runs=runs, summary=summary,
+    tls = None if spec.tls is None else spec.tls.describe()
+    return ScaleResult(created=created_now(), spec={**asdict(spec), "tls": tls}, runs=runs,
+                       summary=summary,
                        fit=fit, limits=notes, server=server_facts,
                        environment=environment.facts())
 

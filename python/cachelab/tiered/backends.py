@@ -14,12 +14,20 @@ raced an invalidation is never stored.
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import cachelab._core as _core
-from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, ServerTimeout
+from cachelab.errors import (
+    ConnectionClosed,
+    ServerError,
+    ServerReplyError,
+    ServerTimeout,
+    UsageError,
+)
+from cachelab.tls import TlsOptions, core_tls
 
 __all__ = ["Lease", "MemcachedTier", "PymemcacheTier", "Tier"]
 
@@ -101,14 +109,20 @@ def _flag(tokens: list[str], letter: str) -> str | None:
 class MemcachedTier(Tier):
     """memcached through ``cachelab._core.Client``: one connection per thread (a client is not
     shared between threads), reconnected after a failure. ``timeout`` bounds every request,
-    ``connect_timeout`` every connect."""
+    ``connect_timeout`` every connect (and the TLS handshake). ``tls``
+    (:class:`cachelab.tls.TlsOptions`) connects over TLS to a memcached started with ``-Z``;
+    its files are checked here."""
 
     supports_leases = True
 
     def __init__(
         self, address: str, *, timeout: float = 0.25, connect_timeout: float = 0.25,
-        leases: bool = True,
+        leases: bool = True, tls: TlsOptions | None = None,
     ) -> None:
+        if tls is not None:
+            tls.check()
+        self.tls = tls
+        self._tls_core = core_tls(tls)
         self.address = address
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -125,7 +139,7 @@ class MemcachedTier(Tier):
         c = getattr(self._local, "client", None)
         if c is None:
             c = _core.Client(self.address, connect_timeout=self.connect_timeout,
-                             timeout=self.timeout)
+                             timeout=self.timeout, tls=self._tls_core)
             self._local.client = c
         return c
 
@@ -207,6 +221,23 @@ class PymemcacheTier(Tier):
 
         self.client = client
         self._memcache_error: type[Exception] = MemcacheError
+
+    @classmethod
+    def connect(cls, address: str, *, timeout: float = 0.25, connect_timeout: float = 0.25,
+                tls_context: ssl.SSLContext | None = None) -> PymemcacheTier:
+        """A tier over a new pymemcache ``Client`` for ``address`` (``host:port``) with finite
+        timeouts; with ``tls_context`` (an :class:`ssl.SSLContext`, e.g.
+        ``ssl.create_default_context(cafile=...)``) it speaks TLS to a memcached started with
+        ``-Z``, the handshake bounded by ``connect_timeout``."""
+        # Deferred on purpose, as in __init__: pymemcache is optional.
+        from pymemcache.client.base import Client
+
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise UsageError(f"pymemcache address {address!r} is not HOST:PORT")
+        client = Client((host.strip("[]"), int(port)), timeout=timeout,
+                        connect_timeout=connect_timeout, tls_context=tls_context)
+        return cls(client)
 
     def _wrap(self, fn: Any, *args: Any) -> Any:
         try:

@@ -1,0 +1,245 @@
+"""TLS end to end: the OS memcached started with ``-Z`` and certificates made here (openssl
+CLI), a plain (``notls:``) listener beside the TLS one; profile, load, scale, errors, SNI and
+the tiered cache over TLS."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import cachelab._core as _core
+from cachelab.errors import TlsHandshakeFailed, UsageError
+from cachelab.servers import PrivateMemcached
+from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
+from cachelab.tiered.backends import PymemcacheTier
+from cachelab.tls import TlsOptions
+from clitools import cachelab, one_error_line
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
+                                reason="the openssl command makes the test certificates")
+
+#: A name only the SNI test's certificate holds (no IP address in it).
+ONLY_NAME = "cache.test"
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
+
+
+def _ca(d: Path, name: str) -> tuple[Path, Path]:
+    cert, key = d / f"{name}.pem", d / f"{name}.key"
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign")
+    return cert, key
+
+
+def _leaf(d: Path, name: str, ca: tuple[Path, Path], san: str) -> tuple[Path, Path]:
+    cert, key, csr, ext = (d / f"{name}.pem", d / f"{name}.key", d / f"{name}.csr",
+                           d / f"{name}.ext")
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}")
+    ext.write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
+                   "extendedKeyUsage=serverAuth\n")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
+             "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("certs")
+    ca = _ca(d, "test-ca")
+    other = _ca(d, "other-ca")
+    server = _leaf(d, "server", ca, "IP:127.0.0.1,DNS:localhost")
+    named = _leaf(d, "named", ca, f"DNS:{ONLY_NAME}")
+    return {"ca": ca[0], "other_ca": other[0], "server_cert": server[0],
+            "server_key": server[1], "named_cert": named[0], "named_key": named[1]}
+
+
+@pytest.fixture(scope="module")
+def tls_memcached(certs: dict[str, Path]) -> Iterator[PrivateMemcached]:
+    """memcached with a TLS listener (``tls_address``) and a plain one (``address``)."""
+    with PrivateMemcached(threads=2, tls_files=(str(certs["server_cert"]),
+                                                str(certs["server_key"]))) as mc:
+        yield mc
+
+
+def _plain_port(mc: PrivateMemcached) -> str:
+    return mc.address.rsplit(":", 1)[1]
+
+
+def test_profile_over_tls_reports_the_tls_cost(tls_memcached: PrivateMemcached,
+                                               certs: dict[str, Path], tmp_path: Path) -> None:
+    r = cachelab("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+                 certs["ca"], "--plain-port", _plain_port(tls_memcached), "--quick",
+                 "--sizes", "100", "--no-multiget", "--samples", "200", "--warmup", "10",
+                 "--no-plots", "--out", tmp_path, "--format", "table")
+    assert r.returncode == 0, r.stderr
+    assert "TLS cost" in r.stdout and "raw TLS socket" in r.stdout
+    d = json.loads((tmp_path / "profile.json").read_text())
+    assert d["server"]["transport"] == "tls"
+    assert d["client"]["tls"]["verify"] == "cacert"
+    cost = d["tls_cost"]
+    new = cost["new_connection"]
+    assert new["tls"]["count"] == new["tcp"]["count"] == cost["connections"]
+    # A TLS handshake is at least one more round trip and public-key work: never cheaper.
+    assert new["tls"]["p50_ns"] > new["tcp"]["p50_ns"]
+    for transport in ("tls", "tcp"):
+        assert cost["request"][transport]["get"]["count"] > 0
+        assert cost["request"][transport]["floor"]["count"] > 0
+    floor = next(c for c in d["cells"] if c["op"] == "floor")
+    assert floor["samples"] == 200 and not floor["errors"]
+
+
+def test_profile_over_tls_without_a_plain_listener_says_so(
+        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path) -> None:
+    r = cachelab("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+                 certs["ca"], "--quick", "--sizes", "100", "--no-multiget", "--samples", "50",
+                 "--warmup", "5", "--no-plots", "--out", tmp_path, "--format", "table")
+    assert r.returncode == 0, r.stderr
+    assert "no plain listener given" in r.stdout
+    d = json.loads((tmp_path / "profile.json").read_text())
+    assert d["tls_cost"]["new_connection"]["tcp"] is None
+    assert d["tls_cost"]["request"]["tcp"] is None
+
+
+def test_load_closed_loop_over_tls(tls_memcached: PrivateMemcached, certs: dict[str, Path],
+                                   tmp_path: Path) -> None:
+    r = cachelab("load", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+                 certs["ca"], "--quick", "--duration", "1", "--warmup", "0.2",
+                 "--connections", "2", "--pipeline", "4", "--no-plots", "--out", tmp_path,
+                 "--format", "table")
+    assert r.returncode == 0, r.stderr
+    d = json.loads((tmp_path / "load.json").read_text())
+    assert d["server"]["transport"] == "tls"
+    assert d["spec"]["tls"] == {"verify": "cacert", "sni": None, "client_certificate": False}
+    assert d["totals"]["replies"] > 100
+    assert not any(d["totals"].get("errors", {}).values())
+    # Every key was set first (over TLS the set-up batches stay small; see setup.rs).
+    assert d["run"]["prefilled_keys"] == d["spec"]["key_space"]
+
+
+def test_load_over_plain_tcp_records_tcp(tls_memcached: PrivateMemcached, tmp_path: Path) -> None:
+    r = cachelab("load", "--server", tls_memcached.address, "--quick", "--duration", "0.5",
+                 "--warmup", "0", "--connections", "1", "--no-plots", "--out", tmp_path,
+                 "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["server"]["transport"] == "tcp"
+
+
+def test_scale_over_tls(tls_memcached: PrivateMemcached, certs: dict[str, Path],
+                        tmp_path: Path) -> None:
+    r = cachelab("scale", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+                 certs["ca"], "--quick", "--points", "1,2", "--repeats", "1", "--warmup", "0.1",
+                 "--settle", "0.2", "--window", "0.5", "--interval", "0.1", "--bootstrap", "100",
+                 "--no-plots", "--out", tmp_path, "--format", "json", timeout=60)
+    assert r.returncode in (0, 1), r.stderr  # 1: the USL fit of two points may be poor
+    d = json.loads((tmp_path / "scale.json").read_text())
+    assert d["spec"]["tls"]["verify"] == "cacert"
+    assert all(run["throughput"] > 0 for run in d["runs"])
+
+
+def test_a_certificate_from_another_ca_fails_in_one_line(
+        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path) -> None:
+    r = cachelab("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+                 certs["other_ca"], "--quick", "--out", tmp_path)
+    assert r.returncode == 3
+    line = one_error_line(r)
+    assert tls_memcached.tls_address in line and "TLS handshake failed" in line
+    assert "certificate" in line
+
+
+def test_tls_to_a_plain_listener_fails_fast_and_clearly(
+        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path) -> None:
+    started = time.monotonic()
+    r = cachelab("load", "--server", tls_memcached.address, "--tls", "--cacert", certs["ca"],
+                 "--quick", "--out", tmp_path)
+    assert r.returncode == 3
+    line = one_error_line(r)
+    assert f"{tls_memcached.address}: TLS handshake failed" in line
+    assert "memcached -Z" in line  # the hint: this is not a TLS listener
+    assert time.monotonic() - started < 10  # bounded by the connect timeout, never a hang
+
+
+def test_skip_verify_accepts_a_certificate_of_another_ca(
+        tls_memcached: PrivateMemcached, certs: dict[str, Path]) -> None:
+    tls = TlsOptions(cacert=str(certs["other_ca"]), skip_verify=True)
+    with _core.Client(tls_memcached.tls_address, tls=tls.to_core()) as c:
+        assert c.version().startswith("1.")
+    with pytest.raises(TlsHandshakeFailed, match="certificate"):
+        _core.Client(tls_memcached.tls_address, tls=TlsOptions(
+            cacert=str(certs["other_ca"])).to_core())
+
+
+def test_sni_names_the_server_to_verify(certs: dict[str, Path]) -> None:
+    files = (str(certs["named_cert"]), str(certs["named_key"]))
+    with PrivateMemcached(threads=1, tls_files=files) as mc:
+        address = mc.tls_address
+        assert address is not None
+        ca = str(certs["ca"])
+        with pytest.raises(TlsHandshakeFailed, match="not valid for name"):
+            _core.Client(address, tls=TlsOptions(cacert=ca).to_core())
+        with _core.Client(address, tls=TlsOptions(cacert=ca, sni=ONLY_NAME).to_core()) as c:
+            assert c.set("cachelab:tls:sni", b"x") and c.get("cachelab:tls:sni") == b"x"
+            c.delete("cachelab:tls:sni")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--cacert", "CA"], "--cacert needs --tls"),
+    (["--tls", "--cert", "CA"], "--cert and --key go together"),
+    (["--tls", "--cacert", "/nonexistent/ca.pem"], "--cacert /nonexistent/ca.pem: no such file"),
+    (["--tls-skip-verify"], "--tls-skip-verify needs --tls"),
+])
+def test_tls_flags_are_checked_before_anything_runs(
+        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path,
+        args: list[str], message: str) -> None:
+    args = [str(certs["ca"]) if a == "CA" else a for a in args]
+    r = cachelab("load", "--server", tls_memcached.tls_address, *args, "--out", tmp_path)
+    assert r.returncode == 2
+    assert message in one_error_line(r)
+
+
+def test_tls_needs_a_named_server(tmp_path: Path) -> None:
+    r = cachelab("profile", "--tls", "--quick", "--out", tmp_path)
+    assert r.returncode == 2
+    assert "--tls needs --server" in one_error_line(r)
+
+
+def test_a_bad_pem_file_is_a_usage_error(tls_memcached: PrivateMemcached,
+                                         tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    with pytest.raises(UsageError, match="--cacert .*bad.pem"):
+        _core.Client(tls_memcached.tls_address, tls=TlsOptions(cacert=str(bad)).to_core())
+
+
+def test_tiered_cache_over_tls(tls_memcached: PrivateMemcached, certs: dict[str, Path]) -> None:
+    tier = MemcachedTier(tls_memcached.tls_address, tls=TlsOptions(cacert=str(certs["ca"])))
+    cache = TieredCache(tier, LRUMemory(max_bytes=1 << 20), prefix="tlstest")
+    users = cache.key_class("user", loader=lambda ids: {i: {"id": i} for i in ids})
+    cache.put(users, 7, {"id": 7, "name": "seven"})
+    other = TieredCache(tier, LRUMemory(max_bytes=1 << 20), prefix="tlstest")
+    users2 = other.key_class("user", loader=lambda ids: {})
+    assert other.get(users2, 7) == {"id": 7, "name": "seven"}  # from memcached, over TLS
+
+
+def test_pymemcache_tier_over_tls(tls_memcached: PrivateMemcached,
+                                  certs: dict[str, Path]) -> None:
+    context = ssl.create_default_context(cafile=str(certs["ca"]))
+    tier = PymemcacheTier.connect(tls_memcached.tls_address, timeout=2, connect_timeout=2,
+                                  tls_context=context)
+    try:
+        assert tier.set("cachelab:tls:pm", b"value", 0, 0)
+        assert tier.get_multi(["cachelab:tls:pm"]) == {"cachelab:tls:pm": b"value"}
+        tier.delete("cachelab:tls:pm")
+    finally:
+        tier.close()
