@@ -16,14 +16,22 @@ pub enum Error {
     /// The TLS handshake failed (bad certificate, a server that does not speak TLS, no
     /// answer within the connect timeout), or TLS could not be set up for the address.
     Tls { address: String, reason: String },
-    /// A request took longer than the request timeout. The connection is now broken.
-    Timeout { after: Duration },
+    /// A request to `address` took longer than the request timeout. The connection is now
+    /// broken.
+    Timeout { address: String, after: Duration },
     /// The server closed the connection.
     Closed,
     /// Reading or writing failed (e.g. connection reset).
     Io(std::io::Error),
-    /// The server sent bytes that are not a valid reply.
-    Protocol(DecodeError),
+    /// The server at `address` sent bytes that are not a valid reply; `head` is how the
+    /// reply began (printable, cut short) and `first` whether it was the connection's first
+    /// reply (then the server is most likely not a memcached at all).
+    Protocol {
+        address: String,
+        error: DecodeError,
+        head: String,
+        first: bool,
+    },
     /// A reply that is valid but not one this command can get.
     Unexpected {
         command: &'static str,
@@ -116,7 +124,7 @@ impl Error {
                 ErrorKind::Reset
             }
             Error::Io(_) => ErrorKind::Io,
-            Error::Protocol(_) | Error::Unexpected { .. } => ErrorKind::Protocol,
+            Error::Protocol { .. } | Error::Unexpected { .. } => ErrorKind::Protocol,
             Error::Key(_) => ErrorKind::Key,
             Error::UnknownCommand => ErrorKind::UnknownCommand,
             Error::ClientError(_) => ErrorKind::ClientError,
@@ -125,11 +133,40 @@ impl Error {
         }
     }
 
+    /// A protocol error from `address`, whose reply began with `bytes`.
+    pub fn protocol(address: &str, error: DecodeError, bytes: &[u8], first: bool) -> Error {
+        Error::Protocol {
+            address: address.to_string(),
+            error,
+            head: reply_head(bytes),
+            first,
+        }
+    }
+
     pub(crate) fn unexpected(command: &'static str, reply: &Response) -> Error {
         let mut reply = format!("{reply:?}");
         reply.truncate(120);
         Error::Unexpected { command, reply }
     }
+}
+
+/// The first line of a reply (at most 60 characters), with anything unprintable escaped: what
+/// a user needs to recognise the service that answered (`HTTP/1.0 400 Bad Request`).
+pub fn reply_head(bytes: &[u8]) -> String {
+    let line = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut out = String::new();
+    for &b in line.iter().take(60) {
+        if b.is_ascii_graphic() || b == b' ' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if line.len() > 60 {
+        out.push('…');
+    }
+    out
 }
 
 impl fmt::Display for Error {
@@ -144,10 +181,30 @@ impl fmt::Display for Error {
             Error::Tls { address, reason } => {
                 write!(f, "{address}: TLS handshake failed: {reason}")
             }
-            Error::Timeout { after } => write!(f, "no reply within {after:?}"),
+            Error::Timeout { address, after } => {
+                write!(f, "{address}: no reply within {after:?}")
+            }
             Error::Closed => write!(f, "the server closed the connection"),
             Error::Io(e) => write!(f, "connection error: {e}"),
-            Error::Protocol(e) => write!(f, "protocol error: {e}"),
+            Error::Protocol {
+                address,
+                head,
+                first: true,
+                ..
+            } => write!(
+                f,
+                "{address} is not a memcached: it answered '{head}' (memcached's text \
+                 protocol was expected)"
+            ),
+            Error::Protocol {
+                address,
+                error,
+                head,
+                ..
+            } => write!(
+                f,
+                "{address}: protocol error: {error} (the reply began '{head}')"
+            ),
             Error::Unexpected { command, reply } => {
                 write!(f, "unexpected reply to {command}: {reply}")
             }
@@ -169,7 +226,7 @@ impl std::error::Error for Error {
         match self {
             Error::Connect { source, .. } => Some(source),
             Error::Io(e) => Some(e),
-            Error::Protocol(e) => Some(e),
+            Error::Protocol { error, .. } => Some(error),
             Error::Key(e) => Some(e),
             _ => None,
         }
@@ -200,3 +257,46 @@ impl fmt::Display for StartError {
 }
 
 impl std::error::Error for StartError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cachelab_proto::{Invalid, InvalidKind};
+
+    fn invalid() -> DecodeError {
+        DecodeError::Invalid(Invalid {
+            kind: InvalidKind::BareNewline,
+            offset: 15,
+        })
+    }
+
+    #[test]
+    fn reply_head_is_the_first_line_printable_and_short() {
+        assert_eq!(
+            reply_head(b"HTTP/1.0 400 Bad Request\r\nServer: x\r\n"),
+            "HTTP/1.0 400 Bad Request"
+        );
+        assert_eq!(reply_head(b"\x00\xffab\n"), "\\x00\\xffab");
+        let long = [b'a'; 100];
+        assert_eq!(reply_head(&long), format!("{}…", "a".repeat(60)));
+    }
+
+    #[test]
+    fn a_first_reply_that_is_not_memcached_names_the_address_and_what_it_said() {
+        let e = Error::protocol("127.0.0.1:8080", invalid(), b"HTTP/1.0 400 Bad\n", true);
+        assert_eq!(
+            e.to_string(),
+            "127.0.0.1:8080 is not a memcached: it answered 'HTTP/1.0 400 Bad' (memcached's \
+             text protocol was expected)"
+        );
+        assert_eq!(e.kind(), ErrorKind::Protocol);
+        let later = Error::protocol("127.0.0.1:8080", invalid(), b"VALUE k\n", false);
+        assert_eq!(
+            later.to_string(),
+            format!(
+                "127.0.0.1:8080: protocol error: {} (the reply began 'VALUE k')",
+                invalid()
+            )
+        );
+    }
+}

@@ -140,6 +140,9 @@ pub struct Connection {
     wbuf: Vec<u8>,
     options: Options,
     broken: Option<ErrorKind>,
+    /// Replies read so far: a reply that is not memcached's as the first one means the
+    /// address is some other service.
+    replies: u64,
 }
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -178,6 +181,7 @@ impl Connection {
             wbuf: Vec::with_capacity(4096),
             options,
             broken: None,
+            replies: 0,
         })
     }
 
@@ -212,7 +216,10 @@ impl Connection {
         let deadline = self.options.request_timeout;
         let result = match tokio::time::timeout(deadline, self.exchange(cmds)).await {
             Ok(r) => r,
-            Err(_) => Err(Error::Timeout { after: deadline }),
+            Err(_) => Err(Error::Timeout {
+                address: self.address.to_string(),
+                after: deadline,
+            }),
         };
         if let Err(e) = &result {
             self.broken = Some(e.kind());
@@ -235,7 +242,12 @@ impl Connection {
             match complete_len(expect, &self.rbuf) {
                 Ok(n) => {
                     let bytes = self.rbuf.split_to(n).freeze();
-                    return parse(expect, &bytes).map_err(Error::Protocol);
+                    let first = self.replies == 0;
+                    let reply = parse(expect, &bytes).map_err(|e| {
+                        Error::protocol(&self.address.to_string(), e, &bytes, first)
+                    })?;
+                    self.replies += 1;
+                    return Ok(reply);
                 }
                 Err(DecodeError::Incomplete) => {
                     if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
@@ -251,7 +263,15 @@ impl Connection {
                         return Err(Error::Closed);
                     }
                 }
-                Err(e) => return Err(Error::Protocol(e)),
+                Err(e) => {
+                    let first = self.replies == 0;
+                    return Err(Error::protocol(
+                        &self.address.to_string(),
+                        e,
+                        &self.rbuf,
+                        first,
+                    ));
+                }
             }
         }
     }

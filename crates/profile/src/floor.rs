@@ -76,6 +76,14 @@ pub struct Floor {
     raw: Raw,
     request: &'static [u8],
     buf: Vec<u8>,
+    /// The address and request timeout, for errors that name them.
+    at: At,
+}
+
+/// Where a floor connection goes and how long a reply may take, for its errors.
+struct At {
+    address: String,
+    timeout: Duration,
 }
 
 impl Floor {
@@ -134,6 +142,10 @@ impl Floor {
             raw,
             request,
             buf: Vec::with_capacity(256),
+            at: At {
+                address: address.to_string(),
+                timeout: options.request_timeout,
+            },
         })
     }
 
@@ -147,25 +159,32 @@ impl Floor {
     pub fn measure(&mut self) -> Result<Duration, Error> {
         let t0 = Instant::now();
         match &mut self.raw {
-            Raw::Tcp(s) => exchange(s, self.request, &mut self.buf)?,
-            Raw::Tls(s) => exchange(s.as_mut(), self.request, &mut self.buf)?,
-            Raw::Unix(s) => exchange(s, self.request, &mut self.buf)?,
+            Raw::Tcp(s) => exchange(s, self.request, &mut self.buf, &self.at)?,
+            Raw::Tls(s) => exchange(s.as_mut(), self.request, &mut self.buf, &self.at)?,
+            Raw::Unix(s) => exchange(s, self.request, &mut self.buf, &self.at)?,
         }
         Ok(t0.elapsed())
     }
 }
 
-fn io_error(e: std::io::Error) -> Error {
+fn io_error(e: std::io::Error, at: &At) -> Error {
     match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::Timeout {
-            after: Duration::ZERO,
+            address: at.address.clone(),
+            after: at.timeout,
         },
         _ => Error::Io(e),
     }
 }
 
 /// Writes `request` and reads one `\r\n`-terminated line into `buf`.
-fn exchange<S: Read + Write>(s: &mut S, request: &[u8], buf: &mut Vec<u8>) -> Result<(), Error> {
+fn exchange<S: Read + Write>(
+    s: &mut S,
+    request: &[u8],
+    buf: &mut Vec<u8>,
+    at: &At,
+) -> Result<(), Error> {
+    let io_error = |e| io_error(e, at);
     s.write_all(request).map_err(io_error)?;
     s.flush().map_err(io_error)?;
     buf.clear();
@@ -197,7 +216,19 @@ pub fn probe(address: &Address, options: &Options) -> Result<&'static str, Error
         b"MN" => Ok("mn"),
         _ => {
             let mut f = Floor::connect(address, options, "version")?;
-            f.round_trip()?;
+            let (reply, _) = f.round_trip()?;
+            if !reply.starts_with(b"VERSION ") {
+                let invalid = cachelab_proto::Invalid {
+                    kind: cachelab_proto::InvalidKind::UnknownReply,
+                    offset: 0,
+                };
+                return Err(Error::protocol(
+                    &address.to_string(),
+                    cachelab_proto::DecodeError::Invalid(invalid),
+                    &reply,
+                    true,
+                ));
+            }
             Ok("version")
         }
     }
