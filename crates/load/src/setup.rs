@@ -110,6 +110,9 @@ fn batches(
     rt.block_on(async {
         let mut conn: Option<Connection> = None;
         let mut good = 0u64;
+        // A server that has gone away is given the run's reconnect budget, not one timeout
+        // per batch: set-up and clean-up stop once no batch has succeeded for that long.
+        let mut last_ok = std::time::Instant::now();
         let mut batch = Vec::with_capacity(BATCH);
         let mut cmds = cmds.peekable();
         while cmds.peek().is_some() {
@@ -123,6 +126,7 @@ fn batches(
                 bytes += approx_len(&c);
                 batch.push(c);
             }
+            let mut done = false;
             for _attempt in 0..2 {
                 if conn.as_ref().is_none_or(|c| c.broken().is_some()) {
                     conn = Connection::connect(&spec.address, spec.options.clone())
@@ -135,8 +139,14 @@ fn batches(
                 };
                 if let Ok(replies) = c.pipeline(&batch).await {
                     good += replies.iter().filter(|r| ok(r)).count() as u64;
+                    done = true;
                     break;
                 }
+            }
+            if done {
+                last_ok = std::time::Instant::now();
+            } else if last_ok.elapsed() >= spec.give_up_after {
+                break;
             }
         }
         good
