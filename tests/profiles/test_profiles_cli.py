@@ -216,6 +216,12 @@ def test_unix_socket(
     assert doc["server"]["address"] == f"unix:{memcached_unix.socket_path}"
     assert doc["server"]["version"] == memcached_unix.version
     assert_tiny_cells(doc)
+    # The floor is measured over the samples' transport (issue 16: it was TCP, so p50/floor
+    # compared a Unix socket with loopback TCP), and the table says which.
+    assert doc["server"]["transport"] == "unix"
+    code = in_process("profile", "--show", out, "--format", "table")
+    assert code == 0
+    assert "loopback floor (mn on a raw Unix socket)" in capsys.readouterr().out
 
 
 def test_without_server_a_private_memcached_is_started_and_stopped(tmp_path: Path) -> None:

@@ -79,8 +79,9 @@ def render_profile(p: Any) -> str:
 
 
 def _transport_word(transport: str | None) -> str:
-    """``TLS `` for a floor measured over TLS (the samples' transport), else nothing."""
-    return "TLS " if transport == "tls" else ""
+    """The floor's transport (the samples'), as a word before "socket": ``TLS ``, ``Unix ``,
+    or nothing for TCP."""
+    return {"tls": "TLS ", "unix": "Unix "}.get(transport or "", "")
 
 
 def heading(p: Any) -> str:
