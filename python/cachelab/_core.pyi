@@ -13,8 +13,11 @@ class Client:
     """
 
     def __init__(
-        self, address: str, *, connect_timeout: float = 2.0, timeout: float = 1.0
-    ) -> None: ...
+        self, address: str, *, connect_timeout: float = 2.0, timeout: float = 1.0,
+        tls: dict[str, Any] | None = None,
+    ) -> None:
+        """``tls``: None for plain TCP, else ``{"cacert", "cert", "key", "skip_verify",
+        "sni"}`` (``cachelab.tls.TlsOptions.to_core()``)."""
     def get(self, key: str | bytes) -> bytes | None: ...
     def get_multi(self, keys: list[str | bytes]) -> dict[bytes, bytes]: ...
     def set(
@@ -53,6 +56,12 @@ class Progress:
 
 def validate_key(key: str | bytes) -> None: ...
 def profile_run(spec: dict[str, Any], progress: Progress) -> dict[str, Any]: ...
+def connection_cost(
+    address: str, n: int, *, tls: dict[str, Any] | None = None, connect_timeout: float = 2.0,
+    timeout: float = 1.0,
+) -> str:
+    """Connect (and shake hands, with ``tls``) to the first reply, ``n`` times: the
+    histogram (ns), V2-encoded, base64."""
 def hist_percentiles(histogram: str, percentiles: list[float]) -> list[int]: ...
 def hist_summary(histogram: str) -> dict[str, float]: ...
 def hist_from_values(values: list[int]) -> str: ...
