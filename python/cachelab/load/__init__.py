@@ -6,13 +6,17 @@ released: closed loop (``pipeline`` requests outstanding per connection) or open
 ``rate`` with Poisson or evenly spaced arrivals per connection; latency counted from the
 intended send time — the *corrected* histogram — and from the actual send — *uncorrected*).
 
-The result (schema ``cachelab.load``, version 1, see ``docs/load.md``) holds the spec, a
-per-interval time series, the steady-state window and totals over it, error counts by kind,
-the server's ``stats`` deltas and, for a server on this machine, its run-queue wait.
+The result (schema ``cachelab.load``, version 2, see ``docs/load.md``) holds the spec, a
+per-interval time series, totals over the whole measured run (the headline: every interval
+after the warm-up), the stalls (stretches of slow replies, timeouts and connections down),
+the steady-state window as extra information, error counts by kind, the server's ``stats``
+deltas and, for a server on this machine, its run-queue wait.
 
 Rooms: ``spec`` (the workload and its parsers), ``engine`` (the run, and the one conversion
-of the engine's outcome into the result), ``result`` (the result and its artifacts),
-``plots`` (its figure), ``section`` (its part of the report).
+of the engine's outcome into the result), ``timeline`` (the verdicts that need the time
+series: dead time, the rate held in every interval), ``footprint`` (what a run writes, for
+the capacity check), ``result`` (the result and its artifacts), ``plots`` (its figure),
+``section`` (its part of the report).
 """
 
 from cachelab.load.engine import (
