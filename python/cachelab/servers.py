@@ -15,7 +15,9 @@ A private server never outlives its owner:
   should (normally the main thread).
 
 The server runs in a session of its own, so a Ctrl-C typed in the terminal reaches only us and
-we stop the server in order.  This module uses the standard library only.
+we stop the server in order.  A server whose own flags make it listen over TLS (``-Z``) is
+probed through the Rust client with the run's :class:`~cachelab.tls.TlsOptions`; otherwise
+this module uses the standard library only.
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO
 
-from cachelab.errors import MemcachedNotInstalled, ServerUnreachable, UsageError
+import cachelab._core as _core
+from cachelab.errors import (
+    MemcachedNotInstalled,
+    ServerError,
+    ServerUnreachable,
+    TlsHandshakeFailed,
+    UsageError,
+)
+from cachelab.tls import TlsOptions
 
 __all__ = ["LOOPBACK", "PrivateMemcached", "ServerOptions", "Target", "find_memcached", "serve",
            "stop_all"]
@@ -49,6 +59,9 @@ _INSTALL_HINT = "memcached is not installed; install it with: apt-get install -y
 _ATTEMPTS = 5  # launches tried when another process takes our port first
 _STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the server
+# Seconds for a TLS probe's connect and handshake: a refused connect returns at once, so only
+# a listener that takes the connection and never answers the handshake waits this long.
+_TLS_PROBE_TIMEOUT = 2.0
 _POLL_FIRST, _POLL_MAX = 0.002, 0.1  # seconds between start-up probes, doubling
 _STDERR_TAIL = 5  # lines of memcached's stderr quoted in errors
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -139,6 +152,7 @@ class PrivateMemcached:
         wrapper: Sequence[str] = (),
         start_timeout: float = 5.0,
         tls_files: tuple[str, str] | None = None,
+        tls: TlsOptions | None = None,
     ) -> None:
         """Describe the server; nothing runs until ``start()``.
 
@@ -152,9 +166,16 @@ class PrivateMemcached:
         tls_files: ``(certificate chain, key)`` PEM files: the server also listens for TLS
         (``-Z``) on a second port, :attr:`tls_address`; :attr:`address` stays plain TCP
         (``-l notls:``), so the server is probed and stopped as usual.
+        tls: for a server whose ``extra_args`` (or wrapper) make its one listener speak TLS
+        (``-Z`` and its certificate): ``start()`` waits for it to answer over TLS with these
+        options, and a listener that does not complete the handshake fails the start at once
+        (:class:`~cachelab.errors.TlsHandshakeFailed`) rather than at ``start_timeout``.
         """
-        if tls_files is not None and unix_socket:
+        if (tls_files is not None or tls is not None) and unix_socket:
             raise UsageError("a private memcached with TLS listens on TCP, not a Unix socket")
+        if tls_files is not None and tls is not None:
+            raise UsageError("give tls_files (a plain and a TLS listener, probed in plain TCP) "
+                             "or tls (the server's own flags listen over TLS), not both")
         if memory_mb < 1:
             raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
         if threads < 1:
@@ -171,6 +192,7 @@ class PrivateMemcached:
         self.wrapper = tuple(wrapper)
         self.start_timeout = start_timeout
         self.tls_files = tls_files
+        self.tls = tls
         self._tls_port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -284,7 +306,10 @@ class PrivateMemcached:
 
     @property
     def tls_address(self) -> str | None:
-        """``127.0.0.1:PORT`` of the TLS listener (with ``tls_files``), else None."""
+        """``127.0.0.1:PORT`` of the TLS listener (with ``tls_files``, or :attr:`address` with
+        ``tls``), else None."""
+        if self.tls is not None and self._port is not None:
+            return self.address
         return None if self._tls_port is None else f"{LOOPBACK}:{self._tls_port}"
 
     @property
@@ -371,8 +396,11 @@ class PrivateMemcached:
         """The version the server reports, or None if it does not answer (yet) or is not ours.
 
         Also asks for ``stats`` and checks the pid, in case another program took our port
-        between choosing it and memcached's bind.
+        between choosing it and memcached's bind. With ``tls``, over TLS (see
+        :meth:`_probe_tls`).
         """
+        if self.tls is not None:
+            return self._probe_tls(self.tls, deadline)
         timeout = max(0.001, min(_PROBE_TIMEOUT, deadline - time.monotonic()))
         try:
             with self._connect(timeout) as sock:
@@ -384,6 +412,23 @@ class PrivateMemcached:
         if not lines[0].startswith("VERSION ") or f"STAT pid {self.pid}" not in lines:
             return None
         return lines[0][len("VERSION ") :]
+
+    def _probe_tls(self, tls: TlsOptions, deadline: float) -> str | None:
+        """:meth:`_probe` over TLS, through the Rust client (the same verification as the run
+        that follows). Not listening yet, or no reply yet: None. A listener that takes the
+        connection but fails the handshake (no ``-Z``, a certificate that does not verify):
+        TlsHandshakeFailed, at once — waiting would not change it."""
+        timeout = max(0.001, min(_TLS_PROBE_TIMEOUT, deadline - time.monotonic()))
+        try:
+            with _core.Client(self.address, connect_timeout=timeout, timeout=timeout,
+                              tls=tls.to_core()) as client:
+                version = client.version()
+                pid = client.stats().get("pid")
+        except TlsHandshakeFailed:
+            raise
+        except ServerError:
+            return None
+        return version if pid == str(self.pid) else None
 
     def _connect(self, timeout: float) -> socket.socket:
         """A socket connected to the server, with ``timeout`` on every operation."""

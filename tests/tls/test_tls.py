@@ -243,3 +243,89 @@ def test_pymemcache_tier_over_tls(tls_memcached: PrivateMemcached,
         tier.delete("cachelab:tls:pm")
     finally:
         tier.close()
+
+
+# -- compare --server-cmd over TLS ----------------------------------------------------------
+
+
+def _tls_cmd(certs: dict[str, Path], threads: int) -> str:
+    return (f"memcached -t {threads} -Z -o ssl_chain_cert={certs['server_cert']},"
+            f"ssl_key={certs['server_key']}")
+
+
+def test_a_server_listening_over_tls_is_probed_over_tls(certs: dict[str, Path]) -> None:
+    tls = TlsOptions(cacert=str(certs["ca"]))
+    flags = ["-Z", "-o", f"ssl_chain_cert={certs['server_cert']},ssl_key={certs['server_key']}"]
+    with PrivateMemcached(threads=1, extra_args=flags, tls=tls) as mc:
+        assert mc.tls_address == mc.address and mc.version is not None
+        with _core.Client(mc.address, tls=tls.to_core()) as c:
+            assert c.stats()["pid"] == str(mc.pid) and c.version() == mc.version
+    # The same server probed with a CA that did not sign it: the start fails at the handshake.
+    bad = PrivateMemcached(threads=1, extra_args=flags, start_timeout=10,
+                           tls=TlsOptions(cacert=str(certs["other_ca"])))
+    started = time.monotonic()
+    with pytest.raises(TlsHandshakeFailed, match="UnknownIssuer"):
+        bad.start()
+    assert time.monotonic() - started < 9 and not bad.running
+    with pytest.raises(UsageError, match="not both"):
+        PrivateMemcached(tls=tls, tls_files=(str(certs["server_cert"]),
+                                             str(certs["server_key"])))
+
+
+def test_compare_server_commands_over_tls(certs: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "ab"
+    cmds = [_tls_cmd(certs, 1), _tls_cmd(certs, 2)]
+    r = cachelab("compare", "--tls", "--cacert", certs["ca"], "--server-cmd", cmds[0],
+                 "--server-cmd", cmds[1], "--repeats", "2", "--duration", "0.5",
+                 "--no-plots", "--out", out, "--format", "json", timeout=60)
+    assert r.returncode == 0, r.stderr
+    d = json.loads((out / "compare.json").read_text())
+    assert d["kind"] == "servers" and d["sources"] == cmds
+    assert d["settings"]["transport"] == "tls"
+    assert d["settings"]["tls"] == {"verify": "cacert", "sni": None, "client_certificate": False}
+    assert "over TLS" in d["method"]
+    for server in d["settings"]["servers"]:
+        assert server["transport"] == "tls" and "-Z" in server["argv"]
+    assert {x["metric"] for x in d["rows"]} >= {"throughput", "p50", "run-queue wait"}
+    for name in ("A-1", "A-2", "B-1", "B-2"):
+        doc = json.loads((out / "rounds" / name / "load.json").read_text())
+        assert doc["server"]["transport"] == "tls" and doc["spec"]["tls"]["verify"] == "cacert"
+        assert doc["totals"]["replies"] > 0
+        assert not any(doc["totals"].get("errors", {}).values())
+        # stats were read (over TLS: the server has no plain listener) before and after,
+        # and count this round's gets; the run-queue wait is the server's own schedstat.
+        before, after = doc["server"]["stats_before"], doc["server"]["stats_after"]
+        assert int(after["cmd_get"]) > int(before["cmd_get"])
+        assert doc["server"]["schedstat"]["threads"] >= 1
+
+
+def test_compare_tls_to_a_command_without_tls_fails_in_one_line(
+        certs: dict[str, Path], tmp_path: Path) -> None:
+    started = time.monotonic()
+    r = cachelab("compare", "--tls", "--cacert", certs["ca"], "--server-cmd",
+                 _tls_cmd(certs, 1), "--server-cmd", "memcached -t 1", "--repeats", "2",
+                 "--duration", "0.5", "--out", tmp_path / "ab", timeout=60)
+    assert r.returncode == 3, r.stderr
+    line = one_error_line(r)
+    assert "B server 'memcached -t 1' did not start: 127.0.0.1:" in line
+    assert "TLS handshake failed" in line and "add -Z" in line
+    # Failed at the handshake, not at the 10 s start timeout.
+    assert time.monotonic() - started < 9
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tls", "RESULT", "RESULT"], "--tls is for the live A/B (--server-cmd)"),
+    (["--server-cmd", "memcached -t 1", "--server-cmd", "memcached -t 1 -Z"],
+     "'memcached -t 1 -Z' listens over TLS (-Z): give --tls"),
+    (["--cacert", "CA", "--server-cmd", "memcached", "--server-cmd", "memcached"],
+     "--cacert needs --tls"),
+])
+def test_compare_tls_usage_errors(certs: dict[str, Path], tmp_path: Path, args: list[str],
+                                  message: str) -> None:
+    results = tmp_path / "load.json"
+    args = [str(certs["ca"]) if a == "CA" else str(results) if a == "RESULT" else a
+            for a in args]
+    r = cachelab("compare", *args, "--out", tmp_path / "ab")
+    assert r.returncode == 2, r.stderr
+    assert message in one_error_line(r)
+    assert not (tmp_path / "ab").exists()

@@ -168,14 +168,16 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_tls_options(p: argparse.ArgumentParser) -> None:
+def add_tls_options(p: argparse.ArgumentParser, *, needs: str = "--server",
+                    sni_default: str = "the host of --server") -> None:
     """memtier_benchmark's TLS flags, for a memcached started with ``-Z`` (see docs/load.md,
-    "TLS")."""
+    "TLS"). ``needs``: what ``--tls`` goes with; ``sni_default``: the name sent without
+    ``--sni``. (``finish_parser(tls=True)`` adds them with these defaults.)"""
     g = p.add_argument_group(
         "TLS", "For a memcached started with -Z. Without --cacert the server's certificate must "
         "chain to the Mozilla roots built into cachelab (not the system store)."
     )
-    g.add_argument("--tls", action="store_true", help="connect over TLS (needs --server)")
+    g.add_argument("--tls", action="store_true", help=f"connect over TLS (needs {needs})")
     g.add_argument("--cacert", metavar="FILE",
                    help="PEM file of the certificate authorities to trust")
     g.add_argument("--cert", metavar="FILE",
@@ -184,7 +186,7 @@ def add_tls_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tls-skip-verify", action="store_true",
                    help="accept any server certificate (encrypted, but unauthenticated)")
     g.add_argument("--sni", metavar="NAME",
-                   help="server name to send and verify (default: the host of --server)")
+                   help=f"server name to send and verify (default: {sni_default})")
 
 
 def tls_options(args: argparse.Namespace) -> TlsOptions | None:

@@ -11,6 +11,7 @@ import cachelab.compare as lib
 from cachelab.cli import common
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.tls import TlsOptions
 
 DESCRIPTION = """\
 Compare saved results of one kind — latency profiles, load results, scale sweeps,
@@ -39,8 +40,18 @@ a memcached invocation; wrappers that exec it come first:
 
   cachelab compare --server-cmd 'memcached -t 2' --server-cmd 'chrt -f 50 memcached -t 2'
 
+Over TLS: with --tls (and --cacert, --cert/--key, --tls-skip-verify, --sni as for load),
+every command must listen over TLS itself (-Z and its certificate, valid for 127.0.0.1 unless
+--sni names it); each server is checked ready over TLS with those options and every round's
+load and stats go over TLS. A command without -Z fails at its start (exit 3); one with -Z
+needs --tls (exit 2). --tls is for --server-cmd only: saved results record their transport.
+
+  cachelab compare --tls --cacert ca.pem \\
+    --server-cmd 'memcached -t 2 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key' \\
+    --server-cmd 'memcached -t 4 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key'
+
 Exit codes: 0 done; 2 usage error; 3 a server command did not start (e.g. chrt without the
-privilege to set real-time scheduling) or a server failed.
+privilege to set real-time scheduling, or one without -Z under --tls) or a server failed.
 """
 
 
@@ -67,17 +78,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-different", action="store_true",
                    help="compare results whose settings differ (the difference is noted)")
     common.finish_parser(p, "compare", run, plots="skip the PNG/SVG plot")
+    # After the output options, where finish_parser puts them for the other verbs.
+    common.add_tls_options(p, needs="--server-cmd commands that listen with -Z",
+                           sni_default="127.0.0.1, the servers' private address")
 
 
 def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     if args.server_cmd and args.paths:
         raise UsageError("give saved results or --server-cmd, not both")
+    if args.tls and not args.server_cmd:
+        raise UsageError("--tls is for the live A/B (--server-cmd): saved results already "
+                         "record their transport")
+    tls = common.tls_options(args)
     if not args.server_cmd and len(args.paths) < 2:
         raise UsageError("compare needs at least two results (or two --server-cmd)")
     out = common.prepare_out(args, "compare")
     if args.server_cmd:
-        result = _live(args, out)
+        result = _live(args, out, tls)
     else:
         result = lib.compare(args.paths, resamples=args.resamples, level=args.level,
                              seed=args.seed, allow_different=args.allow_different)
@@ -88,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     return saved.exit_code(common.EXIT_OK)
 
 
-def _live(args: argparse.Namespace, out: Path) -> lib.CompareResult:
+def _live(args: argparse.Namespace, out: Path, tls: TlsOptions | None) -> lib.CompareResult:
     """The live A/B, with a progress bar over the rounds on a terminal."""
     total = args.repeats * len(args.server_cmd)
     with Progress(total=total, label="A/B rounds") as bar:
@@ -98,7 +116,7 @@ def _live(args: argparse.Namespace, out: Path) -> lib.CompareResult:
 
         result = lib.compare_servers(args.server_cmd, repeats=args.repeats,
                                      duration=args.duration, level=args.level, seed=args.seed,
-                                     out=out, on_run=step)
+                                     out=out, on_run=step, tls=tls)
         bar.update(total)
     return result
 

@@ -7,6 +7,10 @@ through ``servers.serve``: the command line under test is the input of this comp
 wrapper such as ``chrt`` or ``taskset``, memcached's own binary and flags), several servers
 run side by side for the whole comparison, and a server that does not start is named with its
 command and the reason.
+
+Over TLS (``tls``): each command listens with ``-Z`` and its certificate; the start waits for
+it to answer over TLS with the same options the rounds use, and every round's load — its
+requests and its ``stats`` — goes over TLS.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ import cachelab.environment as environment
 from cachelab.artifacts import created_now
 from cachelab.compare.result import CompareResult, summarize
 from cachelab.compare.stats import PERCENTILES, change_row, welch
-from cachelab.errors import ServerError, UsageError
+from cachelab.errors import ServerError, TlsHandshakeFailed, UsageError
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.servers import PrivateMemcached, find_memcached
+from cachelab.tls import TlsOptions, transport_of
 
 __all__ = ["compare_servers", "parse_server_cmd"]
 
@@ -33,6 +38,8 @@ __all__ = ["compare_servers", "parse_server_cmd"]
 #: (daemonizing would hide the pid whose /proc schedstat is read).
 _OWN_FLAGS = ("-p", "--port", "-l", "--listen", "-U", "--udp-port", "-s", "--unix-socket",
               "-d", "--daemon")
+#: memcached's flag for TLS listeners.
+_TLS_FLAGS = ("-Z", "--enable-ssl")
 _HIGHER_IS_BETTER = {"throughput": True}
 _UNITS = {"throughput": "/s", "p50": "ns", "p90": "ns", "p99": "ns"}
 
@@ -65,10 +72,15 @@ def parse_server_cmd(text: str) -> tuple[list[str], list[str]]:
     return [*wrappers, binary], flags
 
 
-def _server_for(text: str) -> PrivateMemcached:
+def _listens_tls(flags: Sequence[str]) -> bool:
+    """Whether memcached's ``flags`` make its listener speak TLS (``-Z``)."""
+    return any(f in _TLS_FLAGS for f in flags)
+
+
+def _server_for(text: str, tls: TlsOptions | None = None) -> PrivateMemcached:
     """A PrivateMemcached that runs the command ``text`` (see :func:`parse_server_cmd`): its
     wrapper and binary on a private loopback port, with the command's ``-t`` and ``-m`` (or
-    the private server's defaults) and its other flags."""
+    the private server's defaults) and its other flags; with ``tls``, probed over TLS."""
     prefix, flags = parse_server_cmd(text)
     settings = {"-t": 4, "-m": 64}  # the private server's defaults, unless the command sets them
     rest: list[str] = []
@@ -83,18 +95,21 @@ def _server_for(text: str) -> PrivateMemcached:
             rest.append(w)
     return PrivateMemcached(
         wrapper=prefix[:-1], binary=prefix[-1], threads=settings["-t"],
-        memory_mb=settings["-m"], extra_args=rest, start_timeout=10.0,
+        memory_mb=settings["-m"], extra_args=rest, start_timeout=10.0, tls=tls,
     )
 
 
-def _start(text: str, label: str) -> PrivateMemcached:
-    mc = _server_for(text)
+def _start(text: str, label: str, tls: TlsOptions | None = None) -> PrivateMemcached:
+    mc = _server_for(text, tls)
     try:
         return mc.start()
     except ServerError as e:
         why = str(e).replace("memcached did not start: ", "")
         hint = (" (real-time scheduling needs root or CAP_SYS_NICE)"
                 if "not permitted" in why and "chrt" in text else "")
+        if isinstance(e, TlsHandshakeFailed) and not _listens_tls(parse_server_cmd(text)[1]):
+            hint = ("; with --tls every --server-cmd must listen over TLS: add -Z -o "
+                    "ssl_chain_cert=CERT.pem,ssl_key=KEY.pem")
         raise type(e)(f"{label} server {text!r} did not start: {why}{hint}") from None
 
 
@@ -113,7 +128,8 @@ def _round_metrics(r: LoadResult) -> dict[str, float | None]:
     return out
 
 
-def _check(commands: Sequence[str], repeats: int, duration: float, level: float) -> None:
+def _check(commands: Sequence[str], repeats: int, duration: float, level: float,
+           tls: TlsOptions | None) -> None:
     if not 2 <= len(commands) <= 26:
         raise UsageError(f"give 2 to 26 --server-cmd, not {len(commands)}")
     if not 2 <= repeats <= 1000:
@@ -123,8 +139,15 @@ def _check(commands: Sequence[str], repeats: int, duration: float, level: float)
         raise UsageError(f"--duration must be 0.2 to 3600 s, not {duration:g}")
     if not 0.5 <= level < 1:
         raise UsageError(f"level must be in [0.5, 1), not {level}")
+    if tls is not None:
+        if not isinstance(tls, TlsOptions):
+            raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")
+        tls.check()
     for c in commands:
-        parse_server_cmd(c)
+        flags = parse_server_cmd(c)[1]
+        if tls is None and _listens_tls(flags):
+            raise UsageError(f"--server-cmd {c!r} listens over TLS (-Z): give --tls (and "
+                             "--cacert for a private certificate authority)")
 
 
 def compare_servers(
@@ -136,6 +159,7 @@ def compare_servers(
     seed: int = 0,
     out: Path | None = None,
     on_run: Callable[[int, int, str], None] | None = None,
+    tls: TlsOptions | None = None,
 ) -> CompareResult:
     """Start each server command (the first is A) on a private loopback port and run
     ``repeats`` interleaved rounds of a short closed-loop load (``duration`` seconds after a
@@ -146,15 +170,19 @@ def compare_servers(
     independent units. With ``out``, each round's load result is saved there as it ends
     (``rounds/A-1/load.json`` …).
 
+    With ``tls``, every command must listen over TLS (``-Z`` and its certificate, valid for
+    127.0.0.1 or the ``sni`` given): each start is checked over TLS with these options, and the
+    rounds' load and ``stats`` go over TLS (``settings.transport`` is ``tls``).
+
     ``on_run(done, total, label)`` is called before each load run."""
-    _check(commands, repeats, duration, level)
+    _check(commands, repeats, duration, level, tls)
     labels = [chr(65 + i) for i in range(len(commands))]
     per: list[list[dict[str, float | None]]] = [[] for _ in commands]
     runs: list[dict[str, Any]] = []
     started: list[PrivateMemcached] = []
     try:
         for c, lab in zip(commands, labels):
-            started.append(_start(c, lab))
+            started.append(_start(c, lab, tls))
         total, done = repeats * len(commands), 0
         for rep in range(repeats):
             order = list(range(len(commands)))
@@ -165,7 +193,7 @@ def compare_servers(
                 if on_run:
                     on_run(done, total, f"{labels[i]} round {rep + 1}")
                 spec = LoadSpec.quick(duration=duration, warmup=0.5, interval=0.5,
-                                      seed=seed + rep)
+                                      seed=seed + rep, tls=tls)
                 r = load(spec, server=mc.address, server_pid=mc.pid,
                          server_facts={"private": True, "argv": mc.argv,
                                        "command": commands[i]})
@@ -174,20 +202,24 @@ def compare_servers(
                 runs.append({"server": labels[i], "round": rep + 1, **per[i][-1]})
                 if out is not None:
                     r.save(Path(out) / "rounds" / f"{labels[i]}-{rep + 1}" / "load.json")
-        facts = [{"command": c, "argv": mc.argv, "version": mc.version}
+        facts = [{"command": c, "argv": mc.argv, "version": mc.version,
+                  "transport": transport_of(mc.address, tls)}
                  for c, mc in zip(commands, started)]
     finally:
         for mc in started:
             mc.stop()
     rows, warnings = _rows(per, labels, level)
     names = [f"{lab}: {c}" for lab, c in zip(labels, commands)]
+    over = " over TLS" if tls is not None else ""
     result = CompareResult(
         kind="servers", names=names, sources=list(commands),
-        method=(f"{repeats} interleaved rounds (ABBA) of {duration:g} s closed-loop load per "
-                "server; means over rounds with Welch's t intervals; run-queue wait is the "
+        method=(f"{repeats} interleaved rounds (ABBA) of {duration:g} s closed-loop load{over} "
+                "per server; means over rounds with Welch's t intervals; run-queue wait is the "
                 f"server's /proc schedstat wait per wall second. Level {level:g}."),
         rows=rows, warnings=warnings,
         settings={"repeats": repeats, "duration": duration, "level": level, "seed": seed,
+                  "transport": "tls" if tls is not None else "tcp",
+                  "tls": None if tls is None else tls.describe(),
                   "servers": facts, "rounds": runs},
         created=created_now(), environment=environment.facts(),
     )
