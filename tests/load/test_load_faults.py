@@ -227,6 +227,28 @@ def test_added_delay_and_jitter_show_in_the_percentiles(tmp_path: Path, proxy: F
     assert "stalls (requests waiting 100 ms or more): none" in run.stdout
 
 
+def test_a_slowdown_late_in_the_run_is_in_the_headline_and_the_steady_window_is_flagged(
+    tmp_path: Path, proxy: FaultProxy
+) -> None:
+    """The replies slow down 10 ms at 3.5 s of a 5 s run: the steady-state detector settles on
+    the slow tail (its reference is the last half), so its window is short; the headline
+    still covers all 5 s, and the summary warns that the steady window is not the run."""
+    run = Run(tmp_path, proxy.address, "--duration", "5", "--connections", "2")
+    run.wait_for_measuring(0.5 + 3.5)
+    proxy.delay(0.01)
+    run.finish()
+    assert run.code == 0, run.stderr
+    saved = run.saved
+    assert saved["totals"]["duration_s"] >= 4.5
+    window = saved["steady"]["window"]["duration_s"]
+    assert saved["steady"]["short"] == (window < saved["totals"]["duration_s"] / 2)
+    assert saved["steady"]["short"] or not saved["steady"]["reached"], saved["steady"]
+    assert "WARNING: the steady window is less than half the measured run" in run.stdout or \
+        "WARNING: the run never reached a steady state" in run.stdout, run.stdout
+    # The fast part is in the headline: its p50 is under the 10 ms the slow part takes.
+    assert saved["totals"]["uncorrected"]["percentiles"]["50"] < 10e6
+
+
 def test_a_connection_reset_is_counted_and_the_run_goes_on(
     tmp_path: Path, proxy: FaultProxy
 ) -> None:
@@ -259,6 +281,12 @@ def test_a_half_open_connection_times_out_and_the_run_gives_up(
     assert "COULD NOT be deleted" in run.stdout
     saved = run.saved
     assert saved["totals"]["errors"].get("timeout", 0) >= 2
+    # The errors row is the sum of every kind listed beside it.
+    m = re.search(r"^errors +(\d+)  \((.+)\)$", run.stdout, re.M)
+    assert m, run.stdout
+    kinds = dict((k, int(n)) for n, k in (part.rsplit(" ", 1)[::-1] for part in
+                                            m.group(2).split(", ")))
+    assert int(m.group(1)) == sum(kinds.values()) == sum(saved["totals"]["errors"].values())
     assert saved["stalls"] and saved["stalls"][-1]["timeouts"] >= 2
     assert run.stdout.startswith("PARTIAL")
 
