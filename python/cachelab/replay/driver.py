@@ -194,9 +194,10 @@ class Driver:
 
         pins = None if self.fixed is None else [*self.fixed, *extra_pins]
         if self.lru:
-            l1: Any = LRUMemory(max_items=self.lru_items, max_bytes=self.lru_bytes)
+            # ttl=None: a replay has no writers, and expiry would skew the simulated hit ratio
+            l1: Any = LRUMemory(max_items=self.lru_items, max_bytes=self.lru_bytes, ttl=None)
         elif pins is not None:
-            l1 = FixedMemory.from_keys("item", pins)
+            l1 = FixedMemory.from_keys("item", pins, ttl=None)
         else:
             l1 = None
         c = TieredCache(self.tier, l1, prefix=self.prefix)

@@ -79,6 +79,10 @@ class Tier:
     def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
         raise NotImplementedError  # pragma: no cover - interface
 
+    def add(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
+        """Stores only if ``key`` is absent (a fill without a lease must not overwrite a put)."""
+        raise NotImplementedError  # pragma: no cover - interface
+
     def delete(self, key: str) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -168,6 +172,9 @@ class MemcachedTier(Tier):
     def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
         return bool(self._call("set", key, value, flags=flags, exptime=ttl))
 
+    def add(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
+        return bool(self._call("add", key, value, flags=flags, exptime=ttl))
+
     def delete(self, key: str) -> bool:
         return bool(self._call("delete", key))
 
@@ -252,6 +259,10 @@ class PymemcacheTier(Tier):
 
     def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
         return bool(self._wrap(lambda: self.client.set(key, value, expire=ttl, noreply=False,
+                                                         flags=flags)))
+
+    def add(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
+        return bool(self._wrap(lambda: self.client.add(key, value, expire=ttl, noreply=False,
                                                          flags=flags)))
 
     def delete(self, key: str) -> bool:

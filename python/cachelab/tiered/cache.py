@@ -27,11 +27,19 @@ Failures: a memcached error or timeout (``MemcachedTier(timeout=...)``) counts a
 :class:`CircuitBreaker`; the keys are read from the loader instead (``fallbacks``). While the
 breaker is open, L2 is skipped entirely (``skipped``) until a trial call succeeds.
 
-Invalidation: :meth:`TieredCache.invalidate` drops the key from this process's L1 and deletes
-it from memcached. A fill that began before the invalidation is not admitted to L1, and with
-leases its CAS set fails, so it does not land in memcached either. A delete that cannot reach
-memcached is kept as pending: the key is read past L2 (and not stored there) until the delete
-succeeds. Other processes' L1s are not told: bound their staleness with ``LRUMemory(ttl=...)``.
+Staleness (:meth:`TieredCache.staleness`, also in ``stats()``): once :meth:`TieredCache.put`
+or :meth:`TieredCache.invalidate` returns, no read in this process sees the older value, and
+other processes stop serving it within their L1's ``ttl`` (1 s by default). Each write bumps an
+*epoch* after it reached memcached, and changes L1, under a small lock; a fill is admitted to L1
+under that lock only if the epoch is the one it began at, and threads waiting on a fill of a
+key written meanwhile fetch again instead of using it.
+
+Invalidation: :meth:`TieredCache.invalidate` deletes the key from memcached and then drops it
+from this process's L1. A fill that began before the invalidation is not admitted to L1, and
+with leases its CAS set fails, so it does not land in memcached either (without leases a fill
+stores with ``add``, so it never overwrites a put, but may re-store a value just deleted). A
+delete that cannot reach memcached is kept as pending: the key is read past L2 (and not stored
+there) until the delete succeeds. Other processes' L1s are not told: their ``ttl`` bounds it.
 :meth:`TieredCache.invalidate_namespace` bumps a version counter in memcached that is part of
 every key of that namespace (:mod:`cachelab.tiered.keys`); other processes see the new version
 within ``ns_refresh`` seconds.
@@ -44,6 +52,7 @@ keys, namespaces), :class:`~cachelab.tiered.flight.SingleFlight` and
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Hashable, Iterable
 from typing import Any
@@ -60,6 +69,7 @@ from cachelab.tiered.stats import BreakerStats, TierStats
 __all__ = ["KeyClass", "Loader", "RequestScope", "TieredCache"]
 
 _now_ns = time.perf_counter_ns
+_monotonic = time.monotonic
 
 
 class TieredCache:
@@ -98,8 +108,12 @@ class TieredCache:
         self.l3_stats = TierStats("l3")
         self.events = BreakerStats()
         self._flights = SingleFlight()
-        #: Bumped by every invalidation: a fill that began before one is not admitted to L1.
+        #: Bumped by every put and invalidation once it has reached memcached: a fill that
+        #: began before one is not admitted to L1.
         self._epoch = 0
+        #: Held for a fill's epoch check + L1 store, and a write's epoch bump + L1 change, so
+        #: neither lands between the other's two steps (never taken on an L1 hit).
+        self._admit = threading.Lock()
         #: Keys whose delete has not reached memcached yet (read past L2 until it does).
         self._pending: set[str] = set()
 
@@ -191,7 +205,8 @@ class TieredCache:
             sk = (kc.name, ident)
             e = hot.get(sk)
             if e is not None:
-                if e[2] == 0 and e[3] is None:
+                x = e[3]
+                if e[2] == 0 and (x is None or x >= _monotonic()):
                     try:  # noqa: SIM105 - cheaper than contextlib.suppress on the hit path
                         hot.move_to_end(sk)
                     except KeyError:  # evicted by another thread in between
@@ -220,7 +235,9 @@ class TieredCache:
     # -- writes -------------------------------------------------------------------------------
 
     def put(self, kc: KeyClass, ident: Any, obj: Any) -> None:
-        """Writes through: memcached (plain set) and this process's L1."""
+        """Writes through: memcached (plain set) and this process's L1. Once it returns, no
+        read in this process sees an older value (fills under way are not admitted to L1,
+        threads waiting on them fetch again)."""
         enc = kc.format.encode(obj)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
@@ -229,29 +246,40 @@ class TieredCache:
             self.l2.set(key, enc.data, enc.flags, kc.ttl)
             self.l2_stats.record(_now_ns() - t0)
             self.l2_stats.add(calls=1, keys=1, bytes_written=len(enc.data))
-        if kc.l1 and self.l1 is not None:
-            self.l1.put((kc.name, ident), obj, enc.plain_size, version)
+        l1 = self.l1 if kc.l1 else None
+        with self._admit:
+            self._epoch += 1
+            if l1 is not None:
+                l1.put((kc.name, ident), obj, enc.plain_size, version)
+        self._flights.mark_stale(key)
 
     def invalidate(self, kc: KeyClass, ident: Any) -> None:
         """Forget ``ident`` here and in memcached (see the module docstring for what is
-        guaranteed). Raises nothing when memcached is down: the delete is kept pending."""
-        self._epoch += 1
+        guaranteed). Raises nothing when memcached is down: the delete is kept pending.
+
+        L1 is dropped (and the epoch bumped) *after* the delete: a fill that read memcached
+        before the delete is not admitted, and one that begins after the drop reads past it."""
         version = self._ns_version(kc.namespace) if kc.namespace else 0
-        if self.l1 is not None:
-            self.l1.discard((kc.name, ident))
-        if self.l2 is None:
-            return
         key = self.key_for(kc, ident, version)
-        self._pending.add(key)
-        self.events.pending_invalidations = len(self._pending)
-        if self.breaker.allow():
-            self._flush_pending()
+        if self.l2 is not None:
+            self._pending.add(key)
+            self.events.pending_invalidations = len(self._pending)
+            if self.breaker.allow():
+                self._flush_pending()
+        l1 = self.l1
+        with self._admit:
+            self._epoch += 1
+            if l1 is not None:
+                l1.discard((kc.name, ident))
+        self._flights.mark_stale(key)
 
     def invalidate_namespace(self, namespace: str) -> int:
         """Moves ``namespace`` to a new version (every key in it changes); returns it. Raises
         ServerError if memcached cannot be reached: a namespace cannot be bumped locally only."""
-        self._epoch += 1
-        return self._keys.bump(namespace, self.l2)
+        version = self._keys.bump(namespace, self.l2)
+        with self._admit:
+            self._epoch += 1
+        return version
 
     # -- stats --------------------------------------------------------------------------------
 
@@ -264,7 +292,37 @@ class TieredCache:
             l1["items"] = self.l1.items
             l1["bytes_held"] = self.l1.bytes
         return {"l1": l1, "l2": self.l2_stats.to_dict(), "l3": self.l3_stats.to_dict(),
-                "events": self.events.to_dict(), "breaker": self.breaker.state}
+                "events": self.events.to_dict(), "breaker": self.breaker.state,
+                "staleness": self.staleness()}
+
+    def staleness(self) -> dict[str, Any]:
+        """The staleness bound this configuration guarantees (also in :meth:`stats`):
+        ``same_process`` (what a read in the writing process may see), ``cross_process_s``
+        (seconds after a put/invalidate returns until no other process serves the older
+        value; None: no bound), ``namespace_s`` (the same for ``invalidate_namespace``), and
+        ``why``."""
+        l1 = self.l1
+        ttl = None if l1 is None else l1.ttl
+        leases = self.l2 is None or (self.leases and self.l2.supports_leases)
+        if l1 is None:
+            cross: float | None = 0.0
+            why = "no L1: every read goes to memcached"
+        elif ttl is None:
+            cross = None
+            why = "L1 ttl=None: another process's L1 keeps a value until evicted"
+        else:
+            cross = float(ttl)
+            why = (f"other processes' L1 entries expire {ttl:g} s after the read that "
+                   "filled them began")
+        same = "none after put/invalidate returns"
+        if not leases:
+            same += " (invalidate: a fill racing it may store the old value in memcached)"
+            why += "; without leases a fill racing an invalidate may store the old value " \
+                   "in memcached until the class ttl"
+            if self.l2 is not None:
+                cross = None
+        return {"same_process": same, "cross_process_s": cross,
+                "namespace_s": self.ns_refresh, "why": why}
 
     def reset_stats(self) -> None:
         for s in (self.l1_stats, self.l2_stats, self.l3_stats):
@@ -336,8 +394,8 @@ class TieredCache:
             return out
         need = list(dict.fromkeys(need))
         epoch = self._epoch
-        objs, sizes = self._fetch(kc, need, version)
-        admit = l1 is not None and self._epoch == epoch
+        born = [_monotonic()]
+        objs, sizes = self._fetch(kc, need, version, born)
         for i in need:  # in request order: the order L1 admits them in, as simulated
             if i not in objs:
                 if values is not None:
@@ -346,16 +404,22 @@ class TieredCache:
             obj = out[i] = objs[i]
             if values is not None:
                 values[(name, i)] = obj
-            if admit and l1.admits((name, i)):  # type: ignore[union-attr]
-                l1.put((name, i), obj, sizes[i], version)  # type: ignore[union-attr]
+        if l1 is not None and objs:
+            since = born[0]
+            with self._admit:  # no write's epoch bump + L1 change can come in between
+                if self._epoch == epoch:
+                    for i, obj in objs.items():
+                        if l1.admits((name, i)):
+                            l1.put((name, i), obj, sizes[i], version, since)
         return out
 
-    def _fetch(self, kc: KeyClass, idents: list[Any], version: int) -> tuple[dict, dict]:
+    def _fetch(self, kc: KeyClass, idents: list[Any], version: int,
+               born: list[float] | None = None) -> tuple[dict, dict]:
         """L2 then L3 for ``idents`` (distinct, none in L1), one flight per key in this
         process: ``({ident: object}, {ident: L1 weight})`` for those found, in ``idents``'
-        order."""
+        order. ``born[0]`` is lowered to when the oldest flight used began."""
         return self._flights.fetch(kc, idents, self._keys.keys_of(kc, idents, version),
-                                   self._fetch_leading, self.events)
+                                   self._fetch_leading, self.events, born)
 
     def _fetch_leading(self, kc: KeyClass, idents: list[Any], keys: list[str]) -> tuple[dict, dict]:
         """One multi-get for ``idents`` (their memcached ``keys`` aligned), then the loader for

@@ -39,9 +39,14 @@ class Flight:
     it. The lock is held by the filling thread until it is done (one lock per batch, not per
     key: a 100-key multi-get makes one)."""
 
-    __slots__ = ("error", "lock", "results", "waiters")
+    __slots__ = ("error", "lock", "results", "stale", "started", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, started: float) -> None:
+        #: ``time.monotonic()`` when its leader began the lookup: its values are no older
+        self.started = started
+        #: set by a put/invalidate of one of its keys that returned while it was under way:
+        #: its results may predate that write, so a waiter fetches again instead of using them
+        self.stale = False
         self.lock = _allocate_lock()
         self.lock.acquire()
         #: memcached key -> (object, weight) for the keys found; None if nobody was waiting
@@ -62,14 +67,23 @@ class SingleFlight:
     def __init__(self) -> None:
         self._flights: dict[str, Flight] = {}
 
+    def mark_stale(self, key: str) -> None:
+        """A write of ``key`` has reached memcached: the flight under way for it (if any) may
+        hold an older value, so threads waiting on it must not use it."""
+        f = self._flights.get(key)
+        if f is not None:
+            f.stale = True
+
     def fetch(self, kc: KeyClass, idents: list[Any], keys: list[str], lead: Fetch,
-              events: BreakerStats) -> tuple[dict, dict]:
+              events: BreakerStats, born: list[float] | None = None) -> tuple[dict, dict]:
         """``lead(kc, idents, keys)`` for the keys (aligned with ``idents``, distinct) no other
         thread is fetching; waits for the others' flights for the rest (counted in
         ``events.singleflight_waits``). Returns ``({ident: object}, {ident: L1 weight})`` for
-        those found, in ``idents``' order. A leader's exception is raised in its waiters too."""
+        those found, in ``idents``' order. A leader's exception is raised in its waiters too.
+        ``born`` (``[time.monotonic()]`` at the caller's start) is lowered to the start of the
+        oldest flight whose results are used: the values are no older than ``born[0]``."""
         flights = self._flights
-        mine = Flight()
+        mine = Flight(time.monotonic() if born is None else born[0])
         n = len(keys)
         claimed = list(map(flights.setdefault, keys, repeat(mine, n)))
         follow: list[tuple[Any, str, Flight]] = []
@@ -108,15 +122,17 @@ class SingleFlight:
             f.lock.release()
             if f.error is not None:
                 raise f.error
-            if f.results is None:
+            if f.results is None or f.stale:
                 late.append(i)
                 late_keys.append(k)
                 continue
             r = f.results.get(k)
             if r is not None:
                 objs[i], sizes[i] = r
+                if born is not None and f.started < born[0]:
+                    born[0] = f.started
         if late:
-            more = self.fetch(kc, late, late_keys, lead, events)
+            more = self.fetch(kc, late, late_keys, lead, events, born)
             objs.update(more[0])
             sizes.update(more[1])
         return {i: objs[i] for i in idents if i in objs}, sizes
@@ -208,8 +224,10 @@ def _store(cache: FillHost, kc: KeyClass, key: str, enc: Encoded, cas: int | Non
             stored = cache.l2.lease_set(key, enc.data, enc.flags, kc.ttl, cas)
             if not stored:
                 cache.events.lease_lost += 1
-        else:
+        elif cache.leases and cache.l2.supports_leases:  # replacing a corrupt value
             stored = cache.l2.set(key, enc.data, enc.flags, kc.ttl)
+        else:  # no lease: add, so a fill never overwrites a newer put
+            stored = cache.l2.add(key, enc.data, enc.flags, kc.ttl)
     except ServerError:
         l2_failed(cache)
         return False

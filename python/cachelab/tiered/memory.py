@@ -10,9 +10,11 @@ Two kinds, one interface (:class:`Memory`):
 
 Entries are keyed by ``(key class name, ident)``; each remembers the namespace version it was
 filled under, so a bumped namespace makes its entries unreachable at once (see
-:meth:`cachelab.tiered.TieredCache.invalidate_namespace`). With ``ttl`` set, an entry older than
-``ttl`` seconds is a miss: that bounds how long one process can serve a value another process
-has invalidated.
+:meth:`cachelab.tiered.TieredCache.invalidate_namespace`). An entry older than ``ttl`` seconds
+(:data:`DEFAULT_TTL`, 1 s, unless given) is a miss: that bounds how long one process can serve
+a value another process has overwritten or invalidated. Its age counts from when the lookup
+that read it *began* (``since``), not from when it was stored, so a slow fill does not stretch
+the bound. ``ttl=None`` keeps entries until evicted: no bound across processes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from typing import Any
 
 from cachelab.errors import UsageError
 
-__all__ = ["MISS", "FixedMemory", "LRUMemory", "Memory"]
+__all__ = ["DEFAULT_TTL", "MISS", "FixedMemory", "LRUMemory", "Memory"]
+
+#: Seconds an L1 entry is served by default: the staleness bound across processes.
+DEFAULT_TTL = 1.0
 
 
 class _Miss:
@@ -67,7 +72,10 @@ class Memory:
         """Whether ``put`` would keep ``key`` (a fixed set admits only its pins)."""
         return True
 
-    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
+    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0,
+            since: float | None = None) -> None:
+        """Stores ``obj``; ``since`` is the ``time.monotonic()`` its value is known to be
+        current at (default: now), from which its ``ttl`` counts."""
         raise NotImplementedError  # pragma: no cover - interface
 
     def discard(self, key: Hashable) -> None:
@@ -86,9 +94,13 @@ class Memory:
             self.items -= 1
             self.bytes -= old[1]
 
-    def _add(self, key: Hashable, obj: Any, weight: int, version: int) -> None:
+    def _add(self, key: Hashable, obj: Any, weight: int, version: int,
+             since: float | None) -> None:
         """Stores a new entry; the caller holds the lock and has made room."""
-        expires = time.monotonic() + self.ttl if self.ttl is not None else None
+        if self.ttl is None:
+            expires = None
+        else:
+            expires = (time.monotonic() if since is None else since) + self.ttl
         self._d[key] = [obj, weight, version, expires]
         self.items += 1
         self.bytes += weight
@@ -99,7 +111,7 @@ class LRUMemory(Memory):
 
     def __init__(
         self, *, max_items: int | None = None, max_bytes: int | None = None,
-        ttl: float | None = None,
+        ttl: float | None = DEFAULT_TTL,
     ) -> None:
         if max_items is None and max_bytes is None:
             raise UsageError("LRUMemory needs max_items or max_bytes")
@@ -117,8 +129,9 @@ class LRUMemory(Memory):
     def hot_table(self) -> OrderedDict | None:
         """The table behind :meth:`get`, for a caller's inlined hit path
         (:meth:`cachelab.tiered.TieredCache.get`): ``key -> [obj, weight, version, expires]``;
-        a hit is an entry of the right version whose ``expires`` is None, made most recent with
-        ``move_to_end``. None when a subclass redefines ``get`` (then only ``get`` is right)."""
+        a hit is an entry of the right version whose ``expires`` is None or not yet past
+        (``time.monotonic()``), made most recent with ``move_to_end``. None when a subclass
+        redefines ``get`` (then only ``get`` is right)."""
         return self._d if type(self).get is LRUMemory.get else None  # type: ignore[return-value]
 
     def get(self, key: Hashable, version: int = 0) -> Any:
@@ -135,7 +148,8 @@ class LRUMemory(Memory):
             pass
         return e[0]
 
-    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
+    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0,
+            since: float | None = None) -> None:
         w = max(1, int(weight))
         if self.max_bytes is not None and w > self.max_bytes:
             return
@@ -149,13 +163,13 @@ class LRUMemory(Memory):
                 self.items -= 1
                 self.bytes -= victim[1]
                 self.evictions += 1
-            self._add(key, obj, w, version)
+            self._add(key, obj, w, version, since)
 
 
 class FixedMemory(Memory):
     """A pinned set: admits only ``pins`` (``(class name, ident)`` keys), never evicts them."""
 
-    def __init__(self, pins: Iterable[Hashable], *, ttl: float | None = None) -> None:
+    def __init__(self, pins: Iterable[Hashable], *, ttl: float | None = DEFAULT_TTL) -> None:
         super().__init__(ttl, {})
         self.pins = frozenset(pins)
 
@@ -179,9 +193,10 @@ class FixedMemory(Memory):
     def admits(self, key: Hashable) -> bool:
         return key in self.pins
 
-    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0) -> None:
+    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0,
+            since: float | None = None) -> None:
         if key not in self.pins:
             return
         with self._lock:
             self._drop(key)
-            self._add(key, obj, max(1, int(weight)), version)
+            self._add(key, obj, max(1, int(weight)), version, since)
