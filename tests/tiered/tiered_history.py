@@ -4,7 +4,8 @@ sits behind a fault proxy adding network delay; every operation is recorded with
 end (``time.monotonic()``, one clock for all processes on Linux), and every read is checked
 against the writes.
 
-A *write* sets the "database" (keys of the same memcached, read directly, not through the
+Each key is written by the threads of one process and read by all. A *write* sets the
+"database" (keys of the same memcached, read directly, not through the
 proxy: the loader reads them) to a value unique to it (``"<proc>:<thread>:<n>"``), then either
 ``put``s it or ``invalidate``s the key. A *read* is ``get``. Write ``a`` is *definitely older*
 than write ``b`` when ``a`` ended before ``b`` began (concurrent writes are not ordered). A read
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,8 @@ def worker(cfg: dict[str, Any]) -> None:
     JSON to ``cfg["out"]``: ``[[kind, key, value, start, end, thread], ...]``."""
     from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
 
-    db = MemcachedTier(cfg["db"])
+    # The "database": a patient client, so a busy machine does not fail the loader.
+    db = MemcachedTier(cfg["db"], timeout=5.0, connect_timeout=5.0)
     dbkey = (cfg["prefix"] + "-db:{}").format
 
     def load(idents: list[Any]) -> dict[Any, Any]:
@@ -60,6 +63,9 @@ def worker(cfg: dict[str, Any]) -> None:
     kc = cache.key_class("h", load)
     proc = cfg["proc"]
     keys = list(range(cfg["keys"]))
+    # Each key is written by one process only (all its threads), read by all: the others keep
+    # it in L1 until it expires, so the cross-process bound is actually exercised.
+    mine = [k for k in keys if k % cfg["procs"] == proc] or keys
     logs: list[list[list[Any]]] = []
     errors: list[str] = []
 
@@ -70,27 +76,35 @@ def worker(cfg: dict[str, Any]) -> None:
         now = time.monotonic
         deadline = now() + cfg["seconds"]
         n = 0
-        try:
-            while now() < deadline and n < MAX_OPS_PER_THREAD:
-                n += 1
-                k = rng.choice(keys)
-                r = rng.random()
-                if r < cfg["writes"]:
-                    v = f"{proc}:{t}:{n}"
-                    t0 = now()
-                    db.set(dbkey(k), v.encode(), 0, 0)
-                    if r < cfg["writes"] / 2:
+        while now() < deadline and n < MAX_OPS_PER_THREAD:
+            n += 1
+            r = rng.random()
+            k = rng.choice(mine if r < cfg["writes"] else keys)
+            if r < cfg["writes"]:
+                v = f"{proc}:{t}:{n}"
+                op = "put" if r < cfg["writes"] / 2 else "invalidate"
+                t0 = now()
+                db.set(dbkey(k), v.encode(), 0, 0)
+                try:
+                    if op == "put":
                         cache.put(kc, k, v)
                     else:
                         cache.invalidate(kc, k)
-                    log.append(["w", k, v, t0, now(), t])
+                except Exception as e:  # noqa: BLE001 - reported with the history
+                    errors.append(f"{op}: {type(e).__name__}: {e}")
+                    # its value is in the database, but the write never completed
+                    log.append(["w", k, v, t0, float("inf"), t])
                 else:
-                    t0 = now()
+                    log.append(["w", k, v, t0, now(), t])
+            else:
+                t0 = now()
+                try:
                     v = cache.get(kc, k)
+                except Exception as e:  # noqa: BLE001 - reported with the history
+                    errors.append(f"get: {type(e).__name__}: {e}")
+                else:
                     log.append(["r", k, v, t0, now(), t])
-                time.sleep(rng.random() * cfg["pause"])
-        except Exception as e:  # noqa: BLE001 - reported in the history, fails the check
-            errors.append(f"thread {t}: {type(e).__name__}: {e}")
+            time.sleep(rng.random() * cfg["pause"])
 
     start_at = cfg["start_at"]
     time.sleep(min(max(0.0, start_at - time.monotonic()), 5.0))
@@ -100,7 +114,8 @@ def worker(cfg: dict[str, Any]) -> None:
     for th in threads:
         th.join(cfg["seconds"] + 60)
     ops = [op for log in logs for op in log]
-    Path(cfg["out"]).write_text(json.dumps({"proc": proc, "ops": ops, "errors": errors}))
+    Path(cfg["out"]).write_text(json.dumps({"proc": proc, "ops": ops, "errors": errors},
+                                           allow_nan=True))
 
 
 # -- running them -----------------------------------------------------------------------------
@@ -123,7 +138,8 @@ def run_history(l2: str, db: str, prefix: str, tmp: Path, *, procs: int, threads
     start_at = time.monotonic() + 1.0
     children = []
     for p in range(procs):
-        cfg = {"l2": l2, "db": db, "prefix": prefix, "proc": p, "threads": threads,
+        cfg = {"l2": l2, "db": db, "prefix": prefix, "proc": p, "procs": procs,
+               "threads": threads,
                "seconds": seconds, "keys": keys, "writes": writes, "pause": pause, "ttl": ttl,
                "start_at": start_at, "out": str(tmp / f"history-{p}.json")}
         children.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(cfg)],
@@ -181,6 +197,10 @@ class History:
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.errors: list[str] = []
+
+    def error_kinds(self) -> Counter[str]:
+        """``"<op>: <exception type>"`` -> how many times."""
+        return Counter(": ".join(e.split(": ", 2)[:2]) for e in self.errors)
 
     def add(self, kind: str, proc: int, thread: int, key: Any, value: Any, start: float,
             end: float) -> None:
@@ -253,11 +273,11 @@ def _run_standalone(args: argparse.Namespace) -> int:
     rep = h.check()
     print(f"stated: {stated}")
     print(rep.summary(None if bound is None else bound + SLACK))
-    for e in h.errors[:10]:
-        print("error:", e)
+    if h.errors:
+        print("exceptions raised to the caller:", dict(h.error_kinds()))
     for r, a in rep.same_process[:5]:
         print(f"same-process stale: {r} age {a:.4f} s")
-    bad = rep.same_process or rep.unknown or h.errors or (
+    bad = rep.same_process or rep.unknown or (
         bound is not None and rep.over(bound + SLACK))
     return 1 if bad else 0
 
