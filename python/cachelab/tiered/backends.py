@@ -49,6 +49,8 @@ class Tier:
 
     supports_leases = False
     name = "memcached"
+    #: Keys a caller should hand :meth:`delete_many` at once to keep one call short.
+    delete_batch = 500
 
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -122,6 +124,9 @@ class MemcachedTier(Tier):
     its files are checked here."""
 
     supports_leases = True
+    #: Small: :meth:`delete_many` is a round trip per key, each of which waits for the GIL
+    #: again (up to the switch interval, 5 ms, when other threads are busy).
+    delete_batch = 16
 
     def __init__(
         self, address: str, *, timeout: float = 0.25, connect_timeout: float = 0.25,

@@ -67,9 +67,6 @@ from cachelab.tiered.stats import BreakerStats, TierStats
 __all__ = ["KeyClass", "Loader", "RequestScope", "TieredCache"]
 
 _now_ns = time.perf_counter_ns
-#: Pending deletes sent per :meth:`TieredCache._flush_pending` (bounds the time one call
-#: spends draining the queue after an outage).
-FLUSH_BATCH = 500
 
 
 class TieredCache:
@@ -303,12 +300,13 @@ class TieredCache:
         return True
 
     def _flush_pending(self, raise_errors: bool = False) -> bool:
-        """Sends up to ``FLUSH_BATCH`` pending deletes in one
-        :meth:`~cachelab.tiered.backends.Tier.delete_many` (the breaker has allowed a call);
+        """Sends up to the tier's ``delete_batch`` pending deletes in one
+        :meth:`~cachelab.tiered.backends.Tier.delete_many` (the breaker has allowed a call;
+        the batch bounds how long one call spends draining the queue after an outage);
         False if it failed: that counts against the breaker and keeps them all (deleting twice
         is harmless); with ``raise_errors`` the error is raised instead."""
         assert self.l2 is not None
-        keys = list(self._pending)[:FLUSH_BATCH]
+        keys = list(self._pending)[:self.l2.delete_batch]
         if keys:
             t0 = _now_ns()
             try:
