@@ -35,11 +35,13 @@ __all__ = ["Lease", "MemcachedTier", "PymemcacheTier", "Tier"]
 @dataclass(frozen=True)
 class Lease:
     """The answer to a lease get: ``value`` (a hit), or ``win`` with the ``cas`` to store
-    with, or neither (another client is filling the key)."""
+    with, or neither: ``filling`` if another client holds the lease (memcached's ``Z``),
+    else an empty value that is no lease (nobody will fill it: do not wait for it)."""
 
     value: bytes | None = None
     win: bool = False
     cas: int | None = None
+    filling: bool = False
 
 
 class Tier:
@@ -47,6 +49,8 @@ class Tier:
 
     supports_leases = False
     name = "memcached"
+    #: Keys a caller should hand :meth:`delete_many` at once to keep one call short.
+    delete_batch = 500
 
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -86,6 +90,12 @@ class Tier:
     def delete(self, key: str) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def delete_many(self, keys: list[str]) -> None:
+        """Deletes ``keys`` (missing ones are fine); raises ServerError if any delete may not
+        have reached the server. This default deletes them one by one."""
+        for k in keys:
+            self.delete(k)
+
     def incr_or_add(self, key: str) -> int:  # pragma: no cover - interface
         """Increments a counter, creating it at 1 when missing; returns the new value."""
         raise NotImplementedError
@@ -118,6 +128,9 @@ class MemcachedTier(Tier):
     its files are checked here."""
 
     supports_leases = True
+    #: Small: :meth:`delete_many` is a round trip per key, each of which waits for the GIL
+    #: again (up to the switch interval, 5 ms, when other threads are busy).
+    delete_batch = 16
 
     def __init__(
         self, address: str, *, timeout: float = 0.25, connect_timeout: float = 0.25,
@@ -178,6 +191,19 @@ class MemcachedTier(Tier):
     def delete(self, key: str) -> bool:
         return bool(self._call("delete", key))
 
+    def delete_many(self, keys: list[str]) -> None:
+        # One connection, one round trip per key: ``_core.Client`` has no pipelined delete
+        # yet. Each delete is bounded by ``timeout``; the first failure stops the batch.
+        c = self._client()
+        try:
+            for k in keys:
+                c.delete(k)
+        except ServerError as e:
+            if not isinstance(e, ServerReplyError):
+                self._local.client = None
+                c.close()
+            raise
+
     def incr_or_add(self, key: str) -> int:
         n = self._call("incr", key, 1)
         if n is None:
@@ -196,9 +222,10 @@ class MemcachedTier(Tier):
         cas = _flag(tokens, "c")
         if win:
             return Lease(win=True, cas=int(cas) if cas else None)
-        if value and not stale and "Z" not in tokens:
+        filling = "Z" in tokens
+        if value and not stale and not filling:
             return Lease(value=value)
-        return Lease()
+        return Lease(filling=filling)
 
     def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
         status, _, _ = self._call("meta_set", key, value, f"C{cas} F{flags} T{ttl}")
@@ -267,6 +294,11 @@ class PymemcacheTier(Tier):
 
     def delete(self, key: str) -> bool:
         return bool(self._wrap(lambda: self.client.delete(key, noreply=False)))
+
+    def delete_many(self, keys: list[str]) -> None:
+        # pymemcache sends the deletes as one pipelined batch and reads every reply.
+        if keys:
+            self._wrap(lambda: self.client.delete_many(keys, noreply=False))
 
     def incr_or_add(self, key: str) -> int:
         n = self._wrap(lambda: self.client.incr(key, 1, noreply=False))

@@ -20,8 +20,8 @@ How a lookup goes, for each key not already fetched in the request:
 3. **L3** — the loader, once per batch of keys still missing, behind two guards against
    stampedes (:mod:`cachelab.tiered.flight`): in-process *single flight* (one thread loads a
    key, the others wait for it) and memcached *leases* (one process loads a key, the others
-   poll L2 for its value, for at most ``lease_wait`` seconds, then load it themselves without
-   storing).
+   poll L2 for its value while the lease lives — at most ``lease_ttl`` seconds, or
+   ``lease_wait`` if given — then load it themselves without storing).
 
 Failures: a memcached error or timeout (``MemcachedTier(timeout=...)``) counts against a
 :class:`CircuitBreaker`; the keys are read from the loader instead (``fallbacks``). While the
@@ -33,6 +33,13 @@ other processes stop serving it within their L1's ``ttl`` (1 s by default). Each
 *epoch* after it reached memcached, and changes L1, under a small lock; a fill is admitted to L1
 under that lock only if the epoch is the one it began at, and threads waiting on a fill of a
 key written meanwhile fetch again instead of using it.
+
+Writes go through the same breaker: a ``put`` or ``invalidate`` that cannot reach memcached
+(breaker open, error, timeout) does not raise by default (``write_errors="swallow"``; counted in
+``write_errors`` / ``writes_skipped``); its key is queued for deletion instead, so no older
+value stays readable there after the outage. Queued deletes go out in bulk
+(:meth:`Tier.delete_many <cachelab.tiered.backends.Tier.delete_many>`) on the next call the
+breaker allows. A write blocks at most one tier timeout; none while the breaker is open.
 
 Invalidation: :meth:`TieredCache.invalidate` deletes the key from memcached and then drops it
 from this process's L1. A fill that began before the invalidation is not admitted to L1, and
@@ -57,7 +64,7 @@ import time
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from cachelab.errors import ServerError, UsageError
+from cachelab.errors import ServerError, ServerUnreachable, UsageError
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.flight import SingleFlight, fill, l2_failed
@@ -90,19 +97,27 @@ class TieredCache:
         breaker: CircuitBreaker | None = None,
         leases: bool = True,
         lease_ttl: int = 10,
-        lease_wait: float = 0.5,
+        lease_wait: float | None = None,
         ns_refresh: float = 1.0,
+        write_errors: str = "swallow",
     ) -> None:
         keys = Keyring(prefix, ns_refresh)  # checks the prefix
-        if lease_ttl < 1 or lease_wait < 0 or ns_refresh < 0:
+        if lease_ttl < 1 or (lease_wait is not None and lease_wait < 0) or ns_refresh < 0:
             raise UsageError("lease_ttl must be >= 1 s; lease_wait and ns_refresh >= 0")
+        if write_errors not in ("swallow", "raise"):
+            raise UsageError(f"write_errors must be 'swallow' or 'raise', not {write_errors!r}")
         self._keys = keys
         self.l2 = l2
         self.l1 = l1  # a property: it also sets the hit path's table
         self.breaker = breaker or CircuitBreaker()
         self.leases = leases
         self.lease_ttl = lease_ttl
+        #: How long a lease waiter polls before loading without storing; None: while the
+        #: holder's lease lives (``lease_ttl``), so a slow loader is still called once.
         self.lease_wait = lease_wait
+        #: "swallow": a write memcached did not take is counted, its key queued for deletion;
+        #: "raise": the same, then the ServerError is raised to the caller.
+        self.write_errors = write_errors
         self.l1_stats = TierStats("l1")
         self.l2_stats = TierStats("l2")
         self.l3_stats = TierStats("l3")
@@ -237,41 +252,46 @@ class TieredCache:
     def put(self, kc: KeyClass, ident: Any, obj: Any) -> None:
         """Writes through: memcached (plain set) and this process's L1. Once it returns, no
         read in this process sees an older value (fills under way are not admitted to L1,
-        threads waiting on them fetch again)."""
+        threads waiting on them fetch again). When memcached cannot take the set (breaker
+        open, error, timeout) the key's delete is queued instead and, by default
+        (``write_errors="swallow"``), nothing is raised."""
         enc = kc.format.encode(obj)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
-        if self.l2 is not None:
-            t0 = _now_ns()
-            self.l2.set(key, enc.data, enc.flags, kc.ttl)
-            self.l2_stats.record(_now_ns() - t0)
-            self.l2_stats.add(calls=1, keys=1, bytes_written=len(enc.data))
-        l1 = self.l1 if kc.l1 else None
-        with self._admit:
-            self._epoch += 1
-            if l1 is not None:
-                l1.put((kc.name, ident), obj, enc.plain_size, version)
-        self._flights.mark_stale(key)
+        try:
+            if self.l2 is not None:
+                self._write_l2(key, enc.data, enc.flags, kc.ttl)
+        finally:  # also when write_errors="raise" raised: L1 holds what the caller wrote
+            l1 = self.l1 if kc.l1 else None
+            with self._admit:
+                self._epoch += 1
+                if l1 is not None:
+                    l1.put((kc.name, ident), obj, enc.plain_size, version)
+            self._flights.mark_stale(key)
 
     def invalidate(self, kc: KeyClass, ident: Any) -> None:
         """Forget ``ident`` here and in memcached (see the module docstring for what is
-        guaranteed). Raises nothing when memcached is down: the delete is kept pending.
+        guaranteed). When memcached is down the delete is kept pending, and nothing is raised
+        unless ``write_errors="raise"``.
 
         L1 is dropped (and the epoch bumped) *after* the delete: a fill that read memcached
         before the delete is not admitted, and one that begins after the drop reads past it."""
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
-        if self.l2 is not None:
-            self._pending.add(key)
-            self.events.pending_invalidations = len(self._pending)
-            if self.breaker.allow():
-                self._flush_pending()
-        l1 = self.l1
-        with self._admit:
-            self._epoch += 1
-            if l1 is not None:
-                l1.discard((kc.name, ident))
-        self._flights.mark_stale(key)
+        try:
+            if self.l2 is not None:
+                self._queue_delete(key)
+                if self.breaker.allow():
+                    self._flush_pending(raise_errors=self.write_errors == "raise")
+                else:
+                    self._skip_write()
+        finally:
+            l1 = self.l1
+            with self._admit:
+                self._epoch += 1
+                if l1 is not None:
+                    l1.discard((kc.name, ident))
+            self._flights.mark_stale(key)
 
     def invalidate_namespace(self, namespace: str) -> int:
         """Moves ``namespace`` to a new version (every key in it changes); returns it. Raises
@@ -338,23 +358,79 @@ class TieredCache:
             self.events.skipped += 1
             return False
         if self._pending:
-            return self._flush_pending()
+            return self._flush_pending() and not self._pending
         return True
 
-    def _flush_pending(self) -> bool:
-        """Retries pending deletes (the breaker has allowed a call); False if one failed."""
+    def _flush_pending(self, raise_errors: bool = False) -> bool:
+        """Sends up to the tier's ``delete_batch`` pending deletes in one
+        :meth:`~cachelab.tiered.backends.Tier.delete_many` (the breaker has allowed a call;
+        the batch bounds how long one call spends draining the queue after an outage);
+        False if it failed: that counts against the breaker and keeps them all (deleting twice
+        is harmless); with ``raise_errors`` the error is raised instead."""
         assert self.l2 is not None
-        for key in list(self._pending):
+        keys = list(self._pending)[:self.l2.delete_batch]
+        if keys:
+            t0 = _now_ns()
             try:
-                self.l2.delete(key)
+                self.l2.delete_many(keys)
             except ServerError:
-                self.breaker.failure()
-                self.l2_stats.add(errors=1)
+                l2_failed(self)
+                self.events.write_errors += 1
+                if raise_errors:
+                    raise
                 return False
+            self.l2_stats.record(_now_ns() - t0)
+            self.l2_stats.add(calls=1, keys=len(keys))
             self.breaker.success()
-            self._pending.discard(key)
+            self._pending.difference_update(keys)
+            self.events.deletes_flushed += len(keys)
         self.events.pending_invalidations = len(self._pending)
         return True
+
+    def _write_l2(self, key: str, data: bytes, flags: int, ttl: int) -> None:
+        """A put's set, through the breaker. Whenever the set may not have landed, ``key`` is
+        queued for deletion (like a pending invalidation): memcached must not keep serving an
+        older value after the outage. Queued deletes go first; one queued for this very key
+        may still follow the set (a later miss, never a stale read)."""
+        assert self.l2 is not None
+        if not self.breaker.allow():
+            self._queue_delete(key)
+            self._skip_write()
+            return
+        raising = self.write_errors == "raise"
+        if self._pending:
+            try:
+                sent = self._flush_pending(raise_errors=raising)
+            except ServerError:
+                self._queue_delete(key)
+                raise
+            if not sent:  # memcached is away: do not wait for it a second time
+                self._queue_delete(key)
+                return
+        t0 = _now_ns()
+        try:
+            self.l2.set(key, data, flags, ttl)
+        except ServerError:
+            self._queue_delete(key)
+            l2_failed(self)
+            self.events.write_errors += 1
+            if raising:
+                raise
+            return
+        self.breaker.success()
+        self.l2_stats.record(_now_ns() - t0)
+        self.l2_stats.add(calls=1, keys=1, bytes_written=len(data))
+
+    def _queue_delete(self, key: str) -> None:
+        self._pending.add(key)
+        self.events.pending_invalidations = len(self._pending)
+
+    def _skip_write(self) -> None:
+        """A write not sent: the breaker is open (its key is already queued)."""
+        self.events.writes_skipped += 1
+        if self.write_errors == "raise":
+            raise ServerUnreachable("memcached write skipped: the circuit breaker is open "
+                                    "(the key's delete is queued)")
 
     def _lookup(self, kc: KeyClass, idents: list[Any],
                 values: dict[Hashable, Any] | None) -> dict:

@@ -5,9 +5,17 @@
   fetching them again.
 * **Leases**, across processes (:func:`fill`): for keys missing from memcached, the first
   client to miss a key gets a lease (memcached ``mg ... N``) and loads it; the others poll
-  memcached for its value, for at most ``lease_wait`` seconds, then load it themselves without
-  storing. The winner stores with the lease's CAS, so a fill that raced an invalidation (a
-  delete in between) is not stored. An empty value in memcached is a lease placeholder.
+  memcached for its value as long as the lease is held (memcached answers ``Z``), then load it
+  themselves without storing. The winner stores with the lease's CAS, so a fill that raced an
+  invalidation (a delete in between) is not stored.
+
+Leases cannot hurt: a winner whose loader (or the value's encoding) raises deletes its lease
+placeholder — with the lease's CAS, so never a real value — before the error goes on, and the
+next caller wins at once. Waiters poll while the placeholder lives, which is at most
+``lease_ttl`` seconds (its memcached TTL: a holder that died frees the key then), so a loader
+slower than any fixed wait is still called once, not once per waiting process. ``lease_wait``
+(None by default) caps that wait for callers that prefer a second load to a long wait. An empty
+value that is no lease (no ``Z``) is not waited for.
 """
 
 from __future__ import annotations
@@ -150,7 +158,7 @@ class FillHost(Protocol):
     breaker: CircuitBreaker
     leases: bool
     lease_ttl: int
-    lease_wait: float
+    lease_wait: float | None
     l2_stats: TierStats
     l3_stats: TierStats
     events: BreakerStats
@@ -198,16 +206,34 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
     else:
         winners = dict.fromkeys(missing)
     if winners:
-        loaded = _load(cache, kc, list(winners))
-        for i, cas in winners.items():
-            if i not in loaded:
-                if cas is not None and l2_ok:
-                    _release(cache, keys[i], cas)
-                continue
-            enc = kc.format.encode(loaded[i])
-            result[i] = (loaded[i], enc.plain_size)
-            if l2_ok and keys[i] not in cache._pending:
-                l2_ok = _store(cache, kc, keys[i], enc, cas)
+        settled: set[Any] = set()  # winners whose lease was used or released
+        try:
+            loaded = _load(cache, kc, list(winners))
+            for i, cas in winners.items():
+                if i not in loaded:
+                    if cas is not None and l2_ok:
+                        l2_ok = _release(cache, keys[i], cas)
+                    elif cas is not None:
+                        _drop_later(cache, keys[i])
+                    settled.add(i)
+                    continue
+                enc = kc.format.encode(loaded[i])
+                result[i] = (loaded[i], enc.plain_size)
+                if l2_ok and keys[i] not in cache._pending:
+                    l2_ok = _store(cache, kc, keys[i], enc, cas)
+                elif cas is not None and not l2_ok:
+                    _drop_later(cache, keys[i])  # our placeholder: not left for lease_ttl
+                settled.add(i)
+        except BaseException:
+            # A loader or encoding error: free every lease still held (after the first L2
+            # failure, queue their deletes: memcached is away), then go on raising.
+            for i, cas in winners.items():
+                if cas is not None and i not in settled:
+                    if l2_ok:
+                        l2_ok = _release(cache, keys[i], cas)
+                    else:
+                        _drop_later(cache, keys[i])
+            raise
     for i in waiters:
         cache.events.lease_waits += 1
         got = _await_fill(cache, kc, i, keys[i])
@@ -230,25 +256,42 @@ def _store(cache: FillHost, kc: KeyClass, key: str, enc: Encoded, cas: int | Non
             stored = cache.l2.add(key, enc.data, enc.flags, kc.ttl)
     except ServerError:
         l2_failed(cache)
+        _drop_later(cache, key)  # the placeholder, or a set that may land late
         return False
     cache.l2_stats.record(_now_ns() - t0)
     cache.l2_stats.add(calls=1, keys=1, bytes_written=len(enc.data) if stored else 0)
     return True
 
 
-def _release(cache: FillHost, key: str, cas: int) -> None:
+def _release(cache: FillHost, key: str, cas: int) -> bool:
+    """Deletes a lease placeholder if it is still ours (its CAS); False if L2 failed."""
     assert cache.l2 is not None
     try:
         cache.l2.lease_release(key, cas)
     except ServerError:
         l2_failed(cache)
+        _drop_later(cache, key)
+        return False
+    cache.events.lease_released += 1
+    return True
+
+
+def _drop_later(cache: FillHost, key: str) -> None:
+    """Queues ``key``'s delete with the cache's pending invalidations: a lease placeholder we
+    could neither fill nor release must not keep other processes waiting once memcached is
+    back (deleting a real value instead is harmless: a miss)."""
+    cache._pending.add(key)
+    cache.events.pending_invalidations = len(cache._pending)
 
 
 def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | None:
-    """Another process holds the lease: poll memcached for its value; win the lease if it is
-    released; after ``lease_wait`` seconds load without storing."""
+    """Another process holds the lease: poll memcached for its value while it does (``Z``);
+    win the lease if it is released or expires. Load without storing when the value is an
+    empty one that nobody fills, or after ``lease_wait`` seconds (default: the lease's TTL and
+    a second of slack for memcached's clock, past which the placeholder cannot live)."""
     assert cache.l2 is not None
-    deadline = time.monotonic() + cache.lease_wait
+    wait = cache.lease_wait
+    deadline = time.monotonic() + (cache.lease_ttl + 1.0 if wait is None else wait)
     pause = 0.001
     while time.monotonic() < deadline:
         time.sleep(pause)
@@ -267,14 +310,21 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
                 break
         if lease.win:
             cache.events.lease_wins += 1
-            loaded = _load(cache, kc, [ident])
-            if ident not in loaded:
+            try:
+                loaded = _load(cache, kc, [ident])
+                enc = kc.format.encode(loaded[ident]) if ident in loaded else None
+            except BaseException:
+                if lease.cas is not None:
+                    _release(cache, key, lease.cas)
+                raise
+            if enc is None:
                 _release(cache, key, lease.cas or 0)
                 return None
-            enc = kc.format.encode(loaded[ident])
             if key not in cache._pending:
                 _store(cache, kc, key, enc, lease.cas)
             return loaded[ident], enc.plain_size
+        if not lease.filling:
+            break  # an empty value that is no lease: nobody will fill it
     else:
         cache.events.lease_timeouts += 1
     loaded = _load(cache, kc, [ident])

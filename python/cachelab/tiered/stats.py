@@ -74,7 +74,9 @@ class TierStats:
 @dataclass
 class BreakerStats:
     """Fallbacks: L2 calls skipped while the breaker was open, loader reads that replaced a
-    failed L2 read, lease outcomes, values refused as corrupt."""
+    failed L2 read, lease outcomes, values refused as corrupt. Writes: ``write_errors``
+    (a set or delete that failed), ``writes_skipped`` (a put or invalidate not sent while the
+    breaker was open), ``deletes_flushed`` (queued deletes that reached memcached)."""
 
     opened: int = 0
     skipped: int = 0
@@ -83,9 +85,13 @@ class BreakerStats:
     lease_waits: int = 0
     lease_lost: int = 0
     lease_timeouts: int = 0
+    lease_released: int = 0
     singleflight_waits: int = 0
     corrupt: int = 0
     pending_invalidations: int = 0
+    write_errors: int = 0
+    writes_skipped: int = 0
+    deletes_flushed: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

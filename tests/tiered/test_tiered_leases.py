@@ -1,0 +1,149 @@
+"""Leases that cannot hurt: a loader (or encoding) error frees the lease at once, and a loader
+slower than any fixed wait is still called once across processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tiered_helpers import Store, make, wait_for
+
+from cachelab.servers import PrivateMemcached
+from cachelab.tiered import MemcachedTier, TieredCache
+
+#: The old fixed wait: a caller that waited this long was held by a lease nobody filled.
+OLD_LEASE_WAIT = 0.5
+
+
+def _cache_with(address: str, prefix: str, loader: Any) -> tuple[TieredCache, Any]:
+    cache = TieredCache(MemcachedTier(address), None, prefix=prefix)
+    return cache, cache.key_class("item", loader)
+
+
+def _failing(idents: list[Any]) -> dict[Any, Any]:
+    raise RuntimeError("the database is down")
+
+
+def _unencodable(idents: list[Any]) -> dict[Any, Any]:
+    return {i: object() for i in idents}  # no codec can store an object()
+
+
+@pytest.mark.parametrize("bad_loader", [_failing, _unencodable], ids=["raises", "unencodable"])
+def test_a_failed_fill_releases_its_lease_at_once(
+    memcached: PrivateMemcached, store: Store, bad_loader: Any
+) -> None:
+    good, gkc, _ = make(memcached.address, store)
+    bad, bkc = _cache_with(memcached.address, good.prefix, bad_loader)
+    with pytest.raises((RuntimeError, TypeError, ValueError)):
+        bad.get(bkc, 7)
+    assert bad.events.lease_wins == 1 and bad.events.lease_released == 1
+    t0 = time.monotonic()
+    assert good.get(gkc, 7)["n"] == 7
+    elapsed = time.monotonic() - t0
+    assert elapsed < OLD_LEASE_WAIT, elapsed
+    assert good.events.lease_wins == 1 and good.events.lease_waits == 0
+    # ... and its value was stored: a third cache reads it from memcached
+    third, tkc, _ = make(memcached.address, store, prefix=good.prefix)
+    loads = len(store.calls)
+    assert third.get(tkc, 7)["n"] == 7 and len(store.calls) == loads
+
+
+def test_a_waiter_wins_as_soon_as_the_holder_fails(
+    memcached: PrivateMemcached, store: Store
+) -> None:
+    """The holder's loader fails while another process waits on its lease: the waiter wins
+    the released lease and loads at once, instead of waiting out the lease."""
+    entered, fail = threading.Event(), threading.Event()
+
+    def failing_slowly(idents: list[Any]) -> dict[Any, Any]:
+        entered.set()
+        fail.wait(10)
+        raise RuntimeError("the database is down")
+
+    good, gkc, _ = make(memcached.address, store)
+    bad, bkc = _cache_with(memcached.address, good.prefix, failing_slowly)
+    errors: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            bad.get(bkc, 8)
+        except RuntimeError as e:
+            errors.append(e)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert entered.wait(10)
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(good.get(gkc, 8)))
+    waiter.start()
+    wait_for(lambda: good.events.lease_waits == 1, "the waiter to see the lease")
+    t0 = time.monotonic()
+    fail.set()
+    holder.join(10)
+    waiter.join(10)
+    elapsed = time.monotonic() - t0
+    assert len(errors) == 1 and got and got[0]["n"] == 8
+    assert elapsed < OLD_LEASE_WAIT, elapsed
+    assert good.events.lease_wins == 1 and good.events.lease_timeouts == 0
+    assert store.calls == [[8]]
+
+
+_CHILD = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from cachelab.tiered import MemcachedTier, TieredCache
+
+    address, prefix, log, go = sys.argv[1:5]
+
+    def load(idents):
+        with open(log, "a") as f:
+            f.write(json.dumps(idents) + "\\n")
+        time.sleep(1.0)  # slower than the old 0.5 s lease_wait
+        return {i: {"n": i} for i in idents}
+
+    cache = TieredCache(MemcachedTier(address), None, prefix=prefix)
+    kc = cache.key_class("slow", load)
+    print("ready", flush=True)
+    deadline = time.monotonic() + 20
+    while not Path(go).exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    t0 = time.monotonic()
+    value = cache.get(kc, 42)
+    print(json.dumps({"value": value, "seconds": time.monotonic() - t0,
+                      "events": cache.stats()["events"]}), flush=True)
+""")
+
+
+def test_a_slow_loader_is_called_once_by_five_processes(
+    memcached: PrivateMemcached, tmp_path: Path
+) -> None:
+    log, go = tmp_path / "loads.log", tmp_path / "go"
+    log.touch()
+    prefix = f"leases{time.monotonic_ns()}"
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, memcached.address, prefix,
+                               str(log), str(go)], stdout=subprocess.PIPE, text=True)
+             for _ in range(5)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        go.touch()
+        outs = [json.loads(p.communicate(timeout=30)[0]) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+    assert [p.returncode for p in procs] == [0] * 5
+    assert [o["value"] for o in outs] == [{"n": 42}] * 5
+    assert log.read_text().splitlines() == ["[42]"]  # one loader call in all
+    assert sum(o["events"]["lease_wins"] for o in outs) == 1
+    assert sum(o["events"]["lease_waits"] for o in outs) == 4
+    assert sum(o["events"]["lease_timeouts"] for o in outs) == 0
+    assert max(o["seconds"] for o in outs) > 1.0  # they did wait for the slow loader

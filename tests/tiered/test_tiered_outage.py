@@ -1,0 +1,237 @@
+"""Writes through an outage: memcached killed and restarted, or stopped and continued, under
+reads and ~5 % writes from several threads. No exception reaches the caller, writes cost
+about nothing while the breaker is open, every call is bounded by the tier's timeout, and
+once memcached is back no key reads a value older than its last put."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from tiered_helpers import wait_for
+
+from cachelab import _core
+from cachelab.errors import ServerError
+from cachelab.servers import find_memcached
+from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedTier, TieredCache
+
+TIMEOUT = 0.1  # the tier's request and connect timeouts
+SLACK = 0.15  # what a call may take beyond one timeout (GIL, loader, scheduling)
+THREADS = 4
+KEYS = 300  # more than L1 holds: reads keep going past L1
+SLICE = 0.25  # seconds per measured slice; slices alternate without and with writes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def memcached_on(port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A memcached on a port we choose, so that it can come back on the same address."""
+    argv = [find_memcached(), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                _core.Client(f"127.0.0.1:{port}", connect_timeout=0.2).version()
+                break
+            except ServerError:
+                if time.monotonic() > deadline or p.poll() is not None:
+                    raise
+                time.sleep(0.01)
+        yield p
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGCONT)
+            p.terminate()
+        p.wait(5)
+
+
+@dataclass
+class Load:
+    """Reads and writes from THREADS threads; writes only when ``write_share`` > 0. Each
+    thread writes its own keys (key % THREADS), so the last put of a key is well defined."""
+
+    cache: TieredCache
+    kc: Any
+    store: Rows
+    write_share: float = 0.0
+    last_n: dict[int, int] = field(default_factory=dict)
+    errors: list[BaseException] = field(default_factory=list)
+    worst: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _counts: list[int] = field(default_factory=lambda: [0] * THREADS)
+    _base: int = 0
+
+    def _work(self, t: int) -> None:
+        rng = random.Random(t)
+        mine = [k for k in range(KEYS) if k % THREADS == t]
+        for step in range(10_000_000):  # bounded; stopped by the event long before
+            if self._stop.is_set():
+                return
+            t0 = time.monotonic()
+            try:
+                if rng.random() < self.write_share:
+                    k = rng.choice(mine)
+                    n = (self._base + step) * THREADS + t  # unique, increasing per key
+                    self.store.write(k, f"body of {k}", n)
+                    if rng.random() < 0.2:
+                        self.cache.invalidate(self.kc, k)
+                    else:
+                        self.cache.put(self.kc, k, {"id": str(k), "body": f"body of {k}",
+                                                    "n": n})
+                    self.last_n[k] = n
+                else:
+                    self.cache.get(self.kc, rng.randrange(KEYS))
+            except BaseException as e:  # noqa: BLE001 - every exception is a failure here
+                self.errors.append(e)
+                return
+            self.worst = max(self.worst, time.monotonic() - t0)
+            self._counts[t] += 1
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Load]:
+        self._base += 10_000_000
+        threads = [threading.Thread(target=self._work, args=(t,)) for t in range(THREADS)]
+        for th in threads:
+            th.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            for th in threads:
+                th.join(10)
+            self._stop.clear()
+
+    def calls(self) -> int:
+        return sum(self._counts)
+
+    def slice(self, share: float) -> int:
+        """Calls made in one SLICE at ``share`` writes."""
+        self.write_share = share
+        before = self.calls()
+        time.sleep(SLICE)
+        return self.calls() - before
+
+
+class Rows:
+    """The truth the loader reads: in memory, so that what a write costs here is the cache's
+    cost, not a database commit's."""
+
+    def __init__(self) -> None:
+        self.n = dict.fromkeys(range(KEYS), 0)
+
+    def write(self, ident: int, body: str, n: int) -> None:
+        self.n[ident] = n
+
+    def load(self, idents: list[Any]) -> dict[Any, Any]:
+        rows = self.n
+        return {i: {"id": str(i), "body": f"body of {i}", "n": rows[i]}
+                for i in idents if i in rows}
+
+
+def _outage(fault: str) -> None:
+    store = Rows()
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    tier = MemcachedTier(address, timeout=TIMEOUT, connect_timeout=TIMEOUT)
+    cache = TieredCache(tier, LRUMemory(max_items=KEYS // 3),
+                        breaker=CircuitBreaker(3, 0.2))
+    kc = cache.key_class("item", store.load)
+    load = Load(cache, kc, store)
+    with contextlib.ExitStack() as servers:
+        server = servers.enter_context(memcached_on(port))
+        with load.running():
+            load.slice(0.05)  # healthy: fills memcached and writes through it
+            load.slice(0.05)
+            if fault == "kill":
+                server.kill()
+                server.wait(5)
+            else:
+                os.kill(server.pid, signal.SIGSTOP)
+            time.sleep(0.3)  # the breaker opens
+            without = with_writes = 0
+            for _ in range(3):  # alternate, so that drift affects both alike
+                without += load.slice(0.0)
+                with_writes += load.slice(0.05)
+            skipped = cache.events.writes_skipped
+            if fault == "kill":
+                servers.enter_context(memcached_on(port))  # empty, on the same address
+            else:
+                os.kill(server.pid, signal.SIGCONT)
+            load.slice(0.05)  # back: queued deletes flush under load
+            load.slice(0.05)
+        assert not load.errors, load.errors[:3]
+        assert skipped > 0  # the writes did meet the open breaker
+        assert with_writes * 2 >= without, (with_writes, without)
+        assert load.worst <= TIMEOUT + SLACK, load.worst
+        # Whatever is still queued goes out on the next call the breaker allows.
+        wait_for(lambda: (cache.invalidate(kc, KEYS + 1),
+                          cache.events.pending_invalidations == 0)[1], "the queued deletes")
+        assert cache.events.deletes_flushed > 0
+        # No key reads older than its last write, in a cache that saw none of them.
+        fresh = TieredCache(MemcachedTier(address), None, prefix=cache.prefix)
+        fkc = fresh.key_class("item", store.load)
+        got = fresh.get_many(fkc, sorted(load.last_n))
+        stale = {k: (got[k]["n"], n) for k, n in load.last_n.items() if got[k]["n"] != n}
+        assert not stale, stale
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_writes_ride_out_an_outage(fault: str) -> None:
+    _outage(fault)
+
+
+def test_write_errors_raise_still_queues_the_delete() -> None:
+    port = _free_port()  # nothing listens: every connect is refused
+    cache = TieredCache(MemcachedTier(f"127.0.0.1:{port}", timeout=TIMEOUT,
+                                      connect_timeout=TIMEOUT),
+                        None, breaker=CircuitBreaker(1, 60.0), write_errors="raise")
+    kc = cache.key_class("item", Rows().load)
+    with pytest.raises(ServerError):
+        cache.put(kc, 1, {"n": 1})  # the set fails: raised, and counted
+    with pytest.raises(ServerError):
+        cache.put(kc, 2, {"n": 2})  # the breaker is open: not tried, raised all the same
+    with pytest.raises(ServerError):
+        cache.invalidate(kc, 3)
+    ev = cache.events
+    assert (ev.write_errors, ev.writes_skipped, ev.pending_invalidations) == (1, 2, 3)
+    quiet = TieredCache(cache.l2, None, breaker=CircuitBreaker(1, 60.0))
+    qkc = quiet.key_class("item", Rows().load)
+    quiet.put(qkc, 1, {"n": 1})  # the default: counted, queued, not raised
+    quiet.invalidate(qkc, 2)
+    assert quiet.events.write_errors == 1 and quiet.events.pending_invalidations == 2
+    with pytest.raises(ValueError):
+        TieredCache(None, write_errors="ignore")
+
+
+@pytest.mark.parametrize("tier_name", ["memcached", "pymemcache"])
+def test_delete_many_deletes_present_and_missing_keys(memcached: Any, tier_name: str) -> None:
+    from cachelab.tiered import PymemcacheTier
+
+    tier = (MemcachedTier(memcached.address) if tier_name == "memcached"
+            else PymemcacheTier.connect(memcached.address))
+    keys = [f"dm:{tier_name}:{i}" for i in range(5)]
+    with _core.Client(memcached.address) as c:
+        for k in keys[:3]:
+            c.set(k, b"v")
+        tier.delete_many(keys)  # two of them were never there
+        assert all(c.get(k) is None for k in keys)
+    tier.delete_many([])
+    tier.close()
