@@ -74,7 +74,8 @@ class TierStats:
 @dataclass
 class BreakerStats:
     """Fallbacks: L2 calls skipped while the breaker was open, loader reads that replaced a
-    failed L2 read, lease outcomes, values refused as corrupt."""
+    failed L2 read, lease outcomes, values refused as corrupt, filled values not stored
+    (over the item size limit, or not encodable)."""
 
     opened: int = 0
     skipped: int = 0
@@ -86,6 +87,10 @@ class BreakerStats:
     singleflight_waits: int = 0
     corrupt: int = 0
     pending_invalidations: int = 0
+    #: Filled values over memcached's item size limit: returned, held by L1, not in memcached.
+    oversize: int = 0
+    #: Filled values the key class's codec cannot encode: returned, stored in no tier.
+    unencodable: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
