@@ -17,6 +17,7 @@ they are sent (:class:`ValueTooLarge`): the limit is given to the tier, or read 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
@@ -314,7 +315,7 @@ class PymemcacheTier(Tier):
         self._shared = client
         self._factory = factory
         self._local = threading.local()
-        self._made: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._made: weakref.WeakSet[_Owned] = weakref.WeakSet()
         pooled = isinstance(client, PooledClient) or bool(getattr(client, "use_pooling", False))
         #: Serialises calls on a shared client that is not thread-safe (None: no need).
         self._lock = threading.Lock() if client is not None and not pooled else None
@@ -352,11 +353,11 @@ class PymemcacheTier(Tier):
         """The pymemcache client this thread uses."""
         if self._factory is None:
             return self._shared
-        c = getattr(self._local, "client", None)
-        if c is None:
-            c = self._local.client = self._factory()
-            self._made.add(c)
-        return c
+        owned = getattr(self._local, "owned", None)
+        if owned is None:
+            owned = self._local.owned = _Owned(self._factory())
+            self._made.add(owned)
+        return owned.client
 
     def _call(self, method: str, *args: Any, **kw: Any) -> Any:
         try:
@@ -398,6 +399,20 @@ class PymemcacheTier(Tier):
     def close(self) -> None:
         if self._shared is not None:
             self._shared.close()
-        for c in list(self._made):
-            c.close()
+        for owned in list(self._made):
+            owned.client.close()
         self._local = threading.local()
+
+
+class _Owned:
+    """A thread's own pymemcache client, closed when the thread ends (its ``threading.local``
+    goes, and this with it) or the tier is closed."""
+
+    __slots__ = ("__weakref__", "client")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # a finalizer must not raise
+            self.client.close()

@@ -24,7 +24,6 @@ import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Protocol
 
 from cachelab.errors import UsageError
@@ -95,9 +94,12 @@ class _Raw:
 EXT_TUPLE = 1  #: tuple (and its subclasses, as tuple): the items, as a msgpack array
 EXT_SET = 2  #: set: its items, as a msgpack array
 EXT_FROZENSET = 3  #: frozenset: its items, as a msgpack array
-EXT_DATETIME = 4  #: datetime: ``isoformat()`` in UTF-8, ``[zone key]`` appended for a ZoneInfo
-EXT_DATE = 5  #: date: ``isoformat()``
-EXT_TIME = 6  #: time: ``isoformat()`` (with its UTC offset when aware)
+#: datetime: ``[year, month, day, hour, minute, second, microsecond, fold, zone]``; the zone is
+#: nil (naive), a ZoneInfo's key, or a fixed UTC offset ``[days, seconds, microseconds]`` (with
+#: the ``datetime.timezone``'s name appended when it has one of its own)
+EXT_DATETIME = 4
+EXT_DATE = 5  #: date: ``[year, month, day]``
+EXT_TIME = 6  #: time: ``[hour, minute, second, microsecond, fold, zone]`` (zone as above)
 EXT_TIMEDELTA = 7  #: timedelta: ``[days, seconds, microseconds]``
 EXT_DECIMAL = 8  #: Decimal: ``str()``
 EXT_UUID = 9  #: UUID: its 16 bytes
@@ -147,19 +149,44 @@ class _Msgpack:
         self.loads = loads
         self._encode = encode
 
-        def zone(t: dt.datetime) -> bytes:
-            key = getattr(t.tzinfo, "key", None)  # zoneinfo.ZoneInfo keeps its name
-            iso = t.isoformat()
-            return (f"{iso}[{key}]" if isinstance(key, str) and t.utcoffset() is not None
-                    else iso).encode()
+        def zone(t: Any) -> Any:
+            """The zone of a datetime or time, as EXT_DATETIME describes it."""
+            tz = t.tzinfo
+            if tz is None:
+                return None
+            key = getattr(tz, "key", None)  # zoneinfo.ZoneInfo: kept by name
+            if isinstance(key, str):
+                return key
+            off = t.utcoffset()
+            if off is None:
+                raise UnencodableValue(f"a {type(t).__name__} whose tzinfo "
+                                       f"{type(tz).__name__} gives no UTC offset")
+            out = [off.days, off.seconds, off.microseconds]
+            if isinstance(tz, dt.timezone) and tz != dt.timezone.utc:
+                name = tz.tzname(None)
+                if name != dt.timezone(off).tzname(None):
+                    out.append(name)
+            return out
+
+        def zone_of(z: Any) -> Any:
+            if z is None:
+                return None
+            if isinstance(z, str):
+                import zoneinfo
+
+                return zoneinfo.ZoneInfo(z)
+            return dt.timezone(dt.timedelta(*z[:3]), *z[3:])
 
         encoders: dict[type, Callable[[Any], Any]] = {
             tuple: lambda o: ext(EXT_TUPLE, pack(list(o))),
             set: lambda o: ext(EXT_SET, pack(list(o))),
             frozenset: lambda o: ext(EXT_FROZENSET, pack(list(o))),
-            dt.datetime: lambda o: ext(EXT_DATETIME, zone(o)),
-            dt.date: lambda o: ext(EXT_DATE, o.isoformat().encode()),
-            dt.time: lambda o: ext(EXT_TIME, o.isoformat().encode()),
+            dt.datetime: lambda o: ext(EXT_DATETIME, pack(
+                [o.year, o.month, o.day, o.hour, o.minute, o.second, o.microsecond, o.fold,
+                 zone(o)])),
+            dt.date: lambda o: ext(EXT_DATE, pack([o.year, o.month, o.day])),
+            dt.time: lambda o: ext(EXT_TIME, pack(
+                [o.hour, o.minute, o.second, o.microsecond, o.fold, zone(o)])),
             dt.timedelta: lambda o: ext(EXT_TIMEDELTA, pack([o.days, o.seconds,
                                                              o.microseconds])),
             decimal.Decimal: lambda o: ext(EXT_DECIMAL, str(o).encode()),
@@ -184,30 +211,21 @@ class _Msgpack:
                 f"the msgpack codec cannot store a {t.__module__}.{t.__qualname__}; it "
                 f"stores {_MSGPACK_TYPES} (or choose codec='pickle')")
 
-        def from_iso(cls: Any, data: bytes) -> Any:
-            return cls.fromisoformat(data.decode())
-
         def datetime_of(data: bytes) -> dt.datetime:
-            text = data.decode()
-            if text.endswith("]"):
-                import zoneinfo
+            *parts, fold, z = loads(data)
+            return dt.datetime(*parts, tzinfo=zone_of(z), fold=fold)
 
-                text, _, key = text[:-1].partition("[")
-                fixed = dt.datetime.fromisoformat(text)
-                for fold in (0, 1):  # the same wall time and offset in the named zone
-                    t = fixed.replace(tzinfo=zoneinfo.ZoneInfo(key), fold=fold)
-                    if t.utcoffset() == fixed.utcoffset():
-                        return t
-                return fixed.astimezone(zoneinfo.ZoneInfo(key))  # pragma: no cover
-            return dt.datetime.fromisoformat(text)
+        def time_of(data: bytes) -> dt.time:
+            *parts, fold, z = loads(data)
+            return dt.time(*parts, tzinfo=zone_of(z), fold=fold)
 
         decoders: dict[int, Callable[[bytes], Any]] = {
             EXT_TUPLE: lambda d: tuple(loads(d)),
             EXT_SET: lambda d: set(loads(d)),
             EXT_FROZENSET: lambda d: frozenset(loads(d)),
             EXT_DATETIME: datetime_of,
-            EXT_DATE: partial(from_iso, dt.date),
-            EXT_TIME: partial(from_iso, dt.time),
+            EXT_DATE: lambda d: dt.date(*loads(d)),
+            EXT_TIME: time_of,
             EXT_TIMEDELTA: lambda d: dt.timedelta(*loads(d)),
             EXT_DECIMAL: lambda d: decimal.Decimal(d.decode()),
             EXT_UUID: lambda d: uuid.UUID(bytes=d),
