@@ -307,8 +307,8 @@ class PymemcacheTier(Tier):
                  item_size_max: int | None = None) -> None:
         # Deferred on purpose: pymemcache is optional (the ``test`` extra), and whoever makes a
         # PymemcacheTier has it; ``import cachelab.tiered`` must not need it.
-        from pymemcache.client.base import PooledClient
-        from pymemcache.exceptions import MemcacheError
+        from pymemcache.client.base import PooledClient  # deferred on purpose, as said above
+        from pymemcache.exceptions import MemcacheError  # deferred on purpose, as said above
 
         if (client is None) == (factory is None):
             raise UsageError("PymemcacheTier needs a client or a factory (one of them)")

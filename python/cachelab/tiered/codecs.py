@@ -19,6 +19,8 @@ it explicitly. Compressors: ``none``, ``zlib``, ``zstd``, ``lz4`` (frame format)
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import pickle
 import threading
 import zlib
@@ -119,9 +121,7 @@ class _Msgpack:
     id, name = 1, "msgpack"
 
     def __init__(self) -> None:
-        import datetime as dt
-        import decimal
-        import uuid
+        import uuid  # deferred on purpose: ~5 ms (it imports platform), as msgpack below
 
         import msgpack  # deferred on purpose: see "Lazy imports" above
 
@@ -172,6 +172,7 @@ class _Msgpack:
             if z is None:
                 return None
             if isinstance(z, str):
+                # deferred on purpose: only values holding a ZoneInfo need it
                 import zoneinfo
 
                 return zoneinfo.ZoneInfo(z)
