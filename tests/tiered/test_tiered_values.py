@@ -414,3 +414,31 @@ def test_pymemcache_tier_is_safe_from_threads(memcached: PrivateMemcached, how: 
     assert not errors, errors[:3]
     assert all(n > 10 for n in ops), ops
     assert cache.stats()["l2"]["errors"] == 0 and cache.stats()["events"]["fallbacks"] == 0
+
+
+def test_the_limit_is_read_once_and_only_for_values_that_could_exceed_it(
+    small_items: PrivateMemcached,
+) -> None:
+    reads: list[int] = []
+
+    class Counting(MemcachedTier):
+        def _read_item_size_max(self) -> int:
+            reads.append(1)
+            return super()._read_item_size_max()
+
+    s = Setup("memcached", small_items.address)
+    cache = TieredCache(Counting(small_items.address), prefix=s.prefix)
+    kc = cache.key_class("b", s.load, codec="raw")
+    for i in range(20):
+        cache.put(kc, i, b"x" * 100)  # fits any memcached (-I is at least 1k)
+    assert reads == []
+    for i in range(20):
+        cache.put(kc, i, blob(10_000))
+    assert reads == [1] and cache.l2.item_size_max() == LIMIT  # type: ignore[union-attr]
+
+
+def test_a_failed_encode_leaves_the_codec_clean() -> None:
+    fmt = ValueFormat("msgpack")
+    with pytest.raises(UnencodableValue):
+        fmt.encode({"a": [1, 2, Opaque()]})
+    assert_same(fmt.decode(fmt.encode({"b": (1,)}).data), {"b": (1,)})

@@ -42,6 +42,8 @@ __all__ = ["ITEM_OVERHEAD", "Lease", "MemcachedTier", "PymemcacheTier", "Tier", 
 #: Bytes memcached counts besides the key and the value against ``item_size_max`` (item header,
 #: CAS, terminators: 59 on memcached 1.6; a little room kept).
 ITEM_OVERHEAD = 64
+#: The smallest item size limit memcached accepts (``-I 1k``): items up to this fit any server.
+_SMALLEST_LIMIT = 1024
 #: Seconds before a failed read of ``stats settings`` is tried again.
 _LIMIT_RETRY = 30.0
 
@@ -106,8 +108,11 @@ class Tier:
 
     def check_size(self, key: str, value: bytes) -> None:
         """Raises :class:`ValueTooLarge` if memcached would refuse ``value`` under ``key``."""
+        size = len(key) + len(value) + ITEM_OVERHEAD
+        if size <= _SMALLEST_LIMIT:  # fits any memcached: no need to know the limit
+            return
         limit = self.item_size_max()
-        if limit is not None and len(key) + len(value) + ITEM_OVERHEAD > limit:
+        if limit is not None and size > limit:
             raise ValueTooLarge(key, len(value), limit)
 
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:  # pragma: no cover - interface
