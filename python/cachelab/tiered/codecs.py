@@ -12,9 +12,12 @@ value written by some other program under our prefix is refused instead of misre
 value is never ours: it is a lease placeholder (see :mod:`cachelab.tiered.flight`) and reads as a
 miss.
 
-Codecs: ``raw`` (bytes as they are), ``msgpack``, ``orjson`` and ``pickle``. ``pickle`` runs code
-chosen by whoever can write to the cache when it decodes; it is only used when a key class names
-it explicitly. Compressors: ``none``, ``zlib``, ``zstd``, ``lz4`` (frame format).
+Codecs: ``raw`` (bytes as they are), ``msgpack`` (with extension types — the ``EXT_*`` codes
+below — so tuples, sets, datetimes, decimals, UUIDs come back as themselves), ``orjson`` and
+``pickle``. A value a codec cannot store raises :class:`UnencodableValue`, naming its type.
+``pickle`` runs code chosen by whoever can write to the cache when it decodes; it is only used
+when a key class names it explicitly. Compressors: ``none``, ``zlib``, ``zstd``, ``lz4`` (frame
+format).
 """
 
 from __future__ import annotations
