@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, ...]] = [
 #: slow-to-import third-party libraries.
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
                         r"cachelab\.traces\.(jsonl|parquet)|pyarrow(\..*)?|psycopg|"
-                        r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?)$")
+                        r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo)$")
 
 
 def _module_name(path: Path) -> str:

@@ -18,10 +18,16 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
 
 from __future__ import annotations
 
-from cachelab.tiered.backends import Lease, MemcachedTier, PymemcacheTier, Tier
+from cachelab.tiered.backends import Lease, MemcachedTier, PymemcacheTier, Tier, ValueTooLarge
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.cache import KeyClass, Loader, RequestScope, TieredCache
-from cachelab.tiered.codecs import CODECS, COMPRESSORS, CorruptValue, ValueFormat
+from cachelab.tiered.codecs import (
+    CODECS,
+    COMPRESSORS,
+    CorruptValue,
+    UnencodableValue,
+    ValueFormat,
+)
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
 from cachelab.tiered.stats import BreakerStats, TierStats
 
@@ -44,5 +50,7 @@ __all__ = [
     "Tier",
     "TieredCache",
     "TierStats",
+    "UnencodableValue",
     "ValueFormat",
+    "ValueTooLarge",
 ]

@@ -9,13 +9,21 @@ Leases (meta protocol, :class:`MemcachedTier` only) follow memcached's ``mg`` wi
 others get ``Z`` (someone is filling) and an empty value until the winner's ``ms ... C<cas>``
 lands. A delete in between (an invalidation) makes the winner's CAS set fail, so a fill that
 raced an invalidation is never stored.
+
+Values larger than memcached's item size limit (``-I``, ``item_size_max``) are refused before
+they are sent (:class:`ValueTooLarge`): the limit is given to the tier, or read from the server's
+``stats settings`` on the first write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
+import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +37,32 @@ from cachelab.errors import (
 )
 from cachelab.tls import TlsOptions, core_tls
 
-__all__ = ["Lease", "MemcachedTier", "PymemcacheTier", "Tier"]
+__all__ = ["ITEM_OVERHEAD", "Lease", "MemcachedTier", "PymemcacheTier", "Tier", "ValueTooLarge"]
+
+#: Bytes memcached counts besides the key and the value against ``item_size_max`` (item header,
+#: CAS, terminators: 59 on memcached 1.6; a little room kept).
+ITEM_OVERHEAD = 64
+#: The smallest item size limit memcached accepts (``-I 1k``): items up to this fit any server.
+_SMALLEST_LIMIT = 1024
+#: Seconds before a failed read of ``stats settings`` is tried again.
+_LIMIT_RETRY = 30.0
+
+
+class ValueTooLarge(UsageError):
+    """A value larger than memcached's item size limit: it cannot be stored (a fill still
+    returns the loader's value; see ``oversize`` in the cache's stats)."""
+
+    def __init__(self, key: str, size: int, limit: int | None) -> None:
+        self.key, self.size, self.limit = key, size, limit
+        where = (f"memcached's item size limit of {limit} bytes (item_size_max, less "
+                 f"{ITEM_OVERHEAD} bytes of item overhead and the key)" if limit is not None
+                 else "memcached's item size limit (the server refused it)")
+        super().__init__(f"a value of {size} bytes for {key!r} is over {where}; store less, "
+                         "compress it (key_class(compression=...)) or raise memcached's -I")
+
+
+def _too_large(e: Exception) -> bool:
+    return "too large" in str(e)
 
 
 @dataclass(frozen=True)
@@ -51,6 +84,41 @@ class Tier:
     name = "memcached"
     #: Keys a caller should hand :meth:`delete_many` at once to keep one call short.
     delete_batch = 500
+
+    #: memcached's item size limit in bytes, once known (given, or read by
+    #: :meth:`item_size_max`).
+    _item_limit: int | None = None
+    _limit_retry = 0.0
+
+    def item_size_max(self) -> int | None:
+        """memcached's item size limit: the one given to the tier, else read from ``stats
+        settings`` once (None while it cannot be read; tried again after 30 s)."""
+        limit = self._item_limit
+        if limit is not None:
+            return limit
+        now = time.monotonic()
+        if now < self._limit_retry:
+            return None
+        try:
+            limit = int(self._read_item_size_max())
+        except (ServerError, NotImplementedError, KeyError, ValueError, TypeError):
+            self._limit_retry = now + _LIMIT_RETRY
+            return None
+        self._item_limit = limit
+        return limit
+
+    def _read_item_size_max(self) -> int:
+        """``item_size_max`` from the server's ``stats settings``."""
+        raise NotImplementedError
+
+    def check_size(self, key: str, value: bytes) -> None:
+        """Raises :class:`ValueTooLarge` if memcached would refuse ``value`` under ``key``."""
+        size = len(key) + len(value) + ITEM_OVERHEAD
+        if size <= _SMALLEST_LIMIT:  # fits any memcached: no need to know the limit
+            return
+        limit = self.item_size_max()
+        if limit is not None and size > limit:
+            raise ValueTooLarge(key, len(value), limit)
 
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -135,9 +203,11 @@ class MemcachedTier(Tier):
     def __init__(
         self, address: str, *, timeout: float = 0.25, connect_timeout: float = 0.25,
         leases: bool = True, tls: TlsOptions | None = None,
+        item_size_max: int | None = None,
     ) -> None:
         if tls is not None:
             tls.check()
+        self._item_limit = item_size_max
         self.tls = tls
         self._tls_core = core_tls(tls)
         self.address = address
@@ -182,10 +252,20 @@ class MemcachedTier(Tier):
             return super().get_list(keys, strip)
         return self._call("get_multi_list", keys, strip)  # type: ignore[no-any-return]
 
+    def _read_item_size_max(self) -> int:
+        return int(self._call("stats", "settings")["item_size_max"])
+
     def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
-        return bool(self._call("set", key, value, flags=flags, exptime=ttl))
+        self.check_size(key, value)
+        try:
+            return bool(self._call("set", key, value, flags=flags, exptime=ttl))
+        except ServerReplyError as e:
+            if _too_large(e):
+                raise ValueTooLarge(key, len(value), None) from e
+            raise
 
     def add(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
+        self.check_size(key, value)
         return bool(self._call("add", key, value, flags=flags, exptime=ttl))
 
     def delete(self, key: str) -> bool:
@@ -228,7 +308,13 @@ class MemcachedTier(Tier):
         return Lease(filling=filling)
 
     def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
-        status, _, _ = self._call("meta_set", key, value, f"C{cas} F{flags} T{ttl}")
+        self.check_size(key, value)
+        try:
+            status, _, _ = self._call("meta_set", key, value, f"C{cas} F{flags} T{ttl}")
+        except ServerReplyError as e:
+            if _too_large(e):
+                raise ValueTooLarge(key, len(value), None) from e
+            raise
         return status == "HD"
 
     def lease_release(self, key: str, cas: int) -> None:
@@ -242,25 +328,51 @@ class MemcachedTier(Tier):
 
 
 class PymemcacheTier(Tier):
-    """memcached through a pymemcache ``Client`` you configure (give it timeouts: by default
-    pymemcache waits forever for a server that accepts and never answers). No leases: fills
-    are plain sets, so a fill racing an invalidation may store the old value until its TTL."""
+    """memcached through pymemcache. No leases: fills are plain sets, so a fill racing an
+    invalidation may store the old value until its TTL.
+
+    Safe to share between threads, however it is made:
+
+    * :meth:`connect` (or ``factory=``, a callable making a client): each thread gets a client
+      of its own, made on its first call (like :class:`MemcachedTier`);
+    * ``client``: a pymemcache ``PooledClient`` (or a ``HashClient(use_pooling=True)``) is used
+      as it is; any other client (a plain ``Client`` is not thread-safe) is used by one thread
+      at a time, under a lock.
+
+    Give clients timeouts: by default pymemcache waits forever for a server that accepts and
+    never answers."""
 
     name = "pymemcache"
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any = None, *, factory: Callable[[], Any] | None = None,
+                 item_size_max: int | None = None) -> None:
         # Deferred on purpose: pymemcache is optional (the ``test`` extra), and whoever makes a
         # PymemcacheTier has it; ``import cachelab.tiered`` must not need it.
-        from pymemcache.exceptions import MemcacheError
+        from pymemcache.client.base import PooledClient  # deferred on purpose, as said above
+        from pymemcache.exceptions import MemcacheError  # deferred on purpose, as said above
 
-        self.client = client
+        if (client is None) == (factory is None):
+            raise UsageError("PymemcacheTier needs a client or a factory (one of them)")
+        self._shared = client
+        self._factory = factory
+        self._local = threading.local()
+        self._made: weakref.WeakSet[_Owned] = weakref.WeakSet()
+        pooled = isinstance(client, PooledClient) or bool(getattr(client, "use_pooling", False))
+        #: Serialises calls on a shared client that is not thread-safe (None: no need).
+        self._lock = threading.Lock() if client is not None and not pooled else None
+        self._item_limit = item_size_max
         self._memcache_error: type[Exception] = MemcacheError
+
+    def __repr__(self) -> str:
+        how = "per-thread clients" if self._factory is not None else repr(self._shared)
+        return f"PymemcacheTier({how})"
 
     @classmethod
     def connect(cls, address: str, *, timeout: float = 0.25, connect_timeout: float = 0.25,
-                tls_context: ssl.SSLContext | None = None) -> PymemcacheTier:
-        """A tier over a new pymemcache ``Client`` for ``address`` (``host:port``) with finite
-        timeouts; with ``tls_context`` (an :class:`ssl.SSLContext`, e.g.
+                tls_context: ssl.SSLContext | None = None,
+                item_size_max: int | None = None) -> PymemcacheTier:
+        """A tier with a pymemcache ``Client`` per thread for ``address`` (``host:port``) with
+        finite timeouts; with ``tls_context`` (an :class:`ssl.SSLContext`, e.g.
         ``ssl.create_default_context(cafile=...)``) it speaks TLS to a memcached started with
         ``-Z``, the handshake bounded by ``connect_timeout``."""
         # Deferred on purpose, as in __init__: pymemcache is optional.
@@ -269,44 +381,88 @@ class PymemcacheTier(Tier):
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise UsageError(f"pymemcache address {address!r} is not HOST:PORT")
-        client = Client((host.strip("[]"), int(port)), timeout=timeout,
-                        connect_timeout=connect_timeout, tls_context=tls_context)
-        return cls(client)
+        server = (host.strip("[]"), int(port))
 
-    def _wrap(self, fn: Any, *args: Any) -> Any:
+        def factory() -> Any:
+            return Client(server, timeout=timeout, connect_timeout=connect_timeout,
+                          tls_context=tls_context)
+
+        return cls(factory=factory, item_size_max=item_size_max)
+
+    @property
+    def client(self) -> Any:
+        """The pymemcache client this thread uses."""
+        if self._factory is None:
+            return self._shared
+        owned = getattr(self._local, "owned", None)
+        if owned is None:
+            owned = self._local.owned = _Owned(self._factory())
+            self._made.add(owned)
+        return owned.client
+
+    def _call(self, method: str, *args: Any, **kw: Any) -> Any:
         try:
-            return fn(*args)
+            if self._lock is None:
+                return getattr(self.client, method)(*args, **kw)
+            with self._lock:
+                return getattr(self._shared, method)(*args, **kw)
         except socket.timeout as e:
             raise ServerTimeout(str(e)) from e
         except (OSError, self._memcache_error) as e:
+            if _too_large(e):
+                raise ValueTooLarge(str(args[0]) if args else "?", len(args[1]) if
+                                    len(args) > 1 else 0, None) from e
             raise ConnectionClosed(f"pymemcache: {e}") from e
 
+    def _read_item_size_max(self) -> int:
+        settings = self._call("stats", "settings")
+        value = settings.get(b"item_size_max", settings.get("item_size_max"))
+        return int(value)
+
     def get_multi(self, keys: list[str]) -> dict[str, bytes]:
-        return self._wrap(self.client.get_many, keys)
+        return self._call("get_many", keys)  # type: ignore[no-any-return]
 
     def set(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
-        return bool(self._wrap(lambda: self.client.set(key, value, expire=ttl, noreply=False,
-                                                         flags=flags)))
+        self.check_size(key, value)
+        return bool(self._call("set", key, value, expire=ttl, noreply=False, flags=flags))
 
     def add(self, key: str, value: bytes, flags: int, ttl: int) -> bool:
-        return bool(self._wrap(lambda: self.client.add(key, value, expire=ttl, noreply=False,
-                                                         flags=flags)))
+        self.check_size(key, value)
+        return bool(self._call("add", key, value, expire=ttl, noreply=False, flags=flags))
 
     def delete(self, key: str) -> bool:
-        return bool(self._wrap(lambda: self.client.delete(key, noreply=False)))
+        return bool(self._call("delete", key, noreply=False))
 
     def delete_many(self, keys: list[str]) -> None:
         # pymemcache sends the deletes as one pipelined batch and reads every reply.
         if keys:
-            self._wrap(lambda: self.client.delete_many(keys, noreply=False))
+            self._call("delete_many", keys, noreply=False)
 
     def incr_or_add(self, key: str) -> int:
-        n = self._wrap(lambda: self.client.incr(key, 1, noreply=False))
+        n = self._call("incr", key, 1, noreply=False)
         if n is None:
-            if self._wrap(lambda: self.client.add(key, b"1", noreply=False)):
+            if self._call("add", key, b"1", noreply=False):
                 return 1
-            n = self._wrap(lambda: self.client.incr(key, 1, noreply=False))
+            n = self._call("incr", key, 1, noreply=False)
         return int(n or 1)
 
     def close(self) -> None:
-        self.client.close()
+        if self._shared is not None:
+            self._shared.close()
+        for owned in list(self._made):
+            owned.client.close()
+        self._local = threading.local()
+
+
+class _Owned:
+    """A thread's own pymemcache client, closed when the thread ends (its ``threading.local``
+    goes, and this with it) or the tier is closed."""
+
+    __slots__ = ("__weakref__", "client")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # a finalizer must not raise
+            self.client.close()

@@ -20,14 +20,15 @@ value that is no lease (no ``Z``) is not waited for.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from itertools import repeat
 from typing import Any, Protocol
 
-from cachelab.errors import ServerError
-from cachelab.tiered.backends import Tier
+from cachelab.errors import ServerError, UsageError
+from cachelab.tiered.backends import Tier, ValueTooLarge
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.codecs import CorruptValue, Encoded
 from cachelab.tiered.keys import KeyClass
@@ -37,6 +38,9 @@ __all__ = ["Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
 
 _now_ns = time.perf_counter_ns
 _allocate_lock = threading.Lock
+_log = logging.getLogger("cachelab.tiered")
+#: Key classes whose unencodable or oversize values have been logged (once each).
+_logged: set[tuple[str, str]] = set()
 
 #: ``fetch(kc, idents, keys) -> ({ident: object}, {ident: L1 weight})`` for those found.
 Fetch = Callable[[KeyClass, list[Any], list[str]], tuple[dict, dict]]
@@ -210,14 +214,16 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
         try:
             loaded = _load(cache, kc, list(winners))
             for i, cas in winners.items():
-                if i not in loaded:
+                enc = _encode(cache, kc, loaded[i]) if i in loaded else None
+                if enc is None:
+                    if i in loaded:  # returned, stored nowhere (an L1 weight of None is not held)
+                        result[i] = (loaded[i], None)
                     if cas is not None and l2_ok:
                         l2_ok = _release(cache, keys[i], cas)
                     elif cas is not None:
                         _drop_later(cache, keys[i])
                     settled.add(i)
                     continue
-                enc = kc.format.encode(loaded[i])
                 result[i] = (loaded[i], enc.plain_size)
                 if l2_ok and keys[i] not in cache._pending:
                     l2_ok = _store(cache, kc, keys[i], enc, cas)
@@ -242,7 +248,26 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
     return result
 
 
+def _encode(cache: FillHost, kc: KeyClass, obj: Any) -> Encoded | None:
+    """``obj`` encoded, or None (counted, logged once per key class) if its codec cannot: a
+    fill still returns what the loader gave."""
+    try:
+        return kc.format.encode(obj)
+    except UsageError as e:
+        cache.events.unencodable += 1
+        _log_once(kc, "unencodable", e)
+        return None
+
+
+def _log_once(kc: KeyClass, what: str, e: Exception) -> None:
+    if (kc.name, what) not in _logged:
+        _logged.add((kc.name, what))
+        _log.warning("key class %r: a filled value is not cached: %s", kc.name, e)
+
+
 def _store(cache: FillHost, kc: KeyClass, key: str, enc: Encoded, cas: int | None) -> bool:
+    """Stores a fill; False if memcached failed (a value over its size limit is counted in
+    ``oversize``, its lease released)."""
     assert cache.l2 is not None
     t0 = _now_ns()
     try:
@@ -254,6 +279,12 @@ def _store(cache: FillHost, kc: KeyClass, key: str, enc: Encoded, cas: int | Non
             stored = cache.l2.set(key, enc.data, enc.flags, kc.ttl)
         else:  # no lease: add, so a fill never overwrites a newer put
             stored = cache.l2.add(key, enc.data, enc.flags, kc.ttl)
+    except ValueTooLarge as e:
+        cache.events.oversize += 1
+        _log_once(kc, "oversize", e)
+        if cas is not None:
+            _release(cache, key, cas)
+        return True
     except ServerError:
         l2_failed(cache)
         _drop_later(cache, key)  # the placeholder, or a set that may land late
@@ -312,14 +343,15 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
             cache.events.lease_wins += 1
             try:
                 loaded = _load(cache, kc, [ident])
-                enc = kc.format.encode(loaded[ident]) if ident in loaded else None
+                enc = _encode(cache, kc, loaded[ident]) if ident in loaded else None
             except BaseException:
                 if lease.cas is not None:
                     _release(cache, key, lease.cas)
                 raise
             if enc is None:
                 _release(cache, key, lease.cas or 0)
-                return None
+                # not found, or returned but stored nowhere (its codec cannot encode it)
+                return (loaded[ident], None) if ident in loaded else None
             if key not in cache._pending:
                 _store(cache, kc, key, enc, lease.cas)
             return loaded[ident], enc.plain_size
@@ -330,7 +362,8 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
     loaded = _load(cache, kc, [ident])
     if ident not in loaded:
         return None
-    return loaded[ident], kc.format.encode(loaded[ident]).plain_size
+    enc = _encode(cache, kc, loaded[ident])
+    return loaded[ident], enc.plain_size if enc is not None else None
 
 
 def _load(cache: FillHost, kc: KeyClass, idents: list[Any]) -> Mapping[Any, Any]:

@@ -1,9 +1,18 @@
 """Key classes and the memcached keys of their idents, namespaces and their versions.
 
-A key is ``<prefix>:<class>[@<version>]:<ident>`` when the ident is short and made of safe
-characters, else ``...:#<blake2b of it>``: anything a caller passes as an ident can therefore
-never reach the wire as a command. Keys are memoised per key class (``ident -> key``) for the
-namespace version in use.
+A key is ``<prefix>:<class>[@<version>]:<typed ident>`` when the typed ident is short and made
+of safe characters, else ``...:#<blake2b of it>``: anything a caller passes as an ident can
+therefore never reach the wire as a command. Keys are memoised per key class (``ident -> key``)
+for the namespace version in use.
+
+The typed ident (:func:`ident_text`) carries the ident's type, so idents that differ in Python
+differ in memcached: ``1`` is ``i:1``, ``"1"`` is ``s:1``, ``None`` is ``n:``, ``"None"`` is
+``s:None``, ``b"1"`` is ``b:1``, ``1.5`` is ``f:1.5``; tuples and frozensets are built from their
+items' typed forms (and hashed, their brackets not being safe characters); any other type is
+``o:<module.qualname>:<str()>``. Idents Python itself treats as one dict key — ``1``, ``1.0``,
+``True``, ``Decimal(1)`` — are one ident here too (all ``i:1``): L1, request scopes and the
+loader's answer are dicts keyed by ident, so giving them different memcached keys would let
+``invalidate(kc, 1)`` miss the copy ``get(kc, 1.0)`` reads.
 
 A versioned namespace's version is a counter in memcached (``<prefix>:ns:<namespace>``) that
 is part of every key of the namespace; this process rereads it at most every ``refresh``
@@ -13,6 +22,7 @@ seconds. Bumping it (:meth:`Keyring.bump`) changes every key of the namespace at
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 import secrets
 import time
@@ -26,7 +36,7 @@ from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.codecs import ValueFormat
 
-__all__ = ["KeyClass", "Keyring", "Loader"]
+__all__ = ["KeyClass", "Keyring", "Loader", "ident_text"]
 
 #: ``loader(idents) -> {ident: object}``; idents it leaves out are "not found" (not cached).
 Loader = Callable[[list[Any]], Mapping[Any, Any]]
@@ -36,6 +46,45 @@ _NAME = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _MAX_KEY = 250
 #: Memcached keys remembered per key class (ident -> key); beyond this the memo is cleared.
 _KEY_MEMO = 100_000
+
+
+def ident_text(ident: Any) -> str:
+    """``ident`` with its type: distinct for idents that differ as dict keys, equal for those
+    Python treats as equal (see the module docstring)."""
+    t = type(ident)
+    if t is str:
+        return "s:" + ident
+    if t is int:
+        return f"i:{ident}"
+    if ident is None:
+        return "n:"
+    if isinstance(ident, bool):
+        return f"i:{int(ident)}"
+    if isinstance(ident, str):  # a str subclass (StrEnum) equals its str
+        return "s:" + str.__str__(ident)
+    if isinstance(ident, int):  # an IntEnum equals its int
+        return f"i:{int.__index__(ident)}"
+    if isinstance(ident, (bytes, bytearray)):
+        return "b:" + bytes(ident).decode("latin-1")  # one char per byte: injective
+    if isinstance(ident, tuple):
+        return "t:(" + "".join(_sized(ident_text(x)) for x in ident) + ")"
+    if isinstance(ident, frozenset):
+        return "z:{" + "".join(sorted(_sized(ident_text(x)) for x in ident)) + "}"
+    if isinstance(ident, numbers.Number):
+        try:
+            if ident == int(ident):  # type: ignore[call-overload]
+                return f"i:{int(ident)}"  # type: ignore[call-overload]
+            if ident == float(ident):  # type: ignore[arg-type]
+                return "f:" + repr(float(ident))  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):  # complex, nan, inf
+            if isinstance(ident, float):
+                return "f:" + repr(ident)
+    return f"o:{t.__module__}.{t.__qualname__}:{ident}"
+
+
+def _sized(text: str) -> str:
+    """``text`` with its length in front, so that a sequence of them reads one way only."""
+    return f"{len(text)}:{text}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,15 +179,11 @@ class Keyring:
             head = f"{self.prefix}:{kc.name}@{version}:"
         else:
             head = f"{self.prefix}:{kc.name}:"
-        if isinstance(ident, bytes):
-            raw = ident
-            text = None
-        else:
-            text = ident if isinstance(ident, str) else str(ident)
-            raw = text.encode("utf-8", "surrogatepass")
-        if text is not None and _SAFE.fullmatch(text) and len(head) + len(text) <= _MAX_KEY:
+        text = ident_text(ident)
+        if _SAFE.fullmatch(text) and len(head) + len(text) <= _MAX_KEY:
             key = head + text
         else:
+            raw = text.encode("utf-8", "surrogatepass")
             key = head + "#" + hashlib.blake2b(raw, digest_size=20).hexdigest()
         _core.validate_key(key)
         if len(memo) >= _KEY_MEMO:

@@ -15,10 +15,18 @@ filled under, so a bumped namespace makes its entries unreachable at once (see
 a value another process has overwritten or invalidated. Its age counts from when the lookup
 that read it *began* (``since``), not from when it was stored, so a slow fill does not stretch
 the bound. ``ttl=None`` keeps entries until evicted: no bound across processes.
+
+Values are shared: by default ``get`` hands out the very object L1 holds (and a fill hands the
+caller the object it stores), so a caller that mutates it changes what every later reader of
+this process gets — mutate at your peril. With ``copy=True`` L1 stores a deep copy of what it
+is given and hands out a deep copy on every hit (immutable scalars — str, bytes, int, float,
+bool, None — are handed out as they are): safe to mutate, at the price of a
+``copy.deepcopy`` per hit (microseconds for a small dict, against 0.2 µs for a shared hit).
 """
 
 from __future__ import annotations
 
+import copy as _copy
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +50,14 @@ class _Miss:
 
 #: Returned by ``get`` for an absent key (None is a valid cached object).
 MISS: Any = _Miss()
+
+
+_IMMUTABLE = frozenset((str, bytes, int, float, bool, type(None)))
+
+
+def _own(obj: Any) -> Any:
+    """A deep copy of ``obj``, or ``obj`` itself when it is an immutable scalar."""
+    return obj if type(obj) in _IMMUTABLE else _copy.deepcopy(obj)
 
 
 class Memory:
@@ -72,10 +88,11 @@ class Memory:
         """Whether ``put`` would keep ``key`` (a fixed set admits only its pins)."""
         return True
 
-    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0,
+    def put(self, key: Hashable, obj: Any, weight: int | None, version: int = 0,
             since: float | None = None) -> None:
-        """Stores ``obj``; ``since`` is the ``time.monotonic()`` its value is known to be
-        current at (default: now), from which its ``ttl`` counts."""
+        """Holds ``obj`` (``weight``: its encoded size; None — no encoding — is not held);
+        ``since`` is the ``time.monotonic()`` its value is known to be current at (default:
+        now), from which its ``ttl`` counts."""
         raise NotImplementedError  # pragma: no cover - interface
 
     def discard(self, key: Hashable) -> None:
@@ -94,9 +111,14 @@ class Memory:
             self.items -= 1
             self.bytes -= old[1]
 
+    #: Whether entries are copied in and out (see the module docstring).
+    copy: bool = False
+
     def _add(self, key: Hashable, obj: Any, weight: int, version: int,
              since: float | None) -> None:
         """Stores a new entry; the caller holds the lock and has made room."""
+        if self.copy:
+            obj = _own(obj)
         if self.ttl is None:
             expires = None
         else:
@@ -112,6 +134,7 @@ class LRUMemory(Memory):
     def __init__(
         self, *, max_items: int | None = None, max_bytes: int | None = None,
         ttl: float | None = DEFAULT_TTL,
+        copy: bool = False,
     ) -> None:
         if max_items is None and max_bytes is None:
             raise UsageError("LRUMemory needs max_items or max_bytes")
@@ -121,6 +144,7 @@ class LRUMemory(Memory):
         self.max_items = max_items
         self.max_bytes = max_bytes
         self.evictions = 0
+        self.copy = copy
 
     def __repr__(self) -> str:
         return (f"LRUMemory(max_items={self.max_items}, max_bytes={self.max_bytes}, "
@@ -130,9 +154,11 @@ class LRUMemory(Memory):
         """The table behind :meth:`get`, for a caller's inlined hit path
         (:meth:`cachelab.tiered.TieredCache.get`): ``key -> [obj, weight, version, expires]``;
         a hit is an entry of the right version whose ``expires`` is None or not yet past
-        (``time.monotonic()``), made most recent with ``move_to_end``. None when a subclass
-        redefines ``get`` (then only ``get`` is right)."""
-        return self._d if type(self).get is LRUMemory.get else None  # type: ignore[return-value]
+        (``time.monotonic()``), made most recent with ``move_to_end``. None when L1 copies its
+        values or a subclass redefines ``get`` (then only ``get`` is right)."""
+        if self.copy or type(self).get is not LRUMemory.get:
+            return None
+        return self._d  # type: ignore[return-value]
 
     def get(self, key: Hashable, version: int = 0) -> Any:
         d = self._d
@@ -146,10 +172,12 @@ class LRUMemory(Memory):
             d.move_to_end(key)
         except KeyError:  # evicted by another thread in between
             pass
-        return e[0]
+        return _own(e[0]) if self.copy else e[0]
 
-    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0,
+    def put(self, key: Hashable, obj: Any, weight: int | None, version: int = 0,
             since: float | None = None) -> None:
+        if weight is None:  # no encoding (a value its codec cannot store): not admitted
+            return
         w = max(1, int(weight))
         if self.max_bytes is not None and w > self.max_bytes:
             return
@@ -169,9 +197,11 @@ class LRUMemory(Memory):
 class FixedMemory(Memory):
     """A pinned set: admits only ``pins`` (``(class name, ident)`` keys), never evicts them."""
 
-    def __init__(self, pins: Iterable[Hashable], *, ttl: float | None = DEFAULT_TTL) -> None:
+    def __init__(self, pins: Iterable[Hashable], *, ttl: float | None = DEFAULT_TTL,
+                 copy: bool = False) -> None:
         super().__init__(ttl, {})
         self.pins = frozenset(pins)
+        self.copy = copy
 
     @classmethod
     def from_keys(cls, key_class: str, idents: Iterable[Any], **kw: Any) -> FixedMemory:
@@ -188,14 +218,14 @@ class FixedMemory(Memory):
         if e[2] != version or (e[3] is not None and e[3] < time.monotonic()):
             self.discard(key)
             return MISS
-        return e[0]
+        return _own(e[0]) if self.copy else e[0]
 
     def admits(self, key: Hashable) -> bool:
         return key in self.pins
 
-    def put(self, key: Hashable, obj: Any, weight: int, version: int = 0,
+    def put(self, key: Hashable, obj: Any, weight: int | None, version: int = 0,
             since: float | None = None) -> None:
-        if key not in self.pins:
+        if key not in self.pins or weight is None:
             return
         with self._lock:
             self._drop(key)

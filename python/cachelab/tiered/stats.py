@@ -74,9 +74,10 @@ class TierStats:
 @dataclass
 class BreakerStats:
     """Fallbacks: L2 calls skipped while the breaker was open, loader reads that replaced a
-    failed L2 read, lease outcomes, values refused as corrupt. Writes: ``write_errors``
-    (a set or delete that failed), ``writes_skipped`` (a put or invalidate not sent while the
-    breaker was open), ``deletes_flushed`` (queued deletes that reached memcached)."""
+    failed L2 read, lease outcomes, values refused as corrupt, filled values not stored
+    (over the item size limit, or not encodable). Writes: ``write_errors`` (a set or delete
+    that failed), ``writes_skipped`` (a put or invalidate not sent while the breaker was open),
+    ``deletes_flushed`` (queued deletes that reached memcached)."""
 
     opened: int = 0
     skipped: int = 0
@@ -92,6 +93,10 @@ class BreakerStats:
     write_errors: int = 0
     writes_skipped: int = 0
     deletes_flushed: int = 0
+    #: Filled values over memcached's item size limit: returned, held by L1, not in memcached.
+    oversize: int = 0
+    #: Filled values the key class's codec cannot encode: returned, stored in no tier.
+    unencodable: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
