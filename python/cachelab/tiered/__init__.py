@@ -13,15 +13,20 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
 * :mod:`~cachelab.tiered.keys` — key classes, memcached keys, namespace versions;
 * :mod:`~cachelab.tiered.flight` — stampede protection: single flight and leases;
 * :mod:`~cachelab.tiered.scope` — the request scope (:class:`RequestScope`);
-* :mod:`~cachelab.tiered.cache` — :class:`TieredCache`, which composes them.
+* :mod:`~cachelab.tiered.cache` — :class:`TieredCache`, which composes them;
+* :mod:`~cachelab.tiered.decorators` — ``@cache.cached`` and ``@cache.cached_many``;
+* :mod:`~cachelab.tiered.aio` — :class:`AsyncTieredCache`, the asyncio API.
 """
 
 from __future__ import annotations
 
+from cachelab.tiered.aio import AsyncTieredCache
 from cachelab.tiered.backends import Lease, MemcachedTier, PymemcacheTier, Tier
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.cache import KeyClass, Loader, RequestScope, TieredCache
 from cachelab.tiered.codecs import CODECS, COMPRESSORS, CorruptValue, ValueFormat
+from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, Cached, CachedMany
+from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
 from cachelab.tiered.stats import BreakerStats, TierStats
 
@@ -29,7 +34,12 @@ __all__ = [
     "CODECS",
     "COMPRESSORS",
     "MISS",
+    "AsyncCached",
+    "AsyncCachedMany",
+    "AsyncTieredCache",
     "BreakerStats",
+    "Cached",
+    "CachedMany",
     "CircuitBreaker",
     "CorruptValue",
     "FixedMemory",
@@ -40,6 +50,7 @@ __all__ = [
     "MemcachedTier",
     "Memory",
     "PymemcacheTier",
+    "RandomPrefixWarning",
     "RequestScope",
     "Tier",
     "TieredCache",
