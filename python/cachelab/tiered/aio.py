@@ -32,7 +32,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from cachelab.errors import UsageError
@@ -72,8 +72,10 @@ class AsyncTieredCache:
 
     # -- configuration ------------------------------------------------------------------------
 
-    def key_class(self, name: str, loader: Callable[[list[Any]], Any],
-                  **options: Any) -> KeyClass[Any]:
+    def key_class(self, name: str,
+                  loader: Callable[[list[Any]], Awaitable[Mapping[Any, T]]]
+                  | Callable[[list[Any]], Mapping[Any, T]],
+                  **options: Any) -> KeyClass[T]:
         """:meth:`TieredCache.key_class <cachelab.tiered.TieredCache.key_class>`; the loader
         may be ``async def`` (run on the calling loop) or synchronous (run in a worker)."""
         return self.cache.key_class(name, loader, **options)

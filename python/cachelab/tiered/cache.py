@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from cachelab.errors import ServerError, UsageError
@@ -156,7 +156,8 @@ class TieredCache:
     def key_class(
         self,
         name: str,
-        loader: Callable[[list[Any]], Mapping[Any, T]],
+        loader: Callable[[list[Any]], Mapping[Any, T]]
+        | Callable[[list[Any]], Awaitable[Mapping[Any, T]]],
         *,
         codec: str = "msgpack",
         compression: str = "none",
