@@ -82,14 +82,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         core = _core.Client(mc.address)
         value = os.urandom(1000)
 
-        l1_cache = TieredCache(MemcachedTier(mc.address), LRUMemory(max_items=1000))
+        l1_cache = TieredCache(MemcachedTier(mc.address), LRUMemory(max_items=1000),
+                               prefix="bench-l1")
         l1_kc = l1_cache.key_class("item", lambda ids: {i: {"id": i} for i in ids})
         l1_cache.get(l1_kc, 1)
         scope = l1_cache.request()
         scope.get(l1_kc, 1)
         plain = {1: {"id": 1}}
 
-        l2_cache = TieredCache(MemcachedTier(mc.address), None)
+        l2_cache = TieredCache(MemcachedTier(mc.address), None, prefix="bench-l2")
         l2_kc = l2_cache.key_class("blob", lambda ids: {}, codec="raw")
         idents = list(range(100))
         for i in idents:

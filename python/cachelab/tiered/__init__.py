@@ -13,11 +13,14 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
 * :mod:`~cachelab.tiered.keys` — key classes, memcached keys, namespace versions;
 * :mod:`~cachelab.tiered.flight` — stampede protection: single flight and leases;
 * :mod:`~cachelab.tiered.scope` — the request scope (:class:`RequestScope`);
-* :mod:`~cachelab.tiered.cache` — :class:`TieredCache`, which composes them.
+* :mod:`~cachelab.tiered.cache` — :class:`TieredCache`, which composes them;
+* :mod:`~cachelab.tiered.decorators` — ``@cache.cached`` and ``@cache.cached_many``;
+* :mod:`~cachelab.tiered.aio` — :class:`AsyncTieredCache`, the asyncio API.
 """
 
 from __future__ import annotations
 
+from cachelab.tiered.aio import AsyncTieredCache
 from cachelab.tiered.backends import Lease, MemcachedTier, PymemcacheTier, Tier, ValueTooLarge
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.cache import KeyClass, Loader, RequestScope, TieredCache
@@ -28,6 +31,8 @@ from cachelab.tiered.codecs import (
     UnencodableValue,
     ValueFormat,
 )
+from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, Cached, CachedMany
+from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
 from cachelab.tiered.stats import BreakerStats, TierStats
 
@@ -35,7 +40,12 @@ __all__ = [
     "CODECS",
     "COMPRESSORS",
     "MISS",
+    "AsyncCached",
+    "AsyncCachedMany",
+    "AsyncTieredCache",
     "BreakerStats",
+    "Cached",
+    "CachedMany",
     "CircuitBreaker",
     "CorruptValue",
     "FixedMemory",
@@ -46,6 +56,7 @@ __all__ = [
     "MemcachedTier",
     "Memory",
     "PymemcacheTier",
+    "RandomPrefixWarning",
     "RequestScope",
     "Tier",
     "TieredCache",

@@ -61,14 +61,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable, Iterable
-from typing import Any
+import warnings
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import Any, TypeVar, overload
 
 from cachelab.errors import ServerError, ServerUnreachable, UsageError
+from cachelab.tiered.asyncbridge import sync_loader
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
+from cachelab.tiered.decorators import Cached, CachedMany, cached, cached_many
 from cachelab.tiered.flight import SingleFlight, fill, l2_failed
-from cachelab.tiered.keys import KeyClass, Keyring, Loader
+from cachelab.tiered.keys import KeyClass, Keyring, Loader, RandomPrefixWarning, with_ttl
 from cachelab.tiered.memory import MISS, LRUMemory, Memory
 from cachelab.tiered.scope import NOT_FOUND, RequestScope
 from cachelab.tiered.stats import BreakerStats, TierStats
@@ -77,6 +80,8 @@ __all__ = ["KeyClass", "Loader", "RequestScope", "TieredCache"]
 
 _now_ns = time.perf_counter_ns
 _monotonic = time.monotonic
+T = TypeVar("T")
+D = TypeVar("D")
 
 
 class TieredCache:
@@ -85,7 +90,8 @@ class TieredCache:
     :class:`PymemcacheTier`), with loaders per key class.
 
     ``prefix`` starts every memcached key; without it a unique one is made for this object
-    (``cachelab:<12 hex>``), right for tests and benchmarks — give a stable one in production.
+    (``cachelab:<12 hex>``), right for tests and benchmarks — give a stable one in production
+    (with an L2 and no ``prefix``, a :class:`~cachelab.tiered.RandomPrefixWarning` says so).
     """
 
     def __init__(
@@ -102,6 +108,11 @@ class TieredCache:
         write_errors: str = "swallow",
     ) -> None:
         keys = Keyring(prefix, ns_refresh)  # checks the prefix
+        if prefix is None and l2 is not None:
+            warnings.warn(
+                f"TieredCache without prefix= uses a random one ({keys.prefix!r}): no other "
+                "process, nor this one after a restart, shares its memcached entries; "
+                "pass a stable prefix (e.g. your app's name)", RandomPrefixWarning, stacklevel=2)
         if lease_ttl < 1 or (lease_wait is not None and lease_wait < 0) or ns_refresh < 0:
             raise UsageError("lease_ttl must be >= 1 s; lease_wait and ns_refresh >= 0")
         if write_errors not in ("swallow", "raise"):
@@ -174,7 +185,8 @@ class TieredCache:
     def key_class(
         self,
         name: str,
-        loader: Loader,
+        loader: Callable[[list[Any]], Mapping[Any, T]]
+        | Callable[[list[Any]], Awaitable[Mapping[Any, T]]],
         *,
         codec: str = "msgpack",
         compression: str = "none",
@@ -182,11 +194,13 @@ class TieredCache:
         ttl: int = 3600,
         l1: bool = True,
         namespace: str | None = None,
-    ) -> KeyClass:
+    ) -> KeyClass[T]:
         """Registers a key class: its loader, codec (``raw``, ``msgpack``, ``orjson``, or
         ``pickle`` — opt-in, it executes what it reads), compression (``none``, ``zlib``,
         ``zstd``, ``lz4``) for encoded values of at least ``threshold`` bytes, memcached TTL in
-        seconds, whether L1 may hold it, and an optional versioned ``namespace``."""
+        seconds, whether L1 may hold it, and an optional versioned ``namespace``. The loader
+        may be a coroutine function (``async def``): see :mod:`cachelab.tiered.aio`."""
+        loader = sync_loader(loader)
         return self._keys.register(name, loader, codec, compression, threshold, ttl, l1,
                                    namespace)
 
@@ -211,9 +225,18 @@ class TieredCache:
         """A request scope: every key is fetched at most once within it."""
         return RequestScope(self)
 
-    def get(self, kc: KeyClass, ident: Any, default: Any = None) -> Any:
+    @overload
+    def get(self, kc: KeyClass[T], ident: Any, default: None = None, *,
+            ttl: int | None = None) -> T | None: ...
+    @overload
+    def get(self, kc: KeyClass[T], ident: Any, default: D, *,
+            ttl: int | None = None) -> T | D: ...
+
+    def get(self, kc: KeyClass[T], ident: Any, default: Any = None, *,
+            ttl: int | None = None) -> Any:
         """The object for ``ident``: L1, else memcached, else the loader; ``default`` if the
-        loader does not know it."""
+        loader does not know it. ``ttl`` (seconds) replaces the class's memcached TTL for a
+        value this call loads."""
         hot = self._hot
         if hot is not None and kc.plain_l1:
             # LRUMemory.get inlined: the hit path is most of what an L1 hit costs.
@@ -240,21 +263,37 @@ class TieredCache:
                 if v is not MISS:
                     self.l1_stats.hits += 1
                     return v
-        found = self._lookup(kc, [ident], None)
+        found = self._lookup(with_ttl(kc, ttl), [ident], None)
         return found.get(ident, default)
 
-    def get_many(self, kc: KeyClass, idents: Iterable[Any]) -> dict[Any, Any]:
-        """{ident: object} for the idents found; one memcached round trip for L1's misses."""
-        return self._lookup(kc, list(idents), None)
+    def get_many(self, kc: KeyClass[T], idents: Iterable[Any], *,
+                 ttl: int | None = None) -> dict[Any, T]:
+        """{ident: object} for the idents found; one memcached round trip for L1's misses.
+        ``ttl`` as in :meth:`get`."""
+        return self._lookup(with_ttl(kc, ttl), list(idents), None)
+
+    # -- decorators (cachelab.tiered.decorators) ----------------------------------------------
+
+    def cached(self, name: str | None = None, **options: Any) -> Callable[..., Cached]:
+        """``@cache.cached(...)``: caches a function by its arguments; see
+        :func:`cachelab.tiered.decorators.cached`."""
+        return cached(self, name, **options)
+
+    def cached_many(self, name: str | None = None, **options: Any) -> Callable[..., CachedMany]:
+        """``@cache.cached_many(...)``: a function of a list of idents returning
+        ``{ident: value}``, read through :meth:`get_many`; see
+        :func:`cachelab.tiered.decorators.cached_many`."""
+        return cached_many(self, name, **options)
 
     # -- writes -------------------------------------------------------------------------------
 
-    def put(self, kc: KeyClass, ident: Any, obj: Any) -> None:
-        """Writes through: memcached (plain set) and this process's L1. Once it returns, no
-        read in this process sees an older value (fills under way are not admitted to L1,
-        threads waiting on them fetch again). When memcached cannot take the set (breaker
-        open, error, timeout) the key's delete is queued instead and, by default
-        (``write_errors="swallow"``), nothing is raised."""
+    def put(self, kc: KeyClass[T], ident: Any, obj: T, ttl: int | None = None) -> None:
+        """Writes through: memcached (plain set, with ``ttl`` seconds if given, else the
+        class's) and this process's L1. Once it returns, no read in this process sees an older
+        value (fills under way are not admitted to L1, threads waiting on them fetch again).
+        When memcached cannot take the set (breaker open, error, timeout) the key's delete is
+        queued instead and, by default (``write_errors="swallow"``), nothing is raised."""
+        kc = with_ttl(kc, ttl)
         enc = kc.format.encode(obj)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)

@@ -27,8 +27,8 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
 
 import cachelab._core as _core
 from cachelab.errors import ServerError, UsageError
@@ -36,10 +36,14 @@ from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.codecs import ValueFormat
 
-__all__ = ["KeyClass", "Keyring", "Loader", "ident_text"]
+__all__ = ["KeyClass", "Keyring", "Loader", "RandomPrefixWarning", "ident_text"]
+
+#: The type of a key class's values (what its loader returns per ident).
+T = TypeVar("T")
 
 #: ``loader(idents) -> {ident: object}``; idents it leaves out are "not found" (not cached).
-Loader = Callable[[list[Any]], Mapping[Any, Any]]
+#: Generic in the value type: ``Loader[User]``; plain ``Loader`` is ``Loader[Any]``.
+Loader = Callable[[list[Any]], Mapping[Any, T]]
 
 _SAFE = re.compile(r"[A-Za-z0-9_.\-:/]+")
 _NAME = re.compile(r"[A-Za-z0-9_\-]{1,40}")
@@ -88,12 +92,13 @@ def _sized(text: str) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class KeyClass:
+class KeyClass(Generic[T]):
     """A family of keys with one loader, one value format, one TTL. Made by
-    :meth:`TieredCache.key_class <cachelab.tiered.TieredCache.key_class>`."""
+    :meth:`TieredCache.key_class <cachelab.tiered.TieredCache.key_class>`; generic in the
+    loader's value type, so ``cache.get(users, 1)`` is typed ``User | None``."""
 
     name: str
-    loader: Loader
+    loader: Loader[T]
     format: ValueFormat
     ttl: int
     l1: bool
@@ -106,6 +111,25 @@ class KeyClass:
 
     def __repr__(self) -> str:
         return f"KeyClass({self.name!r}, {self.format!r}, ttl={self.ttl}, l1={self.l1})"
+
+
+class RandomPrefixWarning(UserWarning):
+    """A cache with a memcached tier was made without ``prefix``: its keys start with a random
+    one, so no other process (nor this one after a restart) shares its entries."""
+
+
+def with_ttl(kc: KeyClass[T], ttl: int | None) -> KeyClass[T]:
+    """``kc``, or a copy that stores with ``ttl`` (same name, loader, format, keys)."""
+    if ttl is None or ttl == kc.ttl:
+        return kc
+    check_ttl(ttl)
+    return replace(kc, ttl=ttl)
+
+
+def check_ttl(ttl: int) -> None:
+    """Raises UsageError unless ``ttl`` is a memcached TTL this library accepts."""
+    if not 0 <= ttl <= 30 * 86400:
+        raise UsageError(f"ttl must be 0 (none) to 30 days in seconds, got {ttl!r}")
 
 
 class Keyring:
@@ -131,9 +155,9 @@ class Keyring:
     # -- key classes --------------------------------------------------------------------------
 
     def register(
-        self, name: str, loader: Loader, codec: str, compression: str, threshold: int,
+        self, name: str, loader: Loader[T], codec: str, compression: str, threshold: int,
         ttl: int, l1: bool, namespace: str | None,
-    ) -> KeyClass:
+    ) -> KeyClass[T]:
         """A new key class (see :meth:`cachelab.tiered.TieredCache.key_class`)."""
         if not _NAME.fullmatch(name):
             raise UsageError(f"key class name {name!r}: 1-40 letters, digits, _ or -")
@@ -141,8 +165,7 @@ class Keyring:
             raise UsageError(f"namespace {namespace!r}: 1-40 letters, digits, _ or -")
         if name in self.classes:
             raise UsageError(f"key class {name!r} is already registered")
-        if not 0 <= ttl <= 30 * 86400:
-            raise UsageError(f"ttl must be 0 (none) to 30 days in seconds, got {ttl}")
+        check_ttl(ttl)
         kc = KeyClass(name, loader, ValueFormat(codec, compression, threshold), ttl, l1,
                       namespace)
         self.classes[name] = kc
