@@ -339,3 +339,20 @@ def test_hist_bad_input() -> None:
     for p in (-1.0, 100.1, math.nan):
         with pytest.raises(ValueError):
             _core.hist_percentiles(h, [p])
+
+
+def test_delete_many_is_one_pipelined_round_trip(memcached: PrivateMemcached) -> None:
+    """``delete_many`` answers per key (existed or not), in order, in one write: the server
+    counts the deletes, and a key injected with a newline is refused before anything is sent."""
+    c = _core.Client(memcached.address)
+    prefix = f"dm:{os.getpid()}:{time.monotonic_ns()}"
+    keys = [f"{prefix}:{i}" for i in range(300)]
+    for k in keys[::2]:
+        c.set(k, b"v")
+    before = int(dict(c.stats())["delete_hits"])
+    assert c.delete_many(keys) == [i % 2 == 0 for i in range(300)]
+    assert int(dict(c.stats())["delete_hits"]) - before == 150
+    assert c.get_multi(keys) == {}
+    with pytest.raises(errors.InvalidKey):
+        c.delete_many([f"{prefix}:ok", "bad\r\nflush_all"])
+    assert c.delete_many([]) == []

@@ -54,6 +54,8 @@ impl BlockingConnection {
         fn set(&mut self, key: &Key, data: Bytes, flags: u32, exptime: u32) -> bool;
         fn add(&mut self, key: &Key, data: Bytes, flags: u32, exptime: u32) -> bool;
         fn delete(&mut self, key: &Key) -> bool;
+        /// See [`Connection::delete_many`].
+        fn delete_many(&mut self, keys: &[Key]) -> Vec<bool>;
         fn touch(&mut self, key: &Key, exptime: u32) -> bool;
         fn incr(&mut self, key: &Key, delta: u64) -> Option<u64>;
         fn decr(&mut self, key: &Key, delta: u64) -> Option<u64>;

@@ -349,6 +349,24 @@ impl Connection {
         }
     }
 
+    /// `delete` of many keys in one pipelined write (one round trip): per key, true when it
+    /// existed. An error reply for any key is that key's error, as for [`Connection::delete`].
+    pub async fn delete_many(&mut self, keys: &[Key]) -> Result<Vec<bool>, Error> {
+        let cmds: Vec<Command> = keys.iter().cloned().map(Command::Delete).collect();
+        self.pipeline(&cmds)
+            .await?
+            .into_iter()
+            .map(|r| match r {
+                Response::Deleted => Ok(true),
+                Response::NotFound => Ok(false),
+                Response::Error => Err(Error::UnknownCommand),
+                Response::ClientError(m) => Err(Error::ClientError(m)),
+                Response::ServerError(m) => Err(Error::ServerError(m)),
+                r => Err(Error::unexpected("delete", &r)),
+            })
+            .collect()
+    }
+
     /// `touch`: true when the key existed.
     pub async fn touch(&mut self, key: &Key, exptime: u32) -> Result<bool, Error> {
         match self

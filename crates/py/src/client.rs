@@ -212,6 +212,15 @@ impl Client {
         self.with(py, |c| c.delete(&k))
     }
 
+    /// `delete` of many keys, pipelined in one round trip: per key, True when it existed.
+    fn delete_many(&mut self, py: Python<'_>, keys: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<bool>> {
+        let ks = keys
+            .iter()
+            .map(|k| self::key(py, k))
+            .collect::<PyResult<Vec<Key>>>()?;
+        self.with(py, |c| c.delete_many(&ks))
+    }
+
     /// `touch`: True when the key existed.
     fn touch(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>, exptime: u32) -> PyResult<bool> {
         let k = self::key(py, key)?;
