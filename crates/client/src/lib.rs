@@ -12,6 +12,7 @@
 mod address;
 mod blocking;
 mod error;
+pub mod pool;
 pub mod tls;
 
 use std::time::Duration;

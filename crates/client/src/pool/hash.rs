@@ -1,0 +1,165 @@
+//! The hash functions production memcached clients place keys with, written from their
+//! specifications: MD5 (RFC 1321; ketama), Bob Jenkins' one-at-a-time (libmemcached's default
+//! key hash) and MurmurHash3 x86_32 (pymemcache's rendezvous hash).
+
+use std::sync::OnceLock;
+
+/// Per-round left-rotation amounts of MD5, four per round.
+const SHIFTS: [[u32; 4]; 4] = [[7, 12, 17, 22], [5, 9, 14, 20], [4, 11, 16, 23], [6, 10, 15, 21]];
+
+/// MD5's 64 additive constants: the integer part of |sin(i + 1)| * 2^32 (RFC 1321, 3.4).
+fn md5_constants() -> &'static [u32; 64] {
+    static K: OnceLock<[u32; 64]> = OnceLock::new();
+    K.get_or_init(|| {
+        let mut k = [0u32; 64];
+        for (i, v) in k.iter_mut().enumerate() {
+            *v = ((i as f64 + 1.0).sin().abs() * 4_294_967_296.0).floor() as u32;
+        }
+        k
+    })
+}
+
+/// The 16-byte MD5 digest of `data`.
+pub fn md5(data: &[u8]) -> [u8; 16] {
+    let k = md5_constants();
+    let mut state: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
+    // The message, a 0x80 byte, zeros up to 56 mod 64, then the length in bits (little endian).
+    let mut msg = Vec::with_capacity(data.len() + 72);
+    msg.extend_from_slice(data);
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&((data.len() as u64).wrapping_mul(8)).to_le_bytes());
+    for block in msg.chunks_exact(64) {
+        let mut m = [0u32; 16];
+        for (w, bytes) in m.iter_mut().zip(block.chunks_exact(4)) {
+            *w = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        }
+        let [mut a, mut b, mut c, mut d] = state;
+        for i in 0..64 {
+            let (f, g) = match i / 16 {
+                0 => ((b & c) | (!b & d), i),
+                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
+                2 => (b ^ c ^ d, (3 * i + 5) % 16),
+                _ => (c ^ (b | !d), (7 * i) % 16),
+            };
+            let sum = f.wrapping_add(a).wrapping_add(k[i]).wrapping_add(m[g]);
+            a = d;
+            d = c;
+            c = b;
+            b = b.wrapping_add(sum.rotate_left(SHIFTS[i / 16][i % 4]));
+        }
+        for (s, v) in state.iter_mut().zip([a, b, c, d]) {
+            *s = s.wrapping_add(v);
+        }
+    }
+    let mut out = [0u8; 16];
+    for (chunk, s) in out.chunks_exact_mut(4).zip(state) {
+        chunk.copy_from_slice(&s.to_le_bytes());
+    }
+    out
+}
+
+/// Bytes `4 * n .. 4 * n + 4` of `digest` as a little-endian number: ketama's point `n` of a
+/// digest (libmemcached reads the key's hash the same way, with `n = 0`).
+pub fn digest_word(digest: &[u8; 16], n: usize) -> u32 {
+    u32::from_le_bytes([digest[4 * n], digest[4 * n + 1], digest[4 * n + 2], digest[4 * n + 3]])
+}
+
+/// Jenkins' one-at-a-time hash as libmemcached computes it: each byte is read as a C `char`,
+/// which is signed on the platforms it ships for, so bytes >= 0x80 are sign-extended.
+pub fn one_at_a_time(data: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &byte in data {
+        h = h.wrapping_add(byte as i8 as i32 as u32);
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+    }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h.wrapping_add(h << 15)
+}
+
+/// MurmurHash3, x86 32-bit variant, of `data` with `seed`.
+pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
+    const C1: u32 = 0xcc9e_2d51;
+    const C2: u32 = 0x1b87_3593;
+    let mix = |k: u32| k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+    let mut h = seed;
+    let mut blocks = data.chunks_exact(4);
+    for b in &mut blocks {
+        h ^= mix(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        let mut k = 0u32;
+        for (i, &byte) in tail.iter().enumerate() {
+            k |= u32::from(byte) << (8 * i);
+        }
+        h ^= mix(k);
+    }
+    h ^= data.len() as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(d: &[u8]) -> String {
+        d.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn md5_matches_the_rfc_1321_test_suite() {
+        let cases: [(&str, &str); 7] = [
+            ("", "d41d8cd98f00b204e9800998ecf8427e"),
+            ("a", "0cc175b9c0f1b6a831c399e269772661"),
+            ("abc", "900150983cd24fb0d6963f7d28e17f72"),
+            ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
+            ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            (
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+                "d174ab98d277d9f5a5611c2c9f419d9f",
+            ),
+            (
+                "12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+                "57edf4a22be3c955ac49da2e2107b67a",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(hex(&md5(input.as_bytes())), want, "md5({input:?})");
+        }
+    }
+
+    #[test]
+    fn murmur3_matches_published_vectors() {
+        assert_eq!(murmur3_32(b"", 0), 0);
+        assert_eq!(murmur3_32(b"", 1), 0x514e_28b7);
+        assert_eq!(murmur3_32(b"", 0xffff_ffff), 0x81f1_6f39);
+        assert_eq!(murmur3_32(&[0xff, 0xff, 0xff, 0xff], 0), 0x7629_3b50);
+        assert_eq!(murmur3_32(&[0x21, 0x43, 0x65, 0x87], 0), 0xf55b_516b);
+        assert_eq!(murmur3_32(&[0x21, 0x43, 0x65], 0), 0x7e4a_8634);
+        assert_eq!(murmur3_32(&[0x21], 0), 0x7266_1cf4);
+        assert_eq!(murmur3_32(b"Hello, world!", 1234), 0xfaf6_cdb3);
+    }
+
+    #[test]
+    fn one_at_a_time_sign_extends_high_bytes_like_libmemcached() {
+        assert_eq!(one_at_a_time(b""), 0);
+        // A byte >= 0x80 is not the same as its unsigned value added in.
+        let mut h: u32 = 0x80;
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+        h = h.wrapping_add(h << 3);
+        h ^= h >> 11;
+        h = h.wrapping_add(h << 15);
+        assert_ne!(one_at_a_time(&[0x80]), h);
+    }
+}

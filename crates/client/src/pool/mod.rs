@@ -1,0 +1,351 @@
+//! Which server of a pool a key lives on, computed exactly as production clients compute it.
+//! Pure functions, no I/O.
+//!
+//! - [`Kind::Ketama`]: libmemcached's weighted ketama (`MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED`,
+//!   what pylibmc's `ketama_weighted` behaviour selects): each server gets
+//!   `floor(weight / total * 160 / 4 * servers) * 4` points (computed in single precision, as
+//!   libmemcached does), four per MD5 digest of `host:port-i` (`host-i` on port 11211); a key's
+//!   hash is the first four bytes of its MD5, little endian, and it belongs to the first point
+//!   at or after that hash, wrapping round.
+//! - [`Kind::Rendezvous`]: pymemcache's `HashClient` default (`RendezvousHash`): the server
+//!   whose `murmur3_32("host:port-key")` is highest, ties to the greater name.
+//! - [`Kind::Modula`]: libmemcached's default distribution: one-at-a-time(key) % servers.
+
+pub mod hash;
+
+use std::fmt;
+
+use hash::{digest_word, md5, murmur3_32, one_at_a_time};
+
+/// memcached's default port: libmemcached names ketama points `host-i` on it, not `host:port-i`.
+const DEFAULT_PORT: u16 = 11211;
+/// Points per server of weighted ketama, before weighting (`MEMCACHED_POINTS_PER_SERVER_KETAMA`).
+const KETAMA_POINTS: f32 = 160.0;
+/// Points taken from one MD5 digest.
+const POINTS_PER_DIGEST: usize = 4;
+
+/// One member of a pool: `host:port` with a weight (1 unless given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    pub host: String,
+    pub port: u16,
+    pub weight: u32,
+}
+
+impl Server {
+    /// Parses `host:port[:weight]`; an IPv6 host is written in brackets, `[::1]:11211:2`.
+    pub fn parse(spec: &str) -> Result<Server, PoolError> {
+        let bad = |why: &str| PoolError(format!("server {spec:?}: {why}"));
+        let spec_t = spec.trim();
+        let (host, rest) = if let Some(inner) = spec_t.strip_prefix('[') {
+            let end = inner
+                .find(']')
+                .ok_or_else(|| bad("an IPv6 host needs its closing ']'"))?;
+            let rest = inner[end + 1..]
+                .strip_prefix(':')
+                .ok_or_else(|| bad("expected host:port[:weight]"))?;
+            (&inner[..end], rest)
+        } else {
+            spec_t
+                .split_once(':')
+                .ok_or_else(|| bad("expected host:port[:weight]"))?
+        };
+        if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c == '/') {
+            return Err(bad("the host is empty or not a host name"));
+        }
+        let (port, weight) = match rest.split_once(':') {
+            Some((p, w)) => (p, Some(w)),
+            None => (rest, None),
+        };
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| bad(&format!("port {port:?} is not a number from 1 to 65535")))?;
+        let weight = match weight {
+            None => 1,
+            Some(w) => w
+                .parse::<u32>()
+                .ok()
+                .filter(|&w| (1..=1_000_000).contains(&w))
+                .ok_or_else(|| bad(&format!("weight {w:?} is not a number from 1 to 1000000")))?,
+        };
+        Ok(Server {
+            host: host.to_string(),
+            port,
+            weight,
+        })
+    }
+
+    /// `host:port` as clients name the server (no brackets, as pymemcache and libmemcached
+    /// build the strings they hash).
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        write!(f, "{host}:{}", self.port)?;
+        if self.weight != 1 {
+            write!(f, ":{}", self.weight)?;
+        }
+        Ok(())
+    }
+}
+
+/// A pool or server spec that cannot be used, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolError(pub String);
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PoolError {}
+
+/// How keys are spread over the servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Ketama,
+    Rendezvous,
+    Modula,
+}
+
+impl Kind {
+    pub const NAMES: [&'static str; 3] = ["ketama", "rendezvous", "modula"];
+
+    pub fn parse(name: &str) -> Result<Kind, PoolError> {
+        match name {
+            "ketama" => Ok(Kind::Ketama),
+            "rendezvous" => Ok(Kind::Rendezvous),
+            "modula" => Ok(Kind::Modula),
+            _ => Err(PoolError(format!(
+                "unknown distribution {name:?}: expected one of {}",
+                Kind::NAMES.join(", ")
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Ketama => "ketama",
+            Kind::Rendezvous => "rendezvous",
+            Kind::Modula => "modula",
+        }
+    }
+}
+
+/// A pool's key -> server map.
+#[derive(Debug, Clone)]
+pub struct Distribution {
+    kind: Kind,
+    servers: Vec<Server>,
+    /// Ketama's continuum: (point, server index), sorted.
+    continuum: Vec<(u32, usize)>,
+    /// Rendezvous: each server's `host:port`.
+    names: Vec<String>,
+}
+
+impl Distribution {
+    /// The map for `servers`, in the order given (clients do not sort them by default).
+    /// Weights other than 1 are refused by `rendezvous` and `modula`, which ignore them.
+    pub fn new(kind: Kind, servers: Vec<Server>) -> Result<Distribution, PoolError> {
+        if servers.is_empty() {
+            return Err(PoolError("a pool needs at least one server".into()));
+        }
+        for (i, s) in servers.iter().enumerate() {
+            if servers[..i]
+                .iter()
+                .any(|o| o.host == s.host && o.port == s.port)
+            {
+                return Err(PoolError(format!("server {} is listed twice", s.name())));
+            }
+            if s.weight != 1 && kind != Kind::Ketama {
+                return Err(PoolError(format!(
+                    "server {s}: {} ignores weights (only ketama honours them)",
+                    kind.name()
+                )));
+            }
+        }
+        let continuum = if kind == Kind::Ketama {
+            ketama_continuum(&servers)
+        } else {
+            Vec::new()
+        };
+        let names = servers.iter().map(Server::name).collect();
+        Ok(Distribution {
+            kind,
+            servers,
+            continuum,
+            names,
+        })
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn servers(&self) -> &[Server] {
+        &self.servers
+    }
+
+    /// Ketama's points per server (empty for the other kinds).
+    pub fn points(&self) -> Vec<usize> {
+        let mut n = vec![0; if self.continuum.is_empty() { 0 } else { self.servers.len() }];
+        for &(_, i) in &self.continuum {
+            n[i] += 1;
+        }
+        n
+    }
+
+    /// The index in [`Distribution::servers`] of the server that holds `key`.
+    pub fn server_for(&self, key: &[u8]) -> usize {
+        if self.servers.len() == 1 {
+            return 0;
+        }
+        match self.kind {
+            Kind::Ketama => {
+                let h = digest_word(&md5(key), 0);
+                let at = self.continuum.partition_point(|&(point, _)| point < h);
+                self.continuum.get(at).unwrap_or(&self.continuum[0]).1
+            }
+            Kind::Modula => (one_at_a_time(key) as usize) % self.servers.len(),
+            Kind::Rendezvous => {
+                let mut best: Option<(u32, usize)> = None;
+                let mut text = Vec::with_capacity(64);
+                for (i, name) in self.names.iter().enumerate() {
+                    text.clear();
+                    text.extend_from_slice(name.as_bytes());
+                    text.push(b'-');
+                    text.extend_from_slice(key);
+                    let score = murmur3_32(&text, 0);
+                    let wins = match best {
+                        None => true,
+                        Some((s, j)) => score > s || (score == s && *name > self.names[j]),
+                    };
+                    if wins {
+                        best = Some((score, i));
+                    }
+                }
+                best.map_or(0, |(_, i)| i)
+            }
+        }
+    }
+}
+
+/// libmemcached's weighted ketama continuum, sorted by point then server index.
+fn ketama_continuum(servers: &[Server]) -> Vec<(u32, usize)> {
+    let total: u64 = servers.iter().map(|s| u64::from(s.weight.max(1))).sum();
+    let live = servers.len() as f32;
+    let mut points = Vec::new();
+    for (index, s) in servers.iter().enumerate() {
+        // Single precision throughout, in libmemcached's order of operations.
+        let pct = s.weight.max(1) as f32 / total as f32;
+        let per_server = ((pct * KETAMA_POINTS / 4.0 * live + 1e-10_f32).floor() as usize) * 4;
+        for i in 0..per_server / POINTS_PER_DIGEST {
+            let name = if s.port == DEFAULT_PORT {
+                format!("{}-{i}", s.host)
+            } else {
+                format!("{}:{}-{i}", s.host, s.port)
+            };
+            let digest = md5(name.as_bytes());
+            for n in 0..POINTS_PER_DIGEST {
+                points.push((digest_word(&digest, n), index));
+            }
+        }
+    }
+    points.sort_unstable();
+    points
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(kind: Kind, specs: &[&str]) -> Distribution {
+        let servers = specs.iter().map(|s| Server::parse(s).unwrap()).collect();
+        Distribution::new(kind, servers).unwrap()
+    }
+
+    #[test]
+    fn server_specs_parse_with_and_without_weight() {
+        let s = Server::parse("10.0.0.1:11211").unwrap();
+        assert_eq!((s.host.as_str(), s.port, s.weight), ("10.0.0.1", 11211, 1));
+        let s = Server::parse("cache-a:11212:3").unwrap();
+        assert_eq!((s.host.as_str(), s.port, s.weight), ("cache-a", 11212, 3));
+        let s = Server::parse("[::1]:11213:2").unwrap();
+        assert_eq!((s.host.as_str(), s.port, s.weight), ("::1", 11213, 2));
+        assert_eq!(s.to_string(), "[::1]:11213:2");
+        for bad in ["host", ":11211", "h:0", "h:70000", "h:1:0", "h:1:x", "[::1", "h:1:2:3"] {
+            let e = Server::parse(bad).unwrap_err();
+            assert!(e.0.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn pools_refuse_duplicates_and_weights_that_would_be_ignored() {
+        let twice = vec![Server::parse("a:1").unwrap(), Server::parse("a:1:2").unwrap()];
+        assert!(Distribution::new(Kind::Ketama, twice).is_err());
+        let weighted = vec![Server::parse("a:1:2").unwrap(), Server::parse("b:1").unwrap()];
+        assert!(Distribution::new(Kind::Modula, weighted.clone()).is_err());
+        assert!(Distribution::new(Kind::Rendezvous, weighted.clone()).is_err());
+        assert!(Distribution::new(Kind::Ketama, weighted).is_ok());
+        assert!(Distribution::new(Kind::Ketama, vec![]).is_err());
+    }
+
+    #[test]
+    fn ketama_gives_160_points_a_server_scaled_by_weight() {
+        let d = pool(Kind::Ketama, &["a:1", "b:1", "c:1"]);
+        assert_eq!(d.points(), vec![160, 160, 160]);
+        // 1/4 of 2 servers' 320 points = 80; 3/4 = 240.
+        let d = pool(Kind::Ketama, &["a:1:1", "b:1:3"]);
+        assert_eq!(d.points(), vec![80, 240]);
+        // 1/3 of 480 = 160 exactly; the epsilon keeps floor from rounding it down to 156.
+        let d = pool(Kind::Ketama, &["a:1:1", "b:1:1", "c:1:1"]);
+        assert_eq!(d.points().iter().sum::<usize>(), 480);
+    }
+
+    #[test]
+    fn every_kind_spreads_keys_over_every_server() {
+        for kind in [Kind::Ketama, Kind::Rendezvous, Kind::Modula] {
+            let d = pool(kind, &["a:11211", "b:11211", "c:11212", "d:11213"]);
+            let mut seen = [0usize; 4];
+            for i in 0..4000 {
+                seen[d.server_for(format!("key:{i}").as_bytes())] += 1;
+            }
+            for n in seen {
+                assert!((600..1400).contains(&n), "{kind:?}: {seen:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_server_takes_every_key() {
+        for kind in [Kind::Ketama, Kind::Rendezvous, Kind::Modula] {
+            let d = pool(kind, &["a:1"]);
+            assert_eq!(d.server_for(b"anything"), 0);
+        }
+    }
+
+    #[test]
+    fn ketama_moves_few_keys_when_a_server_joins() {
+        let three = pool(Kind::Ketama, &["a:1", "b:1", "c:1"]);
+        let four = pool(Kind::Ketama, &["a:1", "b:1", "c:1", "d:1"]);
+        let moved = (0..4000)
+            .filter(|i| {
+                let k = format!("k{i}");
+                let (before, after) = (three.server_for(k.as_bytes()), four.server_for(k.as_bytes()));
+                after != 3 && after != before
+            })
+            .count();
+        assert!(moved < 100, "{moved} keys moved between old servers");
+    }
+}
