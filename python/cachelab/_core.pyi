@@ -206,3 +206,27 @@ def usl_predict(
 ) -> list[dict[str, Any]]: ...
 def usl_methods() -> list[tuple[str, str]]: ...
 def t_quantile(p: float, df: float) -> float: ...
+
+# -- Pools (crates/py/src/pool.rs) --------------------------------------------------------
+
+def parse_server(spec: str) -> tuple[str, int, int]:
+    """``host:port[:weight]`` -> (host, port, weight); raises UsageError naming the spec."""
+
+class Distribution:
+    """A pool's key -> server map: ``Distribution("ketama", ["10.0.0.1:11211:2", ...])``.
+
+    ``ketama`` (libmemcached's weighted ketama), ``rendezvous`` (pymemcache's HashClient) or
+    ``modula`` (libmemcached's default). Raises UsageError for a bad kind or server list.
+    """
+
+    def __init__(self, kind: str, servers: list[str]) -> None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def servers(self) -> list[tuple[str, int, int]]: ...
+    @property
+    def points(self) -> list[int]:
+        """Ketama's points per server (empty for the other kinds)."""
+    def server_for(self, key: str | bytes) -> int:
+        """The index of the server that holds ``key``."""
+    def servers_for(self, keys: list[str | bytes]) -> list[int]: ...

@@ -29,7 +29,8 @@ CRATES = ROOT / "crates"
 LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls"),
-    ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity"),
+    ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity",
+     "cachelab.pool"),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
     ("cachelab.profiles", "cachelab.load", "cachelab.usl", "cachelab.tierbench"),
     ("cachelab.simulation", "cachelab.scale"),

@@ -8,7 +8,8 @@
 //!
 //! One file per core crate or area, each registering its own names: `client.rs` (the blocking
 //! client), `hist.rs` (histograms), `profile.rs`, `load.rs`, `request.rs` (request-level
-//! simulation), `flat.rs` (miss-ratio simulation), `usl.rs`; `tls.rs` reads TLS settings.
+//! simulation), `flat.rs` (miss-ratio simulation), `usl.rs`, `pool.rs` (key -> server
+//! distributions); `tls.rs` reads TLS settings.
 
 use pyo3::prelude::*;
 
@@ -18,6 +19,7 @@ mod errors;
 mod flat;
 mod hist;
 mod load;
+mod pool;
 mod profile;
 mod request;
 mod tls;
@@ -33,5 +35,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     load::register(m)?;
     request::register(m)?;
     usl::register(m)?;
+    pool::register(m)?;
     Ok(())
 }

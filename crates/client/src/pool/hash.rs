@@ -5,7 +5,12 @@
 use std::sync::OnceLock;
 
 /// Per-round left-rotation amounts of MD5, four per round.
-const SHIFTS: [[u32; 4]; 4] = [[7, 12, 17, 22], [5, 9, 14, 20], [4, 11, 16, 23], [6, 10, 15, 21]];
+const SHIFTS: [[u32; 4]; 4] = [
+    [7, 12, 17, 22],
+    [5, 9, 14, 20],
+    [4, 11, 16, 23],
+    [6, 10, 15, 21],
+];
 
 /// MD5's 64 additive constants: the integer part of |sin(i + 1)| * 2^32 (RFC 1321, 3.4).
 fn md5_constants() -> &'static [u32; 64] {
@@ -64,7 +69,12 @@ pub fn md5(data: &[u8]) -> [u8; 16] {
 /// Bytes `4 * n .. 4 * n + 4` of `digest` as a little-endian number: ketama's point `n` of a
 /// digest (libmemcached reads the key's hash the same way, with `n = 0`).
 pub fn digest_word(digest: &[u8; 16], n: usize) -> u32 {
-    u32::from_le_bytes([digest[4 * n], digest[4 * n + 1], digest[4 * n + 2], digest[4 * n + 3]])
+    u32::from_le_bytes([
+        digest[4 * n],
+        digest[4 * n + 1],
+        digest[4 * n + 2],
+        digest[4 * n + 3],
+    ])
 }
 
 /// Jenkins' one-at-a-time hash as libmemcached computes it: each byte is read as a C `char`,
@@ -123,7 +133,10 @@ mod tests {
             ("a", "0cc175b9c0f1b6a831c399e269772661"),
             ("abc", "900150983cd24fb0d6963f7d28e17f72"),
             ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
-            ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            (
+                "abcdefghijklmnopqrstuvwxyz",
+                "c3fcd3d76192e4007dfb496cca67e13b",
+            ),
             (
                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
                 "d174ab98d277d9f5a5611c2c9f419d9f",

@@ -8,7 +8,9 @@
 //!   hash is the first four bytes of its MD5, little endian, and it belongs to the first point
 //!   at or after that hash, wrapping round.
 //! - [`Kind::Rendezvous`]: pymemcache's `HashClient` default (`RendezvousHash`): the server
-//!   whose `murmur3_32("host:port-key")` is highest, ties to the greater name.
+//!   whose `murmur3_32("host:port-key")` is highest, ties to the greater name. pymemcache
+//!   hashes the characters of a `str` key (each code point modulo 256), so a non-ASCII key is
+//!   hashed that way here too.
 //! - [`Kind::Modula`]: libmemcached's default distribution: one-at-a-time(key) % servers.
 
 pub mod hash;
@@ -199,7 +201,14 @@ impl Distribution {
 
     /// Ketama's points per server (empty for the other kinds).
     pub fn points(&self) -> Vec<usize> {
-        let mut n = vec![0; if self.continuum.is_empty() { 0 } else { self.servers.len() }];
+        let mut n = vec![
+            0;
+            if self.continuum.is_empty() {
+                0
+            } else {
+                self.servers.len()
+            }
+        ];
         for &(_, i) in &self.continuum {
             n[i] += 1;
         }
@@ -226,7 +235,7 @@ impl Distribution {
                     text.extend_from_slice(name.as_bytes());
                     text.push(b'-');
                     text.extend_from_slice(key);
-                    let score = murmur3_32(&text, 0);
+                    let score = murmur3_32(&pymemcache_text(&text), 0);
                     let wins = match best {
                         None => true,
                         Some((s, j)) => score > s || (score == s && *name > self.names[j]),
@@ -238,6 +247,15 @@ impl Distribution {
                 best.map_or(0, |(_, i)| i)
             }
         }
+    }
+}
+
+/// The bytes pymemcache's `murmur3_32` reads from a `str`: one per character, its code point
+/// modulo 256 (the same as the UTF-8 bytes for ASCII; text that is not UTF-8 as it is).
+fn pymemcache_text(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match std::str::from_utf8(text) {
+        Ok(s) if !s.is_ascii() => s.chars().map(|c| (u32::from(c) & 0xff) as u8).collect(),
+        _ => std::borrow::Cow::Borrowed(text),
     }
 }
 
@@ -284,7 +302,9 @@ mod tests {
         let s = Server::parse("[::1]:11213:2").unwrap();
         assert_eq!((s.host.as_str(), s.port, s.weight), ("::1", 11213, 2));
         assert_eq!(s.to_string(), "[::1]:11213:2");
-        for bad in ["host", ":11211", "h:0", "h:70000", "h:1:0", "h:1:x", "[::1", "h:1:2:3"] {
+        for bad in [
+            "host", ":11211", "h:0", "h:70000", "h:1:0", "h:1:x", "[::1", "h:1:2:3",
+        ] {
             let e = Server::parse(bad).unwrap_err();
             assert!(e.0.contains(bad), "{e}");
         }
@@ -292,9 +312,15 @@ mod tests {
 
     #[test]
     fn pools_refuse_duplicates_and_weights_that_would_be_ignored() {
-        let twice = vec![Server::parse("a:1").unwrap(), Server::parse("a:1:2").unwrap()];
+        let twice = vec![
+            Server::parse("a:1").unwrap(),
+            Server::parse("a:1:2").unwrap(),
+        ];
         assert!(Distribution::new(Kind::Ketama, twice).is_err());
-        let weighted = vec![Server::parse("a:1:2").unwrap(), Server::parse("b:1").unwrap()];
+        let weighted = vec![
+            Server::parse("a:1:2").unwrap(),
+            Server::parse("b:1").unwrap(),
+        ];
         assert!(Distribution::new(Kind::Modula, weighted.clone()).is_err());
         assert!(Distribution::new(Kind::Rendezvous, weighted.clone()).is_err());
         assert!(Distribution::new(Kind::Ketama, weighted).is_ok());
@@ -342,7 +368,10 @@ mod tests {
         let moved = (0..4000)
             .filter(|i| {
                 let k = format!("k{i}");
-                let (before, after) = (three.server_for(k.as_bytes()), four.server_for(k.as_bytes()));
+                let (before, after) = (
+                    three.server_for(k.as_bytes()),
+                    four.server_for(k.as_bytes()),
+                );
                 after != 3 && after != before
             })
             .count();
