@@ -215,8 +215,9 @@ def parse_server(spec: str) -> tuple[str, int, int]:
 class Distribution:
     """A pool's key -> server map: ``Distribution("ketama", ["10.0.0.1:11211:2", ...])``.
 
-    ``ketama`` (libmemcached's weighted ketama), ``rendezvous`` (pymemcache's HashClient) or
-    ``modula`` (libmemcached's default). Raises UsageError for a bad kind or server list.
+    ``ketama`` (libmemcached's weighted ketama), ``ketama-plain`` (pylibmc's plain ``ketama``),
+    ``rendezvous`` (pymemcache's HashClient) or ``modula`` (libmemcached's default).
+    Raises UsageError for a bad kind or server list.
     """
 
     def __init__(self, kind: str, servers: list[str]) -> None: ...

@@ -2,8 +2,10 @@
 member holds a key, computed as production clients compute it (docs/pools.md).
 
 The distributions are Rust (``cachelab._core.Distribution``): ``ketama`` (libmemcached's
-weighted ketama, as pylibmc's ``ketama_weighted``), ``rendezvous`` (pymemcache's ``HashClient``)
-and ``modula`` (libmemcached's default: one-at-a-time hash modulo the member count)::
+weighted ketama, as pylibmc's ``ketama_weighted``), ``ketama-plain`` (pylibmc's plain ``ketama``
+behaviour: libmemcached's default one-at-a-time hash), ``rendezvous`` (pymemcache's
+``HashClient``) and ``modula`` (libmemcached's default: one-at-a-time hash modulo the member
+count)::
 
     pool = distribution("ketama", ["10.0.0.1:11211:2", "10.0.0.2:11211"])
     pool.server_for("user:42")       # -> 0 or 1, the index of the member
@@ -23,7 +25,7 @@ from cachelab.errors import InputError, UsageError
 __all__ = ["DISTRIBUTIONS", "Distribution", "Server", "distribution", "parse_server",
            "read_servers_file"]
 
-DISTRIBUTIONS = ("ketama", "rendezvous", "modula")
+DISTRIBUTIONS = ("ketama", "ketama-plain", "rendezvous", "modula")
 """The names ``--distribution`` takes, the default first."""
 
 Distribution = _core.Distribution

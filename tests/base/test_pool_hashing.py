@@ -70,6 +70,9 @@ CASES = [
     ("ketama", {"ketama_weighted": True}, [1, 1, 1]),
     ("ketama", {"ketama_weighted": True}, [1, 3, 2, 5]),
     ("ketama", {"ketama_weighted": True}, [7, 1, 1, 2, 4]),
+    ("ketama-plain", {"ketama": True}, [1, 1, 1]),
+    ("ketama-plain", {"ketama": True}, [1, 1, 1, 1, 1]),
+    ("ketama-plain", {"ketama": True}, [1, 2, 1, 4]),
     ("modula", {"distribution": "modula"}, [1, 1, 1]),
     ("modula", {"distribution": "modula"}, [1, 1, 1, 1, 1]),
 ]

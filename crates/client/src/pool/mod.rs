@@ -7,6 +7,11 @@
 //!   libmemcached does), four per MD5 digest of `host:port-i` (`host-i` on port 11211); a key's
 //!   hash is the first four bytes of its MD5, little endian, and it belongs to the first point
 //!   at or after that hash, wrapping round.
+//! - [`Kind::KetamaPlain`]: libmemcached's `MEMCACHED_BEHAVIOR_KETAMA` with its default hash
+//!   (pylibmc's plain `ketama` behaviour): the key's hash is one-at-a-time, and each server gets
+//!   100 points, one-at-a-time of `host:port-i`. A pool with any weight above 1 makes
+//!   libmemcached switch to the weighted continuum above, while the key hash stays
+//!   one-at-a-time.
 //! - [`Kind::Rendezvous`]: pymemcache's `HashClient` default (`RendezvousHash`): the server
 //!   whose `murmur3_32("host:port-key")` is highest, ties to the greater name. pymemcache
 //!   hashes the characters of a `str` key (each code point modulo 256), so a non-ASCII key is
@@ -23,6 +28,8 @@ use hash::{digest_word, md5, murmur3_32, one_at_a_time};
 const DEFAULT_PORT: u16 = 11211;
 /// Points per server of weighted ketama, before weighting (`MEMCACHED_POINTS_PER_SERVER_KETAMA`).
 const KETAMA_POINTS: f32 = 160.0;
+/// Points per server of unweighted ketama (`MEMCACHED_POINTS_PER_SERVER`).
+const PLAIN_POINTS: usize = 100;
 /// Points taken from one MD5 digest.
 const POINTS_PER_DIGEST: usize = 4;
 
@@ -117,16 +124,18 @@ impl std::error::Error for PoolError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Ketama,
+    KetamaPlain,
     Rendezvous,
     Modula,
 }
 
 impl Kind {
-    pub const NAMES: [&'static str; 3] = ["ketama", "rendezvous", "modula"];
+    pub const NAMES: [&'static str; 4] = ["ketama", "ketama-plain", "rendezvous", "modula"];
 
     pub fn parse(name: &str) -> Result<Kind, PoolError> {
         match name {
             "ketama" => Ok(Kind::Ketama),
+            "ketama-plain" => Ok(Kind::KetamaPlain),
             "rendezvous" => Ok(Kind::Rendezvous),
             "modula" => Ok(Kind::Modula),
             _ => Err(PoolError(format!(
@@ -139,6 +148,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Ketama => "ketama",
+            Kind::KetamaPlain => "ketama-plain",
             Kind::Rendezvous => "rendezvous",
             Kind::Modula => "modula",
         }
@@ -170,17 +180,19 @@ impl Distribution {
             {
                 return Err(PoolError(format!("server {} is listed twice", s.name())));
             }
-            if s.weight != 1 && kind != Kind::Ketama {
+            if s.weight != 1 && !matches!(kind, Kind::Ketama | Kind::KetamaPlain) {
                 return Err(PoolError(format!(
                     "server {s}: {} ignores weights (only ketama honours them)",
                     kind.name()
                 )));
             }
         }
-        let continuum = if kind == Kind::Ketama {
-            ketama_continuum(&servers)
-        } else {
-            Vec::new()
+        let continuum = match kind {
+            Kind::Ketama => ketama_continuum(&servers),
+            // libmemcached turns weighting on as soon as one server weighs more than 1.
+            Kind::KetamaPlain if servers.iter().any(|s| s.weight > 1) => ketama_continuum(&servers),
+            Kind::KetamaPlain => plain_continuum(&servers),
+            Kind::Rendezvous | Kind::Modula => Vec::new(),
         };
         let names = servers.iter().map(Server::name).collect();
         Ok(Distribution {
@@ -221,8 +233,12 @@ impl Distribution {
             return 0;
         }
         match self.kind {
-            Kind::Ketama => {
-                let h = digest_word(&md5(key), 0);
+            Kind::Ketama | Kind::KetamaPlain => {
+                let h = if self.kind == Kind::Ketama {
+                    digest_word(&md5(key), 0)
+                } else {
+                    one_at_a_time(key)
+                };
                 let at = self.continuum.partition_point(|&(point, _)| point < h);
                 self.continuum.get(at).unwrap_or(&self.continuum[0]).1
             }
@@ -259,6 +275,28 @@ fn pymemcache_text(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     }
 }
 
+/// The name libmemcached hashes for point `i` of server `s`.
+fn point_name(s: &Server, i: usize) -> String {
+    if s.port == DEFAULT_PORT {
+        format!("{}-{i}", s.host)
+    } else {
+        format!("{}:{}-{i}", s.host, s.port)
+    }
+}
+
+/// libmemcached's unweighted ketama continuum with its default hash: 100 points a server.
+fn plain_continuum(servers: &[Server]) -> Vec<(u32, usize)> {
+    let mut points: Vec<(u32, usize)> = servers
+        .iter()
+        .enumerate()
+        .flat_map(|(index, s)| {
+            (0..PLAIN_POINTS).map(move |i| (one_at_a_time(point_name(s, i).as_bytes()), index))
+        })
+        .collect();
+    points.sort_unstable();
+    points
+}
+
 /// libmemcached's weighted ketama continuum, sorted by point then server index.
 fn ketama_continuum(servers: &[Server]) -> Vec<(u32, usize)> {
     let total: u64 = servers.iter().map(|s| u64::from(s.weight.max(1))).sum();
@@ -269,12 +307,7 @@ fn ketama_continuum(servers: &[Server]) -> Vec<(u32, usize)> {
         let pct = s.weight.max(1) as f32 / total as f32;
         let per_server = ((pct * KETAMA_POINTS / 4.0 * live + 1e-10_f32).floor() as usize) * 4;
         for i in 0..per_server / POINTS_PER_DIGEST {
-            let name = if s.port == DEFAULT_PORT {
-                format!("{}-{i}", s.host)
-            } else {
-                format!("{}:{}-{i}", s.host, s.port)
-            };
-            let digest = md5(name.as_bytes());
+            let digest = md5(point_name(s, i).as_bytes());
             for n in 0..POINTS_PER_DIGEST {
                 points.push((digest_word(&digest, n), index));
             }
@@ -337,11 +370,21 @@ mod tests {
         // 1/3 of 480 = 160 exactly; the epsilon keeps floor from rounding it down to 156.
         let d = pool(Kind::Ketama, &["a:1:1", "b:1:1", "c:1:1"]);
         assert_eq!(d.points().iter().sum::<usize>(), 480);
+        // Unweighted: 100 each, until a weight above 1 switches to the weighted continuum.
+        let d = pool(Kind::KetamaPlain, &["a:1", "b:1"]);
+        assert_eq!(d.points(), vec![100, 100]);
+        let d = pool(Kind::KetamaPlain, &["a:1:1", "b:1:3"]);
+        assert_eq!(d.points(), vec![80, 240]);
     }
 
     #[test]
     fn every_kind_spreads_keys_over_every_server() {
-        for kind in [Kind::Ketama, Kind::Rendezvous, Kind::Modula] {
+        for kind in [
+            Kind::Ketama,
+            Kind::KetamaPlain,
+            Kind::Rendezvous,
+            Kind::Modula,
+        ] {
             let d = pool(kind, &["a:11211", "b:11211", "c:11212", "d:11213"]);
             let mut seen = [0usize; 4];
             for i in 0..4000 {
@@ -355,7 +398,12 @@ mod tests {
 
     #[test]
     fn one_server_takes_every_key() {
-        for kind in [Kind::Ketama, Kind::Rendezvous, Kind::Modula] {
+        for kind in [
+            Kind::Ketama,
+            Kind::KetamaPlain,
+            Kind::Rendezvous,
+            Kind::Modula,
+        ] {
             let d = pool(kind, &["a:1"]);
             assert_eq!(d.server_for(b"anything"), 0);
         }
