@@ -44,7 +44,7 @@ def _placement_by_pylibmc(servers: list[PrivateMemcached], specs: list[str],
                           behaviors: dict[str, object], keys: list[str]) -> list[int]:
     """Each key's server as libmemcached chose it: set through pylibmc, then found by asking
     every server (through pymemcache's single-server client) which keys it holds."""
-    pylibmc = pytest.importorskip("pylibmc")
+    import pylibmc  # the test extra's reference (libmemcached inside): never skipped
     from pymemcache.client.base import Client  # optional test dependency
 
     singles = [Client((s.host, s.port), allow_unicode_keys=True) for s in servers]
