@@ -3,19 +3,14 @@ the circuit breaker in front of L2."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from tiered_helpers import Store, make, wait_for
+from tiered_helpers import Store, free_port, make, memcached_on, wait_for
 
-from cachelab import _core
-from cachelab.servers import PrivateMemcached, find_memcached
+from cachelab.servers import PrivateMemcached
 from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedTier, TieredCache
 
 
@@ -27,37 +22,8 @@ class ManualClock:
         return self.t
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def memcached_on(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """A memcached on a port we choose, so it can come back on the same address."""
-    argv = [find_memcached(), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
-    if os.geteuid() == 0:
-        argv += ["-u", "root"]
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                _core.Client(f"127.0.0.1:{port}", connect_timeout=0.2).version()
-                break
-            except Exception:
-                if time.monotonic() > deadline or p.poll() is not None:
-                    raise
-                time.sleep(0.01)
-        yield p
-    finally:
-        p.terminate()
-        p.wait(5)
-
-
 def test_memcached_stopped_mid_test_then_back(store: Store) -> None:
-    port = _free_port()
+    port = free_port()
     clock = ManualClock()
     address = f"127.0.0.1:{port}"
     with memcached_on(port):

@@ -9,8 +9,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,11 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from tiered_helpers import wait_for
+from tiered_helpers import free_port, memcached_on, wait_for
 
 from cachelab import _core
 from cachelab.errors import ServerError
-from cachelab.servers import find_memcached
 from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedTier, TieredCache
 
 TIMEOUT = 0.1  # the tier's request and connect timeouts
@@ -30,37 +27,6 @@ SLACK = 0.15  # what a call may take beyond one timeout (GIL, loader, scheduling
 THREADS = 4
 KEYS = 300  # more than L1 holds: reads keep going past L1
 SLICE = 0.25  # seconds per measured slice; slices alternate without and with writes
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def memcached_on(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """A memcached on a port we choose, so that it can come back on the same address."""
-    argv = [find_memcached(), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
-    if os.geteuid() == 0:
-        argv += ["-u", "root"]
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                _core.Client(f"127.0.0.1:{port}", connect_timeout=0.2).version()
-                break
-            except ServerError:
-                if time.monotonic() > deadline or p.poll() is not None:
-                    raise
-                time.sleep(0.01)
-        yield p
-    finally:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGCONT)
-            p.terminate()
-        p.wait(5)
 
 
 @dataclass
@@ -148,7 +114,7 @@ class Rows:
 
 def _outage(fault: str) -> None:
     store = Rows()
-    port = _free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
     tier = MemcachedTier(address, timeout=TIMEOUT, connect_timeout=TIMEOUT)
     cache = TieredCache(tier, LRUMemory(max_items=KEYS // 3),
@@ -199,7 +165,7 @@ def test_writes_ride_out_an_outage(fault: str) -> None:
 
 
 def test_write_errors_raise_still_queues_the_delete() -> None:
-    port = _free_port()  # nothing listens: every connect is refused
+    port = free_port()  # nothing listens: every connect is refused
     cache = TieredCache(MemcachedTier(f"127.0.0.1:{port}", timeout=TIMEOUT,
                                       connect_timeout=TIMEOUT),
                         None, breaker=CircuitBreaker(1, 60.0), write_errors="raise")

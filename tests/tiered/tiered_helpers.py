@@ -3,13 +3,21 @@ counts round trips, a cache over both, and a patient wait."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
 import sqlite3
+import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from cachelab import _core
+from cachelab.errors import ServerError
+from cachelab.servers import find_memcached
 from cachelab.tiered import MemcachedTier, TieredCache
 
 
@@ -72,3 +80,34 @@ def wait_for(cond: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.001)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def memcached_on(port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A memcached on a port we choose, so that it can come back on the same address."""
+    argv = [find_memcached(), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                _core.Client(f"127.0.0.1:{port}", connect_timeout=0.2).version()
+                break
+            except ServerError:
+                if time.monotonic() > deadline or p.poll() is not None:
+                    raise
+                time.sleep(0.01)
+        yield p
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGCONT)
+            p.terminate()
+        p.wait(5)
