@@ -45,8 +45,9 @@ Invalidation: :meth:`TieredCache.invalidate` deletes the key from memcached and 
 from this process's L1. A fill that began before the invalidation is not admitted to L1, and
 with leases its CAS set fails, so it does not land in memcached either (without leases a fill
 stores with ``add``, so it never overwrites a put, but may re-store a value just deleted). A
-delete that cannot reach memcached is kept as pending: the key is read past L2 (and not stored
-there) until the delete succeeds. Other processes' L1s are not told: their ``ttl`` bounds it.
+delete that cannot reach memcached is kept as pending: until every pending delete has reached
+memcached, reads go past L2 (and fills are not stored there). Other processes' L1s are not
+told: their ``ttl`` bounds it.
 :meth:`TieredCache.invalidate_namespace` bumps a version counter in memcached that is part of
 every key of that namespace (:mod:`cachelab.tiered.keys`); other processes see the new version
 within ``ns_refresh`` seconds.
@@ -251,10 +252,7 @@ class TieredCache:
                         pass
                     self.l1_stats.hits += 1
                     return e[0]
-                v = self._l1.get(sk, 0)  # type: ignore[union-attr] - one with a TTL
-                if v is not MISS:
-                    self.l1_stats.hits += 1
-                    return v
+                # expired: _lookup below drops it and counts the miss
         else:
             l1 = self._l1
             if l1 is not None and kc.l1:
@@ -461,6 +459,9 @@ class TieredCache:
         self.l2_stats.add(calls=1, keys=1, bytes_written=len(data))
 
     def _queue_delete(self, key: str) -> None:
+        """Queues ``key``'s delete (an invalidation, a write that may not have landed, or a
+        lease placeholder a fill could neither fill nor release: it must not keep other
+        processes waiting once memcached is back; deleting a real value instead is harmless)."""
         self._pending.add(key)
         self.events.pending_invalidations = len(self._pending)
 

@@ -127,10 +127,11 @@ def _ident_maker(fn: Callable[..., Any]) -> Callable[..., Hashable]:
 
 
 class _Base(Generic[R]):
-    def __init__(self, fn: Callable[..., Any], kc: KeyClass[R],
+    def __init__(self, cache: Target, fn: Callable[..., Any], kc: KeyClass[R],
                  ident: Callable[..., Hashable]) -> None:
-        functools.update_wrapper(self, fn)
-        self.__wrapped__ = fn
+        functools.update_wrapper(self, fn)  # sets __wrapped__ too
+        #: The cache (a TieredCache, or an AsyncTieredCache for the awaited kinds).
+        self.cache = cache
         #: The key class this function's values are cached under.
         self.key_class = kc
         self._ident = ident
@@ -150,11 +151,6 @@ class Cached(_Base[R]):
     """A function cached by its arguments (made by :meth:`TieredCache.cached
     <cachelab.tiered.TieredCache.cached>`)."""
 
-    def __init__(self, cache: Target, fn: Callable[..., R], kc: KeyClass[R],
-                 ident: Callable[..., Hashable]) -> None:
-        super().__init__(fn, kc, ident)
-        self.cache = cache
-
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         i = self.ident(*args, **kwargs)
         with self._calls.hold(i, args, kwargs):
@@ -173,11 +169,6 @@ class Cached(_Base[R]):
 class AsyncCached(_Base[R]):
     """A function cached by its arguments, awaited (made by :meth:`AsyncTieredCache.cached
     <cachelab.tiered.AsyncTieredCache.cached>`)."""
-
-    def __init__(self, acache: Target, fn: Callable[..., Any], kc: KeyClass[R],
-                 ident: Callable[..., Hashable]) -> None:
-        super().__init__(fn, kc, ident)
-        self.cache = acache
 
     async def __call__(self, *args: Any, **kwargs: Any) -> R:
         i = self.ident(*args, **kwargs)
@@ -200,8 +191,7 @@ class CachedMany(Generic[V]):
     :meth:`TieredCache.cached_many <cachelab.tiered.TieredCache.cached_many>`)."""
 
     def __init__(self, cache: Any, fn: Callable[..., Any], kc: KeyClass[V]) -> None:
-        functools.update_wrapper(self, fn)
-        self.__wrapped__ = fn
+        functools.update_wrapper(self, fn)  # sets __wrapped__ too
         self.cache = cache
         #: The key class this function's values are cached under (its loader is the function).
         self.key_class = kc

@@ -168,6 +168,9 @@ class FillHost(Protocol):
     events: BreakerStats
     _pending: set[str]
 
+    def _queue_delete(self, key: str) -> None:
+        """Queues ``key``'s delete with the pending invalidations (sent when memcached is
+        back; reads go past it until then)."""
 
 def l2_failed(cache: FillHost) -> None:
     """Counts a failed L2 call (against the breaker, and in the L2 errors)."""
@@ -221,14 +224,14 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
                     if cas is not None and l2_ok:
                         l2_ok = _release(cache, keys[i], cas)
                     elif cas is not None:
-                        _drop_later(cache, keys[i])
+                        cache._queue_delete(keys[i])
                     settled.add(i)
                     continue
                 result[i] = (loaded[i], enc.plain_size)
                 if l2_ok and keys[i] not in cache._pending:
                     l2_ok = _store(cache, kc, keys[i], enc, cas)
                 elif cas is not None and not l2_ok:
-                    _drop_later(cache, keys[i])  # our placeholder: not left for lease_ttl
+                    cache._queue_delete(keys[i])  # our placeholder: not left for lease_ttl
                 settled.add(i)
         except BaseException:
             # A loader or encoding error: free every lease still held (after the first L2
@@ -238,7 +241,7 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
                     if l2_ok:
                         l2_ok = _release(cache, keys[i], cas)
                     else:
-                        _drop_later(cache, keys[i])
+                        cache._queue_delete(keys[i])
             raise
     for i in waiters:
         cache.events.lease_waits += 1
@@ -287,7 +290,7 @@ def _store(cache: FillHost, kc: KeyClass, key: str, enc: Encoded, cas: int | Non
         return True
     except ServerError:
         l2_failed(cache)
-        _drop_later(cache, key)  # the placeholder, or a set that may land late
+        cache._queue_delete(key)  # the placeholder, or a set that may land late
         return False
     cache.l2_stats.record(_now_ns() - t0)
     cache.l2_stats.add(calls=1, keys=1, bytes_written=len(enc.data) if stored else 0)
@@ -301,18 +304,10 @@ def _release(cache: FillHost, key: str, cas: int) -> bool:
         cache.l2.lease_release(key, cas)
     except ServerError:
         l2_failed(cache)
-        _drop_later(cache, key)
+        cache._queue_delete(key)
         return False
     cache.events.lease_released += 1
     return True
-
-
-def _drop_later(cache: FillHost, key: str) -> None:
-    """Queues ``key``'s delete with the cache's pending invalidations: a lease placeholder we
-    could neither fill nor release must not keep other processes waiting once memcached is
-    back (deleting a real value instead is harmless: a miss)."""
-    cache._pending.add(key)
-    cache.events.pending_invalidations = len(cache._pending)
 
 
 def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | None:

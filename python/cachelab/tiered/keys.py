@@ -230,16 +230,16 @@ class Keyring:
             return cached[0]
         version = cached[0] if cached else 0
         if l2 is not None and breaker.allow():
+            key = self.ns_key(namespace)
             try:
-                got = l2.get_multi([self.ns_key(namespace)])
+                got = l2.get_multi([key])
                 breaker.success()
-                raw = got.get(self.ns_key(namespace))
+                raw = got.get(key)
                 if raw is None:
                     # A random start: if the counter is ever evicted, the keys written under
                     # the old version do not come back.
-                    l2.set(self.ns_key(namespace), str(secrets.randbits(31)).encode(), 0, 0)
-                    raw = l2.get_multi([self.ns_key(namespace)]).get(
-                        self.ns_key(namespace), b"0")
+                    l2.set(key, str(secrets.randbits(31)).encode(), 0, 0)
+                    raw = l2.get_multi([key]).get(key, b"0")
                 version = int(raw)
             except (ServerError, ValueError):
                 breaker.failure()
