@@ -103,6 +103,24 @@ pub async fn connect_tcp(
         s.set_nodelay(true)?;
         Ok(s)
     };
+    within_connect_timeout(address, options, connect).await
+}
+
+/// Opens a Unix-socket connection within `options.connect_timeout`.
+pub async fn connect_unix(
+    path: &std::path::Path,
+    address: &Address,
+    options: &Options,
+) -> Result<UnixStream, Error> {
+    within_connect_timeout(address, options, UnixStream::connect(path)).await
+}
+
+/// `connect` bounded by the connect timeout, its failures named with the address.
+async fn within_connect_timeout<S>(
+    address: &Address,
+    options: &Options,
+    connect: impl std::future::Future<Output = std::io::Result<S>>,
+) -> Result<S, Error> {
     match tokio::time::timeout(options.connect_timeout, connect).await {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(source)) => Err(Error::Connect {
@@ -133,6 +151,25 @@ pub async fn connect_tls(
     tls::handshake(tls, address, tcp, options.connect_timeout).await
 }
 
+/// An error reply as its [`Error`]; any other reply as it is.
+fn check(r: Response) -> Result<Response, Error> {
+    match r {
+        Response::Error => Err(Error::UnknownCommand),
+        Response::ClientError(m) => Err(Error::ClientError(m)),
+        Response::ServerError(m) => Err(Error::ServerError(m)),
+        r => Ok(r),
+    }
+}
+
+/// A `delete`'s reply: true when the key existed.
+fn deleted(r: Response) -> Result<bool, Error> {
+    match r {
+        Response::Deleted => Ok(true),
+        Response::NotFound => Ok(false),
+        r => Err(Error::unexpected("delete", &r)),
+    }
+}
+
 /// One connection to one server.
 pub struct Connection {
     stream: Stream,
@@ -157,22 +194,7 @@ impl Connection {
                 Stream::Tcp(connect_tcp(hostport, address, &options).await?)
             }
             (Address::Unix(path), None) => {
-                let connect = UnixStream::connect(path);
-                match tokio::time::timeout(options.connect_timeout, connect).await {
-                    Ok(Ok(s)) => Stream::Unix(s),
-                    Ok(Err(source)) => {
-                        return Err(Error::Connect {
-                            address: address.to_string(),
-                            source,
-                        })
-                    }
-                    Err(_) => {
-                        return Err(Error::ConnectTimeout {
-                            address: address.to_string(),
-                            after: options.connect_timeout,
-                        })
-                    }
-                }
+                Stream::Unix(connect_unix(path, address, &options).await?)
             }
         };
         Ok(Connection {
@@ -279,12 +301,7 @@ impl Connection {
 
     /// Sends one command and turns error replies into [`Error`]s.
     async fn checked(&mut self, cmd: &Command) -> Result<Response, Error> {
-        match self.send(cmd).await? {
-            Response::Error => Err(Error::UnknownCommand),
-            Response::ClientError(m) => Err(Error::ClientError(m)),
-            Response::ServerError(m) => Err(Error::ServerError(m)),
-            r => Ok(r),
-        }
+        check(self.send(cmd).await?)
     }
 
     /// `get` of one key: `None` on a miss.
@@ -343,11 +360,7 @@ impl Connection {
 
     /// `delete`: true when the key existed.
     pub async fn delete(&mut self, key: &Key) -> Result<bool, Error> {
-        match self.checked(&Command::Delete(key.clone())).await? {
-            Response::Deleted => Ok(true),
-            Response::NotFound => Ok(false),
-            r => Err(Error::unexpected("delete", &r)),
-        }
+        deleted(self.checked(&Command::Delete(key.clone())).await?)
     }
 
     /// `delete` of many keys in one pipelined write (one round trip): per key, true when it
@@ -357,14 +370,7 @@ impl Connection {
         self.pipeline(&cmds)
             .await?
             .into_iter()
-            .map(|r| match r {
-                Response::Deleted => Ok(true),
-                Response::NotFound => Ok(false),
-                Response::Error => Err(Error::UnknownCommand),
-                Response::ClientError(m) => Err(Error::ClientError(m)),
-                Response::ServerError(m) => Err(Error::ServerError(m)),
-                r => Err(Error::unexpected("delete", &r)),
-            })
+            .map(|r| check(r).and_then(deleted))
             .collect()
     }
 

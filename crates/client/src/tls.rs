@@ -126,10 +126,6 @@ impl Tls {
     pub fn config(&self) -> Arc<ClientConfig> {
         Arc::clone(&self.config)
     }
-
-    pub fn skip_verify(&self) -> bool {
-        self.skip_verify
-    }
 }
 
 fn pem_reason(e: &rustls::pki_types::pem::Error) -> String {

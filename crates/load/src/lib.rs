@@ -88,10 +88,14 @@ fn gone(shared: &Shared, all: &Totals, cancelled: bool) -> Option<String> {
         return None;
     }
     let last = shared.last_success_ms.load(Ordering::Relaxed) as f64 / 1e3;
-    let attempts: u64 = ["connect_refused", "connect_failed", "connect_timeout"]
-        .iter()
-        .filter_map(|k| all.errors.get(k))
-        .sum();
+    let attempts: u64 = [
+        Fault::ConnectRefused,
+        Fault::ConnectFailed,
+        Fault::ConnectTimeout,
+    ]
+    .iter()
+    .filter_map(|f| all.errors.get(f.as_str()))
+    .sum();
     Some(format!(
         "the server went away: every connection was down when the run ended, the last reply \
          came {last:.1} s into the run, and {attempts} connection attempts failed"

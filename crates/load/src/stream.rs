@@ -13,7 +13,7 @@ use rustls::ClientConnection;
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
 
-use cachelab_client::{connect_tcp, connect_tls, Address, Error, Options};
+use cachelab_client::{connect_tcp, connect_tls, connect_unix, Address, Error, Options};
 
 /// An open connection to the server.
 pub(crate) enum Stream {
@@ -117,19 +117,7 @@ impl Stream {
                 Ok(Stream::Tls(Box::new(TlsSocket { tcp, session })))
             }
             (Address::Tcp(hp), None) => Ok(Stream::Tcp(connect_tcp(hp, address, options).await?)),
-            (Address::Unix(p), None) => {
-                match tokio::time::timeout(options.connect_timeout, UnixStream::connect(p)).await {
-                    Ok(Ok(s)) => Ok(Stream::Unix(s)),
-                    Ok(Err(source)) => Err(Error::Connect {
-                        address: address.to_string(),
-                        source,
-                    }),
-                    Err(_) => Err(Error::ConnectTimeout {
-                        address: address.to_string(),
-                        after: options.connect_timeout,
-                    }),
-                }
-            }
+            (Address::Unix(p), None) => Ok(Stream::Unix(connect_unix(p, address, options).await?)),
         }
     }
 

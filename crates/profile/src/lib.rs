@@ -35,7 +35,6 @@ use cachelab_client::{Address, BlockingConnection, Error, Options};
 
 pub use cachelab_client;
 pub use cell::{Cell, Op};
-pub use floor::probe as probe_floor_command;
 pub use outcome::{Outcome, ServerFacts};
 pub use progress::Progress;
 pub use spec::{Protocol, Spec, SpecError, MAX_PREFIX};
