@@ -26,7 +26,7 @@ from typing import Any
 from cachelab.errors import InputError
 
 __all__ = ["KINDS", "Artifact", "Written", "check_schema", "created_now", "find_artifacts",
-           "read_artifact", "read_json", "write_json", "write_through"]
+           "os_error_text", "read_artifact", "read_json", "write_json", "write_through"]
 
 
 def created_now() -> str:
@@ -76,18 +76,18 @@ def write_through(
     try:
         return Written(out, _write_into(write, out))
     except OSError as e:
-        failure = _why(e, out)
+        failure = os_error_text(e, out)
     rescue: Path | None = None
     try:
         rescue = Path(tempfile.mkdtemp(prefix=f"cachelab-{name}-"))
         return Written(rescue, write(rescue), failure)
     except OSError as e:
-        second = _why(e, rescue or Path(tempfile.gettempdir()))
+        second = os_error_text(e, rescue or Path(tempfile.gettempdir()))
     if rescue is not None and essential is not None:
         try:
             return Written(rescue, essential(rescue), failure, rescue_failure=second)
         except OSError as e:
-            second = _why(e, rescue)
+            second = os_error_text(e, rescue)
     return Written(None, [], failure, rescue_failure=second)
 
 
@@ -111,7 +111,7 @@ def _write_into(write: Callable[[Path], list[Path]], out: Path) -> list[Path]:
     return [out / p.relative_to(scratch) if p.is_relative_to(scratch) else p for p in paths]
 
 
-def _why(e: OSError, where: Path) -> str:
+def os_error_text(e: OSError, where: Path) -> str:
     """``PATH: reason`` for an OSError, naming the file it was about when it says."""
     return f"{e.filename or where}: {e.strerror or e}"
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from cachelab.errors import UsageError
 
-__all__ = ["TlsOptions", "core_tls", "transport_of"]
+__all__ = ["describe_tls", "TlsOptions", "core_tls", "transport_of"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ class TlsOptions:
 def core_tls(tls: TlsOptions | None) -> dict[str, Any] | None:
     """``tls.to_core()``, or None for plain TCP."""
     return None if tls is None else tls.to_core()
+
+
+def describe_tls(tls: TlsOptions | None) -> dict[str, Any] | None:
+    """``tls.describe()`` (what results record: no paths, no keys), or None for plain TCP."""
+    return None if tls is None else tls.describe()
 
 
 def transport_of(address: str, tls: TlsOptions | None) -> str:

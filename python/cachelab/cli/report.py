@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from cachelab.artifacts import os_error_text
 from cachelab.cli import common
 from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS
 from cachelab.errors import UsageError
@@ -75,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         # Checked writable above, so the disk filled or the directory went meanwhile; the
         # results the page shows are untouched, so running report again makes it.
-        print(f"cachelab: error: cannot write {e.filename or out}: {e.strerror or e}",
-              file=sys.stderr)
+        print(f"cachelab: error: cannot write {os_error_text(e, out)}", file=sys.stderr)
         return EXIT_PROBLEMS
     for msg in rep.skipped:
         print(f"cachelab: skipped {msg}", file=sys.stderr)

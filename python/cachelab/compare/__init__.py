@@ -11,7 +11,7 @@ result is one item (a profile cell, a strategy, a load N, the whole run) and one
   Beta draw and one quantile lookup per histogram — exact for the recorded histogram, with
   no need to expand it into samples. The interval is the percentile interval of the
   resampled ratio B/A − 1.
-* **throughput** (load runs: the steady window's intervals; scale sweeps: the repeats at each
+* **throughput** (load runs: the intervals of the measured run; scale sweeps: the repeats at each
   N): Welch's t interval for the difference of means, as a share of A's mean.
 * **simulations**: the band over repeated latency draws that ``simulate`` reports (min–max);
   the interval runs from the least to the most favourable pairing of the two bands.

@@ -43,7 +43,7 @@ PARTIAL_NOTES: dict[str, Callable[[dict[str, Any]], str | None]] = {
 
 _METHODS = {
     "profile": "Latency percentiles per cell; intervals: bootstrap over each HdrHistogram.",
-    "load": "Steady-window throughput (Welch interval over the time-series intervals) and "
+    "load": "Measured-run throughput (Welch interval over the time-series intervals) and "
             "latency percentiles (bootstrap over the HdrHistogram).",
     "scale": "Mean throughput at each N; intervals: Welch's t over the repeats.",
     "simulation": "Request-level: medians over latency draws; intervals: the min–max bands "

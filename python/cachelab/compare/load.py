@@ -1,5 +1,6 @@
-"""Load results compared: the steady window's throughput (Welch's t over its intervals) and
-its latency percentiles (bootstrap over the HdrHistogram; corrected in open loop)."""
+"""Load results compared over their measured runs (``totals``: every interval after the
+warm-up, as the headline): throughput (Welch's t over the intervals) and latency percentiles
+(bootstrap over the HdrHistogram; corrected in open loop)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cachelab.artifacts import Artifact
 from cachelab.compare.stats import change_row, hist_rows, require_same, versus, welch
 from cachelab.units import of_asked, partial_note
 
-__all__ = ["compare_loads", "partial_load", "steady_throughputs"]
+__all__ = ["compare_loads", "partial_load", "measured_throughputs"]
 
 
 def partial_load(d: dict[str, Any]) -> str | None:
@@ -27,8 +28,8 @@ def partial_load(d: dict[str, Any]) -> str | None:
     return partial_note(d.get("run"), done)
 
 
-def steady_throughputs(d: dict[str, Any]) -> list[float]:
-    """The throughput of each interval of a load result's steady window."""
+def measured_throughputs(d: dict[str, Any]) -> list[float]:
+    """The throughput of each interval of a load result's measured run (``totals``)."""
     t = d["totals"]
     ivs = d["intervals"][t["first_index"]:t["first_index"] + t["intervals"]]
     return [iv["replies"] / iv["duration_s"] for iv in ivs if iv["duration_s"] > 0]
@@ -48,7 +49,7 @@ def compare_loads(arts: Sequence[Artifact], rng: np.random.Generator, resamples:
     for j in range(1, len(arts)):
         pair = versus(j)
         other = arts[j].data
-        xa, xb = steady_throughputs(base), steady_throughputs(other)
+        xa, xb = measured_throughputs(base), measured_throughputs(other)
         ci = welch(xa, xb, level)
         rows.append(change_row("run", "throughput", pair, base["totals"]["throughput"],
                                other["totals"]["throughput"], *(ci or (None, None)),

@@ -30,7 +30,7 @@ from cachelab.compare.stats import PERCENTILES, change_row, welch
 from cachelab.errors import ServerError, TlsHandshakeFailed, UsageError
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.servers import PrivateMemcached, find_memcached
-from cachelab.tls import TlsOptions, transport_of
+from cachelab.tls import TlsOptions, describe_tls, transport_of
 
 __all__ = ["compare_servers", "parse_server_cmd"]
 
@@ -219,7 +219,7 @@ def compare_servers(
         rows=rows, warnings=warnings,
         settings={"repeats": repeats, "duration": duration, "level": level, "seed": seed,
                   "transport": "tls" if tls is not None else "tcp",
-                  "tls": None if tls is None else tls.describe(),
+                  "tls": describe_tls(tls),
                   "servers": facts, "rounds": runs},
         created=created_now(), environment=environment.facts(),
     )

@@ -28,7 +28,7 @@ from cachelab.load.spec import LoadSpec, memory_mb
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
-from cachelab.tls import transport_of
+from cachelab.tls import describe_tls, transport_of
 
 __all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas"]
 
@@ -169,7 +169,7 @@ def result_from_outcome(
     server_view = outcome["server"]
     return LoadResult(
         created=created_now(),
-        spec={**asdict(spec), "tls": None if spec.tls is None else spec.tls.describe(),
+        spec={**asdict(spec), "tls": describe_tls(spec.tls),
               "seed": core["seed"], "prefix_used": core["prefix"],
               "prefill": core["prefill"], "key_dist_parsed": core["key_dist"],
               "value_size_parsed": core["value_size"]},

@@ -26,7 +26,7 @@ from cachelab.profiles.spec import (
 from cachelab.profiles.tlscost import measure_tls_cost
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
-from cachelab.tls import core_tls
+from cachelab.tls import core_tls, describe_tls
 
 
 def profile(
@@ -93,7 +93,7 @@ def _measure(
     lost = watch.poll(force=True) if watch is not None else None
     cells = [with_percentiles(Cell.from_dict(c, "profile run")) for c in raw["cells"]]
     client = {k: v for k, v in spec_dict.items() if k not in ("address", "tls")}
-    client["tls"] = None if spec.tls is None else spec.tls.describe()
+    client["tls"] = describe_tls(spec.tls)
     result = LatencyProfile(
         name=f"memcached {raw['server']['version']} at {address}",
         source="measured",

@@ -21,6 +21,7 @@ from cachelab.load import LoadResult, load, memory_mb
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.spec import ScaleSpec
 from cachelab.servers import ServerOptions, Target
+from cachelab.tls import describe_tls
 from cachelab.units import pct_key
 from cachelab.usl import MIN_POINTS, fit_usl
 
@@ -110,7 +111,7 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
                      "frequency scaling); the fit's intervals widen accordingly")
     if any(r["errors"] or r["lost"] for r in runs):
         notes.append("some runs had errors or lost requests (see runs[].errors)")
-    tls = None if spec.tls is None else spec.tls.describe()
+    tls = describe_tls(spec.tls)
     return ScaleResult(created=created_now(), spec={**asdict(spec), "tls": tls}, runs=runs,
                        summary=summary,
                        fit=fit, limits=notes, server=server_facts,
