@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from tiered_helpers import Store, free_port, make, memcached_on, wait_for
+from tiered_helpers import Store, free_port, make, memcached_on, stop, wait_for
 
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedTier, TieredCache
@@ -68,7 +68,7 @@ def test_pending_invalidation_survives_a_hang(
     cache.l2.timeout = 0.05  # type: ignore[union-attr]
     assert cache.get(kc, 1)["body"].startswith("body of 1")
     store.write(1, "new body", 1)
-    os.kill(fresh_memcached.pid or 0, signal.SIGSTOP)
+    stop(fresh_memcached.pid or 0)
     try:
         cache.invalidate(kc, 1)  # cannot reach memcached: kept pending
         assert cache.stats()["events"]["pending_invalidations"] == 1

@@ -111,3 +111,15 @@ def memcached_on(port: int) -> Iterator[subprocess.Popen[bytes]]:
             os.kill(p.pid, signal.SIGCONT)
             p.terminate()
         p.wait(5)
+
+
+def stop(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until the kernel has stopped it (state ``T``): ``kill`` returns
+    before that, and a request sent in between would still be answered."""
+    os.kill(pid, signal.SIGSTOP)
+    wait_for(lambda: _state(pid) in ("T", "t"), f"process {pid} to stop")
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
