@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import ipaddress
 import os
 import shutil
 import signal
@@ -153,6 +154,7 @@ class PrivateMemcached:
         start_timeout: float = 5.0,
         tls_files: tuple[str, str] | None = None,
         tls: TlsOptions | None = None,
+        host: str = LOOPBACK,
     ) -> None:
         """Describe the server; nothing runs until ``start()``.
 
@@ -170,7 +172,12 @@ class PrivateMemcached:
         (``-Z`` and its certificate): ``start()`` waits for it to answer over TLS with these
         options, and a listener that does not complete the handshake fails the start at once
         (:class:`~cachelab.errors.TlsHandshakeFailed`) rather than at ``start_timeout``.
+        host: the loopback address to listen on (``127.0.0.1`` unless given, or another of
+        127.0.0.0/8, e.g. ``127.0.0.2`` for the members of a test pool).
         """
+        if not _is_loopback(host):
+            raise UsageError(f"a private memcached listens on a loopback address "
+                             f"(127.0.0.0/8), not {host!r}")
         if (tls_files is not None or tls is not None) and unix_socket:
             raise UsageError("a private memcached with TLS listens on TCP, not a Unix socket")
         if tls_files is not None and tls is not None:
@@ -193,6 +200,7 @@ class PrivateMemcached:
         self.start_timeout = start_timeout
         self.tls_files = tls_files
         self.tls = tls
+        self._host = host
         self._tls_port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
@@ -276,13 +284,14 @@ class PrivateMemcached:
         if self._socket_path is not None:
             return f"unix:{self._socket_path}"
         if self._port is not None:
-            return f"{LOOPBACK}:{self._port}"
+            return f"{self._host}:{self._port}"
         raise RuntimeError("the server has not been started")
 
     @property
     def host(self) -> str | None:
-        """``"127.0.0.1"`` over TCP, None over a Unix socket."""
-        return LOOPBACK if self._port is not None else None
+        """The loopback address (``"127.0.0.1"`` unless given) over TCP, None over a Unix
+        socket."""
+        return self._host if self._port is not None else None
 
     @property
     def port(self) -> int | None:
@@ -310,7 +319,7 @@ class PrivateMemcached:
         ``tls``), else None."""
         if self.tls is not None and self._port is not None:
             return self.address
-        return None if self._tls_port is None else f"{LOOPBACK}:{self._tls_port}"
+        return None if self._tls_port is None else f"{self._host}:{self._tls_port}"
 
     @property
     def version(self) -> str | None:
@@ -347,13 +356,13 @@ class PrivateMemcached:
             self._socket_path = os.path.join(self._socket_dir, "memcached.sock")
             listen = ["-s", self._socket_path]
         elif self.tls_files is not None:
-            self._port, self._tls_port = _free_port(), _free_port()
+            self._port, self._tls_port = _free_port(self._host), _free_port(self._host)
             cert, key = self.tls_files
             listen = ["-Z", "-o", f"ssl_chain_cert={cert},ssl_key={key}",
-                      "-l", f"notls:{LOOPBACK}:{self._port}", "-l", f"{LOOPBACK}:{self._tls_port}"]
+                      "-l", f"notls:{self._host}:{self._port}", "-l", f"{self._host}:{self._tls_port}"]
         else:
-            self._port = _free_port()
-            listen = ["-l", LOOPBACK, "-p", str(self._port)]
+            self._port = _free_port(self._host)
+            listen = ["-l", self._host, "-p", str(self._port)]
         argv = [*command, *listen, "-U", "0", "-m", str(self.memory_mb), "-t", str(self.threads)]
         if self.item_size_max is not None:
             argv += ["-I", self.item_size_max]
@@ -433,7 +442,7 @@ class PrivateMemcached:
     def _connect(self, timeout: float) -> socket.socket:
         """A socket connected to the server, with ``timeout`` on every operation."""
         if self._socket_path is None:
-            return socket.create_connection((LOOPBACK, self._port or 0), timeout=timeout)
+            return socket.create_connection((self._host, self._port or 0), timeout=timeout)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
@@ -468,10 +477,18 @@ class PrivateMemcached:
         return " | ".join(line.strip() for line in lines[-_STDERR_TAIL:] if line.strip())
 
 
-def _free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` is an IPv4 address in 127.0.0.0/8."""
+    try:
+        return ipaddress.IPv4Address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _free_port(host: str = LOOPBACK) -> int:
+    """A TCP port on ``host`` (loopback) that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
+        sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
 

@@ -18,7 +18,7 @@ import pytest
 
 import cachelab
 from cachelab import servers
-from cachelab.errors import MemcachedNotInstalled, ServerUnreachable
+from cachelab.errors import MemcachedNotInstalled, ServerUnreachable, UsageError
 from cachelab.servers import PrivateMemcached, find_memcached
 from fakes import FakeServer, ValueCorrupter
 
@@ -310,3 +310,20 @@ def test_value_corrupter_follows_the_stream_byte_by_byte() -> None:
     assert b"".join(corrupter.feed(stream[i : i + 1]) for i in range(len(stream))) == expected
     assert corrupter.flipped == 2
     assert ValueCorrupter().feed(stream) == expected
+
+
+def test_a_private_memcached_listens_on_another_loopback_address_when_asked():
+    with PrivateMemcached(host="127.0.0.3", memory_mb=8, threads=1) as mc:
+        assert mc.address.startswith("127.0.0.3:")
+        assert mc.host == "127.0.0.3"
+        with socket.create_connection(("127.0.0.3", mc.port), timeout=2) as sock:
+            sock.sendall(b"version\r\n")
+            assert sock.recv(100).startswith(b"VERSION ")
+        # Only there: the same port on 127.0.0.1 has nobody listening.
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", mc.port), timeout=2).close()
+
+
+def test_a_private_memcached_refuses_a_non_loopback_host():
+    with pytest.raises(UsageError, match="loopback"):
+        PrivateMemcached(host="10.0.0.1")
