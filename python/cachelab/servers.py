@@ -359,7 +359,8 @@ class PrivateMemcached:
             self._port, self._tls_port = _free_port(self._host), _free_port(self._host)
             cert, key = self.tls_files
             listen = ["-Z", "-o", f"ssl_chain_cert={cert},ssl_key={key}",
-                      "-l", f"notls:{self._host}:{self._port}", "-l", f"{self._host}:{self._tls_port}"]
+                      "-l", f"notls:{self._host}:{self._port}",
+                      "-l", f"{self._host}:{self._tls_port}"]
         else:
             self._port = _free_port(self._host)
             listen = ["-l", self._host, "-p", str(self._port)]

@@ -13,6 +13,12 @@ use crate::model::{Params, ALPHA, BETA, NAMES};
 
 /// Predictions beyond this multiple of the largest measured N are flagged as extrapolation.
 pub const EXTRAPOLATION_FACTOR: f64 = 2.0;
+/// A residual standard error above this share of the mean throughput is a poor fit. (R² is
+/// not reported as a measure of fit: it is not valid for nonlinear regression, and R `usl`
+/// dropped it in 3.0.0.)
+pub const POOR_FIT_RELATIVE_SE: f64 = 0.10;
+/// Fewer distinct loads than this draw a warning: the curve's shape is barely sampled.
+pub const MIN_DISTINCT_LOADS: usize = 6;
 
 /// What to fit and how much uncertainty work to do.
 #[derive(Debug, Clone, Copy)]
@@ -305,15 +311,56 @@ fn warnings(f: &Fit) -> Vec<Warning> {
             format!("{name} is at its {which} bound {value}: {meaning}; its interval is one-sided"),
         ));
     }
-    if f.r_squared < 0.5 {
+    let mean = f.x.iter().sum::<f64>() / f.x.len() as f64;
+    if f.df > 0 && mean > 0.0 && f.sigma / mean > POOR_FIT_RELATIVE_SE {
         w.push(Warning::new(
             "poor_fit",
             format!(
-                "R² = {:.3}: the model explains little of the variation; the measurements may \
-                 be too noisy (or not in steady state) to support the coefficients",
-                f.r_squared
+                "the residual standard error ({}) is {:.0} % of the mean throughput: the \
+                 measurements may be too noisy (or not in steady state) to support the \
+                 coefficients",
+                sig4(f.sigma),
+                100.0 * f.sigma / mean
             ),
         ));
+    }
+    let mut distinct: Vec<f64> = f.n.clone();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    if distinct.len() < MIN_DISTINCT_LOADS {
+        w.push(Warning::new(
+            "few_loads",
+            format!(
+                "only {} distinct loads: three coefficients from fewer than \
+                 {MIN_DISTINCT_LOADS} loads rest on repeats, not on the shape of the curve; \
+                 measure more values of N",
+                distinct.len()
+            ),
+        ));
+    }
+    let min_n = distinct[0];
+    let at_min: Vec<usize> = (0..f.n.len()).filter(|&i| f.n[i] == min_n).collect();
+    if let [only] = at_min[..] {
+        let off = f.residuals[only].abs();
+        if f.method.gamma_from_unit_load() {
+            w.push(Warning::new(
+                "single_unit_point",
+                format!(
+                    "gamma is taken from one measurement at N = {min_n}: its noise goes \
+                     straight into every coefficient; repeat the N = {min_n} point"
+                ),
+            ));
+        } else if f.df > 0 && f.sigma > 0.0 && off > 2.0 * f.sigma {
+            w.push(Warning::new(
+                "single_unit_point",
+                format!(
+                    "the one measurement at N = {min_n} lies {:.1} residual standard errors \
+                     from the fit: a single noisy point where the curve starts steers \
+                     gamma and alpha; repeat it",
+                    off / f.sigma
+                ),
+            ));
+        }
     }
     if f.cov.is_none() {
         w.push(Warning::new(

@@ -144,3 +144,54 @@ fn bootstrap_is_seeded_and_independent_of_threads() {
     assert!(nm.lo <= nm.median && nm.median <= nm.hi);
     assert_eq!(one.failed, 0);
 }
+
+fn codes(f: &cachelab_usl::Fit) -> Vec<&str> {
+    f.warnings.iter().map(|w| &*w.code).collect()
+}
+
+#[test]
+fn repeats_at_few_loads_draw_a_warning_and_six_loads_do_not() {
+    let truth = Params::new(100.0, 0.05, 0.002);
+    let few = [1.0, 1.0, 4.0, 4.0, 16.0, 16.0, 32.0, 32.0];
+    let f = fit(&few, &exact(truth, &few), &opts(Method::Bounded)).unwrap();
+    assert!(codes(&f).contains(&"few_loads"), "{:?}", f.warnings);
+    let six = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+    let f = fit(&six, &exact(truth, &six), &opts(Method::Bounded)).unwrap();
+    assert!(!codes(&f).contains(&"few_loads"), "{:?}", f.warnings);
+}
+
+#[test]
+fn a_single_noisy_point_at_the_start_is_named() {
+    let truth = Params::new(100.0, 0.05, 0.002);
+    // Small noise everywhere, one large error at N = 1 (its only measurement).
+    let noise = [0.0, 0.6, -0.5, 0.4, -0.6, 0.5, -0.4, 0.3];
+    let mut x: Vec<f64> = exact(truth, &LOADS)
+        .iter()
+        .zip(noise)
+        .map(|(v, e)| v + e)
+        .collect();
+    let clean = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap();
+    assert!(!codes(&clean).contains(&"single_unit_point"), "{:?}", clean.warnings);
+    x[0] += 12.0;
+    let noisy = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap();
+    assert!(codes(&noisy).contains(&"single_unit_point"), "{:?}", noisy.warnings);
+    // A method that takes gamma from X(1) always says so when there is one such point.
+    let fixed = fit(&LOADS, &exact(truth, &LOADS), &opts(Method::FixedGamma)).unwrap();
+    assert!(codes(&fixed).contains(&"single_unit_point"), "{:?}", fixed.warnings);
+}
+
+#[test]
+fn a_poor_fit_is_judged_by_the_residual_standard_error() {
+    let truth = Params::new(100.0, 0.05, 0.002);
+    let wobble = [60.0, -80.0, 90.0, -70.0, 80.0, -90.0, 60.0, -80.0];
+    let x: Vec<f64> = exact(truth, &LOADS)
+        .iter()
+        .zip(wobble)
+        .map(|(v, e)| v + e)
+        .collect();
+    let f = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap();
+    let poor = f.warnings.iter().find(|w| w.code == "poor_fit").expect("poor_fit");
+    assert!(poor.message.contains("residual standard error"), "{}", poor.message);
+    let good = fit(&LOADS, &exact(truth, &LOADS), &opts(Method::Bounded)).unwrap();
+    assert!(!codes(&good).contains(&"poor_fit"));
+}

@@ -25,6 +25,7 @@ from cachelab.run.result import RunSpec
 from cachelab.servers import ServerOptions
 from cachelab.simulation import SimulateSpec, simulate
 from cachelab.simulation.summary import band_at, best_strategy
+from cachelab.usl import relative_se
 
 __all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "profile_spec",
            "replay_setup", "scale_spec", "tiers_spec"]
@@ -161,7 +162,15 @@ def step_scale(st: State) -> tuple[str, bool]:
     text = f"peak measured {best['throughput_mean']:,.0f}/s at N = {best['n']}"
     fit = result.fit
     if fit and fit["peak"].get("n_max") is not None and not fit["peak"].get("n_max_infinite"):
-        text += f"; USL Nmax ≈ {fit['peak']['n_max']:.1f} (R² {fit['r_squared']:.2f})"
+        pct = relative_se(fit["x"], fit.get("sigma"))
+        text += f"; USL Nmax ≈ {fit['peak']['n_max']:.1f}" + (
+            f" (residual s.e. {pct:.2g} % of mean X)" if pct is not None else "")
+    if fit and fit.get("superlinear"):
+        sup = fit["superlinear"]
+        cross = sup.get("n_cross")
+        text += ("; superlinear start (α = "
+                 f"{sup['alpha']:.3g} unbounded" + (f", payback N× ≈ {cross:.1f}" if cross else "")
+                 + ")")
     bad = any(r["errors"] or r["lost"] for r in result.runs)
     return text + ("; some runs had errors" if bad else ""), bad
 

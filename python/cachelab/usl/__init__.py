@@ -25,9 +25,11 @@ from cachelab.usl.result import (
     UslFit,
     csv_rows,
     read_usl_result,
+    relative_se,
 )
 
 __all__ = [
     "CSV_HEADER", "METHODS", "MIN_POINTS", "PARAMS", "SCHEMA", "SCHEMA_VERSION", "UslFit",
-    "csv_rows", "fit_csv", "fit_usl", "read_csv", "read_usl_result", "t_quantile",
+    "csv_rows", "fit_csv", "fit_usl", "read_csv", "read_usl_result", "relative_se",
+    "t_quantile",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.errors import UsageError
 from cachelab.usl.result import UslFit, as_number
+from cachelab.usl.superlinear import BOUNDED_ALPHA, describe, detect
 
 __all__ = ["METHODS", "MIN_POINTS", "fit_usl", "t_quantile"]
 
@@ -38,8 +39,12 @@ def fit_usl(
     """Fits the USL to loads ``n`` (fractional values are kept as they are) and throughputs
     ``x``. ``method`` is one of :data:`METHODS` (``bounded``: α, β ∈ [0, 1], γ ≥ 0, as R
     ``usl`` 3.x; ``unbounded``; ``fixed-gamma``: γ = X(1); ``linearised``: the book's
-    regression with γ = X(1); ``amdahl``: β = 0). ``bootstrap`` residual resamples (seeded by
-    ``seed``) give intervals for Nmax and the peak; 0 skips them. Raises UsageError for fewer
+    regression with γ = X(1); ``amdahl``: β = 0). A method that bounds α at 0 also gets an
+    unbounded fit of the same points; when its α is significantly negative,
+    ``fit.superlinear`` describes the superlinear start (:mod:`cachelab.usl.superlinear`) and
+    a ``superlinear`` warning says so; the bounded coefficients are unchanged. ``bootstrap``
+    residual resamples (seeded by ``seed``) give intervals for Nmax and the peak; 0 skips
+    them. Raises UsageError for fewer
     than 6 points, mismatched lengths, non-finite values, N ≤ 0 or X < 0."""
     if method not in METHODS and method != "linearized":
         raise UsageError(f"unknown USL method {method!r}; known: {', '.join(METHODS)}")
@@ -50,4 +55,18 @@ def fit_usl(
     raw = _core.usl_fit(ns, xs, method, level=float(level), bootstrap=bootstrap,
                         seed=int(seed) & (2**64 - 1), threads=int(threads),
                         predict=[as_number(v, "N") for v in predict])
-    return UslFit.from_core(raw, source or {})
+    fit = UslFit.from_core(raw, source or {})
+    if method in BOUNDED_ALPHA:
+        found = detect(ns, xs, lambda: UslFit.from_core(
+            _core.usl_fit(ns, xs, "unbounded", level=float(level), bootstrap=0, seed=0,
+                          threads=int(threads), predict=[]), {}))
+        if found is not None:
+            fit.superlinear = found
+            fit.warnings.append({"code": "superlinear",
+                                 "message": describe(found, lambda v: _sig(v))})
+    return fit
+
+
+def _sig(v: float | None) -> str:
+    """Four significant digits, or — for none."""
+    return "—" if v is None else f"{v:.4g}"

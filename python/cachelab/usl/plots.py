@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cachelab.plots.figure import new_figure, save
+from cachelab.usl.result import relative_se
 
 __all__ = ["usl_plot"]
 
@@ -99,9 +100,9 @@ def usl_plot(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title is None:
-        r2 = fit.r_squared
+        pct = relative_se(fit.x, fit.sigma)
         title = "Universal Scalability Law fit" + (
-            f" (R² = {r2:.4f})" if r2 is not None and math.isfinite(r2) else "")
+            f" (residual s.e. {pct:.2g} % of mean X)" if pct is not None else "")
     ax.set_title(title)
     ax.grid(True, linewidth=0.5, alpha=0.4)
     ax.legend(loc="lower right", fontsize="small", framealpha=0.9)

@@ -5,7 +5,7 @@ human summary."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from cachelab.errors import InputError, UsageError
 from cachelab.tables import write_csv
 
 __all__ = ["CSV_HEADER", "PARAMS", "SCHEMA", "SCHEMA_VERSION", "UslFit", "csv_rows",
-           "read_usl_result"]
+           "read_usl_result", "relative_se"]
 
 SCHEMA = "cachelab.usl"
 SCHEMA_VERSION = 1
@@ -61,6 +61,8 @@ class UslFit:
     bootstrap: dict[str, Any] | None
     warnings: list[dict[str, str]]
     predictions: list[dict[str, Any]] = field(default_factory=list)
+    #: A superlinear start the bounds hide (:mod:`cachelab.usl.superlinear`), else None.
+    superlinear: dict[str, Any] | None = None
     #: Where the data came from (file and columns), when known.
     source: dict[str, Any] = field(default_factory=dict)
     created: str = ""
@@ -213,6 +215,16 @@ def _g(v: float | None, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
+def relative_se(x: Sequence[float], sigma: float | None) -> float | None:
+    """The residual standard error ``sigma`` as a percentage of the mean of the measured
+    throughputs ``x`` (how the fit's quality is stated: R² is not valid for a nonlinear
+    regression), or None when it cannot be computed."""
+    mean = sum(x) / len(x) if x else 0.0
+    if sigma is None or not (mean > 0 and math.isfinite(sigma)):
+        return None
+    return 100.0 * sigma / mean
+
+
 def _summary_lines(f: UslFit) -> list[str]:
     src = f.source
     origin = src.get("file") or (f"a {src['sweep']} sweep" if src.get("sweep") else "")
@@ -235,8 +247,8 @@ def _summary_lines(f: UslFit) -> list[str]:
         lines.append(f"{name:8}{_g(value, 6):>12}{_g(f.se[name]):>12}{interval:>28}{mark}")
     lines += [
         "",
-        f"residual standard error {_g(f.sigma)} on {f.df} degrees of freedom; "
-        f"R² = {_g(f.r_squared, 5)}",
+        f"residual standard error {_g(f.sigma)} on {f.df} degrees of freedom "
+        f"({_g(relative_se(f.x, f.sigma), 2)} % of the mean X)",
     ]
     pk = f.peak
     b = f.bootstrap or {}

@@ -10,14 +10,16 @@ from cachelab.page import charts as ch
 from cachelab.page.html import table
 from cachelab.page.section import Context, Section, chart_specs, figures
 from cachelab.units import num
-from cachelab.usl.result import UslFit
+from cachelab.usl.result import UslFit, relative_se
+from cachelab.usl.superlinear import describe
 
 Spec = dict[str, Any]
 
 
 def fit_rows(f: dict[str, Any]) -> list[list[str]]:
-    """Rows of the coefficient table of a fit's JSON: γ, α, β, Nmax, the peak and R², each
-    with its interval (bootstrap for Nmax and the peak)."""
+    """Rows of the coefficient table of a fit's JSON: γ, α, β, Nmax, the peak and the residual
+    standard error, each with its interval (bootstrap for Nmax and the peak); then, for a
+    superlinear start, the unbounded α and the payback load N×."""
     ci = f.get("ci") or {}
     boot = f.get("bootstrap") or {}
     peak = f.get("peak") or {}
@@ -35,8 +37,20 @@ def fit_rows(f: dict[str, Any]) -> list[list[str]]:
     nmax = "∞" if peak.get("n_max_infinite") else num(peak.get("n_max"))
     rows.append(["Nmax (peak load)", nmax, iv(nb.get("lo"), nb.get("hi"))])
     rows.append(["peak throughput", num(peak.get("x_max")), iv(xb.get("lo"), xb.get("hi"))])
-    rows.append(["R²", num(f.get("r_squared")), ""])
+    rows.append(["residual standard error", num(f.get("sigma")), f"{_relative_se(f)} of mean X"])
+    sup = f.get("superlinear")
+    if sup:
+        a = (sup.get("ci") or {}).get("alpha") or [None, None]
+        rows.append(["α without bounds (superlinear)", num(sup["alpha"], 4), iv(*a)])
+        nc = sup.get("n_cross_ci") or [None, None]
+        rows.append(["N× (payback: capacity = N again)", num(sup.get("n_cross")), iv(*nc)])
     return rows
+
+
+def _relative_se(f: dict[str, Any]) -> str:
+    """The residual standard error of a fit's JSON as a share of its mean throughput."""
+    pct = relative_se(f.get("x") or [], f.get("sigma"))
+    return "—" if pct is None else f"{pct:.2g} %"
 
 
 def fit_findings(f: dict[str, Any], what: str) -> list[str]:
@@ -48,7 +62,11 @@ def fit_findings(f: dict[str, Any], what: str) -> list[str]:
                    f"{num(peak.get('amdahl_limit'))}/s (Amdahl).")
     elif peak.get("n_max") is not None:
         out.append(f"The {what} fit peaks at N ≈ {num(peak['n_max'])} with "
-                   f"{num(peak.get('x_max'))}/s (R² {num(f.get('r_squared'))}).")
+                   f"{num(peak.get('x_max'))}/s (residual standard error "
+                   f"{_relative_se(f)} of the mean).")
+    sup = f.get("superlinear")
+    if sup:
+        out.append(f"The {what} data start superlinearly: " + describe(sup, num))
     return out
 
 
