@@ -146,7 +146,7 @@ fn bootstrap_is_seeded_and_independent_of_threads() {
 }
 
 fn codes(f: &cachelab_usl::Fit) -> Vec<&str> {
-    f.warnings.iter().map(|w| &*w.code).collect()
+    f.warnings.iter().map(|w| w.code).collect()
 }
 
 #[test]
