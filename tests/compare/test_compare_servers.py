@@ -29,7 +29,12 @@ def test_server_commands_run_interleaved_rounds(tmp_path: Path) -> None:
     rows = {x["metric"]: x for x in d["rows"]}
     assert {"throughput", "p50", "p99", "run-queue wait"} <= set(rows)
     for x in d["rows"]:
-        assert x["ci_low"] is not None and x["ci_low"] <= x["relative"] <= x["ci_high"]
+        # Two rounds give t = 12.7: a noisy baseline (run-queue wait near 0) may have no
+        # bounded ratio interval, and then says so rather than print an impossible one.
+        if x["ci_low"] is None:
+            assert x["verdict"] == "no interval", x
+            continue
+        assert -1.0 <= x["ci_low"] <= x["relative"] <= x["ci_high"]
         if x["verdict"] in ("higher", "lower"):
             assert (x["ci_low"] > 0) == (x["verdict"] == "higher")
             assert x["ci_low"] > 0 or x["ci_high"] < 0

@@ -1,5 +1,6 @@
 """What every comparison shares: the rows (values, relative change, interval, verdict), the
-intervals — a bootstrap over HdrHistograms for percentiles, Welch's t for means — and the
+intervals — a bootstrap over HdrHistograms for percentiles, Fieller's interval (Welch's
+degrees of freedom) for a ratio of means — and the
 check that the compared results measured the same thing.
 
 The bootstrap without expanding a histogram: resampling n values from a histogram and taking
@@ -101,18 +102,36 @@ def hist_rows(item: str, pair: str, ha: str, na: int, hb: str, nb: int,
 
 
 def welch(xa: Sequence[float], xb: Sequence[float], level: float) -> tuple[float, float] | None:
-    """Welch's interval for mean(b) − mean(a), as a share of mean(a); None below 2 values."""
+    """The interval of the relative change mean(b)/mean(a) − 1, from two independent samples
+    of a quantity that cannot be negative (throughput, latency, wait).
+
+    Fieller's interval for the ratio of the two means, with Welch's degrees of freedom: the r
+    with ``(mean_b − r·mean_a)² ≤ t²·(var_b/n_b + r²·var_a/n_a)``. Unlike Welch's interval of
+    the difference divided by mean(a), it is asymmetric as a ratio's must be, and a lower end
+    below −100 % (a negative ratio, impossible for such quantities) is cut there. None below
+    two values per side, or when mean(a) is not distinguishable from 0 (the ratio is then
+    unbounded).
+    """
     if len(xa) < 2 or len(xb) < 2:
         return None
     ma, mb = statistics.fmean(xa), statistics.fmean(xb)
     va, vb = statistics.variance(xa) / len(xa), statistics.variance(xb) / len(xb)
-    se = math.sqrt(va + vb)
-    if se == 0 or ma == 0:
-        return (mb / ma - 1, mb / ma - 1) if ma else None
+    if ma <= 0:
+        return None
+    if va + vb == 0:
+        return (mb / ma - 1, mb / ma - 1)
     df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))
-    t = t_quantile(1 - (1 - level) / 2, max(1.0, df))
-    d = mb - ma
-    return (d - t * se) / ma, (d + t * se) / ma
+    t2 = t_quantile(1 - (1 - level) / 2, max(1.0, df)) ** 2
+    # (ma² − t²va)·r² − 2·ma·mb·r + (mb² − t²vb) ≤ 0
+    a = ma * ma - t2 * va
+    b = -2 * ma * mb
+    c = mb * mb - t2 * vb
+    disc = b * b - 4 * a * c
+    if a <= 0 or disc < 0:
+        return None
+    root = math.sqrt(disc)
+    lo, hi = (-b - root) / (2 * a), (-b + root) / (2 * a)
+    return max(lo, 0.0) - 1.0, hi - 1.0
 
 
 def require_same(arts: Sequence[Artifact], get: Callable[[dict[str, Any]], Any], what: str,
