@@ -16,7 +16,7 @@ settings and the counters are its cache's.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cachelab.errors import ServerError, ServerUnreachable
 from cachelab.tiered.backends import Tier
@@ -24,12 +24,25 @@ from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.flight import l2_failed
 from cachelab.tiered.stats import BreakerStats, TierStats
 
-if TYPE_CHECKING:  # the cache imports this module
-    from cachelab.tiered.cache import TieredCache
-
-__all__ = ["Lane"]
+__all__ = ["Lane", "LaneOwner"]
 
 _now_ns = time.perf_counter_ns
+
+
+class LaneOwner(Protocol):
+    """What a lane uses of its cache (:class:`cachelab.tiered.TieredCache`): the lease
+    settings, the counters, the write error policy, and a recount of the deletes owed."""
+
+    leases: bool
+    lease_ttl: int
+    lease_wait: float | None
+    write_errors: str
+    l2_stats: TierStats
+    l3_stats: TierStats
+    events: BreakerStats
+
+    def _count_pending(self) -> None:
+        """Recounts the deletes owed over all of the cache's lanes."""
 
 
 class Lane:
@@ -44,7 +57,7 @@ class Lane:
     __slots__ = ("_owner", "_pending", "address", "breaker", "bypassed", "deletes_flushed",
                  "hits", "l2", "misses", "weight")
 
-    def __init__(self, owner: TieredCache, l2: Tier, breaker: CircuitBreaker,
+    def __init__(self, owner: LaneOwner, l2: Tier, breaker: CircuitBreaker,
                  address: str | None = None, weight: int = 1) -> None:
         self._owner = owner
         self.l2 = l2
