@@ -82,16 +82,17 @@ def wait_for(cond: Callable[[], bool], what: str) -> None:
         time.sleep(0.001)
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
-def memcached_on(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """A memcached on a port we choose, so that it can come back on the same address."""
-    argv = [find_memcached(), "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
+def memcached_on(port: int, host: str = "127.0.0.1") -> Iterator[subprocess.Popen[bytes]]:
+    """A memcached on a port (and loopback address) we choose, so that it can come back on
+    the same address."""
+    argv = [find_memcached(), "-l", host, "-p", str(port), "-U", "0", "-m", "16"]
     if os.geteuid() == 0:
         argv += ["-u", "root"]
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -99,7 +100,7 @@ def memcached_on(port: int) -> Iterator[subprocess.Popen[bytes]]:
         deadline = time.monotonic() + 5
         while True:
             try:
-                _core.Client(f"127.0.0.1:{port}", connect_timeout=0.2).version()
+                _core.Client(f"{host}:{port}", connect_timeout=0.2).version()
                 break
             except ServerError:
                 if time.monotonic() > deadline or p.poll() is not None:

@@ -47,7 +47,7 @@ MAX_OPS_PER_THREAD = 200_000
 def worker(cfg: dict[str, Any]) -> None:
     """One process: ``cfg["threads"]`` threads for ``cfg["seconds"]``, its history written as
     JSON to ``cfg["out"]``: ``[[kind, key, value, start, end, thread], ...]``."""
-    from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
+    from cachelab.tiered import LRUMemory, MemcachedPool, MemcachedTier, TieredCache
 
     # The "database": a patient client, so a busy machine does not fail the loader.
     db = MemcachedTier(cfg["db"], timeout=5.0, connect_timeout=5.0)
@@ -59,7 +59,9 @@ def worker(cfg: dict[str, Any]) -> None:
 
     l1 = LRUMemory(max_items=100) if cfg["ttl"] == "default" else \
         LRUMemory(max_items=100, ttl=cfg["ttl"])
-    cache = TieredCache(MemcachedTier(cfg["l2"]), l1, prefix=cfg["prefix"])
+    l2 = cfg["l2"]  # one server, or a pool's members
+    tier = MemcachedPool(l2) if isinstance(l2, list) else MemcachedTier(l2)
+    cache = TieredCache(tier, l1, prefix=cfg["prefix"])
     kc = cache.key_class("h", load)
     proc = cfg["proc"]
     keys = list(range(cfg["keys"]))
@@ -121,11 +123,11 @@ def worker(cfg: dict[str, Any]) -> None:
 # -- running them -----------------------------------------------------------------------------
 
 
-def run_history(l2: str, db: str, prefix: str, tmp: Path, *, procs: int, threads: int,
+def run_history(l2: str | list[str], db: str, prefix: str, tmp: Path, *, procs: int, threads: int,
                 seconds: float, keys: int = 4, writes: float = 0.1, pause: float = 0.0002,
                 ttl: float | str = "default") -> History:
-    """Seeds the keys, runs ``procs`` worker processes against ``l2`` (the proxy), and
-    returns their merged history."""
+    """Seeds the keys, runs ``procs`` worker processes against ``l2`` (the proxy, or a list:
+    a pool of them, ``MemcachedPool``), and returns their merged history."""
     from cachelab.tiered import MemcachedTier
 
     seed = MemcachedTier(db)

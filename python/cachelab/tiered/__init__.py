@@ -7,11 +7,15 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
 * :mod:`~cachelab.tiered.memory` — L1, in process (:class:`LRUMemory`, :class:`FixedMemory`);
 * :mod:`~cachelab.tiered.backends` — L2, memcached (:class:`MemcachedTier`,
   :class:`PymemcacheTier`);
+* :mod:`~cachelab.tiered.pool` — L2 over a memcached pool (:class:`MemcachedPool`: each key on
+  the member ``cachelab.pool.distribution`` picks);
 * :mod:`~cachelab.tiered.codecs` — how values are stored (:class:`ValueFormat`);
 * :mod:`~cachelab.tiered.breaker`, :mod:`~cachelab.tiered.stats` — the circuit breaker in
   front of L2, and the counters;
 * :mod:`~cachelab.tiered.keys` — key classes, memcached keys, namespace versions;
 * :mod:`~cachelab.tiered.flight` — stampede protection: single flight and leases;
+* :mod:`~cachelab.tiered.lanes` — one memcached server as the cache sees it: its breaker and
+  its queue of owed deletes (one per pool member);
 * :mod:`~cachelab.tiered.scope` — the request scope (:class:`RequestScope`);
 * :mod:`~cachelab.tiered.cache` — :class:`TieredCache`, which composes them;
 * :mod:`~cachelab.tiered.decorators` — ``@cache.cached`` and ``@cache.cached_many``;
@@ -34,6 +38,7 @@ from cachelab.tiered.codecs import (
 from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, Cached, CachedMany
 from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
+from cachelab.tiered.pool import MemcachedPool
 from cachelab.tiered.stats import BreakerStats, TierStats
 
 __all__ = [
@@ -53,6 +58,7 @@ __all__ = [
     "LRUMemory",
     "Lease",
     "Loader",
+    "MemcachedPool",
     "MemcachedTier",
     "Memory",
     "PymemcacheTier",

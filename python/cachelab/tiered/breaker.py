@@ -3,6 +3,10 @@
 Closed: calls go through; ``failures`` consecutive failures open it. Open: calls are refused
 (the cache reads from the loader instead) for ``reset_after`` seconds. Then half-open: one
 call is let through; success closes the breaker, failure opens it again.
+
+The breaker keeps the story of its episodes for the stats: how many times it opened
+(``opened``), every failure counted (``failed_calls``), and the wall-clock times
+(``time.time()``) it last opened and last closed again (``last_opened``, ``last_closed``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ __all__ = ["CircuitBreaker"]
 
 
 class CircuitBreaker:
+    """Closed, open for ``reset_after`` seconds after ``failures`` consecutive failures, then
+    half-open (one trial call). Thread-safe."""
+
     def __init__(
         self, failures: int = 3, reset_after: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
@@ -32,6 +39,15 @@ class CircuitBreaker:
         self._trial = False
         #: Times the breaker opened.
         self.opened = 0
+        #: Failures counted (every call that failed, whether or not it opened the breaker).
+        self.failed_calls = 0
+        #: ``time.time()`` when it last opened / last closed after being open (None: never).
+        self.last_opened: float | None = None
+        self.last_closed: float | None = None
+
+    def like(self) -> CircuitBreaker:
+        """A new, closed breaker with this one's settings (one per pool member)."""
+        return CircuitBreaker(self.failures, self.reset_after, self._clock)
 
     @property
     def state(self) -> str:
@@ -56,6 +72,8 @@ class CircuitBreaker:
         if self._opened_at is None and self._consecutive == 0:
             return
         with self._lock:
+            if self._opened_at is not None:
+                self.last_closed = time.time()
             self._consecutive = 0
             self._opened_at = None
             self._trial = False
@@ -63,7 +81,10 @@ class CircuitBreaker:
     def failure(self) -> None:
         with self._lock:
             self._consecutive += 1
+            self.failed_calls += 1
             if self._trial or (self._opened_at is None and self._consecutive >= self.failures):
+                if self._opened_at is None:
+                    self.last_opened = time.time()
                 if self._opened_at is None or self._trial:
                     self.opened += 1
                 self._opened_at = self._clock()

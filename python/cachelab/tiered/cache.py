@@ -66,14 +66,16 @@ import warnings
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
-from cachelab.errors import ServerError, ServerUnreachable, UsageError
+from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.asyncbridge import sync_loader
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.decorators import Cached, CachedMany, cached, cached_many
 from cachelab.tiered.flight import SingleFlight, fill, l2_failed
 from cachelab.tiered.keys import KeyClass, Keyring, Loader, RandomPrefixWarning, with_ttl
+from cachelab.tiered.lanes import Lane
 from cachelab.tiered.memory import MISS, LRUMemory, Memory
+from cachelab.tiered.pool import MemcachedPool
 from cachelab.tiered.scope import NOT_FOUND, RequestScope
 from cachelab.tiered.stats import BreakerStats, TierStats
 
@@ -93,6 +95,12 @@ class TieredCache:
     ``prefix`` starts every memcached key; without it a unique one is made for this object
     (``cachelab:<12 hex>``), right for tests and benchmarks — give a stable one in production
     (with an L2 and no ``prefix``, a :class:`~cachelab.tiered.RandomPrefixWarning` says so).
+
+    ``l2`` may be a :class:`~cachelab.tiered.MemcachedPool`: each key then goes to its member,
+    and each member gets a breaker like ``breaker`` (its settings: ``failures`` consecutive
+    failures mark the member down for ``reset_after`` seconds) and a queue of owed deletes of
+    its own; a down member's keys go to the loader, never to another member. ``breaker`` itself
+    then only carries the settings; per-member state is in ``stats()["pool"]``.
     """
 
     def __init__(
@@ -122,6 +130,13 @@ class TieredCache:
         self.l2 = l2
         self.l1 = l1  # a property: it also sets the hit path's table
         self.breaker = breaker or CircuitBreaker()
+        #: The pool L2 is, if it is one (its keys are routed to one lane per member).
+        self._pool = l2 if isinstance(l2, MemcachedPool) else None
+        #: One lane per memcached server: a lone tier's (with ``breaker``), or one per member.
+        self._lanes: list[Lane] = (
+            [] if l2 is None else [Lane(self, l2, self.breaker)] if self._pool is None
+            else [Lane(self, m, self.breaker.like(), s.address, s.weight)
+                  for m, s in zip(self._pool.members, self._pool.servers)])
         self.leases = leases
         self.lease_ttl = lease_ttl
         #: How long a lease waiter polls before loading without storing; None: while the
@@ -141,8 +156,8 @@ class TieredCache:
         #: Held for a fill's epoch check + L1 store, and a write's epoch bump + L1 change, so
         #: neither lands between the other's two steps (never taken on an L1 hit).
         self._admit = threading.Lock()
-        #: Keys whose delete has not reached memcached yet (read past L2 until it does).
-        self._pending: set[str] = set()
+        #: Deletes owed, over all lanes (the sum of ``events.pending_invalidations``).
+        self._owed = 0
 
     def __repr__(self) -> str:
         return f"TieredCache(l2={self.l2!r}, l1={self.l1!r}, prefix={self.prefix!r})"
@@ -218,7 +233,10 @@ class TieredCache:
         return self._keys.key_for(kc, ident, version)
 
     def _ns_version(self, namespace: str) -> int:
-        return self._keys.ns_version(namespace, self.l2, self.breaker)
+        if self._pool is None:
+            return self._keys.ns_version(namespace, self.l2, self.breaker)
+        lane = self._lane_for(self._keys.ns_key(namespace))
+        return self._keys.ns_version(namespace, lane.l2, lane.breaker)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -296,8 +314,10 @@ class TieredCache:
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:
-            if self.l2 is not None:
-                self._write_l2(key, enc.data, enc.flags, kc.ttl)
+            if self._lanes:
+                if self._owed:
+                    self._replay_owed()
+                self._lane_for(key).write(key, enc.data, enc.flags, kc.ttl)
         finally:  # also when write_errors="raise" raised: L1 holds what the caller wrote
             l1 = self.l1 if kc.l1 else None
             with self._admit:
@@ -316,12 +336,10 @@ class TieredCache:
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:
-            if self.l2 is not None:
-                self._queue_delete(key)
-                if self.breaker.allow():
-                    self._flush_pending(raise_errors=self.write_errors == "raise")
-                else:
-                    self._skip_write()
+            if self._lanes:
+                if self._owed:
+                    self._replay_owed()
+                self._lane_for(key).delete(key)
         finally:
             l1 = self.l1
             with self._admit:
@@ -333,7 +351,8 @@ class TieredCache:
     def invalidate_namespace(self, namespace: str) -> int:
         """Moves ``namespace`` to a new version (every key in it changes); returns it. Raises
         ServerError if memcached cannot be reached: a namespace cannot be bumped locally only."""
-        version = self._keys.bump(namespace, self.l2)
+        l2 = self.l2 if self._pool is None else self._lane_for(self._keys.ns_key(namespace)).l2
+        version = self._keys.bump(namespace, l2)
         with self._admit:
             self._epoch += 1
         return version
@@ -343,14 +362,22 @@ class TieredCache:
     def stats(self) -> dict[str, Any]:
         """Per tier: hits, misses, calls, keys, errors, bytes, latency percentiles (L2, L3)
         and their HdrHistogram; fallback and lease counters; L1 occupancy."""
-        self.events.opened = self.breaker.opened
+        lanes = self._lanes
+        self.events.opened = (self.breaker.opened if self._pool is None
+                              else sum(lane.breaker.opened for lane in lanes))
         l1 = self.l1_stats.to_dict()
         if self.l1 is not None:
             l1["items"] = self.l1.items
             l1["bytes_held"] = self.l1.bytes
-        return {"l1": l1, "l2": self.l2_stats.to_dict(), "l3": self.l3_stats.to_dict(),
-                "events": self.events.to_dict(), "breaker": self.breaker.state,
-                "staleness": self.staleness()}
+        out = {"l1": l1, "l2": self.l2_stats.to_dict(), "l3": self.l3_stats.to_dict(),
+               "events": self.events.to_dict(), "breaker": self.breaker.state,
+               "staleness": self.staleness()}
+        if self._pool is not None:
+            members = [lane.to_dict() for lane in lanes]
+            down = sum(m["state"] != "closed" for m in members)
+            out["breaker"] = "closed" if not down else f"{down} of {len(members)} members down"
+            out["pool"] = {"distribution": self._pool.distribution.kind, "members": members}
+        return out
 
     def staleness(self) -> dict[str, Any]:
         """The staleness bound this configuration guarantees (also in :meth:`stats`):
@@ -385,92 +412,45 @@ class TieredCache:
         for s in (self.l1_stats, self.l2_stats, self.l3_stats):
             s.reset()
         self.events = BreakerStats()
+        self.events.pending_invalidations = self._owed
+        for lane in self._lanes:
+            lane.reset_stats()
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _l2_usable(self) -> bool:
-        if self.l2 is None:
-            return False
-        if not self.breaker.allow():
-            self.events.skipped += 1
-            return False
-        if self._pending:
-            return self._flush_pending() and not self._pending
-        return True
-
-    def _flush_pending(self, raise_errors: bool = False) -> bool:
-        """Sends up to the tier's ``delete_batch`` pending deletes in one
-        :meth:`~cachelab.tiered.backends.Tier.delete_many` (the breaker has allowed a call;
-        the batch bounds how long one call spends draining the queue after an outage);
-        False if it failed: that counts against the breaker and keeps them all (deleting twice
-        is harmless); with ``raise_errors`` the error is raised instead."""
-        assert self.l2 is not None
-        keys = list(self._pending)[:self.l2.delete_batch]
-        if keys:
-            t0 = _now_ns()
-            try:
-                self.l2.delete_many(keys)
-            except ServerError:
-                l2_failed(self)
-                self.events.write_errors += 1
-                if raise_errors:
-                    raise
-                return False
-            self.l2_stats.record(_now_ns() - t0)
-            self.l2_stats.add(calls=1, keys=len(keys))
-            self.breaker.success()
-            self._pending.difference_update(keys)
-            self.events.deletes_flushed += len(keys)
-        self.events.pending_invalidations = len(self._pending)
-        return True
-
-    def _write_l2(self, key: str, data: bytes, flags: int, ttl: int) -> None:
-        """A put's set, through the breaker. Whenever the set may not have landed, ``key`` is
-        queued for deletion (like a pending invalidation): memcached must not keep serving an
-        older value after the outage. Queued deletes go first; one queued for this very key
-        may still follow the set (a later miss, never a stale read)."""
-        assert self.l2 is not None
-        if not self.breaker.allow():
-            self._queue_delete(key)
-            self._skip_write()
-            return
-        raising = self.write_errors == "raise"
-        if self._pending:
-            try:
-                sent = self._flush_pending(raise_errors=raising)
-            except ServerError:
-                self._queue_delete(key)
-                raise
-            if not sent:  # memcached is away: do not wait for it a second time
-                self._queue_delete(key)
-                return
-        t0 = _now_ns()
-        try:
-            self.l2.set(key, data, flags, ttl)
-        except ServerError:
-            self._queue_delete(key)
-            l2_failed(self)
-            self.events.write_errors += 1
-            if raising:
-                raise
-            return
-        self.breaker.success()
-        self.l2_stats.record(_now_ns() - t0)
-        self.l2_stats.add(calls=1, keys=1, bytes_written=len(data))
+    @property
+    def _pending(self) -> set[str]:
+        """The keys whose delete is owed, over all lanes (a copy)."""
+        return set().union(*(lane._pending for lane in self._lanes))
 
     def _queue_delete(self, key: str) -> None:
-        """Queues ``key``'s delete (an invalidation, a write that may not have landed, or a
-        lease placeholder a fill could neither fill nor release: it must not keep other
-        processes waiting once memcached is back; deleting a real value instead is harmless)."""
-        self._pending.add(key)
-        self.events.pending_invalidations = len(self._pending)
+        """Queues ``key``'s delete on the lane that holds it (none without an L2)."""
+        if self._lanes:
+            self._lane_for(key)._queue_delete(key)
 
-    def _skip_write(self) -> None:
-        """A write not sent: the breaker is open (its key is already queued)."""
-        self.events.writes_skipped += 1
-        if self.write_errors == "raise":
-            raise ServerUnreachable("memcached write skipped: the circuit breaker is open "
-                                    "(the key's delete is queued)")
+    def _lane_for(self, key: str) -> Lane:
+        """The lane (memcached server) that holds ``key``; the cache has an L2."""
+        pool = self._pool
+        if pool is None:
+            return self._lanes[0]
+        return self._lanes[pool.member_of(key)]
+
+    def _count_pending(self) -> None:
+        """Recounts the deletes owed over all lanes (a lane's queue changed)."""
+        lanes = self._lanes
+        n = lanes[0].pending if len(lanes) == 1 else sum(lane.pending for lane in lanes)
+        self._owed = self.events.pending_invalidations = n
+
+    def _replay_owed(self) -> None:
+        """Sends the deletes owed to every *pool member* whose breaker allows a call (a trial,
+        once it has been down for ``reset_after``), so a member that is back gets them on the
+        next call to any member, as a lone server gets them on the next call. A failure keeps
+        them queued and counts against that member only."""
+        if self._pool is None:
+            return  # a lone server's queue goes out first on its own next call
+        for lane in self._lanes:
+            if lane.pending and lane.breaker.allow():
+                lane.flush()
 
     def _lookup(self, kc: KeyClass, idents: list[Any],
                 values: dict[Hashable, Any] | None) -> dict:
@@ -541,23 +521,25 @@ class TieredCache:
         """One multi-get for ``idents`` (their memcached ``keys`` aligned), then the loader for
         what it lacks. Values in this class's own uncompressed format arrive without their
         header and are read with one C-level ``map``; others go through ``decode_sized``."""
+        if self._pool is not None:
+            return self._fetch_pooled(kc, idents, keys)
         objs: dict[Any, Any] = {}
         sizes: dict[Any, int] = {}
         n = len(idents)
-        l2_ok = self._l2_usable()
+        lane = self._lanes[0] if self._lanes else None
+        l2_ok = lane is not None and lane.usable()
         found = 0
-        if l2_ok:
-            assert self.l2 is not None
+        if lane is not None and l2_ok:
             fmt = kc.format
             t0 = _now_ns()
             try:
-                values, found, others, nbytes = self.l2.get_list(keys, fmt.own_header)
+                values, found, others, nbytes = lane.l2.get_list(keys, fmt.own_header)
             except ServerError:
-                l2_failed(self)
+                l2_failed(lane)
                 l2_ok = False
             else:
                 self.l2_stats.record(_now_ns() - t0)
-                self.breaker.success()
+                lane.breaker.success()
             hits = 0
             if found:
                 hits, nbytes, corrupt = fmt.decode_list(idents, values, found, others, nbytes,
@@ -573,12 +555,90 @@ class TieredCache:
                 st.bytes_read += nbytes
         if len(objs) < n:
             missing = [i for i in idents if i not in objs]
-            if not l2_ok and self.l2 is not None:
+            if not l2_ok and lane is not None:
                 self.events.fallbacks += len(missing)
-            filled = fill(self, kc, missing, dict(zip(idents, keys)), l2_ok)
+            filled = fill(lane or self, kc, missing, dict(zip(idents, keys)), l2_ok)
             for i, (obj, weight) in filled.items():
                 objs[i] = obj
                 sizes[i] = weight
             if found:  # hits first, fills after: back to the order asked
                 objs = {i: objs[i] for i in idents if i in objs}
+        return objs, sizes
+
+    def _fetch_pooled(self, kc: KeyClass, idents: list[Any],
+                      keys: list[str]) -> tuple[dict, dict]:
+        """:meth:`_fetch_leading` over a pool: one multi-get per member holding any of
+        ``keys`` (members one after the other), the answers put back in order and decoded at
+        once, then one loader call for what every member lacked — each key's lease and store on
+        its own member. A member that is down, or owed deletes it cannot take yet, is not
+        asked: its keys count as L2 misses (and in its ``bypassed``) and go to the loader."""
+        assert self._pool is not None
+        if self._owed:
+            self._replay_owed()
+        objs: dict[Any, Any] = {}
+        sizes: dict[Any, int] = {}
+        n = len(idents)
+        fmt = kc.format
+        strip = fmt.own_header
+        lanes = self._lanes
+        st = self.l2_stats  # plain increments: counters may drift by one under threads
+        values: list[bytes | None] = [None] * n
+        others: list[int] = []
+        found = nbytes = 0
+        read: dict[int, bool] = {}  # member -> whether it answered
+        bypassed = 0
+        for m, positions in self._pool.split(keys).items():
+            lane = lanes[m]
+            ok = lane.usable()
+            if ok:
+                t0 = _now_ns()
+                try:
+                    v, f, o, nb = lane.l2.get_list([keys[p] for p in positions], strip)
+                except ServerError:
+                    l2_failed(lane)
+                    ok = False
+                else:
+                    st.record(_now_ns() - t0)
+                    lane.breaker.success()
+                    st.calls += 1
+                    for p, x in zip(positions, v):
+                        values[p] = x
+                    others.extend(positions[j] for j in o)
+                    found += f
+                    nbytes += nb
+            read[m] = ok
+            if not ok:
+                lane.bypassed += len(positions)
+                bypassed += len(positions)
+        hits = 0
+        if found:
+            others.sort()
+            hits, nbytes, corrupt = fmt.decode_list(idents, values, found, others, nbytes,
+                                                    objs, sizes)
+            if corrupt:
+                self.events.corrupt += corrupt
+            st.bytes_read += nbytes
+        st.keys += n
+        st.hits += hits
+        st.misses += n - hits  # a down member's keys are misses too
+        if len(objs) < n:
+            members = self._pool.members_of(keys)
+            for m, i in zip(members, idents):
+                if read[m]:
+                    if i in objs:
+                        lanes[m].hits += 1
+                    else:
+                        lanes[m].misses += 1
+            routes = {i: (lanes[m], read[m]) for m, i in zip(members, idents) if i not in objs}
+            if bypassed:
+                self.events.fallbacks += bypassed
+            filled = fill(self, kc, list(routes), dict(zip(idents, keys)), True, routes)
+            for i, (obj, weight) in filled.items():
+                objs[i] = obj
+                sizes[i] = weight
+            if found:  # hits first, fills after: back to the order asked
+                objs = {i: objs[i] for i in idents if i in objs}
+        else:
+            for m, positions in self._pool.split(keys).items():
+                lanes[m].hits += len(positions)
         return objs, sizes

@@ -178,74 +178,104 @@ def l2_failed(cache: FillHost) -> None:
     cache.l2_stats.add(errors=1)
 
 
-def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: bool) -> dict:
+class _Route:
+    """Where a fill sends one server's keys: its host (a lane) and whether it may still be
+    used in this fill (False from its first failure on)."""
+
+    __slots__ = ("host", "ok")
+
+    def __init__(self, host: FillHost, ok: bool) -> None:
+        self.host = host
+        self.ok = ok
+
+
+def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: bool,
+         routes: Mapping[Any, tuple[FillHost, bool]] | None = None) -> dict:
     """Loads ``missing`` (not in L2; ``keys`` maps each to its memcached key) and stores them
-    in L2, under leases when possible: ``{ident: (object, L1 weight)}`` for those found."""
+    in L2, under leases when possible: ``{ident: (object, L1 weight)}`` for those found.
+
+    ``routes`` (a pool: ``{ident: (host, usable)}``) sends each ident's leases and store to its
+    own server's host; one loader call still serves them all. Without it every ident goes to
+    ``cache``, usable if ``l2_ok``."""
     result: dict[Any, tuple] = {}
     winners: dict[Any, int | None] = {}
     waiters: list[Any] = []
-    l2 = cache.l2
-    use_leases = l2_ok and cache.leases and l2 is not None and l2.supports_leases
-    if use_leases:
-        assert l2 is not None
-        for n, i in enumerate(missing):
-            try:
-                lease = l2.lease_get(keys[i], cache.lease_ttl)
-            except ServerError:
-                l2_failed(cache)
-                l2_ok = False
-                for j in missing[n:]:
-                    winners[j] = None
-                break
-            cache.l2_stats.add(calls=1, keys=1)
-            if lease.value is not None:
-                try:
-                    result[i] = kc.format.decode_sized(lease.value)
-                    continue
-                except CorruptValue:
-                    cache.events.corrupt += 1
-                    winners[i] = None
-            elif lease.win:
-                cache.events.lease_wins += 1
-                winners[i] = lease.cas
-            else:
-                waiters.append(i)
+    if routes is None:
+        one = _Route(cache, l2_ok)
+        route_of: dict[Any, _Route] = dict.fromkeys(missing, one)
     else:
-        winners = dict.fromkeys(missing)
+        made: dict[int, _Route] = {}
+        route_of = {}
+        for i in missing:
+            host, ok = routes[i]
+            r = made.get(id(host))
+            if r is None:
+                r = made[id(host)] = _Route(host, ok)
+            route_of[i] = r
+    for i in missing:
+        r = route_of[i]
+        h = r.host
+        l2 = h.l2
+        if not (r.ok and h.leases and l2 is not None and l2.supports_leases):
+            winners[i] = None
+            continue
+        try:
+            lease = l2.lease_get(keys[i], h.lease_ttl)
+        except ServerError:  # this server is away: the rest of its keys load without leases
+            l2_failed(h)
+            r.ok = False
+            winners[i] = None
+            continue
+        h.l2_stats.add(calls=1, keys=1)
+        if lease.value is not None:
+            try:
+                result[i] = kc.format.decode_sized(lease.value)
+                continue
+            except CorruptValue:
+                h.events.corrupt += 1
+                winners[i] = None
+        elif lease.win:
+            h.events.lease_wins += 1
+            winners[i] = lease.cas
+        else:
+            waiters.append(i)
     if winners:
         settled: set[Any] = set()  # winners whose lease was used or released
         try:
             loaded = _load(cache, kc, list(winners))
             for i, cas in winners.items():
+                r = route_of[i]
+                h = r.host
                 enc = _encode(cache, kc, loaded[i]) if i in loaded else None
                 if enc is None:
                     if i in loaded:  # returned, stored nowhere (an L1 weight of None is not held)
                         result[i] = (loaded[i], None)
-                    if cas is not None and l2_ok:
-                        l2_ok = _release(cache, keys[i], cas)
+                    if cas is not None and r.ok:
+                        r.ok = _release(h, keys[i], cas)
                     elif cas is not None:
-                        cache._queue_delete(keys[i])
+                        h._queue_delete(keys[i])
                     settled.add(i)
                     continue
                 result[i] = (loaded[i], enc.plain_size)
-                if l2_ok and keys[i] not in cache._pending:
-                    l2_ok = _store(cache, kc, keys[i], enc, cas)
-                elif cas is not None and not l2_ok:
-                    cache._queue_delete(keys[i])  # our placeholder: not left for lease_ttl
+                if r.ok and keys[i] not in h._pending:
+                    r.ok = _store(h, kc, keys[i], enc, cas)
+                elif cas is not None and not r.ok:
+                    h._queue_delete(keys[i])  # our placeholder: not left for lease_ttl
                 settled.add(i)
         except BaseException:
-            # A loader or encoding error: free every lease still held (after the first L2
-            # failure, queue their deletes: memcached is away), then go on raising.
+            # A loader or encoding error: free every lease still held (after a server's first
+            # failure, queue its deletes: it is away), then go on raising.
             for i, cas in winners.items():
                 if cas is not None and i not in settled:
-                    if l2_ok:
-                        l2_ok = _release(cache, keys[i], cas)
+                    r = route_of[i]
+                    if r.ok:
+                        r.ok = _release(r.host, keys[i], cas)
                     else:
-                        cache._queue_delete(keys[i])
+                        r.host._queue_delete(keys[i])
             raise
     for i in waiters:
         cache.events.lease_waits += 1
-        got = _await_fill(cache, kc, i, keys[i])
+        got = _await_fill(route_of[i].host, kc, i, keys[i])
         if got is not None:
             result[i] = got
     return result

@@ -1,0 +1,219 @@
+"""The cache's view of one memcached server: a *lane*.
+
+A lane is a :class:`~cachelab.tiered.backends.Tier` with the :class:`CircuitBreaker` in front
+of it and the deletes owed to it (pending invalidations, and writes that may not have landed).
+A :class:`~cachelab.tiered.TieredCache` over one tier has one lane; over a
+:class:`~cachelab.tiered.MemcachedPool` it has one per member, so a member's failure opens only
+its own breaker, queues only its own deletes, and sends only its own keys past memcached
+(to the loader) while it is down or owed deletes. Keys are never remapped to another member:
+see docs/tiered.md, "Pools".
+
+A lane is what :func:`cachelab.tiered.flight.fill` works on (a
+:class:`~cachelab.tiered.flight.FillHost`): the tier, breaker and queue are its own; the lease
+settings and the counters are its cache's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from cachelab.errors import ServerError, ServerUnreachable
+from cachelab.tiered.backends import Tier
+from cachelab.tiered.breaker import CircuitBreaker
+from cachelab.tiered.flight import l2_failed
+from cachelab.tiered.stats import BreakerStats, TierStats
+
+__all__ = ["Lane", "LaneOwner"]
+
+_now_ns = time.perf_counter_ns
+
+
+class LaneOwner(Protocol):
+    """What a lane uses of its cache (:class:`cachelab.tiered.TieredCache`): the lease
+    settings, the counters, the write error policy, and a recount of the deletes owed."""
+
+    leases: bool
+    lease_ttl: int
+    lease_wait: float | None
+    write_errors: str
+    l2_stats: TierStats
+    l3_stats: TierStats
+    events: BreakerStats
+
+    def _count_pending(self) -> None:
+        """Recounts the deletes owed over all of the cache's lanes."""
+
+
+class Lane:
+    """One memcached server of a cache: ``l2`` behind ``breaker``, with its queue of owed
+    deletes. ``address`` and ``weight`` name a pool member (None and 1 for a lone tier).
+
+    Counters of its own (reported per member for a pool): ``bypassed`` — keys read past this
+    server (to the loader) because its breaker was open, its queued deletes could not be sent,
+    or the read failed; ``hits`` / ``misses`` of its reads; ``deletes_flushed``; and the
+    breaker's ``opened``, ``failed_calls``, ``last_opened``, ``last_closed``."""
+
+    __slots__ = ("_owner", "_pending", "address", "breaker", "bypassed", "deletes_flushed",
+                 "hits", "l2", "misses", "weight")
+
+    def __init__(self, owner: LaneOwner, l2: Tier, breaker: CircuitBreaker,
+                 address: str | None = None, weight: int = 1) -> None:
+        self._owner = owner
+        self.l2 = l2
+        self.breaker = breaker
+        self.address = address
+        self.weight = weight
+        #: Keys whose delete has not reached this server yet (read past it until it does).
+        self._pending: set[str] = set()
+        self.bypassed = 0
+        self.hits = 0
+        self.misses = 0
+        self.deletes_flushed = 0
+
+    def __repr__(self) -> str:
+        return f"Lane({self.l2!r}, breaker={self.breaker.state})"
+
+    # -- what a fill reads of its cache (FillHost) ---------------------------------------------
+
+    @property
+    def leases(self) -> bool:
+        return self._owner.leases
+
+    @property
+    def lease_ttl(self) -> int:
+        return self._owner.lease_ttl
+
+    @property
+    def lease_wait(self) -> float | None:
+        return self._owner.lease_wait
+
+    @property
+    def l2_stats(self) -> TierStats:
+        return self._owner.l2_stats
+
+    @property
+    def l3_stats(self) -> TierStats:
+        return self._owner.l3_stats
+
+    @property
+    def events(self) -> BreakerStats:
+        return self._owner.events
+
+    # -- the breaker and the queue of owed deletes ---------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Deletes owed to this server."""
+        return len(self._pending)
+
+    def usable(self) -> bool:
+        """Whether a read may go to this server now: its breaker allows a call (else counted
+        in ``events.skipped``) and no delete is owed to it (they are sent first, in bulk)."""
+        if not self.breaker.allow():
+            self.events.skipped += 1
+            return False
+        if self._pending:
+            return self.flush() and not self._pending
+        return True
+
+    def flush(self, raise_errors: bool = False) -> bool:
+        """Sends up to the tier's ``delete_batch`` owed deletes in one
+        :meth:`~cachelab.tiered.backends.Tier.delete_many` (the breaker has allowed a call;
+        the batch bounds how long one call spends draining the queue after an outage);
+        False if it failed: that counts against the breaker and keeps them all (deleting twice
+        is harmless); with ``raise_errors`` the error is raised instead."""
+        keys = list(self._pending)[:self.l2.delete_batch]
+        events = self.events
+        if keys:
+            t0 = _now_ns()
+            try:
+                self.l2.delete_many(keys)
+            except ServerError:
+                l2_failed(self)
+                events.write_errors += 1
+                if raise_errors:
+                    raise
+                return False
+            st = self.l2_stats
+            st.record(_now_ns() - t0)
+            st.add(calls=1, keys=len(keys))
+            self.breaker.success()
+            self._pending.difference_update(keys)
+            events.deletes_flushed += len(keys)
+            self.deletes_flushed += len(keys)
+        self._owner._count_pending()
+        return True
+
+    def write(self, key: str, data: bytes, flags: int, ttl: int) -> None:
+        """A put's set, through the breaker. Whenever the set may not have landed, ``key`` is
+        queued for deletion (like a pending invalidation): memcached must not keep serving an
+        older value after the outage. Queued deletes go first; one queued for this very key
+        may still follow the set (a later miss, never a stale read)."""
+        if not self.breaker.allow():
+            self._queue_delete(key)
+            self.skip_write()
+            return
+        raising = self._owner.write_errors == "raise"
+        if self._pending:
+            try:
+                sent = self.flush(raise_errors=raising)
+            except ServerError:
+                self._queue_delete(key)
+                raise
+            if not sent:  # the server is away: do not wait for it a second time
+                self._queue_delete(key)
+                return
+        t0 = _now_ns()
+        try:
+            self.l2.set(key, data, flags, ttl)
+        except ServerError:
+            self._queue_delete(key)
+            l2_failed(self)
+            self.events.write_errors += 1
+            if raising:
+                raise
+            return
+        self.breaker.success()
+        self.l2_stats.record(_now_ns() - t0)
+        self.l2_stats.add(calls=1, keys=1, bytes_written=len(data))
+
+    def delete(self, key: str) -> None:
+        """An invalidation's delete: queued, then sent (with any others owed) if the breaker
+        allows a call; otherwise it stays queued."""
+        self._queue_delete(key)
+        if self.breaker.allow():
+            self.flush(raise_errors=self._owner.write_errors == "raise")
+        else:
+            self.skip_write()
+
+    def _queue_delete(self, key: str) -> None:
+        """Queues ``key``'s delete (an invalidation, a write that may not have landed, or a
+        lease placeholder a fill could neither fill nor release: it must not keep other
+        processes waiting once the server is back; deleting a real value instead is
+        harmless)."""
+        self._pending.add(key)
+        self._owner._count_pending()
+
+    def skip_write(self) -> None:
+        """A write not sent: the breaker is open (its key is already queued)."""
+        self.events.writes_skipped += 1
+        if self._owner.write_errors == "raise":
+            where = f" for {self.address}" if self.address else ""
+            raise ServerUnreachable(f"memcached write skipped: the circuit breaker{where} is "
+                                    "open (the key's delete is queued)")
+
+    # -- stats ----------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """This server's state and counters (a pool member's entry in the cache's stats)."""
+        b = self.breaker
+        return {"address": self.address, "weight": self.weight, "state": b.state,
+                "down_episodes": b.opened, "failed_calls": b.failed_calls,
+                "last_down": b.last_opened, "last_up": b.last_closed,
+                "bypassed": self.bypassed, "hits": self.hits, "misses": self.misses,
+                "pending_invalidations": len(self._pending),
+                "deletes_flushed": self.deletes_flushed}
+
+    def reset_stats(self) -> None:
+        self.bypassed = self.hits = self.misses = self.deletes_flushed = 0

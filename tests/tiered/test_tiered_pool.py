@@ -1,0 +1,309 @@
+"""A memcached pool as L2 (``MemcachedPool``), on real members at 127.0.0.2–127.0.0.4: keys
+land where ``cachelab.pool.distribution`` says (asked of each member directly), multi-gets
+split across members return everything, leases live on their key's member, and one member
+killed or stopped under load from several threads: no exception, the other members keep
+serving, the down member's keys come from the loader, its owed deletes are replayed when it is
+back, and no read is staler than the stated bound (also over processes: the history checker)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tiered_helpers import free_port, memcached_on, stop, wait_for
+from tiered_history import SLACK, run_history
+
+from cachelab import _core
+from cachelab import pool as cpool
+from cachelab.servers import PrivateMemcached
+from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedPool, TieredCache
+from faultproxy import FaultProxy
+
+HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+TIMEOUT = 0.1  # each member's request and connect timeouts in the outage tests
+SLACK_CALL = 0.15  # what a call may take beyond one timeout (GIL, loader, scheduling)
+THREADS = 4
+KEYS = 240
+
+
+@pytest.fixture(scope="module")
+def members() -> Iterator[list[PrivateMemcached]]:
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(PrivateMemcached(host=h, memory_mb=16, threads=1))
+               for h in HOSTS]
+
+
+def _held(address: str, keys: list[str]) -> set[str]:
+    """The keys among ``keys`` that the server at ``address`` holds, asked directly."""
+    with _core.Client(address) as c:
+        return {k.decode() for k in c.get_multi(list(keys))}
+
+
+def _rows(idents: list[Any]) -> dict[Any, Any]:
+    return {i: {"id": i, "v": f"row {i}"} for i in idents}
+
+
+@pytest.mark.parametrize(("kind", "weights"), [("ketama", (1, 2, 1)), ("rendezvous", (1, 1, 1)),
+                                               ("modula", (1, 1, 1))])
+def test_keys_land_on_the_member_the_distribution_picks(
+    members: list[PrivateMemcached], kind: str, weights: tuple[int, ...]
+) -> None:
+    specs = [m.address if w == 1 else f"{m.address}:{w}" for m, w in zip(members, weights)]
+    cache = TieredCache(MemcachedPool(specs, distribution=kind), None)
+    kc = cache.key_class("row", _rows)
+    idents = list(range(300))
+    for i in idents[:150]:
+        cache.put(kc, i, {"id": i})  # writes
+    cache.get_many(kc, idents[150:])  # fills
+    keys = [cache.key_for(kc, i) for i in idents]
+    golden = cpool.distribution(kind, specs)  # checked against pylibmc / pymemcache
+    for n, m in enumerate(members):
+        want = {k for k in keys if golden.server_for(k) == n}
+        assert want, f"member {n} should hold some of 300 keys"
+        assert _held(m.address, keys) == want, f"member {n} ({kind})"
+    st = cache.stats()
+    assert st["pool"]["distribution"] == kind
+    assert [x["address"] for x in st["pool"]["members"]] == [m.address for m in members]
+    assert [x["weight"] for x in st["pool"]["members"]] == list(weights)
+
+
+def test_get_many_across_members_returns_everything(
+    members: list[PrivateMemcached], tmp_path: Path
+) -> None:
+    servers = tmp_path / "pool.txt"
+    servers.write_text("# the test pool\n" + "\n".join(m.address for m in members) + "\n")
+    loads: list[list[Any]] = []
+
+    def load(idents: list[Any]) -> dict[Any, Any]:
+        loads.append(list(idents))
+        return _rows([i for i in idents if i % 10 != 7])  # some idents are unknown
+
+    writer = TieredCache(MemcachedPool.from_file(servers), None, prefix=f"gm{os.getpid()}")
+    wkc = writer.key_class("row", load)
+    idents = list(range(100))
+    want = {i: r for i, r in _rows(idents).items() if i % 10 != 7}
+    assert writer.get_many(wkc, idents) == want
+    assert loads == [idents]  # one loader call for every member's misses, in request order
+    # Another cache (no L1) over the same pool: every value from memcached, none loaded.
+    reader = TieredCache(MemcachedPool(str(servers)), None, prefix=writer.prefix)
+    rkc = reader.key_class("row", load)
+    got = reader.get_many(rkc, idents[::-1])
+    assert got == want and list(got) == [i for i in idents[::-1] if i in want]
+    assert len(loads) == 2 and loads[1] == [i for i in idents[::-1] if i not in want]
+    st = reader.stats()
+    assert st["l2"]["calls"] == 3 + 10  # one multi-get per member, then 10 lease gets
+    assert st["l2"]["hits"] == len(want) and st["l2"]["misses"] == 10
+    per = st["pool"]["members"]
+    assert sum(x["hits"] for x in per) == len(want) and all(x["hits"] > 0 for x in per)
+    # The pool as a plain Tier: split per member, each key on its member.
+    pool = reader.l2
+    assert isinstance(pool, MemcachedPool)
+    keys = [reader.key_for(rkc, i) for i in idents]
+    assert set(pool.get_multi(keys)) == {reader.key_for(rkc, i) for i in want}
+    pool.delete_many(keys[:50])
+    assert not any(_held(m.address, keys[:50]) for m in members)
+    assert len(pool.get_multi(keys)) == sum(1 for i in want if i >= 50)
+
+
+def test_a_lease_lives_on_its_keys_member(members: list[PrivateMemcached]) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(idents: list[Any]) -> dict[Any, Any]:
+        entered.set()
+        assert release.wait(5)
+        return _rows(idents)
+
+    specs = [m.address for m in members]
+    holder = TieredCache(MemcachedPool(specs), None)
+    hkc = holder.key_class("row", slow)
+    waiter = TieredCache(MemcachedPool(specs), None, prefix=holder.prefix)
+    calls: list[Any] = []
+    wkc = waiter.key_class("row", lambda ids: (calls.append(ids), _rows(ids))[1])
+    got: dict[str, Any] = {}
+    t1 = threading.Thread(target=lambda: got.update(h=holder.get(hkc, 5)))
+    t1.start()
+    assert entered.wait(5)
+    key = holder.key_for(hkc, 5)
+    home = cpool.distribution("ketama", specs).server_for(key)
+    try:
+        for n, m in enumerate(members):  # the placeholder (an empty value): on its member only
+            with _core.Client(m.address) as c:
+                status, _, value = c.meta_get(key, "v")
+            assert (status, value) == (("VA", b"") if n == home else ("EN", None)), n
+        t2 = threading.Thread(target=lambda: got.update(w=waiter.get(wkc, 5)))
+        t2.start()
+        wait_for(lambda: waiter.events.lease_waits == 1, "the waiter to meet the lease")
+    finally:
+        release.set()
+    t1.join(5)
+    t2.join(5)
+    assert got["h"] == got["w"] == {"id": 5, "v": "row 5"}
+    assert calls == [] and holder.events.lease_wins == 1  # loaded once, in the holder
+
+
+# -- one member down under load ---------------------------------------------------------------
+
+
+class Truth:
+    """The rows the loader reads (each key's ``n``), and which keys it loaded."""
+
+    def __init__(self) -> None:
+        self.n = dict.fromkeys(range(KEYS), 0)
+        self.loaded: list[int] = []
+
+    def load(self, idents: list[Any]) -> dict[Any, Any]:
+        self.loaded.extend(idents)
+        return {i: {"id": i, "n": self.n[i]} for i in idents}
+
+
+class Load:
+    """THREADS threads: reads of any key, ~5 % writes (put or invalidate) of the thread's own
+    keys (key % THREADS). A thread that reads one of its own keys must see its last write
+    (the same-process bound is "none"): any other value is recorded as a stale read."""
+
+    def __init__(self, cache: TieredCache, kc: Any, truth: Truth) -> None:
+        self.cache, self.kc, self.truth = cache, kc, truth
+        self.last_n: dict[int, int] = {}
+        self.errors: list[BaseException] = []
+        self.stale: list[tuple[int, int, int]] = []
+        self.worst = 0.0
+        self.calls = 0
+        self._stop = threading.Event()
+
+    def _work(self, t: int) -> None:
+        rng = random.Random(t)
+        mine = [k for k in range(KEYS) if k % THREADS == t]
+        for step in range(1, 10_000_000):  # bounded; stopped by the event long before
+            if self._stop.is_set():
+                return
+            t0 = time.monotonic()
+            try:
+                if rng.random() < 0.05:
+                    k = rng.choice(mine)
+                    n = step * THREADS + t  # increasing per key
+                    self.truth.n[k] = n
+                    if rng.random() < 0.3:
+                        self.cache.invalidate(self.kc, k)
+                    else:
+                        self.cache.put(self.kc, k, {"id": k, "n": n})
+                    self.last_n[k] = n
+                else:
+                    k = rng.randrange(KEYS)
+                    v = self.cache.get(self.kc, k)
+                    if k % THREADS == t and v["n"] != self.last_n.get(k, 0):
+                        self.stale.append((k, v["n"], self.last_n.get(k, 0)))
+            except BaseException as e:  # noqa: BLE001 - every exception is a failure here
+                self.errors.append(e)
+                return
+            self.worst = max(self.worst, time.monotonic() - t0)
+            self.calls += 1
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Load]:
+        threads = [threading.Thread(target=self._work, args=(t,)) for t in range(THREADS)]
+        for th in threads:
+            th.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            for th in threads:
+                th.join(10)
+
+
+def _member(cache: TieredCache, n: int) -> dict[str, Any]:
+    return cache.stats()["pool"]["members"][n]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_one_member_down_under_load(members: list[PrivateMemcached], fault: str) -> None:
+    """Member 1 (127.0.0.3, on a port of our choosing so it can come back on it) is killed
+    and restarted empty, or stopped and continued with its old values still in it."""
+    port = free_port(HOSTS[1])
+    truth = Truth()
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(memcached_on(port, HOSTS[1]))
+        specs = [members[0].address, f"{HOSTS[1]}:{port}", members[2].address]
+        pool = MemcachedPool(specs, timeout=TIMEOUT, connect_timeout=TIMEOUT)
+        cache = TieredCache(pool, LRUMemory(max_items=KEYS // 4),
+                            breaker=CircuitBreaker(3, 0.2), prefix=f"out{os.getpid()}{fault}")
+        kc = cache.key_class("item", truth.load)
+        on = [pool.member_of(cache.key_for(kc, k)) for k in range(KEYS)]
+        load = Load(cache, kc, truth)
+        with load.running():
+            time.sleep(0.3)  # healthy: fills every member, writes through them
+            before = [_member(cache, n) for n in range(3)]
+            assert before[1]["hits"] > 0 and before[1]["state"] == "closed"
+            if fault == "kill":
+                server.kill()
+                server.wait(5)
+            else:
+                stop(server.pid)
+            wait_for(lambda: _member(cache, 1)["state"] != "closed", "member 1 to be down")
+            loaded_from = len(truth.loaded)
+            time.sleep(0.6)  # down: its keys bypass L2, the others keep hitting
+            during = [_member(cache, n) for n in range(3)]
+            loaded = truth.loaded[loaded_from:]
+            if fault == "kill":
+                stack.enter_context(memcached_on(port, HOSTS[1]))  # empty, same address
+            else:
+                os.kill(server.pid, signal.SIGCONT)
+            time.sleep(0.5)  # back: owed deletes replayed under load
+        assert not load.errors, load.errors[:3]
+        assert not load.stale, load.stale[:5]
+        assert load.worst <= TIMEOUT + SLACK_CALL, load.worst
+        for n in (0, 2):  # the other members kept serving, and never went down
+            assert during[n]["hits"] - before[n]["hits"] > 50, (n, before[n], during[n])
+            assert during[n]["down_episodes"] == 0 and during[n]["bypassed"] == 0
+        assert during[1]["bypassed"] - before[1]["bypassed"] > 20, during[1]
+        assert during[1]["pending_invalidations"] > 0, during[1]  # writes meant for it
+        ones = sum(on[k] == 1 for k in loaded)  # the others' come from invalidations only
+        assert ones > 20 and ones > 3 * (len(loaded) - ones), (ones, len(loaded))
+        # Whatever is still owed goes out on the next call once its breaker allows one.
+        wait_for(lambda: (cache.get(kc, 0), cache.events.pending_invalidations == 0)[1],
+                 "the owed deletes")
+        after = _member(cache, 1)
+        assert after["state"] == "closed" and after["down_episodes"] >= 1
+        assert after["deletes_flushed"] > 0
+        assert after["last_down"] is not None and after["last_up"] is not None
+        assert after["last_up"] > after["last_down"]
+        assert cache.stats()["breaker"] == "closed"
+        # No key reads older than its last write, from a cache that saw none of them
+        # (stopped: member 1 kept its pre-outage values; only the replayed deletes hide them).
+        fresh = TieredCache(MemcachedPool(specs), None, prefix=cache.prefix)
+        fkc = fresh.key_class("item", truth.load)
+        got = fresh.get_many(fkc, sorted(load.last_n))
+        stale = {k: (got[k]["n"], n) for k, n in load.last_n.items() if got[k]["n"] != n}
+        assert not stale, stale
+        assert any(on[k] == 1 for k in load.last_n)  # member 1's keys were written too
+
+
+def test_history_over_a_pool_has_no_read_staler_than_the_bound(
+    members: list[PrivateMemcached], tmp_path: Path
+) -> None:
+    """The whole-history checker, every member behind a proxy adding 0.5 ms to each reply."""
+    bound = TieredCache(MemcachedPool([m.address for m in members]), LRUMemory(max_items=10),
+                        prefix="x").staleness()["cross_process_s"]
+    assert bound == 1.0
+    with contextlib.ExitStack() as stack:
+        proxies = [stack.enter_context(FaultProxy(m.address)) for m in members]
+        for p in proxies:
+            p.delay(0.0005)
+        h = run_history([p.address for p in proxies], members[0].address,
+                        f"phist{os.getpid()}", tmp_path, procs=2, threads=3, seconds=2.0,
+                        keys=9)
+    rep = h.check()
+    print(rep.summary(bound + SLACK))
+    assert all(k.startswith("put: Server") for k in h.error_kinds()), h.error_kinds()
+    assert rep.reads > 1000 and rep.writes > 100
+    assert not rep.unknown
+    assert rep.same_process == []
+    assert rep.over(bound + SLACK) == []
