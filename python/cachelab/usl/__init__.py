@@ -17,6 +17,7 @@ seeded residual bootstrap for Nmax and the peak. See ``docs/usl.md``.
 
 from cachelab.usl.data import fit_csv, read_csv
 from cachelab.usl.fit import METHODS, MIN_POINTS, fit_usl, t_quantile
+from cachelab.usl.quality import relative_se
 from cachelab.usl.result import (
     CSV_HEADER,
     PARAMS,
@@ -25,7 +26,6 @@ from cachelab.usl.result import (
     UslFit,
     csv_rows,
     read_usl_result,
-    relative_se,
 )
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from cachelab.plots.figure import new_figure, save
-from cachelab.usl.result import relative_se
+from cachelab.usl.quality import relative_se
 
 __all__ = ["usl_plot"]
 

@@ -5,7 +5,7 @@ human summary."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -14,9 +14,10 @@ import cachelab._core as _core
 from cachelab.artifacts import check_schema, created_now, read_json, write_json
 from cachelab.errors import InputError, UsageError
 from cachelab.tables import write_csv
+from cachelab.usl.quality import relative_se
 
 __all__ = ["CSV_HEADER", "PARAMS", "SCHEMA", "SCHEMA_VERSION", "UslFit", "csv_rows",
-           "read_usl_result", "relative_se"]
+           "read_usl_result"]
 
 SCHEMA = "cachelab.usl"
 SCHEMA_VERSION = 1
@@ -213,16 +214,6 @@ def _g(v: float | None, digits: int = 4) -> str:
     if isinstance(v, float) and math.isnan(v):
         return "—"
     return f"{v:.{digits}g}"
-
-
-def relative_se(x: Sequence[float], sigma: float | None) -> float | None:
-    """The residual standard error ``sigma`` as a percentage of the mean of the measured
-    throughputs ``x`` (how the fit's quality is stated: R² is not valid for a nonlinear
-    regression), or None when it cannot be computed."""
-    mean = sum(x) / len(x) if x else 0.0
-    if sigma is None or not (mean > 0 and math.isfinite(sigma)):
-        return None
-    return 100.0 * sigma / mean
 
 
 def _summary_lines(f: UslFit) -> list[str]:

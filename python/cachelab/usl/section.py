@@ -10,7 +10,8 @@ from cachelab.page import charts as ch
 from cachelab.page.html import table
 from cachelab.page.section import Context, Section, chart_specs, figures
 from cachelab.units import num
-from cachelab.usl.result import UslFit, relative_se
+from cachelab.usl.quality import relative_se
+from cachelab.usl.result import UslFit
 from cachelab.usl.superlinear import describe
 
 Spec = dict[str, Any]
