@@ -40,8 +40,8 @@ every strategy is reported on the rest. --draws repeats the latency draws (commo
 across strategies) and reports the median with a min-max band.
 
 FLAT KEY TRACES (.csv time,key,size[,op]; libCacheSim .oracleGeneral/.bin; .txt one key per
-line) run the classic miss-ratio simulation: --policies over --sizes (objects, or bytes with
---unit bytes; NN% means that share of the trace's unique objects or bytes), and --mrc for the
+line; the gets of a `trace capture`, .capture.parquet) run the classic miss-ratio
+simulation: --policies over --sizes (objects, or bytes with --unit bytes; NN% means that share of the trace's unique objects or bytes), and --mrc for the
 exact LRU miss-ratio curve (--shards R to sample huge traces).
 """
 
@@ -170,7 +170,7 @@ def _reject_flat_options(args: argparse.Namespace) -> None:
     if given or args.unit != "objects":
         given = given or ["--unit"]
         raise UsageError(
-            f"{', '.join(given)}: only for flat key traces (.csv, .bin, .txt); "
+            f"{', '.join(given)}: only for flat key traces (.csv, .bin, .txt, .capture.parquet); "
             "request traces take --strategies"
         )
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.cli import common
-from cachelab.cli.common import EXIT_OK, Parser
+from cachelab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, Parser
 from cachelab.errors import UsageError
+from cachelab.progress import Progress
 from cachelab.traces.formats import (
     REQUEST_FORMATS,
     convert,
@@ -32,8 +33,10 @@ from cachelab.traces.synth import SynthParams, render_synth_summary, synth_summa
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
 JSONL or a Parquet directory) and flat key traces (CSV time,key,size[,op], libCacheSim
-oracleGeneral binary, one key per line). The format follows from the file name (.jsonl,
-.jsonl.gz, .parquet, .csv, .bin/.oracleGeneral, .txt) unless --from/--to name it.
+oracleGeneral binary, one key per line), and captures of a live memcached's key stream
+(read as flat traces of their gets). The format follows from the file name (.jsonl,
+.jsonl.gz, .parquet, .capture.parquet, .csv, .bin/.oracleGeneral, .txt) unless --from/--to
+name it.
 See docs/traces.md.
 """
 
@@ -56,6 +59,19 @@ bytes, popularity skew (Zipf alpha fitted to the rank-frequency curve on log-log
 the share of touches that go to the top 1 % of keys), items per request (p50/p90/p99/max)
 and requests per route. Flat key traces get the flat summary. A table on a terminal, the
 JSON otherwise; --out DIR also writes DIR/trace-inspect.json.
+"""
+
+CAPTURE_DESCRIPTION = """\
+Capture a live memcached's key stream (memcached 1.6+, `watch fetchers mutations`) for
+--duration seconds into a capture file (Parquet: time, key, operation, hit or miss, size,
+slab class, client connection, and a request id grouping the keys of one multi-get). Keys
+are pseudonymised with a keyed hash whose secret is random per capture and never written
+(--keep-keys to keep them). The capture is a flat trace of its gets for `trace inspect`,
+`trace convert` and `simulate`. The server's own counters over the capture are recorded
+beside it and compared with what was captured; lines the server skipped because the
+capture fell behind are reported as lost. Ctrl-C ends it early and keeps what was read.
+Costs the server a little per request while it runs (docs/traces.md). See docs/traces.md,
+"Capturing a trace".
 """
 
 CONVERT_DESCRIPTION = """\
@@ -113,6 +129,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--format", choices=("table", "json"), default=None,
                    help="what goes to stdout: a human table (default on a terminal) or JSON")
     i.set_defaults(func=run_inspect)
+
+    k = actions.add_parser(
+        "capture", help="capture a live memcached's key stream into a trace",
+        description=CAPTURE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    k.add_argument("--server", required=True, metavar="HOST:PORT",
+                   help="the memcached to capture (HOST:PORT or unix:PATH)")
+    k.add_argument("--duration", type=common.float_range(0, 7 * 86_400, above=True),
+                   default=60.0, metavar="S", help="seconds to capture (default 60)")
+    k.add_argument("--out", type=Path, metavar="PATH|DIR",
+                   help="the capture file (*.capture.parquet), or a directory to write "
+                   "trace.capture.parquet into (default: cachelab-out/capture-<date>-<time>/)")
+    k.add_argument("--sample", type=common.float_range(0, 1, above=True), default=1.0,
+                   metavar="R", help="keep this share of keys, every access of a kept key "
+                   "(default 1: all)")
+    k.add_argument("--keep-keys", action="store_true",
+                   help="write the keys as they are (default: pseudonymised)")
+    k.add_argument("--max-events", type=common.int_range(1, 10**10), default=50_000_000,
+                   metavar="N", help="stop after N accesses written (default 50,000,000)")
+    k.add_argument("--max-mb", type=common.int_range(1, 2**20), default=8192, metavar="MB",
+                   help="stop after MB of the server's stream (default 8192)")
+    k.add_argument("--format", choices=("table", "json"), default=None,
+                   help="what goes to stdout: a summary (default on a terminal) or JSON")
+    k.set_defaults(func=run_capture)
 
     c = actions.add_parser(
         "convert", help="convert a trace to another format", description=CONVERT_DESCRIPTION,
@@ -220,6 +260,40 @@ def run_inspect(args: argparse.Namespace) -> int:
             out = write_inspection(result, args.out)
         print(f"wrote {out}", file=sys.stderr if fmt == "json" else sys.stdout)
     return EXIT_OK
+
+
+# -- capture ---------------------------------------------------------------------------------
+
+
+def capture_target(args: argparse.Namespace) -> Path:
+    """The capture file: --out as a ``*.capture.parquet`` path or a directory; a default."""
+    target = args.out if args.out is not None else common.output_dir(args, "capture")
+    if not target.name.lower().endswith(".capture.parquet"):
+        if target.suffix:
+            raise UsageError(f"--out {target}: a capture file is named *.capture.parquet "
+                             "(or give a directory)")
+        target = target / "trace.capture.parquet"
+    common.check_out_file(target, "--out" if args.out is not None else "")
+    return target
+
+
+def run_capture(args: argparse.Namespace) -> int:
+    # deferred: capture imports pyarrow, which takes ~0.1 s
+    from cachelab.traces.capture import CaptureSpec, capture
+
+    fmt = common.stdout_format(args)
+    spec = CaptureSpec(server=args.server, duration=args.duration, sample=args.sample,
+                       keep_keys=args.keep_keys, max_events=args.max_events,
+                       max_bytes=args.max_mb * 2**20)
+    spec.check()
+    target = capture_target(args)
+    with Progress(total=int(spec.duration * 1000), label="capture") as bar:
+        result = capture(spec, target,
+                         on_progress=lambda elapsed, _events: bar.update(int(elapsed * 1000)))
+    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
+    if result.ended == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_PROBLEMS if result.lost else EXIT_OK
 
 
 # -- convert ---------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Any, Union
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
+from cachelab.traces.formats import CAPTURE_FORMAT, detect_format, load_flat
 
 __all__ = [
     "FlatResult",
@@ -60,8 +61,18 @@ def policies() -> list[str]:
 
 
 def load_trace(path: str | os.PathLike[str], format: str | None = None) -> _core.FlatTrace:
-    """Read a trace; ``format`` is ``csv``, ``oracle`` or ``lines``, else from the extension."""
+    """Read a trace; ``format`` is ``csv``, ``oracle``, ``lines`` or ``capture`` (the gets of
+    a ``trace capture``), else from the extension."""
+    if _is_capture(path, format):
+        return load_flat(path, CAPTURE_FORMAT)
     return _core.FlatTrace.load(os.fspath(path), format)
+
+
+def _is_capture(path: str | os.PathLike[str], format: str | None) -> bool:
+    try:
+        return detect_format(path, format) == CAPTURE_FORMAT
+    except UsageError:
+        return False  # the Rust reader names the formats it takes
 
 
 def _trace(trace: TraceLike, format: str | None) -> tuple[_core.FlatTrace, str | None]:

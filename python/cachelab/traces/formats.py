@@ -20,6 +20,7 @@ from cachelab.traces._files import atomic_file
 from cachelab.traces.request import RequestTrace
 
 __all__ = [
+    "CAPTURE_FORMAT",
     "FLAT_FORMATS",
     "REQUEST_FORMATS",
     "convert",
@@ -36,6 +37,9 @@ __all__ = [
 
 REQUEST_FORMATS = ("jsonl", "parquet")
 FLAT_FORMATS = ("csv", "oracle", "lines")
+#: A capture of a live memcached (:mod:`cachelab.traces.capture`): read as a flat trace of
+#: its gets, never written by conversion.
+CAPTURE_FORMAT = "capture"
 
 #: Largest size (bytes) and time (whole seconds) of a flat trace's access (u32 columns).
 MAX_FLAT_VALUE = 2**32 - 1
@@ -43,12 +47,14 @@ MAX_FLAT_VALUE = 2**32 - 1
 _ALIASES = {
     "jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl",
     "parquet": "parquet",
+    "capture": "capture",
     "csv": "csv",
     "oracle": "oracle", "oraclegeneral": "oracle", "bin": "oracle", "binary": "oracle",
     "lines": "lines", "txt": "lines", "text": "lines",
 }
 _SUFFIXES = (
     (".jsonl.gz", "jsonl"), (".jsonl", "jsonl"), (".ndjson", "jsonl"),
+    (".capture.parquet", "capture"),
     (".parquet", "parquet"),
     (".csv", "csv"),
     (".oraclegeneral.bin", "oracle"), (".oraclegeneral", "oracle"), (".bin", "oracle"),
@@ -77,7 +83,7 @@ def detect_format(path: str | os.PathLike[str], override: str | None = None) -> 
             return fmt
     raise UsageError(
         f"{path}: cannot tell the trace format from the name (use .jsonl, .jsonl.gz, "
-        ".parquet, .csv, .bin, .oracleGeneral or .txt, or name the format)"
+        ".parquet, .capture.parquet, .csv, .bin, .oracleGeneral or .txt, or name the format)"
     )
 
 
@@ -186,6 +192,12 @@ def load_flat(path: str | os.PathLike[str], format: str | None = None) -> Any:
         raise UsageError(f"{path}: a {fmt} file is a request trace, not a flat key trace")
     if not Path(path).is_file():
         raise InputError(f"{path}: no such file")
+    if fmt == CAPTURE_FORMAT:
+        # deferred: capture imports pyarrow, which takes ~0.1 s
+        from cachelab.traces.capture import capture_accesses
+
+        ids, sizes, times = capture_accesses(path)
+        return _flat_class().from_arrays(ids.tolist(), sizes.tolist(), times.tolist())
     return _flat_class().load(str(path), format=fmt)
 
 
@@ -232,6 +244,9 @@ def convert(
             f"cannot convert a flat key trace ({src_fmt}) to a request trace ({dst_fmt}): it "
             "has no requests or catalog"
         )
+    if dst_fmt == CAPTURE_FORMAT:
+        raise UsageError("a capture is written only by `cachelab trace capture`, not converted "
+                         "to")
     flat = load_flat(src, src_fmt)
     summary["accesses"] = len(flat)
     flat.write(str(dst), format=dst_fmt)

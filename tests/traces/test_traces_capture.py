@@ -1,0 +1,212 @@
+"""`cachelab trace capture` against a real memcached: a known workload is captured exactly
+(checked against the server's own counters), keys are pseudonymised per capture, sampling
+keeps whole keys, caps stop it, a stalled capture counts the lines the server skipped, and
+the capture reads back as a flat trace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pytest
+from pymemcache.client.base import Client
+
+from cachelab.errors import ServerUnreachable
+from cachelab.servers import PrivateMemcached
+from cachelab.traces.capture import CaptureResult, CaptureSpec, capture, read_capture
+from cachelab.traces.formats import load_flat
+from clitools import cachelab
+
+
+def _capture_during(server: PrivateMemcached, path: Path, work: Callable[[], Any],
+                    **options: Any) -> CaptureResult:
+    """Captures while ``work()`` runs on another connection; stops once it is done and the
+    stream has had a moment to drain."""
+    done = threading.Event()
+    result: dict[str, CaptureResult] = {}
+    spec = CaptureSpec(server.address, duration=30.0, **options)
+
+    def run() -> None:
+        result["r"] = capture(spec, path, stop=lambda: done.is_set() and
+                              time.monotonic() > finished[0] + 0.3)
+
+    finished = [float("inf")]
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.3)  # the watcher is registered once capture() has its OK
+    try:
+        work()
+    finally:
+        finished[0] = time.monotonic()
+        done.set()
+        t.join(15)
+    assert not t.is_alive()
+    return result["r"]
+
+
+def _workload(server: PrivateMemcached, prefix: str) -> dict[str, int]:
+    """Sets, single gets (hits and misses) and multi-gets from one client; what it sent."""
+    c = Client((server.host, server.port), timeout=2, connect_timeout=2)
+    keys = [f"{prefix}:{i}" for i in range(60)]
+    for i, k in enumerate(keys[:40]):
+        c.set(k, b"v" * (10 + i))
+    gets = hits = 0
+    for k in keys:                       # 40 hits, 20 misses
+        gets += 1
+        hits += c.get(k) is not None
+    for j in range(10):                  # 10 multi-gets of 6 keys, 4 of them set
+        got = c.get_many(keys[36 + j:42 + j] if j < 4 else keys[j:j + 6])
+        gets += 6
+        hits += len(got)
+    c.close()
+    return {"sets": 40, "gets": gets, "hits": hits, "multi": 10, "keys": len(keys)}
+
+
+def test_a_known_workload_is_captured_exactly(tmp_path: Path) -> None:
+    with PrivateMemcached(memory_mb=8, threads=2) as server:
+        sent: dict[str, int] = {}
+        path = tmp_path / "t.capture.parquet"
+        r = _capture_during(server, path, lambda: sent.update(_workload(server, "known")))
+    d = r.server["deltas"]
+    # What the server counted is what was captured, and what the client sent.
+    assert (r.gets, r.hits, r.misses, r.stores) == (d["cmd_get"], d["get_hits"],
+                                                    d["get_misses"], d["cmd_set"])
+    assert (r.gets, r.hits, r.stores) == (sent["gets"], sent["hits"], sent["sets"])
+    assert r.store_lookups == sent["sets"]      # the server's lookup before each store
+    assert r.multi_get_requests == sent["multi"]
+    assert r.requests == sent["sets"] + 60 + sent["multi"]
+    assert r.lost == 0 and r.ended == "interrupted" and not r.checks()
+    table, meta = read_capture(path)
+    assert table.num_rows == r.gets + r.stores
+    assert meta["pseudonymised"] and meta["summary"]["deltas"] == d
+    # Pseudonyms: no key appears, equal keys stay equal.
+    keys = table["key"].to_pylist()
+    assert not any(k.startswith("known:") for k in keys)
+    assert len(set(keys)) == sent["keys"] == r.keys
+    # A multi-get's six keys share a request id; single gets each have their own.
+    gets = table.filter(pc.equal(table["op"].cast("string"), "get"))
+    sizes = pc.value_counts(gets["request"]).field("counts").to_pylist()
+    assert sorted(sizes).count(6) == sent["multi"] and sorted(sizes).count(1) == 60
+
+
+def test_pseudonyms_change_between_captures_and_keep_keys_keeps_them(tmp_path: Path) -> None:
+    def one(server: PrivateMemcached, name: str, **kw: Any) -> set[str]:
+        def work() -> None:
+            c = Client((server.host, server.port), timeout=2)
+            c.set("same-key", b"x")
+            c.get("same-key")
+            c.close()
+        _capture_during(server, tmp_path / name, work, **kw)
+        return set(read_capture(tmp_path / name)[0]["key"].to_pylist())
+
+    with PrivateMemcached(memory_mb=8, threads=1) as server:
+        a = one(server, "a.capture.parquet")
+        b = one(server, "b.capture.parquet")
+        kept = one(server, "c.capture.parquet", keep_keys=True)
+    assert len(a) == len(b) == 1 and a != b
+    assert kept == {"same-key"}
+
+
+def test_sampling_keeps_every_access_of_a_kept_key_or_none(tmp_path: Path) -> None:
+    with PrivateMemcached(memory_mb=8, threads=2) as server:
+        def work() -> None:
+            c = Client((server.host, server.port), timeout=2)
+            for _round in range(3):
+                for i in range(200):
+                    c.get(f"s:{i}")
+            c.close()
+        r = _capture_during(server, tmp_path / "s.capture.parquet", work, sample=0.5)
+    table, _ = read_capture(tmp_path / "s.capture.parquet")
+    counts = pc.value_counts(table["key"]).field("counts").to_pylist()
+    assert set(counts) == {3}                     # whole keys: all three rounds or nothing
+    assert 60 <= r.keys <= 140                    # about half of 200 (binomial sd ~7)
+    assert r.gets + r.sampled_out == 600
+
+
+def test_the_event_cap_stops_the_capture(tmp_path: Path) -> None:
+    with PrivateMemcached(memory_mb=8, threads=1) as server:
+        def work() -> None:
+            c = Client((server.host, server.port), timeout=2)
+            for i in range(300):
+                c.get(f"cap:{i}")
+            c.close()
+        r = _capture_during(server, tmp_path / "m.capture.parquet", work, max_events=100)
+    assert r.ended == "max_events" and r.gets == 100 and r.partial
+    assert read_capture(tmp_path / "m.capture.parquet")[0].num_rows == 100
+    assert "PARTIAL" in r.render()
+
+
+def test_a_capture_reads_back_as_a_flat_trace_of_its_gets(tmp_path: Path) -> None:
+    with PrivateMemcached(memory_mb=8, threads=2) as server:
+        path = tmp_path / "f.capture.parquet"
+        r = _capture_during(server, path, lambda: _workload(server, "flat"))
+    flat = load_flat(path)
+    assert len(flat) == r.gets
+    out = cachelab("trace", "inspect", path, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    converted = cachelab("trace", "convert", path, tmp_path / "f.csv")
+    assert converted.returncode == 0, converted.stderr
+    rows = (tmp_path / "f.csv").read_text().splitlines()
+    assert len(rows) - 1 == r.gets                 # a header, then one access per get
+    # The workload's misses are of keys never stored: 1 byte (a request of unknown size);
+    # its hits carry their sizes.
+    sizes = [int(line.split(",")[2]) for line in rows[1:]]
+    assert sizes.count(1) == r.misses and set(sizes) - {1} == set(range(10, 50))
+    # simulate reads it as a flat trace: LRU holding everything misses each key once.
+    sim = cachelab("simulate", path, "--policies", "lru", "--sizes", "1000", "--format", "json",
+                   "--out", tmp_path / "sim")
+    assert sim.returncode == 0, sim.stderr
+    import json
+    run = json.loads(sim.stdout)["results"][0]
+    assert run["requests"] == r.gets and run["misses"] == r.keys
+
+
+def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -> None:
+    """The capture process is stopped (SIGSTOP) while a load runs, so the server's buffer for
+    the watcher overflows and it skips lines; the capture reports them and exits 1."""
+    from cachelab.load import LoadSpec, load
+
+    with PrivateMemcached(memory_mb=16, threads=2) as server:
+        out = tmp_path / "stall.capture.parquet"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cachelab", "trace", "capture", "--server", server.address,
+             "--duration", "6", "--out", str(out), "--format", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        try:
+            time.sleep(1.5)
+            os.kill(proc.pid, signal.SIGSTOP)
+            load(LoadSpec(duration=1.0, warmup=0.0, connections=4, threads=1, key_space=1000,
+                          pipeline=8), server=server.address)
+            os.kill(proc.pid, signal.SIGCONT)
+            stdout, stderr = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    assert proc.returncode == 1, stderr
+    import json
+    d = json.loads(stdout)
+    deltas = d["server"]["deltas"]
+    assert d["lost"] > 0 and d["ended"] == "duration"
+    assert d["lost"] == deltas["log_watcher_skipped"] + deltas["log_worker_dropped"]
+    assert d["gets"] < deltas["cmd_get"]
+    assert d["gets"] + d["stores"] + d["store_lookups"] <= deltas["log_watcher_sent"]
+
+
+def test_an_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ServerUnreachable):
+        capture(CaptureSpec("127.0.0.1:1", duration=1.0, connect_timeout=0.5),
+                tmp_path / "x.capture.parquet")
+    p = cachelab("trace", "capture", "--server", "127.0.0.1:1", "--duration", "1",
+                 "--out", tmp_path / "y.capture.parquet")
+    assert p.returncode == 3 and "127.0.0.1:1" in p.stderr
+    assert not (tmp_path / "y.capture.parquet").exists()
