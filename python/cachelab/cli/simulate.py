@@ -41,8 +41,9 @@ across strategies) and reports the median with a min-max band.
 
 FLAT KEY TRACES (.csv time,key,size[,op]; libCacheSim .oracleGeneral/.bin; .txt one key per
 line; the gets of a `trace capture`, .capture.parquet) run the classic miss-ratio
-simulation: --policies over --sizes (objects, or bytes with --unit bytes; NN% means that share of the trace's unique objects or bytes), and --mrc for the
-exact LRU miss-ratio curve (--shards R to sample huge traces).
+simulation: --policies over --sizes (objects, or bytes with --unit bytes; NN% means that
+share of the trace's unique objects or bytes), and --mrc for the exact LRU miss-ratio curve
+(--shards R to sample huge traces).
 """
 
 
