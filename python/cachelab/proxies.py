@@ -31,11 +31,13 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import IO, Any, Union
 
-from cachelab.errors import ServerUnreachable, TwemproxyNotInstalled, UsageError
+import cachelab._core as _core
+from cachelab.errors import ServerError, ServerUnreachable, TwemproxyNotInstalled, UsageError
 from cachelab.pool import Server, parse_server
 from cachelab.servers import LOOPBACK, PrivateMemcached, _die_with_parent, _free_port, _is_loopback
+from cachelab.tls import TlsOptions, core_tls
 
-__all__ = ["HASHES", "PrivateTwemproxy", "find_nutcracker", "stop_all"]
+__all__ = ["HASHES", "PrivateTwemproxy", "find_nutcracker", "proxy_message", "stop_all"]
 
 HASHES = ("one_at_a_time", "md5", "crc16", "crc32", "crc32a", "fnv1_64", "fnv1a_64", "fnv1_32",
           "fnv1a_32", "hsieh", "murmur", "jenkins")
@@ -367,6 +369,23 @@ def _read_json(host: str, port: int, timeout: float) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def proxy_message(address: str, timeout: float = 2.0, tls: TlsOptions | None = None) -> str | None:
+    """For a server that closed the connection on ``stats``: the one-line explanation if it
+    behaves like a proxy such as twemproxy (on a new connection it answers ``version`` and a
+    ``get``), else None. twemproxy 0.5.0 forwards ``version`` and the key commands to its
+    members, but closes the connection on ``stats``, meta commands and ``flush_all``."""
+    try:
+        with _core.Client(address, timeout=timeout, connect_timeout=timeout,
+                          tls=core_tls(tls)) as c:
+            version = c.version()
+            c.get(f"cachelab:probe:{secrets.token_hex(4)}")
+    except ServerError:
+        return None
+    return (f"{address} looks like a proxy such as twemproxy, not a memcached: it answers get "
+            f"and version ({version}) but closes the connection on stats, so cachelab cannot "
+            "read the memory of the servers behind it; give --server one of them instead")
 
 
 # -- the registry of running proxies, stopped at exit ------------------------------------------

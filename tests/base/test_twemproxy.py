@@ -13,6 +13,7 @@ import random
 import socket
 import string
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from cachelab import pool
 from cachelab.errors import ServerUnreachable, TwemproxyNotInstalled, UsageError
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached
+from clitools import cachelab, one_error_line
 
 KEYS = 3000
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
@@ -152,7 +154,17 @@ def test_twemproxy_places_every_key_where_we_do(
     specs = [f"{m.address}:{w}" for m, w in zip(used, weights)]
     for name in ours:
         assert not _differ(keys, want, pool.distribution(name, specs).servers_for(keys)), name
+    assert not _differ(keys, want, pool.twemproxy(specs, dist, hash_).servers_for(keys))
     assert len(set(want)) == len(used)
+
+
+def test_every_distribution_name_builds_and_twemproxy_settings_map_to_them() -> None:
+    for name in pool.DISTRIBUTIONS:
+        assert pool.distribution(name, ["a:1", "b:2"]).kind == name
+    assert pool.twemproxy(["a:1:2", "b:1"]).kind == "twemproxy-ketama-fnv1a_64"
+    for dist, hash_ in [("random", "md5"), ("ketama", "crc32")]:
+        with pytest.raises(UsageError, match="cachelab computes ketama or modula"):
+            pool.twemproxy(["a:1"], dist, hash_)
 
 
 def test_twemproxy_modula_takes_members_sorted_by_name(members: list[PrivateMemcached]) -> None:
@@ -299,3 +311,14 @@ def test_private_twemproxy_refuses_clearly() -> None:
     # Two members with one alias: nutcracker refuses its configuration, and says why.
     with pytest.raises(ServerUnreachable, match="same name"):
         PrivateTwemproxy(["127.0.0.2:1", "127.0.0.3:1"], names=["a", "a"]).start()
+
+
+def test_a_verb_pointed_at_twemproxy_says_it_is_a_proxy(proxy: PrivateTwemproxy,
+                                                        tmp_path: Path) -> None:
+    p = cachelab("load", "--duration", "1", "--server", proxy.address, "--out", tmp_path / "o",
+                 timeout=60)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert line.startswith(f"cachelab: error: {proxy.address} looks like a proxy such as "
+                           "twemproxy, not a memcached: it answers get and version (1."), line
+    assert "closes the connection on stats" in line and "give --server one of them" in line
