@@ -270,11 +270,19 @@ def test_twemproxy_passes_the_classic_text_commands(proxy: PrivateTwemproxy) -> 
     assert _exchange(a, b"gets q\r\n").startswith(b"VALUE q 0 1 ")
     assert _exchange(a, b"touch q 100\r\nincr n 1\r\ndelete q\r\n") == \
         b"TOUCHED\r\nNOT_FOUND\r\nDELETED\r\n"
+    assert _exchange(a, b"add n 0 0 1\r\n5\r\nreplace n 0 0 1\r\n7\r\nappend n 0 0 1\r\n1"
+                        b"\r\nprepend n 0 0 1\r\n1\r\ndecr n 2\r\ncas n 0 0 1 1\r\nx\r\n") == \
+        b"STORED\r\nSTORED\r\nSTORED\r\nSTORED\r\n169\r\nEXISTS\r\n"
 
 
-@pytest.mark.parametrize("command", [b"stats\r\n", b"stats settings\r\n", b"mg k0 v\r\n",
-                                     b"mn\r\n", b"gat 10 k0\r\n", b"flush_all\r\n",
-                                     b"verbosity 1\r\n", b"get k0\r\nstats\r\n"])
+# The binary protocol's get of "k0": magic 0x80, opcode 0, key length 2, body length 2.
+BINARY_GET = bytes([0x80, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2]) + bytes(12) + b"k0"
+
+
+@pytest.mark.parametrize("command", [
+    b"stats\r\n", b"stats settings\r\n", b"mg k0 v\r\n", b"ms k0 1\r\nx\r\n", b"md k0\r\n",
+    b"mn\r\n", b"gat 10 k0\r\n", b"gats 10 k0\r\n", b"flush_all\r\n", b"verbosity 1\r\n",
+    b"get k0\r\nstats\r\n", BINARY_GET], ids=lambda c: c.split(b"\r")[0].decode("latin-1"))
 def test_twemproxy_closes_the_connection_on_what_it_does_not_know(
         proxy: PrivateTwemproxy, command: bytes) -> None:
     # Pipelined before the unknown command, even `get k0` goes unanswered.
