@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what cachelab needs from the OS packages, and only what is missing:
 # memcached (the server every verb can start privately) and Python's venv module; with the
-# argument `test`, also chromium (for the report's headless-browser test) and PostgreSQL (the
-# tests of `cachelab tiers --dsn` start a private cluster from its binaries).
+# argument `test`, also chromium (for the report's headless-browser test), PostgreSQL (the
+# tests of `cachelab tiers --dsn` start a private cluster from its binaries) and twemproxy
+# (package nutcracker, installed in /usr/sbin: the pool tests check its key placement).
 # Rust (cargo) and Python 3.9+ must already be there; this says so if they are not.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ command -v memcached >/dev/null 2>&1 || need+=(memcached)
 if [ "${1:-}" = "test" ]; then
   command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || need+=(nutcracker)
 fi
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then

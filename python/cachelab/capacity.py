@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import cachelab._core as _core
-from cachelab.errors import ServerError, ServerReplyError, UsageError
+from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, UsageError
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 
@@ -157,12 +157,23 @@ class ServerMemory:
     @classmethod
     def read(cls, address: str, timeout: float = 2.0,
              tls: TlsOptions | None = None) -> ServerMemory:
-        """Reads the server's memory (three ``stats`` requests, each with ``timeout``)."""
-        with _core.Client(address, timeout=timeout, connect_timeout=timeout,
-                          tls=core_tls(tls)) as c:
-            stats = c.stats()
-            settings = _stats_or_empty(c, "settings")
-            slabs = _stats_or_empty(c, "slabs")
+        """Reads the server's memory (three ``stats`` requests, each with ``timeout``).
+
+        A proxy that closes the connection on ``stats`` (twemproxy) is a UsageError saying so.
+        """
+        try:
+            with _core.Client(address, timeout=timeout, connect_timeout=timeout,
+                              tls=core_tls(tls)) as c:
+                stats = c.stats()
+                settings = _stats_or_empty(c, "settings")
+                slabs = _stats_or_empty(c, "slabs")
+        except ConnectionClosed as e:
+            from cachelab.proxies import proxy_message  # only on this rare path
+
+            message = proxy_message(address, timeout, tls)
+            if message is None:
+                raise
+            raise UsageError(message) from e
         if "limit_maxbytes" not in stats:
             raise UsageError(f"the server at {address} does not report its memory limit "
                              "(no limit_maxbytes in stats): cachelab writes only to a server "

@@ -6,6 +6,7 @@
     │   └── InputError           a malformed file: names the file and line
     ├── ServerError              the server misbehaved or went away (CLI exit code 3)
     │   ├── MemcachedNotInstalled
+    │   ├── TwemproxyNotInstalled    no nutcracker binary (for a private twemproxy)
     │   ├── ServerUnreachable    could not connect
     │   │   └── TlsHandshakeFailed   connected, but the TLS handshake failed (certificate, no TLS)
     │   ├── ServerTimeout        no reply within the deadline
@@ -49,6 +50,10 @@ class ServerError(CachelabError):
 
 class MemcachedNotInstalled(ServerError):
     """No memcached binary was found for a private server."""
+
+
+class TwemproxyNotInstalled(ServerError):
+    """No nutcracker (twemproxy) binary was found for a private proxy."""
 
 
 class ServerUnreachable(ServerError, ConnectionError):

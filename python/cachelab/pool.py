@@ -4,8 +4,10 @@ member holds a key, computed as production clients compute it (docs/pools.md).
 The distributions are Rust (``cachelab._core.Distribution``): ``ketama`` (libmemcached's
 weighted ketama, as pylibmc's ``ketama_weighted``), ``ketama-plain`` (pylibmc's plain ``ketama``
 behaviour: libmemcached's default one-at-a-time hash), ``rendezvous`` (pymemcache's
-``HashClient``) and ``modula`` (libmemcached's default: one-at-a-time hash modulo the member
-count)::
+``HashClient``), ``modula`` (libmemcached's default: one-at-a-time hash modulo the member
+count), and ``twemproxy-<distribution>-<hash>``, a twemproxy (nutcracker) pool's placement for
+its ``distribution:`` ketama or modula and ``hash:`` md5, fnv1a_64 or one_at_a_time
+(:func:`twemproxy`)::
 
     pool = distribution("ketama", ["10.0.0.1:11211:2", "10.0.0.2:11211"])
     pool.server_for("user:42")       # -> 0 or 1, the index of the member
@@ -22,11 +24,17 @@ from pathlib import Path
 from cachelab import _core
 from cachelab.errors import InputError, UsageError
 
-__all__ = ["DISTRIBUTIONS", "Distribution", "Server", "distribution", "parse_server",
-           "read_servers_file"]
+__all__ = ["DISTRIBUTIONS", "TWEMPROXY_HASHES", "Distribution", "Server", "distribution",
+           "parse_server", "read_servers_file", "twemproxy"]
 
-DISTRIBUTIONS = ("ketama", "ketama-plain", "rendezvous", "modula")
+DISTRIBUTIONS = ("ketama", "ketama-plain", "rendezvous", "modula",
+                 "twemproxy-ketama-md5", "twemproxy-ketama-fnv1a_64",
+                 "twemproxy-ketama-one_at_a_time", "twemproxy-modula-md5",
+                 "twemproxy-modula-fnv1a_64", "twemproxy-modula-one_at_a_time")
 """The names ``--distribution`` takes, the default first."""
+
+TWEMPROXY_HASHES = ("md5", "fnv1a_64", "one_at_a_time")
+"""The twemproxy ``hash:`` settings cachelab computes (twemproxy's default is ``fnv1a_64``)."""
 
 Distribution = _core.Distribution
 
@@ -87,7 +95,21 @@ def distribution(kind: str, servers: Iterable[Server | str]) -> Distribution:
     """The key -> member map of ``kind`` over ``servers`` (Server or spec strings), in order.
 
     Raises UsageError for an unknown kind, an empty pool, a member listed twice, or weights
-    given to ``rendezvous`` or ``modula`` (which ignore them).
+    given to ``rendezvous`` or ``modula`` (which ignore them; the twemproxy kinds honour them).
     """
     specs: Sequence[str] = [s.spec if isinstance(s, Server) else s for s in servers]
     return _core.Distribution(kind, list(specs))
+
+
+def twemproxy(servers: Iterable[Server | str], distribution: str = "ketama",
+              hash: str = "fnv1a_64") -> Distribution:  # noqa: A002 - twemproxy's name
+    """Where a twemproxy pool with these settings puts each key (its defaults: ketama and
+    fnv1a_64). ``servers`` as in its ``servers:`` list, without aliases: a member written
+    ``host:port:weight name`` is hashed by its name, so give it here as ``name:11211:weight``.
+    ``hash_tag`` is not modelled. Raises UsageError for settings cachelab does not compute
+    (the ``random`` distribution, the other nine hashes)."""
+    if distribution not in ("ketama", "modula") or hash not in TWEMPROXY_HASHES:
+        raise UsageError(f"twemproxy distribution {distribution!r} with hash {hash!r}: cachelab "
+                         f"computes ketama or modula with {', '.join(TWEMPROXY_HASHES)}")
+    specs = [s.spec if isinstance(s, Server) else s for s in servers]
+    return _core.Distribution(f"twemproxy-{distribution}-{hash}", specs)

@@ -155,6 +155,7 @@ class PrivateMemcached:
         tls_files: tuple[str, str] | None = None,
         tls: TlsOptions | None = None,
         host: str = LOOPBACK,
+        port: int | None = None,
     ) -> None:
         """Describe the server; nothing runs until ``start()``.
 
@@ -174,6 +175,8 @@ class PrivateMemcached:
         (:class:`~cachelab.errors.TlsHandshakeFailed`) rather than at ``start_timeout``.
         host: the loopback address to listen on (``127.0.0.1`` unless given, or another of
         127.0.0.0/8, e.g. ``127.0.0.2`` for the members of a test pool).
+        port: listen on this TCP port (e.g. 11211, whose ketama point names differ) rather
+        than a free one; a port taken by another program fails the start, with no retry.
         """
         if not _is_loopback(host):
             raise UsageError(f"a private memcached listens on a loopback address "
@@ -189,6 +192,10 @@ class PrivateMemcached:
             raise UsageError(f"threads must be at least 1, not {threads}")
         if start_timeout <= 0:
             raise UsageError(f"start_timeout must be positive, not {start_timeout}")
+        if port is not None and (unix_socket or tls_files is not None or not 0 < port < 65536):
+            raise UsageError(f"port={port!r}: a TCP port from 1 to 65535, without unix_socket "
+                             "or tls_files")
+        self.fixed_port = port
         self.memory_mb = memory_mb
         self.threads = threads
         self.item_size_max = item_size_max
@@ -235,7 +242,7 @@ class PrivateMemcached:
                 self.stop()
                 raise
             self.stop()
-            if "Address already in use" not in failure:
+            if "Address already in use" not in failure or self.fixed_port is not None:
                 break
         tries = f" in {attempts} attempts" if attempts > 1 else ""
         raise ServerUnreachable(f"memcached did not start{tries}: {failure}")
@@ -362,7 +369,7 @@ class PrivateMemcached:
                       "-l", f"notls:{self._host}:{self._port}",
                       "-l", f"{self._host}:{self._tls_port}"]
         else:
-            self._port = _free_port(self._host)
+            self._port = self.fixed_port or _free_port(self._host)
             listen = ["-l", self._host, "-p", str(self._port)]
         argv = [*command, *listen, "-U", "0", "-m", str(self.memory_mb), "-t", str(self.threads)]
         if self.item_size_max is not None:

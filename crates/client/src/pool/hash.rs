@@ -1,6 +1,7 @@
 //! The hash functions production memcached clients place keys with, written from their
 //! specifications: MD5 (RFC 1321; ketama), Bob Jenkins' one-at-a-time (libmemcached's default
-//! key hash) and MurmurHash3 x86_32 (pymemcache's rendezvous hash).
+//! key hash), MurmurHash3 x86_32 (pymemcache's rendezvous hash) and twemproxy's `fnv1a_64`
+//! (its default key hash: FNV-1a kept to 32 bits).
 
 use std::sync::OnceLock;
 
@@ -91,6 +92,21 @@ pub fn one_at_a_time(data: &[u8]) -> u32 {
     h.wrapping_add(h << 15)
 }
 
+/// twemproxy's `fnv1a_64` key hash: FNV-1a with its 64-bit offset basis and prime, both cut
+/// to 32 bits, over a 32-bit state. For ASCII that is the low half of the true 64-bit FNV-1a;
+/// like twemproxy's C, each byte is read as a signed `char`, so bytes >= 0x80 are
+/// sign-extended before the XOR and the results part there.
+pub fn fnv1a_64_twemproxy(data: &[u8]) -> u32 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET as u32;
+    for &byte in data {
+        h ^= byte as i8 as i32 as u32;
+        h = h.wrapping_mul(PRIME as u32);
+    }
+    h
+}
+
 /// MurmurHash3, x86 32-bit variant, of `data` with `seed`.
 pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
     const C1: u32 = 0xcc9e_2d51;
@@ -174,5 +190,17 @@ mod tests {
         h ^= h >> 11;
         h = h.wrapping_add(h << 15);
         assert_ne!(one_at_a_time(&[0x80]), h);
+    }
+
+    #[test]
+    fn fnv1a_64_twemproxy_is_the_low_half_of_fnv1a_64_for_ascii() {
+        // Published FNV-1a 64 vectors: "" -> cbf29ce484222325, "a" -> af63dc4c8601ec8c,
+        // "foobar" -> 85944171f73967e8.
+        assert_eq!(fnv1a_64_twemproxy(b""), 0x8422_2325);
+        assert_eq!(fnv1a_64_twemproxy(b"a"), 0x8601_ec8c);
+        assert_eq!(fnv1a_64_twemproxy(b"foobar"), 0xf739_67e8);
+        // A byte >= 0x80 is XORed in sign-extended: not the low half of FNV-1a 64 any more.
+        let one = (0x8422_2325u32 ^ 0xffff_ffe9).wrapping_mul(0x1b3);
+        assert_eq!(fnv1a_64_twemproxy(&[0xe9]), one);
     }
 }

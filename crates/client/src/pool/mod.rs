@@ -17,12 +17,19 @@
 //!   hashes the characters of a `str` key (each code point modulo 256), so a non-ASCII key is
 //!   hashed that way here too.
 //! - [`Kind::Modula`]: libmemcached's default distribution: one-at-a-time(key) % servers.
+//! - [`Kind::TwemproxyKetama`] and [`Kind::TwemproxyModula`]: twemproxy (nutcracker) 0.5.0's
+//!   `distribution: ketama` and `distribution: modula`, with its `hash:` setting as a
+//!   [`KeyHash`] (`md5`, `fnv1a_64` — twemproxy's default — or `one_at_a_time`). Its ketama
+//!   continuum is libmemcached's weighted one above (points named `host-i` on port 11211,
+//!   `host:port-i` elsewhere) whatever the key hash; its modula gives each server `weight`
+//!   consecutive slots, servers taken in twemproxy's order (sorted by name: shorter first,
+//!   then bytewise), and a key goes to slot `hash % total weight`.
 
 pub mod hash;
 
 use std::fmt;
 
-use hash::{digest_word, md5, murmur3_32, one_at_a_time};
+use hash::{digest_word, fnv1a_64_twemproxy, md5, murmur3_32, one_at_a_time};
 
 /// memcached's default port: libmemcached names ketama points `host-i` on it, not `host:port-i`.
 const DEFAULT_PORT: u16 = 11211;
@@ -120,6 +127,28 @@ impl fmt::Display for PoolError {
 
 impl std::error::Error for PoolError {}
 
+/// A twemproxy pool's key hash (its `hash:` setting), of the twelve it offers those cachelab
+/// computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHash {
+    /// `md5`: the first four digest bytes, little endian (libmemcached's ketama key hash).
+    Md5,
+    /// `fnv1a_64`, twemproxy's default: see [`hash::fnv1a_64_twemproxy`].
+    Fnv1a64,
+    /// `one_at_a_time`, with bytes read as signed `char` (as libmemcached's).
+    OneAtATime,
+}
+
+impl KeyHash {
+    fn of(self, key: &[u8]) -> u32 {
+        match self {
+            KeyHash::Md5 => digest_word(&md5(key), 0),
+            KeyHash::Fnv1a64 => fnv1a_64_twemproxy(key),
+            KeyHash::OneAtATime => one_at_a_time(key),
+        }
+    }
+}
+
 /// How keys are spread over the servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -127,31 +156,59 @@ pub enum Kind {
     KetamaPlain,
     Rendezvous,
     Modula,
+    /// twemproxy's `distribution: ketama` with this `hash:`.
+    TwemproxyKetama(KeyHash),
+    /// twemproxy's `distribution: modula` with this `hash:`.
+    TwemproxyModula(KeyHash),
 }
 
 impl Kind {
-    pub const NAMES: [&'static str; 4] = ["ketama", "ketama-plain", "rendezvous", "modula"];
+    /// Every kind, in the order of [`Kind::NAMES`].
+    pub const ALL: [Kind; 10] = [
+        Kind::Ketama,
+        Kind::KetamaPlain,
+        Kind::Rendezvous,
+        Kind::Modula,
+        Kind::TwemproxyKetama(KeyHash::Md5),
+        Kind::TwemproxyKetama(KeyHash::Fnv1a64),
+        Kind::TwemproxyKetama(KeyHash::OneAtATime),
+        Kind::TwemproxyModula(KeyHash::Md5),
+        Kind::TwemproxyModula(KeyHash::Fnv1a64),
+        Kind::TwemproxyModula(KeyHash::OneAtATime),
+    ];
+    pub const NAMES: [&'static str; 10] = [
+        "ketama",
+        "ketama-plain",
+        "rendezvous",
+        "modula",
+        "twemproxy-ketama-md5",
+        "twemproxy-ketama-fnv1a_64",
+        "twemproxy-ketama-one_at_a_time",
+        "twemproxy-modula-md5",
+        "twemproxy-modula-fnv1a_64",
+        "twemproxy-modula-one_at_a_time",
+    ];
 
     pub fn parse(name: &str) -> Result<Kind, PoolError> {
-        match name {
-            "ketama" => Ok(Kind::Ketama),
-            "ketama-plain" => Ok(Kind::KetamaPlain),
-            "rendezvous" => Ok(Kind::Rendezvous),
-            "modula" => Ok(Kind::Modula),
-            _ => Err(PoolError(format!(
-                "unknown distribution {name:?}: expected one of {}",
-                Kind::NAMES.join(", ")
-            ))),
-        }
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                PoolError(format!(
+                    "unknown distribution {name:?}: expected one of {}",
+                    Kind::NAMES.join(", ")
+                ))
+            })
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Ketama => "ketama",
-            Kind::KetamaPlain => "ketama-plain",
-            Kind::Rendezvous => "rendezvous",
-            Kind::Modula => "modula",
-        }
+        let at = Kind::ALL.iter().position(|&k| k == self).unwrap_or(0);
+        Kind::NAMES[at]
+    }
+
+    /// Whether the kind honours weights (the others refuse them).
+    fn weighted(self) -> bool {
+        !matches!(self, Kind::Rendezvous | Kind::Modula)
     }
 }
 
@@ -164,6 +221,8 @@ pub struct Distribution {
     continuum: Vec<(u32, usize)>,
     /// Rendezvous: each server's `host:port`.
     names: Vec<String>,
+    /// twemproxy's modula: (end of the server's slots, server index), in twemproxy's order.
+    slots: Vec<(u64, usize)>,
 }
 
 impl Distribution {
@@ -180,9 +239,10 @@ impl Distribution {
             {
                 return Err(PoolError(format!("server {} is listed twice", s.name())));
             }
-            if s.weight != 1 && !matches!(kind, Kind::Ketama | Kind::KetamaPlain) {
+            if s.weight != 1 && !kind.weighted() {
                 return Err(PoolError(format!(
-                    "server {s}: {} ignores weights (only ketama honours them)",
+                    "server {s}: {} ignores weights (only ketama and the twemproxy kinds \
+                     honour them)",
                     kind.name()
                 )));
             }
@@ -192,7 +252,12 @@ impl Distribution {
             // libmemcached turns weighting on as soon as one server weighs more than 1.
             Kind::KetamaPlain if servers.iter().any(|s| s.weight > 1) => ketama_continuum(&servers),
             Kind::KetamaPlain => plain_continuum(&servers),
-            Kind::Rendezvous | Kind::Modula => Vec::new(),
+            Kind::TwemproxyKetama(_) => ketama_continuum(&servers),
+            Kind::Rendezvous | Kind::Modula | Kind::TwemproxyModula(_) => Vec::new(),
+        };
+        let slots = match kind {
+            Kind::TwemproxyModula(_) => twemproxy_slots(&servers),
+            _ => Vec::new(),
         };
         let names = servers.iter().map(Server::name).collect();
         Ok(Distribution {
@@ -200,6 +265,7 @@ impl Distribution {
             servers,
             continuum,
             names,
+            slots,
         })
     }
 
@@ -239,8 +305,13 @@ impl Distribution {
                 } else {
                     one_at_a_time(key)
                 };
-                let at = self.continuum.partition_point(|&(point, _)| point < h);
-                self.continuum.get(at).unwrap_or(&self.continuum[0]).1
+                self.on_continuum(h)
+            }
+            Kind::TwemproxyKetama(hash) => self.on_continuum(hash.of(key)),
+            Kind::TwemproxyModula(hash) => {
+                let total = self.slots.last().map_or(1, |&(end, _)| end);
+                let slot = u64::from(hash.of(key)) % total;
+                self.slots[self.slots.partition_point(|&(end, _)| end <= slot)].1
             }
             Kind::Modula => (one_at_a_time(key) as usize) % self.servers.len(),
             Kind::Rendezvous => {
@@ -264,6 +335,43 @@ impl Distribution {
             }
         }
     }
+}
+
+impl Distribution {
+    /// The server of the first continuum point at or after `h`, wrapping round.
+    fn on_continuum(&self, h: u32) -> usize {
+        let at = self.continuum.partition_point(|&(point, _)| point < h);
+        self.continuum.get(at).unwrap_or(&self.continuum[0]).1
+    }
+}
+
+/// twemproxy's name for a server without an alias: `host` on port 11211, else `host:port`.
+fn twemproxy_name(s: &Server) -> String {
+    if s.port == DEFAULT_PORT {
+        s.host.clone()
+    } else {
+        s.name()
+    }
+}
+
+/// twemproxy's modula slots: `weight` consecutive slots a server, servers in the order
+/// twemproxy keeps them once it has checked its configuration for duplicates (by name,
+/// shorter names first, then bytewise).
+fn twemproxy_slots(servers: &[Server]) -> Vec<(u64, usize)> {
+    let mut order: Vec<(String, usize)> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (twemproxy_name(s), i))
+        .collect();
+    order.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+    let mut end = 0u64;
+    order
+        .into_iter()
+        .map(|(_, i)| {
+            end += u64::from(servers[i].weight.max(1));
+            (end, i)
+        })
+        .collect()
 }
 
 /// The bytes pymemcache's `murmur3_32` reads from a `str`: one per character, its code point
@@ -379,12 +487,7 @@ mod tests {
 
     #[test]
     fn every_kind_spreads_keys_over_every_server() {
-        for kind in [
-            Kind::Ketama,
-            Kind::KetamaPlain,
-            Kind::Rendezvous,
-            Kind::Modula,
-        ] {
+        for kind in Kind::ALL {
             let d = pool(kind, &["a:11211", "b:11211", "c:11212", "d:11213"]);
             let mut seen = [0usize; 4];
             for i in 0..4000 {
@@ -398,12 +501,7 @@ mod tests {
 
     #[test]
     fn one_server_takes_every_key() {
-        for kind in [
-            Kind::Ketama,
-            Kind::KetamaPlain,
-            Kind::Rendezvous,
-            Kind::Modula,
-        ] {
+        for kind in Kind::ALL {
             let d = pool(kind, &["a:1"]);
             assert_eq!(d.server_for(b"anything"), 0);
         }
@@ -424,5 +522,58 @@ mod tests {
             })
             .count();
         assert!(moved < 100, "{moved} keys moved between old servers");
+    }
+
+    #[test]
+    fn every_name_parses_back_to_its_kind() {
+        assert_eq!(Kind::ALL.len(), Kind::NAMES.len());
+        for (kind, name) in Kind::ALL.into_iter().zip(Kind::NAMES) {
+            assert_eq!(kind.name(), name);
+            assert_eq!(Kind::parse(name), Ok(kind));
+        }
+        assert!(Kind::parse("twemproxy-ketama-crc32").is_err());
+    }
+
+    #[test]
+    fn twemproxy_ketama_md5_is_libmemcached_weighted_ketama() {
+        let specs = ["10.0.0.1:11211:3", "10.0.0.2:11211", "10.0.0.3:22122:2"];
+        let ours = pool(Kind::Ketama, &specs);
+        let twem = pool(Kind::TwemproxyKetama(KeyHash::Md5), &specs);
+        assert_eq!(ours.points(), twem.points());
+        for i in 0..2000 {
+            let k = format!("key:{i}");
+            assert_eq!(ours.server_for(k.as_bytes()), twem.server_for(k.as_bytes()));
+        }
+        // The same continuum with twemproxy's default key hash places keys elsewhere.
+        let fnv = pool(Kind::TwemproxyKetama(KeyHash::Fnv1a64), &specs);
+        assert_eq!(fnv.points(), ours.points());
+        let moved = (0..2000)
+            .filter(|i| {
+                let k = format!("key:{i}");
+                fnv.server_for(k.as_bytes()) != ours.server_for(k.as_bytes())
+            })
+            .count();
+        assert!(moved > 500, "{moved}");
+    }
+
+    #[test]
+    fn twemproxy_modula_takes_servers_sorted_by_name_with_weight_slots() {
+        // twemproxy's order: "b" (port 11211, named by its host alone), then "a:2", "c:1".
+        let given = ["c:1", "a:2", "b:11211"];
+        let sorted = ["b:11211", "a:2", "c:1"];
+        let twem = pool(Kind::TwemproxyModula(KeyHash::OneAtATime), &given);
+        let libm = pool(Kind::Modula, &sorted);
+        let at = |name: &str| given.iter().position(|g| *g == name).unwrap();
+        for i in 0..2000 {
+            let k = format!("k{i}");
+            let want = at(sorted[libm.server_for(k.as_bytes())]);
+            assert_eq!(twem.server_for(k.as_bytes()), want, "{k}");
+        }
+        // Weight 3 of 4 slots: about three keys in four.
+        let w = pool(Kind::TwemproxyModula(KeyHash::Md5), &["a:1:3", "b:1"]);
+        let first = (0..4000)
+            .filter(|i| w.server_for(format!("k{i}").as_bytes()) == 0)
+            .count();
+        assert!((2800..3200).contains(&first), "{first}");
     }
 }
