@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import cachelab._core as _core
 from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, UsageError
+from cachelab.proxies import proxy_message
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 
@@ -168,8 +169,6 @@ class ServerMemory:
                 settings = _stats_or_empty(c, "settings")
                 slabs = _stats_or_empty(c, "slabs")
         except ConnectionClosed as e:
-            from cachelab.proxies import proxy_message  # only on this rare path
-
             message = proxy_message(address, timeout, tls)
             if message is None:
                 raise

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls"),
     ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity",
-     "cachelab.pool"),
+     "cachelab.pool", "cachelab.proxies"),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
     ("cachelab.profiles", "cachelab.load", "cachelab.usl", "cachelab.tierbench"),
     ("cachelab.simulation", "cachelab.scale"),
