@@ -4,6 +4,7 @@ the agents counted, and a killed agent gives the documented partial result."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -13,6 +14,9 @@ import pytest
 
 import cachelab._core as _core
 from cachelab.load import LoadResult, LoadSpec, load_on_ray
+from cachelab.scale import ScaleSpec, scale
+from clitools import cachelab
+from conftest import HEAD_IP
 
 RATE = 3000.0
 
@@ -109,3 +113,36 @@ def test_a_killed_agent_ends_the_run_with_the_others(ray_cluster, ray_memcached)
     assert result.render().startswith(f"PARTIAL: agent {gone} on ")
     assert "lost" in result.agents["verdict"]
     assert result.run["leftover_keys"] == 0 and _gone(result, ray_memcached.address)
+
+
+def test_load_cli_with_ray_writes_a_load_json_report_and_compare_read(
+        ray_cluster, ray_memcached, tmp_path: Path) -> None:
+    common = ["--server", ray_memcached.address, "--rate", "1500", "--connections", "2",
+              "--duration", "0.5", "--warmup", "0.25", "--key-space", "200", "--no-plots",
+              "--format", "table"]
+    local = cachelab("load", *common, "--out", tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    done = cachelab("load", *common, "--ray", ray_cluster.address, "--ray-node-ip", HEAD_IP,
+                    "--agents", "2", "--out", tmp_path / "ray")
+    assert done.returncode == 0, done.stderr
+    assert "agents: 2 (spread)" in done.stdout
+    doc = json.loads((tmp_path / "ray" / "load.json").read_text())
+    local_doc = json.loads((tmp_path / "local" / "load.json").read_text())
+    assert set(doc) - set(local_doc) == {"agents"}
+    assert doc["schema_version"] == local_doc["schema_version"]
+    assert len(doc["agents"]["list"]) == 2
+    compared = cachelab("compare", tmp_path / "local" / "load.json",
+                        tmp_path / "ray" / "load.json", "--out", tmp_path / "cmp", "--no-plots")
+    assert compared.returncode in (0, 1), compared.stderr
+    assert "Traceback" not in compared.stderr
+    report = cachelab("report", tmp_path / "ray", "--out", tmp_path / "page")
+    assert report.returncode == 0, report.stderr
+
+
+def test_scale_over_agents(ray_cluster, ray_memcached) -> None:
+    spec = ScaleSpec.quick(vary="agents", points=[1, 2], repeats=1, connections_per_agent=2,
+                           settle=0.0, window=0.5)
+    result = scale(spec, server=ray_memcached.address, ray=ray_cluster.options())
+    assert [(r["n"], r["connections"]) for r in result.runs] == [(1, 2), (2, 4)]
+    assert all(r["throughput"] > 0 and not r["errors"] for r in result.runs)
+    assert result.fit is None  # two loads: too few for the USL, and the notes say so

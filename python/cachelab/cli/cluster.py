@@ -16,8 +16,10 @@ __all__ = ["add_flags", "ray_options"]
 _AUTO = "auto"
 
 
-def add_flags(p: argparse.ArgumentParser, *, agents: bool) -> None:
-    """Adds the Ray flags to ``p``; ``agents``: also the load-agent flags."""
+def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
+              shared_trace: bool = False) -> None:
+    """Adds the Ray flags to ``p``; ``agents``: also the load-agent flags; ``shared_trace``:
+    also ``--ray-shared-trace`` (simulate)."""
     g = p.add_argument_group("Ray cluster (docs/scale-out.md; pip install 'cachelab[ray]')")
     g.add_argument("--ray", nargs="?", const=_AUTO, default=None, metavar="ADDRESS",
                    help="fan out on the Ray cluster at ADDRESS (HOST:PORT or ray://HOST:PORT; "
@@ -32,6 +34,10 @@ def add_flags(p: argparse.ArgumentParser, *, agents: bool) -> None:
         g.add_argument("--agent-placement", choices=PLACEMENTS, default="spread",
                        help="spread: one agent per node (default); pack: agents may share a "
                        "node")
+    if shared_trace:
+        g.add_argument("--ray-shared-trace", action="store_true",
+                       help="with --ray: every node reads a flat TRACE from the same path (a "
+                       "shared file system) instead of from the object store")
 
 
 def ray_options(args: argparse.Namespace) -> RayOptions | None:

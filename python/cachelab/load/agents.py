@@ -198,11 +198,13 @@ def load_on_ray(
     *,
     server: str | None = None,
     server_options: ServerOptions | None = None,
+    server_facts: Mapping[str, Any] | None = None,
     on_progress: Callable[[Any], None] | None = None,
 ) -> LoadResult:
     """Runs ``spec`` from ``ray_options.agents`` agents on the Ray cluster of ``ray_options``
     against ``server`` (or a private memcached on this machine, reachable by the nodes on this
     machine only) and returns the merged result (module docstring; docs/scale-out.md).
+    ``server_facts`` are recorded in ``server``, as for :func:`cachelab.load.load`.
 
     Raises UsageError when Ray is missing, the cluster cannot be reached or cannot place the
     agents, or the spec cannot be split; :class:`~cachelab.errors.Interrupted` (with
@@ -214,7 +216,7 @@ def load_on_ray(
     shares = plan_shares(spec, ray_options.agents, base_seed)
     with connected(ray_options) as ray, \
             servers.serve(server, server_options, memory_mb=memory_mb(spec)) as target:
-        facts = dict(target.facts)
+        facts = {**target.facts, **dict(server_facts or {})}
         watch = guard(target.address, load_writes(spec), private=bool(facts.get("private")),
                       timeout=spec.connect_timeout, tls=spec.tls)
         run_id = secrets.token_hex(6)

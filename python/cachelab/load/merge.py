@@ -95,16 +95,19 @@ def merge_intervals(series: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
     return [_merge_interval(i, [s[i] for s in series if i < len(s)]) for i in range(longest)]
 
 
-def totals_over(intervals: Sequence[Mapping[str, Any]], first: int) -> dict[str, Any]:
-    """The totals of the engine's shape over ``intervals[first:]``."""
+def totals_over(intervals: Sequence[Mapping[str, Any]], first: int,
+                open_loop: bool) -> dict[str, Any]:
+    """The totals of the engine's shape over ``intervals[first:]`` (with empty histograms
+    when there are none, as the engine writes them: ``corrected`` in open loop only)."""
     ivs = list(intervals[first:])
     merged = _merge_interval(first, ivs) if ivs else None
     duration = sum(iv["duration_s"] for iv in ivs)
     if merged is None:
+        empty = latency_entry(_core.hist_merge([]))
         return {"first_index": first, "intervals": 0, "duration_s": 0.0,
                 "ops": dict.fromkeys(OPS, 0), "replies": 0, "throughput": 0.0, "hits": 0,
-                "misses": 0, "errors": {}, "lost": 0, "sent": 0, "corrected": None,
-                "uncorrected": None}
+                "misses": 0, "errors": {}, "lost": 0, "sent": 0,
+                "corrected": empty if open_loop else None, "uncorrected": empty}
     merged.pop("index"), merged.pop("start_s"), merged.pop("warmup")
     return {"first_index": first, "intervals": len(ivs), **merged, "duration_s": duration,
             "throughput": merged["replies"] / duration if duration > 0 else 0.0}
@@ -137,7 +140,8 @@ def merge_outcomes(outcomes: Sequence[Outcome], *, rate: float | None) -> dict[s
     intervals = merge_intervals([o["intervals"] for o in outcomes])
     warm = next((i for i, iv in enumerate(intervals) if not iv["warmup"]), len(intervals))
     steady_start = min(max(o["steady"]["start_index"] for o in outcomes), len(intervals))
-    window = totals_over(intervals, steady_start)
+    open_loop = rate is not None
+    window = totals_over(intervals, steady_start, open_loop)
     best = window.get("corrected") or window.get("uncorrected")
     stalls = sorted(({**s, "agent": k} for k, o in enumerate(outcomes) for s in o["stalls"]),
                     key=lambda s: (s["start_s"], s["agent"]))
@@ -151,8 +155,8 @@ def merge_outcomes(outcomes: Sequence[Outcome], *, rate: float | None) -> dict[s
             "reference_throughput": sum(o["steady"]["reference_throughput"] for o in outcomes),
             "reference_p50_ns": best["percentiles"]["50"] if best else 0,
         },
-        "all": totals_over(intervals, 0),
-        "measured": totals_over(intervals, warm),
+        "all": totals_over(intervals, 0, open_loop),
+        "measured": totals_over(intervals, warm, open_loop),
         "window": window,
         "stalls": stalls,
         "stalls_dropped": sum(int(o["stalls_dropped"]) for o in outcomes),
