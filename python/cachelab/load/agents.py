@@ -60,6 +60,9 @@ CLIENT_WAIT = 0.25
 #: round trip: enough for every ``run`` call to arrive and wait.
 START_LEAD_S = 1.0
 
+#: Seconds the agents have to answer once placed.
+READY_TIMEOUT_S = 60.0
+
 #: Seconds an agent may take beyond the run's planned end (warm-up, duration, clean-up)
 #: before it is declared lost.
 GRACE_S = 30.0
@@ -276,14 +279,22 @@ class _Run:
         self.user_items_lost: int | None = None
 
     def _get(self, refs: Any, timeout: float, what: str) -> Any:
+        """Before the start: an agent that fails or dies stops the run (nothing is measured
+        yet), with its own error when its code raised one."""
+        exc = self.ray.exceptions
         try:
             return self.ray.get(refs, timeout=timeout)
-        except self.ray.exceptions.GetTimeoutError:
-            raise UsageError(f"the agents did not {what} within {timeout:g} s") from None
+        except exc.GetTimeoutError:
+            raise CachelabError(f"the agents did not {what} within {timeout:g} s") from None
+        except exc.RayTaskError as e:
+            raise e.as_instanceof_cause() from None
+        except exc.RayError as e:
+            raise CachelabError(f"an agent was lost before the start (while they were to "
+                                f"{what}): {_first_line(e)}") from None
 
     def prepare(self) -> None:
         """Every agent answers; clocks are compared; the key space is prefilled."""
-        timeout = self.ray_timeout
+        timeout = READY_TIMEOUT_S
         self.where = self._get([a.where.remote() for a in self.actors], timeout, "start")
         for a in self.actors:
             off = clock_offset(lambda a=a: self._get(a.now.remote(), 10.0, "tell the time"))
@@ -304,10 +315,6 @@ class _Run:
             budget = max(60.0, self.spec.key_space / 2000)
             self.prefilled = sum(self._get(refs, budget, "prefill the key space"))
             self.prefill_s = time.monotonic() - started
-
-    @property
-    def ray_timeout(self) -> float:
-        return 60.0
 
     def start(self) -> None:
         """Every agent is told the common start (its own clock) and waits for it."""
@@ -351,12 +358,19 @@ class _Run:
                     except ray.exceptions.RayError as e:  # the actor died, or its node did
                         self._lose(k, _first_line(e))
                 self._poll()
-                if deadline is not None and time.time() > deadline:
-                    for ref, k in list(self.refs.items()):
-                        self._lose(k, "did not finish within "
-                                      f"{deadline - self.start_unix:.0f} s of the start")
-                        ray.kill(self.actors[k])
-                        self.refs.pop(ref)
+                now = time.time()
+                silent = self.spec.give_up_after + GRACE_S
+                for ref, k in list(self.refs.items()):
+                    if deadline is not None and now > deadline:
+                        why = (f"did not finish within {deadline - self.start_unix:.0f} s "
+                               "of the start")
+                    elif now - max(self.last_seen[k], self.start_unix) > silent:
+                        why = f"did not answer for {silent:.0f} s"
+                    else:
+                        continue
+                    self._lose(k, why)
+                    ray.kill(self.actors[k])
+                    self.refs.pop(ref)
             except KeyboardInterrupt:
                 if self.interrupted:
                     raise
@@ -369,7 +383,7 @@ class _Run:
         if self.watch is not None and self.evicted is None and self.watch.poll():
             self.evicted = self.watch.evicted
             self._cancel_all()
-        if self.on_progress is None or not self.refs:
+        if not self.refs:
             return
         ks = list(self.refs.values())
         refs = [self.actors[k].progress.remote() for k in ks]
@@ -388,7 +402,8 @@ class _Run:
             total.last_rate += float(p["last_rate"])
             total.last_p99_ns = max(total.last_p99_ns, int(p["last_p99_ns"]))
             total.errors += int(p["errors"])
-        self.on_progress(total)
+        if self.on_progress is not None:
+            self.on_progress(total)
 
     def result(self, address: str, facts: Mapping[str, Any],
                options: RayOptions) -> LoadResult:
