@@ -13,7 +13,8 @@ Choices where there is no sum:
   every agent reached it;
 * the server's counters before the run are the earliest snapshot any agent took (the smallest
   counts), after the run the latest (the largest), so the deltas cover every agent's traffic;
-* an agent's stall keeps its agent's number (``agent``) and the stalls are listed by start.
+* an agent's stall keeps its agent's number (``agent``) and the stalls are listed by start;
+* a trailing interval that only some agents closed and in which nothing happened is dropped.
 """
 
 from __future__ import annotations
@@ -90,9 +91,19 @@ def _merge_interval(index: int, parts: Sequence[Mapping[str, Any]]) -> dict[str,
 
 
 def merge_intervals(series: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """Interval ``i`` of the merge is interval ``i`` of every agent that has one."""
+    """Interval ``i`` of the merge is interval ``i`` of every agent that has one. A trailing
+    sliver that only some agents closed, in which nothing was sent or answered (an agent
+    stopping a few ms after the others), is left out: it would read as dead time."""
     longest = max((len(s) for s in series), default=0)
-    return [_merge_interval(i, [s[i] for s in series if i < len(s)]) for i in range(longest)]
+    merged = [_merge_interval(i, [s[i] for s in series if i < len(s)]) for i in range(longest)]
+    shortest = min((len(s) for s in series), default=0)
+    while len(merged) > max(shortest, 1) and _empty(merged[-1]):
+        merged.pop()
+    return merged
+
+
+def _empty(iv: Mapping[str, Any]) -> bool:
+    return not (iv["sent"] or iv["replies"] or iv["lost"] or iv["errors"])
 
 
 def totals_over(intervals: Sequence[Mapping[str, Any]], first: int,
