@@ -55,6 +55,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/tiered.py
 	$(PY) benches/replay_accuracy.py
 	$(PY) benches/run_time.py
+	$(PY) benches/ray_agents.py
 
 bench-%: install ## one benchmark: bench-profile_overhead, bench-flat_sim, bench-request_sim, ...
 	$(PY) benches/$*.py

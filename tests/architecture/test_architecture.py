@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls"),
     ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity",
-     "cachelab.pool", "cachelab.proxies"),
+     "cachelab.pool", "cachelab.proxies", "cachelab.raycluster"),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
     ("cachelab.profiles", "cachelab.load", "cachelab.usl", "cachelab.tierbench"),
     ("cachelab.simulation", "cachelab.scale"),
@@ -46,7 +46,8 @@ LAYERS: list[tuple[str, ...]] = [
 #: slow-to-import third-party libraries.
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
                         r"cachelab\.traces\.(jsonl|parquet|capture)|pyarrow(\..*)?|psycopg|"
-                        r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo)$")
+                        r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
+                        r"ray(\..*)?)$")
 
 
 def _module_name(path: Path) -> str:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 import cachelab.load as lib
-from cachelab.cli import common
+from cachelab.cli import cluster, common
 from cachelab.errors import Interrupted, UsageError
 from cachelab.progress import Progress
 from cachelab.units import format_duration_ns
@@ -107,6 +107,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="closed loop: send new requests only once N of a connection's pipeline "
                    "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
                    "larger writes cost client and server less CPU per request")
+    cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, tls=True)
 
@@ -143,6 +144,7 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
+    ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
     address = common.server_address(args)
     options = common.server_options(args)
@@ -159,8 +161,12 @@ def run(args: argparse.Namespace) -> int:
             bar.update(p.done)
 
         try:
-            result = lib.load(spec, server=address, server_options=options,
-                              on_progress=on_progress)
+            if ray is not None:
+                result = lib.load_on_ray(spec, ray, server=address, server_options=options,
+                                         on_progress=on_progress)
+            else:
+                result = lib.load(spec, server=address, server_options=options,
+                                  on_progress=on_progress)
         except Interrupted as e:
             result = e.partial  # type: ignore[attr-defined]
             interrupted = True

@@ -8,7 +8,7 @@ import sys
 
 import cachelab.scale as lib
 import cachelab.usl as usl_lib
-from cachelab.cli import common
+from cachelab.cli import cluster, common
 from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.usl import MAX_BOOTSTRAP
 from cachelab.errors import UsageError
@@ -23,6 +23,8 @@ N is (--vary):
   threads         client threads, --connections-per-thread each
   server-threads  memcached worker threads (-t N) of a private server restarted per point,
                   driven by --client-connections connections
+  agents          load agents on a Ray cluster (--ray), one per node, each with
+                  --connections-per-agent connections (docs/scale-out.md)
 
 Each run: a warm-up, then the steady state is detected and a fixed --window is measured from
 its start. --repeats runs every point several times in interleaved order (all points, then all
@@ -73,6 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --vary threads (default 1)")
     p.add_argument("--client-connections", type=CONNECTIONS, metavar="C",
                    help="with --vary server-threads (default 16; quick 8)")
+    p.add_argument("--connections-per-agent", type=CONNECTIONS, metavar="C",
+                   help="with --vary agents (default 1)")
     w = p.add_argument_group("workload (as for cachelab load)")
     w.add_argument("--mix", metavar="OP=SHARE,...", help="default get=90,set=10")
     w.add_argument("--key-space", type=KEY_SPACE, metavar="N")
@@ -84,6 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="bootstrap resamples")
     p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
                    help="workload and bootstrap seed (default 0)")
+    cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
                          plots="skip the PNG/SVG plots", server=True, tls=True)
 
@@ -91,7 +96,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     over = {}
     for name in ("vary", "points", "repeats", "warmup", "settle", "window", "interval",
-                 "connections_per_thread", "client_connections", "method", "bootstrap", "seed"):
+                 "connections_per_thread", "client_connections", "connections_per_agent",
+                 "method", "bootstrap", "seed"):
         v = getattr(args, name)
         if v is not None:
             over[name] = v
@@ -111,6 +117,7 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
+    ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
     address = common.server_address(args)
     options = common.server_options(args)
@@ -120,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"scale: {done}/{total} N = {n}: {point['throughput']:,.0f}/s"
               + ("" if point["steady_reached"] else " (no steady state)"), file=sys.stderr)
 
-    result = lib.scale(spec, server=address, server_options=options, on_run=progress)
+    result = lib.scale(spec, server=address, server_options=options, on_run=progress, ray=ray)
     saved = common.save(result, out, "scale", plots=not args.no_plots)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))

@@ -10,9 +10,11 @@ from typing import Any
 
 import cachelab.simulation as lib
 import cachelab.traces as traces
-from cachelab.cli import common
+from cachelab.cli import cluster, common
 from cachelab.cli.common import EXIT_OK
 from cachelab.errors import UsageError
+from cachelab.progress import Progress
+from cachelab.simulation.fanout import simulate_flat_trace_on_ray, simulate_on_ray
 from cachelab.simulation.flat_run import FlatSimulateSpec, parse_sizes, split_policies
 
 DESCRIPTION = """\
@@ -108,26 +110,51 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--threads", type=common.int_range(0, 1024), default=0, metavar="N",
         help="worker threads (default 0: one per core)",
     )
+    cluster.add_flags(p, shared_trace=True)
     common.finish_parser(p, "simulate", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plots")
 
 
 def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
+    ray = cluster.ray_options(args)
+    if args.ray_shared_trace and ray is None:
+        raise UsageError("--ray-shared-trace needs --ray")
     out = common.prepare_out(args, "simulate")
     if args.trace is not None and not traces.is_request_format(
         traces.detect_format(args.trace, args.trace_format)
     ):
-        result: lib.SimulationResult | lib.FlatSimulationResult = lib.simulate_flat_trace(
-            args.trace, flat_spec_from(args))
+        flat_spec = flat_spec_from(args)
+        if ray is None:
+            result: lib.SimulationResult | lib.FlatSimulationResult = lib.simulate_flat_trace(
+                args.trace, flat_spec)
+        else:
+            with Progress(None, "simulate on Ray") as bar:
+                result = simulate_flat_trace_on_ray(args.trace, flat_spec, ray,
+                                                    shared=args.ray_shared_trace,
+                                                    on_task=_bar(bar))
     else:
         spec = spec_from(args)
         trace, info = _request_trace(args)
-        result = lib.simulate(trace, spec, trace_info=info)
+        if ray is None:
+            result = lib.simulate(trace, spec, trace_info=info)
+        else:
+            with Progress(None, "simulate on Ray") as bar:
+                result = simulate_on_ray(trace, spec, ray, trace_info=info, on_task=_bar(bar))
     saved = common.save(result, out, "simulate", plots=not args.no_plots)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     saved.say_wrote(stream=sys.stderr)
     return saved.exit_code(EXIT_OK)
+
+
+def _bar(bar: Progress) -> Any:
+    """An ``on_task(done, total)`` that moves ``bar``."""
+
+    def on_task(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done)
+
+    return on_task
 
 
 def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:

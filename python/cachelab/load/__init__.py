@@ -16,9 +16,11 @@ Rooms: ``spec`` (the workload and its parsers), ``engine`` (the run, and the one
 of the engine's outcome into the result), ``timeline`` (the verdicts that need the time
 series: dead time, the rate held in every interval), ``footprint`` (what a run writes, for
 the capacity check), ``result`` (the result and its artifacts), ``plots`` (its figure),
-``section`` (its part of the report).
+``section`` (its part of the report), ``merge`` (the agents' outcomes as one) and ``agents``
+(the run from many machines on a Ray cluster, docs/scale-out.md).
 """
 
+from cachelab.load.agents import load_on_ray
 from cachelab.load.engine import (
     DELTA_STATS,
     RATE_BACKLOG,
@@ -59,6 +61,7 @@ __all__ = [
     "csv_rows",
     "hlog_text",
     "load",
+    "load_on_ray",
     "memory_mb",
     "parse_key_dist",
     "parse_mix",

@@ -46,6 +46,10 @@ class LoadResult:
     #: Stretches when requests waited at least ``spec.stall_ms`` (see load/timeline.py).
     stalls: list[dict[str, Any]] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
+    #: A run from several machines (``load --ray``): each agent's node, clock offset, share,
+    #: achieved vs intended rate, CPU and run-queue wait per op, verdict (docs/scale-out.md).
+    #: None for a local run, whose load.json has no ``agents`` key.
+    agents: dict[str, Any] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -65,11 +69,15 @@ class LoadResult:
             "leftover_keys": int(self.run.get("leftover_keys", 0)),
             "user_items_lost": int(self.run.get("user_items_lost") or 0),
             "rate_not_held": int(bool(self.schedule and not self.schedule.get("held", True))),
+            "agents_lost": len(self.run.get("agents_lost") or ()),
         }
         return {k: v for k, v in out.items() if v}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+        d = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+        if d["agents"] is None:
+            del d["agents"]
+        return d
 
     def save(self, path: Path) -> Path:
         return write_json(path, self.to_dict())
@@ -167,6 +175,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     lines += _steady_lines(r)
     lines += _server_lines(srv) + _lost_lines(r.run)
     lines += _client_lines(r)
+    lines += _agent_lines(r)
     run = r.run
     lines.append(
         f"keys: {run['prefilled_keys']} prefilled, {run['deleted_keys']} deleted at the end"
@@ -180,6 +189,10 @@ def _partial_lines(r: LoadResult) -> list[str]:
     run = r.run
     if run.get("aborted"):
         return [f"PARTIAL ({run['elapsed_s']:.1f} s measured): {run['aborted']}"]
+    if run.get("agents_lost"):
+        return [f"PARTIAL: agent {a['agent']} on {a['node_ip']} was lost {a['at_s']:.1f} s into "
+                f"the run ({a['reason']}); the figures are the other agents'"
+                for a in run["agents_lost"]]
     if run.get("cancelled"):
         return [f"PARTIAL: interrupted after {run['elapsed_s']:.1f} s"]
     return []
@@ -325,6 +338,30 @@ def _lost_lines(run: Mapping[str, Any]) -> list[str]:
     lost = run.get("user_items_lost")
     return [f"the server evicted {lost:,} of its items during the run: the user's items "
             "lost"] if lost else []
+
+
+def _agent_lines(r: LoadResult) -> list[str]:
+    """A run from several machines: one line per agent, and who limited the run."""
+    ag = r.agents
+    if not ag:
+        return []
+    lines = [f"\nagents: {ag['requested']} ({ag['placement']}); {ag['verdict']}",
+             "  agent  node             conns  intended   achieved  CPU µs/op  wait µs/op"
+             "  clock ms  verdict"]
+    for a in ag["list"]:
+        intended = f"{a['intended_rate']:.0f}" if a.get("intended_rate") else "closed"
+        if a["status"] == "lost":
+            lines.append(f"  {a['agent']:>5}  {a['node_ip']:<15}  {a['connections']:>5}  "
+                         f"{intended:>8}  {'-':>9}  {'-':>9}  {'-':>10}  "
+                         f"{a['clock']['offset_ms']:>+8.2f}  {a['verdict']}")
+            continue
+        cpu, wait = a.get("cpu_us_per_op"), a.get("run_queue_wait_us_per_op")
+        lines.append(f"  {a['agent']:>5}  {a['node_ip']:<15}  {a['connections']:>5}  "
+                     f"{intended:>8}  {a['achieved_rate']:>9.0f}  "
+                     f"{'-' if cpu is None else f'{cpu:.2f}':>9}  "
+                     f"{'-' if wait is None else f'{wait:.2f}':>10}  "
+                     f"{a['clock']['offset_ms']:>+8.2f}  {a['verdict']}")
+    return lines
 
 
 def _client_lines(r: LoadResult) -> list[str]:

@@ -14,7 +14,7 @@ from cachelab.tls import TlsOptions
 
 __all__ = ["VARY", "ScaleSpec"]
 
-VARY = ("connections", "threads", "server-threads")
+VARY = ("connections", "threads", "server-threads", "agents")
 
 
 @dataclass
@@ -34,6 +34,8 @@ class ScaleSpec:
     connections_per_thread: int = 1
     #: Client connections when ``vary`` is ``server-threads``.
     client_connections: int = 16
+    #: Connections of each load agent when ``vary`` is ``agents`` (a Ray cluster).
+    connections_per_agent: int = 1
     method: str = "bounded"
     bootstrap: int = 1000
     seed: int = 0
@@ -82,6 +84,8 @@ class ScaleSpec:
             conns, threads = n, 1
         elif self.vary == "threads":
             conns, threads = n * self.connections_per_thread, n
+        elif self.vary == "agents":
+            conns, threads = n * self.connections_per_agent, 1
         else:
             conns, threads = self.client_connections, 1
         spec = LoadSpec(**{**self.workload, "connections": conns, "threads": threads,

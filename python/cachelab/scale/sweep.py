@@ -6,6 +6,8 @@ Universal Scalability Law to every run (:func:`cachelab.usl.fit_usl`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +19,8 @@ import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.errors import UsageError
-from cachelab.load import LoadResult, load, memory_mb
+from cachelab.load import LoadResult, load, load_on_ray, memory_mb
+from cachelab.raycluster import RayOptions, connected
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.spec import ScaleSpec
 from cachelab.servers import ServerOptions, Target
@@ -37,13 +40,27 @@ def scale(
     server: str | None = None,
     server_options: ServerOptions | None = None,
     on_run: Callable[[int, int, int, dict[str, Any]], None] | None = None,
+    ray: RayOptions | None = None,
 ) -> ScaleResult:
     """Runs the sweep against ``server`` (``host:port``/``unix:/path``), or a private
     memcached started from ``server_options`` (required for ``vary="server-threads"``, which
     restarts it with ``-t N`` for every point). ``on_run(done, total, n, point)`` is called
-    after each run."""
+    after each run. ``vary="agents"`` runs every point from N load agents on the Ray cluster
+    of ``ray`` (:func:`cachelab.load.load_on_ray`), ``connections_per_agent`` each."""
     spec = spec or ScaleSpec()
     spec.check()
+    if spec.vary == "agents" and ray is None:
+        raise UsageError("--vary agents needs --ray: the agents are Ray actors "
+                         "(docs/scale-out.md)")
+    if ray is not None and spec.vary != "agents":
+        raise UsageError("scale --ray measures --vary agents; other sweeps run here")
+    with connected(ray) if ray is not None else contextlib.nullcontext():
+        return _sweep(spec, server, server_options, on_run, ray)
+
+
+def _sweep(spec: ScaleSpec, server: str | None, server_options: ServerOptions | None,
+           on_run: Callable[[int, int, int, dict[str, Any]], None] | None,
+           ray: RayOptions | None) -> ScaleResult:
     if spec.vary == "server-threads" and server is not None:
         raise UsageError("--vary server-threads needs a private memcached (no --server): "
                          "cachelab restarts it with -t N for every point")
@@ -53,8 +70,12 @@ def scale(
 
     def measure(rep: int, n: int, target: Target) -> None:
         run_spec = spec.run_spec(n)
-        result = load(run_spec, server=target.address, server_pid=target.pid,
-                      server_facts=target.facts)
+        if ray is not None:
+            result = load_on_ray(run_spec, dataclasses.replace(ray, agents=n),
+                                 server=target.address, server_facts=target.facts)
+        else:
+            result = load(run_spec, server=target.address, server_pid=target.pid,
+                          server_facts=target.facts)
         server_facts.setdefault("version", result.server.get("version"))
         point = {"n": n, "repeat": rep, "order": len(runs),
                  "connections": run_spec.connections, "threads": run_spec.threads,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,18 +150,29 @@ class FlatSimulationResult:
         return written
 
 
+#: What runs the (policy, capacity) grid: ``runner(trace, policies, capacities, unit)``.
+GridRunner = Callable[[flat.FlatTrace, Sequence[str], Sequence[int], str], flat.FlatSimulation]
+
+
 def simulate_flat_trace(
-    path: str | os.PathLike[str], spec: FlatSimulateSpec | None = None
+    path: str | os.PathLike[str], spec: FlatSimulateSpec | None = None,
+    *, runner: GridRunner | None = None,
 ) -> FlatSimulationResult:
     """Reads the flat trace at ``path`` once and simulates ``spec`` on it. Bad files raise
-    :class:`~cachelab.errors.InputError` naming the file and line or offset."""
+    :class:`~cachelab.errors.InputError` naming the file and line or offset. ``runner``
+    replaces the local run of the policy × capacity grid (:mod:`cachelab.simulation.fanout`
+    runs it on a Ray cluster)."""
     spec = spec or FlatSimulateSpec()
     spec.check()
     started = time.perf_counter()
     trace = flat.load_trace(path, spec.format)
     info = trace.inspect()
     capacities = flat.resolve_sizes(trace, spec.sizes, spec.unit, inspection=info)
-    sim = flat.simulate_flat(trace, spec.policies, capacities, spec.unit, threads=spec.threads)
+    if runner is None:
+        sim = flat.simulate_flat(trace, spec.policies, capacities, spec.unit,
+                                 threads=spec.threads)
+    else:
+        sim = runner(trace, spec.policies, capacities, spec.unit)
     curve = flat.miss_ratio_curve(trace, spec.unit, sample_rate=spec.shards) if spec.mrc else None
     elapsed = time.perf_counter() - started
     return FlatSimulationResult(

@@ -23,6 +23,7 @@ Semantics (the Rust core implements them; ``docs/simulation.md`` has the details
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,14 @@ class SimulationResult:
         return written
 
 
+def _simulate_here(trace: RequestTrace, model: LatencyModel, strategies: list[str],
+                   spec: SimulateSpec) -> list[dict[str, Any]]:
+    """Every strategy in this process: ``_core.simulate_requests``, GIL released."""
+    return _core.simulate_requests(trace.to_core(), model.to_core(), strategies,
+                                   train=spec.train, draws=spec.draws, seed=spec.seed,
+                                   threads=spec.threads)
+
+
 def _strategy_table(strategies: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
     """``simulate.csv``: per strategy, each percentile and "slowed" share with its band."""
     header = ["strategy"]
@@ -194,11 +203,15 @@ def simulate(
     *,
     model: LatencyModel | None = None,
     trace_info: dict[str, Any] | None = None,
+    runner: Callable[[RequestTrace, LatencyModel, list[str], SimulateSpec],
+                     list[dict[str, Any]]] | None = None,
 ) -> SimulationResult:
     """Simulate ``trace`` (a :class:`cachelab.traces.RequestTrace`) under ``spec``.
 
     The Rust core does the work with the GIL released, over all cores by default (one task per
-    strategy and draw).
+    strategy and draw). ``runner(trace, model, strategies, spec)`` replaces that call (one
+    result per canonical strategy, in order): :mod:`cachelab.simulation.fanout` runs it on a
+    Ray cluster.
     """
     spec = spec or SimulateSpec()
     spec.check()
@@ -210,15 +223,7 @@ def simulate(
             f"latency model {model.name!r} has no multi-get cells; prefetch strategies need them"
         )
     started = time.perf_counter()
-    raw = _core.simulate_requests(
-        trace.to_core(),
-        model.to_core(),
-        canonical,
-        train=spec.train,
-        draws=spec.draws,
-        seed=spec.seed,
-        threads=spec.threads,
-    )
+    raw = (runner or _simulate_here)(trace, model, canonical, spec)
     elapsed = time.perf_counter() - started
     names = list(trace.route_names)
     for result in raw:

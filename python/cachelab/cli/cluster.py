@@ -1,0 +1,57 @@
+"""The flags of the verbs that fan out on a Ray cluster (``--ray [ADDRESS]``, ``--agents``,
+``--agent-placement``, ``--ray-node-ip``) and the :class:`~cachelab.raycluster.RayOptions` they
+make. Without Ray installed, ``--ray`` exits 2 saying how to get it."""
+
+from __future__ import annotations
+
+import argparse
+
+from cachelab.cli import common
+from cachelab.errors import UsageError
+from cachelab.raycluster import PLACEMENTS, RayOptions, require_ray
+
+__all__ = ["add_flags", "ray_options"]
+
+#: ``--ray`` given without an address.
+_AUTO = "auto"
+
+
+def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
+              shared_trace: bool = False) -> None:
+    """Adds the Ray flags to ``p``; ``agents``: also the load-agent flags; ``shared_trace``:
+    also ``--ray-shared-trace`` (simulate)."""
+    g = p.add_argument_group("Ray cluster (docs/scale-out.md; pip install 'cachelab[ray]')")
+    g.add_argument("--ray", nargs="?", const=_AUTO, default=None, metavar="ADDRESS",
+                   help="fan out on the Ray cluster at ADDRESS (HOST:PORT or ray://HOST:PORT; "
+                   "default: $RAY_ADDRESS, else the cluster `ray start` runs on this machine)")
+    g.add_argument("--ray-node-ip", metavar="IP",
+                   help="this machine's address as the cluster sees it (when its nodes listen "
+                   "on another address than the machine's main one)")
+    if agents:
+        g.add_argument("--agents", type=common.int_range(1, 1024), metavar="N",
+                       help="with --ray: load agents, one per node (default 2); connections "
+                       "and rate are split among them")
+        g.add_argument("--agent-placement", choices=PLACEMENTS, default="spread",
+                       help="spread: one agent per node (default); pack: agents may share a "
+                       "node")
+    if shared_trace:
+        g.add_argument("--ray-shared-trace", action="store_true",
+                       help="with --ray: every node reads a flat TRACE from the same path (a "
+                       "shared file system) instead of from the object store")
+
+
+def ray_options(args: argparse.Namespace) -> RayOptions | None:
+    """The options of ``--ray`` (None without it); UsageError (exit 2) when Ray is missing,
+    or when agent flags are given without ``--ray``."""
+    agents = getattr(args, "agents", None)
+    if args.ray is None:
+        if agents is not None:
+            raise UsageError("--agents needs --ray")
+        return None
+    require_ray()
+    options = RayOptions(address=None if args.ray == _AUTO else args.ray,
+                         agents=agents if agents is not None else 2,
+                         placement=getattr(args, "agent_placement", "spread"),
+                         node_ip=args.ray_node_ip)
+    options.check()
+    return options

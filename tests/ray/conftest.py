@@ -1,0 +1,76 @@
+"""One Ray cluster of several raylet nodes on this machine, shared by every Ray test.
+
+Each node listens on its own loopback address (the head on 127.0.0.2, the others on
+127.0.0.3, 127.0.0.4, …): Ray otherwise replaces 127.0.0.1 with the machine's interface
+address, and all traffic is to stay on loopback. The memcached the tests load listens on
+127.0.0.5. The cluster starts in about 5-8 s and is stopped at the end of the session; the
+whole directory is skipped when Ray is not installed (``pip install 'cachelab[ray]'``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import cachelab  # noqa: E402
+from cachelab.raycluster import RayOptions  # noqa: E402
+from cachelab.servers import PrivateMemcached  # noqa: E402
+
+#: Raylet nodes in the test cluster, head included.
+NODES = 2
+HEAD_IP = "127.0.0.2"
+SERVER_IP = "127.0.0.5"
+
+
+@dataclass
+class RayCluster:
+    """The running test cluster: its address, its nodes' addresses, and options to reach it."""
+
+    address: str
+    node_ips: list[str]
+
+    def options(self, agents: int = 2, **kw: Any) -> RayOptions:
+        return RayOptions(address=self.address, agents=agents, node_ip=HEAD_IP,
+                          ready_timeout=30.0, **kw)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """``NODES`` raylets on this machine, the driver (this process) connected to the head."""
+    from ray.cluster_utils import Cluster
+
+    # The workers import cachelab from wherever this process does (installed or the tree).
+    package_root = str(Path(cachelab.__file__).resolve().parents[1])
+    paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    node_args = {"num_cpus": 2, "object_store_memory": 80 * 2**20}
+    cluster = Cluster(initialize_head=True,
+                      head_node_args={"node_ip_address": HEAD_IP, "include_dashboard": False,
+                                      **node_args})
+    try:
+        ips = [HEAD_IP]
+        for n in range(1, NODES):
+            ip = f"127.0.0.{2 + n}"
+            cluster.add_node(node_ip_address=ip, **node_args)
+            ips.append(ip)
+        cluster.wait_for_nodes(timeout=60)
+        ray.init(address=cluster.address, _node_ip_address=HEAD_IP, log_to_driver=False,
+                 configure_logging=False)
+        yield RayCluster(address=cluster.address, node_ips=ips)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_memcached() -> Iterator[PrivateMemcached]:
+    """A private memcached on 127.0.0.5, shared by the Ray tests: do not stop or flush it."""
+    with PrivateMemcached(host=SERVER_IP) as server:
+        yield server

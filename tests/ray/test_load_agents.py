@@ -1,0 +1,148 @@
+"""``load`` from several agents on a real multi-node Ray cluster (tests/ray/conftest.py):
+the merge is lossless, the open-loop schedule holds the requested rate, the server saw what
+the agents counted, and a killed agent gives the documented partial result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cachelab._core as _core
+from cachelab.load import LoadResult, LoadSpec, load_on_ray
+from cachelab.scale import ScaleSpec, scale
+from clitools import cachelab
+from conftest import HEAD_IP
+
+RATE = 3000.0
+
+
+def _spec(**kw: Any) -> LoadSpec:
+    base: dict[str, Any] = {"connections": 4, "rate": RATE, "duration": 2.0, "warmup": 0.5,
+                            "interval": 0.5, "key_space": 500, "seed": 7}
+    return LoadSpec(**{**base, **kw})
+
+
+def _gone(result: LoadResult, server: str) -> bool:
+    prefix = result.spec["prefix_used"]
+    with _core.Client(server) as client:
+        return not client.get_multi([f"{prefix}:{i}" for i in range(result.spec["key_space"])])
+
+
+def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcached) -> None:
+    result = load_on_ray(_spec(), ray_cluster.options(agents=2), server=ray_memcached.address)
+    agents = result.agents["list"]
+    assert [a["status"] for a in agents] != ["lost", "lost"]
+    assert sorted(a["node_ip"] for a in agents) == sorted(ray_cluster.node_ips)  # one per node
+    assert sum(a["connections"] for a in agents) == 4
+    assert sum(a["intended_rate"] for a in agents) == pytest.approx(RATE)
+
+    # Lossless: the merged histograms hold every reply each agent counted, no more.
+    for tag in ("corrected", "uncorrected"):
+        assert result.all[tag]["count"] == sum(a["counts"][tag] for a in agents)
+    assert result.all["replies"] == sum(a["replies"] for a in agents)
+    assert sum(iv["replies"] for iv in result.intervals) == result.all["replies"]
+
+    # The union of the agents' schedules is the requested one.
+    assert result.schedule["held"], result.schedule
+    assert result.schedule["target_rate"] == RATE
+    assert result.totals["throughput"] == pytest.approx(RATE, rel=0.06)
+
+    # The server saw exactly what the agents counted.
+    deltas = result.server["deltas"]
+    assert deltas["cmd_get"] == result.all["ops"]["get"]
+    assert deltas["cmd_set"] == result.all["ops"]["set"]
+    assert deltas["get_hits"] + deltas["get_misses"] == result.all["ops"]["get"]
+
+    # Clocks on one machine agree to well within a millisecond or so; starts were common.
+    for a in agents:
+        assert abs(a["clock"]["offset_ms"]) < 20
+        assert abs(a["start_skew_ms"]) < 100
+        assert a["cpu_us_per_op"] > 0
+    assert result.run["prefilled_keys"] == 500
+    assert result.run["leftover_keys"] == 0 and _gone(result, ray_memcached.address)
+    assert not result.problems()
+    assert "agents: 2 (spread)" in result.render()
+    again = LoadResult.from_dict(result.to_dict())
+    assert again.agents == result.agents
+
+
+def _agent_pids() -> list[int]:
+    """Processes of live load agents (Ray titles its workers ``ray::LoadAgent...``)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"ray::LoadAgent"):
+                pids.append(int(d.name))
+    return pids
+
+
+def test_a_killed_agent_ends_the_run_with_the_others(ray_cluster, ray_memcached) -> None:
+    killed: list[int] = []
+
+    def kill_one(progress: Any) -> None:
+        if not killed and progress.done >= 1500:  # ms into the run
+            pids = _agent_pids()
+            assert len(pids) == 2, pids
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    result = load_on_ray(_spec(duration=3.0), ray_cluster.options(agents=2),
+                         server=ray_memcached.address, on_progress=kill_one)
+    assert killed
+    lost = result.run["agents_lost"]
+    assert len(lost) == 1
+    gone = lost[0]["agent"]
+    assert result.agents["list"][gone]["pid"] == killed[0]
+    assert result.agents["list"][gone]["status"] == "lost"
+    assert 1.0 <= lost[0]["at_s"] <= 3.5 + 5
+    survivor = result.agents["list"][1 - gone]
+    assert survivor["status"] != "lost"
+    assert result.all["replies"] == survivor["replies"]
+    assert result.all["corrected"]["count"] == survivor["counts"]["corrected"]
+    problems = result.problems()
+    assert problems["agents_lost"] == 1 and problems["rate_not_held"] == 1
+    assert result.render().startswith(f"PARTIAL: agent {gone} on ")
+    assert "lost" in result.agents["verdict"]
+    assert result.run["leftover_keys"] == 0 and _gone(result, ray_memcached.address)
+
+
+def test_load_cli_with_ray_writes_a_load_json_report_and_compare_read(
+        ray_cluster, ray_memcached, tmp_path: Path) -> None:
+    common = ["--server", ray_memcached.address, "--rate", "1500", "--connections", "2",
+              "--duration", "0.5", "--warmup", "0.25", "--key-space", "200", "--no-plots",
+              "--format", "table"]
+    local = cachelab("load", *common, "--out", tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    done = cachelab("load", *common, "--ray", ray_cluster.address, "--ray-node-ip", HEAD_IP,
+                    "--agents", "2", "--out", tmp_path / "ray")
+    assert done.returncode == 0, done.stderr
+    assert "agents: 2 (spread)" in done.stdout
+    doc = json.loads((tmp_path / "ray" / "load.json").read_text())
+    local_doc = json.loads((tmp_path / "local" / "load.json").read_text())
+    assert set(doc) - set(local_doc) == {"agents"}
+    assert doc["schema_version"] == local_doc["schema_version"]
+    assert len(doc["agents"]["list"]) == 2
+    compared = cachelab("compare", tmp_path / "local" / "load.json",
+                        tmp_path / "ray" / "load.json", "--out", tmp_path / "cmp", "--no-plots")
+    assert compared.returncode in (0, 1), compared.stderr
+    assert "Traceback" not in compared.stderr
+    report = cachelab("report", tmp_path / "ray", "--out", tmp_path / "page")
+    assert report.returncode == 0, report.stderr
+
+
+def test_scale_over_agents(ray_cluster, ray_memcached) -> None:
+    spec = ScaleSpec.quick(vary="agents", points=[1, 2], repeats=1, connections_per_agent=2,
+                           settle=0.0, window=0.5)
+    result = scale(spec, server=ray_memcached.address, ray=ray_cluster.options())
+    assert [(r["n"], r["connections"]) for r in result.runs] == [(1, 2), (2, 4)]
+    assert all(r["throughput"] > 0 and not r["errors"] for r in result.runs)
+    assert result.fit is None  # two loads: too few for the USL, and the notes say so
