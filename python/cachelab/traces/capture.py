@@ -57,8 +57,9 @@ from cachelab.artifacts import created_now
 from cachelab.errors import InputError, ServerError, ServerUnreachable, UsageError
 from cachelab.traces._files import atomic_file
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US", "CaptureResult", "CaptureSpec",
-           "capture", "read_capture", "capture_accesses"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US", "UNKNOWN_SIZE", "CaptureResult",
+           "CaptureSpec", "capture", "capture_accesses", "memcached_bytes", "read_capture",
+           "slab_classes"]
 
 SCHEMA = "cachelab.capture"
 SCHEMA_VERSION = 1
@@ -82,6 +83,7 @@ _COLUMNS = pa.schema([
     ("conn", pa.int32()),
     ("request", pa.int64()),
     ("ttl", pa.int64()),
+    ("key_bytes", pa.uint16()),    # the key's length on the server (kept when pseudonymised)
 ])
 
 
@@ -228,7 +230,7 @@ class _Writer:
         self.rows = 0
 
     def add(self, t: float, key: str, op: str, status: str, size: int, clsid: int, conn: int,
-            request: int, ttl: int) -> None:
+            request: int, ttl: int, key_bytes: int) -> None:
         c = self._cols
         c["time"].append(t)
         c["key"].append(key)
@@ -239,6 +241,7 @@ class _Writer:
         c["conn"].append(conn)
         c["request"].append(request)
         c["ttl"].append(ttl)
+        c["key_bytes"].append(key_bytes)
         self.rows += 1
         if len(c["time"]) >= _ROW_GROUP:
             self.flush()
@@ -362,6 +365,10 @@ def _server_state(spec: CaptureSpec, quiet: bool = False) -> tuple[dict[str, str
     facts = {"address": spec.server, "version": stats.get("version"),
              "limit_maxbytes": int(stats.get("limit_maxbytes", 0)),
              "item_size_max": int(settings.get("item_size_max", 0) or 0),
+             "growth_factor": float(settings.get("growth_factor", 1.25) or 1.25),
+             "chunk_size": int(settings.get("chunk_size", 48) or 48),
+             "slab_chunk_max": int(settings.get("slab_chunk_max", 0) or 0),
+             "cas_enabled": settings.get("cas_enabled", "yes") == "yes",
              "threads": int(stats.get("threads", 0)),
              "curr_items": int(stats.get("curr_items", 0)),
              "bytes": int(stats.get("bytes", 0))}
@@ -399,6 +406,10 @@ def _open_watch(spec: CaptureSpec) -> socket.socket:
                           f"(it answered {said!r}); capturing needs memcached 1.6 or later")
     sock.settimeout(_POLL_S)
     return sock
+
+
+def _key_bytes(key: str) -> int:
+    return min(len(key.encode("utf-8", "surrogateescape")), 65_535)
 
 
 class _State:
@@ -445,7 +456,7 @@ class _State:
         self.ops["get"] = self.ops.get("get", 0) + 1
         self.hits += status == "found"
         self.keys.add(name)
-        writer.add(t, name, "get", status, size, clsid, conn, request, -1)
+        writer.add(t, name, "get", status, size, clsid, conn, request, -1, _key_bytes(key))
 
     def line(self, line: str, writer: _Writer, names: _Pseudonyms, sample: float) -> None:
         if line.startswith("skipped=") or " skipped=" in line:
@@ -498,7 +509,8 @@ class _State:
             ttl = int(f.get("ttl", -1))
         except ValueError:
             ttl = -1
-        writer.add(t, name, op, f.get("status", ""), size, clsid, conn, request, ttl)
+        writer.add(t, name, op, f.get("status", ""), size, clsid, conn, request, ttl,
+                   _key_bytes(key))
 
 
 def _pump(sock: socket.socket, spec: CaptureSpec, writer: _Writer, names: _Pseudonyms,
@@ -557,16 +569,57 @@ def read_capture(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]
     return table, meta
 
 
-def capture_accesses(path: str | os.PathLike[str]) -> tuple[Any, Any, Any]:
+def slab_classes(server: dict[str, Any]) -> np.ndarray:
+    """The chunk sizes of memcached's slab classes, from its settings as a capture records
+    them (``chunk_size``, ``growth_factor``, ``slab_chunk_max``), as ``slabs_init`` computes
+    them: 48 bytes of item header plus ``chunk_size``, each class the last times the factor,
+    aligned to 8 bytes, and a last class of ``slab_chunk_max``."""
+    factor = float(server.get("growth_factor") or 1.25)
+    chunk_max = int(server.get("slab_chunk_max") or 512 * 1024)
+    size = _ITEM_HEADER + int(server.get("chunk_size") or 48)
+    out = []
+    while size < chunk_max / factor and len(out) < 62:
+        size += (-size) % 8
+        out.append(size)
+        size = int(size * factor)
+    out.append(chunk_max)
+    return np.asarray(out, dtype=np.int64)
+
+
+def memcached_bytes(value: np.ndarray, key_bytes: np.ndarray,
+                    server: dict[str, Any]) -> np.ndarray:
+    """What items of ``value`` bytes under keys of ``key_bytes`` take in memcached's memory:
+    the item (header, CAS if enabled, key, its terminator, value and its CRLF) rounded up to
+    its slab class's chunk, and an item larger than the largest chunk to whole chunks."""
+    cas = 8 if server.get("cas_enabled", True) else 0
+    total = _ITEM_HEADER + cas + key_bytes.astype(np.int64) + 1 + value.astype(np.int64) + 2
+    classes = slab_classes(server)
+    at = np.searchsorted(classes, total)
+    largest = classes[-1]
+    return np.where(at < len(classes), classes[np.minimum(at, len(classes) - 1)],
+                    -(-total // largest) * largest)
+
+
+_ITEM_HEADER = 48  # sizeof(item) on 64-bit memcached 1.6
+
+
+def capture_accesses(path: str | os.PathLike[str], accounting: str = "value",
+                     ) -> tuple[Any, Any, Any]:
     """The gets of a capture as a flat trace's columns (numpy arrays): key ids (numbered by
     first access, as the flat readers number keys), sizes, and whole-second times.
+
+    ``accounting``: ``value`` (sizes are value bytes, as the stream gives them) or
+    ``memcached`` (what each item takes in the server's memory: :func:`memcached_bytes`,
+    from the slab settings the capture recorded), so capacities compare with ``-m``.
 
     A miss carries no size in the stream; it takes the size its key has next in the capture
     (the value the client then stored), else the size it had last. A key that never shows a
     size (only missed, never stored) counts as :data:`UNKNOWN_SIZE` byte: the simulators skip
     requests of size 0, and these are requests — exact in objects, next to nothing in bytes.
     """
-    table, _ = read_capture(path)
+    if accounting not in ("value", "memcached"):
+        raise UsageError(f"accounting {accounting!r}: value or memcached")
+    table, meta = read_capture(path)
     n = table.num_rows
     keys = table["key"].to_numpy(zero_copy_only=False)
     rows = np.arange(n)
@@ -591,6 +644,8 @@ def capture_accesses(path: str | os.PathLike[str]) -> tuple[Any, Any, Any]:
                                                   UNKNOWN_SIZE)))
     out_sizes = np.empty(n, dtype=np.int64)
     out_sizes[order] = filled
+    if accounting == "memcached":
+        out_sizes = memcached_bytes(out_sizes, table["key_bytes"].to_numpy(), meta["server"])
     is_get = table["op"].cast(pa.string()).to_numpy(zero_copy_only=False) == "get"
     times = table["time"].to_numpy()
     return (ids[is_get].astype(np.uint64), out_sizes[is_get].astype(np.uint32),
