@@ -25,6 +25,7 @@ from cachelab.cli import (
     report,
     scale,
     simulate,
+    size,
     study,
     tiers,
     trace,
@@ -45,7 +46,8 @@ __all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_SERVER", "EXIT_
 
 
 #: The verbs, in the order ``cachelab --help`` lists them.
-VERBS = (study, profile, load, scale, usl, trace, simulate, tiers, replay, compare, report)
+VERBS = (study, profile, load, scale, usl, trace, simulate, size, tiers, replay, compare,
+         report)
 
 
 def build_parser() -> Parser:

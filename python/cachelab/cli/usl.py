@@ -18,8 +18,10 @@ MAX_BOOTSTRAP = 1_000_000
 DESCRIPTION = """\
 Fit X(N) = gamma*N / (1 + alpha*(N-1) + beta*N*(N-1)) to measured throughput X at load N
 (users, threads, connections; fractional N from Little's law is kept as is) and report the
-coefficients with standard errors and t intervals, R^2, Nmax (continuous, best whole N, floor),
-the peak throughput with bootstrap intervals, and predictions of X(N) and R(N) = N/X(N).
+coefficients with standard errors and t intervals, the residual standard error, Nmax
+(continuous, best whole N, floor), the peak throughput with bootstrap intervals, and
+predictions of X(N) and R(N) = N/X(N). A bounded fit that hides a superlinear start (alpha
+< 0 when fitted without bounds) says so, with the payback load N-cross = -alpha/beta.
 
 Methods:
 """ + "\n".join(f"  {name:12} {summary}" for name, summary in lib.METHODS.items()) + """

@@ -27,8 +27,9 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 from cachelab.plots.figure import new_figure, save
 from cachelab.plots.latency import _nice_ticks, _plain, _style_x_axis
 from cachelab.simulation.flat import FlatSimulation, MissRatioCurve
+from cachelab.units import human_bytes, pct
 
-__all__ = ["MRC_LABEL", "fractional_increase_plot", "miss_ratio_plot"]
+__all__ = ["MRC_LABEL", "fractional_increase_plot", "miss_ratio_plot", "size_plot"]
 
 #: Legend label of the overlaid LRU curve.
 MRC_LABEL = "LRU miss-ratio curve (stack distances)"
@@ -145,3 +146,41 @@ def miss_ratio_plot(
         ax.legend(loc="lower left", fontsize="small")
 
     return save(fig, out_base)
+
+
+def size_plot(result: Any, out_base: Path) -> list[Path]:
+    """``cachelab size``'s figure: hit ratio against memory (log scale) from the exact LRU
+    curve, each target's memory marked, the server's memory as a vertical line and the
+    reachable maximum as a dotted ceiling. ``result`` is a
+    :class:`~cachelab.simulation.size.SizeResult`."""
+    fig = new_figure()
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    pts = [(b, 1 - m) for b, m in zip(result.curve["bytes"], result.curve["miss_ratio"]) if b > 0]
+    (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], color="tab:blue",
+                      linewidth=1.6, label="LRU hit ratio")
+    line.set_gid("cachelab-size-curve")
+    ax.axhline(result.max_hit_ratio, color="0.4", linestyle=":", linewidth=1.0,
+               label=f"best possible ({pct(result.max_hit_ratio)}: first accesses miss)")
+    for t in result.targets:
+        if t["bytes"]:
+            ax.plot([t["bytes"]], [t["hit_ratio"]], marker="o", color="tab:green", zorder=4)
+            ax.annotate(f"{pct(t['hit_ratio'], 0)}: {human_bytes(int(t['bytes']))}",
+                        (t["bytes"], t["hit_ratio"]), textcoords="offset points",
+                        xytext=(6, -12), fontsize="small")
+    if result.memory:
+        ax.axvline(result.memory, color="tab:red", linewidth=1.0,
+                   label=f"server memory {human_bytes(int(result.memory))}")
+        if result.check is not None:
+            ax.plot([result.memory], [result.check["observed"]], marker="D", color="tab:red",
+                    zorder=4, label=f"observed {pct(result.check['observed'])}")
+    unit = "memcached memory" if result.accounting == "memcached" else "value bytes"
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(int(v))))
+    ax.set_xlabel(f"cache size ({unit})")
+    ax.set_ylabel("hit ratio (requests)")
+    ax.set_ylim(0.0, 1.0)
+    ax.set_title("Memory for a hit ratio (exact LRU)")
+    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
+    ax.legend(loc="lower right", fontsize="small")
+    return save(fig, out_base)
+

@@ -1,0 +1,87 @@
+"""``cachelab size``: how much memory a hit ratio takes, from a trace or a capture."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cachelab.cli import common
+from cachelab.errors import UsageError
+from cachelab.simulation.size import SizeSpec, size
+from cachelab.units import parse_size
+
+DESCRIPTION = """\
+Size a cache from a flat key trace or a `trace capture`: the exact LRU miss-ratio curve by
+bytes (stack distances in one pass; --shards R samples huge traces), and the answers:
+
+  - the memory each --hit-ratios target needs, or that it is out of reach (each key's first
+    access misses at any size, which caps the hit ratio at 1 - keys/requests);
+  - the hit ratio at 1/2x, 1x, 2x and 4x the server's memory (--memory, or what the capture
+    recorded);
+  - for a capture, the check: the hit ratio predicted at the server's own memory, cold and
+    warm (keys that were already cached when the capture began), next to the one the server
+    had.
+
+A capture's sizes count what memcached spends per item by default (its slab chunk: header,
+key, value), so capacities compare with memcached -m; --accounting value counts value bytes.
+Hit ratios are per get, as memcached's get_hits / cmd_get.
+
+Artifacts: size.json (schema cachelab.size v1), size.csv (the curve), size.png/svg.
+
+Examples:
+  cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day.capture.parquet
+  cachelab size day.capture.parquet
+  cachelab size trace.bin --memory 4GB --hit-ratios 95,99
+"""
+
+
+def _ratios(text: str) -> tuple[float, ...]:
+    out = []
+    for part in (p.strip().rstrip("%") for p in text.split(",")):
+        try:
+            v = float(part)
+        except ValueError:
+            raise UsageError(f"--hit-ratios {text!r}: {part!r} is not a number") from None
+        v = v / 100 if v >= 1 else v
+        if not 0 < v < 1:
+            raise UsageError(f"--hit-ratios {text!r}: each must be above 0 % and below 100 %")
+        out.append(v)
+    return tuple(out)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = common.verb_parser(
+        sub, "size", help="the memory a hit ratio takes, from a trace or a capture",
+        description=DESCRIPTION,
+    )
+    p.add_argument("trace", type=Path, metavar="TRACE",
+                   help="a flat key trace (.csv, .bin, .txt) or a capture (.capture.parquet)")
+    p.add_argument("--from", dest="from_format", metavar="FMT",
+                   help="the trace's format (default: from its name)")
+    p.add_argument("--memory", type=common.arg_type(parse_size), metavar="SIZE",
+                   help="the server's memory, e.g. 64MB (default: what a capture recorded)")
+    p.add_argument("--hit-ratios", type=common.arg_type(_ratios), default=(0.90, 0.95, 0.99),
+                   metavar="LIST", help="target hit ratios in %% (default 90,95,99)")
+    p.add_argument("--accounting", choices=("value", "memcached"),
+                   help="count value bytes, or memcached's memory per item (default: "
+                   "memcached for a capture, value otherwise)")
+    p.add_argument("--shards", type=common.float_range(0, 1, above=True), metavar="R",
+                   help="sample keys at rate R (SHARDS) for very large traces (default: exact)")
+    common.finish_parser(p, "size", run, plots="skip the PNG/SVG plot")
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = common.stdout_format(args)
+    out = common.prepare_out(args, "size")
+    if args.shards is not None and args.shards >= 1:
+        raise UsageError("--shards: a rate below 1 (1 is the exact curve, the default)")
+    result = size(SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
+                           hit_ratios=args.hit_ratios, accounting=args.accounting,
+                           shards=args.shards))
+    saved = common.save(result, out, "size", plots=not args.no_plots)
+    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
+    saved.say_wrote("size.json, size.csv" + ("" if args.no_plots else " and plots"),
+                    stream=sys.stderr if fmt == "json" else sys.stdout)
+    return saved.exit_code(common.EXIT_OK)
