@@ -442,7 +442,8 @@ impl Conn {
         member.marked = false;
         self.up += 1;
         if self.up == 1 {
-            self.down.up(&mut self.ctx.rec.borrow_mut(), &self.ctx.shared);
+            self.down
+                .up(&mut self.ctx.rec.borrow_mut(), &self.ctx.shared);
             self.skip_missed(now);
         }
     }
@@ -468,9 +469,10 @@ impl Conn {
         let pool = &sh.spec.pool;
         let member = &mut self.members[m];
         member.backoff = match f {
-            Fault::Timeout | Fault::ConnectRefused | Fault::ConnectFailed | Fault::ConnectTimeout => {
-                member.backoff + 1
-            }
+            Fault::Timeout
+            | Fault::ConnectRefused
+            | Fault::ConnectFailed
+            | Fault::ConnectTimeout => member.backoff + 1,
             _ => 1,
         };
         member.strikes += 1;
@@ -601,8 +603,8 @@ impl Conn {
         let (Some(t), Some(p)) = (self.timetable.as_ref(), self.ctx.pacer.as_ref()) else {
             return false;
         };
-        let due = (sending && self.up > 0 && self.outstanding < self.depth)
-            .then_some(t.next_ns() as u64);
+        let due =
+            (sending && self.up > 0 && self.outstanding < self.depth).then_some(t.next_ns() as u64);
         p.want(self.slot, due);
         due.is_some()
     }
@@ -659,7 +661,8 @@ impl Conn {
         if op == MULTIGET && self.members.len() > 1 {
             return self.push_split_multiget(intended, now);
         }
-        let sh = Arc::clone(&self.ctx.shared);
+        // Borrowed, not cloned: no atomic reference count per request.
+        let sh: &Shared = &self.ctx.shared;
         let spec = &sh.spec;
         let prefix = spec.prefix.as_bytes();
         let mut keys = 1u16;
@@ -683,9 +686,13 @@ impl Conn {
         };
         let member = &mut self.members[m];
         if member.marked {
-            self.ctx.rec.borrow_mut().part_sent(m, 1);
-            self.member_down(m);
+            let mut rec = self.ctx.rec.borrow_mut();
+            rec.part_sent(m, 1);
+            rec.fault(Fault::MemberDown);
+            rec.part_fault(m, Fault::MemberDown, 1);
+            drop(rec);
             self.outstanding -= 1;
+            self.done(1);
             return false;
         }
         if let Some(k) = k {
@@ -730,7 +737,7 @@ impl Conn {
 
     /// A multi-get over a pool: one `get` per member holding some of its keys, grouped.
     fn push_split_multiget(&mut self, intended: Instant, now: Instant) -> bool {
-        let sh = Arc::clone(&self.ctx.shared);
+        let sh: &Shared = &self.ctx.shared;
         let n = sh.spec.multiget_keys;
         let prefix = sh.spec.prefix.as_bytes();
         self.mkeys.clear();
@@ -788,14 +795,6 @@ impl Conn {
             sent_any = true;
         }
         sent_any
-    }
-
-    /// A request for member `m`, which is marked down, fails at once.
-    fn member_down(&mut self, m: usize) {
-        let mut rec = self.ctx.rec.borrow_mut();
-        rec.fault(Fault::MemberDown);
-        rec.part_fault(m, Fault::MemberDown, 1);
-        self.done(1);
     }
 
     /// `n` requests finished (answered or failed): progress of a counted run.

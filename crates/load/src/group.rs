@@ -148,7 +148,10 @@ mod tests {
             Done::Failed(Fault::MemberDown)
         );
         // Lost wins over a failure: the request never finished.
-        assert_eq!(g.part_done(b, Some(Err(Fault::ServerError))).unwrap().0, Done::Lost);
+        assert_eq!(
+            g.part_done(b, Some(Err(Fault::ServerError))).unwrap().0,
+            Done::Lost
+        );
     }
 
     #[test]
@@ -162,7 +165,13 @@ mod tests {
             }
             for &i in ids.iter().rev() {
                 let (done, _) = g.part_done(i, Some(Ok(round % 2))).unwrap();
-                assert_eq!(done, Done::Replied { keys: 4, hits: 1 + round % 2 });
+                assert_eq!(
+                    done,
+                    Done::Replied {
+                        keys: 4,
+                        hits: 1 + round % 2
+                    }
+                );
             }
         }
         assert_eq!(g.slab.len(), 4, "entries are reused");
@@ -174,6 +183,9 @@ mod tests {
         let mut g = Groups::default();
         let t = Instant::now();
         let a = g.open(2, 1, t, t);
-        assert_eq!(g.part_done(a, Some(Ok(5))).unwrap().0, Done::Replied { keys: 2, hits: 2 });
+        assert_eq!(
+            g.part_done(a, Some(Ok(5))).unwrap().0,
+            Done::Replied { keys: 2, hits: 2 }
+        );
     }
 }

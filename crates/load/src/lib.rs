@@ -63,13 +63,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use cachelab_client::pool::Kind as Distribution;
 pub use fault::Fault;
 pub use outcome::{ClientSched, MemberOutcome, Outcome, Schedule};
 pub use recorder::Episode;
 pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
 pub use shared::Progress;
-pub use cachelab_client::pool::Kind as Distribution;
 pub use spec::{caps, Arrivals, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError, Stop};
 pub use stalls::Stall;
 pub use steady::Steady;

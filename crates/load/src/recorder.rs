@@ -197,7 +197,9 @@ impl Recorder {
             stall_ns: shared.spec.stall.as_nanos() as u64,
             stalls: Stalls::new(shared.spec.stall.as_secs_f64()),
             members: if shared.spec.pool.len() > 1 {
-                (0..shared.spec.pool.len()).map(|_| MemberTally::new()).collect()
+                (0..shared.spec.pool.len())
+                    .map(|_| MemberTally::new())
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -271,7 +273,14 @@ impl Recorder {
     }
 
     /// Member `m` was down (marked, on one connection) from `since` to `until`.
-    pub fn member_down(&mut self, m: usize, since: Instant, until: Instant, failures: u64, open: bool) {
+    pub fn member_down(
+        &mut self,
+        m: usize,
+        since: Instant,
+        until: Instant,
+        failures: u64,
+        open: bool,
+    ) {
         let (start_s, end_s) = (self.secs(since), self.secs(until));
         if let Some(t) = self.members.get_mut(m) {
             if t.down.len() < MAX_EPISODES {

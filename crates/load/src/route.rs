@@ -105,13 +105,22 @@ mod tests {
     #[test]
     fn every_key_goes_where_the_distribution_puts_it() {
         let hosts = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11212"];
-        for kind in [Kind::Ketama, Kind::KetamaPlain, Kind::Rendezvous, Kind::Modula] {
+        for kind in [
+            Kind::Ketama,
+            Kind::KetamaPlain,
+            Kind::Rendezvous,
+            Kind::Modula,
+        ] {
             let r = Routes::build(&spec(kind, &hosts, 5000)).unwrap();
             let servers = hosts.iter().map(|h| Server::parse(h).unwrap()).collect();
             let map = Distribution::new(kind, servers).unwrap();
             for i in 0..5000u64 {
                 let key = format!("p:run:{i}");
-                assert_eq!(r.member(i), map.server_for(key.as_bytes()), "{kind:?} key {key}");
+                assert_eq!(
+                    r.member(i),
+                    map.server_for(key.as_bytes()),
+                    "{kind:?} key {key}"
+                );
             }
             assert_eq!(r.keys.iter().sum::<u64>(), 5000);
             assert!(r.keys.iter().all(|&k| k > 0), "{kind:?}: {:?}", r.keys);

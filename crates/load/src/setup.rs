@@ -10,8 +10,8 @@ use rand::{RngCore, SeedableRng};
 use cachelab_client::{Address, Connection};
 use cachelab_proto::{Command, Key, Response, Store};
 
-use crate::shared::Progress;
 use crate::route::Routes;
+use crate::shared::Progress;
 use crate::sizes;
 use crate::spec::Spec;
 
@@ -172,7 +172,9 @@ fn by_member(
     work: impl Fn(&Address, &[u64]) -> u64 + Sync,
 ) -> u64 {
     if spec.pool.len() == 1 {
-        return in_parallel(spec, indices, |part| work(&spec.pool.members[0].address, part));
+        return in_parallel(spec, indices, |part| {
+            work(&spec.pool.members[0].address, part)
+        });
     }
     spec.pool
         .members
@@ -207,7 +209,13 @@ pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc
                 data: pool.slice(at..at + len),
             })
         });
-        batches(spec, address, cmds, |r| matches!(r, Response::Stored), &stop)
+        batches(
+            spec,
+            address,
+            cmds,
+            |r| matches!(r, Response::Stored),
+            &stop,
+        )
     })
 }
 

@@ -79,8 +79,9 @@ impl Pool {
             .members
             .iter()
             .map(|m| match &m.address {
-                Address::Tcp(hp) => Server::parse(&format!("{hp}:{}", m.weight))
-                    .map_err(|e| e.to_string()),
+                Address::Tcp(hp) => {
+                    Server::parse(&format!("{hp}:{}", m.weight)).map_err(|e| e.to_string())
+                }
                 Address::Unix(p) => Err(format!(
                     "pool member unix:{}: the members of a pool are HOST:PORT",
                     p.display()

@@ -9,9 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use cachelab_client::Options;
-use cachelab_load::{
-    Arrivals, DistSpec, Distribution, Member, Mix, Mode, Pool, Spec, Stop, OPS,
-};
+use cachelab_load::{Arrivals, DistSpec, Distribution, Member, Mix, Mode, Pool, Spec, Stop, OPS};
 
 use crate::convert::to_py;
 use crate::errors::{field, parse_address, raise, start_error};
