@@ -20,7 +20,6 @@
 //! is connected the task sends nothing, as a single server's connection waits to reconnect.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::AsFd;
@@ -31,14 +30,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::Buf;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::busy;
 use crate::fault::Fault;
-use crate::group::{Done, Group, Groups};
+use crate::group::{finish_group, Groups};
 use crate::keys::{self, KeyDist};
+use crate::member::{Down, Link, Member, Pending, ALONE, READ_CHUNK};
 use crate::pacing::{ns, Pacer, Timetable};
 use crate::recorder::Recorder;
 use crate::series::{GET, MULTIGET, SET};
@@ -50,9 +50,6 @@ use crate::wire::{self, parse_reply, Reply};
 
 /// How often an idle connection wakes to check for timeouts, the end, and interval rollover.
 const TICK: Duration = Duration::from_millis(20);
-const READ_CHUNK: usize = 64 * 1024;
-/// A request that is no part of a split multi-get.
-const ALONE: u32 = u32::MAX;
 
 /// What the connection tasks of one worker thread share (set up by the thread).
 pub(crate) struct Ctx {
@@ -68,114 +65,6 @@ pub(crate) struct Ctx {
     pub skipped: Cell<u64>,
     /// Writes that sent requests.
     pub writes: Cell<u64>,
-}
-
-/// A request (or a multi-get's part) in flight on one member's socket.
-#[derive(Clone, Copy)]
-struct Pending {
-    op: u8,
-    keys: u16,
-    /// Its multi-get's group, or [`ALONE`].
-    group: u32,
-    intended: Instant,
-    sent: Instant,
-}
-
-/// A connection's time without a connection to any member: from its start (or the fault
-/// that dropped its last member) to its next successful connect, noted as a stall when long
-/// enough. While it lasts the connection is counted in [`Shared::conns_down`].
-struct Down {
-    since: Option<Instant>,
-    failures: u64,
-}
-
-impl Down {
-    fn since(now: Instant, sh: &Shared) -> Down {
-        sh.conns_down.fetch_add(1, Ordering::Relaxed);
-        Down {
-            since: Some(now),
-            failures: 0,
-        }
-    }
-
-    /// Connected again.
-    fn up(&mut self, rec: &mut Recorder, sh: &Shared) {
-        if let Some(since) = self.since.take() {
-            sh.conns_down.fetch_sub(1, Ordering::Relaxed);
-            rec.down(since, Instant::now(), self.failures);
-        }
-    }
-
-    /// The run ended; a connection still down stays counted as down.
-    fn end(&mut self, rec: &mut Recorder) {
-        if let Some(since) = self.since.take() {
-            rec.down(since, Instant::now(), self.failures);
-        }
-    }
-}
-
-type Connecting = Pin<Box<dyn Future<Output = Result<Stream, cachelab_client::Error>>>>;
-
-/// The state of one member's socket.
-enum Link {
-    /// Not connected: (re)connect at this time.
-    Idle(Instant),
-    Connecting(Connecting),
-    Up(Stream),
-}
-
-/// One member's socket, its requests in flight and its failures.
-struct Member {
-    link: Link,
-    inflight: VecDeque<Pending>,
-    wbuf: Vec<u8>,
-    wpos: usize,
-    rbuf: BytesMut,
-    /// Back-off: the next reconnect waits 10 ms << this (at most 1 s).
-    backoff: u32,
-    /// Failures in a row; a reply resets them.
-    strikes: u32,
-    /// When the current run of failures began.
-    streak_since: Option<Instant>,
-    /// Marked down (pools only): its requests fail at once until it connects again.
-    marked: bool,
-    /// Marked down since, with the failures so far: ends at its next reply.
-    episode: Option<(Instant, u64)>,
-    /// Set by the wait: readable, a connect that finished, a socket error.
-    readable: bool,
-    landed: Option<Result<Stream, cachelab_client::Error>>,
-    error: Option<Fault>,
-}
-
-impl Member {
-    fn new(depth: usize, now: Instant) -> Member {
-        Member {
-            link: Link::Idle(now),
-            inflight: VecDeque::with_capacity(depth),
-            wbuf: Vec::with_capacity(16 * 1024),
-            wpos: 0,
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
-            backoff: 0,
-            strikes: 0,
-            streak_since: None,
-            marked: false,
-            episode: None,
-            readable: false,
-            landed: None,
-            error: None,
-        }
-    }
-
-    fn up(&self) -> bool {
-        matches!(self.link, Link::Up(_))
-    }
-
-    fn wants_write(&self) -> bool {
-        match &self.link {
-            Link::Up(s) => self.wpos < self.wbuf.len() || s.pending(),
-            _ => false,
-        }
-    }
 }
 
 /// One logical connection: a socket per member and its requests in flight.
@@ -467,27 +356,7 @@ impl Conn {
         }
         self.lose_inflight(m);
         let pool = &sh.spec.pool;
-        let member = &mut self.members[m];
-        member.backoff = match f {
-            Fault::Timeout
-            | Fault::ConnectRefused
-            | Fault::ConnectFailed
-            | Fault::ConnectTimeout => member.backoff + 1,
-            _ => 1,
-        };
-        member.strikes += 1;
-        let streak = *member.streak_since.get_or_insert(now);
-        let retry_at = if pool.len() > 1 && member.strikes >= pool.failure_limit {
-            member.marked = true;
-            match member.episode.as_mut() {
-                Some((_, failures)) => *failures += 1,
-                None => member.episode = Some((streak, u64::from(member.strikes))),
-            }
-            now + pool.retry
-        } else {
-            now + Duration::from_millis(10u64 << member.backoff.min(7)).min(Duration::from_secs(1))
-        };
-        member.link = Link::Idle(retry_at);
+        self.members[m].strike(f, now, pool);
         if sh.since_success(now) >= sh.spec.give_up_after {
             let whom = if pool.len() > 1 {
                 "every member of the pool went away"
@@ -899,10 +768,7 @@ impl Conn {
                 }
             }
             if parts > 0 {
-                member.strikes = 0;
-                member.streak_since = None;
-                member.backoff = 0;
-                if let Some((since, failures)) = member.episode.take() {
+                if let Some((since, failures)) = member.answered() {
                     rec.member_down(m, since, now, failures, false);
                 }
             }
@@ -920,22 +786,5 @@ impl Conn {
             self.done(finished);
         }
         Ok(())
-    }
-}
-
-/// Records a split multi-get whose last part is in: one reply (latency from its intended
-/// time and from its send to now, its slowest part), one error, or one lost request.
-fn finish_group(rec: &mut Recorder, now: Instant, done: Done, g: Group) {
-    match done {
-        Done::Replied { keys, hits } => rec.reply(
-            now,
-            MULTIGET,
-            keys,
-            hits,
-            ns(now, g.intended),
-            ns(now, g.sent),
-        ),
-        Done::Failed(f) => rec.fault(f),
-        Done::Lost => rec.lost(1),
     }
 }

@@ -10,6 +10,9 @@
 use std::time::Instant;
 
 use crate::fault::Fault;
+use crate::pacing::ns;
+use crate::recorder::Recorder;
+use crate::series::MULTIGET;
 
 /// What a finished multi-get amounts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +117,23 @@ impl Groups {
     #[cfg(test)]
     pub fn open_count(&self) -> usize {
         self.slab.len() - self.free.len()
+    }
+}
+
+/// Records a split multi-get whose last part is in: one reply (latency from its intended
+/// time and from its send to now, its slowest part), one error, or one lost request.
+pub(crate) fn finish_group(rec: &mut Recorder, now: Instant, done: Done, g: Group) {
+    match done {
+        Done::Replied { keys, hits } => rec.reply(
+            now,
+            MULTIGET,
+            keys,
+            hits,
+            ns(now, g.intended),
+            ns(now, g.sent),
+        ),
+        Done::Failed(f) => rec.fault(f),
+        Done::Lost => rec.lost(1),
     }
 }
 

@@ -28,7 +28,9 @@
 //! The modules, each using only those listed after it:
 //!
 //! * `thread` — the sending phase: the client threads and the collection of their intervals;
-//! * `conn` — one connection task: (re)connecting, sending, reading replies;
+//! * `conn` — one connection task (a socket per pool member): sending, reading replies;
+//!   `member` — one member's socket, its reconnects and failures; `group` — multi-gets split
+//!   over members; `route` — which member each key goes to;
 //! * `pacing` — open-loop timetables and the per-thread timer; `stream` — the socket;
 //!   `wire` — requests encoded and replies decoded in place;
 //! * `recorder` — per-thread interval recording and the collector that merges it;
@@ -42,6 +44,7 @@ mod conn;
 mod fault;
 mod group;
 pub mod keys;
+mod member;
 mod outcome;
 mod pacing;
 mod record;
