@@ -231,3 +231,5 @@ class Distribution:
     def server_for(self, key: str | bytes) -> int:
         """The index of the server that holds ``key``."""
     def servers_for(self, keys: list[str | bytes]) -> list[int]: ...
+    def key_counts(self, prefix: str, n: int, sample: int = 1_000_000) -> list[int]:
+        """Keys ``<prefix>:0`` .. ``<prefix>:<n-1>`` per server (sampled above ``sample``)."""

@@ -50,8 +50,8 @@ from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 
 __all__ = ["CLEANUP_BUDGET", "ITEM_OVERHEAD", "MARGIN", "PAGE", "POLL_EVERY", "EvictionWatch",
-           "Evicting", "ServerMemory", "WontFit", "Writes", "delete_keys", "evicted_message",
-           "guard"]
+           "Evicting", "PoolWatch", "ServerMemory", "WontFit", "Writes", "delete_keys",
+           "evicted_message", "guard", "guard_pool"]
 
 #: Bytes of an item beside its key and value: the item header (48), CAS (8), the key's
 #: terminator (1), the value's CRLF (2) and the client flags (4).
@@ -118,6 +118,18 @@ class Writes:
     @property
     def value_bytes(self) -> int:
         return sum(v * n for (_, v), n in self.items.items())
+
+    def part(self, share: float) -> Writes:
+        """The writes of one member of a pool that takes ``share`` of the keys: every count
+        scaled (rounded up), and the largest item kept, so that each member's item size
+        limit is checked too."""
+        out = Writes(self.verb, self.what, self.shrink, self.sizes_flag)
+        for (key_len, value), n in self.items.items():
+            out.add(value, math.ceil(n * share), key_len)
+        if self.items and share > 0:
+            key_len, value = self.largest
+            out.items[(key_len, value)] = max(1, out.items[(key_len, value)])
+        return out
 
     @property
     def largest(self) -> tuple[int, int]:
@@ -300,6 +312,36 @@ def guard(address: str, writes: Writes, *, private: bool,
     memory = ServerMemory.read(address, timeout, tls)
     memory.check(writes)
     return EvictionWatch(address, memory.evictions, timeout=timeout, tls=tls)
+
+
+def guard_pool(members: Iterable[tuple[str, Writes]], *, private: bool, timeout: float = 2.0,
+               tls: TlsOptions | None = None) -> PoolWatch | None:
+    """:func:`guard` for each member of a pool with its share of the writes (``(address,
+    writes)`` pairs): :class:`WontFit` names the first member the run does not fit; the
+    watch sums the members' evictions. None for a private server."""
+    if private:
+        return None
+    watches = []
+    for address, writes in members:
+        watch = guard(address, writes, private=False, timeout=timeout, tls=tls)
+        assert watch is not None
+        watches.append(watch)
+    return PoolWatch(watches)
+
+
+class PoolWatch:
+    """The :class:`EvictionWatch` of every member of a pool, as one: items evicted on all
+    of them since the run began."""
+
+    def __init__(self, watches: list[EvictionWatch]) -> None:
+        self.watches = watches
+
+    @property
+    def evicted(self) -> int:
+        return sum(w.evicted for w in self.watches)
+
+    def poll(self, force: bool = False) -> int:
+        return sum(w.poll(force) for w in self.watches)
 
 
 class EvictionWatch:

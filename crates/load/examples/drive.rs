@@ -1,12 +1,13 @@
 //! Drives the engine without Python, for profiling:
 //! `cargo run --release -p cachelab-load --example drive -- ADDRESS CONNS PIPELINE RATE|closed SECONDS`
+//! (ADDRESS may be `A,B,...`: a ketama pool of those members)
 //! (gets of 100-byte values over 10,000 keys, prefilled when DRIVE_PREFILL is set (and then
 //! deleted at the end); one client thread; DRIVE_BUSY_POLL_US=N turns on busy polling,
 //! DRIVE_SEND_BATCH=N sends closed-loop requests in batches of N).
 
 use std::time::Duration;
 
-use cachelab_load::{run, DistSpec, Mix, Mode, Progress, Spec, Stop};
+use cachelab_load::{run, DistSpec, Distribution, Member, Mix, Mode, Pool, Progress, Spec, Stop};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -25,7 +26,18 @@ fn main() {
     };
     let secs: f64 = a[4].parse().expect("seconds");
     let spec = Spec {
-        address: a[0].parse().expect("address"),
+        pool: Pool {
+            members: a[0]
+                .split(',')
+                .map(|m| Member {
+                    address: m.parse().expect("address"),
+                    weight: 1,
+                })
+                .collect(),
+            distribution: Distribution::Ketama,
+            failure_limit: 2,
+            retry: Duration::from_secs(2),
+        },
         connections: conns,
         threads: 1,
         pipeline,

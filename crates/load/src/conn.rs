@@ -1,28 +1,44 @@
-//! One connection task: connects (and reconnects, backing off), then keeps requests flowing.
+//! One connection task: a logical client with a socket to every member of the pool (one
+//! socket for a single server), as an application's connection holds one to each member.
 //!
-//! The task encodes requests straight into its write buffer, writes whatever the socket takes,
-//! and decodes replies in place from its read buffer, matching them in order to the requests
-//! in flight ([`wire`]); nothing is allocated per request. In closed loop it keeps
-//! `pipeline` requests outstanding; in open loop it sends each request when its
-//! [`Timetable`] says, woken by its thread's [`Pacer`], and never has more than
-//! `max_outstanding` in flight.
+//! Each request's key picks its member ([`Routes`](crate::route::Routes)); the request is
+//! encoded straight into that member's write buffer, written as far as the socket takes it,
+//! and its reply decoded in place from the member's read buffer, matched in order to that
+//! member's requests in flight ([`wire`]); nothing is allocated per request. A multi-get whose
+//! keys live on several members is sent as one `get` per member (its parts) and is done when
+//! its last part is ([`Groups`]): its latency is the slowest part's, its hits their sum.
+//!
+//! In closed loop the task keeps `pipeline` requests outstanding (a split multi-get is one
+//! request); in open loop it sends each request when its [`Timetable`] says, woken by its
+//! thread's [`Pacer`], and never has more than `max_outstanding` in flight. One wait covers
+//! every member's socket, the pacer and a timer (a `poll_fn` over their readiness).
+//!
+//! Each member's socket has its own requests in flight, buffers, reconnects and back-off: a
+//! fault on one loses only the requests in flight on it. In a pool, a member that fails
+//! `failure_limit` times in a row is marked down until `retry` has passed: meanwhile its
+//! requests fail at once as `member_down` (see [`Pool`](crate::spec::Pool)). While no member
+//! is connected the task sends nothing, as a single server's connection waits to reconnect.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::AsFd;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::Buf;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::busy;
 use crate::fault::Fault;
+use crate::group::{finish_group, Groups};
 use crate::keys::{self, KeyDist};
+use crate::member::{Down, Link, Member, Pending, ALONE, READ_CHUNK};
 use crate::pacing::{ns, Pacer, Timetable};
 use crate::recorder::Recorder;
 use crate::series::{GET, MULTIGET, SET};
@@ -34,7 +50,6 @@ use crate::wire::{self, parse_reply, Reply};
 
 /// How often an idle connection wakes to check for timeouts, the end, and interval rollover.
 const TICK: Duration = Duration::from_millis(20);
-const READ_CHUNK: usize = 64 * 1024;
 
 /// What the connection tasks of one worker thread share (set up by the thread).
 pub(crate) struct Ctx {
@@ -52,56 +67,7 @@ pub(crate) struct Ctx {
     pub writes: Cell<u64>,
 }
 
-/// A request in flight.
-#[derive(Clone, Copy)]
-struct Pending {
-    op: u8,
-    keys: u16,
-    intended: Instant,
-    sent: Instant,
-}
-
-enum Event {
-    Read(io::Result<()>),
-    Write(io::Result<()>),
-    Timer,
-    Tick,
-}
-
-/// A connection's time without a connection: from its start (or the fault that dropped it)
-/// to its next successful connect, noted as a stall when long enough. While it lasts the
-/// connection is counted in [`Shared::conns_down`].
-struct Down {
-    since: Option<Instant>,
-    failures: u64,
-}
-
-impl Down {
-    fn since(now: Instant, sh: &Shared) -> Down {
-        sh.conns_down.fetch_add(1, Ordering::Relaxed);
-        Down {
-            since: Some(now),
-            failures: 0,
-        }
-    }
-
-    /// Connected again.
-    fn up(&mut self, rec: &mut Recorder, sh: &Shared) {
-        if let Some(since) = self.since.take() {
-            sh.conns_down.fetch_sub(1, Ordering::Relaxed);
-            rec.down(since, Instant::now(), self.failures);
-        }
-    }
-
-    /// The run ended; a connection still down stays counted as down.
-    fn end(&mut self, rec: &mut Recorder) {
-        if let Some(since) = self.since.take() {
-            rec.down(since, Instant::now(), self.failures);
-        }
-    }
-}
-
-/// One connection and its requests in flight.
+/// One logical connection: a socket per member and its requests in flight.
 pub(crate) struct Conn {
     ctx: Rc<Ctx>,
     rng: SmallRng,
@@ -109,10 +75,16 @@ pub(crate) struct Conn {
     sizes: Box<dyn SizeDist>,
     /// Cumulative op shares, normalised to end at 1.
     mix: [f64; 4],
-    inflight: VecDeque<Pending>,
-    wbuf: Vec<u8>,
-    wpos: usize,
-    rbuf: BytesMut,
+    members: Vec<Member>,
+    /// Members whose socket is up.
+    up: usize,
+    /// Split multi-gets in flight.
+    groups: Groups,
+    /// Requests outstanding (a split multi-get counts once).
+    outstanding: usize,
+    /// A multi-get's keys and their members, and the keys per member (reused).
+    mkeys: Vec<(u64, u8)>,
+    mcount: Vec<u16>,
     /// Requests this connection may still send (counted runs).
     quota: Option<u64>,
     depth: usize,
@@ -120,9 +92,12 @@ pub(crate) struct Conn {
     batch: usize,
     /// Open loop: when its requests are due.
     timetable: Option<Timetable>,
-    /// This connection's place in the thread's [`Pacer`].
+    /// This connection's place in the thread's [`Pacer`]; its members' sockets are busy
+    /// polling slots `slot * members + m`.
     slot: usize,
     pool_off: usize,
+    down: Down,
+    open: bool,
 }
 
 impl Conn {
@@ -153,22 +128,30 @@ impl Conn {
         };
         let pool_len = ctx.shared.pool.len();
         let batch = spec.send_batch.max(1);
+        let n = spec.pool.len();
+        let now = Instant::now();
+        let down = Down::since(now, &ctx.shared);
+        let open = timetable.is_some();
         Conn {
-            ctx,
             pool_off: rng.random_range(0..pool_len.max(1)),
             rng,
             keys,
             sizes,
             mix,
-            inflight: VecDeque::with_capacity(depth),
-            wbuf: Vec::with_capacity(16 * 1024),
-            wpos: 0,
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            members: (0..n).map(|_| Member::new(depth, now)).collect(),
+            up: 0,
+            groups: Groups::with_capacity(if n > 1 { depth } else { 0 }),
+            outstanding: 0,
+            mkeys: Vec::with_capacity(if n > 1 { spec.multiget_keys } else { 0 }),
+            mcount: vec![0; n],
             quota,
             depth,
             batch,
             timetable,
             slot,
+            down,
+            open,
+            ctx,
         }
     }
 
@@ -177,80 +160,276 @@ impl Conn {
         sh.stopping() || sh.send_until.is_some_and(|u| now >= u) || self.quota == Some(0)
     }
 
+    fn busy_slot(&self, m: usize) -> usize {
+        self.slot * self.members.len() + m
+    }
+
     /// Runs until sending ends and every reply is in (or the run gives up).
     pub async fn run(mut self) {
         let sh = Arc::clone(&self.ctx.shared);
-        let mut failures = 0u32;
-        let mut down = Down::since(Instant::now(), &sh);
+        let timeout = sh.spec.options.request_timeout;
+        let mut next_tick = Instant::now() + TICK;
+        let mut timer = Box::pin(tokio::time::sleep_until(next_tick.into()));
         loop {
-            if self.done_sending(Instant::now()) {
+            let now = Instant::now();
+            self.ctx.rec.borrow_mut().tick(now);
+            let sending = !self.done_sending(now);
+            if sending {
+                self.start_connects(now);
+                if self.up > 0 {
+                    self.fill(now);
+                }
+            } else {
+                self.abandon_unconnected(now);
+            }
+            for m in 0..self.members.len() {
+                if self.members[m].wants_write() {
+                    if let Err(f) = self.flush(m) {
+                        self.fail(m, f, now);
+                    }
+                }
+            }
+            self.check_timeouts(now, timeout);
+            if !sending && self.members.iter().all(|m| m.inflight.is_empty()) {
                 break;
             }
-            let stream = match Stream::connect(&sh.spec.address, &sh.spec.options).await {
-                Ok(s) => s,
-                Err(e) => {
-                    self.ctx.rec.borrow_mut().fault(Fault::from_kind(e.kind()));
-                    failures += 1;
-                    down.failures += 1;
-                    if !self.back_off(failures, &e.to_string()).await {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            down.up(&mut self.ctx.rec.borrow_mut(), &sh);
-            self.skip_missed(Instant::now());
-            busy::watch(self.slot, stream.as_fd());
-            let exchanged = self.exchange(&stream).await;
-            busy::unwatch(self.slot);
-            match exchanged {
-                Ok(()) => break,
-                Err(f) => {
-                    drop(stream);
-                    down = Down::since(Instant::now(), &sh);
-                    {
-                        let mut rec = self.ctx.rec.borrow_mut();
-                        rec.fault(f);
-                        rec.lost(self.inflight.len() as u64);
-                    }
-                    busy::settled(self.inflight.len() as u64);
-                    self.inflight.clear();
-                    self.wbuf.clear();
-                    self.wpos = 0;
-                    self.rbuf.clear();
-                    failures = if f == Fault::Timeout { failures + 1 } else { 1 };
-                    if !self.back_off(failures, f.as_str()).await {
-                        break;
+            let timer_on = self.want_timer(sending);
+            let mut wake = next_tick;
+            if sending {
+                for m in &self.members {
+                    if let Link::Idle(at) = m.link {
+                        wake = wake.min(at);
                     }
                 }
             }
+            if timer.deadline().into_std() != wake {
+                timer.as_mut().reset(wake.into());
+            }
+            poll_fn(|cx| self.poll_ready(cx, timer.as_mut(), timer_on)).await;
+            let now = Instant::now();
+            if now >= next_tick {
+                next_tick = now + TICK;
+            }
+            self.handle_events(now);
         }
-        down.end(&mut self.ctx.rec.borrow_mut());
-        self.note_backlog(Instant::now());
+        let now = Instant::now();
+        {
+            let mut rec = self.ctx.rec.borrow_mut();
+            self.down.end(&mut rec);
+            for (m, member) in self.members.iter_mut().enumerate() {
+                if let Some((since, failures)) = member.episode.take() {
+                    rec.member_down(m, since, now, failures, true);
+                }
+            }
+        }
+        for m in 0..self.members.len() {
+            if self.members[m].up() {
+                busy::unwatch(self.busy_slot(m));
+            }
+        }
+        self.note_backlog(now);
     }
 
-    /// Waits before reconnecting; false when the run should end instead.
-    async fn back_off(&mut self, failures: u32, why: &str) -> bool {
-        let sh = Arc::clone(&self.ctx.shared);
-        let now = Instant::now();
-        if sh.since_success(now) >= sh.spec.give_up_after {
-            sh.give_up(format!(
-                "the server went away: no request succeeded for {:.1} s, the reconnect \
-                 budget; last error: {why}",
-                sh.since_success(now).as_secs_f64()
-            ));
-            return false;
-        }
-        let wait = Duration::from_millis(10u64 << failures.min(7)).min(Duration::from_secs(1));
-        let until = now + wait;
-        while Instant::now() < until {
-            if self.done_sending(Instant::now()) {
-                return false;
+    /// Waits until a socket is readable (or writable, when it has bytes to send), a connect
+    /// finishes, the pacer fires this connection (when `timer_on`), or `timer` expires.
+    fn poll_ready(
+        &mut self,
+        cx: &mut Context<'_>,
+        timer: Pin<&mut tokio::time::Sleep>,
+        timer_on: bool,
+    ) -> Poll<()> {
+        let mut ready = false;
+        for m in &mut self.members {
+            let wants_write = m.wants_write();
+            match &mut m.link {
+                Link::Up(s) => {
+                    if let Poll::Ready(r) = s.poll_read_ready(cx) {
+                        ready = true;
+                        match r {
+                            Ok(()) => m.readable = true,
+                            Err(e) => m.error = Some(Fault::from_io(&e)),
+                        }
+                    }
+                    if wants_write {
+                        if let Poll::Ready(r) = s.poll_write_ready(cx) {
+                            ready = true;
+                            if let Err(e) = r {
+                                m.error = Some(Fault::from_io(&e));
+                            }
+                        }
+                    }
+                }
+                Link::Connecting(f) => {
+                    if let Poll::Ready(r) = f.as_mut().poll(cx) {
+                        ready = true;
+                        m.landed = Some(r);
+                        // Replaced in handle_events; no reconnect before then.
+                        m.link = Link::Idle(Instant::now() + Duration::from_secs(3600));
+                    }
+                }
+                Link::Idle(_) => {}
             }
-            tokio::time::sleep(TICK.min(until.saturating_duration_since(Instant::now()))).await;
-            self.ctx.rec.borrow_mut().tick(Instant::now());
         }
-        !self.done_sending(Instant::now())
+        if timer_on {
+            if let Some(p) = self.ctx.pacer.as_ref() {
+                ready |= p.poll_fired(self.slot, cx).is_ready();
+            }
+        }
+        ready |= timer.poll(cx).is_ready();
+        if ready {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Acts on what the wait found: finished connects, socket errors, replies.
+    fn handle_events(&mut self, now: Instant) {
+        for m in 0..self.members.len() {
+            if let Some(r) = self.members[m].landed.take() {
+                match r {
+                    Ok(s) => self.connected(m, s, now),
+                    Err(e) => {
+                        if self.up == 0 {
+                            self.down.failures += 1;
+                        }
+                        self.fail(m, Fault::from_kind(e.kind()), now);
+                    }
+                }
+            }
+            if let Some(f) = self.members[m].error.take() {
+                self.members[m].readable = false;
+                self.fail(m, f, now);
+                continue;
+            }
+            if std::mem::take(&mut self.members[m].readable) {
+                if let Err(f) = self.read(m) {
+                    self.fail(m, f, now);
+                }
+            }
+        }
+    }
+
+    /// Starts connecting every member whose time to (re)connect has come.
+    fn start_connects(&mut self, now: Instant) {
+        let spec = &self.ctx.shared.spec;
+        for (m, member) in self.members.iter_mut().enumerate() {
+            if matches!(member.link, Link::Idle(at) if now >= at) {
+                let address = spec.pool.members[m].address.clone();
+                let options = spec.options.clone();
+                member.link = Link::Connecting(Box::pin(async move {
+                    Stream::connect(&address, &options).await
+                }));
+            }
+        }
+    }
+
+    fn connected(&mut self, m: usize, s: Stream, now: Instant) {
+        busy::watch(self.busy_slot(m), s.as_fd());
+        let member = &mut self.members[m];
+        member.link = Link::Up(s);
+        member.marked = false;
+        self.up += 1;
+        if self.up == 1 {
+            self.down
+                .up(&mut self.ctx.rec.borrow_mut(), &self.ctx.shared);
+            self.skip_missed(now);
+        }
+    }
+
+    /// Member `m`'s socket failed with `f` (or its connect did, or its queued requests timed
+    /// out): the requests on it are lost, and it reconnects after a back-off — or, in a pool,
+    /// once it has failed `failure_limit` times in a row, is marked down until `retry`.
+    fn fail(&mut self, m: usize, f: Fault, now: Instant) {
+        let sh = Arc::clone(&self.ctx.shared);
+        if self.members[m].up() {
+            busy::unwatch(self.busy_slot(m));
+            self.up -= 1;
+            if self.up == 0 {
+                self.down = Down::since(now, &sh);
+            }
+        }
+        {
+            let mut rec = self.ctx.rec.borrow_mut();
+            rec.fault(f);
+            rec.part_fault(m, f, 1);
+        }
+        self.lose_inflight(m);
+        let pool = &sh.spec.pool;
+        self.members[m].strike(f, now, pool);
+        if sh.since_success(now) >= sh.spec.give_up_after {
+            let whom = if pool.len() > 1 {
+                "every member of the pool went away"
+            } else {
+                "the server went away"
+            };
+            sh.give_up(format!(
+                "{whom}: no request succeeded for {:.1} s, the reconnect budget; last error: {}",
+                sh.since_success(now).as_secs_f64(),
+                f.as_str()
+            ));
+        }
+    }
+
+    /// The requests in flight (or queued) on member `m` are lost; its buffers are cleared.
+    fn lose_inflight(&mut self, m: usize) {
+        let n = self.members[m].inflight.len() as u64;
+        if n == 0 {
+            let member = &mut self.members[m];
+            member.wbuf.clear();
+            member.wpos = 0;
+            member.rbuf.clear();
+            return;
+        }
+        let now = Instant::now();
+        let mut rec = self.ctx.rec.borrow_mut();
+        rec.part_lost(m, n);
+        let member = &mut self.members[m];
+        let mut alone = 0;
+        for p in member.inflight.drain(..) {
+            if p.group == ALONE {
+                alone += 1;
+            } else if let Some((done, g)) = self.groups.part_done(p.group, None) {
+                finish_group(&mut rec, now, done, g);
+                self.outstanding -= 1;
+            }
+        }
+        rec.lost(alone);
+        self.outstanding -= alone as usize;
+        busy::settled(n);
+        member.wbuf.clear();
+        member.wpos = 0;
+        member.rbuf.clear();
+    }
+
+    /// Sending is over: requests queued for members that are not connected will never be
+    /// sent (they are lost), and no member reconnects.
+    fn abandon_unconnected(&mut self, now: Instant) {
+        for m in 0..self.members.len() {
+            if !self.members[m].up() {
+                if !matches!(self.members[m].link, Link::Idle(_)) {
+                    self.members[m].link = Link::Idle(now + Duration::from_secs(3600));
+                }
+                self.lose_inflight(m);
+            }
+        }
+    }
+
+    /// A member whose oldest request has waited longer than the timeout has failed.
+    fn check_timeouts(&mut self, now: Instant, timeout: Duration) {
+        for m in 0..self.members.len() {
+            let Some(p) = self.members[m].inflight.front() else {
+                continue;
+            };
+            if now.saturating_duration_since(p.sent) > timeout {
+                let sent = p.sent;
+                self.ctx.rec.borrow_mut().timed_out(sent, now);
+                if !self.members[m].up() {
+                    self.members[m].link = Link::Idle(now);
+                }
+                self.fail(m, Fault::Timeout, now);
+            }
+        }
     }
 
     fn due(&self, ns: f64) -> Instant {
@@ -287,84 +466,40 @@ impl Conn {
         self.ctx.backlog.set(self.ctx.backlog.get() + n);
     }
 
-    async fn exchange(&mut self, s: &Stream) -> Result<(), Fault> {
-        let timeout = self.ctx.shared.spec.options.request_timeout;
-        let mut tick = Box::pin(tokio::time::sleep(TICK));
-        loop {
-            let now = Instant::now();
-            self.ctx.rec.borrow_mut().tick(now);
-            let sending = !self.done_sending(now);
-            if sending {
-                self.fill(now);
-            }
-            if self.wpos < self.wbuf.len() || s.pending() {
-                self.flush(s)?;
-            }
-            if !sending && self.inflight.is_empty() {
-                return Ok(());
-            }
-            if let Some(p) = self.inflight.front() {
-                if now.saturating_duration_since(p.sent) > timeout {
-                    self.ctx.rec.borrow_mut().timed_out(p.sent, now);
-                    return Err(Fault::Timeout);
-                }
-            }
-            let want_write = self.wpos < self.wbuf.len() || s.pending();
-            let timer_on = self.want_timer(sending);
-            let pacer = self.ctx.pacer.as_ref();
-            let slot = self.slot;
-            let ev = tokio::select! {
-                biased;
-                r = s.readable() => Event::Read(r),
-                r = s.writable(), if want_write => Event::Write(r),
-                _ = async {
-                    if let Some(p) = pacer {
-                        p.fired(slot).await;
-                    }
-                }, if timer_on => Event::Timer,
-                _ = &mut tick => Event::Tick,
-            };
-            match ev {
-                Event::Read(r) => {
-                    r.map_err(|e| Fault::from_io(&e))?;
-                    self.read(s)?;
-                }
-                Event::Write(r) => {
-                    r.map_err(|e| Fault::from_io(&e))?;
-                }
-                Event::Timer => {}
-                Event::Tick => tick.as_mut().reset(tokio::time::Instant::now() + TICK),
-            }
-        }
-    }
-
     /// Open loop: tells the thread's pacer when this connection next needs waking (never,
     /// while it is full: a reply will wake it). True when it waits for the pacer.
     fn want_timer(&mut self, sending: bool) -> bool {
         let (Some(t), Some(p)) = (self.timetable.as_ref(), self.ctx.pacer.as_ref()) else {
             return false;
         };
-        let due = (sending && self.inflight.len() < self.depth).then_some(t.next_ns() as u64);
+        let due =
+            (sending && self.up > 0 && self.outstanding < self.depth).then_some(t.next_ns() as u64);
         p.want(self.slot, due);
         due.is_some()
     }
 
     fn fill(&mut self, now: Instant) {
         let mut n = 0u64;
+        // Requests failed at once (their member is down) free their slot at once: a fill
+        // takes at most `depth` of them, so a pool whose keys all live on a member that is
+        // down does not spin.
+        let mut budget = self.depth;
         if self.timetable.is_none() {
             // A batch is never more than the requests left to send, so the last ones go out.
             let batch = self
                 .batch
                 .min(self.quota.map_or(usize::MAX, |q| q as usize));
-            if self.depth - self.inflight.len() < batch && !self.inflight.is_empty() {
+            if self.depth - self.outstanding < batch && self.outstanding > 0 {
                 return;
             }
-            while self.inflight.len() < self.depth && self.quota != Some(0) {
-                self.push(now, now);
+            while self.outstanding < self.depth && self.quota != Some(0) && budget > 0 {
+                if !self.push(now, now) {
+                    budget -= 1;
+                }
                 n += 1;
             }
         } else {
-            while self.inflight.len() < self.depth && self.quota != Some(0) {
+            while self.outstanding < self.depth && self.quota != Some(0) {
                 let t = self.timetable.as_ref().expect("open loop");
                 let due = self.due(t.next_ns());
                 if due > now {
@@ -380,99 +515,198 @@ impl Conn {
         }
         if n > 0 {
             self.ctx.rec.borrow_mut().sent(n);
-            busy::sent(n);
         }
     }
 
-    fn put_key(&mut self, index: u64) {
-        wire::put_key(
-            &mut self.wbuf,
-            self.ctx.shared.spec.prefix.as_bytes(),
-            index,
-        );
-    }
-
-    /// Encodes one request and records it as in flight.
-    fn push(&mut self, intended: Instant, now: Instant) {
+    /// Encodes one request (a multi-get split over its members) and records it as in
+    /// flight; false when it failed at once because its member (every part's) is down.
+    fn push(&mut self, intended: Instant, now: Instant) -> bool {
         let x: f64 = self.rng.random();
         let op = self.mix.iter().position(|&c| x < c).unwrap_or(GET);
-        let mut keys = 1u16;
-        match op {
-            GET => {
-                self.wbuf.extend_from_slice(b"get ");
-                let k = self.keys.next(&mut self.rng);
-                self.put_key(k);
-            }
-            MULTIGET => {
-                let n = self.ctx.shared.spec.multiget_keys;
-                keys = n as u16;
-                self.wbuf.extend_from_slice(b"get");
-                for _ in 0..n {
-                    self.wbuf.push(b' ');
-                    let k = self.keys.next(&mut self.rng);
-                    self.put_key(k);
-                }
-            }
-            SET => {
-                let k = self.keys.next(&mut self.rng);
-                let len = self.sizes.next(&mut self.rng);
-                let spec = &self.ctx.shared.spec;
-                wire::put_set_header(&mut self.wbuf, spec.prefix.as_bytes(), k, spec.ttl, len);
-                let pool = &self.ctx.shared.pool;
-                if self.pool_off + len > pool.len() {
-                    self.pool_off = 0;
-                }
-                self.wbuf
-                    .extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
-                self.pool_off += 1 + (len & 0xff);
-                if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
-                    bits[(k / 64) as usize] |= 1 << (k % 64);
-                }
-            }
-            _ => {
-                // DELETE
-                self.wbuf.extend_from_slice(b"delete ");
-                let k = self.keys.next(&mut self.rng);
-                self.put_key(k);
-            }
-        }
-        self.wbuf.extend_from_slice(b"\r\n");
-        self.inflight.push_back(Pending {
-            op: op as u8,
-            keys,
-            intended,
-            sent: now,
-        });
         if let Some(q) = self.quota.as_mut() {
             *q -= 1;
         }
+        self.outstanding += 1;
+        if op == MULTIGET && self.members.len() > 1 {
+            return self.push_split_multiget(intended, now);
+        }
+        // Borrowed, not cloned: no atomic reference count per request.
+        let sh: &Shared = &self.ctx.shared;
+        let spec = &sh.spec;
+        let prefix = spec.prefix.as_bytes();
+        let mut keys = 1u16;
+        let (m, k) = match op {
+            MULTIGET => {
+                let n = spec.multiget_keys;
+                keys = n as u16;
+                let w = &mut self.members[0].wbuf;
+                w.extend_from_slice(b"get");
+                for _ in 0..n {
+                    w.push(b' ');
+                    let k = self.keys.next(&mut self.rng);
+                    wire::put_key(w, prefix, k);
+                }
+                (0, None)
+            }
+            _ => {
+                let k = self.keys.next(&mut self.rng);
+                (sh.routes.member(k), Some(k))
+            }
+        };
+        let member = &mut self.members[m];
+        if member.marked {
+            let mut rec = self.ctx.rec.borrow_mut();
+            rec.part_sent(m, 1);
+            rec.fault(Fault::MemberDown);
+            rec.part_fault(m, Fault::MemberDown, 1);
+            drop(rec);
+            self.outstanding -= 1;
+            self.done(1);
+            return false;
+        }
+        if let Some(k) = k {
+            let w = &mut member.wbuf;
+            match op {
+                GET => {
+                    w.extend_from_slice(b"get ");
+                    wire::put_key(w, prefix, k);
+                }
+                SET => {
+                    let len = self.sizes.next(&mut self.rng);
+                    wire::put_set_header(w, prefix, k, spec.ttl, len);
+                    let pool = &sh.pool;
+                    if self.pool_off + len > pool.len() {
+                        self.pool_off = 0;
+                    }
+                    w.extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
+                    self.pool_off += 1 + (len & 0xff);
+                    if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
+                        bits[(k / 64) as usize] |= 1 << (k % 64);
+                    }
+                }
+                _ => {
+                    // DELETE
+                    w.extend_from_slice(b"delete ");
+                    wire::put_key(w, prefix, k);
+                }
+            }
+        }
+        member.wbuf.extend_from_slice(b"\r\n");
+        member.inflight.push_back(Pending {
+            op: op as u8,
+            keys,
+            group: ALONE,
+            intended,
+            sent: now,
+        });
+        self.ctx.rec.borrow_mut().part_sent(m, 1);
+        busy::sent(1);
+        true
     }
 
-    fn flush(&mut self, s: &Stream) -> Result<(), Fault> {
-        while self.wpos < self.wbuf.len() {
-            match s.try_write(&self.wbuf[self.wpos..]) {
+    /// A multi-get over a pool: one `get` per member holding some of its keys, grouped.
+    fn push_split_multiget(&mut self, intended: Instant, now: Instant) -> bool {
+        let sh: &Shared = &self.ctx.shared;
+        let n = sh.spec.multiget_keys;
+        let prefix = sh.spec.prefix.as_bytes();
+        self.mkeys.clear();
+        for _ in 0..n {
+            let k = self.keys.next(&mut self.rng);
+            let m = sh.routes.member(k);
+            self.mkeys.push((k, m as u8));
+            self.mcount[m] += 1;
+        }
+        let parts = self.mcount.iter().filter(|&&c| c > 0).count() as u32;
+        let group = if parts > 1 {
+            self.groups.open(n as u32, parts, intended, now)
+        } else {
+            ALONE
+        };
+        let mut sent_any = false;
+        let mut rec = self.ctx.rec.borrow_mut();
+        for m in 0..self.members.len() {
+            let count = std::mem::take(&mut self.mcount[m]);
+            if count == 0 {
+                continue;
+            }
+            rec.part_sent(m, 1);
+            let member = &mut self.members[m];
+            if member.marked {
+                rec.part_fault(m, Fault::MemberDown, 1);
+                if group == ALONE {
+                    rec.fault(Fault::MemberDown);
+                    self.outstanding -= 1;
+                } else if let Some((done, g)) =
+                    self.groups.part_done(group, Some(Err(Fault::MemberDown)))
+                {
+                    finish_group(&mut rec, now, done, g);
+                    self.outstanding -= 1;
+                }
+                continue;
+            }
+            let w = &mut member.wbuf;
+            w.extend_from_slice(b"get");
+            for &(k, km) in &self.mkeys {
+                if usize::from(km) == m {
+                    w.push(b' ');
+                    wire::put_key(w, prefix, k);
+                }
+            }
+            w.extend_from_slice(b"\r\n");
+            member.inflight.push_back(Pending {
+                op: MULTIGET as u8,
+                keys: count,
+                group,
+                intended,
+                sent: now,
+            });
+            busy::sent(1);
+            sent_any = true;
+        }
+        sent_any
+    }
+
+    /// `n` requests finished (answered or failed): progress of a counted run.
+    fn done(&self, n: u64) {
+        let sh = &self.ctx.shared;
+        if matches!(sh.spec.stop, Stop::Requests(_)) {
+            sh.progress.done.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    fn flush(&mut self, m: usize) -> Result<(), Fault> {
+        let member = &mut self.members[m];
+        let Link::Up(s) = &member.link else {
+            return Ok(());
+        };
+        while member.wpos < member.wbuf.len() {
+            match s.try_write(&member.wbuf[member.wpos..]) {
                 Ok(n) => {
-                    self.wpos += n;
+                    member.wpos += n;
                     self.ctx.writes.set(self.ctx.writes.get() + 1);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(Fault::from_io(&e)),
             }
         }
-        if self.wpos == self.wbuf.len() {
-            self.wbuf.clear();
-            self.wpos = 0;
+        if member.wpos == member.wbuf.len() {
+            member.wbuf.clear();
+            member.wpos = 0;
             // TLS records still inside the session once every request was taken.
             s.send_pending().map_err(|e| Fault::from_io(&e))?;
         }
         Ok(())
     }
 
-    fn read(&mut self, s: &Stream) -> Result<(), Fault> {
-        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
-            self.rbuf.reserve(READ_CHUNK);
+    fn read(&mut self, m: usize) -> Result<(), Fault> {
+        let member = &mut self.members[m];
+        let Link::Up(s) = &member.link else {
+            return Ok(());
+        };
+        if member.rbuf.capacity() - member.rbuf.len() < READ_CHUNK / 4 {
+            member.rbuf.reserve(READ_CHUNK);
         }
-        match s.read_some(&mut self.rbuf) {
+        match s.read_some(&mut member.rbuf) {
             Ok(0) => return Err(Fault::Closed),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -480,46 +714,76 @@ impl Conn {
         }
         let now = Instant::now();
         let mut pos = 0;
-        let mut done = 0u64;
+        let mut parts = 0u64;
+        let mut finished = 0u64;
         {
             let mut rec = self.ctx.rec.borrow_mut();
             rec.tick(now);
-            while let Some(&p) = self.inflight.front() {
+            while let Some(&p) = member.inflight.front() {
                 let is_get = p.op as usize == GET || p.op as usize == MULTIGET;
-                match parse_reply(is_get, &self.rbuf[pos..]) {
+                match parse_reply(is_get, &member.rbuf[pos..]) {
                     Ok(None) => break,
                     Ok(Some((n, reply))) => {
                         pos += n;
-                        self.inflight.pop_front();
-                        done += 1;
-                        match reply {
-                            Reply::Done { hits } => rec.reply(
-                                now,
-                                p.op as usize,
-                                u32::from(p.keys),
-                                hits.min(u32::from(p.keys)),
-                                ns(now, p.intended),
-                                ns(now, p.sent),
-                            ),
-                            Reply::Failed(f) => rec.fault(f),
+                        member.inflight.pop_front();
+                        parts += 1;
+                        let keys = if is_get { u32::from(p.keys) } else { 0 };
+                        let outcome = match reply {
+                            Reply::Done { hits } => {
+                                let hits = hits.min(keys);
+                                let corrected = ns(now, p.intended);
+                                let uncorrected = ns(now, p.sent);
+                                let waited = if self.open { corrected } else { uncorrected };
+                                rec.part_reply(m, keys, hits, waited);
+                                if p.group == ALONE {
+                                    rec.reply(
+                                        now,
+                                        p.op as usize,
+                                        u32::from(p.keys),
+                                        hits.min(u32::from(p.keys)),
+                                        corrected,
+                                        uncorrected,
+                                    );
+                                }
+                                Ok(hits)
+                            }
+                            Reply::Failed(f) => {
+                                rec.part_fault(m, f, 1);
+                                if p.group == ALONE {
+                                    rec.fault(f);
+                                }
+                                Err(f)
+                            }
+                        };
+                        if p.group == ALONE {
+                            finished += 1;
+                        } else if let Some((done, g)) =
+                            self.groups.part_done(p.group, Some(outcome))
+                        {
+                            finish_group(&mut rec, now, done, g);
+                            finished += 1;
                         }
                     }
                     Err(_) => return Err(Fault::Protocol),
                 }
             }
+            if parts > 0 {
+                if let Some((since, failures)) = member.answered() {
+                    rec.member_down(m, since, now, failures, false);
+                }
+            }
         }
-        if self.inflight.is_empty() && pos < self.rbuf.len() {
+        if member.inflight.is_empty() && pos < member.rbuf.len() {
             return Err(Fault::Protocol); // bytes nobody asked for
         }
-        self.rbuf.advance(pos);
-        busy::settled(done);
-        if done > 0 {
+        member.rbuf.advance(pos);
+        self.outstanding -= finished as usize;
+        busy::settled(parts);
+        if parts > 0 {
             let sh = &self.ctx.shared;
             let ms = now.saturating_duration_since(sh.t0).as_millis() as u64;
             sh.last_success_ms.fetch_max(ms, Ordering::Relaxed);
-            if matches!(sh.spec.stop, Stop::Requests(_)) {
-                sh.progress.done.fetch_add(done, Ordering::Relaxed);
-            }
+            self.done(finished);
         }
         Ok(())
     }

@@ -24,9 +24,11 @@ pub enum Fault {
     ServerError,
     ClientError,
     UnknownCommand,
+    /// A request for a pool member that is marked down: failed at once, never sent.
+    MemberDown,
 }
 
-pub(crate) const FAULTS: usize = 11;
+pub(crate) const FAULTS: usize = 12;
 
 impl Fault {
     pub const ALL: [Fault; FAULTS] = [
@@ -41,6 +43,7 @@ impl Fault {
         Fault::ServerError,
         Fault::ClientError,
         Fault::UnknownCommand,
+        Fault::MemberDown,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +59,7 @@ impl Fault {
             Fault::ServerError => "server_error",
             Fault::ClientError => "client_error",
             Fault::UnknownCommand => "unknown_command",
+            Fault::MemberDown => "member_down",
         }
     }
 

@@ -28,7 +28,9 @@
 //! The modules, each using only those listed after it:
 //!
 //! * `thread` — the sending phase: the client threads and the collection of their intervals;
-//! * `conn` — one connection task: (re)connecting, sending, reading replies;
+//! * `conn` — one connection task (a socket per pool member): sending, reading replies;
+//!   `member` — one member's socket, its reconnects and failures; `group` — multi-gets split
+//!   over members; `route` — which member each key goes to;
 //! * `pacing` — open-loop timetables and the per-thread timer; `stream` — the socket;
 //!   `wire` — requests encoded and replies decoded in place;
 //! * `recorder` — per-thread interval recording and the collector that merges it;
@@ -40,11 +42,14 @@
 pub mod busy;
 mod conn;
 mod fault;
+mod group;
 pub mod keys;
+mod member;
 mod outcome;
 mod pacing;
 mod record;
 mod recorder;
+mod route;
 mod series;
 pub mod server;
 mod setup;
@@ -61,12 +66,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use cachelab_client::pool::Kind as Distribution;
 pub use fault::Fault;
-pub use outcome::{ClientSched, Outcome, Schedule};
+pub use outcome::{ClientSched, MemberOutcome, Outcome, Schedule};
+pub use recorder::Episode;
 pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
 pub use shared::Progress;
-pub use spec::{caps, Arrivals, DistSpec, Mix, Mode, Spec, SpecError, Stop};
+pub use spec::{caps, Arrivals, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError, Stop};
 pub use stalls::Stall;
 pub use steady::Steady;
 
@@ -102,13 +109,51 @@ fn gone(shared: &Shared, all: &Totals, cancelled: bool) -> Option<String> {
     ))
 }
 
+/// Each pool member's outcome: its tally, its share of the keys and its server's view.
+fn members(
+    spec: &Spec,
+    routes: &route::Routes,
+    tallies: Vec<recorder::MemberTally>,
+    views: &[ServerView],
+) -> Vec<MemberOutcome> {
+    let mut tallies = tallies.into_iter();
+    spec.pool
+        .members
+        .iter()
+        .zip(views)
+        .enumerate()
+        .map(|(m, (member, view))| {
+            let t = tallies.next().unwrap_or_else(recorder::MemberTally::new);
+            let address = match &member.address {
+                cachelab_client::Address::Tcp(hp) => hp.clone(),
+                cachelab_client::Address::Unix(p) => format!("unix:{}", p.display()),
+            };
+            MemberOutcome {
+                address,
+                weight: member.weight,
+                keys: routes.keys[m],
+                sent: t.sent,
+                replies: t.replies,
+                hits: t.hits,
+                misses: t.misses,
+                errors: fault::named(&t.errors),
+                lost: t.lost,
+                latency: t.latency,
+                down: t.down,
+                server: view.clone(),
+            }
+        })
+        .collect()
+}
+
 /// Runs the workload. Blocks until it ends, is cancelled, or gives up.
 ///
 /// Fails only when the spec is invalid or the server cannot be reached at the start; after
 /// that every failure is counted and the outcome carries the partial results.
 pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> {
     spec.validate()?;
-    let mut view = server::snapshot_start(spec).map_err(SpecError::Server)?;
+    let mut views = server::snapshot_start(spec).map_err(SpecError::Server)?;
+    let routes = Arc::new(route::Routes::build(spec).map_err(SpecError::Invalid)?);
 
     let max_value = sizes::build(&spec.value_size.name, &spec.value_size.params)
         .map_err(SpecError::Invalid)?
@@ -117,14 +162,14 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
 
     let prefill_start = Instant::now();
     let prefilled_keys = if spec.prefill && !progress.cancelled() {
-        setup::prefill(spec, &pool, progress)
+        setup::prefill(spec, &routes, &pool, progress)
     } else {
         0
     };
     let prefill_s = prefill_start.elapsed().as_secs_f64();
 
     // The measured phase starts from fresh counters.
-    server::snapshot_before(spec, &mut view);
+    server::snapshot_before(spec, &mut views);
     match spec.stop {
         Stop::Duration(_) => progress.total.store(
             spec.send_limit().expect("timed").as_millis() as u64,
@@ -132,18 +177,18 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         ),
         Stop::Requests(n) => progress.total.store(n, Ordering::Relaxed),
     }
-    let shared = Shared::start(spec, progress, pool);
+    let shared = Shared::start(spec, progress, pool, Arc::clone(&routes));
     let process0 = process_cpu();
     let run = thread::drive(&shared);
     let process1 = process_cpu();
-    server::snapshot_after(spec, &mut view);
+    server::snapshot_after(spec, &mut views);
 
     let written = if spec.prefill {
         setup::Written::All
     } else {
         run.written
     };
-    let (deleted_keys, leftover_keys) = setup::cleanup(spec, &written);
+    let (deleted_keys, leftover_keys) = setup::cleanup(spec, &routes, &written);
 
     let steady = steady::detect(&run.intervals, spec);
     let all = Totals::over(&run.intervals, 0);
@@ -168,6 +213,11 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         .expect("not poisoned")
         .clone()
         .or_else(|| gone(&shared, &all, progress.cancelled()));
+    let members = if spec.pool.len() > 1 {
+        members(spec, &routes, run.members, &views)
+    } else {
+        Vec::new()
+    };
     Ok(Outcome {
         intervals: run.intervals,
         steady,
@@ -176,7 +226,8 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         window,
         stalls: run.stalls,
         stalls_dropped: run.stalls_dropped,
-        server: view,
+        server: views.swap_remove(0),
+        members,
         schedule,
         client_cpu_s: run.cpu_s,
         client_sched: run.sched,

@@ -1,9 +1,13 @@
 //! What a run produced: the [`Outcome`] and the figures it carries besides the time series.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use cachelab_metrics::Latency;
 
 use serde::Serialize;
 
+use crate::recorder::Episode;
 use crate::series::{Interval, Totals};
 use crate::server::ServerView;
 use crate::stalls::Stall;
@@ -39,6 +43,33 @@ pub struct ClientSched {
     pub writes: u64,
 }
 
+/// One member of a pool over the whole sending phase (warm-up included, as its `stats`
+/// deltas): its parts of the requests (a multi-get split over the pool is one part per member
+/// it touches), their replies, hits, misses, errors and latency, its down episodes, and its
+/// `stats` before and after.
+#[derive(Debug, Clone)]
+pub struct MemberOutcome {
+    /// `host:port` as given.
+    pub address: String,
+    pub weight: u32,
+    /// Keys of the key space it holds.
+    pub keys: u64,
+    /// Parts sent to it, or failed at once while it was marked down.
+    pub sent: u64,
+    pub replies: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Parts in flight on a socket to it that failed.
+    pub lost: u64,
+    /// Each replied part's latency: from its request's intended time in open loop, from its
+    /// send in closed loop.
+    pub latency: Latency,
+    /// When it was marked down, merged over the connections.
+    pub down: Vec<Episode>,
+    pub server: ServerView,
+}
+
 /// A finished (or stopped) run.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -54,7 +85,10 @@ pub struct Outcome {
     pub stalls: Vec<Stall>,
     /// Stalls noted but not kept (a thread's list is bounded).
     pub stalls_dropped: u64,
+    /// The server; for a pool, its first member.
     pub server: ServerView,
+    /// Every member of a pool, in its order (empty for a single server).
+    pub members: Vec<MemberOutcome>,
     pub schedule: Option<Schedule>,
     /// CPU time of the client threads while sending (user, system), seconds.
     pub client_cpu_s: (f64, f64),

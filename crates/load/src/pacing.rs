@@ -12,7 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use nix::sys::time::TimeSpec;
@@ -185,21 +185,24 @@ impl Pacer {
         }
     }
 
+    /// Ready once connection `slot`'s due time has come; otherwise `cx` is woken then.
+    pub fn poll_fired(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()> {
+        let mut slots = self.slots.borrow_mut();
+        let s = &mut slots[slot];
+        if s.fired {
+            s.fired = false;
+            return Poll::Ready(());
+        }
+        if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            s.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// Resolves once connection `slot`'s due time has come.
+    #[cfg(test)]
     pub async fn fired(&self, slot: usize) {
-        poll_fn(|cx| {
-            let mut slots = self.slots.borrow_mut();
-            let s = &mut slots[slot];
-            if s.fired {
-                s.fired = false;
-                return Poll::Ready(());
-            }
-            if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                s.waker = Some(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
+        poll_fn(|cx| self.poll_fired(slot, cx)).await
     }
 
     /// Sets the timer for the earliest due time (a no-op when it is already set for it).

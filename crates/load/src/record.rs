@@ -9,9 +9,11 @@
 //!   "all": Totals, "measured": Totals, "window": Totals,
 //!   "stalls": [{"start_s", "end_s", "slow_replies", "worst_ns", "timeouts",
 //!               "connect_failures", "down"}, ...], "stalls_dropped",
-//!   "server": {"version", "before": {stat: str}, "after": {stat: str}, "pid": int | null,
-//!              "schedstat_before" / "schedstat_after":
-//!                  {"on_cpu_ns", "wait_ns", "slices", "threads"} | null},
+//!   "server": Server (a pool's first member),
+//!   "members": [{"address", "weight", "keys", "sent", "replies", "hits", "misses",
+//!                "errors": {fault: count}, "lost", "latency": Hist,
+//!                "down": [{"start_s", "end_s", "failures", "connections", "open"}, ...],
+//!                "server": Server}, ...] (a pool's members in order; [] for one server),
 //!   "schedule": {"target_rate", "backlog_at_end", "skipped_disconnected"} | null (closed loop),
 //!   "client_cpu_user_s", "client_cpu_system_s", "client_wait_s", "client_sleeps",
 //!   "client_preempted", "client_busy_polls", "client_busy_caught", "client_writes",
@@ -23,6 +25,9 @@
 //! <tally>  = "ops": {"get", "multiget", "set", "delete"}, "replies", "throughput" (replies/s),
 //!            "hits", "misses", "errors": {fault: count} (only faults that happened), "lost",
 //!            "sent", "corrected": Hist | null (closed loop), "uncorrected": Hist
+//! Server   = {"version", "before": {stat: str}, "after": {stat: str}, "pid": int | null,
+//!             "schedstat_before" / "schedstat_after":
+//!                 {"on_cpu_ns", "wait_ns", "slices", "threads"} | null}
 //! Hist     = {"count", "histogram" (V2 compressed, base64), "percentiles":
 //!            {"50", "90", "99", "99.9", "max"} (ns), "mean" (ns, 0 when empty), "max" (ns)}
 //! ```
@@ -34,7 +39,8 @@ use std::collections::BTreeMap;
 use cachelab_metrics::Latency;
 use serde::{Serialize, Serializer};
 
-use crate::outcome::{Outcome, Schedule};
+use crate::outcome::{MemberOutcome, Outcome, Schedule};
+use crate::recorder::Episode;
 use crate::series::{Interval, Totals, OPS};
 use crate::server::ServerView;
 use crate::stalls::Stall;
@@ -56,6 +62,7 @@ struct OutcomeRecord<'a> {
     stalls: &'a [Stall],
     stalls_dropped: u64,
     server: &'a ServerView,
+    members: Vec<MemberRecord<'a>>,
     schedule: Option<&'a Schedule>,
     client_cpu_user_s: f64,
     client_cpu_system_s: f64,
@@ -92,6 +99,7 @@ impl<'a> OutcomeRecord<'a> {
             stalls: &o.stalls,
             stalls_dropped: o.stalls_dropped,
             server: &o.server,
+            members: o.members.iter().map(MemberRecord::of).collect(),
             schedule: o.schedule.as_ref(),
             client_cpu_user_s: o.client_cpu_s.0,
             client_cpu_system_s: o.client_cpu_s.1,
@@ -109,6 +117,41 @@ impl<'a> OutcomeRecord<'a> {
             cancelled: o.cancelled,
             aborted: o.aborted.as_deref(),
             elapsed_s: o.elapsed.as_secs_f64(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MemberRecord<'a> {
+    address: &'a str,
+    weight: u32,
+    keys: u64,
+    sent: u64,
+    replies: u64,
+    hits: u64,
+    misses: u64,
+    errors: &'a BTreeMap<&'static str, u64>,
+    lost: u64,
+    latency: HistSummary,
+    down: &'a [Episode],
+    server: &'a ServerView,
+}
+
+impl<'a> MemberRecord<'a> {
+    fn of(m: &'a MemberOutcome) -> MemberRecord<'a> {
+        MemberRecord {
+            address: &m.address,
+            weight: m.weight,
+            keys: m.keys,
+            sent: m.sent,
+            replies: m.replies,
+            hits: m.hits,
+            misses: m.misses,
+            errors: &m.errors,
+            lost: m.lost,
+            latency: HistSummary::of(&m.latency),
+            down: &m.down,
+            server: &m.server,
         }
     }
 }
@@ -306,6 +349,26 @@ mod tests {
                 schedstat_before: Some(SchedStat::default()),
                 schedstat_after: None,
             },
+            members: vec![MemberOutcome {
+                address: "127.0.0.2:11211".into(),
+                weight: 2,
+                keys: 10,
+                sent: 4,
+                replies: 3,
+                hits: 2,
+                misses: 1,
+                errors: [("member_down", 1)].into(),
+                lost: 0,
+                latency: cachelab_metrics::from_values([100, 300]),
+                down: vec![Episode {
+                    start_s: 0.2,
+                    end_s: 0.6,
+                    failures: 2,
+                    connections: 1,
+                    open: false,
+                }],
+                server: ServerView::default(),
+            }],
             schedule: open.then_some(Schedule {
                 target_rate: 4.0,
                 backlog_at_end: 0,
@@ -349,6 +412,11 @@ mod tests {
              server:{{version:str,before:{{curr_items:str}},after:{{curr_items:str}},pid:int,\
              schedstat_before:{{on_cpu_ns:int,wait_ns:int,slices:int,threads:int}},\
              schedstat_after:null}},\
+             members:[{{address:str,weight:int,keys:int,sent:int,replies:int,hits:int,misses:int,\
+             errors:{{member_down:int}},lost:int,latency:{HIST},\
+             down:[{{start_s:float,end_s:float,failures:int,connections:int,open:bool}}],\
+             server:{{version:str,before:{{}},after:{{}},pid:null,schedstat_before:null,\
+             schedstat_after:null}}}}],\
              schedule:{schedule},\
              client_cpu_user_s:float,client_cpu_system_s:float,client_wait_s:float,\
              client_sleeps:int,client_preempted:int,client_busy_polls:int,client_busy_caught:int,\

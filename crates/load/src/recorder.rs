@@ -70,12 +70,94 @@ impl Raw {
     }
 }
 
+/// One pool member's side of a run, over the whole sending phase (warm-up included, as the
+/// member's `stats` deltas): its parts of requests (a split multi-get is one part per member),
+/// their replies and faults, their latency, and its down episodes.
+pub(crate) struct MemberTally {
+    /// Parts written (or, while it was down, failed at once).
+    pub sent: u64,
+    pub replies: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: [u64; FAULTS],
+    pub lost: u64,
+    /// Each replied part's latency: from its request's intended time in open loop, from its
+    /// send in closed loop.
+    pub latency: Latency,
+    /// Times it was marked down, per connection (merged over connections at the end).
+    pub down: Vec<Episode>,
+}
+
+impl MemberTally {
+    pub fn new() -> MemberTally {
+        MemberTally {
+            sent: 0,
+            replies: 0,
+            hits: 0,
+            misses: 0,
+            errors: [0; FAULTS],
+            lost: 0,
+            latency: cachelab_metrics::latency(),
+            down: Vec::new(),
+        }
+    }
+
+    pub fn add(&mut self, o: MemberTally) {
+        self.sent += o.sent;
+        self.replies += o.replies;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        for i in 0..FAULTS {
+            self.errors[i] += o.errors[i];
+        }
+        self.lost += o.lost;
+        self.latency.add(&o.latency).expect("same bounds");
+        self.down.extend(o.down);
+    }
+}
+
+/// A member marked down: from the first failure of the run of failures that reached the
+/// limit to its next reply (or the end of the run), seconds from the start.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Episode {
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Failures in it (failed connects, timed-out requests, dropped connections).
+    pub failures: u64,
+    /// Connections that saw it (episodes of several connections that overlap are one).
+    pub connections: u64,
+    /// Still down when the run ended.
+    pub open: bool,
+}
+
+/// Per-connection episodes merged into the member's: overlapping ones become one.
+pub(crate) fn merge_episodes(mut all: Vec<Episode>) -> Vec<Episode> {
+    all.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    let mut out: Vec<Episode> = Vec::new();
+    for e in all {
+        match out.last_mut() {
+            Some(last) if e.start_s <= last.end_s => {
+                last.end_s = last.end_s.max(e.end_s);
+                last.failures += e.failures;
+                last.connections += e.connections;
+                last.open |= e.open;
+            }
+            _ => out.push(e),
+        }
+    }
+    out
+}
+
+/// The most episodes a thread keeps per member.
+const MAX_EPISODES: usize = 1000;
+
 /// What a worker thread's recorder tells the collector.
 pub(crate) enum Msg {
     /// Thread, interval index, that thread's part of the interval.
     Interval(usize, u64, Box<Raw>),
-    /// The thread has sent its last interval; its stalls, and how many it could not keep.
-    Done(usize, Vec<Stall>, u64),
+    /// The thread has sent its last interval; its stalls, and how many it could not keep,
+    /// and its share of each pool member's tally (none for a single server).
+    Done(usize, Vec<Stall>, u64, Vec<MemberTally>),
 }
 
 /// The channel from the worker threads' recorders to the collector.
@@ -96,6 +178,8 @@ pub(crate) struct Recorder {
     /// Replies slower than this (ns) and connections down this long are stalls.
     stall_ns: u64,
     stalls: Stalls,
+    /// Per pool member (empty for a single server).
+    members: Vec<MemberTally>,
 }
 
 impl Recorder {
@@ -112,6 +196,13 @@ impl Recorder {
             open: matches!(shared.spec.mode, Mode::Open { .. }),
             stall_ns: shared.spec.stall.as_nanos() as u64,
             stalls: Stalls::new(shared.spec.stall.as_secs_f64()),
+            members: if shared.spec.pool.len() > 1 {
+                (0..shared.spec.pool.len())
+                    .map(|_| MemberTally::new())
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -138,9 +229,70 @@ impl Recorder {
             .tx
             .send(Msg::Interval(self.thread, self.index, self.cur));
         let dropped = self.stalls.dropped;
-        let _ = self
-            .tx
-            .send(Msg::Done(self.thread, self.stalls.into_vec(), dropped));
+        let _ = self.tx.send(Msg::Done(
+            self.thread,
+            self.stalls.into_vec(),
+            dropped,
+            self.members,
+        ));
+    }
+
+    /// Pool member `m` was sent `n` parts (or they failed at once).
+    #[inline]
+    pub fn part_sent(&mut self, m: usize, n: u64) {
+        if let Some(t) = self.members.get_mut(m) {
+            t.sent += n;
+        }
+    }
+
+    /// A part answered by member `m`: keys asked (0 for a store or delete), keys found, and
+    /// its latency in ns.
+    #[inline]
+    pub fn part_reply(&mut self, m: usize, keys: u32, hits: u32, latency: u64) {
+        if let Some(t) = self.members.get_mut(m) {
+            t.replies += 1;
+            t.hits += u64::from(hits);
+            t.misses += u64::from(keys - hits);
+            cachelab_metrics::record(&mut t.latency, latency);
+        }
+    }
+
+    /// A fault of member `m`'s connection, or a part it answered with an error, or failed at
+    /// once while it was down.
+    pub fn part_fault(&mut self, m: usize, f: Fault, n: u64) {
+        if let Some(t) = self.members.get_mut(m) {
+            t.errors[f.index()] += n;
+        }
+    }
+
+    /// `n` parts in flight on member `m`'s connection when it failed.
+    pub fn part_lost(&mut self, m: usize, n: u64) {
+        if let Some(t) = self.members.get_mut(m) {
+            t.lost += n;
+        }
+    }
+
+    /// Member `m` was down (marked, on one connection) from `since` to `until`.
+    pub fn member_down(
+        &mut self,
+        m: usize,
+        since: Instant,
+        until: Instant,
+        failures: u64,
+        open: bool,
+    ) {
+        let (start_s, end_s) = (self.secs(since), self.secs(until));
+        if let Some(t) = self.members.get_mut(m) {
+            if t.down.len() < MAX_EPISODES {
+                t.down.push(Episode {
+                    start_s,
+                    end_s,
+                    failures,
+                    connections: 1,
+                    open,
+                });
+            }
+        }
     }
 
     #[inline]
@@ -238,6 +390,7 @@ pub(crate) struct Collector {
     errors_so_far: u64,
     stalls: Vec<Stall>,
     stalls_dropped: u64,
+    members: Vec<MemberTally>,
 }
 
 impl Collector {
@@ -251,6 +404,7 @@ impl Collector {
             errors_so_far: 0,
             stalls: Vec::new(),
             stalls_dropped: 0,
+            members: Vec::new(),
         };
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -258,10 +412,17 @@ impl Collector {
                     c.pending.entry(idx).or_insert_with(Raw::new).add(&raw);
                     c.reported[t] = c.reported[t].max(idx + 1);
                 }
-                Ok(Msg::Done(t, stalls, dropped)) => {
+                Ok(Msg::Done(t, stalls, dropped, members)) => {
                     c.reported[t] = u64::MAX;
                     c.stalls.extend(stalls);
                     c.stalls_dropped += dropped;
+                    if c.members.is_empty() {
+                        c.members = members;
+                    } else {
+                        for (mine, theirs) in c.members.iter_mut().zip(members) {
+                            mine.add(theirs);
+                        }
+                    }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -314,6 +475,16 @@ impl Collector {
         )
     }
 
+    /// Every pool member's tally over the threads, its episodes merged (none for a single
+    /// server).
+    pub fn take_members(&mut self) -> Vec<MemberTally> {
+        let mut all = std::mem::take(&mut self.members);
+        for m in &mut all {
+            m.down = merge_episodes(std::mem::take(&mut m.down));
+        }
+        all
+    }
+
     /// The time series: every interval from the first to the last one reported, an empty one
     /// for any index no thread reported; `elapsed` (first request to last reply) cuts the last.
     pub fn intervals(
@@ -350,5 +521,38 @@ impl Collector {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(start_s: f64, end_s: f64, failures: u64) -> Episode {
+        Episode {
+            start_s,
+            end_s,
+            failures,
+            connections: 1,
+            open: false,
+        }
+    }
+
+    #[test]
+    fn overlapping_episodes_of_connections_are_one() {
+        let merged = merge_episodes(vec![ep(3.0, 4.0, 2), ep(1.0, 2.0, 2), ep(1.5, 2.5, 3)]);
+        assert_eq!(
+            merged,
+            vec![
+                Episode {
+                    start_s: 1.0,
+                    end_s: 2.5,
+                    failures: 5,
+                    connections: 2,
+                    open: false
+                },
+                ep(3.0, 4.0, 2)
+            ]
+        );
     }
 }

@@ -70,11 +70,15 @@ fn is_local(address: &Address) -> bool {
 
 /// The pid whose schedstat to read: the one given, or the `pid` the server reports when the
 /// server is local and that process is a memcached visible here.
-fn local_pid(spec: &Spec, stats: &BTreeMap<String, String>) -> Option<u32> {
-    if spec.server_pid.is_some() {
-        return spec.server_pid;
+fn local_pid(
+    address: &Address,
+    given: Option<u32>,
+    stats: &BTreeMap<String, String>,
+) -> Option<u32> {
+    if given.is_some() {
+        return given;
     }
-    if !is_local(&spec.address) {
+    if !is_local(address) {
         return None;
     }
     let pid: u32 = stats.get("pid")?.parse().ok()?;
@@ -82,38 +86,57 @@ fn local_pid(spec: &Spec, stats: &BTreeMap<String, String>) -> Option<u32> {
     (comm.trim() == "memcached" && Path::new(&format!("/proc/{pid}/task")).exists()).then_some(pid)
 }
 
-fn stats(spec: &Spec) -> Result<(String, BTreeMap<String, String>), Error> {
-    let mut c = BlockingConnection::connect(&spec.address, spec.options.clone())?;
+fn stats(address: &Address, spec: &Spec) -> Result<(String, BTreeMap<String, String>), Error> {
+    let mut c = BlockingConnection::connect(address, spec.options.clone())?;
     let version = c.version()?;
     let s = c.stats(None)?.into_iter().collect();
     Ok((version, s))
 }
 
-/// Checks the server answers before anything is written.
-pub(crate) fn snapshot_start(spec: &Spec) -> Result<ServerView, Error> {
-    let (version, before) = stats(spec)?;
-    let pid = local_pid(spec, &before);
-    Ok(ServerView {
-        version,
-        before,
-        pid,
-        ..ServerView::default()
-    })
+/// Checks every member of the pool answers before anything is written: a view per member,
+/// in the pool's order. The server's pid, when given, is a single server's.
+pub(crate) fn snapshot_start(spec: &Spec) -> Result<Vec<ServerView>, Error> {
+    let given = if spec.pool.len() == 1 {
+        spec.server_pid
+    } else {
+        None
+    };
+    spec.pool
+        .members
+        .iter()
+        .map(|m| {
+            let (version, before) = stats(&m.address, spec)?;
+            let pid = local_pid(&m.address, given, &before);
+            Ok(ServerView {
+                version,
+                before,
+                pid,
+                ..ServerView::default()
+            })
+        })
+        .collect()
 }
 
 /// Just before the measured phase (after prefill).
-pub(crate) fn snapshot_before(spec: &Spec, view: &mut ServerView) {
-    if let Ok((_, s)) = stats(spec) {
-        view.before = s;
+pub(crate) fn snapshot_before(spec: &Spec, views: &mut [ServerView]) {
+    for (m, view) in spec.pool.members.iter().zip(views) {
+        if let Ok((_, s)) = stats(&m.address, spec) {
+            view.before = s;
+        }
+        view.schedstat_before = view.pid.and_then(schedstat);
     }
-    view.schedstat_before = view.pid.and_then(schedstat);
 }
 
-/// Just after the measured phase (before clean-up). Leaves `after` empty if the server is gone.
-pub(crate) fn snapshot_after(spec: &Spec, view: &mut ServerView) {
-    view.schedstat_after = view.pid.and_then(schedstat);
-    if let Ok((_, s)) = stats(spec) {
-        view.after = s;
+/// Just after the measured phase (before clean-up). Leaves `after` empty for a member that
+/// is gone.
+pub(crate) fn snapshot_after(spec: &Spec, views: &mut [ServerView]) {
+    for view in views.iter_mut() {
+        view.schedstat_after = view.pid.and_then(schedstat);
+    }
+    for (m, view) in spec.pool.members.iter().zip(views) {
+        if let Ok((_, s)) = stats(&m.address, spec) {
+            view.after = s;
+        }
     }
 }
 

@@ -7,9 +7,10 @@ use bytes::{Bytes, BytesMut};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
-use cachelab_client::Connection;
+use cachelab_client::{Address, Connection};
 use cachelab_proto::{Command, Key, Response, Store};
 
+use crate::route::Routes;
 use crate::shared::Progress;
 use crate::sizes;
 use crate::spec::Spec;
@@ -87,10 +88,11 @@ fn in_parallel(spec: &Spec, indices: Vec<u64>, work: impl Fn(&[u64]) -> u64 + Sy
     })
 }
 
-/// Sends `cmds` in pipelined batches on one connection (reconnecting once per failed batch)
-/// and counts the replies `ok` accepts.
+/// Sends `cmds` in pipelined batches on one connection to `address` (reconnecting once per
+/// failed batch) and counts the replies `ok` accepts.
 fn batches(
     spec: &Spec,
+    address: &Address,
     cmds: impl Iterator<Item = Command>,
     ok: fn(&Response) -> bool,
     stop: &dyn Fn() -> bool,
@@ -129,7 +131,7 @@ fn batches(
             let mut done = false;
             for _attempt in 0..2 {
                 if conn.as_ref().is_none_or(|c| c.broken().is_some()) {
-                    conn = Connection::connect(&spec.address, spec.options.clone())
+                    conn = Connection::connect(address, spec.options.clone())
                         .await
                         .ok();
                 }
@@ -161,11 +163,39 @@ fn approx_len(c: &Command) -> usize {
     }
 }
 
-/// Sets every key of the key space; returns how many were stored.
-pub(crate) fn prefill(spec: &Spec, pool: &Bytes, progress: &Arc<Progress>) -> u64 {
+/// Runs `work(member, indices)` for each member of the pool with the indices of `indices`
+/// whose keys it holds, and returns the sum of what they return.
+fn by_member(
+    spec: &Spec,
+    routes: &Routes,
+    indices: Vec<u64>,
+    work: impl Fn(&Address, &[u64]) -> u64 + Sync,
+) -> u64 {
+    if spec.pool.len() == 1 {
+        return in_parallel(spec, indices, |part| {
+            work(&spec.pool.members[0].address, part)
+        });
+    }
+    spec.pool
+        .members
+        .iter()
+        .enumerate()
+        .map(|(m, member)| {
+            let mine = routes.of_member(m, &indices);
+            if mine.is_empty() {
+                return 0;
+            }
+            in_parallel(spec, mine, |part| work(&member.address, part))
+        })
+        .sum()
+}
+
+/// Sets every key of the key space, each on the member that holds it; returns how many were
+/// stored.
+pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc<Progress>) -> u64 {
     let indices: Vec<u64> = (0..spec.key_space).collect();
     let stop = || progress.cancelled();
-    in_parallel(spec, indices, |part| {
+    by_member(spec, routes, indices, |address, part| {
         let mut sizes =
             sizes::build(&spec.value_size.name, &spec.value_size.params).expect("validated");
         let mut rng = SmallRng::seed_from_u64(spec.seed ^ part.first().copied().unwrap_or(0));
@@ -179,19 +209,27 @@ pub(crate) fn prefill(spec: &Spec, pool: &Bytes, progress: &Arc<Progress>) -> u6
                 data: pool.slice(at..at + len),
             })
         });
-        batches(spec, cmds, |r| matches!(r, Response::Stored), &stop)
+        batches(
+            spec,
+            address,
+            cmds,
+            |r| matches!(r, Response::Stored),
+            &stop,
+        )
     })
 }
 
-/// Deletes every key the run may have written: (deleted or already gone, left behind).
-pub(crate) fn cleanup(spec: &Spec, written: &Written) -> (u64, u64) {
+/// Deletes every key the run may have written, each from the member that holds it:
+/// (deleted or already gone, left behind).
+pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written) -> (u64, u64) {
     let indices = written.indices(spec.key_space);
     let total = indices.len() as u64;
     let never = || false;
-    let done = in_parallel(spec, indices, |part| {
+    let done = by_member(spec, routes, indices, |address, part| {
         let cmds = part.iter().map(|&i| Command::Delete(key(spec, i)));
         batches(
             spec,
+            address,
             cmds,
             |r| matches!(r, Response::Deleted | Response::NotFound),
             &never,

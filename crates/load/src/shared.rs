@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::route::Routes;
 use crate::spec::Spec;
 
 /// Shared progress: `done` of `total` (milliseconds of a timed run, or requests of a counted
@@ -45,17 +46,25 @@ pub(crate) struct Shared {
     pub progress: Arc<Progress>,
     /// Milliseconds after `t0` of the latest successful reply.
     pub last_success_ms: AtomicU64,
-    /// Connections without a connection (not yet connected, or dropped and not back).
+    /// Connections without a connection to any member (not yet connected, or dropped and
+    /// not back).
     pub conns_down: AtomicUsize,
     pub stop: AtomicBool,
     pub aborted: Mutex<Option<String>>,
     /// Random bytes that values are cut from.
     pub pool: bytes::Bytes,
+    /// Which pool member each key goes to.
+    pub routes: Arc<Routes>,
 }
 
 impl Shared {
     /// The state of a run whose measured phase starts now, cutting values from `pool`.
-    pub fn start(spec: &Spec, progress: &Arc<Progress>, pool: bytes::Bytes) -> Arc<Shared> {
+    pub fn start(
+        spec: &Spec,
+        progress: &Arc<Progress>,
+        pool: bytes::Bytes,
+        routes: Arc<Routes>,
+    ) -> Arc<Shared> {
         let t0 = Instant::now();
         Arc::new(Shared {
             spec: spec.clone(),
@@ -67,6 +76,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             aborted: Mutex::new(None),
             pool,
+            routes,
         })
     }
 

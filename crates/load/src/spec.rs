@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use cachelab_client::pool::{Distribution, Kind, Server};
 use cachelab_client::{Address, Options};
 use cachelab_proto::Key;
 
@@ -23,6 +24,72 @@ pub mod caps {
     pub const MAX_PREFIX: usize = 120;
     /// The longest busy-poll budget, µs: past this a sleep's wake-up no longer dominates.
     pub const MAX_BUSY_POLL_US: u64 = 1000;
+    /// The most members of a pool (a logical connection has a socket to each).
+    pub const MAX_MEMBERS: usize = 64;
+    /// The most consecutive failures before a member is marked down.
+    pub const MAX_FAILURE_LIMIT: u32 = 1000;
+}
+
+/// One member of the pool: where it listens, and its weight (ketama only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub address: Address,
+    pub weight: u32,
+}
+
+/// The servers a run drives: one, or a pool whose keys are spread by `distribution`.
+///
+/// A pool of one is a plain single-server run: every request goes to it, and a connection
+/// that fails reconnects with back-off until the reconnect budget is spent. In a pool of two
+/// or more, a member that fails `failure_limit` times in a row (failed connects, timed-out
+/// requests, dropped connections; a reply resets the count) is marked down for `retry`:
+/// meanwhile the requests for its keys fail at once (`member_down`), unsent and not remapped
+/// to another member, as libmemcached does with `server_failure_limit` and `retry_timeout`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    /// In the order given: the distribution depends on it.
+    pub members: Vec<Member>,
+    pub distribution: Kind,
+    pub failure_limit: u32,
+    pub retry: Duration,
+}
+
+impl Pool {
+    /// A single server.
+    pub fn single(address: Address) -> Pool {
+        Pool {
+            members: vec![Member { address, weight: 1 }],
+            distribution: Kind::Ketama,
+            failure_limit: 2,
+            retry: Duration::from_secs(2),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The key -> member map (a pool of one needs none). Every member must be `host:port`.
+    pub(crate) fn distribution(&self) -> Result<Distribution, String> {
+        let servers = self
+            .members
+            .iter()
+            .map(|m| match &m.address {
+                Address::Tcp(hp) => {
+                    Server::parse(&format!("{hp}:{}", m.weight)).map_err(|e| e.to_string())
+                }
+                Address::Unix(p) => Err(format!(
+                    "pool member unix:{}: the members of a pool are HOST:PORT",
+                    p.display()
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Distribution::new(self.distribution, servers).map_err(|e| e.to_string())
+    }
 }
 
 /// How requests are paced.
@@ -84,7 +151,8 @@ pub enum Stop {
 /// A workload.
 #[derive(Debug, Clone)]
 pub struct Spec {
-    pub address: Address,
+    /// The server, or the pool of servers, to drive.
+    pub pool: Pool,
     pub connections: usize,
     /// Client threads; connections are dealt out to them round-robin.
     pub threads: usize,
@@ -142,6 +210,23 @@ impl Spec {
         }
         if let Err(e) = Key::new(&self.prefix) {
             return bad(format!("key prefix {:?}: {e}", self.prefix));
+        }
+        if !(1..=MAX_MEMBERS).contains(&self.pool.len()) {
+            return bad(format!(
+                "a pool has 1 to {MAX_MEMBERS} members (hard cap), not {}",
+                self.pool.len()
+            ));
+        }
+        if self.pool.len() > 1 {
+            self.pool.distribution().map_err(SpecError::Invalid)?;
+            if !(1..=MAX_FAILURE_LIMIT).contains(&self.pool.failure_limit) {
+                return bad(format!(
+                    "member failure limit must be between 1 and {MAX_FAILURE_LIMIT}"
+                ));
+            }
+            if self.pool.retry.is_zero() || self.pool.retry > Duration::from_secs(3600) {
+                return bad("member retry must be above 0 and at most 3600 s".into());
+            }
         }
         if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
             return bad(format!(

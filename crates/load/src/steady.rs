@@ -91,14 +91,14 @@ pub fn detect(intervals: &[Interval], spec: &Spec) -> Steady {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    fn spec() -> Spec {
+    pub(crate) fn spec() -> Spec {
         Spec {
-            address: "127.0.0.1:1".parse().unwrap(),
+            pool: crate::spec::Pool::single("127.0.0.1:1".parse().unwrap()),
             connections: 1,
             threads: 1,
             pipeline: 1,

@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::task::{Context, Poll};
 
 use bytes::BytesMut;
 use rustls::ClientConnection;
@@ -121,21 +122,23 @@ impl Stream {
         }
     }
 
-    /// Waits until the socket may have something to read.
-    pub async fn readable(&self) -> io::Result<()> {
+    /// Ready when the socket may have something to read; otherwise `cx` is woken when it
+    /// may (only the task that polled last is). Lets one task wait on several sockets at once
+    /// without a future per socket.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
-            Stream::Tcp(s) => s.readable().await,
-            Stream::Tls(t) => t.tcp.readable().await,
-            Stream::Unix(s) => s.readable().await,
+            Stream::Tcp(s) => s.poll_read_ready(cx),
+            Stream::Tls(t) => t.tcp.poll_read_ready(cx),
+            Stream::Unix(s) => s.poll_read_ready(cx),
         }
     }
 
-    /// Waits until the socket may take more bytes.
-    pub async fn writable(&self) -> io::Result<()> {
+    /// Ready when the socket may take more bytes (as [`Stream::poll_read_ready`]).
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
-            Stream::Tcp(s) => s.writable().await,
-            Stream::Tls(t) => t.tcp.writable().await,
-            Stream::Unix(s) => s.writable().await,
+            Stream::Tcp(s) => s.poll_write_ready(cx),
+            Stream::Tls(t) => t.tcp.poll_write_ready(cx),
+            Stream::Unix(s) => s.poll_write_ready(cx),
         }
     }
 

@@ -13,7 +13,7 @@ use crate::busy;
 use crate::conn::{Conn, Ctx};
 use crate::outcome::ClientSched;
 use crate::pacing::Pacer;
-use crate::recorder::{self, Collector, Msg, Recorder};
+use crate::recorder::{self, Collector, MemberTally, Msg, Recorder};
 use crate::series::Interval;
 use crate::setup::Written;
 use crate::shared::Shared;
@@ -33,6 +33,8 @@ pub(crate) struct RunData {
     pub stalls: Vec<Stall>,
     /// Stalls the threads noted but could not keep.
     pub stalls_dropped: u64,
+    /// Per pool member, summed over the threads (empty for a single server).
+    pub members: Vec<MemberTally>,
 }
 
 /// Starts the worker threads, collects their intervals, and waits for them.
@@ -54,6 +56,7 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
     drop(tx);
     let mut collector = Collector::collect(rx, threads, shared);
     let (stalls, stalls_dropped) = collector.take_stalls(spec.stall);
+    let members = collector.take_members();
     let reports: Vec<ThreadReport> = handles
         .into_iter()
         .map(|h| h.join().expect("load thread panicked"))
@@ -93,6 +96,7 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         elapsed,
         stalls,
         stalls_dropped,
+        members,
     }
 }
 
@@ -141,7 +145,9 @@ fn run_thread(
     let spec = &shared.spec;
     let rec = Recorder::new(thread, shared, tx);
     let mut builder = tokio::runtime::Builder::new_current_thread();
-    busy::install(builder.enable_all(), spec.busy_poll, conns.len());
+    // A busy-polling slot per member socket of every connection, then the timer.
+    let sockets = conns.len() * spec.pool.len();
+    busy::install(builder.enable_all(), spec.busy_poll, sockets);
     let (cpu0, sched0) = thread_usage();
     let rt = builder.build().expect("a tokio runtime");
     let track = spec.mix.set > 0.0 && !spec.prefill;
@@ -152,7 +158,7 @@ fn run_thread(
             let _guard = rt.enter();
             match Pacer::new(conns.len(), shared.t0, spec.busy_poll) {
                 Ok(p) => {
-                    busy::watch(conns.len(), p.fd());
+                    busy::watch(sockets, p.fd());
                     Some(p)
                 }
                 Err(e) => {

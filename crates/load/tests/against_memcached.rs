@@ -4,7 +4,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cachelab_load::{run, DistSpec, Mix, Mode, Progress, Spec, Stop};
+use cachelab_load::{run, DistSpec, Mix, Mode, Pool, Progress, Spec, Stop};
 
 struct Server {
     child: Child,
@@ -55,7 +55,7 @@ fn memcached() -> Option<Server> {
 
 fn spec(address: &str) -> Spec {
     Spec {
-        address: address.parse().unwrap(),
+        pool: Pool::single(address.parse().unwrap()),
         connections: 4,
         threads: 2,
         pipeline: 4,

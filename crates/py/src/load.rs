@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use cachelab_client::Options;
-use cachelab_load::{Arrivals, DistSpec, Mix, Mode, Spec, Stop, OPS};
+use cachelab_load::{Arrivals, DistSpec, Distribution, Member, Mix, Mode, Pool, Spec, Stop, OPS};
 
 use crate::convert::to_py;
 use crate::errors::{field, parse_address, raise, start_error};
@@ -87,6 +87,30 @@ fn dist(d: &Bound<'_, PyDict>, name: &str) -> PyResult<DistSpec> {
     Ok(DistSpec { name, params })
 }
 
+/// The pool: `servers` as `[(address, weight), ...]` in order, its `distribution`, and the
+/// member failure settings.
+fn pool(d: &Bound<'_, PyDict>) -> PyResult<Pool> {
+    let py = d.py();
+    let servers: Vec<(String, u32)> = item(d, "servers")?;
+    let members = servers
+        .iter()
+        .map(|(a, weight)| {
+            Ok(Member {
+                address: parse_address(py, a)?,
+                weight: *weight,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let distribution = Distribution::parse(&item::<String>(d, "distribution")?)
+        .map_err(|e| usage(py, e.to_string()))?;
+    Ok(Pool {
+        members,
+        distribution,
+        failure_limit: item(d, "member_failure_limit")?,
+        retry: seconds(py, "member_retry", item(d, "member_retry")?, false)?,
+    })
+}
+
 fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
     let py = d.py();
     let mode = match item::<Option<f64>>(d, "rate")? {
@@ -128,7 +152,7 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
     };
     let pid: Option<u32> = item(d, "server_pid")?;
     Ok(Spec {
-        address: parse_address(py, &item::<String>(d, "address")?)?,
+        pool: pool(d)?,
         connections: item(d, "connections")?,
         threads: item(d, "threads")?,
         pipeline: item(d, "pipeline")?,

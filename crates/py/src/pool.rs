@@ -81,6 +81,38 @@ impl Distribution {
         Ok(py.detach(|| keys.iter().map(|k| map.server_for(k)).collect()))
     }
 
+    /// How many of the keys `<prefix>:0` .. `<prefix>:<n-1>` (a load run's key space) each
+    /// server holds, in the servers' order. Above `sample` keys, every `n / sample`-th key is
+    /// counted and the counts scaled to `n` (they still add up to `n`).
+    #[pyo3(signature = (prefix, n, sample = 1_000_000))]
+    fn key_counts(&self, py: Python<'_>, prefix: &str, n: u64, sample: u64) -> Vec<u64> {
+        let map = &self.map;
+        py.detach(|| {
+            let stride = n.div_ceil(sample.max(1)).max(1);
+            let mut counts = vec![0u64; map.servers().len()];
+            let mut key = String::with_capacity(prefix.len() + 24);
+            let mut i = 0;
+            while i < n {
+                key.clear();
+                key.push_str(prefix);
+                key.push(':');
+                key.push_str(&i.to_string());
+                counts[map.server_for(key.as_bytes())] += 1;
+                i += stride;
+            }
+            if stride > 1 {
+                let counted: u64 = counts.iter().sum();
+                let mut scaled: Vec<u64> = counts.iter().map(|c| c * n / counted).collect();
+                let short = n - scaled.iter().sum::<u64>();
+                if let Some(top) = (0..scaled.len()).max_by_key(|&j| counts[j]) {
+                    scaled[top] += short;
+                }
+                counts = scaled;
+            }
+            counts
+        })
+    }
+
     fn __repr__(&self) -> String {
         let names: Vec<String> = self.map.servers().iter().map(|s| s.to_string()).collect();
         format!("Distribution({:?}, {:?})", self.map.kind().name(), names)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from cachelab.artifacts import write_through
 from cachelab.errors import Interrupted, UsageError
+from cachelab.pool import DISTRIBUTIONS, parse_server, read_servers_file
 from cachelab.servers import ServerOptions
 from cachelab.tls import TlsOptions
 
@@ -115,11 +116,12 @@ def finish_parser(
     quick: str | None = None,
     plots: str | None = None,
     server: bool = False,
+    pool: bool = False,
     tls: bool = False,
 ) -> None:
     """The options that end every verb's parser, in one order everywhere: ``--quick`` (with
-    its help text), ``--no-plots``, ``--out`` and ``--format``, the server options, the TLS
-    options; then the function that runs the verb."""
+    its help text), ``--no-plots``, ``--out`` and ``--format``, the server options, the pool
+    options, the TLS options; then the function that runs the verb."""
     if quick:
         p.add_argument("--quick", action="store_true", help=quick)
     if plots:
@@ -127,6 +129,8 @@ def finish_parser(
     add_output_options(p, verb)
     if server:
         add_server_options(p)
+    if pool:
+        add_pool_options(p)
     if tls:
         add_tls_options(p)
     p.set_defaults(func=run)
@@ -151,7 +155,8 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--server", action="append", metavar="HOST:PORT",
-        help="the memcached to measure (repeatable for a pool, where the verb supports one)",
+        help="the memcached to measure (repeatable for a pool, where the verb supports one: "
+        "HOST:PORT[:WEIGHT])",
     )
     g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
     g.add_argument(
@@ -166,6 +171,70 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
         "--server-args", default="", metavar="ARGS",
         help="extra memcached flags for the private server, e.g. \"-o modern -B ascii\"",
     )
+
+
+def add_pool_options(p: argparse.ArgumentParser) -> None:
+    """A pool of servers: ``--servers-file``, ``--distribution`` and the member failure
+    settings (libmemcached's ``server_failure_limit`` and ``retry_timeout``). Read them with
+    :func:`server_members` and :func:`pool_settings`; docs/load.md, "Pools"."""
+    g = p.add_argument_group(
+        "pool", "Give --server more than once (HOST:PORT[:WEIGHT]), or --servers-file, to "
+        "drive a pool: each key goes to the member its distribution picks, as production "
+        "clients pick it (docs/pools.md)."
+    )
+    g.add_argument("--servers-file", type=Path, metavar="FILE",
+                   help="the pool's members, one HOST:PORT[:WEIGHT] a line (# comments)")
+    g.add_argument("--distribution", choices=DISTRIBUTIONS,
+                   help="how keys are spread: ketama (libmemcached's weighted, the default), "
+                   "ketama-plain, rendezvous (pymemcache) or modula")
+    g.add_argument("--member-failure-limit", type=int_range(1, 1000), metavar="N",
+                   help="mark a member down after N failures in a row (failed connects, timed-"
+                   "out requests, dropped connections; a reply resets the count; default 2)")
+    g.add_argument("--member-retry", type=float_range(0, 3600, above=True), metavar="S",
+                   help="keep a member marked down for S seconds before trying it again "
+                   "(default 2); meanwhile its requests fail at once as member_down and are "
+                   "not sent to another member")
+
+
+#: The pool flags and the settings they set (see :func:`pool_settings`).
+_POOL_FLAGS = (("--distribution", "distribution"),
+               ("--member-failure-limit", "member_failure_limit"),
+               ("--member-retry", "member_retry"))
+
+
+def server_members(args: argparse.Namespace) -> list[str] | None:
+    """The servers to drive: ``[address]`` for one (``--server`` once, or ``--socket``), a
+    pool's ``HOST:PORT[:WEIGHT]`` members in order (``--server`` repeated, or
+    ``--servers-file``), or None for a private server. UsageError for a bad member or
+    flags that do not go together; InputError naming the file and line for a bad servers
+    file."""
+    listed = args.server or []
+    path = getattr(args, "servers_file", None)
+    if path is not None:
+        if listed or args.socket:
+            raise UsageError("give --servers-file or --server/--socket, not both")
+        return [s.spec for s in read_servers_file(path)]
+    if len(listed) > 1:
+        if args.socket:
+            raise UsageError("give --server or --socket, not both")
+        for spec in listed:
+            parse_server(spec)  # names the bad one
+        return list(listed)
+    address = server_address(args)
+    if address is None:
+        given = [flag for flag, name in _POOL_FLAGS if getattr(args, name, None) is not None]
+        if given:
+            raise UsageError(f"{given[0]} is for a pool: give --server (repeated) or "
+                             "--servers-file")
+        return None
+    return [address]
+
+
+def pool_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The pool settings given on the command line (``distribution``,
+    ``member_failure_limit``, ``member_retry``), to override a spec's."""
+    return {name: getattr(args, name) for _, name in _POOL_FLAGS
+            if getattr(args, name, None) is not None}
 
 
 def add_tls_options(p: argparse.ArgumentParser, *, needs: str = "--server",
@@ -202,7 +271,7 @@ def tls_options(args: argparse.Namespace) -> TlsOptions | None:
         return None
     if getattr(args, "socket", None):
         raise UsageError("--tls is for TCP servers (--server HOST:PORT), not --socket")
-    if hasattr(args, "server") and not args.server:
+    if hasattr(args, "server") and not args.server and not getattr(args, "servers_file", None):
         raise UsageError("--tls needs --server HOST:PORT: the private memcached runs without TLS")
     tls = TlsOptions(cacert=args.cacert, cert=args.cert, key=args.key,
                      skip_verify=args.tls_skip_verify, sni=args.sni)

@@ -19,13 +19,21 @@ Open loop (--rate R): requests are due at R per second over all connections (Poi
 evenly spaced arrivals per connection); latency is counted from the time a request was due
 (corrected) and from the time it was sent (uncorrected), so queueing is never hidden.
 
+A pool (--server repeated, or --servers-file): every connection has a socket to each member,
+each key goes to the member the --distribution picks, a multi-get is split into one get per
+member; a member that fails --member-failure-limit times in a row is marked down for
+--member-retry seconds, and its requests fail at once (member_down, not remapped). The
+table adds a row per member; load.json a "members" section.
+
 Every key is <prefix>:<unique run id>:<index>; the keys written (prefill and sets) are deleted
-at the end. Artifacts: load.json, load.csv (time series), load.hlog (HdrHistogram interval
-log), load-latency.png/svg. Flags override settings from --spec FILE.toml.
+at the end (from the member that holds each). Artifacts: load.json, load.csv (time series),
+load.hlog (HdrHistogram interval log), load-latency.png/svg. Flags override settings from
+--spec FILE.toml.
 
 Examples:
   cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
   cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
+  cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
 """
 
 #: Flag name -> LoadSpec field, for flags that set a spec field directly.
@@ -109,7 +117,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "larger writes cost client and server less CPU per request")
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
-                         plots="skip the PNG/SVG plot", server=True, tls=True)
+                         plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
@@ -138,6 +146,8 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
             setattr(base, k, v)
         spec = base
     spec.tls = common.tls_options(args)
+    for k, v in common.pool_settings(args).items():
+        setattr(spec, k, v)
     spec.check()
     return spec
 
@@ -146,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
-    address = common.server_address(args)
+    members = common.server_members(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "load")
     interrupted = False
@@ -162,10 +172,13 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             if ray is not None:
-                result = lib.load_on_ray(spec, ray, server=address, server_options=options,
-                                         on_progress=on_progress)
+                if members is not None and len(members) > 1:
+                    raise UsageError("--ray drives one server for now: a pool from Ray agents "
+                                     "is not built yet (give one --server)")
+                result = lib.load_on_ray(spec, ray, server=members[0] if members else None,
+                                         server_options=options, on_progress=on_progress)
             else:
-                result = lib.load(spec, server=address, server_options=options,
+                result = lib.load(spec, server=members, server_options=options,
                                   on_progress=on_progress)
         except Interrupted as e:
             result = e.partial  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,13 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
-from cachelab.capacity import evicted_message, guard
+from cachelab.capacity import evicted_message, guard_pool
 from cachelab.errors import Interrupted, UsageError
 from cachelab.load.footprint import load_writes
 from cachelab.load.result import LoadResult
-from cachelab.load.spec import LoadSpec, memory_mb
+from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
+from cachelab.pool import distribution
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
 from cachelab.tls import describe_tls, transport_of
@@ -40,15 +41,16 @@ DELTA_STATS = ("get_hits", "get_misses", "cmd_get", "cmd_set", "delete_hits", "d
 def load(
     spec: LoadSpec | Mapping[str, Any] | str | Path | None = None,
     *,
-    server: str | None = None,
+    server: str | Sequence[str] | None = None,
     server_options: ServerOptions | None = None,
     server_pid: int | None = None,
     server_facts: Mapping[str, Any] | None = None,
     on_progress: Callable[[Any], None] | None = None,
 ) -> LoadResult:
-    """Runs a workload against ``server`` (``host:port`` or ``unix:/path``), or against a
-    private memcached started for the run from ``server_options`` when ``server`` is None
-    (with at least the memory the key space needs).
+    """Runs a workload against ``server`` (``host:port`` or ``unix:/path``), against a pool
+    (a list of ``host:port[:weight]`` members, or ``spec.servers``; see docs/load.md,
+    "Pools"), or against a private memcached started for the run from ``server_options``
+    when neither is given (with at least the memory the key space needs).
 
     ``spec`` is a :class:`LoadSpec`, a dict of its fields, or the path of a TOML file. For a
     server the caller started itself, ``server_pid`` (so its run-queue wait can be read) and
@@ -66,11 +68,21 @@ def load(
     """
     spec = _as_spec(spec)
     spec.check()
-    with servers.serve(server, server_options, memory_mb=memory_mb(spec)) as target:
+    given = [server] if isinstance(server, str) else list(server or spec.servers or [])
+    members = pool_members(given) if given else None
+    first = members[0][0] if members else None
+    with servers.serve(first, server_options, memory_mb=memory_mb(spec)) as target:
         facts = {**target.facts, **dict(server_facts or {})}
-        # A server we did not start: refuse a run that does not fit; stop when it evicts.
-        watch = guard(target.address, load_writes(spec), private=bool(facts.get("private")),
-                      timeout=spec.connect_timeout, tls=spec.tls)
+        members = members or [(target.address, 1)]
+        run_id = secrets.token_hex(6)
+        core = spec.to_core(given or target.address, run_id)
+        # A server we did not start: refuse a run that does not fit (each member of a pool
+        # with its share of the keys); stop when one evicts.
+        writes = load_writes(spec)
+        shares = _key_shares(spec, members, core["prefix"])
+        watch = guard_pool([(a, writes.part(share)) for (a, _), share in zip(members, shares)],
+                           private=bool(facts.get("private")), timeout=spec.connect_timeout,
+                           tls=spec.tls)
         evicting: list[int] = []
 
         def watched(progress: Any) -> None:
@@ -80,8 +92,6 @@ def load(
                 evicting.append(watch.evicted)
                 progress.cancel()
 
-        run_id = secrets.token_hex(6)
-        core = spec.to_core(target.address, run_id)
         core["server_pid"] = target.pid if server_pid is None else server_pid
         if spec.seed is None:
             core["seed"] = secrets.randbits(63)
@@ -99,6 +109,16 @@ def load(
         err.partial = result  # type: ignore[attr-defined]
         raise err
     return result
+
+
+def _key_shares(spec: LoadSpec, members: list[tuple[str, int]], prefix: str) -> list[float]:
+    """Each member's share of the run's keys (``<prefix>:<index>``), as the engine routes
+    them; ``[1.0]`` for a single server."""
+    if len(members) == 1:
+        return [1.0]
+    specs = [address if weight == 1 else f"{address}:{weight}" for address, weight in members]
+    counts = distribution(spec.distribution, specs).key_counts(prefix, spec.key_space)
+    return [c / spec.key_space for c in counts]
 
 
 def _as_spec(spec: LoadSpec | Mapping[str, Any] | str | Path | None) -> LoadSpec:
@@ -167,6 +187,22 @@ def result_from_outcome(
     steady = {**outcome["steady"], "window": window,
               "short": window["duration_s"] < measured["duration_s"] / 2}
     server_view = outcome["server"]
+    server = {
+        "address": address,
+        "transport": transport_of(address, spec.tls),
+        "private": False,
+        **dict(server_facts),
+        "version": server_view["version"],
+        "deltas": server_deltas(server_view["before"], server_view["after"]),
+        "schedstat": _sched(server_view, outcome["elapsed_s"]),
+        "stats_before": server_view["before"],
+        "stats_after": server_view["after"],
+    }
+    members = pool = None
+    if outcome.get("members"):
+        members = [_member(m, outcome["elapsed_s"]) for m in outcome["members"]]
+        pool = _pool(members, spec)
+        server = _pool_server(server, members)
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),
@@ -179,17 +215,7 @@ def result_from_outcome(
         totals=measured,
         all=everything,
         stalls=outcome["stalls"],
-        server={
-            "address": address,
-            "transport": transport_of(address, spec.tls),
-            "private": False,
-            **dict(server_facts),
-            "version": server_view["version"],
-            "deltas": server_deltas(server_view["before"], server_view["after"]),
-            "schedstat": _sched(server_view, outcome["elapsed_s"]),
-            "stats_before": server_view["before"],
-            "stats_after": server_view["after"],
-        },
+        server=server,
         client=_client(outcome),
         schedule=schedule,
         run={
@@ -205,7 +231,73 @@ def result_from_outcome(
             "liveness": liveness(outcome["intervals"]),
         },
         environment=environment.facts(),
+        pool=pool,
+        members=members,
     )
+
+
+def _member(m: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
+    """One pool member in load.json: its parts' counts and latency over the whole sending
+    phase, its down episodes, and its own server's deltas."""
+    view = m["server"]
+    return {
+        "address": m["address"],
+        "weight": m["weight"],
+        "keys": m["keys"],
+        "sent": m["sent"],
+        "replies": m["replies"],
+        "hits": m["hits"],
+        "misses": m["misses"],
+        "errors": m["errors"],
+        "lost": m["lost"],
+        "latency": m["latency"],
+        "down": m["down"],
+        "down_s": round(sum(e["end_s"] - e["start_s"] for e in m["down"]), 3),
+        "server": {
+            "version": view["version"],
+            "deltas": server_deltas(view["before"], view["after"]),
+            "schedstat": _sched(view, elapsed),
+            "stats_before": view["before"],
+            "stats_after": view["after"],
+        },
+    }
+
+
+def _pool(members: list[dict[str, Any]], spec: LoadSpec) -> dict[str, Any]:
+    """The pool's settings and its key-distribution skew: the member whose share of the
+    requests is furthest above its fair (weight) share."""
+    sent = sum(m["sent"] for m in members)
+    weight = sum(m["weight"] for m in members)
+    skew = None
+    if sent:
+        def ratio(m: Mapping[str, Any]) -> float:
+            return (m["sent"] / sent) / (m["weight"] / weight)
+
+        hot = max(members, key=ratio)
+        skew = {"hottest": hot["address"], "share": round(hot["sent"] / sent, 4),
+                "fair_share": round(hot["weight"] / weight, 4), "ratio": round(ratio(hot), 3)}
+    return {"distribution": spec.distribution, "members": len(members),
+            "member_failure_limit": spec.member_failure_limit,
+            "member_retry_s": float(spec.member_retry), "skew": skew,
+            "down_episodes": sum(len(m["down"]) for m in members)}
+
+
+def _pool_server(server: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pool's ``server`` section: the pool as one — its members' addresses, versions,
+    and counter deltas summed (each member's own are in ``members``)."""
+    deltas: dict[str, Any] = {}
+    for m in members:
+        for k, v in m["server"]["deltas"].items():
+            if isinstance(v, dict):
+                into = deltas.setdefault(k, {"before": 0, "after": 0})
+                into["before"] += v["before"]
+                into["after"] += v["after"]
+            else:
+                deltas[k] = round(deltas.get(k, 0) + v, 6)
+    versions = sorted({m["server"]["version"] for m in members})
+    return {**server, "address": ", ".join(m["address"] for m in members),
+            "version": ", ".join(versions), "deltas": deltas, "schedstat": None,
+            "stats_before": {}, "stats_after": {}}
 
 
 def _client(outcome: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A load run's result, :class:`LoadResult` (schema ``cachelab.load`` v1, docs/load.md), and
+"""A load run's result, :class:`LoadResult` (schema ``cachelab.load`` v2, docs/load.md), and
 everything made from it: ``load.json``, ``load.csv`` (one row per interval), ``load.hlog`` (an
 HdrHistogram interval log), the latency-over-time plot, and the human summary."""
 
@@ -50,6 +50,10 @@ class LoadResult:
     #: achieved vs intended rate, CPU and run-queue wait per op, verdict (docs/scale-out.md).
     #: None for a local run, whose load.json has no ``agents`` key.
     agents: dict[str, Any] | None = None
+    #: A pool's settings and key skew, and each member's figures (None for one server: the
+    #: record then has neither key). See docs/load.md, "Pools".
+    pool: dict[str, Any] | None = None
+    members: list[dict[str, Any]] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -70,14 +74,16 @@ class LoadResult:
             "user_items_lost": int(self.run.get("user_items_lost") or 0),
             "rate_not_held": int(bool(self.schedule and not self.schedule.get("held", True))),
             "agents_lost": len(self.run.get("agents_lost") or ()),
+            "members_down": sum(len(m["down"]) for m in self.members or []),
         }
         return {k: v for k, v in out.items() if v}
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
-        if d["agents"] is None:
-            del d["agents"]
-        return d
+        d = asdict(self)
+        for k in ("agents", "pool", "members"):  # a local single-server record is as it was
+            if d[k] is None:
+                del d[k]
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
 
     def save(self, path: Path) -> Path:
         return write_json(path, self.to_dict())
@@ -170,6 +176,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
         + f"; keys {s['key_space']} {s['key_dist']}, values {s['value_size']}",
     ]
     lines += _totals_lines(r)
+    lines += _member_lines(r)
     lines += _stall_lines(r)
     lines += _problem_lines(r)
     lines += _steady_lines(r)
@@ -185,17 +192,65 @@ def _summary_lines(r: LoadResult) -> list[str]:
 
 
 def _partial_lines(r: LoadResult) -> list[str]:
-    """A first line that says the numbers below are partial, and why."""
+    """A first line that says the numbers below are partial, and why; and one per pool
+    member that was marked down."""
     run = r.run
+    lines = []
     if run.get("aborted"):
-        return [f"PARTIAL ({run['elapsed_s']:.1f} s measured): {run['aborted']}"]
-    if run.get("agents_lost"):
-        return [f"PARTIAL: agent {a['agent']} on {a['node_ip']} was lost {a['at_s']:.1f} s into "
-                f"the run ({a['reason']}); the figures are the other agents'"
-                for a in run["agents_lost"]]
-    if run.get("cancelled"):
-        return [f"PARTIAL: interrupted after {run['elapsed_s']:.1f} s"]
-    return []
+        lines.append(f"PARTIAL ({run['elapsed_s']:.1f} s measured): {run['aborted']}")
+    elif run.get("agents_lost"):
+        lines += [f"PARTIAL: agent {a['agent']} on {a['node_ip']} was lost {a['at_s']:.1f} s "
+                  f"into the run ({a['reason']}); the figures are the other agents'"
+                  for a in run["agents_lost"]]
+    elif run.get("cancelled"):
+        lines.append(f"PARTIAL: interrupted after {run['elapsed_s']:.1f} s")
+    for m in r.members or []:
+        if m["down"]:
+            failed = m["errors"].get("member_down", 0)
+            lines.append(
+                f"MEMBER DOWN: {m['address']} was marked down {len(m['down'])} time(s), "
+                f"{m['down_s']:.2f} s in all (first from {m['down'][0]['start_s']:.2f} s); "
+                f"{failed} of its requests failed at once (member_down), not remapped")
+    return lines
+
+
+def _member_lines(r: LoadResult) -> list[str]:
+    """A pool: a row per member and the pool's row (whole sending phase, warm-up
+    included), its key skew, and every down episode."""
+    if not r.members:
+        return []
+    pool = r.pool or {}
+    lines = ["", f"pool of {len(r.members)} members ({pool.get('distribution')}), whole run "
+             "including the warm-up; a member's requests are its parts (a multi-get split "
+             "over the pool is one part per member)"]
+    lines.append(f"{'member':24}{'keys':>9}{'sent':>10}{'replies':>10}{'errors':>8}{'lost':>7}"
+                 f"{'p50 µs':>10}{'p99 µs':>10}{'max µs':>10}  down")
+    for m in r.members:
+        p = m["latency"]["percentiles"]
+        down = f"{len(m['down'])}× {m['down_s']:.2f} s" if m["down"] else "-"
+        lines.append(f"{m['address']:24}{m['keys']:>9}{m['sent']:>10}{m['replies']:>10}"
+                     f"{sum(m['errors'].values()):>8}{m['lost']:>7}"
+                     f"{us(p['50']):>10}{us(p['99']):>10}{us(p['max']):>10}  {down}")
+    a = r.all
+    p = (a.get("corrected") or a["uncorrected"])["percentiles"]
+    lines.append(f"{'pool':24}{sum(m['keys'] for m in r.members):>9}{a['sent']:>10}"
+                 f"{a['replies']:>10}{sum(a['errors'].values()):>8}{a['lost']:>7}"
+                 f"{us(p['50']):>10}{us(p['99']):>10}{us(p['max']):>10}")
+    for m in r.members:
+        if m["errors"]:
+            lines.append(f"  {m['address']} errors: "
+                         + ", ".join(f"{k} {n}" for k, n in sorted(m["errors"].items())))
+        for e in m["down"]:
+            lines.append(f"  {m['address']} down {e['start_s']:.2f}–{e['end_s']:.2f} s "
+                         f"({e['end_s'] - e['start_s']:.2f} s, {e['failures']} failures, "
+                         f"{e['connections']} connection(s))"
+                         + (", still down at the end" if e["open"] else ""))
+    skew = pool.get("skew")
+    if skew:
+        lines.append(f"key skew: the hottest member, {skew['hottest']}, took {skew['share']:.1%} "
+                     f"of the requests against a fair share of {skew['fair_share']:.1%} "
+                     f"({skew['ratio']:.2f}×)")
+    return lines
 
 
 def _totals_lines(r: LoadResult) -> list[str]:

@@ -48,6 +48,18 @@ def section(art: Artifact, ctx: Context) -> Section:
     rows.append(["lost requests", str(tot.get("lost", 0))])
     rows.append(["stalls", str(len(r.stalls))])
     sec.body.append(table(["", "measured run"], rows))
+    if d.get("members"):
+        sec.body.append(member_table(d))
+        for m in d["members"]:
+            if m["down"]:
+                sec.findings.append(
+                    f"Pool member {m['address']} was marked down {len(m['down'])} time(s), "
+                    f"{m['down_s']:.2f} s in all; its requests failed at once (member_down).")
+        skew = (d.get("pool") or {}).get("skew")
+        if skew and skew["ratio"] > 1.2:
+            sec.findings.append(
+                f"Key skew: {skew['hottest']} took {skew['share']:.1%} of the requests, "
+                f"{skew['ratio']:.2f}× its fair share ({skew['fair_share']:.1%}).")
     if r.stalls:
         sec.body.append("<p>Stalls (requests waiting "
                         f"{esc(spec.get('stall_ms', 100))} ms or more):</p><ul>"
@@ -72,6 +84,29 @@ def section(art: Artifact, ctx: Context) -> Section:
     for k, n in r.problems().items():
         sec.notes.append(f"{n} {k.replace('_', ' ')}")
     return sec
+
+
+def member_table(d: dict[str, Any]) -> str:
+    """A pool's members, one row each, and the pool's row (whole run, warm-up included):
+    a slow or failing member stands out."""
+    pool = d.get("pool") or {}
+    rows = []
+    for m in d["members"]:
+        p = m["latency"]["percentiles"]
+        errors = ", ".join(f"{k} {n}" for k, n in sorted(m["errors"].items())) or "0"
+        down = (f"{len(m['down'])}× ({m['down_s']:.2f} s)" if m["down"] else "–")
+        rows.append([m["address"], f"{m['keys']:,}", f"{m['sent']:,}", f"{m['replies']:,}",
+                     errors, dur(p.get("50")), dur(p.get("99")), dur(p.get("max")), down])
+    a = d["all"]
+    p = (a.get("corrected") or a["uncorrected"])["percentiles"]
+    rows.append(["pool", f"{sum(m['keys'] for m in d['members']):,}", f"{a['sent']:,}",
+                 f"{a['replies']:,}", str(sum(a["errors"].values())), dur(p.get("50")),
+                 dur(p.get("99")), dur(p.get("max")), ""])
+    head = (f"<p>Pool of {len(d['members'])} members ({esc(pool.get('distribution'))}); "
+            "whole run, warm-up included. A member's requests are its parts: a multi-get "
+            "split over the pool counts once per member it touches, once in the pool row.</p>")
+    return head + table(["member", "keys", "sent", "replies", "errors", "p50", "p99", "max",
+                         "down"], rows)
 
 
 def charts(d: dict[str, Any]) -> list[Spec]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
+from cachelab.pool import DISTRIBUTIONS, parse_server
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import parse_size
 
@@ -85,6 +86,15 @@ class LoadSpec:
     #: TLS to a memcached started with ``-Z`` (None: plain TCP). Not part of the workload:
     #: how it reaches the server. See docs/load.md, "TLS".
     tls: TlsOptions | None = None
+    #: A pool to drive, as ``host:port[:weight]`` members in order (None: the server given to
+    #: :func:`cachelab.load.load`, or a private one). See docs/load.md, "Pools".
+    servers: list[str] | None = None
+    #: How a pool spreads its keys: ``ketama``, ``ketama-plain``, ``rendezvous``, ``modula``.
+    distribution: str = "ketama"
+    #: In a pool, a member that fails this many times in a row is marked down …
+    member_failure_limit: int = 2
+    #: … for this many seconds: meanwhile its requests fail at once (``member_down``).
+    member_retry: float = 2.0
 
     @classmethod
     def quick(cls, **overrides: Any) -> LoadSpec:
@@ -126,10 +136,13 @@ class LoadSpec:
 
     def check(self) -> None:
         """Raises UsageError naming the first bad field, the engine's caps included."""
-        _core.load_check(self.to_core("127.0.0.1:1", "check"))
+        _core.load_check(self.to_core(self.servers or "127.0.0.1:1", "check"))
 
-    def to_core(self, address: str, run_id: str) -> dict[str, Any]:
-        """The dict ``_core.load_run`` takes."""
+    def to_core(self, servers: str | Sequence[str], run_id: str) -> dict[str, Any]:
+        """The dict ``_core.load_run`` takes, for the server ``servers`` (``host:port`` or
+        ``unix:/path``) or the pool of ``host:port[:weight]`` members."""
+        members = pool_members(servers)
+        address = members[0][0]
         _int("connections", self.connections, 1)
         _int("threads", self.threads, 1)
         _int("pipeline", self.pipeline, 1)
@@ -179,8 +192,18 @@ class LoadSpec:
         if prefill is None:
             prefill = mix.get("get", 0) + mix.get("multiget", 0) > 0
         seed = self.seed if self.seed is not None else 0
+        if self.distribution not in DISTRIBUTIONS:
+            raise UsageError(f"distribution {self.distribution!r} is not one of: "
+                             f"{', '.join(DISTRIBUTIONS)}")
+        _int("member_failure_limit", self.member_failure_limit, 1)
+        if not _number(self.member_retry) or not 0 < self.member_retry <= 3600:
+            raise UsageError(f"member-retry must be a number of seconds above 0 and at most "
+                             f"3600, not {self.member_retry!r}")
         return {
-            "address": address,
+            "servers": members,
+            "distribution": self.distribution,
+            "member_failure_limit": self.member_failure_limit,
+            "member_retry": float(self.member_retry),
             "connections": self.connections,
             "threads": self.threads,
             "pipeline": self.pipeline,
@@ -209,6 +232,29 @@ class LoadSpec:
             "send_batch": self.send_batch,
             "tls": core_tls(self.tls),
         }
+
+
+def pool_members(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """``(address, weight)`` of each member: one server (``host:port`` or ``unix:/path``),
+    or a pool's ``host:port[:weight]`` members in order. UsageError for a member that is not
+    ``host:port[:weight]`` or an empty pool."""
+    if isinstance(servers, str):
+        servers = [servers]
+    servers = list(servers)
+    if not servers:
+        raise UsageError("a pool needs at least one server")
+    if len(servers) == 1:
+        try:  # a single server: as given (its weight, if any, plays no part)
+            return [(parse_server(servers[0]).address, 1)]
+        except UsageError:  # unix:/path, or for the engine to refuse in its own words
+            return [(servers[0], 1)]
+    out = []
+    for spec in servers:
+        if not isinstance(spec, str):
+            raise UsageError(f"a pool member must be 'host:port[:weight]', not {spec!r}")
+        member = parse_server(spec)
+        out.append((member.address, member.weight))
+    return out
 
 
 def _number(v: object) -> bool:

@@ -1,0 +1,165 @@
+//! One member's socket of a connection task ([`crate::conn`]): its state (connecting, up,
+//! waiting to reconnect), its requests in flight and buffers, and its failures — the back-off
+//! between reconnects and, in a pool, being marked down after `failure_limit` failures in a
+//! row (see [`Pool`]). Also a connection's time with no member connected ([`Down`]).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use crate::fault::Fault;
+use crate::recorder::Recorder;
+use crate::shared::Shared;
+use crate::spec::Pool;
+use crate::stream::Stream;
+
+/// A read buffer's room per read.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
+/// A request that is no part of a split multi-get.
+pub(crate) const ALONE: u32 = u32::MAX;
+
+/// A request (or a multi-get's part) in flight on one member's socket.
+#[derive(Clone, Copy)]
+pub(crate) struct Pending {
+    pub op: u8,
+    pub keys: u16,
+    /// Its multi-get's group, or [`ALONE`].
+    pub group: u32,
+    pub intended: Instant,
+    pub sent: Instant,
+}
+
+/// A connection's time without a connection to any member: from its start (or the fault
+/// that dropped its last member) to its next successful connect, noted as a stall when long
+/// enough. While it lasts the connection is counted in [`Shared::conns_down`].
+pub(crate) struct Down {
+    pub since: Option<Instant>,
+    pub failures: u64,
+}
+
+impl Down {
+    pub fn since(now: Instant, sh: &Shared) -> Down {
+        sh.conns_down.fetch_add(1, Ordering::Relaxed);
+        Down {
+            since: Some(now),
+            failures: 0,
+        }
+    }
+
+    /// Connected again.
+    pub fn up(&mut self, rec: &mut Recorder, sh: &Shared) {
+        if let Some(since) = self.since.take() {
+            sh.conns_down.fetch_sub(1, Ordering::Relaxed);
+            rec.down(since, Instant::now(), self.failures);
+        }
+    }
+
+    /// The run ended; a connection still down stays counted as down.
+    pub fn end(&mut self, rec: &mut Recorder) {
+        if let Some(since) = self.since.take() {
+            rec.down(since, Instant::now(), self.failures);
+        }
+    }
+}
+
+pub(crate) type Connecting = Pin<Box<dyn Future<Output = Result<Stream, cachelab_client::Error>>>>;
+
+/// The state of one member's socket.
+pub(crate) enum Link {
+    /// Not connected: (re)connect at this time.
+    Idle(Instant),
+    Connecting(Connecting),
+    Up(Stream),
+}
+
+/// One member's socket, its requests in flight and its failures.
+pub(crate) struct Member {
+    pub link: Link,
+    pub inflight: VecDeque<Pending>,
+    pub wbuf: Vec<u8>,
+    pub wpos: usize,
+    pub rbuf: BytesMut,
+    /// Back-off: the next reconnect waits 10 ms << this (at most 1 s).
+    pub backoff: u32,
+    /// Failures in a row; a reply resets them.
+    pub strikes: u32,
+    /// When the current run of failures began.
+    pub streak_since: Option<Instant>,
+    /// Marked down (pools only): its requests fail at once until it connects again.
+    pub marked: bool,
+    /// Marked down since, with the failures so far: ends at its next reply.
+    pub episode: Option<(Instant, u64)>,
+    /// Set by the wait: readable, a connect that finished, a socket error.
+    pub readable: bool,
+    pub landed: Option<Result<Stream, cachelab_client::Error>>,
+    pub error: Option<Fault>,
+}
+
+impl Member {
+    pub fn new(depth: usize, now: Instant) -> Member {
+        Member {
+            link: Link::Idle(now),
+            inflight: VecDeque::with_capacity(depth),
+            wbuf: Vec::with_capacity(16 * 1024),
+            wpos: 0,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            backoff: 0,
+            strikes: 0,
+            streak_since: None,
+            marked: false,
+            episode: None,
+            readable: false,
+            landed: None,
+            error: None,
+        }
+    }
+
+    /// It failed with `f`: one more failure in a row; it reconnects after a back-off or, in
+    /// a pool, once it has failed `failure_limit` times in a row, after `retry` (marked down
+    /// until then, a down episode open until its next reply).
+    pub fn strike(&mut self, f: Fault, now: Instant, pool: &Pool) {
+        self.backoff = match f {
+            Fault::Timeout
+            | Fault::ConnectRefused
+            | Fault::ConnectFailed
+            | Fault::ConnectTimeout => self.backoff + 1,
+            _ => 1,
+        };
+        self.strikes += 1;
+        let streak = *self.streak_since.get_or_insert(now);
+        let retry_at = if pool.len() > 1 && self.strikes >= pool.failure_limit {
+            self.marked = true;
+            match self.episode.as_mut() {
+                Some((_, failures)) => *failures += 1,
+                None => self.episode = Some((streak, u64::from(self.strikes))),
+            }
+            now + pool.retry
+        } else {
+            now + Duration::from_millis(10u64 << self.backoff.min(7)).min(Duration::from_secs(1))
+        };
+        self.link = Link::Idle(retry_at);
+    }
+
+    /// It answered: its failures in a row are over; the down episode it ends, if any.
+    pub fn answered(&mut self) -> Option<(Instant, u64)> {
+        self.strikes = 0;
+        self.streak_since = None;
+        self.backoff = 0;
+        self.episode.take()
+    }
+
+    pub fn up(&self) -> bool {
+        matches!(self.link, Link::Up(_))
+    }
+
+    pub fn wants_write(&self) -> bool {
+        match &self.link {
+            Link::Up(s) => self.wpos < self.wbuf.len() || s.pending(),
+            _ => false,
+        }
+    }
+}
