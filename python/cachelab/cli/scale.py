@@ -90,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="workload and bootstrap seed (default 0)")
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
-                         plots="skip the PNG/SVG plots", server=True, tls=True)
+                         plots="skip the PNG/SVG plots", server=True, pool=True, tls=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
@@ -108,6 +108,7 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     for name in ("key_space", "value_size", "pipeline"):
         if getattr(args, name) is not None:
             workload[name] = getattr(args, name)
+    workload.update(common.pool_settings(args))
     spec.workload = workload
     spec.tls = common.tls_options(args)
     spec.check()
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
-    address = common.server_address(args)
+    members = common.server_members(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "scale")
 
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"scale: {done}/{total} N = {n}: {point['throughput']:,.0f}/s"
               + ("" if point["steady_reached"] else " (no steady state)"), file=sys.stderr)
 
-    result = lib.scale(spec, server=address, server_options=options, on_run=progress, ray=ray)
+    server = members[0] if members is not None and len(members) == 1 else members
+    result = lib.scale(spec, server=server, server_options=options, on_run=progress, ray=ray)
     saved = common.save(result, out, "scale", plots=not args.no_plots)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))

@@ -37,13 +37,14 @@ PERCENTILES = (50.0, 90.0, 99.0, 99.9, 100.0)
 def scale(
     spec: ScaleSpec | None = None,
     *,
-    server: str | None = None,
+    server: str | Sequence[str] | None = None,
     server_options: ServerOptions | None = None,
     on_run: Callable[[int, int, int, dict[str, Any]], None] | None = None,
     ray: RayOptions | None = None,
 ) -> ScaleResult:
-    """Runs the sweep against ``server`` (``host:port``/``unix:/path``), or a private
-    memcached started from ``server_options`` (required for ``vary="server-threads"``, which
+    """Runs the sweep against ``server`` (``host:port``/``unix:/path``; a list of
+    ``host:port[:weight]`` is a pool, hashed by the workload's ``distribution`` as ``load``
+    does, docs/load.md "Pools"), or a private memcached started from ``server_options`` (required for ``vary="server-threads"``, which
     restarts it with ``-t N`` for every point). ``on_run(done, total, n, point)`` is called
     after each run. ``vary="agents"`` runs every point from N load agents on the Ray cluster
     of ``ray`` (:func:`cachelab.load.load_on_ray`), ``connections_per_agent`` each."""
@@ -54,11 +55,20 @@ def scale(
                          "(docs/scale-out.md)")
     if ray is not None and spec.vary != "agents":
         raise UsageError("scale --ray measures --vary agents; other sweeps run here")
+    if not isinstance(server, (str, type(None))):
+        members = list(server)
+        if ray is not None:
+            raise UsageError("--ray drives one server for now: a pool from Ray agents is not "
+                             "built yet")
+        if spec.vary == "server-threads":
+            raise UsageError("--vary server-threads needs a private memcached, not a pool")
+        server = members[0] if len(members) == 1 else members
     with connected(ray) if ray is not None else contextlib.nullcontext():
         return _sweep(spec, server, server_options, on_run, ray)
 
 
-def _sweep(spec: ScaleSpec, server: str | None, server_options: ServerOptions | None,
+def _sweep(spec: ScaleSpec, server: str | list[str] | None,
+           server_options: ServerOptions | None,
            on_run: Callable[[int, int, int, dict[str, Any]], None] | None,
            ray: RayOptions | None) -> ScaleResult:
     if spec.vary == "server-threads" and server is not None:
@@ -67,12 +77,18 @@ def _sweep(spec: ScaleSpec, server: str | None, server_options: ServerOptions | 
     order = spec.order()
     runs: list[dict[str, Any]] = []
     server_facts: dict[str, Any] = {"address": server, "private": server is None}
+    if isinstance(server, list):
+        server_facts["address"] = ", ".join(server)
+        server_facts["pool"] = {"members": server,
+                                "distribution": spec.run_spec(spec.points[0]).distribution}
 
-    def measure(rep: int, n: int, target: Target) -> None:
+    def measure(rep: int, n: int, target: Target | None) -> None:
         run_spec = spec.run_spec(n)
         if ray is not None:
             result = load_on_ray(run_spec, dataclasses.replace(ray, agents=n),
                                  server=target.address, server_facts=target.facts)
+        elif target is None:  # a pool: load hashes keys over its members
+            result = load(run_spec, server=server)
         else:
             result = load(run_spec, server=target.address, server_pid=target.pid,
                           server_facts=target.facts)
@@ -83,6 +99,10 @@ def _sweep(spec: ScaleSpec, server: str | None, server_options: ServerOptions | 
         sched = result.server.get("schedstat")
         point["server_run_queue_wait_per_wall"] = sched["wait_per_wall"] if sched else None
         point["client_cpu_us_per_op"] = result.client.get("cpu_us_per_op")
+        if result.members:
+            point["members"] = [{"address": m["address"], "replies": m["replies"],
+                                 "errors": sum(m["errors"].values()), "down_s": m["down_s"]}
+                                for m in result.members]
         runs.append(point)
         if on_run:
             on_run(len(runs), len(order), n, point)
@@ -93,6 +113,9 @@ def _sweep(spec: ScaleSpec, server: str | None, server_options: ServerOptions | 
                                threads=n) as target:
                 measure(rep, n, target)
             server_facts.update(address="private (restarted per point)")
+    elif isinstance(server, list):
+        for rep, n in order:
+            measure(rep, n, None)
     else:
         need = memory_mb(spec.run_spec(max(spec.points)))
         with servers.serve(server, server_options, memory_mb=need) as target:
