@@ -44,8 +44,9 @@ def scale(
 ) -> ScaleResult:
     """Runs the sweep against ``server`` (``host:port``/``unix:/path``; a list of
     ``host:port[:weight]`` is a pool, hashed by the workload's ``distribution`` as ``load``
-    does, docs/load.md "Pools"), or a private memcached started from ``server_options`` (required for ``vary="server-threads"``, which
-    restarts it with ``-t N`` for every point). ``on_run(done, total, n, point)`` is called
+    does, docs/load.md "Pools"), or a private memcached started from ``server_options``
+    (required for ``vary="server-threads"``, which restarts it with ``-t N`` for every
+    point). ``on_run(done, total, n, point)`` is called
     after each run. ``vary="agents"`` runs every point from N load agents on the Ray cluster
     of ``ray`` (:func:`cachelab.load.load_on_ray`), ``connections_per_agent`` each."""
     spec = spec or ScaleSpec()
