@@ -220,5 +220,5 @@ def test_a_pool_member_is_host_port_and_a_pool_needs_distinct_members() -> None:
     with pytest.raises(Exception, match="listed twice"):
         _core.load_check(LoadSpec(servers=["127.0.0.2:1", "127.0.0.2:1"]).to_core(
             ["127.0.0.2:1", "127.0.0.2:1"], "x"))
-    with pytest.raises(Exception, match="only ketama honours them"):
+    with pytest.raises(Exception, match="only ketama and the twemproxy kinds honour them"):
         LoadSpec(servers=["127.0.0.2:1:2", "127.0.0.3:1"], distribution="modula").check()

@@ -3,7 +3,7 @@
 Each node listens on its own loopback address (the head on 127.0.0.2, the others on
 127.0.0.3, 127.0.0.4, …): Ray otherwise replaces 127.0.0.1 with the machine's interface
 address, and all traffic is to stay on loopback. The memcached the tests load listens on
-127.0.0.5. The cluster starts in about 5-8 s and is stopped at the end of the session; the
+127.0.0.5. The cluster starts in about 5-8 s and is stopped when the last test here is done; the
 whole directory is skipped when Ray is not installed (``pip install 'cachelab[ray]'``).
 """
 
@@ -63,10 +63,28 @@ def ray_cluster() -> Iterator[RayCluster]:
         cluster.wait_for_nodes(timeout=60)
         ray.init(address=cluster.address, _node_ip_address=HEAD_IP, log_to_driver=False,
                  configure_logging=False)
+        _stop.append(lambda: (ray.shutdown(), cluster.shutdown()))
         yield RayCluster(address=cluster.address, node_ips=ips)
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        _stop_cluster()
+
+
+#: How to stop the cluster once the last Ray test is done (set while it runs).
+_stop: list[Any] = []
+
+
+def _stop_cluster() -> None:
+    while _stop:
+        _stop.pop()()
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stops the cluster as soon as the session leaves this directory, rather than at the end
+    of the session: its raylets and daemons would otherwise take CPU from every test after
+    them (timing-sensitive ones failed)."""
+    here = Path(__file__).parent
+    if nextitem is None or here not in Path(nextitem.path).parents:
+        _stop_cluster()
 
 
 @pytest.fixture(scope="session")

@@ -152,6 +152,11 @@ fn members(
 /// that every failure is counted and the outcome carries the partial results.
 pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> {
     spec.validate()?;
+    let proxy = if spec.behind.is_empty() {
+        None
+    } else {
+        Some(server::proxy_view(spec).map_err(SpecError::Server)?)
+    };
     let mut views = server::snapshot_start(spec).map_err(SpecError::Server)?;
     let routes = Arc::new(route::Routes::build(spec).map_err(SpecError::Invalid)?);
 
@@ -226,7 +231,15 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         window,
         stalls: run.stalls,
         stalls_dropped: run.stalls_dropped,
-        server: views.swap_remove(0),
+        server: match proxy {
+            Some(p) => p,
+            None => views.swap_remove(0),
+        },
+        behind: if spec.behind.is_empty() {
+            Vec::new()
+        } else {
+            views
+        },
         members,
         schedule,
         client_cpu_s: run.cpu_s,

@@ -85,8 +85,11 @@ pub struct Outcome {
     pub stalls: Vec<Stall>,
     /// Stalls noted but not kept (a thread's list is bounded).
     pub stalls_dropped: u64,
-    /// The server; for a pool, its first member.
+    /// The server; for a pool, its first member; through a proxy, the proxy (its version,
+    /// no stats).
     pub server: ServerView,
+    /// Through a proxy: the servers behind it (their stats), in the order given.
+    pub behind: Vec<ServerView>,
     /// Every member of a pool, in its order (empty for a single server).
     pub members: Vec<MemberOutcome>,
     pub schedule: Option<Schedule>,

@@ -9,7 +9,8 @@
 //!   "all": Totals, "measured": Totals, "window": Totals,
 //!   "stalls": [{"start_s", "end_s", "slow_replies", "worst_ns", "timeouts",
 //!               "connect_failures", "down"}, ...], "stalls_dropped",
-//!   "server": Server (a pool's first member),
+//!   "server": Server (a pool's first member; through a proxy, the proxy: version only),
+//!   "behind": [Server, ...] (through a proxy, the servers behind it; [] otherwise),
 //!   "members": [{"address", "weight", "keys", "sent", "replies", "hits", "misses",
 //!                "errors": {fault: count}, "lost", "latency": Hist,
 //!                "down": [{"start_s", "end_s", "failures", "connections", "open"}, ...],
@@ -62,6 +63,7 @@ struct OutcomeRecord<'a> {
     stalls: &'a [Stall],
     stalls_dropped: u64,
     server: &'a ServerView,
+    behind: &'a [ServerView],
     members: Vec<MemberRecord<'a>>,
     schedule: Option<&'a Schedule>,
     client_cpu_user_s: f64,
@@ -99,6 +101,7 @@ impl<'a> OutcomeRecord<'a> {
             stalls: &o.stalls,
             stalls_dropped: o.stalls_dropped,
             server: &o.server,
+            behind: &o.behind,
             members: o.members.iter().map(MemberRecord::of).collect(),
             schedule: o.schedule.as_ref(),
             client_cpu_user_s: o.client_cpu_s.0,
@@ -349,6 +352,7 @@ mod tests {
                 schedstat_before: Some(SchedStat::default()),
                 schedstat_after: None,
             },
+            behind: Vec::new(),
             members: vec![MemberOutcome {
                 address: "127.0.0.2:11211".into(),
                 weight: 2,
@@ -411,7 +415,7 @@ mod tests {
              connect_failures:int,down:bool}}],stalls_dropped:int,\
              server:{{version:str,before:{{curr_items:str}},after:{{curr_items:str}},pid:int,\
              schedstat_before:{{on_cpu_ns:int,wait_ns:int,slices:int,threads:int}},\
-             schedstat_after:null}},\
+             schedstat_after:null}},behind:[],\
              members:[{{address:str,weight:int,keys:int,sent:int,replies:int,hits:int,misses:int,\
              errors:{{member_down:int}},lost:int,latency:{HIST},\
              down:[{{start_s:float,end_s:float,failures:int,connections:int,open:bool}}],\

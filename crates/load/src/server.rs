@@ -93,20 +93,40 @@ fn stats(address: &Address, spec: &Spec) -> Result<(String, BTreeMap<String, Str
     Ok((version, s))
 }
 
-/// Checks every member of the pool answers before anything is written: a view per member,
-/// in the pool's order. The server's pid, when given, is a single server's.
+/// The servers whose `stats` a run reads: the pool's members, or the servers behind a proxy.
+fn watched(spec: &Spec) -> Vec<&Address> {
+    if spec.behind.is_empty() {
+        spec.pool.members.iter().map(|m| &m.address).collect()
+    } else {
+        spec.behind.iter().collect()
+    }
+}
+
+/// A proxy's side of a run through it: it answers (`version`, which a proxy passes on to a
+/// server behind it), and has no `stats` of its own.
+pub(crate) fn proxy_view(spec: &Spec) -> Result<ServerView, Error> {
+    let address = &spec.pool.members[0].address;
+    let mut c = BlockingConnection::connect(address, spec.options.clone())?;
+    Ok(ServerView {
+        version: c.version()?,
+        ..ServerView::default()
+    })
+}
+
+/// Checks every server whose `stats` the run reads answers before anything is written (see
+/// [`watched`]): a view each, in order. The server's pid, when given, is a single server's.
 pub(crate) fn snapshot_start(spec: &Spec) -> Result<Vec<ServerView>, Error> {
-    let given = if spec.pool.len() == 1 {
+    let targets = watched(spec);
+    let given = if targets.len() == 1 && spec.behind.is_empty() {
         spec.server_pid
     } else {
         None
     };
-    spec.pool
-        .members
-        .iter()
-        .map(|m| {
-            let (version, before) = stats(&m.address, spec)?;
-            let pid = local_pid(&m.address, given, &before);
+    targets
+        .into_iter()
+        .map(|address| {
+            let (version, before) = stats(address, spec)?;
+            let pid = local_pid(address, given, &before);
             Ok(ServerView {
                 version,
                 before,
@@ -119,8 +139,8 @@ pub(crate) fn snapshot_start(spec: &Spec) -> Result<Vec<ServerView>, Error> {
 
 /// Just before the measured phase (after prefill).
 pub(crate) fn snapshot_before(spec: &Spec, views: &mut [ServerView]) {
-    for (m, view) in spec.pool.members.iter().zip(views) {
-        if let Ok((_, s)) = stats(&m.address, spec) {
+    for (address, view) in watched(spec).into_iter().zip(views) {
+        if let Ok((_, s)) = stats(address, spec) {
             view.before = s;
         }
         view.schedstat_before = view.pid.and_then(schedstat);
@@ -133,8 +153,8 @@ pub(crate) fn snapshot_after(spec: &Spec, views: &mut [ServerView]) {
     for view in views.iter_mut() {
         view.schedstat_after = view.pid.and_then(schedstat);
     }
-    for (m, view) in spec.pool.members.iter().zip(views) {
-        if let Ok((_, s)) = stats(&m.address, spec) {
+    for (address, view) in watched(spec).into_iter().zip(views) {
+        if let Ok((_, s)) = stats(address, spec) {
             view.after = s;
         }
     }

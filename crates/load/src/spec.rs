@@ -195,6 +195,10 @@ pub struct Spec {
     /// Fewer, larger writes cost client and server less per request; the requests
     /// outstanding then vary between `pipeline - send_batch + 1` and `pipeline`.
     pub send_batch: usize,
+    /// For a run through a proxy (the pool is the proxy, one address): the memcached servers
+    /// behind it, whose `stats` are read instead of the proxy's (a proxy such as twemproxy
+    /// does not answer `stats`). Empty otherwise.
+    pub behind: Vec<Address>,
 }
 
 /// Why a run could not start: an invalid spec, or a server that could not be reached.
@@ -210,6 +214,17 @@ impl Spec {
         }
         if let Err(e) = Key::new(&self.prefix) {
             return bad(format!("key prefix {:?}: {e}", self.prefix));
+        }
+        if !self.behind.is_empty() && self.pool.len() != 1 {
+            return bad("a run through a proxy sends to the proxy alone; the servers behind \
+                        it are read for their stats"
+                .to_string());
+        }
+        if self.behind.len() > MAX_MEMBERS {
+            return bad(format!(
+                "a proxy has at most {MAX_MEMBERS} servers behind it here (hard cap), not {}",
+                self.behind.len()
+            ));
         }
         if !(1..=MAX_MEMBERS).contains(&self.pool.len()) {
             return bad(format!(

@@ -133,6 +133,7 @@ pub(crate) mod tests {
             server_pid: None,
             busy_poll: Duration::ZERO,
             send_batch: 1,
+            behind: Vec::new(),
         }
     }
 

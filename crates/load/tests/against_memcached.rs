@@ -90,6 +90,7 @@ fn spec(address: &str) -> Spec {
         server_pid: None,
         busy_poll: Duration::ZERO,
         send_batch: 1,
+        behind: Vec::new(),
     }
 }
 

@@ -185,6 +185,11 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
         server_pid: pid,
         busy_poll: Duration::from_micros(item(d, "busy_poll_us")?),
         send_batch: item(d, "send_batch")?,
+        behind: item::<Option<Vec<String>>>(d, "behind")?
+            .unwrap_or_default()
+            .iter()
+            .map(|a| parse_address(py, a))
+            .collect::<PyResult<Vec<_>>>()?,
     })
 }
 

@@ -194,6 +194,23 @@ def add_pool_options(p: argparse.ArgumentParser) -> None:
                    help="keep a member marked down for S seconds before trying it again "
                    "(default 2); meanwhile its requests fail at once as member_down and are "
                    "not sent to another member")
+    g.add_argument("--proxy", metavar="HOST:PORT",
+                   help="send every request to this proxy (twemproxy); --server or "
+                   "--servers-file then name the memcached servers behind it, whose stats are "
+                   "read and whose room is checked (docs/pools.md, 'Through twemproxy')")
+
+
+def proxy_address(args: argparse.Namespace) -> str | None:
+    """``--proxy`` checked (``HOST:PORT``, with the servers behind it given), or None."""
+    proxy = getattr(args, "proxy", None)
+    if proxy is None:
+        return None
+    if ":" not in proxy or not proxy.rsplit(":", 1)[1].isdigit():
+        raise UsageError(f"--proxy {proxy!r} is not HOST:PORT")
+    if not (args.server or getattr(args, "servers_file", None)):
+        raise UsageError("--proxy needs the servers behind it: --server (repeatable) or "
+                         "--servers-file, so their stats can be read")
+    return str(proxy)
 
 
 #: The pool flags and the settings they set (see :func:`pool_settings`).

@@ -157,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
     members = common.server_members(args)
+    proxy = common.proxy_address(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "load")
     interrupted = False
@@ -171,7 +172,11 @@ def run(args: argparse.Namespace) -> int:
             bar.update(p.done)
 
         try:
-            if ray is not None:
+            if proxy is not None:
+                if ray is not None:
+                    raise UsageError("--proxy with --ray is not built yet")
+                result = lib.load(spec, server=proxy, behind=members, on_progress=on_progress)
+            elif ray is not None:
                 if members is not None and len(members) > 1:
                     raise UsageError("--ray drives one server for now: a pool from Ray agents "
                                      "is not built yet (give one --server)")

@@ -163,7 +163,7 @@ class LoadAgent:
         def fill(part: list[int], seed: int) -> int:
             size = _value_sizes(tuple(core["value_size"]), random.Random(seed))  # type: ignore[arg-type]
             stored = 0
-            with _core.Client(core["address"], connect_timeout=core["connect_timeout"],
+            with _core.Client(core["servers"][0][0], connect_timeout=core["connect_timeout"],
                               timeout=core["timeout"], tls=core["tls"]) as client:
                 for i in part:
                     n = size()
@@ -304,7 +304,7 @@ class _Run:
                                        rate=s.rate, requests=s.requests, seed=s.seed,
                                        prefill=False)
             spec.check()
-            c = spec.to_core(self.core["address"], "x")
+            c = spec.to_core(self.core["servers"][0][0], "x")
             c["prefix"] = self.core["prefix"]
             self.cores.append(c)
         if self.core["prefill"]:
@@ -532,7 +532,7 @@ def _delete_key_space(core: Mapping[str, Any]) -> tuple[int, int]:
     n = int(core["key_space"])
     done = 0
     try:
-        with _core.Client(core["address"], connect_timeout=core["connect_timeout"],
+        with _core.Client(core["servers"][0][0], connect_timeout=core["connect_timeout"],
                           timeout=max(5.0, core["timeout"]), tls=core["tls"]) as client:
             for first in range(0, n, 1000):
                 keys = [f"{core['prefix']}:{i}" for i in range(first, min(n, first + 1000))]

@@ -46,6 +46,7 @@ def load(
     server_pid: int | None = None,
     server_facts: Mapping[str, Any] | None = None,
     on_progress: Callable[[Any], None] | None = None,
+    behind: Sequence[str] | None = None,
 ) -> LoadResult:
     """Runs a workload against ``server`` (``host:port`` or ``unix:/path``), against a pool
     (a list of ``host:port[:weight]`` members, or ``spec.servers``; see docs/load.md,
@@ -65,11 +66,21 @@ def load(
     (:mod:`cachelab.capacity`: :class:`~cachelab.capacity.WontFit` before anything is
     written), and stopped if the server starts evicting (``run.aborted`` says so;
     ``run.user_items_lost`` counts the evictions).
+
+    Through a proxy (twemproxy), ``server`` is the proxy and ``behind`` the memcached servers
+    behind it (``host:port[:weight]``): every request goes to the proxy, which spreads the
+    keys; the servers behind it are checked for room (each with its share of the keys by
+    ``spec.distribution``), watched for evictions, and their ``stats`` read for the run's
+    deltas (``behind`` in the result; ``server`` is the proxy as one).
     """
     spec = _as_spec(spec)
     spec.check()
     given = [server] if isinstance(server, str) else list(server or spec.servers or [])
+    if behind is not None and len(given) != 1:
+        raise UsageError("a run through a proxy sends to the proxy alone: give one server "
+                         "(the proxy) and the servers behind it")
     members = pool_members(given) if given else None
+    hidden = pool_members(list(behind)) if behind else None
     first = members[0][0] if members else None
     with servers.serve(first, server_options, memory_mb=memory_mb(spec)) as target:
         facts = {**target.facts, **dict(server_facts or {})}
@@ -79,8 +90,11 @@ def load(
         # A server we did not start: refuse a run that does not fit (each member of a pool
         # with its share of the keys); stop when one evicts.
         writes = load_writes(spec)
-        shares = _key_shares(spec, members, core["prefix"])
-        watch = guard_pool([(a, writes.part(share)) for (a, _), share in zip(members, shares)],
+        checked = hidden or members
+        shares = _key_shares(spec, checked, core["prefix"])
+        if hidden:
+            core["behind"] = [a for a, _ in hidden]
+        watch = guard_pool([(a, writes.part(share)) for (a, _), share in zip(checked, shares)],
                            private=bool(facts.get("private")), timeout=spec.connect_timeout,
                            tls=spec.tls)
         evicting: list[int] = []
@@ -198,11 +212,16 @@ def result_from_outcome(
         "stats_before": server_view["before"],
         "stats_after": server_view["after"],
     }
-    members = pool = None
+    members = pool = behind = None
     if outcome.get("members"):
         members = [_member(m, outcome["elapsed_s"]) for m in outcome["members"]]
         pool = _pool(members, spec)
         server = _pool_server(server, members)
+    if outcome.get("behind"):
+        behind = [{"address": a, "server": _view(v, outcome["elapsed_s"])}
+                  for a, v in zip(core["behind"], outcome["behind"])]
+        server = {**_pool_server(server, behind), "address": address, "proxy": True,
+                  "behind": [b["address"] for b in behind]}
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),
@@ -233,6 +252,7 @@ def result_from_outcome(
         environment=environment.facts(),
         pool=pool,
         members=members,
+        behind=behind,
     )
 
 
@@ -253,13 +273,19 @@ def _member(m: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
         "latency": m["latency"],
         "down": m["down"],
         "down_s": round(sum(e["end_s"] - e["start_s"] for e in m["down"]), 3),
-        "server": {
-            "version": view["version"],
-            "deltas": server_deltas(view["before"], view["after"]),
-            "schedstat": _sched(view, elapsed),
-            "stats_before": view["before"],
-            "stats_after": view["after"],
-        },
+        "server": _view(view, elapsed),
+    }
+
+
+def _view(view: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
+    """One server's side of a run (a pool member, or a server behind a proxy): its version,
+    counter deltas, run-queue wait and raw ``stats``."""
+    return {
+        "version": view["version"],
+        "deltas": server_deltas(view["before"], view["after"]),
+        "schedstat": _sched(view, elapsed),
+        "stats_before": view["before"],
+        "stats_after": view["after"],
     }
 
 
@@ -284,7 +310,8 @@ def _pool(members: list[dict[str, Any]], spec: LoadSpec) -> dict[str, Any]:
 
 def _pool_server(server: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any]:
     """A pool's ``server`` section: the pool as one — its members' addresses, versions,
-    and counter deltas summed (each member's own are in ``members``)."""
+    and counter deltas summed (each member's own are in ``members``; through a proxy, the
+    servers behind it, in ``behind``)."""
     deltas: dict[str, Any] = {}
     for m in members:
         for k, v in m["server"]["deltas"].items():

@@ -54,6 +54,8 @@ class LoadResult:
     #: record then has neither key). See docs/load.md, "Pools".
     pool: dict[str, Any] | None = None
     members: list[dict[str, Any]] | None = None
+    #: Through a proxy: the servers behind it, each with its ``server`` section (deltas).
+    behind: list[dict[str, Any]] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -80,7 +82,7 @@ class LoadResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("agents", "pool", "members"):  # a local single-server record is as it was
+        for k in ("agents", "pool", "members", "behind"):  # a plain run's record is as it was
             if d[k] is None:
                 del d[k]
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
@@ -168,7 +170,9 @@ def _summary_lines(r: LoadResult) -> list[str]:
     srv = r.server
     lines = [
         *_partial_lines(r),
-        f"memcached {srv.get('version', '?')} at {srv.get('address')}"
+        (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
+         f"{srv.get('version', '?')}" if r.behind else
+         f"memcached {srv.get('version', '?')} at {srv.get('address')}")
         + (" (private)" if srv.get("private") else ""),
         f"{r.mode} loop, {s['connections']} connection(s) on {s['threads']} thread(s), "
         + (f"target {s['rate']:.0f}/s ({s['arrivals']})" if r.mode == "open"
@@ -177,6 +181,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     ]
     lines += _totals_lines(r)
     lines += _member_lines(r)
+    lines += _behind_lines(r)
     lines += _stall_lines(r)
     lines += _problem_lines(r)
     lines += _steady_lines(r)
@@ -250,6 +255,22 @@ def _member_lines(r: LoadResult) -> list[str]:
         lines.append(f"key skew: the hottest member, {skew['hottest']}, took {skew['share']:.1%} "
                      f"of the requests against a fair share of {skew['fair_share']:.1%} "
                      f"({skew['ratio']:.2f}×)")
+    return lines
+
+
+def _behind_lines(r: LoadResult) -> list[str]:
+    """Through a proxy: what each server behind it counted over the run (its ``stats``
+    deltas; the proxy spreads the keys, so the client sees only the proxy)."""
+    if not r.behind:
+        return []
+    lines = ["", "behind the proxy, as each server counted (stats deltas over the run):",
+             f"{'server':24}{'cmd_get':>10}{'get_hits':>10}{'cmd_set':>10}{'share':>8}"]
+    gets = [int(b["server"]["deltas"].get("cmd_get", 0)) for b in r.behind]
+    total = sum(gets) or 1
+    for b, g in zip(r.behind, gets):
+        d = b["server"]["deltas"]
+        lines.append(f"{b['address']:24}{g:>10}{int(d.get('get_hits', 0)):>10}"
+                     f"{int(d.get('cmd_set', 0)):>10}{g / total:>8.1%}")
     return lines
 
 

@@ -230,6 +230,7 @@ class LoadSpec:
             "server_pid": None,
             "busy_poll_us": self.busy_poll_us,
             "send_batch": self.send_batch,
+            "behind": None,
             "tls": core_tls(self.tls),
         }
 
