@@ -9,6 +9,7 @@ import sys
 import cachelab.profiles as lib
 from cachelab.cli import common
 from cachelab.errors import Interrupted, UsageError
+from cachelab.profiles.pool import PoolProfile, profile_pool
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
 
@@ -80,8 +81,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --tls: a plain (notls:) listener of the same server, for the TLS cost "
         "table: new-connection and small-get latency over TCP next to TLS",
     )
+    p.add_argument(
+        "--rounds", type=common.int_range(1, 20), default=2, metavar="N",
+        help="a pool (--server repeated or --servers-file): profile every member in N rounds, "
+        "their order rotated, so drift falls on all alike (default 2)",
+    )
     common.finish_parser(p, "profile", run, plots="skip the PNG/SVG plots", server=True,
-                         tls=True)
+                         pool=True, tls=True)
 
 
 def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
@@ -118,7 +124,10 @@ def run(args: argparse.Namespace) -> int:
     if args.show:
         return _show(args, fmt)
     spec = spec_from(args)
-    address = common.server_address(args)
+    members = common.server_members(args)
+    if members is not None and len(members) > 1:
+        return _run_pool(args, fmt, spec, members)
+    address = members[0] if members else None
     options = common.server_options(args)
     out = common.prepare_out(args, "profile")
     interrupted = False
@@ -134,6 +143,32 @@ def run(args: argparse.Namespace) -> int:
         result, saved, fmt=fmt, render=lib.LatencyProfile.render, see="the tables",
         interrupted=interrupted,
         wrote="profile.json, profile.csv" + ("" if args.no_plots else " and plots"),
+    )
+
+
+def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
+              members: list[str]) -> int:
+    """A pool: each member profiled in rounds, and the pool's rows (docs/pools.md)."""
+    given = [f for f, v in (("--member-failure-limit", args.member_failure_limit),
+                            ("--member-retry", args.member_retry), ("--proxy", args.proxy),
+                            ("--tls", args.tls)) if v]
+    if given:
+        raise UsageError(f"{given[0]}: not for profiling a pool (each member is profiled "
+                         "on its own)")
+    out = common.prepare_out(args, "profile")
+    interrupted = False
+    with Progress(None, "profile pool") as bar:
+        try:
+            result = profile_pool(spec, members, distribution=args.distribution or "ketama",
+                                  rounds=args.rounds, on_progress=bar.track)
+        except Interrupted:
+            interrupted = True
+            raise
+    saved = common.save(result, out, "profile", plots=not args.no_plots)
+    return common.finish_run(
+        result, saved, fmt=fmt, render=PoolProfile.render, see="the members' tables",
+        interrupted=interrupted,
+        wrote="profile-pool.json and each member's profile under members/",
     )
 
 
