@@ -57,6 +57,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/run_time.py
 	$(PY) benches/ray_agents.py
 	$(PY) benches/pool_proxy.py --pin
+	$(PY) benches/capture_cost.py --pin
 
 bench-%: install ## one benchmark: bench-profile_overhead, bench-flat_sim, bench-request_sim, ...
 	$(PY) benches/$*.py

@@ -28,9 +28,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-from datetime import date, datetime, timezone
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from cachelab.errors import CachelabError
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached
-from records import markdown_table, write_record
+from records import header, markdown_table, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENDERS = ("direct", "proxy")
@@ -142,21 +141,16 @@ def main() -> int:
     ratio_row += [f"{x / d:.2f}×" if d and x else "—", ""]
     table.append(ratio_row)
     ok = all(r["held"] and not r["errors"] for rs in rows.values() for r in rs)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    md = [f"# a pool direct vs through twemproxy ({when})", "",
-          f"- command: `python benches/pool_proxy.py {' '.join(sys.argv[1:])}`",
-          f"- {versions}; three servers on 127.0.0.2–4 (`-t 1`), nutcracker with ketama + md5",
-          f"- workload: open loop {args.rate:.0f}/s Poisson, {args.connections} connections, "
-          f"mix {mix}, {args.duration:g} s after a 1 s warm-up, {args.rounds} rounds "
-          "interleaved" + ("; client pinned to CPU 1, servers and proxy to CPU 0"
-                           if args.pin else ""),
-          f"- commit {commit}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs; load "
-          f"average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}", "",
-          "Median over rounds (min–max); latency corrected (from the intended send time):", "",
-          *markdown_table(head, table), "",
-          f"All runs held their rate without errors: {'yes' if ok else 'NO'}."]
+    md, commit = header(
+        "a pool direct vs through twemproxy", "pool_proxy.py", sys.argv[1:],
+        [f"{versions}; three servers on 127.0.0.2–4 (`-t 1`), nutcracker with ketama + md5",
+         f"workload: open loop {args.rate:.0f}/s Poisson, {args.connections} connections, "
+         f"mix {mix}, {args.duration:g} s after a 1 s warm-up, {args.rounds} rounds "
+         "interleaved" + ("; client pinned to CPU 1, servers and proxy to CPU 0"
+                          if args.pin else "")])
+    md += ["Median over rounds (min–max); latency corrected (from the intended send time):", "",
+           *markdown_table(head, table), "",
+           f"All runs held their rate without errors: {'yes' if ok else 'NO'}."]
     text = "\n".join(md)
     print(text)
     if args.record:

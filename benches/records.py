@@ -50,3 +50,20 @@ def markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:
         return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
 
     return [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
+
+
+def header(title: str, script: str, argv: list[str], facts: list[str]) -> tuple[list[str], str]:
+    """A record's first lines — ``# title (when)``, the command, ``facts`` (one bullet each),
+    then the commit, Python, CPUs and load average — and the commit."""
+    import os
+    import sys
+    from datetime import datetime, timezone
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=RUNS.parent.parent).stdout.strip()
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return ([f"# {title} ({when})", "", f"- command: `python benches/{script} {' '.join(argv)}`",
+             *(f"- {f}" for f in facts),
+             f"- commit {commit}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs; load "
+             f"average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}", ""],
+            commit)

@@ -70,6 +70,10 @@ def test_the_cli_writes_its_artifacts_and_refuses_bad_targets(tmp_path: Path) ->
     d = json.loads(p.stdout)
     assert d["schema"] == "cachelab.size" and [t["hit_ratio"] for t in d["targets"]] == [0.6, 0.8]
     assert {f.name for f in (tmp_path / "out").iterdir()} >= {"size.json", "size.csv", "size.png"}
+    small = cachelab("size", trace, "--hit-ratios", "0.5%,0.9", "--format", "json", "--out",
+                     tmp_path / "small")
+    assert small.returncode == 0, small.stderr
+    assert [t["hit_ratio"] for t in json.loads(small.stdout)["targets"]] == [0.005, 0.9]
     bad = cachelab("size", trace, "--hit-ratios", "150")
     assert bad.returncode == 2 and "--hit-ratios" in bad.stderr
     wrong = cachelab("size", trace, "--accounting", "memcached")

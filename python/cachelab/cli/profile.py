@@ -125,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
         return _show(args, fmt)
     spec = spec_from(args)
     members = common.server_members(args)
+    if args.proxy is not None:
+        raise UsageError("--proxy: profile does not measure through a proxy (its floor request "
+                         "is a meta command twemproxy refuses); load --proxy does")
     if members is not None and len(members) > 1:
         return _run_pool(args, fmt, spec, members)
     address = members[0] if members else None
@@ -150,8 +153,7 @@ def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
               members: list[str]) -> int:
     """A pool: each member profiled in rounds, and the pool's rows (docs/pools.md)."""
     given = [f for f, v in (("--member-failure-limit", args.member_failure_limit),
-                            ("--member-retry", args.member_retry), ("--proxy", args.proxy),
-                            ("--tls", args.tls)) if v]
+                            ("--member-retry", args.member_retry), ("--tls", args.tls)) if v]
     if given:
         raise UsageError(f"{given[0]}: not for profiling a pool (each member is profiled "
                          "on its own)")

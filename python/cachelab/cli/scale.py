@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
     members = common.server_members(args)
+    if args.proxy is not None:
+        raise UsageError("--proxy: scale does not sweep through a proxy yet (load does)")
     options = common.server_options(args)
     out = common.prepare_out(args, "scale")
 

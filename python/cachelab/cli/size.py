@@ -38,13 +38,15 @@ Examples:
 
 
 def _ratios(text: str) -> tuple[float, ...]:
+    """``90,95,99.5`` or ``95%`` (percentages), or ``0.95`` (a fraction below 1)."""
     out = []
-    for part in (p.strip().rstrip("%") for p in text.split(",")):
+    for raw in (p.strip() for p in text.split(",")):
+        part = raw.rstrip("%")
         try:
             v = float(part)
         except ValueError:
-            raise UsageError(f"--hit-ratios {text!r}: {part!r} is not a number") from None
-        v = v / 100 if v >= 1 else v
+            raise UsageError(f"--hit-ratios {text!r}: {raw!r} is not a number") from None
+        v = v / 100 if raw.endswith("%") or v >= 1 else v
         if not 0 < v < 1:
             raise UsageError(f"--hit-ratios {text!r}: each must be above 0 % and below 100 %")
         out.append(v)

@@ -215,6 +215,11 @@ def load_on_ray(
     """
     spec.check()
     ray_options.check()
+    if spec.servers and len(spec.servers) > 1:
+        raise UsageError("load on Ray drives one server for now: a pool from Ray agents is not "
+                         "built yet (the spec names several servers)")
+    if spec.servers and server is None:
+        server = spec.servers[0]
     base_seed = spec.seed if spec.seed is not None else secrets.randbits(63)
     shares = plan_shares(spec, ray_options.agents, base_seed)
     with connected(ray_options) as ray, \

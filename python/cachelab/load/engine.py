@@ -9,6 +9,7 @@ send time (the *corrected* histogram) and from the actual send (*uncorrected*).
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,10 @@ from cachelab.servers import ServerOptions
 from cachelab.tls import describe_tls, transport_of
 
 __all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas"]
+
+#: How keys are assumed to be placed behind a proxy when no twemproxy distribution is given:
+#: twemproxy's own default (ketama points, fnv1a_64 keys).
+PROXY_DISTRIBUTION = "twemproxy-ketama-fnv1a_64"
 
 #: ``stats`` fields whose change over the run is reported.
 DELTA_STATS = ("get_hits", "get_misses", "cmd_get", "cmd_set", "delete_hits", "delete_misses",
@@ -91,7 +96,12 @@ def load(
         # with its share of the keys); stop when one evicts.
         writes = load_writes(spec)
         checked = hidden or members
-        shares = _key_shares(spec, checked, core["prefix"])
+        shares = _key_shares(
+            # Behind a proxy, keys are placed by the proxy: twemproxy's default placement
+            # unless a twemproxy distribution is given (docs/pools.md).
+            spec if not hidden or spec.distribution.startswith("twemproxy-")
+            else dataclasses.replace(spec, distribution=PROXY_DISTRIBUTION),
+            checked, core["prefix"])
         if hidden:
             core["behind"] = [a for a, _ in hidden]
         watch = guard_pool([(a, writes.part(share)) for (a, _), share in zip(checked, shares)],

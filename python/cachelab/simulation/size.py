@@ -126,7 +126,7 @@ class SizeResult:
             f"cache size for {self.spec['trace']}: {self.requests:,} requests, "
             f"{self.keys:,} keys, working set {human_bytes(self.working_set_bytes)} "
             f"(counted in {how}); exact LRU" + ("" if self.exact else " (SHARDS sample)"),
-            f"the best any size does: {pct(self.max_hit_ratio)} hit ratio (each key's first "
+            f"the best any size does: {pct(self.max_hit_ratio, 2)} hit ratio (each key's first "
             "access misses)",
             "",
             f"{'hit ratio':>10}  {'memory needed':>16}",
@@ -134,7 +134,8 @@ class SizeResult:
         for t in self.targets:
             need = (human_bytes(int(t["bytes"])) if t["bytes"] is not None
                     else "out of reach")
-            lines.append(f"{pct(t['hit_ratio'], 0):>10}  {need:>16}")
+            lines.append(f"{pct(t['hit_ratio'], 2 if t['hit_ratio'] > 0.99 else 1):>10}  "
+                         f"{need:>16}")
         if self.memory is not None:
             lines += ["", f"{'memory':>16}  {'hit ratio':>10}"]
             for row in self.at_memory:
@@ -186,8 +187,10 @@ def size(spec: SizeSpec) -> SizeResult:
     if memory is not None:
         wanted = [max(1, int(memory * m * scale)) for m in MULTIPLES]
         exact = miss_ratio_curve(trace, "bytes", sample_rate=spec.shards, sizes=wanted)
-        at_memory = [{"multiple": m, "bytes": memory * m, "hit_ratio": 1 - r}
-                     for m, r in zip(MULTIPLES, exact.miss_ratios)]
+        # The curve's capacities come back sorted and without repeats: look each one up.
+        by_cap = dict(zip(exact.capacities, exact.miss_ratios))
+        at_memory = [{"multiple": m, "bytes": memory * m, "hit_ratio": 1 - by_cap[c]}
+                     for m, c in zip(MULTIPLES, wanted)]
     check = None
     if is_capture and memory is not None:
         check = _check(table, meta, at_memory[MULTIPLES.index(1.0)]["hit_ratio"], n, memory)

@@ -47,9 +47,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import cachelab._core as _core
@@ -170,10 +172,17 @@ class CaptureResult:
                 out.append(f"{extra:,} captured fetches more than the server's cmd_get: deletes, "
                            "touches and incr/decr are logged as fetches by this memcached")
             elif extra < 0:
-                out.append(f"{-extra:,} gets the server counted are not in the capture"
-                           + (" (lost lines)" if self.lost else ""))
-        if self.lost:
-            out.append(f"{self.lost:,} lines lost: the server skipped them because the capture "
+                out.append(f"about {-extra:,} gets the server counted are not in the capture "
+                           + ("(lost lines; " if self.lost else "(")
+                           + "its counters are read just before and after the stream, a "
+                           "slightly wider window)")
+        dropped = int(d.get("log_worker_dropped", 0))
+        skipped = self.lost - dropped
+        if dropped:
+            out.append(f"{dropped:,} lines lost in the server: its worker threads' log buffers "
+                       "were full (its logger thread could not keep up)")
+        if skipped > 0:
+            out.append(f"{skipped:,} lines lost: the server skipped them because the capture "
                        "fell behind")
         return out
 
@@ -215,7 +224,7 @@ class _Pseudonyms:
                                      key=self._secret, digest_size=8).digest()
             word = int.from_bytes(digest, "big")
             got = (key if self._keep else f"k{word:016x}", word / 2.0**64)
-            if len(self._cache) < 4_000_000:
+            if len(self._cache) < 1_000_000:
                 self._cache[key] = got
         return got
 
@@ -293,7 +302,7 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
     spec.check()
     before, facts = _server_state(spec)
     names = _Pseudonyms(spec.keep_keys)
-    sock = _open_watch(spec)
+    sock, first_bytes = _open_watch(spec)
     meta = {b"cachelab": _json({"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
                                 "pseudonymised": not spec.keep_keys, "sample": spec.sample,
                                 "server": facts, "created": created_now()})}
@@ -304,7 +313,8 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
         with atomic_file(path) as tmp:
             writer = _Writer(tmp, meta)
             try:
-                ended = _pump(sock, spec, writer, names, state, started, on_progress, stop)
+                ended = _pump(sock, spec, writer, names, state, started, on_progress, stop,
+                              first_bytes)
             except KeyboardInterrupt:
                 ended = "interrupted"
             finally:
@@ -319,6 +329,7 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             summary = {"ended": ended, "elapsed_s": elapsed, "lost": lost,
                        "events": writer.rows, "deltas": deltas}
             writer.close({**meta, b"cachelab.summary": _json(summary)})
+            requests, multi, keys = _tally(tmp)
     except OSError as e:
         raise InputError(f"{path}: cannot write the capture: {e}") from e
     counts = state.ops
@@ -326,8 +337,8 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
     return CaptureResult(
         path=str(path), spec=asdict(spec), ended=ended, elapsed_s=elapsed, ops=dict(counts),
         gets=gets, hits=state.hits, misses=gets - state.hits,
-        stores=sum(n for op, n in counts.items() if op != "get"), requests=state.requests,
-        multi_get_requests=state.multi, keys=len(state.keys), lost=lost,
+        stores=sum(n for op, n in counts.items() if op != "get"), requests=requests,
+        multi_get_requests=multi, keys=keys, lost=lost,
         store_lookups=state.store_lookups, sampled_out=state.sampled_out,
         server={**facts, "deltas": deltas},
     )
@@ -336,6 +347,19 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
 _DELTA_STATS = ("cmd_get", "get_hits", "get_misses", "cmd_set", "delete_hits",
                 "delete_misses", "cmd_touch", "evictions", "log_worker_dropped",
                 "log_watcher_skipped", "log_watcher_sent")
+
+
+def _tally(path: Path) -> tuple[int, int, int]:
+    """From the written capture (so nothing grows with the keys while capturing): the
+    requests, the multi-gets among them (requests of two gets or more) and distinct keys."""
+    table = pq.read_table(str(path), columns=["key", "op", "request"])
+    if table.num_rows == 0:
+        return 0, 0, 0
+    gets = table.filter(pc.equal(table["op"].cast(pa.string()), "get"))
+    per_request = pc.value_counts(gets["request"]).field("counts")
+    multi = int(pc.sum(pc.greater(per_request, 1)).as_py() or 0)
+    return (int(pc.count_distinct(table["request"]).as_py()), multi,
+            int(pc.count_distinct(table["key"]).as_py()))
 
 
 def _lost(skipped_lines: int, deltas: dict[str, int]) -> int:
@@ -375,8 +399,9 @@ def _server_state(spec: CaptureSpec, quiet: bool = False) -> tuple[dict[str, str
     return stats, facts
 
 
-def _open_watch(spec: CaptureSpec) -> socket.socket:
-    """A connection that has sent ``watch fetchers mutations`` and been told OK."""
+def _open_watch(spec: CaptureSpec) -> tuple[socket.socket, bytes]:
+    """A connection that has sent ``watch fetchers mutations`` and been told OK, and the
+    stream's bytes that came with the OK (a busy server starts streaming at once)."""
     t = spec.connect_timeout
     try:
         if spec.server.startswith("unix:"):
@@ -391,21 +416,35 @@ def _open_watch(spec: CaptureSpec) -> socket.socket:
     try:
         sock.sendall(b"watch fetchers mutations\r\n")
         reply = b""
-        while not reply.endswith(b"\r\n") and len(reply) < 512:
-            chunk = sock.recv(512 - len(reply))
+        while b"\r\n" not in reply and len(reply) < 512:
+            chunk = sock.recv(4096)
             if not chunk:
                 break
             reply += chunk
     except OSError as e:
         sock.close()
         raise ServerError(f"{spec.server}: no reply to 'watch': {e}") from e
-    if reply != b"OK\r\n":
+    first, _, rest = reply.partition(b"\r\n")
+    if first != b"OK":
         sock.close()
-        said = reply.decode("ascii", "replace").strip() or "nothing"
+        said = first[:80].decode("ascii", "replace").strip() or "nothing"
         raise ServerError(f"{spec.server}: the server refused 'watch fetchers mutations' "
                           f"(it answered {said!r}); capturing needs memcached 1.6 or later")
     sock.settimeout(_POLL_S)
-    return sock
+    return sock, rest
+
+
+def _timestamp(text: str) -> float:
+    """``ts=SECONDS.MICROSECONDS`` as memcached prints it: the microseconds without leading
+    zeros (``1795735358.29784`` is .029784 s, not .29784 s)."""
+    sec, _, usec = text.partition(".")
+    return int(sec) + int(usec or 0) * 1e-6
+
+
+def _key(logged: str) -> str:
+    """A key as the client sent it: memcached's log URI-encodes keys (``a%25b`` is
+    ``a%b``)."""
+    return unquote(logged, errors="surrogateescape") if "%" in logged else logged
 
 
 def _key_bytes(key: str) -> int:
@@ -419,13 +458,12 @@ class _State:
     def __init__(self) -> None:
         self.ops: dict[str, int] = {}
         self.hits = 0
-        self.requests = 0
-        self.multi = 0
-        self.keys: set[str] = set()
         self.lost = 0
         self.store_lookups = 0
         self.sampled_out = 0
         self.t0: float | None = None
+        #: The key of a store just refused as too large (its lookup follows it).
+        self.too_large: str | None = None
         #: conn -> the fetch held back: (time, key, status, size, clsid)
         self.held: dict[int, tuple[float, str, str, int, int]] = {}
         #: conn -> (time of its last written fetch, its request id, keys in that request)
@@ -440,14 +478,11 @@ class _State:
                   held: tuple[float, str, str, int, int]) -> None:
         t, key, status, size, clsid = held
         last = self.last_get.get(conn)
-        if last is not None and (t - last[0]) * 1e6 <= SAME_REQUEST_US:
+        if last is not None and 0 <= (t - last[0]) * 1e6 <= SAME_REQUEST_US:
             request, n = last[1], last[2] + 1
-            if n == 2:
-                self.multi += 1
         else:
             request, n = self.next_request, 1
             self.next_request += 1
-            self.requests += 1
         self.last_get[conn] = (t, request, n)
         name, draw = names(key)
         if draw >= sample:
@@ -455,7 +490,6 @@ class _State:
             return
         self.ops["get"] = self.ops.get("get", 0) + 1
         self.hits += status == "found"
-        self.keys.add(name)
         writer.add(t, name, "get", status, size, clsid, conn, request, -1, _key_bytes(key))
 
     def line(self, line: str, writer: _Writer, names: _Pseudonyms, sample: float) -> None:
@@ -469,7 +503,7 @@ class _State:
             return
         kind = f.get("type")
         try:
-            ts = float(f["ts"])
+            ts = _timestamp(f["ts"])
             conn = int(f.get("cfd", -1))
             size = int(f.get("size", 0))
             clsid = int(f.get("clsid", 0))
@@ -478,11 +512,17 @@ class _State:
         if self.t0 is None:
             self.t0 = ts
         t = ts - self.t0
-        key = f["key"]
+        key = _key(f["key"])
         held = self.held.pop(conn, None)
         if kind == "item_get":
             if held is not None:
                 self._emit_get(writer, names, sample, conn, held)
+            if self.too_large == key:
+                # A refused store (too large) is logged first, then the server's lookup of
+                # the item it unlinks: not a client's get.
+                self.too_large = None
+                self.store_lookups += 1
+                return
             self.held[conn] = (t, key, f.get("status", ""), size, clsid)
             return
         if kind != "item_store":
@@ -494,6 +534,7 @@ class _State:
                 self.store_lookups += 1  # the server's lookup of the item it replaces
             else:
                 self._emit_get(writer, names, sample, conn, held)
+        self.too_large = key if f.get("status") == "too_large" else None
         self.last_get.pop(conn, None)
         name, draw = names(key)
         if draw >= sample:
@@ -501,8 +542,6 @@ class _State:
             return
         op = f.get("cmd", "set")
         self.ops[op] = self.ops.get(op, 0) + 1
-        self.keys.add(name)
-        self.requests += 1
         request = self.next_request
         self.next_request += 1
         try:
@@ -515,11 +554,11 @@ class _State:
 
 def _pump(sock: socket.socket, spec: CaptureSpec, writer: _Writer, names: _Pseudonyms,
           state: _State, started: float, on_progress: Callable[[float, int], None] | None,
-          stop: Callable[[], bool] | None) -> str:
-    """Reads the stream until the time is up, a cap is reached or it ends; why it ended."""
+          stop: Callable[[], bool] | None, rest: bytes = b"") -> str:
+    """Reads the stream until the time is up, a cap is reached or it ends; why it ended.
+    ``rest``: stream bytes already read (with the watch's OK)."""
     deadline = started + spec.duration
-    received = 0
-    rest = b""
+    received = len(rest)
     next_report = started
     while True:
         now = time.monotonic()
@@ -551,7 +590,10 @@ def _pump(sock: socket.socket, spec: CaptureSpec, writer: _Writer, names: _Pseud
 
 
 def read_capture(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]]:
-    """A capture file's rows and its metadata (``cachelab`` facts and ``summary``)."""
+    """A capture file's rows, in time order, and its metadata (``cachelab`` facts and
+    ``summary``). The file holds them in the order they were written: a fetch is written when
+    its connection's next line shows it was no store's lookup, and the server interleaves its
+    worker threads' lines in chunks."""
     try:
         table = pq.read_table(str(path))
         raw = {**(table.schema.metadata or {}), **(pq.read_metadata(str(path)).metadata or {})}
@@ -559,14 +601,21 @@ def read_capture(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]
         raise InputError(f"{path}: not a readable capture file: {e}") from e
     if b"cachelab" not in raw:
         raise InputError(f"{path}: not a cachelab capture (no cachelab metadata)")
-    meta = json.loads(raw[b"cachelab"])
+    try:
+        meta = json.loads(raw[b"cachelab"])
+        summary = json.loads(raw.get(b"cachelab.summary", b"{}"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: the capture's metadata is not readable JSON: {e}") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: the capture's metadata is not an object")
     if meta.get("schema") != SCHEMA:
         raise InputError(f"{path}: schema {meta.get('schema')!r}, not {SCHEMA}")
     if meta.get("schema_version") != SCHEMA_VERSION:
         raise InputError(f"{path}: {SCHEMA} version {meta.get('schema_version')}; this "
                          f"cachelab reads version {SCHEMA_VERSION}")
-    meta["summary"] = json.loads(raw.get(b"cachelab.summary", b"{}"))
-    return table, meta
+    meta["summary"] = summary
+    order = pc.sort_indices(table, sort_keys=[("time", "ascending")])
+    return table.take(order), meta
 
 
 def slab_classes(server: dict[str, Any]) -> np.ndarray:
@@ -644,9 +693,14 @@ def capture_accesses(path: str | os.PathLike[str], accounting: str = "value",
                                                   UNKNOWN_SIZE)))
     out_sizes = np.empty(n, dtype=np.int64)
     out_sizes[order] = filled
+    unknown = np.empty(n, dtype=bool)
+    unknown[order] = ~(known | take_next | take_prev)
     if accounting == "memcached":
-        out_sizes = memcached_bytes(out_sizes, table["key_bytes"].to_numpy(), meta["server"])
+        # A key never seen with a size stays UNKNOWN_SIZE: a chunk would make its misses push
+        # real items out of the simulated cache, which memcached never stores.
+        sized = memcached_bytes(out_sizes, table["key_bytes"].to_numpy(), meta["server"])
+        out_sizes = np.where(unknown, UNKNOWN_SIZE, sized)
     is_get = table["op"].cast(pa.string()).to_numpy(zero_copy_only=False) == "get"
     times = table["time"].to_numpy()
     return (ids[is_get].astype(np.uint64), out_sizes[is_get].astype(np.uint32),
-            np.floor(times[is_get]).astype(np.uint32))
+            np.floor(np.maximum(times[is_get], 0.0)).astype(np.uint32))

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import cachelab._core as _core
-from cachelab.errors import UsageError
+from cachelab.errors import CachelabError, UsageError
 from cachelab.usl.result import UslFit, as_number
 from cachelab.usl.superlinear import BOUNDED_ALPHA, describe, detect
 
@@ -57,9 +57,12 @@ def fit_usl(
                         predict=[as_number(v, "N") for v in predict])
     fit = UslFit.from_core(raw, source or {})
     if method in BOUNDED_ALPHA:
-        found = detect(ns, xs, lambda: UslFit.from_core(
-            _core.usl_fit(ns, xs, "unbounded", level=float(level), bootstrap=0, seed=0,
-                          threads=int(threads), predict=[]), {}))
+        try:
+            found = detect(ns, xs, lambda: UslFit.from_core(
+                _core.usl_fit(ns, xs, "unbounded", level=float(level), bootstrap=0, seed=0,
+                              threads=int(threads), predict=[]), {}))
+        except CachelabError:
+            found = None  # no unbounded fit: nothing to say about the start
         if found is not None:
             fit.superlinear = found
             fit.warnings.append({"code": "superlinear",

@@ -1,0 +1,137 @@
+"""What a `cachelab trace capture` costs the memcached it watches: the same open-loop load
+with and without a capture running, interleaved round by round, in one session.
+
+One private memcached (``-t 2``). Each round runs ``--rate`` requests/s (90 % gets, 10 %
+sets, zipf keys) for ``--duration`` seconds, either alone (*no watcher*) or while a capture
+(``python -m cachelab trace capture``, a separate process) reads the server's key stream
+(*watched*). Reported per contender (median over rounds, min–max): the server's CPU per
+request (from its ``/proc/PID/task/*/schedstat``, as ``load`` reads it), the corrected
+p50/p99/p99.9, and for the watched rounds the lines the capture lost (the server skipped them
+because the reader fell behind) out of those produced.
+
+``--pin`` puts memcached on CPU 0 and the load client and the capture on CPU 1 (they compete
+for it: the capture's own cost shows as lost lines, not as server CPU). ``--record`` writes
+``benches/runs/<date>-capture-cost.md`` and the JSON. Exit 0 when every run held its rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import cachelab
+from cachelab.load import LoadResult, LoadSpec, load
+from cachelab.servers import PrivateMemcached
+from records import header, markdown_table, write_record
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTENDERS = ("no watcher", "watched")
+
+
+def figures(r: LoadResult) -> dict[str, Any]:
+    pct = (r.totals["corrected"] or r.totals["uncorrected"])["percentiles"]
+    sched = r.server.get("schedstat") or {}
+    replies = max(1, r.all["replies"])
+    on_cpu = sched.get("on_cpu_s")
+    return {"achieved": r.totals["throughput"],
+            "held": bool(r.schedule and r.schedule["held"]),
+            "server_cpu_us_per_op": None if on_cpu is None else on_cpu * 1e6 / replies,
+            "p50_us": pct["50"] / 1e3, "p99_us": pct["99"] / 1e3, "p999_us": pct["99.9"] / 1e3}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=20_000.0)
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--pin", action="store_true")
+    ap.add_argument("--record", action="store_true")
+    args = ap.parse_args()
+    if args.pin:
+        os.sched_setaffinity(0, {1})
+    spec = LoadSpec(connections=4, rate=args.rate, duration=args.duration, warmup=1.0,
+                    interval=1.0, key_space=50_000, key_dist="zipf:0.99",
+                    mix={"get": 0.9, "set": 0.1}, seed=1)
+    env = {**os.environ, "PYTHONPATH": str(Path(cachelab.__file__).resolve().parents[1])}
+    rows: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
+    with PrivateMemcached(threads=2, cpus="0" if args.pin else None) as mc, \
+            tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for name in CONTENDERS if r % 2 == 0 else CONTENDERS[::-1]:
+                if name == "no watcher":
+                    rows[name].append(figures(load(spec, server=mc.address)))
+                    continue
+                out = Path(tmp) / f"r{r}.capture.parquet"
+                cmd = [sys.executable, "-m", "cachelab", "trace", "capture", "--server",
+                       mc.address, "--duration", str(args.duration + 30), "--out", str(out),
+                       "--format", "json"]
+                if args.pin:
+                    cmd = ["taskset", "-c", "1", *cmd]
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, env=env)
+                try:
+                    time.sleep(1.5)  # the watcher is registered
+                    row = figures(load(spec, server=mc.address))
+                    proc.send_signal(signal.SIGINT)
+                    stdout, _ = proc.communicate(timeout=60)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait(10)
+                cap = json.loads(stdout)
+                d = cap["server"]["deltas"]
+                produced = d.get("log_watcher_sent", 0) + cap["lost"]
+                row.update(lost=cap["lost"], produced=produced)
+                rows[name].append(row)
+        argv = " ".join(mc.argv)
+
+    def cell(name: str, key: str, fmt: str = "{:.1f}") -> str:
+        vals = [r[key] for r in rows[name] if r.get(key) is not None]
+        if not vals:
+            return "—"
+        return (f"{fmt.format(statistics.median(vals))} "
+                f"({fmt.format(min(vals))}–{fmt.format(max(vals))})")
+
+    head = ["contender", "achieved/s", "held", "server CPU µs/op", "p50 µs", "p99 µs",
+            "p99.9 µs", "lines lost / produced"]
+    table = []
+    for name in CONTENDERS:
+        lost = "; ".join(f"{r['lost']:,}/{r['produced']:,}" for r in rows[name] if "lost" in r)
+        table.append([name, cell(name, "achieved", "{:.0f}"),
+                      f"{sum(r['held'] for r in rows[name])}/{len(rows[name])}",
+                      cell(name, "server_cpu_us_per_op", "{:.2f}"), cell(name, "p50_us"),
+                      cell(name, "p99_us"), cell(name, "p999_us"), lost or "—"])
+    cpu = [statistics.median([r["server_cpu_us_per_op"] for r in rows[c]
+                              if r["server_cpu_us_per_op"] is not None] or [float("nan")])
+           for c in CONTENDERS]
+    ok = all(r["held"] for rs in rows.values() for r in rs)
+    md, commit = header(
+        "the cost of a capture to the server", "capture_cost.py", sys.argv[1:],
+        [f"memcached: `{argv}`; load: open loop {args.rate:.0f}/s, 4 connections, 90 % gets, "
+         f"zipf 0.99 over 50,000 keys, {args.duration:g} s after 1 s warm-up; {args.rounds} "
+         "rounds interleaved" + ("; server on CPU 0, client and capture on CPU 1"
+                                 if args.pin else "")])
+    md += ["Median over rounds (min–max); latency corrected:", "", *markdown_table(head, table),
+           "", f"Server CPU per request watched / unwatched: {cpu[1] / cpu[0]:.2f}×.",
+           f"All runs held their rate: {'yes' if ok else 'NO'}."]
+    text = "\n".join(md)
+    print(text)
+    if args.record:
+        path = write_record("capture-cost", date.today().isoformat(), text,
+                            {"args": vars(args), "rows": rows, "commit": commit})
+        print(f"recorded {path}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
