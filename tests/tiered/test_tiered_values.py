@@ -383,7 +383,8 @@ def test_pymemcache_tier_is_safe_from_threads(memcached: PrivateMemcached, how: 
     elif how == "shared Client":
         tier = PymemcacheTier(Client((host, int(port)), timeout=2, connect_timeout=2))
     else:
-        tier = PymemcacheTier(factory=lambda: Client((host, int(port)), timeout=2))
+        tier = PymemcacheTier(factory=lambda: Client((host, int(port)), timeout=2,
+                                                     connect_timeout=2))
     cache = TieredCache(tier, None, prefix=f"threads{os.getpid()}x{next(_serial)}")
     kc = cache.key_class("t", lambda ids: {i: {"id": i, "v": -1} for i in ids})
     errors: list[BaseException] = []
