@@ -74,6 +74,7 @@ fn main() {
             std::env::var("DRIVE_BUSY_POLL_US").map_or(0, |v| v.parse().expect("µs")),
         ),
         send_batch: std::env::var("DRIVE_SEND_BATCH").map_or(1, |v| v.parse().expect("batch")),
+        behind: Vec::new(),
     };
     let out = run(&spec, &Progress::new()).expect("run");
     let t = &out.all;

@@ -216,9 +216,11 @@ impl Spec {
             return bad(format!("key prefix {:?}: {e}", self.prefix));
         }
         if !self.behind.is_empty() && self.pool.len() != 1 {
-            return bad("a run through a proxy sends to the proxy alone; the servers behind \
+            return bad(
+                "a run through a proxy sends to the proxy alone; the servers behind \
                         it are read for their stats"
-                .to_string());
+                    .to_string(),
+            );
         }
         if self.behind.len() > MAX_MEMBERS {
             return bad(format!(

@@ -171,13 +171,25 @@ fn a_single_noisy_point_at_the_start_is_named() {
         .map(|(v, e)| v + e)
         .collect();
     let clean = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap();
-    assert!(!codes(&clean).contains(&"single_unit_point"), "{:?}", clean.warnings);
+    assert!(
+        !codes(&clean).contains(&"single_unit_point"),
+        "{:?}",
+        clean.warnings
+    );
     x[0] += 12.0;
     let noisy = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap();
-    assert!(codes(&noisy).contains(&"single_unit_point"), "{:?}", noisy.warnings);
+    assert!(
+        codes(&noisy).contains(&"single_unit_point"),
+        "{:?}",
+        noisy.warnings
+    );
     // A method that takes gamma from X(1) always says so when there is one such point.
     let fixed = fit(&LOADS, &exact(truth, &LOADS), &opts(Method::FixedGamma)).unwrap();
-    assert!(codes(&fixed).contains(&"single_unit_point"), "{:?}", fixed.warnings);
+    assert!(
+        codes(&fixed).contains(&"single_unit_point"),
+        "{:?}",
+        fixed.warnings
+    );
 }
 
 #[test]
@@ -190,8 +202,16 @@ fn a_poor_fit_is_judged_by_the_residual_standard_error() {
         .map(|(v, e)| v + e)
         .collect();
     let f = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap();
-    let poor = f.warnings.iter().find(|w| w.code == "poor_fit").expect("poor_fit");
-    assert!(poor.message.contains("residual standard error"), "{}", poor.message);
+    let poor = f
+        .warnings
+        .iter()
+        .find(|w| w.code == "poor_fit")
+        .expect("poor_fit");
+    assert!(
+        poor.message.contains("residual standard error"),
+        "{}",
+        poor.message
+    );
     let good = fit(&LOADS, &exact(truth, &LOADS), &opts(Method::Bounded)).unwrap();
     assert!(!codes(&good).contains(&"poor_fit"));
 }
