@@ -18,39 +18,67 @@ impl Drop for Server {
     }
 }
 
+/// Whether a memcached answers `version` at `address` (a bare connect is not proof: the
+/// port may be another process's, or a socket connected to itself).
+fn answers(address: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(address) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 64];
+    s.write_all(b"version\r\n").is_ok()
+        && s.read(&mut buf)
+            .is_ok_and(|n| buf[..n].starts_with(b"VERSION "))
+}
+
+/// A private memcached on a free loopback port, answering; a few ports are tried, since a
+/// port free a moment ago can be taken (by another test's client socket) before memcached
+/// binds it.
 fn memcached() -> Option<Server> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let child = Command::new("memcached")
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-m",
-            "64",
-            "-t",
-            "2",
-        ])
-        .args(["-u", "root"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let address = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::net::TcpStream::connect(&address).is_err() {
-        if Instant::now() > deadline {
-            return None;
+    for _ in 0..3 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let mut child = Command::new("memcached")
+            .args([
+                "-l",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                "0",
+                "-m",
+                "64",
+                "-t",
+                "2",
+            ])
+            .args(["-u", "root"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let address = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                break; // it could not bind: try another port
+            }
+            if answers(&address) {
+                return Some(Server { child, address });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(10));
+        let _ = child.wait();
     }
-    Some(Server { child, address })
+    None
 }
 
 fn spec(address: &str) -> Spec {
