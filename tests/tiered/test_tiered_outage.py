@@ -201,3 +201,4 @@ def test_delete_many_deletes_present_and_missing_keys(memcached: Any, tier_name:
         assert all(c.get(k) is None for k in keys)
     tier.delete_many([])
     tier.close()
+

@@ -405,8 +405,16 @@ class TieredCache:
                    "in memcached until the class ttl"
             if self.l2 is not None:
                 cross = None
+        outage = None
+        if self.l2 is not None:
+            outage = ("a write whose delete could not reach its memcached is deleted there only "
+                      "when this process replays it: on its first call after the server is "
+                      "back and its breaker lets one through; until then another process that "
+                      "can reach that memcached (a partition cutting off only this one) may "
+                      "read the older value")
         return {"same_process": same, "cross_process_s": cross,
-                "namespace_s": self.ns_refresh, "why": why}
+                "namespace_s": self.ns_refresh, "why": why, "after_outage": outage,
+                "after_outage_s": None if outage else cross}
 
     def reset_stats(self) -> None:
         for s in (self.l1_stats, self.l2_stats, self.l3_stats):
