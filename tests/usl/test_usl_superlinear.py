@@ -102,3 +102,14 @@ def test_the_scale_sweep_reports_a_superlinear_start(tmp_path: Path) -> None:
     back = read_scale_result(tmp_path)
     assert back.usl is not None and back.usl.superlinear is not None
     assert back.usl.superlinear["n_cross"] == pytest.approx(60.0, rel=0.1)
+
+
+def test_no_claim_from_too_few_loads_or_a_fit_that_does_not_describe_the_points() -> None:
+    # Three distinct loads (repeated): superlinear-looking, but too few to say.
+    n = [1, 1, 2, 2, 3, 3]
+    x = [usl(v, **TRUTH) for v in n]
+    assert fit_usl(n, x, "bounded", bootstrap=0).superlinear is None
+    # Enough loads, but noise of 40 %: the unbounded fit describes nothing.
+    rng = random.Random(9)
+    noisy_x = [usl(v, **TRUTH) * (1 + rng.gauss(0, 0.4)) for v in LOADS]
+    assert fit_usl(LOADS, noisy_x, "bounded", bootstrap=0).superlinear is None

@@ -55,6 +55,10 @@ def schedule_verdict(
             "held": bool(backlog_ok and not behind)}
 
 
+#: The shortest interval without replies counted as dead time, seconds.
+MIN_DEAD_S = 0.01
+
+
 def liveness(intervals: Sequence[Interval]) -> dict[str, Any]:
     """The measured run split into the time the server answered (``live_s``) and the
     intervals with no reply at all (``dead_intervals``, ``dead_s``), with the throughput of

@@ -17,7 +17,10 @@ called a linear start superlinear in 10 % of simulated runs and its N× interval
 truth 73 % of the time; with HC3, 3 % and 98 % (200 simulated sweeps, 1 % multiplicative
 noise; tests/usl/test_usl_superlinear.py checks the coverage). α is significantly negative
 when the upper end of its interval (the fit's level, two-sided t) is below 0; N×'s interval
-is the delta method's.
+is the delta method's. Nothing is claimed from fewer than :data:`MIN_LOADS` distinct loads,
+or when the unbounded fit's residual standard error is above :data:`MAX_RELATIVE_SE` of the
+mean throughput (a three-point sweep with 61 % residual error was called superlinear before
+this guard).
 """
 
 from __future__ import annotations
@@ -28,7 +31,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BOUNDED_ALPHA", "describe", "detect", "robust_cov"]
+__all__ = ["BOUNDED_ALPHA", "MAX_RELATIVE_SE", "MIN_LOADS", "describe", "detect",
+           "robust_cov"]
+
+#: Fewer distinct loads than this, or an unbounded fit whose residual standard error is above
+#: this share of the mean throughput, and nothing is said about the start.
+MIN_LOADS = 5
+MAX_RELATIVE_SE = 0.10
 
 #: The methods whose α cannot go below 0: these get the unbounded check.
 BOUNDED_ALPHA = ("bounded", "fixed-gamma", "amdahl")
@@ -40,9 +49,14 @@ def detect(n: Sequence[float], x: Sequence[float], fit_unbounded: Callable[[], A
     significantly superlinear. ``fit_unbounded`` returns the unbounded
     :class:`~cachelab.usl.UslFit` of the same points (asked only here, so callers need not
     fit twice when it is not needed)."""
+    if len(set(n)) < MIN_LOADS:
+        return None  # too few loads to tell a curve's start from noise
     free = fit_unbounded()
     if not (free.alpha < 0 and free.gamma > 0):
         return None
+    mean = sum(x) / len(x)
+    if not (mean > 0 and free.sigma / mean <= MAX_RELATIVE_SE):
+        return None  # the model does not describe these points: no claim about their start
     cov = robust_cov(free)
     if cov is None:
         return None
