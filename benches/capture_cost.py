@@ -34,7 +34,6 @@ from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.servers import PrivateMemcached
 from records import header, markdown_table, write_record
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTENDERS = ("no watcher", "watched")
 
 

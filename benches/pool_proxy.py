@@ -39,7 +39,6 @@ from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached
 from records import header, markdown_table, write_record
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTENDERS = ("direct", "proxy")
 PCTS = ("50", "90", "99", "99.9")
 

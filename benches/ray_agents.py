@@ -30,10 +30,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
-from datetime import date, datetime, timezone
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +43,8 @@ import cachelab
 from cachelab.load import LoadResult, LoadSpec, load, load_on_ray
 from cachelab.raycluster import RayOptions
 from cachelab.servers import PrivateMemcached
-from records import markdown_table, write_record
+from records import header, markdown_table, write_record
 
-ROOT = Path(__file__).resolve().parent.parent
 HEAD_IP = "127.0.0.2"
 CONTENDERS = ("local", "1 agent", "2 agents")
 
@@ -144,19 +142,14 @@ def main() -> int:
                       cell("process_cpu_us_per_op", "{:.2f}"),
                       cell("driver_cpu_us_per_op", "{:.2f}")])
     ok = all(r["held"] and not r["errors"] for rs in rows.values() for r in rs)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    md = [f"# load from 1 vs 2 Ray agents vs local ({when})", "",
-          f"- command: `python benches/ray_agents.py {' '.join(sys.argv[1:])}`",
-          f"- memcached: `{server_argv}`; cluster: {args.nodes} raylets on this machine "
-          f"(127.0.0.2…), Ray {ray.__version__}",
-          f"- workload: open loop {args.rate:.0f}/s Poisson, {args.connections} connections, "
-          f"{args.duration:g} s after a 1 s warm-up, {args.rounds} rounds interleaved",
-          f"- commit {commit}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs; load "
-          f"average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}", "",
-          "Median over rounds (min–max):", "", *markdown_table(head, table), "",
-          f"All runs held their rate without errors: {'yes' if ok else 'NO'}."]
+    md, commit = header(
+        "load from 1 vs 2 Ray agents vs local", "ray_agents.py", sys.argv[1:],
+        [f"memcached: `{server_argv}`; cluster: {args.nodes} raylets on this machine "
+         f"(127.0.0.2…), Ray {ray.__version__}",
+         f"workload: open loop {args.rate:.0f}/s Poisson, {args.connections} connections, "
+         f"{args.duration:g} s after a 1 s warm-up, {args.rounds} rounds interleaved"])
+    md += ["Median over rounds (min–max):", "", *markdown_table(head, table), "",
+           f"All runs held their rate without errors: {'yes' if ok else 'NO'}."]
     text = "\n".join(md)
     print(text)
     if args.record:

@@ -16,7 +16,6 @@ then SIGKILL by pid on ``stop()``, ``prctl(PR_SET_PDEATHSIG)`` so it dies with u
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -25,7 +24,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -34,7 +32,14 @@ from typing import IO, Any, Union
 import cachelab._core as _core
 from cachelab.errors import ServerError, ServerUnreachable, TwemproxyNotInstalled, UsageError
 from cachelab.pool import Server, parse_server
-from cachelab.servers import LOOPBACK, PrivateMemcached, _die_with_parent, _free_port, _is_loopback
+from cachelab.servers import (
+    LOOPBACK,
+    ExitRegistry,
+    PrivateMemcached,
+    _die_with_parent,
+    _free_port,
+    _is_loopback,
+)
 from cachelab.tls import TlsOptions, core_tls
 
 __all__ = ["HASHES", "PrivateTwemproxy", "find_nutcracker", "proxy_message", "stop_all"]
@@ -390,28 +395,12 @@ def proxy_message(address: str, timeout: float = 2.0, tls: TlsOptions | None = N
 
 # -- the registry of running proxies, stopped at exit ------------------------------------------
 
-_running: set[PrivateTwemproxy] = set()
-_running_lock = threading.RLock()
-
-
-def _remember(proxy: PrivateTwemproxy) -> None:
-    with _running_lock:
-        _running.add(proxy)
-
-
-def _forget(proxy: PrivateTwemproxy) -> None:
-    with _running_lock:
-        _running.discard(proxy)
+# Made after cachelab.servers' registry (imported above), so its atexit hook runs first:
+# proxies stop before their members.
+_registry = ExitRegistry()
+_remember, _forget = _registry.remember, _registry.forget
 
 
 def stop_all() -> None:
     """Stop every private proxy this process started and has not stopped yet."""
-    with _running_lock:
-        proxies = list(_running)
-    for proxy in proxies:
-        proxy.stop()
-
-
-# Registered after cachelab.servers' hook (imported above), so it runs first: proxies stop
-# before their members.
-atexit.register(stop_all)
+    _registry.stop_all()

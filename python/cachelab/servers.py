@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 import cachelab._core as _core
 from cachelab.errors import (
@@ -533,26 +533,37 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 # -- the registry of running servers, stopped at exit -----------------------------------------
 
-_running: set[PrivateMemcached] = set()
-_running_lock = threading.RLock()  # reentrant: stop() may run from a signal handler
+
+class ExitRegistry:
+    """Private processes still running, stopped by :meth:`stop_all` (registered with
+    ``atexit``). Anything with a ``stop()`` fits: memcached here, twemproxy in
+    :mod:`cachelab.proxies`."""
+
+    def __init__(self) -> None:
+        self._running: set[Any] = set()
+        self._lock = threading.RLock()  # reentrant: stop() may run from a signal handler
+        atexit.register(self.stop_all)
+
+    def remember(self, process: Any) -> None:
+        with self._lock:
+            self._running.add(process)
+
+    def forget(self, process: Any) -> None:
+        with self._lock:
+            self._running.discard(process)
+
+    def stop_all(self) -> None:
+        """Stop every process remembered and not stopped yet."""
+        with self._lock:
+            running = list(self._running)
+        for process in running:
+            process.stop()
 
 
-def _remember(server: PrivateMemcached) -> None:
-    with _running_lock:
-        _running.add(server)
-
-
-def _forget(server: PrivateMemcached) -> None:
-    with _running_lock:
-        _running.discard(server)
+_registry = ExitRegistry()
+_remember, _forget = _registry.remember, _registry.forget
 
 
 def stop_all() -> None:
     """Stop every private server this process started and has not stopped yet."""
-    with _running_lock:
-        servers = list(_running)
-    for server in servers:
-        server.stop()
-
-
-atexit.register(stop_all)
+    _registry.stop_all()

@@ -25,6 +25,7 @@ from cachelab.load import LoadSpec, load
 from cachelab.pool import DISTRIBUTIONS, distribution
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab, one_error_line
+from pools import loopback_pool
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 RUN_TIMEOUT = 60
@@ -32,14 +33,8 @@ RUN_TIMEOUT = 60
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[list[PrivateMemcached]]:
-    servers = [PrivateMemcached(host=h, memory_mb=16, threads=2) for h in HOSTS]
-    try:
-        for s in servers:
-            s.start()
+    with loopback_pool(threads=2) as servers:
         yield servers
-    finally:
-        for s in servers:
-            s.stop()
 
 
 def _addresses(pool: list[PrivateMemcached]) -> list[str]:

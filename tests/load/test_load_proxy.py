@@ -12,6 +12,7 @@ from cachelab.load import LoadSpec, load
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab
+from pools import loopback_pool
 
 try:
     find_nutcracker()
@@ -21,20 +22,9 @@ except Exception as e:  # noqa: BLE001 - the reason is shown in the skip
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[tuple[list[PrivateMemcached], PrivateTwemproxy]]:
-    members = [PrivateMemcached(host=f"127.0.0.{i}", memory_mb=16, threads=1) for i in (2, 3, 4)]
-    proxy = None
-    try:
-        for m in members:
-            m.start()
-        proxy = PrivateTwemproxy([m.address for m in members], distribution="ketama",
-                                 hash="md5")
-        proxy.start()
+    with loopback_pool() as members, PrivateTwemproxy(
+            [m.address for m in members], distribution="ketama", hash="md5") as proxy:
         yield members, proxy
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        for m in members:
-            m.stop()
 
 
 def test_requests_through_the_proxy_are_counted_by_the_servers_behind_it(

@@ -16,6 +16,7 @@ from cachelab.profiles import ProfileSpec
 from cachelab.profiles.pool import key_shares, mixture_percentiles, profile_pool
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab
+from pools import loopback_pool
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from faultproxy import FaultProxy  # noqa: E402
@@ -23,14 +24,8 @@ from faultproxy import FaultProxy  # noqa: E402
 
 @pytest.fixture(scope="module")
 def members() -> Iterator[list[PrivateMemcached]]:
-    servers = [PrivateMemcached(host=f"127.0.0.{i}", memory_mb=16, threads=1) for i in (2, 3, 4)]
-    try:
-        for s in servers:
-            s.start()
+    with loopback_pool(threads=1) as servers:
         yield servers
-    finally:
-        for s in servers:
-            s.stop()
 
 
 def test_the_mixture_weighs_each_member_by_its_share() -> None:

@@ -12,18 +12,13 @@ from cachelab import _core
 from cachelab.scale import ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab
+from pools import loopback_pool
 
 
 @pytest.fixture(scope="module")
 def members() -> Iterator[list[PrivateMemcached]]:
-    servers = [PrivateMemcached(host=f"127.0.0.{i}", memory_mb=16, threads=1) for i in (2, 3, 4)]
-    try:
-        for s in servers:
-            s.start()
+    with loopback_pool(threads=1) as servers:
         yield servers
-    finally:
-        for s in servers:
-            s.stop()
 
 
 def _gets(m: PrivateMemcached) -> int:

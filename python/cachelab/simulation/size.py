@@ -161,7 +161,7 @@ def size(spec: SizeSpec) -> SizeResult:
         from cachelab.traces.capture import capture_accesses, read_capture
 
         table, meta = read_capture(spec.trace)
-        ids, sizes, times = capture_accesses(spec.trace, accounting)
+        ids, sizes, times = capture_accesses(spec.trace, accounting, read=(table, meta))
         trace = _core.FlatTrace.from_arrays(ids.tolist(), sizes.tolist(), times.tolist())
     else:
         if accounting == "memcached":

@@ -652,7 +652,8 @@ def memcached_bytes(value: np.ndarray, key_bytes: np.ndarray,
 _ITEM_HEADER = 48  # sizeof(item) on 64-bit memcached 1.6
 
 
-def capture_accesses(path: str | os.PathLike[str], accounting: str = "value",
+def capture_accesses(path: str | os.PathLike[str], accounting: str = "value", *,
+                     read: tuple[pa.Table, dict[str, Any]] | None = None,
                      ) -> tuple[Any, Any, Any]:
     """The gets of a capture as a flat trace's columns (numpy arrays): key ids (numbered by
     first access, as the flat readers number keys), sizes, and whole-second times.
@@ -665,10 +666,11 @@ def capture_accesses(path: str | os.PathLike[str], accounting: str = "value",
     (the value the client then stored), else the size it had last. A key that never shows a
     size (only missed, never stored) counts as :data:`UNKNOWN_SIZE` byte: the simulators skip
     requests of size 0, and these are requests — exact in objects, next to nothing in bytes.
+    ``read``: what :func:`read_capture` already returned for ``path``, not to read it twice.
     """
     if accounting not in ("value", "memcached"):
         raise UsageError(f"accounting {accounting!r}: value or memcached")
-    table, meta = read_capture(path)
+    table, meta = read if read is not None else read_capture(path)
     n = table.num_rows
     keys = table["key"].to_numpy(zero_copy_only=False)
     rows = np.arange(n)
