@@ -190,7 +190,11 @@ fn exchange<S: Read + Write>(
     buf.clear();
     let mut chunk = [0u8; 256];
     loop {
-        let n = s.read(&mut chunk).map_err(io_error)?;
+        let n = match s.read(&mut chunk) {
+            // A signal (Ctrl-C, handled by Python) landing on this thread: read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.map_err(io_error)?,
+        };
         if n == 0 {
             return Err(Error::Closed);
         }

@@ -514,7 +514,18 @@ fn is_gone(r: &Response) -> bool {
     )
 }
 
+/// Sweeps of [`delete_all`], and the pause before the second (doubled before each next one).
+const SWEEPS: u32 = 4;
+const SWEEP_PAUSE: Duration = Duration::from_millis(50);
+
 /// Deletes `keys` on a fresh connection. Returns how many may still be on the server.
+///
+/// The keys come here because a request about them failed, so a write of some of them may
+/// still be on its way on the connection that was dropped (sent, not yet run): memcached can
+/// run it after this delete, which arrives on another connection. So it deletes them all again
+/// after a pause, and again, until a sweep finds none of them there (every reply `NOT_FOUND`),
+/// at most [`SWEEPS`] times; keys it could not delete, or found again in the last sweep, are
+/// counted.
 pub fn delete_all(address: &Address, options: &Options, keys: &[Key]) -> u64 {
     if keys.is_empty() {
         return 0;
@@ -522,13 +533,81 @@ pub fn delete_all(address: &Address, options: &Options, keys: &[Key]) -> u64 {
     let Ok(mut conn) = BlockingConnection::connect(address, options.clone()) else {
         return keys.len() as u64;
     };
-    let mut remaining = 0;
-    for (i, chunk) in keys.chunks(100).enumerate() {
-        let cmds: Vec<Command> = chunk.iter().map(|k| Command::Delete(k.clone())).collect();
-        match conn.pipeline(&cmds) {
-            Ok(replies) => remaining += replies.iter().filter(|r| !is_gone(r)).count() as u64,
-            Err(_) => return remaining + (keys.len() - i * 100) as u64,
+    let mut suspects = keys.to_vec();
+    for sweep in 0..SWEEPS {
+        if sweep > 0 {
+            std::thread::sleep(SWEEP_PAUSE * (1 << (sweep - 1)));
         }
+        let mut found = Vec::new();
+        for chunk in suspects.chunks(100) {
+            let cmds: Vec<Command> = chunk.iter().map(|k| Command::Delete(k.clone())).collect();
+            match conn.pipeline(&cmds) {
+                // Deleted now (it was there) or not deleted: look again next sweep.
+                Ok(replies) => found.extend(
+                    replies
+                        .iter()
+                        .zip(chunk)
+                        .filter(|(r, _)| !matches!(r, Response::NotFound))
+                        .map(|(_, k)| k.clone()),
+                ),
+                Err(_) => return suspects.len() as u64,
+            }
+        }
+        if sweep == 0 {
+            continue; // a write on its way can land after this sweep too: look at every key again
+        }
+        if found.is_empty() {
+            return 0;
+        }
+        suspects = found;
     }
-    remaining
+    suspects.len() as u64
+}
+
+#[cfg(test)]
+#[path = "../../client/tests/support/mod.rs"]
+mod support;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn present(address: &Address, keys: &[Key]) -> usize {
+        let mut c = BlockingConnection::connect(address, Options::default()).unwrap();
+        c.get_multi(keys).unwrap().len()
+    }
+
+    /// A write still on its way when the sweep starts (sent on a dropped connection, run by
+    /// memcached later) lands after the first delete: the sweep deletes it again.
+    #[test]
+    fn a_write_landing_after_the_first_delete_is_swept_again() {
+        let mc = support::Memcached::start();
+        let address: Address = mc.address.parse().unwrap();
+        let keys: Vec<Key> = (0..5)
+            .map(|i| Key::new(format!("cachelab-test:late:{i}")).unwrap())
+            .collect();
+        let late = {
+            let (address, keys) = (address.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let mut c = BlockingConnection::connect(&address, Options::default()).unwrap();
+                std::thread::sleep(Duration::from_millis(15));
+                for k in &keys {
+                    assert!(c.set(k, Bytes::from_static(b"late"), 0, 0).unwrap());
+                }
+            })
+        };
+        assert_eq!(delete_all(&address, &Options::default(), &keys), 0);
+        late.join().unwrap();
+        assert_eq!(present(&address, &keys), 0);
+    }
+
+    #[test]
+    fn keys_never_written_cost_two_sweeps_and_count_nothing() {
+        let mc = support::Memcached::start();
+        let address: Address = mc.address.parse().unwrap();
+        let keys = vec![Key::new("cachelab-test:never").unwrap()];
+        let t0 = Instant::now();
+        assert_eq!(delete_all(&address, &Options::default(), &keys), 0);
+        assert!(t0.elapsed() >= SWEEP_PAUSE);
+    }
 }

@@ -13,6 +13,7 @@ import cachelab.traces as traces
 from cachelab.cli import cluster, common
 from cachelab.cli.common import EXIT_OK
 from cachelab.errors import UsageError
+from cachelab.profiles import ProfileSpec
 from cachelab.progress import Progress
 from cachelab.simulation.fanout import simulate_flat_trace_on_ray, simulate_on_ray
 from cachelab.simulation.flat_run import FlatSimulateSpec, parse_sizes, split_policies
@@ -70,6 +71,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model", default=lib.DEFAULT_MODEL, metavar="NAME|FILE",
         help="latency model: a profile.json (or a directory holding one) from `cachelab "
         f"profile`, or a built-in profile (default {lib.DEFAULT_MODEL})",
+    )
+    g.add_argument(
+        "--server", metavar="HOST:PORT",
+        help="a live memcached to measure the model on: it is profiled at the multi-get key "
+        "counts and value sizes the strategies issue on this trace (besides profile's default "
+        "cells; 500 samples a cell with --quick), and the simulation uses that profile instead "
+        "of --model; the profile is written under profile/ (docs/simulation.md)",
     )
     g.add_argument(
         "--train", type=common.float_range(0, 1, below=True), default=0.5, metavar="F",
@@ -136,7 +144,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         spec = spec_from(args)
         trace, info = _request_trace(args)
-        if ray is None:
+        if args.server is not None:
+            if ray is not None:
+                raise UsageError("--server with --ray: profile first (`cachelab simulate "
+                                 "--server` writes profile/), then pass it as --model")
+            base = ProfileSpec.quick() if args.quick else ProfileSpec()
+            with Progress(None, "profile for the simulation") as bar:
+                measured, _ = lib.measure_for(trace, args.server, strategies=spec.strategies,
+                                              train=spec.train, base=base,
+                                              on_progress=bar.track)
+            result = lib.simulate(trace, spec, profile=measured, trace_info=info)
+        elif ray is None:
             result = lib.simulate(trace, spec, trace_info=info)
         else:
             with Progress(None, "simulate on Ray") as bar:
@@ -160,6 +178,8 @@ def _bar(bar: Progress) -> Any:
 def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:
     """Flags -> the checked spec of a request-level simulation."""
     _reject_flat_options(args)
+    if args.server is not None and args.model != lib.DEFAULT_MODEL:
+        raise UsageError("--model and --server: --server measures the model; give one")
     spec = lib.SimulateSpec(
         strategies=_strategies(args.strategies),
         model=args.model,
@@ -176,6 +196,8 @@ def flat_spec_from(args: argparse.Namespace) -> FlatSimulateSpec:
     """Flags -> the checked spec of a flat-trace simulation."""
     if args.strategies is not None:
         raise UsageError("--strategies: only for request traces; flat traces take --policies")
+    if args.server is not None:
+        raise UsageError("--server: only for request traces (it measures their latency model)")
     if args.shards is not None and not args.mrc:
         raise UsageError("--shards: only with --mrc")
     spec = FlatSimulateSpec(unit=args.unit, mrc=args.mrc, shards=args.shards,

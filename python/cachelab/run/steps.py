@@ -9,6 +9,7 @@ that ran but whose check failed (replay's prediction vs measurement) raises
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +20,11 @@ import cachelab.replay as replay
 import cachelab.scale as scale
 import cachelab.tierbench as tierbench
 import cachelab.traces as traces
-from cachelab.errors import Interrupted, ServerError, UsageError
+from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.progress import Progress, stage_logger
 from cachelab.run.result import RunSpec
 from cachelab.servers import ServerOptions
-from cachelab.simulation import SimulateSpec, simulate
+from cachelab.simulation import SimulateSpec, measure_for, simulate
 from cachelab.simulation.summary import band_at, best_strategy
 from cachelab.usl import relative_se
 
@@ -113,10 +114,18 @@ def replay_setup(spec: RunSpec, strategies: tuple[str, ...]) -> tuple[Any, repla
 def step_profile(st: State) -> tuple[str, bool]:
     address = _need_server(st)
     spec = profile_spec(st.spec)
+    if "simulate" in st.spec.steps:
+        with contextlib.suppress(InputError):  # the simulate step reports it
+            _trace(st)
     with Progress(None, "profile") as bar:
         try:
-            result = profiles.profile(spec, server=address, server_facts=st.server_facts,
-                                      on_progress=bar.track)
+            if st.trace is not None:
+                # Also the cells the simulation will ask of the model (docs/simulation.md).
+                result, _ = measure_for(st.trace, address, base=spec,
+                                        server_facts=st.server_facts, on_progress=bar.track)
+            else:
+                result = profiles.profile(spec, server=address, server_facts=st.server_facts,
+                                          on_progress=bar.track)
         except Interrupted as e:
             # What was measured is kept, so the run's report shows it, marked partial.
             e.partial.write(st.wrote("profile"))  # type: ignore[attr-defined]

@@ -9,6 +9,8 @@
   miss-ratio curves (:func:`simulate_flat`, :func:`miss_ratio_curve`);
 * :mod:`cachelab.simulation.flat_run` — the verb on a flat trace (:class:`FlatSimulateSpec`,
   :func:`simulate_flat_trace`, :class:`FlatSimulationResult`);
+* :mod:`cachelab.simulation.cells` — the profile a simulation needs: the multi-get key counts
+  and value sizes its strategies issue on a trace (:func:`issued_cells`, :func:`measure_for`);
 * :mod:`cachelab.simulation.summary` — reading a result (:func:`band_at`,
   :func:`best_strategy`); :mod:`~cachelab.simulation.render`, :mod:`~cachelab.simulation.plots`
   and :mod:`~cachelab.simulation.section` show it.
@@ -18,6 +20,7 @@
 
 from __future__ import annotations
 
+from cachelab.simulation.cells import IssuedCells, issued_cells, measure_for, profile_spec_for
 from cachelab.simulation.flat import (
     FlatResult,
     FlatSimulation,
@@ -54,6 +57,7 @@ __all__ = [
     "FlatSimulateSpec",
     "FlatSimulation",
     "FlatSimulationResult",
+    "IssuedCells",
     "LatencyModel",
     "MissRatioCurve",
     "SimulateSpec",
@@ -61,8 +65,11 @@ __all__ = [
     "band_at",
     "best_strategy",
     "default_strategies",
+    "issued_cells",
     "latency_model",
+    "measure_for",
     "miss_ratio_curve",
+    "profile_spec_for",
     "simulate",
     "simulate_flat",
     "simulate_flat_trace",

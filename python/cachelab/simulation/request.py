@@ -31,6 +31,7 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.artifacts import created_now, write_json
 from cachelab.errors import UsageError
+from cachelab.profiles import LatencyProfile
 from cachelab.simulation.model import LatencyModel, latency_model
 from cachelab.simulation.render import PERCENTILES, SLOWED, render_request
 from cachelab.simulation.summary import band_at
@@ -106,6 +107,9 @@ class SimulationResult:
     route_names: list[str]
     elapsed_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The profile measured for this simulation (``simulate --server``), written under
+    #: ``profile/``; None when the model was given.
+    profile: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,6 +146,8 @@ class SimulationResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         written = [self.save(out / "simulate.json")]
+        if self.profile is not None:
+            written += self.profile.write(out / "profile", plots=plots)
         d = self.to_dict()
         write_csv(out / "simulate.csv", *_strategy_table(d["strategies"]))
         written.append(out / "simulate.csv")
@@ -202,6 +208,7 @@ def simulate(
     spec: SimulateSpec | None = None,
     *,
     model: LatencyModel | None = None,
+    profile: LatencyProfile | None = None,
     trace_info: dict[str, Any] | None = None,
     runner: Callable[[RequestTrace, LatencyModel, list[str], SimulateSpec],
                      list[dict[str, Any]]] | None = None,
@@ -211,11 +218,12 @@ def simulate(
     The Rust core does the work with the GIL released, over all cores by default (one task per
     strategy and draw). ``runner(trace, model, strategies, spec)`` replaces that call (one
     result per canonical strategy, in order): :mod:`cachelab.simulation.fanout` runs it on a
-    Ray cluster.
+    Ray cluster. ``profile``: a profile measured for this simulation (``simulate --server``):
+    the model is made from it, and the result keeps it to write beside its own files.
     """
     spec = spec or SimulateSpec()
     spec.check()
-    model = model or latency_model(spec.model)
+    model = model or latency_model(profile if profile is not None else spec.model)
     strategies = list(spec.strategies or default_strategies(trace.n_items))
     canonical = [_core.parse_strategy(s) for s in strategies]
     if any("prefetch" in s for s in canonical) and not model.multiget:
@@ -245,4 +253,7 @@ def simulate(
         strategies=list(raw),
         route_names=names,
         elapsed_s=elapsed,
+        extra=({"cells_from_trace": profile.client["cells_from_trace"]}
+               if profile is not None and "cells_from_trace" in profile.client else {}),
+        profile=profile,
     )

@@ -1,0 +1,91 @@
+"""The profile a simulation needs (issue 19, part 2): the cells its strategies issue on a trace,
+and ``simulate --server`` measuring them on a real memcached."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cachelab import _core
+from cachelab.profiles import ProfileSpec
+from cachelab.servers import PrivateMemcached
+from cachelab.simulation import issued_cells, profile_spec_for
+from cachelab.traces import RequestTrace
+from clitools import cachelab, one_error_line
+
+CHILDREN = 30
+
+
+def _topic_trace(requests: int = 200) -> RequestTrace:
+    """One topic of 30 children (5,000 and 2,000 bytes); every request touches the topic and
+    its first five children."""
+    catalog = [{"item": "T", "size": 5000, "kind": "topic",
+                "children": [f"c{i}" for i in range(CHILDREN)]}]
+    catalog += [{"item": f"c{i}", "size": 2000, "kind": "video"} for i in range(CHILDREN)]
+    reqs = [{"request": n, "time": float(n), "instance": 0, "route": "topic", "base_ms": 50.0,
+             "items": ["T"] + [f"c{i}" for i in range(5)]} for n in range(requests)]
+    return RequestTrace.from_records(catalog, reqs)
+
+
+def test_the_cells_are_what_the_strategies_issue() -> None:
+    trace = _topic_trace()
+    base = ProfileSpec()
+    issued = issued_cells(trace, ["none", "prefetch-children"], base=base)
+    # Without an in-process cache, each evaluated request (the second half) prefetches the
+    # topic and all its children in one multi-get: 1 + 30 keys, 100 times.
+    assert issued.multigets == {"prefetch-children": {
+        "multigets": 100, "p50": 31.0, "p90": 31.0, "p99": 31.0, "max": CHILDREN + 1}}
+    # Touched sizes: five children of 2,000 bytes for one topic of 5,000.
+    assert issued.sizes == {"p50": 2000, "p90": 5000, "p99": 5000, "max": 5000}
+    assert issued.added_key_counts == [31]
+    assert issued.added_sizes == [2000, 5000]
+    spec = profile_spec_for(base, issued)
+    assert set(base.key_counts) | {31} == set(spec.key_counts)
+    assert set(base.sizes) | {2000, 5000} == set(spec.sizes)
+    assert spec.multi_value_size == 2000
+
+
+def test_no_prefetch_adds_no_multiget_cells_and_near_cells_are_not_added() -> None:
+    trace = _topic_trace()
+    base = ProfileSpec(sizes=(1000, 1800, 4800), key_counts=(1, 30))
+    issued = issued_cells(trace, ["none", "prefetch-children"], base=base)
+    # 31 keys is within 15 % of the 30-key cell; 2,000 and 5,000 of 1,800 and 4,800.
+    assert issued.added_key_counts == [] and issued.added_sizes == []
+    plain = issued_cells(trace, ["none", "lru:10"], base=base)
+    assert plain.multigets == {} and plain.multi_value_size is None
+    assert profile_spec_for(base, plain).multi_value_size == base.multi_value_size
+
+
+def test_simulate_server_profiles_the_issued_cells_and_simulates_with_them(
+        tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    assert cachelab("trace", "synth", trace, "--requests", "3000").returncode == 0
+    out = tmp_path / "sim"
+    with PrivateMemcached() as server:
+        p = cachelab("simulate", trace, "--server", server.address, "--quick", "--no-plots",
+                     "--out", out, "--format", "json", timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        doc = json.loads(p.stdout)
+        profile = json.loads((out / "profile" / "profile.json").read_text())
+        assert doc["model"]["name"] == profile["name"]
+        assert server.address in profile["name"]
+        added = doc["cells_from_trace"]["added_key_counts"]
+        assert added, doc["cells_from_trace"]
+        counts = {c["keys"] for c in profile["cells"] if c["op"] == "multiget"}
+        assert set(added) <= counts and {1, 3, 5, 10, 100} <= counts
+        assert profile["client"]["multi_value_size"] == doc["cells_from_trace"]["multi_value_size"]
+        # Everything profile wrote was deleted.
+        assert profile["run"]["leftover_keys"] == 0
+        with _core.Client(server.address) as c:
+            stats = dict(c.stats())
+        assert int(stats["curr_items"]) == 0 and int(stats["total_items"]) > 0
+
+
+def test_simulate_server_usage_errors(tmp_path: Path) -> None:
+    p = cachelab("simulate", "--server", "127.0.0.1:1", "--model", "appengine-2017x",
+                 "--out", tmp_path / "a")
+    assert p.returncode == 2 and "--model and --server" in one_error_line(p)
+    flat = tmp_path / "f.csv"
+    flat.write_text("time,key,size\n1,a,10\n")
+    p = cachelab("simulate", flat, "--server", "127.0.0.1:1", "--out", tmp_path / "b")
+    assert p.returncode == 2 and "only for request traces" in one_error_line(p)
