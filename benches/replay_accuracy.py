@@ -3,18 +3,21 @@
     python benches/replay_accuracy.py                     # 3 default runs
     python benches/replay_accuracy.py --runs 5 --record
     python benches/replay_accuracy.py --runs 3 -- --quick --profile-mode slices
+    python benches/replay_accuracy.py --runs 5 --hog      # another process burning a core
 
 Each run is ``cachelab replay --out TMPDIR --format json`` in a subprocess, exactly as a user
 runs it (its own private memcached, the synthetic trace, the default strategies ``none``,
 ``lru``, ``fixed`` and ``fixed+prefetch-children``); arguments after ``--`` go to every run.
 A run prints, per strategy and percentile (p50, p90, p99 of added ms per request), the error
 ``(predicted − measured) / measured``. The goal, from the issue: **every strategy's predicted
-p50, p90 and p99 within 15 % of the measured ones**. The machine is a noisy 2-core VM and one
-run's p99 rests on a few dozen requests, so the verdict is on the median error over runs; the
+p50, p90 and p99 within 10 % of the measured ones (median over runs), and every single run within
+15 %**. The machine is a noisy 2-core VM and one run's p99 rests on a few dozen requests; the
 record also shows how many single runs had all three within 15 %, the same runs' prediction
 with independent draws (replay reports both), and each measured percentile's own bootstrap
 interval. The 1-minute load average before each run is recorded; ``--quiet-below L`` waits
-(up to ``--max-wait`` s) for it to drop below L first.
+(up to ``--max-wait`` s) for it to drop below L first. ``--hog`` runs a process burning the
+last core during each run (someone else's job): the goal is then medians within 15 %, or every
+run flagged busy by replay itself.
 
 ``--record`` writes ``benches/runs/<date>-replay-accuracy.md`` (``-2`` … if taken) and the raw
 numbers beside it. Exit status 0 when the goal is met and every run succeeded, 1 otherwise, 2 for
@@ -39,8 +42,14 @@ from typing import Any
 from records import markdown_table, tool_version, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
-TOLERANCE = 0.15
+#: The goal (issue 19): the median error over runs within 10 %, every single run within 15 %;
+#: with a CPU hog beside the runs, medians within 15 % or every run flagged busy.
+MEDIAN_GOAL = 0.10
+SINGLE_GOAL = 0.15
+HOG_GOAL = 0.15
 PCTS = ("50", "90", "99")
+
+HOG = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
 
 
 def _cachelab() -> list[str]:
@@ -57,9 +66,17 @@ def _wait_quiet(below: float | None, max_wait: float) -> float:
     return load
 
 
-def one_run(extra: list[str], timeout: float) -> dict[str, Any]:
+def _hog(seconds: float) -> subprocess.Popen[bytes]:
+    """A process burning one core (the last one) for ``seconds``: someone else's job."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return subprocess.Popen([sys.executable, "-c", HOG.format(seconds=seconds)],
+                            preexec_fn=lambda: os.sched_setaffinity(0, {cpus[-1]}))
+
+
+def one_run(extra: list[str], timeout: float, hog: bool = False) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="cachelab-replay-accuracy-"))
     argv = [*_cachelab(), "replay", *extra, "--out", str(out), "--format", "json"]
+    burner = _hog(timeout) if hog else None
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         code, err = p.returncode, p.stderr.strip().splitlines()[-1:] if p.stderr else []
@@ -69,6 +86,9 @@ def one_run(extra: list[str], timeout: float) -> dict[str, Any]:
     except ValueError:
         code, err, doc = -2, ["replay printed no JSON"], None
     finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
         shutil.rmtree(out, ignore_errors=True)
     res: dict[str, Any] = {"exit": code, "stderr_tail": err, "strategies": {}}
     if doc is None:
@@ -76,6 +96,7 @@ def one_run(extra: list[str], timeout: float) -> dict[str, Any]:
     res["evaluated"] = doc["trace"]["evaluated"]
     res["load_average"] = doc.get("load_average")
     res["elapsed_s"] = doc.get("elapsed_s")
+    res["machine"] = doc.get("machine")
     for s in doc["strategies"]:
         alt = s.get("alternative") or {}
         res["strategies"][s["strategy"]] = {
@@ -88,6 +109,13 @@ def one_run(extra: list[str], timeout: float) -> dict[str, Any]:
             "other_draws_error": {k: alt[k]["added_error"] for k in PCTS} if alt else None,
         }
     return res
+
+
+def _others(run: dict[str, Any]) -> str:
+    m = run.get("machine") or {}
+    if "others_cores" not in m:
+        return "—"
+    return f"{m['others_cores']:.2f}" + (" (busy)" if m.get("busy") else "")
 
 
 def _pct(x: float | None) -> str:
@@ -107,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="before each run, wait for the 1-minute load average to drop below L")
     ap.add_argument("--max-wait", type=float, default=300.0, help="seconds to wait for quiet")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run (900)")
+    ap.add_argument("--hog", action="store_true",
+                    help="burn the last core with another process during each run")
     ap.add_argument("--record", action="store_true",
                     help="write benches/runs/<date>-replay-accuracy")
     args = ap.parse_args(raw)
@@ -119,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         load = _wait_quiet(args.quiet_below, args.max_wait)
         print(f"run {r + 1}/{args.runs}: cachelab replay {' '.join(extra)} (load {load:.2f})",
               flush=True)
-        res = one_run(extra, args.timeout)
+        res = one_run(extra, args.timeout, hog=args.hog)
         res["load_before"] = round(load, 2)
         runs.append(res)
         print(f"  exit {res['exit']}; " + "; ".join(
@@ -136,12 +166,18 @@ def main(argv: list[str] | None = None) -> int:
         vals = [v for v in vals if v is not None]
         return statistics.median(vals) if vals else None
 
+    all_busy = bool(good) and all((x.get("machine") or {}).get("busy") for x in good)
     for name in names:
         errs = [med(name, "error", k) for k in PCTS]
-        passed = all(e is not None and abs(e) <= TOLERANCE for e in errs)
-        ok = ok and passed
-        singles = sum(all(abs(x["strategies"][name]["error"][k]) <= TOLERANCE for k in PCTS)
+        singles = sum(all(abs(x["strategies"][name]["error"][k]) <= SINGLE_GOAL for k in PCTS)
                       for x in good if name in x["strategies"])
+        ran = sum(name in x["strategies"] for x in good)
+        if args.hog:
+            passed = all_busy or all(e is not None and abs(e) <= HOG_GOAL for e in errs)
+        else:
+            passed = (all(e is not None and abs(e) <= MEDIAN_GOAL for e in errs)
+                      and singles == ran)
+        ok = ok and passed
         widths = []
         for k in PCTS:
             w = [(ci[1] - ci[0]) / 2 / m for x in good
@@ -164,9 +200,15 @@ def main(argv: list[str] | None = None) -> int:
              f"{platform.system()} {platform.release()}; Python {platform.python_version()}; "
              f"{tool_version(['memcached', '-V'])}",
              f"* evaluated requests per run: {good[0]['evaluated'] if good else '—'}; "
-             f"load before each run: {', '.join(str(x['load_before']) for x in runs)}", "",
+             f"load before each run: {', '.join(str(x['load_before']) for x in runs)}",
+             "* other processes' CPU during each run (cores, from replay.json's `machine`): "
+             + ", ".join(_others(x) for x in runs)
+             + ("; a CPU hog burned the last core during every run" if args.hog else ""), "",
              "Error of the predicted added ms, (predicted − measured) / measured, median over "
-             "runs; goal: within ±15 % at p50, p90 and p99.", ""]
+             "runs; goal: " + (f"medians within ±{100 * HOG_GOAL:.0f} %, or every run flagged "
+                               "busy" if args.hog else
+                               f"medians within ±{100 * MEDIAN_GOAL:.0f} % and every run within "
+                               f"±{100 * SINGLE_GOAL:.0f} %") + " at p50, p90 and p99.", ""]
     lines += markdown_table(
         ["strategy", "p50", "p90", "p99", "independent draws p50 / p90 / p99",
          "as increase p50 / p90 / p99", "measured 95 % CI half-width", "runs all within 15 %",
@@ -185,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         path = write_record("replay-accuracy", time.strftime("%Y-%m-%d"), text,
                             {"started": started, "extra_args": extra, "runs": runs,
-                             "tolerance": TOLERANCE})
+                             "median_goal": MEDIAN_GOAL, "single_goal": SINGLE_GOAL,
+                             "hog": args.hog, "hog_goal": HOG_GOAL})
         print(f"\nrecorded {path}")
     return 0 if ok else 1
 

@@ -7,6 +7,7 @@ tiered cache's L2 call, and nothing is left in memcached. Latency agreement is a
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import time
 
@@ -202,3 +203,22 @@ def test_without_a_server_replay_starts_its_own(trace) -> None:
     i = r.server["argv"].index("-m")
     assert int(r.server["argv"][i + 1]) >= 64  # at least what the catalog needs
     assert r.strategies[0]["checks"]["round_trips_differ_in_requests"] == 0
+
+
+def test_a_busy_machine_is_measured_and_said(result) -> None:
+    r, _, _ = result
+    m = r.machine
+    assert m is not None and m["cores"] and m["seconds"] > 0
+    assert m["others_cores"] >= 0 and m["busy"] is (m["others_cores"] > 0.5
+                                                     or m["steal_cores"] > 0.5)
+    busy = dataclasses.replace(r, machine={**m, "others_cores": 1.2, "busy": True})
+    assert busy.busy() is not None and "1.20 of" in busy.busy()
+    text = busy.render()
+    if busy.failure() is None:
+        assert "MACHINE BUSY: other processes used 1.20 of" in text
+    else:
+        assert busy.failure().endswith("the comparison is unreliable")
+        assert busy.failure() in text
+    quiet = dataclasses.replace(r, machine={**m, "others_cores": 0.1, "steal_cores": 0.0,
+                                            "busy": False})
+    assert quiet.busy() is None and "MACHINE BUSY" not in quiet.render()

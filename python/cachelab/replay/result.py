@@ -38,6 +38,9 @@ class ReplayResult:
     environment: dict[str, Any] = field(default_factory=dict)
     #: The 1-, 5- and 15-minute load averages before and after the run.
     load_average: dict[str, Any] = field(default_factory=dict)
+    #: The CPU other processes used during the run, in cores (``others_cores``,
+    #: ``steal_cores``, ``busy``): :func:`cachelab.environment.other_cpu`; None off Linux.
+    machine: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -77,8 +80,21 @@ class ReplayResult:
         return all(s["within_tolerance"] for s in self.strategies)
 
     def failure(self) -> str | None:
-        """Why the replay's check failed, in one line (:func:`failure`); None when it passed."""
-        return failure(self.strategies)
+        """Why the replay's check failed, in one line (:func:`failure`), with the machine's
+        state when it was busy; None when it passed."""
+        failed = failure(self.strategies)
+        busy = self.busy()
+        return f"{failed} — {busy}" if failed and busy else failed
+
+    def busy(self) -> str | None:
+        """``"machine busy: …"`` when other processes used more than
+        :data:`~cachelab.environment.BUSY_CORES` during the run, else None."""
+        m = self.machine or {}
+        if not m.get("busy"):
+            return None
+        return (f"machine busy: other processes used {m['others_cores']:.2f} of {m['cores']} "
+                f"cores during the replay (steal {m['steal_cores']:.2f}); the comparison is "
+                "unreliable")
 
 
 def failure(strategies: list[dict[str, Any]]) -> str | None:
@@ -126,6 +142,9 @@ def render(result: ReplayResult) -> str:
     load = d.get("load_average") or {}
     failed = result.failure()
     lines = [f"CHECK FAILED: {failed}", ""] if failed else []
+    busy = result.busy()
+    if busy and not failed:
+        lines += ["MACHINE BUSY" + busy[len("machine busy"):], ""]
     lost = d["server"].get("user_items_lost")
     if lost:
         lines += [f"the server evicted {lost:,} of its items during the replay: the user's "

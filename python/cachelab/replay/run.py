@@ -21,7 +21,7 @@ import cachelab.environment as environment
 import cachelab.traces as traces
 from cachelab.artifacts import created_now
 from cachelab.capacity import EvictionWatch, guard
-from cachelab.errors import UsageError
+from cachelab.errors import ServerError, UsageError
 from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
 from cachelab.replay.compare import compare
@@ -88,6 +88,20 @@ def replay(
         return run.result(trace_info or {}, target.facts, guarded=target.private is None)
 
 
+def _server_cpu(address: str, timeout: float) -> float | None:
+    """The CPU seconds a memcached on this machine has used (its ``stats`` rusage); None for
+    one elsewhere (its CPU is not this machine's) or one that does not answer."""
+    host = address.rsplit(":", 1)[0] if not address.startswith("unix:") else "localhost"
+    if not (host.startswith("127.") or host in ("localhost", "[::1]", "::1")):
+        return None
+    try:
+        with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:
+            stats = dict(c.stats())
+        return float(stats["rusage_user"]) + float(stats["rusage_system"])
+    except (OSError, KeyError, ValueError, ServerError):
+        return None
+
+
 def _load() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -104,6 +118,8 @@ class _Run:
                  progress: Callable[[int, int], None]) -> None:
         self.started = time.perf_counter()
         self.load_before = _load()
+        self.cpu_before = environment.cpu_snapshot()
+        self.server_cpu_before = _server_cpu(address, max(1.0, spec.timeout))
         self.trace, self.spec, self.address, self.say, self.progress = (
             trace, spec, address, say, progress)
         self.canonical = [str(parse(s))
@@ -164,6 +180,7 @@ class _Run:
                 self.say(f"could not delete {left} keys under {prefix}")
         lost = None if self.watch is None else self.watch.poll(force=True)
         return ReplayResult(
+            machine=self._machine(),
             created=created_now(),
             trace={"requests": len(trace), "items": trace.n_items, "evaluated": self.n_eval,
                    "bytes": int(sizes.sum()), **trace_info},
@@ -176,6 +193,14 @@ class _Run:
             environment=environment.facts(),
             load_average={"before": self.load_before, "after": _load()},
         )
+
+    def _machine(self) -> dict[str, Any] | None:
+        """The CPU other processes used during the replay (this process and the memcached
+        on this machine excepted): a busy machine makes the comparison unreliable."""
+        after = _server_cpu(self.address, max(1.0, self.spec.timeout))
+        server = (after - self.server_cpu_before
+                  if after is not None and self.server_cpu_before is not None else 0.0)
+        return environment.other_cpu(self.cpu_before, environment.cpu_snapshot(), server)
 
     def _build(self, prefix: str, kc: Any) -> None:
         """A driver per strategy, warmed on the training window; its profile's cells in

@@ -29,6 +29,11 @@ def section(art: Artifact, ctx: Context) -> Section:
                     "profile measured in the same run.</p>")
     sec.body.append(table(["strategy", "percentile", "measured", "predicted", "error",
                            "measured added ms"], rows, left=2, row_classes=classes))
+    machine = d.get("machine") or {}
+    if machine.get("busy"):
+        sec.notes.append(f"the machine was busy: other processes used "
+                         f"{machine['others_cores']:.2f} of {machine['cores']} cores during the "
+                         "replay; measured and predicted may differ for that reason alone")
     bad = [s["strategy"] for s in d["strategies"] if not s.get("within_tolerance")]
     if bad:
         sec.notes.append("measured and predicted latency disagree beyond the tolerance for "
