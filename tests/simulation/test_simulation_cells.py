@@ -1,15 +1,20 @@
 """The profile a simulation needs (issue 19, part 2): the cells its strategies issue on a trace,
-and ``simulate --server`` measuring them on a real memcached."""
+and ``simulate --server`` measuring them on a real memcached; and why a strategy wins (part 4):
+its predicted time split into cost terms."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from cachelab import _core
 from cachelab.profiles import ProfileSpec
 from cachelab.servers import PrivateMemcached
 from cachelab.simulation import issued_cells, profile_spec_for
+from cachelab.simulation.model import QUANTILE_POINTS, LatencyModel
+from cachelab.simulation.terms import cost_terms, unit_costs
 from cachelab.traces import RequestTrace
 from clitools import cachelab, one_error_line
 
@@ -89,3 +94,34 @@ def test_simulate_server_usage_errors(tmp_path: Path) -> None:
     flat.write_text("time,key,size\n1,a,10\n")
     p = cachelab("simulate", flat, "--server", "127.0.0.1:1", "--out", tmp_path / "b")
     assert p.returncode == 2 and "only for request traces" in one_error_line(p)
+
+
+def test_cost_terms_split_a_request_as_counted_by_hand() -> None:
+    """Constant latencies (every quantile equal), one get cell (2,000 B: 1 ms) and multi-get
+    cells at 1 and 31 keys (1 ms, 2.5 ms): a round trip costs 1 ms, a further key
+    1.5 / 30 = 0.05 ms, a byte nothing; no draw strays from the medians."""
+    flat = [1000.0] * QUANTILE_POINTS
+    model = LatencyModel("constant", get=[(2000, flat)],
+                         multiget=[(1, flat), (31, [2500.0] * QUANTILE_POINTS)])
+    assert unit_costs(model) == {"round_trip_ms": 1.0, "key_ms": 0.05, "byte_ms": 0.0}
+    catalog = [{"item": "T", "size": 2000, "kind": "topic",
+                "children": [f"c{i}" for i in range(CHILDREN)]}]
+    catalog += [{"item": f"c{i}", "size": 2000, "kind": "video"} for i in range(CHILDREN)]
+    reqs = [{"request": n, "time": float(n), "instance": 0, "route": "topic", "base_ms": 50.0,
+             "items": ["T"] + [f"c{i}" for i in range(5)]} for n in range(100)]
+    trace = RequestTrace.from_records(catalog, reqs)
+    none = cost_terms(trace, model, "none")
+    # Six gets a request: 6 round trips, 6 ms.
+    assert none["per_request"]["round_trips"] == 6.0
+    assert none["ms"]["round_trips"]["mean"] == pytest.approx(6.0)
+    assert none["total_ms"]["p99"] == pytest.approx(6.0)
+    assert abs(none["ms"]["spread"]["mean"]) < 1e-9 and none["ms"]["keys"]["mean"] == 0
+    pre = cost_terms(trace, model, "prefetch-children")
+    # One multi-get of the topic and its 30 children: 1 round trip + 30 further keys.
+    assert pre["per_request"]["round_trips"] == 1.0
+    assert pre["per_request"]["multiget_keys"] == 31.0
+    assert pre["ms"]["round_trips"]["mean"] == pytest.approx(1.0)
+    assert pre["ms"]["keys"]["mean"] == pytest.approx(1.5)
+    assert pre["total_ms"]["mean"] == pytest.approx(2.5)
+    assert abs(pre["ms"]["spread"]["mean"]) < 1e-9
+    assert pre["share"]["keys"] == pytest.approx(0.6)

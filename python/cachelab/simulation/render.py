@@ -6,6 +6,7 @@ from typing import Any
 
 from cachelab.simulation.flat import FlatSimulation
 from cachelab.simulation.summary import band_at
+from cachelab.simulation.terms import terms_text
 from cachelab.tables import table_text
 from cachelab.units import share
 
@@ -51,7 +52,7 @@ def render_request(d: dict[str, Any]) -> str:
             f"{s['round_trips_per_request']:.2f}",
             f"{s['bytes_per_request'] / 1000:.1f}",
         ])
-    parts = [title, table_text(header, rows)]
+    parts = [title, table_text(header, rows), *terms_text(strategies)]
     best = min(strategies, key=lambda s: _median(s, "percentiles", "percentile", "90"),
                default=None)
     if best is not None and best.get("routes"):

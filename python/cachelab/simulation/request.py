@@ -35,6 +35,7 @@ from cachelab.profiles import LatencyProfile
 from cachelab.simulation.model import LatencyModel, latency_model
 from cachelab.simulation.render import PERCENTILES, SLOWED, render_request
 from cachelab.simulation.summary import band_at
+from cachelab.simulation.terms import cost_terms
 from cachelab.tables import write_csv
 from cachelab.traces import RequestTrace
 
@@ -232,6 +233,8 @@ def simulate(
         )
     started = time.perf_counter()
     raw = (runner or _simulate_here)(trace, model, canonical, spec)
+    for strategy, result in zip(canonical, raw):
+        result["terms"] = cost_terms(trace, model, strategy, train=spec.train, seed=spec.seed)
     elapsed = time.perf_counter() - started
     names = list(trace.route_names)
     for result in raw:
