@@ -4,6 +4,7 @@ started together and stopped by pid, whatever happens in between."""
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator, Sequence
 
 from cachelab.servers import PrivateMemcached
@@ -24,3 +25,11 @@ def loopback_pool(hosts: Sequence[str] = HOSTS, *, threads: int = 1,
     finally:
         for s in servers:
             s.stop()
+
+
+def unused_address(host: str = "127.0.0.1") -> str:
+    """``host:port`` where nothing listens (a port the kernel just handed out and took back):
+    a member or proxy that cannot be reached."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return f"{host}:{s.getsockname()[1]}"

@@ -1,6 +1,10 @@
 //! The loopback floor: the smallest request/response the server knows, on a raw blocking
 //! socket, with no client library in the way — over the same transport as the samples (TCP,
 //! TLS or a Unix socket), so that it is the floor under them.
+//!
+//! Through a proxy (twemproxy) the floor is a `get` of a key never written: the proxy closes
+//! the connection on `mn`, and answers `version` from one server, but a get crosses the proxy
+//! to the server its key hashes to and back, as every sample does ([`FloorRequest::miss`]).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -71,10 +75,45 @@ fn shake_hands(
     Ok(Raw::Tls(Box::new(StreamOwned::new(session, tcp))))
 }
 
+/// The floor's request: its bytes, and its name in the record (`floor_command`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FloorRequest {
+    /// `"mn"`, `"version"` or `"get-miss"`.
+    pub name: &'static str,
+    bytes: Vec<u8>,
+}
+
+impl FloorRequest {
+    /// The meta no-op, `mn` (answered `MN`).
+    pub fn mn() -> FloorRequest {
+        FloorRequest {
+            name: "mn",
+            bytes: b"mn\r\n".to_vec(),
+        }
+    }
+
+    /// `version`, for a server without the meta protocol.
+    pub fn version() -> FloorRequest {
+        FloorRequest {
+            name: "version",
+            bytes: b"version\r\n".to_vec(),
+        }
+    }
+
+    /// `get <prefix>:floor`, a key the run never writes (answered `END`): through a proxy,
+    /// the smallest request that reaches a server behind it.
+    pub fn miss(prefix: &str) -> FloorRequest {
+        FloorRequest {
+            name: "get-miss",
+            bytes: format!("get {prefix}:floor\r\n").into_bytes(),
+        }
+    }
+}
+
 /// A raw connection that times one minimal round trip.
 pub struct Floor {
     raw: Raw,
-    request: &'static [u8],
+    request: Vec<u8>,
     buf: Vec<u8>,
     /// The address and request timeout, for errors that name them.
     at: At,
@@ -90,7 +129,7 @@ impl Floor {
     pub fn connect(
         address: &Address,
         options: &Options,
-        command: &'static str,
+        request: &FloorRequest,
     ) -> Result<Floor, Error> {
         let err = |source| Error::Connect {
             address: address.to_string(),
@@ -133,14 +172,9 @@ impl Floor {
                 Raw::Unix(s)
             }
         };
-        let request: &'static [u8] = if command == "mn" {
-            b"mn\r\n"
-        } else {
-            b"version\r\n"
-        };
         Ok(Floor {
             raw,
-            request,
+            request: request.bytes.clone(),
             buf: Vec::with_capacity(256),
             at: At {
                 address: address.to_string(),
@@ -159,9 +193,9 @@ impl Floor {
     pub fn measure(&mut self) -> Result<Duration, Error> {
         let t0 = Instant::now();
         match &mut self.raw {
-            Raw::Tcp(s) => exchange(s, self.request, &mut self.buf, &self.at)?,
-            Raw::Tls(s) => exchange(s.as_mut(), self.request, &mut self.buf, &self.at)?,
-            Raw::Unix(s) => exchange(s, self.request, &mut self.buf, &self.at)?,
+            Raw::Tcp(s) => exchange(s, &self.request, &mut self.buf, &self.at)?,
+            Raw::Tls(s) => exchange(s.as_mut(), &self.request, &mut self.buf, &self.at)?,
+            Raw::Unix(s) => exchange(s, &self.request, &mut self.buf, &self.at)?,
         }
         Ok(t0.elapsed())
     }
@@ -212,45 +246,65 @@ fn exchange<S: Read + Write>(
 }
 
 /// Finds the minimal command this server answers: `mn` if it speaks the meta protocol,
-/// else `version`.
-pub fn probe(address: &Address, options: &Options) -> Result<&'static str, Error> {
-    let mut f = Floor::connect(address, options, "mn")?;
+/// else `version`; through a proxy (`miss`: the run's key prefix), a get of a key never
+/// written, which must be answered `END`.
+pub fn probe(
+    address: &Address,
+    options: &Options,
+    miss: Option<&str>,
+) -> Result<FloorRequest, Error> {
+    if let Some(prefix) = miss {
+        let request = FloorRequest::miss(prefix);
+        let (reply, _) = Floor::connect(address, options, &request)?.round_trip()?;
+        return if reply == b"END" {
+            Ok(request)
+        } else {
+            Err(unknown_reply(address, &reply))
+        };
+    }
+    let mut f = Floor::connect(address, options, &FloorRequest::mn())?;
     let (reply, _) = f.round_trip()?;
     match &reply[..] {
-        b"MN" => Ok("mn"),
+        b"MN" => Ok(FloorRequest::mn()),
         _ => {
-            let mut f = Floor::connect(address, options, "version")?;
+            let request = FloorRequest::version();
+            let mut f = Floor::connect(address, options, &request)?;
             let (reply, _) = f.round_trip()?;
             if !reply.starts_with(b"VERSION ") {
-                let invalid = cachelab_proto::Invalid {
-                    kind: cachelab_proto::InvalidKind::UnknownReply,
-                    offset: 0,
-                };
-                return Err(Error::protocol(
-                    &address.to_string(),
-                    cachelab_proto::DecodeError::Invalid(invalid),
-                    &reply,
-                    true,
-                ));
+                return Err(unknown_reply(address, &reply));
             }
-            Ok("version")
+            Ok(request)
         }
     }
 }
 
+/// A floor reply that is not the one expected.
+fn unknown_reply(address: &Address, reply: &[u8]) -> Error {
+    let invalid = cachelab_proto::Invalid {
+        kind: cachelab_proto::InvalidKind::UnknownReply,
+        offset: 0,
+    };
+    Error::protocol(
+        &address.to_string(),
+        cachelab_proto::DecodeError::Invalid(invalid),
+        reply,
+        true,
+    )
+}
+
 /// The cost of a new connection: for each of `n` connections, the time from connecting to
-/// the first reply of `command` (TCP connect, the TLS handshake when `options` has TLS, and
+/// the first reply of `request` (TCP connect, the TLS handshake when `options` has TLS, and
 /// one round trip), in ns. Each connection is closed before the next is opened.
 pub fn connection_cost(
     address: &Address,
     options: &Options,
-    command: &'static str,
+    request: &FloorRequest,
     n: u64,
 ) -> Result<Latency, Error> {
     let mut hist = cachelab_metrics::latency();
     for _ in 0..n {
         let t0 = Instant::now();
-        let mut f = Floor::connect(address, options, command)?;
+        let mut f = Floor::connect(address, options, request)?;
         f.measure()?;
         cachelab_metrics::record(&mut hist, t0.elapsed().as_nanos() as u64);
     }

@@ -11,7 +11,8 @@
 //! A round's keys are deleted in the next round's write batch (and at the end of the run), so
 //! the untimed work costs one round trip per round rather than one per sample.
 //! * **the floor** — a minimal request/response (`mn`, or `version` on servers without the meta
-//!   protocol) on a raw blocking socket: how much of any request is just the round trip.
+//!   protocol; through a proxy, a `get` of a key never written) on a raw blocking socket: how
+//!   much of any request is just the round trip.
 //!
 //! All cells run interleaved, round-robin, so drift over the run affects them alike. Warm-up
 //! rounds are run and discarded. With `concurrency` N, N threads each hold their own
@@ -35,14 +36,27 @@ use cachelab_client::{Address, BlockingConnection, Error, Options};
 
 pub use cachelab_client;
 pub use cell::{Cell, Op};
+pub use floor::FloorRequest;
 pub use outcome::{Outcome, ServerFacts};
 pub use progress::Progress;
 pub use spec::{Protocol, Spec, SpecError, MAX_PREFIX};
 
-/// Reads the server's version and settings.
-pub fn server_facts(address: &Address, options: &Options) -> Result<ServerFacts, Error> {
+/// Reads the server's version and settings; through a proxy (`proxy`), its version alone (a
+/// proxy such as twemproxy closes the connection on `stats`, and answers `version` from one
+/// server behind it).
+pub fn server_facts(
+    address: &Address,
+    options: &Options,
+    proxy: bool,
+) -> Result<ServerFacts, Error> {
     let mut c = BlockingConnection::connect(address, options.clone())?;
     let version = c.version()?;
+    if proxy {
+        return Ok(ServerFacts {
+            version,
+            ..ServerFacts::default()
+        });
+    }
     let settings = c.stats(Some("settings")).unwrap_or_default();
     let stats = c.stats(None).unwrap_or_default();
     Ok(ServerFacts {
@@ -59,8 +73,8 @@ pub fn connection_cost(
     options: &Options,
     n: u64,
 ) -> Result<cachelab_metrics::Latency, Error> {
-    let command = floor::probe(address, options)?;
-    floor::connection_cost(address, options, command, n)
+    let request = floor::probe(address, options, None)?;
+    floor::connection_cost(address, options, &request, n)
 }
 
 /// Runs the profile. Blocks until done, cancelled, or the server is gone.
@@ -71,8 +85,11 @@ pub fn connection_cost(
 pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     spec.validate()?;
     let started = Instant::now();
-    let server = server_facts(&spec.address, &spec.options).map_err(SpecError::Server)?;
-    let floor_command = floor::probe(&spec.address, &spec.options).map_err(SpecError::Server)?;
+    let server =
+        server_facts(&spec.address, &spec.options, spec.proxy).map_err(SpecError::Server)?;
+    let miss = spec.proxy.then_some(spec.prefix.as_str());
+    let floor_request =
+        floor::probe(&spec.address, &spec.options, miss).map_err(SpecError::Server)?;
     let server_threads = server.threads().unwrap_or(1).clamp(1, 1024);
 
     let tasks = spec.cells().len() - spec.sizes.len(); // get and set share a sample
@@ -88,7 +105,7 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
                     id: w,
                     samples: spec.share(spec.samples, w),
                     warmup: spec.share(spec.warmup, w),
-                    floor_command,
+                    floor_request: floor_request.clone(),
                     server_threads,
                 };
                 s.spawn(move || worker::run(spec, plan, progress))
@@ -115,7 +132,7 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     Ok(Outcome {
         cells,
         server,
-        floor_command,
+        floor_command: floor_request.name,
         transport: spec.options.transport(&spec.address),
         leftover_keys,
         cleaned_up_keys: cleaned_up_keys - leftover_keys,

@@ -8,8 +8,8 @@
 //!              "samples", "histogram" (V2 compressed, base64), "errors": {kind: count},
 //!              "mismatches", "misses"}, ...],
 //!   "server": {"version", "settings": {name: str}, "stats": {name: str}},
-//!   "floor_command": "mn" | "version", "transport": "tcp" | "tls" | "unix", "leftover_keys", "cleaned_up_keys", "cancelled",
-//!   "aborted": str | null, "elapsed_s"
+//!   "floor_command": "mn" | "version" | "get-miss", "transport": "tcp" | "tls" | "unix",
+//!   "leftover_keys", "cleaned_up_keys", "cancelled", "aborted": str | null, "elapsed_s"
 //! }
 //! ```
 
@@ -45,7 +45,8 @@ impl ServerFacts {
 pub struct Outcome {
     pub cells: Vec<Cell>,
     pub server: ServerFacts,
-    /// How the floor was measured: `"mn"` or `"version"`.
+    /// How the floor was measured: `"mn"`, `"version"` or, through a proxy, `"get-miss"` (a
+    /// get of a key never written).
     pub floor_command: &'static str,
     /// What the samples and the floor ran over: `"tcp"`, `"tls"` or `"unix"`.
     pub transport: &'static str,

@@ -39,6 +39,10 @@ pub struct Spec {
     pub prefix: String,
     /// Give up when no request succeeds for this long (the server is gone).
     pub give_up_after: Duration,
+    /// `address` is a proxy (twemproxy) in front of the servers, which passes on the key
+    /// commands only: the floor is then a get of a key never written (not `mn`), and no
+    /// `stats` is asked of it (it would close the connection). Text protocol only.
+    pub proxy: bool,
 }
 
 /// Why a run could not start: an invalid spec, or a server that could not be reached.
@@ -76,6 +80,13 @@ impl Spec {
             if s > 1 << 30 {
                 return bad(format!("value size {s} is over memcached's 1 GiB ceiling"));
             }
+        }
+        if self.proxy && self.protocol == Protocol::Meta {
+            return bad(
+                "the meta protocol through a proxy: twemproxy closes the connection on meta \
+                 commands; use the text protocol"
+                    .into(),
+            );
         }
         if self.key_counts.iter().any(|&k| k > 10_000) {
             return bad("key counts above 10000 are not supported".into());

@@ -11,7 +11,7 @@ use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
 use cachelab_proto::{Command, Key, MetaFlags, MetaStatus, Response, Store};
 
 use crate::cell::Cell;
-use crate::floor::Floor;
+use crate::floor::{Floor, FloorRequest};
 use crate::progress::Progress;
 use crate::spec::{Protocol, Spec};
 
@@ -22,7 +22,7 @@ pub struct Plan {
     pub id: usize,
     pub samples: u64,
     pub warmup: u64,
-    pub floor_command: &'static str,
+    pub floor_request: FloorRequest,
     /// The server's worker threads (`stats settings` num_threads; 1 if unknown).
     pub server_threads: usize,
 }
@@ -207,9 +207,9 @@ impl Worker<'_> {
         let serial = CONNECTING.lock().unwrap_or_else(|p| p.into_inner());
         let opened = BlockingConnection::connect(address, options.clone()).and_then(|conn| {
             for _ in 1..self.plan.server_threads {
-                drop(Floor::connect(address, options, self.plan.floor_command)?);
+                drop(Floor::connect(address, options, &self.plan.floor_request)?);
             }
-            let floor = Floor::connect(address, options, self.plan.floor_command)?;
+            let floor = Floor::connect(address, options, &self.plan.floor_request)?;
             Ok((conn, floor))
         });
         drop(serial);

@@ -23,20 +23,25 @@ fn spec(address: &str, protocol: Protocol, concurrency: usize) -> Spec {
         seed: 7,
         prefix: "cachelab-test:run1".into(),
         give_up_after: Duration::from_secs(2),
+        proxy: false,
     }
 }
 
-fn curr_items(mc: &Memcached) -> u64 {
+fn stat(mc: &Memcached, name: &str) -> u64 {
     let mut c =
         BlockingConnection::connect(&mc.address.parse().unwrap(), Options::default()).unwrap();
     let stats = c.stats(None).unwrap();
     stats
         .iter()
-        .find(|(k, _)| k == "curr_items")
+        .find(|(k, _)| k == name)
         .unwrap()
         .1
         .parse()
         .unwrap()
+}
+
+fn curr_items(mc: &Memcached) -> u64 {
+    stat(mc, "curr_items")
 }
 
 #[test]
@@ -66,6 +71,37 @@ fn every_cell_gets_its_samples_and_nothing_is_left_behind() {
         assert!(out.server.settings.iter().any(|(k, _)| k == "num_threads"));
         assert_eq!(curr_items(&mc), 0, "every key written was deleted");
     }
+}
+
+#[test]
+fn through_a_proxy_the_floor_is_a_get_of_a_key_never_written() {
+    let mc = Memcached::start();
+    let (misses, gets) = (stat(&mc, "get_misses"), stat(&mc, "cmd_get"));
+    let mut s = spec(&mc.address, Protocol::Text, 1);
+    s.proxy = true;
+    let out = run(&s, &Progress::new()).unwrap();
+    assert_eq!(out.floor_command, "get-miss");
+    assert!(out.server.version.starts_with("1."));
+    assert!(out.server.settings.is_empty() && out.server.stats.is_empty());
+    for c in &out.cells {
+        assert_eq!(c.hist.len(), 50, "{:?} {} {}", c.op, c.value_size, c.keys);
+        assert_eq!((c.error_count(), c.mismatches, c.misses), (0, 0, 0));
+    }
+    // The probe and every floor sample (warm-up too) missed; every other get hit. The keys
+    // read: the floor's and 3 sizes' per round, and 1 + 5 + 20 per round's multi-gets.
+    let rounds = 50 + 5;
+    assert_eq!(stat(&mc, "get_misses") - misses, rounds + 1);
+    assert_eq!(
+        stat(&mc, "cmd_get") - gets,
+        1 + rounds * (1 + 3 + 1 + 5 + 20)
+    );
+    assert_eq!(curr_items(&mc), 0, "every key written was deleted");
+    s.protocol = Protocol::Meta;
+    let refused = run(&s, &Progress::new()).unwrap_err().to_string();
+    assert!(
+        refused.contains("meta protocol through a proxy"),
+        "{refused}"
+    );
 }
 
 #[test]

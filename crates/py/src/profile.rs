@@ -100,6 +100,7 @@ fn spec_from(spec: &Bound<'_, PyDict>) -> PyResult<Spec> {
         seed: item(spec, "seed")?,
         prefix: item(spec, "prefix")?,
         give_up_after: Duration::from_secs_f64(give_up),
+        proxy: item(spec, "proxy")?,
     })
 }
 

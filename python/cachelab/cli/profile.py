@@ -24,7 +24,19 @@ discarded; a raw-socket round trip (the loopback floor) is measured alongside. R
 percentile tables, profile.json (the latency profile simulate uses), profile.csv, and
 inverted-percentile plots (PNG and SVG).
 
+Through twemproxy (--proxy HOST:PORT, with the memcached servers behind it given by --server
+repeated or --servers-file): every request goes to the proxy, text protocol only. The floor is
+then a get of a key never written (get-miss: twemproxy closes the connection on mn), which
+crosses the proxy to one server behind it; a multi-get is split by the proxy over the servers
+and answered as one. Each server behind is checked for room for the whole run, watched for
+evictions and read for its stats; profile.json gets a "behind" section (docs/pools.md).
+
 Sizes take K/M (powers of 1000) or Ki/Mi (powers of 1024): --sizes 1,100,1K,1M.
+
+Examples:
+  cachelab profile --quick
+  cachelab profile --server 10.0.0.1:11211 --sizes 100,10K --keys 1,10
+  cachelab profile --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
 
@@ -125,19 +137,21 @@ def run(args: argparse.Namespace) -> int:
         return _show(args, fmt)
     spec = spec_from(args)
     members = common.server_members(args)
-    if args.proxy is not None:
-        raise UsageError("--proxy: profile does not measure through a proxy (its floor request "
-                         "is a meta command twemproxy refuses); load --proxy does")
-    if members is not None and len(members) > 1:
+    proxy = common.proxy_address(args)
+    if proxy is not None:
+        _refuse_pool_flags(args, "through a proxy (the proxy places the keys)")
+        address, behind = proxy, members
+    elif members is not None and len(members) > 1:
         return _run_pool(args, fmt, spec, members)
-    address = members[0] if members else None
+    else:
+        address, behind = (members[0] if members else None), None
     options = common.server_options(args)
     out = common.prepare_out(args, "profile")
     interrupted = False
     with Progress(None, "profile") as bar:
         try:
             result = lib.profile(spec, server=address, server_options=options,
-                                 on_progress=bar.track)
+                                 on_progress=bar.track, behind=behind)
         except Interrupted as e:
             result = e.partial  # type: ignore[attr-defined]
             interrupted = True
@@ -152,11 +166,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
               members: list[str]) -> int:
     """A pool: each member profiled in rounds, and the pool's rows (docs/pools.md)."""
-    given = [f for f, v in (("--member-failure-limit", args.member_failure_limit),
-                            ("--member-retry", args.member_retry), ("--tls", args.tls)) if v]
-    if given:
-        raise UsageError(f"{given[0]}: not for profiling a pool (each member is profiled "
-                         "on its own)")
+    _refuse_pool_flags(args, "a pool (each member is profiled on its own)", tls=True)
     out = common.prepare_out(args, "profile")
     interrupted = False
     with Progress(None, "profile pool") as bar:
@@ -172,6 +182,20 @@ def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
         interrupted=interrupted,
         wrote="profile-pool.json and each member's profile under members/",
     )
+
+
+def _refuse_pool_flags(args: argparse.Namespace, what: str, *, tls: bool = False) -> None:
+    """UsageError for a pool flag profiling ``what`` would not use: the member failure
+    settings, ``--tls`` when ``tls``, and through a proxy ``--distribution``."""
+    flags = [("--member-failure-limit", args.member_failure_limit),
+             ("--member-retry", args.member_retry)]
+    if tls:
+        flags.append(("--tls", args.tls))
+    if args.proxy is not None:
+        flags.append(("--distribution", args.distribution))
+    given = [f for f, v in flags if v]
+    if given:
+        raise UsageError(f"{given[0]}: not for profiling {what}")
 
 
 def _show(args: argparse.Namespace, fmt: str) -> int:

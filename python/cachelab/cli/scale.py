@@ -33,6 +33,12 @@ again, alternately ascending and descending) so drift cancels.
 On a small machine the client and a local server compete for the same cores; the report says
 so and what it means for the fit.
 
+Through twemproxy (--proxy HOST:PORT, with the memcached servers behind it given by --server
+repeated or --servers-file): every point is a load run through the proxy, as load --proxy
+does: the servers behind are checked for room, watched for evictions and read for their
+stats, and each run in scale.json records their deltas (runs[].behind) beside its requests
+(runs[].ops). Not with --ray or --vary server-threads.
+
 Artifacts: scale.json (schema cachelab.scale v1), scale.csv (one row per run), scale-usl.png/svg
 (throughput vs N with the fit), scale-latency.png/svg (each point's latency distribution).
 
@@ -40,6 +46,7 @@ Examples:
   cachelab scale --quick
   cachelab scale --points 1,2,4,8,16,32 --repeats 3
   cachelab scale --vary server-threads --points 1,2,3,4,6,8
+  cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
 
@@ -121,8 +128,7 @@ def run(args: argparse.Namespace) -> int:
     ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
     members = common.server_members(args)
-    if args.proxy is not None:
-        raise UsageError("--proxy: scale does not sweep through a proxy yet (load does)")
+    proxy = common.proxy_address(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "scale")
 
@@ -130,8 +136,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"scale: {done}/{total} N = {n}: {point['throughput']:,.0f}/s"
               + ("" if point["steady_reached"] else " (no steady state)"), file=sys.stderr)
 
-    server = members[0] if members is not None and len(members) == 1 else members
-    result = lib.scale(spec, server=server, server_options=options, on_run=progress, ray=ray)
+    if proxy is not None:
+        server, behind = proxy, members
+    else:
+        server = members[0] if members is not None and len(members) == 1 else members
+        behind = None
+    result = lib.scale(spec, server=server, server_options=options, on_run=progress, ray=ray,
+                       behind=behind)
     saved = common.save(result, out, "scale", plots=not args.no_plots)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1))

@@ -27,12 +27,14 @@ from cachelab.load.engine import (
     load,
     result_from_outcome,
     server_deltas,
+    server_view,
 )
 from cachelab.load.result import (
     CSV_HEADER,
     SCHEMA,
     SCHEMA_VERSION,
     LoadResult,
+    behind_lines,
     csv_rows,
     hlog_text,
 )
@@ -58,6 +60,7 @@ __all__ = [
     "SIZE_DISTS",
     "LoadResult",
     "LoadSpec",
+    "behind_lines",
     "csv_rows",
     "hlog_text",
     "load",
@@ -68,4 +71,5 @@ __all__ = [
     "parse_value_size",
     "result_from_outcome",
     "server_deltas",
+    "server_view",
 ]

@@ -32,7 +32,8 @@ from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
 from cachelab.tls import describe_tls, transport_of
 
-__all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas"]
+__all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas",
+           "server_view"]
 
 #: How keys are assumed to be placed behind a proxy when no twemproxy distribution is given:
 #: twemproxy's own default (ketama points, fnv1a_64 keys).
@@ -210,17 +211,17 @@ def result_from_outcome(
             sent=everything["sent"], achieved=measured["throughput"])
     steady = {**outcome["steady"], "window": window,
               "short": window["duration_s"] < measured["duration_s"] / 2}
-    server_view = outcome["server"]
+    seen = outcome["server"]
     server = {
         "address": address,
         "transport": transport_of(address, spec.tls),
         "private": False,
         **dict(server_facts),
-        "version": server_view["version"],
-        "deltas": server_deltas(server_view["before"], server_view["after"]),
-        "schedstat": _sched(server_view, outcome["elapsed_s"]),
-        "stats_before": server_view["before"],
-        "stats_after": server_view["after"],
+        "version": seen["version"],
+        "deltas": server_deltas(seen["before"], seen["after"]),
+        "schedstat": _sched(seen, outcome["elapsed_s"]),
+        "stats_before": seen["before"],
+        "stats_after": seen["after"],
     }
     members = pool = behind = None
     if outcome.get("members"):
@@ -228,7 +229,7 @@ def result_from_outcome(
         pool = _pool(members, spec)
         server = _pool_server(server, members)
     if outcome.get("behind"):
-        behind = [{"address": a, "server": _view(v, outcome["elapsed_s"])}
+        behind = [{"address": a, "server": server_view(v, outcome["elapsed_s"])}
                   for a, v in zip(core["behind"], outcome["behind"])]
         server = {**_pool_server(server, behind), "address": address, "proxy": True,
                   "behind": [b["address"] for b in behind]}
@@ -283,13 +284,14 @@ def _member(m: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
         "latency": m["latency"],
         "down": m["down"],
         "down_s": round(sum(e["end_s"] - e["start_s"] for e in m["down"]), 3),
-        "server": _view(view, elapsed),
+        "server": server_view(view, elapsed),
     }
 
 
-def _view(view: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
+def server_view(view: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
     """One server's side of a run (a pool member, or a server behind a proxy): its version,
-    counter deltas, run-queue wait and raw ``stats``."""
+    counter deltas, run-queue wait and raw ``stats``, from ``view``'s ``version``, ``before``
+    and ``after`` (``stats``) and optional ``schedstat_before``/``_after`` (and ``pid``)."""
     return {
         "version": view["version"],
         "deltas": server_deltas(view["before"], view["after"]),

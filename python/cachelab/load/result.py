@@ -17,7 +17,8 @@ from cachelab.load.timeline import stall_text
 from cachelab.tables import write_csv
 from cachelab.units import us
 
-__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "csv_rows", "hlog_text"]
+__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "behind_lines", "csv_rows",
+           "hlog_text"]
 
 SCHEMA = "cachelab.load"
 SCHEMA_VERSION = 2
@@ -181,7 +182,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     ]
     lines += _totals_lines(r)
     lines += _member_lines(r)
-    lines += _behind_lines(r)
+    lines += behind_lines(r.behind)
     lines += _stall_lines(r)
     lines += _problem_lines(r)
     lines += _steady_lines(r)
@@ -258,16 +259,17 @@ def _member_lines(r: LoadResult) -> list[str]:
     return lines
 
 
-def _behind_lines(r: LoadResult) -> list[str]:
-    """Through a proxy: what each server behind it counted over the run (its ``stats``
-    deltas; the proxy spreads the keys, so the client sees only the proxy)."""
-    if not r.behind:
+def behind_lines(behind: list[dict[str, Any]] | None, over: str = "the run") -> list[str]:
+    """Through a proxy: what each server behind it counted over ``over`` (its ``stats``
+    deltas; the proxy spreads the keys, so the client sees only the proxy). ``behind``: the
+    ``behind`` section of load.json (or profile.json): ``address`` and ``server.deltas``."""
+    if not behind:
         return []
-    lines = ["", "behind the proxy, as each server counted (stats deltas over the run):",
+    lines = ["", f"behind the proxy, as each server counted (stats deltas over {over}):",
              f"{'server':24}{'cmd_get':>10}{'get_hits':>10}{'cmd_set':>10}{'share':>8}"]
-    gets = [int(b["server"]["deltas"].get("cmd_get", 0)) for b in r.behind]
+    gets = [int(b["server"]["deltas"].get("cmd_get", 0)) for b in behind]
     total = sum(gets) or 1
-    for b, g in zip(r.behind, gets):
+    for b, g in zip(behind, gets):
         d = b["server"]["deltas"]
         lines.append(f"{b['address']:24}{g:>10}{int(d.get('get_hits', 0)):>10}"
                      f"{int(d.get('cmd_set', 0)):>10}{g / total:>8.1%}")

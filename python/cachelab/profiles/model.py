@@ -42,6 +42,9 @@ class LatencyProfile:
     sequence: dict[str, Any] | None = None
     #: With TLS: the cost of TLS next to plain TCP (:mod:`cachelab.profiles.tlscost`).
     tls_cost: dict[str, Any] | None = None
+    #: Through a proxy: the servers behind it, each ``{"address", "server"}`` with its
+    #: ``stats`` deltas over the whole run, as ``load.json``'s ``behind``.
+    behind: list[dict[str, Any]] | None = None
 
     def cells_of(self, op: str) -> list[Cell]:
         return [c for c in self.cells if c.op == op]
@@ -82,6 +85,8 @@ class LatencyProfile:
             d["sequence"] = self.sequence
         if self.tls_cost is not None:
             d["tls_cost"] = self.tls_cost
+        if self.behind is not None:
+            d["behind"] = self.behind
         return d
 
     @classmethod
@@ -108,6 +113,7 @@ class LatencyProfile:
             published=d.get("published"),
             sequence=_check_sequence(d.get("sequence"), where),
             tls_cost=d.get("tls_cost"),
+            behind=d.get("behind"),
         )
 
     def save(self, path: Path) -> Path:

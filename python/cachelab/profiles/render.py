@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from cachelab.load import behind_lines
 from cachelab.profiles.cell import OPS, floor_p50
 from cachelab.profiles.tlscost import render_tls_cost
 from cachelab.tables import percentile_table
@@ -41,8 +42,7 @@ def render_profile(p: Any) -> str:
         unit = pick_unit([floor_ns])
         fl = floor.percentiles
         lines.append(
-            f"loopback floor ({p.client.get('floor_command')} on a raw "
-            f"{_transport_word(p.server.get('transport'))}socket): "
+            f"{floor_words(p.client.get('floor_command'), p.server.get('transport'))}: "
             f"p50 {format_duration_ns(fl['50'], unit)} {unit}, "
             f"p99 {format_duration_ns(fl['99'], unit)} {unit}, "
             f"max {format_duration_ns(fl['max'], unit)} {unit}"
@@ -73,9 +73,20 @@ def render_profile(p: Any) -> str:
         lines += ["", "errors by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items()))]
     if p.run.get("leftover_keys"):
         lines.append(f"keys that could not be deleted: {p.run['leftover_keys']}")
+    lines += behind_lines(p.behind, "the whole profile, warm-up and clean-up included")
     if p.tls_cost:
         lines += ["", *render_tls_cost(p.tls_cost)]
     return "\n".join(lines)
+
+
+def floor_words(command: str | None, transport: str | None) -> str:
+    """What the floor was: ``loopback floor (mn on a raw socket)``; through a proxy, a get of
+    a key never written (``get-miss``), which crosses the proxy to one server behind it."""
+    where = f"on a raw {_transport_word(transport)}socket"
+    if command == "get-miss":
+        return (f"floor (get-miss: a get of a key never written, through the proxy to the one "
+                f"server behind it that the key maps to, {where})")
+    return f"loopback floor ({command or 'mn'} {where})"
 
 
 def _transport_word(transport: str | None) -> str:
@@ -97,8 +108,12 @@ def heading(p: Any) -> str:
     if srv.get("private"):
         facts.insert(0, "private")
     where = (srv.get("address") or "—") + (f" ({', '.join(facts)})" if facts else "")
+    if srv.get("proxy"):
+        where = (f"the proxy at {where} to {len(srv.get('behind') or [])} server(s) behind "
+                 "it")
     return (
-        f"memcached {srv.get('version', '?')} at {where}; {c.get('protocol')} protocol, "
+        f"memcached {srv.get('version', '?')} {'through' if srv.get('proxy') else 'at'} "
+        f"{where}; {c.get('protocol')} protocol, "
         f"{c.get('concurrency')} connection(s), "
         f"{samples_per_cell(c.get('samples'), (cell.samples for cell in p.cells), c.get('warmup'))}"
     )

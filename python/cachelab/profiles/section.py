@@ -12,7 +12,7 @@ from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, env_notes, figures
 from cachelab.profiles.cell import OPS, PLOT_FILES, PLOT_TITLES, TABLE_ROWS, floor_p50
 from cachelab.profiles.model import LatencyProfile
-from cachelab.profiles.render import samples_per_cell
+from cachelab.profiles.render import floor_words, samples_per_cell
 from cachelab.profiles.tlscost import tls_cost_rows
 from cachelab.units import PARTIAL, dur, format_size, partial_note, times
 
@@ -54,10 +54,10 @@ def section(art: Artifact, ctx: Context) -> Section:
     floor = next((c for c in cells if c["op"] == "floor" and c.get("samples")), None)
     floor_ns = floor["percentiles"].get("50") if floor else None
     if floor_ns:
-        over = " TLS" if d.get("server", {}).get("transport") == "tls" else ""
+        words = floor_words(client.get("floor_command"), d.get("server", {}).get("transport"))
         p99 = dur(floor["percentiles"].get("99"))
-        sec.body.append(f"<p>Loopback floor ({esc(client.get('floor_command', 'mn'))} on a raw"
-                        f"{over} socket): p50 {dur(floor_ns)}, p99 {p99}</p>")
+        sec.body.append(f"<p>{esc(words[0].upper() + words[1:])}: p50 {dur(floor_ns)}, "
+                        f"p99 {p99}</p>")
     for op in OPS:
         cs = [c for c in cells if c["op"] == op]
         if not cs:

@@ -44,7 +44,7 @@ def _request_spec(spec: ProfileSpec, address: str, tls: dict[str, Any] | None,
         "samples": samples, "warmup": warmup, "concurrency": 1, "protocol": spec.protocol,
         "timeout": spec.timeout, "connect_timeout": spec.connect_timeout,
         "give_up_after": spec.give_up_after, "seed": seed, "prefix": spec.prefix or new_prefix(),
-        "tls": tls,
+        "tls": tls, "proxy": False,
     }
 
 

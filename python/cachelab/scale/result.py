@@ -11,6 +11,7 @@ from typing import Any
 
 from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError
+from cachelab.load import behind_lines
 from cachelab.tables import write_csv
 from cachelab.units import us
 from cachelab.usl import UslFit
@@ -68,11 +69,13 @@ class ScaleResult:
         """The human summary: throughput and latency per N, the USL fit, and the notes on
         what limits the result."""
         s = self.spec
+        srv = self.server
+        where = (f"through the proxy at {srv.get('address')} to {len(srv['behind'])} server(s) "
+                 "behind it" if srv.get("proxy") else f"at {srv.get('address')}")
         lines = [
             f"scale sweep: N = {s['vary']}, {len(self.runs)} run(s) "
             f"({s['repeats']} repeat(s), interleaved), window {s['window']:g} s from the steady "
-            f"state; memcached {self.server.get('version', '?')} at "
-            f"{self.server.get('address')}",
+            f"state; memcached {srv.get('version', '?')} {where}",
             "",
             f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}",
         ]
@@ -82,12 +85,27 @@ class ScaleResult:
             lines.append(f"{row['n']:>6}{row['throughput_mean']:>14,.0f}"
                          f"{'—' if sd is None else f'{sd:,.0f}':>10}{us(p.get('50')):>10}"
                          f"{us(p.get('99')):>10}{us(p.get('99.9')):>10}")
+        lines += behind_lines(self.behind_totals(), "every run, warm-up included")
         fit = self.usl
         if fit is not None:
             lines += ["", fit.render()]
         if self.limits:
             lines += ["", *[f"note: {m}" for m in self.limits]]
         return "\n".join(lines)
+
+    def behind_totals(self) -> list[dict[str, Any]] | None:
+        """Through a proxy: each server behind it with its ``stats`` deltas summed over every
+        run (``runs[].behind``), in the shape of ``load.json``'s ``behind``; else None."""
+        if not self.server.get("proxy"):
+            return None
+        totals: dict[str, dict[str, float]] = {a: {} for a in self.server.get("behind", [])}
+        for run in self.runs:
+            for b in run.get("behind") or []:
+                into = totals.setdefault(b["address"], {})
+                for k, v in b["deltas"].items():
+                    if isinstance(v, (int, float)):
+                        into[k] = into.get(k, 0) + v
+        return [{"address": a, "server": {"deltas": d}} for a, d in totals.items()]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "scale result") -> ScaleResult:

@@ -41,6 +41,7 @@ def scale(
     server_options: ServerOptions | None = None,
     on_run: Callable[[int, int, int, dict[str, Any]], None] | None = None,
     ray: RayOptions | None = None,
+    behind: Sequence[str] | None = None,
 ) -> ScaleResult:
     """Runs the sweep against ``server`` (``host:port``/``unix:/path``; a list of
     ``host:port[:weight]`` is a pool, hashed by the workload's ``distribution`` as ``load``
@@ -48,9 +49,24 @@ def scale(
     (required for ``vary="server-threads"``, which restarts it with ``-t N`` for every
     point). ``on_run(done, total, n, point)`` is called
     after each run. ``vary="agents"`` runs every point from N load agents on the Ray cluster
-    of ``ray`` (:func:`cachelab.load.load_on_ray`), ``connections_per_agent`` each."""
+    of ``ray`` (:func:`cachelab.load.load_on_ray`), ``connections_per_agent`` each.
+
+    Through a proxy (twemproxy), ``server`` is the proxy and ``behind`` the memcached servers
+    behind it (``host:port[:weight]``): every point is a :func:`cachelab.load.load` through
+    the proxy, which checks those servers for room, watches them and reads their ``stats``;
+    each run records their deltas (``runs[].behind``) beside its requests (``runs[].ops``)."""
     spec = spec or ScaleSpec()
     spec.check()
+    if behind is not None:
+        if not isinstance(server, str):
+            raise UsageError("a sweep through a proxy sends to the proxy alone: give one "
+                             "server (the proxy) and the servers behind it")
+        if ray is not None:
+            raise UsageError("--proxy with --ray is not built yet: Ray agents drive memcached "
+                             "directly (load --ray neither goes through a proxy)")
+        if spec.vary == "server-threads":
+            raise UsageError("--vary server-threads restarts a private memcached per point; "
+                             "through a proxy, vary connections or threads")
     if spec.vary == "agents" and ray is None:
         raise UsageError("--vary agents needs --ray: the agents are Ray actors "
                          "(docs/scale-out.md)")
@@ -65,13 +81,14 @@ def scale(
             raise UsageError("--vary server-threads needs a private memcached, not a pool")
         server = members[0] if len(members) == 1 else members
     with connected(ray) if ray is not None else contextlib.nullcontext():
-        return _sweep(spec, server, server_options, on_run, ray)
+        return _sweep(spec, server, server_options, on_run, ray,
+                      None if behind is None else list(behind))
 
 
 def _sweep(spec: ScaleSpec, server: str | list[str] | None,
            server_options: ServerOptions | None,
            on_run: Callable[[int, int, int, dict[str, Any]], None] | None,
-           ray: RayOptions | None) -> ScaleResult:
+           ray: RayOptions | None, behind: list[str] | None = None) -> ScaleResult:
     if spec.vary == "server-threads" and server is not None:
         raise UsageError("--vary server-threads needs a private memcached (no --server): "
                          "cachelab restarts it with -t N for every point")
@@ -82,12 +99,16 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         server_facts["address"] = ", ".join(server)
         server_facts["pool"] = {"members": server,
                                 "distribution": spec.run_spec(spec.points[0]).distribution}
+    if behind is not None:
+        server_facts.update(proxy=True, behind=behind)
 
     def measure(rep: int, n: int, target: Target | None) -> None:
         run_spec = spec.run_spec(n)
         if ray is not None:
             result = load_on_ray(run_spec, dataclasses.replace(ray, agents=n),
                                  server=target.address, server_facts=target.facts)
+        elif behind is not None:  # the proxy spreads the keys over the servers behind it
+            result = load(run_spec, server=server, behind=behind)
         elif target is None:  # a pool: load hashes keys over its members
             result = load(run_spec, server=server)
         else:
@@ -104,6 +125,10 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             point["members"] = [{"address": m["address"], "replies": m["replies"],
                                  "errors": sum(m["errors"].values()), "down_s": m["down_s"]}
                                 for m in result.members]
+        if result.behind:
+            point["ops"] = result.all["ops"]
+            point["behind"] = [{"address": b["address"], "deltas": b["server"]["deltas"]}
+                               for b in result.behind]
         runs.append(point)
         if on_run:
             on_run(len(runs), len(order), n, point)
@@ -114,7 +139,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
                                threads=n) as target:
                 measure(rep, n, target)
             server_facts.update(address="private (restarted per point)")
-    elif isinstance(server, list):
+    elif isinstance(server, list) or behind is not None:
         for rep, n in order:
             measure(rep, n, None)
     else:
@@ -197,8 +222,7 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
     """What sharing this machine's CPUs does to the fit, when it does something."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cpus = cpus or 1
-    local = server.get("private") or str(server.get("address", "")).startswith(
-        ("127.", "localhost", "unix:", "[::1]"))
+    local = server.get("private") or _on_this_machine(str(server.get("address", "")))
     out = []
     if spec.vary == "server-threads":
         top = max(spec.points)
@@ -210,14 +234,25 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
         client_threads = max(spec.points) if spec.vary == "threads" else 1
         server_threads = (max(spec.points) if spec.vary == "server-threads"
                           else server.get("threads") or "?")
+        client = f"client ({client_threads} load thread(s))"
+        sharing, taken = f"{client} and server ({server_threads} worker thread(s))", "memcached"
+        if server.get("proxy"):
+            here = [b for b in server.get("behind", []) if _on_this_machine(b)]
+            sharing = (f"{client}, the proxy and {len(here)} server(s) behind it" if here
+                       else f"{client} and the proxy")
+            taken = "the proxy" + (" and memcached" if here else "")
         out.append(
-            f"client ({client_threads} load thread(s)) and server ({server_threads} worker "
-            f"thread(s)) share this machine's {cpus} CPU(s): every core the client uses is "
-            "taken from memcached, so α and β describe client + server on this box, not "
+            f"{sharing} share this machine's {cpus} CPU(s): every core the client uses is "
+            f"taken from {taken}, so α and β describe client + server on this box, not "
             "memcached alone; the curve flattens once both together saturate the CPUs. "
             "Measure from another machine to separate them."
         )
     return out
+
+
+def _on_this_machine(address: str) -> bool:
+    """Whether ``address`` is a loopback or Unix-socket address (a server on this machine)."""
+    return address.startswith(("127.", "localhost", "unix:", "[::1]"))
 
 
 def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[str, Any]]:

@@ -1,0 +1,115 @@
+"""scale through a real twemproxy in front of real memcached servers: every point is a load
+run through the proxy, each run records what the servers behind it counted, and every key
+written is deleted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cachelab import _core
+from cachelab.proxies import PrivateTwemproxy, find_nutcracker
+from cachelab.scale import ScaleSpec, scale
+from cachelab.servers import PrivateMemcached
+from clitools import cachelab, one_error_line
+from pools import loopback_pool, unused_address
+
+try:
+    find_nutcracker()
+except Exception as e:  # noqa: BLE001 - the reason is shown in the skip
+    pytest.skip(f"no twemproxy: {e}", allow_module_level=True)
+
+#: A short sweep: two points, one run each, 0.8 s a run.
+SHORT = ["--points", "1,2", "--repeats", "1", "--warmup", "0.2", "--settle", "0.2",
+         "--window", "0.4", "--interval", "0.1", "--bootstrap", "0", "--key-space", "1000"]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[tuple[list[PrivateMemcached], PrivateTwemproxy]]:
+    with loopback_pool() as members, PrivateTwemproxy(
+            [m.address for m in members], distribution="ketama", hash="md5") as proxy:
+        yield members, proxy
+
+
+def _counters(members: list[PrivateMemcached]) -> list[dict[str, int]]:
+    out = []
+    for m in members:
+        with _core.Client(m.address) as c:
+            stats = c.stats()
+        out.append({k: int(stats[k]) for k in ("cmd_get", "curr_items")})
+    return out
+
+
+def _flags(members: list[PrivateMemcached]) -> list[str]:
+    return [x for m in members for x in ("--server", m.address)]
+
+
+def test_each_point_runs_through_the_proxy_and_records_the_servers_behind(
+        pool: tuple[list[PrivateMemcached], PrivateTwemproxy]) -> None:
+    members, proxy = pool
+    addresses = [m.address for m in members]
+    spec = ScaleSpec(points=[1, 2], repeats=1, warmup=0.2, settle=0.2, window=0.4,
+                     interval=0.1, bootstrap=0,
+                     workload={"key_space": 2000, "mix": {"get": 0.8, "set": 0.2}})
+    before = _counters(members)
+    r = scale(spec, server=proxy.address, behind=addresses)
+    after = _counters(members)
+    assert r.server["proxy"] and r.server["address"] == proxy.address
+    assert r.server["behind"] == addresses
+    assert len(r.runs) == 2
+    for run in r.runs:
+        assert run["errors"] == 0 and run["lost"] == 0 and run["throughput"] > 0
+        assert [b["address"] for b in run["behind"]] == addresses
+        gets = [b["deltas"]["cmd_get"] for b in run["behind"]]
+        sets = [b["deltas"]["cmd_set"] for b in run["behind"]]
+        # Every get and set of the run reached one server behind the proxy, each its share.
+        assert sum(gets) == run["ops"]["get"] and sum(sets) == run["ops"]["set"]
+        assert all(g > 0.15 * sum(gets) for g in gets)
+    # Counted by the servers themselves: every get of the sweep (prefill and clean-up read
+    # nothing), and no key left behind on any of them.
+    assert sum(a["cmd_get"] - b["cmd_get"] for a, b in zip(after, before)) == \
+        sum(run["ops"]["get"] for run in r.runs)
+    assert [a["curr_items"] for a in after] == [b["curr_items"] for b in before]
+    text = r.render()
+    assert f"through the proxy at {proxy.address}" in text and "behind the proxy" in text
+
+
+def test_the_cli_sweeps_through_the_proxy_and_writes_its_artifacts(
+        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+    members, proxy = pool
+    before = _counters(members)
+    out = tmp_path / "s"
+    p = cachelab("scale", "--proxy", proxy.address, *_flags(members), *SHORT, "--no-plots",
+                 "--format", "json", "--out", out)
+    assert p.returncode == 0, p.stderr
+    d = json.loads((out / "scale.json").read_text())
+    assert d == json.loads(p.stdout)
+    assert d["server"]["proxy"] is True and len(d["runs"]) == 2
+    assert all(len(run["behind"]) == 3 for run in d["runs"])
+    assert (out / "scale.csv").exists()
+    after = _counters(members)
+    assert [a["curr_items"] for a in after] == [b["curr_items"] for b in before]
+
+
+def test_the_cli_refuses_what_cannot_go_through_the_proxy(
+        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+    members, proxy = pool
+    flags = ["--proxy", proxy.address, *_flags(members), *SHORT, "--out", tmp_path]
+    ray = cachelab("scale", *flags, "--ray", "--vary", "agents")
+    assert ray.returncode == 2 and "--proxy with --ray" in one_error_line(ray)
+    threads = cachelab("scale", *flags, "--vary", "server-threads")
+    assert threads.returncode == 2 and "server-threads" in one_error_line(threads)
+    lone = cachelab("scale", "--proxy", proxy.address, *SHORT, "--out", tmp_path)
+    assert lone.returncode == 2 and "servers behind it" in one_error_line(lone)
+
+
+def test_an_unreachable_proxy_is_exit_3_naming_it(
+        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+    members, _ = pool
+    address = unused_address()
+    p = cachelab("scale", "--proxy", address, *_flags(members), *SHORT, "--out", tmp_path / "x")
+    assert p.returncode == 3, p.stderr
+    assert address in one_error_line(p)
