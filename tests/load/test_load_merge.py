@@ -8,6 +8,7 @@ import pytest
 import cachelab._core as _core
 from cachelab.load import LoadSpec, result_from_outcome
 from cachelab.load.merge import merge_outcomes
+from cachelab.load.timeline import liveness
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +58,14 @@ def test_the_merge_becomes_an_ordinary_result(outcomes, memcached) -> None:
     assert r.schedule["target_rate"] == 3000.0 and "held" in r.schedule
     assert "agents" not in r.to_dict()
     assert "measured:" in r.render()
+
+
+def test_a_sliver_without_replies_is_not_dead_time() -> None:
+    """The tail of a merged run: every agent closes a last interval of a few ms after its
+    last reply. It is not time the server did not answer; a whole empty interval is."""
+    def iv(index: int, replies: int, duration: float) -> dict:
+        return {"index": index, "warmup": False, "replies": replies, "duration_s": duration}
+
+    live = liveness([iv(0, 500, 0.5), iv(1, 0, 0.5), iv(2, 480, 0.5), iv(3, 0, 0.003)])
+    assert live["dead_intervals"] == [1] and live["dead_s"] == 0.5
+    assert live["live_s"] == pytest.approx(1.003)
