@@ -7,7 +7,10 @@ import pytest
 
 import cachelab._core as _core
 from cachelab.load import LoadSpec, result_from_outcome
+from cachelab.load.engine import down_seconds
 from cachelab.load.merge import merge_outcomes
+from cachelab.load.timeline import liveness
+from pools import loopback_pool
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +60,47 @@ def test_the_merge_becomes_an_ordinary_result(outcomes, memcached) -> None:
     assert r.schedule["target_rate"] == 3000.0 and "held" in r.schedule
     assert "agents" not in r.to_dict()
     assert "measured:" in r.render()
+
+
+def test_pool_members_add_up_over_agents_and_their_episodes_keep_their_agent() -> None:
+    """Two real runs on the same two-member pool merged as agents 0 and 3: each member's
+    counts are the sums, its histogram the lossless merge, its key count the runs' own."""
+    with loopback_pool(("127.0.0.2", "127.0.0.3")) as pool:
+        addresses = [s.address for s in pool]
+        runs = []
+        for seed in (1, 2):
+            spec = LoadSpec(connections=1, duration=None, requests=400, warmup=0.0,
+                            key_space=100, seed=seed, servers=addresses)
+            runs.append(_core.load_run(spec.to_core(addresses, "poolmerge"),
+                                       _core.LoadProgress()))
+    # A down episode each, as an agent's engine reports one (real ones need a stopped member;
+    # tests/ray/test_load_agents_pool.py makes them).
+    runs[0]["members"][1]["down"] = [{"start_s": 0.5, "end_s": 1.5, "failures": 2,
+                                      "connections": 1, "open": False}]
+    runs[1]["members"][1]["down"] = [{"start_s": 0.25, "end_s": 1.0, "failures": 2,
+                                      "connections": 1, "open": False}]
+    m = merge_outcomes(runs, rate=None, agents=[0, 3])
+    assert [x["address"] for x in m["members"]] == addresses and m["behind"] == []
+    for i, member in enumerate(m["members"]):
+        parts = [r["members"][i] for r in runs]
+        for k in ("sent", "replies", "hits", "misses", "lost"):
+            assert member[k] == sum(p[k] for p in parts), k
+        assert member["sent"] > 0 and member["keys"] == parts[0]["keys"] == parts[1]["keys"]
+        assert member["latency"]["count"] == sum(p["latency"]["count"] for p in parts)
+        assert member["latency"]["max"] == max(p["latency"]["max"] for p in parts)
+    assert sum(x["replies"] for x in m["members"]) == m["all"]["replies"] == 800
+    assert [(e["agent"], e["start_s"]) for e in m["members"][1]["down"]] == [(3, 0.25), (0, 0.5)]
+    # Overlapping episodes from two agents: the member was down from 0.25 s to 1.5 s.
+    assert down_seconds(m["members"][1]["down"]) == pytest.approx(1.25)
+    assert down_seconds([]) == 0.0
+
+
+def test_a_sliver_without_replies_is_not_dead_time() -> None:
+    """The tail of a merged run: every agent closes a last interval of a few ms after its
+    last reply. It is not time the server did not answer; a whole empty interval is."""
+    def iv(index: int, replies: int, duration: float) -> dict:
+        return {"index": index, "warmup": False, "replies": replies, "duration_s": duration}
+
+    live = liveness([iv(0, 500, 0.5), iv(1, 0, 0.5), iv(2, 480, 0.5), iv(3, 0, 0.003)])
+    assert live["dead_intervals"] == [1] and live["dead_s"] == 0.5
+    assert live["live_s"] == pytest.approx(1.003)

@@ -25,6 +25,10 @@ member; a member that fails --member-failure-limit times in a row is marked down
 --member-retry seconds, and its requests fail at once (member_down, not remapped). The
 table adds a row per member; load.json a "members" section.
 
+With --ray [ADDRESS] --agents N the same run comes from N Ray agents, one per node, each with
+its share of the connections and rate, on one server, a pool (every agent drives every member)
+or through --proxy; the merged result adds an "agents" section (docs/scale-out.md).
+
 Every key is <prefix>:<unique run id>:<index>; the keys written (prefill and sets) are deleted
 at the end (from the member that holds each). Artifacts: load.json, load.csv (time series),
 load.hlog (HdrHistogram interval log), load-latency.png/svg. Flags override settings from
@@ -34,6 +38,7 @@ Examples:
   cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
   cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
   cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
+  cachelab load --ray HEAD:6379 --agents 4 --servers-file pool.txt --rate 400000
 """
 
 #: Flag name -> LoadSpec field, for flags that set a spec field directly.
@@ -172,16 +177,12 @@ def run(args: argparse.Namespace) -> int:
             bar.update(p.done)
 
         try:
-            if proxy is not None:
-                if ray is not None:
-                    raise UsageError("--proxy with --ray is not built yet")
-                result = lib.load(spec, server=proxy, behind=members, on_progress=on_progress)
-            elif ray is not None:
-                if members is not None and len(members) > 1:
-                    raise UsageError("--ray drives one server for now: a pool from Ray agents "
-                                     "is not built yet (give one --server)")
-                result = lib.load_on_ray(spec, ray, server=members[0] if members else None,
+            if ray is not None:
+                result = lib.load_on_ray(spec, ray, server=proxy or members,
+                                         behind=members if proxy else None,
                                          server_options=options, on_progress=on_progress)
+            elif proxy is not None:
+                result = lib.load(spec, server=proxy, behind=members, on_progress=on_progress)
             else:
                 result = lib.load(spec, server=members, server_options=options,
                                   on_progress=on_progress)

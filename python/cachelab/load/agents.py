@@ -2,7 +2,8 @@
 one per node by default, each running the Rust engine (GIL released) with its share of the
 connections and of the rate, all starting at one common instant; the driver merges what they
 measured into an ordinary :class:`~cachelab.load.result.LoadResult` with an ``agents``
-section. docs/scale-out.md sets out the design; in short:
+section. The target is one server, a pool (every agent drives every member, keys placed by
+the same distribution) or a proxy. docs/scale-out.md sets out the design; in short:
 
 * **Shares.** Connections split as evenly as possible (the first ``connections % agents``
   agents get one more); each agent's rate is the requested rate times its share of the
@@ -11,9 +12,15 @@ section. docs/scale-out.md sets out the design; in short:
   the same way. ``threads`` is per agent (capped at its connections). Agent ``k`` gets its
   own seed, derived from the run's.
 * **Keys.** One run id and key prefix for all agents. The agents prefill the key space
-  before the start, each its stripe (index ``k``, ``k + agents``, …); the engines then run
-  without a prefill and each deletes the keys it set; when the run prefilled, or an agent was
-  lost, the driver deletes the whole key space at the end.
+  before the start, each its stripe (index ``k``, ``k + agents``, …), each key on the member
+  the distribution names; the engines then run without a prefill and each deletes the keys
+  it set; when the run prefilled, or an agent was lost, the driver deletes the whole key
+  space at the end, each key from its member.
+* **Servers.** The driver checks every server for room first (each pool member, or each
+  server behind a proxy, for its share of the keys) and watches for evictions. On a pool or
+  through a proxy it reads each member's (or each server behind the proxy's) ``stats`` itself,
+  once after the prefill and once after the agents are done: the members' ``server`` sections
+  (or ``behind``) are those reads, not the agents' own.
 * **Time.** Each agent's clock offset is estimated by round trips to the driver; the agents
   start at ``start_unix`` (driver clock, shifted by each offset), so interval ``i`` of every
   agent covers the same wall-clock stretch, give or take the reported start skew.
@@ -39,12 +46,12 @@ from typing import Any
 
 import cachelab._core as _core
 import cachelab.servers as servers
-from cachelab.capacity import evicted_message, guard
+from cachelab.capacity import evicted_message
 from cachelab.errors import CachelabError, Interrupted, UsageError
-from cachelab.load.engine import result_from_outcome
-from cachelab.load.footprint import load_writes
+from cachelab.load.engine import guard_run, key_owners, result_from_outcome, run_targets
 from cachelab.load.merge import merge_outcomes
 from cachelab.load.result import LoadResult
+from cachelab.load.snapshots import Snapshots
 from cachelab.load.spec import LoadSpec, memory_mb
 from cachelab.raycluster import RayOptions, clock_offset, connected, placement_group
 from cachelab.servers import ServerOptions
@@ -152,23 +159,22 @@ class LoadAgent:
         return time.time()
 
     def prefill(self, core: Mapping[str, Any], stripe: tuple[int, int], threads: int) -> int:
-        """Sets keys ``stripe[0]``, ``stripe[0] + stripe[1]``, … of ``core``'s key space, with
-        values drawn from its size distribution, on ``threads`` connections; returns how many
-        were stored."""
+        """Sets keys ``stripe[0]``, ``stripe[0] + stripe[1]``, … of ``core``'s key space, each
+        on the member that holds it, with values drawn from its size distribution, from
+        ``threads`` threads; returns how many were stored."""
         first, step = stripe
-        indices = list(range(first, int(core["key_space"]), step))
-        chunks = [indices[i::threads] for i in range(threads)]
+        keys = [f"{core['prefix']}:{i}" for i in range(first, int(core["key_space"]), step)]
+        work = list(zip(keys, key_owners(core, keys)))
+        chunks = [work[i::threads] for i in range(threads)]
         pool = os.urandom(1_000_000)
 
-        def fill(part: list[int], seed: int) -> int:
+        def fill(part: list[tuple[str, int]], seed: int) -> int:
             size = _value_sizes(tuple(core["value_size"]), random.Random(seed))  # type: ignore[arg-type]
             stored = 0
-            with _core.Client(core["servers"][0][0], connect_timeout=core["connect_timeout"],
-                              timeout=core["timeout"], tls=core["tls"]) as client:
-                for i in part:
+            with _Clients(core, core["timeout"]) as clients:
+                for key, member in part:
                     n = size()
-                    stored += client.set(f"{core['prefix']}:{i}", pool[:n],
-                                         exptime=int(core["ttl"]))
+                    stored += clients.get(member).set(key, pool[:n], exptime=int(core["ttl"]))
             return stored
 
         with ThreadPoolExecutor(max_workers=threads) as ex:
@@ -199,42 +205,55 @@ def load_on_ray(
     spec: LoadSpec,
     ray_options: RayOptions,
     *,
-    server: str | None = None,
+    server: str | Sequence[str] | None = None,
     server_options: ServerOptions | None = None,
     server_facts: Mapping[str, Any] | None = None,
     on_progress: Callable[[Any], None] | None = None,
+    behind: Sequence[str] | None = None,
 ) -> LoadResult:
     """Runs ``spec`` from ``ray_options.agents`` agents on the Ray cluster of ``ray_options``
-    against ``server`` (or a private memcached on this machine, reachable by the nodes on this
-    machine only) and returns the merged result (module docstring; docs/scale-out.md).
-    ``server_facts`` are recorded in ``server``, as for :func:`cachelab.load.load`.
+    and returns the merged result (module docstring; docs/scale-out.md). The target is as for
+    :func:`cachelab.load.load`: ``server`` (one ``host:port``, or a pool's
+    ``host:port[:weight]`` members, or ``spec.servers``), a proxy ``server`` with the servers
+    ``behind`` it, or else a private memcached on this machine (reachable by the nodes on this
+    machine only). ``server_facts`` are recorded in ``server``. Every agent drives the whole
+    pool, with the spec's distribution and member-failure settings; the agents must reach
+    every member (through a proxy: the proxy, and the servers behind it, which each engine
+    checks at its start).
 
     Raises UsageError when Ray is missing, the cluster cannot be reached or cannot place the
-    agents, or the spec cannot be split; :class:`~cachelab.errors.Interrupted` (with
-    ``err.partial``) on Ctrl-C; CachelabError when every agent was lost.
+    agents, or the spec cannot be split; :class:`~cachelab.capacity.WontFit` when the run
+    does not fit a server; :class:`~cachelab.errors.Interrupted` (with ``err.partial``) on
+    Ctrl-C; CachelabError when every agent was lost.
     """
     spec.check()
     ray_options.check()
-    if spec.servers and len(spec.servers) > 1:
-        raise UsageError("load on Ray drives one server for now: a pool from Ray agents is not "
-                         "built yet (the spec names several servers)")
-    if spec.servers and server is None:
-        server = spec.servers[0]
+    given, members, hidden = run_targets(spec, server, behind)
     base_seed = spec.seed if spec.seed is not None else secrets.randbits(63)
     shares = plan_shares(spec, ray_options.agents, base_seed)
+    first = members[0][0] if members else None
     with connected(ray_options) as ray, \
-            servers.serve(server, server_options, memory_mb=memory_mb(spec)) as target:
+            servers.serve(first, server_options, memory_mb=memory_mb(spec)) as target:
         facts = {**target.facts, **dict(server_facts or {})}
-        watch = guard(target.address, load_writes(spec), private=bool(facts.get("private")),
-                      timeout=spec.connect_timeout, tls=spec.tls)
+        members = members or [(target.address, 1)]
         run_id = secrets.token_hex(6)
-        core = spec.to_core(target.address, run_id)
+        core = spec.to_core(given or target.address, run_id)
         core["seed"] = base_seed
+        if hidden:
+            core["behind"] = [a for a, _ in hidden]
+        watch = guard_run(spec, members, hidden, core["prefix"],
+                          private=bool(facts.get("private")))
+        read = core["behind"] or ([a for a, _ in members] if len(members) > 1 else [])
+        snapshots = Snapshots(read, core) if read else None
         with _agents(ray, ray_options, shares) as actors:
-            run = _Run(ray, actors, shares, spec, core, watch, on_progress)
-            run.prepare()
-            run.start()
-            run.monitor()
+            run = _Run(ray, actors, shares, spec, core, watch, on_progress, snapshots)
+            try:
+                run.prepare()
+                run.start()
+                run.monitor()
+            except CachelabError:
+                run.abandon()
+                raise
         return run.result(target.address, facts, ray_options)
 
 
@@ -267,9 +286,10 @@ class _Run:
 
     def __init__(self, ray: Any, actors: list[Any], shares: Sequence[AgentShare],
                  spec: LoadSpec, core: dict[str, Any], watch: Any,
-                 on_progress: Callable[[Any], None] | None) -> None:
+                 on_progress: Callable[[Any], None] | None,
+                 snapshots: Snapshots | None = None) -> None:
         self.ray, self.actors, self.shares, self.spec, self.core = ray, actors, shares, spec, core
-        self.watch, self.on_progress = watch, on_progress
+        self.watch, self.on_progress, self.snapshots = watch, on_progress, snapshots
         self.where: list[dict[str, Any]] = []
         self.offsets: list[dict[str, Any]] = []
         self.cores: list[dict[str, Any]] = []
@@ -278,6 +298,7 @@ class _Run:
         self.last_seen: dict[int, float] = {}
         self.prefilled = 0
         self.prefill_s = 0.0
+        self.prefilling = False
         self.start_unix = 0.0
         self.interrupted = False
         self.evicted: int | None = None
@@ -310,9 +331,10 @@ class _Run:
                                        prefill=False)
             spec.check()
             c = spec.to_core(self.core["servers"][0][0], "x")
-            c["prefix"] = self.core["prefix"]
+            c.update({k: self.core[k] for k in ("prefix", "servers", "behind")})
             self.cores.append(c)
         if self.core["prefill"]:
+            self.prefilling = True
             started = time.monotonic()
             n = len(self.actors)
             refs = [a.prefill.remote(self.core, (k, n), max(1, self.spec.threads) * 4)
@@ -320,6 +342,14 @@ class _Run:
             budget = max(60.0, self.spec.key_space / 2000)
             self.prefilled = sum(self._get(refs, budget, "prefill the key space"))
             self.prefill_s = time.monotonic() - started
+        if self.snapshots is not None:  # the measured phase starts from fresh counters
+            self.snapshots.before()
+
+    def abandon(self) -> None:
+        """A run that stops with an error: the key space the agents prefilled (or began to)
+        is deleted, as no result will say what was left."""
+        if self.prefilling:
+            _delete_key_space(self.core)
 
     def start(self) -> None:
         """Every agent is told the common start (its own clock) and waits for it."""
@@ -419,7 +449,19 @@ class _Run:
         if self.watch is not None:
             self.user_items_lost = self.watch.poll(force=True)
         ks = sorted(self.done)
-        merged = merge_outcomes([self.done[k]["outcome"] for k in ks], rate=self.spec.rate)
+        merged = merge_outcomes([self.done[k]["outcome"] for k in ks], rate=self.spec.rate,
+                                agents=ks)
+        if self.snapshots is not None:  # the driver's reads, before its own clean-up
+            self.snapshots.after()
+            behind = bool(self.core["behind"])
+            theirs = merged["behind"] if behind else [m["server"] for m in merged["members"]]
+            views = [{**mine, "version": mine["version"] or their["version"]}
+                     for mine, their in zip(self.snapshots.views, theirs)]
+            if behind:
+                merged["behind"] = views
+            else:
+                for member, view in zip(merged["members"], views):
+                    member["server"] = view
         merged["prefilled_keys"] = self.prefilled
         merged["prefill_s"] = self.prefill_s
         if self.prefilled or self.lost:
@@ -532,19 +574,57 @@ def _agents_section(agents: list[dict[str, Any]], options: RayOptions,
             "limit": limit, "verdict": verdict, "list": agents}
 
 
+class _Clients:
+    """A client per member of ``core``'s pool (its one server, or the proxy), each opened
+    when first used; all closed at the end of the block."""
+
+    def __init__(self, core: Mapping[str, Any], timeout: float) -> None:
+        self.core, self.timeout = core, timeout
+        self.open: dict[int, _core.Client] = {}
+
+    def get(self, member: int) -> _core.Client:
+        if member not in self.open:
+            c = self.core
+            self.open[member] = _core.Client(c["servers"][member][0],
+                                             connect_timeout=c["connect_timeout"],
+                                             timeout=self.timeout, tls=c["tls"])
+        return self.open[member]
+
+    def drop(self, member: int) -> None:
+        client = self.open.pop(member, None)
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def __enter__(self) -> _Clients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for member in list(self.open):
+            self.drop(member)
+
+
 def _delete_key_space(core: Mapping[str, Any]) -> tuple[int, int]:
-    """Deletes every key of the run's key space from here; (done, failed)."""
+    """Deletes every key of the run's key space from here, each from its member; (done,
+    failed): a member that fails is given up, its keys left counted as failed."""
     n = int(core["key_space"])
     done = 0
-    try:
-        with _core.Client(core["servers"][0][0], connect_timeout=core["connect_timeout"],
-                          timeout=max(5.0, core["timeout"]), tls=core["tls"]) as client:
-            for first in range(0, n, 1000):
-                keys = [f"{core['prefix']}:{i}" for i in range(first, min(n, first + 1000))]
-                client.delete_many(keys)
-                done += len(keys)
-    except CachelabError:
-        pass
+    failed: set[int] = set()
+    with _Clients(core, max(5.0, core["timeout"])) as clients:
+        for first in range(0, n, 1000):
+            keys = [f"{core['prefix']}:{i}" for i in range(first, min(n, first + 1000))]
+            parts: dict[int, list[str]] = {}
+            for key, member in zip(keys, key_owners(core, keys)):
+                parts.setdefault(member, []).append(key)
+            for member, part in parts.items():
+                if member in failed:
+                    continue
+                try:
+                    clients.get(member).delete_many(part)
+                    done += len(part)
+                except CachelabError:
+                    failed.add(member)
+                    clients.drop(member)
     return done, n - done
 
 

@@ -10,6 +10,7 @@ send time (the *corrected* histogram) and from the actual send (*uncorrected*).
 from __future__ import annotations
 
 import dataclasses
+import math
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,19 +22,19 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
-from cachelab.capacity import evicted_message, guard_pool
+from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import Interrupted, UsageError
 from cachelab.load.footprint import load_writes
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
-from cachelab.pool import distribution
+from cachelab.pool import Distribution, distribution
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
 from cachelab.tls import describe_tls, transport_of
 
-__all__ = ["DELTA_STATS", "RATE_BACKLOG", "load", "result_from_outcome", "server_deltas",
-           "server_view"]
+__all__ = ["DELTA_STATS", "RATE_BACKLOG", "down_seconds", "guard_run", "key_owners", "load",
+           "result_from_outcome", "run_targets", "server_deltas", "server_view"]
 
 #: How keys are assumed to be placed behind a proxy when no twemproxy distribution is given:
 #: twemproxy's own default (ketama points, fnv1a_64 keys).
@@ -81,33 +82,17 @@ def load(
     """
     spec = _as_spec(spec)
     spec.check()
-    given = [server] if isinstance(server, str) else list(server or spec.servers or [])
-    if behind is not None and len(given) != 1:
-        raise UsageError("a run through a proxy sends to the proxy alone: give one server "
-                         "(the proxy) and the servers behind it")
-    members = pool_members(given) if given else None
-    hidden = pool_members(list(behind)) if behind else None
+    given, members, hidden = run_targets(spec, server, behind)
     first = members[0][0] if members else None
     with servers.serve(first, server_options, memory_mb=memory_mb(spec)) as target:
         facts = {**target.facts, **dict(server_facts or {})}
         members = members or [(target.address, 1)]
         run_id = secrets.token_hex(6)
         core = spec.to_core(given or target.address, run_id)
-        # A server we did not start: refuse a run that does not fit (each member of a pool
-        # with its share of the keys); stop when one evicts.
-        writes = load_writes(spec)
-        checked = hidden or members
-        shares = _key_shares(
-            # Behind a proxy, keys are placed by the proxy: twemproxy's default placement
-            # unless a twemproxy distribution is given (docs/pools.md).
-            spec if not hidden or spec.distribution.startswith("twemproxy-")
-            else dataclasses.replace(spec, distribution=PROXY_DISTRIBUTION),
-            checked, core["prefix"])
         if hidden:
             core["behind"] = [a for a, _ in hidden]
-        watch = guard_pool([(a, writes.part(share)) for (a, _), share in zip(checked, shares)],
-                           private=bool(facts.get("private")), timeout=spec.connect_timeout,
-                           tls=spec.tls)
+        watch = guard_run(spec, members, hidden, core["prefix"],
+                          private=bool(facts.get("private")))
         evicting: list[int] = []
 
         def watched(progress: Any) -> None:
@@ -136,13 +121,60 @@ def load(
     return result
 
 
+def run_targets(spec: LoadSpec, server: str | Sequence[str] | None,
+                behind: Sequence[str] | None) -> tuple[list[str], list[tuple[str, int]] | None,
+                                                        list[tuple[str, int]] | None]:
+    """What a run sends to: the servers given (``server``, else ``spec.servers``; [] for a
+    private one), their ``(address, weight)`` (None when none is given), and the servers
+    ``behind`` a proxy as ``(address, weight)`` (None without a proxy). UsageError for a
+    proxy given with several servers."""
+    given = [server] if isinstance(server, str) else list(server or spec.servers or [])
+    if behind is not None and len(given) != 1:
+        raise UsageError("a run through a proxy sends to the proxy alone: give one server "
+                         "(the proxy) and the servers behind it")
+    members = pool_members(given) if given else None
+    hidden = pool_members(list(behind)) if behind else None
+    return given, members, hidden
+
+
+def key_owners(core: Mapping[str, Any], keys: Sequence[str]) -> list[int]:
+    """The index in ``core["servers"]`` of the member that holds each of ``keys``, by the
+    run's distribution, as the engine routes them (all 0 for one server or a proxy)."""
+    if len(core["servers"]) == 1:
+        return [0] * len(keys)
+    return list(_distribution(core["distribution"], core["servers"]).servers_for(list(keys)))
+
+
+def _distribution(kind: str, members: Sequence[Sequence[Any]]) -> Distribution:
+    return distribution(kind, [address if int(weight) == 1 else f"{address}:{weight}"
+                               for address, weight in members])
+
+
+def guard_run(spec: LoadSpec, members: list[tuple[str, int]],
+              hidden: list[tuple[str, int]] | None, prefix: str, *,
+              private: bool) -> PoolWatch | None:
+    """On servers cachelab did not start: refuses a run that does not fit
+    (:class:`~cachelab.capacity.WontFit`), each member of a pool — or each server ``hidden``
+    behind a proxy — checked for its share of the keys ``<prefix>:<index>``; returns the
+    watch that stops the run when one evicts (None for a private server)."""
+    writes = load_writes(spec)
+    checked = hidden or members
+    shares = _key_shares(
+        # Behind a proxy, keys are placed by the proxy: twemproxy's default placement
+        # unless a twemproxy distribution is given (docs/pools.md).
+        spec if not hidden or spec.distribution.startswith("twemproxy-")
+        else dataclasses.replace(spec, distribution=PROXY_DISTRIBUTION),
+        checked, prefix)
+    return guard_pool([(a, writes.part(share)) for (a, _), share in zip(checked, shares)],
+                      private=private, timeout=spec.connect_timeout, tls=spec.tls)
+
+
 def _key_shares(spec: LoadSpec, members: list[tuple[str, int]], prefix: str) -> list[float]:
     """Each member's share of the run's keys (``<prefix>:<index>``), as the engine routes
     them; ``[1.0]`` for a single server."""
     if len(members) == 1:
         return [1.0]
-    specs = [address if weight == 1 else f"{address}:{weight}" for address, weight in members]
-    counts = distribution(spec.distribution, specs).key_counts(prefix, spec.key_space)
+    counts = _distribution(spec.distribution, members).key_counts(prefix, spec.key_space)
     return [c / spec.key_space for c in counts]
 
 
@@ -283,9 +315,20 @@ def _member(m: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
         "lost": m["lost"],
         "latency": m["latency"],
         "down": m["down"],
-        "down_s": round(sum(e["end_s"] - e["start_s"] for e in m["down"]), 3),
+        "down_s": round(down_seconds(m["down"]), 3),
         "server": server_view(view, elapsed),
     }
+
+
+def down_seconds(episodes: Sequence[Mapping[str, Any]]) -> float:
+    """How long a member was down: the union of its episodes (one run's episodes do not
+    overlap; several agents' do, each marking the member down on its own)."""
+    total, reached = 0.0, -math.inf
+    for e in sorted(episodes, key=lambda e: e["start_s"]):
+        if e["end_s"] > reached:
+            total += e["end_s"] - max(e["start_s"], reached)
+            reached = e["end_s"]
+    return total
 
 
 def server_view(view: Mapping[str, Any], elapsed: float) -> dict[str, Any]:

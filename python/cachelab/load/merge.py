@@ -14,6 +14,11 @@ Choices where there is no sum:
 * the server's counters before the run are the earliest snapshot any agent took (the smallest
   counts), after the run the latest (the largest), so the deltas cover every agent's traffic;
 * an agent's stall keeps its agent's number (``agent``) and the stalls are listed by start;
+* a pool member's down episodes are every agent's (each marks the member down on its own),
+  each with its agent's number (``agent``), listed by start; its key count is any agent's
+  (the same key space and distribution for all); its server's counters are chosen as the
+  server's are, per member (and per server behind a proxy) — the driver of a run on Ray
+  replaces them with its own reads (:mod:`cachelab.load.agents`);
 * a trailing interval that only some agents closed and in which nothing happened is dropped.
 """
 
@@ -25,7 +30,7 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.load.spec import OPS
 
-__all__ = ["latency_entry", "merge_latency", "merge_outcomes", "totals_over"]
+__all__ = ["latency_entry", "merge_latency", "merge_members", "merge_outcomes", "totals_over"]
 
 Outcome = Mapping[str, Any]
 
@@ -140,24 +145,55 @@ def _server_view(views: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {**first, "after": last["after"], "schedstat_after": last.get("schedstat_after")}
 
 
-def merge_outcomes(outcomes: Sequence[Outcome], *, rate: float | None) -> dict[str, Any]:
+def merge_members(per_agent: Sequence[Sequence[Mapping[str, Any]]],
+                  agents: Sequence[int]) -> list[dict[str, Any]]:
+    """A pool's members (the engine's ``members``) over agents that each drove the whole
+    pool: per member the counts and errors summed, the latency histograms merged, every
+    agent's down episodes (with ``agent``, its number in ``agents``), the key count, and the
+    server's view (:func:`_server_view`). [] for one server."""
+    if not per_agent or not per_agent[0]:
+        return []
+    merged = []
+    for m, first in enumerate(per_agent[0]):
+        parts = [members[m] for members in per_agent]
+        down = sorted(({**e, "agent": k} for k, p in zip(agents, parts) for e in p["down"]),
+                      key=lambda e: (e["start_s"], e["agent"]))
+        merged.append({
+            "address": first["address"], "weight": first["weight"], "keys": first["keys"],
+            **{k: sum(int(p[k]) for p in parts) for k in ("sent", "replies", "hits", "misses")},
+            "errors": _sum_dicts([p["errors"] for p in parts]),
+            "lost": sum(int(p["lost"]) for p in parts),
+            "latency": merge_latency([p["latency"] for p in parts]),
+            "down": down,
+            "server": _server_view([p["server"] for p in parts]),
+        })
+    return merged
+
+
+def merge_outcomes(outcomes: Sequence[Outcome], *, rate: float | None,
+                   agents: Sequence[int] | None = None) -> dict[str, Any]:
     """One outcome of ``_core.load_run``'s shape from the agents' outcomes (at least one).
 
-    ``rate`` is the requested total rate of an open loop (None: closed loop). The run's keys
-    (``prefilled_keys``, ``prefill_s``, ``deleted_keys``, ``leftover_keys``) are the sums of
-    the agents'; the caller sets them when it prefilled or cleaned up itself."""
+    ``rate`` is the requested total rate of an open loop (None: closed loop); ``agents`` the
+    outcomes' agent numbers, as stalls and down episodes name them (default 0, 1, …). The
+    run's keys (``prefilled_keys``, ``prefill_s``, ``deleted_keys``, ``leftover_keys``) are
+    the sums of the agents'; the caller sets them when it prefilled or cleaned up itself."""
     if not outcomes:
         raise ValueError("no outcomes to merge")
+    numbers = list(range(len(outcomes))) if agents is None else list(agents)
+    if len(numbers) != len(outcomes):
+        raise ValueError("one agent number per outcome")
     intervals = merge_intervals([o["intervals"] for o in outcomes])
     warm = next((i for i, iv in enumerate(intervals) if not iv["warmup"]), len(intervals))
     steady_start = min(max(o["steady"]["start_index"] for o in outcomes), len(intervals))
     open_loop = rate is not None
     window = totals_over(intervals, steady_start, open_loop)
     best = window.get("corrected") or window.get("uncorrected")
-    stalls = sorted(({**s, "agent": k} for k, o in enumerate(outcomes) for s in o["stalls"]),
+    stalls = sorted(({**s, "agent": k} for k, o in zip(numbers, outcomes) for s in o["stalls"]),
                     key=lambda s: (s["start_s"], s["agent"]))
     schedules = [o["schedule"] for o in outcomes if o.get("schedule")]
-    aborted = [f"agent {k}: {o['aborted']}" for k, o in enumerate(outcomes) if o.get("aborted")]
+    aborted = [f"agent {k}: {o['aborted']}" for k, o in zip(numbers, outcomes) if o.get("aborted")]
+    behind = [o.get("behind") or [] for o in outcomes]
     merged: dict[str, Any] = {
         "intervals": intervals,
         "steady": {
@@ -172,6 +208,8 @@ def merge_outcomes(outcomes: Sequence[Outcome], *, rate: float | None) -> dict[s
         "stalls": stalls,
         "stalls_dropped": sum(int(o["stalls_dropped"]) for o in outcomes),
         "server": _server_view([o["server"] for o in outcomes]),
+        "members": merge_members([o.get("members") or [] for o in outcomes], numbers),
+        "behind": [_server_view([b[i] for b in behind]) for i in range(len(behind[0]))],
         "schedule": None if rate is None else {
             "target_rate": float(rate),
             "backlog_at_end": sum(int(s["backlog_at_end"]) for s in schedules),

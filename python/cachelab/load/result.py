@@ -214,10 +214,17 @@ def _partial_lines(r: LoadResult) -> list[str]:
         if m["down"]:
             failed = m["errors"].get("member_down", 0)
             lines.append(
-                f"MEMBER DOWN: {m['address']} was marked down {len(m['down'])} time(s), "
-                f"{m['down_s']:.2f} s in all (first from {m['down'][0]['start_s']:.2f} s); "
-                f"{failed} of its requests failed at once (member_down), not remapped")
+                f"MEMBER DOWN: {m['address']} was marked down {len(m['down'])} time(s)"
+                f"{_by_agents(m['down'])}, {m['down_s']:.2f} s in all (first from "
+                f"{m['down'][0]['start_s']:.2f} s); {failed} of its requests failed at once "
+                "(member_down), not remapped")
     return lines
+
+
+def _by_agents(episodes: list[dict[str, Any]]) -> str:
+    """The agents that marked a member down (a run on Ray), as words; "" otherwise."""
+    agents = sorted({e["agent"] for e in episodes if "agent" in e})
+    return f" by agent(s) {', '.join(map(str, agents))}" if agents else ""
 
 
 def _member_lines(r: LoadResult) -> list[str]:
@@ -248,7 +255,8 @@ def _member_lines(r: LoadResult) -> list[str]:
                          + ", ".join(f"{k} {n}" for k, n in sorted(m["errors"].items())))
         for e in m["down"]:
             lines.append(f"  {m['address']} down {e['start_s']:.2f}–{e['end_s']:.2f} s "
-                         f"({e['end_s'] - e['start_s']:.2f} s, {e['failures']} failures, "
+                         + (f"for agent {e['agent']} " if "agent" in e else "")
+                         + f"({e['end_s'] - e['start_s']:.2f} s, {e['failures']} failures, "
                          f"{e['connections']} connection(s))"
                          + (", still down at the end" if e["open"] else ""))
     skew = pool.get("skew")

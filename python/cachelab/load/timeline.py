@@ -64,7 +64,7 @@ def liveness(intervals: Sequence[Interval]) -> dict[str, Any]:
     intervals with no reply at all (``dead_intervals``, ``dead_s``), with the throughput of
     the live part."""
     ivs = measured(intervals)
-    dead = [iv for iv in ivs if iv["replies"] == 0 and iv["duration_s"] > 0]
+    dead = [iv for iv in ivs if iv["replies"] == 0 and iv["duration_s"] >= MIN_DEAD_S]
     dead_s = sum(iv["duration_s"] for iv in dead)
     live_s = sum(iv["duration_s"] for iv in ivs) - dead_s
     replies = sum(iv["replies"] for iv in ivs)

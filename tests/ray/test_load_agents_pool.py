@@ -1,0 +1,167 @@
+"""``load --ray`` on a pool of real memcached servers (127.0.0.6-8) and through a real
+twemproxy, from two agents on the shared Ray cluster (tests/ray/conftest.py): each member's
+merged counts are what its own ``stats`` counted, the merged per-member histograms hold every
+part the agents counted, no key is left anywhere, and a member stopped mid-run is marked down
+by the agents (MEMBER DOWN, exit 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cachelab._core as _core
+from cachelab.load import LoadResult, LoadSpec, load_on_ray
+from cachelab.proxies import PrivateTwemproxy, find_nutcracker
+from cachelab.servers import PrivateMemcached
+from clitools import cachelab
+from conftest import HEAD_IP
+from pools import loopback_pool
+
+HOSTS = ("127.0.0.6", "127.0.0.7", "127.0.0.8")
+RUN_TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[list[PrivateMemcached]]:
+    with loopback_pool(HOSTS) as servers:
+        yield servers
+
+
+def _addresses(pool: list[PrivateMemcached]) -> list[str]:
+    return [s.address for s in pool]
+
+
+def _delta(member: dict[str, Any], name: str) -> int:
+    return int(member["server"]["deltas"][name])
+
+
+def _left(prefix: str, key_space: int, pool: list[PrivateMemcached]) -> int:
+    """Keys of the run still held by any member."""
+    keys = [f"{prefix}:{i}" for i in range(key_space)]
+    left = 0
+    for s in pool:
+        with _core.Client(s.address) as c:
+            left += len(c.get_multi(keys))
+    return left
+
+
+def test_two_agents_on_a_pool_count_what_each_member_counted(ray_cluster, pool) -> None:
+    spec = LoadSpec(connections=4, rate=2000.0, duration=1.5, warmup=0.5, interval=0.5,
+                    key_space=600, mix={"get": 0.8, "set": 0.2}, seed=11)
+    r = load_on_ray(spec, ray_cluster.options(agents=2), server=_addresses(pool))
+    agents = r.agents["list"]
+    assert [a["status"] for a in agents if a["status"] == "lost"] == []
+    assert r.members is not None and [m["address"] for m in r.members] == _addresses(pool)
+    assert r.pool is not None and r.pool["distribution"] == "ketama" and r.pool["skew"]
+    for m in r.members:
+        # What the agents sent this member is what its own stats counted (read once, by the
+        # driver, after the prefill and after the agents were done).
+        assert m["sent"] == m["replies"] > 0 and not m["errors"] and not m["lost"], m
+        assert m["hits"] == _delta(m, "get_hits") and m["misses"] == _delta(m, "get_misses")
+        assert m["misses"] == 0  # the agents prefilled each key on the member that holds it
+        assert m["sent"] == _delta(m, "cmd_get") + _delta(m, "cmd_set")
+        # Its histogram is the merge of both agents' (one entry per part replied).
+        assert m["latency"]["count"] == m["replies"]
+        assert not m["down"]
+    assert sum(_delta(m, "cmd_set") for m in r.members) == r.all["ops"]["set"]
+    assert sum(m["latency"]["count"] for m in r.members) == sum(a["replies"] for a in agents)
+    assert r.server["deltas"]["cmd_get"] == r.all["ops"]["get"]  # the pool as one
+    assert r.run["prefilled_keys"] == 600 and r.run["leftover_keys"] == 0
+    assert _left(r.spec["prefix_used"], 600, pool) == 0
+    assert not r.problems(), r.problems()
+    text = r.render()
+    assert "pool of 3 members" in text and "agents: 2 (spread)" in text
+    assert LoadResult.from_dict(r.to_dict()).members == r.members
+
+
+try:
+    find_nutcracker()
+    _NO_PROXY = ""
+except Exception as e:  # noqa: BLE001 - the reason is shown in the skip
+    _NO_PROXY = f"no twemproxy: {e}"
+
+
+@pytest.mark.skipif(bool(_NO_PROXY), reason=_NO_PROXY)
+def test_the_cli_on_ray_through_a_proxy(ray_cluster, pool, tmp_path: Path) -> None:
+    with PrivateTwemproxy(_addresses(pool), distribution="ketama", hash="md5") as proxy:
+        done = cachelab("load", "--ray", ray_cluster.address, "--ray-node-ip", HEAD_IP,
+                        "--agents", "2", "--proxy", proxy.address,
+                        *[x for a in _addresses(pool) for x in ("--server", a)],
+                        "--rate", "1500", "--connections", "2", "--duration", "1",
+                        "--warmup", "0.25", "--key-space", "400", "--mix", "get=80,set=20",
+                        "--no-plots", "--format", "table", "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert "through the proxy" in done.stdout and "behind the proxy" in done.stdout
+    doc = json.loads((tmp_path / "out" / "load.json").read_text())
+    assert doc["server"]["proxy"] and doc["server"]["address"] == proxy.address
+    assert [b["address"] for b in doc["behind"]] == _addresses(pool)
+    assert len(doc["agents"]["list"]) == 2
+    gets = [b["server"]["deltas"]["cmd_get"] for b in doc["behind"]]
+    sets = [b["server"]["deltas"]["cmd_set"] for b in doc["behind"]]
+    # Every get and set of both agents reached a server behind the proxy, each its share.
+    assert sum(gets) == doc["all"]["ops"]["get"] and sum(sets) == doc["all"]["ops"]["set"]
+    assert all(g > 0.15 * sum(gets) for g in gets)
+    assert doc["run"]["leftover_keys"] == 0
+    assert _left(doc["spec"]["prefix_used"], 400, pool) == 0
+
+
+def _cmd_get(address: str) -> int:
+    with _core.Client(address, timeout=1.0) as c:
+        return int(c.stats()["cmd_get"])
+
+
+def test_a_member_stopped_under_ray_is_marked_down_by_the_agents(
+        ray_cluster, pool, tmp_path: Path) -> None:
+    stopped = pool[1]
+    pid = stopped.pid
+    assert pid is not None
+    out = tmp_path / "out"
+    args = ["--ray", ray_cluster.address, "--ray-node-ip", HEAD_IP, "--agents", "2",
+            *[x for a in _addresses(pool) for x in ("--server", a)],
+            "--rate", "1500", "--max-outstanding", "1000", "--connections", "2",
+            "--duration", "3", "--warmup", "0", "--interval", "0.5", "--key-space", "300",
+            "--timeout", "0.3", "--member-retry", "1", "--member-failure-limit", "2",
+            "--format", "table", "--no-plots", "--out", out]
+    proc = subprocess.Popen([sys.executable, "-m", "cachelab", "load", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        # The run has started when the member answers gets (the prefill only sets).
+        base = _cmd_get(stopped.address)
+        deadline = time.monotonic() + 45
+        while _cmd_get(stopped.address) < base + 200 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the agents never started"
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(1.5)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 1, (stdout, stderr)
+    doc = json.loads((out / "load.json").read_text())
+    down = doc["members"][1]
+    assert down["down"] and {e["agent"] for e in down["down"]} <= {0, 1}, down["down"]
+    assert down["errors"].get("member_down", 0) > 0
+    assert 0.5 <= down["down_s"] <= 3.0, down["down"]
+    for m in (doc["members"][0], doc["members"][2]):
+        assert not m["errors"] and not m["down"], m
+    agents = sorted({e["agent"] for e in down["down"]})
+    assert (f"MEMBER DOWN: {stopped.address} was marked down {len(down['down'])} time(s) "
+            f"by agent(s) {', '.join(map(str, agents))}") in stdout
+    assert doc["run"]["leftover_keys"] == 0
+    assert _left(doc["spec"]["prefix_used"], 300, pool) == 0
