@@ -2,7 +2,7 @@
 twemproxy, from two agents on the shared Ray cluster (tests/ray/conftest.py): each member's
 merged counts are what its own ``stats`` counted, the merged per-member histograms hold every
 part the agents counted, no key is left anywhere, and a member stopped mid-run is marked down
-by the agents (MEMBER DOWN, exit 1)."""
+by the agents (MEMBER DOWN, exit 1); ``scale --ray --vary agents`` on the pool."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import pytest
 import cachelab._core as _core
 from cachelab.load import LoadResult, LoadSpec, load_on_ray
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
+from cachelab.scale import ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab
 from conftest import HEAD_IP
@@ -165,3 +166,26 @@ def test_a_member_stopped_under_ray_is_marked_down_by_the_agents(
             f"by agent(s) {', '.join(map(str, agents))}") in stdout
     assert doc["run"]["leftover_keys"] == 0
     assert _left(doc["spec"]["prefix_used"], 300, pool) == 0
+
+
+def test_scale_over_agents_on_a_pool_and_through_a_proxy(ray_cluster, pool) -> None:
+    spec = ScaleSpec.quick(vary="agents", points=[1, 2], repeats=1, connections_per_agent=2,
+                           settle=0.0, window=0.5)
+    result = scale(spec, server=_addresses(pool), ray=ray_cluster.options())
+    assert [(r["n"], r["connections"]) for r in result.runs] == [(1, 2), (2, 4)]
+    for r in result.runs:
+        assert r["throughput"] > 0 and not r["errors"], r
+        assert [m["address"] for m in r["members"]] == _addresses(pool)
+        assert all(m["replies"] > 0 and not m["errors"] for m in r["members"]), r["members"]
+    assert result.server["pool"]["members"] == _addresses(pool)
+    if _NO_PROXY:
+        return
+    with PrivateTwemproxy(_addresses(pool), distribution="ketama", hash="md5") as proxy:
+        result = scale(spec, server=proxy.address, behind=_addresses(pool),
+                       ray=ray_cluster.options())
+    for r in result.runs:
+        assert r["throughput"] > 0 and not r["errors"], r
+        # Every get and set of the run's agents reached a server behind the proxy.
+        for op in ("get", "set"):
+            assert sum(b["deltas"][f"cmd_{op}"] for b in r["behind"]) == r["ops"][op], r
+    assert result.server["proxy"] is True

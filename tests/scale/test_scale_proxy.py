@@ -98,8 +98,6 @@ def test_the_cli_refuses_what_cannot_go_through_the_proxy(
         pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
     members, proxy = pool
     flags = ["--proxy", proxy.address, *_flags(members), *SHORT, "--out", tmp_path]
-    ray = cachelab("scale", *flags, "--ray", "--vary", "agents")
-    assert ray.returncode == 2 and "--proxy with --ray" in one_error_line(ray)
     threads = cachelab("scale", *flags, "--vary", "server-threads")
     assert threads.returncode == 2 and "server-threads" in one_error_line(threads)
     lone = cachelab("scale", "--proxy", proxy.address, *SHORT, "--out", tmp_path)

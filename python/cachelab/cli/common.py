@@ -197,8 +197,9 @@ def add_pool_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--proxy", metavar="HOST:PORT",
                    help="send every request to this proxy (twemproxy); --server or "
                    "--servers-file then name the memcached servers behind it, whose stats are "
-                   "read and whose room is checked, with keys placed as --distribution says "
-                   "(default twemproxy-ketama-fnv1a_64; docs/pools.md, 'Through twemproxy')")
+                   "read and whose room is checked (load and scale check each server's "
+                   "share of the keys as --distribution places them, default "
+                   "twemproxy-ketama-fnv1a_64; docs/pools.md, 'Through twemproxy')")
 
 
 def proxy_address(args: argparse.Namespace) -> str | None:

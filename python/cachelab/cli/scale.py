@@ -37,7 +37,7 @@ Through twemproxy (--proxy HOST:PORT, with the memcached servers behind it given
 repeated or --servers-file): every point is a load run through the proxy, as load --proxy
 does: the servers behind are checked for room, watched for evictions and read for their
 stats, and each run in scale.json records their deltas (runs[].behind) beside its requests
-(runs[].ops). Not with --ray or --vary server-threads.
+(runs[].ops). Not with --vary server-threads.
 
 Artifacts: scale.json (schema cachelab.scale v1), scale.csv (one row per run), scale-usl.png/svg
 (throughput vs N with the fit), scale-latency.png/svg (each point's latency distribution).

@@ -61,9 +61,6 @@ def scale(
         if not isinstance(server, str):
             raise UsageError("a sweep through a proxy sends to the proxy alone: give one "
                              "server (the proxy) and the servers behind it")
-        if ray is not None:
-            raise UsageError("--proxy with --ray is not built yet: Ray agents drive memcached "
-                             "directly (load --ray neither goes through a proxy)")
         if spec.vary == "server-threads":
             raise UsageError("--vary server-threads restarts a private memcached per point; "
                              "through a proxy, vary connections or threads")
@@ -74,9 +71,6 @@ def scale(
         raise UsageError("scale --ray measures --vary agents; other sweeps run here")
     if not isinstance(server, (str, type(None))):
         members = list(server)
-        if ray is not None:
-            raise UsageError("--ray drives one server for now: a pool from Ray agents is not "
-                             "built yet")
         if spec.vary == "server-threads":
             raise UsageError("--vary server-threads needs a private memcached, not a pool")
         server = members[0] if len(members) == 1 else members
@@ -105,8 +99,10 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
     def measure(rep: int, n: int, target: Target | None) -> None:
         run_spec = spec.run_spec(n)
         if ray is not None:
-            result = load_on_ray(run_spec, dataclasses.replace(ray, agents=n),
-                                 server=target.address, server_facts=target.facts)
+            agents = dataclasses.replace(ray, agents=n)
+            result = (load_on_ray(run_spec, agents, server=target.address,
+                                  server_facts=target.facts) if target is not None
+                      else load_on_ray(run_spec, agents, server=server, behind=behind))
         elif behind is not None:  # the proxy spreads the keys over the servers behind it
             result = load(run_spec, server=server, behind=behind)
         elif target is None:  # a pool: load hashes keys over its members
