@@ -57,14 +57,22 @@ def test_each_members_counts_are_its_own_stats_and_multigets_are_one_get_per_mem
     r = load(spec, server=_addresses(pool))
     assert r.members is not None and len(r.members) == 3
     key_len = len(r.spec["prefix_used"]) + 2  # "<prefix>:<digit>"
+    # The run's prefix is random, so a member may own none of the ten keys ((2/3)^10, about
+    # 1.7 % per member): it is then sent nothing and counts nothing.
+    assert sum(m["sent"] > 0 for m in r.members) >= 2
     for m in r.members:
-        assert m["sent"] == m["replies"] > 0 and not m["errors"] and not m["lost"]
+        assert m["sent"] == m["replies"] and not m["errors"] and not m["lost"]
+        if m["sent"] == 0:
+            assert _delta(m, "cmd_get") == _delta(m, "get_hits") == m["hits"] == 0
+            continue
         assert m["hits"] == _delta(m, "get_hits") and m["misses"] == _delta(m, "get_misses") == 0
         assert m["hits"] == _delta(m, "cmd_get")  # keys asked of this member
         gets = (_delta(m, "bytes_read") - m["hits"] * (1 + key_len)) / 5
         # The "after" snapshot's own "version" and "stats" lines are read first: 16 bytes.
         assert abs(gets - m["sent"]) <= 4, (gets, m["sent"], m["hits"])
-        assert m["hits"] > m["sent"], "a get carries all of the member's keys, not one"
+    # A get carries all of the member's keys of the multi-get, not one: ten keys over three
+    # members, so some member owns several and is asked for more keys than it is sent gets.
+    assert any(m["hits"] > 1.5 * m["sent"] > 0 for m in r.members)
     # Each multi-get touched every member holding one of its keys, once: 3000 multi-gets of
     # 10 keys over 3 members are at most 9000 gets, and more than 3000.
     assert r.all["ops"]["multiget"] == 3000 < sum(m["sent"] for m in r.members) <= 9000
