@@ -49,7 +49,7 @@ DEFAULT_ROWS: tuple[str, ...] = (*(pct_key(p) for p in PERCENTILES), MAX_ROW)
 
 def percentile_table(
     title: str,
-    columns: Sequence[tuple[str, Mapping[str, float]]],
+    columns: Sequence[tuple[str, Mapping[str, float | str]]],
     *,
     rows: Sequence[str] | None = None,
     unit: str | None = None,
@@ -59,7 +59,8 @@ def percentile_table(
     """Render latencies as a monospace table, one column per ``(label, values)`` pair.
 
     ``values`` maps a row name (see :func:`pct_key` and :data:`MAX_ROW`) to a latency in
-    nanoseconds; a row it lacks, or a ``None``/NaN value, shows as "—".  ``rows`` defaults to
+    nanoseconds, or to ready text (``"n/a (3)"``); a row it lacks, or a ``None``/NaN value,
+    shows as "—".  ``rows`` defaults to
     :data:`DEFAULT_ROWS`.  ``unit`` (``"µs"``, ``"ms"``, ...) defaults to
     :func:`~cachelab.units.pick_unit` over every value shown, and is appended to the title line.
 
@@ -70,13 +71,16 @@ def percentile_table(
     """
     row_names = list(DEFAULT_ROWS if rows is None else rows)
     values = [[_number(mapping.get(name)) for _, mapping in columns] for name in row_names]
+    texts = [[mapping.get(name) if isinstance(mapping.get(name), str) else None
+              for _, mapping in columns] for name in row_names]
     if unit is None:
         unit = pick_unit(v for row in values for v in row if v is not None)
 
     header = ["%ile", *(label for label, _ in columns)]
     body = [
-        [name, *(MISSING if v is None else format_duration_ns(v, unit) for v in row)]
-        for name, row in zip(row_names, values)
+        [name, *(t if t is not None else MISSING if v is None else format_duration_ns(v, unit)
+                 for v, t in zip(row, text_row))]
+        for name, row, text_row in zip(row_names, values, texts)
     ]
     foot = []
     for name, cells in footer:
@@ -104,9 +108,9 @@ def percentile_table(
     return "\n".join(lines)
 
 
-def _number(value: float | None) -> float | None:
-    """A cell's value as a float, or ``None`` when it is missing or not finite."""
-    if value is None:
+def _number(value: float | str | None) -> float | None:
+    """A cell's value as a float, or ``None`` when it is missing, not finite or ready text."""
+    if value is None or isinstance(value, str):
         return None
     number = float(value)
     return number if math.isfinite(number) else None

@@ -28,7 +28,8 @@ CRATES = ROOT / "crates"
 #: and lower ones, never a higher one. A name matches a module and everything below it.
 LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors"),
-    ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls"),
+    ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls",
+     "cachelab.intervals"),
     ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity",
      "cachelab.pool", "cachelab.proxies", "cachelab.raycluster"),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
@@ -47,7 +48,7 @@ LAYERS: list[tuple[str, ...]] = [
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
                         r"cachelab\.traces\.(jsonl|parquet|capture)|pyarrow(\..*)?|psycopg|"
                         r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
-                        r"ray(\..*)?)$")
+                        r"ray(\..*)?|scipy(\..*)?)$")
 
 
 def _module_name(path: Path) -> str:

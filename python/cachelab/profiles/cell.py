@@ -9,6 +9,8 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import InputError
+from cachelab.intervals import intervals as percentile_intervals
+from cachelab.intervals import tail_samples
 from cachelab.tables import PERCENTILES
 from cachelab.units import format_size, pct_key
 
@@ -40,6 +42,10 @@ class Cell:
     mismatches: int = 0
     misses: int = 0
     percentiles: dict[str, int] = field(default_factory=dict)
+    #: 95 % intervals of the table's percentiles, ``{row: [low, high] or None}`` (None: too
+    #: few samples beyond it; :mod:`cachelab.intervals`); empty when not computed (published
+    #: and pooled cells).
+    intervals: dict[str, list[int] | None] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -68,6 +74,8 @@ class Cell:
                 mismatches=int(d.get("mismatches", 0)),
                 misses=int(d.get("misses", 0)),
                 percentiles={str(k): int(v) for k, v in dict(d.get("percentiles", {})).items()},
+                intervals={str(k): None if v is None else [int(v[0]), int(v[1])]
+                           for k, v in dict(d.get("intervals", {})).items()},
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{where}: a cell is missing or has a bad field: {e}") from None
@@ -78,11 +86,37 @@ class Cell:
         return cell
 
 
-def with_percentiles(cell: Cell) -> Cell:
-    """``cell`` with its ``percentiles`` (the table rows) read from its histogram."""
+def with_percentiles(cell: Cell, *, intervals: bool = False) -> Cell:
+    """``cell`` with its ``percentiles`` (the table rows) read from its histogram; with
+    ``intervals``, also their 95 % intervals (for a cell of measured, independent samples)."""
     values = cell.at([*PERCENTILES, 100.0])
     cell.percentiles = dict(zip(TABLE_ROWS, values))
+    if intervals and cell.samples:
+        cell.intervals = percentile_intervals(
+            cell.histogram, cell.samples, dict(zip(TABLE_ROWS, PERCENTILES)))
     return cell
+
+
+def shown_percentiles(cell: Cell) -> dict[str, float | str]:
+    """A cell's column of the printed table: each percentile in ns, or ``"n/a (k)"`` when its
+    interval could not be given (``k`` samples beyond it); empty without samples."""
+    if not cell.samples:
+        return {}
+    out: dict[str, float | str] = {}
+    for row, value in cell.percentiles.items():
+        if cell.intervals and row in cell.intervals and cell.intervals[row] is None:
+            out[row] = f"n/a ({tail_samples(cell.samples, float(row))})"
+        else:
+            out[row] = float(value)
+    return out
+
+
+def interval_text(cell: Cell, row: str) -> str:
+    """``"-2/+3%"``: the 95 % interval of a percentile relative to it; "—" without one."""
+    iv, value = cell.intervals.get(row), cell.percentiles.get(row)
+    if not iv or not value:
+        return "n/a" if row in cell.intervals and iv is None else "—"
+    return f"-{100 * (value - iv[0]) / value:.0f}/+{100 * (iv[1] - value) / value:.0f}%"
 
 
 def floor_p50(cells: Sequence[Cell]) -> int | None:

@@ -147,7 +147,8 @@ def _measure(
     raw = _run_with_progress(spec_dict, on_progress, watch)
     lost = watch.poll(force=True) if watch is not None else None
     after = [_stats(a, timeout, required=False) for a in behind or ()]
-    cells = [with_percentiles(Cell.from_dict(c, "profile run")) for c in raw["cells"]]
+    cells = [with_percentiles(Cell.from_dict(c, "profile run"), intervals=True)
+             for c in raw["cells"]]
     client = {k: v for k, v in spec_dict.items() if k not in ("address", "tls")}
     client["tls"] = describe_tls(spec.tls)
     result = LatencyProfile(

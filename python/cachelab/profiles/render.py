@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cachelab.load import behind_lines
-from cachelab.profiles.cell import OPS, floor_p50
+from cachelab.profiles.cell import OPS, floor_p50, interval_text, shown_percentiles
 from cachelab.profiles.tlscost import render_tls_cost
 from cachelab.tables import percentile_table
 from cachelab.units import (
@@ -22,6 +22,9 @@ from cachelab.units import (
     partial_note,
     pick_unit,
 )
+
+#: The percentiles whose 95 % interval the tables show under their samples.
+CI_ROWS = ("50", "99")
 
 #: The printed tables' titles.
 TABLE_TITLES = {
@@ -55,6 +58,9 @@ def render_profile(p: Any) -> str:
         if op == "multiget":
             title += f", {format_size(cells[0].value_size)} values"
         footer = [("samples", [str(c.samples) for c in cells])]
+        if any(c.intervals for c in cells):
+            footer += [(f"p{row} 95% CI", [interval_text(c, row) for c in cells])
+                       for row in CI_ROWS]
         if floor_ns:
             footer.append(("p50/floor", [
                 f"{c.percentiles['50'] / floor_ns:.2f}x" if c.samples else "—" for c in cells
@@ -65,6 +71,10 @@ def render_profile(p: Any) -> str:
             footer.append(("mismatches", [str(c.mismatches) for c in cells]))
             footer.append(("misses", [str(c.misses) for c in cells]))
         lines += ["", percentile_table(title, list(iter_table_columns(p, op)), footer=footer)]
+    if any(c.intervals for c in p.cells):
+        lines += ["", "CI: the 95 % interval of a percentile, relative to it (order statistics of "
+                  "independent samples); n/a (k): too few samples beyond that percentile to "
+                  "give one (k of them)."]
     errors: dict[str, int] = {}
     for c in p.cells:
         for k, n in c.errors.items():
@@ -139,8 +149,8 @@ def partial(run: Mapping[str, Any], asked: int | None, counts: Iterable[int]) ->
     return partial_note(run, samples_per_cell(asked, counts))
 
 
-def iter_table_columns(p: Any, op: str) -> Iterator[tuple[str, dict[str, float]]]:
+def iter_table_columns(p: Any, op: str) -> Iterator[tuple[str, dict[str, float | str]]]:
     """The columns of ``op``'s table: each cell's label and percentiles (empty when the cell
-    has no samples)."""
+    has no samples; ``"n/a (k)"`` for one its samples cannot pin down)."""
     for c in p.cells_of(op):
-        yield c.label, {k: float(v) for k, v in c.percentiles.items()} if c.samples else {}
+        yield c.label, shown_percentiles(c)

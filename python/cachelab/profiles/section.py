@@ -10,9 +10,18 @@ from cachelab.artifacts import Artifact
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, env_notes, figures
-from cachelab.profiles.cell import OPS, PLOT_FILES, PLOT_TITLES, TABLE_ROWS, floor_p50
+from cachelab.profiles.cell import (
+    OPS,
+    PLOT_FILES,
+    PLOT_TITLES,
+    TABLE_ROWS,
+    Cell,
+    floor_p50,
+    interval_text,
+    shown_percentiles,
+)
 from cachelab.profiles.model import LatencyProfile
-from cachelab.profiles.render import floor_words, samples_per_cell
+from cachelab.profiles.render import CI_ROWS, floor_words, samples_per_cell
 from cachelab.profiles.tlscost import tls_cost_rows
 from cachelab.units import PARTIAL, dur, format_size, partial_note, times
 
@@ -63,10 +72,15 @@ def section(art: Artifact, ctx: Context) -> Section:
         if not cs:
             continue
         header = ["percentile", *(cell_label(c) for c in cs)]
+        shown = [shown_percentiles(Cell.from_dict(c, str(art.path))) for c in cs]
         rows = [[("p" + r) if r != "max" else "max",
-                 *(dur(c["percentiles"].get(r)) if c.get("samples") else "—" for c in cs)]
+                 *(v if isinstance(v := col.get(r), str) else dur(v) if v is not None else "—"
+                   for col in shown)]
                 for r in TABLE_ROWS]
         rows.append(["samples", *(str(c.get("samples", 0)) for c in cs)])
+        if any(c.get("intervals") for c in cs):
+            parsed = [Cell.from_dict(c, str(art.path)) for c in cs]
+            rows += [[f"p{r} 95 % CI", *(interval_text(c, r) for c in parsed)] for r in CI_ROWS]
         if floor_ns:
             rows.append(["p50 / floor", *(times(c["percentiles"].get("50", 0), floor_ns)
                                           if c.get("samples") else "—" for c in cs)])
