@@ -5,8 +5,9 @@ One private memcached (``-t 2``). Each round runs ``--rate`` requests/s (90 % ge
 sets, zipf keys) for ``--duration`` seconds, either alone (*no watcher*) or while a capture
 (``python -m cachelab trace capture``, a separate process) reads the server's key stream
 with its Rust reader (*watched, rust reader*, the default) or its Python one (*watched,
-python reader*, ``--reader python``, the reference the Rust one replaced). Reported per contender (median over rounds, min–max): the server's CPU per
-request (from its ``/proc/PID/task/*/schedstat``, as ``load`` reads it), the corrected
+python reader*, ``--reader python``, the reference the Rust one replaced). Reported per
+contender (median over rounds, min–max): the server's CPU per request (from its
+``/proc/PID/task/*/schedstat``, as ``load`` reads it), the corrected
 p50/p99/p99.9, and for the watched rounds the lines the capture lost (the server skipped them
 because the reader fell behind) out of those produced.
 

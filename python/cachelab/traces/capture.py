@@ -55,13 +55,13 @@ import pyarrow.parquet as pq
 
 import cachelab._core as _core
 from cachelab.artifacts import created_now
-from cachelab.errors import InputError, ServerError, ServerUnreachable, UsageError
+from cachelab.errors import InputError, ServerError, UsageError
 from cachelab.traces._files import atomic_file
 from cachelab.traces.capture_lines import SAME_REQUEST_US, PyCaptureReader
 
 __all__ = ["CONN_STRIDE", "READERS", "SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US",
-           "UNKNOWN_SIZE", "CaptureResult", "CaptureSpec", "batch_table", "capture", "capture_accesses", "memcached_bytes", "read_capture",
-           "slab_classes"]
+           "UNKNOWN_SIZE", "CaptureResult", "CaptureSpec", "batch_table", "capture",
+           "capture_accesses", "memcached_bytes", "read_capture", "slab_classes"]
 
 SCHEMA = "cachelab.capture"
 SCHEMA_VERSION = 1
@@ -450,7 +450,7 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             merge.finish()
             elapsed = time.monotonic() - started
             per_member = []
-            for (before, f), reader, m in zip(states, readers, members):
+            for (before, _), reader, m in zip(states, readers, members):
                 after, _ = _server_state(m, spec.connect_timeout, quiet=True)
                 deltas = {k: int(after[k]) - int(before[k]) for k in _DELTA_STATS
                           if k in after and k in before}
