@@ -4,8 +4,10 @@ with and without a capture running, interleaved round by round, in one session.
 One private memcached (``-t 2``). Each round runs ``--rate`` requests/s (90 % gets, 10 %
 sets, zipf keys) for ``--duration`` seconds, either alone (*no watcher*) or while a capture
 (``python -m cachelab trace capture``, a separate process) reads the server's key stream
-(*watched*). Reported per contender (median over rounds, min–max): the server's CPU per
-request (from its ``/proc/PID/task/*/schedstat``, as ``load`` reads it), the corrected
+with its Rust reader (*watched, rust reader*, the default) or its Python one (*watched,
+python reader*, ``--reader python``, the reference the Rust one replaced). Reported per
+contender (median over rounds, min–max): the server's CPU per request (from its
+``/proc/PID/task/*/schedstat``, as ``load`` reads it), the corrected
 p50/p99/p99.9, and for the watched rounds the lines the capture lost (the server skipped them
 because the reader fell behind) out of those produced.
 
@@ -34,7 +36,7 @@ from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.servers import PrivateMemcached
 from records import header, markdown_table, write_record
 
-CONTENDERS = ("no watcher", "watched")
+CONTENDERS = ("no watcher", "watched, python reader", "watched, rust reader")
 
 
 def figures(r: LoadResult) -> dict[str, Any]:
@@ -66,14 +68,14 @@ def main() -> int:
     with PrivateMemcached(threads=2, cpus="0" if args.pin else None) as mc, \
             tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for name in CONTENDERS if r % 2 == 0 else CONTENDERS[::-1]:
+            for name in CONTENDERS[r % 3:] + CONTENDERS[:r % 3]:
                 if name == "no watcher":
                     rows[name].append(figures(load(spec, server=mc.address)))
                     continue
                 out = Path(tmp) / f"r{r}.capture.parquet"
                 cmd = [sys.executable, "-m", "cachelab", "trace", "capture", "--server",
                        mc.address, "--duration", str(args.duration + 30), "--out", str(out),
-                       "--format", "json"]
+                       "--format", "json", "--reader", name.split()[1]]
                 if args.pin:
                     cmd = ["taskset", "-c", "1", *cmd]
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -120,8 +122,13 @@ def main() -> int:
          f"zipf 0.99 over 50,000 keys, {args.duration:g} s after 1 s warm-up; {args.rounds} "
          "rounds interleaved" + ("; server on CPU 0, client and capture on CPU 1"
                                  if args.pin else "")])
+    lost = {c: statistics.median([r["lost"] / max(1, r["produced"]) for r in rows[c]])
+            for c in CONTENDERS[1:]}
     md += ["Median over rounds (min–max); latency corrected:", "", *markdown_table(head, table),
-           "", f"Server CPU per request watched / unwatched: {cpu[1] / cpu[0]:.2f}×.",
+           "", "Server CPU per request watched / unwatched: "
+           f"{cpu[1] / cpu[0]:.2f}× (python reader), {cpu[2] / cpu[0]:.2f}× (rust reader).",
+           "Lines lost (median share of those produced): "
+           f"{lost[CONTENDERS[1]]:.1%} (python reader), {lost[CONTENDERS[2]]:.1%} (rust reader).",
            f"All runs held their rate: {'yes' if ok else 'NO'}."]
     text = "\n".join(md)
     print(text)

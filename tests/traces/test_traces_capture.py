@@ -101,7 +101,7 @@ def test_a_known_workload_is_captured_exactly(tmp_path: Path) -> None:
 
 
 def test_timestamps_are_read_as_memcached_prints_them() -> None:
-    from cachelab.traces.capture import _key, _timestamp
+    from cachelab.traces.capture_lines import _key, _timestamp
 
     # The microseconds come without leading zeros: .29784 is 29,784 µs.
     assert _timestamp("1795735358.29784") == pytest.approx(1795735358.029784, abs=1e-7)

@@ -9,10 +9,11 @@
 //! One file per core crate or area, each registering its own names: `client.rs` (the blocking
 //! client), `hist.rs` (histograms), `profile.rs`, `load.rs`, `request.rs` (request-level
 //! simulation), `flat.rs` (miss-ratio simulation), `usl.rs`, `pool.rs` (key -> server
-//! distributions); `tls.rs` reads TLS settings.
+//! distributions), `capture.rs` (the capture reader); `tls.rs` reads TLS settings.
 
 use pyo3::prelude::*;
 
+mod capture;
 mod client;
 mod convert;
 mod errors;
@@ -29,6 +30,7 @@ mod usl;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     client::register(m)?;
+    capture::register(m)?;
     profile::register(m)?;
     hist::register(m)?;
     flat::register(m)?;

@@ -13,6 +13,7 @@ from typing import Any
 from cachelab.cli import common
 from cachelab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, Parser
 from cachelab.errors import UsageError
+from cachelab.pool import parse_server, read_servers_file
 from cachelab.progress import Progress
 from cachelab.traces.formats import (
     REQUEST_FORMATS,
@@ -70,8 +71,10 @@ are pseudonymised with a keyed hash whose secret is random per capture and never
 `trace convert` and `simulate`. The server's own counters over the capture are recorded
 beside it and compared with what was captured; lines the server skipped because the
 capture fell behind are reported as lost. Ctrl-C ends it early and keeps what was read.
-Costs the server a little per request while it runs (docs/traces.md). See docs/traces.md,
-"Capturing a trace".
+Costs the server a little per request while it runs (docs/traces.md). Give --server more
+than once (or --servers-file) to capture a pool: every member at once, one secret for all
+(a key has one pseudonym on any member), merged by time into one file with a member column;
+lost lines are counted per member. See docs/traces.md, "Capturing a trace".
 """
 
 CONVERT_DESCRIPTION = """\
@@ -134,8 +137,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "capture", help="capture a live memcached's key stream into a trace",
         description=CAPTURE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    k.add_argument("--server", required=True, metavar="HOST:PORT",
-                   help="the memcached to capture (HOST:PORT or unix:PATH)")
+    k.add_argument("--server", action="append", metavar="HOST:PORT",
+                   help="the memcached to capture (HOST:PORT or unix:PATH); give it more than "
+                   "once to capture a pool: every member at once, merged by time into one "
+                   "file with a member column")
+    k.add_argument("--servers-file", type=Path, metavar="FILE",
+                   help="capture the pool listed in FILE (one HOST:PORT[:WEIGHT] a line, # "
+                   "comments; weights are ignored)")
     k.add_argument("--duration", type=common.float_range(0, 7 * 86_400, above=True),
                    default=60.0, metavar="S", help="seconds to capture (default 60)")
     k.add_argument("--out", type=Path, metavar="PATH|DIR",
@@ -150,6 +158,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    metavar="N", help="stop after N accesses written (default 50,000,000)")
     k.add_argument("--max-mb", type=common.int_range(1, 2**20), default=8192, metavar="MB",
                    help="stop after MB of the server's stream (default 8192)")
+    k.add_argument("--reader", choices=("rust", "python"), default="rust",
+                   help="the stream reader: rust (default; keeps up with busy servers) or "
+                   "python (the reference it matches, several times slower)")
     k.add_argument("--format", choices=("table", "json"), default=None,
                    help="what goes to stdout: a summary (default on a terminal) or JSON")
     k.set_defaults(func=run_capture)
@@ -277,14 +288,29 @@ def capture_target(args: argparse.Namespace) -> Path:
     return target
 
 
+def _capture_servers(args: argparse.Namespace) -> dict[str, Any]:
+    """``server=`` for one --server, ``servers=`` for a pool (--server repeated or
+    --servers-file; a member's weight is dropped)."""
+    listed = args.server or []
+    if args.servers_file is not None:
+        if listed:
+            raise UsageError("give --servers-file or --server, not both")
+        return {"servers": tuple(s.address for s in read_servers_file(args.servers_file))}
+    if not listed:
+        raise UsageError("give --server HOST:PORT (repeat it for a pool) or --servers-file")
+    if len(listed) == 1:
+        return {"server": listed[0]}
+    return {"servers": tuple(parse_server(m).address for m in listed)}
+
+
 def run_capture(args: argparse.Namespace) -> int:
     # deferred: capture imports pyarrow, which takes ~0.1 s
     from cachelab.traces.capture import CaptureSpec, capture
 
     fmt = common.stdout_format(args)
-    spec = CaptureSpec(server=args.server, duration=args.duration, sample=args.sample,
+    spec = CaptureSpec(**_capture_servers(args), duration=args.duration, sample=args.sample,
                        keep_keys=args.keep_keys, max_events=args.max_events,
-                       max_bytes=args.max_mb * 2**20)
+                       max_bytes=args.max_mb * 2**20, reader=args.reader)
     spec.check()
     target = capture_target(args)
     with Progress(total=int(spec.duration * 1000), label="capture") as bar:

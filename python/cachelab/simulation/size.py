@@ -175,6 +175,7 @@ def size(spec: SizeSpec) -> SizeResult:
     wss = int(info["working_set_bytes"])
     memory = spec.memory
     if memory is None and meta:
+        # A pool's capture records the members' total (capture._pool_facts).
         memory = int(meta["server"].get("limit_maxbytes") or 0) or None
     # A capture that kept a sample of keys stands for 1/sample of the cache.
     scale = float(meta.get("sample", 1.0)) if meta else 1.0
@@ -254,6 +255,10 @@ def _check(table: Any, meta: dict[str, Any], predicted_cold: float, n: int,
     else:
         verdict = (f"the server did {pct(observed - hi)} better than an LRU of its size "
                    "would from this capture")
+    members = int(meta.get("server", {}).get("pool") or 1)
+    if members > 1:
+        verdict += (f" (the pool's {members} members are taken as one LRU of their total memory: "
+                    "an approximation, each member is its own LRU of its share of the keys)")
     return {"memory": memory, "observed": observed, "predicted_cold": predicted_cold,
             "predicted_warm": warm, "first_access_hits": warm_hits,
             "lost_lines": int((meta.get("summary") or {}).get("lost", 0)), "verdict": verdict}

@@ -36,18 +36,17 @@ sample (every access of a key or none, by the keyed hash), as SHARDS-style simul
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
+import queue
 import secrets
-import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -56,22 +55,23 @@ import pyarrow.parquet as pq
 
 import cachelab._core as _core
 from cachelab.artifacts import created_now
-from cachelab.errors import InputError, ServerError, ServerUnreachable, UsageError
+from cachelab.errors import InputError, ServerError, UsageError
 from cachelab.traces._files import atomic_file
+from cachelab.traces.capture_lines import SAME_REQUEST_US, PyCaptureReader
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US", "UNKNOWN_SIZE", "CaptureResult",
-           "CaptureSpec", "capture", "capture_accesses", "memcached_bytes", "read_capture",
-           "slab_classes"]
+__all__ = ["CONN_STRIDE", "READERS", "SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US",
+           "UNKNOWN_SIZE", "CaptureResult", "CaptureSpec", "batch_table", "capture",
+           "capture_accesses", "memcached_bytes", "read_capture", "slab_classes"]
 
 SCHEMA = "cachelab.capture"
 SCHEMA_VERSION = 1
-#: Fetches of one connection this close together (µs) belong to one request.
-SAME_REQUEST_US = 5.0
 #: The size given, as a flat trace, to a key the capture never saw a size of.
 UNKNOWN_SIZE = 1
 #: Rows buffered before a Parquet row group is written.
 _ROW_GROUP = 65_536
-_READ_CHUNK = 1 << 20
+#: The stream readers: the Rust one (``cachelab._core.CaptureReader``, the default) and
+#: the Python one it matches (:mod:`cachelab.traces.capture_lines`).
+READERS = ("rust", "python")
 #: How long a read of the stream may block before the caps and the clock are checked.
 _POLL_S = 0.2
 
@@ -86,14 +86,16 @@ _COLUMNS = pa.schema([
     ("request", pa.int64()),
     ("ttl", pa.int64()),
     ("key_bytes", pa.uint16()),    # the key's length on the server (kept when pseudonymised)
+    ("member", pa.dictionary(pa.int16(), pa.string())),  # the server (a pool's member)
 ])
 
 
 @dataclass(frozen=True)
 class CaptureSpec:
-    """What to capture and when to stop."""
+    """What to capture and when to stop: ``server``, or a pool's ``servers`` (each member
+    watched at once, merged by time)."""
 
-    server: str
+    server: str = ""
     #: Seconds to capture.
     duration: float = 60.0
     #: Stop after this many accesses written.
@@ -105,9 +107,23 @@ class CaptureSpec:
     #: Write the keys as they are rather than pseudonymised.
     keep_keys: bool = False
     connect_timeout: float = 2.0
+    #: A pool's members (HOST:PORT or unix:PATH each), instead of ``server``.
+    servers: tuple[str, ...] = ()
+    #: The stream reader: ``rust`` or ``python`` (:data:`READERS`).
+    reader: str = "rust"
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return tuple(self.servers) if self.servers else (self.server,)
 
     def check(self) -> None:
         """UsageError naming the first bad field."""
+        if bool(self.server) == bool(self.servers):
+            raise UsageError("give a server or a pool's servers, not both or neither")
+        if len(set(self.members)) != len(self.members) or len(self.members) > 127:
+            raise UsageError("a pool's servers must differ, and be at most 127")
+        if self.reader not in READERS:
+            raise UsageError(f"reader {self.reader!r}: {' or '.join(READERS)}")
         if not (math.isfinite(self.duration) and 0 < self.duration <= 7 * 86_400):
             raise UsageError(f"duration must be above 0 and at most a week, not {self.duration}")
         if not 0 < self.sample <= 1:
@@ -116,11 +132,12 @@ class CaptureSpec:
             raise UsageError("max_events and max_bytes must be at least 1")
         if not 0 < self.connect_timeout <= 60:
             raise UsageError(f"connect_timeout must be in (0, 60] s, not {self.connect_timeout}")
-        if self.server.startswith("unix:"):
-            return
-        host, sep, port = self.server.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise UsageError(f"server {self.server!r} is not HOST:PORT or unix:PATH")
+        for server in self.members:
+            if server.startswith("unix:"):
+                continue
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise UsageError(f"server {server!r} is not HOST:PORT or unix:PATH")
 
 
 @dataclass
@@ -148,8 +165,12 @@ class CaptureResult:
     store_lookups: int
     #: Accesses left out by sampling.
     sampled_out: int
-    #: The server's counters over the capture (deltas of ``stats``) and its facts.
+    #: The server's counters over the capture (deltas of ``stats``) and its facts (a pool's
+    #: summed over its members).
     server: dict[str, Any]
+    #: A pool's members: each one's address, counts (as the result's), lost lines and
+    #: ``stats`` deltas; empty for one server.
+    members: list[dict[str, Any]] = field(default_factory=list)
     created: str = field(default_factory=created_now)
 
     @property
@@ -186,13 +207,18 @@ class CaptureResult:
                        "fell behind")
         return out
 
+    def _what(self) -> str:
+        if self.members:
+            return f"a pool of {len(self.members)} ({self.server.get('address')})"
+        return str(self.server.get("address"))
+
     def render(self) -> str:
         sampled = (f", a {self.spec['sample']:.3g} sample of keys"
                    if self.spec.get("sample", 1.0) < 1 else "")
         names = "keys as they are" if self.spec.get("keep_keys") else "keys pseudonymised"
         head = "PARTIAL: " if self.partial else ""
         lines = [
-            f"{head}capture of {self.server.get('address')} (memcached "
+            f"{head}capture of {self._what()} (memcached "
             f"{self.server.get('version', '?')}): {self.elapsed_s:.1f} s, ended by "
             f"{self.ended}; {names}{sampled}",
             f"  written to {self.path}",
@@ -205,161 +231,355 @@ class CaptureResult:
             lines.append(f"  the server counted: cmd_get {d.get('cmd_get', 0):,}, get_hits "
                          f"{d.get('get_hits', 0):,}, get_misses {d.get('get_misses', 0):,}, "
                          f"cmd_set {d.get('cmd_set', 0):,}")
+        for m in self.members:
+            md = m["deltas"]
+            lines.append(f"  member {m['address']}: {m['gets']:,} gets ({m['hits']:,} hits), "
+                         f"{m['stores']:,} stores, {m['lost']:,} lines lost; it counted "
+                         f"cmd_get {md.get('cmd_get', 0):,}, get_hits {md.get('get_hits', 0):,}"
+                         f", cmd_set {md.get('cmd_set', 0):,}")
         lines += [f"  note: {c}" for c in self.checks()]
         return "\n".join(lines)
 
 
-class _Pseudonyms:
-    """Keyed BLAKE2b of keys: a pseudonym and a uniform draw in [0, 1) for sampling."""
-
-    def __init__(self, keep: bool) -> None:
-        self._secret = secrets.token_bytes(32)
-        self._keep = keep
-        self._cache: dict[str, tuple[str, float]] = {}
-
-    def __call__(self, key: str) -> tuple[str, float]:
-        got = self._cache.get(key)
-        if got is None:
-            digest = hashlib.blake2b(key.encode("utf-8", "surrogateescape"),
-                                     key=self._secret, digest_size=8).digest()
-            word = int.from_bytes(digest, "big")
-            got = (key if self._keep else f"k{word:016x}", word / 2.0**64)
-            if len(self._cache) < 1_000_000:
-                self._cache[key] = got
-        return got
-
-
 class _Writer:
-    """Rows buffered in columns and written as Parquet row groups."""
+    """Rows (tables of the value columns) buffered and written as Parquet row groups of
+    :data:`_ROW_GROUP` rows, whatever the batches' sizes, so both readers write the same file
+    from the same stream."""
 
     def __init__(self, path: Path, metadata: dict[bytes, bytes]) -> None:
         self._writer = pq.ParquetWriter(str(path), _COLUMNS.with_metadata(metadata),
                                         compression="zstd")
-        self._cols: dict[str, list[Any]] = {name: [] for name in _COLUMNS.names}
+        self._pending: list[pa.Table] = []
+        self._waiting = 0
         self.rows = 0
 
-    def add(self, t: float, key: str, op: str, status: str, size: int, clsid: int, conn: int,
-            request: int, ttl: int, key_bytes: int) -> None:
-        c = self._cols
-        c["time"].append(t)
-        c["key"].append(key)
-        c["op"].append(op)
-        c["status"].append(status)
-        c["size"].append(size)
-        c["clsid"].append(clsid)
-        c["conn"].append(conn)
-        c["request"].append(request)
-        c["ttl"].append(ttl)
-        c["key_bytes"].append(key_bytes)
-        self.rows += 1
-        if len(c["time"]) >= _ROW_GROUP:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._cols["time"]:
+    def add(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
             return
-        arrays = [pa.array(self._cols[f.name], type=f.type.value_type if
-                           pa.types.is_dictionary(f.type) else f.type) for f in _COLUMNS]
-        arrays = [a.dictionary_encode() if pa.types.is_dictionary(f.type) else a
-                  for a, f in zip(arrays, _COLUMNS)]
-        arrays = [a.cast(f.type) for a, f in zip(arrays, _COLUMNS)]
-        self._writer.write_table(pa.Table.from_arrays(arrays, schema=_COLUMNS))
-        for v in self._cols.values():
-            v.clear()
+        self._pending.append(table)
+        self._waiting += table.num_rows
+        self.rows += table.num_rows
+        if self._waiting >= _ROW_GROUP:
+            self._write(final=False)
+
+    def _write(self, final: bool) -> None:
+        if not self._pending:
+            return
+        table = pa.concat_tables(self._pending).combine_chunks()
+        at = 0
+        while table.num_rows - at >= _ROW_GROUP or (final and at < table.num_rows):
+            part = table.slice(at, _ROW_GROUP).combine_chunks()
+            at += part.num_rows
+            arrays = [part[f.name].combine_chunks() for f in _COLUMNS]
+            arrays = [a.dictionary_encode().cast(f.type) if pa.types.is_dictionary(f.type)
+                      else a.cast(f.type) for a, f in zip(arrays, _COLUMNS)]
+            self._writer.write_table(pa.Table.from_arrays(arrays, schema=_COLUMNS))
+        rest = table.slice(at)
+        self._pending = [rest] if rest.num_rows else []
+        self._waiting = rest.num_rows
 
     def close(self, metadata: dict[bytes, bytes]) -> None:
-        self.flush()
+        self._write(final=True)
         self._writer.add_key_value_metadata(metadata)
         self._writer.close()
 
 
-def _fields(line: str) -> dict[str, str] | None:
-    """The ``name=value`` fields of a log line; the key (which may hold ``=``) is taken whole
-    up to `` status=``. None for a line that is not an item fetch or store."""
-    start = line.find(" key=")
-    end = line.find(" status=", start + 5)
-    if start < 0 or end < 0:
-        return None
-    out = {"key": line[start + 5:end]}
-    for part in (line[:start] + line[end:]).split():
-        name, sep, value = part.partition("=")
-        if sep:
-            out[name] = value
-    return out
+def _new_reader(kind: str, secret: bytes, keep_keys: bool, sample: float,
+                t0: float | None) -> Any:
+    if kind == "python":
+        return PyCaptureReader(secret, keep_keys, sample, t0)
+    return _core.CaptureReader(secret, keep_keys, sample, t0)
+
+
+def batch_table(batch: dict[str, Any], member: str) -> pa.Table:
+    """A reader's ``take()`` as a table of the capture's columns (op, status and member
+    plain strings; the writer dictionary-encodes them per row group)."""
+    n = batch["rows"]
+    if "lists" in batch:
+        cols = {f.name: pa.array(batch["lists"][f.name], type=_VALUE_TYPES[f.name])
+                for f in _COLUMNS if f.name != "member"}
+    else:
+        words = pa.array(batch["words"], pa.string())
+        cols = {"time": pa.array(np.frombuffer(batch["time"], "<f8")),
+                "key": pa.StringArray.from_buffers(n, pa.py_buffer(batch["offsets"]),
+                                                   pa.py_buffer(batch["keys"]))}
+        for name in ("op", "status"):
+            cols[name] = words.take(pa.array(np.frombuffer(batch[name], "<u2")))
+        for name, dtype in (("size", "<u4"), ("clsid", "<u2"), ("conn", "<i4"),
+                            ("request", "<i8"), ("ttl", "<i8"), ("key_bytes", "<u2")):
+            cols[name] = pa.array(np.frombuffer(batch[name], dtype))
+    cols["member"] = pa.array([member] * n, pa.string())
+    return pa.table([cols[f.name] for f in _COLUMNS], names=_COLUMNS.names)
+
+
+_VALUE_TYPES = {f.name: f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+                for f in _COLUMNS}
+#: Connection ids of member i are its ``cfd`` + i × this (unique across a pool's members).
+CONN_STRIDE = 1 << 24
+
+
+class _Merge:
+    """Members' batches into the writer. One member: as they come. A pool: connection and
+    request ids made unique per member, and rows written in time order: a row is written once
+    every member still streaming has shown a later time (a member whose last read brought
+    nothing does not hold the others back), or when more than :data:`_MERGE_ROWS` wait.
+    Times of a pool are the members' own clocks less the earliest time seen."""
+
+    def __init__(self, writer: _Writer, members: list[str], max_events: int) -> None:
+        self.writer = writer
+        self.n = len(members)
+        self.max_events = max_events
+        self.pending: list[pa.Table] = []
+        self.waiting = 0
+        self.latest: list[float | None] = [None] * self.n
+        self.t0: float | None = None
+
+    def add(self, i: int, table: pa.Table) -> None:
+        if self.n == 1:
+            self.writer.add(table)
+            return
+        if table.num_rows == 0:
+            self.latest[i] = None        # idle: no longer holds the others back
+            self._emit(all_rows=all(t is None for t in self.latest))
+            return
+        table = table.set_column(
+            _COLUMNS.get_field_index("conn"), "conn",
+            pc.add(table["conn"], pa.scalar(i * CONN_STRIDE, pa.int32())))
+        table = table.set_column(
+            _COLUMNS.get_field_index("request"), "request",
+            pc.add(pc.multiply(table["request"], self.n), i))
+        self.pending.append(table)
+        self.waiting += table.num_rows
+        self.latest[i] = float(pc.max(table["time"]).as_py())
+        self._emit(all_rows=self.waiting > _MERGE_ROWS)
+
+    def _emit(self, all_rows: bool) -> None:
+        if not self.pending:
+            return
+        table = pa.concat_tables(self.pending)
+        if self.t0 is None:
+            self.t0 = float(pc.min(table["time"]).as_py())
+        seen = [t for t in self.latest if t is not None]
+        if not all_rows and seen:
+            mark = min(seen)
+            now = table.filter(pc.less_equal(table["time"], mark))
+            later = table.filter(pc.greater(table["time"], mark))
+        else:
+            now, later = table, table.slice(0, 0)
+        self.pending = [later] if later.num_rows else []
+        self.waiting = later.num_rows
+        if now.num_rows == 0:
+            return
+        now = now.take(pc.sort_indices(now, sort_keys=[("time", "ascending")]))
+        now = now.set_column(0, "time", pc.subtract(now["time"], self.t0))
+        room = self.max_events - self.writer.rows
+        self.writer.add(now.slice(0, max(room, 0)))
+
+    def finish(self) -> None:
+        if self.n > 1:
+            self._emit(all_rows=True)
+
+
+#: Rows a pool's merge holds back at most before writing them in time order anyway.
+_MERGE_ROWS = 8 * _ROW_GROUP
+
+
+def _member_loop(i: int, reader: Any, spec: CaptureSpec, out: queue.Queue[Any],
+                 halt: threading.Event) -> None:
+    """One member's reader, in its own thread (the Rust reader releases the GIL while it
+    reads): batches, then why it ended, onto ``out``."""
+    taken = 0
+    try:
+        while not halt.is_set():
+            status = reader.read(_POLL_S, _ROW_GROUP, spec.max_events - taken, spec.max_bytes)
+            rows = len(reader)
+            taken += rows
+            out.put((i, reader.take() if rows or status == "more" else None))
+            if status != "more":
+                out.put((i, status))
+                return
+    except BaseException as e:  # noqa: BLE001 - handed to the main thread, raised there
+        out.put((i, e))
+
+
+_ENDED = {"closed": "server closed the stream", "max_events": "max_events",
+          "max_bytes": "max_bytes"}
 
 
 def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             on_progress: Callable[[float, int], None] | None = None,
             stop: Callable[[], bool] | None = None) -> CaptureResult:
-    """Captures ``spec.server``'s key stream into the capture file ``path`` (written
-    atomically: complete or not at all) and returns what it holds.
+    """Captures the key stream of ``spec``'s server (or every member of its pool, merged by
+    time) into the capture file ``path`` (written atomically: complete or not at all) and
+    returns what it holds.
 
     Ends at ``spec.duration``, a cap, when ``stop()`` returns true, or on Ctrl-C (the accesses
     read so far are kept and the result says ``interrupted``). ``on_progress(elapsed_s,
-    events)`` is called about five times a second. Raises a ServerError subclass when the
+    events)`` is called about five times a second. Raises a ServerError subclass when a
     server cannot be reached or does not stream (``watch`` refused).
     """
     spec.check()
-    before, facts = _server_state(spec)
-    names = _Pseudonyms(spec.keep_keys)
-    sock, first_bytes = _open_watch(spec)
+    members = list(spec.members)
+    states = [_server_state(m, spec.connect_timeout) for m in members]
+    secret = secrets.token_bytes(32)   # one for every member: a key's pseudonym is the same
+    pool = len(members) > 1
+    readers = [_new_reader(spec.reader, secret, spec.keep_keys, spec.sample,
+                           0.0 if pool else None) for _ in members]
+    try:
+        for reader, m in zip(readers, members):
+            reader.watch(m, spec.connect_timeout)
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    facts = _pool_facts([f for _, f in states]) if pool else states[0][1]
     meta = {b"cachelab": _json({"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
                                 "pseudonymised": not spec.keep_keys, "sample": spec.sample,
-                                "server": facts, "created": created_now()})}
-    state = _State()
-    ended = "duration"
+                                "server": facts, "members": [f for _, f in states],
+                                "reader": spec.reader, "created": created_now()})}
     started = time.monotonic()
     try:
         with atomic_file(path) as tmp:
             writer = _Writer(tmp, meta)
-            try:
-                ended = _pump(sock, spec, writer, names, state, started, on_progress, stop,
-                              first_bytes)
-            except KeyboardInterrupt:
-                ended = "interrupted"
-            finally:
-                sock.close()
-                if ended != "max_events":
-                    state.flush(writer, names, spec.sample)
+            merge = _Merge(writer, members, spec.max_events)
+            ended = _run(readers, members, spec, merge, started, on_progress, stop)
+            if ended != "max_events":
+                for i, reader in enumerate(readers):
+                    reader.flush()
+                    merge.add(i, batch_table(reader.take(), members[i]))
+            merge.finish()
             elapsed = time.monotonic() - started
-            after, _ = _server_state(spec, quiet=True)
-            deltas = {k: int(after[k]) - int(before[k]) for k in _DELTA_STATS
-                      if k in after and k in before}
-            lost = _lost(state.lost, deltas)
+            per_member = []
+            for (before, _), reader, m in zip(states, readers, members):
+                after, _ = _server_state(m, spec.connect_timeout, quiet=True)
+                deltas = {k: int(after[k]) - int(before[k]) for k in _DELTA_STATS
+                          if k in after and k in before}
+                per_member.append({"address": m, "deltas": deltas,
+                                   "lost": _lost(reader.lost, deltas),
+                                   "store_lookups": reader.store_lookups,
+                                   "sampled_out": reader.sampled_out})
+            deltas = {k: sum(p["deltas"].get(k, 0) for p in per_member)
+                      for k in _DELTA_STATS if any(k in p["deltas"] for p in per_member)}
+            lost = sum(p["lost"] for p in per_member)
             summary = {"ended": ended, "elapsed_s": elapsed, "lost": lost,
-                       "events": writer.rows, "deltas": deltas}
+                       "events": writer.rows, "deltas": deltas,
+                       "members": [{"address": p["address"], "lost": p["lost"],
+                                    "deltas": p["deltas"]} for p in per_member]}
             writer.close({**meta, b"cachelab.summary": _json(summary)})
-            requests, multi, keys = _tally(tmp)
+            tally = _tally(tmp)
     except OSError as e:
         raise InputError(f"{path}: cannot write the capture: {e}") from e
-    counts = state.ops
-    gets = counts.get("get", 0)
+    finally:
+        for reader in readers:
+            reader.close()
+    for p in per_member:
+        p.update(tally["members"].get(p["address"], _EMPTY_COUNTS))
+    t = tally["total"]
     return CaptureResult(
-        path=str(path), spec=asdict(spec), ended=ended, elapsed_s=elapsed, ops=dict(counts),
-        gets=gets, hits=state.hits, misses=gets - state.hits,
-        stores=sum(n for op, n in counts.items() if op != "get"), requests=requests,
-        multi_get_requests=multi, keys=keys, lost=lost,
-        store_lookups=state.store_lookups, sampled_out=state.sampled_out,
-        server={**facts, "deltas": deltas},
+        path=str(path), spec=asdict(spec), ended=ended, elapsed_s=elapsed, ops=t["ops"],
+        gets=t["gets"], hits=t["hits"], misses=t["misses"], stores=t["stores"],
+        requests=tally["requests"], multi_get_requests=tally["multi"], keys=tally["keys"],
+        lost=lost, store_lookups=sum(p["store_lookups"] for p in per_member),
+        sampled_out=sum(p["sampled_out"] for p in per_member),
+        server={**facts, "deltas": deltas}, members=per_member if pool else [],
     )
 
+
+def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merge,
+         started: float, on_progress: Callable[[float, int], None] | None,
+         stop: Callable[[], bool] | None) -> str:
+    """Runs a reader thread per member until the time is up, a cap is reached, a stream ends
+    or ``stop()``; why it ended."""
+    out: queue.Queue[Any] = queue.Queue()
+    halt = threading.Event()
+    threads = [threading.Thread(target=_member_loop, args=(i, r, spec, out, halt), daemon=True)
+               for i, r in enumerate(readers)]
+    for t in threads:
+        t.start()
+    deadline = started + spec.duration
+    next_report = started
+    ended = "duration"
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if stop is not None and stop():
+                ended = "interrupted"
+                break
+            if on_progress is not None and now >= next_report:
+                on_progress(now - started, merge.writer.rows)
+                next_report = now + 0.2
+            try:
+                i, item = out.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, str):
+                ended = _ENDED[item]
+                break
+            if item is not None:
+                merge.add(i, batch_table(item, members[i]))
+            if merge.writer.rows >= spec.max_events:
+                ended = "max_events"
+                break
+    except KeyboardInterrupt:
+        ended = "interrupted"
+    finally:
+        halt.set()
+        for t in threads:
+            t.join(_POLL_S * 10)
+    # What the readers read before they stopped is kept (not past a cap).
+    while ended != "max_events":
+        try:
+            i, item = out.get_nowait()
+        except queue.Empty:
+            break
+        if isinstance(item, dict):
+            merge.add(i, batch_table(item, members[i]))
+    return ended
+
+
+_EMPTY_COUNTS = {"ops": {}, "gets": 0, "hits": 0, "misses": 0, "stores": 0}
 
 _DELTA_STATS = ("cmd_get", "get_hits", "get_misses", "cmd_set", "delete_hits",
                 "delete_misses", "cmd_touch", "evictions", "log_worker_dropped",
                 "log_watcher_skipped", "log_watcher_sent")
 
 
-def _tally(path: Path) -> tuple[int, int, int]:
+def _tally(path: Path) -> dict[str, Any]:
     """From the written capture (so nothing grows with the keys while capturing): the
-    requests, the multi-gets among them (requests of two gets or more) and distinct keys."""
-    table = pq.read_table(str(path), columns=["key", "op", "request"])
+    requests, the multi-gets among them (requests of two gets or more), distinct keys, and
+    the accesses by op, gets, hits and misses, in total and per member."""
+    table = pq.read_table(str(path), columns=["key", "op", "status", "request", "member"])
+    out: dict[str, Any] = {"requests": 0, "multi": 0, "keys": 0, "members": {},
+                           "total": dict(_EMPTY_COUNTS)}
     if table.num_rows == 0:
-        return 0, 0, 0
-    gets = table.filter(pc.equal(table["op"].cast(pa.string()), "get"))
+        return out
+    is_get = pc.equal(table["op"].cast(pa.string()), "get")
+    gets = table.filter(is_get)
     per_request = pc.value_counts(gets["request"]).field("counts")
-    multi = int(pc.sum(pc.greater(per_request, 1)).as_py() or 0)
-    return (int(pc.count_distinct(table["request"]).as_py()), multi,
-            int(pc.count_distinct(table["key"]).as_py()))
+    out["multi"] = int(pc.sum(pc.greater(per_request, 1)).as_py() or 0)
+    out["requests"] = int(pc.count_distinct(table["request"]).as_py())
+    out["keys"] = int(pc.count_distinct(table["key"]).as_py())
+    hit = pc.and_(is_get, pc.equal(table["status"].cast(pa.string()), "found"))
+    counts = pa.table({"member": table["member"].cast(pa.string()),
+                       "op": table["op"].cast(pa.string()), "hit": hit}) \
+        .group_by(["member", "op"]).aggregate([("hit", "count"), ("hit", "sum")]).to_pylist()
+
+    def counted(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        ops: dict[str, int] = {}
+        for r in rows:
+            ops[r["op"]] = ops.get(r["op"], 0) + r["hit_count"]
+        gets, hits = ops.get("get", 0), sum(r["hit_sum"] for r in rows)
+        return {"ops": ops, "gets": gets, "hits": hits, "misses": gets - hits,
+                "stores": sum(n for op, n in ops.items() if op != "get")}
+
+    out["total"] = counted(counts)
+    for m in {r["member"] for r in counts}:
+        out["members"][m] = counted([r for r in counts if r["member"] == m])
+    return out
 
 
 def _lost(skipped_lines: int, deltas: dict[str, int]) -> int:
@@ -375,18 +595,19 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True).encode()
 
 
-def _server_state(spec: CaptureSpec, quiet: bool = False) -> tuple[dict[str, str], dict[str, Any]]:
-    """The server's ``stats`` and the facts a capture records (address, version, memory)."""
-    t = spec.connect_timeout
+def _server_state(address: str, timeout: float,
+                  quiet: bool = False) -> tuple[dict[str, str], dict[str, Any]]:
+    """A server's ``stats`` and the facts a capture records (address, version, memory, and
+    its ``stats settings``)."""
     try:
-        with _core.Client(spec.server, connect_timeout=t, timeout=t) as c:
+        with _core.Client(address, connect_timeout=timeout, timeout=timeout) as c:
             stats = c.stats()
             settings = c.stats("settings")
     except ServerError:
         if quiet:
             return {}, {}
         raise
-    facts = {"address": spec.server, "version": stats.get("version"),
+    facts = {"address": address, "version": stats.get("version"),
              "limit_maxbytes": int(stats.get("limit_maxbytes", 0)),
              "item_size_max": int(settings.get("item_size_max", 0) or 0),
              "growth_factor": float(settings.get("growth_factor", 1.25) or 1.25),
@@ -395,198 +616,22 @@ def _server_state(spec: CaptureSpec, quiet: bool = False) -> tuple[dict[str, str
              "cas_enabled": settings.get("cas_enabled", "yes") == "yes",
              "threads": int(stats.get("threads", 0)),
              "curr_items": int(stats.get("curr_items", 0)),
-             "bytes": int(stats.get("bytes", 0))}
+             "bytes": int(stats.get("bytes", 0)),
+             "settings": dict(settings)}
     return stats, facts
 
 
-def _open_watch(spec: CaptureSpec) -> tuple[socket.socket, bytes]:
-    """A connection that has sent ``watch fetchers mutations`` and been told OK, and the
-    stream's bytes that came with the OK (a busy server starts streaming at once)."""
-    t = spec.connect_timeout
-    try:
-        if spec.server.startswith("unix:"):
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(t)
-            sock.connect(spec.server[5:])
-        else:
-            host, _, port = spec.server.rpartition(":")
-            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=t)
-    except OSError as e:
-        raise ServerUnreachable(f"{spec.server}: cannot connect: {e}") from e
-    try:
-        sock.sendall(b"watch fetchers mutations\r\n")
-        reply = b""
-        while b"\r\n" not in reply and len(reply) < 512:
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            reply += chunk
-    except OSError as e:
-        sock.close()
-        raise ServerError(f"{spec.server}: no reply to 'watch': {e}") from e
-    first, _, rest = reply.partition(b"\r\n")
-    if first != b"OK":
-        sock.close()
-        said = first[:80].decode("ascii", "replace").strip() or "nothing"
-        raise ServerError(f"{spec.server}: the server refused 'watch fetchers mutations' "
-                          f"(it answered {said!r}); capturing needs memcached 1.6 or later")
-    sock.settimeout(_POLL_S)
-    return sock, rest
-
-
-def _timestamp(text: str) -> float:
-    """``ts=SECONDS.MICROSECONDS`` as memcached prints it: the microseconds without leading
-    zeros (``1795735358.29784`` is .029784 s, not .29784 s)."""
-    sec, _, usec = text.partition(".")
-    return int(sec) + int(usec or 0) * 1e-6
-
-
-def _key(logged: str) -> str:
-    """A key as the client sent it: memcached's log URI-encodes keys (``a%25b`` is
-    ``a%b``)."""
-    return unquote(logged, errors="surrogateescape") if "%" in logged else logged
-
-
-def _key_bytes(key: str) -> int:
-    return min(len(key.encode("utf-8", "surrogateescape")), 65_535)
-
-
-class _State:
-    """What the stream has told so far, and each connection's fetch not yet written (a
-    store's own lookup is recognised by the store that follows it)."""
-
-    def __init__(self) -> None:
-        self.ops: dict[str, int] = {}
-        self.hits = 0
-        self.lost = 0
-        self.store_lookups = 0
-        self.sampled_out = 0
-        self.t0: float | None = None
-        #: The key of a store just refused as too large (its lookup follows it).
-        self.too_large: str | None = None
-        #: conn -> the fetch held back: (time, key, status, size, clsid)
-        self.held: dict[int, tuple[float, str, str, int, int]] = {}
-        #: conn -> (time of its last written fetch, its request id, keys in that request)
-        self.last_get: dict[int, tuple[float, int, int]] = {}
-        self.next_request = 0
-
-    def flush(self, writer: _Writer, names: _Pseudonyms, sample: float) -> None:
-        for conn in list(self.held):
-            self._emit_get(writer, names, sample, conn, self.held.pop(conn))
-
-    def _emit_get(self, writer: _Writer, names: _Pseudonyms, sample: float, conn: int,
-                  held: tuple[float, str, str, int, int]) -> None:
-        t, key, status, size, clsid = held
-        last = self.last_get.get(conn)
-        if last is not None and 0 <= (t - last[0]) * 1e6 <= SAME_REQUEST_US:
-            request, n = last[1], last[2] + 1
-        else:
-            request, n = self.next_request, 1
-            self.next_request += 1
-        self.last_get[conn] = (t, request, n)
-        name, draw = names(key)
-        if draw >= sample:
-            self.sampled_out += 1
-            return
-        self.ops["get"] = self.ops.get("get", 0) + 1
-        self.hits += status == "found"
-        writer.add(t, name, "get", status, size, clsid, conn, request, -1, _key_bytes(key))
-
-    def line(self, line: str, writer: _Writer, names: _Pseudonyms, sample: float) -> None:
-        if line.startswith("skipped=") or " skipped=" in line:
-            for part in line.split():
-                if part.startswith("skipped="):
-                    self.lost += int(part[8:] or 0)
-            return
-        f = _fields(line)
-        if f is None:
-            return
-        kind = f.get("type")
-        try:
-            ts = _timestamp(f["ts"])
-            conn = int(f.get("cfd", -1))
-            size = int(f.get("size", 0))
-            clsid = int(f.get("clsid", 0))
-        except (KeyError, ValueError):
-            return
-        if self.t0 is None:
-            self.t0 = ts
-        t = ts - self.t0
-        key = _key(f["key"])
-        held = self.held.pop(conn, None)
-        if kind == "item_get":
-            if held is not None:
-                self._emit_get(writer, names, sample, conn, held)
-            if self.too_large == key:
-                # A refused store (too large) is logged first, then the server's lookup of
-                # the item it unlinks: not a client's get.
-                self.too_large = None
-                self.store_lookups += 1
-                return
-            self.held[conn] = (t, key, f.get("status", ""), size, clsid)
-            return
-        if kind != "item_store":
-            if held is not None:
-                self._emit_get(writer, names, sample, conn, held)
-            return
-        if held is not None:
-            if held[1] == key:
-                self.store_lookups += 1  # the server's lookup of the item it replaces
-            else:
-                self._emit_get(writer, names, sample, conn, held)
-        self.too_large = key if f.get("status") == "too_large" else None
-        self.last_get.pop(conn, None)
-        name, draw = names(key)
-        if draw >= sample:
-            self.sampled_out += 1
-            return
-        op = f.get("cmd", "set")
-        self.ops[op] = self.ops.get(op, 0) + 1
-        request = self.next_request
-        self.next_request += 1
-        try:
-            ttl = int(f.get("ttl", -1))
-        except ValueError:
-            ttl = -1
-        writer.add(t, name, op, f.get("status", ""), size, clsid, conn, request, ttl,
-                   _key_bytes(key))
-
-
-def _pump(sock: socket.socket, spec: CaptureSpec, writer: _Writer, names: _Pseudonyms,
-          state: _State, started: float, on_progress: Callable[[float, int], None] | None,
-          stop: Callable[[], bool] | None, rest: bytes = b"") -> str:
-    """Reads the stream until the time is up, a cap is reached or it ends; why it ended.
-    ``rest``: stream bytes already read (with the watch's OK)."""
-    deadline = started + spec.duration
-    received = len(rest)
-    next_report = started
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            return "duration"
-        if stop is not None and stop():
-            return "interrupted"
-        if on_progress is not None and now >= next_report:
-            on_progress(now - started, writer.rows)
-            next_report = now + 0.2
-        try:
-            chunk = sock.recv(_READ_CHUNK)
-        except TimeoutError:
-            continue
-        except OSError as e:
-            raise ServerError(f"{spec.server}: the stream failed: {e}") from e
-        if not chunk:
-            return "server closed the stream"
-        received += len(chunk)
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        for raw in lines:
-            state.line(raw.decode("utf-8", "surrogateescape").rstrip("\r"), writer, names,
-                       spec.sample)
-            if writer.rows >= spec.max_events:
-                return "max_events"
-        if received >= spec.max_bytes:
-            return "max_bytes"
+def _pool_facts(members: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pool's facts as one server's: memory, items and threads summed; version and slab
+    settings the first member's (``slab_settings_differ`` says whether the others agree).
+    Sizing treats the pool as one LRU of the total memory (docs/traces.md)."""
+    first = members[0]
+    slab = ("item_size_max", "growth_factor", "chunk_size", "slab_chunk_max", "cas_enabled")
+    return {**{k: first[k] for k in ("version", *slab)},
+            "address": ",".join(m["address"] for m in members), "pool": len(members),
+            **{k: sum(m[k] for m in members)
+               for k in ("limit_maxbytes", "threads", "curr_items", "bytes")},
+            "slab_settings_differ": any(m[k] != first[k] for m in members for k in slab)}
 
 
 def read_capture(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]]:

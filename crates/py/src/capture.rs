@@ -1,0 +1,189 @@
+//! The capture reader (`cachelab_capture`) for Python: `CaptureReader` reads memcached's
+//! watcher stream (or bytes fed to it) into capture rows with the GIL released, and hands
+//! them over as column buffers that `cachelab.traces.capture` turns into Arrow arrays.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use cachelab_capture::{Columns, Lines, State, Status, Watch, WatchError};
+
+use crate::errors::raise;
+
+/// A capture reader: a [`State`] and, once `watch` is called, its connection.
+#[pyclass(module = "cachelab._core", name = "CaptureReader")]
+pub struct PyCaptureReader {
+    state: State,
+    cols: Columns,
+    lines: Lines,
+    watch: Option<Watch>,
+}
+
+fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * N);
+    for &x in v {
+        out.extend_from_slice(&f(x));
+    }
+    out
+}
+
+#[pymethods]
+impl PyCaptureReader {
+    /// `secret`: the pseudonyms' key (at most 64 bytes); `sample` in (0, 1]; `t0`: the time
+    /// subtracted from the stream's timestamps (default: the first line's).
+    #[new]
+    #[pyo3(signature = (secret, keep_keys, sample, t0 = None))]
+    fn new(
+        py: Python<'_>,
+        secret: &[u8],
+        keep_keys: bool,
+        sample: f64,
+        t0: Option<f64>,
+    ) -> PyResult<Self> {
+        if secret.len() > 64 || !(sample > 0.0 && sample <= 1.0) {
+            return Err(raise(
+                py,
+                "UsageError",
+                "secret of at most 64 bytes and sample in (0, 1]".into(),
+            ));
+        }
+        Ok(PyCaptureReader {
+            state: State::new(secret, keep_keys, sample, t0),
+            cols: Columns::new(),
+            lines: Lines::default(),
+            watch: None,
+        })
+    }
+
+    /// Connects to `address` (HOST:PORT or unix:PATH) and sends `watch fetchers mutations`;
+    /// ServerUnreachable or ServerError when it cannot.
+    fn watch(&mut self, py: Python<'_>, address: &str, connect_timeout: f64) -> PyResult<()> {
+        let t = Duration::from_secs_f64(connect_timeout.clamp(0.001, 600.0));
+        let address = address.to_string();
+        match py.detach(|| Watch::open(&address, t)) {
+            Ok(w) => {
+                self.watch = Some(w);
+                Ok(())
+            }
+            Err(WatchError::Unreachable(m)) => Err(raise(py, "ServerUnreachable", m)),
+            Err(WatchError::Refused(m)) => Err(raise(py, "ServerError", m)),
+        }
+    }
+
+    /// Reads the stream for up to `wait` seconds, or until `batch` rows are waiting, the rows
+    /// waiting reach `max_rows`, or `max_bytes` of stream have come. Returns "more",
+    /// "closed", "max_events" or "max_bytes".
+    fn read(
+        &mut self,
+        py: Python<'_>,
+        wait: f64,
+        batch: usize,
+        max_rows: usize,
+        max_bytes: u64,
+    ) -> PyResult<&'static str> {
+        let Some(w) = self.watch.as_mut() else {
+            return Err(raise(py, "UsageError", "read() before watch()".into()));
+        };
+        let (state, cols) = (&mut self.state, &mut self.cols);
+        let wait = Duration::from_secs_f64(wait.clamp(0.0, 60.0));
+        let got = py.detach(|| w.read(state, cols, wait, batch, max_rows, max_bytes));
+        match got {
+            Ok(Status::More) => Ok("more"),
+            Ok(Status::Closed) => Ok("closed"),
+            Ok(Status::MaxEvents) => Ok("max_events"),
+            Ok(Status::MaxBytes) => Ok("max_bytes"),
+            Err(e) => Err(raise(py, "ServerError", format!("the stream failed: {e}"))),
+        }
+    }
+
+    /// Feeds stream bytes (as read from the connection); false when the rows waiting reached
+    /// `max_rows` (the rest of `data` is dropped).
+    fn feed(&mut self, py: Python<'_>, data: &[u8], max_rows: usize) -> bool {
+        let (lines, state, cols) = (&mut self.lines, &mut self.state, &mut self.cols);
+        py.detach(|| lines.feed(data, state, cols, max_rows))
+    }
+
+    /// Closes the connection.
+    fn close(&mut self) {
+        self.watch = None;
+    }
+
+    /// Writes the fetches still held back (at the end of a capture).
+    fn flush(&mut self) {
+        self.state.flush(&mut self.cols);
+    }
+
+    /// Rows waiting.
+    fn __len__(&self) -> usize {
+        self.cols.len()
+    }
+
+    /// The rows waiting as column buffers (little-endian; `keys` + `offsets` as an Arrow
+    /// string array's; `op` and `status` as u16 indices into `words`), and forgets them.
+    fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.cols;
+        let d = PyDict::new(py);
+        d.set_item("rows", c.len())?;
+        d.set_item("time", PyBytes::new(py, &le(&c.time, f64::to_le_bytes)))?;
+        d.set_item("keys", PyBytes::new(py, &c.keys))?;
+        d.set_item(
+            "offsets",
+            PyBytes::new(py, &le(&c.offsets, i32::to_le_bytes)),
+        )?;
+        d.set_item("op", PyBytes::new(py, &le(&c.op, u16::to_le_bytes)))?;
+        d.set_item("status", PyBytes::new(py, &le(&c.status, u16::to_le_bytes)))?;
+        d.set_item("size", PyBytes::new(py, &le(&c.size, u32::to_le_bytes)))?;
+        d.set_item("clsid", PyBytes::new(py, &le(&c.clsid, u16::to_le_bytes)))?;
+        d.set_item("conn", PyBytes::new(py, &le(&c.conn, i32::to_le_bytes)))?;
+        d.set_item(
+            "request",
+            PyBytes::new(py, &le(&c.request, i64::to_le_bytes)),
+        )?;
+        d.set_item("ttl", PyBytes::new(py, &le(&c.ttl, i64::to_le_bytes)))?;
+        d.set_item(
+            "key_bytes",
+            PyBytes::new(py, &le(&c.key_bytes, u16::to_le_bytes)),
+        )?;
+        d.set_item("words", c.words.clone())?;
+        self.cols.clear();
+        Ok(d)
+    }
+
+    /// Accesses written so far by op, in the order first seen.
+    #[getter]
+    fn ops(&self) -> Vec<(String, u64)> {
+        self.state.ops.clone()
+    }
+    #[getter]
+    fn hits(&self) -> u64 {
+        self.state.hits
+    }
+    /// Lines the server said it skipped (`skipped=N`).
+    #[getter]
+    fn lost(&self) -> u64 {
+        self.state.lost
+    }
+    #[getter]
+    fn store_lookups(&self) -> u64 {
+        self.state.store_lookups
+    }
+    #[getter]
+    fn sampled_out(&self) -> u64 {
+        self.state.sampled_out
+    }
+    /// Stream bytes read from the connection.
+    #[getter]
+    fn received(&self) -> u64 {
+        self.watch.as_ref().map_or(0, |w| w.received)
+    }
+    /// The time subtracted from the stream's timestamps (None before the first line).
+    #[getter]
+    fn t0(&self) -> Option<f64> {
+        self.state.t0
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyCaptureReader>()
+}
