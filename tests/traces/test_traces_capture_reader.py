@@ -174,7 +174,8 @@ def test_the_python_reader_captures_a_live_server_as_the_rust_one_does(tmp_path:
             assert (r.gets, r.hits, r.misses) == (d["cmd_get"], d["get_hits"], d["get_misses"])
             results[reader] = r
     assert results["python"].ops == results["rust"].ops
-    assert results["python"].requests == results["rust"].requests
+    # (Not the request counts: the two captures are of two runs of the workload, and the keys
+    # of a multi-get are grouped by their timing, which differs from run to run.)
 
 
 def test_a_pool_capture_counts_each_member_as_it_counts_itself(tmp_path: Path) -> None:
