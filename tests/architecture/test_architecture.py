@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, ...]] = [
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
                         r"cachelab\.traces\.(jsonl|parquet|capture)|pyarrow(\..*)?|psycopg|"
                         r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
-                        r"ray(\..*)?|scipy(\..*)?)$")
+                        r"ray(\..*)?|scipy(\..*)?|statsmodels(\..*)?)$")
 
 
 def _module_name(path: Path) -> str:

@@ -109,6 +109,9 @@ def test_closed_loop_headline_shows_a_sigstop_stall(
     run.finish()
     pauser.join(5)
     assert run.code == 0, run.stderr  # slow, not failed: no request timed out
+    # ... but not a valid measurement: the verdict, first line of the table, says why.
+    assert run.stdout.splitlines()[0].startswith("INVALID: not stationary: 1 stall(s)"), run.stdout
+    assert run.saved["validity"]["verdict"] == "INVALID"
     # The headline's max is the stall, not a quiet tail's max.
     assert 1.2 <= run.headline_max_s() <= 2.5, run.stdout
     lengths = stall_lengths(run)

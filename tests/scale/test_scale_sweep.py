@@ -3,6 +3,7 @@ memcached that produces a fitted curve and a readable artifact."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -87,3 +88,32 @@ def test_server_threads_restarts_a_private_server_per_point(tmp_path: Path) -> N
     assert [p.name for p in written] == ["scale.json", "scale.csv"]
     assert read_scale_result(tmp_path).runs == r.runs
     assert r.render().startswith("scale sweep: N = server-threads, 3 run(s)")
+
+
+def _fake_run(n: int, x: float, *, throughput_bad: str = "", latency_bad: str = "") -> dict:
+    reasons = [r for r in (throughput_bad, latency_bad) if r]
+    return {"n": n, "repeat": 0, "throughput": x, "latency": {"histogram": None},
+            "errors": 0, "lost": 0, "steady_reached": True,
+            "verdict": "INVALID" if reasons else "VALID", "invalid_reasons": reasons,
+            "throughput_reasons": [throughput_bad] if throughput_bad else []}
+
+
+def test_runs_invalid_for_their_throughput_are_left_out_of_the_fit_and_named() -> None:
+    from cachelab.scale.sweep import _result
+
+    spec = ScaleSpec(points=[1, 2, 3, 4, 5, 6, 7], repeats=1, bootstrap=0)
+    # X(N) = N / (1 + 0.05 (N - 1)) × 1000: a clean Amdahl curve, but N = 4 stalled (a
+    # fraction of its throughput) and N = 5's latencies were correlated.
+    xs = {n: 1000 * n / (1 + 0.05 * (n - 1)) for n in spec.points}
+    runs = [_fake_run(n, xs[n] * (0.3 if n == 4 else 1.0),
+                      throughput_bad="not stationary: 1 stall(s)" if n == 4 else "",
+                      latency_bad="latencies not independent" if n == 5 else "")
+            for n in spec.points]
+    r = _result(spec, runs, {"address": "x", "private": True})
+    assert r.fit is not None and r.fit["n"] == [1, 2, 3, 5, 6, 7]
+    assert any("left out of the fit, INVALID: N = 4" in note and "stall" in note
+               for note in r.limits), r.limits
+    assert any("INVALID for their latencies only" in note and "N = 5" in note
+               for note in r.limits), r.limits
+    kept = _result(dataclasses.replace(spec, keep_invalid=True), runs, {"address": "x"})
+    assert kept.fit is not None and kept.fit["n"] == [1, 2, 3, 4, 5, 6, 7]

@@ -505,6 +505,7 @@ impl Conn {
                 if due > now {
                     break;
                 }
+                self.ctx.rec.borrow_mut().send_at(now, due);
                 self.push(due, now);
                 self.timetable
                     .as_mut()

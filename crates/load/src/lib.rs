@@ -34,7 +34,8 @@
 //! * `pacing` — open-loop timetables and the per-thread timer; `stream` — the socket;
 //!   `wire` — requests encoded and replies decoded in place;
 //! * `recorder` — per-thread interval recording and the collector that merges it;
-//! * `record` — the serialized outcome; `outcome` — what a run produced;
+//! * `record` — the serialized outcome; `outcome` — what a run produced; [`samples`] — sends'
+//!   lateness and bounded samples of send times and latencies for the validity checks;
 //! * [`steady`], `series` (intervals and totals), `fault`, `setup` (value pool, prefill,
 //!   clean-up), [`server`] (stats and schedstat), `shared` (progress and run state), `spec`
 //!   (the workload and its checks), [`busy`], [`keys`], [`sizes`].
@@ -50,6 +51,7 @@ mod pacing;
 mod record;
 mod recorder;
 mod route;
+pub mod samples;
 mod series;
 pub mod server;
 mod setup;
@@ -252,5 +254,6 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         cancelled: progress.cancelled(),
         aborted,
         elapsed: run.elapsed,
+        client_samples: run.client,
     })
 }

@@ -8,6 +8,7 @@ use cachelab_metrics::Latency;
 use serde::Serialize;
 
 use crate::recorder::Episode;
+use crate::samples::ClientSamples;
 use crate::series::{Interval, Totals};
 use crate::server::ServerView;
 use crate::stalls::Stall;
@@ -111,4 +112,6 @@ pub struct Outcome {
     pub aborted: Option<String>,
     /// From the first request to the last reply.
     pub elapsed: Duration,
+    /// After the warm-up: sends' lateness (open loop) and samples of sends and replies.
+    pub client_samples: ClientSamples,
 }

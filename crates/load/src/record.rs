@@ -19,8 +19,14 @@
 //!   "client_cpu_user_s", "client_cpu_system_s", "client_wait_s", "client_sleeps",
 //!   "client_preempted", "client_busy_polls", "client_busy_caught", "client_writes",
 //!   "process_cpu_s" (user + system), "prefilled_keys", "prefill_s", "deleted_keys",
-//!   "leftover_keys", "cancelled", "aborted": str | null, "elapsed_s"
+//!   "leftover_keys", "cancelled", "aborted": str | null, "elapsed_s",
+//!   "send_lateness": Hist | null (closed loop; after the warm-up), "late_sends",
+//!   "late_threshold_ns",
+//!   "samples": {"block" (samples per block),
+//!               "sends": Samples (value_ns: lateness; empty in closed loop),
+//!               "replies": Samples (t_ns: the request's (intended) send; value_ns: latency)}
 //! }
+//! Samples  = {"offered", "block": [int], "t_ns": [int], "value_ns": [int]} (see `samples`)
 //! Interval = {"index", "start_s", "duration_s", "warmup", <tally>}
 //! Totals   = {"first_index", "intervals", "duration_s", <tally>}
 //! <tally>  = "ops": {"get", "multiget", "set", "delete"}, "replies", "throughput" (replies/s),
@@ -42,6 +48,7 @@ use serde::{Serialize, Serializer};
 
 use crate::outcome::{MemberOutcome, Outcome, Schedule};
 use crate::recorder::Episode;
+use crate::samples::{Reservoir, BLOCK, LATE_NS};
 use crate::series::{Interval, Totals, OPS};
 use crate::server::ServerView;
 use crate::stalls::Stall;
@@ -82,6 +89,36 @@ struct OutcomeRecord<'a> {
     cancelled: bool,
     aborted: Option<&'a str>,
     elapsed_s: f64,
+    send_lateness: Option<HistSummary>,
+    late_sends: u64,
+    late_threshold_ns: u64,
+    samples: SamplesRecord<'a>,
+}
+
+#[derive(Serialize)]
+struct SamplesRecord<'a> {
+    block: usize,
+    sends: ReservoirRecord<'a>,
+    replies: ReservoirRecord<'a>,
+}
+
+#[derive(Serialize)]
+struct ReservoirRecord<'a> {
+    offered: u64,
+    block: &'a [u64],
+    t_ns: &'a [u64],
+    value_ns: &'a [u64],
+}
+
+impl<'a> ReservoirRecord<'a> {
+    fn of(r: &'a Reservoir) -> ReservoirRecord<'a> {
+        ReservoirRecord {
+            offered: r.offered(),
+            block: &r.block,
+            t_ns: &r.t_ns,
+            value_ns: &r.value,
+        }
+    }
 }
 
 impl<'a> OutcomeRecord<'a> {
@@ -120,6 +157,14 @@ impl<'a> OutcomeRecord<'a> {
             cancelled: o.cancelled,
             aborted: o.aborted.as_deref(),
             elapsed_s: o.elapsed.as_secs_f64(),
+            send_lateness: open.then(|| HistSummary::of(&o.client_samples.lateness)),
+            late_sends: o.client_samples.late,
+            late_threshold_ns: LATE_NS,
+            samples: SamplesRecord {
+                block: BLOCK,
+                sends: ReservoirRecord::of(&o.client_samples.sends),
+                replies: ReservoirRecord::of(&o.client_samples.replies),
+            },
         }
     }
 }
@@ -388,6 +433,11 @@ mod tests {
             cancelled: false,
             aborted: Some("gave up".into()),
             elapsed: Duration::from_secs(1),
+            client_samples: {
+                let mut c = crate::samples::ClientSamples::new(BLOCK);
+                c.send(5, 7);
+                c
+            },
         }
     }
 
@@ -395,6 +445,7 @@ mod tests {
 
     fn expected(open: bool) -> String {
         let corrected = if open { HIST } else { "null" };
+        let lateness = corrected;
         let tally = format!(
             "ops:{{get:int,multiget:int,set:int,delete:int}},replies:int,throughput:float,\
              hits:int,misses:int,errors:{{timeout:int}},lost:int,sent:int,\
@@ -425,7 +476,11 @@ mod tests {
              client_cpu_user_s:float,client_cpu_system_s:float,client_wait_s:float,\
              client_sleeps:int,client_preempted:int,client_busy_polls:int,client_busy_caught:int,\
              client_writes:int,process_cpu_s:float,prefilled_keys:int,prefill_s:float,\
-             deleted_keys:int,leftover_keys:int,cancelled:bool,aborted:str,elapsed_s:float}}"
+             deleted_keys:int,leftover_keys:int,cancelled:bool,aborted:str,elapsed_s:float,\
+             send_lateness:{lateness},late_sends:int,late_threshold_ns:int,\
+             samples:{{block:int,\
+             sends:{{offered:int,block:[int],t_ns:[int],value_ns:[int]}},\
+             replies:{{offered:int,block:[],t_ns:[],value_ns:[]}}}}}}"
         )
     }
 
@@ -461,6 +516,9 @@ mod tests {
         assert_eq!(v["client_cpu_system_s"], 0.5);
         assert_eq!(v["elapsed_s"], 1.0);
         assert_eq!(v["aborted"], "gave up");
+        assert_eq!(v["send_lateness"]["max"], 7);
+        assert_eq!(v["samples"]["sends"]["t_ns"], serde_json::json!([5]));
+        assert_eq!(v["samples"]["sends"]["value_ns"], serde_json::json!([7]));
         // An empty histogram has a mean of 0, not NaN.
         let empty = HistSummary::of(&cachelab_metrics::latency());
         assert_eq!((empty.count, empty.mean, empty.max), (0, 0.0, 0));

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use cachelab_metrics::Latency;
 
 use crate::fault::{self, Fault, FAULTS};
+use crate::samples::{ClientSamples, SAMPLES};
 use crate::series::{Interval, GET, MULTIGET};
 use crate::shared::Shared;
 use crate::spec::{Mode, Stop};
@@ -156,8 +157,9 @@ pub(crate) enum Msg {
     /// Thread, interval index, that thread's part of the interval.
     Interval(usize, u64, Box<Raw>),
     /// The thread has sent its last interval; its stalls, and how many it could not keep,
-    /// and its share of each pool member's tally (none for a single server).
-    Done(usize, Vec<Stall>, u64, Vec<MemberTally>),
+    /// its share of each pool member's tally (none for a single server), and its sends' and
+    /// replies' samples.
+    Done(usize, Vec<Stall>, u64, Vec<MemberTally>, Box<ClientSamples>),
 }
 
 /// The channel from the worker threads' recorders to the collector.
@@ -180,6 +182,9 @@ pub(crate) struct Recorder {
     stalls: Stalls,
     /// Per pool member (empty for a single server).
     members: Vec<MemberTally>,
+    /// The end of the warm-up: sends and replies after it are sampled.
+    warm_end: Instant,
+    client: Box<ClientSamples>,
 }
 
 impl Recorder {
@@ -203,6 +208,8 @@ impl Recorder {
             } else {
                 Vec::new()
             },
+            warm_end: shared.t0 + shared.spec.warmup,
+            client: Box::new(ClientSamples::new(SAMPLES / shared.spec.threads.max(1))),
         }
     }
 
@@ -234,6 +241,7 @@ impl Recorder {
             self.stalls.into_vec(),
             dropped,
             self.members,
+            self.client,
         ));
     }
 
@@ -295,6 +303,16 @@ impl Recorder {
         }
     }
 
+    /// Open loop: a request due at `intended` left at `now` (sampled after the warm-up).
+    #[inline]
+    pub fn send_at(&mut self, now: Instant, intended: Instant) {
+        if now >= self.warm_end {
+            let t = now.saturating_duration_since(self.t0).as_nanos() as u64;
+            let late = now.saturating_duration_since(intended).as_nanos() as u64;
+            self.client.send(t, late);
+        }
+    }
+
     #[inline]
     pub fn sent(&mut self, n: u64) {
         self.cur.counts.sent += n;
@@ -322,6 +340,14 @@ impl Recorder {
             c.misses += u64::from(keys - hits);
         }
         cachelab_metrics::record(&mut self.cur.uncorrected, uncorrected);
+        if now >= self.warm_end {
+            if let Some(b) = self.client.replies.offer() {
+                let t = now.saturating_duration_since(self.t0).as_nanos() as u64;
+                self.client
+                    .replies
+                    .keep(b, t.saturating_sub(waited), waited);
+            }
+        }
         if self.open {
             cachelab_metrics::record(&mut self.cur.corrected, corrected);
         }
@@ -391,6 +417,7 @@ pub(crate) struct Collector {
     stalls: Vec<Stall>,
     stalls_dropped: u64,
     members: Vec<MemberTally>,
+    client: ClientSamples,
 }
 
 impl Collector {
@@ -405,6 +432,7 @@ impl Collector {
             stalls: Vec::new(),
             stalls_dropped: 0,
             members: Vec::new(),
+            client: ClientSamples::new(0),
         };
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -412,8 +440,9 @@ impl Collector {
                     c.pending.entry(idx).or_insert_with(Raw::new).add(&raw);
                     c.reported[t] = c.reported[t].max(idx + 1);
                 }
-                Ok(Msg::Done(t, stalls, dropped, members)) => {
+                Ok(Msg::Done(t, stalls, dropped, members, client)) => {
                     c.reported[t] = u64::MAX;
+                    c.client.add(*client, t);
                     c.stalls.extend(stalls);
                     c.stalls_dropped += dropped;
                     if c.members.is_empty() {
@@ -473,6 +502,11 @@ impl Collector {
             crate::stalls::merge(all, gap.as_secs_f64()),
             self.stalls_dropped,
         )
+    }
+
+    /// Every thread's send and reply samples, merged.
+    pub fn take_client(&mut self) -> ClientSamples {
+        std::mem::replace(&mut self.client, ClientSamples::new(0))
     }
 
     /// Every pool member's tally over the threads, its episodes merged (none for a single

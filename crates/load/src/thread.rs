@@ -14,6 +14,7 @@ use crate::conn::{Conn, Ctx};
 use crate::outcome::ClientSched;
 use crate::pacing::Pacer;
 use crate::recorder::{self, Collector, MemberTally, Msg, Recorder};
+use crate::samples::ClientSamples;
 use crate::series::Interval;
 use crate::setup::Written;
 use crate::shared::Shared;
@@ -35,6 +36,8 @@ pub(crate) struct RunData {
     pub stalls_dropped: u64,
     /// Per pool member, summed over the threads (empty for a single server).
     pub members: Vec<MemberTally>,
+    /// Sends' lateness and samples of sends and replies, over the threads.
+    pub client: ClientSamples,
 }
 
 /// Starts the worker threads, collects their intervals, and waits for them.
@@ -57,6 +60,7 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
     let mut collector = Collector::collect(rx, threads, shared);
     let (stalls, stalls_dropped) = collector.take_stalls(spec.stall);
     let members = collector.take_members();
+    let client = collector.take_client();
     let reports: Vec<ThreadReport> = handles
         .into_iter()
         .map(|h| h.join().expect("load thread panicked"))
@@ -97,6 +101,7 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         stalls,
         stalls_dropped,
         members,
+        client,
     }
 }
 

@@ -91,6 +91,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--pipeline", type=PIPELINE, metavar="N")
     f = p.add_argument_group("fit")
     f.add_argument("--method", choices=list(usl_lib.METHODS), help="USL method (default bounded)")
+    f.add_argument("--keep-invalid", action="store_true", default=None,
+                   help="fit the runs whose throughput is INVALID too (rate not held, not "
+                        "stationary; by default they are left out of the fit, each named with "
+                        "its reason)")
     f.add_argument("--bootstrap", type=common.int_range(0, MAX_BOOTSTRAP), metavar="R",
                    help="bootstrap resamples")
     p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
@@ -104,7 +108,7 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     over = {}
     for name in ("vary", "points", "repeats", "warmup", "settle", "window", "interval",
                  "connections_per_thread", "client_connections", "connections_per_agent",
-                 "method", "bootstrap", "seed"):
+                 "method", "keep_invalid", "bootstrap", "seed"):
         v = getattr(args, name)
         if v is not None:
             over[name] = v

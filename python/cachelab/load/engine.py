@@ -28,6 +28,7 @@ from cachelab.load.footprint import load_writes
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
+from cachelab.load.validity import validity
 from cachelab.pool import Distribution, distribution
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
@@ -230,7 +231,10 @@ def result_from_outcome(
     Added here and nowhere else: whether an open loop held its rate in every interval
     (``schedule.held``, ``intervals_behind``, ``achieved_rate``), the dead intervals and the
     live part's throughput (``run.liveness``), whether the steady window is short, the
-    server's counter deltas and run-queue wait, and the client's per-reply figures. The
+    server's counter deltas and run-queue wait, the client's per-reply figures and its
+    queueing (``client.queueing``: sends' lateness, open loop), and the run's validity verdict
+    (``validity``, :mod:`cachelab.load.validity`, from the engine's ``samples``, which are not
+    kept in load.json; a merged outcome has none: those checks are "not checked"). The
     JSON's ``totals`` is the engine's ``measured`` (the headline: the whole run after the
     warm-up); the steady window's totals are ``steady.window``.
     """
@@ -280,6 +284,13 @@ def result_from_outcome(
         server=server,
         client=_client(outcome),
         schedule=schedule,
+        validity=validity(
+            mode="open" if spec.rate is not None else "closed", arrivals=spec.arrivals,
+            rate=spec.rate, interval_s=float(spec.interval), intervals=outcome["intervals"],
+            samples=outcome.get("samples"), lateness=outcome.get("send_lateness"),
+            late_sends=int(outcome.get("late_sends") or 0),
+            late_threshold_ns=int(outcome.get("late_threshold_ns") or 0),
+            stalls=outcome["stalls"], warmup_s=float(spec.warmup)),
         run={
             "started_unix": round(started, 3),
             "elapsed_s": round(outcome["elapsed_s"], 3),
@@ -407,7 +418,22 @@ def _client(outcome: Mapping[str, Any]) -> dict[str, Any]:
         "busy_caught": outcome["client_busy_caught"],
         "writes": writes,
         "requests_per_write": round(outcome["all"]["sent"] / writes, 3) if writes else None,
+        "queueing": _queueing(outcome),
     }
+
+
+def _queueing(outcome: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Open loop, after the warm-up: the client's own queueing, each send's lateness (its
+    actual send minus its intended time): p50, p99, max, and the sends late by the engine's
+    threshold or more. None in closed loop (or for a run merged from agents)."""
+    h = outcome.get("send_lateness")
+    if not h:
+        return None
+    p = h["percentiles"]
+    return {"sends": h["count"], "p50_ns": p["50"], "p99_ns": p["99"], "max_ns": p["max"],
+            "late_sends": int(outcome.get("late_sends") or 0),
+            "late_threshold_ns": int(outcome.get("late_threshold_ns") or 0),
+            "histogram": h["histogram"]}
 
 
 def server_deltas(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, Any]:

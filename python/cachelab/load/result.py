@@ -14,11 +14,12 @@ from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.load.spec import OPS
 from cachelab.load.timeline import stall_text
+from cachelab.load.validity import headline
 from cachelab.tables import write_csv
 from cachelab.units import us
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "behind_lines", "csv_rows",
-           "hlog_text"]
+           "hlog_text", "validity_lines"]
 
 SCHEMA = "cachelab.load"
 SCHEMA_VERSION = 2
@@ -57,6 +58,9 @@ class LoadResult:
     members: list[dict[str, Any]] | None = None
     #: Through a proxy: the servers behind it, each with its ``server`` section (deltas).
     behind: list[dict[str, Any]] | None = None
+    #: The validity verdict (:mod:`cachelab.load.validity`): ``verdict``, ``reasons``,
+    #: ``not_checked``, ``checks``. None in a load.json written before it existed.
+    validity: dict[str, Any] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -69,7 +73,8 @@ class LoadResult:
         return src[which]
 
     def problems(self) -> dict[str, int]:
-        """What makes the CLI exit 1: errors, lost requests, keys left behind, a missed rate."""
+        """What makes the CLI exit 1: errors, lost requests, keys left behind, a missed rate.
+        (An INVALID verdict does not: it is said in the table's first line and in load.json.)"""
         out = {
             "errors": sum(self.all["errors"].values()),
             "lost_requests": int(self.all["lost"]),
@@ -83,7 +88,8 @@ class LoadResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("agents", "pool", "members", "behind"):  # a plain run's record is as it was
+        for k in ("agents", "pool", "members", "behind", "validity"):  # a plain run's record
+            # is as it was
             if d[k] is None:
                 del d[k]
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
@@ -171,6 +177,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     srv = r.server
     lines = [
         *_partial_lines(r),
+        *validity_lines(r.validity),
         (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
          f"{srv.get('version', '?')}" if r.behind else
          f"memcached {srv.get('version', '?')} at {srv.get('address')}")
@@ -450,6 +457,19 @@ def _agent_lines(r: LoadResult) -> list[str]:
     return lines
 
 
+def validity_lines(v: Mapping[str, Any] | None) -> list[str]:
+    """The verdict (first line of the table) and, when INVALID, every further reason."""
+    first = headline(v)
+    if not first or v is None:
+        return []
+    return [first] + [f"  also: {why}" for why in v["reasons"][1:]]
+
+
+def _client_behind(r: LoadResult) -> bool:
+    late = ((r.validity or {}).get("checks") or {}).get("late") or {}
+    return late.get("status") == "fail"
+
+
 def _client_lines(r: LoadResult) -> list[str]:
     """The client's CPU and run-queue wait per reply, its writes, and busy polling."""
     lines = []
@@ -465,6 +485,13 @@ def _client_lines(r: LoadResult) -> list[str]:
         lines.append(f"writes: {c['writes']}, {c['requests_per_write']:.2f} requests per write"
                      + (f" (send batch {r.spec['send_batch']})"
                         if r.spec.get("send_batch", 1) > 1 else ""))
+    q = c.get("queueing")
+    if q:
+        late = q["late_sends"]
+        lines.append(f"client queueing (intended → actual send): p50 {us(q['p50_ns'])} µs, "
+                     f"p99 {us(q['p99_ns'])} µs, max {us(q['max_ns'])} µs; {late} send(s) "
+                     f"{q['late_threshold_ns'] / 1e6:g} ms or more late"
+                     + (" — the CLIENT could not keep up" if _client_behind(r) else ""))
     if c.get("busy_polls"):
         lines.append(f"busy polling: {c['busy_polls']} polls before sleeping, "
                      f"{c['busy_caught']} ended by a reply or the timer")

@@ -23,7 +23,8 @@ SCHEMA = "cachelab.scale"
 SCHEMA_VERSION = 1
 CSV_HEADER = ["order", "n", "repeat", "connections", "threads", "throughput", "replies",
               "window_s", "steady_reached", "window_short", "errors", "lost", "p50_ns", "p99_ns",
-              "p99.9_ns", "max_ns", "server_run_queue_wait_per_wall", "client_cpu_us_per_op"]
+              "p99.9_ns", "max_ns", "server_run_queue_wait_per_wall", "client_cpu_us_per_op",
+              "verdict"]
 
 
 @dataclass
@@ -77,14 +78,16 @@ class ScaleResult:
             f"({s['repeats']} repeat(s), interleaved), window {s['window']:g} s from the steady "
             f"state; memcached {srv.get('version', '?')} {where}",
             "",
-            f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}",
+            f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}"
+            f"{'valid':>8}",
         ]
         for row in self.summary:
             p = row["latency"]["percentiles_ns"]
             sd = row["throughput_sd"]
             lines.append(f"{row['n']:>6}{row['throughput_mean']:>14,.0f}"
                          f"{'—' if sd is None else f'{sd:,.0f}':>10}{us(p.get('50')):>10}"
-                         f"{us(p.get('99')):>10}{us(p.get('99.9')):>10}")
+                         f"{us(p.get('99')):>10}{us(p.get('99.9')):>10}"
+                         f"{self._valid(row['n']):>8}")
         lines += behind_lines(self.behind_totals(), "every run, warm-up included")
         fit = self.usl
         if fit is not None:
@@ -92,6 +95,14 @@ class ScaleResult:
         if self.limits:
             lines += ["", *[f"note: {m}" for m in self.limits]]
         return "\n".join(lines)
+
+    def _valid(self, n: int) -> str:
+        """The runs at ``n`` whose load verdict was VALID, of all of them ("-" for a sweep
+        saved before verdicts existed)."""
+        at = [r for r in self.runs if r["n"] == n]
+        if not any("verdict" in r for r in at):
+            return "-"
+        return f"{sum(r.get('verdict') == 'VALID' for r in at)}/{len(at)}"
 
     def behind_totals(self) -> list[dict[str, Any]] | None:
         """Through a proxy: each server behind it with its ``stats`` deltas summed over every
@@ -132,5 +143,6 @@ def csv_rows(r: ScaleResult) -> list[list[object]]:
                      f"{x['throughput']:.1f}", x["replies"], x["window_s"],
                      int(x["steady_reached"]), int(x["window_short"]), x["errors"], x["lost"],
                      p.get("50", ""), p.get("99", ""), p.get("99.9", ""), p.get("100", ""),
-                     wait if wait is not None else "", x["client_cpu_us_per_op"] or ""])
+                     wait if wait is not None else "", x["client_cpu_us_per_op"] or "",
+                     x.get("verdict", "")])
     return rows

@@ -37,6 +37,9 @@ class ScaleSpec:
     #: Connections of each load agent when ``vary`` is ``agents`` (a Ray cluster).
     connections_per_agent: int = 1
     method: str = "bounded"
+    #: Fit the runs whose load verdict is INVALID too (by default they are left out of the
+    #: USL fit, each named with its reason in the notes).
+    keep_invalid: bool = False
     bootstrap: int = 1000
     seed: int = 0
     workload: dict[str, Any] = field(default_factory=dict)

@@ -117,6 +117,10 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         sched = result.server.get("schedstat")
         point["server_run_queue_wait_per_wall"] = sched["wait_per_wall"] if sched else None
         point["client_cpu_us_per_op"] = result.client.get("cpu_us_per_op")
+        v = result.validity or {}
+        point["verdict"] = v.get("verdict", "not checked")
+        point["invalid_reasons"] = list(v.get("reasons") or [])
+        point["throughput_reasons"] = list(v.get("throughput_reasons") or [])
         if result.members:
             point["members"] = [{"address": m["address"], "replies": m["replies"],
                                  "errors": sum(m["errors"].values()), "down_s": m["down_s"]}
@@ -154,9 +158,26 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
     """The sweep's result: the runs, a summary per N, the USL fit when there are enough
     points, and notes on what limits it."""
     summary = _summary(runs, spec)
-    usable = [r for r in runs if r["throughput"] > 0]
-    fit = None
     notes = _cpu_limits(spec, server_facts)
+    usable = [r for r in runs if r["throughput"] > 0]
+    # A run whose throughput is untrustworthy (rate not held, not stationary) is left out of
+    # the fit; one INVALID for its latencies only (not independent, late sends, arrivals)
+    # still measured its throughput, and stays in (the table's valid column shows it).
+    invalid = [r for r in usable if r.get("throughput_reasons")]
+    latency_only = [r for r in usable if r.get("verdict") == "INVALID" and r not in invalid]
+    if invalid and not spec.keep_invalid:
+        usable = [r for r in usable if r not in invalid]
+        notes += [f"left out of the fit, INVALID: N = {r['n']} (repeat {r['repeat'] + 1}): "
+                  f"{r['throughput_reasons'][0]}" for r in invalid]
+    elif invalid:
+        notes.append(f"{len(invalid)} INVALID run(s) kept in the fit (--keep-invalid): N = "
+                     + ", ".join(str(r["n"]) for r in invalid))
+    if latency_only:
+        notes.append(f"{len(latency_only)} run(s) INVALID for their latencies only, kept in the "
+                     "throughput fit: " + "; ".join(
+                         f"N = {r['n']}: {r['invalid_reasons'][0]}" for r in latency_only[:3])
+                     + (" …" if len(latency_only) > 3 else ""))
+    fit = None
     if len(usable) >= MIN_POINTS and len({r["n"] for r in usable}) >= 3:
         f = fit_usl([r["n"] for r in usable], [r["throughput"] for r in usable], spec.method,
                     bootstrap=spec.bootstrap, seed=spec.seed,

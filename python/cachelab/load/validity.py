@@ -1,0 +1,317 @@
+"""Whether a load run's numbers are worth their conditions: the validity verdict (VALID or
+INVALID, with reasons worst first) that every load run, and every scale point, carries.
+
+After Lancet (Kogias et al., USENIX ATC 2019), each check a test from scipy or statsmodels:
+
+- **rate** (open loop): every measured interval sent within ±10 % of the intended rate (or
+  within the Poisson noise of the interval's count, 4 standard deviations, when that is wider).
+- **stationary**: no stall (the engine's, ``--stall-ms``) in the measured run, and the measured
+  intervals' throughput and p99 series are not shown non-stationary: KPSS rejects level
+  stationarity *and* the augmented Dickey–Fuller test cannot reject a unit root (both at 5 %;
+  on white noise of 8–20 intervals the pair says "not stationary" about 3 % of the time per
+  series). Needs :data:`MIN_INTERVALS` full intervals.
+- **late** (open loop): at most :data:`LATE_SHARE` of the sends left the engine's late
+  threshold (1 ms) or more after their intended time: beyond that the client, not the
+  server, set the pace.
+- **independent**: consecutive latencies (in send order, inside the engine's blocks of
+  consecutive replies) are independent by Spearman's rank correlation at lag k, thinning
+  k = 1, 2, 4, … until it passes (p ≥ 1 %); the k that passes is reported.
+- **arrivals** (open loop, Poisson arrivals): the gaps between the real send times (inside
+  blocks of consecutive sends) are exponential by Anderson–Darling (p > 1 %). Gaps of 0
+  (sends that left in one batch) fail it when they are more than 1 % of the gaps; fewer are
+  left out (they are late sends, which the late check counts).
+
+A test runs on at most :data:`MAX_TESTED` values (evenly chosen): with hundreds of thousands
+a test finds effects far too small to matter (a timer's microseconds of jitter), and the
+verdict would say nothing. A check without the data it needs is "not checked", with why; it
+does not make a run INVALID.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CHECKS", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "arrivals_check",
+           "headline", "independence_check", "late_check", "rate_check", "stationarity_check",
+           "validity"]
+
+#: The checks, worst first: the order of the reasons.
+CHECKS = ("rate", "stationary", "late", "independent", "arrivals")
+#: The checks a run's throughput depends on (``scale`` leaves a run failing them out of the
+#: USL fit); the others concern its latencies.
+THROUGHPUT_CHECKS = ("rate", "stationary")
+#: An interval held the rate within this share of it.
+RATE_TOLERANCE = 0.10
+#: The most sends that may leave late, as a share of the sends.
+LATE_SHARE = 0.01
+#: Full measured intervals the stationarity tests need.
+MIN_INTERVALS = 8
+#: The most values (gaps, pairs) one test is run on.
+MAX_TESTED = 1000
+#: The fewest values a test is run on.
+MIN_TESTED = 30
+#: Significance of the independence and arrival tests, and of the stationarity tests.
+ALPHA = 0.01
+ALPHA_STATIONARY = 0.05
+#: The largest thinning tried by the independence test.
+MAX_THINNING = 64
+
+
+def _evenly(x: np.ndarray, most: int = MAX_TESTED) -> np.ndarray:
+    """At most ``most`` values of ``x``, evenly spread over it."""
+    if len(x) <= most:
+        return x
+    return x[np.linspace(0, len(x) - 1, most).round().astype(int)]
+
+
+def _blocks(samples: Mapping[str, Sequence[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each block's (times, values), in time order."""
+    block = np.asarray(samples.get("block") or [], dtype=np.uint64)
+    t = np.asarray(samples.get("t_ns") or [], dtype=np.float64)
+    v = np.asarray(samples.get("value_ns") or [], dtype=np.float64)
+    out = []
+    for b in np.unique(block):
+        sel = block == b
+        order = np.argsort(t[sel], kind="stable")
+        out.append((t[sel][order], v[sel][order]))
+    return out
+
+
+def _not_checked(why: str) -> dict[str, Any]:
+    return {"status": "not checked", "why": why}
+
+
+def rate_check(intervals: Sequence[Mapping[str, Any]], rate: float,
+               interval_s: float) -> dict[str, Any]:
+    """Open loop: each measured interval's send rate against the intended ``rate``."""
+    full = [iv for iv in intervals if not iv.get("warmup") and iv["duration_s"] >= interval_s / 2]
+    if not full:
+        return _not_checked("no full measured interval")
+    off, worst = [], (0.0, None)
+    for iv in full:
+        expected = rate * iv["duration_s"]
+        dev = iv["sent"] / expected - 1 if expected > 0 else 0.0
+        allowed = max(RATE_TOLERANCE, 4 / math.sqrt(expected)) if expected > 0 else 1.0
+        if abs(dev) > allowed:
+            off.append(iv["index"])
+        if abs(dev) >= abs(worst[0]):
+            worst = (dev, iv["start_s"])
+    out = {"intervals": len(full), "off": off, "worst_deviation": round(worst[0], 4),
+           "worst_at_s": worst[1]}
+    if off:
+        return {**out, "status": "fail",
+                "why": f"rate not held: {len(off)} of {len(full)} intervals off the intended "
+                       f"{rate:.0f}/s by more than ±{RATE_TOLERANCE:.0%} (worst "
+                       f"{worst[0]:+.0%} at {worst[1]:g} s)"}
+    return {**out, "status": "pass",
+            "why": f"every interval within ±{RATE_TOLERANCE:.0%} of {rate:.0f}/s"}
+
+
+def _stationary(x: np.ndarray) -> dict[str, Any]:
+    """ADF and KPSS on one series: their statistics, p-values, and whether it is stationary."""
+    if np.ptp(x) == 0:
+        return {"stationary": True, "constant": True}
+    n = len(x)
+    # deferred: statsmodels takes ~1-2 s to import; only a finished run's verdict needs it
+    from statsmodels.tsa.stattools import adfuller, kpss
+
+    with warnings.catch_warnings():
+        # KPSS interpolates its p-value in a table and warns when it is beyond the table's
+        # ends (then it is 0.01 or 0.1, the ends); ADF warns on tiny samples.
+        warnings.simplefilter("ignore")
+        adf = adfuller(x, maxlag=max(0, min(int(12 * (n / 100) ** 0.25), n // 2 - 3)),
+                       autolag="AIC")
+        kp = kpss(x, regression="c", nlags="auto")
+    adf_p, kpss_p = float(adf[1]), float(kp[1])
+    return {"adf": round(float(adf[0]), 4), "adf_p": round(adf_p, 4),
+            "kpss": round(float(kp[0]), 4), "kpss_p": round(kpss_p, 4),
+            # Not stationary when both tests say so: KPSS rejects stationarity and ADF cannot
+            # reject a unit root. (Either alone, on the 8 to 20 intervals of a short run,
+            # rejects white noise far more often than its level.)
+            "stationary": not (adf_p >= ALPHA_STATIONARY and kpss_p < ALPHA_STATIONARY)}
+
+
+def stationarity_check(throughput: Sequence[float], p99: Sequence[float],
+                       stalls: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """ADF + KPSS on the windowed throughput and p99 series; and the engine's stalls in the
+    measured run (a transient the tests on a dozen windows do not see: a stall is a run that
+    was, for a while, another run)."""
+    if stalls:
+        worst = max(stalls, key=lambda s: s["end_s"] - s["start_s"])
+        return {"status": "fail", "stalls": len(stalls),
+                "why": f"not stationary: {len(stalls)} stall(s) in the measured run, the "
+                       f"longest {worst['end_s'] - worst['start_s']:.2f} s from "
+                       f"{worst['start_s']:.2f} s"}
+    if len(throughput) < MIN_INTERVALS:
+        return _not_checked(f"{len(throughput)} full measured interval(s), the tests need "
+                            f"{MIN_INTERVALS} (a longer run or a shorter --interval)")
+    series = {"throughput": _stationary(np.asarray(throughput, dtype=float)),
+              "p99": _stationary(np.asarray(p99, dtype=float))}
+    bad = [k for k, s in series.items() if not s["stationary"]]
+    out = {"intervals": len(throughput), **series}
+    if bad:
+        what = " and ".join(f"{k} (ADF p {series[k]['adf_p']:.2g}, KPSS p "
+                            f"{series[k]['kpss_p']:.2g})" for k in bad)
+        return {**out, "status": "fail",
+                "why": f"not stationary: {what} over {len(throughput)} intervals"}
+    return {**out, "status": "pass",
+            "why": f"throughput and p99 stationary over {len(throughput)} intervals"}
+
+
+def late_check(sends: int, late: int, threshold_ns: int, worst_ns: int) -> dict[str, Any]:
+    """Open loop: the sends that left at least ``threshold_ns`` after their intended time."""
+    if not sends:
+        return _not_checked("no sends after the warm-up")
+    share = late / sends
+    out = {"sends": sends, "late": late, "share": round(share, 6), "threshold_ns": threshold_ns,
+           "worst_ns": worst_ns}
+    if share > LATE_SHARE:
+        return {**out, "status": "fail",
+                "why": f"sends left late: {late} ({share:.1%}) left {threshold_ns / 1e6:g} ms or "
+                       f"more after their intended time (worst {worst_ns / 1e6:.3g} ms): the "
+                       "client could not keep up, or its connections were full"}
+    return {**out, "status": "pass",
+            "why": f"{late} send(s) ({share:.2%}) {threshold_ns / 1e6:g} ms or more late"}
+
+
+def independence_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """Lag-k Spearman on latencies in send order, thinning until the pairs are independent."""
+    # deferred: scipy.stats takes ~0.3 s to import; only a finished run's verdict needs it
+    from scipy.stats import spearmanr
+
+    tried = []
+    k = 1
+    while k <= MAX_THINNING:
+        xs, ys = [], []
+        for _, v in blocks:
+            thinned = v[::k]
+            xs.append(thinned[:-1])
+            ys.append(thinned[1:])
+        x, y = np.concatenate(xs or [np.empty(0)]), np.concatenate(ys or [np.empty(0)])
+        if len(x) < MIN_TESTED:
+            break
+        idx = _evenly(np.arange(len(x)))
+        x, y = x[idx], y[idx]
+        if np.ptp(x) == 0 or np.ptp(y) == 0:
+            return {"status": "pass", "thinning": k, "pairs": len(x),
+                    "why": "latencies constant: nothing to correlate"}
+        rho, p = spearmanr(x, y)
+        tried.append({"k": k, "rho": round(float(rho), 4), "p": float(p), "pairs": len(x)})
+        if p >= ALPHA:
+            return {"status": "pass", "thinning": k, "tried": tried,
+                    "why": f"latencies independent at lag {k} (Spearman ρ {rho:+.3f}, "
+                           f"p {p:.2g}, {len(x)} pairs)"}
+        k *= 2
+    if not tried:
+        return _not_checked(f"too few consecutive latencies (needs {MIN_TESTED} pairs)")
+    last = tried[-1]
+    return {"status": "fail", "thinning": None, "tried": tried,
+            "why": f"latencies not independent: consecutive latencies correlated even 1 in "
+                   f"{last['k']} apart (Spearman ρ {last['rho']:+.3f}, p {last['p']:.2g})"}
+
+
+def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """Anderson–Darling of the gaps between real send times against the exponential."""
+    gaps = np.concatenate([np.diff(t) for t, _ in blocks] or [np.empty(0)])
+    if len(gaps) < MIN_TESTED:
+        return _not_checked(f"{len(gaps)} gaps between sends (needs {MIN_TESTED})")
+    zeros = int((gaps <= 0).sum())
+    if zeros > LATE_SHARE * len(gaps):
+        return {"status": "fail", "gaps": len(gaps), "zero_gaps": zeros,
+                "why": f"arrivals not Poisson: {zeros / len(gaps):.1%} of the gaps between sends "
+                       "are 0 (requests left in batches)"}
+    # A few sends that left together (late ones: the late check counts them) are not the
+    # arrival process; the test runs on the other gaps.
+    gaps = _evenly(gaps[gaps > 0])
+    a2, p = _anderson_expon(gaps)
+    out = {"gaps": len(gaps), "zero_gaps": zeros, "anderson_darling": round(a2, 4), "p": p,
+           "mean_gap_ns": round(float(gaps.mean()), 1)}
+    if p <= ALPHA:
+        return {**out, "status": "fail",
+                "why": f"arrivals not Poisson: the gaps between sends are not exponential "
+                       f"(Anderson–Darling A² {a2:.3g}, p ≤ {p:.2g}, {len(gaps)} gaps)"}
+    return {**out, "status": "pass",
+            "why": f"send gaps exponential (A² {a2:.3g}, p {p:.2g}, {len(gaps)} gaps)"}
+
+
+def _anderson_expon(x: np.ndarray) -> tuple[float, float]:
+    """scipy's Anderson–Darling against the exponential: A² and its p-value (interpolated in
+    the published table, so it lies in [0.01, 0.15])."""
+    # deferred: scipy.stats takes ~0.3 s to import; only a finished run's verdict needs it
+    from scipy import stats
+
+    try:
+        r = stats.anderson(x, "expon", method="interpolate")
+        return float(r.statistic), float(r.pvalue)
+    except TypeError:  # scipy < 1.17: critical values at 15, 10, 5, 2.5 and 1 %
+        r = stats.anderson(x, "expon")
+        levels = [lvl / 100 for lvl, c in zip(r.significance_level, r.critical_values)
+                  if r.statistic > c]
+        return float(r.statistic), min(levels) if levels else 0.15
+
+
+def validity(
+    *, mode: str, arrivals: str | None, rate: float | None, interval_s: float,
+    intervals: Sequence[Mapping[str, Any]], samples: Mapping[str, Any] | None,
+    stalls: Sequence[Mapping[str, Any]] = (), warmup_s: float = 0.0,
+    lateness: Mapping[str, Any] | None, late_sends: int = 0, late_threshold_ns: int = 0,
+) -> dict[str, Any]:
+    """The verdict of one run: ``verdict`` (VALID or INVALID), ``reasons`` (worst first),
+    ``not_checked`` and each check's figures (``checks``). ``samples`` is the engine's
+    ``samples`` record (None for a run merged from agents: the checks that need it are not
+    checked); ``lateness`` its ``send_lateness`` histogram (open loop)."""
+    merged = "not checked: the run was merged from several agents"
+    open_loop = mode == "open"
+    full = [iv for iv in intervals if not iv.get("warmup") and iv["duration_s"] >= interval_s / 2]
+    checks: dict[str, dict[str, Any]] = {}
+    checks["rate"] = (rate_check(intervals, float(rate), interval_s) if open_loop and rate
+                      else _not_checked("closed loop: no intended rate"))
+    p99 = [(iv.get("corrected") or iv["uncorrected"])["percentiles"]["99"] for iv in full]
+    checks["stationary"] = stationarity_check(
+        [iv["throughput"] for iv in full], p99, [s for s in stalls if s["end_s"] > warmup_s])
+    if not open_loop:
+        checks["late"] = _not_checked("closed loop: requests have no intended send time")
+    elif samples is None or lateness is None:
+        checks["late"] = _not_checked(merged)
+    else:
+        checks["late"] = late_check(int(samples["sends"]["offered"]), late_sends,
+                                    late_threshold_ns, int(lateness["max"]))
+    checks["independent"] = (independence_check(_blocks(samples["replies"])) if samples
+                             else _not_checked(merged))
+    if not open_loop or arrivals != "poisson":
+        checks["arrivals"] = _not_checked("closed loop" if not open_loop
+                                          else f"{arrivals} arrivals asked for, not Poisson")
+    else:
+        checks["arrivals"] = (arrivals_check(_blocks(samples["sends"])) if samples
+                              else _not_checked(merged))
+    reasons = [checks[c]["why"] for c in CHECKS if checks[c]["status"] == "fail"]
+    return {
+        "verdict": "INVALID" if reasons else "VALID",
+        "reasons": reasons,
+        # What makes the run's throughput untrustworthy (a USL point): the rate not held, or
+        # the series not stationary. The other checks are about its latencies.
+        "throughput_reasons": [checks[c]["why"] for c in THROUGHPUT_CHECKS
+                               if checks[c]["status"] == "fail"],
+        "not_checked": [f"{c}: {checks[c]['why']}" for c in CHECKS
+                        if checks[c]["status"] == "not checked"],
+        "checks": checks,
+    }
+
+
+def headline(v: Mapping[str, Any] | None) -> str | None:
+    """The verdict as the table's first line: INVALID with its worst reason first."""
+    if not v:
+        return None
+    if v["verdict"] == "INVALID":
+        more = len(v["reasons"]) - 1
+        return ("INVALID: " + v["reasons"][0]
+                + (f" (and {more} more reason(s), below)" if more > 0 else ""))
+    checked = [c for c in CHECKS if v["checks"][c]["status"] == "pass"]
+    skipped = [c for c in CHECKS if v["checks"][c]["status"] == "not checked"]
+    return ("VALID: " + (", ".join(checked) or "nothing could be checked")
+            + (f"; not checked: {', '.join(skipped)}" if skipped else ""))

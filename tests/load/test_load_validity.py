@@ -1,0 +1,156 @@
+"""The validity checks on synthetic series (numpy, seeded): each kind of bad series is rejected
+with its own reason, a clean one passes; and a real closed-loop run is VALID."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cachelab.load import LoadSpec, load
+from cachelab.load.validity import (
+    arrivals_check,
+    independence_check,
+    stationarity_check,
+    validity,
+)
+from cachelab.servers import PrivateMemcached
+
+BLOCK = 1024
+
+
+Blocks = list[tuple[np.ndarray, np.ndarray]]
+
+
+def blocks(values: np.ndarray, times: np.ndarray | None = None) -> Blocks:
+    """Consecutive samples cut into blocks, as the engine keeps them."""
+    t = np.arange(len(values), dtype=float) if times is None else times
+    return [(t[i:i + BLOCK], values[i:i + BLOCK]) for i in range(0, len(values), BLOCK)]
+
+
+def ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
+    e = rng.normal(size=n)
+    x = np.empty(n)
+    x[0] = e[0]
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + e[i]
+    return x
+
+
+def test_a_drifting_series_is_not_stationary_and_a_flat_one_is() -> None:
+    rng = np.random.default_rng(1)
+    flat = rng.normal(50_000, 1_000, 20)
+    drift = flat + np.linspace(0, 20_000, 20)  # throughput climbing 40 % over the run
+    p99 = rng.normal(300_000, 20_000, 20)
+    bad = stationarity_check(drift, p99)
+    assert bad["status"] == "fail" and bad["why"].startswith("not stationary: throughput")
+    assert not bad["throughput"]["stationary"] and bad["p99"]["stationary"]
+    assert stationarity_check(flat, p99)["status"] == "pass"
+
+
+def test_a_measured_stall_is_not_stationary_and_too_few_intervals_are_not_checked() -> None:
+    stall = {"start_s": 2.0, "end_s": 3.5}
+    out = stationarity_check([1.0] * 3, [1.0] * 3, [stall])
+    assert out["status"] == "fail" and "1.50 s from 2.00 s" in out["why"]
+    assert stationarity_check([1.0] * 3, [1.0] * 3)["status"] == "not checked"
+
+
+def test_autocorrelated_latencies_are_not_independent_and_iid_ones_are_at_lag_1() -> None:
+    rng = np.random.default_rng(2)
+    # AR(1) with φ = 0.97: correlation at lag 64 is still 0.97^64 ≈ 0.14.
+    out = independence_check(blocks(np.exp(ar1(rng, 32 * BLOCK, 0.97) / 10)))
+    assert out["status"] == "fail" and out["why"].startswith("latencies not independent")
+    assert out["thinning"] is None
+    clean = independence_check(blocks(rng.lognormal(4, 0.5, 32 * BLOCK)))
+    assert clean["status"] == "pass" and clean["thinning"] == 1
+
+
+def test_mild_autocorrelation_passes_once_thinned() -> None:
+    rng = np.random.default_rng(3)
+    out = independence_check(blocks(ar1(rng, 32 * BLOCK, 0.5)))
+    assert out["status"] == "pass" and out["thinning"] > 1
+    assert out["tried"][0]["p"] < 0.01  # lag 1 was correlated
+
+
+def test_uniform_and_deterministic_arrivals_are_not_poisson_and_poisson_ones_are() -> None:
+    rng = np.random.default_rng(4)
+    n = 16 * BLOCK
+    poisson = np.cumsum(rng.exponential(50_000, n))
+    uniform_gaps = np.cumsum(rng.uniform(25_000, 75_000, n))
+    even = np.arange(n) * 50_000.0 + 7
+    zeros = np.zeros(n)
+    assert arrivals_check(blocks(zeros, poisson))["status"] == "pass"
+    for times in (uniform_gaps, even):
+        out = arrivals_check(blocks(zeros, times))
+        assert out["status"] == "fail" and out["why"].startswith("arrivals not Poisson"), out
+    # Sends leaving in batches (many gaps of 0) are not a Poisson process either.
+    batched = np.repeat(poisson[: n // 4], 4)
+    assert "gaps between sends are 0" in arrivals_check(blocks(zeros, batched))["why"]
+
+
+def _intervals(throughput: np.ndarray, rate: float) -> list[dict]:
+    return [{"index": i, "start_s": i * 0.5, "duration_s": 0.5, "warmup": False,
+             "sent": int(x * 0.5), "throughput": x,
+             "uncorrected": {"percentiles": {"99": 100_000}}, "corrected": None}
+            for i, x in enumerate(throughput)]
+
+
+def _samples(rng: np.random.Generator, n: int, rate: float) -> dict:
+    t = np.cumsum(rng.exponential(1e9 / rate, n)).astype(int)
+    lat = rng.lognormal(11, 0.4, n).astype(int)
+    block = (np.arange(n) // BLOCK).tolist()
+    return {"sends": {"offered": n, "block": block, "t_ns": t.tolist(),
+                      "value_ns": [1000] * n},
+            "replies": {"offered": n, "block": block, "t_ns": t.tolist(),
+                        "value_ns": lat.tolist()}}
+
+
+def test_the_verdict_of_a_clean_open_loop_run_is_valid_and_names_the_worst_reason_first() -> None:
+    rng = np.random.default_rng(5)
+    rate = 10_000.0
+    ivs = _intervals(rng.normal(rate, 100, 16), rate)
+    kw = {"mode": "open", "arrivals": "poisson", "rate": rate, "interval_s": 0.5,
+          "samples": _samples(rng, 8 * BLOCK, rate),
+          "lateness": {"max": 50_000}, "late_sends": 3, "late_threshold_ns": 1_000_000}
+    v = validity(intervals=ivs, **kw)
+    assert v["verdict"] == "VALID", v["reasons"]
+    assert v["not_checked"] == []
+    # Half the rate in the last intervals, and 5 % of the sends late: INVALID, rate first.
+    slow = _intervals(np.r_[rng.normal(rate, 100, 12), [rate / 2] * 4], rate)
+    v = validity(intervals=slow, **{**kw, "late_sends": 8 * BLOCK // 20})
+    assert v["verdict"] == "INVALID"
+    assert v["reasons"][0].startswith("rate not held: 4 of 16 intervals")
+    assert any(r.startswith("sends left late") for r in v["reasons"][1:])
+    # A run merged from agents has no samples: those checks say why they were not made.
+    merged = validity(intervals=ivs, **{**kw, "samples": None})
+    assert merged["verdict"] == "VALID"
+    assert {n.split(":")[0] for n in merged["not_checked"]} == {"late", "independent",
+                                                                   "arrivals"}
+
+
+@pytest.mark.timeout(60)
+def test_a_real_closed_loop_run_is_valid_and_an_open_loop_one_is_valid_or_says_the_client_was_late(
+    memcached: PrivateMemcached,
+) -> None:
+    closed = load(LoadSpec.quick(duration=2.0, warmup=0.5, interval=0.2), server=memcached.address)
+    v = closed.validity
+    assert v is not None and v["checks"]["stationary"]["status"] == "pass", v
+    # On a quiet machine VALID; on one shared with other work, latencies stay correlated
+    # over many requests (both sides wait for CPUs), and the verdict must say that first.
+    if v["verdict"] == "INVALID":
+        assert [c for c, x in v["checks"].items() if x["status"] == "fail"] == ["independent"]
+        assert closed.render().splitlines()[0].startswith("INVALID: latencies not independent")
+    else:
+        assert closed.render().splitlines()[0].startswith("VALID")
+    opened = load(LoadSpec.quick(duration=2.0, warmup=0.5, interval=0.2, rate=2000),
+                  server=memcached.address)
+    v = opened.validity
+    q = opened.client["queueing"]
+    assert v is not None and v["checks"]["rate"]["status"] == "pass", v
+    assert v["checks"]["late"]["late"] == q["late_sends"] and q["sends"] > 0
+    assert q["p50_ns"] <= q["p99_ns"] <= q["max_ns"]
+    # On a quiet machine VALID; on a busy one the client itself may fall behind, and then
+    # the verdict must say so (and only the client's checks may fail).
+    failed = {c for c, x in v["checks"].items() if x["status"] == "fail"}
+    assert failed <= {"late", "arrivals", "independent"}, v["reasons"]
+    if "late" in failed:
+        assert "the CLIENT could not keep up" in opened.render()
