@@ -8,6 +8,7 @@ from typing import Any
 from cachelab.artifacts import Artifact
 from cachelab.load.result import LoadResult
 from cachelab.load.timeline import stall_text
+from cachelab.load.validity import headline
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, figures
@@ -33,6 +34,14 @@ def section(art: Artifact, ctx: Context) -> Section:
         why = run.get("aborted") or "interrupted"
         sec.body.append(f"<p><strong>PARTIAL</strong>: the run ended after "
                         f"{run.get('elapsed_s', 0):.1f} s ({esc(why)}).</p>")
+    v = d.get("validity")
+    if v:
+        sec.body.append(f"<p><strong>{esc(v['verdict'])}</strong>: "
+                        + esc("; ".join(v["reasons"]) if v["reasons"] else
+                              (headline(v) or "").split(": ", 1)[-1]) + "</p>")
+        if v["verdict"] == "INVALID":
+            sec.notes.append("the run is INVALID as a measurement: " + "; ".join(v["reasons"])
+                             + " (docs/load.md, \"Validity\")")
     steady = d["steady"]
     sec.body.append(
         f"<p>{esc(spec.get('connections'))} connection(s) × {esc(spec.get('threads'))} "

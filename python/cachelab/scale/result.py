@@ -16,7 +16,7 @@ from cachelab.tables import write_csv
 from cachelab.units import us
 from cachelab.usl import UslFit
 
-__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows",
+__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows", "valid_runs",
            "read_scale_result"]
 
 SCHEMA = "cachelab.scale"
@@ -97,12 +97,7 @@ class ScaleResult:
         return "\n".join(lines)
 
     def _valid(self, n: int) -> str:
-        """The runs at ``n`` whose load verdict was VALID, of all of them ("-" for a sweep
-        saved before verdicts existed)."""
-        at = [r for r in self.runs if r["n"] == n]
-        if not any("verdict" in r for r in at):
-            return "-"
-        return f"{sum(r.get('verdict') == 'VALID' for r in at)}/{len(at)}"
+        return valid_runs(self.runs, n)
 
     def behind_totals(self) -> list[dict[str, Any]] | None:
         """Through a proxy: each server behind it with its ``stats`` deltas summed over every
@@ -146,3 +141,12 @@ def csv_rows(r: ScaleResult) -> list[list[object]]:
                      wait if wait is not None else "", x["client_cpu_us_per_op"] or "",
                      x.get("verdict", "")])
     return rows
+
+
+def valid_runs(runs: list[dict[str, Any]], n: int) -> str:
+    """The runs at ``n`` whose load verdict was VALID, of all of them (``"2/3"``; "-" for a
+    sweep saved before verdicts existed)."""
+    at = [r for r in runs if r["n"] == n]
+    if not any("verdict" in r for r in at):
+        return "-"
+    return f"{sum(r.get('verdict') == 'VALID' for r in at)}/{len(at)}"

@@ -11,6 +11,7 @@ from cachelab.artifacts import Artifact
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
+from cachelab.scale.result import valid_runs
 from cachelab.units import dur
 from cachelab.usl import UslFit
 from cachelab.usl import section as usl_section
@@ -33,8 +34,9 @@ def section(art: Artifact, ctx: Context) -> Section:
         sd = row.get("throughput_sd")
         rows.append([row["n"], f"{row['throughput_mean']:,.0f}",
                      "—" if sd is None else f"{sd:,.0f}", dur(p.get("50")), dur(p.get("99")),
-                     dur(p.get("99.9"))])
-    sec.body.append(table(["N", "throughput /s (mean)", "sd", "p50", "p99", "p99.9"], rows))
+                     dur(p.get("99.9")), valid_runs(d["runs"], row["n"])])
+    sec.body.append(table(["N", "throughput /s (mean)", "sd", "p50", "p99", "p99.9",
+                           "valid runs"], rows))
     fit = d.get("fit")
     if fit:
         sec.body.append("<h3>Universal Scalability Law fit</h3>")
