@@ -14,8 +14,8 @@ from cachelab import _core
 from cachelab.errors import InputError, UsageError
 from cachelab.profiles import load_profile
 from cachelab.simulation import SimulateSpec, band_at, default_strategies, simulate
-from cachelab.simulation.request import order_warnings
 from cachelab.simulation.model import latency_model
+from cachelab.simulation.request import order_warnings
 from cachelab.traces import RequestTrace, SynthParams, synthesize
 from clitools import cachelab, one_error_line
 
