@@ -152,7 +152,7 @@ def summary(rows: list[dict[str, Any]], key: str, i: int) -> str:
 
 def label(op: str, k: int) -> str:
     if op == "multiget":
-        return f"{k} keys"
+        return f"{k} key" + ("" if k == 1 else "s")
     return f"{k / 1e6:g} MB" if k >= 1_000_000 else (f"{k / 1e3:g} KB" if k >= 1000 else
                                                        f"{k} B")
 
