@@ -256,7 +256,9 @@ def main() -> int:
          f"cells (left out): keys {args.lead_in_keys or 'none'}, sizes "
          f"{args.lead_in_sizes or 'none'}",
          f"1-minute load average after each round: {', '.join(f'{x:.2f}' for x in loads)}; "
-         f"{elapsed:.0f} s in all",
+         f"{elapsed:.0f} s in all" + ("; the machine was shared with other work (load above "
+                                      "1.5): read the errors against the repeat column"
+                                      if max(loads) > 1.5 else ""),
          "errors are predicted / measured − 1, one per round (round 1 / round 2); the old "
          "rule is the nearest fitted cell; repeat is round 2 / round 1 − 1 of the measured cell"])
     md += report(results, args.rounds)
