@@ -136,6 +136,12 @@ class LatencyModel:
     def get_sizes(self) -> list[int]: ...
     @property
     def multiget_counts(self) -> list[int]: ...
+    @property
+    def adjusted(self) -> tuple[int, int]:
+        """Table values (get, multi-get) the monotone fit over sizes / key counts moved."""
+    @property
+    def points(self) -> tuple[int, int]:
+        """Points per row of the get and multi-get tables."""
 
 def simulate_requests(
     trace: RequestTrace, model: LatencyModel, strategies: list[str], train: float = 0.5,

@@ -56,6 +56,13 @@ def test_parse_sizes() -> None:
     for bad in ("", "0%", "150%", "x%", "-3"):
         with pytest.raises(UsageError):
             parse_sizes(bad)
+    # The unit named is --unit's: objects by default, not bytes.
+    with pytest.raises(UsageError, match="at least 1 object$"):
+        parse_sizes("0")
+    with pytest.raises(UsageError, match="is not a number of objects"):
+        parse_sizes("1.5")
+    with pytest.raises(UsageError, match="at least 1 byte$"):
+        parse_sizes("0", "bytes")
 
 
 @pytest.mark.parametrize(
@@ -65,6 +72,8 @@ def test_parse_sizes() -> None:
         (["--strategies", "none"], "--strategies"),
         (["--shards", "0.1"], "--shards"),
         (["--sizes", "200%"], "200%"),
+        (["--sizes", "0"], "at least 1 object"),
+        (["--sizes", "0", "--unit", "bytes"], "at least 1 byte"),
     ],
 )
 def test_cli_bad_options_end_in_one_line(tmp_path: Path, args: list[str], needle: str) -> None:

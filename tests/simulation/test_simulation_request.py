@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from cachelab.errors import InputError, UsageError
 from cachelab.profiles import load_profile
 from cachelab.simulation import SimulateSpec, band_at, default_strategies, simulate
 from cachelab.simulation.model import latency_model
+from cachelab.simulation.request import order_warnings
 from cachelab.traces import RequestTrace, SynthParams, synthesize
 from clitools import cachelab, one_error_line
 
@@ -26,33 +26,6 @@ from clitools import cachelab, one_error_line
 def appengine() -> tuple:
     profile = load_profile("appengine-2017")
     return profile, latency_model(profile).to_core()
-
-
-def test_model_reads_back_the_published_appengine_points(appengine: tuple) -> None:
-    """At a measured size the model's quantile is the seed's table value (the built-in profile
-    holds the published points verbatim; the profile tests check those against the seed)."""
-    profile, model = appengine
-    get = profile.published["get_by_size"]
-    multi = profile.published["multiget_1kb_by_keys"]
-    for table, draw in ((get, model.draw_get), (multi, model.draw_multiget)):
-        for size, row in table["ms"].items():
-            for p, ms in zip(table["percentiles"], row):
-                us = draw(int(size), p / 100.0)
-                assert us / 1000.0 == pytest.approx(ms, rel=0.01), (size, p)
-
-
-def test_model_interpolates_on_a_log_scale_between_sizes(appengine: tuple) -> None:
-    _, model = appengine
-    sizes = sorted(model.get_sizes)
-    for lo, hi in zip(sizes, sizes[1:]):
-        mid = int(math.sqrt(lo * hi))  # halfway on a log scale
-        for u in (0.1, 0.5, 0.9):
-            a, b, m = model.draw_get(lo, u), model.draw_get(hi, u), model.draw_get(mid, u)
-            assert min(a, b) - 1e-9 <= m <= max(a, b) + 1e-9
-            t = (math.log(mid) - math.log(lo)) / (math.log(hi) - math.log(lo))
-            assert m == pytest.approx(math.exp((1 - t) * math.log(a) + t * math.log(b)), rel=1e-6)
-    # Outside the measured range: the nearest measured size.
-    assert model.draw_get(10 * sizes[-1], 0.5) == model.draw_get(sizes[-1], 0.5)
 
 
 def test_model_of_a_profile_without_gets_is_refused() -> None:
@@ -281,3 +254,30 @@ def test_prefetch_needs_a_model_with_multigets(tmp_path: Path) -> None:
                  "--strategies", "prefetch-children", "--out", "o", cwd=tmp_path)
     assert p.returncode == 2
     assert "multi-get" in one_error_line(p)
+
+
+def test_a_trace_out_of_time_order_is_simulated_by_time_with_a_warning(tmp_path: Path) -> None:
+    trace = tmp_path / "unordered.jsonl"
+    requests = [(0, 0.0, ["a", "b"]), (1, 1.0, ["a"]), (2, 3.0, ["b"]), (3, 2.0, ["a", "b"])]
+    trace.write_text("\n".join([
+        '{"schema": "cachelab.request-trace", "version": 1, "generator": null}',
+        '{"item": "a", "size": 10, "kind": "video"}',
+        '{"item": "b", "size": 20, "kind": "video"}',
+        *(json.dumps({"request": r, "time": t, "instance": 0, "route": "r", "base_ms": 5.0,
+                      "items": items}) for r, t, items in requests),
+    ]) + "\n")
+    p = cachelab("simulate", "unordered.jsonl", "--strategies", "none,lru:1", "--draws", "1",
+                 "--format", "json", "--no-plots", "--out", "o", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    warnings = json.loads(p.stdout)["warnings"]
+    assert len(warnings) == 1
+    assert "not in time order" in warnings[0] and "request 3 at 2 s after 3 s" in warnings[0]
+    assert f"cachelab: warning: {warnings[0]}" in p.stderr.splitlines()
+    # Simulated by time: requests 0 and 1 train (lru:1 then holds a), then request 3 (a hits,
+    # b misses) and request 2 (b hits): 1 get. In file order it would be 3 (2: b misses;
+    # 3: a and b miss).
+    assert json.loads(p.stdout)["strategies"][1]["counts"]["gets"] == 1
+
+
+def test_a_trace_in_time_order_has_no_warning(small_trace: RequestTrace) -> None:
+    assert order_warnings(small_trace) == []

@@ -9,6 +9,7 @@
 //!              sequence=None, segments=None)
 //!     .draw_get(size, u) -> float, .draw_multiget(count, u) -> float      (µs)
 //!     .sequence_length -> int (0 without a rank sequence)
+//!     .adjusted -> (int, int), .points -> (int, int)   (the monotone fit: docs of `latency`)
 //! simulate_requests(trace, model, strategies, train=0.5, draws=5, seed=0, threads=0) -> list[dict]
 //! request_costs(trace, model, strategy, train=0.5, seed=0, draw=0) -> dict[str, list]
 //! fixed_set(trace, strategy, train=0.5) -> list[int] | None
@@ -259,6 +260,22 @@ impl PyLatencyModel {
     #[getter]
     fn multiget_counts(&self) -> Vec<u64> {
         self.inner.multiget().keys().to_vec()
+    }
+
+    /// How many table values the monotone fit moved, `(get, multi-get)`: 0 when the measured
+    /// cells were in order (by size, by key count) at every probability.
+    #[getter]
+    fn adjusted(&self) -> (usize, usize) {
+        (
+            self.inner.get().adjusted(),
+            self.inner.multiget().adjusted(),
+        )
+    }
+
+    /// Points per row of the get and multi-get tables' grids.
+    #[getter]
+    fn points(&self) -> (usize, usize) {
+        (self.inner.get().points(), self.inner.multiget().points())
     }
 }
 

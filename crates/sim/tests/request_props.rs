@@ -519,9 +519,9 @@ proptest! {
                 prop_assert!(vx >= vy);
             }
         }
-        // Clamped outside the measured range.
+        // Below the smallest size, the smallest; beyond the largest, never less than it.
         prop_assert_eq!(m.draw_get(0, u), m.draw_get(sizes[0], u));
-        prop_assert_eq!(m.draw_get(u64::MAX, u), m.draw_get(*sizes.last().unwrap(), u));
+        prop_assert!(m.draw_get(u64::MAX, u) >= m.draw_get(*sizes.last().unwrap(), u));
     }
 
     /// Draws grow with u: the quantile table is read in order.
@@ -544,23 +544,24 @@ fn capacity() -> impl proptest::strategy::Strategy<Value = Capacity> {
 
 /// Values at measured sizes, read off a table built by hand (third-party-free: the definition
 /// of interpolation on the log of latency): a table's own points up to rounding (`exp(ln q)`),
-/// and between two quantiles their weighted geometric mean.
+/// and between two quantiles their weighted geometric mean. The cells are in order at every
+/// probability, so the model's monotone fit leaves them as they are.
 #[test]
 fn measured_sizes_read_their_own_table() {
     let m = LatencyModel::new(
-        vec![(100, vec![1.0, 3.0, 7.0]), (10_000, vec![2.0, 2.0, 20.0])],
+        vec![(100, vec![1.0, 3.0, 7.0]), (10_000, vec![2.0, 4.0, 20.0])],
         vec![(1, vec![5.0, 6.0])],
     )
     .unwrap();
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-14 * b;
     assert!(close(m.draw_get(100, 0.0), 1.0));
     assert!(close(m.draw_get(100, 0.5), 3.0));
-    assert!(close(m.draw_get(10_000, 0.5), 2.0));
+    assert!(close(m.draw_get(10_000, 0.5), 4.0));
     assert!(close(m.draw_get(100, 0.25), 3.0f64.sqrt()));
     assert!(close(m.draw_get(100, 0.75), 21.0f64.sqrt()));
-    assert!(close(m.draw_get(10_000, 0.25), 2.0));
-    assert!(close(m.draw_get(10_000, 0.75), 40.0f64.sqrt()));
+    assert!(close(m.draw_get(10_000, 0.25), 8.0f64.sqrt()));
+    assert!(close(m.draw_get(10_000, 0.75), 80.0f64.sqrt()));
     // Half-way on a log scale (1000 bytes): the geometric mean of the two sizes' values.
-    assert!((m.draw_get(1000, 0.75) - (21.0f64 * 40.0).powf(0.25)).abs() < 1e-5);
+    assert!((m.draw_get(1000, 0.75) - (21.0f64 * 80.0).powf(0.25)).abs() < 1e-5);
     assert!(close(m.draw_multiget(7, 0.5).unwrap(), 30.0f64.sqrt()));
 }

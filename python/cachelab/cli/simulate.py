@@ -100,8 +100,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument(
         "--sizes", metavar="LIST",
-        help="cache sizes: counts, sizes (1MiB) or shares of the trace (0.1%%,1%%,10%%; the "
-        "default)",
+        help="cache sizes in --unit: objects (1000, 10K), bytes with --unit bytes (64MB, "
+        "1MiB), or shares of the trace's objects or bytes (0.1%%,1%%,10%%; the default)",
     )
     f.add_argument(
         "--unit", choices=("objects", "bytes"), default="objects",
@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             with Progress(None, "simulate on Ray") as bar:
                 result = simulate_on_ray(trace, spec, ray, trace_info=info, on_task=_bar(bar))
+    for warning in getattr(result, "warnings", []):
+        print(f"cachelab: warning: {warning}", file=sys.stderr)
     saved = common.save(result, out, "simulate", plots=not args.no_plots)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     saved.say_wrote(stream=sys.stderr)
@@ -206,7 +208,7 @@ def flat_spec_from(args: argparse.Namespace) -> FlatSimulateSpec:
         spec.policies = split_policies(args.policies)
     spec.check()
     if args.sizes:
-        spec.sizes = tuple(parse_sizes(args.sizes))
+        spec.sizes = tuple(parse_sizes(args.sizes, args.unit))
     return spec
 
 

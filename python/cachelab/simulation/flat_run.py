@@ -32,9 +32,10 @@ __all__ = [
 ]
 
 
-def parse_sizes(text: str) -> list[int | float]:
-    """``1000,1MiB,0.1%`` -> ``[1000, 1048576, 0.001]``: counts and sizes as they are, a
-    percentage as that share of the trace's working set."""
+def parse_sizes(text: str, unit: str = "objects") -> list[int | float]:
+    """``1000,1MiB,0.1%`` -> ``[1000, 1048576, 0.001]``: capacities in ``unit`` (objects or
+    bytes; K/M suffixes allowed in both) as they are, a percentage as that share of the
+    trace's working set."""
     out: list[int | float] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -48,10 +49,27 @@ def parse_sizes(text: str) -> list[int | float]:
                 raise UsageError(f"--sizes: {part} must be above 0 % and at most 100 %")
             out.append(share)
         else:
-            out.append(parse_size(part))
+            out.append(_capacity(part, unit))
     if not out:
         raise UsageError("--sizes: give at least one size, e.g. 0.1%,1%,10% or 1000,10000")
     return out
+
+
+def _capacity(part: str, unit: str) -> int:
+    """One ``--sizes`` capacity in ``unit``; the error names the unit."""
+    try:
+        value = parse_size(part, allow_zero=True)
+    except UsageError as e:
+        if unit == "bytes":
+            raise UsageError(f"--sizes: {e}") from None
+        raise UsageError(
+            f"--sizes: {part!r} is not a number of objects (a whole number such as 1000 or "
+            "10K) or a share of the trace's objects (such as 1%)"
+        ) from None
+    if value == 0:
+        noun = "byte" if unit == "bytes" else "object"
+        raise UsageError(f"--sizes: {part!r}: a cache holds at least 1 {noun}")
+    return value
 
 
 def split_policies(text: str) -> tuple[str, ...]:

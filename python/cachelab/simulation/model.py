@@ -9,9 +9,15 @@ Each measured cell becomes a quantile table: the latency at probabilities ``i / 
 for ``i = 0 … n - 1`` (``n`` = :data:`QUANTILE_POINTS`), read from the cell's HdrHistogram.
 The Rust simulator draws from a table by inverse transform: a uniform *u* picks a point
 between two adjacent quantiles, interpolating on the log of latency. Between two measured
-sizes (or key counts) it interpolates on a log scale with the same *u* on both sides; outside
-the measured range it uses the nearest measured one. Draws are seeded by the simulator, per
-request and per touch.
+sizes (or key counts) it interpolates on a log scale with the same *u* on both sides; beyond
+the largest it extrapolates linearly in bytes (keys) by the slope of the two largest cells at
+the same *u* — a multi-get of 200 keys costs the 100-key cell plus 100 times the measured
+per-key cost — and below the smallest it uses the smallest. The model never gets cheaper as
+the size or key count grows: where measured cells are out of order at some quantile (noise),
+that quantile's values are replaced by their least-squares monotone fit (pooled runs take the
+geometric mean); cells in order are read back exactly. ``docs/simulation.md`` has the rules
+and the error measured on held-back cells. Draws are seeded by the simulator, per request and
+per touch.
 
 A profile that kept the order its samples were taken in (``sequence``: each sample's rank
 within its cell, in time order — replay's profiles do) gives the model a *rank sequence*: a
@@ -59,12 +65,16 @@ class LatencyModel:
         return "independent" if self.sequence is None else "sequence"
 
     def describe(self) -> dict[str, object]:
+        """What ``simulate.json`` records of the model; ``monotone_fit`` counts the table
+        values (out of cells x quantile points) the monotone fit moved, per table."""
+        get_moved, multiget_moved = self.to_core().adjusted
         d: dict[str, object] = {
             "name": self.name,
             "get_sizes": [s for s, _ in self.get],
             "multiget_keys": [k for k, _ in self.multiget],
             "quantile_points": QUANTILE_POINTS,
             "draws": self.draws,
+            "monotone_fit": {"get": get_moved, "multiget": multiget_moved},
         }
         if self.sequence is not None:
             d["sequence"] = {"ranks": len(self.sequence["ranks"]),

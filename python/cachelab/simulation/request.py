@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import cachelab._core as _core
 from cachelab.artifacts import created_now, write_json
 from cachelab.errors import UsageError
@@ -48,6 +50,7 @@ __all__ = [
     "SimulateSpec",
     "SimulationResult",
     "default_strategies",
+    "order_warnings",
     "simulate",
 ]
 
@@ -107,6 +110,8 @@ class SimulationResult:
     strategies: list[dict[str, Any]]
     route_names: list[str]
     elapsed_s: float = 0.0
+    #: What the reader should know about the input (e.g. a trace not in time order).
+    warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     #: The profile measured for this simulation (``simulate --server``), written under
     #: ``profile/``; None when the model was given.
@@ -123,6 +128,7 @@ class SimulationResult:
             "spec": self.spec,
             "elapsed_s": round(self.elapsed_s, 3),
             "strategies": self.strategies,
+            "warnings": self.warnings,
             **self.extra,
         }
 
@@ -204,6 +210,21 @@ def _route_table(strategies: list[dict[str, Any]]) -> tuple[list[str], list[list
     return header, rows
 
 
+def order_warnings(trace: RequestTrace) -> list[str]:
+    """A warning when the trace's requests are not in time order: the simulator orders them by
+    time (ties in file order), so the file's order is not the order simulated."""
+    back = np.flatnonzero(np.diff(trace.time) < 0) + 1
+    if not len(back):
+        return []
+    r = int(back[0])
+    return [
+        f"the request trace is not in time order: {len(back):,} request(s) come before the "
+        f"one above them in the file (first: request {int(trace.request_ids[r])} at "
+        f"{float(trace.time[r]):g} s after {float(trace.time[r - 1]):g} s); requests were "
+        "simulated in time order (ties in file order), not in file order"
+    ]
+
+
 def simulate(
     trace: RequestTrace,
     spec: SimulateSpec | None = None,
@@ -244,6 +265,7 @@ def simulate(
                 route["route"] = names[code]
     info = {"requests": len(trace), "items": trace.n_items, **(trace_info or {})}
     return SimulationResult(
+        warnings=order_warnings(trace),
         created=created_now(),
         trace=info,
         model=model.describe(),

@@ -47,6 +47,7 @@ def section(art: Artifact, ctx: Context) -> Section:
                     "share of requests slowed by at least 10/25/50 %.</p>")
     sec.body.append(table(header, rows))
     sec.findings += findings(d)
+    sec.notes += d.get("warnings", [])
 
     def redraw(out: Path) -> list[Path]:
         # deferred: matplotlib takes ~0.4 s to import; only drawing needs it

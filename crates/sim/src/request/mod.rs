@@ -21,8 +21,9 @@
 //!   the item is in the fixed set, in the instance's LRU (which makes it the most recently
 //!   used) or was already fetched by this request's prefetch; otherwise it costs one memcached
 //!   get, drawn from the model for the item's size (each measured size's quantile table is
-//!   read by interpolating on the log of latency, sizes in between blended on a log scale: see
-//!   the `latency` module), and the item goes into the LRU. Later
+//!   read by interpolating on the log of latency, sizes in between blended on a log scale,
+//!   sizes beyond the largest extrapolated by its per-byte slope: see the `latency` module),
+//!   and the item goes into the LRU. Later
 //!   touches of the same item in the request are free and are not lookups.
 //! * **L1.** One LRU per app instance (`instance` column), capacity in items or value bytes;
 //!   an item larger than a byte capacity is never admitted. `fixed:N` holds the N items that
