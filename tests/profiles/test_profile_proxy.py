@@ -92,20 +92,21 @@ def test_the_servers_behind_count_every_request_the_spec_implies_and_keep_no_key
     for c in r.cells:
         assert (c.samples, c.errors, c.mismatches, c.misses) == (40, {}, 0, 0), c
     # From the spec alone: each of the 45 rounds (5 warm-up) reads the floor's key, one key
-    # per size and 1 + 5 multi-get keys, and writes one value per size and per multi-get key;
-    # the floor probe reads once more. Only the floor's reads miss; every value is deleted.
+    # per size, the untimed primer's key and 1 + 5 multi-get keys, and writes one value per
+    # size and per multi-get key; the floor probe reads once more. Only the floor's and the
+    # primer's reads (keys never written) miss; every value is deleted.
     rounds = 45
     sets = rounds * (2 + 1 + 5)
-    gets = 1 + rounds * (1 + 2 + 1 + 5)
+    gets = 1 + rounds * (1 + 2 + 1 + 1 + 5)
     delta = {k: sum(a[k] - b[k] for a, b in zip(after, before)) for k in COUNTERS}
-    assert delta == {"cmd_get": gets, "get_misses": rounds + 1, "cmd_set": sets,
+    assert delta == {"cmd_get": gets, "get_misses": 2 * rounds + 1, "cmd_set": sets,
                      "delete_hits": sets, "curr_items": 0}
     assert [a["curr_items"] for a in after] == [b["curr_items"] for b in before]
     # The requests the client sent through the proxy: version, the probe, and per round the
-    # floor, a set and a get per size, the 6 multi-get values' sets, 2 multi-gets and the
-    # deletes of the 8 values written (the last round's at the end). The proxy sent the
-    # servers more, all answered: it split the 5-key multi-gets by server.
-    client_requests = 2 + rounds * (1 + 2 * 2 + 6 + 2 + 8)
+    # floor, a set and a get per size, the 6 multi-get values' sets, the primer, 2 multi-gets
+    # and the deletes of the 8 values written (the last round's at the end). The proxy sent
+    # the servers more, all answered: it split the 5-key multi-gets by server.
+    client_requests = 2 + rounds * (1 + 2 * 2 + 6 + 1 + 2 + 8)
     forwarded = proxy_after["requests"] - proxy_before["requests"]
     assert forwarded > client_requests
     assert forwarded == proxy_after["responses"] - proxy_before["responses"]
