@@ -195,10 +195,10 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
     } else {
         run.written
     };
-    let (deleted_keys, leftover_keys) = setup::cleanup(spec, &routes, &written);
+    let all = Totals::over(&run.intervals, 0);
+    let (deleted_keys, leftover_keys) = setup::cleanup(spec, &routes, &written, all.lost > 0);
 
     let steady = steady::detect(&run.intervals, spec);
-    let all = Totals::over(&run.intervals, 0);
     let after_warmup = run
         .intervals
         .iter()

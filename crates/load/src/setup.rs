@@ -219,21 +219,86 @@ pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc
     })
 }
 
+/// Sweeps again after requests were lost (see [`cleanup`]): at most this many, the first
+/// after this pause, each next one after twice the pause before it.
+const RESWEEPS: u32 = 3;
+const RESWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Deletes every key the run may have written, each from the member that holds it:
 /// (deleted or already gone, left behind).
-pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written) -> (u64, u64) {
+///
+/// When requests were lost (`lost`: a connection dropped with requests on it), a set sent on
+/// it may still be run by memcached after this delete, which goes on another connection: the
+/// key space is then swept again after a pause, until a sweep finds none of its keys there.
+pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written, lost: bool) -> (u64, u64) {
     let indices = written.indices(spec.key_space);
     let total = indices.len() as u64;
-    let never = || false;
-    let done = by_member(spec, routes, indices, |address, part| {
-        let cmds = part.iter().map(|&i| Command::Delete(key(spec, i)));
-        batches(
-            spec,
-            address,
-            cmds,
-            |r| matches!(r, Response::Deleted | Response::NotFound),
-            &never,
-        )
+    let sweep = |indices: Vec<u64>, ok: fn(&Response) -> bool| {
+        let never = || false;
+        by_member(spec, routes, indices, |address, part| {
+            let cmds = part.iter().map(|&i| Command::Delete(key(spec, i)));
+            batches(spec, address, cmds, ok, &never)
+        })
+    };
+    let done = sweep(indices.clone(), |r| {
+        matches!(r, Response::Deleted | Response::NotFound)
     });
+    if lost {
+        for n in 0..RESWEEPS {
+            std::thread::sleep(RESWEEP_PAUSE * (1 << n));
+            // The keys found there again (and deleted now).
+            if sweep(indices.clone(), |r| matches!(r, Response::Deleted)) == 0 {
+                break;
+            }
+        }
+    }
     (done, total - done)
+}
+
+#[cfg(test)]
+#[path = "../../client/tests/support/mod.rs"]
+mod support;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use cachelab_client::{BlockingConnection, Options};
+
+    /// A set still on its way when the clean-up starts (sent on a connection that dropped,
+    /// run by memcached later) lands after the first sweep: after lost requests the clean-up
+    /// sweeps again and deletes it.
+    #[test]
+    fn after_lost_requests_a_late_write_is_swept_again() {
+        let mc = support::Memcached::start();
+        let address: cachelab_client::Address = mc.address.parse().unwrap();
+        let mut spec = crate::steady::tests::spec();
+        spec.pool = crate::spec::Pool::single(address.clone());
+        spec.prefix = "cachelab-test:late".into();
+        let routes = Routes::build(&spec).unwrap();
+        let late = |spec: &Spec| {
+            // (With `lost` false, or RESWEEPS 0, the five keys stay: the test fails.)
+            let (address, keys) = (
+                address.clone(),
+                (0..5).map(|i| key(spec, i)).collect::<Vec<_>>(),
+            );
+            std::thread::spawn(move || {
+                let mut c = BlockingConnection::connect(&address, Options::default()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(15));
+                for k in &keys {
+                    assert!(c.set(k, Bytes::from_static(b"late"), 0, 0).unwrap());
+                }
+            })
+        };
+        let present = |spec: &Spec| {
+            let mut c = BlockingConnection::connect(&address, Options::default()).unwrap();
+            let keys: Vec<_> = (0..spec.key_space).map(|i| key(spec, i)).collect();
+            c.get_multi(&keys).unwrap().len()
+        };
+        let writer = late(&spec);
+        let (done, left) = cleanup(&spec, &routes, &Written::All, true);
+        writer.join().unwrap();
+        assert_eq!((done, left), (spec.key_space, 0));
+        assert_eq!(present(&spec), 0);
+    }
 }
