@@ -243,7 +243,9 @@ pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written, lost: boo
     let done = sweep(indices.clone(), |r| {
         matches!(r, Response::Deleted | Response::NotFound)
     });
-    if lost {
+    // (Not when the first sweep could not delete everything: the server is not answering,
+    // and each sweep would wait out the clean-up budget again.)
+    if lost && done == total {
         for n in 0..RESWEEPS {
             std::thread::sleep(RESWEEP_PAUSE * (1 << n));
             // The keys found there again (and deleted now).
