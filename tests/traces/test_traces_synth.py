@@ -142,6 +142,24 @@ def test_zipf_popular_pages_dominate(trace: RequestTrace) -> None:
     assert counts[:top].sum() / len(rows) > 0.15
 
 
+def test_popularity_noise_sets_how_much_pages_inherit_their_domains_popularity() -> None:
+    """A smaller sigma ranks pages more by their ancestors: video page views crowd into the
+    most viewed domain. (With one sigma at every level, a ranking of exp(sigma * a sum of
+    normals) would be the same for every sigma > 0.)"""
+    def top_domain_share(noise: float) -> float:
+        t = synthesize(SynthParams(requests=4000, seed=3, popularity_noise=noise))
+        parent = parents(t)
+        video = t.route_names.index("video")
+        rows = np.flatnonzero(t.route == video)
+        pages = t.touch_items[t.touch_offsets[rows].astype(np.int64) + 2]  # after the globals
+        domains = [ancestors(parent, int(i))[0] for i in pages]
+        return np.bincount(domains).max() / len(domains)
+
+    shares = [top_domain_share(noise) for noise in (0.0, 0.3, 1.5)]
+    # 0: every video of the most popular domain ranks above all others
+    assert shares[0] > shares[1] > shares[2]
+
+
 def test_alpha_orders_the_fitted_skew() -> None:
     fits = [inspect_request_trace(synthesize(SynthParams(requests=8000, alpha=a)))["zipf_alpha"]
             for a in (0.5, 0.9, 1.3)]

@@ -93,8 +93,8 @@ class SynthParams:
     #: Zipf exponent of page popularity within each route: weight of rank r is r^-alpha.
     alpha: float = 0.9
     #: Popularity is inherited down the tree: a node's score is its parent's times a
-    #: lognormal factor with this sigma; pages are ranked by score. 0 = children of the most
-    #: popular parent are the most popular pages.
+    #: lognormal factor with this sigma (a domain's factor has sigma 1); pages are ranked by
+    #: score. 0 = children of the most popular parent are the most popular pages.
     popularity_noise: float = 1.0
     #: Share of requests per route (page type); normalised to sum to 1.
     route_mix: dict[str, float] = field(default_factory=_default_route_mix)
@@ -258,8 +258,11 @@ def _build_tree(p: SynthParams, rng: np.random.Generator) -> _Tree:
     raw = medians[kinds] * np.exp(sigmas[kinds] * rng.standard_normal(n))
     sizes = np.clip(np.rint(raw), 1, p.max_item_size).astype(np.uint64)
 
-    # popularity: inherited down the tree with lognormal noise
-    noise = np.exp(p.popularity_noise * rng.standard_normal(n))
+    # popularity: inherited down the tree with lognormal noise. The domains' factors have sigma
+    # 1 and every level below popularity_noise: with one sigma everywhere it could not change a
+    # ranking (exp(sigma * a sum of normals) ranks the same for every sigma > 0).
+    sigma = np.where(level == 0, 1.0, p.popularity_noise)
+    noise = np.exp(sigma * rng.standard_normal(n))
     score = np.ones(n, dtype=np.float64)
     for lv in range(5):
         sl = slice(starts[lv], starts[lv] + level_sizes[lv])
