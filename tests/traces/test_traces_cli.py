@@ -57,6 +57,20 @@ def test_synth_parquet_and_set(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     capsys.readouterr()
 
 
+def test_synth_preset_then_flags(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code = cli_run(["trace", "synth", "--preset", "heavy-pages", "--quick", "--requests", "300",
+                    "--alpha", "1.1", "--format", "json", str(tmp_path / "h.jsonl")])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    params = summary["params"]
+    assert summary["preset"] == "heavy-pages"
+    assert (params["requests"], params["alpha"], params["base_ms_median"]) == (300, 1.1, 40.0)
+    assert "api" not in load_request_trace(tmp_path / "h.jsonl").route_names
+    assert cli_run(["trace", "synth", "--quick", "--format", "table",
+                    str(tmp_path / "a.jsonl")]) == 0
+    assert "(preset appengine-article, seed 1)" in capsys.readouterr().out
+
+
 def test_inspect_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cli_run(["trace", "synth", "--requests", "300", str(tmp_path / "t.jsonl")])
     capsys.readouterr()
@@ -95,6 +109,10 @@ BAD_TRACE = "\n".join([
     (["trace", "synth", "--alpha", "-1", "o.jsonl"],
      "--alpha: must be a number from 0 to 5, got -1"),
     (["trace", "synth", "--set", "nope=1", "o.jsonl"], "unknown synth parameter(s): nope"),
+    (["trace", "synth", "--preset", "light", "o.jsonl"],
+     "invalid choice: 'light' (choose from 'appengine-article', 'heavy-pages')"),
+    (["trace", "synth", "--set", 'base_ms_by_route={"search": 9}', "o.jsonl"],
+     "base_ms_by_route keys must be among home, dashboard"),
     (["trace", "synth", "o.csv"], "synth writes request traces"),
     (["trace", "synth", "a.jsonl", "--out", "b.jsonl"], "not both"),
     (["trace", "frobnicate"], "invalid choice"),

@@ -114,12 +114,15 @@ def test_pages_touch_what_their_route_says(trace: RequestTrace) -> None:
             assert touched.count(item) == 2  # loaded, then listed in its tutorial
         elif route == "home":
             assert got >= domains and len(touched) == len(got)
+        elif route == "api":
+            assert len(touched) == len(glob) + 1 and kind[touched[-1]] in ("video", "exercise",
+                                                                           "article")
         else:
             assert route == "dashboard"
             assert got >= domains
         seen.add(route)
     assert seen == {"home", "dashboard", "domain", "subject", "topic", "tutorial", "video",
-                    "exercise", "article"}
+                    "exercise", "article", "api"}
 
 
 def test_topic_pages_touch_dozens_of_items(trace: RequestTrace) -> None:
@@ -138,8 +141,27 @@ def test_zipf_popular_pages_dominate(trace: RequestTrace) -> None:
     counts = np.sort(np.bincount(pages))[::-1]
     n_videos = int((np.array(trace.kind_names)[trace.item_kinds] == "video").sum())
     top = max(1, n_videos // 100)
-    # under alpha = 0.9 the top 1 % of videos get ~ 30 % of video page views; uniform: 1 %
-    assert counts[:top].sum() / len(rows) > 0.15
+    # under alpha = 1.25 the top 1 % of videos get ~ 60 % of video page views (0.9: ~ 30 %);
+    # uniform: 1 %
+    assert counts[:top].sum() / len(rows) > 0.3
+
+
+def test_popularity_noise_sets_how_much_pages_inherit_their_domains_popularity() -> None:
+    """A smaller sigma ranks pages more by their ancestors: video page views crowd into the
+    most viewed domain. (With one sigma at every level, a ranking of exp(sigma * a sum of
+    normals) would be the same for every sigma > 0.)"""
+    def top_domain_share(noise: float) -> float:
+        t = synthesize(SynthParams(requests=4000, seed=3, popularity_noise=noise))
+        parent = parents(t)
+        video = t.route_names.index("video")
+        rows = np.flatnonzero(t.route == video)
+        pages = t.touch_items[t.touch_offsets[rows].astype(np.int64) + 2]  # after the globals
+        domains = [ancestors(parent, int(i))[0] for i in pages]
+        return np.bincount(domains).max() / len(domains)
+
+    shares = [top_domain_share(noise) for noise in (0.0, 0.3, 1.5)]
+    # 0: every video of the most popular domain ranks above all others
+    assert shares[0] > shares[1] > shares[2]
 
 
 def test_alpha_orders_the_fitted_skew() -> None:
@@ -160,12 +182,32 @@ def test_diurnal_rate_peaks_at_peak_hour(trace: RequestTrace) -> None:
     assert fh.max() < 1.3 * fh.min()
 
 
-def test_instances_and_base_latency(trace: RequestTrace) -> None:
+def test_instances_and_base_latency_by_route(trace: RequestTrace) -> None:
     assert set(trace.instance.tolist()) == set(range(8))
-    assert 34 < float(np.median(trace.base_ms)) < 46
     assert float(trace.base_ms.min()) > 0
+    p = SynthParams()
+    for route in ("api", "topic", "video", "home"):
+        want = p.base_ms_by_route.get(route, p.base_ms_median)
+        got = float(np.median(trace.base_ms[trace.route == trace.route_names.index(route)]))
+        assert 0.85 * want < got < 1.15 * want, route
     rr = synthesize(SynthParams(requests=100, instances=3, assignment="round-robin"))
     assert rr.instance.tolist() == [i % 3 for i in range(100)]
+
+
+def test_presets_start_from_a_named_shape_and_take_overrides() -> None:
+    assert SynthParams.preset("appengine-article") == SynthParams()
+    heavy = SynthParams.preset("heavy-pages", requests=2000, seed=4)
+    assert (heavy.requests, heavy.seed, heavy.alpha, heavy.base_ms_by_route) == (2000, 4, 0.9,
+                                                                                  {})
+    t = synthesize(heavy)
+    assert "api" not in t.route_names  # page views only, each touching ~ 21 items
+    assert t.touches_per_request().mean() > 2 * synthesize(SynthParams(
+        requests=2000, seed=4)).touches_per_request().mean()
+    assert 34 < float(np.median(t.base_ms)) < 46  # one 40 ms median for every route
+    heavy.route_mix["api"] = 1.0  # a preset hands out copies
+    assert "api" not in SynthParams.preset("heavy-pages").route_mix
+    with pytest.raises(UsageError, match="unknown synth preset 'x'; presets: appengine-article"):
+        SynthParams.preset("x")
 
 
 def test_route_mix_is_followed() -> None:
@@ -178,7 +220,8 @@ def test_route_mix_is_followed() -> None:
 @pytest.mark.parametrize("bad", [
     dict(requests=-1), dict(alpha=-0.1), dict(instances=0), dict(assignment="sticky"),
     dict(diurnal_amplitude=1.0), dict(route_mix={"search": 1.0}), dict(kind_mix={}),
-    dict(items_per_tutorial=0.5),
+    dict(items_per_tutorial=0.5), dict(base_ms_by_route={"search": 50.0}),
+    dict(base_ms_by_route={"api": 0.0}),
 ])
 def test_bad_parameters_are_usage_errors(bad: dict) -> None:
     with pytest.raises(UsageError):
@@ -193,3 +236,7 @@ def test_from_dict_checks_names_and_types() -> None:
     with pytest.raises(UsageError, match="requests must be an integer"):
         SynthParams.from_dict({"requests": 5.5})
     assert SynthParams.from_dict({"alpha": 1}).alpha == 1.0
+    with pytest.raises(UsageError, match="base_ms_by_route must be an object of route: median"):
+        SynthParams.from_dict({"base_ms_by_route": {"api": "fast"}})
+    assert SynthParams.from_dict({"base_ms_by_route": {"api": 50}}).base_ms_by_route == {
+        "api": 50}

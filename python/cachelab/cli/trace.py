@@ -29,7 +29,14 @@ from cachelab.traces.inspect import (
     render_inspection,
     write_inspection,
 )
-from cachelab.traces.synth import SynthParams, render_synth_summary, synth_summary, synthesize
+from cachelab.traces.synth import (
+    DEFAULT_PRESET,
+    PRESETS,
+    SynthParams,
+    render_synth_summary,
+    synth_summary,
+    synthesize,
+)
 
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
@@ -44,14 +51,19 @@ See docs/traces.md.
 SYNTH_DESCRIPTION = """\
 Generate a content-site request trace shaped like Khan Academy's (domains > subjects >
 topics > tutorials > videos/exercises/articles): Zipf page popularity, topic pages that
-touch their descendants, item pages that touch breadcrumbs and their tutorial, a homepage
-and per-user dashboards, lognormal item sizes and base latencies, several app instances
-and a diurnal request rate over one day. The same parameters and seed give the same file,
-byte for byte. Writes PATH (or --out: a .jsonl/.parquet path, or a directory that gets
-trace.jsonl); prints a summary.
+touch their descendants, item pages that touch breadcrumbs and their tutorial, the API
+calls those pages make, a homepage and per-user dashboards, lognormal item sizes and base
+latencies by route, several app instances and a diurnal request rate over one day. The
+same parameters and seed give the same file, byte for byte. Writes PATH (or --out: a
+.jsonl/.parquet path, or a directory that gets trace.jsonl); prints a summary.
 
-Any parameter of the model can be set with --set NAME=VALUE (VALUE is JSON, e.g.
---set route_mix='{"topic": 0.5, "video": 0.5}'); see docs/traces.md for the list.
+The defaults are the preset appengine-article: calibrated so that `cachelab simulate` with
+the appengine-2017 model reproduces the aggregates Khan Academy's article reports (API calls
+that touch one item, content pages, topic pages that touch their descendants; base latencies
+by route). --preset heavy-pages is the shape before that calibration (every page touches
+about 21 items, 40 ms base latency). Any parameter of the model can be set on top with --set
+NAME=VALUE (VALUE is JSON, e.g. --set route_mix='{"topic": 0.5, "video": 0.5}'); see
+docs/traces.md for the list.
 """
 
 INSPECT_DESCRIPTION = """\
@@ -108,8 +120,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=common.int_range(0, 2**63 - 1), metavar="N",
                    help="seed of every draw (default 1)")
     s.add_argument("--quick", action="store_true", help="a small trace of the same shape")
+    s.add_argument("--preset", choices=tuple(PRESETS), default=None, metavar="NAME",
+                   help="the shape to start from: " + ", ".join(PRESETS) + f" (default "
+                   f"{DEFAULT_PRESET}, calibrated to the seed article; heavy-pages: the "
+                   "shape before that calibration); flags and --set apply on top")
     s.add_argument("--alpha", type=common.float_range(0, 5), metavar="A",
-                   help="Zipf exponent of page popularity (default 0.9)")
+                   help="Zipf exponent of page popularity within a route (default 1.25; "
+                   "heavy-pages 0.9)")
     s.add_argument("--instances", type=common.int_range(1, 100_000), metavar="N",
                    help="app instances (default 8)")
     s.add_argument("--duration", type=common.float_range(0, 366 * 86_400, above=True),
@@ -205,8 +222,10 @@ def _parse_set(text: str) -> tuple[str, Any]:
 
 
 def params_from(args: argparse.Namespace) -> SynthParams:
-    """--quick, --set and the parameter flags -> checked :class:`SynthParams`."""
-    values: dict[str, Any] = SynthParams.quick().to_dict() if args.quick else {}
+    """--preset, --quick, --set and the parameter flags -> checked :class:`SynthParams`."""
+    values: dict[str, Any] = SynthParams.preset(args.preset or DEFAULT_PRESET).to_dict()
+    if args.quick:
+        values["requests"] = SynthParams.quick().requests
     for text in args.set:
         name, value = _parse_set(text)
         values[name] = value
@@ -251,7 +270,7 @@ def run_synth(args: argparse.Namespace) -> int:
     trace = synthesize(params)
     with _writing(target):
         save_request_trace(trace, target, args.to)
-    summary = synth_summary(trace, params, target)
+    summary = synth_summary(trace, params, target, args.preset or DEFAULT_PRESET)
     print(json.dumps(summary, indent=1) if fmt == "json" else render_synth_summary(summary))
     print(f"wrote {target}", file=sys.stderr if fmt == "json" else sys.stdout)
     return EXIT_OK

@@ -2,10 +2,16 @@
 
 Khan Academy's content is a tree — domains → subjects → topics → tutorials → items (videos,
 exercises, articles) — and a page touches many catalog items: a topic page its descendants,
-an item page its breadcrumbs and the tutorial it sits in. :func:`synthesize` builds such a
-catalog and a day of requests from :class:`SynthParams`; the same parameters (seed included)
-always give the same trace, to the byte once written. The model, every parameter and its
-default are documented in ``docs/traces.md`` ("The synthetic trace").
+an item page its breadcrumbs and the tutorial it sits in; the API calls those pages make touch
+the item they are about. :func:`synthesize` builds such a catalog and a day of requests from
+:class:`SynthParams`; the same parameters (seed included) always give the same trace, to the
+byte once written. The model, every parameter and its default are documented in
+``docs/traces.md`` ("The synthetic trace").
+
+The defaults are the preset ``appengine-article``: calibrated so that the default strategies
+under the ``appengine-2017`` latency model land on the aggregates Khan Academy's article
+reports (docs/simulation.md, "What the default run shows"). :data:`PRESETS` also keeps
+``heavy-pages``, the shape before that calibration.
 
 Everything is numpy-vectorised except the walk that builds each page's touch list once (a few
 thousand pages), so 100,000 requests take about a second.
@@ -13,6 +19,7 @@ thousand pages), so 100,000 requests take about a second.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -23,7 +30,9 @@ from cachelab.errors import UsageError
 from cachelab.traces.request import RequestTrace
 
 __all__ = [
+    "DEFAULT_PRESET",
     "GENERATOR_NAME",
+    "PRESETS",
     "ROUTES",
     "SynthParams",
     "render_synth_summary",
@@ -38,14 +47,24 @@ GENERATOR_NAME = "cachelab.synth"
 LEVELS = ("domain", "subject", "topic", "tutorial")
 ITEM_KINDS = ("video", "exercise", "article")
 
-#: Routes (page types), in the order their requests are drawn.
-ROUTES = ("home", "dashboard", "domain", "subject", "topic", "tutorial", *ITEM_KINDS)
+#: Routes (page types), in the order their requests are drawn. ``api``: a call a content page
+#: makes (progress, an answer), which touches the global items and the one item it is about.
+ROUTES = ("home", "dashboard", "domain", "subject", "topic", "tutorial", *ITEM_KINDS, "api")
 
 
 def _default_route_mix() -> dict[str, float]:
+    # calibrated to the seed article (docs/traces.md, "Calibrated to the article")
     return {
-        "home": 0.06, "dashboard": 0.08, "domain": 0.02, "subject": 0.04, "topic": 0.08,
-        "tutorial": 0.08, "video": 0.32, "exercise": 0.24, "article": 0.08,
+        "home": 0.01, "dashboard": 0.03, "domain": 0.01, "subject": 0.02, "topic": 0.03,
+        "tutorial": 0.03, "video": 0.135, "exercise": 0.105, "article": 0.03, "api": 0.60,
+    }
+
+
+def _default_base_ms_by_route() -> dict[str, float]:
+    # medians (ms) of the routes that differ from base_ms_median (the content pages')
+    return {
+        "home": 650.0, "dashboard": 130.0, "domain": 220.0, "subject": 220.0, "topic": 220.0,
+        "api": 65.0,
     }
 
 
@@ -91,10 +110,10 @@ class SynthParams:
     global_items: int = 2
     # -- popularity --
     #: Zipf exponent of page popularity within each route: weight of rank r is r^-alpha.
-    alpha: float = 0.9
+    alpha: float = 1.25
     #: Popularity is inherited down the tree: a node's score is its parent's times a
-    #: lognormal factor with this sigma; pages are ranked by score. 0 = children of the most
-    #: popular parent are the most popular pages.
+    #: lognormal factor with this sigma (a domain's factor has sigma 1); pages are ranked by
+    #: score. 0 = children of the most popular parent are the most popular pages.
     popularity_noise: float = 1.0
     #: Share of requests per route (page type); normalised to sum to 1.
     route_mix: dict[str, float] = field(default_factory=_default_route_mix)
@@ -117,9 +136,18 @@ class SynthParams:
     instances: int = 8
     #: "random" (uniform) or "round-robin" (in time order) assignment to instances.
     assignment: str = "random"
-    #: Base latency (without memcached) is lognormal with this median (ms) and sigma.
-    base_ms_median: float = 40.0
-    base_ms_sigma: float = 0.7
+    #: Base latency (without memcached) is lognormal with this median (ms) and sigma...
+    base_ms_median: float = 600.0
+    base_ms_sigma: float = 0.8
+    #: ...except for the routes named here, which have their own median (ms).
+    base_ms_by_route: dict[str, float] = field(default_factory=_default_base_ms_by_route)
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> SynthParams:
+        """The parameters of preset ``name`` (see :data:`PRESETS`), with ``overrides``."""
+        if name not in PRESETS:
+            raise UsageError(f"unknown synth preset {name!r}; presets: {', '.join(PRESETS)}")
+        return cls(**{**copy.deepcopy(PRESETS[name]), **overrides})
 
     @classmethod
     def quick(cls, **overrides: Any) -> SynthParams:
@@ -148,14 +176,16 @@ class SynthParams:
                 value = float(value) if ok else value
             elif isinstance(default, str):
                 ok, want = type(value) is str, "a string"
-            else:  # dict of shares or of [median, sigma]
+            else:  # dict of numbers (shares, medians) or of [median, sigma]
+                numbers = name.endswith("_mix") or name == "base_ms_by_route"
                 ok = isinstance(value, dict) and all(
                     isinstance(k, str) and (
-                        type(v) in (int, float) if name.endswith("_mix")
+                        type(v) in (int, float) if numbers
                         else isinstance(v, list) and all(type(x) in (int, float) for x in v)
                     ) for k, v in value.items()
                 )
                 want = ("an object of name: share" if name.endswith("_mix")
+                        else "an object of route: median ms" if numbers
                         else "an object of kind: [median bytes, sigma]")
             if not ok:
                 raise UsageError(f"synth parameter {name} must be {want}, not {value!r}")
@@ -204,6 +234,32 @@ class SynthParams:
              "assignment must be 'random' or 'round-robin'")
         need(0 < self.base_ms_median <= 1e6, "base_ms_median must be > 0")
         need(0 <= self.base_ms_sigma <= 5, "base_ms_sigma must be between 0 and 5")
+        need(set(self.base_ms_by_route) <= set(ROUTES),
+             f"base_ms_by_route keys must be among {', '.join(ROUTES)}")
+        need(all(0 < v <= 1e6 for v in self.base_ms_by_route.values()),
+             "base_ms_by_route medians must be > 0 (ms)")
+
+
+#: Named shapes of the synthetic site: the parameters each sets, the others keep their
+#: defaults. ``appengine-article`` is the defaults, calibrated to the seed article's aggregates;
+#: ``heavy-pages`` the shape before that calibration (no API calls, every page touches about
+#: 21 items, a 40 ms base latency), kept to reproduce earlier results.
+PRESETS: dict[str, dict[str, Any]] = {
+    "appengine-article": {},
+    "heavy-pages": {
+        "alpha": 0.9,
+        "route_mix": {
+            "home": 0.06, "dashboard": 0.08, "domain": 0.02, "subject": 0.04, "topic": 0.08,
+            "tutorial": 0.08, "video": 0.32, "exercise": 0.24, "article": 0.08,
+        },
+        "base_ms_median": 40.0,
+        "base_ms_sigma": 0.7,
+        "base_ms_by_route": {},
+    },
+}
+
+#: The preset the defaults are.
+DEFAULT_PRESET = "appengine-article"
 
 
 # -- the catalog -----------------------------------------------------------------------------
@@ -258,8 +314,11 @@ def _build_tree(p: SynthParams, rng: np.random.Generator) -> _Tree:
     raw = medians[kinds] * np.exp(sigmas[kinds] * rng.standard_normal(n))
     sizes = np.clip(np.rint(raw), 1, p.max_item_size).astype(np.uint64)
 
-    # popularity: inherited down the tree with lognormal noise
-    noise = np.exp(p.popularity_noise * rng.standard_normal(n))
+    # popularity: inherited down the tree with lognormal noise. The domains' factors have sigma
+    # 1 and every level below popularity_noise: with one sigma everywhere it could not change a
+    # ranking (exp(sigma * a sum of normals) ranks the same for every sigma > 0).
+    sigma = np.where(level == 0, 1.0, p.popularity_noise)
+    noise = np.exp(sigma * rng.standard_normal(n))
     score = np.ones(n, dtype=np.float64)
     for lv in range(5):
         sl = slice(starts[lv], starts[lv] + level_sizes[lv])
@@ -317,7 +376,7 @@ def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[lis
     """Candidate pages of every route (most popular first) and each page's touch list.
 
     Page ids index the touch lists: page 0 is the homepage, page 1 the dashboard (its fixed
-    part), then one page per tree node.
+    part), then one page per tree node, then one API call per content item.
     """
     glob = list(range(p.global_items))
     domains = np.flatnonzero(tree.level == 0).tolist()
@@ -343,9 +402,13 @@ def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[lis
         page_of_node[node] = len(lists)
         lists.append(page)
     kind_of = np.array(tree.kind_names, dtype=object)[tree.kinds]
-    for route in ROUTES[2:]:
+    for route in ROUTES[2:-1]:
         nodes = np.flatnonzero((kind_of == route) & (tree.level >= 0))
         candidates[route] = page_of_node[_by_popularity(tree, nodes)]
+    # api: one page per content item, ranked like the item's own page
+    ranked = _by_popularity(tree, leaves).tolist()
+    candidates["api"] = np.arange(len(lists), len(lists) + len(ranked), dtype=np.int64)
+    lists += [glob + [leaf] for leaf in ranked]
     return candidates, lists
 
 
@@ -425,7 +488,9 @@ def synthesize(params: SynthParams | None = None) -> RequestTrace:
         instance = rng.integers(0, p.instances, size=n).astype(np.uint32)
     else:
         instance = (np.arange(n) % p.instances).astype(np.uint32)
-    base = p.base_ms_median * np.exp(p.base_ms_sigma * rng.standard_normal(n))
+    medians = np.array([p.base_ms_by_route.get(r, p.base_ms_median) for r in ROUTES],
+                       dtype=np.float64)
+    base = medians[route] * np.exp(p.base_ms_sigma * rng.standard_normal(n))
     base_ms = np.maximum(np.round(base, 3), 0.001)
 
     # name only the routes that occur, in ROUTES order
@@ -451,14 +516,16 @@ def synthesize(params: SynthParams | None = None) -> RequestTrace:
     )
 
 
-def synth_summary(trace: RequestTrace, params: SynthParams, path: object) -> dict[str, Any]:
-    """What ``cachelab trace synth`` reports: where the trace went, its sizes, every
-    parameter."""
+def synth_summary(trace: RequestTrace, params: SynthParams, path: object,
+                  preset: str = DEFAULT_PRESET) -> dict[str, Any]:
+    """What ``cachelab trace synth`` reports: where the trace went, its sizes, the preset it
+    started from and every parameter."""
     return {
         "path": str(path),
         "requests": trace.n_requests,
         "catalog_items": trace.n_items,
         "touches": trace.n_touches,
+        "preset": preset,
         "params": params.to_dict(),
     }
 
@@ -466,4 +533,5 @@ def synth_summary(trace: RequestTrace, params: SynthParams, path: object) -> dic
 def render_synth_summary(summary: dict[str, Any]) -> str:
     """The one line ``cachelab trace synth`` prints on a terminal."""
     return (f"{summary['requests']:,} requests, {summary['catalog_items']:,} catalog items, "
-            f"{summary['touches']:,} touches (seed {summary['params']['seed']})")
+            f"{summary['touches']:,} touches (preset {summary['preset']}, "
+            f"seed {summary['params']['seed']})")
