@@ -42,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
     )
     p.add_argument("trace", nargs="?", metavar="TRACE",
-                   help="a request trace (.jsonl, .parquet); default: a synthetic one")
+                   help="a request trace (.jsonl, .parquet); default: a synthetic one of the "
+                   "heavy-pages shape (`trace synth --preset heavy-pages`: pages of ~21 items, "
+                   "so that requests under a cache still call memcached)")
     p.add_argument("--trace-format", metavar="FMT", help="jsonl or parquet, if not by extension")
     p.add_argument("--strategy", "--strategies", dest="strategies", metavar="LIST",
                    help="comma-separated strategies (see above)")

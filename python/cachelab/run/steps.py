@@ -105,7 +105,7 @@ def tiers_spec(spec: RunSpec) -> tierbench.TiersSpec:
 def replay_setup(spec: RunSpec, strategies: tuple[str, ...]) -> tuple[Any, replay.ReplaySpec]:
     """The replay step's synthetic trace and spec, for ``strategies``."""
     n = 1_000 if spec.quick else 4_000
-    trace = traces.synthesize(traces.SynthParams(requests=n, seed=spec.seed + 1))
+    trace = replay.synthetic(n, seed=spec.seed + 1)
     rspec = (replay.ReplaySpec.quick(strategies=strategies, slices=2, seed=spec.seed)
              if spec.quick else replay.ReplaySpec(strategies=strategies, seed=spec.seed))
     return trace, rspec
