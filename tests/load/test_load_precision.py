@@ -114,3 +114,18 @@ def test_an_impossible_target_runs_to_the_cap(memcached: PrivateMemcached) -> No
     assert p is not None and not p["reached"] and p["stopped_at_s"] is None
     assert r.totals["duration_s"] >= 1.4
     assert "precision NOT reached in 1.5 s" in r.render()
+
+
+def test_the_precision_line_says_reached_not_reached_and_a_stop_not_confirmed() -> None:
+    from cachelab.load.precision import precision_text
+
+    base = {"target": 0.05, "percentile": "99", "cap_s": 30.0, "live_half_width": 0.049}
+    assert precision_text({**base, "half_width": 0.041, "reached": True, "stopped_at_s": 6.5,
+                           "why": None}) == \
+        "precision: p99 ±4.1 % reached after 6.5 s (target ±5 %)"
+    assert precision_text({**base, "half_width": 0.09, "reached": False, "stopped_at_s": None,
+                           "why": None}).startswith("precision NOT reached in 30 s: p99 ±9 %")
+    stopped = precision_text({**base, "half_width": None, "reached": False, "stopped_at_s": 3.0,
+                              "why": "latencies not independent (lag-64)"})
+    assert stopped.startswith("precision NOT reached: stopped after 3 s")
+    assert "not independent (lag-64)" in stopped

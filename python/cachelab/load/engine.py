@@ -123,7 +123,7 @@ def load(
         result.precision = precision_verdict(
             float(spec.precision), result.latency("best"), cap_s=float(spec.duration or 0),
             stopped_at_s=round(result.totals["duration_s"], 3)
-            if precise.reached_at_s is not None else None)
+            if precise.reached_at_s is not None else None, live_half_width=precise.half_width)
     if stopped and not evicting:  # stopped by the precision reached: a complete run
         result.run["cancelled"] = False
         result.run["stopped_by"] = "precision"

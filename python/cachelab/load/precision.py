@@ -129,7 +129,7 @@ def half_width(entry: Mapping[str, Any], key: str = TARGET_KEY) -> float | None:
 
 
 def precision_verdict(target: float, entry: Mapping[str, Any], *, stopped_at_s: float | None,
-                      cap_s: float) -> dict[str, Any]:
+                      cap_s: float, live_half_width: float | None = None) -> dict[str, Any]:
     """``load.json``'s ``precision``: the target, the p99's final relative half-width (from the
     run's own intervals, thinning included), whether it is at or below the target, and when
     the run stopped for it (None: it ran to the cap)."""
@@ -139,6 +139,7 @@ def precision_verdict(target: float, entry: Mapping[str, Any], *, stopped_at_s: 
     return {"target": target, "percentile": TARGET_KEY,
             "half_width": None if hw is None else round(hw, 5), "reached": reached,
             "stopped_at_s": stopped_at_s, "cap_s": cap_s,
+            "live_half_width": None if live_half_width is None else round(live_half_width, 5),
             "why": None if hw is not None else (why or "too few samples beyond the p99")}
 
 
@@ -153,6 +154,12 @@ def precision_text(p: Mapping[str, Any] | None) -> str | None:
         when = p["stopped_at_s"] if p["stopped_at_s"] is not None else p["cap_s"]
         return (f"precision: p99 {hw} reached after {when:g} s "
                 f"(target ±{100 * p['target']:g} %)")
+    if p["stopped_at_s"] is not None:  # stopped on the live interval, which the final
+        # verdict (thinned for independence) does not confirm
+        live = p.get("live_half_width")
+        return (f"precision NOT reached: stopped after {p['stopped_at_s']:g} s on the live "
+                f"p99 interval (±{100 * (live or 0):.2g} %, samples taken as independent), "
+                f"but p99 {hw} (target ±{100 * p['target']:g} %)")
     return (f"precision NOT reached in {p['cap_s']:g} s: p99 {hw} "
             f"(target ±{100 * p['target']:g} %)")
 
@@ -192,6 +199,8 @@ class Watch:
         self.seen = 0
         self.histograms: list[str] = []
         self.reached_at_s: float | None = None
+        #: The live relative half-width at the latest finished interval.
+        self.half_width: float | None = None
 
     def poll(self, progress: Any) -> bool:
         """Reads the intervals finished since the last poll; True once the target is met."""
@@ -206,6 +215,7 @@ class Watch:
         n = int(_core.hist_summary(merged)["count"])
         rng = interval(merged, n, 99.0)
         p99 = _core.hist_percentiles(merged, [99.0])[0]
-        if rng is not None and p99 and (rng[1] - rng[0]) / 2 / p99 <= self.target:
+        self.half_width = (rng[1] - rng[0]) / 2 / p99 if rng is not None and p99 else None
+        if self.half_width is not None and self.half_width <= self.target:
             self.reached_at_s = round((max(i for i, _ in new) + 1) * self.interval_s, 3)
         return self.reached_at_s is not None
