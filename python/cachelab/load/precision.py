@@ -157,8 +157,9 @@ def precision_text(p: Mapping[str, Any] | None) -> str | None:
     if p["stopped_at_s"] is not None:  # stopped on the live interval, which the final
         # verdict (thinned for independence) does not confirm
         live = p.get("live_half_width")
+        live_text = "" if live is None else f"±{100 * live:.2g} %, "
         return (f"precision NOT reached: stopped after {p['stopped_at_s']:g} s on the live "
-                f"p99 interval (±{100 * (live or 0):.2g} %, samples taken as independent), "
+                f"p99 interval ({live_text}samples taken as independent), "
                 f"but p99 {hw} (target ±{100 * p['target']:g} %)")
     return (f"precision NOT reached in {p['cap_s']:g} s: p99 {hw} "
             f"(target ±{100 * p['target']:g} %)")

@@ -77,7 +77,8 @@ class LoadSpec:
     seed: int | None = None
     #: Run length by precision: stop once the measured p99's 95 % interval has a relative
     #: half-width at or below this (0.05: ±5 %), checked at each interval end; ``duration``
-    #: is the cap. None: run the whole duration. See docs/load.md, "Precision".
+    #: is the cap. None: run the whole duration. See docs/load.md, "Percentile intervals
+    #: and precision".
     precision: float | None = None
     #: With replies outstanding, each client thread polls its sockets for up to this many µs
     #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
