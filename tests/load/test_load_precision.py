@@ -101,9 +101,12 @@ def test_a_loose_target_stops_early_and_says_reached(memcached: PrivateMemcached
     assert "PARTIAL" not in text
     if p["half_width"] is None:  # the final verdict found the latencies not independent
         assert not p["reached"] and "interval not given" in text
-    else:  # the final interval (thinned) is wider than the live one, but not 10 times
-        assert p["reached"] and p["half_width"] <= 0.5 and "reached after" in text
+    elif p["half_width"] <= 0.5:
+        assert p["reached"] and "reached after" in text
         assert json.loads(json.dumps(r.to_dict()))["precision"]["reached"] is True
+    else:  # the final interval, thinned to independent samples, is wider than the live one
+        assert not p["reached"] and "NOT reached: stopped after" in text
+    assert p["live_half_width"] <= 0.5
 
 
 def test_an_impossible_target_runs_to_the_cap(memcached: PrivateMemcached) -> None:
@@ -129,3 +132,11 @@ def test_the_precision_line_says_reached_not_reached_and_a_stop_not_confirmed() 
                               "why": "latencies not independent (lag-64)"})
     assert stopped.startswith("precision NOT reached: stopped after 3 s")
     assert "not independent (lag-64)" in stopped
+
+
+def test_precision_is_refused_for_a_run_from_ray_agents() -> None:
+    from cachelab.load import load_on_ray
+    from cachelab.raycluster import RayOptions
+
+    with pytest.raises(UsageError, match="--precision is for a local run"):
+        load_on_ray(LoadSpec(precision=0.05), RayOptions(agents=2), server="127.0.0.1:1")
