@@ -177,7 +177,7 @@ def interval_lines(totals: Mapping[str, Any], open_loop: bool) -> list[str]:
         label = (name if open_loop else "latency") + " 95 %"
         basis = iv["basis"]
         if iv["ranges"] is None:
-            lines.append(f"{label:14}interval not given: {basis['withheld']}")
+            lines.append(f"{label:17}interval not given: {basis['withheld']}")
             continue
         cells = []
         for key in SHOWN:
@@ -185,7 +185,7 @@ def interval_lines(totals: Mapping[str, Any], open_loop: bool) -> list[str]:
             cells.append(f"p{key} " + (f"n/a ({iv['tail'][key]})" if rng is None
                                        else f"{us(rng[0])}–{us(rng[1])}"))
         k = basis["thinning"]
-        lines.append(f"{label:14}" + ", ".join(cells)
+        lines.append(f"{label:17}" + ", ".join(cells)
                      + (f"  ({basis['effective']} effective samples, 1 in {k})" if k > 1 else ""))
     return lines
 
