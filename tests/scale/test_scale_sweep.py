@@ -61,6 +61,10 @@ def test_quick_sweep_fits_a_curve(tmp_path: Path) -> None:
     assert len(data["runs"]) == 12
     assert all(r["throughput"] > 0 for r in data["runs"])
     assert data["fit"] is not None and data["fit"]["gamma"] > 0
+    for row in data["summary"]:  # each point's p99 with its interval, or why none
+        iv = row["latency"]["p99_interval"]
+        p99 = row["latency"]["percentiles_ns"]["99"]
+        assert (iv["range"][0] <= p99 <= iv["range"][1]) if iv["range"] else iv["withheld"]
     r = read_scale_result(out)
     fit = r.usl
     assert fit is not None and fit.gamma > 0 and len(fit.n) == 12

@@ -20,6 +20,10 @@ pub struct Progress {
     pub last_p99_ns: AtomicU64,
     /// Errors so far.
     pub errors: AtomicU64,
+    /// Each finished interval's index and the encoded histogram its p99 is read from
+    /// (corrected in open loop, plain in closed loop), in the order they finished: what a
+    /// caller needs to judge the run's precision while it runs.
+    pub histograms: Mutex<Vec<(u64, String)>>,
     cancel: AtomicBool,
 }
 

@@ -52,6 +52,16 @@ impl LoadProgress {
         self.0.errors.load(Ordering::Relaxed)
     }
 
+    /// The finished intervals from the `since`-th on (in the order they finished), each as
+    /// `(index, histogram)`: the encoded histogram its p99 is read from.
+    fn interval_histograms(&self, since: usize) -> Vec<(u64, String)> {
+        self.0
+            .histograms
+            .lock()
+            .map(|all| all.iter().skip(since).cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Stops sending; replies in flight are awaited (up to the timeout); results are kept.
     fn cancel(&self) {
         self.0.cancel();

@@ -45,7 +45,7 @@ Examples:
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-           "busy_poll_us", "send_batch", "give_up_after", "stall_ms")
+           "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision")
 
 #: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
 #: out of range is refused before anything starts, with the range (``scale`` uses them too).
@@ -109,6 +109,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="list as a stall every stretch in which a reply took MS ms or more "
                    "(from its intended time in open loop), a request timed out, or a connection "
                    "was down that long (default 100)")
+    w.add_argument("--precision", type=_precision, metavar="P%",
+                   help="stop once the measured p99's 95 %% interval is within ±P %% of it "
+                   "(above 0 and below 100, e.g. 5%%), checked at each interval end; "
+                   "--duration is the time cap (docs/load.md, \"Percentile intervals and "
+                   "precision\")")
     w.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),
                    help="seed for keys, sizes and arrivals (default: random)")
     w.add_argument("--busy-poll", type=common.int_range(0, 1000), metavar="US",
@@ -123,6 +128,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)
+
+
+def _precision(text: str) -> float:
+    """``--precision``'s type: ``5%`` -> 0.05; the refusal says what is allowed."""
+    try:
+        return float(lib.parse_precision(text) or 0.0)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
 
 
 def spec_from(args: argparse.Namespace) -> lib.LoadSpec:

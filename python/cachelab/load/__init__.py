@@ -29,6 +29,7 @@ from cachelab.load.engine import (
     server_deltas,
     server_view,
 )
+from cachelab.load.precision import parse_precision, run_intervals
 from cachelab.load.result import (
     CSV_HEADER,
     SCHEMA,
@@ -68,8 +69,10 @@ __all__ = [
     "memory_mb",
     "parse_key_dist",
     "parse_mix",
+    "parse_precision",
     "parse_value_size",
     "result_from_outcome",
+    "run_intervals",
     "server_deltas",
     "server_view",
 ]

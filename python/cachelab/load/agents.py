@@ -228,6 +228,9 @@ def load_on_ray(
     """
     spec.check()
     ray_options.check()
+    if spec.precision is not None:  # each agent would stop on its own share's p99
+        raise UsageError("--precision is for a local run: a run from Ray agents has no live "
+                         "merged histogram (leave out --precision or --ray)")
     given, members, hidden = run_targets(spec, server, behind)
     base_seed = spec.seed if spec.seed is not None else secrets.randbits(63)
     shares = plan_shares(spec, ray_options.agents, base_seed)

@@ -25,6 +25,7 @@ from cachelab.artifacts import created_now
 from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import Interrupted, UsageError
 from cachelab.load.footprint import load_writes
+from cachelab.load.precision import Watch, precision_verdict, with_intervals
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
@@ -95,12 +96,16 @@ def load(
         watch = guard_run(spec, members, hidden, core["prefix"],
                           private=bool(facts.get("private")))
         evicting: list[int] = []
+        precise = (Watch(spec.precision, float(spec.interval), float(spec.warmup))
+                   if spec.precision is not None else None)
 
         def watched(progress: Any) -> None:
             if on_progress is not None:
                 on_progress(progress)
             if watch is not None and not evicting and watch.poll():
                 evicting.append(watch.evicted)
+                progress.cancel()
+            if precise is not None and precise.reached_at_s is None and precise.poll(progress):
                 progress.cancel()
 
         core["server_pid"] = target.pid if server_pid is None else server_pid
@@ -113,9 +118,18 @@ def load(
                                  started=started)
     if lost is not None:
         result.run["user_items_lost"] = lost
+    stopped = precise is not None and precise.reached_at_s is not None
+    if precise is not None:
+        result.precision = precision_verdict(
+            float(spec.precision), result.latency("best"), cap_s=float(spec.duration or 0),
+            stopped_at_s=round(result.totals["duration_s"], 3)
+            if precise.reached_at_s is not None else None, live_half_width=precise.half_width)
+    if stopped and not evicting:  # stopped by the precision reached: a complete run
+        result.run["cancelled"] = False
+        result.run["stopped_by"] = "precision"
     if evicting:  # stopped by us, not by a signal: a partial result that says why
         result.run.update(cancelled=False, aborted=evicted_message(lost or evicting[0]))
-    elif outcome["cancelled"]:
+    elif outcome["cancelled"] and not stopped:
         err = Interrupted("stopped by a signal; partial results kept")
         err.partial = result  # type: ignore[attr-defined]
         raise err
@@ -269,6 +283,14 @@ def result_from_outcome(
                   for a, v in zip(core["behind"], outcome["behind"])]
         server = {**_pool_server(server, behind), "address": address, "proxy": True,
                   "behind": [b["address"] for b in behind]}
+    verdict = validity(
+        mode="open" if spec.rate is not None else "closed", arrivals=spec.arrivals,
+        rate=spec.rate, interval_s=float(spec.interval), intervals=outcome["intervals"],
+        samples=outcome.get("samples"), lateness=outcome.get("send_lateness"),
+        late_sends=int(outcome.get("late_sends") or 0),
+        late_threshold_ns=int(outcome.get("late_threshold_ns") or 0),
+        stalls=outcome["stalls"], warmup_s=float(spec.warmup))
+    with_intervals(measured, verdict["checks"]["independent"])
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),
@@ -284,13 +306,7 @@ def result_from_outcome(
         server=server,
         client=_client(outcome),
         schedule=schedule,
-        validity=validity(
-            mode="open" if spec.rate is not None else "closed", arrivals=spec.arrivals,
-            rate=spec.rate, interval_s=float(spec.interval), intervals=outcome["intervals"],
-            samples=outcome.get("samples"), lateness=outcome.get("send_lateness"),
-            late_sends=int(outcome.get("late_sends") or 0),
-            late_threshold_ns=int(outcome.get("late_threshold_ns") or 0),
-            stalls=outcome["stalls"], warmup_s=float(spec.warmup)),
+        validity=verdict,
         run={
             "started_unix": round(started, 3),
             "elapsed_s": round(outcome["elapsed_s"], 3),

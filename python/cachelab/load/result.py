@@ -12,6 +12,7 @@ from typing import Any
 
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
+from cachelab.load.precision import interval_lines, precision_text
 from cachelab.load.spec import OPS
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
@@ -61,6 +62,9 @@ class LoadResult:
     #: The validity verdict (:mod:`cachelab.load.validity`): ``verdict``, ``reasons``,
     #: ``not_checked``, ``checks``. None in a load.json written before it existed.
     validity: dict[str, Any] | None = None
+    #: ``load --precision``: the target, the p99's final half-width, whether it was reached
+    #: and when (:func:`cachelab.load.precision.precision_verdict`); None without a target.
+    precision: dict[str, Any] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -88,8 +92,8 @@ class LoadResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("agents", "pool", "members", "behind", "validity"):  # a plain run's record
-            # is as it was
+        # a plain run's record is as it was
+        for k in ("agents", "pool", "members", "behind", "validity", "precision"):
             if d[k] is None:
                 del d[k]
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
@@ -326,8 +330,15 @@ def _totals_lines(r: LoadResult) -> list[str]:
             continue
         p = h["percentiles"]
         label = name if r.mode == "open" else "latency"
-        lines.append(f"{label:14}" + "".join(f"{us(p[k]):>10}"
-                                             for k in ("50", "90", "99", "99.9", "max")))
+        ranges = (h.get("intervals") or {}).get("ranges") or {}
+        tail = (h.get("intervals") or {}).get("tail") or {}
+        lines.append(f"{label:14}" + "".join(
+            f"{f'n/a ({tail[k]})' if k in ranges and ranges[k] is None else us(p[k]):>10}"
+            for k in ("50", "90", "99", "99.9", "max")))
+    lines += interval_lines(t, r.mode == "open")
+    said = precision_text(r.precision)
+    if said:
+        lines.append(said)
     return lines
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.artifacts import Artifact
+from cachelab.load.precision import SHOWN, precision_text
 from cachelab.load.result import LoadResult
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
@@ -15,6 +16,17 @@ from cachelab.page.section import Context, Section, chart_specs, figures
 from cachelab.units import dur
 
 Spec = dict[str, Any]
+
+
+def _interval_cell(ivs: dict, key: str) -> str:
+    """A percentile's 95 % interval for the report's table (docs/load.md, "Percentile
+    intervals and precision"): "low – high", "n/a (k)", or why none is given."""
+    if not ivs or key not in SHOWN:
+        return ""
+    if ivs.get("ranges") is None:
+        return "not given: " + str(ivs["basis"]["withheld"])
+    rng = ivs["ranges"].get(key)
+    return f"n/a ({ivs['tail'][key]})" if rng is None else f"{dur(rng[0])} – {dur(rng[1])}"
 
 
 def section(art: Artifact, ctx: Context) -> Section:
@@ -49,14 +61,21 @@ def section(art: Artifact, ctx: Context) -> Section:
         f"{esc(spec.get('warmup'))} s warm-up; steady state "
         f"{'reached' if steady.get('reached') else 'NOT reached'}"
         f"{' (for less than half the run)' if steady.get('short') else ''}.</p>")
-    rows = [["throughput", f"{tot.get('throughput', 0):,.0f} /s"]]
+    ivs = lat.get("intervals") or {}
+    rows = [["throughput", f"{tot.get('throughput', 0):,.0f} /s", ""]]
     for k in ("50", "90", "99", "99.9", "max"):
         if k in p:
-            rows.append([f"p{k} latency" if k != "max" else "max latency", dur(p[k])])
-    rows.append(["errors", str(sum(tot["errors"].values()))])
-    rows.append(["lost requests", str(tot.get("lost", 0))])
-    rows.append(["stalls", str(len(r.stalls))])
-    sec.body.append(table(["", "measured run"], rows))
+            rows.append([f"p{k} latency" if k != "max" else "max latency", dur(p[k]),
+                         _interval_cell(ivs, k)])
+    rows.append(["errors", str(sum(tot["errors"].values())), ""])
+    rows.append(["lost requests", str(tot.get("lost", 0)), ""])
+    rows.append(["stalls", str(len(r.stalls)), ""])
+    sec.body.append(table(["", "measured run", "95 % interval"], rows))
+    said = precision_text(r.precision)
+    if said:
+        sec.body.append(f"<p>{esc(said)}</p>")
+        if not r.precision["reached"]:
+            sec.notes.append(said)
     if d.get("members"):
         sec.body.append(member_table(d))
         for m in d["members"]:

@@ -75,6 +75,11 @@ class LoadSpec:
     #: out, or a connection down this long is listed as a stall (``stalls`` in load.json).
     stall_ms: float = 100.0
     seed: int | None = None
+    #: Run length by precision: stop once the measured p99's 95 % interval has a relative
+    #: half-width at or below this (0.05: ±5 %), checked at each interval end; ``duration``
+    #: is the cap. None: run the whole duration. See docs/load.md, "Percentile intervals
+    #: and precision".
+    precision: float | None = None
     #: With replies outstanding, each client thread polls its sockets for up to this many µs
     #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
     #: measures, at the price of the CPU spent polling. See docs/load.md.
@@ -176,6 +181,12 @@ class LoadSpec:
             raise UsageError(f"duration must be a positive number of seconds: {self.duration!r}")
         if self.requests is not None:
             _int("requests", self.requests, 1)
+        if self.precision is not None:
+            if not _number(self.precision) or not 0 < self.precision < 1:
+                raise UsageError("precision must be a share above 0 and below 1 (0.05: ±5 %), "
+                                 f"not {self.precision!r}")
+            if self.duration is None:
+                raise UsageError("precision needs a duration (its time cap), not a request count")
         for name in ("warmup", "interval", "timeout", "connect_timeout", "give_up_after"):
             v = getattr(self, name)
             if not _number(v) or v < 0 or (v == 0 and name != "warmup"):

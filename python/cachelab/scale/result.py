@@ -12,6 +12,7 @@ from typing import Any
 from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError
 from cachelab.load import behind_lines
+from cachelab.load.precision import p99_interval_text
 from cachelab.tables import write_csv
 from cachelab.units import us
 from cachelab.usl import UslFit
@@ -78,15 +79,17 @@ class ScaleResult:
             f"({s['repeats']} repeat(s), interleaved), window {s['window']:g} s from the steady "
             f"state; memcached {srv.get('version', '?')} {where}",
             "",
-            f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}"
-            f"{'valid':>8}",
+            f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}"
+            f"{'p99 95 % µs':>18}{'p99.9 µs':>10}{'valid':>8}",
         ]
         for row in self.summary:
             p = row["latency"]["percentiles_ns"]
             sd = row["throughput_sd"]
             lines.append(f"{row['n']:>6}{row['throughput_mean']:>14,.0f}"
                          f"{'—' if sd is None else f'{sd:,.0f}':>10}{us(p.get('50')):>10}"
-                         f"{us(p.get('99')):>10}{us(p.get('99.9')):>10}"
+                         f"{us(p.get('99')):>10}"
+                         f"{p99_interval_text(row['latency'].get('p99_interval')):>18}"
+                         f"{us(p.get('99.9')):>10}"
                          f"{self._valid(row['n']):>8}")
         lines += behind_lines(self.behind_totals(), "every run, warm-up included")
         fit = self.usl

@@ -8,6 +8,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.artifacts import Artifact
+from cachelab.load.precision import p99_interval_text
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
@@ -34,8 +35,10 @@ def section(art: Artifact, ctx: Context) -> Section:
         sd = row.get("throughput_sd")
         rows.append([row["n"], f"{row['throughput_mean']:,.0f}",
                      "—" if sd is None else f"{sd:,.0f}", dur(p.get("50")), dur(p.get("99")),
+                     p99_interval_text(row["latency"].get("p99_interval")),
                      dur(p.get("99.9")), valid_runs(d["runs"], row["n"])])
-    sec.body.append(table(["N", "throughput /s (mean)", "sd", "p50", "p99", "p99.9",
+    sec.body.append(table(["N", "throughput /s (mean)", "sd", "p50", "p99",
+                           "p99 95 % interval (µs)", "p99.9",
                            "valid runs"], rows))
     fit = d.get("fit")
     if fit:

@@ -20,6 +20,7 @@ import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.errors import UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
+from cachelab.load.precision import basis, merged_p99_interval
 from cachelab.raycluster import RayOptions, connected
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.spec import ScaleSpec
@@ -119,6 +120,10 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         point["client_cpu_us_per_op"] = result.client.get("cpu_us_per_op")
         v = result.validity or {}
         point["verdict"] = v.get("verdict", "not checked")
+        hist = point["latency"]["histogram"]
+        point["latency"]["samples"] = basis(
+            int(_core.hist_summary(hist)["count"]) if hist else 0,
+            (v.get("checks") or {}).get("independent"))
         point["invalid_reasons"] = list(v.get("reasons") or [])
         point["throughput_reasons"] = list(v.get("throughput_reasons") or [])
         if result.members:
@@ -284,8 +289,12 @@ def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[st
         hists = [r["latency"]["histogram"] for r in rs if r["latency"]["histogram"]]
         merged = _core.hist_merge(hists) if hists else None
         pct = _percentiles(merged)
+        # A run recorded before intervals existed has no "samples": its p99 gets none.
+        bases = [r["latency"].get("samples") or {"withheld": "recorded without samples"}
+                 for r in rs if r["latency"]["histogram"]]
         out.append({"n": n, "runs": len(rs), "throughput_mean": mean, "throughput_sd": sd,
-                    "latency": {"histogram": merged, "percentiles_ns": pct}})
+                    "latency": {"histogram": merged, "percentiles_ns": pct,
+                                "p99_interval": merged_p99_interval(merged, bases)}})
     return out
 
 

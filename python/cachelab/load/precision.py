@@ -1,0 +1,222 @@
+"""How precise a load run's percentiles are: their 95 % intervals (order statistics,
+:mod:`cachelab.intervals`) on the samples the run's validity verdict says are independent, and
+the run length by precision (``load --precision 5%``: stop once the p99's interval is tight).
+
+The order-statistic interval assumes independent samples. The ``independent`` check
+(:mod:`cachelab.load.validity`) finds the thinning *k* at which consecutive latencies are
+independent (Spearman at lag *k*); the interval is then computed for the *n / k* effective
+samples (the independent ones a thinned series would keep), read from the whole histogram: wider
+than the naive one, never narrower. When no thinning up to 64 makes them independent, or the
+check could not run (a run merged from agents), no interval is given, and the reason is said
+instead ("latencies not independent (lag-64)"): a block bootstrap would need the run's every
+latency in order, which the engine does not keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import cachelab._core as _core
+from cachelab.errors import UsageError
+from cachelab.intervals import interval, intervals, tail_samples
+from cachelab.units import us
+
+__all__ = ["SHOWN", "Watch", "basis", "half_width", "interval_lines", "merged_p99_interval",
+           "p99_interval_text", "parse_precision", "precision_text", "precision_verdict",
+           "run_intervals", "with_intervals"]
+
+#: The percentiles shown with intervals (key -> percentile).
+SHOWN = {"50": 50.0, "99": 99.0, "99.9": 99.9}
+#: The percentile whose precision ``--precision`` targets.
+TARGET_KEY = "99"
+
+
+def parse_precision(text: str | float | None) -> float | None:
+    """``"5%"`` (or ``5``) -> 0.05: a target relative half-width, above 0 and below 100 %.
+    UsageError otherwise."""
+    if text is None:
+        return None
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1] if raw.endswith("%") else raw)
+    except ValueError:
+        raise UsageError(f"--precision {raw!r}: give a percentage above 0 and below 100, "
+                         "e.g. 5%") from None
+    if not 0.0 < value < 100.0:
+        raise UsageError(f"--precision {raw!r}: give a percentage above 0 and below 100, "
+                         "e.g. 5%")
+    return value / 100.0
+
+
+def basis(n: int, independence: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The samples an interval stands on: ``effective`` (n / k) and ``thinning`` k, or
+    ``withheld`` (why not)."""
+    check = independence or {"status": "not checked", "why": "no independence check"}
+    if check.get("status") == "pass":
+        k = int(check.get("thinning") or 1)
+        return {"samples": n, "thinning": k, "effective": n // k, "withheld": None}
+    if check.get("status") == "fail":
+        tried = check.get("tried") or [{}]
+        lag = tried[-1].get("k", "?")
+        return {"samples": n, "thinning": None, "effective": None,
+                "withheld": f"latencies not independent (lag-{lag})"}
+    return {"samples": n, "thinning": None, "effective": None,
+            "withheld": f"independence not checked ({check.get('why', '?')})"}
+
+
+def run_intervals(entry: Mapping[str, Any],
+                  independence: Mapping[str, Any] | None) -> dict[str, Any]:
+    """For one histogram entry of load.json (``count``, ``histogram``): ``{"basis": ...,
+    "ranges": {key: [low, high] or None}, "tail": {key: samples beyond}}`` for :data:`SHOWN`
+    (``ranges`` None when withheld; a range None when too few samples lie beyond the
+    percentile)."""
+    n = int(entry.get("count") or 0)
+    basis_ = basis(n, independence)
+    ranges = None
+    if basis_["effective"] and entry.get("histogram"):
+        ranges = intervals(entry["histogram"], basis_["effective"], SHOWN)
+    eff = basis_["effective"] or n
+    return {"basis": basis_, "ranges": ranges,
+            "tail": {k: tail_samples(eff, p) for k, p in SHOWN.items()}}
+
+
+def merged_p99_interval(histogram: str | None,
+                        bases: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The p99's interval of several runs' latencies merged (a scale point's repeats):
+    ``{"range": [low, high] or None, "effective": n, "withheld": why or None}``; each run's
+    samples count for their effective number (:func:`basis`), and one run whose latencies are
+    not independent (or unchecked) withholds it."""
+    withheld = next((b["withheld"] for b in bases if b.get("withheld")), None)
+    if withheld or not histogram or not bases:
+        return {"range": None, "effective": None,
+                "withheld": withheld or "no latencies"}
+    n = sum(int(b["effective"]) for b in bases)
+    rng = interval(histogram, n, 99.0)
+    return {"range": None if rng is None else [rng[0], rng[1]], "effective": n,
+            "withheld": None if rng is not None
+            else f"n/a ({tail_samples(n, 99.0)} samples beyond the p99)"}
+
+
+def p99_interval_text(iv: Mapping[str, Any] | None) -> str:
+    """A scale point's p99 interval for a table: "310–355" (µs), "n/a (k)", or "—"."""
+    if not iv:
+        return "—"
+    if iv.get("range"):
+        return f"{us(iv['range'][0])}–{us(iv['range'][1])}"
+    why = str(iv.get("withheld") or "")
+    return why.split(" samples")[0] + ")" if why.startswith("n/a (") else "not given"
+
+
+def with_intervals(totals: dict[str, Any], independence: Mapping[str, Any] | None) -> None:
+    """Adds ``intervals`` (:func:`run_intervals`) to ``totals``' ``corrected`` and
+    ``uncorrected`` entries."""
+    for name in ("corrected", "uncorrected"):
+        entry = totals.get(name)
+        if entry:
+            entry["intervals"] = run_intervals(entry, independence)
+
+
+def half_width(entry: Mapping[str, Any], key: str = TARGET_KEY) -> float | None:
+    """The relative half-width of ``key``'s interval in an entry with ``intervals``
+    (``(high - low) / 2 / value``), or None when there is none."""
+    iv = entry.get("intervals") or {}
+    rng = (iv.get("ranges") or {}).get(key)
+    value = entry.get("percentiles", {}).get(key)
+    if not rng or not value:
+        return None
+    return (rng[1] - rng[0]) / 2 / value
+
+
+def precision_verdict(target: float, entry: Mapping[str, Any], *, stopped_at_s: float | None,
+                      cap_s: float, live_half_width: float | None = None) -> dict[str, Any]:
+    """``load.json``'s ``precision``: the target, the p99's final relative half-width (from the
+    run's own intervals, thinning included), whether it is at or below the target, and when
+    the run stopped for it (None: it ran to the cap)."""
+    hw = half_width(entry)
+    why = (entry.get("intervals") or {}).get("basis", {}).get("withheld")
+    reached = hw is not None and hw <= target + 1e-12
+    return {"target": target, "percentile": TARGET_KEY,
+            "half_width": None if hw is None else round(hw, 5), "reached": reached,
+            "stopped_at_s": stopped_at_s, "cap_s": cap_s,
+            "live_half_width": None if live_half_width is None else round(live_half_width, 5),
+            "why": None if hw is not None else (why or "too few samples beyond the p99")}
+
+
+def precision_text(p: Mapping[str, Any] | None) -> str | None:
+    """One line: "p99 ±4.1 % reached after 6.5 s" or "precision NOT reached in 30 s: p99 ±9 %
+    (target ±5 %)"."""
+    if not p:
+        return None
+    hw = "interval not given: " + str(p["why"]) if p["half_width"] is None \
+        else f"±{100 * p['half_width']:.2g} %"
+    if p["reached"]:
+        when = p["stopped_at_s"] if p["stopped_at_s"] is not None else p["cap_s"]
+        return (f"precision: p99 {hw} reached after {when:g} s "
+                f"(target ±{100 * p['target']:g} %)")
+    if p["stopped_at_s"] is not None:  # stopped on the live interval, which the final
+        # verdict (thinned for independence) does not confirm
+        live = p.get("live_half_width")
+        live_text = "" if live is None else f"±{100 * live:.2g} %, "
+        return (f"precision NOT reached: stopped after {p['stopped_at_s']:g} s on the live "
+                f"p99 interval ({live_text}samples taken as independent), "
+                f"but p99 {hw} (target ±{100 * p['target']:g} %)")
+    return (f"precision NOT reached in {p['cap_s']:g} s: p99 {hw} "
+            f"(target ±{100 * p['target']:g} %)")
+
+
+def interval_lines(totals: Mapping[str, Any], open_loop: bool) -> list[str]:
+    """The latency table's interval rows: each shown percentile's 95 % interval (µs), "n/a (k)"
+    when too few samples lie beyond it, or why no interval is given."""
+    lines = []
+    for name in ("corrected", "uncorrected"):
+        entry = totals.get(name)
+        iv = (entry or {}).get("intervals")
+        if not iv:
+            continue
+        label = (name if open_loop else "latency") + " 95 %"
+        basis = iv["basis"]
+        if iv["ranges"] is None:
+            lines.append(f"{label:17}interval not given: {basis['withheld']}")
+            continue
+        cells = []
+        for key in SHOWN:
+            rng = iv["ranges"].get(key)
+            cells.append(f"p{key} " + (f"n/a ({iv['tail'][key]})" if rng is None
+                                       else f"{us(rng[0])}–{us(rng[1])}"))
+        k = basis["thinning"]
+        lines.append(f"{label:17}" + ", ".join(cells)
+                     + (f"  ({basis['effective']} effective samples, 1 in {k})" if k > 1 else ""))
+    return lines
+
+
+class Watch:
+    """Live, at each finished interval: the measured p99's interval over the intervals after
+    the warm-up (assumed independent while running: the final verdict's thinning may widen
+    it), and whether it is at or below ``target``."""
+
+    def __init__(self, target: float, interval_s: float, warmup_s: float) -> None:
+        self.target, self.interval_s, self.warmup_s = target, interval_s, warmup_s
+        self.seen = 0
+        self.histograms: list[str] = []
+        self.reached_at_s: float | None = None
+        #: The live relative half-width at the latest finished interval.
+        self.half_width: float | None = None
+
+    def poll(self, progress: Any) -> bool:
+        """Reads the intervals finished since the last poll; True once the target is met."""
+        new = progress.interval_histograms(self.seen)
+        self.seen += len(new)
+        for idx, h in new:
+            if idx * self.interval_s + 1e-9 >= self.warmup_s:
+                self.histograms.append(h)
+        if not new or not self.histograms or self.reached_at_s is not None:
+            return self.reached_at_s is not None
+        merged = _core.hist_merge(self.histograms)
+        n = int(_core.hist_summary(merged)["count"])
+        rng = interval(merged, n, 99.0)
+        p99 = _core.hist_percentiles(merged, [99.0])[0]
+        self.half_width = (rng[1] - rng[0]) / 2 / p99 if rng is not None and p99 else None
+        if self.half_width is not None and self.half_width <= self.target:
+            self.reached_at_s = round((max(i for i, _ in new) + 1) * self.interval_s, 3)
+        return self.reached_at_s is not None
