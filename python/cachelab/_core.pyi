@@ -182,7 +182,10 @@ def fixed_set(trace: RequestTrace, strategy: str, train: float = 0.5) -> list[in
 class LoadProgress:
     """Progress of a running load, shared with the run; ``cancel()`` stops it early."""
 
-    def __init__(self) -> None: ...
+    def __init__(self, keep_histograms: bool = False) -> None: ...
+    def interval_histograms(self, since: int) -> list[tuple[int, str]]:
+        """The finished intervals from the ``since``-th on, ``(index, encoded histogram)``;
+        kept only when made with ``keep_histograms``."""
     @property
     def done(self) -> int: ...
     @property

@@ -490,8 +490,10 @@ impl Collector {
                 cachelab_metrics::percentiles(h, &[99.0])[0],
                 Ordering::Relaxed,
             );
-            if let Ok(mut all) = progress.histograms.lock() {
-                all.push((idx, cachelab_metrics::encode(h)));
+            if progress.keep_histograms.load(Ordering::Relaxed) {
+                if let Ok(mut all) = progress.histograms.lock() {
+                    all.push((idx, cachelab_metrics::encode(h)));
+                }
             }
             self.done.push((idx, raw));
             self.next_final = idx + 1;

@@ -24,6 +24,9 @@ pub struct Progress {
     /// (corrected in open loop, plain in closed loop), in the order they finished: what a
     /// caller needs to judge the run's precision while it runs.
     pub histograms: Mutex<Vec<(u64, String)>>,
+    /// Keep [`histograms`](Progress::histograms) (encoding one per interval costs the
+    /// collector time: only when a caller asked, `load --precision`).
+    pub keep_histograms: AtomicBool,
     cancel: AtomicBool,
 }
 

@@ -23,8 +23,13 @@ pub struct LoadProgress(Arc<cachelab_load::Progress>);
 #[pymethods]
 impl LoadProgress {
     #[new]
-    fn new() -> LoadProgress {
-        LoadProgress(cachelab_load::Progress::new())
+    /// `keep_histograms`: keep each finished interval's histogram for
+    /// [`interval_histograms`](LoadProgress::interval_histograms) (`load --precision`).
+    #[pyo3(signature = (keep_histograms = false))]
+    fn new(keep_histograms: bool) -> LoadProgress {
+        let p = cachelab_load::Progress::new();
+        p.keep_histograms.store(keep_histograms, Ordering::Relaxed);
+        LoadProgress(p)
     }
 
     #[getter]

@@ -112,7 +112,7 @@ def load(
         if spec.seed is None:
             core["seed"] = secrets.randbits(63)
         started = time.time()
-        outcome = _run_with_progress(core, watched)
+        outcome = _run_with_progress(core, watched, keep_histograms=precise is not None)
         lost = watch.poll(force=True) if watch is not None else None
     result = result_from_outcome(outcome, spec, core, address=target.address, server_facts=facts,
                                  started=started)
@@ -207,10 +207,12 @@ def _as_spec(spec: LoadSpec | Mapping[str, Any] | str | Path | None) -> LoadSpec
 
 
 def _run_with_progress(
-    core: dict[str, Any], on_progress: Callable[[Any], None] | None
+    core: dict[str, Any], on_progress: Callable[[Any], None] | None, *,
+    keep_histograms: bool = False,
 ) -> dict[str, Any]:
-    """Runs the Rust load in a thread; polls progress; Ctrl-C stops it and keeps the results."""
-    progress = _core.LoadProgress()
+    """Runs the Rust load in a thread; polls progress; Ctrl-C stops it and keeps the results.
+    ``keep_histograms``: the engine keeps each interval's histogram for the poll to read."""
+    progress = _core.LoadProgress(keep_histograms=keep_histograms)
     return run_cancellable(
         lambda: _core.load_run(core, progress), progress.cancel, name="cachelab-load",
         poll=(lambda: on_progress(progress)) if on_progress else None,
