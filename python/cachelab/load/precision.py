@@ -198,7 +198,9 @@ class Watch:
     def __init__(self, target: float, interval_s: float, warmup_s: float) -> None:
         self.target, self.interval_s, self.warmup_s = target, interval_s, warmup_s
         self.seen = 0
-        self.histograms: list[str] = []
+        #: The measured intervals' latencies so far, merged (one histogram, kept up to date:
+        #: a long run does not re-merge every interval at every poll).
+        self.merged: str | None = None
         self.reached_at_s: float | None = None
         #: The live relative half-width at the latest finished interval.
         self.half_width: float | None = None
@@ -207,12 +209,12 @@ class Watch:
         """Reads the intervals finished since the last poll; True once the target is met."""
         new = progress.interval_histograms(self.seen)
         self.seen += len(new)
-        for idx, h in new:
-            if idx * self.interval_s + 1e-9 >= self.warmup_s:
-                self.histograms.append(h)
-        if not new or not self.histograms or self.reached_at_s is not None:
+        measured = [h for idx, h in new if idx * self.interval_s + 1e-9 >= self.warmup_s]
+        if measured:
+            self.merged = _core.hist_merge(([self.merged] if self.merged else []) + measured)
+        if not measured or self.reached_at_s is not None:
             return self.reached_at_s is not None
-        merged = _core.hist_merge(self.histograms)
+        merged = self.merged
         n = int(_core.hist_summary(merged)["count"])
         rng = interval(merged, n, 99.0)
         p99 = _core.hist_percentiles(merged, [99.0])[0]

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHECKS", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "arrivals_check",
-           "headline", "independence_check", "late_check", "rate_check", "stationarity_check",
-           "validity"]
+__all__ = ["CHECKS", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "THROUGHPUT_CHECKS",
+           "arrivals_check", "headline", "independence_check", "late_check", "rate_check",
+           "stationarity_check", "validity"]
 
 #: The checks, worst first: the order of the reasons.
 CHECKS = ("rate", "stationary", "late", "independent", "arrivals")
