@@ -50,8 +50,8 @@ from cachelab.errors import (
 )
 from cachelab.tls import TlsOptions
 
-__all__ = ["LOOPBACK", "PrivateMemcached", "ServerOptions", "Target", "find_memcached", "serve",
-           "stop_all"]
+__all__ = ["LOOPBACK", "PrivateMemcached", "ServerOptions", "Target", "find_memcached",
+           "on_this_machine", "serve", "stop_all"]
 
 LOOPBACK = "127.0.0.1"
 """The only address private servers listen on."""
@@ -483,6 +483,21 @@ class PrivateMemcached:
         self._stderr.seek(max(0, self._stderr.tell() - 16384))
         lines = self._stderr.read().decode("utf-8", "replace").splitlines()
         return " | ".join(line.strip() for line in lines[-_STDERR_TAIL:] if line.strip())
+
+
+def on_this_machine(address: str) -> bool:
+    """Whether the server at ``address`` (``host:port``, ``[v6]:port`` or ``unix:/path``) runs
+    on this machine: a Unix socket, ``localhost``, or a loopback address (127.0.0.0/8, ::1).
+    Its CPU is then this machine's (its ``stats`` rusage, its schedstat)."""
+    if address.startswith("unix:"):
+        return True
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _is_loopback(host: str) -> bool:

@@ -73,7 +73,11 @@ def test_invalid_precision_is_refused(text: str) -> None:
 
 def test_precision_parses_percent() -> None:
     assert parse_precision("5%") == pytest.approx(0.05)
-    assert parse_precision("0.5") == pytest.approx(0.005)
+    assert parse_precision("5") == pytest.approx(0.05)
+    assert parse_precision("0.5%") == pytest.approx(0.005)
+    # 0.05 could be a share (5 %) or 0.05 %: below 1 the % sign is required.
+    with pytest.raises(UsageError, match="give the % sign"):
+        parse_precision("0.05")
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ with its own reason, a clean one passes; and a real closed-loop run is VALID."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -131,7 +133,18 @@ def test_the_verdict_of_a_clean_open_loop_run_is_valid_and_names_the_worst_reaso
 def test_a_real_closed_loop_run_is_valid_and_an_open_loop_one_is_valid_or_says_the_client_was_late(
     memcached: PrivateMemcached,
 ) -> None:
-    closed = load(LoadSpec.quick(duration=2.0, warmup=0.5, interval=0.2), server=memcached.address)
+    # The stationarity check (two tests at 5 % on two series) calls about 1 clean run in 20
+    # non-stationary by chance (3 % per series measured on white noise; 1 of 30 series of
+    # real quick runs here): a run is taken again once, and two such runs in a row fail.
+    def stationary_run(**kw: float) -> Any:
+        r = load(LoadSpec.quick(duration=2.0, warmup=0.5, interval=0.2, **kw),
+                 server=memcached.address)
+        if r.validity and r.validity["checks"]["stationary"]["status"] == "fail":
+            r = load(LoadSpec.quick(duration=2.0, warmup=0.5, interval=0.2, **kw),
+                     server=memcached.address)
+        return r
+
+    closed = stationary_run()
     v = closed.validity
     assert v is not None and v["checks"]["stationary"]["status"] == "pass", v
     # On a quiet machine VALID; on one shared with other work, latencies stay correlated
@@ -141,8 +154,7 @@ def test_a_real_closed_loop_run_is_valid_and_an_open_loop_one_is_valid_or_says_t
         assert closed.render().splitlines()[0].startswith("INVALID: latencies not independent")
     else:
         assert closed.render().splitlines()[0].startswith("VALID")
-    opened = load(LoadSpec.quick(duration=2.0, warmup=0.5, interval=0.2, rate=2000),
-                  server=memcached.address)
+    opened = stationary_run(rate=2000)
     v = opened.validity
     q = opened.client["queueing"]
     assert v is not None and v["checks"]["rate"]["status"] == "pass", v

@@ -111,7 +111,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "was down that long (default 100)")
     w.add_argument("--precision", type=_precision, metavar="P%",
                    help="stop once the measured p99's 95 %% interval is within ±P %% of it "
-                   "(above 0 and below 100, e.g. 5%%), checked at each interval end; "
+                   "(above 0 and below 100, e.g. 5%%; below 1 the %% sign is required), "
+                   "checked at each interval end; "
                    "--duration is the time cap (docs/load.md, \"Percentile intervals and "
                    "precision\")")
     w.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),

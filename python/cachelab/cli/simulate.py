@@ -68,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("request traces")
     g.add_argument("--strategies", metavar="LIST", help="strategies to compare (see above)")
     g.add_argument(
-        "--model", default=lib.DEFAULT_MODEL, metavar="NAME|FILE",
+        "--model", metavar="NAME|FILE",
         help="latency model: a profile.json (or a directory holding one) from `cachelab "
         f"profile`, or a built-in profile (default {lib.DEFAULT_MODEL})",
     )
@@ -180,11 +180,11 @@ def _bar(bar: Progress) -> Any:
 def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:
     """Flags -> the checked spec of a request-level simulation."""
     _reject_flat_options(args)
-    if args.server is not None and args.model != lib.DEFAULT_MODEL:
+    if args.server is not None and args.model is not None:
         raise UsageError("--model and --server: --server measures the model; give one")
     spec = lib.SimulateSpec(
         strategies=_strategies(args.strategies),
-        model=args.model,
+        model=args.model or lib.DEFAULT_MODEL,
         train=args.train,
         draws=args.draws if args.draws is not None else (3 if args.quick else 5),
         seed=args.seed,

@@ -33,8 +33,9 @@ TARGET_KEY = "99"
 
 
 def parse_precision(text: str | float | None) -> float | None:
-    """``"5%"`` (or ``5``) -> 0.05: a target relative half-width, above 0 and below 100 %.
-    UsageError otherwise."""
+    """``"5%"`` (or ``5``) -> 0.05: a target relative half-width, above 0 and below 100 %
+    (below 1, the % sign is required: ``0.05`` alone could be a share). UsageError
+    otherwise."""
     if text is None:
         return None
     raw = str(text).strip()
@@ -46,6 +47,10 @@ def parse_precision(text: str | float | None) -> float | None:
     if not 0.0 < value < 100.0:
         raise UsageError(f"--precision {raw!r}: give a percentage above 0 and below 100, "
                          "e.g. 5%")
+    if not raw.endswith("%") and value < 1.0:
+        # 0.05 could mean 5 % (a share) or 0.05 %: say which.
+        raise UsageError(f"--precision {raw!r}: below 1, give the % sign (5% for a share of "
+                         f"0.05; {raw}% for {raw} %)")
     return value / 100.0
 
 
@@ -76,6 +81,8 @@ def run_intervals(entry: Mapping[str, Any],
     ranges = None
     if basis_["effective"] and entry.get("histogram"):
         ranges = intervals(entry["histogram"], basis_["effective"], SHOWN)
+    elif basis_["withheld"] is None:
+        basis_["withheld"] = "no latencies"
     eff = basis_["effective"] or n
     return {"basis": basis_, "ranges": ranges,
             "tail": {k: tail_samples(eff, p) for k, p in SHOWN.items()}}

@@ -16,6 +16,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import CachelabError
+from cachelab.servers import on_this_machine
 
 __all__ = ["Snapshots", "schedstat"]
 
@@ -86,8 +87,7 @@ def schedstat(pid: int) -> dict[str, int] | None:
 def _local_pid(address: str, stats: Mapping[str, str]) -> int | None:
     """The pid of a memcached on this machine whose schedstat can be read (the engine's
     rule: a loopback or Unix-socket address, and a process named memcached), else None."""
-    host = address.rsplit(":", 1)[0] if not address.startswith("unix:") else "unix"
-    if not (host in ("unix", "localhost", "[::1]", "::1") or host.startswith("127.")):
+    if not on_this_machine(address):
         return None
     pid = str(stats.get("pid", ""))
     if not pid.isdigit():

@@ -72,9 +72,10 @@ def render_profile(p: Any) -> str:
             footer.append(("misses", [str(c.misses) for c in cells]))
         lines += ["", percentile_table(title, list(iter_table_columns(p, op)), footer=footer)]
     if any(c.intervals for c in p.cells):
-        lines += ["", "CI: the 95 % interval of a percentile, relative to it (order statistics of "
-                  "independent samples); n/a (k): too few samples beyond that percentile to "
-                  "give one (k of them)."]
+        lines += ["", "CI: the 95 % interval of a percentile, relative to it (order statistics, "
+                  "the samples assumed independent: each is a fresh key, taken interleaved "
+                  "with the other cells'; not tested); n/a (k): too few samples beyond that "
+                  "percentile to give one (k of them)."]
     errors: dict[str, int] = {}
     for c in p.cells:
         for k, n in c.errors.items():

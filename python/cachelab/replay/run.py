@@ -38,7 +38,7 @@ from cachelab.replay.footprint import replay_writes
 from cachelab.replay.result import ReplayResult
 from cachelab.replay.sampler import Sampler, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
-from cachelab.servers import ServerOptions, serve
+from cachelab.servers import ServerOptions, on_this_machine, serve
 from cachelab.simulation import latency_model
 from cachelab.tiered import MemcachedTier, TieredCache
 
@@ -104,8 +104,7 @@ def replay(
 def _server_cpu(address: str, timeout: float) -> float | None:
     """The CPU seconds a memcached on this machine has used (its ``stats`` rusage); None for
     one elsewhere (its CPU is not this machine's) or one that does not answer."""
-    host = address.rsplit(":", 1)[0] if not address.startswith("unix:") else "localhost"
-    if not (host.startswith("127.") or host in ("localhost", "[::1]", "::1")):
+    if not on_this_machine(address):
         return None
     try:
         with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:

@@ -24,7 +24,7 @@ from cachelab.load.precision import basis, merged_p99_interval
 from cachelab.raycluster import RayOptions, connected
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.spec import ScaleSpec
-from cachelab.servers import ServerOptions, Target
+from cachelab.servers import ServerOptions, Target, on_this_machine
 from cachelab.tls import describe_tls
 from cachelab.units import pct_key
 from cachelab.usl import MIN_POINTS, fit_usl
@@ -244,7 +244,7 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
     """What sharing this machine's CPUs does to the fit, when it does something."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cpus = cpus or 1
-    local = server.get("private") or _on_this_machine(str(server.get("address", "")))
+    local = server.get("private") or on_this_machine(str(server.get("address", "")))
     out = []
     if spec.vary == "server-threads":
         top = max(spec.points)
@@ -259,7 +259,7 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
         client = f"client ({client_threads} load thread(s))"
         sharing, taken = f"{client} and server ({server_threads} worker thread(s))", "memcached"
         if server.get("proxy"):
-            here = [b for b in server.get("behind", []) if _on_this_machine(b)]
+            here = [b for b in server.get("behind", []) if on_this_machine(b)]
             sharing = (f"{client}, the proxy and {len(here)} server(s) behind it" if here
                        else f"{client} and the proxy")
             taken = "the proxy" + (" and memcached" if here else "")
@@ -270,11 +270,6 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
             "Measure from another machine to separate them."
         )
     return out
-
-
-def _on_this_machine(address: str) -> bool:
-    """Whether ``address`` is a loopback or Unix-socket address (a server on this machine)."""
-    return address.startswith(("127.", "localhost", "unix:", "[::1]"))
 
 
 def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[str, Any]]:

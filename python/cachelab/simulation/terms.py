@@ -5,7 +5,7 @@ keys). Per request, with the latency model's medians:
 
 - **round trips** — round trips × the median of the smallest get (a round trip's fixed cost);
 - **keys** — keys beyond the first in each multi-get × the model's per-key slope (median of the
-  largest multi-get cell less the 1-key cell, over the keys between them);
+  largest multi-get cell less the smallest's, over the keys between them);
 - **bytes** — bytes fetched × the per-byte slope of the get cells' medians (largest size less
   smallest, over the bytes between them);
 - **spread** — the rest: how far the request's draws fell from those medians (the tail; can

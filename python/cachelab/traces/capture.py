@@ -322,8 +322,9 @@ class _Merge:
     """Members' batches into the writer. One member: as they come. A pool: connection and
     request ids made unique per member, and rows written in time order: a row is written once
     every member still streaming has shown a later time (a member whose last read brought
-    nothing does not hold the others back), or when more than :data:`_MERGE_ROWS` wait.
-    Times of a pool are the members' own clocks less the earliest time seen."""
+    nothing does not hold the others back; one not heard from yet does), or when more than
+    :data:`_MERGE_ROWS` wait. Times of a pool are the members' own clocks less the earliest
+    time seen."""
 
     def __init__(self, writer: _Writer, members: list[str], max_events: int) -> None:
         self.writer = writer
@@ -331,7 +332,10 @@ class _Merge:
         self.max_events = max_events
         self.pending: list[pa.Table] = []
         self.waiting = 0
-        self.latest: list[float | None] = [None] * self.n
+        # Per member: the latest time it brought; -inf until it has been heard from (it holds
+        # the others back, so the first rows written, and t0, are the earliest of all); None
+        # once a read brought nothing (idle: it holds nothing back).
+        self.latest: list[float | None] = [-math.inf] * self.n
         self.t0: float | None = None
 
     def add(self, i: int, table: pa.Table) -> None:
