@@ -33,6 +33,7 @@ from cachelab.simulation.flat_run import (
 )
 from cachelab.simulation.model import LatencyModel
 from cachelab.simulation.request import SimulateSpec, SimulationResult, simulate
+from cachelab.simulation.terms import cost_terms
 from cachelab.traces import RequestTrace
 
 __all__ = ["simulate_flat_trace_on_ray", "simulate_on_ray"]
@@ -46,10 +47,12 @@ _LOADED: dict[str, Any] = {}
 
 def _request_task(trace: RequestTrace, model: LatencyModel, strategy: str,
                   spec: SimulateSpec) -> dict[str, Any]:
-    """One strategy, every draw (a Ray task)."""
-    return _core.simulate_requests(trace.to_core(), model.to_core(), [strategy],
-                                   train=spec.train, draws=spec.draws, seed=spec.seed,
-                                   threads=1)[0]
+    """One strategy, every draw, and its cost terms (a Ray task)."""
+    result = _core.simulate_requests(trace.to_core(), model.to_core(), [strategy],
+                                     train=spec.train, draws=spec.draws, seed=spec.seed,
+                                     threads=1)[0]
+    result["terms"] = cost_terms(trace, model, strategy, train=spec.train, seed=spec.seed)
+    return result
 
 
 def _flat_trace(source: tuple[str, Any, str], fmt: str | None) -> _core.FlatTrace:

@@ -255,7 +255,9 @@ def simulate(
     started = time.perf_counter()
     raw = (runner or _simulate_here)(trace, model, canonical, spec)
     for strategy, result in zip(canonical, raw):
-        result["terms"] = cost_terms(trace, model, strategy, train=spec.train, seed=spec.seed)
+        if "terms" not in result:  # (a runner may have computed them where it ran)
+            result["terms"] = cost_terms(trace, model, strategy, train=spec.train,
+                                         seed=spec.seed)
     elapsed = time.perf_counter() - started
     names = list(trace.route_names)
     for result in raw:
