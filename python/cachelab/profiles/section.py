@@ -72,14 +72,14 @@ def section(art: Artifact, ctx: Context) -> Section:
         if not cs:
             continue
         header = ["percentile", *(cell_label(c) for c in cs)]
-        shown = [shown_percentiles(Cell.from_dict(c, str(art.path))) for c in cs]
+        parsed = [Cell.from_dict(c, str(art.path)) for c in cs]
+        shown = [shown_percentiles(c) for c in parsed]
         rows = [[("p" + r) if r != "max" else "max",
                  *(v if isinstance(v := col.get(r), str) else dur(v) if v is not None else "—"
                    for col in shown)]
                 for r in TABLE_ROWS]
         rows.append(["samples", *(str(c.get("samples", 0)) for c in cs)])
-        if any(c.get("intervals") for c in cs):
-            parsed = [Cell.from_dict(c, str(art.path)) for c in cs]
+        if any(c.intervals for c in parsed):
             rows += [[f"p{r} 95 % CI", *(interval_text(c, r) for c in parsed)] for r in CI_ROWS]
         if floor_ns:
             rows.append(["p50 / floor", *(times(c["percentiles"].get("50", 0), floor_ns)
