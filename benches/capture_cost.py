@@ -8,8 +8,11 @@ with its Rust reader (*watched, rust reader*, the default) or its Python one (*w
 python reader*, ``--reader python``, the reference the Rust one replaced). Reported per
 contender (median over rounds, min–max): the server's CPU per request (from its
 ``/proc/PID/task/*/schedstat``, as ``load`` reads it), the corrected
-p50/p99/p99.9, and for the watched rounds the lines the capture lost (the server skipped them
-because the reader fell behind) out of those produced.
+p50/p99/p99.9, and for the watched rounds the lines the capture lost out of those produced, and
+how many of them the server dropped before any reader could see them (``log_worker_dropped``:
+its worker threads' log buffers, ``-o worker_logbuf_size``, default 64 KB, were full because
+its logger thread fell behind); the rest it skipped because the reader fell behind.
+``--server-args`` passes memcached options, e.g. ``-o worker_logbuf_size=1024``.
 
 ``--pin`` puts memcached on CPU 0 and the load client and the capture on CPU 1 (they compete
 for it: the capture's own cost shows as lost lines, not as server CPU). ``--record`` writes
@@ -56,6 +59,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=20_000.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--pin", action="store_true")
+    ap.add_argument("--server-args", default="",
+                    help="extra memcached arguments, e.g. '-o worker_logbuf_size=1024'")
     ap.add_argument("--record", action="store_true")
     args = ap.parse_args()
     if args.pin:
@@ -65,7 +70,8 @@ def main() -> int:
                     mix={"get": 0.9, "set": 0.1}, seed=1)
     env = {**os.environ, "PYTHONPATH": str(Path(cachelab.__file__).resolve().parents[1])}
     rows: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
-    with PrivateMemcached(threads=2, cpus="0" if args.pin else None) as mc, \
+    with PrivateMemcached(threads=2, cpus="0" if args.pin else None,
+                          extra_args=args.server_args.split()) as mc, \
             tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for name in CONTENDERS[r % 3:] + CONTENDERS[:r % 3]:
@@ -92,7 +98,10 @@ def main() -> int:
                 cap = json.loads(stdout)
                 d = cap["server"]["deltas"]
                 produced = d.get("log_watcher_sent", 0) + cap["lost"]
-                row.update(lost=cap["lost"], produced=produced)
+                # Where they were lost: in the server's worker log buffers (its logger thread
+                # fell behind), or skipped for this watcher (the capture fell behind).
+                row.update(lost=cap["lost"], produced=produced,
+                           worker_dropped=d.get("log_worker_dropped", 0))
                 rows[name].append(row)
         argv = " ".join(mc.argv)
 
@@ -104,10 +113,11 @@ def main() -> int:
                 f"({fmt.format(min(vals))}–{fmt.format(max(vals))})")
 
     head = ["contender", "achieved/s", "held", "server CPU µs/op", "p50 µs", "p99 µs",
-            "p99.9 µs", "lines lost / produced"]
+            "p99.9 µs", "lines lost / produced (of them dropped in the server's worker buffers)"]
     table = []
     for name in CONTENDERS:
-        lost = "; ".join(f"{r['lost']:,}/{r['produced']:,}" for r in rows[name] if "lost" in r)
+        lost = "; ".join(f"{r['lost']:,}/{r['produced']:,} ({r.get('worker_dropped', 0):,} in "
+                         "the server)" for r in rows[name] if "lost" in r)
         table.append([name, cell(name, "achieved", "{:.0f}"),
                       f"{sum(r['held'] for r in rows[name])}/{len(rows[name])}",
                       cell(name, "server_cpu_us_per_op", "{:.2f}"), cell(name, "p50_us"),
