@@ -292,7 +292,7 @@ def result_from_outcome(
         late_sends=int(outcome.get("late_sends") or 0),
         late_threshold_ns=int(outcome.get("late_threshold_ns") or 0),
         stalls=outcome["stalls"], warmup_s=float(spec.warmup))
-    with_intervals(measured, verdict["checks"]["independent"])
+    with_intervals(measured, verdict["checks"]["independent"], outcome.get("samples"))
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),
