@@ -130,7 +130,8 @@ def spread(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _why(label: str, status: str, q: float, df: int, p: float, i2: float, low: float,
          high: float, log: bool) -> str:
     span = (f"{us(low)}–{us(high)} µs" if log else f"{low:,.0f}–{high:,.0f}/s")
-    stat = f"Cochran's Q {q:.3g} on {df} df, p {p:.2g}; {i2:.0%} of the spread between runs"
+    p_text = f"p {p:.2g}" if p > 0 else "p < 1e-300"
+    stat = f"Cochran's Q {q:.3g} on {df} df, {p_text}; {i2:.0%} of the spread between runs"
     if status == "disagree":
         return (f"RUNS DISAGREE: {label} differs between repeats more than their within-run "
                 f"intervals allow ({span}; {stat})")
