@@ -18,11 +18,16 @@ latencies of one loaded connection often are not) says so next to the interval.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
+
+import numpy as np
 
 import cachelab._core as _core
 
-__all__ = ["LEVEL", "interval", "intervals", "ranks", "tail_samples"]
+__all__ = ["LEVEL", "block_length", "dependence", "effective", "interval", "intervals", "ranks",
+           "tail_samples"]
 
 #: The intervals' confidence level.
 LEVEL = 0.95
@@ -38,13 +43,16 @@ def ranks(n: int, percentile: float, level: float = LEVEL) -> tuple[int, int] | 
     if n < 1 or not 0.0 < percentile < 100.0:
         return None
     # deferred: scipy.stats takes ~0.3 s to import; only intervals need it
+    from scipy.special import bdtr
     from scipy.stats import binom
 
     p, a = percentile / 100.0, (1.0 - level) / 2.0
     lo, hi = int(binom.ppf(a, n, p)), int(binom.ppf(1.0 - a, n, p)) + 1
 
     def coverage(l_: int, u_: int) -> float:
-        return float(binom.cdf(u_ - 1, n, p) - binom.cdf(l_ - 1, n, p))
+        # bdtr(k, n, p) = P(Binomial(n, p) <= k), as binom.cdf for k >= 0, without its
+        # per-call overhead (a dependent series' effective n differs from run to run)
+        return float(bdtr(u_ - 1, n, p) - bdtr(l_ - 1, n, p))
 
     best = None
     for l_ in (lo, lo + 1):
@@ -85,3 +93,97 @@ def intervals(histogram: str, n: int, percentiles: dict[str, float],
         iv = interval(histogram, n, pct, level)
         out[key] = None if iv is None else [iv[0], iv[1]]
     return out
+
+
+# -- dependent samples: the moving-block bootstrap ----------------------------------------------
+#
+# A sample quantile's error is, to first order, the error of the empirical distribution function
+# at the quantile divided by the density there (Bahadur's representation), so dependence enters
+# the interval only through the variance of the mean of the indicator series 1{x_t ≤ q}. For
+# independent samples that variance is p(1 − p) / n, which the order-statistic ranks above
+# encode. For a dependent series the moving-block bootstrap (Künsch 1989) estimates it: its
+# variance of the mean is exactly ``var(block means) / (n / b)`` over every block of ``b``
+# consecutive values (the ideal bootstrap, no resampling noise). The ratio ``d`` of that
+# variance to p(1 − p) / n says how many samples count as one: the interval is then the
+# order-statistic one of ``n / d`` effective samples, read from the whole distribution — the
+# same construction as thinning, with ``d`` estimated instead of found by a test.
+
+
+def block_length(segments: Sequence[np.ndarray]) -> int:
+    """:func:`_politis_white`'s block length."""
+    return _politis_white(segments)[0]
+
+
+def _politis_white(segments: Sequence[np.ndarray]) -> tuple[int, float]:
+    """The block length for a moving- (or circular-) block bootstrap of the mean of a series
+    given as ``segments`` of consecutive values (autocovariances pooled over the segments, none
+    across their joins): Politis & White (2004), "Automatic block-length selection for the
+    dependent bootstrap", Econometric Reviews 23(1), with the correction of Patton, Politis &
+    White (2009), Econometric Reviews 28(4) (D_CB = 4/3 ĝ(0)²).
+
+    The correlogram is cut at m̂, the smallest lag after which K_N = max(5, ⌈√log10 n⌉)
+    consecutive autocorrelations are all within ±2 √(log10 n / n); the flat-top (trapezoid)
+    kernel over M = 2 m̂ lags estimates G = Σ λ(k/M) |k| R(k) and ĝ(0) = Σ λ(k/M) R(k), and
+    b = (2 G² / D_CB)^(1/3) n^(1/3), at most min(3 √n, n / 3) and the shortest segment."""
+    xs = [np.asarray(s, dtype=np.float64) for s in segments if len(s) > 1]
+    n = sum(len(s) for s in xs)
+    if n < 8:
+        return 1, 0.0
+    mean = float(np.concatenate(xs).mean())
+    eps = [s - mean for s in xs]
+    kn = max(5, math.ceil(math.sqrt(math.log10(n))))
+    shortest = min(len(s) for s in xs)
+    m_max = min(math.ceil(math.sqrt(n)) + kn, shortest - 1)
+    acv = np.array([sum(float(e[k:] @ e[:len(e) - k]) for e in eps) / n
+                    for k in range(m_max + 1)])
+    if acv[0] <= 0:
+        return 1, 0.0
+    rho = np.abs(acv / acv[0])
+    crit = 2.0 * math.sqrt(math.log10(n) / n)
+    m_hat = m_max
+    for m in range(0, m_max - kn + 1):
+        if np.all(rho[m + 1:m + kn + 1] < crit):
+            m_hat = m
+            break
+    big_m = min(2 * max(m_hat, 1), m_max)
+    k = np.arange(1, big_m + 1)
+    t = k / big_m
+    lam = np.where(t <= 0.5, 1.0, 2.0 * (1.0 - t))
+    g = 2.0 * float(np.sum(lam * k * acv[1:big_m + 1]))
+    g0 = acv[0] + 2.0 * float(np.sum(lam * acv[1:big_m + 1]))
+    d_cb = 4.0 / 3.0 * g0 ** 2
+    if g == 0.0 or d_cb == 0.0:
+        return 1, g
+    b = (2.0 * g ** 2 / d_cb) ** (1.0 / 3.0) * n ** (1.0 / 3.0)
+    b_max = math.ceil(min(3.0 * math.sqrt(n), n / 3.0))
+    return max(1, min(round(b), b_max, shortest)), g
+
+
+def dependence(segments: Sequence[np.ndarray], percentile: float) -> dict[str, Any] | None:
+    """How dependent a series (``segments`` of consecutive values) is at ``percentile``:
+    ``{"block": b, "factor": d}``, ``d`` the moving-block bootstrap's variance of the share
+    of values at or below the series' own ``percentile`` over the independent one
+    (p(1 − p) / n), at least 1 (dependence never narrows an interval); ``b`` from
+    :func:`block_length` on the indicator series. None when no value lies beyond it."""
+    xs = [np.asarray(s, dtype=np.float64) for s in segments if len(s) > 0]
+    if not xs:
+        return None
+    q = float(np.quantile(np.concatenate(xs), percentile / 100.0, method="inverted_cdf"))
+    ind = [(x <= q).astype(np.float64) for x in xs]
+    p = float(np.concatenate(ind).mean())
+    if p <= 0.0 or p >= 1.0:
+        return None
+    b, g = _politis_white(ind)
+    means = []
+    for s in ind:
+        if len(s) >= b:
+            c = np.concatenate(([0.0], np.cumsum(s)))
+            means.append((c[b:] - c[:-b]) / b)
+    every = np.concatenate(means)
+    factor = (b * float(np.var(every)) + g / b) / (p * (1.0 - p))
+    return {"block": b, "factor": round(max(1.0, factor), 4)}
+
+
+def effective(n: int, factor: float) -> int:
+    """The samples ``n`` dependent ones count for, given their :func:`dependence` factor."""
+    return int(n / max(1.0, factor))

@@ -12,7 +12,7 @@ import pytest
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
-from cachelab.load import LoadSpec, load, parse_precision, run_intervals
+from cachelab.load import LoadSpec, load, parse_precision, precision, run_intervals
 from cachelab.load.precision import merged_p99_interval, p99_interval_text
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab, one_error_line
@@ -144,3 +144,62 @@ def test_precision_is_refused_for_a_run_from_ray_agents() -> None:
 
     with pytest.raises(UsageError, match="--precision is for a local run"):
         load_on_ray(LoadSpec(precision=0.05), RayOptions(agents=2), server="127.0.0.1:1")
+
+
+def engine_samples(series: list[np.ndarray]) -> dict:
+    """The engine's ``samples`` record (crates/load/src/record.rs) holding ``series`` as
+    blocks of consecutive latencies (ns), 1 µs apart."""
+    block, t, v = [], [], []
+    for b, s in enumerate(series):
+        block += [b] * len(s)
+        t += list(range(b * 10**9, b * 10**9 + 1000 * len(s), 1000))
+        v += [int(x) for x in s]
+    return {"replies": {"offered": len(v), "block": block, "t_ns": t, "value_ns": v}}
+
+
+def test_dependent_latencies_get_block_bootstrap_intervals_independent_ones_order_statistics(
+) -> None:
+    """Latencies that fail the independence check get intervals from the block bootstrap's
+    effective samples (wider than the naive ones), said as such; independent ones keep the
+    order statistics, whatever samples are at hand."""
+    rng = np.random.default_rng(5)
+    x = np.zeros(8 * 1024)
+    e = rng.standard_normal(len(x))
+    for i in range(1, len(x)):  # AR(1), φ = 0.8: strongly dependent
+        x[i] = 0.8 * x[i - 1] + e[i]
+    values = (np.exp(0.3 * x) * 100_000).astype(int)
+    entry = {"count": len(values), "histogram": _core.hist_from_values(values.tolist())}
+    samples = engine_samples(list(values.reshape(8, 1024)))
+    fail = {"status": "fail", "thinning": None, "tried": [{"k": 64}]}
+    factors = precision.dependence_factors(samples)
+    assert factors is not None and factors["50"]["factor"] > 3 and factors["50"]["block"] > 5
+    boot = run_intervals(entry, fail, factors)
+    assert boot["basis"]["method"] == "block bootstrap" and boot["basis"]["withheld"] is None
+    naive = run_intervals(entry, {"status": "pass", "thinning": 1})
+    assert naive["basis"]["method"] == "order statistics"
+    for key in ("50", "99"):
+        (lo, hi), (nlo, nhi) = boot["ranges"][key], naive["ranges"][key]
+        assert lo <= nlo and hi >= nhi and hi - lo > nhi - nlo
+    assert "block bootstrap" in "\n".join(precision.interval_lines({"uncorrected": {
+        **entry, "intervals": boot}}, open_loop=False))
+    # independent: the samples are not used
+    totals = {"uncorrected": dict(entry)}
+    precision.with_intervals(totals, {"status": "pass", "thinning": 2}, samples)
+    basis = totals["uncorrected"]["intervals"]["basis"]
+    assert basis["method"] == "order statistics, thinned 1 in 2" and "factors" not in basis
+    # without samples (a run merged from agents) a dependent run's interval is still withheld
+    totals = {"uncorrected": dict(entry)}
+    precision.with_intervals(totals, fail, None)
+    assert totals["uncorrected"]["intervals"]["ranges"] is None
+
+
+def test_a_real_run_always_says_how_its_intervals_were_made(memcached: PrivateMemcached) -> None:
+    """Pipelined closed loop (consecutive latencies often dependent): whatever the verdict,
+    the p50 and p99 have intervals, and their method matches the independence check."""
+    r = load(LoadSpec(duration=1.0, warmup=0.2, connections=2, pipeline=8, key_space=500),
+             server=memcached.address)
+    iv = r.latency()["intervals"]
+    status = r.validity["checks"]["independent"]["status"]
+    assert iv["basis"]["method"].startswith(
+        "order statistics" if status == "pass" else "block bootstrap"), (status, iv["basis"])
+    assert iv["ranges"]["50"] is not None and iv["ranges"]["99"] is not None

@@ -45,7 +45,7 @@ Examples:
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-           "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision")
+           "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats")
 
 #: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
 #: out of range is refused before anything starts, with the range (``scale`` uses them too).
@@ -115,6 +115,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "checked at each interval end; "
                    "--duration is the time cap (docs/load.md, \"Percentile intervals and "
                    "precision\")")
+    w.add_argument("--repeats", type=common.int_range(1, 100), metavar="N",
+                   help="run the measurement N times with one seed (default 1), restarting the "
+                   "private memcached before each (a user's server is not restarted, and the "
+                   "result says so); every repeat is kept, the table shows the one with the "
+                   "highest p99 and flags RUNS DISAGREE when the repeats differ more than their "
+                   "95 %% intervals allow (docs/load.md, \"Repeats\")")
     w.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),
                    help="seed for keys, sizes and arrivals (default: random)")
     w.add_argument("--busy-poll", type=common.int_range(0, 1000), metavar="US",

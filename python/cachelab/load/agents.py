@@ -228,6 +228,8 @@ def load_on_ray(
     """
     spec.check()
     ray_options.check()
+    if spec.repeats > 1:
+        raise UsageError("--repeats is for a local run: leave out --repeats or --ray")
     if spec.precision is not None:  # each agent would stop on its own share's p99
         raise UsageError("--precision is for a local run: a run from Ray agents has no live "
                          "merged histogram (leave out --precision or --ray)")

@@ -26,6 +26,7 @@ from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import Interrupted, UsageError
 from cachelab.load.footprint import load_writes
 from cachelab.load.precision import Watch, precision_verdict, with_intervals
+from cachelab.load.repeats import combined_validity, repeat_summary, spread, worst
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
@@ -84,6 +85,10 @@ def load(
     """
     spec = _as_spec(spec)
     spec.check()
+    if spec.repeats > 1:
+        return _repeated(spec, server=server, server_options=server_options,
+                         server_pid=server_pid, server_facts=server_facts,
+                         on_progress=on_progress, behind=behind)
     given, members, hidden = run_targets(spec, server, behind)
     first = members[0][0] if members else None
     with servers.serve(first, server_options, memory_mb=memory_mb(spec)) as target:
@@ -134,6 +139,47 @@ def load(
         err.partial = result  # type: ignore[attr-defined]
         raise err
     return result
+
+
+def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
+    """``spec.repeats`` runs of ``spec`` (one seed for all), each against a fresh private
+    memcached when no server is given (:func:`load` starts one per run), else against the
+    same server; the result is the repeat with the highest p99, holding every repeat and
+    their comparison (:mod:`cachelab.load.repeats`). Ctrl-C keeps the repeats done and the
+    interrupted one (shown, so the result says PARTIAL)."""
+    given, _, _ = run_targets(spec, how["server"], how["behind"])
+    restarted = not given
+    one = dataclasses.replace(spec, repeats=1,
+                              seed=spec.seed if spec.seed is not None else secrets.randbits(63))
+    runs: list[dict[str, Any]] = []
+    results: list[LoadResult] = []
+    interrupted = None
+    for i in range(spec.repeats):
+        try:
+            results.append(load(one, **how))
+        except Interrupted as e:
+            interrupted = e
+            results.append(e.partial)  # type: ignore[attr-defined]
+        runs.append(repeat_summary(results[-1].to_dict(), i, restarted=restarted))
+        if interrupted is not None:
+            break
+    comparison = spread(runs)
+    shown = len(results) - 1 if interrupted is not None else worst(runs)
+    out = dataclasses.replace(results[shown])
+    pids = [str(r["server_pid"]) for r in runs if r["server_pid"]]
+    out.repeats = {
+        "count": spec.repeats, "done": len(runs), "shown": shown, "restarted": restarted,
+        "server": ("the private memcached was restarted before each repeat (a fresh process"
+                   + (f": pids {', '.join(pids)})" if pids else ")") if restarted else
+                   "the server was NOT restarted between repeats (not cachelab's own: what "
+                   "one repeat leaves in it is carried into the next)"),
+        "comparison": comparison, "runs": runs}
+    out.spec = {**out.spec, "repeats": spec.repeats}
+    out.validity = combined_validity(out.validity, runs, comparison)
+    if interrupted is not None:
+        interrupted.partial = out  # type: ignore[attr-defined]
+        raise interrupted
+    return out
 
 
 def run_targets(spec: LoadSpec, server: str | Sequence[str] | None,
@@ -292,7 +338,7 @@ def result_from_outcome(
         late_sends=int(outcome.get("late_sends") or 0),
         late_threshold_ns=int(outcome.get("late_threshold_ns") or 0),
         stalls=outcome["stalls"], warmup_s=float(spec.warmup))
-    with_intervals(measured, verdict["checks"]["independent"])
+    with_intervals(measured, verdict["checks"]["independent"], outcome.get("samples"))
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),

@@ -6,10 +6,13 @@ The order-statistic interval assumes independent samples. The ``independent`` ch
 (:mod:`cachelab.load.validity`) finds the thinning *k* at which consecutive latencies are
 independent (Spearman at lag *k*); the interval is then computed for the *n / k* effective
 samples (the independent ones a thinned series would keep), read from the whole histogram: wider
-than the naive one, never narrower. When no thinning up to 64 makes them independent, or the
-check could not run (a run merged from agents), no interval is given, and the reason is said
-instead ("latencies not independent (lag-64)"): a block bootstrap would need the run's every
-latency in order, which the engine does not keep.
+than the naive one, never narrower. When no thinning up to 64 makes them independent (or the
+check could not go far enough), the moving-block bootstrap on the engine's blocks of
+consecutive latencies (:func:`cachelab.intervals.dependence`) estimates, for each percentile,
+how many samples count as one (*d*), and the interval is that of *n / d* effective samples
+(``basis.method`` says which: "order statistics", "order statistics, thinned 1 in k" or "block
+bootstrap"). Without the samples (a run merged from agents) no interval is given, and the
+reason is said instead.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
-from cachelab.intervals import interval, intervals, tail_samples
+from cachelab.intervals import dependence, effective, interval, intervals, tail_samples
+from cachelab.load.validity import series_blocks
 from cachelab.units import us
 
-__all__ = ["SHOWN", "Watch", "basis", "half_width", "interval_lines", "merged_p99_interval",
-           "p99_interval_text", "parse_precision", "precision_text", "precision_verdict",
-           "run_intervals", "with_intervals"]
+__all__ = ["SHOWN", "Watch", "basis", "dependence_factors", "half_width", "interval_lines",
+           "merged_p99_interval", "p99_interval_text", "parse_precision", "precision_text",
+           "precision_verdict", "run_intervals", "with_intervals"]
 
 #: The percentiles shown with intervals (key -> percentile).
 SHOWN = {"50": 50.0, "99": 99.0, "99.9": 99.9}
@@ -54,13 +58,35 @@ def parse_precision(text: str | float | None) -> float | None:
     return value / 100.0
 
 
-def basis(n: int, independence: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The samples an interval stands on: ``effective`` (n / k) and ``thinning`` k, or
-    ``withheld`` (why not)."""
+#: The fewest consecutive latencies the block bootstrap is run on.
+MIN_BOOTSTRAP = 200
+
+
+def dependence_factors(samples: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """For each :data:`SHOWN` percentile, the block bootstrap's ``{"block": b, "factor": d}``
+    on the engine's blocks of consecutive latencies (``samples["replies"]`` of the engine's
+    record; None for a percentile without a sample beyond it); None without samples."""
+    segments = [v for _, v in series_blocks((samples or {}).get("replies") or {})]
+    if sum(len(v) for v in segments) < MIN_BOOTSTRAP:
+        return None
+    return {key: dependence(segments, pct) for key, pct in SHOWN.items()}
+
+
+def basis(n: int, independence: Mapping[str, Any] | None,
+          factors: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The samples an interval stands on: ``method``, ``effective`` (n / k, or n / d for the
+    p99 by the block bootstrap's ``factors``) and ``thinning`` k, or ``withheld`` (why
+    not)."""
     check = independence or {"status": "not checked", "why": "no independence check"}
     if check.get("status") == "pass":
         k = int(check.get("thinning") or 1)
-        return {"samples": n, "thinning": k, "effective": n // k, "withheld": None}
+        return {"samples": n, "thinning": k, "effective": n // k, "withheld": None,
+                "method": "order statistics" + (f", thinned 1 in {k}" if k > 1 else "")}
+    if factors:
+        p99 = factors.get(TARGET_KEY)
+        return {"samples": n, "thinning": None, "withheld": None, "method": "block bootstrap",
+                "effective": effective(n, p99["factor"]) if p99 else None,
+                "factors": dict(factors)}
     if check.get("status") == "fail":
         tried = check.get("tried") or [{}]
         lag = tried[-1].get("k", "?")
@@ -70,22 +96,30 @@ def basis(n: int, independence: Mapping[str, Any] | None) -> dict[str, Any]:
             "withheld": f"independence not checked ({check.get('why', '?')})"}
 
 
-def run_intervals(entry: Mapping[str, Any],
-                  independence: Mapping[str, Any] | None) -> dict[str, Any]:
+def run_intervals(entry: Mapping[str, Any], independence: Mapping[str, Any] | None,
+                  factors: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """For one histogram entry of load.json (``count``, ``histogram``): ``{"basis": ...,
     "ranges": {key: [low, high] or None}, "tail": {key: samples beyond}}`` for :data:`SHOWN`
     (``ranges`` None when withheld; a range None when too few samples lie beyond the
-    percentile)."""
+    percentile). Latencies that are not independent get the block bootstrap's effective
+    samples, per percentile, from ``factors`` (:func:`dependence_factors`)."""
     n = int(entry.get("count") or 0)
-    basis_ = basis(n, independence)
+    basis_ = basis(n, independence, factors)
     ranges = None
-    if basis_["effective"] and entry.get("histogram"):
+    tail = {k: tail_samples(basis_["effective"] or n, p) for k, p in SHOWN.items()}
+    if basis_.get("factors") and entry.get("histogram"):
+        ranges = {}
+        for key, pct in SHOWN.items():
+            f = basis_["factors"].get(key)
+            eff = effective(n, f["factor"]) if f else 0
+            tail[key] = tail_samples(eff, pct)
+            iv = interval(entry["histogram"], eff, pct) if eff else None
+            ranges[key] = None if iv is None else [iv[0], iv[1]]
+    elif basis_["effective"] and entry.get("histogram"):
         ranges = intervals(entry["histogram"], basis_["effective"], SHOWN)
     elif basis_["withheld"] is None:
         basis_["withheld"] = "no latencies"
-    eff = basis_["effective"] or n
-    return {"basis": basis_, "ranges": ranges,
-            "tail": {k: tail_samples(eff, p) for k, p in SHOWN.items()}}
+    return {"basis": basis_, "ranges": ranges, "tail": tail}
 
 
 def merged_p99_interval(histogram: str | None,
@@ -115,13 +149,19 @@ def p99_interval_text(iv: Mapping[str, Any] | None) -> str:
     return why.split(" samples")[0] + ")" if why.startswith("n/a (") else "not given"
 
 
-def with_intervals(totals: dict[str, Any], independence: Mapping[str, Any] | None) -> None:
+def with_intervals(totals: dict[str, Any], independence: Mapping[str, Any] | None,
+                   samples: Mapping[str, Any] | None = None) -> None:
     """Adds ``intervals`` (:func:`run_intervals`) to ``totals``' ``corrected`` and
-    ``uncorrected`` entries."""
+    ``uncorrected`` entries; ``samples`` (the engine's record) feeds the block bootstrap when
+    the latencies are not independent. (The samples are the corrected latencies in open
+    loop: their dependence stands for the uncorrected ones' too, as the independence check's
+    verdict does.)"""
+    factors = (dependence_factors(samples)
+               if (independence or {}).get("status") != "pass" else None)
     for name in ("corrected", "uncorrected"):
         entry = totals.get(name)
         if entry:
-            entry["intervals"] = run_intervals(entry, independence)
+            entry["intervals"] = run_intervals(entry, independence, factors)
 
 
 def half_width(entry: Mapping[str, Any], key: str = TARGET_KEY) -> float | None:
@@ -191,10 +231,22 @@ def interval_lines(totals: Mapping[str, Any], open_loop: bool) -> list[str]:
             rng = iv["ranges"].get(key)
             cells.append(f"p{key} " + (f"n/a ({iv['tail'][key]})" if rng is None
                                        else f"{us(rng[0])}–{us(rng[1])}"))
-        k = basis["thinning"]
-        lines.append(f"{label:17}" + ", ".join(cells)
-                     + (f"  ({basis['effective']} effective samples, 1 in {k})" if k > 1 else ""))
+        lines.append(f"{label:17}" + ", ".join(cells) + _basis_note(basis))
     return lines
+
+
+def _basis_note(basis: Mapping[str, Any]) -> str:
+    """How the intervals were made, when not from every sample as independent: thinned, or
+    the block bootstrap (its p99's block length and effective samples)."""
+    k = basis.get("thinning")
+    if k and k > 1:
+        return f"  ({basis['effective']} effective samples, 1 in {k})"
+    p99 = (basis.get("factors") or {}).get(TARGET_KEY)
+    if basis.get("method") == "block bootstrap":
+        return ("  (block bootstrap: latencies not independent; p99 on "
+                + (f"{basis['effective']} effective samples, blocks of {p99['block']})"
+                   if p99 else "no sample beyond it)"))
+    return ""
 
 
 class Watch:

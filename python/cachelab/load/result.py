@@ -13,6 +13,7 @@ from typing import Any
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.load.precision import interval_lines, precision_text
+from cachelab.load.repeats import repeat_lines
 from cachelab.load.spec import OPS
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
@@ -65,6 +66,10 @@ class LoadResult:
     #: ``load --precision``: the target, the p99's final half-width, whether it was reached
     #: and when (:func:`cachelab.load.precision.precision_verdict`); None without a target.
     precision: dict[str, Any] | None = None
+    #: ``load --repeats N``: every repeat (``runs``, each with its whole record), the one
+    #: shown (the highest p99), how the server was treated, and the comparison of the runs'
+    #: spread with their intervals (:mod:`cachelab.load.repeats`); None for a single run.
+    repeats: dict[str, Any] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -87,13 +92,18 @@ class LoadResult:
             "rate_not_held": int(bool(self.schedule and not self.schedule.get("held", True))),
             "agents_lost": len(self.run.get("agents_lost") or ()),
             "members_down": sum(len(m["down"]) for m in self.members or []),
+            # another repeat's errors, lost requests, keys left behind … (the shown one's
+            # are counted above)
+            "repeats_with_problems": sum(
+                1 for i, x in enumerate((self.repeats or {}).get("runs") or [])
+                if i != self.repeats["shown"] and LoadResult.from_dict(x["result"]).problems()),
         }
         return {k: v for k, v in out.items() if v}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         # a plain run's record is as it was
-        for k in ("agents", "pool", "members", "behind", "validity", "precision"):
+        for k in ("agents", "pool", "members", "behind", "validity", "precision", "repeats"):
             if d[k] is None:
                 del d[k]
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
@@ -192,6 +202,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
         + f"; keys {s['key_space']} {s['key_dist']}, values {s['value_size']}",
     ]
     lines += _totals_lines(r)
+    lines += repeat_lines(r.repeats)
     lines += _member_lines(r)
     lines += behind_lines(r.behind)
     lines += _stall_lines(r)

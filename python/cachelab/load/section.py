@@ -7,6 +7,7 @@ from typing import Any
 
 from cachelab.artifacts import Artifact
 from cachelab.load.precision import SHOWN, precision_text
+from cachelab.load.repeats import Z95, comparison_lines
 from cachelab.load.result import LoadResult
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
@@ -76,6 +77,10 @@ def section(art: Artifact, ctx: Context) -> Section:
         sec.body.append(f"<p>{esc(said)}</p>")
         if not r.precision["reached"]:
             sec.notes.append(said)
+    if r.repeats:
+        sec.body.append(repeats_table(r.repeats))
+        for key in r.repeats["comparison"].get("disagree", []):
+            sec.findings.append(r.repeats["comparison"][key]["why"] + ".")
     if d.get("members"):
         sec.body.append(member_table(d))
         for m in d["members"]:
@@ -112,6 +117,26 @@ def section(art: Artifact, ctx: Context) -> Section:
     for k, n in r.problems().items():
         sec.notes.append(f"{n} {k.replace('_', ' ')}")
     return sec
+
+
+def repeats_table(rep: dict[str, Any]) -> str:
+    """``load --repeats``: how the server was treated, one row per repeat (its server's pid,
+    throughput, p50 and p99 with their 95 % intervals, verdict), and the comparison."""
+    rows = []
+    for x in rep["runs"]:
+        m = x["metrics"]
+        t = m["throughput"]
+        cells = [f"{t['value']:,.0f} /s" + (f" ± {Z95 * t['se']:,.0f}" if t.get("se") else "")]
+        for key in ("p50", "p99"):
+            rng = m[key].get("interval")
+            cells.append(dur(m[key].get("value")) + (f" [{dur(rng[0])} – {dur(rng[1])}]"
+                                                    if rng else " [n/a]"))
+        rows.append([str(x["repeat"]) + (" (shown)" if x["repeat"] == rep["shown"] + 1 else ""),
+                     str(x["server_pid"] or "–"), *cells, x["verdict"]])
+    notes = "".join(f"<li>{esc(line)}</li>" for line in comparison_lines(rep["comparison"]))
+    return (f"<p>{len(rep['runs'])} repeats: {esc(rep['server'])}.</p>"
+            + table(["repeat", "server pid", "throughput", "p50 (95 %)", "p99 (95 %)",
+                     "verdict"], rows) + f"<ul>{notes}</ul>")
 
 
 def member_table(d: dict[str, Any]) -> str:

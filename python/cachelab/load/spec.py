@@ -80,6 +80,10 @@ class LoadSpec:
     #: is the cap. None: run the whole duration. See docs/load.md, "Percentile intervals
     #: and precision".
     precision: float | None = None
+    #: Hysteresis: run the measurement this many times (a fresh private memcached for each;
+    #: a user's server is not restarted) and compare the runs' spread with their intervals.
+    #: See docs/load.md, "Repeats".
+    repeats: int = 1
     #: With replies outstanding, each client thread polls its sockets for up to this many µs
     #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
     #: measures, at the price of the CPU spent polling. See docs/load.md.
@@ -181,6 +185,10 @@ class LoadSpec:
             raise UsageError(f"duration must be a positive number of seconds: {self.duration!r}")
         if self.requests is not None:
             _int("requests", self.requests, 1)
+        if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or \
+                not 1 <= self.repeats <= 100:
+            raise UsageError(f"repeats must be a whole number from 1 to 100, not "
+                             f"{self.repeats!r}")
         if self.precision is not None:
             if not _number(self.precision) or not 0 < self.precision < 1:
                 raise UsageError("precision must be a share above 0 and below 1 (0.05: ±5 %), "

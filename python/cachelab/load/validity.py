@@ -38,7 +38,7 @@ import numpy as np
 
 __all__ = ["CHECKS", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "THROUGHPUT_CHECKS",
            "arrivals_check", "headline", "independence_check", "late_check", "rate_check",
-           "stationarity_check", "validity"]
+           "series_blocks", "stationarity_check", "validity"]
 
 #: The checks, worst first: the order of the reasons.
 CHECKS = ("rate", "stationary", "late", "independent", "arrivals")
@@ -69,7 +69,7 @@ def _evenly(x: np.ndarray, most: int = MAX_TESTED) -> np.ndarray:
     return x[np.linspace(0, len(x) - 1, most).round().astype(int)]
 
 
-def _blocks(samples: Mapping[str, Sequence[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+def series_blocks(samples: Mapping[str, Sequence[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each block's (times, values), in time order."""
     block = np.asarray(samples.get("block") or [], dtype=np.uint64)
     t = np.asarray(samples.get("t_ns") or [], dtype=np.float64)
@@ -285,13 +285,13 @@ def validity(
     else:
         checks["late"] = late_check(int(samples["sends"]["offered"]), late_sends,
                                     late_threshold_ns, int(lateness["max"]))
-    checks["independent"] = (independence_check(_blocks(samples["replies"])) if samples
+    checks["independent"] = (independence_check(series_blocks(samples["replies"])) if samples
                              else _not_checked(merged))
     if not open_loop or arrivals != "poisson":
         checks["arrivals"] = _not_checked("closed loop" if not open_loop
                                           else f"{arrivals} arrivals asked for, not Poisson")
     else:
-        checks["arrivals"] = (arrivals_check(_blocks(samples["sends"])) if samples
+        checks["arrivals"] = (arrivals_check(series_blocks(samples["sends"])) if samples
                               else _not_checked(merged))
     reasons = [checks[c]["why"] for c in CHECKS if checks[c]["status"] == "fail"]
     return {

@@ -123,7 +123,9 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         hist = point["latency"]["histogram"]
         point["latency"]["samples"] = basis(
             int(_core.hist_summary(hist)["count"]) if hist else 0,
-            (v.get("checks") or {}).get("independent"))
+            (v.get("checks") or {}).get("independent"),
+            # the block bootstrap's factors, when the latencies are not independent
+            ((result.latency().get("intervals") or {}).get("basis") or {}).get("factors"))
         point["invalid_reasons"] = list(v.get("reasons") or [])
         point["throughput_reasons"] = list(v.get("throughput_reasons") or [])
         if result.members:
