@@ -201,7 +201,8 @@ class CaptureResult:
         skipped = self.lost - dropped
         if dropped:
             out.append(f"{dropped:,} lines lost in the server: its worker threads' log buffers "
-                       "were full (its logger thread could not keep up)")
+                       "were full (its logger thread could not keep up; memcached -o "
+                       "worker_logbuf_size=KB, default 64, makes them larger)")
         if skipped > 0:
             out.append(f"{skipped:,} lines lost: the server skipped them because the capture "
                        "fell behind")
