@@ -61,6 +61,33 @@ def test_no_prefetch_adds_no_multiget_cells_and_near_cells_are_not_added() -> No
     assert profile_spec_for(base, plain).multi_value_size == base.multi_value_size
 
 
+def test_the_largest_touched_size_is_a_cell_when_beyond_every_cell() -> None:
+    """A value larger than every cell would be extrapolated (and a get's cost per byte grows
+    above ~100 KB): the largest touched size is measured, at most what the server stores."""
+    catalog = [{"item": "big", "size": 900_000, "kind": "video"},
+               {"item": "small", "size": 2000, "kind": "video"}]
+    reqs = [{"request": n, "time": float(n), "instance": 0, "route": "r", "base_ms": 50.0,
+             "items": ["small"] * 9 + ["big"]} for n in range(100)]
+    trace = RequestTrace.from_records(catalog, reqs)
+    base = ProfileSpec(sizes=(100, 1000, 10_000), key_counts=())
+    # The p99 of the touches is the big one itself: its cell is not added twice.
+    issued = issued_cells(trace, ["none"], base=base)
+    assert issued.sizes["max"] == 900_000
+    assert 900_000 in issued.added_sizes and len(set(issued.added_sizes)) == len(
+        issued.added_sizes)
+    # The big item is 1 % of the touches: the p50 (2,000) is added, the p99 (~11,000) is near
+    # the 10,000 cell, and the max joins them.
+    rare = RequestTrace.from_records(catalog, [
+        {**r, "items": ["small"] * 99 + ["big"]} for r in reqs])
+    issued = issued_cells(rare, ["none"], base=base)
+    assert issued.added_sizes == [2000, 900_000]
+    capped = issued_cells(rare, ["none"], base=base, largest=500_000)
+    assert capped.added_sizes == [2000, 500_000]
+    # Within 15 % of the largest cell: extrapolation is short, the max is not added.
+    near = issued_cells(rare, ["none"], base=ProfileSpec(sizes=(2000, 800_000), key_counts=()))
+    assert near.sizes["max"] == 900_000 and max(near.added_sizes) < 800_000
+
+
 def test_simulate_server_profiles_the_issued_cells_and_simulates_with_them(
         tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"

@@ -7,7 +7,10 @@ are counted on the trace — the simulator's own ``request_costs``, which needs 
 and the profile measures what they will ask for:
 
 - **key counts**: the median, p90, p99 and largest multi-get of each prefetching strategy;
-- **value sizes**: the median, p90 and p99 of the sizes of the items requests touch;
+- **value sizes**: the median, p90 and p99 of the sizes of the items requests touch, and the
+  largest when it lies beyond every other cell (above ~100 KB a get's cost per byte grows, so
+  extrapolating from smaller cells under-predicts it: benches/runs/2026-11-27-latency-model.md),
+  at most what the server can store;
 - **the multi-get value size**: the median of the same sizes (the default cells use 1 KB).
 
 A candidate within 15 % of a cell already in the profile (by ratio) is not added: the model's
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 
 import cachelab._core as _core
+from cachelab.capacity import ServerMemory
 from cachelab.profiles import LatencyProfile, ProfileSpec, profile
 from cachelab.profiles.spec import MAX_KEY_COUNT
 from cachelab.simulation.request import default_strategies
@@ -38,6 +42,9 @@ QUANTILES = (50, 90, 99)
 NEAR = 1.15
 #: At most this many cells are added per dimension.
 MAX_ADDED = 6
+#: Bytes of a stored item besides its value, at most (header, CAS, the profile's key): the
+#: largest size cell is the server's item limit less this.
+ITEM_OVERHEAD = 1024
 
 
 @dataclass
@@ -86,9 +93,10 @@ def _choose(candidates: list[int], existing: list[int], limit: int) -> list[int]
 
 
 def issued_cells(trace: RequestTrace, strategies: list[str] | None = None, *, train: float = 0.5,
-                 base: ProfileSpec | None = None) -> IssuedCells:
+                 base: ProfileSpec | None = None, largest: int | None = None) -> IssuedCells:
     """Counts what ``strategies`` (default: simulate's defaults) issue on ``trace``, and the
-    cells to add to ``base`` (default :class:`~cachelab.profiles.ProfileSpec`) to measure it."""
+    cells to add to ``base`` (default :class:`~cachelab.profiles.ProfileSpec`) to measure it;
+    ``largest``: the largest value the server stores (None: no limit)."""
     base = base or ProfileSpec()
     strategies = list(strategies or default_strategies(trace.n_items))
     core_trace = trace.to_core()
@@ -123,6 +131,10 @@ def issued_cells(trace: RequestTrace, strategies: list[str] | None = None, *, tr
         issued.sizes["max"] = int(touched.max())
         issued.added_sizes = _choose([_round2(max(1, v)) for k, v in issued.sizes.items()
                                       if k != "max"], list(base.sizes), MAX_ADDED)
+        cells = [*base.sizes, *issued.added_sizes]
+        top = issued.sizes["max"] if largest is None else min(issued.sizes["max"], largest)
+        if cells and top > max(cells) * NEAR and len(issued.added_sizes) < MAX_ADDED:
+            issued.added_sizes.append(top)
         if issued.multigets and any(v.get("multigets") for v in issued.multigets.values()):
             issued.multi_value_size = _round2(max(1, issued.sizes["p50"]))
     return issued
@@ -151,7 +163,9 @@ def measure_for(trace: RequestTrace, server: str, *, strategies: list[str] | Non
     issued cells under ``client.cells_from_trace``. Ctrl-C raises
     :class:`~cachelab.errors.Interrupted` with the partial profile, as ``profile`` does."""
     base = base or ProfileSpec()
-    issued = issued_cells(trace, strategies, train=train, base=base)
+    # The largest cell a value fits in: the server's item limit less an item's overhead.
+    largest = ServerMemory.read(server).item_size_max - ITEM_OVERHEAD
+    issued = issued_cells(trace, strategies, train=train, base=base, largest=largest)
     result = profile(profile_spec_for(base, issued), server=server, server_facts=server_facts,
                      on_progress=on_progress)
     result.client["cells_from_trace"] = issued.to_dict()
