@@ -28,3 +28,29 @@ def test_rank_sequence_ranks_each_sample_within_its_cell_in_the_order_taken(
     c = TierCell("get", 1, ["k"], latencies=list(range(1, 101)))
     assert rank_sequence([c], [[(0, v) for v in range(1, 101)]])["lag1"] == 1.0
 
+
+
+def test_spin_until_returns_at_or_after_its_deadline_on_either_clock() -> None:
+    """Think time is spun to a deadline, so a loop slower or faster than the rate measured at
+    start-up still ends on time (it ended 2x late in a replay on a busy machine)."""
+    import time
+
+    from cachelab.profiles import spin_until
+    from cachelab.profiles import tier as tier_module
+
+    for cpu, clock in ((True, time.thread_time_ns), (False, time.perf_counter_ns)):
+        key = "cpu" if cpu else "wall"
+        tier_module._spin_rate(cpu)
+        saved = tier_module._SPIN_RATE[key]
+        try:
+            # A rate 10x too high (bursts far too long) and 10x too low (far too short).
+            for wrong in (10.0, 0.1):
+                tier_module._SPIN_RATE[key] = saved * wrong
+                for ns in (3_000, 20_000, 200_000):
+                    deadline = clock() + ns
+                    spin_until(deadline, cpu=cpu)
+                    assert clock() >= deadline
+        finally:
+            tier_module._SPIN_RATE[key] = saved
+        past = clock() - 1_000_000
+        spin_until(past, cpu=cpu)  # already passed: returns at once

@@ -79,3 +79,41 @@ def test_the_terms_are_paid_by_the_simulators_counts() -> None:
     assert costs["prefetch_topic_hit"] == [False, False]
     assert got["walked"] == [3, 0] and got["prefetch_keys"] == [3, 0]
     assert got["scope"] == [4, 1] and got["get"] == [2, 2]
+
+
+def test_the_samplers_think_runs_from_the_last_read_and_a_batch_starts_with_a_primer(
+        memcached) -> None:  # noqa: ANN001 - the shared private memcached fixture
+    """The think time a sample draws is measured, like the application's, from the end of the
+    last read; the first sample of a batch would follow the request's own tail instead, so an
+    untimed read comes first."""
+    import time
+
+    from cachelab.profiles import delete_tier_cells, tier_cells
+    from cachelab.replay.driver import GapTier
+    from cachelab.replay.sampler import Sampler
+
+    shared = {"last": 0, "cpu": 0}
+    tier = GapTier(memcached.address, timeout=2.0, shared=shared)
+    cells = tier_cells(memcached.address, "cachelab:test-sampler", sizes=(100,), key_counts=(),
+                       multi_value_size=100)
+    try:
+        reads: list[tuple[int, int]] = []   # (cpu at the read's start, cpu at the last end)
+        real = tier.sample
+
+        def counted(keys: list[str]) -> tuple[int, int]:
+            reads.append((time.thread_time_ns(), shared["cpu"]))
+            return real(keys)
+
+        tier.sample = counted  # type: ignore[method-assign]
+        tier.cpu_gaps = [300_000]  # every think is 300 µs of CPU
+        sampler = Sampler(tier, cells, samples=6, requests=2, rng=np.random.default_rng(1))
+        tier.sample([cells[0].keys[0]])                   # "the application's last read"
+        reads.clear()
+        sampler.after_request()
+        # One untimed primer, then the 3 samples due after 1 of 2 requests.
+        assert len(reads) == 4 and len(cells[0].latencies) == 3
+        for start, last_end in reads[1:]:
+            assert start - last_end >= 300_000      # a full think after the previous read
+    finally:
+        tier.close()
+        delete_tier_cells(memcached.address, cells, 2.0)

@@ -1,7 +1,7 @@
 """Profiling through a :mod:`cachelab.tiered` tier, from Python, with think time between calls
 (:func:`profile_via_tier`), and the parts ``replay`` uses to do it between its own slices:
 :func:`tier_cells`, :func:`tier_profile`, :func:`delete_tier_cells`, :func:`think_summary`,
-:func:`spin`, :func:`rank_sequence`."""
+:func:`spin`, :func:`spin_until`, :func:`rank_sequence`."""
 
 from __future__ import annotations
 
@@ -29,12 +29,14 @@ from cachelab.profiles.spec import (
 )
 from cachelab.tiered import MemcachedTier
 
+#: Iterations of an empty Python loop per nanosecond, by clock ("cpu", "wall"): measured once,
+#: then kept up to date by every :func:`spin_until` burst.
 _SPIN_RATE: dict[str, float] = {}
 
 
 def _spin_rate(cpu: bool) -> float:
     """Iterations of an empty Python loop per nanosecond of wall (or this thread's CPU) time:
-    the median of 5 timings, measured once."""
+    the median of 5 timings at first use, then what the latest bursts ran at."""
     key = "cpu" if cpu else "wall"
     if key not in _SPIN_RATE:
         clock = time.thread_time_ns if cpu else time.perf_counter_ns
@@ -48,13 +50,42 @@ def _spin_rate(cpu: bool) -> float:
     return _SPIN_RATE[key]
 
 
+#: A burst aims at this share of the time left, so that a loop running slower than the rate
+#: says overshoots by little; the rest is covered by the next bursts.
+_BURST = 0.35
+#: At most this many bursts (clock reads) per :func:`spin_until`.
+_MAX_BURSTS = 64
+
+
+def spin_until(deadline_ns: int, *, cpu: bool = False) -> None:
+    """Busy until ``deadline_ns`` of the clock (this thread's CPU time with ``cpu``, else
+    ``perf_counter_ns``): an application's work between two memcached calls. Interpreter work
+    (an empty loop) in a few bursts, one clock read after each, not a loop reading the clock
+    (on some virtual machines a clock read costs ~0.4 µs, and thousands of them in a row are
+    no application's work). Each burst is sized from the loop's rate and measures it again:
+    the rate changes with what the other CPU does (it was 2× off the rate measured at start-up
+    in a replay on a busy machine, so a fixed count of iterations overshot its think time 2×)."""
+    key = "cpu" if cpu else "wall"
+    clock = time.thread_time_ns if cpu else time.perf_counter_ns
+    rate = _spin_rate(cpu)
+    now = clock()
+    for _ in range(_MAX_BURSTS):
+        left = deadline_ns - now
+        if left <= 0:
+            return
+        n = max(1, int(left * rate * (_BURST if left > 2_000 else 1.0)))
+        for _ in range(n):
+            pass
+        then = clock()
+        if then > now and n >= 100:
+            # what the loop runs at now, smoothed over bursts (the clock read is in it too)
+            rate = _SPIN_RATE[key] = 0.5 * rate + 0.5 * n / (then - now)
+        now = then
+
+
 def spin(ns: int, *, cpu: bool = False) -> None:
-    """Busy for about ``ns`` nanoseconds (of this thread's CPU time with ``cpu``): an
-    application's work between two memcached calls. Interpreter work (an empty loop sized
-    once), not a loop reading the clock: on some virtual machines a clock read costs ~0.4 µs
-    and thousands of them in a row are no application's work."""
-    for _ in range(int(ns * _spin_rate(cpu))):
-        pass
+    """Busy for about ``ns`` nanoseconds from now (see :func:`spin_until`)."""
+    spin_until((time.thread_time_ns() if cpu else time.perf_counter_ns()) + ns, cpu=cpu)
 
 
 @dataclass
@@ -224,18 +255,23 @@ def profile_via_tier(
                 return range(tier.get_list(keys)[1])
         else:
             get_multi = tier.get_multi
+        # The think time runs from the end of the previous call, as the application's did.
+        since = time.thread_time_ns if think_cpu else clock
+        ended = since()
         for n, i in enumerate(order.tolist()):
             cell = cells[i]
             keys = cell.next_keys()
             if waits is not None and waits[n]:
-                spin(int(waits[n]), cpu=think_cpu)
+                spin_until(ended + int(waits[n]), cpu=think_cpu)
             t0 = clock()
             try:
                 got = get_multi(keys)
             except ServerError as e:
                 cell.errors[type(e).__name__] = cell.errors.get(type(e).__name__, 0) + 1
+                ended = since()
                 continue
             t1 = clock()
+            ended = since()
             if cell.calls > warmup:  # the first `warmup` calls of each cell are untimed
                 cell.latencies.append(t1 - t0)
                 cell.misses += len(keys) - len(got)

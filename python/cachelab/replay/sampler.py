@@ -4,12 +4,13 @@ L2 read and connection as the strategy's requests, after think time drawn from t
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
 from cachelab.errors import ServerError
-from cachelab.profiles import spin
+from cachelab.profiles import spin, spin_until
 from cachelab.replay.driver import GapTier, Workload
 
 __all__ = ["SIZE_PERCENTILES", "Sampler", "profile_cells"]
@@ -58,6 +59,8 @@ class Sampler:
         self.done_requests = 0
         self.pos = 0
         self.think: list[int] = []
+        #: An untimed read before each batch of samples (see :meth:`after_request`).
+        self.primer = True
         #: (cell index, ns) of every sample in the order taken, cut into segments of
         #: back-to-back sampling (:meth:`new_segment`).
         self.sequence: list[list[tuple[int, int]]] = [[]]
@@ -77,6 +80,12 @@ class Sampler:
         self.done_requests += requests
         target = len(self.schedule) * self.done_requests // self.requests
         gaps = self.tier.cpu_gaps
+        if self.pos < min(target, len(self.schedule)) and self.primer:
+            # An untimed read first: the first sample would follow the rest of the request
+            # (its work after its last read), a longer gap than the think it draws, and a
+            # read's latency grows with the gap before it. The next gap starts here.
+            with contextlib.suppress(ServerError):  # a failed primer is no sample
+                self.tier.sample(self.cells[0].keys[:1])
         while self.pos < min(target, len(self.schedule)):
             ci = int(self.schedule[self.pos])
             cell = self.cells[ci]
@@ -85,7 +94,13 @@ class Sampler:
             think = int(gaps[int(self.rng.integers(len(gaps)))]) if gaps else 0
             self.think.append(think)
             if think:
-                spin(think, cpu=True)
+                # From the end of the last read, as the application's gaps are measured: the
+                # sampler's own work before the read is part of the think time, not added.
+                shared = self.tier.shared
+                if shared["last"]:
+                    spin_until(shared["cpu"] + think, cpu=True)
+                else:
+                    spin(think, cpu=True)
             try:
                 ns, found = self.tier.sample(keys)
             except ServerError as e:
