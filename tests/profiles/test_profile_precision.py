@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+import cachelab._core as _core
 from cachelab.errors import UsageError
 from cachelab.profiles import LatencyProfile, ProfileSpec, profile
 from cachelab.profiles.pool import profile_pool
-from cachelab.profiles.precise import FIRST_BATCH
+from cachelab.profiles.precise import FIRST_BATCH, next_batch
 from cachelab.run import DEFAULT_PRECISION, RunSpec
 from cachelab.run.steps import profile_spec, scale_spec
 from cachelab.scale import ScaleSpec, scale
@@ -60,6 +61,28 @@ def test_an_impossible_target_runs_to_the_cap_and_says_so(memcached: PrivateMemc
     assert all(set(c["precision"]) == {"half_width", "reached"} for c in d["cells"])
     again = LatencyProfile.from_dict(d)
     assert [c.precision for c in again.cells] == [c.precision for c in p.cells]
+
+
+def test_batches_add_up_to_the_cap(memcached: PrivateMemcached) -> None:
+    cap = FIRST_BATCH + 300  # a second batch of the 300 left
+    p = profile(small(samples=cap, precision=0.0001), server=memcached.address)
+    assert p.precision is not None and p.precision["batches"] == 2
+    for c in p.cells:
+        assert c.samples == cap and _core.hist_summary(c.histogram)["count"] == cap, c.op
+        assert not c.precision["reached"]
+    assert p.run["leftover_keys"] == 0 and not p.problems()
+
+
+@pytest.mark.parametrize(("n", "widest", "left", "want"), [
+    (1000, None, 9000, 1000),      # no interval yet: double
+    (1000, 0.10, 9000, 2000),      # 4× the samples predicted, at most twice so far
+    (1000, 0.051, 9000, 250),      # nearly there: at least a quarter more
+    (1000, 0.06, 9000, 528),       # ((0.06 / 0.05)² − 1) × 1.2 = 0.528 of the 1000
+    (4000, 0.10, 500, 500),        # never past the cap
+])
+def test_thenext_batch_follows_the_half_width(n: int, widest: float | None, left: int,
+                                               want: int) -> None:
+    assert next_batch(n, widest, 0.05, left) == want
 
 
 def test_a_profile_without_a_target_stores_no_precision(memcached: PrivateMemcached) -> None:

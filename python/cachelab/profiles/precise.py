@@ -26,7 +26,7 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.profiles.cell import Cell, with_percentiles
 
-__all__ = ["FIRST_BATCH", "MARGIN", "cell_precision", "not_reached", "precision_line",
+__all__ = ["FIRST_BATCH", "MARGIN", "cell_precision", "next_batch", "not_reached", "precision_line",
            "precision_text", "run_until_precise"]
 
 #: Samples per cell in the first batch (a p99 interval needs a few hundred to exist at all).
@@ -79,7 +79,7 @@ def _merge_cells(into: dict[CellKey, dict[str, Any]], cells: list[dict[str, Any]
             old[name] = int(old.get(name, 0)) + int(c.get(name, 0))
 
 
-def _next_batch(n: int, widest: float | None, target: float, left: int) -> int:
+def next_batch(n: int, widest: float | None, target: float, left: int) -> int:
     """Samples per open cell for the next batch, from ``n`` so far and the widest open
     cell's half-width (None: no interval yet, so double)."""
     want = n if widest is None else math.ceil(n * ((widest / target) ** 2 - 1) * MARGIN)
@@ -125,7 +125,7 @@ def run_until_precise(
             break
         widths = [status[k]["half_width"] for k in open_]
         widest = None if any(w is None for w in widths) else max(widths)
-        batch = _next_batch(n, widest, target, cap - n)
+        batch = next_batch(n, widest, target, cap - n)
     total["cells"] = sorted(merged.values(), key=lambda c: _order(_key(c), spec_dict))
     total["precision"] = {"target": target, "percentile": TARGET_ROW, "cap_samples": cap,
                           "batches": batches}
