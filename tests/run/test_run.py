@@ -39,7 +39,13 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     sim = json.loads((out / "simulate" / "simulate.json").read_text())
     measured = json.loads((out / "profile" / "profile.json").read_text())
     assert sim["model"]["name"] == measured["name"]
+    # the study runs to its precision target, and says how precise each number is
+    assert measured["precision"]["target"] == 0.05
+    assert all("reached" in c["precision"] for c in measured["cells"])
+    scaled = json.loads((out / "scale" / "scale.json").read_text())
+    assert scaled["spec"]["precision"] == 0.05 and all("precision" in r for r in scaled["runs"])
     html = (out / "report.html").read_text()
+    assert "p99 precision" in html and "p99 ±, runs reached" in html
     assert doc["report"] == str(out / "report.html")
     for section in ("s0-run", "-profile", "-scale", "-simulation", "-tiers", "-replay"):
         assert section in html

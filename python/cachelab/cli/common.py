@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from cachelab.artifacts import write_through
 from cachelab.errors import Interrupted, UsageError
+from cachelab.load.precision import parse_precision
 from cachelab.pool import DISTRIBUTIONS, parse_server, read_servers_file
 from cachelab.servers import ServerOptions
 from cachelab.tls import TlsOptions
@@ -94,6 +95,15 @@ def float_range(lo: float, hi: float, *, above: bool = False,
         return value
 
     return number
+
+
+def precision_arg(text: str) -> float:
+    """``--precision``'s type (load, profile, scale, run): ``5%`` -> 0.05 by
+    :func:`cachelab.load.precision.parse_precision`; the refusal says what is allowed."""
+    try:
+        return float(parse_precision(text) or 0.0)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
 
 
 def _num(v: float) -> str:

@@ -109,7 +109,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="list as a stall every stretch in which a reply took MS ms or more "
                    "(from its intended time in open loop), a request timed out, or a connection "
                    "was down that long (default 100)")
-    w.add_argument("--precision", type=_precision, metavar="P%",
+    w.add_argument("--precision", type=common.precision_arg, metavar="P%",
                    help="stop once the measured p99's 95 %% interval is within ±P %% of it "
                    "(above 0 and below 100, e.g. 5%%; below 1 the %% sign is required), "
                    "checked at each interval end; "
@@ -135,14 +135,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)
-
-
-def _precision(text: str) -> float:
-    """``--precision``'s type: ``5%`` -> 0.05; the refusal says what is allowed."""
-    try:
-        return float(lib.parse_precision(text) or 0.0)
-    except UsageError as e:
-        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
 
 
 def spec_from(args: argparse.Namespace) -> lib.LoadSpec:

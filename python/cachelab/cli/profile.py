@@ -62,7 +62,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-get", action="store_true", help="skip the get and set cells")
     p.add_argument(
         "--samples", type=common.int_range(1, MAX_SAMPLES), metavar="N",
-        help="samples kept per cell (default 10000; 500 with --quick)",
+        help="samples kept per cell (default 10000; 500 with --quick); with --precision, "
+        "the most per cell",
+    )
+    p.add_argument(
+        "--precision", type=common.precision_arg, metavar="P%",
+        help="sample each cell until its p99's 95 %% interval is within ±P %% of it (above "
+        "0 and below 100, e.g. 5%%; below 1 the %% sign is required), in batches; --samples "
+        "is then the cap per cell, and a cell that reaches it first says \"precision NOT "
+        "reached\" (docs/load.md, \"Profile: run length by precision\")",
     )
     p.add_argument(
         "--warmup", type=common.int_range(0, MAX_SAMPLES), metavar="N",
@@ -122,6 +130,7 @@ def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
     base.timeout = args.timeout
     base.give_up_after = max(5.0, 5 * args.timeout)
     base.seed = args.seed
+    base.precision = args.precision
     base.tls = common.tls_options(args)
     if args.plain_port is not None and base.tls is None:
         raise UsageError("--plain-port needs --tls (it is the plain TCP listener to compare "

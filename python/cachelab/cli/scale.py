@@ -84,6 +84,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --vary server-threads (default 16; quick 8)")
     p.add_argument("--connections-per-agent", type=CONNECTIONS, metavar="C",
                    help="with --vary agents (default 1)")
+    p.add_argument("--precision", type=common.precision_arg, metavar="P%",
+                   help="each run stops once its p99's 95 %% interval is within ±P %% of it "
+                   "(as load --precision; above 0 and below 100, e.g. 5%%; below 1 the %% "
+                   "sign is required), at most --settle + --window seconds after the warm-up; "
+                   "the point is measured from the steady state to the run's end, and the "
+                   "table shows each point's p99 precision")
     w = p.add_argument_group("workload (as for cachelab load)")
     w.add_argument("--mix", metavar="OP=SHARE,...", help="default get=90,set=10")
     w.add_argument("--key-space", type=KEY_SPACE, metavar="N")
@@ -108,7 +114,7 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     over = {}
     for name in ("vary", "points", "repeats", "warmup", "settle", "window", "interval",
                  "connections_per_thread", "client_connections", "connections_per_agent",
-                 "method", "keep_invalid", "bootstrap", "seed"):
+                 "method", "keep_invalid", "bootstrap", "seed", "precision"):
         v = getattr(args, name)
         if v is not None:
             over[name] = v

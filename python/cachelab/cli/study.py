@@ -60,6 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     # The trace's seed is this one + 1, and traces take seeds below 2**63.
     p.add_argument("--seed", type=common.int_range(0, 2**63 - 2), default=0,
                    help="seed of every random choice (default 0)")
+    p.add_argument("--precision", type=common.precision_arg, metavar="P%",
+                   default=lib.DEFAULT_PRECISION,
+                   help="the p99 precision profile and scale run to (as their --precision: "
+                   "each profile cell sampled until its p99's 95 %% interval is within ±P %%, "
+                   "its samples the cap; each scale run stopped once its p99 is, its window "
+                   f"the cap; default {100 * lib.DEFAULT_PRECISION:g}%%); the report gives "
+                   "each number's precision")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
     common.finish_parser(p, "run", run, server=True)
 
@@ -76,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None and args.requests is not None:
         raise UsageError("give --trace or --requests, not both")
     spec = lib.RunSpec(quick=args.quick, steps=args.steps, seed=args.seed, trace=args.trace,
-                       requests=args.requests, report=not args.no_report)
+                       requests=args.requests, report=not args.no_report,
+                       precision=args.precision)
     spec.check()
     fmt = common.stdout_format(args)
     address = common.server_address(args)

@@ -101,7 +101,8 @@ def load(
         watch = guard_run(spec, members, hidden, core["prefix"],
                           private=bool(facts.get("private")))
         evicting: list[int] = []
-        precise = (Watch(spec.precision, float(spec.interval), float(spec.warmup))
+        precise = (Watch(spec.precision, float(spec.interval),
+                         float(spec.warmup) + float(spec.precision_after))
                    if spec.precision is not None else None)
 
         def watched(progress: Any) -> None:

@@ -26,9 +26,10 @@ from cachelab.intervals import dependence, effective, interval, intervals, tail_
 from cachelab.load.validity import series_blocks
 from cachelab.units import us
 
-__all__ = ["SHOWN", "Watch", "basis", "dependence_factors", "half_width", "interval_lines",
-           "merged_p99_interval", "p99_interval_text", "parse_precision", "precision_text",
-           "precision_verdict", "run_intervals", "with_intervals"]
+__all__ = ["SHOWN", "Watch", "basis", "check_precision", "dependence_factors", "half_width",
+           "interval_lines", "merged_p99_interval", "p99_interval_text", "parse_precision",
+           "point_precision", "point_precision_text", "precision_text", "precision_verdict",
+           "run_intervals", "with_intervals"]
 
 #: The percentiles shown with intervals (key -> percentile).
 SHOWN = {"50": 50.0, "99": 99.0, "99.9": 99.9}
@@ -56,6 +57,17 @@ def parse_precision(text: str | float | None) -> float | None:
         raise UsageError(f"--precision {raw!r}: below 1, give the % sign (5% for a share of "
                          f"0.05; {raw}% for {raw} %)")
     return value / 100.0
+
+
+def check_precision(value: object) -> None:
+    """A spec's ``precision`` (load, profile, scale): None, or a share above 0 and below 1
+    (0.05: ±5 %); UsageError otherwise."""
+    if value is None:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not 0 < value < 1):
+        raise UsageError("precision must be a share above 0 and below 1 (0.05: ±5 %), "
+                         f"not {value!r}")
 
 
 #: The fewest consecutive latencies the block bootstrap is run on.
@@ -137,6 +149,30 @@ def merged_p99_interval(histogram: str | None,
     return {"range": None if rng is None else [rng[0], rng[1]], "effective": n,
             "withheld": None if rng is not None
             else f"n/a ({tail_samples(n, 99.0)} samples beyond the p99)"}
+
+
+def point_precision(target: float, latency: Mapping[str, Any],
+                    runs: list[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """A scale point's precision under ``scale --precision``: the target, the relative
+    half-width of the p99 interval of its runs merged (``latency``: ``p99_interval`` and
+    ``percentiles_ns``; None when withheld), and how many of its runs reached the target on
+    their own (each run's :func:`precision_verdict`)."""
+    rng = (latency.get("p99_interval") or {}).get("range")
+    p99 = (latency.get("percentiles_ns") or {}).get("99")
+    hw = (rng[1] - rng[0]) / 2 / p99 if rng and p99 else None
+    return {"target": target, "half_width": None if hw is None else round(hw, 5),
+            "reached": hw is not None and hw <= target + 1e-12,
+            "runs_reached": sum(bool(r and r.get("reached")) for r in runs),
+            "runs": len(runs)}
+
+
+def point_precision_text(p: Mapping[str, Any] | None) -> str:
+    """A scale point's precision in a table: "±3.1 % 2/2" (merged half-width; runs that
+    reached the target on their own), "n/a 0/2" without an interval, "—" without a target."""
+    if not p:
+        return "—"
+    hw = "n/a" if p["half_width"] is None else f"±{100 * p['half_width']:.2g} %"
+    return f"{hw} {p['runs_reached']}/{p['runs']}"
 
 
 def p99_interval_text(iv: Mapping[str, Any] | None) -> str:

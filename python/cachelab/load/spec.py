@@ -16,6 +16,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
+from cachelab.load.precision import check_precision
 from cachelab.pool import DISTRIBUTIONS, parse_server
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import parse_size
@@ -84,6 +85,10 @@ class LoadSpec:
     #: a user's server is not restarted) and compare the runs' spread with their intervals.
     #: See docs/load.md, "Repeats".
     repeats: int = 1
+    #: With ``precision``: seconds after the warm-up before the precision is watched — the
+    #: latencies it counts start there, so the run lasts at least this long (``scale`` sets
+    #: its ``settle``, so that a run has a steady state to measure before it may stop).
+    precision_after: float = 0.0
     #: With replies outstanding, each client thread polls its sockets for up to this many µs
     #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
     #: measures, at the price of the CPU spent polling. See docs/load.md.
@@ -190,11 +195,12 @@ class LoadSpec:
             raise UsageError(f"repeats must be a whole number from 1 to 100, not "
                              f"{self.repeats!r}")
         if self.precision is not None:
-            if not _number(self.precision) or not 0 < self.precision < 1:
-                raise UsageError("precision must be a share above 0 and below 1 (0.05: ±5 %), "
-                                 f"not {self.precision!r}")
+            check_precision(self.precision)
             if self.duration is None:
                 raise UsageError("precision needs a duration (its time cap), not a request count")
+        if not _number(self.precision_after) or self.precision_after < 0:
+            raise UsageError("precision-after must be a number of seconds >= 0, not "
+                             f"{self.precision_after!r}")
         for name in ("warmup", "interval", "timeout", "connect_timeout", "give_up_after"):
             v = getattr(self, name)
             if not _number(v) or v < 0 or (v == 0 and name != "warmup"):

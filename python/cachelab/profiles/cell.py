@@ -46,6 +46,9 @@ class Cell:
     #: few samples beyond it; :mod:`cachelab.intervals`); empty when not computed (published
     #: and pooled cells).
     intervals: dict[str, list[int] | None] = field(default_factory=dict)
+    #: With a precision target (``profile --precision``): ``{"half_width": relative
+    #: half-width of the p99's interval or None, "reached": bool}``; None without one.
+    precision: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -76,8 +79,11 @@ class Cell:
                 percentiles={str(k): int(v) for k, v in dict(d.get("percentiles", {})).items()},
                 intervals={str(k): None if v is None else [int(v[0]), int(v[1])]
                            for k, v in dict(d.get("intervals", {})).items()},
+                precision=None if d.get("precision") is None else {
+                    "half_width": d["precision"].get("half_width"),
+                    "reached": bool(d["precision"]["reached"])},
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise InputError(f"{where}: a cell is missing or has a bad field: {e}") from None
         try:
             _core.hist_summary(cell.histogram)

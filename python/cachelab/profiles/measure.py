@@ -18,6 +18,7 @@ from cachelab.load import server_view
 from cachelab.pool import parse_server
 from cachelab.profiles.cell import Cell, with_percentiles
 from cachelab.profiles.model import LatencyProfile
+from cachelab.profiles.precise import cell_precision, run_until_precise
 from cachelab.profiles.spec import (
     ProfileSpec,
     item_size_for,
@@ -144,11 +145,31 @@ def _measure(
     timeout = spec.connect_timeout
     before = [_stats(a, timeout, required=True) for a in behind or ()]
     started = time.time()
-    raw = _run_with_progress(spec_dict, on_progress, watch)
+    if spec.precision is None:
+        raw = _run_with_progress(spec_dict, on_progress, watch)
+    else:
+        done = [0]  # progress of the batches before, so the bar goes on from there
+
+        def batch(one: dict[str, Any]) -> dict[str, Any]:
+            seen = [0]
+
+            def tracked(d: int, t: int) -> None:
+                seen[0] = d
+                if on_progress:
+                    on_progress(done[0] + d, done[0] + t)
+
+            out = _run_with_progress(one, tracked, watch)
+            done[0] += seen[0]
+            return out
+
+        raw = run_until_precise(spec_dict, spec.precision, spec.samples, batch)
     lost = watch.poll(force=True) if watch is not None else None
     after = [_stats(a, timeout, required=False) for a in behind or ()]
     cells = [with_percentiles(Cell.from_dict(c, "profile run"), intervals=True)
              for c in raw["cells"]]
+    if spec.precision is not None:
+        for c in cells:
+            c.precision = cell_precision(c, spec.precision)
     client = {k: v for k, v in spec_dict.items() if k not in ("address", "tls")}
     client["tls"] = describe_tls(spec.tls)
     result = LatencyProfile(
@@ -181,6 +202,7 @@ def _measure(
                 {"version": b["version"], "before": b["stats"], "after": f["stats"]},
                 raw["elapsed_s"])}
             for a, b, f in zip(behind, before, after)],
+        precision=raw.get("precision"),
     )
     if raw.get("evicting"):
         # Stopped by us, not by a signal: a partial profile that says why.

@@ -45,6 +45,10 @@ class LatencyProfile:
     #: Through a proxy: the servers behind it, each ``{"address", "server"}`` with its
     #: ``stats`` deltas over the whole run, as ``load.json``'s ``behind``.
     behind: list[dict[str, Any]] | None = None
+    #: Run length by precision (``profile --precision``): ``{"target", "percentile",
+    #: "cap_samples", "batches"}``, each cell's own verdict in its ``precision``; None
+    #: without a target.
+    precision: dict[str, Any] | None = None
 
     def cells_of(self, op: str) -> list[Cell]:
         return [c for c in self.cells if c.op == op]
@@ -77,7 +81,7 @@ class LatencyProfile:
             "client": self.client,
             "environment": self.environment,
             "run": self.run,
-            "cells": [asdict(c) for c in self.cells],
+            "cells": [_cell_dict(c) for c in self.cells],
         }
         if self.published is not None:
             d["published"] = self.published
@@ -87,6 +91,8 @@ class LatencyProfile:
             d["tls_cost"] = self.tls_cost
         if self.behind is not None:
             d["behind"] = self.behind
+        if self.precision is not None:
+            d["precision"] = self.precision
         return d
 
     @classmethod
@@ -114,6 +120,7 @@ class LatencyProfile:
             sequence=_check_sequence(d.get("sequence"), where),
             tls_cost=d.get("tls_cost"),
             behind=d.get("behind"),
+            precision=d.get("precision"),
         )
 
     def save(self, path: Path) -> Path:
@@ -146,6 +153,14 @@ class LatencyProfile:
         """The human report: a header, the floor, and one table per operation (with its
         ``p50/floor`` row when the floor was measured)."""
         return render_profile(self)
+
+
+def _cell_dict(c: Cell) -> dict[str, Any]:
+    """A cell as stored: without ``precision`` when the run had no target (as before)."""
+    d = asdict(c)
+    if d["precision"] is None:
+        del d["precision"]
+    return d
 
 
 def _check_sequence(seq: Any, where: str) -> dict[str, Any] | None:

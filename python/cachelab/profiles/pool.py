@@ -192,6 +192,9 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
     spec.check()
     if len(members) < 2:
         raise UsageError("a pool profile needs at least 2 members")
+    if spec.precision is not None:  # each member is profiled in rounds, merged at the end
+        raise UsageError("--precision is for one server: a pool's members are profiled in "
+                         "rounds and merged (leave out --precision, or profile one member)")
     if not 1 <= rounds <= 20:
         raise UsageError(f"rounds must be 1 to 20, not {rounds}")
     addresses = [parse_server(m).address for m in members]

@@ -12,6 +12,7 @@ from typing import Any
 
 from cachelab.load import behind_lines
 from cachelab.profiles.cell import OPS, floor_p50, interval_text, shown_percentiles
+from cachelab.profiles.precise import precision_line, precision_text
 from cachelab.profiles.tlscost import render_tls_cost
 from cachelab.tables import percentile_table
 from cachelab.units import (
@@ -39,6 +40,9 @@ def render_profile(p: Any) -> str:
     (with the samples each cell really has) and over every table."""
     note = partial(p.run, p.client.get("samples"), (c.samples for c in p.cells))
     lines = [note] if note else []
+    said = precision_line(p.precision, p.cells)
+    if said and "NOT" in said:  # the headline tells the worst
+        lines.append(said)
     lines.append(heading(p))
     floor, floor_ns = p.floor, floor_p50(p.cells)
     if floor and floor_ns:
@@ -61,6 +65,8 @@ def render_profile(p: Any) -> str:
         if any(c.intervals for c in cells):
             footer += [(f"p{row} 95% CI", [interval_text(c, row) for c in cells])
                        for row in CI_ROWS]
+        if any(c.precision for c in cells):
+            footer.append(("p99 precision", [precision_text(c) for c in cells]))
         if floor_ns:
             footer.append(("p50/floor", [
                 f"{c.percentiles['50'] / floor_ns:.2f}x" if c.samples else "—" for c in cells
@@ -76,6 +82,8 @@ def render_profile(p: Any) -> str:
                   "the samples assumed independent: each is a fresh key, taken interleaved "
                   "with the other cells'; not tested); n/a (k): too few samples beyond that "
                   "percentile to give one (k of them)."]
+    if said and "NOT" not in said:
+        lines += ["", said]
     errors: dict[str, int] = {}
     for c in p.cells:
         for k, n in c.errors.items():

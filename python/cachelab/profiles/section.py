@@ -21,6 +21,7 @@ from cachelab.profiles.cell import (
     shown_percentiles,
 )
 from cachelab.profiles.model import LatencyProfile
+from cachelab.profiles.precise import precision_line, precision_text
 from cachelab.profiles.render import CI_ROWS, floor_words, samples_per_cell
 from cachelab.profiles.tlscost import tls_cost_rows
 from cachelab.units import PARTIAL, dur, format_size, partial_note, times
@@ -60,6 +61,12 @@ def section(art: Artifact, ctx: Context) -> Section:
             f"<p>{esc(samples)}, {esc(client.get('protocol'))} protocol, "
             f"{esc(client.get('concurrency'))} connection(s). Latencies are read from each "
             "cell's HdrHistogram.</p>")
+    said = precision_line(d.get("precision"),
+                          [Cell.from_dict(c, str(art.path)) for c in cells])
+    if said:
+        sec.body.append(f"<p>{esc(said)}</p>")
+        if "NOT" in said:
+            sec.findings.append(said[0].upper() + said[1:] + ".")
     floor = next((c for c in cells if c["op"] == "floor" and c.get("samples")), None)
     floor_ns = floor["percentiles"].get("50") if floor else None
     if floor_ns:
@@ -81,6 +88,8 @@ def section(art: Artifact, ctx: Context) -> Section:
         rows.append(["samples", *(str(c.get("samples", 0)) for c in cs)])
         if any(c.intervals for c in parsed):
             rows += [[f"p{r} 95 % CI", *(interval_text(c, r) for c in parsed)] for r in CI_ROWS]
+        if any(c.precision for c in parsed):
+            rows.append(["p99 precision", *(precision_text(c) for c in parsed)])
         if floor_ns:
             rows.append(["p50 / floor", *(times(c["percentiles"].get("50", 0), floor_ns)
                                           if c.get("samples") else "—" for c in cs)])

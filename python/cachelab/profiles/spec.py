@@ -8,6 +8,7 @@ from typing import Any
 
 from cachelab.capacity import Writes
 from cachelab.errors import UsageError
+from cachelab.load.precision import check_precision
 from cachelab.tls import TlsOptions
 
 DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
@@ -45,6 +46,11 @@ class ProfileSpec:
     plain_port: int | None = None
     #: New connections timed for the TLS cost table.
     tls_cost_connections: int = 200
+    #: Run length by precision: each cell is sampled until its p99's 95 % interval has a
+    #: relative half-width at or below this (0.05: ±5 %), in batches; ``samples`` is then
+    #: the cap per cell. None: every cell takes ``samples``. See docs/profile.md (or the
+    #: profile section of docs/load.md), "Run length by precision".
+    precision: float | None = None
 
     @classmethod
     def quick(cls, **overrides: Any) -> ProfileSpec:
@@ -78,6 +84,7 @@ class ProfileSpec:
         if self.plain_port is not None and (self.tls is None or
                                             not 1 <= self.plain_port <= 65535):
             raise UsageError("plain-port needs tls, and must be a port from 1 to 65535")
+        check_precision(self.precision)
         if not 1 <= self.tls_cost_connections <= 100_000:
             raise UsageError("tls-cost connections must be between 1 and 100000")
         for name in ("timeout", "connect_timeout", "give_up_after"):

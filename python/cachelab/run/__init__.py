@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from cachelab.run.result import SCHEMA, SCHEMA_VERSION, STEPS, RunResult, RunSpec, StepOutcome
+from cachelab.run.result import (
+    DEFAULT_PRECISION,
+    SCHEMA,
+    SCHEMA_VERSION,
+    STEPS,
+    RunResult,
+    RunSpec,
+    StepOutcome,
+)
 from cachelab.run.steps import REFERENCE_MODEL
 from cachelab.run.study import run_study
 
-__all__ = ["REFERENCE_MODEL", "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec",
-           "StepOutcome", "run_study"]
+__all__ = ["DEFAULT_PRECISION", "REFERENCE_MODEL", "SCHEMA", "SCHEMA_VERSION", "STEPS",
+           "RunResult", "RunSpec", "StepOutcome", "run_study"]

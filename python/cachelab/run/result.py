@@ -10,13 +10,18 @@ from typing import Any
 
 from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
+from cachelab.load.precision import check_precision
 from cachelab.report.overview import run_partial, step_text
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome"]
+__all__ = ["DEFAULT_PRECISION", "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec",
+           "StepOutcome"]
 
 SCHEMA = "cachelab.run"
 SCHEMA_VERSION = 1
 STEPS = ("profile", "scale", "simulate", "tiers", "replay")
+#: The p99 precision the study's profile and scale run to (docs/load.md, "Percentile
+#: intervals and precision"): ±5 %, with today's samples and windows as the caps.
+DEFAULT_PRECISION = 0.05
 
 
 @dataclass
@@ -31,6 +36,9 @@ class RunSpec:
     #: Requests in the synthetic trace (default 100,000; 20,000 quick).
     requests: int | None = None
     report: bool = True
+    #: The p99 precision of the profile's cells and of each scale run (their caps: the
+    #: samples per cell and the window); None: fixed samples and windows.
+    precision: float | None = DEFAULT_PRECISION
 
     def check(self) -> None:
         bad = [s for s in self.steps if s not in STEPS]
@@ -42,6 +50,7 @@ class RunSpec:
             raise UsageError(f"requests must be at least 100, not {self.requests}")
         if self.seed < 0:
             raise UsageError(f"seed must be 0 or more, not {self.seed}")
+        check_precision(self.precision)
 
 
 @dataclass

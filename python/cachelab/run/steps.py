@@ -21,8 +21,10 @@ import cachelab.scale as scale
 import cachelab.tierbench as tierbench
 import cachelab.traces as traces
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
+from cachelab.profiles.precise import not_reached, precision_text
 from cachelab.progress import Progress, stage_logger
 from cachelab.run.result import RunSpec
+from cachelab.scale.result import precision_missed
 from cachelab.servers import ServerOptions
 from cachelab.simulation import SimulateSpec, measure_for, simulate
 from cachelab.simulation.summary import band_at, best_strategy
@@ -86,14 +88,15 @@ def _problems_text(problems: dict[str, int]) -> str:
 
 def profile_spec(spec: RunSpec) -> profiles.ProfileSpec:
     """The profile step's spec."""
-    return (profiles.ProfileSpec.quick(seed=spec.seed) if spec.quick
-            else profiles.ProfileSpec(seed=spec.seed))
+    return (profiles.ProfileSpec.quick(seed=spec.seed, precision=spec.precision) if spec.quick
+            else profiles.ProfileSpec(seed=spec.seed, precision=spec.precision))
 
 
 def scale_spec(spec: RunSpec) -> scale.ScaleSpec:
     """The scale step's spec."""
-    return (scale.ScaleSpec.quick(repeats=1, seed=spec.seed) if spec.quick
-            else scale.ScaleSpec(repeats=2, seed=spec.seed))
+    return (scale.ScaleSpec.quick(repeats=1, seed=spec.seed, precision=spec.precision)
+            if spec.quick else scale.ScaleSpec(repeats=2, seed=spec.seed,
+                                               precision=spec.precision))
 
 
 def tiers_spec(spec: RunSpec) -> tierbench.TiersSpec:
@@ -141,7 +144,13 @@ def step_profile(st: State) -> tuple[str, bool]:
     if gets:
         small = min(gets, key=lambda s: abs(s - 1000))
         text = (f"get {gets[small].label} p50 {gets[small].percentiles['50'] / 1000:.1f} µs, "
-                f"p99 {gets[small].percentiles['99'] / 1000:.1f} µs")
+                f"p99 {gets[small].percentiles['99'] / 1000:.1f} µs"
+                + (f" ({precision_text(gets[small])})" if gets[small].precision else ""))
+    if result.precision is not None:
+        missed = not_reached(result.cells)
+        text += (f"; precision NOT reached in {len(missed)} of {len(result.cells)} cells"
+                 if missed else "; every cell's p99 within "
+                 f"±{100 * result.precision['target']:g} %")
     if problems:
         text += "; problems: " + _problems_text(problems)
     return text, bool(problems)
@@ -180,6 +189,11 @@ def step_scale(st: State) -> tuple[str, bool]:
         text += ("; superlinear start (α = "
                  f"{sup['alpha']:.3g} unbounded" + (f", payback N× ≈ {cross:.1f}" if cross else "")
                  + ")")
+    missed = precision_missed(result.spec, result.runs)
+    if missed:
+        text += "; " + missed.split(" (p99")[0]
+    elif spec.precision is not None:
+        text += f"; every run's p99 within ±{100 * spec.precision:g} %"
     bad = any(r["errors"] or r["lost"] for r in result.runs)
     return text + ("; some runs had errors" if bad else ""), bad
 

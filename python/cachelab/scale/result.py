@@ -12,13 +12,13 @@ from typing import Any
 from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError
 from cachelab.load import behind_lines
-from cachelab.load.precision import p99_interval_text
+from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.tables import write_csv
 from cachelab.units import us
 from cachelab.usl import UslFit
 
-__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows", "valid_runs",
-           "read_scale_result"]
+__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows",
+           "precision_missed", "valid_runs", "read_scale_result"]
 
 SCHEMA = "cachelab.scale"
 SCHEMA_VERSION = 1
@@ -74,14 +74,22 @@ class ScaleResult:
         srv = self.server
         where = (f"through the proxy at {srv.get('address')} to {len(srv['behind'])} server(s) "
                  "behind it" if srv.get("proxy") else f"at {srv.get('address')}")
+        target = s.get("precision")
+        window = (f"window {s['window']:g} s from the steady state" if target is None else
+                  f"each run until its p99 is within ±{100 * target:g} % (at most "
+                  f"{s['settle'] + s['window']:g} s after the warm-up), measured from the "
+                  "steady state to its end")
         lines = [
             f"scale sweep: N = {s['vary']}, {len(self.runs)} run(s) "
-            f"({s['repeats']} repeat(s), interleaved), window {s['window']:g} s from the steady "
-            f"state; memcached {srv.get('version', '?')} {where}",
-            "",
-            f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}"
-            f"{'p99 95 % µs':>18}{'p99.9 µs':>10}{'valid':>8}",
+            f"({s['repeats']} repeat(s), interleaved), {window}; "
+            f"memcached {srv.get('version', '?')} {where}",
         ]
+        missed = precision_missed(s, self.runs)
+        if missed:  # the headline tells the worst
+            lines.insert(0, missed)
+        lines += ["", f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}"
+                  f"{'p99 95 % µs':>18}{'p99.9 µs':>10}{'valid':>8}"
+                  + ("" if target is None else f"{'p99 ±, runs reached':>22}")]
         for row in self.summary:
             p = row["latency"]["percentiles_ns"]
             sd = row["throughput_sd"]
@@ -90,7 +98,9 @@ class ScaleResult:
                          f"{us(p.get('99')):>10}"
                          f"{p99_interval_text(row['latency'].get('p99_interval')):>18}"
                          f"{us(p.get('99.9')):>10}"
-                         f"{self._valid(row['n']):>8}")
+                         f"{self._valid(row['n']):>8}"
+                         + ("" if target is None
+                            else f"{point_precision_text(row.get('precision')):>22}"))
         lines += behind_lines(self.behind_totals(), "every run, warm-up included")
         fit = self.usl
         if fit is not None:
@@ -144,6 +154,19 @@ def csv_rows(r: ScaleResult) -> list[list[object]]:
                      wait if wait is not None else "", x["client_cpu_us_per_op"] or "",
                      x.get("verdict", "")])
     return rows
+
+
+def precision_missed(spec: Mapping[str, Any], runs: list[dict[str, Any]]) -> str | None:
+    """Under ``scale --precision``: "precision NOT reached in 3 of 12 run(s) (p99 within
+    ±5 %): N = 1, 8" when some run did not reach it on its own; None otherwise."""
+    target = spec.get("precision")
+    missed = [r for r in runs if target is not None
+              and not (r.get("precision") or {}).get("reached")]
+    if not missed:
+        return None
+    return (f"precision NOT reached in {len(missed)} of {len(runs)} run(s) (p99 within "
+            f"±{100 * target:g} %): N = " + ", ".join(str(n) for n in sorted({r["n"]
+                                                                             for r in missed})))
 
 
 def valid_runs(runs: list[dict[str, Any]], n: int) -> str:

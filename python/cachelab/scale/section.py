@@ -8,11 +8,11 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.artifacts import Artifact
-from cachelab.load.precision import p99_interval_text
+from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
-from cachelab.scale.result import valid_runs
+from cachelab.scale.result import precision_missed, valid_runs
 from cachelab.units import dur
 from cachelab.usl import UslFit
 from cachelab.usl import section as usl_section
@@ -26,9 +26,16 @@ def section(art: Artifact, ctx: Context) -> Section:
     d = art.data
     spec = d["spec"]
     sec = Section(f"Scalability: N = {spec['vary']}", "scale", art.path)
+    target = spec.get("precision")
+    measured = (f"{esc(spec['window'])} s measured from the steady state" if target is None
+                else f"each run until its p99 was within ±{100 * target:g} % (at most "
+                f"{spec['settle'] + spec['window']:g} s after the warm-up), measured from the "
+                "steady state to its end")
     sec.body.append(f"<p>{len(d['runs'])} run(s): {esc(spec['repeats'])} repeat(s) of each "
-                    f"point in interleaved order, {esc(spec['window'])} s measured from the "
-                    "steady state.</p>")
+                    f"point in interleaved order, {measured}.</p>")
+    missed = precision_missed(spec, d["runs"])
+    if missed:
+        sec.findings.append(missed[0].upper() + missed[1:] + ".")
     rows = []
     for row in d["summary"]:
         p = row["latency"]["percentiles_ns"]
@@ -36,10 +43,11 @@ def section(art: Artifact, ctx: Context) -> Section:
         rows.append([row["n"], f"{row['throughput_mean']:,.0f}",
                      "—" if sd is None else f"{sd:,.0f}", dur(p.get("50")), dur(p.get("99")),
                      p99_interval_text(row["latency"].get("p99_interval")),
-                     dur(p.get("99.9")), valid_runs(d["runs"], row["n"])])
+                     dur(p.get("99.9")), valid_runs(d["runs"], row["n"]),
+                     *([point_precision_text(row.get("precision"))] if target else [])])
     sec.body.append(table(["N", "throughput /s (mean)", "sd", "p50", "p99",
                            "p99 95 % interval (µs)", "p99.9",
-                           "valid runs"], rows))
+                           "valid runs", *(["p99 ±, runs reached"] if target else [])], rows))
     fit = d.get("fit")
     if fit:
         sec.body.append("<h3>Universal Scalability Law fit</h3>")

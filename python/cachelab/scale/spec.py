@@ -10,6 +10,7 @@ from typing import Any
 
 from cachelab.errors import UsageError
 from cachelab.load import LoadSpec
+from cachelab.load.precision import check_precision
 from cachelab.tls import TlsOptions
 
 __all__ = ["VARY", "ScaleSpec"]
@@ -45,6 +46,10 @@ class ScaleSpec:
     workload: dict[str, Any] = field(default_factory=dict)
     #: TLS to the server (None: plain TCP); every run of the sweep connects with it.
     tls: TlsOptions | None = None
+    #: Run length by precision: each run stops once its p99's 95 % interval is within this
+    #: share of it (``load --precision``), capped by its ``settle + window``; the point is
+    #: then measured from the steady-state start to the run's end. None: fixed windows.
+    precision: float | None = None
 
     @classmethod
     def quick(cls, **overrides: Any) -> ScaleSpec:
@@ -73,6 +78,11 @@ class ScaleSpec:
                 raise UsageError(f"{name} must be a number of seconds >= 0, not {v!r}")
         if self.window < self.interval or self.interval <= 0:
             raise UsageError("window must be at least one interval, and interval above 0")
+        check_precision(self.precision)
+        if self.precision is not None and self.vary == "agents":
+            raise UsageError("precision is for runs from this machine: the agents' histograms "
+                             "are merged only at the end (leave out --precision or "
+                             "--vary agents)")
         limit = 64 if self.vary != "connections" else 4096
         if max(self.points) > limit:
             raise UsageError(f"{self.vary}: at most {limit}, not {max(self.points)}")
@@ -94,6 +104,8 @@ class ScaleSpec:
         spec = LoadSpec(**{**self.workload, "connections": conns, "threads": threads,
                                    "warmup": self.warmup, "duration": self.settle + self.window,
                                    "interval": self.interval, "tls": self.tls,
+                                   "precision": self.precision,
+                                   "precision_after": self.settle,
                                    "seed": self.seed if self.seed is not None else 0})
         spec.check()
         return spec

@@ -20,7 +20,7 @@ import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.errors import UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
-from cachelab.load.precision import basis, merged_p99_interval
+from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.spec import ScaleSpec
@@ -114,7 +114,9 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         server_facts.setdefault("version", result.server.get("version"))
         point = {"n": n, "repeat": rep, "order": len(runs),
                  "connections": run_spec.connections, "threads": run_spec.threads,
-                 **measure_window(result, spec.window)}
+                 **measure_window(result, spec.window if spec.precision is None else None)}
+        if spec.precision is not None:
+            point["precision"] = result.precision
         sched = result.server.get("schedstat")
         point["server_run_queue_wait_per_wall"] = sched["wait_per_wall"] if sched else None
         point["client_cpu_us_per_op"] = result.client.get("cpu_us_per_op")
@@ -212,14 +214,15 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
                        environment=environment.facts())
 
 
-def measure_window(result: LoadResult, window: float) -> dict[str, Any]:
+def measure_window(result: LoadResult, window: float | None) -> dict[str, Any]:
     """Throughput and latency over the first ``window`` seconds of whole intervals from the
-    steady-state start (fewer when the run ends first: ``window_short``)."""
+    steady-state start (fewer when the run ends first: ``window_short``); None: to the run's
+    end (a run whose length was set by its precision)."""
     ivs = result.intervals
     start = result.steady["start_index"]
     chosen, span = [], 0.0
     for iv in ivs[start:]:
-        if span >= window - 1e-9:
+        if window is not None and span >= window - 1e-9:
             break
         chosen.append(iv)
         span += iv["duration_s"]
@@ -234,7 +237,7 @@ def measure_window(result: LoadResult, window: float) -> dict[str, Any]:
         "replies": replies,
         "window_s": round(span, 6),
         "intervals": len(chosen),
-        "window_short": span < window - 1e-9,
+        "window_short": window is not None and span < window - 1e-9,
         "steady_reached": bool(result.steady["reached"]),
         "errors": errors,
         "lost": sum(iv["lost"] for iv in chosen),
@@ -289,9 +292,13 @@ def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[st
         # A run recorded before intervals existed has no "samples": its p99 gets none.
         bases = [r["latency"].get("samples") or {"withheld": "recorded without samples"}
                  for r in rs if r["latency"]["histogram"]]
-        out.append({"n": n, "runs": len(rs), "throughput_mean": mean, "throughput_sd": sd,
-                    "latency": {"histogram": merged, "percentiles_ns": pct,
-                                "p99_interval": merged_p99_interval(merged, bases)}})
+        row = {"n": n, "runs": len(rs), "throughput_mean": mean, "throughput_sd": sd,
+               "latency": {"histogram": merged, "percentiles_ns": pct,
+                           "p99_interval": merged_p99_interval(merged, bases)}}
+        if spec.precision is not None:
+            row["precision"] = point_precision(spec.precision, row["latency"],
+                                               [r.get("precision") for r in rs])
+        out.append(row)
     return out
 
 
