@@ -102,6 +102,37 @@ def _fake_run(n: int, x: float, *, throughput_bad: str = "", latency_bad: str = 
             "throughput_reasons": [throughput_bad] if throughput_bad else []}
 
 
+def test_each_n_s_mean_throughput_is_over_the_runs_in_the_fit() -> None:
+    """Two repeats per N; at N = 3 one repeat stalled (a third of the throughput, INVALID for
+    it): N = 3's mean and sd are the VALID repeat's alone, the table says 1 of 2 runs is in
+    the fit, and --keep-invalid puts it back in both the fit and the mean."""
+    from cachelab.scale.sweep import _result
+
+    spec = ScaleSpec(points=[1, 2, 3, 4, 5], repeats=2, bootstrap=0)
+    xs = {n: 1000 * n / (1 + 0.05 * (n - 1)) for n in spec.points}
+    runs = []
+    for rep in range(2):
+        for n in spec.points:
+            stalled = n == 3 and rep == 1
+            runs.append({**_fake_run(n, xs[n] * (1 / 3 if stalled else 1 + rep / 100),
+                                     throughput_bad="not stationary: 1 stall(s)"
+                                     if stalled else ""), "repeat": rep})
+    r = _result(spec, runs, {"address": "x"})
+    at = {row["n"]: row for row in r.to_dict()["summary"]}
+    assert at[3]["throughput_mean"] == pytest.approx(xs[3]) and at[3]["throughput_sd"] is None
+    assert (at[3]["runs"], at[3]["throughput_runs"]) == (2, 1)
+    assert at[2]["throughput_mean"] == pytest.approx(xs[2] * 1.005)
+    assert at[2]["throughput_runs"] == 2 and at[2]["throughput_sd"] > 0
+    assert r.fit is not None and sorted(r.fit["n"]) == [1, 1, 2, 2, 3, 4, 4, 5, 5]
+    row3 = next(line for line in r.render().splitlines() if line.split()[:1] == ["3"])
+    assert row3.split()[1] == f"{xs[3]:,.0f}" and row3.split()[-2:] == ["1/2", "1/2"], row3
+    assert "X mean and sd: the runs in the USL fit" in r.render()
+    kept = _result(dataclasses.replace(spec, keep_invalid=True), runs, {"address": "x"})
+    k3 = next(row for row in kept.summary if row["n"] == 3)
+    assert k3["throughput_mean"] == pytest.approx(xs[3] * (1 + 1 / 3) / 2)
+    assert k3["throughput_runs"] == 2 and "--keep-invalid" in kept.render()
+
+
 def test_runs_invalid_for_their_throughput_are_left_out_of_the_fit_and_named() -> None:
     from cachelab.scale.sweep import _result
 

@@ -99,8 +99,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--method", choices=list(usl_lib.METHODS), help="USL method (default bounded)")
     f.add_argument("--keep-invalid", action="store_true", default=None,
                    help="fit the runs whose throughput is INVALID too (rate not held, not "
-                        "stationary; by default they are left out of the fit, each named with "
-                        "its reason)")
+                        "stationary; by default they are left out of the fit and of each N's "
+                        "mean throughput, each named with its reason)")
     f.add_argument("--bootstrap", type=common.int_range(0, MAX_BOOTSTRAP), metavar="R",
                    help="bootstrap resamples")
     p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,

@@ -176,8 +176,10 @@ def step_scale(st: State) -> tuple[str, bool]:
         else:
             result = scale.scale(spec, server=address, on_run=on_run)
     result.write(st.wrote("scale"))
-    best = max(result.summary, key=lambda r: r["throughput_mean"])
-    text = f"peak measured {best['throughput_mean']:,.0f}/s at N = {best['n']}"
+    best = max((r for r in result.summary if r["throughput_mean"] is not None),
+               key=lambda r: r["throughput_mean"], default=None)
+    text = (f"peak measured {best['throughput_mean']:,.0f}/s at N = {best['n']}" if best
+            else "no N had a run in the fit")
     fit = result.fit
     if fit and fit["peak"].get("n_max") is not None and not fit["peak"].get("n_max_infinite"):
         pct = relative_se(fit["x"], fit.get("sigma"))

@@ -17,8 +17,8 @@ from cachelab.tables import write_csv
 from cachelab.units import us
 from cachelab.usl import UslFit
 
-__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows",
-           "precision_missed", "valid_runs", "read_scale_result"]
+__all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows", "in_fit_text",
+           "mean_text", "precision_missed", "read_scale_result", "valid_runs"]
 
 SCHEMA = "cachelab.scale"
 SCHEMA_VERSION = 1
@@ -88,19 +88,24 @@ class ScaleResult:
         if missed:  # the headline tells the worst
             lines.insert(0, missed)
         lines += ["", f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}"
-                  f"{'p99 95 % µs':>18}{'p99.9 µs':>10}{'valid':>8}"
+                  f"{'p99 95 % µs':>18}{'p99.9 µs':>10}{'valid':>8}{'in fit':>8}"
                   + ("" if target is None else f"{'p99 ±, runs reached':>22}")]
         for row in self.summary:
             p = row["latency"]["percentiles_ns"]
             sd = row["throughput_sd"]
-            lines.append(f"{row['n']:>6}{row['throughput_mean']:>14,.0f}"
+            lines.append(f"{row['n']:>6}{mean_text(row['throughput_mean']):>14}"
                          f"{'—' if sd is None else f'{sd:,.0f}':>10}{us(p.get('50')):>10}"
                          f"{us(p.get('99')):>10}"
                          f"{p99_interval_text(row['latency'].get('p99_interval')):>18}"
                          f"{us(p.get('99.9')):>10}"
-                         f"{self._valid(row['n']):>8}"
+                         f"{self._valid(row['n']):>8}{in_fit_text(row):>8}"
                          + ("" if target is None
                             else f"{point_precision_text(row.get('precision')):>22}"))
+        if self.summary:
+            lines.append("X mean and sd: the runs in the USL fit ('in fit'; "
+                         + ("--keep-invalid: every run that measured a throughput"
+                            if self.spec.get("keep_invalid") else
+                            "a run INVALID for its throughput is left out") + ")")
         lines += behind_lines(self.behind_totals(), "every run, warm-up included")
         fit = self.usl
         if fit is not None:
@@ -167,6 +172,18 @@ def precision_missed(spec: Mapping[str, Any], runs: list[dict[str, Any]]) -> str
     return (f"precision NOT reached in {len(missed)} of {len(runs)} run(s) (p99 within "
             f"±{100 * target:g} %): N = " + ", ".join(str(n) for n in sorted({r["n"]
                                                                              for r in missed})))
+
+
+def mean_text(x: float | None) -> str:
+    """A per-N mean throughput: "—" when no run at that N is in the fit."""
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def in_fit_text(row: Mapping[str, Any]) -> str:
+    """The runs a summary row's mean stands on, of its runs (``"2/3"``; "-" for a sweep
+    saved before the mean left INVALID runs out)."""
+    used = row.get("throughput_runs")
+    return "-" if used is None else f"{used}/{row['runs']}"
 
 
 def valid_runs(runs: list[dict[str, Any]], n: int) -> str:

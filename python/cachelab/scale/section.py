@@ -12,7 +12,7 @@ from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
-from cachelab.scale.result import precision_missed, valid_runs
+from cachelab.scale.result import in_fit_text, mean_text, precision_missed, valid_runs
 from cachelab.units import dur
 from cachelab.usl import UslFit
 from cachelab.usl import section as usl_section
@@ -40,14 +40,15 @@ def section(art: Artifact, ctx: Context) -> Section:
     for row in d["summary"]:
         p = row["latency"]["percentiles_ns"]
         sd = row.get("throughput_sd")
-        rows.append([row["n"], f"{row['throughput_mean']:,.0f}",
+        rows.append([row["n"], mean_text(row["throughput_mean"]),
                      "—" if sd is None else f"{sd:,.0f}", dur(p.get("50")), dur(p.get("99")),
                      p99_interval_text(row["latency"].get("p99_interval")),
-                     dur(p.get("99.9")), valid_runs(d["runs"], row["n"]),
+                     dur(p.get("99.9")), valid_runs(d["runs"], row["n"]), in_fit_text(row),
                      *([point_precision_text(row.get("precision"))] if target else [])])
-    sec.body.append(table(["N", "throughput /s (mean)", "sd", "p50", "p99",
-                           "p99 95 % interval (µs)", "p99.9",
-                           "valid runs", *(["p99 ±, runs reached"] if target else [])], rows))
+    sec.body.append(table(["N", "throughput /s (mean of the runs in the fit)", "sd", "p50",
+                           "p99", "p99 95 % interval (µs)", "p99.9", "valid runs",
+                           "runs in the fit", *(["p99 ±, runs reached"] if target else [])],
+                          rows))
     fit = d.get("fit")
     if fit:
         sec.body.append("<h3>Universal Scalability Law fit</h3>")
@@ -55,7 +56,8 @@ def section(art: Artifact, ctx: Context) -> Section:
                               usl_section.fit_rows(fit)))
         sec.findings += usl_section.fit_findings(fit, "USL")
         sec.notes += [w["message"] for w in fit.get("warnings", [])]
-    best = max(d["summary"], key=lambda r: r["throughput_mean"], default=None)
+    best = max((r for r in d["summary"] if r["throughput_mean"] is not None),
+               key=lambda r: r["throughput_mean"], default=None)
     if best:
         sec.findings.append(f"The highest measured throughput was {best['throughput_mean']:,.0f}"
                             f"/s at N = {best['n']}.")

@@ -168,14 +168,11 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
     points, and notes on what limits it."""
     summary = _summary(runs, spec)
     notes = _cpu_limits(spec, server_facts)
-    usable = [r for r in runs if r["throughput"] > 0]
-    # A run whose throughput is untrustworthy (rate not held, not stationary) is left out of
-    # the fit; one INVALID for its latencies only (not independent, late sends, arrivals)
-    # still measured its throughput, and stays in (the table's valid column shows it).
-    invalid = [r for r in usable if r.get("throughput_reasons")]
-    latency_only = [r for r in usable if r.get("verdict") == "INVALID" and r not in invalid]
+    usable = [r for r in runs if in_fit(r, spec)]
+    invalid = [r for r in runs if r["throughput"] > 0 and r.get("throughput_reasons")]
+    latency_only = [r for r in runs if r["throughput"] > 0 and r.get("verdict") == "INVALID"
+                    and r not in invalid]
     if invalid and not spec.keep_invalid:
-        usable = [r for r in usable if r not in invalid]
         notes += [f"left out of the fit, INVALID: N = {r['n']} (repeat {r['repeat'] + 1}): "
                   f"{r['throughput_reasons'][0]}" for r in invalid]
     elif invalid:
@@ -199,8 +196,8 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
         bad = sorted({r["n"] for r in runs if not r["steady_reached"]})
         notes.append(f"no steady state was detected at N = {', '.join(map(str, bad))}; those "
                      "points were measured from the end of the warm-up (use a longer --settle)")
-    noisy = [row["n"] for row in summary
-             if row["throughput_sd"] and row["throughput_sd"] > 0.1 * row["throughput_mean"]]
+    noisy = [row["n"] for row in summary if row["throughput_sd"]
+             and row["throughput_sd"] > 0.1 * row["throughput_mean"]]
     if noisy:
         notes.append(f"repeats differ by more than 10 % (coefficient of variation) at N = "
                      f"{', '.join(map(str, noisy))}: the machine is not quiet (other load, "
@@ -212,6 +209,14 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
                        summary=summary,
                        fit=fit, limits=notes, server=server_facts,
                        environment=environment.facts())
+
+
+def in_fit(run: Mapping[str, Any], spec: ScaleSpec) -> bool:
+    """Whether a run is one of the USL fit's points (and so of its N's mean throughput): it
+    measured a throughput, and that throughput is trustworthy (its verdict's rate and
+    stationarity checks passed) unless ``--keep-invalid``. A run INVALID for its latencies
+    only (not independent, late sends, arrivals) still measured its throughput and is in."""
+    return run["throughput"] > 0 and (spec.keep_invalid or not run.get("throughput_reasons"))
 
 
 def measure_window(result: LoadResult, window: float | None) -> dict[str, Any]:
@@ -278,21 +283,24 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
 
 
 def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[str, Any]]:
-    """Per N: the runs' mean throughput and its standard deviation, and their latency
-    histograms merged."""
+    """Per N: the mean throughput of the runs in the fit (:func:`in_fit`; their count is
+    ``throughput_runs``, None for the mean when there is none) and its standard deviation,
+    and every run's latency histograms merged."""
     out = []
     for n in sorted(spec.points):
         rs = [r for r in runs if r["n"] == n]
-        xs = [r["throughput"] for r in rs]
-        mean = sum(xs) / len(xs)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
+        xs = [r["throughput"] for r in rs if in_fit(r, spec)]
+        mean = sum(xs) / len(xs) if xs else None
+        sd = (math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+              if mean is not None and len(xs) > 1 else None)
         hists = [r["latency"]["histogram"] for r in rs if r["latency"]["histogram"]]
         merged = _core.hist_merge(hists) if hists else None
         pct = _percentiles(merged)
         # A run recorded before intervals existed has no "samples": its p99 gets none.
         bases = [r["latency"].get("samples") or {"withheld": "recorded without samples"}
                  for r in rs if r["latency"]["histogram"]]
-        row = {"n": n, "runs": len(rs), "throughput_mean": mean, "throughput_sd": sd,
+        row = {"n": n, "runs": len(rs), "throughput_runs": len(xs),
+               "throughput_mean": mean, "throughput_sd": sd,
                "latency": {"histogram": merged, "percentiles_ns": pct,
                            "p99_interval": merged_p99_interval(merged, bases)}}
         if spec.precision is not None:
