@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import cachelab._core as _core
 from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, UsageError
 from cachelab.proxies import proxy_message
+from cachelab.servers import read_stats, stats_or_none
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 
@@ -170,21 +171,21 @@ class ServerMemory:
     @classmethod
     def read(cls, address: str, timeout: float = 2.0,
              tls: TlsOptions | None = None) -> ServerMemory:
-        """Reads the server's memory (three ``stats`` requests, each with ``timeout``).
+        """Reads the server's memory (three :func:`~cachelab.servers.read_stats`, each with
+        ``timeout``).
 
         A proxy that closes the connection on ``stats`` (twemproxy) is a UsageError saying so.
         """
         try:
-            with _core.Client(address, timeout=timeout, connect_timeout=timeout,
-                              tls=core_tls(tls)) as c:
-                stats = c.stats()
-                settings = _stats_or_empty(c, "settings")
-                slabs = _stats_or_empty(c, "slabs")
+            stats = read_stats(address, timeout=timeout, tls=core_tls(tls))
         except ConnectionClosed as e:
             message = proxy_message(address, timeout, tls)
             if message is None:
                 raise
             raise UsageError(message) from e
+        # A server that does not know a group answers ERROR: nothing from it.
+        settings = stats_or_none(address, "settings", timeout=timeout, tls=core_tls(tls)) or {}
+        slabs = stats_or_none(address, "slabs", timeout=timeout, tls=core_tls(tls)) or {}
         if "limit_maxbytes" not in stats:
             raise UsageError(f"the server at {address} does not report its memory limit "
                              "(no limit_maxbytes in stats): cachelab writes only to a server "
@@ -294,14 +295,6 @@ def _mib(n: int) -> str:
     return f"{n >> 20}m" if n % (1 << 20) == 0 else f"{n >> 10}k"
 
 
-def _stats_or_empty(client: _core.Client, group: str) -> dict[str, str]:
-    """``stats <group>``, or nothing from a server that does not know the group."""
-    try:
-        return client.stats(group)
-    except ServerError:
-        return {}
-
-
 def guard(address: str, writes: Writes, *, private: bool,
           timeout: float = 2.0, tls: TlsOptions | None = None) -> EvictionWatch | None:
     """For a server cachelab did not start: :meth:`ServerMemory.check` ``writes`` (raising
@@ -362,11 +355,11 @@ class EvictionWatch:
         if not force and now - self._last < self.every:
             return self.evicted
         self._last = now
+        stats = stats_or_none(self.address, timeout=self.timeout, tls=self.tls)
         try:
-            with _core.Client(self.address, timeout=self.timeout,
-                              connect_timeout=self.timeout, tls=self.tls) as c:
-                self.evicted = max(self.evicted, _int(c.stats(), "evictions") - self.baseline)
-        except (ServerError, KeyError, ValueError):
+            if stats is not None:
+                self.evicted = max(self.evicted, _int(stats, "evictions") - self.baseline)
+        except (KeyError, ValueError):  # a reply without a readable eviction count
             pass
         return self.evicted
 

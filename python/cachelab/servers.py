@@ -50,8 +50,8 @@ from cachelab.errors import (
 )
 from cachelab.tls import TlsOptions
 
-__all__ = ["LOOPBACK", "PrivateMemcached", "ServerOptions", "Target", "find_memcached",
-           "on_this_machine", "serve", "stop_all"]
+__all__ = ["LOOPBACK", "STATS_TIMEOUT", "PrivateMemcached", "ServerOptions", "Target",
+           "find_memcached", "on_this_machine", "read_stats", "serve", "stats_or_none", "stop_all"]
 
 LOOPBACK = "127.0.0.1"
 """The only address private servers listen on."""
@@ -66,6 +66,8 @@ _TLS_PROBE_TIMEOUT = 2.0
 _POLL_FIRST, _POLL_MAX = 0.002, 0.1  # seconds between start-up probes, doubling
 _STDERR_TAIL = 5  # lines of memcached's stderr quoted in errors
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+#: Seconds a ``stats`` read waits to connect and for its reply, unless its caller says.
+STATS_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -483,6 +485,35 @@ class PrivateMemcached:
         self._stderr.seek(max(0, self._stderr.tell() - 16384))
         lines = self._stderr.read().decode("utf-8", "replace").splitlines()
         return " | ".join(line.strip() for line in lines[-_STDERR_TAIL:] if line.strip())
+
+
+def read_stats(address: str, group: str | None = None, *, timeout: float = STATS_TIMEOUT,
+               connect_timeout: float | None = None,
+               tls: dict[str, Any] | None = None) -> dict[str, str]:
+    """``stats`` (or ``stats <group>``) from the memcached at ``address``, on a connection of
+    its own: ``timeout`` for the reply and, unless ``connect_timeout`` is given, for the
+    connect; ``tls`` is the Rust client's TLS argument (:meth:`TlsOptions.to_core`).
+
+    The one place cachelab reads a server's statistics. Whatever keeps it from reading them
+    (refused, timed out, closed, an ERROR reply to an unknown group) is a
+    :class:`~cachelab.errors.ServerError`; :func:`stats_or_none` is for a caller that can do
+    without."""
+    with _core.Client(address, timeout=timeout,
+                      connect_timeout=timeout if connect_timeout is None else connect_timeout,
+                      tls=tls) as client:
+        return dict(client.stats(group))
+
+
+def stats_or_none(address: str, group: str | None = None, *, timeout: float = STATS_TIMEOUT,
+                  connect_timeout: float | None = None,
+                  tls: dict[str, Any] | None = None) -> dict[str, str] | None:
+    """:func:`read_stats`, or None when the server cannot be read (a
+    :class:`~cachelab.errors.ServerError`)."""
+    try:
+        return read_stats(address, group, timeout=timeout, connect_timeout=connect_timeout,
+                          tls=tls)
+    except ServerError:
+        return None
 
 
 def on_this_machine(address: str) -> bool:

@@ -14,9 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import cachelab._core as _core
-from cachelab.errors import CachelabError
-from cachelab.servers import on_this_machine
+from cachelab.servers import STATS_TIMEOUT, on_this_machine, stats_or_none
 
 __all__ = ["Snapshots", "schedstat"]
 
@@ -32,20 +30,18 @@ class Snapshots:
             {"version": None, "before": {}, "after": {}, "pid": None,
              "schedstat_before": None, "schedstat_after": None} for _ in self.addresses]
 
-    def _stats(self, address: str) -> dict[str, str]:
+    def _stats(self, address: str) -> dict[str, str] | None:
         c = self.core
-        with _core.Client(address, connect_timeout=c["connect_timeout"],
-                          timeout=max(2.0, c["timeout"]), tls=c["tls"]) as client:
-            return client.stats()
+        return stats_or_none(address, timeout=max(STATS_TIMEOUT, c["timeout"]),
+                             connect_timeout=c["connect_timeout"], tls=c["tls"])
 
     def before(self) -> None:
         """Just before the measured phase (after the prefill). A server that does not answer
         keeps ``before`` empty (no deltas) and ``version`` None, as in a local run (whose
         engine stops first if a server does not answer at its start)."""
         for address, view in zip(self.addresses, self.views):
-            try:
-                stats = self._stats(address)
-            except CachelabError:
+            stats = self._stats(address)
+            if stats is None:
                 continue
             pid = _local_pid(address, stats)
             view.update(version=stats.get("version"), before=stats, pid=pid,
@@ -57,10 +53,7 @@ class Snapshots:
         for address, view in zip(self.addresses, self.views):
             if view["pid"]:
                 view["schedstat_after"] = schedstat(view["pid"])
-            try:
-                view["after"] = self._stats(address)
-            except CachelabError:
-                view["after"] = {}
+            view["after"] = self._stats(address) or {}
 
 
 def schedstat(pid: int) -> dict[str, int] | None:

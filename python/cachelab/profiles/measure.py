@@ -13,7 +13,7 @@ import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.capacity import EvictionWatch, PoolWatch, evicted_message, guard, guard_pool
-from cachelab.errors import Interrupted, ServerError, UsageError
+from cachelab.errors import Interrupted, UsageError
 from cachelab.load import server_view
 from cachelab.pool import parse_server
 from cachelab.profiles.cell import Cell, with_percentiles
@@ -110,13 +110,11 @@ def _behind(spec: ProfileSpec, server: str | None,
 def _stats(address: str, timeout: float, *, required: bool) -> dict[str, Any]:
     """A server's ``version`` and ``stats`` (empty when it does not answer and not
     ``required``)."""
-    try:
-        with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:
-            return {"version": c.version(), "stats": c.stats()}
-    except ServerError:
-        if required:
-            raise
+    stats = (servers.read_stats(address, timeout=timeout) if required
+             else servers.stats_or_none(address, timeout=timeout))
+    if stats is None:
         return {"version": "", "stats": {}}
+    return {"version": stats.get("version", ""), "stats": stats}
 
 
 def _measure(

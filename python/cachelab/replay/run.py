@@ -21,7 +21,7 @@ import cachelab.environment as environment
 import cachelab.traces as traces
 from cachelab.artifacts import created_now
 from cachelab.capacity import EvictionWatch, guard
-from cachelab.errors import ServerError, UsageError
+from cachelab.errors import UsageError
 from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
 from cachelab.replay.compare import compare
@@ -38,7 +38,7 @@ from cachelab.replay.footprint import replay_writes
 from cachelab.replay.result import ReplayResult
 from cachelab.replay.sampler import Sampler, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
-from cachelab.servers import ServerOptions, on_this_machine, serve
+from cachelab.servers import ServerOptions, on_this_machine, serve, stats_or_none
 from cachelab.simulation import latency_model
 from cachelab.tiered import MemcachedTier, TieredCache
 
@@ -106,11 +106,10 @@ def _server_cpu(address: str, timeout: float) -> float | None:
     one elsewhere (its CPU is not this machine's) or one that does not answer."""
     if not on_this_machine(address):
         return None
+    stats = stats_or_none(address, timeout=timeout)
     try:
-        with _core.Client(address, timeout=timeout, connect_timeout=timeout) as c:
-            stats = dict(c.stats())
-        return float(stats["rusage_user"]) + float(stats["rusage_system"])
-    except (OSError, KeyError, ValueError, ServerError):
+        return float(stats["rusage_user"]) + float(stats["rusage_system"]) if stats else None
+    except (KeyError, ValueError):  # a server that does not report its rusage
         return None
 
 

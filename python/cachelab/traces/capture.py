@@ -56,6 +56,7 @@ import pyarrow.parquet as pq
 import cachelab._core as _core
 from cachelab.artifacts import created_now
 from cachelab.errors import InputError, ServerError, UsageError
+from cachelab.servers import read_stats
 from cachelab.traces._files import atomic_file
 from cachelab.traces.capture_lines import SAME_REQUEST_US, PyCaptureReader
 
@@ -605,9 +606,8 @@ def _server_state(address: str, timeout: float,
     """A server's ``stats`` and the facts a capture records (address, version, memory, and
     its ``stats settings``)."""
     try:
-        with _core.Client(address, connect_timeout=timeout, timeout=timeout) as c:
-            stats = c.stats()
-            settings = c.stats("settings")
+        stats = read_stats(address, timeout=timeout)
+        settings = read_stats(address, "settings", timeout=timeout)
     except ServerError:
         if quiet:
             return {}, {}
