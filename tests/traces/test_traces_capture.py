@@ -20,7 +20,7 @@ import pytest
 from pymemcache.client.base import Client
 
 from cachelab.errors import ServerUnreachable
-from cachelab.servers import PrivateMemcached
+from cachelab.servers import PrivateMemcached, read_stats
 from cachelab.traces.capture import CaptureResult, CaptureSpec, capture, read_capture
 from cachelab.traces.formats import load_flat
 from clitools import cachelab
@@ -187,8 +187,16 @@ def test_a_capture_reads_back_as_a_flat_trace_of_its_gets(tmp_path: Path) -> Non
 
 def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -> None:
     """The capture process is stopped (SIGSTOP) while a load runs, so the server's buffer for
-    the watcher overflows and it skips lines; the capture reports them and exits 1."""
+    the watcher overflows and it skips lines; the capture reports them and exits 1.
+
+    On a busy machine neither step has a fixed length: the capture's start (a Python process,
+    its imports, ``watch``) can take seconds, and a second of load may not fill the socket's
+    and the logger's buffers. So the test waits for the server to count the watcher before
+    stopping it, and loads until the server counts skipped lines (both bounded)."""
     from cachelab.load import LoadSpec, load
+
+    def stat(name: str) -> int:
+        return int(read_stats(server.address)[name])
 
     with PrivateMemcached(memory_mb=16, threads=2) as server:
         out = tmp_path / "stall.capture.parquet"
@@ -198,10 +206,16 @@ def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         try:
-            time.sleep(1.5)
+            deadline = time.monotonic() + 30
+            while stat("log_watchers") < 1:
+                assert proc.poll() is None and time.monotonic() < deadline, "never watching"
+                time.sleep(0.02)
             os.kill(proc.pid, signal.SIGSTOP)
-            load(LoadSpec(duration=1.0, warmup=0.0, connections=4, threads=1, key_space=1000,
-                          pipeline=8), server=server.address)
+            for _ in range(20):
+                load(LoadSpec(duration=0.5, warmup=0.0, connections=4, threads=1,
+                              key_space=1000, pipeline=8), server=server.address)
+                if stat("log_watcher_skipped") + stat("log_worker_dropped") > 0:
+                    break
             os.kill(proc.pid, signal.SIGCONT)
             stdout, stderr = proc.communicate(timeout=20)
         finally:
