@@ -156,7 +156,7 @@ def test_server_killed_mid_run_exits_3_with_the_partial_results_saved(tmp_path: 
     server = PrivateMemcached(threads=2).start()
     try:
         run = Run(tmp_path, server.address, "--duration", "5", "--give-up", "1.5")
-        run.wait_for_measuring(2.5)
+        run.wait_for_gets(server, 0.5 + 2.0)  # 2 s into the measured run, whatever start-up took
         pid = server.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
@@ -182,7 +182,7 @@ def test_server_gone_at_the_end_of_a_short_run_is_exit_3(tmp_path: Path) -> None
     server = PrivateMemcached(threads=2).start()
     try:
         run = Run(tmp_path, server.address, "--duration", "3", "--give-up", "30")
-        run.wait_for_measuring(2.5)
+        run.wait_for_gets(server, 0.5 + 2.0)
         assert server.pid is not None
         os.kill(server.pid, signal.SIGKILL)
         run.finish()
