@@ -65,6 +65,8 @@ PAGE = 1 << 20
 MARGIN = 0.10
 #: Seconds between two reads of ``stats`` by :class:`EvictionWatch`.
 POLL_EVERY = 0.5
+#: The longest wait between reads of a server that stopped answering (seconds).
+POLL_BACKOFF_MAX = 8.0
 #: The most seconds one clean-up spends deleting keys before it gives up on the rest.
 CLEANUP_BUDGET = 30.0
 #: memcached's defaults, for a server whose ``stats settings`` lacks one.
@@ -340,7 +342,9 @@ class PoolWatch:
 class EvictionWatch:
     """The server's ``evictions`` since ``baseline``, read at most every ``every`` seconds
     when asked (:meth:`poll`), each read bounded by ``timeout``. A failed read keeps the last
-    count: the run notices a server that is gone by itself."""
+    count: the run notices a server that is gone by itself; and the wait before the next read
+    doubles after each failure (up to :data:`POLL_BACKOFF_MAX` s), so that a server that does
+    not answer does not hold up the run a whole ``timeout`` at every poll."""
 
     def __init__(self, address: str, baseline: int, *, every: float = POLL_EVERY,
                  timeout: float = 1.0, tls: TlsOptions | None = None) -> None:
@@ -348,14 +352,17 @@ class EvictionWatch:
         self.tls = core_tls(tls)
         self.evicted = 0
         self._last = time.monotonic()
+        self._wait = every
 
     def poll(self, force: bool = False) -> int:
-        """Items evicted since the run began (reads ``stats`` if ``every`` has passed)."""
-        now = time.monotonic()
-        if not force and now - self._last < self.every:
+        """Items evicted since the run began (reads ``stats`` if the wait has passed since
+        the last read ended)."""
+        if not force and time.monotonic() - self._last < self._wait:
             return self.evicted
-        self._last = now
         stats = stats_or_none(self.address, timeout=self.timeout, tls=self.tls)
+        self._last = time.monotonic()
+        self._wait = (self.every if stats is not None
+                      else min(POLL_BACKOFF_MAX, max(self.every, 2 * self._wait)))
         try:
             if stats is not None:
                 self.evicted = max(self.evicted, _int(stats, "evictions") - self.baseline)

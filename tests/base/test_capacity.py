@@ -162,3 +162,33 @@ def test_values_above_the_item_size_limit_are_refused_naming_it(tmp_path: Path) 
             assert "above the item size limit of the memcached at" in line, line
             assert "524,288 bytes (item_size_max, memcached -I 512k)" in line and flag in line
             assert _stat(server, "total_items") == 0
+
+
+def test_the_eviction_watch_backs_off_from_a_server_that_does_not_answer(monkeypatch) -> None:  # noqa: ANN001
+    """Each failed stats read waits out its timeout; reading again every half second would
+    hold a run up for most of its time behind a half-open connection. The wait doubles after
+    each failure and is back to ``every`` after a read that works."""
+    from cachelab import capacity
+
+    now = [0.0]
+    answers: list[dict[str, str] | None] = []
+    reads: list[float] = []
+
+    def fake_stats(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        reads.append(now[0])
+        return answers.pop(0) if answers else None
+
+    monkeypatch.setattr(capacity.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(capacity, "stats_or_none", fake_stats)
+    watch = capacity.EvictionWatch("127.0.0.1:1", 0, every=0.5)
+    for t in [x / 10 for x in range(0, 200)]:   # a poll every 0.1 s for 20 s
+        now[0] = t
+        watch.poll()
+    # failures at 0.5, then waits of 1, 2, 4, 8, 8 s after each
+    assert reads == [0.5, 1.5, 3.5, 7.5, 15.5]
+    answers[:] = [{"evictions": "0"}]
+    now[0] = 23.5
+    watch.poll()                  # works: the wait is `every` again
+    now[0] = 24.0
+    watch.poll()
+    assert reads[-2:] == [23.5, 24.0]

@@ -119,7 +119,10 @@ def load(
             core["seed"] = secrets.randbits(63)
         started = time.time()
         outcome = _run_with_progress(core, watched, keep_histograms=precise is not None)
-        lost = watch.poll(force=True) if watch is not None else None
+        # The last eviction count, read again unless the run gave up on the server (a read
+        # would only wait out its timeout; the count read during the run stands).
+        lost = (None if watch is None else watch.evicted if outcome.get("aborted")
+                else watch.poll(force=True))
     result = result_from_outcome(outcome, spec, core, address=target.address, server_facts=facts,
                                  started=started)
     if lost is not None:
