@@ -45,7 +45,8 @@ Examples:
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-           "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision")
+           "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision",
+           "probe_rate")
 
 #: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
 #: out of range is refused before anything starts, with the range (``scale`` uses them too).
@@ -126,6 +127,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="closed loop: send new requests only once N of a connection's pipeline "
                    "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
                    "larger writes cost client and server less CPU per request")
+    w.add_argument("--probe-rate", type=common.float_range(0, lib.MAX_PROBE_RATE, above=True),
+                   metavar="R",
+                   help="latency probe: one more connection on its own thread sends the same "
+                   "mix at R requests/s (open loop, Poisson; above 0 and at most 10000) beside "
+                   "the load connections; its latencies are reported apart (the \"probe\" row), "
+                   "so a busy load client cannot bias them (docs/load.md, \"Latency probe and "
+                   "client saturation\")")
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)

@@ -70,7 +70,14 @@ def section(art: Artifact, ctx: Context) -> Section:
     rows.append(["errors", str(sum(tot["errors"].values())), ""])
     rows.append(["lost requests", str(tot.get("lost", 0)), ""])
     rows.append(["stalls", str(len(r.stalls)), ""])
+    rows += _probe_rows(r.probe)
     sec.body.append(table(["", "measured run", "95 % interval"], rows))
+    if r.probe and "99" in p and r.probe["totals"]["corrected"]["percentiles"]["99"]:
+        probe_p99 = r.probe["totals"]["corrected"]["percentiles"]["99"]
+        sec.findings.append(
+            f"The latency probe (1 connection at {r.probe['rate']:g}/s on its own thread) saw "
+            f"p99 {dur(probe_p99)}; the load connections' p99, {dur(p['99'])}, is "
+            f"{p['99'] / probe_p99:.2f}× it.")
     said = precision_text(r.precision)
     if said:
         sec.body.append(f"<p>{esc(said)}</p>")
@@ -112,6 +119,21 @@ def section(art: Artifact, ctx: Context) -> Section:
     for k, n in r.problems().items():
         sec.notes.append(f"{n} {k.replace('_', ' ')}")
     return sec
+
+
+def _probe_rows(probe: dict[str, Any] | None) -> list[list[str]]:
+    """The latency probe's rows (``load --probe-rate``): its percentiles (from the intended
+    send time), their intervals, its errors and its own verdict."""
+    if not probe:
+        return []
+    h = probe["totals"]["corrected"]
+    ivs = h.get("intervals") or {}
+    rows = [[f"probe p{k} latency" if k != "max" else "probe max latency",
+             dur(h["percentiles"][k]), _interval_cell(ivs, k)] for k in ("50", "99", "max")]
+    rows.append(["probe errors", str(sum(probe["all"]["errors"].values())), ""])
+    rows.append(["probe verdict", probe["validity"]["verdict"],
+                 "; ".join(probe["validity"]["reasons"])])
+    return rows
 
 
 def member_table(d: dict[str, Any]) -> str:
