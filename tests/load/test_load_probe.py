@@ -13,6 +13,7 @@ import pytest
 from scipy.stats import poisson
 
 from cachelab import _core
+from cachelab.cli import run as cli
 from cachelab.errors import UsageError
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.load.validity import CLIENT_BUSY, client_check
@@ -77,6 +78,19 @@ def test_the_probe_sends_its_rate_on_the_runs_keys_and_the_server_counts_it(
     assert len(rows) == 1 and rows[0].split()[1:] != []
     assert "probe: 1 connection on its own thread at 400/s (Poisson)" in p.stdout
     assert LoadResult.from_dict(d).probe == probe
+    # The report's load table has the probe's rows, and a finding compares the two p99s.
+    assert cli(["report", str(out), "--out", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "probe p99 latency" in page and "probe verdict" in page
+    assert "The latency probe (1 connection at 400/s on its own thread) saw p99" in page
+
+
+def test_a_counted_runs_probe_stops_with_the_load(memcached: PrivateMemcached) -> None:
+    r = load(LoadSpec(requests=3000, duration=None, warmup=0, mix={"get": 1.0},
+                      key_space=100, probe_rate=1000), server=memcached.address)
+    assert r.all["sent"] == 3000
+    assert r.probe is not None and r.probe["all"]["errors"] == {}
+    assert r.probe["elapsed_s"] <= r.run["elapsed_s"] + 2.0  # stopped, not run for an hour
 
 
 def test_the_probes_sets_are_deleted_and_its_errors_are_the_runs(

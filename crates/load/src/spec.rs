@@ -391,7 +391,8 @@ impl Spec {
     /// The probe's own workload (when there is a probe): one connection on one thread, open
     /// loop with Poisson arrivals at `probe_rate`, the same mix, keys (prefix, key space,
     /// distribution), values and timeouts, its own seed, no prefill. A timed run's probe
-    /// stops with it; a counted run's is stopped when the load connections finish.
+    /// stops with it; a counted run's is stopped when the load connections finish (or at the
+    /// longest duration, should they take longer).
     pub(crate) fn probe(&self) -> Option<Spec> {
         let rate = self.probe_rate?;
         Some(Spec {
@@ -405,9 +406,7 @@ impl Spec {
             },
             stop: match self.stop {
                 Stop::Duration(d) => Stop::Duration(d),
-                Stop::Requests(_) => Stop::Duration(Duration::from_secs_f64(
-                    caps::MAX_DURATION_S + caps::MAX_WARMUP_S,
-                )),
+                Stop::Requests(_) => Stop::Duration(Duration::from_secs_f64(caps::MAX_DURATION_S)),
             },
             prefill: false,
             seed: self.seed ^ PROBE_SEED,
