@@ -123,7 +123,7 @@ def test_the_verdict_of_a_clean_open_loop_run_is_valid_and_names_the_worst_reaso
     assert v["verdict"] == "INVALID"
     assert v["reasons"][0].startswith("rate not held: 4 of 16 intervals")
     late = next(r for r in v["reasons"][1:] if r.startswith("sends left late"))
-    assert "not the client's CPU (its threads were busy 30%" in late
+    assert "not a saturated client (its threads were busy 30%" in late
     # The same with the client's thread busy 95 % of the time: a saturated client, first.
     v = validity(intervals=slow, **{**kw, "late_sends": 8 * BLOCK // 20,
                                     "client": {"threads": 1, "share": 0.95}})

@@ -37,6 +37,7 @@ load.hlog (HdrHistogram interval log), load-latency.png/svg. Flags override sett
 Examples:
   cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
   cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
+  cachelab load --rate 50000 --probe-rate 200   # + a low-rate probe connection: client bias
   cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
   cachelab load --ray HEAD:6379 --agents 4 --servers-file pool.txt --rate 400000
 """

@@ -204,9 +204,9 @@ def late_check(sends: int, late: int, threshold_ns: int, worst_ns: int,
     if share > LATE_SHARE:
         status = (client or {}).get("status")
         cause = ("the client could not keep up (saturated)" if status == "fail" else
-                 f"not the client's CPU (its threads were busy {client['share']:.0%} of their "
-                 "wall time): its connections were full of requests the server had not "
-                 "answered (--max-outstanding), or its timer woke late"
+                 f"not a saturated client (its threads were busy {client['share']:.0%} of "
+                 "their wall time): its connections were full of requests the server had not "
+                 "answered (--max-outstanding), or its thread woke late (a CPU busy elsewhere)"
                  if status == "pass" and client is not None else
                  "the client could not keep up, or its connections were full")
         return {**out, "status": "fail",
