@@ -18,6 +18,7 @@ from cachelab.errors import UsageError
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.load.validity import CLIENT_BUSY, client_check
 from cachelab.servers import PrivateMemcached
+from cachelab.units import us
 from clitools import cachelab, one_error_line
 
 #: How unlikely a true Poisson count may be to fall outside the bounds checked.
@@ -74,15 +75,16 @@ def test_the_probe_sends_its_rate_on_the_runs_keys_and_the_server_counts_it(
     assert h["count"] == probe["totals"]["replies"] > 0
     assert "basis" in h["intervals"] and probe["validity"]["verdict"] in ("VALID", "INVALID")
     assert probe["client"]["queueing"]["sends"] > 0
-    rows = [line for line in p.stdout.splitlines() if line.startswith("probe ")]
-    assert len(rows) == 1 and rows[0].split()[1:] != []
+    rows = [line.split() for line in p.stdout.splitlines() if line.startswith("probe ")]
+    assert [r[:2] for r in rows] == [["probe", us(h["percentiles"]["50"])],
+                                     ["probe", "sent"]]
     assert "probe: 1 connection on its own thread at 400/s (Poisson)" in p.stdout
     assert LoadResult.from_dict(d).probe == probe
     # The report's load table has the probe's rows, and a finding compares the two p99s.
     assert cli(["report", str(out), "--out", str(tmp_path / "report.html")]) == 0
     page = (tmp_path / "report.html").read_text()
     assert "probe p99 latency" in page and "probe verdict" in page
-    assert "The latency probe (1 connection at 400/s on its own thread) saw p99" in page
+    assert "The latency probe (1 connection at 400/s on its own thread) saw p50" in page
 
 
 def test_a_counted_runs_probe_stops_with_the_load(memcached: PrivateMemcached) -> None:

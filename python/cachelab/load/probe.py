@@ -24,7 +24,7 @@ from cachelab.load.precision import with_intervals
 from cachelab.load.validity import headline, validity
 from cachelab.units import us
 
-__all__ = ["client_busy", "probe_errors", "probe_lines", "probe_result"]
+__all__ = ["client_busy", "p99_ratio", "probe_errors", "probe_lines", "probe_result"]
 
 
 def client_busy(cpu_s: float, wait_s: float, elapsed_s: float,
@@ -86,33 +86,67 @@ def probe_errors(probe: Mapping[str, Any] | None) -> tuple[int, int]:
     return sum(probe["all"]["errors"].values()), int(probe["all"]["lost"])
 
 
-def probe_lines(probe: Mapping[str, Any] | None, load_p99_ns: int | None) -> list[str]:
-    """The latency table's probe row (its corrected latencies, µs, with the load rows'
-    columns), its intervals, and what it says about the load connections' p99."""
-    if not probe:
-        return []
-    t = probe["totals"]
-    h = t["corrected"]
+def _row(label: str, h: Mapping[str, Any]) -> str:
+    """One latency row: µs with the load rows' columns, "n/a (k)" where too few samples lie
+    beyond a percentile."""
     p = h["percentiles"]
     ivs = h.get("intervals") or {}
     ranges, tail = ivs.get("ranges") or {}, ivs.get("tail") or {}
-    lines = [f"{'probe':14}" + "".join(
+    return f"{label:14}" + "".join(
         f"{f'n/a ({tail[k]})' if k in ranges and ranges[k] is None else us(p[k]):>10}"
-        for k in ("50", "90", "99", "99.9", "max"))]
+        for k in ("50", "90", "99", "99.9", "max"))
+
+
+def _p99(h: Mapping[str, Any] | None) -> int | None:
+    """A histogram entry's p99, or None when it is "n/a" (too few samples beyond it) or
+    there are no latencies. (An interval withheld because the latencies are not
+    independent leaves the estimate standing.)"""
+    if not h or not h.get("count"):
+        return None
+    ranges = (h.get("intervals") or {}).get("ranges")
+    return h["percentiles"]["99"] if ranges is None or ranges.get("99") else None
+
+
+def p99_ratio(probe: Mapping[str, Any] | None, load: Mapping[str, Any],
+              open_loop: bool) -> float | None:
+    """The load connections' p99 over the probe's, like for like (open loop: both from the
+    intended send time; closed loop: both from the send); None when either is "n/a"."""
+    if not probe:
+        return None
+    t = probe["totals"]
+    mine = _p99(load.get("corrected") if open_loop else load.get("uncorrected"))
+    theirs = _p99(t["corrected"] if open_loop else t["uncorrected"])
+    return mine / theirs if mine and theirs else None
+
+
+def probe_lines(probe: Mapping[str, Any] | None, load: Mapping[str, Any],
+                open_loop: bool) -> list[str]:
+    """The latency table's probe rows under the load connections' (``load``: the measured
+    totals): its latencies from the intended send time (``probe``) and from the actual send
+    (``probe sent``), µs; its replies, errors and verdict; its intervals; and how the load
+    connections' p99 compares with the probe's like for like (open loop: both from the
+    intended time; closed loop: both from the send), when both have an interval."""
+    if not probe:
+        return []
+    t = probe["totals"]
+    lines = [_row("probe", t["corrected"]), _row("probe sent", t["uncorrected"])]
     errors = sum(t["errors"].values())
     lines.append(f"  probe: 1 connection on its own thread at {probe['rate']:g}/s (Poisson), "
                  f"{t['replies']} replies, {errors} error(s) after the warm-up; "
                  + (headline(probe["validity"]) or ""))
+    ivs = t["corrected"].get("intervals") or {}
     if ivs.get("ranges") is not None:
+        ranges, tail = ivs["ranges"], ivs["tail"]
         cells = [f"p{k} " + (f"n/a ({tail[k]})" if ranges.get(k) is None
                              else f"{us(ranges[k][0])}–{us(ranges[k][1])}")
                  for k in ("50", "99")]
         lines.append("  probe 95 %:      " + ", ".join(cells))
     elif ivs:
         lines.append(f"  probe 95 %:      interval not given: {ivs['basis']['withheld']}")
-    if load_p99_ns and p["99"]:
-        ratio = load_p99_ns / p["99"]
-        lines.append(f"  the load connections' p99 is {ratio:.2f}× the probe's"
-                     + (": the load client's own queueing (and the server's per-connection "
-                        "queues) add to it" if ratio > 1.5 else ""))
+    ratio = p99_ratio(probe, load, open_loop)
+    if ratio is not None:
+        basis = "both from the intended send time" if open_loop else "both from the send"
+        lines.append(f"  the load connections' p99 is {ratio:.2f}× the probe's ({basis})"
+                     + (": the load client's own queueing, or the server's queues per busy "
+                        "connection, add to it" if ratio > 1.5 else ""))
     return lines

@@ -343,7 +343,7 @@ def _totals_lines(r: LoadResult) -> list[str]:
             f"{f'n/a ({tail[k]})' if k in ranges and ranges[k] is None else us(p[k]):>10}"
             for k in ("50", "90", "99", "99.9", "max")))
     lines += interval_lines(t, r.mode == "open")
-    lines += probe_lines(r.probe, r.latency("best")["percentiles"]["99"])
+    lines += probe_lines(r.probe, t, r.mode == "open")
     said = precision_text(r.precision)
     if said:
         lines.append(said)

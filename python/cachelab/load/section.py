@@ -7,6 +7,7 @@ from typing import Any
 
 from cachelab.artifacts import Artifact
 from cachelab.load.precision import SHOWN, precision_text
+from cachelab.load.probe import p99_ratio
 from cachelab.load.result import LoadResult
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
@@ -72,12 +73,17 @@ def section(art: Artifact, ctx: Context) -> Section:
     rows.append(["stalls", str(len(r.stalls)), ""])
     rows += _probe_rows(r.probe)
     sec.body.append(table(["", "measured run", "95 % interval"], rows))
-    if r.probe and "99" in p and r.probe["totals"]["corrected"]["percentiles"]["99"]:
-        probe_p99 = r.probe["totals"]["corrected"]["percentiles"]["99"]
+    if r.probe:
+        ratio = p99_ratio(r.probe, tot, d["mode"] == "open")
+        which = "corrected" if d["mode"] == "open" else "uncorrected"
         sec.findings.append(
             f"The latency probe (1 connection at {r.probe['rate']:g}/s on its own thread) saw "
-            f"p99 {dur(probe_p99)}; the load connections' p99, {dur(p['99'])}, is "
-            f"{p['99'] / probe_p99:.2f}× it.")
+            f"p50 {dur(r.probe['totals'][which]['percentiles']['50'])}"
+            + ("; too few of its samples lie beyond the p99 to compare it with the load "
+               "connections'." if ratio is None else
+               f", p99 {dur(r.probe['totals'][which]['percentiles']['99'])}; the load "
+               f"connections' p99, {dur(tot[which]['percentiles']['99'])}, is {ratio:.2f}× "
+               "it."))
     said = precision_text(r.precision)
     if said:
         sec.body.append(f"<p>{esc(said)}</p>")
