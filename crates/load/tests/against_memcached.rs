@@ -302,7 +302,10 @@ fn a_probes_requests_are_counted_by_the_server_and_its_keys_deleted() {
     let out = run(&s, &Progress::new()).unwrap();
     let p = out.probe.as_ref().expect("a probe");
     assert_eq!(p.rate, 500.0);
-    assert!(p.all.sent > 0 && p.all.ops[2] > 0, "the probe sent gets and sets");
+    assert!(
+        p.all.sent > 0 && p.all.ops[2] > 0,
+        "the probe sent gets and sets"
+    );
     assert_eq!(p.all.error_count(), 0, "{:?}", p.all.errors);
     // The load connections sent their count; the probe's requests are apart from it.
     assert_eq!(out.all.sent, 20_000);
