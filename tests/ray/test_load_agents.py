@@ -34,7 +34,9 @@ def _gone(result: LoadResult, server: str) -> bool:
 
 
 def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcached) -> None:
-    result = load_on_ray(_spec(), ray_cluster.options(agents=2), server=ray_memcached.address)
+    # With a latency probe, which runs on agent 0 alone (mutilate's master).
+    result = load_on_ray(_spec(probe_rate=200.0), ray_cluster.options(agents=2),
+                         server=ray_memcached.address)
     agents = result.agents["list"]
     assert [a["status"] for a in agents] != ["lost", "lost"]
     assert sorted(a["node_ip"] for a in agents) == sorted(ray_cluster.node_ips)  # one per node
@@ -52,11 +54,13 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     assert result.schedule["target_rate"] == RATE
     assert result.totals["throughput"] == pytest.approx(RATE, rel=0.06)
 
-    # The server saw exactly what the agents counted.
+    # The server saw exactly what the agents and the probe counted.
     deltas = result.server["deltas"]
-    assert deltas["cmd_get"] == result.all["ops"]["get"]
-    assert deltas["cmd_set"] == result.all["ops"]["set"]
-    assert deltas["get_hits"] + deltas["get_misses"] == result.all["ops"]["get"]
+    assert result.probe is not None and result.probe["all"]["sent"] > 0
+    probe_ops = result.probe["all"]["ops"]
+    assert deltas["cmd_get"] == result.all["ops"]["get"] + probe_ops["get"]
+    assert deltas["cmd_set"] == result.all["ops"]["set"] + probe_ops["set"]
+    assert deltas["get_hits"] + deltas["get_misses"] == deltas["cmd_get"]
 
     # Clocks on one machine agree to well within a millisecond or so; starts were common.
     for a in agents:

@@ -75,6 +75,9 @@ fn main() {
         ),
         send_batch: std::env::var("DRIVE_SEND_BATCH").map_or(1, |v| v.parse().expect("batch")),
         behind: Vec::new(),
+        probe_rate: std::env::var("DRIVE_PROBE_RATE")
+            .ok()
+            .map(|v| v.parse().expect("requests/s")),
     };
     let out = run(&spec, &Progress::new()).expect("run");
     let t = &out.all;

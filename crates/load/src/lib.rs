@@ -70,7 +70,7 @@ use std::time::Instant;
 
 pub use cachelab_client::pool::Kind as Distribution;
 pub use fault::Fault;
-pub use outcome::{ClientSched, MemberOutcome, Outcome, Schedule};
+pub use outcome::{ClientSched, MemberOutcome, Outcome, ProbeOutcome, Schedule};
 pub use recorder::Episode;
 pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
@@ -184,19 +184,44 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         ),
         Stop::Requests(n) => progress.total.store(n, Ordering::Relaxed),
     }
+    // The probe gets its own state (and progress: it adds nothing to the run's), started
+    // with the load connections and stopped when they are done.
+    let probe_spec = spec.probe();
+    let probe_shared = probe_spec
+        .as_ref()
+        .map(|p| Shared::start(p, &Progress::new(), pool.clone(), Arc::clone(&routes)));
     let shared = Shared::start(spec, progress, pool, Arc::clone(&routes));
     let process0 = process_cpu();
+    let probe_thread = probe_shared.as_ref().map(|p| {
+        let p = Arc::clone(p);
+        std::thread::Builder::new()
+            .name("cachelab-probe".into())
+            .spawn(move || thread::drive(&p))
+            .expect("spawn the probe's thread")
+    });
     let run = thread::drive(&shared);
+    if let Some(p) = &probe_shared {
+        p.stop.store(true, Ordering::Relaxed);
+    }
+    let mut probe_run = probe_thread.map(|h| h.join().expect("probe thread panicked"));
     let process1 = process_cpu();
     server::snapshot_after(spec, &mut views);
 
+    // The probe sends the run's mix: the keys it set are deleted with the others.
+    let probe_written = probe_run.as_mut().map_or(setup::Written::None, |p| {
+        std::mem::replace(&mut p.written, setup::Written::None)
+    });
     let written = if spec.prefill {
         setup::Written::All
     } else {
-        run.written
+        run.written.merge(probe_written)
     };
     let all = Totals::over(&run.intervals, 0);
-    let (deleted_keys, leftover_keys) = setup::cleanup(spec, &routes, &written, all.lost > 0);
+    let probe_lost = probe_run
+        .as_ref()
+        .is_some_and(|p| p.intervals.iter().any(|i| i.lost > 0));
+    let (deleted_keys, leftover_keys) =
+        setup::cleanup(spec, &routes, &written, all.lost > 0 || probe_lost);
 
     let steady = steady::detect(&run.intervals, spec);
     let after_warmup = run
@@ -220,6 +245,9 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         .expect("not poisoned")
         .clone()
         .or_else(|| gone(&shared, &all, progress.cancelled()));
+    let probe = probe_run
+        .zip(probe_shared)
+        .map(|(r, p)| probe_outcome(r, &p));
     let members = if spec.pool.len() > 1 {
         members(spec, &routes, run.members, &views)
     } else {
@@ -255,5 +283,33 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         aborted,
         elapsed: run.elapsed,
         client_samples: run.client,
+        probe,
     })
+}
+
+/// The probe's outcome from its sending phase.
+fn probe_outcome(r: thread::RunData, shared: &Shared) -> ProbeOutcome {
+    let after_warmup = r
+        .intervals
+        .iter()
+        .position(|i| !i.warmup)
+        .unwrap_or(r.intervals.len());
+    let rate = match shared.spec.mode {
+        Mode::Open { rate, .. } => rate,
+        Mode::Closed => unreachable!("a probe is an open loop"),
+    };
+    ProbeOutcome {
+        rate,
+        all: Totals::over(&r.intervals, 0),
+        measured: Totals::over(&r.intervals, after_warmup),
+        intervals: r.intervals,
+        cpu_s: r.cpu_s,
+        wait_s: r.sched.wait_s,
+        backlog_at_end: r.backlog_at_end,
+        skipped_disconnected: r.skipped,
+        stalls: r.stalls.len(),
+        aborted: shared.aborted.lock().expect("not poisoned").clone(),
+        elapsed: r.elapsed,
+        client_samples: r.client,
+    }
 }

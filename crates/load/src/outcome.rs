@@ -71,6 +71,39 @@ pub struct MemberOutcome {
     pub server: ServerView,
 }
 
+/// The latency probe's part of a run (see [`Spec::probe_rate`](crate::Spec::probe_rate)):
+/// one connection on its own thread sending the run's mix at a low open-loop Poisson rate
+/// beside the load connections. Its latencies are its own, counted from each request's
+/// intended send time; its requests, errors and keys are the run's too.
+#[derive(Debug, Clone)]
+pub struct ProbeOutcome {
+    /// Requests per second asked for.
+    pub rate: f64,
+    /// Its time series, on the load's interval length (its own clock: it starts with the
+    /// load connections).
+    pub intervals: Vec<Interval>,
+    /// Over every interval, warm-up included.
+    pub all: Totals,
+    /// Over the intervals after the warm-up.
+    pub measured: Totals,
+    /// CPU time of the probe's thread while sending (user, system), seconds.
+    pub cpu_s: (f64, f64),
+    /// Time the probe's thread was runnable but waiting for a CPU, seconds.
+    pub wait_s: f64,
+    /// Requests due by the end of sending but never sent.
+    pub backlog_at_end: u64,
+    /// Requests skipped because the connection was down when they fell due.
+    pub skipped_disconnected: u64,
+    /// Stretches when its requests waited at least the stall threshold.
+    pub stalls: usize,
+    /// Why the probe gave up early, if it did.
+    pub aborted: Option<String>,
+    /// From its first request to its last reply.
+    pub elapsed: Duration,
+    /// After the warm-up: its sends' lateness and samples of its sends and replies.
+    pub client_samples: ClientSamples,
+}
+
 /// A finished (or stopped) run.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -114,4 +147,6 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// After the warm-up: sends' lateness (open loop) and samples of sends and replies.
     pub client_samples: ClientSamples,
+    /// The latency probe's part, when the spec asked for one.
+    pub probe: Option<ProbeOutcome>,
 }

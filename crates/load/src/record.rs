@@ -24,7 +24,12 @@
 //!   "late_threshold_ns",
 //!   "samples": {"block" (samples per block),
 //!               "sends": Samples (value_ns: lateness; empty in closed loop),
-//!               "replies": Samples (t_ns: the request's (intended) send; value_ns: latency)}
+//!               "replies": Samples (t_ns: the request's (intended) send; value_ns: latency)},
+//!   "probe": {"rate", "intervals": [Interval, ...], "all": Totals, "measured": Totals, "cpu_user_s", "cpu_system_s",
+//!             "wait_s", "backlog_at_end", "skipped_disconnected", "stalls",
+//!             "aborted": str | null, "elapsed_s", "send_lateness": Hist, "late_sends",
+//!             "samples": {"block", "sends": Samples, "replies": Samples}} | null
+//!            (the latency probe, an open loop: its totals have a corrected histogram)
 //! }
 //! Samples  = {"offered", "block": [int], "t_ns": [int], "value_ns": [int]} (see `samples`)
 //! Interval = {"index", "start_s", "duration_s", "warmup", <tally>}
@@ -46,8 +51,9 @@ use std::collections::BTreeMap;
 use cachelab_metrics::Latency;
 use serde::{Serialize, Serializer};
 
-use crate::outcome::{MemberOutcome, Outcome, Schedule};
+use crate::outcome::{MemberOutcome, Outcome, ProbeOutcome, Schedule};
 use crate::recorder::Episode;
+use crate::samples::ClientSamples;
 use crate::samples::{Reservoir, BLOCK, LATE_NS};
 use crate::series::{Interval, Totals, OPS};
 use crate::server::ServerView;
@@ -93,6 +99,52 @@ struct OutcomeRecord<'a> {
     late_sends: u64,
     late_threshold_ns: u64,
     samples: SamplesRecord<'a>,
+    probe: Option<ProbeRecord<'a>>,
+}
+
+#[derive(Serialize)]
+struct ProbeRecord<'a> {
+    rate: f64,
+    intervals: Vec<IntervalRecord<'a>>,
+    all: TotalsRecord<'a>,
+    measured: TotalsRecord<'a>,
+    cpu_user_s: f64,
+    cpu_system_s: f64,
+    wait_s: f64,
+    backlog_at_end: u64,
+    skipped_disconnected: u64,
+    stalls: usize,
+    aborted: Option<&'a str>,
+    elapsed_s: f64,
+    send_lateness: HistSummary,
+    late_sends: u64,
+    samples: SamplesRecord<'a>,
+}
+
+impl<'a> ProbeRecord<'a> {
+    fn of(p: &'a ProbeOutcome) -> ProbeRecord<'a> {
+        ProbeRecord {
+            rate: p.rate,
+            intervals: p
+                .intervals
+                .iter()
+                .map(|i| IntervalRecord::of(i, true))
+                .collect(),
+            all: TotalsRecord::of(&p.all, true),
+            measured: TotalsRecord::of(&p.measured, true),
+            cpu_user_s: p.cpu_s.0,
+            cpu_system_s: p.cpu_s.1,
+            wait_s: p.wait_s,
+            backlog_at_end: p.backlog_at_end,
+            skipped_disconnected: p.skipped_disconnected,
+            stalls: p.stalls,
+            aborted: p.aborted.as_deref(),
+            elapsed_s: p.elapsed.as_secs_f64(),
+            send_lateness: HistSummary::of(&p.client_samples.lateness),
+            late_sends: p.client_samples.late,
+            samples: SamplesRecord::of(&p.client_samples),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -108,6 +160,16 @@ struct ReservoirRecord<'a> {
     block: &'a [u64],
     t_ns: &'a [u64],
     value_ns: &'a [u64],
+}
+
+impl<'a> SamplesRecord<'a> {
+    fn of(c: &'a ClientSamples) -> SamplesRecord<'a> {
+        SamplesRecord {
+            block: BLOCK,
+            sends: ReservoirRecord::of(&c.sends),
+            replies: ReservoirRecord::of(&c.replies),
+        }
+    }
 }
 
 impl<'a> ReservoirRecord<'a> {
@@ -160,11 +222,8 @@ impl<'a> OutcomeRecord<'a> {
             send_lateness: open.then(|| HistSummary::of(&o.client_samples.lateness)),
             late_sends: o.client_samples.late,
             late_threshold_ns: LATE_NS,
-            samples: SamplesRecord {
-                block: BLOCK,
-                sends: ReservoirRecord::of(&o.client_samples.sends),
-                replies: ReservoirRecord::of(&o.client_samples.replies),
-            },
+            samples: SamplesRecord::of(&o.client_samples),
+            probe: o.probe.as_ref().map(ProbeRecord::of),
         }
     }
 }
@@ -438,6 +497,20 @@ mod tests {
                 c.send(5, 7);
                 c
             },
+            probe: open.then(|| ProbeOutcome {
+                rate: 2.0,
+                intervals: Vec::new(),
+                all: Totals::over(&[], 0),
+                measured: Totals::over(&[], 0),
+                cpu_s: (0.125, 0.0625),
+                wait_s: 0.0,
+                backlog_at_end: 0,
+                skipped_disconnected: 0,
+                stalls: 0,
+                aborted: None,
+                elapsed: Duration::from_secs(1),
+                client_samples: crate::samples::ClientSamples::new(BLOCK),
+            }),
         }
     }
 
@@ -451,6 +524,25 @@ mod tests {
              hits:int,misses:int,errors:{{timeout:int}},lost:int,sent:int,\
              corrected:{corrected},uncorrected:{HIST}"
         );
+        let empty_tally = format!(
+            "ops:{{get:int,multiget:int,set:int,delete:int}},replies:int,throughput:float,\
+             hits:int,misses:int,errors:{{}},lost:int,sent:int,\
+             corrected:{HIST},uncorrected:{HIST}"
+        );
+        let probe = if open {
+            format!(
+                "{{rate:float,intervals:[],all:{{first_index:int,intervals:int,duration_s:float,{empty_tally}}},\
+                 measured:{{first_index:int,intervals:int,duration_s:float,{empty_tally}}},\
+                 cpu_user_s:float,cpu_system_s:float,wait_s:float,backlog_at_end:int,\
+                 skipped_disconnected:int,stalls:int,aborted:null,elapsed_s:float,\
+                 send_lateness:{HIST},late_sends:int,\
+                 samples:{{block:int,\
+                 sends:{{offered:int,block:[],t_ns:[],value_ns:[]}},\
+                 replies:{{offered:int,block:[],t_ns:[],value_ns:[]}}}}}}"
+            )
+        } else {
+            "null".to_string()
+        };
         let schedule = if open {
             "{target_rate:float,backlog_at_end:int,skipped_disconnected:int}"
         } else {
@@ -480,7 +572,7 @@ mod tests {
              send_lateness:{lateness},late_sends:int,late_threshold_ns:int,\
              samples:{{block:int,\
              sends:{{offered:int,block:[int],t_ns:[int],value_ns:[int]}},\
-             replies:{{offered:int,block:[],t_ns:[],value_ns:[]}}}}}}"
+             replies:{{offered:int,block:[],t_ns:[],value_ns:[]}}}},probe:{probe}}}"
         )
     }
 
@@ -519,6 +611,8 @@ mod tests {
         assert_eq!(v["send_lateness"]["max"], 7);
         assert_eq!(v["samples"]["sends"]["t_ns"], serde_json::json!([5]));
         assert_eq!(v["samples"]["sends"]["value_ns"], serde_json::json!([7]));
+        assert_eq!(v["probe"]["rate"], 2.0);
+        assert_eq!(v["probe"]["cpu_system_s"], 0.0625);
         // An empty histogram has a mean of 0, not NaN.
         let empty = HistSummary::of(&cachelab_metrics::latency());
         assert_eq!((empty.count, empty.mean, empty.max), (0, 0.0, 0));

@@ -28,6 +28,9 @@ pub mod caps {
     pub const MAX_MEMBERS: usize = 64;
     /// The most consecutive failures before a member is marked down.
     pub const MAX_FAILURE_LIMIT: u32 = 1000;
+    /// The highest probe rate, requests/s: a probe measures latency at a low rate; above
+    /// this it is load.
+    pub const MAX_PROBE_RATE: f64 = 10_000.0;
 }
 
 /// One member of the pool: where it listens, and its weight (ketama only).
@@ -199,7 +202,15 @@ pub struct Spec {
     /// behind it, whose `stats` are read instead of the proxy's (a proxy such as twemproxy
     /// does not answer `stats`). Empty otherwise.
     pub behind: Vec<Address>,
+    /// Latency probe: one more connection, on its own thread, that sends the same mix at
+    /// this low open-loop Poisson rate (requests/s) beside the load connections, its
+    /// latencies kept apart (see [`Spec::probe`]). None: no probe.
+    pub probe_rate: Option<f64>,
 }
+
+/// The probe connection's seed is the run's, changed by this (its keys differ from every
+/// load connection's).
+const PROBE_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Why a run could not start: an invalid spec, or a server that could not be reached.
 pub use cachelab_client::StartError as SpecError;
@@ -353,6 +364,13 @@ impl Spec {
                 return bad(format!("{name} must be above 0 and at most 3600 s"));
             }
         }
+        if let Some(r) = self.probe_rate {
+            if !(r.is_finite() && r > 0.0 && r <= MAX_PROBE_RATE) {
+                return bad(format!(
+                    "probe rate must be above 0 and at most {MAX_PROBE_RATE} requests/s, got {r}"
+                ));
+            }
+        }
         if self.ttl > 30 * 24 * 3600 {
             return bad("ttl must be at most 30 days (2592000 s)".into());
         }
@@ -370,11 +388,86 @@ impl Spec {
         }
     }
 
+    /// The probe's own workload (when there is a probe): one connection on one thread, open
+    /// loop with Poisson arrivals at `probe_rate`, the same mix, keys (prefix, key space,
+    /// distribution), values and timeouts, its own seed, no prefill. A timed run's probe
+    /// stops with it; a counted run's is stopped when the load connections finish (or at the
+    /// longest duration, should they take longer).
+    pub(crate) fn probe(&self) -> Option<Spec> {
+        let rate = self.probe_rate?;
+        Some(Spec {
+            connections: 1,
+            threads: 1,
+            pipeline: 1,
+            send_batch: 1,
+            mode: Mode::Open {
+                rate,
+                arrivals: Arrivals::Poisson,
+            },
+            stop: match self.stop {
+                Stop::Duration(d) => Stop::Duration(d),
+                Stop::Requests(_) => Stop::Duration(Duration::from_secs_f64(caps::MAX_DURATION_S)),
+            },
+            prefill: false,
+            seed: self.seed ^ PROBE_SEED,
+            probe_rate: None,
+            ..self.clone()
+        })
+    }
+
     /// Wall-clock limit of the sending phase, when there is one.
     pub(crate) fn send_limit(&self) -> Option<Duration> {
         match self.stop {
             Stop::Duration(d) => Some(self.warmup + d),
             Stop::Requests(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_is_one_poisson_connection_on_the_runs_keys() {
+        let mut spec = crate::steady::tests::spec();
+        assert!(spec.probe().is_none());
+        spec.probe_rate = Some(250.0);
+        spec.stop = Stop::Requests(1000);
+        let p = spec.probe().expect("a probe");
+        assert_eq!((p.connections, p.threads, p.probe_rate), (1, 1, None));
+        assert_eq!(
+            p.mode,
+            Mode::Open {
+                rate: 250.0,
+                arrivals: Arrivals::Poisson
+            }
+        );
+        assert_eq!(
+            (&p.prefix, p.key_space, &p.key_dist, p.mix),
+            (&spec.prefix, spec.key_space, &spec.key_dist, spec.mix)
+        );
+        assert!(!p.prefill && p.seed != spec.seed);
+        // A counted run's probe is timed (it is stopped when the load is done).
+        assert!(matches!(p.stop, Stop::Duration(_)));
+        assert!(p.validate().is_ok());
+    }
+
+    #[test]
+    fn probe_rates_out_of_range_are_refused() {
+        let mut spec = crate::steady::tests::spec();
+        for bad in [
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            caps::MAX_PROBE_RATE * 2.0,
+        ] {
+            spec.probe_rate = Some(bad);
+            let e = spec.validate().expect_err("refused").to_string();
+            assert!(e.contains("probe rate must be above 0 and at most"), "{e}");
+        }
+        spec.probe_rate = Some(caps::MAX_PROBE_RATE);
+        assert!(spec.validate().is_ok());
     }
 }

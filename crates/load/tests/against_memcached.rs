@@ -119,6 +119,7 @@ fn spec(address: &str) -> Spec {
         busy_poll: Duration::ZERO,
         send_batch: 1,
         behind: Vec::new(),
+        probe_rate: None,
     }
 }
 
@@ -288,4 +289,39 @@ fn open_loop_with_busy_polling_still_holds_its_rate() {
     assert!((rate / 2000.0 - 1.0).abs() < 0.15, "sent {rate}/s");
     assert!(out.client_sched.busy_polls > 0, "{:?}", out.client_sched);
     assert_eq!(out.deleted_keys, 2000);
+}
+
+#[test]
+fn a_probes_requests_are_counted_by_the_server_and_its_keys_deleted() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    let mut s = spec(&server.address);
+    s.probe_rate = Some(500.0);
+    let out = run(&s, &Progress::new()).unwrap();
+    let p = out.probe.as_ref().expect("a probe");
+    assert_eq!(p.rate, 500.0);
+    assert!(
+        p.all.sent > 0 && p.all.ops[2] > 0,
+        "the probe sent gets and sets"
+    );
+    assert_eq!(p.all.error_count(), 0, "{:?}", p.all.errors);
+    // The load connections sent their count; the probe's requests are apart from it.
+    assert_eq!(out.all.sent, 20_000);
+    let (b, a) = (&out.server.before, &out.server.after);
+    let d = |k: &str| stat(a, k) - stat(b, k);
+    assert_eq!(out.all.hits + p.all.hits, d("get_hits"));
+    assert_eq!(out.all.misses + p.all.misses, d("get_misses"));
+    assert_eq!(out.all.ops[2] + p.all.ops[2], d("cmd_set"));
+    // The keys the probe set were deleted with the load's.
+    assert_eq!(out.leftover_keys, 0);
+    let mut c = cachelab_client::BlockingConnection::connect(
+        &server.address.parse().unwrap(),
+        Default::default(),
+    )
+    .unwrap();
+    let stats: std::collections::BTreeMap<String, String> =
+        c.stats(None).unwrap().into_iter().collect();
+    assert_eq!(stat(&stats, "curr_items"), 0);
 }

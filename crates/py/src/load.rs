@@ -205,6 +205,7 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
             .iter()
             .map(|a| parse_address(py, a))
             .collect::<PyResult<Vec<_>>>()?,
+        probe_rate: item(d, "probe_rate")?,
     })
 }
 

@@ -37,6 +37,7 @@ load.hlog (HdrHistogram interval log), load-latency.png/svg. Flags override sett
 Examples:
   cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
   cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
+  cachelab load --rate 50000 --probe-rate 200   # + a low-rate probe connection: client bias
   cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
   cachelab load --ray HEAD:6379 --agents 4 --servers-file pool.txt --rate 400000
 """
@@ -45,7 +46,8 @@ Examples:
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-           "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats")
+            "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats",
+            "probe_rate")
 
 #: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
 #: out of range is refused before anything starts, with the range (``scale`` uses them too).
@@ -132,6 +134,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="closed loop: send new requests only once N of a connection's pipeline "
                    "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
                    "larger writes cost client and server less CPU per request")
+    w.add_argument("--probe-rate", type=common.float_range(0, lib.MAX_PROBE_RATE, above=True),
+                   metavar="R",
+                   help="latency probe: one more connection on its own thread sends the same "
+                   "mix at R requests/s (open loop, Poisson; above 0 and at most 10000) beside "
+                   "the load connections; its latencies are reported apart (the \"probe\" row), "
+                   "so a busy load client cannot bias them (docs/load.md, \"Latency probe and "
+                   "client saturation\")")
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)

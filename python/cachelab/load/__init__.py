@@ -41,6 +41,7 @@ from cachelab.load.result import (
 )
 from cachelab.load.spec import (
     KEY_DISTS,
+    MAX_PROBE_RATE,
     OPS,
     SIZE_DISTS,
     LoadSpec,
@@ -54,6 +55,7 @@ __all__ = [
     "CSV_HEADER",
     "DELTA_STATS",
     "KEY_DISTS",
+    "MAX_PROBE_RATE",
     "OPS",
     "RATE_BACKLOG",
     "SCHEMA",

@@ -330,10 +330,12 @@ class _Run:
         for a in self.actors:
             off = clock_offset(lambda a=a: self._get(a.now.remote(), 10.0, "tell the time"))
             self.offsets.append({**off.to_dict(), "offset_s": off.offset_s, "rtt_s": off.rtt_s})
-        for s in self.shares:
+        for k, s in enumerate(self.shares):
+            # The latency probe runs on agent 0 alone, as mutilate's master does.
             spec = dataclasses.replace(self.spec, connections=s.connections, threads=s.threads,
                                        rate=s.rate, requests=s.requests, seed=s.seed,
-                                       prefill=False)
+                                       prefill=False, probe_rate=self.spec.probe_rate
+                                       if k == 0 else None)
             spec.check()
             c = spec.to_core(self.core["servers"][0][0], "x")
             c.update({k: self.core[k] for k in ("prefix", "servers", "behind")})
@@ -467,6 +469,8 @@ class _Run:
             else:
                 for member, view in zip(merged["members"], views):
                     member["server"] = view
+        # The probe's part is agent 0's (None when it was lost: said as PARTIAL above).
+        merged["probe"] = self.done[0]["outcome"].get("probe") if 0 in self.done else None
         merged["prefilled_keys"] = self.prefilled
         merged["prefill_s"] = self.prefill_s
         if self.prefilled or self.lost:
@@ -507,7 +511,8 @@ class _Run:
                                f"{self.lost[k]['reason']}"}
         done = self.done[k]
         spec = dataclasses.replace(self.spec, connections=s.connections, threads=s.threads,
-                                   rate=s.rate, requests=s.requests, seed=s.seed)
+                                   rate=s.rate, requests=s.requests, seed=s.seed,
+                                   probe_rate=self.spec.probe_rate if k == 0 else None)
         own = result_from_outcome(done["outcome"], spec, self.cores[k], address=address,
                                   server_facts=facts, started=done["started"])
         return {**line, **_agent_figures(own, done, self.start_unix + off["offset_s"])}

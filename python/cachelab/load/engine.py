@@ -26,6 +26,7 @@ from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import Interrupted, UsageError
 from cachelab.load.footprint import load_writes
 from cachelab.load.precision import Watch, precision_verdict, with_intervals
+from cachelab.load.probe import client_busy, probe_result
 from cachelab.load.repeats import combined_validity, repeat_summary, spread, worst
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
@@ -298,9 +299,11 @@ def result_from_outcome(
     (``schedule.held``, ``intervals_behind``, ``achieved_rate``), the dead intervals and the
     live part's throughput (``run.liveness``), whether the steady window is short, the
     server's counter deltas and run-queue wait, the client's per-reply figures and its
-    queueing (``client.queueing``: sends' lateness, open loop), and the run's validity verdict
-    (``validity``, :mod:`cachelab.load.validity`, from the engine's ``samples``, which are not
-    kept in load.json; a merged outcome has none: those checks are "not checked"). The
+    queueing (``client.queueing``: sends' lateness, open loop) and how busy its threads were
+    (``client.busy``), the run's validity verdict (``validity``, :mod:`cachelab.load.validity`,
+    from the engine's ``samples``, which are not kept in load.json; a merged outcome has none:
+    those checks are "not checked"), and the latency probe's section (``probe``,
+    :mod:`cachelab.load.probe`; None without ``--probe-rate``). The
     JSON's ``totals`` is the engine's ``measured`` (the headline: the whole run after the
     warm-up); the steady window's totals are ``steady.window``.
     """
@@ -335,14 +338,20 @@ def result_from_outcome(
                   for a, v in zip(core["behind"], outcome["behind"])]
         server = {**_pool_server(server, behind), "address": address, "proxy": True,
                   "behind": [b["address"] for b in behind]}
+    busy = None if outcome.get("samples") is None else client_busy(
+        outcome["client_cpu_user_s"] + outcome["client_cpu_system_s"],
+        outcome["client_wait_s"], outcome["elapsed_s"], spec.threads)
+    late_threshold_ns = int(outcome.get("late_threshold_ns") or 0)
     verdict = validity(
         mode="open" if spec.rate is not None else "closed", arrivals=spec.arrivals,
         rate=spec.rate, interval_s=float(spec.interval), intervals=outcome["intervals"],
         samples=outcome.get("samples"), lateness=outcome.get("send_lateness"),
-        late_sends=int(outcome.get("late_sends") or 0),
-        late_threshold_ns=int(outcome.get("late_threshold_ns") or 0),
-        stalls=outcome["stalls"], warmup_s=float(spec.warmup))
+        late_sends=int(outcome.get("late_sends") or 0), late_threshold_ns=late_threshold_ns,
+        stalls=outcome["stalls"], warmup_s=float(spec.warmup), client=busy,
+        busy_poll_us=spec.busy_poll_us)
     with_intervals(measured, verdict["checks"]["independent"], outcome.get("samples"))
+    client = _client(outcome)
+    client["busy"] = busy
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),
@@ -356,9 +365,11 @@ def result_from_outcome(
         all=everything,
         stalls=outcome["stalls"],
         server=server,
-        client=_client(outcome),
+        client=client,
         schedule=schedule,
         validity=verdict,
+        probe=probe_result(outcome.get("probe"), interval_s=float(spec.interval),
+                           warmup_s=float(spec.warmup), late_threshold_ns=late_threshold_ns),
         run={
             "started_unix": round(started, 3),
             "elapsed_s": round(outcome["elapsed_s"], 3),

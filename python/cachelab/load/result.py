@@ -13,6 +13,8 @@ from typing import Any
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.load.precision import interval_lines, precision_text
+from cachelab.load.probe import probe_errors as probe_errors_of
+from cachelab.load.probe import probe_lines
 from cachelab.load.repeats import repeat_lines
 from cachelab.load.spec import OPS
 from cachelab.load.timeline import stall_text
@@ -70,6 +72,9 @@ class LoadResult:
     #: shown (the highest p99), how the server was treated, and the comparison of the runs'
     #: spread with their intervals (:mod:`cachelab.load.repeats`); None for a single run.
     repeats: dict[str, Any] | None = None
+    #: ``load --probe-rate``: the latency probe's rate, totals (with intervals), client
+    #: figures and own verdict (:func:`cachelab.load.probe.probe_result`); None without one.
+    probe: dict[str, Any] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -82,11 +87,13 @@ class LoadResult:
         return src[which]
 
     def problems(self) -> dict[str, int]:
-        """What makes the CLI exit 1: errors, lost requests, keys left behind, a missed rate.
-        (An INVALID verdict does not: it is said in the table's first line and in load.json.)"""
+        """What makes the CLI exit 1: errors (the probe's included), lost requests, keys left
+        behind, a missed rate. (An INVALID verdict does not: it is said in the table's first
+        line and in load.json.)"""
+        probe_errors, probe_lost = probe_errors_of(self.probe)
         out = {
-            "errors": sum(self.all["errors"].values()),
-            "lost_requests": int(self.all["lost"]),
+            "errors": sum(self.all["errors"].values()) + probe_errors,
+            "lost_requests": int(self.all["lost"]) + probe_lost,
             "leftover_keys": int(self.run.get("leftover_keys", 0)),
             "user_items_lost": int(self.run.get("user_items_lost") or 0),
             "rate_not_held": int(bool(self.schedule and not self.schedule.get("held", True))),
@@ -103,7 +110,8 @@ class LoadResult:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         # a plain run's record is as it was
-        for k in ("agents", "pool", "members", "behind", "validity", "precision", "repeats"):
+        for k in ("agents", "pool", "members", "behind", "validity", "precision", "repeats",
+                  "probe"):
             if d[k] is None:
                 del d[k]
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
@@ -347,6 +355,7 @@ def _totals_lines(r: LoadResult) -> list[str]:
             f"{f'n/a ({tail[k]})' if k in ranges and ranges[k] is None else us(p[k]):>10}"
             for k in ("50", "90", "99", "99.9", "max")))
     lines += interval_lines(t, r.mode == "open")
+    lines += probe_lines(r.probe, t, r.mode == "open")
     said = precision_text(r.precision)
     if said:
         lines.append(said)
@@ -487,9 +496,20 @@ def validity_lines(v: Mapping[str, Any] | None) -> list[str]:
     return [first] + [f"  also: {why}" for why in v["reasons"][1:]]
 
 
-def _client_behind(r: LoadResult) -> bool:
-    late = ((r.validity or {}).get("checks") or {}).get("late") or {}
-    return late.get("status") == "fail"
+def _saturated(r: LoadResult) -> bool:
+    """Whether the verdict's client check found the load client saturated."""
+    checks = (r.validity or {}).get("checks") or {}
+    return (checks.get("client") or {}).get("status") == "fail"
+
+
+def _client_behind(r: LoadResult) -> str:
+    """What the client-queueing line adds: the client saturated, sends late, or nothing."""
+    checks = (r.validity or {}).get("checks") or {}
+    if _saturated(r):
+        return " — CLIENT SATURATED: the CLIENT could not keep up"
+    if (checks.get("late") or {}).get("status") == "fail":
+        return " — the CLIENT could not keep up, or its connections were full"
+    return ""
 
 
 def _client_lines(r: LoadResult) -> list[str]:
@@ -500,6 +520,12 @@ def _client_lines(r: LoadResult) -> list[str]:
         whole = c.get("process_cpu_us_per_op")
         lines.append(f"client CPU: {c['cpu_us_per_op']:.2f} µs per reply in the load threads"
                      + (f", {whole:.2f} in the whole process" if whole is not None else ""))
+    busy = c.get("busy")
+    if busy:
+        lines.append(f"client threads busy (on a CPU or waiting for one): {busy['share']:.0%} of "
+                     f"their wall time ({busy['threads']} thread(s))"
+                     + (" — CLIENT SATURATED" if _saturated(r) else
+                        " (busy polling)" if r.spec.get("busy_poll_us") else ""))
     if c.get("run_queue_wait_us_per_op") is not None:
         lines.append(f"client threads waited for a CPU: {c['run_queue_wait_us_per_op']:.2f} µs "
                      f"per reply (slept {c['sleeps']}, preempted {c['preempted']} times)")
@@ -512,8 +538,7 @@ def _client_lines(r: LoadResult) -> list[str]:
         late = q["late_sends"]
         lines.append(f"client queueing (intended → actual send): p50 {us(q['p50_ns'])} µs, "
                      f"p99 {us(q['p99_ns'])} µs, max {us(q['max_ns'])} µs; {late} send(s) "
-                     f"{q['late_threshold_ns'] / 1e6:g} ms or more late"
-                     + (" — the CLIENT could not keep up" if _client_behind(r) else ""))
+                     f"{q['late_threshold_ns'] / 1e6:g} ms or more late" + _client_behind(r))
     if c.get("busy_polls"):
         lines.append(f"busy polling: {c['busy_polls']} polls before sleeping, "
                      f"{c['busy_caught']} ended by a reply or the timer")

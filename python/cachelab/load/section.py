@@ -7,6 +7,7 @@ from typing import Any
 
 from cachelab.artifacts import Artifact
 from cachelab.load.precision import SHOWN, precision_text
+from cachelab.load.probe import p99_ratio
 from cachelab.load.repeats import Z95, comparison_lines
 from cachelab.load.result import LoadResult
 from cachelab.load.timeline import stall_text
@@ -71,7 +72,19 @@ def section(art: Artifact, ctx: Context) -> Section:
     rows.append(["errors", str(sum(tot["errors"].values())), ""])
     rows.append(["lost requests", str(tot.get("lost", 0)), ""])
     rows.append(["stalls", str(len(r.stalls)), ""])
+    rows += _probe_rows(r.probe)
     sec.body.append(table(["", "measured run", "95 % interval"], rows))
+    if r.probe:
+        ratio = p99_ratio(r.probe, tot, d["mode"] == "open")
+        which = "corrected" if d["mode"] == "open" else "uncorrected"
+        sec.findings.append(
+            f"The latency probe (1 connection at {r.probe['rate']:g}/s on its own thread) saw "
+            f"p50 {dur(r.probe['totals'][which]['percentiles']['50'])}"
+            + ("; too few of its samples lie beyond the p99 to compare it with the load "
+               "connections'." if ratio is None else
+               f", p99 {dur(r.probe['totals'][which]['percentiles']['99'])}; the load "
+               f"connections' p99, {dur(tot[which]['percentiles']['99'])}, is {ratio:.2f}× "
+               "it."))
     said = precision_text(r.precision)
     if said:
         sec.body.append(f"<p>{esc(said)}</p>")
@@ -137,6 +150,21 @@ def repeats_table(rep: dict[str, Any]) -> str:
     return (f"<p>{len(rep['runs'])} repeats: {esc(rep['server'])}.</p>"
             + table(["repeat", "server pid", "throughput", "p50 (95 %)", "p99 (95 %)",
                      "verdict"], rows) + f"<ul>{notes}</ul>")
+
+
+def _probe_rows(probe: dict[str, Any] | None) -> list[list[str]]:
+    """The latency probe's rows (``load --probe-rate``): its percentiles (from the intended
+    send time), their intervals, its errors and its own verdict."""
+    if not probe:
+        return []
+    h = probe["totals"]["corrected"]
+    ivs = h.get("intervals") or {}
+    rows = [[f"probe p{k} latency" if k != "max" else "probe max latency",
+             dur(h["percentiles"][k]), _interval_cell(ivs, k)] for k in ("50", "99", "max")]
+    rows.append(["probe errors", str(sum(probe["all"]["errors"].values())), ""])
+    rows.append(["probe verdict", probe["validity"]["verdict"],
+                 "; ".join(probe["validity"]["reasons"])])
+    return rows
 
 
 def member_table(d: dict[str, Any]) -> str:

@@ -26,12 +26,16 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["KEY_DISTS", "OPS", "SIZE_DISTS", "LoadSpec", "memory_mb", "parse_key_dist",
-           "parse_mix", "parse_value_size"]
+__all__ = ["KEY_DISTS", "MAX_PROBE_RATE", "OPS", "SIZE_DISTS", "LoadSpec", "memory_mb",
+           "parse_key_dist", "parse_mix", "parse_value_size"]
 
 OPS = ("get", "multiget", "set", "delete")
 KEY_DISTS = ("uniform", "zipf", "gaussian", "sequential", "hotset")
 SIZE_DISTS = ("fixed", "uniform", "lognormal", "histogram")
+
+#: The highest ``probe_rate``, requests/s (the engine's cap): a probe measures latency at a
+#: low rate; above this it is load.
+MAX_PROBE_RATE = 10_000.0
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.:-]{1,80}")
 
@@ -97,6 +101,12 @@ class LoadSpec:
     #: slots are free (1: after every reply), so each write carries that many requests.
     #: Fewer, larger writes cost client and server less CPU per request. See docs/load.md.
     send_batch: int = 1
+    #: Latency probe: one more connection, on its own thread, sending the same mix over the
+    #: same keys at this low open-loop Poisson rate (requests/s, above 0 and at most
+    #: :data:`MAX_PROBE_RATE`) beside the load connections; its latencies are kept and
+    #: reported apart (``probe`` in load.json). None: no probe. See docs/load.md, "Latency
+    #: probe and client saturation".
+    probe_rate: float | None = None
     #: TLS to a memcached started with ``-Z`` (None: plain TCP). Not part of the workload:
     #: how it reaches the server. See docs/load.md, "TLS".
     tls: TlsOptions | None = None
@@ -184,6 +194,10 @@ class LoadSpec:
             raise UsageError(f"arrivals must be poisson or uniform, not {self.arrivals!r}")
         if self.rate is not None and not (_number(self.rate) and self.rate > 0):
             raise UsageError(f"rate must be a positive number of requests/s, not {self.rate!r}")
+        pr = self.probe_rate
+        if pr is not None and not (_number(pr) and 0 < pr <= MAX_PROBE_RATE):
+            raise UsageError(f"probe-rate must be a number of requests/s above 0 and at most "
+                             f"{MAX_PROBE_RATE:g}, not {pr!r}")
         if (self.duration is None) == (self.requests is None):
             raise UsageError("give a duration or a request count (not both)")
         if self.duration is not None and not (_number(self.duration) and self.duration > 0):
@@ -255,6 +269,7 @@ class LoadSpec:
             "server_pid": None,
             "busy_poll_us": self.busy_poll_us,
             "send_batch": self.send_batch,
+            "probe_rate": None if self.probe_rate is None else float(self.probe_rate),
             "behind": None,
             "tls": core_tls(self.tls),
         }

@@ -11,9 +11,14 @@ After Lancet (Kogias et al., USENIX ATC 2019), each check a test from scipy or s
   cannot reject a unit root (at 5 %); the two series are one family, held at 5 % by Holm's
   step-down on the KPSS p-values (the smaller must be below 2.5 %, then the other below 5 %).
   Needs :data:`MIN_INTERVALS` full intervals.
+- **client**: the load client's threads were busy — on a CPU or waiting for one (their CPU
+  time plus run-queue wait, over their wall time) — less than :data:`CLIENT_BUSY` of the
+  sending phase. Beyond that the client, not the server, set the pace: CLIENT SATURATED.
+  Not checked with busy polling (which keeps the threads on a CPU by design).
 - **late** (open loop): at most :data:`LATE_SHARE` of the sends left the engine's late
   threshold (1 ms) or more after their intended time: beyond that the client, not the
-  server, set the pace.
+  server, set the pace. With the client check's figures the reason says which it was: a
+  saturated client, or connections full of requests the server had not yet answered.
 - **independent**: consecutive latencies (in send order, inside the engine's blocks of
   consecutive replies) are independent by Spearman's rank correlation at lag k, thinning
   k = 1, 2, 4, … until it passes (p ≥ 1 %); the k that passes is reported.
@@ -37,17 +42,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHECKS", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "THROUGHPUT_CHECKS",
-           "arrivals_check", "headline", "independence_check", "late_check", "rate_check",
-           "series_blocks", "stationarity_check", "stationary_family", "validity"]
+__all__ = ["CHECKS", "CLIENT_BUSY", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE",
+           "THROUGHPUT_CHECKS", "arrivals_check", "client_check", "headline", "independence_check",
+           "late_check", "rate_check", "series_blocks", "stationarity_check", "stationary_family",
+           "validity"]
 
-#: The checks, worst first: the order of the reasons.
-CHECKS = ("rate", "stationary", "late", "independent", "arrivals")
+#: The checks, worst first: the order of the reasons (a saturated client first: it explains
+#: the others).
+CHECKS = ("client", "rate", "stationary", "late", "independent", "arrivals")
 #: The checks a run's throughput depends on (``scale`` leaves a run failing them out of the
 #: USL fit); the others concern its latencies.
 THROUGHPUT_CHECKS = ("rate", "stationary")
 #: An interval held the rate within this share of it.
 RATE_TOLERANCE = 0.10
+#: The most of their wall time the load client's threads may be busy (on a CPU or waiting
+#: for one) before the client is said to be saturated.
+CLIENT_BUSY = 0.9
 #: The most sends that may leave late, as a share of the sends.
 LATE_SHARE = 0.01
 #: Full measured intervals the stationarity tests need.
@@ -193,18 +203,47 @@ def stationarity_check(throughput: Sequence[float], p99: Sequence[float],
             "why": f"throughput and p99 stationary over {len(throughput)} intervals"}
 
 
-def late_check(sends: int, late: int, threshold_ns: int, worst_ns: int) -> dict[str, Any]:
-    """Open loop: the sends that left at least ``threshold_ns`` after their intended time."""
+def client_check(busy: Mapping[str, Any] | None, busy_poll_us: int = 0) -> dict[str, Any]:
+    """The load threads' busy share (:func:`cachelab.load.probe.client_busy`: CPU plus
+    run-queue wait over their wall time) against :data:`CLIENT_BUSY`."""
+    if busy is None:
+        return _not_checked("no figures of the client's threads (a run merged from agents)")
+    if busy_poll_us:
+        return {**busy, **_not_checked(f"busy polling ({busy_poll_us} µs) keeps the threads "
+                                       "on a CPU by design")}
+    share, threads = float(busy["share"]), int(busy["threads"])
+    if share >= CLIENT_BUSY:
+        return {**busy, "status": "fail",
+                "why": f"CLIENT SATURATED: the load client's {threads} thread(s) were busy (on a "
+                       f"CPU or waiting for one) {share:.0%} of their wall time: the client, "
+                       "not the server, set the pace (give it more --threads, or more machines "
+                       "with --ray)"}
+    return {**busy, "status": "pass",
+            "why": f"the load client's {threads} thread(s) busy {share:.0%} of their wall time"}
+
+
+def late_check(sends: int, late: int, threshold_ns: int, worst_ns: int,
+               client: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Open loop: the sends that left at least ``threshold_ns`` after their intended time;
+    ``client`` (the client check) says whether a saturated client or full connections
+    held them back."""
     if not sends:
         return _not_checked("no sends after the warm-up")
     share = late / sends
     out = {"sends": sends, "late": late, "share": round(share, 6), "threshold_ns": threshold_ns,
            "worst_ns": worst_ns}
     if share > LATE_SHARE:
+        status = (client or {}).get("status")
+        cause = ("the client could not keep up (saturated)" if status == "fail" else
+                 f"not a saturated client (its threads were busy {client['share']:.0%} of "
+                 "their wall time): its connections were full of requests the server had not "
+                 "answered (--max-outstanding), or its thread woke late (a CPU busy elsewhere)"
+                 if status == "pass" and client is not None else
+                 "the client could not keep up, or its connections were full")
         return {**out, "status": "fail",
                 "why": f"sends left late: {late} ({share:.1%}) left {threshold_ns / 1e6:g} ms or "
-                       f"more after their intended time (worst {worst_ns / 1e6:.3g} ms): the "
-                       "client could not keep up, or its connections were full"}
+                       f"more after their intended time (worst {worst_ns / 1e6:.3g} ms): "
+                       + cause}
     return {**out, "status": "pass",
             "why": f"{late} send(s) ({share:.2%}) {threshold_ns / 1e6:g} ms or more late"}
 
@@ -294,15 +333,18 @@ def validity(
     intervals: Sequence[Mapping[str, Any]], samples: Mapping[str, Any] | None,
     stalls: Sequence[Mapping[str, Any]] = (), warmup_s: float = 0.0,
     lateness: Mapping[str, Any] | None, late_sends: int = 0, late_threshold_ns: int = 0,
+    client: Mapping[str, Any] | None = None, busy_poll_us: int = 0,
 ) -> dict[str, Any]:
     """The verdict of one run: ``verdict`` (VALID or INVALID), ``reasons`` (worst first),
     ``not_checked`` and each check's figures (``checks``). ``samples`` is the engine's
     ``samples`` record (None for a run merged from agents: the checks that need it are not
-    checked); ``lateness`` its ``send_lateness`` histogram (open loop)."""
+    checked); ``lateness`` its ``send_lateness`` histogram (open loop); ``client`` the load
+    threads' busy share (:func:`cachelab.load.probe.client_busy`; None: not checked)."""
     merged = "not checked: the run was merged from several agents"
     open_loop = mode == "open"
     full = [iv for iv in intervals if not iv.get("warmup") and iv["duration_s"] >= interval_s / 2]
     checks: dict[str, dict[str, Any]] = {}
+    checks["client"] = client_check(client, busy_poll_us)
     checks["rate"] = (rate_check(intervals, float(rate), interval_s) if open_loop and rate
                       else _not_checked("closed loop: no intended rate"))
     p99 = [(iv.get("corrected") or iv["uncorrected"])["percentiles"]["99"] for iv in full]
@@ -314,7 +356,8 @@ def validity(
         checks["late"] = _not_checked(merged)
     else:
         checks["late"] = late_check(int(samples["sends"]["offered"]), late_sends,
-                                    late_threshold_ns, int(lateness["max"]))
+                                    late_threshold_ns, int(lateness["max"]),
+                                    None if client is None else checks["client"])
     checks["independent"] = (independence_check(series_blocks(samples["replies"])) if samples
                              else _not_checked(merged))
     if not open_loop or arrivals != "poisson":
@@ -345,7 +388,9 @@ def headline(v: Mapping[str, Any] | None) -> str | None:
         more = len(v["reasons"]) - 1
         return ("INVALID: " + v["reasons"][0]
                 + (f" (and {more} more reason(s), below)" if more > 0 else ""))
-    checked = [c for c in CHECKS if v["checks"][c]["status"] == "pass"]
-    skipped = [c for c in CHECKS if v["checks"][c]["status"] == "not checked"]
+    # (a load.json written before a check existed has no entry for it)
+    status = {c: (v["checks"].get(c) or {}).get("status") for c in CHECKS}
+    checked = [c for c in CHECKS if status[c] == "pass"]
+    skipped = [c for c in CHECKS if status[c] == "not checked"]
     return ("VALID: " + (", ".join(checked) or "nothing could be checked")
             + (f"; not checked: {', '.join(skipped)}" if skipped else ""))
