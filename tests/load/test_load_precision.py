@@ -203,3 +203,46 @@ def test_a_real_run_always_says_how_its_intervals_were_made(memcached: PrivateMe
     assert iv["basis"]["method"].startswith(
         "order statistics" if status == "pass" else "block bootstrap"), (status, iv["basis"])
     assert iv["ranges"]["50"] is not None and iv["ranges"]["99"] is not None
+
+
+class _Progress:
+    """The engine's live view as the precision watch reads it: interval histograms."""
+
+    def __init__(self, hists: list[str]) -> None:
+        self.hists = hists
+        self.shown = 0
+
+    def interval_histograms(self, since: int) -> list[tuple[int, str]]:
+        return [(i, self.hists[i]) for i in range(since, self.shown)]
+
+
+def test_a_live_stop_needs_the_intervals_p99s_to_agree_too() -> None:
+    """Many latencies make the order-statistic interval tight whatever their dependence; the
+    batch-means interval over the intervals' own p99s is wide when they wander, and no run
+    stops then, nor before five intervals."""
+    from cachelab import _core
+    from cachelab.load.precision import MIN_BATCHES, Watch
+
+    rng = np.random.default_rng(5)
+
+    def hist(p99_us: float) -> str:
+        base = rng.lognormal(np.log(50_000), 0.3, 20_000)
+        tail = rng.uniform(0.9, 1.1, 400) * p99_us * 1000
+        return _core.hist_from_values([int(x) for x in np.concatenate([base, tail])])
+
+    steady = [hist(400) for _ in range(10)]
+    wandering = [hist(p) for p in (200, 900, 300, 1500, 250, 1200, 400, 2000, 300, 1000)]
+    for hists, stops in ((steady, True), (wandering, False)):
+        watch = Watch(0.10, 0.25, 0.0)
+        progress = _Progress(hists)
+        stopped_at = None
+        for shown in range(1, len(hists) + 1):
+            progress.shown = shown
+            if watch.poll(progress):
+                stopped_at = shown
+                break
+        if stops:
+            assert stopped_at == MIN_BATCHES, (stopped_at, watch.half_width)
+        else:
+            assert stopped_at is None and watch.half_width is not None
+            assert watch.half_width > 0.10
