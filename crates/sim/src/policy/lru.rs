@@ -99,11 +99,19 @@ impl Ids {
         self.table.len() * 4 + self.map.table_bytes()
     }
 
-    /// Grows the table to cover `key` if it may; whether it covers it.
+    /// Grows the table to cover `key` (not covered yet) if it may; whether it covers it.
+    #[inline]
     fn cover(&mut self, key: u64) -> bool {
-        if key >= DIRECT_MAX {
+        // The table would need more than `key` entries: most misses of sparse ids stop here.
+        let most = (DIRECT_PER_OBJECT * (self.cached + 1)).max(DIRECT_MIN);
+        if key >= DIRECT_MAX || key as usize >= most {
             return false;
         }
+        self.grow_to(key)
+    }
+
+    #[cold]
+    fn grow_to(&mut self, key: u64) -> bool {
         let len = (key as usize + 1).next_power_of_two().max(DIRECT_MIN);
         if len > (DIRECT_PER_OBJECT * (self.cached + 1)).max(DIRECT_MIN) {
             return false;
