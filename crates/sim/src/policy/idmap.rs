@@ -1,44 +1,62 @@
 //! The positions of the cached objects, keyed by raw id: an open-addressing hash table
-//! (linear probing, sparse, doubled as the cache grows) whose size follows the
-//! number of objects *cached*, not the number of ids seen or their range.
+//! (linear probing, sparse, doubled as the cache grows) whose size follows the number of
+//! objects *cached*, not the number of ids seen or their range.
 //!
 //! A streamed LRU over a block trace sees ids up to tens of millions (block numbers) while
 //! caching a few hundred of them: a table indexed by id would take hundreds of MiB and a page
-//! fault per first touch, where this one stays a few KiB and in the CPU's L1.
-//! Deletion shifts the following entries back (no tombstones), so lookups stay short under
-//! the steady insert/evict churn of a full cache.
+//! fault per first touch. Here the table holds only 4-byte positions, and the id cached at
+//! each position is kept by position ([`IdMap::key`]), so a 489-object cache's whole index is
+//! about 70 KiB. Deletion shifts the following entries back (no tombstones), so lookups stay
+//! short under the steady insert/evict churn of a full cache.
 
 use super::NIL;
 
-#[derive(Clone, Copy)]
-struct Entry {
-    key: u64,
-    /// [`NIL`] = empty.
-    pos: u32,
-}
-
-const EMPTY: Entry = Entry { key: 0, pos: NIL };
-/// Up to this many entries (128 KiB) the table is kept at most 1/[`SPARSE`] full, beyond it at
+/// Up to this many entries (64 KiB) the table is kept at most 1/[`SPARSE`] full, beyond it at
 /// most half full: a small cache's probes then almost never meet another entry (a cache of 489
-/// block ids ran its LRU 1.6x faster at 1/16 than at 1/4 here), while a large one's table
-/// stays near 32 B per cached object.
-const SPARSE_UP_TO: usize = 1 << 13;
-const SPARSE: usize = 16;
+/// block ids ran its LRU 1.6x faster at 1/16 than at 1/4 here, and a little faster again at
+/// 1/32), while a large one's table stays near 8 B per cached object.
+const SPARSE_UP_TO: usize = 1 << 14;
+const SPARSE: usize = 32;
 
 pub(crate) struct IdMap {
-    table: Vec<Entry>,
+    /// Positions ([`NIL`] = empty slot).
+    table: Vec<u32>,
     /// `64 - log2(table.len())`: a key's home slot is the top bits of its multiplied hash.
     shift: u32,
     len: usize,
+    /// The id at each position (set with [`IdMap::set_key`], for ids in the map or not).
+    keys: Vec<u64>,
 }
 
 impl IdMap {
     pub(crate) fn new() -> IdMap {
         IdMap {
-            table: vec![EMPTY; 64],
+            table: vec![NIL; 64],
             shift: 64 - 6,
             len: 0,
+            keys: Vec::new(),
         }
+    }
+
+    /// Bytes of the table.
+    pub(crate) fn table_bytes(&self) -> usize {
+        self.table.len() * 4
+    }
+
+    /// Records that position `p` holds `key` (before [`IdMap::insert`] of `p`).
+    #[inline]
+    pub(crate) fn set_key(&mut self, p: u32, key: u64) {
+        let i = p as usize;
+        if i >= self.keys.len() {
+            self.keys.resize((i + 1).next_power_of_two(), 0);
+        }
+        self.keys[i] = key;
+    }
+
+    /// The id at position `p`.
+    #[inline]
+    pub(crate) fn key(&self, p: u32) -> u64 {
+        self.keys[p as usize]
     }
 
     #[inline]
@@ -51,73 +69,68 @@ impl IdMap {
         self.table.len() - 1
     }
 
-    /// Bytes of the table.
-    pub(crate) fn table_bytes(&self) -> usize {
-        self.table.len() * std::mem::size_of::<Entry>()
-    }
-
-    /// The position of `key`, [`NIL`] when not cached.
+    /// The position of `key` in the map, [`NIL`] when it is not there.
     #[inline]
     pub(crate) fn get(&self, key: u64) -> u32 {
         let mut i = self.home(key);
         loop {
-            let e = self.table[i];
-            if e.pos == NIL || e.key == key {
-                return e.pos;
+            let p = self.table[i];
+            if p == NIL || self.keys[p as usize] == key {
+                return p;
             }
             i = (i + 1) & self.mask();
         }
     }
 
-    /// Records that `key` (not cached) is cached at position `p`.
+    /// Adds position `p` (whose key is set and not in the map).
     #[inline]
-    pub(crate) fn insert(&mut self, key: u64, p: u32) {
+    pub(crate) fn insert(&mut self, p: u32) {
         let t = self.table.len();
         let most = if t < SPARSE_UP_TO { t / SPARSE } else { t / 2 };
         if self.len + 1 > most {
             self.grow();
         }
-        self.place(key, p);
+        self.place(p);
         self.len += 1;
     }
 
-    /// The entries whose key is below `limit`, removed from the map.
-    pub(crate) fn take_below(&mut self, limit: u64) -> Vec<(u64, u32)> {
-        let out: Vec<(u64, u32)> = self
+    fn place(&mut self, p: u32) {
+        let mut i = self.home(self.keys[p as usize]);
+        while self.table[i] != NIL {
+            i = (i + 1) & self.mask();
+        }
+        self.table[i] = p;
+    }
+
+    fn grow(&mut self) {
+        let bigger = vec![NIL; self.table.len() * 2];
+        let old = std::mem::replace(&mut self.table, bigger);
+        self.shift -= 1;
+        for p in old.into_iter().filter(|&p| p != NIL) {
+            self.place(p);
+        }
+    }
+
+    /// The positions whose key is below `limit`, removed from the map.
+    pub(crate) fn take_below(&mut self, limit: u64) -> Vec<u32> {
+        let out: Vec<u32> = self
             .table
             .iter()
-            .filter(|e| e.pos != NIL && e.key < limit)
-            .map(|e| (e.key, e.pos))
+            .copied()
+            .filter(|&p| p != NIL && self.keys[p as usize] < limit)
             .collect();
-        for &(k, _) in &out {
-            self.remove(k);
+        for &p in &out {
+            self.remove(p);
         }
         out
     }
 
-    fn place(&mut self, key: u64, p: u32) {
-        let mut i = self.home(key);
-        while self.table[i].pos != NIL {
-            i = (i + 1) & self.mask();
-        }
-        self.table[i] = Entry { key, pos: p };
-    }
-
-    fn grow(&mut self) {
-        let bigger = vec![EMPTY; self.table.len() * 2];
-        let old = std::mem::replace(&mut self.table, bigger);
-        self.shift -= 1;
-        for e in old.into_iter().filter(|e| e.pos != NIL) {
-            self.place(e.key, e.pos);
-        }
-    }
-
-    /// Forgets `key` (which is in the map).
+    /// Removes position `p` (which is in the map).
     #[inline]
-    pub(crate) fn remove(&mut self, key: u64) {
+    pub(crate) fn remove(&mut self, p: u32) {
         let mask = self.mask();
-        let mut i = self.home(key);
-        while self.table[i].key != key || self.table[i].pos == NIL {
+        let mut i = self.home(self.keys[p as usize]);
+        while self.table[i] != p {
             i = (i + 1) & mask;
         }
         // Backward-shift deletion: move up each later entry of the run whose home slot is
@@ -126,10 +139,10 @@ impl IdMap {
         loop {
             j = (j + 1) & mask;
             let e = self.table[j];
-            if e.pos == NIL {
+            if e == NIL {
                 break;
             }
-            let h = self.home(e.key);
+            let h = self.home(self.keys[e as usize]);
             let stays = if i <= j {
                 i < h && h <= j
             } else {
@@ -140,7 +153,7 @@ impl IdMap {
                 i = j;
             }
         }
-        self.table[i] = EMPTY;
+        self.table[i] = NIL;
         self.len -= 1;
     }
 }
@@ -166,10 +179,11 @@ mod tests {
             let key = ((x % 10_000) << 40) | (x % 7);
             let p = (x >> 20) as usize % at.len();
             if let Some(old) = at[p].take() {
-                m.remove(old);
+                m.remove(p as u32);
                 reference.remove(&old);
             } else if let Entry::Vacant(v) = reference.entry(key) {
-                m.insert(key, p as u32);
+                m.set_key(p as u32, key);
+                m.insert(p as u32);
                 v.insert(p as u32);
                 at[p] = Some(key);
             }
@@ -182,7 +196,7 @@ mod tests {
             assert_eq!(m.get(*k), p);
         }
         let limit = 5_000 << 40;
-        let mut low = m.take_below(limit);
+        let mut low: Vec<(u64, u32)> = m.take_below(limit).iter().map(|&p| (m.key(p), p)).collect();
         low.sort_unstable();
         let mut want: Vec<(u64, u32)> = reference
             .iter()

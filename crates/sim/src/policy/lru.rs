@@ -78,9 +78,8 @@ const DIRECT_MIN: usize = 1 << 12;
 /// table's length is always in the table.
 pub(crate) struct Ids {
     table: Vec<u32>,
+    /// The ids beyond the table, and the id at every position.
     map: IdMap,
-    /// The id cached at each position.
-    keys: Vec<u64>,
     cached: usize,
 }
 
@@ -89,7 +88,6 @@ impl Ids {
         Ids {
             table: Vec::new(),
             map: IdMap::new(),
-            keys: Vec::new(),
             cached: 0,
         }
     }
@@ -117,8 +115,8 @@ impl Ids {
             return false;
         }
         self.table.resize(len, NIL);
-        for (k, p) in self.map.take_below(len as u64) {
-            self.table[k as usize] = p;
+        for p in self.map.take_below(len as u64) {
+            self.table[self.map.key(p) as usize] = p;
         }
         true
     }
@@ -135,26 +133,22 @@ impl Index for Ids {
 
     #[inline]
     fn insert(&mut self, key: u64, p: u32) -> u32 {
+        self.map.set_key(p, key);
         if (key as usize) < self.table.len() || self.cover(key) {
             self.table[key as usize] = p;
         } else {
-            self.map.insert(key, p);
+            self.map.insert(p);
         }
-        let i = p as usize;
-        if i >= self.keys.len() {
-            self.keys.resize(i + 1, 0);
-        }
-        self.keys[i] = key;
         self.cached += 1;
         NIL
     }
 
     #[inline]
     fn clear(&mut self, _handle: u32, p: u32) {
-        let key = self.keys[p as usize];
+        let key = self.map.key(p);
         match self.table.get_mut(key as usize) {
             Some(slot) => *slot = NIL,
-            None => self.map.remove(key),
+            None => self.map.remove(p),
         }
         self.cached -= 1;
     }
