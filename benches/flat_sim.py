@@ -157,7 +157,8 @@ def tile(source: Path, path: Path, times: int) -> tuple[float, int]:
         for k in range(times):
             c = d.copy()
             c["time"] = d["time"] + k * span
-            onward = first[where] + (k + 1) * n if k + 1 < times else -1
+            # next_access_vtime is 1-based: the next copy's first access of the id
+            onward = first[where] + 1 + (k + 1) * n if k + 1 < times else -1
             c["next"] = np.where(last, onward, d["next"] + k * n)
             c.tofile(f)
     tmp.rename(path)
