@@ -5,6 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 FUZZ_SECONDS ?= 30
+# libCacheSim's CloudPhysics block trace (flat_sim.py --block-trace, byte_lru.py)
+BLOCK_TRACE ?= /work/shared/reference/traces/cloudPhysicsIO.oracleGeneral.bin
 export CARGO_TERM_COLOR ?= never
 
 .DEFAULT_GOAL := help
@@ -49,6 +51,8 @@ fuzz: fuzz-build ## fuzz the decoder for FUZZ_SECONDS (default 30)
 bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEMTIER= paths to the peers)
 	$(PY) benches/profile_overhead.py
 	$(PY) benches/flat_sim.py $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
+	$(PY) benches/flat_sim.py --block-trace $(BLOCK_TRACE) $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
+	$(PY) benches/byte_lru.py --trace $(BLOCK_TRACE) $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
 	$(PY) benches/request_sim.py
 	$(PY) benches/usl_fit.py
 	$(PY) benches/load_vs_memtier.py $(if $(MEMTIER),--memtier $(MEMTIER))

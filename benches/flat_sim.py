@@ -19,11 +19,20 @@ is **requests per CPU-second** and its ratios. The goal, from the issue: cachela
 libCacheSim. Both simulators' miss ratios are printed too; they must agree exactly (LRU is
 golden-tested against libCacheSim), or the run fails.
 
-The trace is a seeded Zipf oracleGeneral file written to ``/tmp`` (never the repository) and
-reused when it exists: ``--requests`` requests over ``--objects`` objects with popularity
-exponent ``--alpha``, ids a seeded permutation of ranks, one fixed size per object
-(log-uniform 64 B to 64 KiB), time = request index / 1000, next_access_vtime -1. The cache
-holds ``--capacity-fraction`` of the objects.
+Two traces, both written to ``/tmp`` (never the repository) and reused when they exist:
+
+* *block* (``--block-trace FILE``): a real oracleGeneral trace tiled ``--block-times`` times
+  (default 112), each copy's times shifted past the previous copy's and its next-access
+  fields renumbered, so the file stays a plausible trace. The issue's case is libCacheSim's
+  CloudPhysics block trace (``cloudPhysicsIO.oracleGeneral.bin``, 113,872 requests over
+  48,974 block ids) x 112 = 12,753,664 requests, LRU at 1 % of the objects (489): a small
+  cache over ids in the tens of millions, where start-up and per-request overhead show;
+* *Zipf* (the default): a seeded Zipf file, ``--requests`` requests over ``--objects``
+  objects with popularity exponent ``--alpha``, ids a seeded permutation of ranks, one fixed
+  size per object (log-uniform 64 B to 64 KiB), time = request index / 1000,
+  next_access_vtime -1.
+
+The cache holds ``--capacity-fraction`` of the objects (default 0.1 for Zipf, 0.01 for block).
 
 Memory goal: peak RSS near the trace (24 B per request, the file's size) plus about 64 B per
 distinct object; the record shows the budget and the measured peak.
@@ -32,7 +41,8 @@ distinct object; the record shows the budget and the measured peak.
 run with the median CPU time (every run's CPU seconds are kept in the JSON and listed in the
 record); the machine is shared, so one run can be far off.
 
-``--record`` writes ``benches/runs/<date>-flat-sim.md`` (``-2``, ``-3`` … if taken) and the JSON
+``--record`` writes ``benches/runs/<date>-flat-sim.md`` (``flat-sim-block`` for the block trace;
+``-2``, ``-3`` … if taken) and the JSON
 beside it; ``--json PATH`` saves the raw numbers anywhere. Exit status 0 when the goal is met,
 1 when it is missed or the miss ratios disagree, 2 for bad usage.
 """
@@ -96,6 +106,9 @@ print(json.dumps({"requests": requests, "misses": misses, "miss_ratio": misses /
 def trace_path(a: argparse.Namespace) -> Path:
     if a.trace:
         return Path(a.trace)
+    if a.block_trace:
+        stem = Path(a.block_trace).name.split(".")[0]
+        return Path("/tmp") / f"cachelab-bench-block-{stem}-x{a.block_times}.oracleGeneral.bin"
     name = f"cachelab-bench-zipf-{a.requests}-{a.objects}-{a.alpha:g}-{a.seed}.oracleGeneral.bin"
     return Path("/tmp") / name
 
@@ -124,6 +137,36 @@ def generate(path: Path, requests: int, objects: int, alpha: float, seed: int) -
             rec.tofile(f)
     tmp.rename(path)
     return time.perf_counter() - t0
+
+
+def tile(source: Path, path: Path, times: int) -> tuple[float, int]:
+    """Writes ``source`` ``times`` times over (atomically): copy k's times shifted by k spans
+    of the source, its next-access fields by k lengths, and the last access of each id in a
+    copy pointing at that id's first access in the next copy (-1 in the last copy). Returns
+    the seconds it took and the number of distinct ids."""
+    t0 = time.perf_counter()
+    d = np.fromfile(source, dtype=RECORD)
+    n = len(d)
+    if n == 0:
+        raise SystemExit(f"flat_sim: {source}: no records")
+    ids, first, where = np.unique(d["id"], return_index=True, return_inverse=True)
+    span = int(d["time"].max()) - int(d["time"].min()) + 1
+    last = d["next"] < 0
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    with tmp.open("wb") as f:
+        for k in range(times):
+            c = d.copy()
+            c["time"] = d["time"] + k * span
+            # next_access_vtime is 1-based: the next copy's first access of the id
+            onward = first[where] + 1 + (k + 1) * n if k + 1 < times else -1
+            c["next"] = np.where(last, onward, d["next"] + k * n)
+            c.tofile(f)
+    tmp.rename(path)
+    return time.perf_counter() - t0, len(ids)
+
+
+def distinct_ids(path: Path) -> int:
+    return len(np.unique(np.fromfile(path, dtype=RECORD)["id"]))
 
 
 def run_child(argv: list[str], cwd: str | None = None) -> dict[str, Any]:
@@ -183,10 +226,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--trace", help="use this oracleGeneral file instead of generating one")
     ap.add_argument(
+        "--block-trace",
+        metavar="FILE",
+        help="tile this oracleGeneral trace --block-times times instead of a Zipf trace (the "
+        "issue's case: /work/shared/reference/traces/cloudPhysicsIO.oracleGeneral.bin)",
+    )
+    ap.add_argument(
+        "--block-times", type=int, default=112, help="copies of --block-trace (112)"
+    )
+    ap.add_argument(
         "--capacity-fraction",
         type=float,
-        default=0.1,
-        help="cache size as a fraction of the objects (0.1)",
+        default=None,
+        help="cache size as a fraction of the objects (0.1 for Zipf, 0.01 for --block-trace)",
     )
     ap.add_argument(
         "--naive-requests",
@@ -207,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", action="store_true", help="write a dated record to benches/runs/")
     ap.add_argument("--json", metavar="PATH", help="also save the raw numbers here")
     a = ap.parse_args(argv)
+    if a.capacity_fraction is None:
+        a.capacity_fraction = 0.01 if a.block_trace else 0.1
+    if a.trace and a.block_trace:
+        ap.error("--trace and --block-trace exclude each other")
+    if a.block_trace and not Path(a.block_trace).is_file():
+        ap.error(f"--block-trace {a.block_trace}: no such file")
+    if a.block_times < 1:
+        ap.error("--block-times must be at least 1")
     if a.requests <= 0 or a.objects <= 0 or not 0 < a.capacity_fraction <= 1:
         ap.error("requests and objects must be positive, capacity-fraction in (0, 1]")
     if a.repeat < 1:
@@ -220,7 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         if a.trace:
             ap.error(f"--trace {path}: no such file")
         print(f"generating {path} ...", file=sys.stderr)
-        gen_s = generate(path, a.requests, a.objects, a.alpha, a.seed)
+        if a.block_trace:
+            gen_s, _ = tile(Path(a.block_trace), path, a.block_times)
+        else:
+            gen_s = generate(path, a.requests, a.objects, a.alpha, a.seed)
+    if a.block_trace:
+        a.objects = distinct_ids(Path(a.block_trace))
     n_req = path.stat().st_size // 24
     capacity = int(a.objects * a.capacity_fraction)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -308,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         goal = ratios["cachelab / libCacheSim"] >= GOAL_VS_LIBCACHESIM
     budget_mib = (24 * n_req + 64 * a.objects) / 2**20
     result = {
-        "benchmark": "flat-sim",
+        "benchmark": "flat-sim-block" if a.block_trace else "flat-sim",
         "started": started,
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "trace": {
@@ -317,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             "objects": a.objects,
             "alpha": a.alpha,
             "seed": a.seed,
+            "block_trace": a.block_trace,
+            "block_times": a.block_times if a.block_trace else None,
             "generate_s": gen_s,
             "file_mib": path.stat().st_size / 2**20,
         },
@@ -344,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2))
     if a.record:
-        md = write_record("flat-sim", started[:10], render(result, full=True), result)
+        md = write_record(result["benchmark"], started[:10], render(result, full=True), result)
         print(f"recorded {md}", file=sys.stderr)
     return 0 if (goal in (True, None) and agree) else 1
 
@@ -373,9 +440,13 @@ def render(r: dict[str, Any], full: bool = False) -> str:
     lines = []
     if full:
         lines += [f"# Flat-trace simulation speed, {r['started']}", ""]
+    if t.get("block_trace"):
+        what = (f"`{Path(t['block_trace']).name}` x {t['block_times']}, times shifted per copy")
+    else:
+        what = f"Zipf alpha {t['alpha']:g}, seed {t['seed']}"
     lines += [
-        f"Trace: {t['requests']:,} requests over {t['objects']:,} objects (Zipf alpha "
-        f"{t['alpha']:g}, seed {t['seed']}), {t['file_mib']:.0f} MiB oracleGeneral; "
+        f"Trace: {t['requests']:,} requests over {t['objects']:,} objects ({what}), "
+        f"{t['file_mib']:.0f} MiB oracleGeneral; "
         f"LRU, capacity {r['capacity_objects']:,} objects.",
         "",
         *markdown_table(

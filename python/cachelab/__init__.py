@@ -13,17 +13,31 @@ Errors are the classes in :mod:`cachelab.errors`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cachelab._core import __version__
+from cachelab._lazy import exports
 from cachelab.errors import CachelabError
-from cachelab.profiles import LatencyProfile, ProfileSpec, load_profile, profile
-from cachelab.simulation import SimulateSpec, SimulationResult, simulate
-from cachelab.traces import (
-    RequestTrace,
-    SynthParams,
-    load_request_trace,
-    save_request_trace,
-    synthesize,
-)
+
+if TYPE_CHECKING:
+    from cachelab.profiles import LatencyProfile, ProfileSpec, load_profile, profile
+    from cachelab.simulation import SimulateSpec, SimulationResult, simulate
+    from cachelab.traces import (
+        RequestTrace,
+        SynthParams,
+        load_request_trace,
+        save_request_trace,
+        synthesize,
+    )
+
+# The verbs load on first use: ``import cachelab.simulation.flat`` need not import numpy.
+__getattr__, __dir__ = exports(__name__, {
+    "cachelab.profiles": ("LatencyProfile", "ProfileSpec", "load_profile", "profile"),
+    "cachelab.simulation": ("SimulateSpec", "SimulationResult", "simulate"),
+    "cachelab.traces": (
+        "RequestTrace", "SynthParams", "load_request_trace", "save_request_trace", "synthesize",
+    ),
+})
 
 __all__ = [
     "CachelabError",

@@ -27,7 +27,7 @@ CRATES = ROOT / "crates"
 #: Layers of the Python package, bottom first: a module may import its own layer's modules
 #: and lower ones, never a higher one. A name matches a module and everything below it.
 LAYERS: list[tuple[str, ...]] = [
-    ("cachelab._core", "cachelab.errors"),
+    ("cachelab._core", "cachelab.errors", "cachelab._lazy"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls",
      "cachelab.intervals"),
     ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity",

@@ -20,32 +20,60 @@
 
 from __future__ import annotations
 
-from cachelab.simulation.cells import IssuedCells, issued_cells, measure_for, profile_spec_for
-from cachelab.simulation.flat import (
-    FlatResult,
-    FlatSimulation,
-    MissRatioCurve,
-    miss_ratio_curve,
-    simulate_flat,
-)
-from cachelab.simulation.flat_run import (
-    FlatSimulateSpec,
-    FlatSimulationResult,
-    simulate_flat_trace,
-)
-from cachelab.simulation.model import LatencyModel, latency_model
-from cachelab.simulation.request import (
-    DEFAULT_MODEL,
-    PERCENTILES,
-    SCHEMA,
-    SCHEMA_VERSION,
-    SLOWED,
-    SimulateSpec,
-    SimulationResult,
-    default_strategies,
-    simulate,
-)
-from cachelab.simulation.summary import band_at, best_strategy
+from typing import TYPE_CHECKING
+
+from cachelab._lazy import exports
+
+if TYPE_CHECKING:
+    from cachelab.simulation.cells import (
+        IssuedCells,
+        issued_cells,
+        measure_for,
+        profile_spec_for,
+    )
+    from cachelab.simulation.flat import (
+        FlatResult,
+        FlatSimulation,
+        MissRatioCurve,
+        miss_ratio_curve,
+        simulate_flat,
+    )
+    from cachelab.simulation.flat_run import (
+        FlatSimulateSpec,
+        FlatSimulationResult,
+        simulate_flat_trace,
+    )
+    from cachelab.simulation.model import LatencyModel, latency_model
+    from cachelab.simulation.request import (
+        DEFAULT_MODEL,
+        PERCENTILES,
+        SCHEMA,
+        SCHEMA_VERSION,
+        SLOWED,
+        SimulateSpec,
+        SimulationResult,
+        default_strategies,
+        simulate,
+    )
+    from cachelab.simulation.summary import band_at, best_strategy
+
+# Names load on first use: flat simulation alone imports neither numpy nor the request
+# simulator (see cachelab._lazy).
+__getattr__, __dir__ = exports(__name__, {
+    "cachelab.simulation.cells": ("IssuedCells", "issued_cells", "measure_for", "profile_spec_for"),
+    "cachelab.simulation.flat": (
+        "FlatResult", "FlatSimulation", "MissRatioCurve", "miss_ratio_curve", "simulate_flat",
+    ),
+    "cachelab.simulation.flat_run": (
+        "FlatSimulateSpec", "FlatSimulationResult", "simulate_flat_trace",
+    ),
+    "cachelab.simulation.model": ("LatencyModel", "latency_model"),
+    "cachelab.simulation.request": (
+        "DEFAULT_MODEL", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SLOWED", "SimulateSpec",
+        "SimulationResult", "default_strategies", "simulate",
+    ),
+    "cachelab.simulation.summary": ("band_at", "best_strategy"),
+})
 
 __all__ = [
     "DEFAULT_MODEL",

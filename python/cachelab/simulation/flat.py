@@ -31,7 +31,7 @@ from typing import Any, Union
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
-from cachelab.traces.formats import CAPTURE_FORMAT, detect_format, load_flat
+from cachelab.traces.names import CAPTURE_FORMAT, detect_format, load_flat
 
 __all__ = [
     "FlatResult",

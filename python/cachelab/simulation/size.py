@@ -37,7 +37,7 @@ from cachelab.artifacts import created_now, write_json
 from cachelab.errors import UsageError
 from cachelab.simulation.flat import load_trace, miss_ratio_curve
 from cachelab.tables import write_csv
-from cachelab.traces.formats import CAPTURE_FORMAT, detect_format
+from cachelab.traces.names import CAPTURE_FORMAT, detect_format
 from cachelab.units import human_bytes, pct
 
 __all__ = ["MULTIPLES", "SCHEMA", "SCHEMA_VERSION", "SizeResult", "SizeSpec", "size"]

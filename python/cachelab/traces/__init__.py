@@ -10,22 +10,40 @@ Formats and the synthetic model are documented in docs/traces.md.
 
 from __future__ import annotations
 
-from cachelab.traces.formats import (
-    FLAT_FORMATS,
-    REQUEST_FORMATS,
-    convert,
-    detect_format,
-    flat_accesses,
-    format_name,
-    is_request_format,
-    load_flat,
-    load_request_trace,
-    save_request_trace,
-    write_flat_csv,
-)
-from cachelab.traces.inspect import inspect_path, inspect_request_trace
-from cachelab.traces.request import SCHEMA, SCHEMA_VERSION, RequestTrace
-from cachelab.traces.synth import SynthParams, synthesize
+from typing import TYPE_CHECKING
+
+from cachelab._lazy import exports
+
+if TYPE_CHECKING:
+    from cachelab.traces.formats import (
+        FLAT_FORMATS,
+        REQUEST_FORMATS,
+        convert,
+        detect_format,
+        flat_accesses,
+        format_name,
+        is_request_format,
+        load_flat,
+        load_request_trace,
+        save_request_trace,
+        write_flat_csv,
+    )
+    from cachelab.traces.inspect import inspect_path, inspect_request_trace
+    from cachelab.traces.request import SCHEMA, SCHEMA_VERSION, RequestTrace
+    from cachelab.traces.synth import SynthParams, synthesize
+
+# Names load on first use: reading a flat trace (cachelab.traces.names) imports no numpy
+# (see cachelab._lazy).
+__getattr__, __dir__ = exports(__name__, {
+    "cachelab.traces.formats": (
+        "FLAT_FORMATS", "REQUEST_FORMATS", "convert", "detect_format", "flat_accesses",
+        "format_name", "is_request_format", "load_flat", "load_request_trace",
+        "save_request_trace", "write_flat_csv",
+    ),
+    "cachelab.traces.inspect": ("inspect_path", "inspect_request_trace"),
+    "cachelab.traces.request": ("SCHEMA", "SCHEMA_VERSION", "RequestTrace"),
+    "cachelab.traces.synth": ("SynthParams", "synthesize"),
+})
 
 __all__ = [
     "FLAT_FORMATS",

@@ -12,18 +12,20 @@
 //!
 //! An [`Index`] maps an object's key to its position ([`NIL`] = not cached): a dense slot
 //! table for a [`SimTrace`], or, when streaming an oracleGeneral file ([`stream_oracle`]),
-//! the file's ids themselves (a table indexed by id when ids are small, a hash map
-//! otherwise), so a streamed request costs one lookup and no numbering. The streamed loop
+//! the file's ids themselves ([`Ids`]: a table indexed by id while the ids are dense enough, a
+//! hash table of the cached ids otherwise, so its size follows the cache, not the ids' range),
+//! so a streamed request costs one lookup and no numbering. The streamed loop
 //! takes blocks of requests in two passes: the first reads each request's index entry and
 //! node (independent loads the CPU overlaps, standing in for prefetches), the second
 //! simulates them and finds that state in the cache.
 
 use std::fs::File;
 
+use super::idmap::IdMap;
 use super::{Counts, Policy, Runner, Space, Unit, BLOCK, NIL};
 
 use crate::error::TraceError;
-use crate::flat::{FastMap, SimTrace, ORACLE_RECORD};
+use crate::flat::{SimTrace, ORACLE_RECORD};
 
 const PREV: usize = 0;
 const NEXT: usize = 1;
@@ -62,70 +64,93 @@ impl Index for Slots {
     }
 }
 
-/// Ids below this are indexed by a table (256 MiB at most).
+/// Ids below this may be indexed by a table (256 MiB at most).
 const DIRECT_MAX: u64 = 1 << 26;
+/// The id table grows to at most this many entries per cached object (64 B), or
+/// [`DIRECT_MIN`]: a large cache over dense ids gets a table (one load per lookup), sparse ids
+/// (block numbers in the tens of millions over a small cache) stay in the hash map.
+const DIRECT_PER_OBJECT: usize = 16;
+const DIRECT_MIN: usize = 1 << 12;
 
-/// Positions indexed by raw id: a table indexed by id for ids below `limit` (grown as needed),
-/// a hash map for the others (whose ids are kept by position: their handle is `NIL`).
+/// Positions indexed by raw id: a table indexed by id for ids below its length (grown while
+/// it stays within [`DIRECT_PER_OBJECT`] entries per cached object), an [`IdMap`] for the
+/// others. When the table grows, the map's ids it now covers move into it, so an id below the
+/// table's length is always in the table.
 pub(crate) struct Ids {
     table: Vec<u32>,
-    limit: u64,
-    map: FastMap<u64, u32>,
-    big: Vec<u64>,
+    /// The ids beyond the table, and the id at every position.
+    map: IdMap,
+    cached: usize,
 }
 
 impl Ids {
-    /// For a trace of about `requests` requests: the table may reach 8 entries per request.
-    fn new(requests: usize) -> Ids {
+    fn new() -> Ids {
         Ids {
             table: Vec::new(),
-            limit: DIRECT_MAX.min(8 * requests as u64 + 1024),
-            map: FastMap::default(),
-            big: Vec::new(),
+            map: IdMap::new(),
+            cached: 0,
         }
+    }
+
+    /// Bytes of table and map (the state a lookup reads).
+    fn bytes(&self) -> usize {
+        self.table.len() * 4 + self.map.table_bytes()
+    }
+
+    /// Grows the table to cover `key` (not covered yet) if it may; whether it covers it.
+    #[inline]
+    fn cover(&mut self, key: u64) -> bool {
+        // The table would need more than `key` entries: most misses of sparse ids stop here.
+        let most = (DIRECT_PER_OBJECT * (self.cached + 1)).max(DIRECT_MIN);
+        if key >= DIRECT_MAX || key as usize >= most {
+            return false;
+        }
+        self.grow_to(key)
+    }
+
+    #[cold]
+    fn grow_to(&mut self, key: u64) -> bool {
+        let len = (key as usize + 1).next_power_of_two().max(DIRECT_MIN);
+        if len > (DIRECT_PER_OBJECT * (self.cached + 1)).max(DIRECT_MIN) {
+            return false;
+        }
+        self.table.resize(len, NIL);
+        for p in self.map.take_below(len as u64) {
+            self.table[self.map.key(p) as usize] = p;
+        }
+        true
     }
 }
 
 impl Index for Ids {
     #[inline]
     fn get(&self, key: u64) -> u32 {
-        if key < self.limit {
-            self.table.get(key as usize).copied().unwrap_or(NIL)
-        } else {
-            self.map.get(&key).copied().unwrap_or(NIL)
+        match self.table.get(key as usize) {
+            Some(&p) => p,
+            None => self.map.get(key),
         }
     }
 
     #[inline]
     fn insert(&mut self, key: u64, p: u32) -> u32 {
-        if key < self.limit {
-            let i = key as usize;
-            if i >= self.table.len() {
-                let len = (i + 1)
-                    .next_power_of_two()
-                    .max(1 << 16)
-                    .min(self.limit as usize);
-                self.table.resize(len, NIL);
-            }
-            self.table[i] = p;
-            key as u32
+        self.map.set_key(p, key);
+        if (key as usize) < self.table.len() || self.cover(key) {
+            self.table[key as usize] = p;
         } else {
-            self.map.insert(key, p);
-            if p as usize >= self.big.len() {
-                self.big.resize(p as usize + 1, 0);
-            }
-            self.big[p as usize] = key;
-            NIL
+            self.map.insert(p);
         }
+        self.cached += 1;
+        NIL
     }
 
     #[inline]
-    fn clear(&mut self, handle: u32, p: u32) {
-        if handle != NIL {
-            self.table[handle as usize] = NIL;
-        } else {
-            self.map.remove(&self.big[p as usize]);
+    fn clear(&mut self, _handle: u32, p: u32) {
+        let key = self.map.key(p);
+        match self.table.get_mut(key as usize) {
+            Some(slot) => *slot = NIL,
+            None => self.map.remove(p),
         }
+        self.cached -= 1;
     }
 }
 
@@ -232,6 +257,9 @@ impl Policy for Lru<Slots> {
     }
 }
 
+/// Bytes of index and list above which the streamed loop reads ahead (see [`stream_oracle`]).
+const WARM_ABOVE: usize = 256 << 10;
+
 /// Simulates LRU at `capacity` over `n` records of an opened oracleGeneral file, keyed by the
 /// file's ids (no slot numbering, no per-request arrays). Same results as [`build`] over a
 /// loaded trace: requests of size 0 are skipped, and counted nowhere.
@@ -242,17 +270,21 @@ pub(crate) fn stream_oracle(
     capacity: u64,
     unit: Unit,
 ) -> Result<Counts, TraceError> {
-    let mut lru = Lru::new(capacity, Ids::new(n));
+    let mut lru = Lru::new(capacity, Ids::new());
     let mut c = Counts::default();
     crate::flat::oracle_chunks(file, n, path, |data| {
         for block in data.chunks(ORACLE_RECORD * BLOCK) {
             // A first pass reads every request's state: independent loads the CPU overlaps,
-            // so the second pass finds them in its cache (a prefetch in safe Rust).
-            let mut warm = 0u32;
-            for r in block.chunks_exact(ORACLE_RECORD) {
-                warm ^= lru.peek(crate::flat::oracle_id_size(r).0);
+            // so the second pass finds them in its cache (a prefetch in safe Rust). Not when
+            // that state is small enough to stay in the CPU's L2 anyway: there the first pass
+            // only doubles the lookups (a fifth of the time of a 489-object LRU here).
+            if lru.index.bytes() + lru.nodes.len() * 16 > WARM_ABOVE {
+                let mut warm = 0u32;
+                for r in block.chunks_exact(ORACLE_RECORD) {
+                    warm ^= lru.peek(crate::flat::oracle_id_size(r).0);
+                }
+                std::hint::black_box(warm);
             }
-            std::hint::black_box(warm);
             let mut b = Counts::default();
             for r in block.chunks_exact(ORACLE_RECORD) {
                 let (id, size) = crate::flat::oracle_id_size(r);
@@ -284,6 +316,47 @@ mod tests {
     use super::*;
     use crate::flat::{FlatTrace, Format};
     use crate::policy::simulate;
+
+    /// The id index answers as a hash map does while its table grows and takes over ids
+    /// from its map (ids dense enough for a table only once enough of them are cached).
+    #[test]
+    fn ids_agree_with_a_hash_map_as_the_table_grows() {
+        let mut ids = Ids::new();
+        let mut reference: std::collections::HashMap<u64, u32> = Default::default();
+        let mut at: Vec<Option<u64>> = vec![None; 20_000];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut grew = 0;
+        for _ in 0..300_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = if x & 1 == 0 {
+                x % 200_000
+            } else {
+                x % 7 + (1 << 40)
+            };
+            let p = (x >> 24) as usize % at.len();
+            if let Some(old) = at[p].take() {
+                ids.clear(NIL, p as u32);
+                reference.remove(&old);
+            } else if ids.get(key) == NIL {
+                let before = ids.table.len();
+                ids.insert(key, p as u32);
+                grew += usize::from(ids.table.len() > before.max(DIRECT_MIN));
+                reference.insert(key, p as u32);
+                at[p] = Some(key);
+            }
+            let probe = x.rotate_left(23) % 200_000;
+            assert_eq!(
+                ids.get(probe),
+                reference.get(&probe).copied().unwrap_or(NIL)
+            );
+        }
+        for (k, &p) in &reference {
+            assert_eq!(ids.get(*k), p);
+        }
+        assert!(grew >= 3, "the table grew {grew} times");
+    }
 
     /// Streaming by raw id (small ids through the table, huge ones through the map, sizes of
     /// 0 skipped) counts exactly what the slot-indexed LRU counts over the loaded trace.

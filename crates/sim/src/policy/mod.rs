@@ -17,6 +17,7 @@
 mod arc;
 mod belady;
 mod fifo;
+mod idmap;
 mod lfu;
 mod links;
 mod lru;
