@@ -488,14 +488,23 @@ fn run_draw(
     let trace = plan.trace;
     let mut acc = DrawAcc::new(usize::MAX);
     let mut state = RunState::new(plan, strategy, fixed);
-    add_part(plan, strategy, seed, true, &mut state, &mut acc, |r| r);
+    add_part(
+        plan,
+        strategy,
+        seed,
+        true,
+        &mut state,
+        &mut acc,
+        |r| r,
+        |_| {},
+    );
     acc.counts = state.counts;
     acc.finish(grid, trace.route_codes.len())
 }
 
 /// Runs one part of a trace (`plan`) and adds its evaluated requests to `acc`, summed in the
 /// order of [`Plan::order`]; `slot` maps a dense route index of the part to `acc`'s route
-/// slot.
+/// slot; `keep` sees each evaluated request's cost.
 pub(crate) fn add_part(
     plan: &Plan<'_>,
     strategy: &Strategy,
@@ -504,12 +513,14 @@ pub(crate) fn add_part(
     state: &mut RunState,
     acc: &mut DrawAcc,
     slot: impl Fn(usize) -> usize,
+    mut keep: impl FnMut(&RequestCost),
 ) {
     let trace = plan.trace;
     // Added ms by request, then every sum in the order of `Plan::order`.
     let mut added_ms = vec![0.0f64; trace.len()];
     state.run(plan, strategy, seed, last, |c| {
         added_ms[c.request as usize] = c.added_us / 1000.0;
+        keep(&c);
     });
     for &r in plan.order.iter().filter(|&&r| plan.evaluated[r as usize]) {
         let r = r as usize;

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use super::engine::RequestCost;
 use super::engine::{self, draw_seed, fixed_mask, Plan, RunState};
 use super::summary::DrawAcc;
 use super::{
@@ -71,6 +72,11 @@ pub struct Stream {
     /// Instance codes by dense index (first appearance in the whole trace), and back.
     instance_codes: Vec<u32>,
     instances: HashMap<u32, u32>,
+    /// With `keep_costs`: the last part, and the cost of each of its evaluated requests
+    /// under each strategy's first draw, by request.
+    keep_costs: bool,
+    part: Option<RequestTrace>,
+    costs: Vec<Mutex<Vec<RequestCost>>>,
 }
 
 impl Stream {
@@ -141,7 +147,30 @@ impl Stream {
             slots: HashMap::new(),
             instance_codes: Vec::new(),
             instances: HashMap::new(),
+            keep_costs: false,
+            part: None,
+            costs: strategies.iter().map(|_| Mutex::new(Vec::new())).collect(),
         })
+    }
+
+    /// Keep the last part's costs under each strategy's first draw (see [`Stream::costs`]).
+    pub fn keep_costs(mut self) -> Stream {
+        self.keep_costs = true;
+        self
+    }
+
+    /// With [`Stream::keep_costs`]: the last part fed, and the costs of its evaluated requests
+    /// under strategy `s`'s first draw, by request (index in the part), as
+    /// [`super::request_costs`] gives them.
+    pub fn costs(&self, s: usize) -> Option<(&RequestTrace, Vec<RequestCost>)> {
+        let part = self.part.as_ref()?;
+        let costs = self
+            .costs
+            .get(s)?
+            .lock()
+            .expect("no worker panicked")
+            .clone();
+        Some((part, costs))
     }
 
     /// Requests in the training window.
@@ -266,8 +295,17 @@ impl Stream {
             })
             .collect();
         self.run_tasks(&plan, &slots);
+        drop(plan);
         self.fed += trace.len();
         self.last_time = trace.time.last().copied().unwrap_or(self.last_time);
+        if self.keep_costs {
+            for c in &self.costs {
+                c.lock()
+                    .expect("no worker panicked")
+                    .sort_unstable_by_key(|c| c.request);
+            }
+            self.part = Some(trace);
+        }
         Ok(())
     }
 
@@ -294,7 +332,17 @@ impl Stream {
                 RunState::new(plan, strategy, fixed.get(s).and_then(|f| f.as_deref()))
             });
             let seed = draw_seed(self.seed, d);
-            super::add_part(plan, strategy, seed, false, state, acc, |r| slots[r]);
+            let mut costs = (self.keep_costs && d == 0)
+                .then(|| self.costs[s].lock().expect("no worker panicked"));
+            if let Some(c) = costs.as_mut() {
+                c.clear();
+            }
+            let keep = |c: &RequestCost| {
+                if let Some(v) = costs.as_mut() {
+                    v.push(*c);
+                }
+            };
+            super::add_part(plan, strategy, seed, false, state, acc, |r| slots[r], keep);
         };
         std::thread::scope(|scope| {
             for _ in 1..threads {
