@@ -45,6 +45,12 @@ from cachelab.simulation.request import (
     default_strategies,
     simulate,
 )
+from cachelab.simulation.streamed import (
+    IN_MEMORY_FALLBACK,
+    TraceOutOfOrder,
+    simulate_file,
+    simulate_trace_file,
+)
 from cachelab.simulation.summary import band_at, best_strategy
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "SLOWED",
+    "IN_MEMORY_FALLBACK",
     "FlatResult",
     "FlatSimulateSpec",
     "FlatSimulation",
@@ -72,5 +79,8 @@ __all__ = [
     "profile_spec_for",
     "simulate",
     "simulate_flat",
+    "simulate_file",
     "simulate_flat_trace",
+    "simulate_trace_file",
+    "TraceOutOfOrder",
 ]

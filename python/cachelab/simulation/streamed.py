@@ -27,26 +27,30 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.artifacts import created_now
-from cachelab.errors import InputError
+from cachelab.errors import InputError, UsageError
 from cachelab.simulation.model import LatencyModel, latency_model
-from cachelab.simulation.request import SimulateSpec, SimulationResult, strategies_for
+from cachelab.simulation.request import SimulateSpec, SimulationResult, simulate, strategies_for
 from cachelab.simulation.terms import StreamedTerms, unit_costs
+from cachelab.traces.formats import load_request_trace
 from cachelab.traces.stream import DEFAULT_PART, RequestParts, open_request_parts
 
-__all__ = ["DEFAULT_EXACT_LIMIT", "TraceOutOfOrder", "simulate_file"]
+__all__ = ["DEFAULT_EXACT_LIMIT", "IN_MEMORY_FALLBACK", "TraceOutOfOrder", "simulate_file",
+           "simulate_trace_file"]
 
 #: Fractional increases kept exactly, over all strategies and draws.
 DEFAULT_EXACT_LIMIT = 1 << 22
+#: A trace out of time order with up to this many requests is simulated whole, in memory.
+IN_MEMORY_FALLBACK = 1_000_000
 
 
 class TraceOutOfOrder(InputError):
     """The trace is not in time order; ``where`` names the first request out of order."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, requests: int) -> None:
         super().__init__(f"{where}: this request is earlier than the one before it; a trace "
                          "simulated in parts must be in time order (sort its requests by time, "
                          "or simulate it whole with --in-memory)")
-        self.where = where
+        self.where, self.requests = where, requests
 
 
 def _out_of_order(src: RequestParts, e: InputError) -> InputError:
@@ -55,7 +59,7 @@ def _out_of_order(src: RequestParts, e: InputError) -> InputError:
     if "not in time order" not in text:
         return e
     n = int(text.split("request ", 1)[1].split(" ", 1)[0])
-    return TraceOutOfOrder(src.where(n))
+    return TraceOutOfOrder(src.where(n), src.n_requests)
 
 
 def simulate_file(
@@ -76,10 +80,16 @@ def simulate_file(
     started = time.perf_counter()
     src = open_request_parts(path, format, part_requests)
     canonical = strategies_for(spec, model, src.n_items)
-    stream = _core.RequestStream(**src.core_catalog(), model=model.to_core(),
-                                 strategies=canonical, requests=src.n_requests,
-                                 train=spec.train, draws=spec.draws, seed=spec.seed,
-                                 threads=spec.threads, exact_limit=exact_limit, costs=True)
+    try:
+        stream = _core.RequestStream(**src.core_catalog(), model=model.to_core(),
+                                     strategies=canonical, requests=src.n_requests,
+                                     train=spec.train, draws=spec.draws, seed=spec.seed,
+                                     threads=spec.threads, exact_limit=exact_limit, costs=True)
+    except (UsageError, InputError):
+        # A bad file says so before a window that does not fit it: read it through first.
+        for _ in src.parts():
+            pass
+        raise
     units = unit_costs(model)
     terms = [StreamedTerms(units, max(1, exact_limit // (len(canonical) * spec.draws)))
              for _ in canonical]
@@ -118,3 +128,17 @@ def simulate_file(
         route_names=names,
         elapsed_s=time.perf_counter() - started,
     )
+
+
+def simulate_trace_file(path: str | Path, spec: SimulateSpec | None = None, *,
+                        format: str | None = None) -> SimulationResult:
+    """``simulate TRACE``: :func:`simulate_file`; a trace out of time order of up to
+    :data:`IN_MEMORY_FALLBACK` requests is loaded whole and simulated by time, with the
+    warning :func:`~cachelab.simulation.request.simulate` gives; a longer one is refused."""
+    try:
+        return simulate_file(path, spec, format=format, trace_info={"source": str(path)})
+    except TraceOutOfOrder as e:
+        if e.requests > IN_MEMORY_FALLBACK:
+            raise
+    trace = load_request_trace(path, format)
+    return simulate(trace, spec, trace_info={"source": str(path)})
