@@ -15,7 +15,7 @@
 //! fixed_set(trace, strategy, train=0.5) -> list[int] | None
 //! RequestStream(*, item_sizes, child_offsets, child_items, model, strategies, requests,
 //!               train=0.5, draws=5, seed=0, threads=0, exact_limit=4194304, costs=False)
-//!     .n_train, .needs_training, .histograms
+//!     .n_train, .needs_training, .histograms, .cpu_s (per strategy)
 //!     .train(*, time, instance, route, base_ms, touch_offsets, touch_items) -> bool (more?)
 //!     .feed(*, time, instance, route, base_ms, touch_offsets, touch_items)
 //!     .part_costs(k) -> dict[str, list]   (request_costs' columns for the last part)
@@ -478,6 +478,12 @@ impl PyRequestStream {
     #[getter]
     fn needs_training(&self) -> bool {
         self.inner.as_ref().is_some_and(|s| s.needs_training())
+    }
+
+    /// CPU seconds spent simulating each strategy so far (its draws, every part; Linux).
+    #[getter]
+    fn cpu_s(&self) -> Vec<f64> {
+        self.inner.as_ref().map_or_else(Vec::new, |s| s.cpu_s())
     }
 
     /// True once the percentiles come from histograms (past the exact limit).

@@ -91,7 +91,7 @@ def simulate_file(
             pass
         raise
     units = unit_costs(model)
-    terms = [StreamedTerms(units, max(1, exact_limit // (len(canonical) * spec.draws)))
+    terms = [StreamedTerms(units, max(1, exact_limit // 8 // len(canonical)))
              for _ in canonical]
     try:
         if stream.needs_training:
@@ -103,6 +103,7 @@ def simulate_file(
             for k, t in enumerate(terms):
                 t.add(stream.part_costs(k))
         histograms = stream.histograms
+        cpu_s = stream.cpu_s
         raw = stream.finish()
     except InputError as e:
         raise _out_of_order(src, e) from None
@@ -114,7 +115,8 @@ def simulate_file(
             if isinstance(code, int) and 0 <= code < len(names):
                 route["route"] = names[code]
     info = {"requests": src.n_requests, "items": src.n_items, **(trace_info or {}),
-            "read": f"in parts of {part_requests:,} requests"}
+            "read": f"in parts of {part_requests:,} requests",
+            "simulation_cpu_s": {s: round(c, 3) for s, c in zip(canonical, cpu_s)}}
     if histograms or any(t.hists is not None for t in terms):
         info["percentiles"] = ("from histograms (within 0.05 % of the exact value; cost "
                                "terms within 0.14 %)")

@@ -37,16 +37,23 @@ import pyarrow.parquet as pq
 from cachelab.errors import InputError
 from cachelab.traces.arrow import Catalog, Place, check_catalog, check_requests
 from cachelab.traces.formats import detect_format
-from cachelab.traces.jsonl import _ARROW_PARSE, read_jsonl
-from cachelab.traces.parquet import CATALOG_FILE, HEADER_KEY, REQUESTS_FILE, _column
+from cachelab.traces.jsonl import _ARROW_PARSE, read_jsonl, write_jsonl_parts
+from cachelab.traces.parquet import (
+    CATALOG_FILE,
+    HEADER_KEY,
+    REQUESTS_FILE,
+    _column,
+    write_parquet_parts,
+)
+from cachelab.traces.request import RequestTrace
 from cachelab.traces.schema import check_header
 
-__all__ = ["PART_MULTIPLE", "Part", "RequestParts", "open_request_parts"]
+__all__ = ["PART_MULTIPLE", "Part", "RequestParts", "convert_in_parts", "open_request_parts"]
 
 #: Requests per part must be a multiple of this (the simulator sums results in blocks of it).
 PART_MULTIPLE = 4096
-#: Requests per part by default: 64 blocks (about 8 MB of columns at 30 touches a request).
-DEFAULT_PART = 64 * PART_MULTIPLE
+#: Requests per part by default: 16 blocks (65,536 requests).
+DEFAULT_PART = 16 * PART_MULTIPLE
 _BLOCK = 16 << 20
 _NOT_AN_OBJECT = re.compile(rb"\n[^{]")
 
@@ -110,6 +117,24 @@ class RequestParts:
             "child_offsets": c.child_offsets.astype("<u4").tobytes(),
             "child_items": c.child_items.astype("<u4").tobytes(),
         }
+
+    def trace_of(self, part: Part | None = None) -> RequestTrace:
+        """The catalog and ``part``'s requests (none without one) as a :class:`RequestTrace`
+        (route names as read so far)."""
+        c = self.catalog
+        if part is None:
+            cols: dict[str, Any] = {
+                "request_ids": np.zeros(0, np.int64), "time": np.zeros(0), "instance":
+                np.zeros(0, np.uint32), "route": np.zeros(0, np.uint32), "base_ms": np.zeros(0),
+                "touch_offsets": np.zeros(1, np.uint64), "touch_items": np.zeros(0, np.uint32)}
+        else:
+            cols = {name: getattr(part, name) for name in (
+                "request_ids", "time", "instance", "route", "base_ms", "touch_offsets",
+                "touch_items")}
+        return RequestTrace(item_keys=c.keys, item_sizes=c.sizes, item_kinds=c.kinds,
+                            kind_names=c.kind_names, child_offsets=c.child_offsets,
+                            child_items=c.child_items, route_names=list(self.route_names),
+                            generator=self.generator, _index=c.index, **cols)
 
     def where(self, request: int) -> str:
         """Where request ``request`` (0-based) is: ``FILE: line N`` or ``FILE: row N``."""
@@ -318,3 +343,23 @@ def open_request_parts(path: str | os.PathLike[str], format: str | None = None,
         if "children" in cat.column_names else None,
     }, Place(str(cat_path)))
     return RequestParts(p, fmt, catalog, meta.num_rows, generator, part_requests)
+
+
+def convert_in_parts(src: str | os.PathLike[str], dst: str | os.PathLike[str], src_format: str,
+                     dst_format: str, part_requests: int = DEFAULT_PART) -> dict[str, int]:
+    """A request trace converted JSONL <-> Parquet part by part (memory that does not grow
+    with the trace); the counts of :func:`cachelab.traces.formats.convert`'s summary."""
+    parts = open_request_parts(src, src_format, part_requests)
+    counts = {"requests": parts.n_requests, "items": parts.n_items, "touches": 0}
+
+    def traces() -> Iterator[RequestTrace]:
+        for part in parts.parts():
+            counts["touches"] += len(part.touch_items)
+            yield parts.trace_of(part)
+
+    catalog = parts.trace_of()
+    if dst_format == "jsonl":
+        write_jsonl_parts(catalog, traces(), dst)
+    else:
+        write_parquet_parts(catalog, traces(), dst)
+    return counts

@@ -46,6 +46,17 @@ pub struct Part {
 struct Task {
     state: Option<RunState>,
     acc: DrawAcc,
+    /// CPU seconds this task's thread spent running it.
+    cpu_s: f64,
+}
+
+/// The calling thread's CPU time in seconds (Linux: `/proc/thread-self/schedstat`; 0
+/// elsewhere).
+fn thread_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |ns| ns / 1e9)
 }
 
 /// A simulation fed part by part (see the module docs).
@@ -140,6 +151,7 @@ impl Stream {
                     Mutex::new(Task {
                         state: None,
                         acc: DrawAcc::new(per_task),
+                        cpu_s: 0.0,
                     })
                 })
                 .collect(),
@@ -181,6 +193,19 @@ impl Stream {
     /// True when a strategy needs the training window fed to [`Stream::train`] first.
     pub fn needs_training(&self) -> bool {
         self.strategies.iter().any(|s| s.fixed.is_some())
+    }
+
+    /// CPU seconds spent simulating each strategy so far (all its draws; Linux only, else 0).
+    pub fn cpu_s(&self) -> Vec<f64> {
+        let draws = self.draws as usize;
+        self.tasks
+            .chunks(draws)
+            .map(|c| {
+                c.iter()
+                    .map(|t| t.lock().expect("no worker panicked").cpu_s)
+                    .sum()
+            })
+            .collect()
     }
 
     /// True once every percentile accumulator went past its exact limit into a histogram.
@@ -326,8 +351,9 @@ impl Stream {
             }
             let (s, d) = (k / draws, (k % draws) as u32);
             let strategy = &self.strategies[s];
+            let started = thread_cpu_s();
             let mut task = self.tasks[k].lock().expect("no worker panicked");
-            let Task { state, acc } = &mut *task;
+            let Task { state, acc, cpu_s } = &mut *task;
             let state = state.get_or_insert_with(|| {
                 RunState::new(plan, strategy, fixed.get(s).and_then(|f| f.as_deref()))
             });
@@ -343,6 +369,7 @@ impl Stream {
                 }
             };
             super::add_part(plan, strategy, seed, false, state, acc, |r| slots[r], keep);
+            *cpu_s += thread_cpu_s() - started;
         };
         std::thread::scope(|scope| {
             for _ in 1..threads {
@@ -362,7 +389,7 @@ impl Stream {
         }
         let grid = curve_percentiles();
         let mut tasks = self.tasks.into_iter().map(|t| {
-            let Task { state, mut acc } = t.into_inner().expect("no worker panicked");
+            let Task { state, mut acc, .. } = t.into_inner().expect("no worker panicked");
             acc.counts = state.map(|s| s.counts).unwrap_or_default();
             acc.finish(&grid, self.route_codes.len())
         });
