@@ -48,7 +48,8 @@ ROOT = Path(__file__).resolve().parent.parent
 GOAL = 20e6
 READ_ONLY = (
     "import sys\nfrom cachelab.traces.stream import open_request_parts\n"
-    "n = 0\nfor p in open_request_parts(sys.argv[1]).parts():\n    n += len(p.touch_items)\n"
+    "n = 0\nfor p in open_request_parts(sys.argv[1], 'parquet').parts():\n"
+    "    n += len(p.touch_items)\n"
     "print(n)\n"
 )
 

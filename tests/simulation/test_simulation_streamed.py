@@ -47,7 +47,7 @@ def test_parts_give_the_whole_traces_results_exactly(trace: RequestTrace, files:
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_the_reader_hands_out_parts_of_the_size_asked_and_buffers_little(
         trace: RequestTrace, files: dict, fmt: str) -> None:
-    src = open_request_parts(files[fmt], part_requests=PART_MULTIPLE)
+    src = open_request_parts(files[fmt], fmt, part_requests=PART_MULTIPLE)
     assert src.n_requests == len(trace)
     sizes, most_buffered = [], 0
     times, items = [], []

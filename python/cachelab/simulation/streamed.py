@@ -31,7 +31,7 @@ from cachelab.errors import InputError, UsageError
 from cachelab.simulation.model import LatencyModel, latency_model
 from cachelab.simulation.request import SimulateSpec, SimulationResult, simulate, strategies_for
 from cachelab.simulation.terms import StreamedTerms, unit_costs
-from cachelab.traces.formats import load_request_trace
+from cachelab.traces.formats import detect_format, load_request_trace
 from cachelab.traces.stream import DEFAULT_PART, RequestParts, open_request_parts
 
 __all__ = ["DEFAULT_EXACT_LIMIT", "IN_MEMORY_FALLBACK", "TraceOutOfOrder", "simulate_file",
@@ -78,7 +78,7 @@ def simulate_file(
     spec.check()
     model = model or latency_model(spec.model)
     started = time.perf_counter()
-    src = open_request_parts(path, format, part_requests)
+    src = open_request_parts(path, detect_format(path, format), part_requests)
     canonical = strategies_for(spec, model, src.n_items)
     try:
         stream = _core.RequestStream(**src.core_catalog(), model=model.to_core(),

@@ -36,7 +36,6 @@ import pyarrow.parquet as pq
 
 from cachelab.errors import InputError
 from cachelab.traces.arrow import Catalog, Place, check_catalog, check_requests
-from cachelab.traces.formats import detect_format
 from cachelab.traces.jsonl import _ARROW_PARSE, read_jsonl, write_jsonl_parts
 from cachelab.traces.parquet import (
     CATALOG_FILE,
@@ -298,14 +297,16 @@ def _jsonl_catalog(path: Path) -> tuple[Catalog, dict[str, Any] | None, int]:
     return catalog, generator, n
 
 
-def open_request_parts(path: str | os.PathLike[str], format: str | None = None,
+def open_request_parts(path: str | os.PathLike[str], format: str,
                        part_requests: int = DEFAULT_PART) -> RequestParts:
-    """Opens a JSONL or Parquet request trace for reading in parts of ``part_requests``
-    requests (a multiple of :data:`PART_MULTIPLE`). Raises InputError naming file and line."""
+    """Opens a request trace in ``format`` ("jsonl" or "parquet", as
+    :func:`~cachelab.traces.formats.detect_format` names it) for reading in parts of
+    ``part_requests`` requests (a multiple of :data:`PART_MULTIPLE`). Raises InputError naming
+    file and line."""
     if part_requests <= 0 or part_requests % PART_MULTIPLE:
         raise ValueError(f"part_requests must be a positive multiple of {PART_MULTIPLE}")
     p = Path(path)
-    fmt = detect_format(p, format)
+    fmt = format
     if fmt == "jsonl":
         if p.is_dir() or not p.exists():
             read_jsonl(p)  # raises the reader's own message
