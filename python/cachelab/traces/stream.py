@@ -203,8 +203,11 @@ class RequestParts:
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         if self.format == "parquet":
+            # Row group by row group: ParquetFile.iter_batches holds on to memory as it goes
+            # (pyarrow 2x: +3 MB every 65,536 requests), read_row_group does not.
             with pq.ParquetFile(self.path / REQUESTS_FILE) as f:
-                yield from f.iter_batches(batch_size=PART_MULTIPLE * 16)
+                for i in range(f.num_row_groups):
+                    yield from f.read_row_group(i).to_batches(max_chunksize=PART_MULTIPLE * 16)
             return
         skip = self.n_items
         with _open(self.path) as handle:

@@ -505,6 +505,7 @@ fn run_draw(
 /// Runs one part of a trace (`plan`) and adds its evaluated requests to `acc`, summed in the
 /// order of [`Plan::order`]; `slot` maps a dense route index of the part to `acc`'s route
 /// slot; `keep` sees each evaluated request's cost.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn add_part(
     plan: &Plan<'_>,
     strategy: &Strategy,

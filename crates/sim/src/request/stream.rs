@@ -285,7 +285,7 @@ impl Stream {
     pub fn feed(&mut self, part: Part) -> Result<(), SimError> {
         let at = self.fed;
         let n = part.time.len();
-        if at + n < self.requests && n % PART_MULTIPLE != 0 {
+        if at + n < self.requests && !n.is_multiple_of(PART_MULTIPLE) {
             return Err(SimError::Usage(format!(
                 "a part but the last must hold a multiple of {PART_MULTIPLE} requests, not {n}"
             )));
