@@ -124,6 +124,40 @@ class RequestTrace:
         """For each item, the descendants a prefetch to ``depth`` fetches (the simulator's
         walk: breadth first, each once)."""
 
+class RequestStream:
+    """A request-level simulation of a time-ordered trace fed in parts (memory that does not
+    grow with the trace): the catalog up front; the training window to ``train`` first when
+    ``needs_training``; every part to ``feed`` (each but the last a multiple of 4,096
+    requests); then ``finish`` (``simulate_requests``' results). InputError for a trace out of
+    time order ("request N ... not in time order", N 0-based in file order)."""
+
+    def __init__(
+        self, *, item_sizes: bytes | list[int], child_offsets: bytes | list[int],
+        child_items: bytes | list[int], model: LatencyModel, strategies: list[str],
+        requests: int, train: float = 0.5, draws: int = 5, seed: int = 0, threads: int = 0,
+        exact_limit: int = 4194304, costs: bool = False,
+    ) -> None: ...
+    @property
+    def n_train(self) -> int: ...
+    @property
+    def needs_training(self) -> bool: ...
+    @property
+    def histograms(self) -> bool: ...
+    @property
+    def cpu_s(self) -> list[float]: ...
+    def train(
+        self, *, time: bytes | list[float], instance: bytes | list[int], route: bytes | list[int],
+        base_ms: bytes | list[float], touch_offsets: bytes | list[int],
+        touch_items: bytes | list[int],
+    ) -> bool: ...
+    def feed(
+        self, *, time: bytes | list[float], instance: bytes | list[int], route: bytes | list[int],
+        base_ms: bytes | list[float], touch_offsets: bytes | list[int],
+        touch_items: bytes | list[int],
+    ) -> None: ...
+    def part_costs(self, k: int) -> dict[str, list[Any]]: ...
+    def finish(self) -> list[dict[str, Any]]: ...
+
 class LatencyModel:
     """Quantile tables (µs at probabilities i/(n-1)) by value size and by multi-get key count."""
 

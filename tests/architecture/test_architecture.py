@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
 #: (matplotlib takes ~0.4 s to import), the trace formats built on pyarrow, and optional or
 #: slow-to-import third-party libraries.
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
-                        r"cachelab\.traces\.(jsonl|parquet|capture)|pyarrow(\..*)?|psycopg|"
+                        r"cachelab\.traces\.(jsonl|parquet|capture|stream)|pyarrow(\..*)?|psycopg|"
                         r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
                         r"ray(\..*)?|scipy(\..*)?|statsmodels(\..*)?)$")
 

@@ -13,6 +13,13 @@
 //! simulate_requests(trace, model, strategies, train=0.5, draws=5, seed=0, threads=0) -> list[dict]
 //! request_costs(trace, model, strategy, train=0.5, seed=0, draw=0) -> dict[str, list]
 //! fixed_set(trace, strategy, train=0.5) -> list[int] | None
+//! RequestStream(*, item_sizes, child_offsets, child_items, model, strategies, requests,
+//!               train=0.5, draws=5, seed=0, threads=0, exact_limit=4194304, costs=False)
+//!     .n_train, .needs_training, .histograms, .cpu_s (per strategy)
+//!     .train(*, time, instance, route, base_ms, touch_offsets, touch_items) -> bool (more?)
+//!     .feed(*, time, instance, route, base_ms, touch_offsets, touch_items)
+//!     .part_costs(k) -> dict[str, list]   (request_costs' columns for the last part)
+//!     .finish() -> list[dict]             (simulate_requests' results)
 //! parse_strategy(spec) -> str
 //! Strategy(spec)
 //!     .fixed_items, .fixed_bytes, .lru_items, .lru_bytes -> int | None
@@ -37,8 +44,8 @@ use pyo3::types::PyBytes;
 
 use cachelab_sim::record::CostColumns;
 use cachelab_sim::request::{
-    self, draw_seed_of, Capacity, LatencyModel, RankSequence, RequestTrace, SimError, Strategy,
-    TraceColumns,
+    self, draw_seed_of, Capacity, LatencyModel, Part, RankSequence, RequestTrace, SimError,
+    Strategy, Stream, TraceColumns,
 };
 
 use crate::convert::to_py;
@@ -372,6 +379,191 @@ fn fixed_set(
         .map_err(|e| sim_error(py, e))
 }
 
+fn part(
+    time: &Bound<'_, PyAny>,
+    instance: &Bound<'_, PyAny>,
+    route: &Bound<'_, PyAny>,
+    base_ms: &Bound<'_, PyAny>,
+    touch_offsets: &Bound<'_, PyAny>,
+    touch_items: &Bound<'_, PyAny>,
+) -> PyResult<Part> {
+    Ok(Part {
+        time: column(time, "time", f64::from_le_bytes)?,
+        instance: column(instance, "instance", u32::from_le_bytes)?,
+        route: column(route, "route", u32::from_le_bytes)?,
+        base_ms: column(base_ms, "base_ms", f64::from_le_bytes)?,
+        touch_offsets: column(touch_offsets, "touch_offsets", u64::from_le_bytes)?,
+        touch_items: column(touch_items, "touch_items", u32::from_le_bytes)?,
+    })
+}
+
+/// A request-level simulation of a time-ordered trace fed part by part, in memory that does
+/// not grow with the number of requests (`cachelab_sim::request::Stream`): the catalog up
+/// front, the training window to `train` first when `needs_training` (fixed: strategies),
+/// then every part to `feed` (each but the last a multiple of 4,096 requests), then `finish`.
+/// Columns as `RequestTrace`'s. A trace out of time order raises InputError naming the
+/// request (0-based, in file order).
+#[pyclass(module = "cachelab._core", name = "RequestStream")]
+pub struct PyRequestStream {
+    inner: Option<Stream>,
+}
+
+impl PyRequestStream {
+    fn take(&mut self, py: Python<'_>) -> PyResult<Stream> {
+        self.inner.take().ok_or_else(|| {
+            raise(
+                py,
+                "UsageError",
+                "the stream is finished (or failed)".into(),
+            )
+        })
+    }
+}
+
+#[pymethods]
+impl PyRequestStream {
+    #[new]
+    #[pyo3(signature = (*, item_sizes, child_offsets, child_items, model, strategies, requests, train = 0.5, draws = 5, seed = 0, threads = 0, exact_limit = 1 << 22, costs = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        item_sizes: &Bound<'_, PyAny>,
+        child_offsets: &Bound<'_, PyAny>,
+        child_items: &Bound<'_, PyAny>,
+        model: &PyLatencyModel,
+        strategies: Vec<String>,
+        requests: usize,
+        train: f64,
+        draws: u32,
+        seed: u64,
+        threads: usize,
+        exact_limit: usize,
+        costs: bool,
+    ) -> PyResult<PyRequestStream> {
+        let strategies = strategies
+            .iter()
+            .map(|s| parse(py, s))
+            .collect::<PyResult<Vec<_>>>()?;
+        let catalog = TraceColumns {
+            item_sizes: column(item_sizes, "item_sizes", u64::from_le_bytes)?,
+            child_offsets: column(child_offsets, "child_offsets", u32::from_le_bytes)?,
+            child_items: column(child_items, "child_items", u32::from_le_bytes)?,
+            ..TraceColumns::default()
+        };
+        let model = (*model.inner).clone();
+        let s = Stream::new(
+            catalog,
+            model,
+            &strategies,
+            requests,
+            train,
+            draws,
+            seed,
+            threads,
+            exact_limit,
+        )
+        .map_err(|e| sim_error(py, e))?;
+        Ok(PyRequestStream {
+            inner: Some(if costs { s.keep_costs() } else { s }),
+        })
+    }
+
+    /// Requests in the training window.
+    #[getter]
+    fn n_train(&self) -> usize {
+        self.inner.as_ref().map_or(0, |s| s.n_train())
+    }
+
+    /// True when a strategy needs the training window fed to `train` first.
+    #[getter]
+    fn needs_training(&self) -> bool {
+        self.inner.as_ref().is_some_and(|s| s.needs_training())
+    }
+
+    /// CPU seconds spent simulating each strategy so far (its draws, every part; Linux).
+    #[getter]
+    fn cpu_s(&self) -> Vec<f64> {
+        self.inner.as_ref().map_or_else(Vec::new, |s| s.cpu_s())
+    }
+
+    /// True once the percentiles come from histograms (past the exact limit).
+    #[getter]
+    fn histograms(&self) -> bool {
+        self.inner.as_ref().is_some_and(|s| s.histograms())
+    }
+
+    /// Counts the training window in the next part of the first pass; True while more of it
+    /// is wanted.
+    #[pyo3(signature = (*, time, instance, route, base_ms, touch_offsets, touch_items))]
+    #[allow(clippy::too_many_arguments)]
+    fn train(
+        &mut self,
+        py: Python<'_>,
+        time: &Bound<'_, PyAny>,
+        instance: &Bound<'_, PyAny>,
+        route: &Bound<'_, PyAny>,
+        base_ms: &Bound<'_, PyAny>,
+        touch_offsets: &Bound<'_, PyAny>,
+        touch_items: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let p = part(time, instance, route, base_ms, touch_offsets, touch_items)?;
+        let mut s = self.take(py)?;
+        let (s, out) = py.detach(move || {
+            let out = s.train(p);
+            (s, out)
+        });
+        self.inner = Some(s);
+        out.map_err(|e| sim_error(py, e))
+    }
+
+    /// Simulates the next part under every strategy and draw (GIL released).
+    #[pyo3(signature = (*, time, instance, route, base_ms, touch_offsets, touch_items))]
+    #[allow(clippy::too_many_arguments)]
+    fn feed(
+        &mut self,
+        py: Python<'_>,
+        time: &Bound<'_, PyAny>,
+        instance: &Bound<'_, PyAny>,
+        route: &Bound<'_, PyAny>,
+        base_ms: &Bound<'_, PyAny>,
+        touch_offsets: &Bound<'_, PyAny>,
+        touch_items: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let p = part(time, instance, route, base_ms, touch_offsets, touch_items)?;
+        let mut s = self.take(py)?;
+        let (s, out) = py.detach(move || {
+            let out = s.feed(p);
+            (s, out)
+        });
+        self.inner = Some(s);
+        out.map_err(|e| sim_error(py, e))
+    }
+
+    /// With `costs=True`: `request_costs`' columns for the last part fed under strategy `k`'s
+    /// first draw ("request" is the index in the part).
+    fn part_costs<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
+        let found = self.inner.as_ref().and_then(|s| s.costs(k));
+        let Some((trace, costs)) = found else {
+            return Err(raise(
+                py,
+                "UsageError",
+                "no part costs: the stream keeps them only with costs=True, once a part was fed"
+                    .into(),
+            ));
+        };
+        to_py(py, &CostColumns::new(&costs, trace))
+    }
+
+    /// The results, one dict per strategy, as `simulate_requests` gives them.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.take(py)?;
+        let results = py
+            .detach(move || s.finish())
+            .map_err(|e| sim_error(py, e))?;
+        to_py(py, &results)
+    }
+}
+
 /// A caching strategy as the simulator reads it: `Strategy(spec)` parses a spec (UsageError,
 /// saying what is allowed, if it is bad); `str()` is its canonical form.
 #[pyclass(module = "cachelab._core", name = "Strategy", frozen, eq, hash)]
@@ -463,6 +655,7 @@ fn parse_strategy(py: Python<'_>, spec: &str) -> PyResult<String> {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRequestTrace>()?;
     m.add_class::<PyLatencyModel>()?;
+    m.add_class::<PyRequestStream>()?;
     m.add_function(wrap_pyfunction!(simulate_requests, m)?)?;
     m.add_function(wrap_pyfunction!(request_costs, m)?)?;
     m.add_function(wrap_pyfunction!(parse_strategy, m)?)?;

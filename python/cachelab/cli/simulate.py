@@ -92,6 +92,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="requests in the synthetic trace when no TRACE is given (default 100000; "
         "20000 with --quick)",
     )
+    g.add_argument(
+        "--in-memory", action="store_true",
+        help="load the whole request trace into memory instead of reading it in parts (the "
+        "default for a file, in memory that does not grow with the trace, for a trace in time "
+        "order); a trace out of time order is simulated whole, with a warning, up to "
+        f"{lib.IN_MEMORY_FALLBACK:,} requests, and refused beyond (docs/simulation.md)",
+    )
     f = p.add_argument_group("flat traces")
     f.add_argument(
         "--policies", metavar="LIST",
@@ -143,8 +150,14 @@ def run(args: argparse.Namespace) -> int:
                                                     on_task=_bar(bar))
     else:
         spec = spec_from(args)
-        trace, info = _request_trace(args)
-        if args.server is not None:
+        if args.in_memory and args.trace is None:
+            raise UsageError("--in-memory: only with a request trace file (TRACE)")
+        streamed = (args.trace is not None and not args.in_memory and args.server is None
+                    and ray is None)
+        if streamed:
+            result = lib.simulate_trace_file(args.trace, spec, format=args.trace_format)
+        elif args.server is not None:
+            trace, info = _request_trace(args)
             if ray is not None:
                 raise UsageError("--server with --ray: profile first (`cachelab simulate "
                                  "--server` writes profile/), then pass it as --model")
@@ -155,8 +168,10 @@ def run(args: argparse.Namespace) -> int:
                                               on_progress=bar.track)
             result = lib.simulate(trace, spec, profile=measured, trace_info=info)
         elif ray is None:
+            trace, info = _request_trace(args)
             result = lib.simulate(trace, spec, trace_info=info)
         else:
+            trace, info = _request_trace(args)
             with Progress(None, "simulate on Ray") as bar:
                 result = simulate_on_ray(trace, spec, ray, trace_info=info, on_task=_bar(bar))
     for warning in getattr(result, "warnings", []):

@@ -55,6 +55,12 @@ if TYPE_CHECKING:
         default_strategies,
         simulate,
     )
+    from cachelab.simulation.streamed import (
+        IN_MEMORY_FALLBACK,
+        TraceOutOfOrder,
+        simulate_file,
+        simulate_trace_file,
+    )
     from cachelab.simulation.summary import band_at, best_strategy
 
 # Names load on first use: flat simulation alone imports neither numpy nor the request
@@ -72,6 +78,9 @@ __getattr__, __dir__ = exports(__name__, {
         "DEFAULT_MODEL", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SLOWED", "SimulateSpec",
         "SimulationResult", "default_strategies", "simulate",
     ),
+    "cachelab.simulation.streamed": (
+        "IN_MEMORY_FALLBACK", "TraceOutOfOrder", "simulate_file", "simulate_trace_file",
+    ),
     "cachelab.simulation.summary": ("band_at", "best_strategy"),
 })
 
@@ -81,6 +90,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "SLOWED",
+    "IN_MEMORY_FALLBACK",
     "FlatResult",
     "FlatSimulateSpec",
     "FlatSimulation",
@@ -100,5 +110,8 @@ __all__ = [
     "profile_spec_for",
     "simulate",
     "simulate_flat",
+    "simulate_file",
     "simulate_flat_trace",
+    "simulate_trace_file",
+    "TraceOutOfOrder",
 ]

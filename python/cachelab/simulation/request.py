@@ -52,6 +52,7 @@ __all__ = [
     "default_strategies",
     "order_warnings",
     "simulate",
+    "strategies_for",
 ]
 
 #: The schema of ``simulate.json``, request-level and flat alike (``mode`` tells them apart).
@@ -210,6 +211,18 @@ def _route_table(strategies: list[dict[str, Any]]) -> tuple[list[str], list[list
     return header, rows
 
 
+def strategies_for(spec: SimulateSpec, model: LatencyModel, n_items: int) -> list[str]:
+    """The canonical strategies ``spec`` names (the defaults for ``n_items`` items when it
+    names none); UsageError for a prefetch strategy when the model has no multi-get cells."""
+    strategies = list(spec.strategies or default_strategies(n_items))
+    canonical = [_core.parse_strategy(s) for s in strategies]
+    if any("prefetch" in s for s in canonical) and not model.multiget:
+        raise UsageError(
+            f"latency model {model.name!r} has no multi-get cells; prefetch strategies need them"
+        )
+    return canonical
+
+
 def order_warnings(trace: RequestTrace) -> list[str]:
     """A warning when the trace's requests are not in time order: the simulator orders them by
     time (ties in file order), so the file's order is not the order simulated."""
@@ -246,12 +259,7 @@ def simulate(
     spec = spec or SimulateSpec()
     spec.check()
     model = model or latency_model(profile if profile is not None else spec.model)
-    strategies = list(spec.strategies or default_strategies(trace.n_items))
-    canonical = [_core.parse_strategy(s) for s in strategies]
-    if any("prefetch" in s for s in canonical) and not model.multiget:
-        raise UsageError(
-            f"latency model {model.name!r} has no multi-get cells; prefetch strategies need them"
-        )
+    canonical = strategies_for(spec, model, trace.n_items)
     started = time.perf_counter()
     raw = (runner or _simulate_here)(trace, model, canonical, spec)
     for strategy, result in zip(canonical, raw):

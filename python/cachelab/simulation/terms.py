@@ -28,7 +28,7 @@ from cachelab.simulation.model import QUANTILE_POINTS, LatencyModel
 from cachelab.tables import table_text
 from cachelab.traces import RequestTrace
 
-__all__ = ["TERMS", "cost_terms", "terms_text", "unit_costs"]
+__all__ = ["TERMS", "StreamedTerms", "cost_terms", "terms_of", "terms_text", "unit_costs"]
 
 #: The timed terms, in the order they are shown.
 TERMS = ("round_trips", "keys", "bytes", "spread")
@@ -55,11 +55,16 @@ def unit_costs(model: LatencyModel) -> dict[str, float]:
     return {"round_trip_ms": rt, "key_ms": per_key, "byte_ms": per_byte}
 
 
-def _summary(x: np.ndarray) -> dict[str, float]:
+def _summary(_name: str, x: np.ndarray) -> dict[str, float]:
     if not len(x):
         return {"mean": 0.0, **{f"p{p}": 0.0 for p in PERCENTILES}}
     return {"mean": float(x.mean()),
             **{f"p{p}": float(np.percentile(x, p)) for p in PERCENTILES}}
+
+
+#: The request_costs columns the terms are made of.
+COLUMNS = ("added_ms", "round_trips", "multiget_keys", "multigets", "bytes", "l1_hits",
+           "prefetch_hits")
 
 
 def cost_terms(trace: RequestTrace, model: LatencyModel, strategy: str, *, train: float = 0.5,
@@ -69,30 +74,126 @@ def cost_terms(trace: RequestTrace, model: LatencyModel, strategy: str, *, train
     counts per request (round trips, keys, KB, L1 and prefetch hits)."""
     costs = _core.request_costs(trace.to_core(), model.to_core(), strategy, train=train,
                                 seed=seed)
-    units = unit_costs(model)
-    added = np.asarray(costs["added_ms"], dtype=np.float64)
-    trips = np.asarray(costs["round_trips"], dtype=np.float64)
-    extra_keys = (np.asarray(costs["multiget_keys"], dtype=np.float64)
-                  - np.asarray(costs["multigets"], dtype=np.float64))
-    nbytes = np.asarray(costs["bytes"], dtype=np.float64)
-    terms = {"round_trips": trips * units["round_trip_ms"],
-             "keys": extra_keys * units["key_ms"],
-             "bytes": nbytes * units["byte_ms"]}
-    terms["spread"] = added - sum(terms.values())
-    total = float(added.mean()) if len(added) else 0.0
+    return terms_of({name: np.asarray(costs[name], dtype=np.float64) for name in COLUMNS},
+                    unit_costs(model))
+
+
+def _split(c: dict[str, np.ndarray], units: dict[str, float]) -> dict[str, np.ndarray]:
+    terms = {"round_trips": c["round_trips"] * units["round_trip_ms"],
+             "keys": (c["multiget_keys"] - c["multigets"]) * units["key_ms"],
+             "bytes": c["bytes"] * units["byte_ms"]}
+    terms["spread"] = c["added_ms"] - sum(terms.values())
+    return terms
+
+
+def terms_of(c: dict[str, np.ndarray], units: dict[str, float],
+             summary: Any = None, means: dict[str, float] | None = None) -> dict[str, Any]:
+    """The terms from every evaluated request's :data:`COLUMNS` (float arrays). ``summary``
+    and ``means`` replace the percentiles and the means (for :class:`StreamedTerms`)."""
+    terms = _split(c, units)
+    added = c["added_ms"]
+    if summary is None:
+        summary = _summary
+        means = {name: float(x.mean()) if len(x) else 0.0
+                 for name, x in {**c, **terms}.items()}
+    assert means is not None
+    total = means["added_ms"]
     return {
         "unit_costs": {k: round(v, 9) for k, v in units.items()},
-        "ms": {name: _summary(terms[name]) for name in TERMS},
-        "share": {name: (float(terms[name].mean()) / total if total else 0.0) for name in TERMS},
-        "total_ms": _summary(added),
+        "ms": {name: summary(name, terms.get(name)) for name in TERMS},
+        "share": {name: (means[name] / total if total else 0.0) for name in TERMS},
+        "total_ms": summary("added_ms", added),
         "per_request": {
-            "round_trips": float(trips.mean()) if len(trips) else 0.0,
-            "multiget_keys": float(np.mean(costs["multiget_keys"])) if len(added) else 0.0,
-            "kb": float(nbytes.mean() / 1000) if len(nbytes) else 0.0,
-            "l1_hits": float(np.mean(costs["l1_hits"])) if len(added) else 0.0,
-            "prefetch_hits": float(np.mean(costs["prefetch_hits"])) if len(added) else 0.0,
+            "round_trips": means["round_trips"],
+            "multiget_keys": means["multiget_keys"],
+            "kb": means["bytes"] / 1000,
+            "l1_hits": means["l1_hits"],
+            "prefetch_hits": means["prefetch_hits"],
         },
     }
+
+
+_BINS_PER_OCTAVE = 256
+_OCTAVES = 64
+
+
+def _bins(x: np.ndarray) -> np.ndarray:
+    """Signed log bins: 0 for zero, then by sign and log2 of the magnitude (256 per octave,
+    2^-64..2^64)."""
+    mag = np.abs(x)
+    with np.errstate(divide="ignore"):
+        k = np.floor(np.log2(np.where(mag > 0, mag, 1.0)) * _BINS_PER_OCTAVE).astype(np.int64)
+    k = np.clip(k, -_OCTAVES * _BINS_PER_OCTAVE, _OCTAVES * _BINS_PER_OCTAVE - 1)
+    k += _OCTAVES * _BINS_PER_OCTAVE + 1
+    return np.where(mag > 0, np.where(x > 0, _SIDE + k, _SIDE - k), _SIDE)
+
+
+_SIDE = 2 * _OCTAVES * _BINS_PER_OCTAVE + 1
+_NBINS = 2 * _SIDE + 1
+
+
+def _value_of(b: int) -> float:
+    if b == _SIDE:
+        return 0.0
+    k = abs(b - _SIDE) - (_OCTAVES * _BINS_PER_OCTAVE + 1)
+    v = float(2.0 ** ((k + 0.5) / _BINS_PER_OCTAVE))
+    return v if b > _SIDE else -v
+
+
+class StreamedTerms:
+    """The terms of one strategy from request_costs' columns fed part by part: the columns are
+    kept while they hold up to ``limit`` requests (then :func:`terms_of` gives exactly what
+    :func:`cost_terms` gives on the whole trace); past it, the percentiles come from signed log
+    histograms (256 bins per power of two: within 0.14 % of the value at that rank) and the
+    means from running sums."""
+
+    def __init__(self, units: dict[str, float], limit: int) -> None:
+        self.units, self.limit = units, limit
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.n = 0
+        self.sums: dict[str, float] = {}
+        self.hists: dict[str, np.ndarray] | None = None
+
+    def add(self, costs: dict[str, Any]) -> None:
+        c = {name: np.asarray(costs[name], dtype=np.float64) for name in COLUMNS}
+        self.n += len(c["added_ms"])
+        for name, x in {**c, **_split(c, self.units)}.items():
+            self.sums[name] = self.sums.get(name, 0.0) + float(x.sum())
+        if self.hists is None:
+            self.parts.append(c)
+            if self.n <= self.limit:
+                return
+            self.hists = {name: np.zeros(_NBINS, np.int64) for name in ("added_ms", *TERMS)}
+            for part in self.parts:
+                self._fold(part)
+            self.parts = []
+            return
+        self._fold(c)
+
+    def _fold(self, c: dict[str, np.ndarray]) -> None:
+        assert self.hists is not None
+        for name, x in {"added_ms": c["added_ms"], **_split(c, self.units)}.items():
+            self.hists[name] += np.bincount(_bins(x), minlength=_NBINS)
+
+    def result(self) -> dict[str, Any]:
+        if self.hists is None:
+            joined = {name: np.concatenate([p[name] for p in self.parts]) if self.parts
+                      else np.zeros(0) for name in COLUMNS}
+            return terms_of(joined, self.units)
+        hists = self.hists
+        n = self.n
+        means = {name: s / n for name, s in self.sums.items()}
+
+        def summary(name: str, _x: Any) -> dict[str, float]:
+            cum = np.cumsum(hists[name])
+            out = {"mean": means[name]}
+            for p in PERCENTILES:
+                rank = min(n - 1, int(round((n - 1) * p / 100)))
+                out[f"p{p}"] = _value_of(int(np.searchsorted(cum, rank + 1)))
+            return out
+
+        empty = {name: np.zeros(0) for name in COLUMNS}
+        return terms_of(empty, self.units, summary=summary, means=means)
 
 
 def terms_text(strategies: list[dict[str, Any]]) -> list[str]:

@@ -20,7 +20,7 @@ from cachelab.errors import InputError, InvalidKey
 from cachelab.traces.request import RequestTrace
 from cachelab.traces.schema import MAX_INSTANCE, first_duplicate
 
-__all__ = ["Place", "first_true", "from_arrow"]
+__all__ = ["Catalog", "Place", "check_catalog", "check_requests", "first_true", "from_arrow"]
 
 
 @dataclass
@@ -94,17 +94,23 @@ def _empty_to_first(col: pa.Array) -> int | None:
     return first_true(pc.equal(pc.utf8_length(col), 0)) if len(col) else None
 
 
-def from_arrow(
-    catalog: dict[str, pa.Array | None],
-    requests: dict[str, pa.Array],
-    generator: dict[str, Any] | None,
-    catalog_place: Place,
-    requests_place: Place,
-) -> RequestTrace:
-    """Checks and interns the columns. ``catalog``: key (string), size (int64), kind (string),
-    children (list<string> or None); ``requests``: id (int64), time (float64), instance
-    (int64), route (string), base_ms (float64), items (list<string>)."""
-    cat, req = catalog_place, requests_place
+@dataclass
+class Catalog:
+    """A checked catalog: keys (list and arrow array), their index, sizes, kinds, children."""
+
+    keys: list[str]
+    key_array: pa.Array
+    index: dict[str, int]
+    sizes: np.ndarray
+    kinds: np.ndarray
+    kind_names: list[str]
+    child_offsets: np.ndarray
+    child_items: np.ndarray
+
+
+def check_catalog(catalog: dict[str, pa.Array | None], cat: Place) -> Catalog:
+    """Checks and interns the catalog columns: key (string), size (int64), kind (string),
+    children (list<string> or None)."""
     key_col, size_col, kind_col = catalog["key"], catalog["size"], catalog["kind"]
     assert key_col is not None and size_col is not None and kind_col is not None
     for name, col in (("key", key_col), ("size", size_col), ("kind", kind_col)):
@@ -149,7 +155,20 @@ def from_arrow(
         if len(dup):
             row = int(pair[dup[0]] // len(keys))
             raise cat.error(row, f"a child of {keys[row]!r} is listed twice")
+    return Catalog(
+        keys=keys, key_array=key_array, index=index, sizes=sizes.astype(np.uint64),
+        kinds=np.asarray(kind_enc.indices, dtype=np.uint32),
+        kind_names=kind_enc.dictionary.to_pylist(),
+        child_offsets=child_offsets.astype(np.uint32), child_items=child_items.astype(np.uint32),
+    )
 
+
+def check_requests(catalog: Catalog, requests: dict[str, pa.Array], req: Place
+                   ) -> dict[str, Any]:
+    """Checks and interns request columns against ``catalog``: id (int64), time (float64),
+    instance (int64), route (string), base_ms (float64), items (list<string>). Returns the
+    request columns of :class:`RequestTrace` (``route`` as an arrow dictionary array under
+    ``route_enc``)."""
     for name in ("id", "time", "instance", "route", "base_ms", "items"):
         _no_nulls(requests[name], req, name)
     ids = np.asarray(requests["id"], dtype=np.int64)
@@ -178,27 +197,40 @@ def from_arrow(
         raise req.error(second, f"duplicate request id {int(ids[second])} (first at "
                         f"{req.unit} {req.first + first})")
     touch_offsets, touch_values = _list_parts(requests["items"], req, "items", "item")
-    touch_idx = _index_of(touch_values, key_array)
+    touch_idx = _index_of(touch_values, catalog.key_array)
     pos = first_true(touch_idx.is_null())
     if pos is not None:
         row = int(np.searchsorted(touch_offsets, pos, side="right")) - 1
         raise req.error(row, f"item {touch_values[pos].as_py()!r} is not in the catalog")
-    route_enc = route_col.dictionary_encode()
+    return dict(
+        request_ids=ids, time=times, instance=insts.astype(np.uint32),
+        route_enc=route_col.dictionary_encode(),
+        base_ms=bases, touch_offsets=touch_offsets.astype(np.uint64),
+        touch_items=np.asarray(touch_idx, dtype=np.uint32),
+    )
+
+
+def from_arrow(
+    catalog: dict[str, pa.Array | None],
+    requests: dict[str, pa.Array],
+    generator: dict[str, Any] | None,
+    catalog_place: Place,
+    requests_place: Place,
+) -> RequestTrace:
+    """Checks and interns the columns (see :func:`check_catalog` and :func:`check_requests`)."""
+    cat = check_catalog(catalog, catalog_place)
+    req = check_requests(cat, requests, requests_place)
+    route_enc = req.pop("route_enc")
     return RequestTrace(
-        item_keys=keys,
-        item_sizes=sizes.astype(np.uint64),
-        item_kinds=np.asarray(kind_enc.indices, dtype=np.uint32),
-        kind_names=kind_enc.dictionary.to_pylist(),
-        child_offsets=child_offsets.astype(np.uint32),
-        child_items=child_items.astype(np.uint32),
-        request_ids=ids,
-        time=times,
-        instance=insts.astype(np.uint32),
+        item_keys=cat.keys,
+        item_sizes=cat.sizes,
+        item_kinds=cat.kinds,
+        kind_names=cat.kind_names,
+        child_offsets=cat.child_offsets,
+        child_items=cat.child_items,
         route=np.asarray(route_enc.indices, dtype=np.uint32),
         route_names=route_enc.dictionary.to_pylist(),
-        base_ms=bases,
-        touch_offsets=touch_offsets.astype(np.uint64),
-        touch_items=np.asarray(touch_idx, dtype=np.uint32),
         generator=generator,
-        _index=index,
+        _index=cat.index,
+        **req,
     )

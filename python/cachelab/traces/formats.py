@@ -147,6 +147,12 @@ def convert(
     }
     if Path(src).resolve() == Path(dst).resolve():
         raise UsageError(f"{dst}: the destination is the source")
+    if is_request_format(src_fmt) and is_request_format(dst_fmt):
+        # deferred: pyarrow takes ~0.1 s to import; only request traces need it
+        from cachelab.traces.stream import convert_in_parts
+
+        summary.update(convert_in_parts(src, dst, src_fmt, dst_fmt))
+        return summary
     if is_request_format(src_fmt):
         trace = load_request_trace(src, src_fmt)
         summary.update(requests=trace.n_requests, items=trace.n_items, touches=trace.n_touches)

@@ -14,7 +14,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +29,7 @@ from cachelab.traces.builder import TraceBuilder
 from cachelab.traces.request import RequestTrace
 from cachelab.traces.schema import check_header, header
 
-__all__ = ["read_jsonl", "write_jsonl"]
+__all__ = ["read_jsonl", "write_jsonl", "write_jsonl_parts"]
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -206,6 +206,14 @@ def _dumps(obj: Any) -> str:
 
 def write_jsonl(trace: RequestTrace, path: str | os.PathLike[str]) -> Path:
     """Writes ``trace`` as JSONL (gzip-compressed when the name ends in ``.gz``), atomically."""
+    return write_jsonl_parts(trace, [trace], path)
+
+
+def write_jsonl_parts(catalog: RequestTrace, parts: Iterable[RequestTrace],
+                      path: str | os.PathLike[str]) -> Path:
+    """Writes the header and catalog of ``catalog``, then the requests of each of ``parts``
+    (traces over the same catalog) in order, as one JSONL file, atomically: nothing is left
+    at ``path`` if reading a part raises."""
     target = Path(path)
     with atomic_file(target) as tmp:
         raw: IO[bytes]
@@ -215,15 +223,16 @@ def write_jsonl(trace: RequestTrace, path: str | os.PathLike[str]) -> Path:
             raw = open(tmp, "wb")  # noqa: SIM115
         try:
             write = raw.write
-            write((_dumps(header(trace.generator)) + "\n").encode())
-            for rec in trace.catalog_records():
+            write((_dumps(header(catalog.generator)) + "\n").encode())
+            for rec in catalog.catalog_records():
                 write((_dumps(rec) + "\n").encode())
             batch: list[str] = []
-            for text in _request_lines(trace):
-                batch.append(text)
-                if len(batch) >= 4096:
-                    write("".join(batch).encode())
-                    batch.clear()
+            for part in parts:
+                for text in _request_lines(part):
+                    batch.append(text)
+                    if len(batch) >= 4096:
+                        write("".join(batch).encode())
+                        batch.clear()
             write("".join(batch).encode())
         finally:
             fileobj = getattr(raw, "fileobj", None)

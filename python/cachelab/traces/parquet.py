@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +24,12 @@ from cachelab.traces.arrow import Place, first_true, from_arrow
 from cachelab.traces.request import RequestTrace
 from cachelab.traces.schema import MAX_INSTANCE, check_header, header
 
-__all__ = ["CATALOG_FILE", "HEADER_KEY", "REQUESTS_FILE", "read_parquet", "write_parquet"]
+__all__ = ["CATALOG_FILE", "HEADER_KEY", "REQUESTS_FILE", "read_parquet", "write_parquet",
+           "write_parquet_parts"]
 
 CATALOG_FILE = "catalog.parquet"
+#: Requests per row group of requests.parquet: a reader in parts holds about one row group.
+ROW_GROUP = 1 << 16
 REQUESTS_FILE = "requests.parquet"
 #: Key of the header (JSON) in requests.parquet's key-value metadata.
 HEADER_KEY = b"cachelab.request-trace"
@@ -59,22 +63,15 @@ def _list_column(keys: pa.Array, offsets: np.ndarray, items: np.ndarray) -> pa.A
 
 def write_parquet(trace: RequestTrace, path: str | os.PathLike[str]) -> Path:
     """Writes ``trace`` as a Parquet directory at ``path``, atomically."""
-    target = Path(path)
+    return write_parquet_parts(trace, [trace], path)
+
+
+def _requests_table(trace: RequestTrace, keys: pa.Array) -> pa.Table:
     if len(trace.instance) and int(trace.instance.max()) > MAX_INSTANCE:
-        raise InputError(f"{target}: instance ids above {MAX_INSTANCE} do not fit Parquet's int32")
-    keys = pa.array(trace.item_keys, type=pa.string())
-    kinds = pa.array(trace.kind_names, type=pa.string()).take(pa.array(trace.item_kinds))
-    catalog = pa.table(
-        {
-            "key": keys,
-            "size": pa.array(trace.item_sizes.astype(np.int64)),
-            "kind": kinds,
-            "children": _list_column(keys, trace.child_offsets, trace.child_items),
-        }
-    )
+        raise InputError(f"instance ids above {MAX_INSTANCE} do not fit Parquet's int32")
     routes = pa.array(trace.route_names, type=pa.string()).take(pa.array(trace.route))
     items = _list_column(keys, trace.touch_offsets, trace.touch_items)
-    requests = pa.table(
+    return pa.table(
         {
             "id": pa.array(trace.request_ids, type=pa.int64()),
             "time": pa.array(trace.time, type=pa.float64()),
@@ -84,11 +81,45 @@ def write_parquet(trace: RequestTrace, path: str | os.PathLike[str]) -> Path:
             "items": items,
         }
     )
-    meta = {HEADER_KEY: json.dumps(header(trace.generator), separators=(",", ":")).encode()}
-    requests = requests.replace_schema_metadata(meta)
+
+
+def write_parquet_parts(catalog: RequestTrace, parts: Iterable[RequestTrace],
+                        path: str | os.PathLike[str]) -> Path:
+    """Writes the header and catalog of ``catalog``, then the requests of each of ``parts``
+    (traces over the same catalog) in order, as a Parquet directory, atomically: nothing is
+    left at ``path`` if reading a part raises."""
+    target = Path(path)
+    keys = pa.array(catalog.item_keys, type=pa.string())
+    kinds = pa.array(catalog.kind_names, type=pa.string()).take(pa.array(catalog.item_kinds))
+    cat = pa.table(
+        {
+            "key": keys,
+            "size": pa.array(catalog.item_sizes.astype(np.int64)),
+            "kind": kinds,
+            "children": _list_column(keys, catalog.child_offsets, catalog.child_items),
+        }
+    )
+    meta = {HEADER_KEY: json.dumps(header(catalog.generator), separators=(",", ":")).encode()}
     with atomic_dir(target) as tmp:
-        pq.write_table(catalog, tmp / CATALOG_FILE)
-        pq.write_table(requests, tmp / REQUESTS_FILE)
+        pq.write_table(cat, tmp / CATALOG_FILE)
+        writer: pq.ParquetWriter | None = None
+        schema: pa.Schema | None = None
+        try:
+            for part in parts:
+                try:
+                    table = _requests_table(part, keys).replace_schema_metadata(meta)
+                except InputError as e:
+                    raise InputError(f"{target}: {e}") from None
+                if writer is None or schema is None:  # the first part's: list or large list
+                    schema = table.schema
+                    writer = pq.ParquetWriter(tmp / REQUESTS_FILE, schema)
+                writer.write_table(table.cast(schema), row_group_size=ROW_GROUP)
+            if writer is None:
+                pq.write_table(REQUESTS_SCHEMA.with_metadata(meta).empty_table(),
+                               tmp / REQUESTS_FILE)
+        finally:
+            if writer is not None:
+                writer.close()
     return target
 
 

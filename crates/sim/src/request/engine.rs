@@ -1,9 +1,12 @@
 //! One run of one strategy with one latency draw over the whole trace.
 
+use std::collections::HashMap;
+
 use super::latency::{Bracket, LatencyModel};
 use super::lru::Lru;
 use super::strategy::{Capacity, Strategy};
 use super::trace::RequestTrace;
+use super::tree::{Descendants, Walker};
 
 /// Requests per block of [`Plan::order`].
 pub(crate) const BLOCK: usize = 4096;
@@ -72,6 +75,9 @@ pub(crate) struct Plan<'a> {
     pub evaluated: Vec<bool>,
     /// Requests in the training window.
     pub n_train: usize,
+    /// The index in the whole trace of this trace's first request (0 unless it is a part of
+    /// a longer one): the common random numbers hash the index in the whole trace.
+    pub first: usize,
     /// Get-latency bracket of each item.
     pub get_brackets: Vec<Bracket>,
     /// For each prefetch depth the strategies use, the descendants of the topics requests
@@ -110,6 +116,12 @@ pub(crate) fn training_ranking(t: &RequestTrace, evaluated: &[bool]) -> Vec<u32>
             }
         }
     }
+    ranking(&seen_count)
+}
+
+/// Items by `seen_count[i].1` (the requests that touched item `i`), most first, ties by index;
+/// items no request touched are left out.
+pub(crate) fn ranking(seen_count: &[(u32, u32)]) -> Vec<u32> {
     // Sort keys that order by count (most first), then by index: all distinct, so an unstable
     // sort of plain integers gives the same order as a stable sort by both.
     let mut keys: Vec<u64> = seen_count
@@ -120,126 +132,6 @@ pub(crate) fn training_ranking(t: &RequestTrace, evaluated: &[bool]) -> Vec<u32>
         .collect();
     keys.sort_unstable();
     keys.into_iter().map(|k| k as u32).collect()
-}
-
-/// Breadth-first walks of the topic tree (which may have cycles or shared children).
-pub(crate) struct Walker {
-    walked: Vec<u32>,
-    id: u32,
-    frontier: Vec<u32>,
-    next: Vec<u32>,
-}
-
-impl Walker {
-    pub(crate) fn new(n_items: usize) -> Walker {
-        Walker {
-            walked: vec![0; n_items],
-            id: 0,
-            frontier: Vec::new(),
-            next: Vec::new(),
-        }
-    }
-
-    /// Appends to `out` the descendants of `topic` down to `depth` (children are depth 1) in
-    /// the order a prefetch visits them: level by level, children in catalog order, each
-    /// item once, `topic` itself left out.
-    pub(crate) fn walk(
-        &mut self,
-        trace: &RequestTrace,
-        topic: u32,
-        depth: u32,
-        out: &mut Vec<u32>,
-    ) {
-        self.id = self.id.wrapping_add(1);
-        if self.id == 0 {
-            self.walked.fill(0);
-            self.id = 1;
-        }
-        let id = self.id;
-        self.walked[topic as usize] = id;
-        self.frontier.clear();
-        self.frontier.push(topic);
-        for level in 1..=depth {
-            self.next.clear();
-            for &p in &self.frontier {
-                for &ch in trace.children(p) {
-                    if self.walked[ch as usize] == id {
-                        continue;
-                    }
-                    self.walked[ch as usize] = id;
-                    out.push(ch);
-                    if level < depth {
-                        self.next.push(ch);
-                    }
-                }
-            }
-            if self.next.is_empty() {
-                break;
-            }
-            std::mem::swap(&mut self.frontier, &mut self.next);
-        }
-    }
-}
-
-/// The descendants (see [`Walker::walk`]) to one depth of the topics some request prefetches.
-pub(crate) struct Descendants {
-    depth: u32,
-    /// By item: its index in `offsets`, or `u32::MAX` when not listed.
-    index: Vec<u32>,
-    /// Listed topic `k` has `items[offsets[k]..offsets[k + 1]]`.
-    offsets: Vec<usize>,
-    items: Vec<u32>,
-}
-
-impl Descendants {
-    /// Lists the descendants of the first topic of each request (the one a prefetch strategy
-    /// expands), stopping once the lists reach `budget` entries in all; topics left out are
-    /// walked when prefetched.
-    pub(crate) fn new(trace: &RequestTrace, depth: u32, budget: usize) -> Descendants {
-        let mut d = Descendants {
-            depth,
-            index: vec![u32::MAX; trace.n_items()],
-            offsets: vec![0],
-            items: Vec::new(),
-        };
-        let mut walker = Walker::new(trace.n_items());
-        for r in 0..trace.len() {
-            let Some(&topic) = trace.touches(r).iter().find(|&&i| trace.is_topic(i)) else {
-                continue;
-            };
-            if d.index[topic as usize] != u32::MAX {
-                continue;
-            }
-            let before = d.items.len();
-            walker.walk(trace, topic, depth, &mut d.items);
-            if d.items.len() > budget {
-                d.items.truncate(before);
-                break;
-            }
-            d.index[topic as usize] = (d.offsets.len() - 1) as u32;
-            d.offsets.push(d.items.len());
-        }
-        d.items.shrink_to_fit();
-        d
-    }
-
-    /// Topics listed.
-    fn len(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    /// Where `topic` is listed, if it is.
-    #[inline]
-    fn find(&self, topic: u32) -> Option<usize> {
-        let k = *self.index.get(topic as usize)?;
-        (k != u32::MAX).then_some(k as usize)
-    }
-
-    /// The descendants of listed topic `k`.
-    #[inline]
-    fn list(&self, k: usize) -> &[u32] {
-        &self.items[self.offsets[k]..self.offsets[k + 1]]
-    }
 }
 
 /// The fixed hot set of `capacity` from a [`training_ranking`], in ranking order: the first N
@@ -297,6 +189,21 @@ pub struct Counts {
     pub multiget_keys: u64,
     /// Value bytes fetched from memcached.
     pub bytes: u64,
+}
+
+impl Counts {
+    /// Adds `other`'s totals to these.
+    pub fn add(&mut self, other: &Counts) {
+        self.requests += other.requests;
+        self.touches += other.touches;
+        self.lookups += other.lookups;
+        self.l1_hits += other.l1_hits;
+        self.prefetch_hits += other.prefetch_hits;
+        self.gets += other.gets;
+        self.multigets += other.multigets;
+        self.multiget_keys += other.multiget_keys;
+        self.bytes += other.bytes;
+    }
 }
 
 /// What one evaluated request cost, and what it did (its share of [`Counts`]).
@@ -412,310 +319,389 @@ fn unfixed_totals(items: &[ItemState], trace: &RequestTrace, list: &[u32]) -> (u
     (keys, bytes)
 }
 
-/// Runs `strategy` once over the whole trace (training window for warm-up, uncounted), with
-/// the latency draw seeded by `seed`, feeding each evaluated request to `sink` (in the order
-/// of [`Plan::run_order`]).
+/// Runs `strategy` once over the whole trace of `plan` (training window for warm-up,
+/// uncounted), with the latency draw seeded by `seed`, feeding each evaluated request to
+/// `sink` (in the order of [`Plan::run_order`]).
 pub(crate) fn run(
     plan: &Plan<'_>,
     strategy: &Strategy,
     fixed: Option<&[bool]>,
     seed: u64,
-    mut sink: impl FnMut(RequestCost),
+    sink: impl FnMut(RequestCost),
 ) -> Counts {
-    let trace = plan.trace;
-    let n_items = trace.n_items();
-    let get_table = plan.model.get();
-    let multi_table = plan.model.multiget();
-    let sequence = plan.model.sequence();
-    let depth = strategy.prefetch_depth;
+    let mut state = RunState::new(plan, strategy, fixed);
+    state.run(plan, strategy, seed, true, sink);
+    state.counts
+}
 
-    let mut items: Vec<ItemState> = (0..n_items)
-        .map(|i| {
-            ItemState::new(
-                trace.item_sizes[i],
-                plan.get_brackets[i],
-                fixed.is_some_and(|f| f[i]),
-                trace.is_topic(i as u32),
-            )
-        })
-        .collect();
-
-    let mut stamp: u32 = 0;
-    // For topics whose descendants the plan has not listed.
-    let mut walker = Walker::new(if depth > 0 { n_items } else { 0 });
-    let (mut scratch, mut batch) = (Vec::new(), Vec::new());
-    // Without an LRU, a prefetch does not read the state of the descendants it fetches: it
-    // takes the number and bytes of those not in the fixed set (summed once per topic and
-    // run), less those this request already looked up, and marks them all present without
-    // looking (a lookup checks the fixed set first). With an LRU each descendant is looked up
-    // in it (refreshing hits) and only the fetched ones are marked present.
-    let listed = (depth > 0).then(|| plan.descendants(depth)).flatten();
-    let mut unfixed: Vec<(u32, u64)> = match (strategy.lru, listed) {
-        (None, Some(d)) => vec![(u32::MAX, 0); d.len()],
-        _ => Vec::new(),
-    };
-    // Items looked up in the request before its prefetch (strategies without an LRU).
-    let mut firsts: Vec<u32> = Vec::new();
-
-    let mut c = Counts::default();
-    let spans = &plan.run_spans;
-    let (mut gathered, mut gathered_ends) = (Vec::new(), Vec::with_capacity(CHUNK));
-    // One LRU, emptied for each instance: only one instance's is alive at a time.
-    let mut lru = strategy.lru.map(|c| match c {
+/// The LRU of instance `code`: its parked one, with every cached item's hint pointed back at
+/// its node (hints are shared by all instances, and another instance's run moved them), or an
+/// empty one.
+fn take_lru(
+    parked: &mut HashMap<u32, Lru>,
+    spare: &mut Option<Lru>,
+    items: &mut [ItemState],
+    code: u32,
+    capacity: Capacity,
+) -> Lru {
+    if let Some(l) = parked.remove(&code) {
+        l.for_each_cached(|item, node| items[item as usize].node = node);
+        return l;
+    }
+    let mut l = spare.take().unwrap_or_else(|| match capacity {
         Capacity::Items(n) => Lru::new(n, false),
         Capacity::Bytes(n) => Lru::new(n, true),
     });
-    for bounds in plan.run_starts.windows(2) {
-        let (first, end) = (bounds[0], bounds[1]);
-        if let Some(l) = lru.as_mut() {
-            l.clear();
-        }
-        for chunk in (first..end).step_by(CHUNK) {
-            let chunk_end = (chunk + CHUNK).min(end);
-            // Copy the touches of the next CHUNK requests of this instance into one buffer
-            // read in sequence, and read the state of each touched item. In run order the
-            // requests' touches are scattered over the trace; gathered in a loop of independent
-            // reads, their memory latencies overlap, where read one request at a time inside
-            // the simulation they would stall it once per request. The first loop reads the
-            // start, middle and end of each request's touches (no calls, so its reads overlap
-            // better than the copies').
-            gathered.clear();
-            gathered_ends.clear();
-            let mut keep = 0u32;
-            for &(a, b) in &spans[chunk..chunk_end] {
-                if a < b {
-                    let t = &trace.touch_items;
-                    keep ^= t[a as usize] ^ t[((a + b) / 2) as usize] ^ t[b as usize - 1];
-                }
-            }
-            for &(a, b) in &spans[chunk..chunk_end] {
-                gathered.extend_from_slice(&trace.touch_items[a as usize..b as usize]);
-                gathered_ends.push(gathered.len());
-            }
-            for &a in &gathered {
-                keep ^= items[a as usize].mark;
-            }
-            std::hint::black_box(keep);
-            let gathered_span = |j: usize| {
-                let a = if j == 0 { 0 } else { gathered_ends[j - 1] };
-                &gathered[a..gathered_ends[j]]
-            };
-            for k in chunk..chunk_end {
-                let j = k - chunk;
-                let r = plan.run_order[k] as usize;
-                let eval = plan.run_eval[k];
-                // With an LRU, the prefetch of the next request (at its first topic) reads the
-                // state of each listed descendant: start loading them in one burst.
-                if let (Some(_), Some(d), true) = (lru.as_ref(), listed, k + 1 < chunk_end) {
-                    let next = gathered_span(j + 1);
-                    let topic = next
-                        .iter()
-                        .find(|&&a| items[a as usize].packed & TOPIC != 0);
-                    if let Some(list) = topic.and_then(|&t| d.find(t)).map(|t| d.list(t)) {
-                        let mut keep = 0;
-                        for &ch in list {
-                            keep ^= items[ch as usize].mark;
-                        }
-                        std::hint::black_box(keep);
-                    }
-                }
-                stamp += 1;
-                if stamp >= (u32::MAX >> 1) - 1 {
-                    items.iter_mut().for_each(|s| s.mark = 0);
-                    stamp = 1;
-                }
-                let present = stamp << 1;
-                let touched = present | 1;
-                let key = request_key(seed, r);
-                // With a rank sequence, the request's draws are consecutive ranks from a start
-                // picked by the request's key; otherwise each op has its own uniform.
-                let mut ranks = sequence.map(|s| s.cursor(splitmix64(key ^ TAG_SEQUENCE)));
-                let touches = gathered_span(j);
-                let (mut added_us, mut round_trips) = (0.0f64, 0u32);
-                let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
-                let (mut gets, mut multigets, mut multiget_keys, mut bytes) =
-                    (0u64, 0u64, 0u64, 0u64);
-                // Prefetch happens once per request, at its first topic: the page's own topic.
-                let mut prefetched = false;
-                let (mut walked, mut topic_hit) = (0u32, false);
-                firsts.clear();
+    l.clear();
+    l
+}
 
-                for (pos, &item) in touches.iter().enumerate() {
-                    let st = items[item as usize];
-                    if st.mark == touched {
-                        continue;
-                    }
-                    items[item as usize].mark = touched;
-                    lookups += 1;
-                    // A fixed item may be marked present (see above), but is an L1 hit.
-                    let missing = if st.packed & FIXED != 0 {
-                        l1_hits += 1;
-                        false
-                    } else if st.mark == present {
-                        prefetch_hits += 1;
-                        false
-                    } else if lru.as_mut().is_some_and(|l| l.touch(item, st.node)) {
-                        l1_hits += 1;
-                        false
-                    } else {
-                        true
-                    };
+/// What a run of one strategy and draw carries from one part of a trace to the next: each
+/// item's state, the LRUs of the instances seen so far (one parked per instance between
+/// parts; see [`RunState::run`]), the request stamp and the totals.
+pub(crate) struct RunState {
+    items: Vec<ItemState>,
+    stamp: u32,
+    walker: Walker,
+    /// LRUs of instances seen in an earlier part, by the caller's instance code.
+    parked: HashMap<u32, Lru>,
+    /// An emptied LRU to reuse.
+    spare: Option<Lru>,
+    /// Evaluation-window totals so far.
+    pub counts: Counts,
+}
 
-                    if depth > 0 && !prefetched && st.packed & TOPIC != 0 {
-                        // One multi-get: the topic if missing, plus its missing descendants.
-                        prefetched = true;
-                        topic_hit = !missing;
-                        let (mut keys, mut fetched) = (0u64, 0u64);
-                        if missing {
-                            keys += 1;
-                            fetched += st.size(trace, item);
-                        }
-                        match lru.as_mut() {
-                            None => {
-                                let found = listed.and_then(|d| d.find(item));
-                                let (list, (n, b)) = match (listed, found) {
-                                    (Some(d), Some(t)) => {
-                                        let list = d.list(t);
-                                        if unfixed[t].0 == u32::MAX {
-                                            unfixed[t] = unfixed_totals(&items, trace, list);
-                                        }
-                                        (list, unfixed[t])
-                                    }
-                                    _ => {
-                                        scratch.clear();
-                                        walker.walk(trace, item, depth, &mut scratch);
-                                        (&scratch[..], unfixed_totals(&items, trace, &scratch))
-                                    }
-                                };
-                                walked = 1 + list.len() as u32;
-                                // Nothing is evicted, so a descendant is fetched unless it is
-                                // fixed or this request looked it up before (the topic itself
-                                // is not among its descendants). Mark them all present; of
-                                // the items looked up before, those now marked are in the
-                                // list: not fetched again, and marked touched back.
-                                for &ch in list {
-                                    items[ch as usize].mark = present;
-                                }
-                                let (mut n, mut b) = (u64::from(n), b);
-                                for &x in &firsts {
-                                    let sx = &mut items[x as usize];
-                                    if sx.mark == present {
-                                        sx.mark = touched;
-                                        if sx.packed & FIXED == 0 {
-                                            n -= 1;
-                                            b -= sx.size(trace, x);
-                                        }
-                                    }
-                                }
-                                keys += n;
-                                fetched += b;
-                            }
-                            Some(l) => {
-                                let list = match listed.and_then(|d| d.find(item)) {
-                                    Some(t) => listed.map_or(&[][..], |d| d.list(t)),
-                                    None => {
-                                        scratch.clear();
-                                        walker.walk(trace, item, depth, &mut scratch);
-                                        &scratch[..]
-                                    }
-                                };
-                                walked = 1 + list.len() as u32;
-                                // Check every descendant (refreshing LRU hits) before any
-                                // insert can evict one.
-                                batch.clear();
-                                if missing {
-                                    batch.push(item);
-                                }
-                                for &ch in list {
-                                    let sc = items[ch as usize];
-                                    if (sc.mark | 1) == touched || sc.packed & FIXED != 0 {
-                                        continue;
-                                    }
-                                    if !l.touch(ch, sc.node) {
-                                        batch.push(ch);
-                                    }
-                                }
-                                keys = batch.len() as u64;
-                                for (x, &b) in batch.iter().enumerate() {
-                                    let sb = &mut items[b as usize];
-                                    let size = sb.size(trace, b);
-                                    // The topic (first, when missing) is counted above.
-                                    if x > 0 || !missing {
-                                        fetched += size;
-                                        sb.mark = present;
-                                    }
-                                    sb.node = l.insert(b, size);
-                                }
-                            }
-                        }
-                        if keys > 0 {
-                            round_trips += 1;
-                            multigets += 1;
-                            multiget_keys += keys;
-                            bytes += fetched;
-                            if eval {
-                                let br = multi_table.bracket(keys);
-                                let u = match ranks.as_mut() {
-                                    Some(c) => c.next(),
-                                    None => uniform(key, pos, TAG_MULTIGET),
-                                };
-                                added_us += multi_table.draw(br, u);
-                            }
-                        }
-                        continue;
-                    }
-                    if depth > 0 && !prefetched && lru.is_none() {
-                        firsts.push(item);
-                    }
-                    if missing {
-                        let size = st.size(trace, item);
-                        round_trips += 1;
-                        gets += 1;
-                        bytes += size;
-                        if let Some(l) = lru.as_mut() {
-                            items[item as usize].node = l.insert(item, size);
-                        }
-                        if eval {
-                            let br = st.bracket(plan, item);
-                            let u = match ranks.as_mut() {
-                                Some(c) => c.next(),
-                                None => uniform(key, pos, TAG_GET),
-                            };
-                            added_us += get_table.draw(br, u);
-                        }
-                    }
-                }
-
-                if eval {
-                    c.requests += 1;
-                    c.touches += touches.len() as u64;
-                    c.lookups += lookups;
-                    c.l1_hits += l1_hits;
-                    c.prefetch_hits += prefetch_hits;
-                    c.gets += gets;
-                    c.multigets += multigets;
-                    c.multiget_keys += multiget_keys;
-                    c.bytes += bytes;
-                    sink(RequestCost {
-                        request: r as u32,
-                        added_us,
-                        round_trips,
-                        touches: touches.len() as u32,
-                        lookups: lookups as u32,
-                        l1_hits: l1_hits as u32,
-                        prefetch_hits: prefetch_hits as u32,
-                        gets: gets as u32,
-                        multigets: multigets as u32,
-                        multiget_keys: multiget_keys as u32,
-                        bytes,
-                        prefetch_walked: walked,
-                        prefetch_topic_hit: topic_hit,
-                    });
-                }
-            }
+impl RunState {
+    /// A fresh state: nothing cached, no request seen. `fixed` marks the fixed set by item.
+    pub(crate) fn new(plan: &Plan<'_>, strategy: &Strategy, fixed: Option<&[bool]>) -> RunState {
+        let trace = plan.trace;
+        let n_items = trace.n_items();
+        let items = (0..n_items)
+            .map(|i| {
+                ItemState::new(
+                    trace.item_sizes[i],
+                    plan.get_brackets[i],
+                    fixed.is_some_and(|f| f[i]),
+                    trace.is_topic(i as u32),
+                )
+            })
+            .collect();
+        let depth = strategy.prefetch_depth;
+        RunState {
+            items,
+            stamp: 0,
+            walker: Walker::new(if depth > 0 { n_items } else { 0 }),
+            parked: HashMap::new(),
+            spare: None,
+            counts: Counts::default(),
         }
     }
-    c
+
+    /// Runs `strategy` over the requests of `plan` (a whole trace, or one part of a
+    /// time-ordered trace, parts fed in order), with the latency draw seeded by `seed`,
+    /// feeding each evaluated request to `sink` (in the order of [`Plan::run_order`]), and
+    /// adds to [`RunState::counts`]. With `last`, no later part follows: an instance's LRU is
+    /// emptied for the next instance once its requests are done (only one is alive at a
+    /// time); otherwise it is parked for the instance's requests in the next part.
+    pub(crate) fn run(
+        &mut self,
+        plan: &Plan<'_>,
+        strategy: &Strategy,
+        seed: u64,
+        last: bool,
+        mut sink: impl FnMut(RequestCost),
+    ) {
+        let trace = plan.trace;
+        let get_table = plan.model.get();
+        let multi_table = plan.model.multiget();
+        let sequence = plan.model.sequence();
+        let depth = strategy.prefetch_depth;
+        let mut items = std::mem::take(&mut self.items);
+        let mut stamp = self.stamp;
+        let mut walker = std::mem::replace(&mut self.walker, Walker::new(0));
+        let (mut scratch, mut batch) = (Vec::new(), Vec::new());
+        // Without an LRU, a prefetch does not read the state of the descendants it fetches: it
+        // takes the number and bytes of those not in the fixed set (summed once per topic and
+        // run), less those this request already looked up, and marks them all present without
+        // looking (a lookup checks the fixed set first). With an LRU each descendant is looked
+        // up in it (refreshing hits) and only the fetched ones are marked present.
+        let listed = (depth > 0).then(|| plan.descendants(depth)).flatten();
+        let mut unfixed: Vec<(u32, u64)> = match (strategy.lru, listed) {
+            (None, Some(d)) => vec![(u32::MAX, 0); d.len()],
+            _ => Vec::new(),
+        };
+        // Items looked up in the request before its prefetch (strategies without an LRU).
+        let mut firsts: Vec<u32> = Vec::new();
+
+        let mut c = Counts::default();
+        let spans = &plan.run_spans;
+        let (mut gathered, mut gathered_ends) = (Vec::new(), Vec::with_capacity(CHUNK));
+        for (i, bounds) in plan.run_starts.windows(2).enumerate() {
+            if bounds[0] == bounds[1] {
+                continue;
+            }
+            let code = trace.instance_codes[i];
+            let mut lru = strategy
+                .lru
+                .map(|cap| take_lru(&mut self.parked, &mut self.spare, &mut items, code, cap));
+            let (first, end) = (bounds[0], bounds[1]);
+            for chunk in (first..end).step_by(CHUNK) {
+                let chunk_end = (chunk + CHUNK).min(end);
+                // Copy the touches of the next CHUNK requests of this instance into one buffer
+                // read in sequence, and read the state of each touched item. In run order the
+                // requests' touches are scattered over the trace; gathered in a loop of independent
+                // reads, their memory latencies overlap, where read one request at a time inside
+                // the simulation they would stall it once per request. The first loop reads the
+                // start, middle and end of each request's touches (no calls, so its reads overlap
+                // better than the copies').
+                gathered.clear();
+                gathered_ends.clear();
+                let mut keep = 0u32;
+                for &(a, b) in &spans[chunk..chunk_end] {
+                    if a < b {
+                        let t = &trace.touch_items;
+                        keep ^= t[a as usize] ^ t[((a + b) / 2) as usize] ^ t[b as usize - 1];
+                    }
+                }
+                for &(a, b) in &spans[chunk..chunk_end] {
+                    gathered.extend_from_slice(&trace.touch_items[a as usize..b as usize]);
+                    gathered_ends.push(gathered.len());
+                }
+                for &a in &gathered {
+                    keep ^= items[a as usize].mark;
+                }
+                std::hint::black_box(keep);
+                let gathered_span = |j: usize| {
+                    let a = if j == 0 { 0 } else { gathered_ends[j - 1] };
+                    &gathered[a..gathered_ends[j]]
+                };
+                for k in chunk..chunk_end {
+                    let j = k - chunk;
+                    let r = plan.run_order[k] as usize;
+                    let eval = plan.run_eval[k];
+                    // With an LRU, the prefetch of the next request (at its first topic) reads the
+                    // state of each listed descendant: start loading them in one burst.
+                    if let (Some(_), Some(d), true) = (lru.as_ref(), listed, k + 1 < chunk_end) {
+                        let next = gathered_span(j + 1);
+                        let topic = next
+                            .iter()
+                            .find(|&&a| items[a as usize].packed & TOPIC != 0);
+                        if let Some(list) = topic.and_then(|&t| d.find(t)).map(|t| d.list(t)) {
+                            let mut keep = 0;
+                            for &ch in list {
+                                keep ^= items[ch as usize].mark;
+                            }
+                            std::hint::black_box(keep);
+                        }
+                    }
+                    stamp += 1;
+                    if stamp >= (u32::MAX >> 1) - 1 {
+                        items.iter_mut().for_each(|s| s.mark = 0);
+                        stamp = 1;
+                    }
+                    let present = stamp << 1;
+                    let touched = present | 1;
+                    let key = request_key(seed, plan.first + r);
+                    // With a rank sequence, the request's draws are consecutive ranks from a start
+                    // picked by the request's key; otherwise each op has its own uniform.
+                    let mut ranks = sequence.map(|s| s.cursor(splitmix64(key ^ TAG_SEQUENCE)));
+                    let touches = gathered_span(j);
+                    let (mut added_us, mut round_trips) = (0.0f64, 0u32);
+                    let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
+                    let (mut gets, mut multigets, mut multiget_keys, mut bytes) =
+                        (0u64, 0u64, 0u64, 0u64);
+                    // Prefetch happens once per request, at its first topic: the page's own topic.
+                    let mut prefetched = false;
+                    let (mut walked, mut topic_hit) = (0u32, false);
+                    firsts.clear();
+
+                    for (pos, &item) in touches.iter().enumerate() {
+                        let st = items[item as usize];
+                        if st.mark == touched {
+                            continue;
+                        }
+                        items[item as usize].mark = touched;
+                        lookups += 1;
+                        // A fixed item may be marked present (see above), but is an L1 hit.
+                        let missing = if st.packed & FIXED != 0 {
+                            l1_hits += 1;
+                            false
+                        } else if st.mark == present {
+                            prefetch_hits += 1;
+                            false
+                        } else if lru.as_mut().is_some_and(|l| l.touch(item, st.node)) {
+                            l1_hits += 1;
+                            false
+                        } else {
+                            true
+                        };
+
+                        if depth > 0 && !prefetched && st.packed & TOPIC != 0 {
+                            // One multi-get: the topic if missing, plus its missing descendants.
+                            prefetched = true;
+                            topic_hit = !missing;
+                            let (mut keys, mut fetched) = (0u64, 0u64);
+                            if missing {
+                                keys += 1;
+                                fetched += st.size(trace, item);
+                            }
+                            match lru.as_mut() {
+                                None => {
+                                    let found = listed.and_then(|d| d.find(item));
+                                    let (list, (n, b)) = match (listed, found) {
+                                        (Some(d), Some(t)) => {
+                                            let list = d.list(t);
+                                            if unfixed[t].0 == u32::MAX {
+                                                unfixed[t] = unfixed_totals(&items, trace, list);
+                                            }
+                                            (list, unfixed[t])
+                                        }
+                                        _ => {
+                                            scratch.clear();
+                                            walker.walk(trace, item, depth, &mut scratch);
+                                            (&scratch[..], unfixed_totals(&items, trace, &scratch))
+                                        }
+                                    };
+                                    walked = 1 + list.len() as u32;
+                                    // Nothing is evicted, so a descendant is fetched unless it is
+                                    // fixed or this request looked it up before (the topic itself
+                                    // is not among its descendants). Mark them all present; of
+                                    // the items looked up before, those now marked are in the
+                                    // list: not fetched again, and marked touched back.
+                                    for &ch in list {
+                                        items[ch as usize].mark = present;
+                                    }
+                                    let (mut n, mut b) = (u64::from(n), b);
+                                    for &x in &firsts {
+                                        let sx = &mut items[x as usize];
+                                        if sx.mark == present {
+                                            sx.mark = touched;
+                                            if sx.packed & FIXED == 0 {
+                                                n -= 1;
+                                                b -= sx.size(trace, x);
+                                            }
+                                        }
+                                    }
+                                    keys += n;
+                                    fetched += b;
+                                }
+                                Some(l) => {
+                                    let list = match listed.and_then(|d| d.find(item)) {
+                                        Some(t) => listed.map_or(&[][..], |d| d.list(t)),
+                                        None => {
+                                            scratch.clear();
+                                            walker.walk(trace, item, depth, &mut scratch);
+                                            &scratch[..]
+                                        }
+                                    };
+                                    walked = 1 + list.len() as u32;
+                                    // Check every descendant (refreshing LRU hits) before any
+                                    // insert can evict one.
+                                    batch.clear();
+                                    if missing {
+                                        batch.push(item);
+                                    }
+                                    for &ch in list {
+                                        let sc = items[ch as usize];
+                                        if (sc.mark | 1) == touched || sc.packed & FIXED != 0 {
+                                            continue;
+                                        }
+                                        if !l.touch(ch, sc.node) {
+                                            batch.push(ch);
+                                        }
+                                    }
+                                    keys = batch.len() as u64;
+                                    for (x, &b) in batch.iter().enumerate() {
+                                        let sb = &mut items[b as usize];
+                                        let size = sb.size(trace, b);
+                                        // The topic (first, when missing) is counted above.
+                                        if x > 0 || !missing {
+                                            fetched += size;
+                                            sb.mark = present;
+                                        }
+                                        sb.node = l.insert(b, size);
+                                    }
+                                }
+                            }
+                            if keys > 0 {
+                                round_trips += 1;
+                                multigets += 1;
+                                multiget_keys += keys;
+                                bytes += fetched;
+                                if eval {
+                                    let br = multi_table.bracket(keys);
+                                    let u = match ranks.as_mut() {
+                                        Some(c) => c.next(),
+                                        None => uniform(key, pos, TAG_MULTIGET),
+                                    };
+                                    added_us += multi_table.draw(br, u);
+                                }
+                            }
+                            continue;
+                        }
+                        if depth > 0 && !prefetched && lru.is_none() {
+                            firsts.push(item);
+                        }
+                        if missing {
+                            let size = st.size(trace, item);
+                            round_trips += 1;
+                            gets += 1;
+                            bytes += size;
+                            if let Some(l) = lru.as_mut() {
+                                items[item as usize].node = l.insert(item, size);
+                            }
+                            if eval {
+                                let br = st.bracket(plan, item);
+                                let u = match ranks.as_mut() {
+                                    Some(c) => c.next(),
+                                    None => uniform(key, pos, TAG_GET),
+                                };
+                                added_us += get_table.draw(br, u);
+                            }
+                        }
+                    }
+
+                    if eval {
+                        c.requests += 1;
+                        c.touches += touches.len() as u64;
+                        c.lookups += lookups;
+                        c.l1_hits += l1_hits;
+                        c.prefetch_hits += prefetch_hits;
+                        c.gets += gets;
+                        c.multigets += multigets;
+                        c.multiget_keys += multiget_keys;
+                        c.bytes += bytes;
+                        sink(RequestCost {
+                            request: r as u32,
+                            added_us,
+                            round_trips,
+                            touches: touches.len() as u32,
+                            lookups: lookups as u32,
+                            l1_hits: l1_hits as u32,
+                            prefetch_hits: prefetch_hits as u32,
+                            gets: gets as u32,
+                            multigets: multigets as u32,
+                            multiget_keys: multiget_keys as u32,
+                            bytes,
+                            prefetch_walked: walked,
+                            prefetch_topic_hit: topic_hit,
+                        });
+                    }
+                }
+            }
+            if let Some(l) = lru {
+                if last {
+                    self.spare = Some(l);
+                } else {
+                    self.parked.insert(code, l);
+                }
+            }
+        }
+        self.items = items;
+        self.stamp = stamp;
+        self.walker = walker;
+        self.counts.add(&c);
+    }
 }
 
 #[cfg(test)]

@@ -67,6 +67,15 @@ impl Lru {
         self.tail = NIL;
     }
 
+    /// Calls `f(item, node)` for every cached item.
+    pub(crate) fn for_each_cached(&self, mut f: impl FnMut(u32, u32)) {
+        for (node, &item) in self.held.iter().enumerate() {
+            if item != NIL {
+                f(item, node as u32);
+            }
+        }
+    }
+
     /// Items cached.
     #[cfg(test)]
     fn len(&self) -> usize {

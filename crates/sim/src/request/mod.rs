@@ -61,7 +61,10 @@ mod engine;
 mod latency;
 mod lru;
 pub mod strategy;
+mod stream;
+mod summary;
 mod trace;
+mod tree;
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,9 +75,12 @@ use serde::Serialize;
 pub use engine::{Counts, RequestCost};
 pub use latency::{Bracket, LatencyModel, RankSequence, Table};
 pub use strategy::{Capacity, Strategy};
+pub use stream::{Part, Stream, PART_MULTIPLE};
 pub use trace::{RequestTrace, TraceColumns};
 
-use engine::{draw_seed, fixed_mask, run, Descendants, Plan, Walker};
+use engine::{draw_seed, fixed_mask, run, Plan, RunState};
+use summary::{DrawAcc, DrawSummary};
+use tree::{Descendants, Walker};
 
 /// Percentiles of the fractional increase that every result reports.
 pub const PERCENTILES: [f64; 6] = [50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
@@ -241,26 +247,10 @@ impl StrategyResult {
     }
 }
 
-/// What one draw of one strategy leaves behind once its per-request array is summarized.
-struct DrawSummary {
-    percentiles: Vec<f64>,
-    curve: Vec<f64>,
-    slowed: Vec<f64>,
-    mean_increase: f64,
-    mean_added_ms: f64,
-    /// Per dense route: (requests, added ms, sum of fractional increases).
-    routes: Vec<(u64, f64, f64)>,
-    counts: Counts,
-}
-
 /// The training window's length (`floor(train × requests)`), once the window and the
 /// strategies' need of it are checked.
-fn check_window(
-    trace: &RequestTrace,
-    strategies: &[Strategy],
-    train: f64,
-) -> Result<usize, SimError> {
-    if trace.is_empty() {
+fn check_window(requests: usize, strategies: &[Strategy], train: f64) -> Result<usize, SimError> {
+    if requests == 0 {
         return Err(SimError::Input("the trace has no requests".into()));
     }
     if !(0.0..1.0).contains(&train) {
@@ -268,26 +258,26 @@ fn check_window(
             "train must be a fraction in [0, 1), got {train}"
         )));
     }
-    let n_train = (train * trace.len() as f64).floor() as usize;
+    let n_train = (train * requests as f64).floor() as usize;
     for s in strategies {
         if s.fixed.is_some() && n_train == 0 {
             return Err(SimError::Usage(format!(
                 "strategy {s} needs a training window to choose its fixed set, but it is empty \
                  (train = {train} of {} requests)",
-                trace.len()
+                requests
             )));
         }
     }
     Ok(n_train)
 }
 
-fn check_args(
-    trace: &RequestTrace,
+pub(crate) fn check_args(
+    requests: usize,
     model: &LatencyModel,
     strategies: &[Strategy],
     train: f64,
 ) -> Result<usize, SimError> {
-    let n_train = check_window(trace, strategies, train)?;
+    let n_train = check_window(requests, strategies, train)?;
     for s in strategies {
         if s.prefetch_depth > 0 && model.multiget().is_empty() {
             return Err(SimError::Usage(format!(
@@ -314,7 +304,7 @@ fn windows(trace: &RequestTrace, n_train: usize) -> (Vec<u32>, Vec<bool>) {
     (order, evaluated)
 }
 
-fn plan<'a>(
+pub(crate) fn plan<'a>(
     trace: &'a RequestTrace,
     model: &'a LatencyModel,
     strategies: &[Strategy],
@@ -398,6 +388,7 @@ fn plan<'a>(
         run_starts,
         evaluated,
         n_train,
+        first: 0,
         get_brackets,
         descendants,
     }
@@ -429,7 +420,7 @@ pub fn request_costs(
     train: f64,
     draw_seed: u64,
 ) -> Result<(Vec<RequestCost>, Counts), SimError> {
-    let n_train = check_args(trace, model, std::slice::from_ref(strategy), train)?;
+    let n_train = check_args(trace.len(), model, std::slice::from_ref(strategy), train)?;
     let plan = plan(trace, model, std::slice::from_ref(strategy), n_train);
     let fixed = fixed_sets(&plan, std::slice::from_ref(strategy))
         .pop()
@@ -451,7 +442,7 @@ pub fn fixed_set(
     strategy: &Strategy,
     train: f64,
 ) -> Result<Option<Vec<u32>>, SimError> {
-    let n_train = check_window(trace, std::slice::from_ref(strategy), train)?;
+    let n_train = check_window(trace.len(), std::slice::from_ref(strategy), train)?;
     let Some(capacity) = strategy.fixed else {
         return Ok(None);
     };
@@ -495,51 +486,50 @@ fn run_draw(
     grid: &[f64],
 ) -> DrawSummary {
     let trace = plan.trace;
+    let mut acc = DrawAcc::new(usize::MAX);
+    let mut state = RunState::new(plan, strategy, fixed);
+    add_part(
+        plan,
+        strategy,
+        seed,
+        true,
+        &mut state,
+        &mut acc,
+        |r| r,
+        |_| {},
+    );
+    acc.counts = state.counts;
+    acc.finish(grid, trace.route_codes.len())
+}
+
+/// Runs one part of a trace (`plan`) and adds its evaluated requests to `acc`, summed in the
+/// order of [`Plan::order`]; `slot` maps a dense route index of the part to `acc`'s route
+/// slot; `keep` sees each evaluated request's cost.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn add_part(
+    plan: &Plan<'_>,
+    strategy: &Strategy,
+    seed: u64,
+    last: bool,
+    state: &mut RunState,
+    acc: &mut DrawAcc,
+    slot: impl Fn(usize) -> usize,
+    mut keep: impl FnMut(&RequestCost),
+) {
+    let trace = plan.trace;
     // Added ms by request, then every sum in the order of `Plan::order`.
     let mut added_ms = vec![0.0f64; trace.len()];
-    let counts = run(plan, strategy, fixed, seed, |c| {
+    state.run(plan, strategy, seed, last, |c| {
         added_ms[c.request as usize] = c.added_us / 1000.0;
+        keep(&c);
     });
-    let mut fracs = Vec::with_capacity(plan.n_eval());
-    let mut routes = vec![(0u64, 0.0f64, 0.0f64); trace.route_codes.len()];
-    let mut total_ms = 0.0;
     for &r in plan.order.iter().filter(|&&r| plan.evaluated[r as usize]) {
         let r = r as usize;
-        let ms = added_ms[r];
-        let frac = ms / trace.base_ms[r];
-        let acc = &mut routes[trace.route[r] as usize];
-        acc.0 += 1;
-        acc.1 += ms;
-        acc.2 += frac;
-        total_ms += ms;
-        fracs.push(frac);
-    }
-    drop(added_ms);
-    let n = fracs.len() as f64;
-    let mean_increase = fracs.iter().sum::<f64>() / n;
-    fracs.sort_unstable_by(f64::total_cmp);
-    let slowed = SLOWED
-        .iter()
-        .map(|&t| {
-            let below = fracs.partition_point(|&f| f < t);
-            (fracs.len() - below) as f64 / n
-        })
-        .collect();
-    DrawSummary {
-        percentiles: PERCENTILES
-            .iter()
-            .map(|&p| nearest_rank(&fracs, p))
-            .collect(),
-        curve: grid.iter().map(|&p| nearest_rank(&fracs, p)).collect(),
-        slowed,
-        mean_increase,
-        mean_added_ms: total_ms / n,
-        routes,
-        counts,
+        acc.add(added_ms[r], trace.base_ms[r], slot(trace.route[r] as usize));
     }
 }
 
-fn combine(
+pub(crate) fn combine(
     strategy: Strategy,
     route_codes: &[u32],
     grid: &[f64],
@@ -615,7 +605,7 @@ pub fn simulate(
     if draws == 0 {
         return Err(SimError::Usage("draws must be at least 1".into()));
     }
-    let n_train = check_args(trace, model, strategies, train)?;
+    let n_train = check_args(trace.len(), model, strategies, train)?;
     let plan = plan(trace, model, strategies, n_train);
     if plan.n_eval() == 0 {
         return Err(SimError::Usage(format!(

@@ -16,6 +16,8 @@ pub struct RequestTrace {
     /// Dense instance index (0..n_instances) per request.
     pub(crate) instance: Vec<u32>,
     pub(crate) n_instances: usize,
+    /// The caller's code of each dense instance index.
+    pub(crate) instance_codes: Vec<u32>,
     /// Dense route index per request; `route_codes[index]` is the caller's code.
     pub(crate) route: Vec<u32>,
     pub(crate) route_codes: Vec<u32>,
@@ -93,6 +95,35 @@ fn dense(codes: &[u32]) -> (Vec<u32>, Vec<u32>) {
 impl RequestTrace {
     /// Checks and takes the columns. Errors are one plain sentence naming the column.
     pub fn new(c: TraceColumns) -> Result<RequestTrace, String> {
+        RequestTrace::build(c, dense)
+    }
+
+    /// [`RequestTrace::new`] for one part of a longer trace: dense instance indices continue
+    /// those of the earlier parts (`known`: code -> index, `codes`: index -> code, both
+    /// extended), so instances are numbered by first appearance in the whole trace.
+    pub(crate) fn part(
+        c: TraceColumns,
+        known: &mut HashMap<u32, u32>,
+        codes: &mut Vec<u32>,
+    ) -> Result<RequestTrace, String> {
+        RequestTrace::build(c, |instance| {
+            let dense = instance
+                .iter()
+                .map(|&c| {
+                    *known.entry(c).or_insert_with(|| {
+                        codes.push(c);
+                        (codes.len() - 1) as u32
+                    })
+                })
+                .collect();
+            (dense, codes.clone())
+        })
+    }
+
+    fn build(
+        c: TraceColumns,
+        dense_instances: impl FnOnce(&[u32]) -> (Vec<u32>, Vec<u32>),
+    ) -> Result<RequestTrace, String> {
         let items = c.item_sizes.len();
         if items > u32::MAX as usize {
             return Err(format!("{items} items is more than the 2^32 - 1 supported"));
@@ -145,7 +176,7 @@ impl RequestTrace {
                 "touch_items[{i}] = {x} is not an item index (there are {items} items)"
             ));
         }
-        let (instance, instance_codes) = dense(&c.instance);
+        let (instance, instance_codes) = dense_instances(&c.instance);
         let (route, route_codes) = dense(&c.route);
         Ok(RequestTrace {
             item_sizes: c.item_sizes,
@@ -154,6 +185,7 @@ impl RequestTrace {
             time: c.time,
             instance,
             n_instances: instance_codes.len(),
+            instance_codes,
             route,
             route_codes,
             base_ms: c.base_ms,
