@@ -66,6 +66,8 @@ _TLS_PROBE_TIMEOUT = 2.0
 _POLL_FIRST, _POLL_MAX = 0.002, 0.1  # seconds between start-up probes, doubling
 _STDERR_TAIL = 5  # lines of memcached's stderr quoted in errors
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+#: Worker threads (``-t``) of a private memcached unless the options or the verb say.
+DEFAULT_THREADS = 4
 #: Seconds a ``stats`` read waits to connect and for its reply, unless its caller says.
 STATS_TIMEOUT = 2.0
 
@@ -77,11 +79,13 @@ class ServerOptions:
     memory to what its data needs; see :func:`serve`."""
 
     memory_mb: int = 64
-    threads: int = 4
+    #: Worker threads (``-t``); None: the verb's default (:data:`DEFAULT_THREADS`, or what
+    #: the verb asks :func:`serve` for, as replay does).
+    threads: int | None = None
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.memory_mb < 1 or self.threads < 1:
+        if self.memory_mb < 1 or (self.threads is not None and self.threads < 1):
             raise UsageError("--server-threads and --server-memory must be at least 1")
 
 
@@ -104,18 +108,21 @@ def serve(
     *,
     memory_mb: int = 0,
     threads: int | None = None,
+    default_threads: int = DEFAULT_THREADS,
     item_size_max: str | None = None,
 ) -> Iterator[Target]:
     """The one place a verb gets its server: ``server`` itself (``host:port`` or
     ``unix:/path``), or, when it is None, a private memcached started from ``options`` with
     at least ``memory_mb`` of memory (and ``threads``, ``item_size_max`` when the verb sets
-    them), stopped when the block ends — also on an error or Ctrl-C."""
+    them; ``default_threads`` when neither the verb nor the options say), stopped when the
+    block ends — also on an error or Ctrl-C."""
     if server is not None:
         yield Target(address=server)
         return
     opts = options or ServerOptions()
-    mc = PrivateMemcached(memory_mb=max(opts.memory_mb, memory_mb),
-                          threads=opts.threads if threads is None else threads,
+    workers = threads if threads is not None else (
+        opts.threads if opts.threads is not None else default_threads)
+    mc = PrivateMemcached(memory_mb=max(opts.memory_mb, memory_mb), threads=workers,
                           item_size_max=item_size_max, extra_args=opts.extra_args)
     with mc:
         yield Target(address=mc.address, pid=mc.pid, facts={"private": True, "argv": mc.argv},

@@ -19,7 +19,7 @@ from cachelab.errors import UsageError
 from cachelab.replay.calibrate import Calibrator
 from cachelab.replay.driver import Driver, Workload
 from cachelab.replay.result import CSV_COLUMNS
-from cachelab.servers import PrivateMemcached, ServerOptions
+from cachelab.servers import PrivateMemcached, ServerOptions, serve
 from cachelab.simulation import latency_model
 
 SMALL_SITE = dict(domains=2, subjects_per_domain=2.0, topics_per_subject=3.0,
@@ -202,7 +202,15 @@ def test_without_a_server_replay_starts_its_own(trace) -> None:
     assert r.server["private"] is True and "-t" in r.server["argv"]
     i = r.server["argv"].index("-m")
     assert int(r.server["argv"][i + 1]) >= 64  # at least what the catalog needs
+    assert r.server["argv"][r.server["argv"].index("-t") + 1] == "2"  # as told
     assert r.strategies[0]["checks"]["round_trips_differ_in_requests"] == 0
+    # Untold, one worker thread (every strategy meets the same server thread), where the
+    # other verbs' private servers have 4.
+    r = replay.replay(trace, spec, server_options=ServerOptions())
+    assert r.server["argv"][r.server["argv"].index("-t") + 1] == str(replay.SERVER_THREADS) == "1"
+    with serve(None, ServerOptions()) as target:
+        argv = target.facts["argv"]
+        assert argv[argv.index("-t") + 1] == "4"
 
 
 def test_a_busy_machine_is_measured_and_said(result) -> None:

@@ -170,8 +170,8 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
     g.add_argument(
-        "--server-threads", type=int_range(1, 1024), default=4, metavar="N",
-        help="threads of the private memcached (-t; default 4)",
+        "--server-threads", type=int_range(1, 1024), default=None, metavar="N",
+        help="threads of the private memcached (-t; default 4, replay 1)",
     )
     g.add_argument(
         "--server-memory", type=int_range(1, 2**20), default=64, metavar="MB",

@@ -64,9 +64,9 @@ from __future__ import annotations
 from cachelab.replay.calibrate import TERMS, calibrate
 from cachelab.replay.compare import PERCENTILES, TOLERANCE
 from cachelab.replay.result import SCHEMA, SCHEMA_VERSION, ReplayResult, render
-from cachelab.replay.run import SYNTH_PRESET, load_trace, replay, synthetic
+from cachelab.replay.run import SERVER_THREADS, SYNTH_PRESET, load_trace, replay, synthetic
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
 
-__all__ = ["PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SYNTH_PRESET", "TERMS", "TOLERANCE",
-           "ReplayResult", "ReplaySpec", "calibrate", "default_strategies", "load_trace", "parse",
-           "render", "replay", "synthetic"]
+__all__ = ["PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SERVER_THREADS", "SYNTH_PRESET", "TERMS",
+           "TOLERANCE", "ReplayResult", "ReplaySpec", "calibrate", "default_strategies",
+           "load_trace", "parse", "render", "replay", "synthetic"]

@@ -42,7 +42,7 @@ from cachelab.servers import ServerOptions, on_this_machine, serve, stats_or_non
 from cachelab.simulation import latency_model
 from cachelab.tiered import MemcachedTier, TieredCache
 
-__all__ = ["SYNTH_PRESET", "load_trace", "replay", "synthetic"]
+__all__ = ["SERVER_THREADS", "SYNTH_PRESET", "load_trace", "replay", "synthetic"]
 
 
 def load_trace(path: str | None, fmt: str | None = None, *, requests: int | None = None,
@@ -58,6 +58,17 @@ def load_trace(path: str | None, fmt: str | None = None, *, requests: int | None
     trace = synthetic(requests or (2_000 if quick else 4_000))
     return trace, {"source": "synthetic", "generator": trace.generator}
 
+
+#: Worker threads of replay's private memcached unless ``--server-threads`` says. With
+#: several, each strategy's connection is served by its own thread, and on a machine that
+#: client and server share, whether a thread runs on the client's CPU (a get in ~17 µs) or on
+#: the other one (~85 µs, woken across CPUs) depends on that thread's history: reads took the
+#: fast path 40–50 % of the time for some strategies and 0.4 % for others, and differently for
+#: the application's reads and the profile's samples, so a strategy's error depended on which
+#: others ran beside it. With one thread every strategy meets the same server thread (the fast
+#: path 0.4 % for all; every strategy within 7 % at p50/p90/p99 on a quiet VM, where 4 threads
+#: gave lru p50 +13 % and prefetch-children −18 %): docs/simulation.md.
+SERVER_THREADS = 1
 
 #: The synthetic trace replay runs when given none: pages that touch about 21 items each. On
 #: the default shape (calibrated to the seed article) most requests under a cache make no
@@ -94,7 +105,7 @@ def replay(
     sizes = trace.item_sizes
     need_mb = int(sizes.sum() / 1e6 * 1.6) + 64
     big = int(sizes.max()) > 1_000_000 - 300
-    with serve(server, server_options, memory_mb=need_mb,
+    with serve(server, server_options, memory_mb=need_mb, default_threads=SERVER_THREADS,
                item_size_max="2m" if big else None) as target:
         run = _Run(trace, spec, target.address, log or (lambda msg: None),
                    on_progress or (lambda done, total: None))

@@ -269,11 +269,17 @@ def step_replay(st: State) -> tuple[str, bool]:
     except UsageError as e:
         raise Skip(f"the best simulated strategy cannot be replayed: {e}") from None
     trace, spec = replay_setup(st.spec, tuple(strategies))
+    # On the study's own server, replay starts a private one of its own: single-threaded
+    # (replay.SERVER_THREADS), so that every strategy meets the same server thread.
+    own = st.server_options is not None
     with Progress(None, "replay") as bar:
-        result = replay.replay(trace, spec, server=address,
+        result = replay.replay(trace, spec, server=None if own else address,
+                               server_options=st.server_options,
                                trace_info={"source": "synthetic", "generator": trace.generator},
                                log=stage_logger(bar, "replay", st.log), on_progress=bar.track)
-    result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
+    if not own:
+        result.server.update({k: v for k, v in st.server_facts.items()
+                              if k in ("private", "argv")})
     result.write(st.wrote("replay"))
     failed = result.failure()
     if failed:
