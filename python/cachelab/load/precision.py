@@ -348,11 +348,3 @@ class Watch:
             if self.half_width <= self.target:
                 self.reached_at_s = round((max(i for i, _ in new) + 1) * self.interval_s, 3)
         return self.reached_at_s is not None
-        merged = self.merged
-        n = int(_core.hist_summary(merged)["count"])
-        rng = interval(merged, n, 99.0)
-        p99 = _core.hist_percentiles(merged, [99.0])[0]
-        self.half_width = (rng[1] - rng[0]) / 2 / p99 if rng is not None and p99 else None
-        if self.half_width is not None and self.half_width <= self.target:
-            self.reached_at_s = round((max(i for i, _ in new) + 1) * self.interval_s, 3)
-        return self.reached_at_s is not None
