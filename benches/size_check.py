@@ -39,15 +39,14 @@ from typing import Any
 import numpy as np
 
 from cachelab import _core
-from cachelab.servers import PrivateMemcached
+from cachelab.servers import PrivateMemcached, read_stats
 from cachelab.simulation.size import SizeSpec, size
 from cachelab.traces.capture import CaptureSpec, capture
 from records import header, markdown_table, write_record
 
 
 def stats(address: str) -> dict[str, str]:
-    with _core.Client(address, timeout=5.0, connect_timeout=5.0) as c:
-        return dict(c.stats())
+    return read_stats(address, timeout=5.0)
 
 
 def workload(address: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:

@@ -115,3 +115,27 @@ def test_bad_repeats_are_refused(tmp_path: Path) -> None:
     assert "--repeats" in one_error_line(p.stderr)
     with pytest.raises(UsageError, match="repeats must be a whole number from 1 to 100"):
         load(short(repeats=0))
+
+
+def test_a_repeat_that_cannot_run_keeps_the_ones_done_and_says_partial(
+        memcached: PrivateMemcached, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second repeat's server is gone: the first repeat is kept, and the result says
+    PARTIAL and why, instead of losing everything to a traceback."""
+    import cachelab.load.engine as engine
+    from cachelab.errors import ServerUnreachable
+
+    real = engine.load
+    calls = {"n": 0}
+
+    def flaky(spec, **how):  # noqa: ANN001, ANN003, ANN202
+        if spec.repeats == 1:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise ServerUnreachable("connect to 127.0.0.1:1: refused")
+        return real(spec, **how)
+
+    monkeypatch.setattr(engine, "load", flaky)
+    r = real(short(repeats=3), server=memcached.address)
+    assert r.repeats["done"] == 1 and len(r.repeats["runs"]) == 1
+    assert "repeat 2 of 3 could not run" in r.run["aborted"]
+    assert r.render().startswith("PARTIAL")

@@ -35,6 +35,12 @@ error; 3 the server was unreachable or failed; 130 interrupted (partial report w
 """
 
 
+
+def _precision_or_off(text: str) -> float | None:
+    """``run --precision``: a percentage as the other verbs take it, or ``off`` (fixed
+    samples and windows)."""
+    return None if text.strip().lower() == "off" else common.precision_arg(text)
+
 def _steps(text: str) -> tuple[str, ...]:
     steps = tuple(s.strip() for s in text.split(",") if s.strip())
     bad = [s for s in steps if s not in lib.STEPS]
@@ -60,13 +66,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     # The trace's seed is this one + 1, and traces take seeds below 2**63.
     p.add_argument("--seed", type=common.int_range(0, 2**63 - 2), default=0,
                    help="seed of every random choice (default 0)")
-    p.add_argument("--precision", type=common.precision_arg, metavar="P%",
+    p.add_argument("--precision", type=_precision_or_off, metavar="P%|off",
                    default=lib.DEFAULT_PRECISION,
                    help="the p99 precision profile and scale run to (as their --precision: "
                    "each profile cell sampled until its p99's 95 %% interval is within ±P %%, "
                    "its samples the cap; each scale run stopped once its p99 is, its window "
-                   f"the cap; default {100 * lib.DEFAULT_PRECISION:g}%%); the report gives "
-                   "each number's precision")
+                   f"the cap; default {100 * lib.DEFAULT_PRECISION:g}%%; off: fixed samples "
+                   "and windows); the report gives each number's precision")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
     common.finish_parser(p, "run", run, server=True)
 

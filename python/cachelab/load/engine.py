@@ -23,7 +23,7 @@ import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.capacity import PoolWatch, evicted_message, guard_pool
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import CachelabError, Interrupted, UsageError
 from cachelab.load.footprint import load_writes
 from cachelab.load.precision import Watch, precision_verdict, with_intervals
 from cachelab.load.probe import client_busy, probe_result
@@ -159,12 +159,20 @@ def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
     runs: list[dict[str, Any]] = []
     results: list[LoadResult] = []
     interrupted = None
+    failed: str | None = None
     for i in range(spec.repeats):
         try:
             results.append(load(one, **how))
         except Interrupted as e:
             interrupted = e
             results.append(e.partial)  # type: ignore[attr-defined]
+        except CachelabError as e:
+            if not results:
+                raise
+            # A later repeat could not run (its server did not start, or no longer fits):
+            # the repeats done are kept, and the result says it is partial and why.
+            failed = f"repeat {i + 1} of {spec.repeats} could not run: {e}"
+            break
         runs.append(repeat_summary(results[-1].to_dict(), i, restarted=restarted))
         if interrupted is not None:
             break
@@ -181,6 +189,8 @@ def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
         "comparison": comparison, "runs": runs}
     out.spec = {**out.spec, "repeats": spec.repeats}
     out.validity = combined_validity(out.validity, runs, comparison)
+    if failed is not None:
+        out.run = {**out.run, "aborted": failed}
     if interrupted is not None:
         interrupted.partial = out  # type: ignore[attr-defined]
         raise interrupted

@@ -64,7 +64,8 @@ def spin_until(deadline_ns: int, *, cpu: bool = False) -> None:
     (on some virtual machines a clock read costs ~0.4 µs, and thousands of them in a row are
     no application's work). Each burst is sized from the loop's rate and measures it again:
     the rate changes with what the other CPU does (it was 2× off the rate measured at start-up
-    in a replay on a busy machine, so a fixed count of iterations overshot its think time 2×)."""
+    in a replay on a busy machine, so a fixed count of iterations overshot its think time 2×;
+    seen in a per-read dump, not a recorded bench)."""
     key = "cpu" if cpu else "wall"
     clock = time.thread_time_ns if cpu else time.perf_counter_ns
     rate = _spin_rate(cpu)

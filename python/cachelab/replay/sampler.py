@@ -59,8 +59,6 @@ class Sampler:
         self.done_requests = 0
         self.pos = 0
         self.think: list[int] = []
-        #: An untimed read before each batch of samples (see :meth:`after_request`).
-        self.primer = True
         #: (cell index, ns) of every sample in the order taken, cut into segments of
         #: back-to-back sampling (:meth:`new_segment`).
         self.sequence: list[list[tuple[int, int]]] = [[]]
@@ -80,7 +78,7 @@ class Sampler:
         self.done_requests += requests
         target = len(self.schedule) * self.done_requests // self.requests
         gaps = self.tier.cpu_gaps
-        if self.pos < min(target, len(self.schedule)) and self.primer:
+        if self.pos < min(target, len(self.schedule)):
             # An untimed read first: the first sample would follow the rest of the request
             # (its work after its last read), a longer gap than the think it draws, and a
             # read's latency grows with the gap before it. The next gap starts here.

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 import cachelab._core as _core
-from cachelab.capacity import ServerMemory
 from cachelab.profiles import LatencyProfile, ProfileSpec, profile
 from cachelab.profiles.spec import MAX_KEY_COUNT
+from cachelab.servers import stats_or_none
 from cachelab.simulation.request import default_strategies
 from cachelab.traces import RequestTrace
 
@@ -45,6 +45,8 @@ MAX_ADDED = 6
 #: Bytes of a stored item besides its value, at most (header, CAS, the profile's key): the
 #: largest size cell is the server's item limit less this.
 ITEM_OVERHEAD = 1024
+#: memcached's item limit (``-I``) unless the server says: 1 MiB.
+DEFAULT_ITEM_SIZE_MAX = 1 << 20
 
 
 @dataclass
@@ -163,8 +165,14 @@ def measure_for(trace: RequestTrace, server: str, *, strategies: list[str] | Non
     issued cells under ``client.cells_from_trace``. Ctrl-C raises
     :class:`~cachelab.errors.Interrupted` with the partial profile, as ``profile`` does."""
     base = base or ProfileSpec()
-    # The largest cell a value fits in: the server's item limit less an item's overhead.
-    largest = ServerMemory.read(server).item_size_max - ITEM_OVERHEAD
+    # The largest cell a value fits in: the server's item limit less an item's overhead
+    # (memcached's default limit when the server does not say: a proxy, TLS).
+    settings = stats_or_none(server, "settings") or {}
+    try:
+        limit = int(settings.get("item_size_max", DEFAULT_ITEM_SIZE_MAX))
+    except ValueError:
+        limit = DEFAULT_ITEM_SIZE_MAX
+    largest = limit - ITEM_OVERHEAD
     issued = issued_cells(trace, strategies, train=train, base=base, largest=largest)
     result = profile(profile_spec_for(base, issued), server=server, server_facts=server_facts,
                      on_progress=on_progress)

@@ -21,6 +21,7 @@ naming the file and line (or row) of the first request earlier than the one befo
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,10 @@ def _out_of_order(src: RequestParts, e: InputError) -> InputError:
     text = str(e)
     if "not in time order" not in text:
         return e
-    n = int(text.split("request ", 1)[1].split(" ", 1)[0])
-    return TraceOutOfOrder(src.where(n), src.n_requests)
+    found = re.search(r"request (\d+)", text)
+    if found is None:  # worded otherwise: the core's own message, which says what is wrong
+        return e
+    return TraceOutOfOrder(src.where(int(found.group(1))), src.n_requests)
 
 
 def simulate_file(

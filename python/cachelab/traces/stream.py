@@ -205,9 +205,15 @@ class RequestParts:
         if self.format == "parquet":
             # Row group by row group: ParquetFile.iter_batches holds on to memory as it goes
             # (pyarrow 2x: +3 MB every 65,536 requests), read_row_group does not.
-            with pq.ParquetFile(self.path / REQUESTS_FILE) as f:
+            where = self.path / REQUESTS_FILE
+            with pq.ParquetFile(where) as f:
                 for i in range(f.num_row_groups):
-                    yield from f.read_row_group(i).to_batches(max_chunksize=PART_MULTIPLE * 16)
+                    try:
+                        group = f.read_row_group(i)
+                    except (pa.ArrowException, OSError) as e:  # a damaged page, not the output
+                        raise InputError(f"{where}: not a readable Parquet file (row group "
+                                         f"{i + 1}: {e})") from None
+                    yield from group.to_batches(max_chunksize=PART_MULTIPLE * 16)
             return
         skip = self.n_items
         with _open(self.path) as handle:

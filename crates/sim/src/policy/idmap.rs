@@ -13,8 +13,10 @@ use super::NIL;
 
 /// Up to this many entries (64 KiB) the table is kept at most 1/[`SPARSE`] full, beyond it at
 /// most half full: a small cache's probes then almost never meet another entry (a cache of 489
-/// block ids ran its LRU 1.6x faster at 1/16 than at 1/4 here, and a little faster again at
-/// 1/32), while a large one's table stays near 8 B per cached object.
+/// block ids ran its LRU faster at 1/16 than at 1/4, and a little faster again at 1/32, in
+/// timings taken while writing it; the recorded figure is the whole run's:
+/// benches/runs/2026-11-27-flat-sim-block.md), while a large one's table stays near 8 B per
+/// cached object.
 const SPARSE_UP_TO: usize = 1 << 14;
 const SPARSE: usize = 32;
 

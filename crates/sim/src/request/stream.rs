@@ -208,7 +208,7 @@ impl Stream {
             .collect()
     }
 
-    /// True once every percentile accumulator went past its exact limit into a histogram.
+    /// True once any percentile accumulator went past its exact limit into a histogram.
     pub fn histograms(&self) -> bool {
         self.tasks.iter().any(|t| {
             t.lock()
