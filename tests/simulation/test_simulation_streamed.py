@@ -113,3 +113,24 @@ def test_cli_simulates_a_file_in_parts_or_whole_alike(files: dict, tmp_path: Pat
         outs.append(json.loads(p.stdout))
     assert outs[0]["strategies"] == outs[1]["strategies"]
     assert outs[0]["trace"]["read"].startswith("in parts of")
+
+
+def test_a_damaged_parquet_part_is_one_clear_error(files: dict, tmp_path: Path) -> None:
+    """A data page that does not decompress is found only when its row group is read, in
+    the middle of the simulation: still one line naming the file, exit 2, no traceback."""
+    import shutil
+
+    from clitools import one_error_line
+
+    bad = tmp_path / "bad.parquet"
+    shutil.copytree(files["parquet"], bad)
+    data = bad / "requests.parquet"
+    raw = bytearray(data.read_bytes())
+    mid = len(raw) // 2
+    raw[mid:mid + 4096] = bytes(4096)  # zeros over a compressed page (the footer is intact)
+    data.write_bytes(bytes(raw))
+    p = cachelab("simulate", str(bad), "--strategies", "none", "--draws", "1", "--no-plots",
+                 "--out", "o", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "requests.parquet" in line and "not a readable Parquet file" in line, line
