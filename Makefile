@@ -62,6 +62,9 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/ray_agents.py
 	$(PY) benches/pool_proxy.py --pin
 	$(PY) benches/capture_cost.py --pin
+	$(PY) benches/size_check.py
+	$(PY) benches/scale_twice.py
+	$(PY) benches/latency_model.py
 
 bench-%: install ## one benchmark: bench-profile_overhead, bench-flat_sim, bench-request_sim, ...
 	$(PY) benches/$*.py
