@@ -96,22 +96,24 @@ def basis(n: int, independence: Mapping[str, Any] | None,
     p99 by the block bootstrap's ``factors``) and ``thinning`` k, or ``withheld`` (why
     not)."""
     check = independence or {"status": "not checked", "why": "no independence check"}
+    # One shape whatever the verdict (keys without a value are None), so that results of one
+    # kind compare field by field.
+    out: dict[str, Any] = {"samples": n, "thinning": None, "effective": None, "withheld": None,
+                           "method": None, "factors": None}
     if check.get("status") == "pass":
         k = int(check.get("thinning") or 1)
-        return {"samples": n, "thinning": k, "effective": n // k, "withheld": None,
+        return {**out, "thinning": k, "effective": n // k,
                 "method": "order statistics" + (f", thinned 1 in {k}" if k > 1 else "")}
     if factors:
         p99 = factors.get(TARGET_KEY)
-        return {"samples": n, "thinning": None, "withheld": None, "method": "block bootstrap",
+        return {**out, "method": "block bootstrap",
                 "effective": effective(n, p99["factor"]) if p99 else None,
                 "factors": dict(factors)}
     if check.get("status") == "fail":
         tried = check.get("tried") or [{}]
         lag = tried[-1].get("k", "?")
-        return {"samples": n, "thinning": None, "effective": None,
-                "withheld": f"latencies not independent (lag-{lag})"}
-    return {"samples": n, "thinning": None, "effective": None,
-            "withheld": f"independence not checked ({check.get('why', '?')})"}
+        return {**out, "withheld": f"latencies not independent (lag-{lag})"}
+    return {**out, "withheld": f"independence not checked ({check.get('why', '?')})"}
 
 
 def run_intervals(entry: Mapping[str, Any], independence: Mapping[str, Any] | None,
