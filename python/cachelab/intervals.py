@@ -27,7 +27,7 @@ import numpy as np
 import cachelab._core as _core
 
 __all__ = ["LEVEL", "block_length", "dependence", "effective", "interval", "intervals", "ranks",
-           "tail_samples"]
+           "relative_half_width", "tail_samples", "within"]
 
 #: The intervals' confidence level.
 LEVEL = 0.95
@@ -187,3 +187,16 @@ def dependence(segments: Sequence[np.ndarray], percentile: float) -> dict[str, A
 def effective(n: int, factor: float) -> int:
     """The samples ``n`` dependent ones count for, given their :func:`dependence` factor."""
     return int(n / max(1.0, factor))
+
+
+def relative_half_width(rng: Sequence[float] | None, value: float | None) -> float | None:
+    """An interval's half-width relative to its estimate, ``(high − low) / 2 / value``: what
+    ``--precision`` targets; None without an interval or a value."""
+    if not rng or not value:
+        return None
+    return (rng[1] - rng[0]) / 2 / value
+
+
+def within(half_width: float | None, target: float) -> bool:
+    """Whether a relative half-width reaches ``target`` (False without one)."""
+    return half_width is not None and half_width <= target + 1e-12

@@ -23,7 +23,15 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
-from cachelab.intervals import dependence, effective, interval, intervals, tail_samples
+from cachelab.intervals import (
+    dependence,
+    effective,
+    interval,
+    intervals,
+    relative_half_width,
+    tail_samples,
+    within,
+)
 from cachelab.load.validity import series_blocks
 from cachelab.units import us
 
@@ -167,9 +175,9 @@ def point_precision(target: float, latency: Mapping[str, Any],
     their own (each run's :func:`precision_verdict`)."""
     rng = (latency.get("p99_interval") or {}).get("range")
     p99 = (latency.get("percentiles_ns") or {}).get("99")
-    hw = (rng[1] - rng[0]) / 2 / p99 if rng and p99 else None
+    hw = relative_half_width(rng, p99)
     return {"target": target, "half_width": None if hw is None else round(hw, 5),
-            "reached": hw is not None and hw <= target + 1e-12,
+            "reached": within(hw, target),
             "runs_reached": sum(bool(r and r.get("reached")) for r in runs),
             "runs": len(runs)}
 
@@ -212,11 +220,8 @@ def half_width(entry: Mapping[str, Any], key: str = TARGET_KEY) -> float | None:
     """The relative half-width of ``key``'s interval in an entry with ``intervals``
     (``(high - low) / 2 / value``), or None when there is none."""
     iv = entry.get("intervals") or {}
-    rng = (iv.get("ranges") or {}).get(key)
-    value = entry.get("percentiles", {}).get(key)
-    if not rng or not value:
-        return None
-    return (rng[1] - rng[0]) / 2 / value
+    return relative_half_width((iv.get("ranges") or {}).get(key),
+                               entry.get("percentiles", {}).get(key))
 
 
 def precision_verdict(target: float, entry: Mapping[str, Any], *, stopped_at_s: float | None,
@@ -226,7 +231,7 @@ def precision_verdict(target: float, entry: Mapping[str, Any], *, stopped_at_s: 
     the run stopped for it (None: it ran to the cap)."""
     hw = half_width(entry)
     why = (entry.get("intervals") or {}).get("basis", {}).get("withheld")
-    reached = hw is not None and hw <= target + 1e-12
+    reached = within(hw, target)
     return {"target": target, "percentile": TARGET_KEY,
             "half_width": None if hw is None else round(hw, 5), "reached": reached,
             "stopped_at_s": stopped_at_s, "cap_s": cap_s,
@@ -340,7 +345,7 @@ class Watch:
         n = int(_core.hist_summary(merged)["count"])
         rng = interval(merged, n, 99.0)
         p99 = _core.hist_percentiles(merged, [99.0])[0]
-        self.half_width = (rng[1] - rng[0]) / 2 / p99 if rng is not None and p99 else None
+        self.half_width = relative_half_width(rng, p99)
         k = len(self.batches)
         if self.half_width is not None and k >= MIN_BATCHES:
             mean = sum(self.batches) / k

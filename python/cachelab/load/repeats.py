@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cachelab.load.validity import full_intervals
 from cachelab.units import us
 
 __all__ = ["ALPHA", "METRICS", "Z95", "combined_validity", "comparison_lines", "repeat_lines",
@@ -71,8 +72,7 @@ def _throughput(result: Mapping[str, Any]) -> dict[str, Any]:
     """The measured run's throughput, with the standard error of the mean of its full
     measured intervals' throughputs (their spread over √k) and the 95 % interval from it."""
     interval_s = float(result["spec"].get("interval") or 1.0)
-    xs = [iv["throughput"] for iv in result["intervals"]
-          if not iv.get("warmup") and iv["duration_s"] >= interval_s / 2]
+    xs = [iv["throughput"] for iv in full_intervals(result["intervals"], interval_s)]
     value = float(result["totals"]["throughput"])
     if len(xs) < 2:
         return {"value": value, "interval": None, "se": None, "intervals": len(xs)}

@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CHECKS", "CLIENT_BUSY", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE",
-           "THROUGHPUT_CHECKS", "arrivals_check", "client_check", "headline", "independence_check",
-           "late_check", "rate_check", "series_blocks", "stationarity_check", "stationary_family",
-           "validity"]
+           "THROUGHPUT_CHECKS", "arrivals_check", "client_check", "full_intervals", "headline",
+           "independence_check", "late_check", "rate_check", "series_blocks", "stationarity_check",
+           "stationary_family", "validity"]
 
 #: The checks, worst first: the order of the reasons (a saturated client first: it explains
 #: the others).
@@ -98,10 +98,17 @@ def _not_checked(why: str) -> dict[str, Any]:
     return {"status": "not checked", "why": why}
 
 
+
+def full_intervals(intervals: Sequence[Mapping[str, Any]],
+                   interval_s: float) -> list[Mapping[str, Any]]:
+    """The measured intervals (after the warm-up) at least half an interval long: a run's last
+    interval may be cut short."""
+    return [iv for iv in intervals if not iv.get("warmup") and iv["duration_s"] >= interval_s / 2]
+
 def rate_check(intervals: Sequence[Mapping[str, Any]], rate: float,
                interval_s: float) -> dict[str, Any]:
     """Open loop: each measured interval's send rate against the intended ``rate``."""
-    full = [iv for iv in intervals if not iv.get("warmup") and iv["duration_s"] >= interval_s / 2]
+    full = full_intervals(intervals, interval_s)
     if not full:
         return _not_checked("no full measured interval")
     off, worst = [], (0.0, None)
@@ -342,7 +349,7 @@ def validity(
     threads' busy share (:func:`cachelab.load.probe.client_busy`; None: not checked)."""
     merged = "not checked: the run was merged from several agents"
     open_loop = mode == "open"
-    full = [iv for iv in intervals if not iv.get("warmup") and iv["duration_s"] >= interval_s / 2]
+    full = full_intervals(intervals, interval_s)
     checks: dict[str, dict[str, Any]] = {}
     checks["client"] = client_check(client, busy_poll_us)
     checks["rate"] = (rate_check(intervals, float(rate), interval_s) if open_loop and rate

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import cachelab._core as _core
+from cachelab.intervals import relative_half_width, within
 from cachelab.profiles.cell import Cell, with_percentiles
 
 __all__ = ["FIRST_BATCH", "MARGIN", "cell_precision", "next_batch", "not_reached", "precision_line",
@@ -42,17 +43,14 @@ CellKey = tuple[str, int, int]
 
 def cell_half_width(cell: Cell) -> float | None:
     """The relative half-width of ``cell``'s p99 interval; None without one."""
-    iv, value = cell.intervals.get(TARGET_ROW), cell.percentiles.get(TARGET_ROW)
-    if not iv or not value:
-        return None
-    return (iv[1] - iv[0]) / 2 / value
+    return relative_half_width(cell.intervals.get(TARGET_ROW), cell.percentiles.get(TARGET_ROW))
 
 
 def cell_precision(cell: Cell, target: float) -> dict[str, Any]:
     """A cell's ``precision``: ``{"half_width": h or None, "reached": bool}``."""
     hw = cell_half_width(cell)
     return {"half_width": None if hw is None else round(hw, 5),
-            "reached": hw is not None and hw <= target + 1e-12}
+            "reached": within(hw, target)}
 
 
 def _key(raw: Mapping[str, Any]) -> CellKey:
