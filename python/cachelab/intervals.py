@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 import cachelab._core as _core
+from cachelab.errors import UsageError
 
-__all__ = ["LEVEL", "block_length", "dependence", "effective", "interval", "intervals", "ranks",
-           "relative_half_width", "tail_samples", "within"]
+__all__ = ["LEVEL", "block_length", "check_precision", "dependence", "effective", "interval",
+           "intervals", "parse_precision", "ranks", "relative_half_width", "tail_samples", "within"]
 
 #: The intervals' confidence level.
 LEVEL = 0.95
@@ -200,3 +201,36 @@ def relative_half_width(rng: Sequence[float] | None, value: float | None) -> flo
 def within(half_width: float | None, target: float) -> bool:
     """Whether a relative half-width reaches ``target`` (False without one)."""
     return half_width is not None and half_width <= target + 1e-12
+
+
+def parse_precision(text: str | float | None) -> float | None:
+    """``"5%"`` (or ``5``) -> 0.05: a target relative half-width, above 0 and below 100 %
+    (below 1, the % sign is required: ``0.05`` alone could be a share). UsageError
+    otherwise."""
+    if text is None:
+        return None
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1] if raw.endswith("%") else raw)
+    except ValueError:
+        raise UsageError(f"--precision {raw!r}: give a percentage above 0 and below 100, "
+                         "e.g. 5%") from None
+    if not 0.0 < value < 100.0:
+        raise UsageError(f"--precision {raw!r}: give a percentage above 0 and below 100, "
+                         "e.g. 5%")
+    if not raw.endswith("%") and value < 1.0:
+        # 0.05 could mean 5 % (a share) or 0.05 %: say which.
+        raise UsageError(f"--precision {raw!r}: below 1, give the % sign (5% for a share of "
+                         f"0.05; {raw}% for {raw} %)")
+    return value / 100.0
+
+
+def check_precision(value: object) -> None:
+    """A spec's ``precision`` (load, profile, scale): None, or a share above 0 and below 1
+    (0.05: ±5 %); UsageError otherwise."""
+    if value is None:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not 0 < value < 1):
+        raise UsageError("precision must be a share above 0 and below 1 (0.05: ±5 %), "
+                         f"not {value!r}")

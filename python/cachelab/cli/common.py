@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from cachelab.artifacts import write_through
 from cachelab.errors import Interrupted, UsageError
-from cachelab.load.precision import parse_precision
+from cachelab.intervals import parse_precision
 from cachelab.pool import DISTRIBUTIONS, parse_server, read_servers_file
 from cachelab.servers import ServerOptions
 from cachelab.tls import TlsOptions

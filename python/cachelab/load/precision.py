@@ -22,12 +22,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import cachelab._core as _core
-from cachelab.errors import UsageError
 from cachelab.intervals import (
+    check_precision,
     dependence,
     effective,
     interval,
     intervals,
+    parse_precision,
     relative_half_width,
     tail_samples,
     within,
@@ -49,39 +50,6 @@ MIN_BATCH_SAMPLES = 200
 SHOWN = {"50": 50.0, "99": 99.0, "99.9": 99.9}
 #: The percentile whose precision ``--precision`` targets.
 TARGET_KEY = "99"
-
-
-def parse_precision(text: str | float | None) -> float | None:
-    """``"5%"`` (or ``5``) -> 0.05: a target relative half-width, above 0 and below 100 %
-    (below 1, the % sign is required: ``0.05`` alone could be a share). UsageError
-    otherwise."""
-    if text is None:
-        return None
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1] if raw.endswith("%") else raw)
-    except ValueError:
-        raise UsageError(f"--precision {raw!r}: give a percentage above 0 and below 100, "
-                         "e.g. 5%") from None
-    if not 0.0 < value < 100.0:
-        raise UsageError(f"--precision {raw!r}: give a percentage above 0 and below 100, "
-                         "e.g. 5%")
-    if not raw.endswith("%") and value < 1.0:
-        # 0.05 could mean 5 % (a share) or 0.05 %: say which.
-        raise UsageError(f"--precision {raw!r}: below 1, give the % sign (5% for a share of "
-                         f"0.05; {raw}% for {raw} %)")
-    return value / 100.0
-
-
-def check_precision(value: object) -> None:
-    """A spec's ``precision`` (load, profile, scale): None, or a share above 0 and below 1
-    (0.05: ±5 %); UsageError otherwise."""
-    if value is None:
-        return
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not 0 < value < 1):
-        raise UsageError("precision must be a share above 0 and below 1 (0.05: ±5 %), "
-                         f"not {value!r}")
 
 
 #: The fewest consecutive latencies the block bootstrap is run on.

@@ -16,7 +16,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
-from cachelab.load.precision import check_precision
+from cachelab.intervals import check_precision
 from cachelab.pool import DISTRIBUTIONS, parse_server
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import parse_size

@@ -8,7 +8,7 @@ from typing import Any
 
 from cachelab.capacity import Writes
 from cachelab.errors import UsageError
-from cachelab.load.precision import check_precision
+from cachelab.intervals import check_precision
 from cachelab.tls import TlsOptions
 
 DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)

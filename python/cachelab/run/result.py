@@ -10,7 +10,7 @@ from typing import Any
 
 from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
-from cachelab.load.precision import check_precision
+from cachelab.intervals import check_precision
 from cachelab.report.overview import run_partial, step_text
 
 __all__ = ["DEFAULT_PRECISION", "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec",

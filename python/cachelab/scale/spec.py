@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cachelab.errors import UsageError
+from cachelab.intervals import check_precision
 from cachelab.load import LoadSpec
-from cachelab.load.precision import check_precision
 from cachelab.tls import TlsOptions
 
 __all__ = ["VARY", "ScaleSpec"]
