@@ -13,6 +13,7 @@ import pytest
 
 from cachelab.errors import InputError, UsageError
 from cachelab.scale import ScaleSpec, read_scale_result, scale
+from cachelab.scale.verdicts import verdict_lines
 
 
 def test_order_is_interleaved_and_alternating() -> None:
@@ -91,14 +92,21 @@ def test_server_threads_restarts_a_private_server_per_point(tmp_path: Path) -> N
     written = r.write(tmp_path, plots=False)
     assert [p.name for p in written] == ["scale.json", "scale.csv"]
     assert read_scale_result(tmp_path).runs == r.runs
-    assert r.render().startswith("scale sweep: N = server-threads, 3 run(s)")
+    # The headline: the verdicts (these short runs may fail latency checks), then the sweep.
+    lines = r.render().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("scale sweep: "))
+    assert lines[first].startswith("scale sweep: N = server-threads, 3 run(s)")
+    assert lines[:first] == verdict_lines(r.spec, r.runs)
 
 
-def _fake_run(n: int, x: float, *, throughput_bad: str = "", latency_bad: str = "") -> dict:
+def _fake_run(n: int, x: float, *, throughput_bad: str = "", latency_bad: str = "",
+              latency_check: str = "independent") -> dict:
     reasons = [r for r in (throughput_bad, latency_bad) if r]
+    failed = ([latency_check] if latency_bad else []) + (["stationary"] if throughput_bad else [])
     return {"n": n, "repeat": 0, "throughput": x, "latency": {"histogram": None},
             "errors": 0, "lost": 0, "steady_reached": True,
             "verdict": "INVALID" if reasons else "VALID", "invalid_reasons": reasons,
+            "failed_checks": failed,
             "throughput_reasons": [throughput_bad] if throughput_bad else []}
 
 
@@ -125,7 +133,9 @@ def test_each_n_s_mean_throughput_is_over_the_runs_in_the_fit() -> None:
     assert at[2]["throughput_runs"] == 2 and at[2]["throughput_sd"] > 0
     assert r.fit is not None and sorted(r.fit["n"]) == [1, 1, 2, 2, 3, 4, 4, 5, 5]
     row3 = next(line for line in r.render().splitlines() if line.split()[:1] == ["3"])
-    assert row3.split()[1] == f"{xs[3]:,.0f}" and row3.split()[-2:] == ["1/2", "1/2"], row3
+    # X mean, in fit 1/2; its latencies passed their checks (the stall is a throughput's)
+    assert row3.split()[1] == f"{xs[3]:,.0f}" and row3.split()[3] == "1/2", row3
+    assert row3.split()[-1] == "VALID", row3
     assert "X mean and sd: the runs in the USL fit" in r.render()
     kept = _result(dataclasses.replace(spec, keep_invalid=True), runs, {"address": "x"})
     k3 = next(row for row in kept.summary if row["n"] == 3)
@@ -152,3 +162,47 @@ def test_runs_invalid_for_their_throughput_are_left_out_of_the_fit_and_named() -
                for note in r.limits), r.limits
     kept = _result(dataclasses.replace(spec, keep_invalid=True), runs, {"address": "x"})
     assert kept.fit is not None and kept.fit["n"] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_the_headline_and_table_give_each_n_s_latency_verdict() -> None:
+    """Latencies INVALID (client saturated at N >= 5, not independent at N = 1, one of two
+    repeats at N = 2) are named per N in the table, in the headline before the sweep's line,
+    in the report's findings and in the latency figures' legends; a throughput left out of
+    the fit is counted in the headline."""
+    from cachelab.scale.section import latency_chart
+    from cachelab.scale.sweep import _result
+
+    spec = ScaleSpec(points=[1, 2, 3, 4, 5, 6], repeats=2, bootstrap=0)
+    runs = []
+    for rep in range(2):
+        for n in spec.points:
+            bad = {"latency_bad": "latencies not independent"} if n == 1 or (n == 2 and rep) \
+                else {"latency_bad": "CLIENT SATURATED", "latency_check": "client"} if n >= 5 \
+                else {}
+            stalled = {"throughput_bad": "not stationary: 1 stall(s)"} if (n, rep) == (4, 1) \
+                else {}
+            runs.append({**_fake_run(n, 1000.0 * n / (1 + 0.05 * (n - 1)), **bad, **stalled),
+                         "repeat": rep})
+    r = _result(spec, runs, {"address": "x"})
+    lines = r.render().splitlines()
+    assert lines[0] == ("1 of 12 run(s) INVALID for their throughput, left out of the fit: "
+                        "N = 4 (reasons in the notes)")
+    assert lines[1] == ("latencies INVALID (percentiles shown, not certified): client saturated "
+                        "at N = 5, 6; not independent at N = 1, 2")
+    assert lines[2].startswith("scale sweep: ")
+    verdict = {line.split()[0]: line.split("  ")[-1].strip() for line in lines
+               if line.split()[:1] in (["1"], ["2"], ["3"], ["4"], ["5"], ["6"])}
+    assert verdict == {"1": "not independent", "2": "not independent (1/2)", "3": "VALID",
+                       "4": "VALID", "5": "client saturated", "6": "client saturated"}
+    names = [row["latency"]["verdict"] for row in r.summary]
+    assert names == ["not independent", "not independent (1/2)", "VALID", "VALID",
+                     "client saturated", "client saturated"]
+    # The figures name the invalid loads (a chart needs histograms: give each row one).
+    import cachelab._core as _core
+
+    hist = _core.hist_from_values([1000, 2000, 3000])
+    summary = [{**row, "latency": {**row["latency"], "histogram": hist}} for row in r.summary]
+    chart = latency_chart(summary, "connections")
+    assert chart is not None
+    assert [s["name"] for s in chart["series"]][4] == "N = 5 (INVALID: client saturated)"
+    assert [s["name"] for s in chart["series"]][2] == "N = 3"

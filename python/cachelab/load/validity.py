@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHECKS", "CLIENT_BUSY", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE",
+__all__ = ["CHECKS", "CLIENT_BUSY", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "SHORT",
            "THROUGHPUT_CHECKS", "arrivals_check", "client_check", "full_intervals", "headline",
            "independence_check", "late_check", "rate_check", "series_blocks", "stationarity_check",
            "stationary_family", "validity"]
@@ -50,6 +50,10 @@ __all__ = ["CHECKS", "CLIENT_BUSY", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERAN
 #: The checks, worst first: the order of the reasons (a saturated client first: it explains
 #: the others).
 CHECKS = ("client", "rate", "stationary", "late", "independent", "arrivals")
+#: Each check's failure in a few words, for tables.
+SHORT = {"client": "client saturated", "rate": "rate not held", "stationary": "not stationary",
+         "late": "late sends", "independent": "not independent",
+         "arrivals": "arrivals not Poisson"}
 #: The checks a run's throughput depends on (``scale`` leaves a run failing them out of the
 #: USL fit); the others concern its latencies.
 THROUGHPUT_CHECKS = ("rate", "stationary")
@@ -343,10 +347,11 @@ def validity(
     client: Mapping[str, Any] | None = None, busy_poll_us: int = 0,
 ) -> dict[str, Any]:
     """The verdict of one run: ``verdict`` (VALID or INVALID), ``reasons`` (worst first),
-    ``not_checked`` and each check's figures (``checks``). ``samples`` is the engine's
-    ``samples`` record (None for a run merged from agents: the checks that need it are not
-    checked); ``lateness`` its ``send_lateness`` histogram (open loop); ``client`` the load
-    threads' busy share (:func:`cachelab.load.probe.client_busy`; None: not checked)."""
+    ``failed`` (the names of the checks that failed, worst first), ``not_checked`` and each
+    check's figures (``checks``). ``samples`` is the engine's ``samples`` record (None for a
+    run merged from agents: the checks that need it are not checked); ``lateness`` its
+    ``send_lateness`` histogram (open loop); ``client`` the load threads' busy share
+    (:func:`cachelab.load.probe.client_busy`; None: not checked)."""
     merged = "not checked: the run was merged from several agents"
     open_loop = mode == "open"
     full = full_intervals(intervals, interval_s)
@@ -377,6 +382,7 @@ def validity(
     return {
         "verdict": "INVALID" if reasons else "VALID",
         "reasons": reasons,
+        "failed": [c for c in CHECKS if checks[c]["status"] == "fail"],
         # What makes the run's throughput untrustworthy (a USL point): the rate not held, or
         # the series not stationary. The other checks are about its latencies.
         "throughput_reasons": [checks[c]["why"] for c in THROUGHPUT_CHECKS

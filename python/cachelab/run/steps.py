@@ -25,6 +25,7 @@ from cachelab.profiles.precise import not_reached, precision_text
 from cachelab.progress import Progress, stage_logger
 from cachelab.run.result import RunSpec
 from cachelab.scale.result import precision_missed
+from cachelab.scale.verdicts import verdict_lines
 from cachelab.servers import ServerOptions
 from cachelab.simulation import SimulateSpec, measure_for, simulate
 from cachelab.simulation.summary import band_at, best_strategy
@@ -191,6 +192,8 @@ def step_scale(st: State) -> tuple[str, bool]:
         text += ("; superlinear start (α = "
                  f"{sup['alpha']:.3g} unbounded" + (f", payback N× ≈ {cross:.1f}" if cross else "")
                  + ")")
+    for line in verdict_lines(result.spec, result.runs):
+        text += "; " + line
     missed = precision_missed(result.spec, result.runs)
     if missed:
         text += "; " + missed.split(" (p99")[0]

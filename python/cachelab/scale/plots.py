@@ -12,6 +12,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.plots.latency import inverted_percentile_plot, inverted_percentile_points
+from cachelab.scale.verdicts import series_name
 from cachelab.usl.plots import usl_plot
 
 __all__ = ["scale_latency_plot", "scale_usl_plot", "write_plots"]
@@ -44,5 +45,5 @@ def scale_latency_plot(summary: Sequence[dict], out_base: Path, *, vary: str) ->
         if not h:
             continue
         values = _core.hist_percentiles(h, pcts)
-        series.append((f"N = {row['n']}", list(zip(pcts, [float(v) for v in values]))))
+        series.append((series_name(row), list(zip(pcts, [float(v) for v in values]))))
     return inverted_percentile_plot(series, title=f"latency by load ({vary})", out_base=out_base)

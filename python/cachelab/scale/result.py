@@ -13,12 +13,13 @@ from cachelab.artifacts import check_schema, read_json, write_json
 from cachelab.errors import InputError
 from cachelab.load import behind_lines
 from cachelab.load.precision import p99_interval_text, point_precision_text
+from cachelab.scale.verdicts import latency_verdict, verdict_lines
 from cachelab.tables import write_csv
 from cachelab.units import us
 from cachelab.usl import UslFit
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows", "in_fit_text",
-           "mean_text", "precision_missed", "read_scale_result", "valid_runs"]
+           "mean_text", "precision_missed", "read_scale_result"]
 
 SCHEMA = "cachelab.scale"
 SCHEMA_VERSION = 1
@@ -85,22 +86,23 @@ class ScaleResult:
             f"memcached {srv.get('version', '?')} {where}",
         ]
         missed = precision_missed(s, self.runs)
-        if missed:  # the headline tells the worst
-            lines.insert(0, missed)
-        lines += ["", f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'p50 µs':>10}{'p99 µs':>10}"
-                  f"{'p99 95 % µs':>18}{'p99.9 µs':>10}{'valid':>8}{'in fit':>8}"
-                  + ("" if target is None else f"{'p99 ±, runs reached':>22}")]
+        # The headline tells the worst: runs left out of the fit, latencies not certified,
+        # precision missed.
+        lines[:0] = [*verdict_lines(s, self.runs), *([missed] if missed else [])]
+        lines += ["", (f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'in fit':>8}{'p50 µs':>10}"
+                  f"{'p99 µs':>10}{'p99 95 % µs':>18}{'p99.9 µs':>10}  {'latencies':<18}"
+                  + ("" if target is None else f"{'p99 ±, runs reached':>22}")).rstrip()]
         for row in self.summary:
             p = row["latency"]["percentiles_ns"]
             sd = row["throughput_sd"]
-            lines.append(f"{row['n']:>6}{mean_text(row['throughput_mean']):>14}"
-                         f"{'—' if sd is None else f'{sd:,.0f}':>10}{us(p.get('50')):>10}"
-                         f"{us(p.get('99')):>10}"
+            lines.append((f"{row['n']:>6}{mean_text(row['throughput_mean']):>14}"
+                         f"{'—' if sd is None else f'{sd:,.0f}':>10}{in_fit_text(row):>8}"
+                         f"{us(p.get('50')):>10}{us(p.get('99')):>10}"
                          f"{p99_interval_text(row['latency'].get('p99_interval')):>18}"
-                         f"{us(p.get('99.9')):>10}"
-                         f"{self._valid(row['n']):>8}{in_fit_text(row):>8}"
+                         f"{us(p.get('99.9')):>10}  "
+                         f"{latency_verdict(self.runs, row['n']):<18}"
                          + ("" if target is None
-                            else f"{point_precision_text(row.get('precision')):>22}"))
+                            else f"{point_precision_text(row.get('precision')):>22}")).rstrip())
         if self.summary:
             lines.append("X mean and sd: the runs in the USL fit ('in fit'; "
                          + ("--keep-invalid: every run that measured a throughput"
@@ -113,9 +115,6 @@ class ScaleResult:
         if self.limits:
             lines += ["", *[f"note: {m}" for m in self.limits]]
         return "\n".join(lines)
-
-    def _valid(self, n: int) -> str:
-        return valid_runs(self.runs, n)
 
     def behind_totals(self) -> list[dict[str, Any]] | None:
         """Through a proxy: each server behind it with its ``stats`` deltas summed over every
@@ -184,12 +183,3 @@ def in_fit_text(row: Mapping[str, Any]) -> str:
     saved before the mean left INVALID runs out)."""
     used = row.get("throughput_runs")
     return "-" if used is None else f"{used}/{row['runs']}"
-
-
-def valid_runs(runs: list[dict[str, Any]], n: int) -> str:
-    """The runs at ``n`` whose load verdict was VALID, of all of them (``"2/3"``; "-" for a
-    sweep saved before verdicts existed)."""
-    at = [r for r in runs if r["n"] == n]
-    if not any("verdict" in r for r in at):
-        return "-"
-    return f"{sum(r.get('verdict') == 'VALID' for r in at)}/{len(at)}"

@@ -12,7 +12,8 @@ from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
-from cachelab.scale.result import in_fit_text, mean_text, precision_missed, valid_runs
+from cachelab.scale.result import in_fit_text, mean_text, precision_missed
+from cachelab.scale.verdicts import latency_verdict, series_name, verdict_lines
 from cachelab.units import dur
 from cachelab.usl import UslFit
 from cachelab.usl import section as usl_section
@@ -34,21 +35,21 @@ def section(art: Artifact, ctx: Context) -> Section:
     sec.body.append(f"<p>{len(d['runs'])} run(s): {esc(spec['repeats'])} repeat(s) of each "
                     f"point in interleaved order, {measured}.</p>")
     missed = precision_missed(spec, d["runs"])
-    if missed:
-        sec.findings.append(missed[0].upper() + missed[1:] + ".")
+    for line in [*verdict_lines(spec, d["runs"]), *([missed] if missed else [])]:
+        sec.findings.append(line[0].upper() + line[1:] + ".")
     rows = []
     for row in d["summary"]:
         p = row["latency"]["percentiles_ns"]
         sd = row.get("throughput_sd")
         rows.append([row["n"], mean_text(row["throughput_mean"]),
-                     "—" if sd is None else f"{sd:,.0f}", dur(p.get("50")), dur(p.get("99")),
-                     p99_interval_text(row["latency"].get("p99_interval")),
-                     dur(p.get("99.9")), valid_runs(d["runs"], row["n"]), in_fit_text(row),
+                     "—" if sd is None else f"{sd:,.0f}", in_fit_text(row), dur(p.get("50")),
+                     dur(p.get("99")), p99_interval_text(row["latency"].get("p99_interval")),
+                     dur(p.get("99.9")), latency_verdict(d["runs"], row["n"]),
                      *([point_precision_text(row.get("precision"))] if target else [])])
-    sec.body.append(table(["N", "throughput /s (mean of the runs in the fit)", "sd", "p50",
-                           "p99", "p99 95 % interval (µs)", "p99.9", "valid runs",
-                           "runs in the fit", *(["p99 ±, runs reached"] if target else [])],
-                          rows))
+    sec.body.append(table(["N", "throughput /s (mean of the runs in the fit)", "sd",
+                           "runs in the fit (throughput VALID)", "p50", "p99",
+                           "p99 95 % interval (µs)", "p99.9", "latency verdict",
+                           *(["p99 ±, runs reached"] if target else [])], rows))
     fit = d.get("fit")
     if fit:
         sec.body.append("<h3>Universal Scalability Law fit</h3>")
@@ -98,7 +99,8 @@ def latency_chart(summary: Sequence[dict[str, Any]], vary: str) -> Spec | None:
     for row in summary:
         h = row["latency"].get("histogram")
         if h:
-            rows.append((f"N = {row['n']}", [float(v) for v in _core.hist_percentiles(h, pcts)]))
+            rows.append((series_name(row),
+                         [float(v) for v in _core.hist_percentiles(h, pcts)]))
     if not rows:
         return None
     unit, scale = ch.latency_unit([v for _, vs in rows for v in vs])

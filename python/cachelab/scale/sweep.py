@@ -24,6 +24,7 @@ from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.spec import ScaleSpec
+from cachelab.scale.verdicts import latency_verdict
 from cachelab.servers import ServerOptions, Target, on_this_machine
 from cachelab.tls import describe_tls
 from cachelab.units import pct_key
@@ -129,6 +130,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             # the block bootstrap's factors, when the latencies are not independent
             ((result.latency().get("intervals") or {}).get("basis") or {}).get("factors"))
         point["invalid_reasons"] = list(v.get("reasons") or [])
+        point["failed_checks"] = list(v.get("failed") or [])
         point["throughput_reasons"] = list(v.get("throughput_reasons") or [])
         if result.members:
             point["members"] = [{"address": m["address"], "replies": m["replies"],
@@ -285,7 +287,8 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
 def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[str, Any]]:
     """Per N: the mean throughput of the runs in the fit (:func:`in_fit`; their count is
     ``throughput_runs``, None for the mean when there is none) and its standard deviation,
-    and every run's latency histograms merged."""
+    and every run's latency histograms merged, with the latencies' verdict in a word
+    (:func:`~cachelab.scale.result.latency_verdict`)."""
     out = []
     for n in sorted(spec.points):
         rs = [r for r in runs if r["n"] == n]
@@ -302,7 +305,8 @@ def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[st
         row = {"n": n, "runs": len(rs), "throughput_runs": len(xs),
                "throughput_mean": mean, "throughput_sd": sd,
                "latency": {"histogram": merged, "percentiles_ns": pct,
-                           "p99_interval": merged_p99_interval(merged, bases)}}
+                           "p99_interval": merged_p99_interval(merged, bases),
+                           "verdict": latency_verdict(list(rs), n)}}
         if spec.precision is not None:
             row["precision"] = point_precision(spec.precision, row["latency"],
                                                [r.get("precision") for r in rs])
