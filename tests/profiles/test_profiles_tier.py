@@ -54,3 +54,32 @@ def test_spin_until_returns_at_or_after_its_deadline_on_either_clock() -> None:
             tier_module._SPIN_RATE[key] = saved
         past = clock() - 1_000_000
         spin_until(past, cpu=cpu)  # already passed: returns at once
+
+
+def test_multi_get_cells_rotate_over_sets_of_values(memcached) -> None:
+    """Multi-get cells read sets of keys in turn, as many sets as hold ``pool_bytes`` (so
+    their values are not the same few, hot in the CPU's caches); what ``tier_cell_writes``
+    says is what was written; a profile counts a multi-get's keys, not the pool's."""
+    from cachelab import _core
+    from cachelab.profiles import delete_tier_cells, tier_cell_writes, tier_cells
+
+    # 4 keys of 1,000 bytes a set, 20,000 bytes to hold: 5 sets, 20 keys.
+    cells = tier_cells(memcached.address, "cachelab:test-rotate", sizes=(100,),
+                       key_counts=(1, 4), multi_value_size=1000, pool_bytes=20_000)
+    try:
+        multi = [c for c in cells if c.op == "multiget"]
+        assert [(c.width, c.stride, len(c.keys)) for c in multi] == [(1, 4, 20), (4, 4, 20)]
+        assert sorted(tier_cell_writes((100,), (1, 4), 1000, 20_000)) == [(100, 4), (1000, 20)]
+        with _core.Client(memcached.address, timeout=2.0) as c:
+            assert len(c.get_multi(multi[1].keys)) == 20
+        calls = [multi[1].next_keys() for _ in range(10)]
+        assert all(len(k) == 4 for k in calls)
+        assert len({tuple(k) for k in calls[:5]}) == 5 and calls[5:] == calls[:5]
+        assert {k for ks in calls for k in ks} == set(multi[1].keys)
+        assert [multi[0].next_keys() for _ in range(5)] == [k[:1] for k in calls[:5]]
+        for c in multi:
+            c.latencies = [1000, 2000]
+        p = tier_profile(cells, address=memcached.address, version="x", client={}, started=0.0)
+        assert sorted(c.keys for c in p.cells_of("multiget")) == [1, 4]
+    finally:
+        assert delete_tier_cells(memcached.address, cells, 2.0) == 0

@@ -89,10 +89,25 @@ def spin(ns: int, *, cpu: bool = False) -> None:
     spin_until((time.thread_time_ns() if cpu else time.perf_counter_ns()) + ns, cpu=cpu)
 
 
+#: The bytes of values the multi-get cells' calls rotate over, at least. Values read again and
+#: again stay in the CPU's caches (4 MiB of L2 a core here); an application's reads over a
+#: large catalog find them cold. A 64-key multi-get of 8 KB values through the tier, one set
+#: read over and over, was 13–30 % faster at p50 than sets taken in turn from a 16 MiB pool,
+#: and the prediction of depth-2 prefetch, whose multi-gets return up to ~800 KB, fell short
+#: by 10 % at p90 (benches/runs/2026-11-27-replay-accuracy-6.md). A get cell rotates over 4
+#: keys (one value, a fraction of a multi-get's bytes).
+COLD_BYTES = 16 << 20
+#: The most key sets a multi-get cell rotates over.
+MAX_MULTI_SETS = 256
+#: Keys a get cell rotates over.
+GET_KEYS = 4
+
+
 @dataclass
 class TierCell:
-    """One cell of a profile measured through a tier: its keys and the latencies (ns) of the
-    calls made so far (see :func:`profile_via_tier`)."""
+    """One cell of a profile measured through a tier: the keys its calls rotate over, how many
+    a call asks for (``width``; a multi-get's sets are ``stride`` keys apart), and the
+    latencies (ns) of the calls made so far (see :func:`profile_via_tier`)."""
 
     op: str
     value_size: int
@@ -101,20 +116,36 @@ class TierCell:
     errors: dict[str, int] = field(default_factory=dict)
     misses: int = 0
     calls: int = 0
+    width: int = 1
+    stride: int = 1
 
     def next_keys(self) -> list[str]:
-        """What the next call asks for: all keys of a multi-get; one key of a get, in turn."""
+        """What the next call asks for, in turn over the cell's keys: one key of a get; the
+        next set's first ``width`` keys of a multi-get."""
         self.calls += 1
-        return self.keys if self.op == "multiget" else [self.keys[self.calls % len(self.keys)]]
+        if self.op != "multiget":
+            return [self.keys[self.calls % len(self.keys)]]
+        at = (self.calls % max(1, len(self.keys) // self.stride)) * self.stride
+        return self.keys[at:at + self.width]
+
+
+def _multi_sets(key_counts: Sequence[int], value_size: int, pool_bytes: int) -> int:
+    """How many sets of max(key_counts) keys the multi-get cells rotate over."""
+    return max(1, min(MAX_MULTI_SETS, -(-pool_bytes // (max(key_counts) * value_size))))
 
 
 def tier_cells(
     address: str, prefix: str, *, sizes: tuple[int, ...], key_counts: tuple[int, ...],
     multi_value_size: int, timeout: float = 1.0, seed: int | None = None,
+    pool_bytes: int = COLD_BYTES,
 ) -> list[TierCell]:
-    """Writes the values a tier profile reads (random bytes under ``prefix``): 4 keys per get
-    size, and max(key_counts) keys of ``multi_value_size`` shared by the multi-get cells.
-    Delete them with :func:`delete_tier_cells`."""
+    """Writes the values a tier profile reads (random bytes under ``prefix``): per get size,
+    :data:`GET_KEYS` keys, and sets of max(key_counts) keys of ``multi_value_size`` shared by
+    the multi-get cells, as many as hold ``pool_bytes`` (at most :data:`MAX_MULTI_SETS`): the
+    calls rotate over them, so they find values as cold as an application's (``replay`` gives
+    the smaller of :data:`COLD_BYTES` and its catalog's bytes: an application whose whole
+    catalog fits in the CPU's caches reads hot values too). Delete them with
+    :func:`delete_tier_cells`."""
     if not sizes and not key_counts:
         raise UsageError("nothing to measure: give at least one size or key count")
     if any(not 1 <= s <= MAX_VALUE_SIZE for s in [*sizes, multi_value_size]):
@@ -127,17 +158,21 @@ def tier_cells(
     try:
         with _core.Client(address, timeout=timeout, connect_timeout=timeout) as writer:
             for s in sizes:
-                keys = [f"{prefix}:g{s}:{j}" for j in range(4)]
+                keys = [f"{prefix}:g{s}:{j}" for j in range(GET_KEYS)]
                 for k in keys:
                     tried.append(k)
                     writer.set(k, rng.bytes(s))
                 cells.append(TierCell("get", s, keys))
             if key_counts:
-                mkeys = [f"{prefix}:m:{j}" for j in range(max(key_counts))]
+                stride = max(key_counts)
+                mkeys = [f"{prefix}:m:{j}"
+                         for j in range(stride * _multi_sets(key_counts, multi_value_size,
+                                                             pool_bytes))]
                 for k in mkeys:
                     tried.append(k)
                     writer.set(k, rng.bytes(multi_value_size))
-                cells += [TierCell("multiget", multi_value_size, mkeys[:n]) for n in key_counts]
+                cells += [TierCell("multiget", multi_value_size, mkeys, width=n, stride=stride)
+                          for n in key_counts]
     except BaseException:
         # A SERVER_ERROR (out of memory, too large) half-way: the caller never gets the cells
         # to delete, so the keys written so far go now.
@@ -146,12 +181,14 @@ def tier_cells(
     return cells
 
 
-def tier_cell_writes(sizes: Sequence[int], key_counts: Sequence[int],
-                     multi_value_size: int) -> list[tuple[int, int]]:
+def tier_cell_writes(sizes: Sequence[int], key_counts: Sequence[int], multi_value_size: int,
+                     pool_bytes: int = COLD_BYTES) -> list[tuple[int, int]]:
     """What :func:`tier_cells` writes: (value size, count) pairs."""
-    out = [(int(s), 4) for s in sizes]
+    out = [(int(s), GET_KEYS) for s in sizes]
     if key_counts:
-        out.append((int(multi_value_size), max(key_counts)))
+        out.append((int(multi_value_size),
+                    max(key_counts) * _multi_sets(key_counts, int(multi_value_size),
+                                                  pool_bytes)))
     return out
 
 
@@ -172,7 +209,7 @@ def tier_profile(
     for c in cells:
         hist = _core.hist_from_values(c.latencies if c.latencies else [1])
         out.append(with_percentiles(Cell(
-            op=c.op, value_size=c.value_size, keys=len(c.keys) if c.op == "multiget" else 1,
+            op=c.op, value_size=c.value_size, keys=c.width,
             samples=len(c.latencies), histogram=hist, errors=dict(c.errors),
             misses=c.misses)))
     return LatencyProfile(

@@ -11,7 +11,7 @@ from typing import Any
 from cachelab.capacity import Writes
 from cachelab.profiles import tier_cell_writes
 from cachelab.replay.driver import Workload, windows
-from cachelab.replay.sampler import profile_cells
+from cachelab.replay.sampler import pool_bytes, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
 
 __all__ = ["RAW_HEADER", "replay_writes"]
@@ -40,6 +40,7 @@ def replay_writes(trace: Any, spec: ReplaySpec, work: Workload | None = None) ->
     mean = max(1, int(round(float(sizes.mean())))) if len(sizes) else 1
     for s in spec.strategies or default_strategies(trace.n_items):
         cells = profile_cells(work, parse(s).prefetch_depth, evaluated)
-        for size, count in tier_cell_writes(cells["sizes"], cells["key_counts"], mean):
+        for size, count in tier_cell_writes(cells["sizes"], cells["key_counts"], mean,
+                                            pool_bytes(trace)):
             w.add(size, count, _PREFIX + 24)
     return w

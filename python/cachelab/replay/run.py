@@ -36,7 +36,7 @@ from cachelab.replay.driver import (
 )
 from cachelab.replay.footprint import replay_writes
 from cachelab.replay.result import ReplayResult
-from cachelab.replay.sampler import Sampler, profile_cells
+from cachelab.replay.sampler import Sampler, pool_bytes, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
 from cachelab.servers import ServerOptions, on_this_machine, serve, stats_or_none
 from cachelab.simulation import latency_model
@@ -238,7 +238,8 @@ class _Run:
             cells = tier_cells(
                 self.address, f"{prefix}:profile:{len(self.samplers)}",
                 **profile_cells(self.work, d.depth, self.evaluated),
-                multi_value_size=self.mean_size, timeout=spec.timeout, seed=spec.seed)
+                multi_value_size=self.mean_size, timeout=spec.timeout, seed=spec.seed,
+                pool_bytes=pool_bytes(self.trace))
             self.written.append(cells)
             self._check_evictions()
             d.tier.strip = getattr(kc.format, "own_header", None)

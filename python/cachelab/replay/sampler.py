@@ -11,15 +11,23 @@ import numpy as np
 
 from cachelab.errors import ServerError
 from cachelab.profiles import spin, spin_until
+from cachelab.profiles.tier import COLD_BYTES
 from cachelab.replay.driver import GapTier, Workload
 
-__all__ = ["SIZE_PERCENTILES", "Sampler", "profile_cells"]
+__all__ = ["SIZE_PERCENTILES", "Sampler", "pool_bytes", "profile_cells"]
 
 #: Where a strategy's get cells are measured: these percentiles of the sizes the evaluated
 #: requests touch (with repeats). The simulator interpolates between cells on a log scale of
 #: size while a get's latency grows about linearly with size, so cells spread over a decade
 #: would overstate the items between them; cells where the touches are avoid that.
 SIZE_PERCENTILES = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 97.0, 99.5, 100.0)
+
+
+def pool_bytes(trace: Any) -> int:
+    """The bytes of values the multi-get cells rotate over (``tier_cells``' ``pool_bytes``):
+    :data:`~cachelab.profiles.tier.COLD_BYTES`, or the catalog's bytes when smaller — the
+    application's reads are as hot as its catalog is small."""
+    return int(min(COLD_BYTES, max(1, int(np.asarray(trace.item_sizes).sum()))))
 
 
 def profile_cells(work: Workload, depth: int, evaluated: np.ndarray) -> dict[str, Any]:
