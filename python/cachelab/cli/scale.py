@@ -33,6 +33,11 @@ again, alternately ascending and descending) so drift cancels.
 On a small machine the client and a local server compete for the same cores; the report says
 so and what it means for the fit.
 
+Every run carries its load verdict. A run whose throughput is INVALID (rate not held, not
+stationary) is left out of the fit and named; where only its latencies are INVALID (client
+saturated, not independent, late sends), its throughput stays in the fit and the table's
+"latencies" column and the headline name the failed check at its N.
+
 Through twemproxy (--proxy HOST:PORT, with the memcached servers behind it given by --server
 repeated or --servers-file): every point is a load run through the proxy, as load --proxy
 does: the servers behind are checked for room, watched for evictions and read for their
