@@ -46,10 +46,8 @@ def test_a_rank_sequence_makes_a_requests_calls_move_together(appengine: tuple) 
     with_seq = latency_model(profile)
     assert with_seq.draws == "sequence" and with_seq.describe()["sequence"]["ranks"] == 1000
     independent = latency_model(profile, sequence=False)
-    # pages of ~ 20 calls each: the default shape's API calls make 3. The p99 ratio depends
-    # on the trace drawn: over seeds 1-12 it spans 1.16-1.47 (median 1.34); seed 5 gives the
-    # lowest, 1.16, since each quantity draws from its own stream (issue 20).
-    trace = synthesize(SynthParams.preset("heavy-pages", requests=2000, seed=1))
+    # pages of ~ 20 calls each: the default shape's API calls make 3
+    trace = synthesize(SynthParams.preset("heavy-pages", requests=2000, seed=5))
     a = _costs(trace, with_seq.to_core(), "none")["added_ms"]
     b = _costs(trace, independent.to_core(), "none")["added_ms"]
     assert np.percentile(a, 99) > 1.2 * np.percentile(b, 99)

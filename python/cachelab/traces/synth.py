@@ -428,10 +428,10 @@ def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[lis
 #: number of requests. One part is one Parquet row group (``parquet.ROW_GROUP``).
 SYNTH_PART = 1 << 16
 
-#: The independent streams of random draws, one child of ``SeedSequence(seed)`` each, in
-#: this order. Each quantity draws from its own stream in request order, so the requests do
-#: not depend on how they are cut into parts.
-_STREAMS = ("tree", "route", "page", "dashboard", "extra", "time", "instance", "base")
+#: The independent streams of the requests' random draws, one child of
+#: ``SeedSequence(seed)`` each, in this order. Each quantity draws from its own stream in
+#: request order, so the requests do not depend on how they are cut into parts.
+_STREAMS = ("route", "page", "dashboard", "extra", "time", "instance", "base")
 
 
 def _cdf(weights: np.ndarray) -> np.ndarray:
@@ -514,9 +514,11 @@ class SynthParts:
         self.n_requests = params.requests
         #: Touches in the parts made so far.
         self.touches = 0
+        # the catalog draws from the seed itself, as before the requests were made in parts
+        # (so the catalog of a seed is unchanged); the requests from children of the seed
         seeds = np.random.SeedSequence(params.seed).spawn(len(_STREAMS))
         self._seeds = dict(zip(_STREAMS, seeds, strict=True))
-        self._tree = _build_tree(params, np.random.default_rng(self._seeds["tree"]))
+        self._tree = _build_tree(params, np.random.default_rng(params.seed))
         self._model = _model(self._tree, params)
         t = self._tree
         self.catalog = RequestTrace(
