@@ -48,6 +48,11 @@ def test_synth_in_parts_is_the_same_trace_and_simulates_alike(tmp_path: Path) ->
     assert (tmp_path / "p.jsonl").read_bytes() == (tmp_path / "w.jsonl").read_bytes()
     assert load_request_trace(tmp_path / "p.parquet").equals(
         load_request_trace(tmp_path / "w.jsonl"))
+    p = cachelab("trace", "convert", "p.parquet", "c.jsonl", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "w.jsonl").read_bytes()
+    p = cachelab("trace", "inspect", "p.parquet", cwd=tmp_path)
+    assert p.returncode == 0 and json.loads(p.stdout)["requests"] == 5000, p.stderr
     outs = []
     for extra in ([], ["--in-memory"]):
         p = cachelab("simulate", "p.parquet", "--strategies", "none,lru:300", "--draws", "1",

@@ -5,16 +5,20 @@ exercises, articles) — and a page touches many catalog items: a topic page its
 an item page its breadcrumbs and the tutorial it sits in; the API calls those pages make touch
 the item they are about. :func:`synthesize` builds such a catalog and a day of requests from
 :class:`SynthParams`; the same parameters (seed included) always give the same trace, to the
-byte once written. The model, every parameter and its default are documented in
-``docs/traces.md`` ("The synthetic trace").
+byte once written. :func:`synth_parts` makes the same requests in parts and
+:func:`write_synth` writes each part as it is made (``cachelab trace synth``), in memory that
+holds the catalog and one part whatever the number of requests; the part size changes
+nothing in the trace (every request quantity draws from its own random stream). The model,
+every parameter and its default are documented in ``docs/traces.md`` ("The synthetic
+trace").
 
 The defaults are the preset ``appengine-article``: calibrated so that the default strategies
 under the ``appengine-2017`` latency model land on the aggregates Khan Academy's article
 reports (docs/simulation.md, "What the default run shows"). :data:`PRESETS` also keeps
 ``heavy-pages``, the shape before that calibration.
 
-Everything is numpy-vectorised except the walk that builds each page's touch list once (a few
-thousand pages), so 100,000 requests take about a second.
+Everything is numpy-vectorised (per part) except the walk that builds each page's touch list
+once (a few thousand pages), so 100,000 requests take about a second.
 """
 
 from __future__ import annotations
