@@ -58,7 +58,7 @@ same parameters and seed give the same file, byte for byte. Writes PATH (or --ou
 .jsonl/.parquet path, or a directory that gets trace.jsonl); prints a summary.
 
 The requests are made and written in parts (--part, 65,536 by default: Parquet row groups,
-JSONL lines), so memory holds the catalog and one part (about 240 MB in all) however many
+JSONL lines), so memory holds the catalog and one part (about 250 MiB in all) however many
 requests there are: a 50 M-request trace needs no more memory than a 1 M one. A progress
 bar shows on a terminal. The part size does not change the trace.
 

@@ -428,7 +428,7 @@ def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[lis
 
 #: Requests per part of :func:`synth_parts` by default: parts of this many requests are made
 #: and written one after another, so writing a trace holds the catalog and one part (about
-#: 240 MB at peak for the default shape, most of it the interpreter and pyarrow), whatever the
+#: 250 MiB at peak for the default shape, most of it the interpreter and pyarrow), whatever the
 #: number of requests. One part is one Parquet row group (``parquet.ROW_GROUP``).
 SYNTH_PART = 1 << 16
 
