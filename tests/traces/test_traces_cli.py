@@ -38,6 +38,30 @@ def test_synth_inspect_convert_end_to_end(tmp_path: Path) -> None:
         load_request_trace(tmp_path / "t.jsonl"))
 
 
+def test_synth_in_parts_is_the_same_trace_and_simulates_alike(tmp_path: Path) -> None:
+    args = ("trace", "synth", "--requests", "5000", "--seed", "2")
+    for name, part in (("w.jsonl", []), ("p.jsonl", ["--part", "999"]),
+                       ("p.parquet", ["--part", "1024"])):
+        p = cachelab(*args, *part, name, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["touches"] == load_request_trace(tmp_path / name).n_touches
+    assert (tmp_path / "p.jsonl").read_bytes() == (tmp_path / "w.jsonl").read_bytes()
+    assert load_request_trace(tmp_path / "p.parquet").equals(
+        load_request_trace(tmp_path / "w.jsonl"))
+    p = cachelab("trace", "convert", "p.parquet", "c.jsonl", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "w.jsonl").read_bytes()
+    p = cachelab("trace", "inspect", "p.parquet", cwd=tmp_path)
+    assert p.returncode == 0 and json.loads(p.stdout)["requests"] == 5000, p.stderr
+    outs = []
+    for extra in ([], ["--in-memory"]):
+        p = cachelab("simulate", "p.parquet", "--strategies", "none,lru:300", "--draws", "1",
+                     "--format", "json", "--no-plots", "--out", "o", *extra, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        outs.append(json.loads(p.stdout))
+    assert outs[0]["strategies"] == outs[1]["strategies"]
+
+
 def test_synth_out_directory_and_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     code = cli_run(["trace", "synth", "--quick", "--requests", "500", "--out",
                     str(tmp_path / "d"), "--format", "table"])
@@ -115,6 +139,7 @@ BAD_TRACE = "\n".join([
      "base_ms_by_route keys must be among home, dashboard"),
     (["trace", "synth", "o.csv"], "synth writes request traces"),
     (["trace", "synth", "a.jsonl", "--out", "b.jsonl"], "not both"),
+    (["trace", "synth", "--part", "0", "o.jsonl"], "--part: must be an integer from 1"),
     (["trace", "frobnicate"], "invalid choice"),
     (["trace", "inspect"], "required"),
 ])

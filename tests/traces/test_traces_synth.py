@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 from cachelab.errors import UsageError
-from cachelab.traces import RequestTrace, SynthParams, save_request_trace, synthesize
+from cachelab.traces import (
+    RequestTrace,
+    SynthParams,
+    load_request_trace,
+    save_request_trace,
+    synthesize,
+)
 from cachelab.traces.inspect import inspect_request_trace
+from cachelab.traces.synth import synth_parts, write_synth
 
 SMALL = 20_000
 
@@ -41,6 +48,42 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
     c = save_request_trace(synthesize(SynthParams(seed=5, **params)), tmp_path / "c.jsonl")
     assert a.read_bytes() == b.read_bytes()
     assert a.read_bytes() != c.read_bytes()
+
+
+@pytest.mark.parametrize("part", [1, 7, 1000, 2999])
+def test_the_requests_do_not_depend_on_the_part_size(part: int) -> None:
+    # each quantity draws from its own stream, in request order; the sorted times continue
+    # one running sum across parts
+    params = SynthParams(requests=3000, seed=8, assignment="random")
+    assert synthesize(params, part_requests=part).equals(synthesize(params))
+
+
+def test_parts_are_consecutive_requests_in_time_order() -> None:
+    made = synth_parts(SynthParams(requests=2500, seed=2), part_requests=1000)
+    parts = list(made.parts())
+    assert [p.n_requests for p in parts] == [1000, 1000, 500]
+    assert np.concatenate([p.request_ids for p in parts]).tolist() == list(range(2500))
+    times = np.concatenate([p.time for p in parts])
+    assert times[0] >= 0 and np.all(np.diff(times) >= 0) and times[-1] <= 86_400
+    assert made.touches == sum(p.n_touches for p in parts)
+    assert all(p.item_keys == made.catalog.item_keys for p in parts)
+    assert made.catalog.n_requests == 0 and made.catalog.generator == parts[0].generator
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_written_part_by_part_it_is_the_whole_trace(tmp_path: Path, fmt: str) -> None:
+    params = SynthParams(requests=2500, seed=6)
+    whole = synthesize(params)
+    seen: list[tuple[int, int]] = []
+    made = write_synth(params, tmp_path / f"t.{fmt}", part_requests=999,
+                       on_progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 2500), (999, 2500), (1998, 2500), (2500, 2500)]
+    assert made.touches == whole.n_touches
+    back = load_request_trace(tmp_path / f"t.{fmt}")
+    assert back.equals(whole)
+    if fmt == "jsonl":  # byte for byte
+        ref = save_request_trace(whole, tmp_path / "whole.jsonl")
+        assert (tmp_path / "t.jsonl").read_bytes() == ref.read_bytes()
 
 
 def test_header_records_the_parameters(trace: RequestTrace) -> None:

@@ -21,7 +21,6 @@ from cachelab.traces.formats import (
     detect_format,
     format_name,
     render_conversion,
-    save_request_trace,
 )
 from cachelab.traces.inspect import (
     INSPECT_FILE,
@@ -32,10 +31,11 @@ from cachelab.traces.inspect import (
 from cachelab.traces.synth import (
     DEFAULT_PRESET,
     PRESETS,
+    SYNTH_PART,
     SynthParams,
     render_synth_summary,
     synth_summary,
-    synthesize,
+    write_synth,
 )
 
 DESCRIPTION = """\
@@ -56,6 +56,11 @@ calls those pages make, a homepage and per-user dashboards, lognormal item sizes
 latencies by route, several app instances and a diurnal request rate over one day. The
 same parameters and seed give the same file, byte for byte. Writes PATH (or --out: a
 .jsonl/.parquet path, or a directory that gets trace.jsonl); prints a summary.
+
+The requests are made and written in parts (--part, 65,536 by default: Parquet row groups,
+JSONL lines), so memory holds the catalog and one part (about 250 MiB in all) however many
+requests there are: a 50 M-request trace needs no more memory than a 1 M one. A progress
+bar shows on a terminal. The part size does not change the trace.
 
 The defaults are the preset appengine-article: calibrated so that `cachelab simulate` with
 the appengine-2017 model reproduces the aggregates Khan Academy's article reports (API calls
@@ -134,6 +139,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="seconds the requests span (default 86400, one day)")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="set any model parameter (repeatable); VALUE is JSON or a bare string")
+    s.add_argument("--part", type=common.int_range(1, 100_000_000), default=SYNTH_PART,
+                   metavar="N",
+                   help=f"requests made and written at a time (default {SYNTH_PART:,}): memory "
+                   "holds the catalog and one part; the trace is the same whatever N")
     s.add_argument("--format", choices=("table", "json"), default=None,
                    help="what goes to stdout: a summary table (default on a terminal) or JSON")
     s.set_defaults(func=run_synth)
@@ -268,10 +277,9 @@ def run_synth(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     params = params_from(args)
     target = synth_target(args)
-    trace = synthesize(params)
-    with _writing(target):
-        save_request_trace(trace, target, args.to)
-    summary = synth_summary(trace, params, target, args.preset or DEFAULT_PRESET)
+    with Progress(total=None, label="synth") as bar, _writing(target):
+        made = write_synth(params, target, args.to, args.part, on_progress=bar.track)
+    summary = synth_summary(made, params, target, args.preset or DEFAULT_PRESET)
     print(json.dumps(summary, indent=1) if fmt == "json" else render_synth_summary(summary))
     print(f"wrote {target}", file=sys.stderr if fmt == "json" else sys.stdout)
     return EXIT_OK

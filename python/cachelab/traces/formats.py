@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "load_flat",
     "load_request_trace",
     "render_conversion",
+    "save_request_parts",
     "save_request_trace",
     "write_flat_csv",
 ]
@@ -65,17 +67,27 @@ def save_request_trace(
     trace: RequestTrace, path: str | os.PathLike[str], format: str | None = None
 ) -> Path:
     """Writes a request trace as JSONL or Parquet (atomically) and returns the path."""
+    return save_request_parts(trace, [trace], path, format)
+
+
+def save_request_parts(
+    catalog: RequestTrace, parts: Iterable[RequestTrace], path: str | os.PathLike[str],
+    format: str | None = None,
+) -> Path:
+    """Writes the header and catalog of ``catalog``, then the requests of each of ``parts``
+    (traces over that catalog) as they come, as JSONL or Parquet (atomically: nothing is left
+    at ``path`` if a part raises); returns the path."""
     fmt = detect_format(path, format)
     if fmt == "jsonl":
         # deferred: pyarrow takes ~0.1 s to import; only reading and writing request traces needs it
-        from cachelab.traces.jsonl import write_jsonl
+        from cachelab.traces.jsonl import write_jsonl_parts
 
-        return write_jsonl(trace, path)
+        return write_jsonl_parts(catalog, parts, path)
     if fmt == "parquet":
         # deferred: pyarrow takes ~0.1 s to import; only reading and writing request traces needs it
-        from cachelab.traces.parquet import write_parquet
+        from cachelab.traces.parquet import write_parquet_parts
 
-        return write_parquet(trace, path)
+        return write_parquet_parts(catalog, parts, path)
     raise UsageError(f"{path}: {fmt} is a flat trace format; use write_flat_csv or convert()")
 
 

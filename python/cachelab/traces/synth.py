@@ -5,28 +5,35 @@ exercises, articles) — and a page touches many catalog items: a topic page its
 an item page its breadcrumbs and the tutorial it sits in; the API calls those pages make touch
 the item they are about. :func:`synthesize` builds such a catalog and a day of requests from
 :class:`SynthParams`; the same parameters (seed included) always give the same trace, to the
-byte once written. The model, every parameter and its default are documented in
-``docs/traces.md`` ("The synthetic trace").
+byte once written. :func:`synth_parts` makes the same requests in parts and
+:func:`write_synth` writes each part as it is made (``cachelab trace synth``), in memory that
+holds the catalog and one part whatever the number of requests; the part size changes
+nothing in the trace (every request quantity draws from its own random stream). The model,
+every parameter and its default are documented in ``docs/traces.md`` ("The synthetic
+trace").
 
 The defaults are the preset ``appengine-article``: calibrated so that the default strategies
 under the ``appengine-2017`` latency model land on the aggregates Khan Academy's article
 reports (docs/simulation.md, "What the default run shows"). :data:`PRESETS` also keeps
 ``heavy-pages``, the shape before that calibration.
 
-Everything is numpy-vectorised except the walk that builds each page's touch list once (a few
-thousand pages), so 100,000 requests take about a second.
+Everything is numpy-vectorised (per part) except the walk that builds each page's touch list
+once (a few thousand pages), so 100,000 requests take about a second.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from cachelab.errors import UsageError
+from cachelab.traces.formats import save_request_parts
 from cachelab.traces.request import RequestTrace
 
 __all__ = [
@@ -35,9 +42,14 @@ __all__ = [
     "PRESETS",
     "ROUTES",
     "SynthParams",
+    "SYNTH_PART",
+    "SynthParts",
+    "concatenate",
     "render_synth_summary",
+    "synth_parts",
     "synth_summary",
     "synthesize",
+    "write_synth",
 ]
 
 GENERATOR_NAME = "cachelab.synth"
@@ -414,117 +426,265 @@ def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[lis
 
 # -- requests --------------------------------------------------------------------------------
 
+#: Requests per part of :func:`synth_parts` by default: parts of this many requests are made
+#: and written one after another, so writing a trace holds the catalog and one part (about
+#: 250 MiB at peak for the default shape, most of it the interpreter and pyarrow), whatever the
+#: number of requests. One part is one Parquet row group (``parquet.ROW_GROUP``).
+SYNTH_PART = 1 << 16
 
-def _times(p: SynthParams, rng: np.random.Generator) -> np.ndarray:
-    """Sorted request times with rate ∝ 1 + a·cos(2π(t/day - peak/24)), by inverse CDF."""
-    grid = np.linspace(0.0, p.duration_s, 8193)
-    rate = 1.0 + p.diurnal_amplitude * np.cos(2 * np.pi * (grid / 86_400.0 - p.peak_hour / 24))
-    cdf = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(grid))])
-    cdf /= cdf[-1]
-    u = np.sort(rng.random(p.requests))
-    return np.round(np.interp(u, cdf, grid), 6)
+#: The independent streams of the requests' random draws, one child of
+#: ``SeedSequence(seed)`` each, in this order. Each quantity draws from its own stream in
+#: request order, so the requests do not depend on how they are cut into parts.
+_STREAMS = ("route", "page", "dashboard", "extra", "time", "instance", "base")
 
 
-def synthesize(params: SynthParams | None = None) -> RequestTrace:
-    """A synthetic request trace; deterministic for given parameters (seed included)."""
-    p = params if params is not None else SynthParams()
-    p.check()
-    rng = np.random.default_rng(p.seed)
-    tree = _build_tree(p, rng)
+def _cdf(weights: np.ndarray) -> np.ndarray:
+    cdf = np.cumsum(weights, dtype=np.float64)
+    return cdf / cdf[-1]
+
+
+def _pick(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Indices drawn with the weights of ``cdf`` from uniforms ``u`` in [0, 1)."""
+    return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+
+
+@dataclass
+class _Model:
+    """What every part draws from: the pages, their touch lists and the draw tables."""
+
+    route_cdf: np.ndarray
+    page_cdfs: list[np.ndarray | None]  # per route: Zipf over its candidate pages
+    candidates: list[np.ndarray]
+    page_len: np.ndarray
+    page_off: np.ndarray
+    page_items: np.ndarray
+    leaves: np.ndarray
+    route_medians: np.ndarray
+    time_grid: np.ndarray
+    time_cdf: np.ndarray
+
+
+def _model(tree: _Tree, p: SynthParams) -> _Model:
     candidates, page_lists = _pages(tree, p)
-    n = p.requests
-
-    # route and page of each request
     mix = np.array([p.route_mix.get(r, 0.0) for r in ROUTES], dtype=np.float64)
     for i, r in enumerate(ROUTES):  # a route without pages gets no requests
         if len(candidates[r]) == 0:
             mix[i] = 0.0
     if mix.sum() <= 0:
         raise UsageError("route_mix gives no weight to any route that has pages")
-    route = rng.choice(len(ROUTES), size=n, p=mix / mix.sum()).astype(np.uint32)
-    page = np.zeros(n, dtype=np.int64)
-    for i, r in enumerate(ROUTES):
-        where = np.flatnonzero(route == i)
-        pages = candidates[r]
-        if len(where) == 0:
-            continue
-        weights = np.arange(1, len(pages) + 1, dtype=np.float64) ** -p.alpha
-        cdf = np.cumsum(weights)
-        pick = np.searchsorted(cdf, rng.random(len(where)) * cdf[-1], side="right")
-        page[where] = pages[np.minimum(pick, len(pages) - 1)]
-
-    # touches: the page's fixed list, then (dashboards) random content items
+    page_cdfs = [
+        _cdf(np.arange(1, len(candidates[r]) + 1, dtype=np.float64) ** -p.alpha)
+        if len(candidates[r]) else None for r in ROUTES
+    ]
     page_len = np.array([len(t) for t in page_lists], dtype=np.int64)
     page_off = np.zeros(len(page_lists) + 1, dtype=np.int64)
     np.cumsum(page_len, out=page_off[1:])
     page_items = np.fromiter((i for t in page_lists for i in t), dtype=np.int64,
                              count=int(page_off[-1]))
-    dash = route == ROUTES.index("dashboard")
-    extra = np.zeros(n, dtype=np.int64)
-    extra[dash] = 1 + rng.poisson(p.dashboard_items - 1, size=int(dash.sum()))
-    leaves = np.flatnonzero(tree.level == 4)
-    extra_items = leaves[rng.integers(0, len(leaves), size=int(extra.sum()))]
-
-    fixed = page_len[page]
-    total = fixed + extra
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(total, out=offsets[1:])
-    touches = np.empty(int(offsets[-1]), dtype=np.uint32)
-    # fixed part: position offsets[r] + j <- page_items[page_off[page[r]] + j]
-    req_of = np.repeat(np.arange(n), fixed)
-    fixed_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(fixed, out=fixed_off[1:])
-    j = np.arange(int(fixed_off[-1])) - fixed_off[req_of]
-    touches[offsets[req_of] + j] = page_items[page_off[page[req_of]] + j]
-    # extra part, after the fixed part
-    req_of = np.repeat(np.arange(n), extra)
-    extra_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(extra, out=extra_off[1:])
-    j = np.arange(int(extra_off[-1])) - extra_off[req_of]
-    touches[offsets[req_of] + fixed[req_of] + j] = extra_items
-
-    time = _times(p, rng)
-    if p.assignment == "random":
-        instance = rng.integers(0, p.instances, size=n).astype(np.uint32)
-    else:
-        instance = (np.arange(n) % p.instances).astype(np.uint32)
-    medians = np.array([p.base_ms_by_route.get(r, p.base_ms_median) for r in ROUTES],
-                       dtype=np.float64)
-    base = medians[route] * np.exp(p.base_ms_sigma * rng.standard_normal(n))
-    base_ms = np.maximum(np.round(base, 3), 0.001)
-
-    # name only the routes that occur, in ROUTES order
-    used = np.flatnonzero(np.bincount(route, minlength=len(ROUTES)))
-    recode = np.full(len(ROUTES), 0, dtype=np.uint32)
-    recode[used] = np.arange(len(used), dtype=np.uint32)
-    return RequestTrace(
-        item_keys=tree.keys,
-        item_sizes=tree.sizes,
-        item_kinds=tree.kinds,
-        kind_names=tree.kind_names,
-        child_offsets=tree.child_offsets,
-        child_items=tree.child_items,
-        request_ids=np.arange(n, dtype=np.int64),
-        time=time,
-        instance=instance,
-        route=recode[route],
-        route_names=[ROUTES[i] for i in used],
-        base_ms=base_ms,
-        touch_offsets=offsets,
-        touch_items=touches,
-        generator={"name": GENERATOR_NAME, "params": p.to_dict()},
+    grid = np.linspace(0.0, p.duration_s, 8193)
+    rate = 1.0 + p.diurnal_amplitude * np.cos(2 * np.pi * (grid / 86_400.0 - p.peak_hour / 24))
+    tcdf = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(grid))])
+    tcdf /= tcdf[-1]
+    return _Model(
+        route_cdf=_cdf(mix), page_cdfs=page_cdfs, candidates=[candidates[r] for r in ROUTES],
+        page_len=page_len, page_off=page_off, page_items=page_items,
+        leaves=np.flatnonzero(tree.level == 4),
+        route_medians=np.array([p.base_ms_by_route.get(r, p.base_ms_median) for r in ROUTES],
+                               dtype=np.float64),
+        time_grid=grid, time_cdf=tcdf,
     )
 
 
-def synth_summary(trace: RequestTrace, params: SynthParams, path: object,
+def _ragged(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows of ``lengths``: the row of every element and its position within its row."""
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return row, np.arange(int(starts[-1])) - starts[row]
+
+
+class SynthParts:
+    """A synthetic trace made part by part: :attr:`catalog` (a trace without requests, its
+    header included) and :meth:`parts`, traces over that catalog holding ``part_requests``
+    consecutive requests each (the last fewer). The parts put end to end are the trace
+    :func:`synthesize` returns, whatever the part size."""
+
+    def __init__(self, params: SynthParams, part_requests: int = SYNTH_PART) -> None:
+        params.check()
+        if part_requests < 1:
+            raise UsageError("part_requests must be at least 1")
+        self.params = params
+        self.part_requests = int(part_requests)
+        self.n_requests = params.requests
+        #: Touches in the parts made so far.
+        self.touches = 0
+        # the catalog draws from the seed itself, as before the requests were made in parts
+        # (so the catalog of a seed is unchanged); the requests from children of the seed
+        seeds = np.random.SeedSequence(params.seed).spawn(len(_STREAMS))
+        self._seeds = dict(zip(_STREAMS, seeds, strict=True))
+        self._tree = _build_tree(params, np.random.default_rng(params.seed))
+        self._model = _model(self._tree, params)
+        t = self._tree
+        self.catalog = RequestTrace(
+            item_keys=t.keys, item_sizes=t.sizes, item_kinds=t.kinds, kind_names=t.kind_names,
+            child_offsets=t.child_offsets, child_items=t.child_items,
+            request_ids=np.zeros(0, np.int64), time=np.zeros(0),
+            instance=np.zeros(0, np.uint32), route=np.zeros(0, np.uint32), route_names=[],
+            base_ms=np.zeros(0), touch_offsets=np.zeros(1, np.uint64),
+            touch_items=np.zeros(0, np.uint32),
+            generator={"name": GENERATOR_NAME, "params": params.to_dict()},
+        )
+
+    def parts(self) -> Iterator[RequestTrace]:
+        """The requests, in parts, in order (each call starts again from the first)."""
+        rngs = {name: np.random.default_rng(seed) for name, seed in self._seeds.items()}
+        self.touches = 0
+        carry = 0.0  # the running sum behind the sorted times (see _part)
+        for first in range(0, self.n_requests, self.part_requests):
+            part, carry = self._part(first, min(self.part_requests, self.n_requests - first),
+                                     rngs, carry)
+            self.touches += part.n_touches
+            yield part
+
+    def _part(self, first: int, m: int, rngs: dict[str, np.random.Generator],
+              carry: float) -> tuple[RequestTrace, float]:
+        p, md = self.params, self._model
+        n = self.n_requests
+        route = _pick(md.route_cdf, rngs["route"].random(m)).astype(np.uint32)
+        u = rngs["page"].random(m)  # one draw per request, used by its route's table
+        page = np.zeros(m, dtype=np.int64)
+        for i, cdf in enumerate(md.page_cdfs):
+            where = np.flatnonzero(route == i)
+            if len(where) and cdf is not None:
+                page[where] = md.candidates[i][_pick(cdf, u[where])]
+
+        # touches: the page's fixed list, then (dashboards) random content items
+        dash = route == ROUTES.index("dashboard")
+        extra = np.zeros(m, dtype=np.int64)
+        extra[dash] = 1 + rngs["dashboard"].poisson(p.dashboard_items - 1, size=int(dash.sum()))
+        pick = rngs["extra"].random(int(extra.sum())) * len(md.leaves)
+        extra_items = md.leaves[np.minimum(pick.astype(np.int64), len(md.leaves) - 1)]
+        fixed = md.page_len[page]
+        offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(fixed + extra, out=offsets[1:])
+        touches = np.empty(int(offsets[-1]), dtype=np.uint32)
+        req_of, j = _ragged(fixed)
+        touches[offsets[req_of] + j] = md.page_items[md.page_off[page[req_of]] + j]
+        req_of, j = _ragged(extra)
+        touches[offsets[req_of] + fixed[req_of] + j] = extra_items
+
+        # times: the sorted uniforms of n draws, made in order. With E_k exponential,
+        # 1 - U_(k) = exp(-sum_{j<=k} E_j / (n - j)) (Rényi), so each part continues the
+        # running sum; prepending ``carry`` keeps the additions those of one whole cumsum.
+        k = np.arange(first, first + m, dtype=np.float64)
+        steps = rngs["time"].standard_exponential(m) / (n - k)
+        sums = np.cumsum(np.concatenate([[carry], steps]))
+        time = np.round(np.interp(-np.expm1(-sums[1:]), md.time_cdf, md.time_grid), 6)
+        if p.assignment == "random":
+            instance = (rngs["instance"].random(m) * p.instances).astype(np.uint32)
+            np.minimum(instance, p.instances - 1, out=instance)
+        else:
+            instance = (np.arange(first, first + m) % p.instances).astype(np.uint32)
+        base = md.route_medians[route] * np.exp(p.base_ms_sigma * rngs["base"].standard_normal(m))
+        base_ms = np.maximum(np.round(base, 3), 0.001)
+
+        # name only the routes that occur in the part, in ROUTES order
+        used = np.flatnonzero(np.bincount(route, minlength=len(ROUTES)))
+        recode = np.zeros(len(ROUTES), dtype=np.uint32)
+        recode[used] = np.arange(len(used), dtype=np.uint32)
+        c = self.catalog
+        part = RequestTrace(
+            item_keys=c.item_keys, item_sizes=c.item_sizes, item_kinds=c.item_kinds,
+            kind_names=c.kind_names, child_offsets=c.child_offsets, child_items=c.child_items,
+            request_ids=np.arange(first, first + m, dtype=np.int64), time=time,
+            instance=instance, route=recode[route], route_names=[ROUTES[i] for i in used],
+            base_ms=base_ms, touch_offsets=offsets, touch_items=touches,
+            generator=c.generator,
+        )
+        return part, float(sums[-1])
+
+
+def synth_parts(params: SynthParams | None = None,
+                part_requests: int = SYNTH_PART) -> SynthParts:
+    """A synthetic request trace to be made part by part (see :class:`SynthParts`)."""
+    return SynthParts(params if params is not None else SynthParams(), part_requests)
+
+
+def write_synth(params: SynthParams, path: str | os.PathLike[str], format: str | None = None,
+                part_requests: int = SYNTH_PART,
+                on_progress: Callable[[int, int], None] | None = None) -> SynthParts:
+    """Writes the synthetic trace of ``params`` to ``path`` (JSONL or Parquet, atomically)
+    part by part: each part is written as it is made, so memory holds the catalog and one
+    part. ``on_progress(done, total)`` is called with the requests written after each part.
+    Returns the :class:`SynthParts`, whose counts then cover the whole trace."""
+    stream = synth_parts(params, part_requests)
+
+    def parts() -> Iterator[RequestTrace]:
+        done = 0
+        if on_progress is not None:
+            on_progress(0, stream.n_requests)
+        for part in stream.parts():
+            yield part
+            done += part.n_requests
+            if on_progress is not None:
+                on_progress(done, stream.n_requests)
+
+    save_request_parts(stream.catalog, parts(), path, format)
+    return stream
+
+
+def concatenate(catalog: RequestTrace, parts: Iterable[RequestTrace]) -> RequestTrace:
+    """The requests of ``parts`` (traces over ``catalog``) end to end as one trace; route
+    names are those of the parts, in order of first appearance."""
+    names: list[str] = []
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "request_ids", "time", "instance", "route", "base_ms", "touch_items")}
+    lengths: list[np.ndarray] = []
+    for part in parts:
+        for r in part.route_names:
+            if r not in names:
+                names.append(r)
+        recode = np.array([names.index(r) for r in part.route_names], dtype=np.uint32)
+        for k, acc in cols.items():
+            acc.append(recode[part.route] if k == "route" else getattr(part, k))
+        lengths.append(np.diff(part.touch_offsets))
+    offsets = np.zeros(sum(len(x) for x in lengths) + 1, dtype=np.uint64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    joined = {k: (np.concatenate(v) if v else getattr(catalog, k)) for k, v in cols.items()}
+    return RequestTrace(
+        item_keys=catalog.item_keys, item_sizes=catalog.item_sizes,
+        item_kinds=catalog.item_kinds, kind_names=catalog.kind_names,
+        child_offsets=catalog.child_offsets, child_items=catalog.child_items,
+        route_names=names, touch_offsets=offsets, generator=catalog.generator, **joined,
+    )
+
+
+def synthesize(params: SynthParams | None = None,
+               part_requests: int | None = None) -> RequestTrace:
+    """A synthetic request trace; deterministic for given parameters (seed included), and
+    the same whatever ``part_requests`` (default: all requests in one part) it is made in."""
+    p = params if params is not None else SynthParams()
+    stream = synth_parts(p, part_requests or max(p.requests, 1))
+    parts = list(stream.parts())
+    if len(parts) == 1:
+        return parts[0]
+    return concatenate(stream.catalog, parts)
+
+
+def synth_summary(trace: RequestTrace | SynthParts, params: SynthParams, path: object,
                   preset: str = DEFAULT_PRESET) -> dict[str, Any]:
     """What ``cachelab trace synth`` reports: where the trace went, its sizes, the preset it
-    started from and every parameter."""
+    started from and every parameter (of a :class:`SynthParts`: after its parts were made)."""
+    if isinstance(trace, SynthParts):
+        counts = (trace.n_requests, trace.catalog.n_items, trace.touches)
+    else:
+        counts = (trace.n_requests, trace.n_items, trace.n_touches)
     return {
         "path": str(path),
-        "requests": trace.n_requests,
-        "catalog_items": trace.n_items,
-        "touches": trace.n_touches,
+        "requests": counts[0],
+        "catalog_items": counts[1],
+        "touches": counts[2],
         "preset": preset,
         "params": params.to_dict(),
     }
