@@ -43,10 +43,13 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 
 #: Modules that may be imported inside a function, with a comment that says why: drawing
-#: (matplotlib takes ~0.4 s to import), the trace formats built on pyarrow, and optional or
-#: slow-to-import third-party libraries.
+#: (matplotlib takes ~0.4 s to import), the trace formats built on pyarrow, optional or
+#: slow-to-import third-party libraries, and what simulating a flat trace by path does not
+#: need (its start-up counts in the flat-simulation bench: tests/architecture/
+#: test_lean_imports.py).
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
-                        r"cachelab\.traces\.(jsonl|parquet|capture|stream)|pyarrow(\..*)?|psycopg|"
+                        r"cachelab\.traces\.(jsonl|parquet|capture|stream|names)|pyarrow(\..*)?|"
+                        r"csv|pathlib|psycopg|"
                         r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
                         r"ray(\..*)?|scipy(\..*)?|statsmodels(\..*)?)$")
 

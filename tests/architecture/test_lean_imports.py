@@ -26,6 +26,17 @@ def test_flat_simulation_imports_nothing_heavy(module: str) -> None:
     assert out.stdout.split() == []
 
 
+def test_flat_simulation_defers_what_only_files_and_captures_need() -> None:
+    """Simulating a file by path reads no CSV and resolves no trace names: ``csv``,
+    ``pathlib`` and the trace package load when a result is written or a capture is read."""
+    later = ("csv", "pathlib", "cachelab.traces")
+    code = ("import sys, cachelab.simulation.flat; "
+            f"print(' '.join(m for m in {later!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.split() == []
+
+
 @pytest.mark.parametrize("package", ["cachelab", "cachelab.simulation", "cachelab.traces"])
 def test_every_lazy_name_resolves(package: str) -> None:
     pkg = importlib.import_module(package)

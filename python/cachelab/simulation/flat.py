@@ -22,16 +22,16 @@ raise :class:`cachelab.errors.UsageError`.
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
-from cachelab.traces.names import CAPTURE_FORMAT, detect_format, load_flat
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "FlatResult",
@@ -63,16 +63,17 @@ def policies() -> list[str]:
 def load_trace(path: str | os.PathLike[str], format: str | None = None) -> _core.FlatTrace:
     """Read a trace; ``format`` is ``csv``, ``oracle``, ``lines`` or ``capture`` (the gets of
     a ``trace capture``), else from the extension."""
-    if _is_capture(path, format):
+    # deferred: simulating a file by path (simulate_flat) never needs the trace names and
+    # their imports (pathlib …), and a flat simulation's CPU time counts its start-up
+    from cachelab.traces.names import CAPTURE_FORMAT, detect_format, load_flat
+
+    try:
+        capture = detect_format(path, format) == CAPTURE_FORMAT
+    except UsageError:
+        capture = False  # the Rust reader names the formats it takes
+    if capture:
         return load_flat(path, CAPTURE_FORMAT)
     return _core.FlatTrace.load(os.fspath(path), format)
-
-
-def _is_capture(path: str | os.PathLike[str], format: str | None) -> bool:
-    try:
-        return detect_format(path, format) == CAPTURE_FORMAT
-    except UsageError:
-        return False  # the Rust reader names the formats it takes
 
 
 def _trace(trace: TraceLike, format: str | None) -> tuple[_core.FlatTrace, str | None]:
@@ -164,6 +165,10 @@ class MissRatioCurve:
 
 
 def _write_rows(path: str | os.PathLike[str], header: list[str], rows: list[dict]) -> Path:
+    # deferred: only writing a CSV needs csv and pathlib (see load_trace on start-up time)
+    import csv
+    from pathlib import Path
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", newline="") as f:

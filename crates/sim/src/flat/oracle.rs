@@ -14,6 +14,8 @@ use crate::error::{Location, TraceError};
 
 /// Bytes per record.
 pub const RECORD: usize = 24;
+/// Records per part that [`chunks`] checks and hands on at a time.
+const PART: usize = 1024;
 
 /// Checks the length is whole records; returns the number of records.
 fn records(len: u64, path: &str) -> Result<usize, TraceError> {
@@ -89,12 +91,14 @@ pub(crate) fn open(file_path: &Path, path: &str) -> Result<(File, usize), TraceE
     Ok((f, records(len, path)?))
 }
 
-/// Streams `n` records from an [`open`]ed file in 96 KiB pieces (small enough to stay in the
-/// CPU cache next to a simulator's state), calling `each` with every piece (whole records).
+/// Streams `n` records from an [`open`]ed file, read in 96 KiB pieces (small enough to stay in
+/// the CPU cache next to a simulator's state), calling `each` with every [`PART`] records of a
+/// piece (the last part of the file may be shorter).
 ///
-/// Each piece is checked for plausibility before `each` sees it, so a file that is not a trace
-/// is refused before anything is simulated (if its head gives it away) or at the end (if most
-/// of its records do); a few doubtful records pass without a word.
+/// Each part is checked for plausibility just before `each` sees it (so its 24 KiB are still
+/// in the L1 cache for the second pass), and a file that is not a trace is refused before
+/// anything is simulated (if its head gives it away) or at the end (if most of its records
+/// do); a few doubtful records pass without a word.
 pub(crate) fn chunks(
     mut f: File,
     n: usize,
@@ -108,12 +112,11 @@ pub(crate) fn chunks(
     while left > 0 {
         let k = left.min(buf.len());
         f.read_exact(&mut buf[..k]).map_err(io_err)?;
-        for r in buf[..k].chunks_exact(RECORD) {
-            let (time, size, next) = time_size_next(r);
-            checker.record(time, size, next);
+        for part in buf[..k].chunks(RECORD * PART) {
+            checker.records(part.chunks_exact(RECORD).map(time_size_next));
+            checker.head(path)?;
+            each(part);
         }
-        checker.head(path)?;
-        each(&buf[..k]);
         left -= k;
     }
     checker.finish(path).map(drop)

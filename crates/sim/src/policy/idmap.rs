@@ -20,12 +20,23 @@ use super::NIL;
 const SPARSE_UP_TO: usize = 1 << 14;
 const SPARSE: usize = 32;
 
+/// The most entries a table of `t` slots takes (see [`SPARSE`]).
+fn most(t: usize) -> usize {
+    if t < SPARSE_UP_TO {
+        t / SPARSE
+    } else {
+        t / 2
+    }
+}
+
 pub(crate) struct IdMap {
     /// Positions ([`NIL`] = empty slot).
     table: Vec<u32>,
     /// `64 - log2(table.len())`: a key's home slot is the top bits of its multiplied hash.
     shift: u32,
     len: usize,
+    /// The most entries the table takes before it doubles.
+    most: usize,
     /// The id at each position (set with [`IdMap::set_key`], for ids in the map or not).
     keys: Vec<u64>,
 }
@@ -36,6 +47,7 @@ impl IdMap {
             table: vec![NIL; 64],
             shift: 64 - 6,
             len: 0,
+            most: most(64),
             keys: Vec::new(),
         }
     }
@@ -84,32 +96,34 @@ impl IdMap {
         }
     }
 
-    /// Adds position `p` (whose key is set and not in the map).
+    /// Adds position `p`, whose key (set, and not in the map) is `key`.
     #[inline]
-    pub(crate) fn insert(&mut self, p: u32) {
-        let t = self.table.len();
-        let most = if t < SPARSE_UP_TO { t / SPARSE } else { t / 2 };
-        if self.len + 1 > most {
+    pub(crate) fn insert(&mut self, p: u32, key: u64) {
+        debug_assert_eq!(self.keys[p as usize], key);
+        if self.len >= self.most {
             self.grow();
         }
-        self.place(p);
+        self.place(p, key);
         self.len += 1;
     }
 
-    fn place(&mut self, p: u32) {
-        let mut i = self.home(self.keys[p as usize]);
+    #[inline]
+    fn place(&mut self, p: u32, key: u64) {
+        let mut i = self.home(key);
         while self.table[i] != NIL {
             i = (i + 1) & self.mask();
         }
         self.table[i] = p;
     }
 
+    #[cold]
     fn grow(&mut self) {
         let bigger = vec![NIL; self.table.len() * 2];
         let old = std::mem::replace(&mut self.table, bigger);
         self.shift -= 1;
+        self.most = most(self.table.len());
         for p in old.into_iter().filter(|&p| p != NIL) {
-            self.place(p);
+            self.place(p, self.keys[p as usize]);
         }
     }
 
@@ -122,16 +136,17 @@ impl IdMap {
             .filter(|&p| p != NIL && self.keys[p as usize] < limit)
             .collect();
         for &p in &out {
-            self.remove(p);
+            self.remove(p, self.keys[p as usize]);
         }
         out
     }
 
-    /// Removes position `p` (which is in the map).
+    /// Removes position `p` (which is in the map), whose key is `key`.
     #[inline]
-    pub(crate) fn remove(&mut self, p: u32) {
+    pub(crate) fn remove(&mut self, p: u32, key: u64) {
+        debug_assert_eq!(self.keys[p as usize], key);
         let mask = self.mask();
-        let mut i = self.home(self.keys[p as usize]);
+        let mut i = self.home(key);
         while self.table[i] != p {
             i = (i + 1) & mask;
         }
@@ -181,11 +196,11 @@ mod tests {
             let key = ((x % 10_000) << 40) | (x % 7);
             let p = (x >> 20) as usize % at.len();
             if let Some(old) = at[p].take() {
-                m.remove(p as u32);
+                m.remove(p as u32, old);
                 reference.remove(&old);
             } else if let Entry::Vacant(v) = reference.entry(key) {
                 m.set_key(p as u32, key);
-                m.insert(p as u32);
+                m.insert(p as u32, key);
                 v.insert(p as u32);
                 at[p] = Some(key);
             }

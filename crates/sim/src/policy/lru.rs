@@ -137,7 +137,7 @@ impl Index for Ids {
         if (key as usize) < self.table.len() || self.cover(key) {
             self.table[key as usize] = p;
         } else {
-            self.map.insert(p);
+            self.map.insert(p, key);
         }
         self.cached += 1;
         NIL
@@ -148,7 +148,7 @@ impl Index for Ids {
         let key = self.map.key(p);
         match self.table.get_mut(key as usize) {
             Some(slot) => *slot = NIL,
-            None => self.map.remove(p),
+            None => self.map.remove(p, key),
         }
         self.cached -= 1;
     }
@@ -177,23 +177,6 @@ impl<I: Index> Lru<I> {
         }
     }
 
-    #[inline]
-    fn unlink(&mut self, p: u32) {
-        let [a, b, _, _] = self.nodes[p as usize];
-        self.nodes[a as usize][NEXT] = b;
-        self.nodes[b as usize][PREV] = a;
-    }
-
-    #[inline]
-    fn link_front(&mut self, p: u32) {
-        let head = self.nodes[0][NEXT];
-        let n = &mut self.nodes[p as usize];
-        n[PREV] = 0;
-        n[NEXT] = head;
-        self.nodes[head as usize][PREV] = p;
-        self.nodes[0][NEXT] = p;
-    }
-
     /// Reads the state of `key` ahead of its access (see [`Policy::touch`]).
     #[inline]
     fn peek(&self, key: u64) -> u32 {
@@ -207,36 +190,67 @@ impl<I: Index> Lru<I> {
     fn request(&mut self, key: u64, size: u32) -> bool {
         let p = self.index.get(key);
         if p != NIL {
-            self.unlink(p);
-            self.link_front(p);
+            let nodes = &mut self.nodes[..];
+            unlink(nodes, p);
+            link_front(nodes, p);
             return true;
         }
         if !self.space.admits(size) {
             return false;
         }
+        // The last victim's position is the new object's (the others go on the free stack).
+        let mut spare = NIL;
         while !self.space.fits(size) {
-            let victim = self.nodes[0][PREV];
-            self.unlink(victim);
-            let [_, _, handle, stored] = self.nodes[victim as usize];
+            let nodes = &mut self.nodes[..];
+            let victim = nodes[0][PREV];
+            unlink(nodes, victim);
+            let [_, _, handle, stored] = nodes[victim as usize];
             self.index.clear(handle, victim);
             self.space.used -= u64::from(stored);
-            self.free.push(victim);
-        }
-        let p = match self.free.pop() {
-            Some(p) => p,
-            None => {
-                self.nodes.push([0; 4]);
-                (self.nodes.len() - 1) as u32
+            if spare != NIL {
+                self.free.push(spare);
             }
+            spare = victim;
+        }
+        let p = if spare != NIL {
+            spare
+        } else {
+            self.free.pop().unwrap_or_else(|| self.new_position())
         };
         let handle = self.index.insert(key, p);
-        let n = &mut self.nodes[p as usize];
-        n[KEY] = handle;
-        n[SIZE] = size;
-        self.link_front(p);
+        let nodes = &mut self.nodes[..];
+        nodes[p as usize][KEY] = handle;
+        nodes[p as usize][SIZE] = size;
+        link_front(nodes, p);
         self.space.used += u64::from(size);
         false
     }
+
+    /// A position no object held before.
+    #[cold]
+    fn new_position(&mut self) -> u32 {
+        self.nodes.push([0; 4]);
+        (self.nodes.len() - 1) as u32
+    }
+}
+
+/// Takes position `p` out of the list.
+#[inline]
+fn unlink(nodes: &mut [[u32; 4]], p: u32) {
+    let [a, b, _, _] = nodes[p as usize];
+    nodes[a as usize][NEXT] = b;
+    nodes[b as usize][PREV] = a;
+}
+
+/// Puts position `p` at the head of the list.
+#[inline]
+fn link_front(nodes: &mut [[u32; 4]], p: u32) {
+    let head = nodes[0][NEXT];
+    let n = &mut nodes[p as usize];
+    n[PREV] = 0;
+    n[NEXT] = head;
+    nodes[head as usize][PREV] = p;
+    nodes[0][NEXT] = p;
 }
 
 impl Policy for Lru<Slots> {
