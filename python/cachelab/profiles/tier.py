@@ -91,11 +91,12 @@ def spin(ns: int, *, cpu: bool = False) -> None:
 
 #: The bytes of values the multi-get cells' calls rotate over, at least. Values read again and
 #: again stay in the CPU's caches (4 MiB of L2 a core here); an application's reads over a
-#: large catalog find them cold. A 64-key multi-get of 8 KB values through the tier, one set
-#: read over and over, was 13–30 % faster at p50 than sets taken in turn from a 16 MiB pool,
-#: and the prediction of depth-2 prefetch, whose multi-gets return up to ~800 KB, fell short
-#: by 10 % at p90 (benches/runs/2026-11-27-replay-accuracy-6.md). A get cell rotates over 4
-#: keys (one value, a fraction of a multi-get's bytes).
+#: large catalog find them cold. Sets taken in turn from a 16 MiB pool made a 64-key
+#: multi-get of 8 KB values through the tier 1.19× as slow at p50 and 1.11× at p90 as one set
+#: read over and over (benches/runs/2026-11-27-cold-values.md), and the prediction of depth-2
+#: prefetch, whose multi-gets return up to ~800 KB, had fallen short by 10 % at p90
+#: (-replay-accuracy-6; -8 % with the pool, -7). A get cell rotates over 4 keys (one value, a
+#: fraction of a multi-get's bytes).
 COLD_BYTES = 16 << 20
 #: The most key sets a multi-get cell rotates over.
 MAX_MULTI_SETS = 256
