@@ -106,11 +106,48 @@ def test_simulate_server_profiles_the_issued_cells_and_simulates_with_them(
         counts = {c["keys"] for c in profile["cells"] if c["op"] == "multiget"}
         assert set(added) <= counts and {1, 3, 5, 10, 100} <= counts
         assert profile["client"]["multi_value_size"] == doc["cells_from_trace"]["multi_value_size"]
+        # The trace file was read in parts, its cells chosen from its first requests.
+        assert doc["trace"]["read"].startswith("in parts"), doc["trace"]
+        assert doc["trace"]["cells_from"] == "the first 3,000 of 3,000 requests"
         # Everything profile wrote was deleted.
         assert profile["run"]["leftover_keys"] == 0
         with _core.Client(server.address) as c:
             stats = dict(c.stats())
         assert int(stats["curr_items"]) == 0 and int(stats["total_items"]) > 0
+
+
+def test_a_long_trace_file_is_profiled_from_its_first_requests_and_simulated_in_parts(
+        tmp_path: Path) -> None:
+    """``measure_and_simulate_file`` chooses the cells from the first ``cells_from`` requests
+    (the issued key counts of those alone), and simulates the whole file with the measured
+    profile: the same result as the whole trace in memory with that profile."""
+    from cachelab.profiles import ProfileSpec
+    from cachelab.simulation import (
+        SimulateSpec,
+        issued_cells,
+        measure_and_simulate_file,
+        simulate,
+    )
+    from cachelab.traces import SynthParams, load_request_trace
+    from cachelab.traces.synth import synth_parts, write_synth
+
+    path = tmp_path / "t.jsonl"
+    params = SynthParams(requests=9000, seed=4)
+    write_synth(params, path)
+    spec = SimulateSpec(strategies=["none", "fixed:200+prefetch-children"], draws=2, seed=3)
+    base = ProfileSpec.quick()
+    with PrivateMemcached() as server:
+        r = measure_and_simulate_file(path, spec, server.address, base=base, cells_from=4000)
+    # (rounded up to a multiple of the parts' 4,096)
+    assert r.trace["cells_from"] == "the first 4,096 of 9,000 requests"
+    assert r.trace["requests"] == 9000 and r.trace["read"].startswith("in parts")
+    first = next(iter(synth_parts(params, 4096).parts()))
+    want = issued_cells(first, spec.strategies, base=base)
+    assert r.extra["cells_from_trace"]["added_key_counts"] == want.added_key_counts
+    again = simulate(load_request_trace(path), spec, profile=r.profile)
+    assert r.model == again.model
+    for a, b in zip(r.strategies, again.strategies):
+        assert a["percentiles"] == b["percentiles"] and a["counts"] == b["counts"]
 
 
 def test_simulate_server_usage_errors(tmp_path: Path) -> None:

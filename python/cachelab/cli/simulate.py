@@ -75,8 +75,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--server", metavar="HOST:PORT",
         help="a live memcached to measure the model on: it is profiled at the multi-get key "
-        "counts and value sizes the strategies issue on this trace (besides profile's default "
-        "cells; 500 samples a cell with --quick), and the simulation uses that profile instead "
+        "counts and value sizes the strategies issue on this trace (its first 1,048,576 "
+        "requests; besides profile's default cells; 500 samples a cell with --quick), and the "
+        "simulation uses that profile instead "
         "of --model; the profile is written under profile/ (docs/simulation.md)",
     )
     g.add_argument(
@@ -152,16 +153,20 @@ def run(args: argparse.Namespace) -> int:
         spec = spec_from(args)
         if args.in_memory and args.trace is None:
             raise UsageError("--in-memory: only with a request trace file (TRACE)")
-        streamed = (args.trace is not None and not args.in_memory and args.server is None
-                    and ray is None)
-        if streamed:
+        streamed = args.trace is not None and not args.in_memory and ray is None
+        base = ProfileSpec.quick() if args.quick else ProfileSpec()
+        if streamed and args.server is not None:
+            with Progress(None, "profile for the simulation") as bar:
+                result = lib.measure_and_simulate_file(
+                    args.trace, spec, args.server, base=base, format=args.trace_format,
+                    on_progress=bar.track)
+        elif streamed:
             result = lib.simulate_trace_file(args.trace, spec, format=args.trace_format)
         elif args.server is not None:
             trace, info = _request_trace(args)
             if ray is not None:
                 raise UsageError("--server with --ray: profile first (`cachelab simulate "
                                  "--server` writes profile/), then pass it as --model")
-            base = ProfileSpec.quick() if args.quick else ProfileSpec()
             with Progress(None, "profile for the simulation") as bar:
                 measured, _ = lib.measure_for(trace, args.server, strategies=spec.strategies,
                                               train=spec.train, base=base,

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from cachelab.simulation.streamed import (
         IN_MEMORY_FALLBACK,
         TraceOutOfOrder,
+        measure_and_simulate_file,
         simulate_file,
         simulate_trace_file,
     )
@@ -79,7 +80,8 @@ __getattr__, __dir__ = exports(__name__, {
         "SimulationResult", "default_strategies", "simulate",
     ),
     "cachelab.simulation.streamed": (
-        "IN_MEMORY_FALLBACK", "TraceOutOfOrder", "simulate_file", "simulate_trace_file",
+        "IN_MEMORY_FALLBACK", "TraceOutOfOrder", "measure_and_simulate_file", "simulate_file",
+        "simulate_trace_file",
     ),
     "cachelab.simulation.summary": ("band_at", "best_strategy"),
 })
@@ -105,6 +107,7 @@ __all__ = [
     "default_strategies",
     "issued_cells",
     "latency_model",
+    "measure_and_simulate_file",
     "measure_for",
     "miss_ratio_curve",
     "profile_spec_for",

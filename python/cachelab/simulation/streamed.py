@@ -21,27 +21,33 @@ naming the file and line (or row) of the first request earlier than the one befo
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import cachelab._core as _core
 from cachelab.artifacts import created_now
 from cachelab.errors import InputError, UsageError
+from cachelab.profiles import ProfileSpec
+from cachelab.simulation.cells import measure_for
 from cachelab.simulation.model import LatencyModel, latency_model
 from cachelab.simulation.request import SimulateSpec, SimulationResult, simulate, strategies_for
 from cachelab.simulation.terms import StreamedTerms, unit_costs
 from cachelab.traces.formats import detect_format, load_request_trace
-from cachelab.traces.stream import DEFAULT_PART, RequestParts, open_request_parts
+from cachelab.traces.stream import DEFAULT_PART, PART_MULTIPLE, RequestParts, open_request_parts
 
-__all__ = ["DEFAULT_EXACT_LIMIT", "IN_MEMORY_FALLBACK", "TraceOutOfOrder", "simulate_file",
-           "simulate_trace_file"]
+__all__ = ["CELLS_FROM", "DEFAULT_EXACT_LIMIT", "IN_MEMORY_FALLBACK", "TraceOutOfOrder",
+           "measure_and_simulate_file", "simulate_file", "simulate_trace_file"]
 
 #: Fractional increases kept exactly, over all strategies and draws.
 DEFAULT_EXACT_LIMIT = 1 << 22
 #: A trace out of time order with up to this many requests is simulated whole, in memory.
 IN_MEMORY_FALLBACK = 1_000_000
+#: ``simulate TRACE --server`` chooses the cells it profiles from this many first requests.
+CELLS_FROM = 1 << 20
 
 
 class TraceOutOfOrder(InputError):
@@ -147,3 +153,37 @@ def simulate_trace_file(path: str | Path, spec: SimulateSpec | None = None, *,
             raise
     trace = load_request_trace(path, format)
     return simulate(trace, spec, trace_info={"source": str(path)})
+
+
+def measure_and_simulate_file(
+    path: str | Path, spec: SimulateSpec, server: str, *, base: ProfileSpec | None = None,
+    format: str | None = None, on_progress: Callable[[int, int], None] | None = None,
+    cells_from: int = CELLS_FROM,
+) -> SimulationResult:
+    """``simulate TRACE --server``: profiles the memcached at ``server`` at the cells the
+    strategies issue on the trace's first ``cells_from`` requests (their key counts and value
+    sizes: :func:`~cachelab.simulation.cells.measure_for`; rounded up to a multiple of
+    :data:`~cachelab.traces.stream.PART_MULTIPLE`), then simulates the whole trace with
+    that profile's model, in parts (:func:`simulate_trace_file`'s rules: a trace out of time
+    order of up to :data:`IN_MEMORY_FALLBACK` requests is loaded whole). The result keeps the
+    profile, to write under ``profile/``."""
+    spec.check()
+    cells_from = -(-max(1, cells_from) // PART_MULTIPLE) * PART_MULTIPLE
+    src = open_request_parts(path, detect_format(path, format), cells_from)
+    first = next(iter(src.parts()), None)
+    sample = src.trace_of(first)
+    measured, _ = measure_for(sample, server, strategies=spec.strategies, train=spec.train,
+                              base=base, on_progress=on_progress)
+    info = {"source": str(path),
+            "cells_from": f"the first {len(sample):,} of {src.n_requests:,} requests"}
+    try:
+        result = simulate_file(path, spec, format=format, model=latency_model(measured),
+                               trace_info=info)
+    except TraceOutOfOrder as e:
+        if e.requests > IN_MEMORY_FALLBACK:
+            raise
+        return simulate(load_request_trace(path, format), spec, profile=measured,
+                        trace_info=info)
+    return dataclasses.replace(
+        result, profile=measured,
+        extra={**result.extra, "cells_from_trace": measured.client["cells_from_trace"]})
