@@ -158,6 +158,10 @@ def test_simulate_server_usage_errors(tmp_path: Path) -> None:
     flat.write_text("time,key,size\n1,a,10\n")
     p = cachelab("simulate", flat, "--server", "127.0.0.1:1", "--out", tmp_path / "b")
     assert p.returncode == 2 and "only for request traces" in one_error_line(p)
+    # Refused before the trace is made or a cluster is reached.
+    p = cachelab("simulate", "--server", "127.0.0.1:1", "--ray", "127.0.0.2:1",
+                 "--out", tmp_path / "c")
+    assert p.returncode == 2 and "--server with --ray" in one_error_line(p)
 
 
 def test_cost_terms_split_a_request_as_counted_by_hand() -> None:

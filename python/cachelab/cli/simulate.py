@@ -153,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         spec = spec_from(args)
         if args.in_memory and args.trace is None:
             raise UsageError("--in-memory: only with a request trace file (TRACE)")
+        if args.server is not None and ray is not None:
+            raise UsageError("--server with --ray: profile first (`cachelab simulate "
+                             "--server` writes profile/), then pass it as --model")
         streamed = args.trace is not None and not args.in_memory and ray is None
         base = ProfileSpec.quick() if args.quick else ProfileSpec()
         if streamed and args.server is not None:
@@ -164,14 +167,9 @@ def run(args: argparse.Namespace) -> int:
             result = lib.simulate_trace_file(args.trace, spec, format=args.trace_format)
         elif args.server is not None:
             trace, info = _request_trace(args)
-            if ray is not None:
-                raise UsageError("--server with --ray: profile first (`cachelab simulate "
-                                 "--server` writes profile/), then pass it as --model")
             with Progress(None, "profile for the simulation") as bar:
-                measured, _ = lib.measure_for(trace, args.server, strategies=spec.strategies,
-                                              train=spec.train, base=base,
-                                              on_progress=bar.track)
-            result = lib.simulate(trace, spec, profile=measured, trace_info=info)
+                result = lib.measure_and_simulate(trace, spec, args.server, base=base,
+                                                  trace_info=info, on_progress=bar.track)
         elif ray is None:
             trace, info = _request_trace(args)
             result = lib.simulate(trace, spec, trace_info=info)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cachelab.simulation.cells import (
         IssuedCells,
         issued_cells,
+        measure_and_simulate,
         measure_for,
         profile_spec_for,
     )
@@ -67,7 +68,9 @@ if TYPE_CHECKING:
 # Names load on first use: flat simulation alone imports neither numpy nor the request
 # simulator (see cachelab._lazy).
 __getattr__, __dir__ = exports(__name__, {
-    "cachelab.simulation.cells": ("IssuedCells", "issued_cells", "measure_for", "profile_spec_for"),
+    "cachelab.simulation.cells": (
+        "IssuedCells", "issued_cells", "measure_and_simulate", "measure_for", "profile_spec_for",
+    ),
     "cachelab.simulation.flat": (
         "FlatResult", "FlatSimulation", "MissRatioCurve", "miss_ratio_curve", "simulate_flat",
     ),
@@ -107,6 +110,7 @@ __all__ = [
     "default_strategies",
     "issued_cells",
     "latency_model",
+    "measure_and_simulate",
     "measure_and_simulate_file",
     "measure_for",
     "miss_ratio_curve",

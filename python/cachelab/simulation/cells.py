@@ -31,10 +31,11 @@ import cachelab._core as _core
 from cachelab.profiles import LatencyProfile, ProfileSpec, profile
 from cachelab.profiles.spec import MAX_KEY_COUNT
 from cachelab.servers import stats_or_none
-from cachelab.simulation.request import default_strategies
+from cachelab.simulation.request import SimulateSpec, SimulationResult, default_strategies, simulate
 from cachelab.traces import RequestTrace
 
-__all__ = ["IssuedCells", "issued_cells", "measure_for", "profile_spec_for"]
+__all__ = ["IssuedCells", "issued_cells", "measure_and_simulate", "measure_for",
+           "profile_spec_for"]
 
 #: Quantiles of the issued key counts and value sizes that become cells.
 QUANTILES = (50, 90, 99)
@@ -178,3 +179,17 @@ def measure_for(trace: RequestTrace, server: str, *, strategies: list[str] | Non
                      on_progress=on_progress)
     result.client["cells_from_trace"] = issued.to_dict()
     return result, issued
+
+
+def measure_and_simulate(trace: RequestTrace, spec: SimulateSpec, server: str, *,
+                         base: ProfileSpec | None = None,
+                         trace_info: dict[str, Any] | None = None,
+                         on_progress: Callable[[int, int], None] | None = None,
+                         ) -> SimulationResult:
+    """``simulate --server`` on a trace in memory: profiles the memcached at ``server`` at
+    the cells ``spec``'s strategies issue on ``trace`` (:func:`measure_for`), then simulates
+    it with that profile (kept in the result, to write under ``profile/``)."""
+    spec.check()
+    measured, _ = measure_for(trace, server, strategies=spec.strategies, train=spec.train,
+                              base=base, on_progress=on_progress)
+    return simulate(trace, spec, profile=measured, trace_info=trace_info)
