@@ -34,7 +34,8 @@ from records import header, markdown_table, write_record
 
 
 def one(out: Path, extra: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "cachelab", "scale", "--quick", "--out", str(out), *extra]
+    cmd = [sys.executable, "-m", "cachelab", "scale", "--quick", "--out", str(out),
+           "--format", "table", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     doc = json.loads((out / "scale.json").read_text())
     report = out / "report.html"
@@ -45,7 +46,9 @@ def one(out: Path, extra: list[str]) -> dict[str, Any]:
     left_out = [line for line in doc.get("limits", []) if line.startswith("left out of the fit")]
     verdicts = [r.get("verdict") for r in runs]
     summary = {row["n"]: row["latency"].get("verdict") for row in doc["summary"]}
-    headline = proc.stdout.split("\nscale sweep: ")[0]
+    # The lines before the sweep's own (the table's headline); an empty one when missing.
+    head, sep, _ = proc.stdout.partition("scale sweep: ")
+    headline = head if sep else ""
 
     def explained(r: dict[str, Any]) -> bool:
         """An INVALID run's throughput named as left out of the fit, or its latencies
