@@ -52,27 +52,52 @@ def _no_nulls(col: pa.Array, place: Place, name: str) -> None:
 
 def _utf8(values: pa.Array, place: Place, name: str, offsets: np.ndarray | None = None) -> None:
     """Strings must be UTF-8: the file readers pass other bytes through. ``offsets`` map the
-    position of a flattened list's value to its row."""
+    position of a flattened list's value to its row. A dictionary array's dictionary is
+    checked (once per distinct string); a bad entry counts where it is used (a slice keeps
+    its whole dictionary, entries it does not use included)."""
     try:
         values.validate(full=True)
         return
     except pa.ArrowInvalid:
         pass
+    if pa.types.is_dictionary(values.type):
+        bad = _bad_utf8(values.dictionary)
+        if bad:
+            used = first_true(pc.is_in(values.indices, value_set=pa.array(bad, pa.int64())))
+            if used is None:
+                return  # every string used is valid UTF-8
+            bad = [used]
+    else:
+        bad = _bad_utf8(values, first=True)
+    if bad:
+        pos = bad[0]
+        row = pos if offsets is None else int(np.searchsorted(offsets, pos, side="right")) - 1
+        raise place.error(row, f"{name} is not valid UTF-8")
+    raise place.error(None, f"{name}: the column is not a valid string column")
+
+
+def _bad_utf8(values: pa.Array, first: bool = False) -> list[int]:
+    """Positions of the strings that are not UTF-8 (only the first with ``first``)."""
+    bad = []
     for pos in range(len(values)):
         try:
             values[pos].as_py()
         except UnicodeDecodeError:
-            row = pos if offsets is None else int(np.searchsorted(offsets, pos, side="right")) - 1
-            raise place.error(row, f"{name} is not valid UTF-8") from None
-    raise place.error(None, f"{name}: the column is not a valid string column")
+            bad.append(pos)
+            if first:
+                break
+    return bad
 
 
 def _list_parts(col: pa.Array, place: Place, name: str, what: str) -> tuple[np.ndarray, pa.Array]:
-    """(offsets as int64 with len rows+1, the flat values); a null list counts as empty."""
+    """(offsets as int64 with len rows+1, the flat values); a null list counts as empty. The
+    values stay dictionary-encoded if they are (a Parquet reader's ``read_dictionary``)."""
     lengths = np.asarray(pc.fill_null(pc.list_value_length(col), 0), dtype=np.int64)
     offsets = np.zeros(len(col) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     values = pc.list_flatten(col)
+    if pa.types.is_dictionary(values.type) and values.dictionary.null_count:
+        values = values.dictionary_decode()  # a null in the dictionary: count it as a null
     if values.null_count:
         pos = first_true(values.is_null())
         row = int(np.searchsorted(offsets, pos, side="right")) - 1
@@ -82,10 +107,11 @@ def _list_parts(col: pa.Array, place: Place, name: str, what: str) -> tuple[np.n
 
 
 def _index_of(values: pa.Array, keys: pa.Array) -> pa.Array:
-    """Catalog index of every value (null where unknown); each distinct value is hashed once."""
+    """Catalog index of every value (null where unknown); each distinct value is hashed once
+    (values already dictionary-encoded are not encoded again)."""
     if len(values) == 0:
         return pa.array([], type=pa.int32())
-    enc = values.dictionary_encode()
+    enc = values if pa.types.is_dictionary(values.type) else values.dictionary_encode()
     where = pc.index_in(enc.dictionary, value_set=keys)
     return where.take(enc.indices)
 

@@ -136,6 +136,15 @@ def _read_table(path: Path) -> pa.Table:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
 
 
+def string_leaves(schema: pq.ParquetSchema, name: str) -> list[str]:
+    """The paths of column ``name``'s string leaves inside lists (``items.list.element``):
+    what ``read_dictionary`` takes to read a list of strings dictionary-encoded, as a Parquet
+    writer stores it, instead of one string per value."""
+    leaves = (schema.column(i) for i in range(len(schema)))
+    return [c.path for c in leaves if c.path.startswith(f"{name}.")
+            and c.logical_type.type == "STRING"]
+
+
 def _column(table: pa.Table, path: Path, name: str, want: pa.DataType) -> pa.Array:
     if name not in table.column_names:
         raise InputError(f"{path}: no column {name!r} (expected {', '.join(table.column_names)}"
@@ -144,16 +153,12 @@ def _column(table: pa.Table, path: Path, name: str, want: pa.DataType) -> pa.Arr
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
     if pa.types.is_list(want):
-        ok = (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)) and (
-            pa.types.is_string(col.type.value_type)
-            or pa.types.is_large_string(col.type.value_type)
-            or pa.types.is_dictionary(col.type.value_type)
-        )
-        if not ok:
+        value = col.type.value_type if (pa.types.is_list(col.type)
+                                        or pa.types.is_large_list(col.type)) else None
+        if value is not None and pa.types.is_dictionary(value):
+            value = value.value_type  # kept encoded: interned once per distinct string
+        if value is None or not (pa.types.is_string(value) or pa.types.is_large_string(value)):
             raise InputError(f"{path}: column {name!r} is {col.type}, expected a list of strings")
-        if pa.types.is_dictionary(col.type.value_type):
-            col = type(col).from_arrays(col.offsets, col.values.dictionary_decode(),
-                                        mask=col.is_null())
         return col
     same_family = (
         (pa.types.is_integer(want) and pa.types.is_integer(col.type))
