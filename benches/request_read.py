@@ -133,7 +133,8 @@ def main() -> int:
             print(f"round {r} {label}: {m}", file=sys.stderr)
             if a.simulate and r > 0:
                 sims[label].append(simulated(trace, a.simulate, a.dir / "out", path))
-                print(f"round {r} {label} simulate: {sims[label][-1]}", file=sys.stderr)
+                shown = {k: v for k, v in sims[label][-1].items() if k != "strategies"}
+                print(f"round {r} {label} simulate: {shown}", file=sys.stderr)
     same = len(set(digests.values())) == 1
     touches = made["touches"]
     med = {v: {k: statistics.median(x[k] for x in rs) for k in ("cpu_s", "wall_s", "rss_mib")}
