@@ -17,7 +17,10 @@ names, base_ms, touch offsets and items): the two versions must agree exactly; i
 of the medians. Reported: the median of the other rounds, touches per CPU-second and the
 ratio. With ``--simulate S`` each round also runs ``cachelab simulate TRACE --strategies S
 --draws 1 --threads 1 --no-plots`` per version (end to end: start-up, reading and the core;
-its results must be the same). The machine is shared: the load average is recorded.
+its results must be the same); with ``--whole N``, loading a ``trace synth`` trace of N
+requests whole in memory (``load_request_trace``, as ``simulate --in-memory`` does; the
+same trace from both, by SHA-256 of every column). The machine is shared: the load average
+is recorded.
 
 ``--record`` writes ``benches/runs/<date>-request-read.md`` and the JSON beside it.
 """
@@ -56,6 +59,21 @@ READ = (
     "    digest.update(repr(parts.route_names).encode())\n"
     "print(json.dumps({'touches': n, 'sha256': digest.hexdigest() if digest else None}))\n"
 )
+WHOLE = (
+    "import hashlib, json, sys\n"
+    "from cachelab.traces import load_request_trace\n"
+    "t = load_request_trace(sys.argv[1])\n"
+    "digest = hashlib.sha256()\n"
+    "if sys.argv[2] == 'digest':\n"
+    "    for name in ('request_ids', 'time', 'instance', 'route', 'base_ms', 'touch_offsets',\n"
+    "                 'touch_items', 'item_sizes', 'item_kinds', 'child_offsets',\n"
+    "                 'child_items'):\n"
+    "        a = getattr(t, name)\n"
+    "        digest.update(f'{name} {a.dtype}'.encode())\n"
+    "        digest.update(a.tobytes())\n"
+    "    digest.update(repr((t.route_names, t.kind_names, t.item_keys)).encode())\n"
+    "print(json.dumps({'touches': t.n_touches, 'sha256': digest.hexdigest()}))\n"
+)
 
 
 def baseline_package(rev: str, where: Path) -> tuple[Path, str]:
@@ -73,6 +91,20 @@ def baseline_package(rev: str, where: Path) -> tuple[Path, str]:
     for core in (ROOT / "python" / "cachelab").glob("_core*.so"):
         shutil.copy2(core, target / "python" / "cachelab" / core.name)
     return target / "python", commit
+
+
+def synthesized(where: Path, requests: int) -> tuple[Path, dict[str, Any]]:
+    """A ``trace synth`` trace of ``requests`` requests under ``where`` (made once, then
+    reused) and its counts."""
+    trace = where / f"synth-{requests}.parquet"
+    counts = where / f"synth-{requests}.json"
+    if trace.exists() and counts.exists():  # synthesized before, with this size
+        made = {**json.loads(counts.read_text()), "reused": True}
+    else:
+        made = synth(trace, requests, None)
+        counts.write_text(json.dumps(made))
+    print(f"synth: {made}", file=sys.stderr)
+    return trace, made
 
 
 def simulated(trace: Path, strategy: str, out: Path, python: Path) -> dict[str, Any]:
@@ -97,6 +129,9 @@ def main() -> int:
                    help="where the trace and the baseline package go (not the repository)")
     p.add_argument("--simulate", metavar="STRATEGY", default="",
                    help="also time `simulate TRACE --strategies STRATEGY` end to end per version")
+    p.add_argument("--whole", metavar="N", type=int, default=0,
+                   help="also time loading a `trace synth` trace of N requests whole in memory "
+                   "(load_request_trace, as simulate --in-memory does) per version")
     p.add_argument("--note", default="", help="a remark to keep with the record")
     p.add_argument("--record", action="store_true", help="write benches/runs/…-request-read")
     a = p.parse_args()
@@ -105,37 +140,38 @@ def main() -> int:
         return 2
     a.dir.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
-    trace = a.dir / f"synth-{a.requests}.parquet"
-    counts = a.dir / f"synth-{a.requests}.json"
-    if trace.exists() and counts.exists():  # synthesized before, with this size
-        made = {**json.loads(counts.read_text()), "reused": True}
-    else:
-        made = synth(trace, a.requests, None)
-        counts.write_text(json.dumps(made))
-    print(f"synth: {made}", file=sys.stderr)
+    trace, made = synthesized(a.dir, a.requests)
+    whole_trace, whole_made = synthesized(a.dir, a.whole) if a.whole else (trace, made)
     base_path, base_commit = baseline_package(a.baseline, a.dir)
     versions = {"baseline": base_path, "this tree": ROOT / "python"}
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in versions}
     digests: dict[str, str] = {}
     sims: dict[str, list[dict[str, Any]]] = {v: [] for v in versions}
+    wholes: dict[str, list[dict[str, Any]]] = {v: [] for v in versions}
     for r in range(a.rounds + 1):
         for label, path in versions.items():
-            m = measured([sys.executable, "-c", READ, str(trace),
-                          "digest" if r == 0 else "time"], python=path)
-            out = json.loads(m.pop("out"))
-            if out["touches"] != made["touches"]:
-                raise RuntimeError(f"{label} read {out['touches']} touches, the synth wrote "
-                                   f"{made['touches']}")
-            if r == 0:
-                digests[label] = out["sha256"]
-            else:
-                runs[label].append(m)
-            print(f"round {r} {label}: {m}", file=sys.stderr)
+            for program, src, want, kept in ((READ, trace, made, runs), (WHOLE, whole_trace,
+                                             whole_made, wholes if a.whole else None)):
+                if kept is None:
+                    continue
+                m = measured([sys.executable, "-c", program, str(src),
+                              "digest" if r == 0 else "time"], python=path)
+                out = json.loads(m.pop("out"))
+                if out["touches"] != want["touches"]:
+                    raise RuntimeError(f"{label} read {out['touches']} touches, the synth "
+                                       f"wrote {want['touches']}")
+                if r == 0:
+                    digests[f"{label} {'parts' if kept is runs else 'whole'}"] = out["sha256"]
+                else:
+                    kept[label].append(m)
+                print(f"round {r} {label} {'parts' if kept is runs else 'whole'}: {m}",
+                      file=sys.stderr)
             if a.simulate and r > 0:
                 sims[label].append(simulated(trace, a.simulate, a.dir / "out", path))
                 shown = {k: v for k, v in sims[label][-1].items() if k != "strategies"}
                 print(f"round {r} {label} simulate: {shown}", file=sys.stderr)
-    same = len(set(digests.values())) == 1
+    same_parts = len({d for k, d in digests.items() if k.endswith("parts")}) == 1
+    same = same_parts and len({d for k, d in digests.items() if k.endswith("whole")}) <= 1
     touches = made["touches"]
     med = {v: {k: statistics.median(x[k] for x in rs) for k in ("cpu_s", "wall_s", "rss_mib")}
            for v, rs in runs.items()}
@@ -150,7 +186,7 @@ def main() -> int:
                                f"(`trace synth`, Parquet); baseline {a.baseline} = "
                                f"{base_commit[:12]} (its Python, this tree's compiled core)",
                                f"identical parts (SHA-256 of every part's columns): "
-                               f"{'yes' if same else 'NO'}",
+                               f"{'yes' if same_parts else 'NO'}",
                                f"load average before {_load(load_before)}"])
     result["commit"] = commit
     base_cpu = med["baseline"]["cpu_s"]
@@ -160,6 +196,19 @@ def main() -> int:
              f"{base_cpu / m['cpu_s']:.2f}x"] for v, m in med.items()]
     lines += markdown_table(["version", "CPU s (median)", "CPU s per round", "wall s",
                              "peak RSS MiB", "touches/CPU-s", "speed vs baseline"], rows)
+    if a.whole:
+        whole_med = {v: {k: statistics.median(x[k] for x in rs) for k in (
+            "cpu_s", "wall_s", "rss_mib")} for v, rs in wholes.items()}
+        result.update(whole=whole_made, whole_rounds=wholes, whole_median=whole_med)
+        base_whole = whole_med["baseline"]["cpu_s"]
+        lines += ["", f"`load_request_trace` of a {whole_made['requests']:,}-request trace "
+                  f"({whole_made['touches']:,} touches) whole in memory (start-up included; "
+                  f"identical: {'yes' if same else 'NO'}):", ""]
+        lines += markdown_table(["version", "CPU s (median)", "CPU s per round", "wall s",
+                                 "peak RSS MiB", "speed vs baseline"], [
+            [v, f"{m['cpu_s']:.1f}", " ".join(f"{x['cpu_s']:.1f}" for x in wholes[v]),
+             f"{m['wall_s']:.1f}", f"{m['rss_mib']:.0f}", f"{base_whole / m['cpu_s']:.2f}x"]
+            for v, m in whole_med.items()])
     if a.simulate:
         same_sim = len({json.dumps(x.pop("strategies"), sort_keys=True)
                         for rs in sims.values() for x in rs}) == 1

@@ -69,6 +69,7 @@ def test_parquet_parts_intern_item_names_as_the_trace_has_them(tmp_path: Path, w
     assert offsets == trace.touch_offsets.tolist()
     names = [parts.route_names[c] for p in got for c in p.route]
     assert names == [trace.route_names[c] for c in trace.route]
+    assert load_request_trace(src).equals(trace)  # the whole file read at once, likewise
 
 
 def _items_at(row: int, value: pa.Array):
@@ -98,3 +99,6 @@ def test_a_bad_item_name_in_a_later_parquet_part_names_file_and_row(
     with pytest.raises(InputError) as e:
         list(parts.parts())
     assert str(e.value) == f"{src / 'requests.parquet'}: row {row + 1}: {words}"
+    with pytest.raises(InputError) as whole:
+        load_request_trace(src)
+    assert str(whole.value) == str(e.value)

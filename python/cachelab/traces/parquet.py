@@ -126,12 +126,16 @@ def write_parquet_parts(catalog: RequestTrace, parts: Iterable[RequestTrace],
 # -- reading -------------------------------------------------------------------------------
 
 
-def _read_table(path: Path) -> pa.Table:
+def _read_table(path: Path, dictionary: str | None = None) -> pa.Table:
+    """The whole file; column ``dictionary``'s strings inside lists read dictionary-encoded
+    (:func:`string_leaves`)."""
     if not path.is_file():
         raise InputError(f"{path}: missing (a Parquet request trace is a directory holding "
                          f"{CATALOG_FILE} and {REQUESTS_FILE})")
     try:
-        return pq.read_table(path)
+        with pq.ParquetFile(path) as f:
+            leaves = string_leaves(f.metadata.schema, dictionary) if dictionary else []
+        return pq.read_table(path, read_dictionary=leaves or None)
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
 
@@ -190,7 +194,7 @@ def read_parquet(path: str | os.PathLike[str]) -> RequestTrace:
         raise InputError(f"{d}: no such directory")
     cat_path, req_path = d / CATALOG_FILE, d / REQUESTS_FILE
     cat = _read_table(cat_path)
-    req = _read_table(req_path)
+    req = _read_table(req_path, "items")
 
     meta = req.schema.metadata or {}
     if HEADER_KEY not in meta:
