@@ -59,9 +59,10 @@ READ_ONLY = (
 )
 
 
-def measured(argv: list[str]) -> dict[str, Any]:
+def measured(argv: list[str], python: Path = ROOT / "python") -> dict[str, Any]:
     """Runs ``argv`` under a fresh wrapper process, whose RUSAGE_CHILDREN then holds that run
-    alone: wall and CPU seconds, peak RSS (MiB) and stdout."""
+    alone: wall and CPU seconds, peak RSS (MiB) and stdout; ``python``: the PYTHONPATH (the
+    package measured)."""
     wrapper = [sys.executable, "-c",
                "import os, resource, subprocess, sys, json\n"
                "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
@@ -71,7 +72,7 @@ def measured(argv: list[str]) -> dict[str, Any]:
                " 'rss_mib': r.ru_maxrss / 1024, 'out': p.stdout}))\n", *argv]
     started = time.perf_counter()
     p = subprocess.run(wrapper, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+                       env={**os.environ, "PYTHONPATH": str(python)})
     wall = time.perf_counter() - started
     if p.returncode:
         raise RuntimeError(f"wrapper failed: {p.stderr[-500:]}")

@@ -52,27 +52,52 @@ def _no_nulls(col: pa.Array, place: Place, name: str) -> None:
 
 def _utf8(values: pa.Array, place: Place, name: str, offsets: np.ndarray | None = None) -> None:
     """Strings must be UTF-8: the file readers pass other bytes through. ``offsets`` map the
-    position of a flattened list's value to its row."""
+    position of a flattened list's value to its row. A dictionary array's dictionary is
+    checked (once per distinct string); a bad entry counts where it is used (a slice keeps
+    its whole dictionary, entries it does not use included)."""
     try:
         values.validate(full=True)
         return
     except pa.ArrowInvalid:
         pass
+    if pa.types.is_dictionary(values.type):
+        bad = _bad_utf8(values.dictionary)
+        if bad:
+            used = first_true(pc.is_in(values.indices, value_set=pa.array(bad, pa.int64())))
+            if used is None:
+                return  # every string used is valid UTF-8
+            bad = [used]
+    else:
+        bad = _bad_utf8(values, first=True)
+    if bad:
+        pos = bad[0]
+        row = pos if offsets is None else int(np.searchsorted(offsets, pos, side="right")) - 1
+        raise place.error(row, f"{name} is not valid UTF-8")
+    raise place.error(None, f"{name}: the column is not a valid string column")
+
+
+def _bad_utf8(values: pa.Array, first: bool = False) -> list[int]:
+    """Positions of the strings that are not UTF-8 (only the first with ``first``)."""
+    bad = []
     for pos in range(len(values)):
         try:
             values[pos].as_py()
         except UnicodeDecodeError:
-            row = pos if offsets is None else int(np.searchsorted(offsets, pos, side="right")) - 1
-            raise place.error(row, f"{name} is not valid UTF-8") from None
-    raise place.error(None, f"{name}: the column is not a valid string column")
+            bad.append(pos)
+            if first:
+                break
+    return bad
 
 
 def _list_parts(col: pa.Array, place: Place, name: str, what: str) -> tuple[np.ndarray, pa.Array]:
-    """(offsets as int64 with len rows+1, the flat values); a null list counts as empty."""
+    """(offsets as int64 with len rows+1, the flat values); a null list counts as empty. The
+    values stay dictionary-encoded if they are (a Parquet reader's ``read_dictionary``)."""
     lengths = np.asarray(pc.fill_null(pc.list_value_length(col), 0), dtype=np.int64)
     offsets = np.zeros(len(col) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     values = pc.list_flatten(col)
+    if pa.types.is_dictionary(values.type) and values.dictionary.null_count:
+        values = values.dictionary_decode()  # a null in the dictionary: count it as a null
     if values.null_count:
         pos = first_true(values.is_null())
         row = int(np.searchsorted(offsets, pos, side="right")) - 1
@@ -81,13 +106,20 @@ def _list_parts(col: pa.Array, place: Place, name: str, what: str) -> tuple[np.n
     return offsets, values
 
 
-def _index_of(values: pa.Array, keys: pa.Array) -> pa.Array:
-    """Catalog index of every value (null where unknown); each distinct value is hashed once."""
+def _index_of(values: pa.Array, keys: pa.Array) -> tuple[np.ndarray, int | None]:
+    """Catalog index of every value (uint32), and the position of the first value not in the
+    catalog (None if all are); each distinct value is hashed once (values already
+    dictionary-encoded are not encoded again). ``values`` hold no nulls."""
     if len(values) == 0:
-        return pa.array([], type=pa.int32())
-    enc = values.dictionary_encode()
+        return np.zeros(0, np.uint32), None
+    enc = values if pa.types.is_dictionary(values.type) else values.dictionary_encode()
     where = pc.index_in(enc.dictionary, value_set=keys)
-    return where.take(enc.indices)
+    indices = np.asarray(enc.indices)
+    unknown = None
+    if where.null_count:  # a dictionary entry may be unused (a slice keeps its dictionary)
+        unknown = first_true(np.asarray(where.is_null())[indices])
+        where = pc.fill_null(where, 0)
+    return np.asarray(where).astype(np.uint32)[indices], unknown
 
 
 def _empty_to_first(col: pa.Array) -> int | None:
@@ -141,13 +173,11 @@ def check_catalog(catalog: dict[str, pa.Array | None], cat: Place) -> Catalog:
         child_offsets, child_values = _list_parts(child_col, cat, "children", "child")
     else:
         child_offsets, child_values = np.zeros(len(keys) + 1, np.int64), pa.array([], pa.string())
-    child_idx = _index_of(child_values, key_array)
-    pos = first_true(child_idx.is_null())
+    child_items, pos = _index_of(child_values, key_array)
     if pos is not None:
         row = int(np.searchsorted(child_offsets, pos, side="right")) - 1
         raise cat.error(row, f"child {child_values[pos].as_py()!r} of {keys[row]!r} is not in "
                         "the catalog")
-    child_items = np.asarray(child_idx, dtype=np.int64)
     if len(child_items):
         parent = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(child_offsets))
         pair = np.sort(parent * len(keys) + child_items)
@@ -197,8 +227,7 @@ def check_requests(catalog: Catalog, requests: dict[str, pa.Array], req: Place
         raise req.error(second, f"duplicate request id {int(ids[second])} (first at "
                         f"{req.unit} {req.first + first})")
     touch_offsets, touch_values = _list_parts(requests["items"], req, "items", "item")
-    touch_idx = _index_of(touch_values, catalog.key_array)
-    pos = first_true(touch_idx.is_null())
+    touch_idx, pos = _index_of(touch_values, catalog.key_array)
     if pos is not None:
         row = int(np.searchsorted(touch_offsets, pos, side="right")) - 1
         raise req.error(row, f"item {touch_values[pos].as_py()!r} is not in the catalog")
@@ -206,7 +235,7 @@ def check_requests(catalog: Catalog, requests: dict[str, pa.Array], req: Place
         request_ids=ids, time=times, instance=insts.astype(np.uint32),
         route_enc=route_col.dictionary_encode(),
         base_ms=bases, touch_offsets=touch_offsets.astype(np.uint64),
-        touch_items=np.asarray(touch_idx, dtype=np.uint32),
+        touch_items=touch_idx,
     )
 
 

@@ -126,14 +126,27 @@ def write_parquet_parts(catalog: RequestTrace, parts: Iterable[RequestTrace],
 # -- reading -------------------------------------------------------------------------------
 
 
-def _read_table(path: Path) -> pa.Table:
+def _read_table(path: Path, dictionary: str | None = None) -> pa.Table:
+    """The whole file; column ``dictionary``'s strings inside lists read dictionary-encoded
+    (:func:`string_leaves`)."""
     if not path.is_file():
         raise InputError(f"{path}: missing (a Parquet request trace is a directory holding "
                          f"{CATALOG_FILE} and {REQUESTS_FILE})")
     try:
-        return pq.read_table(path)
+        with pq.ParquetFile(path) as f:
+            leaves = string_leaves(f.metadata.schema, dictionary) if dictionary else []
+        return pq.read_table(path, read_dictionary=leaves or None)
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
+
+
+def string_leaves(schema: pq.ParquetSchema, name: str) -> list[str]:
+    """The paths of column ``name``'s string leaves inside lists (``items.list.element``):
+    what ``read_dictionary`` takes to read a list of strings dictionary-encoded, as a Parquet
+    writer stores it, instead of one string per value."""
+    leaves = (schema.column(i) for i in range(len(schema)))
+    return [c.path for c in leaves if c.path.startswith(f"{name}.")
+            and c.logical_type.type == "STRING"]
 
 
 def _column(table: pa.Table, path: Path, name: str, want: pa.DataType) -> pa.Array:
@@ -144,16 +157,12 @@ def _column(table: pa.Table, path: Path, name: str, want: pa.DataType) -> pa.Arr
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
     if pa.types.is_list(want):
-        ok = (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)) and (
-            pa.types.is_string(col.type.value_type)
-            or pa.types.is_large_string(col.type.value_type)
-            or pa.types.is_dictionary(col.type.value_type)
-        )
-        if not ok:
+        value = col.type.value_type if (pa.types.is_list(col.type)
+                                        or pa.types.is_large_list(col.type)) else None
+        if value is not None and pa.types.is_dictionary(value):
+            value = value.value_type  # kept encoded: interned once per distinct string
+        if value is None or not (pa.types.is_string(value) or pa.types.is_large_string(value)):
             raise InputError(f"{path}: column {name!r} is {col.type}, expected a list of strings")
-        if pa.types.is_dictionary(col.type.value_type):
-            col = type(col).from_arrays(col.offsets, col.values.dictionary_decode(),
-                                        mask=col.is_null())
         return col
     same_family = (
         (pa.types.is_integer(want) and pa.types.is_integer(col.type))
@@ -185,7 +194,7 @@ def read_parquet(path: str | os.PathLike[str]) -> RequestTrace:
         raise InputError(f"{d}: no such directory")
     cat_path, req_path = d / CATALOG_FILE, d / REQUESTS_FILE
     cat = _read_table(cat_path)
-    req = _read_table(req_path)
+    req = _read_table(req_path, "items")
 
     meta = req.schema.metadata or {}
     if HEADER_KEY not in meta:
