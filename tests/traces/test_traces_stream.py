@@ -102,3 +102,25 @@ def test_a_bad_item_name_in_a_later_parquet_part_names_file_and_row(
     with pytest.raises(InputError) as whole:
         load_request_trace(src)
     assert str(whole.value) == str(e.value)
+
+
+@pytest.mark.parametrize(("file", "column"), [("requests.parquet", b"route"),
+                                              ("catalog.parquet", b"kind")])
+def test_a_footer_whose_column_names_are_not_utf8_is_refused_naming_the_file(
+        tmp_path: Path, file: str, column: bytes) -> None:
+    """A damaged footer (a column name's bytes not UTF-8: pyarrow raises UnicodeDecodeError
+    when it decodes them) is an InputError naming the trace, read whole or in parts."""
+    path = tmp_path / "t.parquet"
+    save_request_trace(synthesize(SynthParams(requests=50, seed=1)), path)
+    target = path / file
+    # Every copy of the name: the footer's schema and column chunks (and the header's JSON)
+    target.write_bytes(target.read_bytes().replace(column, b"\xff" * len(column)))
+
+    def in_parts() -> None:
+        for _ in open_request_parts(path, "parquet", PART_MULTIPLE).parts():
+            pass
+
+    for read in (lambda: load_request_trace(path), in_parts):
+        with pytest.raises(InputError) as e:
+            read()
+        assert str(e.value).startswith(str(path)), e.value

@@ -136,7 +136,8 @@ def _read_table(path: Path, dictionary: str | None = None) -> pa.Table:
         with pq.ParquetFile(path) as f:
             leaves = string_leaves(f.metadata.schema, dictionary) if dictionary else []
         return pq.read_table(path, read_dictionary=leaves or None)
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:
+        # (ValueError: pyarrow decodes a damaged footer's column names as UTF-8)
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
 
 

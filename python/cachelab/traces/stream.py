@@ -210,7 +210,11 @@ class RequestParts:
             # Row group by row group: ParquetFile.iter_batches holds on to memory as it goes
             # (pyarrow 2x: +3 MB every 65,536 requests), read_row_group does not.
             where = self.path / REQUESTS_FILE
-            with pq.ParquetFile(where, read_dictionary=self._dictionary_leaves or None) as f:
+            try:
+                f = pq.ParquetFile(where, read_dictionary=self._dictionary_leaves or None)
+            except (pa.ArrowException, OSError, ValueError) as e:  # changed since it was opened
+                raise InputError(f"{where}: not a readable Parquet file ({e})") from None
+            with f:
                 for i in range(f.num_row_groups):
                     try:
                         group = f.read_row_group(i)
@@ -338,8 +342,11 @@ def open_request_parts(path: str | os.PathLike[str], format: str,
     req_path, cat_path = p / REQUESTS_FILE, p / CATALOG_FILE
     try:
         meta = pq.ParquetFile(req_path).metadata
+        leaves = string_leaves(meta.schema, "items")
         cat = pq.read_table(cat_path)
-    except (pa.ArrowException, OSError) as e:
+        cat_names = cat.column_names  # decoded now: a damaged footer's names raise here
+    except (pa.ArrowException, OSError, ValueError) as e:
+        # (ValueError: pyarrow decodes a damaged footer's column names as UTF-8)
         raise InputError(f"{p}: not a readable Parquet request trace ({e})") from None
     kv = meta.metadata or {}
     if HEADER_KEY not in kv:
@@ -354,10 +361,10 @@ def open_request_parts(path: str | os.PathLike[str], format: str,
         "size": _column(cat, cat_path, "size", pa.int64()),
         "kind": _column(cat, cat_path, "kind", pa.string()),
         "children": _column(cat, cat_path, "children", pa.list_(pa.string()))
-        if "children" in cat.column_names else None,
+        if "children" in cat_names else None,
     }, Place(str(cat_path)))
     parts = RequestParts(p, fmt, catalog, meta.num_rows, generator, part_requests)
-    parts._dictionary_leaves = string_leaves(meta.schema, "items")
+    parts._dictionary_leaves = leaves
     return parts
 
 
