@@ -40,7 +40,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use cachelab_sim::record::CostColumns;
 use cachelab_sim::request::{
@@ -540,8 +540,16 @@ impl PyRequestStream {
     }
 
     /// With `costs=True`: `request_costs`' columns for the last part fed under strategy `k`'s
-    /// first draw ("request" is the index in the part).
-    fn part_costs<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
+    /// first draw ("request" is the index in the part), as lists; with `names`, those columns
+    /// only, each as little-endian `f64` bytes: one copy a column, not one Python object a
+    /// value.
+    #[pyo3(signature = (k, names=None))]
+    fn part_costs<'py>(
+        &self,
+        py: Python<'py>,
+        k: usize,
+        names: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let found = self.inner.as_ref().and_then(|s| s.costs(k));
         let Some((trace, costs)) = found else {
             return Err(raise(
@@ -551,7 +559,23 @@ impl PyRequestStream {
                     .into(),
             ));
         };
-        to_py(py, &CostColumns::new(&costs, trace))
+        let Some(names) = names else {
+            return to_py(py, &CostColumns::new(&costs, trace));
+        };
+        let columns = CostColumns::new(&costs, trace).named();
+        let out = PyDict::new(py);
+        for name in names {
+            let Some((_, column)) = columns.iter().find(|(n, _)| *n == name) else {
+                let known: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+                return Err(raise(
+                    py,
+                    "UsageError",
+                    format!("no cost column {name:?}: one of {}", known.join(", ")),
+                ));
+            };
+            out.set_item(name, PyBytes::new(py, &column.f64_le_bytes()))?;
+        }
+        Ok(out.into_any())
     }
 
     /// The results, one dict per strategy, as `simulate_requests` gives them.

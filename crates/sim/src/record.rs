@@ -201,6 +201,26 @@ impl<T: Serialize> Serialize for Values<'_, T> {
     }
 }
 
+impl Column<'_> {
+    /// The values as `f64`, in little-endian bytes (8 a value): what a reader of numbers
+    /// takes in one copy (numpy's `frombuffer(…, "<f8")`), instead of one object a value.
+    pub fn f64_le_bytes(&self) -> Vec<u8> {
+        fn put(out: &mut Vec<u8>, values: impl Iterator<Item = f64>) {
+            for v in values {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let mut out = Vec::new();
+        match self {
+            Column::U32(v) => put(&mut out, v.iter().map(f64::from)),
+            Column::U64(v) => put(&mut out, v.iter().map(|x| x as f64)),
+            Column::F64(v) => put(&mut out, v.iter()),
+            Column::Bool(v) => put(&mut out, v.iter().map(|x| f64::from(u8::from(x)))),
+        }
+        out
+    }
+}
+
 impl Serialize for Column<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {

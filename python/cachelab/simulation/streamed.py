@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import cachelab._core as _core
 from cachelab.artifacts import created_now
 from cachelab.errors import InputError, UsageError
@@ -35,7 +37,7 @@ from cachelab.profiles import ProfileSpec
 from cachelab.simulation.cells import measure_for
 from cachelab.simulation.model import LatencyModel, latency_model
 from cachelab.simulation.request import SimulateSpec, SimulationResult, simulate, strategies_for
-from cachelab.simulation.terms import StreamedTerms, unit_costs
+from cachelab.simulation.terms import COLUMNS, StreamedTerms, unit_costs
 from cachelab.traces.formats import detect_format, load_request_trace
 from cachelab.traces.stream import DEFAULT_PART, PART_MULTIPLE, RequestParts, open_request_parts
 
@@ -110,7 +112,8 @@ def simulate_file(
         for part in src.parts():
             stream.feed(**part.core_columns())
             for k, t in enumerate(terms):
-                t.add(stream.part_costs(k))
+                t.add({name: np.frombuffer(b, "<f8")
+                       for name, b in stream.part_costs(k, list(COLUMNS)).items()})
         histograms = stream.histograms
         cpu_s = stream.cpu_s
         raw = stream.finish()
