@@ -134,3 +134,29 @@ def test_a_damaged_parquet_part_is_one_clear_error(files: dict, tmp_path: Path) 
     assert p.returncode == 2, p.stderr
     line = one_error_line(p)
     assert "requests.parquet" in line and "not a readable Parquet file" in line, line
+
+
+def test_part_costs_as_bytes_are_the_lists_values(files: dict) -> None:
+    """The cost columns handed over as f64 bytes (what ``simulate`` reads) hold the values
+    the lists hold, column by column; an unknown column is a UsageError naming the known."""
+    from cachelab import _core
+    from cachelab.errors import UsageError
+    from cachelab.simulation import latency_model
+    from cachelab.simulation.terms import COLUMNS
+
+    src = open_request_parts(files["parquet"], "parquet", PART_MULTIPLE)
+    model = latency_model("appengine-2017")
+    stream = _core.RequestStream(**src.core_catalog(), model=model.to_core(),
+                                 strategies=["lru:300+prefetch:depth=2"],
+                                 requests=src.n_requests, train=0.0, draws=1, seed=1,
+                                 costs=True)
+    part = next(iter(src.parts()))
+    stream.feed(**part.core_columns())
+    lists = stream.part_costs(0)
+    as_bytes = stream.part_costs(0, [*COLUMNS, "prefetch_topic_hit"])
+    for name, b in as_bytes.items():
+        got = np.frombuffer(b, "<f8")
+        assert len(got) == len(part) and np.array_equal(got, np.asarray(lists[name], float))
+    assert np.asarray(lists["multigets"]).sum() > 0  # the columns are not all zeros
+    with pytest.raises(UsageError, match='no cost column "nope": one of request, added_ms'):
+        stream.part_costs(0, ["nope"])
