@@ -238,6 +238,14 @@ def order_warnings(trace: RequestTrace) -> list[str]:
     ]
 
 
+def profile_extra(profile: LatencyProfile | None) -> dict[str, Any]:
+    """What ``simulate.json`` keeps of a profile measured for the simulation: the cells it
+    chose from the trace (``cells_from_trace``), when it says."""
+    if profile is None or "cells_from_trace" not in profile.client:
+        return {}
+    return {"cells_from_trace": profile.client["cells_from_trace"]}
+
+
 def simulate(
     trace: RequestTrace,
     spec: SimulateSpec | None = None,
@@ -288,7 +296,6 @@ def simulate(
         strategies=list(raw),
         route_names=names,
         elapsed_s=elapsed,
-        extra=({"cells_from_trace": profile.client["cells_from_trace"]}
-               if profile is not None and "cells_from_trace" in profile.client else {}),
+        extra=profile_extra(profile),
         profile=profile,
     )

@@ -21,7 +21,6 @@ naming the file and line (or row) of the first request earlier than the one befo
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from collections.abc import Callable
@@ -33,10 +32,16 @@ import numpy as np
 import cachelab._core as _core
 from cachelab.artifacts import created_now
 from cachelab.errors import InputError, UsageError
-from cachelab.profiles import ProfileSpec
+from cachelab.profiles import LatencyProfile, ProfileSpec
 from cachelab.simulation.cells import measure_for
 from cachelab.simulation.model import LatencyModel, latency_model
-from cachelab.simulation.request import SimulateSpec, SimulationResult, simulate, strategies_for
+from cachelab.simulation.request import (
+    SimulateSpec,
+    SimulationResult,
+    profile_extra,
+    simulate,
+    strategies_for,
+)
 from cachelab.simulation.terms import COLUMNS, StreamedTerms, unit_costs
 from cachelab.traces.formats import detect_format, load_request_trace
 from cachelab.traces.stream import DEFAULT_PART, PART_MULTIPLE, RequestParts, open_request_parts
@@ -79,15 +84,17 @@ def simulate_file(
     *,
     format: str | None = None,
     model: LatencyModel | None = None,
+    profile: LatencyProfile | None = None,
     trace_info: dict[str, Any] | None = None,
     part_requests: int = DEFAULT_PART,
     exact_limit: int = DEFAULT_EXACT_LIMIT,
 ) -> SimulationResult:
     """Simulates the request trace at ``path`` (JSONL or Parquet) under ``spec``, part by
-    part. Raises :class:`TraceOutOfOrder` for a trace out of time order."""
+    part; ``model`` and ``profile`` as :func:`~cachelab.simulation.request.simulate` takes
+    them. Raises :class:`TraceOutOfOrder` for a trace out of time order."""
     spec = spec or SimulateSpec()
     spec.check()
-    model = model or latency_model(spec.model)
+    model = model or latency_model(profile if profile is not None else spec.model)
     started = time.perf_counter()
     src = open_request_parts(path, detect_format(path, format), part_requests)
     canonical = strategies_for(spec, model, src.n_items)
@@ -141,21 +148,26 @@ def simulate_file(
         strategies=list(raw),
         route_names=names,
         elapsed_s=time.perf_counter() - started,
+        extra=profile_extra(profile),
+        profile=profile,
     )
 
 
 def simulate_trace_file(path: str | Path, spec: SimulateSpec | None = None, *,
-                        format: str | None = None) -> SimulationResult:
+                        format: str | None = None, profile: LatencyProfile | None = None,
+                        trace_info: dict[str, Any] | None = None) -> SimulationResult:
     """``simulate TRACE``: :func:`simulate_file`; a trace out of time order of up to
     :data:`IN_MEMORY_FALLBACK` requests is loaded whole and simulated by time, with the
-    warning :func:`~cachelab.simulation.request.simulate` gives; a longer one is refused."""
+    warning :func:`~cachelab.simulation.request.simulate` gives; a longer one is refused.
+    ``trace_info`` defaults to the file's name as ``source``."""
+    info = trace_info if trace_info is not None else {"source": str(path)}
     try:
-        return simulate_file(path, spec, format=format, trace_info={"source": str(path)})
+        return simulate_file(path, spec, format=format, profile=profile, trace_info=info)
     except TraceOutOfOrder as e:
         if e.requests > IN_MEMORY_FALLBACK:
             raise
     trace = load_request_trace(path, format)
-    return simulate(trace, spec, trace_info={"source": str(path)})
+    return simulate(trace, spec, profile=profile, trace_info=info)
 
 
 def measure_and_simulate_file(
@@ -179,14 +191,4 @@ def measure_and_simulate_file(
                               base=base, on_progress=on_progress)
     info = {"source": str(path),
             "cells_from": f"the first {len(sample):,} of {src.n_requests:,} requests"}
-    try:
-        result = simulate_file(path, spec, format=format, model=latency_model(measured),
-                               trace_info=info)
-    except TraceOutOfOrder as e:
-        if e.requests > IN_MEMORY_FALLBACK:
-            raise
-        return simulate(load_request_trace(path, format), spec, profile=measured,
-                        trace_info=info)
-    return dataclasses.replace(
-        result, profile=measured,
-        extra={**result.extra, "cells_from_trace": measured.client["cells_from_trace"]})
+    return simulate_trace_file(path, spec, format=format, profile=measured, trace_info=info)
