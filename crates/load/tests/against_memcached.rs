@@ -127,6 +127,16 @@ fn stat(m: &std::collections::BTreeMap<String, String>, k: &str) -> u64 {
     m[k].parse().unwrap()
 }
 
+/// The server holds no item (the run deleted everything it set).
+fn assert_no_items(address: &str) {
+    let mut c =
+        cachelab_client::BlockingConnection::connect(&address.parse().unwrap(), Default::default())
+            .unwrap();
+    let stats: std::collections::BTreeMap<String, String> =
+        c.stats(None).unwrap().into_iter().collect();
+    assert_eq!(stat(&stats, "curr_items"), 0);
+}
+
 #[test]
 fn hits_and_misses_match_the_servers_counters_and_keys_are_deleted() {
     let Some(server) = memcached() else {
@@ -228,14 +238,7 @@ fn counts_match_and_keys_are_deleted(
     assert!(out.all.hits > 0 && out.all.misses > 0);
     assert_eq!(out.leftover_keys, 0);
     // Clean-up removed everything the run set.
-    let mut c = cachelab_client::BlockingConnection::connect(
-        &server.address.parse().unwrap(),
-        Default::default(),
-    )
-    .unwrap();
-    let stats: std::collections::BTreeMap<String, String> =
-        c.stats(None).unwrap().into_iter().collect();
-    assert_eq!(stat(&stats, "curr_items"), 0);
+    assert_no_items(&server.address);
     out
 }
 
@@ -316,12 +319,5 @@ fn a_probes_requests_are_counted_by_the_server_and_its_keys_deleted() {
     assert_eq!(out.all.ops[2] + p.all.ops[2], d("cmd_set"));
     // The keys the probe set were deleted with the load's.
     assert_eq!(out.leftover_keys, 0);
-    let mut c = cachelab_client::BlockingConnection::connect(
-        &server.address.parse().unwrap(),
-        Default::default(),
-    )
-    .unwrap();
-    let stats: std::collections::BTreeMap<String, String> =
-        c.stats(None).unwrap().into_iter().collect();
-    assert_eq!(stat(&stats, "curr_items"), 0);
+    assert_no_items(&server.address);
 }
