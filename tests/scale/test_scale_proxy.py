@@ -5,6 +5,7 @@ written is deleted."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 
 from cachelab import _core
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
-from cachelab.scale import ScaleSpec, scale
+from cachelab.report import render_report
+from cachelab.scale import ScaleResult, ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab, one_error_line
 from pools import loopback_pool, unused_address
@@ -111,3 +113,52 @@ def test_an_unreachable_proxy_is_exit_3_naming_it(
     p = cachelab("scale", "--proxy", address, *_flags(members), *SHORT, "--out", tmp_path / "x")
     assert p.returncode == 3, p.stderr
     assert address in one_error_line(p)
+
+
+def behind_rows(text: str) -> list[list[str]]:
+    """The rows of the table's "behind the proxy" block, split in words."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("behind the proxy"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def report_behind_rows(html: str) -> list[str]:
+    """The first cells of the report's "Behind the proxy" table."""
+    block = html[html.index("Behind the proxy, as each server counted"):]
+    block = block[:block.index("</table>")]
+    return re.findall(r'<tr><td class="l">([^<]*)</td>', block)
+
+
+def test_a_weighted_member_is_one_row_by_host_port_in_the_table_the_notes_and_report(
+        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+    members, _ = pool
+    addresses = [m.address for m in members]
+    given = [addresses[0], f"{addresses[1]}:2", addresses[2]]
+    spec = ScaleSpec(points=[1, 2], repeats=1, warmup=0.2, settle=0.2, window=0.4,
+                     interval=0.1, bootstrap=0, workload={"key_space": 1000})
+    # The same servers behind a proxy that weighs the second one 2, as given.
+    with PrivateTwemproxy(given, distribution="ketama", hash="md5") as weighted:
+        r = scale(spec, server=weighted.address, behind=given)
+    assert r.server["behind"] == addresses
+    # One row per server, by host:port: no row for "host:port:2" with zeros.
+    text = r.render()
+    rows = behind_rows(text)
+    assert [row[0] for row in rows] == addresses
+    assert all(int(row[1]) > 0 for row in rows)
+    # It took about half of the gets (weight 2 of 4; generous bounds).
+    assert 0.3 < int(rows[1][1]) / sum(int(row[1]) for row in rows) < 0.7
+    # The note on this machine's CPUs counts the three servers.
+    note = next(line for line in text.splitlines() if "share this machine's" in line)
+    assert "the proxy and 3 server(s) behind it" in note
+    # The report's section shows the same rows.
+    r.write(tmp_path, plots=False)
+    assert report_behind_rows(render_report([tmp_path]).html) == addresses
+    # A sweep saved with the weight in its list of servers behind is read by host:port.
+    d = r.to_dict()
+    d["server"]["behind"] = given
+    assert [b["address"] for b in ScaleResult.from_dict(d).behind_totals() or []] == addresses

@@ -38,6 +38,9 @@ from cachelab.load.result import (
     behind_lines,
     csv_rows,
     hlog_text,
+    stopped_lines,
+    stopped_notes,
+    stopped_text,
 )
 from cachelab.load.spec import (
     KEY_DISTS,
@@ -77,4 +80,7 @@ __all__ = [
     "run_intervals",
     "server_deltas",
     "server_view",
+    "stopped_lines",
+    "stopped_notes",
+    "stopped_text",
 ]

@@ -29,6 +29,7 @@ from cachelab.load.precision import Watch, precision_verdict, with_intervals
 from cachelab.load.probe import client_busy, probe_result
 from cachelab.load.repeats import combined_validity, repeat_summary, spread, worst
 from cachelab.load.result import LoadResult
+from cachelab.load.snapshots import Poller
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.load.validity import validity
@@ -119,7 +120,7 @@ def load(
         if spec.seed is None:
             core["seed"] = secrets.randbits(63)
         started = time.time()
-        outcome = _run_with_progress(core, watched, keep_histograms=precise is not None)
+        outcome = _run_watching_behind(core, watched, keep_histograms=precise is not None)
         # The last eviction count, read again unless the run gave up on the server (a read
         # would only wait out its timeout; the count read during the run stands).
         lost = (None if watch is None else watch.evicted if outcome.get("aborted")
@@ -280,6 +281,22 @@ def _run_with_progress(
     )
 
 
+def _run_watching_behind(core: dict[str, Any], on_progress: Callable[[Any], None], *,
+                         keep_histograms: bool) -> dict[str, Any]:
+    """:func:`_run_with_progress`; through a proxy, with the servers behind it polled during
+    the run (:class:`~cachelab.load.snapshots.Poller`), so that one that stops answering
+    keeps its counts up to then and says when (``behind[i]["stopped"]``)."""
+    if not core.get("behind"):
+        return _run_with_progress(core, on_progress, keep_histograms=keep_histograms)
+    with Poller(core["behind"], core) as poller:
+        began = time.monotonic()
+        outcome = _run_with_progress(core, on_progress, keep_histograms=keep_histograms)
+    # The engine's clock starts with the sending phase, after its prefill.
+    poller.amend(outcome["behind"], origin=began + float(outcome["prefill_s"]),
+                 end_s=float(outcome["elapsed_s"]))
+    return outcome
+
+
 def result_from_outcome(
     outcome: Mapping[str, Any],
     spec: LoadSpec,
@@ -344,7 +361,8 @@ def result_from_outcome(
         pool = _pool(members, spec)
         server = _pool_server(server, members)
     if outcome.get("behind"):
-        behind = [{"address": a, "server": server_view(v, outcome["elapsed_s"])}
+        behind = [{"address": a, "server": server_view(v, outcome["elapsed_s"]),
+                   **({"stopped": v["stopped"]} if v.get("stopped") else {})}
                   for a, v in zip(core["behind"], outcome["behind"])]
         server = {**_pool_server(server, behind), "address": address, "proxy": True,
                   "behind": [b["address"] for b in behind]}

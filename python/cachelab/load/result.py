@@ -23,7 +23,8 @@ from cachelab.tables import write_csv
 from cachelab.units import us
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "behind_lines", "csv_rows",
-           "hlog_text", "validity_lines"]
+           "hlog_text", "stopped_lines", "stopped_notes", "stopped_text",
+           "validity_lines"]
 
 SCHEMA = "cachelab.load"
 SCHEMA_VERSION = 2
@@ -99,6 +100,8 @@ class LoadResult:
             "rate_not_held": int(bool(self.schedule and not self.schedule.get("held", True))),
             "agents_lost": len(self.run.get("agents_lost") or ()),
             "members_down": sum(len(m["down"]) for m in self.members or []),
+            "servers_stopped_behind_the_proxy": sum(1 for b in self.behind or []
+                                                    if b.get("stopped")),
             # another repeat's errors, lost requests, keys left behind … (the shown one's
             # are counted above)
             "repeats_with_problems": sum(
@@ -199,6 +202,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     srv = r.server
     lines = [
         *_partial_lines(r),
+        *stopped_lines(r.behind),
         *validity_lines(r.validity),
         (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
          f"{srv.get('version', '?')}" if r.behind else
@@ -309,8 +313,43 @@ def behind_lines(behind: list[dict[str, Any]] | None, over: str = "the run") -> 
     total = sum(gets) or 1
     for b, g in zip(behind, gets):
         d = b["server"]["deltas"]
+        mark = stopped_text(b.get("stopped"))
         lines.append(f"{b['address']:24}{g:>10}{int(d.get('get_hits', 0)):>10}"
-                     f"{int(d.get('cmd_set', 0)):>10}{g / total:>8.1%}")
+                     f"{int(d.get('cmd_set', 0)):>10}{g / total:>8.1%}"
+                     + (f"  {mark}" if mark else ""))
+    return lines
+
+
+def stopped_text(stopped: Mapping[str, Any] | None) -> str:
+    """A behind row's mark for a server that stopped answering during the run
+    (``behind[].stopped``): "stopped at 3.8 s" (and where, in a sweep); "" otherwise."""
+    if not stopped:
+        return ""
+    where = f" {stopped['where']}" if stopped.get("where") else ""
+    return f"stopped at {stopped['at_s']:.1f} s{where}"
+
+
+def stopped_lines(behind: list[dict[str, Any]] | None) -> list[str]:
+    """The headline's line for each server behind a proxy that stopped answering during the
+    run (:func:`stopped_notes`, marked ``SERVER STOPPED``)."""
+    return [f"SERVER STOPPED: {note}" for note in stopped_notes(behind)]
+
+
+def stopped_notes(behind: list[dict[str, Any]] | None) -> list[str]:
+    """For each server behind a proxy that stopped answering during the run: "server A
+    behind the proxy stopped answering at 3.8 s: its counts are up to then (...)"."""
+    lines = []
+    for b in behind or []:
+        st = b.get("stopped")
+        if not st:
+            continue
+        where = f" {st['where']}" if st.get("where") else ""
+        last = st.get("last_answer_s")
+        counts = ("its counts are up to then (its last answer, at "
+                  f"{last:.1f} s)" if last is not None else
+                  "no count of it could be kept (it did not answer during the run)")
+        lines.append(f"server {b['address']} behind the proxy stopped "
+                     f"answering at {st['at_s']:.1f} s{where}: {counts}")
     return lines
 
 

@@ -9,7 +9,7 @@ from cachelab.artifacts import Artifact
 from cachelab.load.precision import SHOWN, precision_text
 from cachelab.load.probe import p99_ratio
 from cachelab.load.repeats import Z95, comparison_lines
-from cachelab.load.result import LoadResult
+from cachelab.load.result import LoadResult, stopped_notes, stopped_text
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
 from cachelab.page import charts as ch
@@ -106,6 +106,9 @@ def section(art: Artifact, ctx: Context) -> Section:
             sec.findings.append(
                 f"Key skew: {skew['hottest']} took {skew['share']:.1%} of the requests, "
                 f"{skew['ratio']:.2f}× its fair share ({skew['fair_share']:.1%}).")
+    if r.behind:
+        sec.body.append(behind_table(r.behind, "the run"))
+        sec.findings += [n[0].upper() + n[1:] + "." for n in stopped_notes(r.behind)]
     if r.stalls:
         sec.body.append("<p>Stalls (requests waiting "
                         f"{esc(spec.get('stall_ms', 100))} ms or more):</p><ul>"
@@ -188,6 +191,24 @@ def member_table(d: dict[str, Any]) -> str:
             "split over the pool counts once per member it touches, once in the pool row.</p>")
     return head + table(["member", "keys", "sent", "replies", "errors", "p50", "p99", "max",
                          "down"], rows)
+
+
+def behind_table(behind: list[dict[str, Any]], over: str) -> str:
+    """Through a proxy: a row per server behind it, by ``host:port``, with what it counted
+    over ``over`` (its ``stats`` deltas) and, for one that stopped answering, when (its
+    counts are up to then)."""
+    gets = [int(b["server"]["deltas"].get("cmd_get", 0)) for b in behind]
+    total = sum(gets) or 1
+    rows = []
+    for b, g in zip(behind, gets):
+        d = b["server"]["deltas"]
+        rows.append([b["address"], f"{g:,}", f"{int(d.get('get_hits', 0)):,}",
+                     f"{int(d.get('cmd_set', 0)):,}", f"{g / total:.1%}",
+                     stopped_text(b.get("stopped")) or "–"])
+    head = (f"<p>Behind the proxy, as each server counted (its stats deltas over "
+            f"{esc(over)}).</p>")
+    return head + table(["server", "cmd_get", "get_hits", "cmd_set", "share of gets",
+                         "stopped"], rows)
 
 
 def charts(d: dict[str, Any]) -> list[Spec]:

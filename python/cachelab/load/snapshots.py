@@ -10,13 +10,19 @@ it into a member's ``server`` section as it does the engine's own.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cachelab._core as _core
+from cachelab.errors import ServerError
 from cachelab.servers import STATS_TIMEOUT, on_this_machine, stats_or_none
 
-__all__ = ["Snapshots", "schedstat"]
+__all__ = ["POLL_PERIOD", "Poller", "Reading", "Snapshots", "schedstat"]
 
 
 class Snapshots:
@@ -90,3 +96,149 @@ def _local_pid(address: str, stats: Mapping[str, str]) -> int | None:
     except OSError:
         return None
     return int(pid) if comm == "memcached" else None
+
+
+# -- counters during the run ------------------------------------------------------------------
+
+#: The longest time between two reads of a server's ``stats`` during a run (s): a server that
+#: stops answering is placed in time to within this (or the run's interval, when shorter).
+POLL_PERIOD = 0.25
+#: The longest a read during the run may wait (s), for its connect and for its reply.
+_POLL_TIMEOUT = 1.0
+#: The counters whose change means the server is serving the run's requests.
+_TRAFFIC = ("cmd_get", "cmd_set", "cmd_touch", "get_hits", "delete_hits", "delete_misses")
+
+
+@dataclass
+class Reading:
+    """What the poll knows of one server: its last ``stats`` that answered and when
+    (monotonic seconds), when its traffic counters last moved, and — while it does not
+    answer — when it first failed and why."""
+
+    stats: dict[str, str] | None = None
+    at: float | None = None
+    changed_at: float | None = None
+    failed_at: float | None = None
+    error: str | None = None
+
+
+class Poller:
+    """Each of ``addresses`` read (``stats``) every ``period`` seconds from a thread while a
+    run goes on — the engine holds no GIL — so that a server that stops answering keeps the
+    counts it had: its last good reading stands for its ``after`` (:meth:`amend`).
+
+    Cheap and bounded: one connection per server (opened in :meth:`start`, before the run
+    reads its ``before``, so the counts of connections are not changed; reopened only after
+    a failure), each read within 1 s (or the run's timeouts, when shorter); :meth:`stop`
+    returns within a read's time. ``core`` is the engine's spec dict (timeouts, TLS)."""
+
+    def __init__(self, addresses: Sequence[str], core: Mapping[str, Any],
+                 period: float = POLL_PERIOD) -> None:
+        self.addresses = list(addresses)
+        self.period = max(0.01, min(float(period), float(core.get("interval") or period)))
+        self._timeout = min(_POLL_TIMEOUT, float(core["timeout"]))
+        self._connect_timeout = min(_POLL_TIMEOUT, float(core["connect_timeout"]))
+        self._tls = core.get("tls")
+        self.readings = [Reading() for _ in self.addresses]
+        self._clients: list[_core.Client | None] = [None] * len(self.addresses)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started: float | None = None
+
+    def start(self) -> Poller:
+        """Connect to each server and read it once (here, before the run), then poll from a
+        thread; returns self."""
+        self.started = time.monotonic()
+        self._read_all()
+        self._thread = threading.Thread(target=self._loop, name="cachelab-behind-poll",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """End the polling (within one read's time) and close the connections."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.period + 2 * (self._timeout + self._connect_timeout))
+            self._thread = None
+        for i, c in enumerate(self._clients):
+            if c is not None:
+                with contextlib.suppress(Exception):
+                    c.close()
+                self._clients[i] = None
+
+    def __enter__(self) -> Poller:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period):
+            self._read_all()
+
+    def _read_all(self) -> None:
+        for i, address in enumerate(self.addresses):
+            if self._stop.is_set() and self._thread is not None:
+                return
+            self._read(i, address)
+
+    def _read(self, i: int, address: str) -> None:
+        r = self.readings[i]
+        try:
+            if self._clients[i] is None:
+                self._clients[i] = _core.Client(address, timeout=self._timeout,
+                                                connect_timeout=self._connect_timeout,
+                                                tls=self._tls)
+            stats = dict(self._clients[i].stats())  # type: ignore[union-attr]
+        except ServerError as e:
+            now = time.monotonic()
+            if r.failed_at is None:
+                r.failed_at, r.error = now, str(e)
+            client, self._clients[i] = self._clients[i], None
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.close()
+            return
+        now = time.monotonic()
+        if r.stats is None or any(stats.get(k) != r.stats.get(k) for k in _TRAFFIC):
+            r.changed_at = now
+        r.stats, r.at, r.failed_at, r.error = stats, now, None, None
+
+    def amend(self, views: Sequence[dict[str, Any]], origin: float,
+              end_s: float) -> None:
+        """After the run: each view (the engine's shape, in the order of ``addresses``) whose
+        final read found the server gone (``after`` empty) takes the last good reading as its
+        ``after`` — the same process (its ``pid``) and no counter gone back, else it keeps no
+        counts — and gets ``stopped``: ``at_s`` (when it was first found not answering,
+        else ``end_s``), ``last_answer_s``, ``traffic_until_s`` (when its counters last
+        moved), in seconds since ``origin`` (monotonic: the start of the sending phase), and
+        the ``error``."""
+        for view, r in zip(views, self.readings):
+            if view.get("after"):
+                continue
+            usable = r.stats is not None and _same_life(view.get("before") or {}, r.stats)
+            if usable:
+                view["after"] = dict(r.stats or {})
+
+            def since(t: float | None) -> float | None:
+                return None if t is None else round(max(0.0, t - origin), 3)
+
+            view["stopped"] = {
+                "at_s": since(r.failed_at) if r.failed_at is not None else round(end_s, 3),
+                "last_answer_s": since(r.at) if usable else None,
+                "traffic_until_s": since(r.changed_at) if usable else None,
+                "error": r.error or "it did not answer stats at the end of the run",
+            }
+
+
+def _same_life(before: Mapping[str, str], now: Mapping[str, str]) -> bool:
+    """Whether ``now`` can follow ``before`` in one server process: the same ``pid`` and no
+    traffic counter gone back."""
+    if not before or str(now.get("pid")) != str(before.get("pid")):
+        return False
+    for k in _TRAFFIC:
+        a, b = str(before.get(k, "")), str(now.get(k, ""))
+        if a.isdigit() and b.isdigit() and int(b) < int(a):
+            return False
+    return True

@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.artifacts import check_schema, read_json, write_json
-from cachelab.errors import InputError
-from cachelab.load import behind_lines
+from cachelab.errors import InputError, UsageError
+from cachelab.load import behind_lines, stopped_lines
 from cachelab.load.precision import p99_interval_text, point_precision_text
+from cachelab.pool import parse_server
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
 from cachelab.tables import write_csv
 from cachelab.units import us
 from cachelab.usl import UslFit
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows", "in_fit_text",
-           "mean_text", "precision_missed", "read_scale_result"]
+           "mean_text", "member_addresses", "precision_missed", "read_scale_result", "run_where"]
 
 SCHEMA = "cachelab.scale"
 SCHEMA_VERSION = 1
@@ -88,7 +89,8 @@ class ScaleResult:
         missed = precision_missed(s, self.runs)
         # The headline tells the worst: runs left out of the fit, latencies not certified,
         # precision missed.
-        lines[:0] = [*verdict_lines(s, self.runs), *([missed] if missed else [])]
+        lines[:0] = [*stopped_lines(self.behind_totals()), *verdict_lines(s, self.runs),
+                     *([missed] if missed else [])]
         lines += ["", (f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'in fit':>8}{'p50 µs':>10}"
                   f"{'p99 µs':>10}{'p99 95 % µs':>18}{'p99.9 µs':>10}  {'latencies':<18}"
                   + ("" if target is None else f"{'p99 ±, runs reached':>22}")).rstrip()]
@@ -121,14 +123,23 @@ class ScaleResult:
         run (``runs[].behind``), in the shape of ``load.json``'s ``behind``; else None."""
         if not self.server.get("proxy"):
             return None
-        totals: dict[str, dict[str, float]] = {a: {} for a in self.server.get("behind", [])}
-        for run in self.runs:
+        # By host:port: a member given with its weight (host:port:2) is the same server
+        # (a sweep saved before this keyed its list by what was given).
+        totals: dict[str, dict[str, float]] = {
+            a: {} for a in member_addresses(self.server.get("behind") or [])}
+        stopped: dict[str, dict[str, Any]] = {}
+        for run in sorted(self.runs, key=lambda r: r.get("order", 0)):
             for b in run.get("behind") or []:
-                into = totals.setdefault(b["address"], {})
+                address = member_addresses([b["address"]])[0]
+                into = totals.setdefault(address, {})
                 for k, v in b["deltas"].items():
                     if isinstance(v, (int, float)):
                         into[k] = into.get(k, 0) + v
-        return [{"address": a, "server": {"deltas": d}} for a, d in totals.items()]
+                if b.get("stopped") and address not in stopped:
+                    stopped[address] = {**b["stopped"], "where": run_where(run)}
+        return [{"address": a, "server": {"deltas": d},
+                 **({"stopped": stopped[a]} if a in stopped else {})}
+                for a, d in totals.items()]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "scale result") -> ScaleResult:
@@ -183,3 +194,21 @@ def in_fit_text(row: Mapping[str, Any]) -> str:
     saved before the mean left INVALID runs out)."""
     used = row.get("throughput_runs")
     return "-" if used is None else f"{used}/{row['runs']}"
+
+
+def member_addresses(members: list[str] | tuple[str, ...]) -> list[str]:
+    """Each member's ``host:port`` (``host:port[:weight]`` as given, the weight dropped): the
+    key of its rows wherever its counts are shown. A member that does not parse is kept as
+    it is."""
+    out = []
+    for m in members:
+        try:
+            out.append(parse_server(str(m)).address)
+        except UsageError:
+            out.append(str(m))
+    return out
+
+
+def run_where(run: Mapping[str, Any]) -> str:
+    """Which run of a sweep, in words: "in run 3 (N = 2)"."""
+    return f"in run {int(run.get('order', 0)) + 1} (N = {run.get('n')})"

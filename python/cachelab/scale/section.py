@@ -8,11 +8,13 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.artifacts import Artifact
+from cachelab.load import stopped_notes
 from cachelab.load.precision import p99_interval_text, point_precision_text
+from cachelab.load.section import behind_table
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
-from cachelab.scale.result import in_fit_text, mean_text, precision_missed
+from cachelab.scale.result import ScaleResult, in_fit_text, mean_text, precision_missed
 from cachelab.scale.verdicts import latency_verdict, series_name, verdict_lines
 from cachelab.units import dur
 from cachelab.usl import UslFit
@@ -50,6 +52,10 @@ def section(art: Artifact, ctx: Context) -> Section:
                            "runs in the fit (throughput VALID)", "p50", "p99",
                            "p99 95 % interval (µs)", "p99.9", "latency verdict",
                            *(["p99 ±, runs reached"] if target else [])], rows))
+    behind = ScaleResult.from_dict(d, str(art.path)).behind_totals()
+    if behind:
+        sec.body.append(behind_table(behind, "every run, warm-up included"))
+        sec.findings += [n[0].upper() + n[1:] + "." for n in stopped_notes(behind)]
     fit = d.get("fit")
     if fit:
         sec.body.append("<h3>Universal Scalability Law fit</h3>")

@@ -22,7 +22,7 @@ from cachelab.errors import UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
 from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
-from cachelab.scale.result import ScaleResult
+from cachelab.scale.result import ScaleResult, member_addresses
 from cachelab.scale.spec import ScaleSpec
 from cachelab.scale.verdicts import latency_verdict
 from cachelab.servers import ServerOptions, Target, on_this_machine
@@ -96,7 +96,8 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         server_facts["pool"] = {"members": server,
                                 "distribution": spec.run_spec(spec.points[0]).distribution}
     if behind is not None:
-        server_facts.update(proxy=True, behind=behind)
+        # keyed by host:port, as each run's servers behind are (a weight is no part of it)
+        server_facts.update(proxy=True, behind=member_addresses(behind))
 
     def measure(rep: int, n: int, target: Target | None) -> None:
         run_spec = spec.run_spec(n)
@@ -138,7 +139,8 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
                                 for m in result.members]
         if result.behind:
             point["ops"] = result.all["ops"]
-            point["behind"] = [{"address": b["address"], "deltas": b["server"]["deltas"]}
+            point["behind"] = [{"address": b["address"], "deltas": b["server"]["deltas"],
+                                **({"stopped": b["stopped"]} if b.get("stopped") else {})}
                                for b in result.behind]
         runs.append(point)
         if on_run:
