@@ -5,6 +5,7 @@ requests the spec implies, and every key written is gone afterwards."""
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cachelab import _core
+from cachelab.pool import twemproxy
 from cachelab.profiles import ProfileSpec, profile
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached
@@ -162,3 +164,26 @@ def test_an_unreachable_proxy_is_exit_3_naming_it(
                  "--out", tmp_path / "x")
     assert r.returncode == 3, r.stderr
     assert address in one_error_line(r)
+
+
+def test_every_miss_of_the_run_lands_on_the_one_server_the_floor_key_maps_to(
+        pool: tuple[list[PrivateMemcached], PrivateTwemproxy]) -> None:
+    members, proxy = pool
+    addresses = [m.address for m in members]
+    placement = twemproxy(addresses, "ketama", "md5")  # as the fixture's proxy places keys
+    # A run's own prefix whose floor key and the multi-gets' former primer key map to two
+    # different servers: a read meant to miss that used a key of its own would show there.
+    token = secrets.token_hex(4)
+    prefix = next(p for p in (f"cachelab:{token}{i}" for i in range(200))
+                  if placement.server_for(f"{p}:floor") != placement.server_for(f"{p}:primer"))
+    floor = placement.server_for(f"{prefix}:floor")
+    spec = ProfileSpec(sizes=(100,), key_counts=(1, 3), samples=20, warmup=2, prefix=prefix)
+    before = _counters(members)
+    r = profile(spec, server=proxy.address, behind=addresses)
+    after = _counters(members)
+    misses = [a["get_misses"] - b["get_misses"] for a, b in zip(after, before)]
+    # Every floor sample, every round's untimed read before its multi-gets (22 rounds, warm-up
+    # included) and the probe, all on the floor's server; none anywhere else.
+    rounds = 22
+    assert misses == [2 * rounds + 1 if i == floor else 0 for i in range(len(members))]
+    assert [b["server"]["deltas"]["get_misses"] for b in r.behind or []] == misses

@@ -105,9 +105,17 @@ impl FloorRequest {
     pub fn miss(prefix: &str) -> FloorRequest {
         FloorRequest {
             name: "get-miss",
-            bytes: format!("get {prefix}:floor\r\n").into_bytes(),
+            bytes: format!("get {}\r\n", miss_key(prefix)).into_bytes(),
         }
     }
+}
+
+/// The key the run never writes, `<prefix>:floor`: the floor's `get-miss` reads it, and so
+/// does every other read meant to miss (the multi-get rounds' untimed primer), so that
+/// through a proxy every miss of the run lands on the one server behind it that this key
+/// maps to (docs/pools.md).
+pub fn miss_key(prefix: &str) -> String {
+    format!("{prefix}:floor")
 }
 
 /// A raw connection that times one minimal round trip.

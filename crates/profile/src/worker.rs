@@ -11,7 +11,7 @@ use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
 use cachelab_proto::{Command, Key, MetaFlags, MetaStatus, Response, Store};
 
 use crate::cell::Cell;
-use crate::floor::{Floor, FloorRequest};
+use crate::floor::{self, Floor, FloorRequest};
 use crate::progress::Progress;
 use crate::spec::{Protocol, Spec};
 
@@ -399,8 +399,9 @@ impl Worker<'_> {
         // An untimed read first, of a key never written (no value to verify): the first
         // request after the write batch is much slower than the next ones (a 1-key multi-get's
         // p50 2.9 ms timed first, 61 µs timed fourth, after a batch of ~700 values), and would
-        // be charged to whichever cell came first.
-        let primer = Key::new(format!("{}:primer", self.spec.prefix)).expect("prefix validated");
+        // be charged to whichever cell came first. The floor's key: through a proxy its misses
+        // land on the floor's server, not on a second one.
+        let primer = Key::new(floor::miss_key(&self.spec.prefix)).expect("prefix validated");
         let conn = self.conn.as_mut().expect("connected above");
         if let Err(e) = conn.get_multi(std::slice::from_ref(&primer)) {
             self.leftovers.extend(written);
