@@ -162,3 +162,14 @@ def test_a_weighted_member_is_one_row_by_host_port_in_the_table_the_notes_and_re
     d = r.to_dict()
     d["server"]["behind"] = given
     assert [b["address"] for b in ScaleResult.from_dict(d).behind_totals() or []] == addresses
+    # A server that stopped answering during a run (as load records it) is named first,
+    # with the run, and its summed row is marked.
+    run = d["runs"][1]
+    run["behind"][1]["stopped"] = {"at_s": 0.3, "last_answer_s": 0.25,
+                                   "traffic_until_s": 0.25, "error": "closed"}
+    text = ScaleResult.from_dict(d).render()
+    assert text.splitlines()[0].startswith(
+        f"SERVER STOPPED: server {addresses[1]} behind the proxy stopped answering at 0.3 s "
+        f"in run {run['order'] + 1} (N = {run['n']}): its counts are up to then")
+    row = next(row for row in behind_rows(text) if row[0] == addresses[1])
+    assert " ".join(row[5:]) == f"stopped at 0.3 s in run {run['order'] + 1} (N = {run['n']})"

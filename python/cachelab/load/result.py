@@ -323,10 +323,10 @@ def behind_lines(behind: list[dict[str, Any]] | None, over: str = "the run") -> 
 def stopped_text(stopped: Mapping[str, Any] | None) -> str:
     """A behind row's mark for a server that stopped answering during the run
     (``behind[].stopped``): "stopped at 3.8 s" (and where, in a sweep); "" otherwise."""
-    if not stopped:
+    if not isinstance(stopped, Mapping):
         return ""
     where = f" {stopped['where']}" if stopped.get("where") else ""
-    return f"stopped at {stopped['at_s']:.1f} s{where}"
+    return f"stopped at {_seconds(stopped.get('at_s'))}{where}"
 
 
 def stopped_lines(behind: list[dict[str, Any]] | None) -> list[str]:
@@ -341,16 +341,21 @@ def stopped_notes(behind: list[dict[str, Any]] | None) -> list[str]:
     lines = []
     for b in behind or []:
         st = b.get("stopped")
-        if not st:
+        if not isinstance(st, Mapping):
             continue
-        where = f" {st['where']}" if st.get("where") else ""
         last = st.get("last_answer_s")
-        counts = ("its counts are up to then (its last answer, at "
-                  f"{last:.1f} s)" if last is not None else
-                  "no count of it could be kept (it did not answer during the run)")
-        lines.append(f"server {b['address']} behind the proxy stopped "
-                     f"answering at {st['at_s']:.1f} s{where}: {counts}")
+        counts = (f"its counts are up to then (its last answer, at {_seconds(last)})"
+                  if last is not None else "no count of it could be kept (no answer from "
+                  "the same process during the run)")
+        where = f" {st['where']}" if st.get("where") else ""
+        lines.append(f"server {b['address']} behind the proxy stopped answering at "
+                     f"{_seconds(st.get('at_s'))}{where}: {counts}")
     return lines
+
+
+def _seconds(v: Any) -> str:
+    """A time in the run, "3.8 s" ("?" for one that is not a number)."""
+    return f"{v:.1f} s" if isinstance(v, (int, float)) and not isinstance(v, bool) else "? s"
 
 
 def _totals_lines(r: LoadResult) -> list[str]:
