@@ -25,6 +25,12 @@ member; a member that fails --member-failure-limit times in a row is marked down
 --member-retry seconds, and its requests fail at once (member_down, not remapped). The
 table adds a row per member; load.json a "members" section.
 
+Through --proxy HOST:PORT (twemproxy), with the servers behind it given by --server repeated
+or --servers-file: every request goes to the proxy; the table adds a row per server behind it
+(by host:port, a weight given dropped), and one that stops answering during the run is named
+in the first lines with the time it stopped, its counts kept up to then (exit 1; see
+docs/pools.md).
+
 With --ray [ADDRESS] --agents N the same run comes from N Ray agents, one per node, each with
 its share of the connections and rate, on one server, a pool (every agent drives every member)
 or through --proxy; the merged result adds an "agents" section (docs/scale-out.md).
