@@ -20,7 +20,7 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.traces as traces
 from cachelab.artifacts import created_now
-from cachelab.capacity import EvictionWatch, guard
+from cachelab.capacity import Evicting, EvictionWatch, guard
 from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
@@ -215,7 +215,9 @@ class _Run:
             except ServerError as e:
                 if not self.slices_done:
                     raise  # nothing measured to keep
-                stop["aborted"] = str(e)
+                stop["aborted"] = (str(e) if isinstance(e, Evicting) else
+                                   f"the server failed in slice {self.slices_done + 1} of "
+                                   f"{spec.slices}: {e}")
             if self.slices_done:
                 self.say("simulating" + ("" if self.slices_done == spec.slices else
                                          f" the {self.slices_done} slice(s) replayed"))
@@ -324,7 +326,7 @@ class _Run:
                             samplers[d.strategy].after_request()
                             self.calibrators[d.strategy].aside(steps[d.strategy])
                     self._check_evictions()
-                    self._check_server(k, len(chunks))
+                    self._check_server()
                     if j % 200 == 199:
                         self.progress(replayed + j + 1, self.n_eval)
             finally:
@@ -363,7 +365,7 @@ class _Run:
             shared["last"] = last + (clock() - t0)
             shared["cpu"] = last_cpu + (cpu() - c0)
 
-    def _check_server(self, k: int, slices: int) -> None:
+    def _check_server(self) -> None:
         """The tiered cache counts a failed memcached call as an error and goes on (to its
         loader); when calls have failed since the last check, the server is asked for its
         version: one that does not answer stops the replay (a ServerError saying so)."""
@@ -376,8 +378,7 @@ class _Run:
                               connect_timeout=self.spec.timeout) as c:
                 c.version()
         except ServerError as e:
-            raise ServerError(f"the server stopped answering in slice {k + 1} of {slices}: "
-                              f"{e}") from None
+            raise ServerError(f"it stopped answering: {e}") from None
 
     def _costs(self, strategy: str, model: Any) -> list[dict]:
         """The simulator's ``request_costs`` of ``strategy`` under ``model``, one per draw,

@@ -189,7 +189,11 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             raise
         at = f" at N = {current[0]}" if current and not isinstance(e, _Stopped) else ""
         stop["aborted"] = str(e) if isinstance(e, _Stopped) else f"the server failed{at}: {e}"
-    result = _result(spec, runs, server_facts)
+    try:
+        result = _result(spec, runs, server_facts)
+    except KeyboardInterrupt:  # in the fit's bootstrap: the runs are kept, fitted without it
+        stop["cancelled"] = True
+        result = _result(dataclasses.replace(spec, bootstrap=0), runs, server_facts)
     result.run = {"elapsed_s": round(time.monotonic() - started, 3), **stop}
     if stop["cancelled"]:
         err = Interrupted("stopped by a signal; partial results kept")
