@@ -22,6 +22,9 @@ def section(art: Artifact, ctx: Context) -> Section:
     partial = partial_text(d)
     if partial:
         sec.notes.append(partial)
+    if not d["rows"]:  # cut short before a round of reads was done
+        sec.body.append("<p>No round of reads finished: nothing was measured.</p>")
+        return sec
     sec.body.append(f"<p>Each method read {esc(reads_text(d))}, interleaved; "
                     "wall time per read (median, p90) and CPU time (mean).</p>")
     rows = [[r["shape"], r["method"], f"{r['wall_p50_us']:,.2f}", f"{r['wall_p90_us']:,.2f}",
