@@ -11,6 +11,8 @@ import pytest
 
 import cachelab.profiles as profiles
 from cachelab.cli import run as cli
+from cachelab.errors import Interrupted
+from cachelab.profiles.pool import profile_pool
 from cachelab.servers import PrivateMemcached
 from partial_runs import interrupted_profile, sigint_when_busy
 
@@ -90,3 +92,66 @@ def test_a_profile_whose_server_went_away_says_it_gave_up(
     assert_says_partial(text, doc, 1_000_000, "gave up")
     reason = doc["run"]["aborted"].removeprefix("gave up: ")
     assert f": {reason}; samples per cell" in text.splitlines()[0]
+
+
+def test_a_pool_profile_cut_short_keeps_what_its_members_measured(
+        memcached: PrivateMemcached, fresh_memcached: PrivateMemcached) -> None:
+    def stop_after_the_first(done: int, _total: int) -> None:
+        if done == 1:
+            raise KeyboardInterrupt
+
+    spec = profiles.ProfileSpec(samples=200, warmup=0, sizes=(1,), key_counts=(1,))
+    members = [memcached.address, fresh_memcached.address]
+    try:
+        profile_pool(spec, members, rounds=2, on_progress=stop_after_the_first)
+    except Interrupted as e:
+        pool = e.partial  # type: ignore[attr-defined]
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C went through: nothing was kept")
+    else:
+        pytest.fail("the pool profile was not interrupted")
+    first, second = pool.members
+    assert {c.samples for c in first.cells} == {100}      # its first round of two
+    assert {c.samples for c in second.cells} == {0}       # never reached
+    assert pool.pool == [] and pool.run["cancelled"] is True
+    head = pool.render().splitlines()[0]
+    assert head.startswith("PARTIAL (interrupted after "), head
+    assert head.endswith(f"; samples per cell: {members[0]} 100 of 200 asked; {members[1]} 0 "
+                         "of 200 asked)"), head
+
+
+def test_a_pool_member_gone_in_a_later_round_keeps_the_rounds_done(
+        memcached: PrivateMemcached, fresh_memcached: PrivateMemcached) -> None:
+    def kill_the_second(done: int, _total: int) -> None:
+        if done == 2:  # round 2 starts with the second member (the order rotates)
+            fresh_memcached.stop()
+
+    spec = profiles.ProfileSpec(samples=200, warmup=0, sizes=(1,), key_counts=(1,),
+                                connect_timeout=0.5, timeout=0.5, give_up_after=0.5)
+    members = [memcached.address, fresh_memcached.address]
+    pool = profile_pool(spec, members, rounds=2, on_progress=kill_the_second)
+    assert pool.run["aborted"].startswith(f"{members[1]}: "), pool.run
+    # Each member keeps its first round; the pool stopped when the second was gone.
+    assert [{c.samples for c in m.cells} for m in pool.members] == [{100}, {100}]
+    assert pool.pool and pool.pool[0]["samples"] == 200
+    assert pool.render().splitlines()[0].startswith("PARTIAL (gave up after ")
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_pool_profile_writes_it(memcached: PrivateMemcached,
+                                            fresh_memcached: PrivateMemcached,
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "pool"
+    p = sigint_when_busy(["profile", "--server", memcached.address, "--server",
+                          fresh_memcached.address, "--samples", "1000000", "--warmup", "0",
+                          "--sizes", "1", "--keys", "1", "--no-plots", "--format", "table",
+                          "--out", out], memcached.address, cwd=tmp_path)
+    assert p.returncode == 130, p.stderr
+    assert p.stderr.splitlines() == [f"cachelab: error: interrupted; partial results saved in "
+                                     f"{out}"]
+    assert p.stdout.startswith("PARTIAL (interrupted after "), p.stdout
+    doc = json.loads((out / "profile-pool.json").read_text())
+    assert [m["address"] for m in doc["members"]] == [memcached.address,
+                                                      fresh_memcached.address]
+    first = json.loads((out / doc["members"][0]["profile"] / "profile.json").read_text())
+    assert first["run"]["cancelled"] is True and first["cells"][0]["samples"] > 0

@@ -6,6 +6,7 @@ the capture reads back as a flat trace."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -227,6 +228,9 @@ def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -
     d = json.loads(stdout)
     deltas = d["server"]["deltas"]
     assert d["lost"] > 0 and d["ended"] == "duration"
+    assert stderr.splitlines() == [f"cachelab: found problems: {d['lost']:,} lines lost (see "
+                                   f"the notes); {d['gets'] + d['stores']:,} accesses kept in "
+                                   f"{out} (PARTIAL)"]
     assert d["lost"] == deltas["log_watcher_skipped"] + deltas["log_worker_dropped"]
     assert d["gets"] < deltas["cmd_get"]
     assert d["gets"] + d["stores"] + d["store_lookups"] <= deltas["log_watcher_sent"]
@@ -240,3 +244,74 @@ def test_an_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
                  "--out", tmp_path / "y.capture.parquet")
     assert p.returncode == 3 and "127.0.0.1:1" in p.stderr
     assert not (tmp_path / "y.capture.parquet").exists()
+
+
+def _capture_process(server: PrivateMemcached, out: Path,
+                     duration: float = 30) -> subprocess.Popen[str]:
+    """``cachelab trace capture --format json`` of ``server`` in the background, once the
+    server counts its watcher."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cachelab", "trace", "capture", "--server", server.address,
+         "--duration", str(duration), "--out", str(out), "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.monotonic() + 30
+    while int(read_stats(server.address)["log_watchers"]) < 1:
+        assert proc.poll() is None and time.monotonic() < deadline, "never watching"
+        time.sleep(0.02)
+    return proc
+
+
+def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: Path) -> None:
+    out = tmp_path / "cut.capture.parquet"
+    with PrivateMemcached(memory_mb=8, threads=2) as server:
+        proc = _capture_process(server, out)
+        try:
+            sent = _workload(server, "cut")
+            # Every line of the workload is on its way to the capture before the server dies.
+            lines = sent["gets"] + 2 * sent["sets"]     # a store is a lookup and the store
+            deadline = time.monotonic() + 10
+            while int(read_stats(server.address)["log_watcher_sent"]) < lines:
+                assert time.monotonic() < deadline, "the server did not send its lines"
+                time.sleep(0.02)
+            assert server.pid is not None
+            os.kill(server.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    assert proc.returncode == 3, stderr
+    import json
+    d = json.loads(stdout)
+    assert d["partial"] is True and d["ended"] == "server closed the stream"
+    assert d["aborted"].startswith(f"the server at {server.address} closed the stream")
+    assert (d["gets"], d["stores"]) == (sent["gets"], sent["sets"])
+    assert stderr.splitlines() == [f"cachelab: error: {d['aborted']}; "
+                                   f"{d['gets'] + d['stores']:,} accesses kept in {out} "
+                                   "(PARTIAL)"]
+    table, _ = read_capture(out)
+    assert table.num_rows == d["gets"] + d["stores"]
+
+
+def test_ctrl_c_and_an_idle_server_say_so_on_stderr(tmp_path: Path) -> None:
+    with PrivateMemcached(memory_mb=8, threads=2) as server:
+        proc = _capture_process(server, tmp_path / "a.capture.parquet")
+        try:
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        idle = cachelab("trace", "capture", "--server", server.address, "--duration", "0.5",
+                        "--out", tmp_path / "b.capture.parquet", "--format", "json")
+    import json
+    assert proc.returncode == 130 and json.loads(stdout)["ended"] == "interrupted"
+    assert stderr.splitlines() == [f"cachelab: error: interrupted; 0 accesses kept in "
+                                   f"{tmp_path / 'a.capture.parquet'} (PARTIAL)"]
+    assert idle.returncode == 0, idle.stderr
+    assert json.loads(idle.stdout)["requests"] == 0
+    (line,) = idle.stderr.splitlines()
+    assert re.fullmatch(r"cachelab: warning: captured 0 requests in [\d.]+ s: was the server "
+                        r"idle\? \(the server counted 0 gets and 0 sets meanwhile\)", line), line

@@ -182,9 +182,9 @@ def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
         try:
             result = profile_pool(spec, members, distribution=args.distribution or "ketama",
                                   rounds=args.rounds, on_progress=bar.track)
-        except Interrupted:
+        except Interrupted as e:  # what was measured is kept, and the result says PARTIAL
+            result = e.partial  # type: ignore[attr-defined]
             interrupted = True
-            raise
     saved = common.save(result, out, "profile", plots=not args.no_plots)
     return common.finish_run(
         result, saved, fmt=fmt, render=PoolProfile.render, see="the members' tables",

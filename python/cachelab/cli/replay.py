@@ -8,8 +8,8 @@ import sys
 
 import cachelab.replay as lib
 from cachelab.cli import common
-from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS
-from cachelab.errors import UsageError
+from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
+from cachelab.errors import Interrupted, UsageError
 from cachelab.progress import Progress, stage_logger
 
 DESCRIPTION = """\
@@ -33,6 +33,16 @@ Strategies: none, lru:N|SIZE, fixed:N|SIZE, each optionally +prefetch-children o
 +prefetch:depth=D (default: none, lru:N, fixed:N, fixed:N+prefetch-children, N = 5 % of the
 catalog). Exit code 1 when a predicted p50, p90 or p99 of added ms misses the measured one by
 more than 15 %; stderr then says for which strategy and percentile, with both numbers.
+
+Cut short — Ctrl-C or SIGTERM (exit 130), or the server failing or evicting after the first
+slice (exit 3, one line on stderr saying why) — it compares the slices every strategy
+finished with the prediction for the same requests, writes that marked partial (replay.json's
+run: cancelled, aborted, slices done), and the table's first line says PARTIAL with the
+requests and slices kept.
+
+Examples:
+  cachelab replay --quick
+  cachelab replay trace.parquet --strategies none,lru:500 --server 127.0.0.1:11211
 """
 
 
@@ -112,16 +122,29 @@ def run(args: argparse.Namespace) -> int:
     out = common.prepare_out(args, "replay")
     trace, info = lib.load_trace(args.trace, args.trace_format, requests=args.requests,
                                  quick=args.quick)
+    interrupted = False
     with Progress(None, "replay") as bar:
         log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
-        result = lib.replay(trace, spec, server=address, server_options=options, trace_info=info,
-                            log=log, on_progress=bar.track)
+        try:
+            result = lib.replay(trace, spec, server=address, server_options=options,
+                                trace_info=info, log=log, on_progress=bar.track)
+        except Interrupted as e:  # the slices finished are kept, and the result says PARTIAL
+            result = e.partial  # type: ignore[attr-defined]
+            interrupted = True
     saved = common.save(result, out, "replay")
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     failed = result.failure()
-    if failed:
+    aborted = result.run.get("aborted")
+    if aborted:
+        print(f"cachelab: error: {aborted}", file=sys.stderr)
+    elif failed and not interrupted:
         print(f"replay: {failed}", file=sys.stderr)
     saved.say_wrote(stream=sys.stderr)
+    if interrupted:
+        where = f"saved in {saved.directory}" if saved.directory else "not saved"
+        raise Interrupted(f"interrupted; partial results {where}")
+    if aborted:
+        return EXIT_SERVER
     return saved.exit_code(EXIT_OK if result.within_tolerance else EXIT_PROBLEMS)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import cachelab.scale as lib
@@ -11,7 +10,7 @@ import cachelab.usl as usl_lib
 from cachelab.cli import cluster, common
 from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.usl import MAX_BOOTSTRAP
-from cachelab.errors import UsageError
+from cachelab.errors import Interrupted, UsageError
 from cachelab.load import parse_mix
 
 DESCRIPTION = """\
@@ -46,6 +45,11 @@ stats, and each run in scale.json records their deltas (runs[].behind) beside it
 
 Artifacts: scale.json (schema cachelab.scale v1), scale.csv (one row per run), scale-usl.png/svg
 (throughput vs N with the fit), scale-latency.png/svg (each point's latency distribution).
+
+A sweep cut short keeps the runs it finished: on Ctrl-C or SIGTERM (exit 130), or when the
+server fails or goes away (exit 3, one line on stderr saying why), they are written and
+marked partial (scale.json's run: cancelled, aborted), and the table's first line says
+PARTIAL, why, and how many of the runs asked it kept.
 
 Examples:
   cachelab scale --quick
@@ -156,14 +160,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         server = members[0] if members is not None and len(members) == 1 else members
         behind = None
-    result = lib.scale(spec, server=server, server_options=options, on_run=progress, ray=ray,
-                       behind=behind)
+    interrupted = False
+    try:
+        result = lib.scale(spec, server=server, server_options=options, on_run=progress,
+                           ray=ray, behind=behind)
+    except Interrupted as e:  # the runs finished are kept, and the result says PARTIAL
+        result = e.partial  # type: ignore[attr-defined]
+        interrupted = True
     saved = common.save(result, out, "scale", plots=not args.no_plots)
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(result.render())
-    saved.say_wrote("scale.json, scale.csv" + ("" if args.no_plots else " and plots"),
-                    stream=sys.stderr if fmt == "json" else sys.stdout)
-    return saved.exit_code(common.EXIT_PROBLEMS if any(r["errors"] or r["lost"]
-                                                       for r in result.runs) else common.EXIT_OK)
+    return common.finish_run(
+        result, saved, fmt=fmt, render=lib.ScaleResult.render, see="runs[].errors in scale.json",
+        interrupted=interrupted,
+        wrote="scale.json, scale.csv" + ("" if args.no_plots else " and plots"))

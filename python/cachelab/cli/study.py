@@ -31,7 +31,15 @@ run goes on. The end: run.json (the step table) and report.html (every result on
 viewable offline). --quick takes about a minute; the default about four.
 
 Exit codes: 0 every step ok; 1 a step failed or reported problems (see the table); 2 usage
-error; 3 the server was unreachable or failed; 130 interrupted (partial report written).
+error; 3 the server was unreachable or failed; 130 interrupted. Cut short — Ctrl-C or SIGTERM,
+or the server failing — the steps finished are kept, the step under way writes what it
+measured (marked partial), run.json says so (interrupted, aborted: the first step that failed
+on the server) and the report is written from what there is; the table's first line says
+PARTIAL.
+
+Examples:
+  cachelab run --quick
+  cachelab run --server 127.0.0.1:11211 --steps profile,scale --out study
 """
 
 
@@ -121,7 +129,15 @@ def run(args: argparse.Namespace) -> int:
           file=stream)
     if interrupted:
         raise Interrupted(f"interrupted; partial results saved in {out}")
-    return exit_code(result)
+    code = exit_code(result)
+    if code == EXIT_SERVER:
+        print(f"cachelab: error: {result.aborted or 'the server failed'}; the results "
+              f"measured are saved in {out}", file=sys.stderr)
+    elif code == EXIT_PROBLEMS:
+        bad = [s.name for s in result.steps if s.status in ("failed", "problems")]
+        print(f"cachelab: found problems: step(s) {', '.join(bad)} (see the table)",
+              file=sys.stderr)
+    return code
 
 
 __all__ = ["add_parser", "exit_code", "run"]

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 import cachelab.tierbench as lib
 from cachelab.cli import common
-from cachelab.errors import UsageError
+from cachelab.errors import Interrupted, UsageError
 from cachelab.progress import Progress
 
 DESCRIPTION = """\
@@ -18,6 +16,15 @@ text record and a list of 1,000 small (~100 B) records from the store (SQLite; P
 from process memory — ready objects, or encoded bytes decoded on every read. Reported: wall and
 CPU time per read and stored size, as a table, tiers.csv, tiers.json and a bar chart, and
 whether each of the seed's findings reproduces here.
+
+Cut short — Ctrl-C or SIGTERM (exit 130), or the server failing during the timed reads (exit
+3, one line on stderr saying why) — it writes the rounds every method finished, marked
+partial (tiers.json's run: cancelled, aborted), and the table's first line says PARTIAL with
+the reads kept.
+
+Examples:
+  cachelab tiers --quick
+  cachelab tiers --server 127.0.0.1:11211 --reads 1000 --compressions zstd
 """
 
 
@@ -60,13 +67,17 @@ def run(args: argparse.Namespace) -> int:
     address = common.server_address(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "tiers")
+    interrupted = False
     with Progress(spec.reads, "tiers") as bar:
-        result = lib.tiers(spec, server=address, server_options=options,
-                           on_progress=lambda done, _total: bar.update(done))
-    saved = common.save(result, out, "tiers", plots=not args.no_plots)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    saved.say_wrote(stream=sys.stderr)
-    return saved.exit_code(common.EXIT_OK)
+        try:
+            result = lib.tiers(spec, server=address, server_options=options,
+                               on_progress=lambda done, _total: bar.update(done))
+        except Interrupted as e:  # the rounds finished are kept, and the result says PARTIAL
+            result = e.partial  # type: ignore[attr-defined]
+            interrupted = True
+    saved = common.save(result, out, "tiers", plots=not args.no_plots and bool(result.rows))
+    return common.finish_run(result, saved, fmt=fmt, render=lib.TiersResult.render,
+                             see="the table", interrupted=interrupted, wrote="")
 
 
 __all__ = ["add_parser", "run", "spec_from"]

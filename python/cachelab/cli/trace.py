@@ -87,7 +87,9 @@ are pseudonymised with a keyed hash whose secret is random per capture and never
 (--keep-keys to keep them). The capture is a flat trace of its gets for `trace inspect`,
 `trace convert` and `simulate`. The server's own counters over the capture are recorded
 beside it and compared with what was captured; lines the server skipped because the
-capture fell behind are reported as lost. Ctrl-C ends it early and keeps what was read.
+capture fell behind are reported as lost (exit 1). Ctrl-C ends it early and keeps what was
+read (exit 130); so does a server whose stream closes mid-capture, stopped or restarted (exit
+3, one line on stderr naming it). An empty capture exits 0 with a warning on stderr.
 Costs the server a little per request while it runs (docs/traces.md). Give --server more
 than once (or --servers-file) to capture a pool: every member at once, one secret for all
 (a key has one pseudonym on any member), merged by time into one file with a member column;
@@ -345,9 +347,31 @@ def run_capture(args: argparse.Namespace) -> int:
         result = capture(spec, target,
                          on_progress=lambda elapsed, _events: bar.update(int(elapsed * 1000)))
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
+    return _capture_exit(result)
+
+
+def _capture_exit(result: Any) -> int:
+    """The exit code of a capture, with its reason on stderr (one line) whenever it is not 0:
+    130 interrupted, 3 a server's stream closed or failed mid-capture, 1 lines lost; each
+    with what was kept. An empty capture is 0 with a warning (the server may be idle)."""
+    kept = f"{result.gets + result.stores:,} accesses kept in {result.path} (PARTIAL)"
     if result.ended == "interrupted":
+        print(f"cachelab: error: interrupted; {kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return EXIT_PROBLEMS if result.lost else EXIT_OK
+    if result.aborted:
+        print(f"cachelab: error: {result.aborted}; {kept}", file=sys.stderr)
+        return common.EXIT_SERVER
+    if result.requests == 0:
+        d = result.server.get("deltas") or {}
+        counted = (f" (the server counted {d.get('cmd_get', 0):,} gets and "
+                   f"{d.get('cmd_set', 0):,} sets meanwhile)" if d else "")
+        print(f"cachelab: warning: captured 0 requests in {result.elapsed_s:.1f} s: was the "
+              f"server idle?{counted}", file=sys.stderr)
+    if result.lost:
+        print(f"cachelab: found problems: {result.lost:,} lines lost (see the notes); {kept}",
+              file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK
 
 
 # -- convert ---------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from cachelab.compare.scale import compare_scales
 from cachelab.compare.simulation import compare_simulations
 from cachelab.compare.tiers import compare_tiers
 from cachelab.errors import UsageError
+from cachelab.scale.result import partial_text
+from cachelab.tierbench.result import partial_text as tiers_partial
 from cachelab.units import partial_note
 
 __all__ = ["COMPARERS", "compare", "compare_artifacts", "load_for_compare"]
@@ -39,6 +41,8 @@ COMPARERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
 PARTIAL_NOTES: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "profile": partial_profile,
     "load": partial_load,
+    "scale": partial_text,
+    "tiers": tiers_partial,
 }
 
 _METHODS = {

@@ -26,7 +26,7 @@ import numpy as np
 
 import cachelab._core as _core
 from cachelab.artifacts import created_now, write_json
-from cachelab.errors import UsageError
+from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.pool import distribution as pool_distribution
 from cachelab.pool import parse_server
 from cachelab.profiles.cell import TABLE_ROWS, Cell, with_percentiles
@@ -34,7 +34,7 @@ from cachelab.profiles.measure import profile
 from cachelab.profiles.model import LatencyProfile
 from cachelab.profiles.spec import ProfileSpec
 from cachelab.tables import PERCENTILES
-from cachelab.units import format_duration_ns, format_size, pick_unit
+from cachelab.units import format_duration_ns, format_size, of_asked, partial_note, pick_unit
 
 __all__ = ["MIXTURE_POINTS", "SCHEMA", "SCHEMA_VERSION", "PoolProfile", "key_shares",
            "mixture_percentiles", "profile_pool"]
@@ -106,7 +106,8 @@ class PoolProfile:
         aborted = next((f"{a}: {m.run['aborted']}" for a, m in zip(self.addresses, self.members)
                         if m.run.get("aborted")), None)
         return {"aborted": aborted,
-                "cancelled": any(m.run.get("cancelled") for m in self.members)}
+                "cancelled": any(m.run.get("cancelled") for m in self.members),
+                "elapsed_s": sum(float(m.run.get("elapsed_s") or 0) for m in self.members)}
 
     def problems(self) -> dict[str, int]:
         """Every member's problems (mismatches, misses, errors, keys left), summed."""
@@ -133,7 +134,12 @@ class PoolProfile:
 
     def render(self) -> str:
         head = "PARTIAL: " if self.partial else ""
-        lines = [f"{head}pool of {len(self.addresses)} ({self.distribution}), each member "
+        asked = self.spec.get("samples")
+        note = partial_note(self.run, "samples per cell: " + "; ".join(
+            f"{a} {of_asked((c.samples for c in m.cells), asked)}"
+            for a, m in zip(self.addresses, self.members)))
+        lines = [note] if note else []
+        lines += [f"{head}pool of {len(self.addresses)} ({self.distribution}), each member "
                  f"profiled in {self.rounds} round(s), order rotated; the pool row weighs each "
                  "member by its share of the keys"]
         for op in ("get", "set"):
@@ -188,7 +194,14 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
                  on_progress: Callable[[int, int], None] | None = None) -> PoolProfile:
     """Profiles every member of the pool ``members`` (``host:port[:weight]``) in ``rounds``
     rounds, rotating their order, and computes the pool's single-key rows (module
-    docstring). Raises what :func:`~cachelab.profiles.profile` raises for a member."""
+    docstring). Raises what :func:`~cachelab.profiles.profile` raises for a member before
+    every member is measured once.
+
+    Cut short, it keeps what was measured: on Ctrl-C (or SIGTERM) it raises
+    :class:`~cachelab.errors.Interrupted` with the partial pool as ``err.partial`` (the
+    interrupted member's samples included; a member not reached yet has no samples); when a
+    member cannot be reached in a later round, the pool so far is returned with its run
+    ``aborted`` saying which and why."""
     spec.check()
     if len(members) < 2:
         raise UsageError("a pool profile needs at least 2 members")
@@ -203,18 +216,61 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
     taken: list[list[LatencyProfile]] = [[] for _ in addresses]
     total = rounds * len(addresses)
     done = 0
-    for r in range(rounds):
-        order = list(range(len(addresses)))
-        k = r % len(order)
-        for i in order[k:] + order[:k]:
-            taken[i].append(profile(per_round, server=addresses[i]))
-            done += 1
-            if on_progress is not None:
-                on_progress(done, total)
+    interrupted: Interrupted | None = None
+    try:
+        for r in range(rounds):
+            order = list(range(len(addresses)))
+            k = r % len(order)
+            for i in order[k:] + order[:k]:
+                try:
+                    taken[i].append(profile(per_round, server=addresses[i]))
+                except Interrupted as e:
+                    taken[i].append(e.partial)  # type: ignore[attr-defined]
+                    raise
+                except ServerError as e:
+                    if not all(taken):
+                        raise  # a member never measured: no pool to show
+                    # A member gone in a later round: what the rounds done measured is kept.
+                    taken[i].append(_unmeasured(taken[i][0], addresses[i],
+                                                {"aborted": f"{addresses[i]}: {e}"}))
+                    raise _PoolStopped from None
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, total)
+    except (Interrupted, KeyboardInterrupt) as e:
+        interrupted = e if isinstance(e, Interrupted) else Interrupted(
+            "stopped by a signal; partial results kept")
+        some = next((ps[0] for ps in taken if ps), None)
+        if some is None:
+            raise
+        taken = [ps or [_unmeasured(some, a, {"cancelled": True})]
+                 for ps, a in zip(taken, addresses)]
+    except _PoolStopped:
+        pass
     merged = [_merge(ps) for ps in taken]
-    return PoolProfile(distribution=distribution, addresses=addresses, shares=shares,
-                       members=merged, pool=_pool_cells(merged, shares),
-                       spec={**dataclasses.asdict(spec), "rounds": rounds}, rounds=rounds)
+    result = PoolProfile(distribution=distribution, addresses=addresses, shares=shares,
+                         members=merged, pool=_pool_cells(merged, shares),
+                         spec={**dataclasses.asdict(spec), "rounds": rounds}, rounds=rounds)
+    if interrupted is not None:
+        interrupted.partial = result  # type: ignore[attr-defined]
+        raise interrupted
+    return result
+
+
+class _PoolStopped(Exception):
+    """A member could not be measured in a later round: the pool stops with what it has."""
+
+
+def _unmeasured(like: LatencyProfile, address: str, run: dict[str, Any]) -> LatencyProfile:
+    """A member's profile with no samples, in the shape of ``like`` (the same cells, empty):
+    for a member a pool cut short did not reach, or could not reach again."""
+    empty = _core.hist_from_values([])
+    cells = [with_percentiles(Cell(op=c.op, value_size=c.value_size, keys=c.keys, samples=0,
+                                   histogram=empty, errors={}, mismatches=0, misses=0))
+             for c in like.cells]
+    return dataclasses.replace(like, name=f"measured {address}", cells=cells,
+                               server={"address": address}, run={"elapsed_s": 0.0, **run},
+                               sequence=None, tls_cost=None, behind=None, precision=None)
 
 
 def _merge(profiles: list[LatencyProfile]) -> LatencyProfile:

@@ -102,10 +102,17 @@ class GapTier(MemcachedTier):
         self.keys_per_call: list[int] = []
         #: The header ``get_list`` strips (the key class's own), when the cache reads that way.
         self.strip: bytes | None = None
+        #: Calls that raised (the tiered cache counts them as errors and goes on; the replay
+        #: checks the server is still there when this grows).
+        self.failures = 0
 
     def _call(self, method: str, *args: Any, **kw: Any) -> Any:
         if method not in _L2_READS or self._sampling:
-            return super()._call(method, *args, **kw)
+            try:
+                return super()._call(method, *args, **kw)
+            except Exception:
+                self.failures += 1
+                raise
         self.keys_per_call.append(len(args[0]))
         c0 = cpu()
         t0 = clock()
@@ -115,6 +122,9 @@ class GapTier(MemcachedTier):
             self.cpu_gaps.append(c0 - shared["cpu"])
         try:
             return super()._call(method, *args, **kw)
+        except Exception:
+            self.failures += 1
+            raise
         finally:
             shared["last"] = clock()
             shared["cpu"] = cpu()

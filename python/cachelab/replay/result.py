@@ -12,9 +12,10 @@ from cachelab.artifacts import write_json
 from cachelab.replay.calibrate import TERMS
 from cachelab.replay.compare import PERCENTILES, TOLERANCE, pkey
 from cachelab.tables import text_table, write_csv
-from cachelab.units import pct
+from cachelab.units import of_asked, partial_note, pct
 
-__all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "ReplayResult", "failure", "render"]
+__all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "ReplayResult", "failure", "partial_text",
+           "render"]
 
 SCHEMA = "cachelab.replay"
 SCHEMA_VERSION = 2
@@ -41,6 +42,10 @@ class ReplayResult:
     #: The CPU other processes used during the run, in cores (``others_cores``,
     #: ``steal_cores``, ``busy``): :func:`cachelab.environment.other_cpu`; None off Linux.
     machine: dict[str, Any] | None = None
+    #: Whether it went to the end: ``elapsed_s``, ``cancelled`` (stopped by a signal),
+    #: ``aborted`` (why it gave up: the server failed) and ``slices`` (``done`` of ``asked``);
+    #: cut short, the strategies are compared over the slices every one of them finished.
+    run: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -121,6 +126,20 @@ def _miss(error: float | None) -> float:
     return 1.0 if error is None else abs(error)
 
 
+def partial_text(d: dict[str, Any]) -> str | None:
+    """The :func:`~cachelab.units.partial_note` of a replay cut short (``replay.json``'s
+    ``run``), with the evaluated requests it compared of those asked and its slices: "PARTIAL
+    (interrupted after 9.1 s; requests replayed: 500 of 1,000 asked, 2 of 4 slices)"; None
+    for a complete one."""
+    run = d.get("run") or {}
+    trace = d.get("trace") or {}
+    done = trace.get("evaluated", 0)
+    slices = run.get("slices") or {}
+    text = ("requests replayed: " + of_asked([done], trace.get("evaluated_asked", done))
+            + (f", {slices.get('done')} of {slices.get('asked')} slices" if slices else ""))
+    return partial_note(run, text)
+
+
 def term_cell(t: dict[str, Any], name: str) -> str:
     """A term's mean predicted ms per request, with its unit cost and count."""
     u, c, mm = t["unit_us"], t["per_request"], t["mean_ms"]
@@ -141,7 +160,11 @@ def render(result: ReplayResult) -> str:
     d = result.to_dict()
     load = d.get("load_average") or {}
     failed = result.failure()
-    lines = [f"CHECK FAILED: {failed}", ""] if failed else []
+    partial = partial_text(d)
+    lines = [partial] if partial else []
+    if partial and not d["strategies"]:
+        lines.append("no strategy was compared: the replay stopped before a slice was done")
+    lines += [f"CHECK FAILED: {failed}", ""] if failed else []
     busy = result.busy()
     if busy and not failed:
         lines += ["MACHINE BUSY" + busy[len("machine busy"):], ""]

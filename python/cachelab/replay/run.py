@@ -20,8 +20,8 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.traces as traces
 from cachelab.artifacts import created_now
-from cachelab.capacity import EvictionWatch, guard
-from cachelab.errors import UsageError
+from cachelab.capacity import Evicting, EvictionWatch, guard
+from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
 from cachelab.replay.compare import compare
@@ -99,7 +99,13 @@ def replay(
     against the server's free memory and item size limit (:mod:`cachelab.capacity`:
     :class:`~cachelab.capacity.WontFit` before anything is written), and the replay stops
     (:class:`~cachelab.capacity.Evicting`, after deleting what it wrote) if the server starts
-    evicting; ``server.user_items_lost`` in the result counts the evictions."""
+    evicting; ``server.user_items_lost`` in the result counts the evictions.
+
+    Cut short, it keeps the slices every strategy finished, compared with the prediction for
+    the same requests: on Ctrl-C (or SIGTERM) it raises :class:`~cachelab.errors.Interrupted`
+    with the partial result as ``err.partial`` (``run.cancelled``); when the server fails or
+    starts evicting after the first slice, the result is returned with ``run.aborted`` saying
+    why. Before the first slice is done, a server failure raises (nothing to keep)."""
     spec = spec or ReplaySpec()
     spec.check()
     sizes = trace.item_sizes
@@ -109,7 +115,12 @@ def replay(
                item_size_max="2m" if big else None) as target:
         run = _Run(trace, spec, target.address, log or (lambda msg: None),
                    on_progress or (lambda done, total: None))
-        return run.result(trace_info or {}, target.facts, guarded=target.private is None)
+        result = run.result(trace_info or {}, target.facts, guarded=target.private is None)
+    if result.run.get("cancelled"):
+        err = Interrupted("stopped by a signal; partial results kept")
+        err.partial = result  # type: ignore[attr-defined]
+        raise err
+    return result
 
 
 def _server_cpu(address: str, timeout: float) -> float | None:
@@ -168,6 +179,11 @@ class _Run:
         self.shared = {"last": 0, "cpu": 0}
         #: The server's evictions since the start (None on a private server).
         self.watch: EvictionWatch | None = None
+        #: The evaluated requests of the slices every strategy finished, and how many slices.
+        self.done = np.zeros(n, dtype=bool)
+        self.slices_done = 0
+        #: The tiers' failed calls already checked (:meth:`_check_server`).
+        self.failures_seen = 0
 
     def result(self, trace_info: dict[str, Any], server_facts: dict[str, Any], *,
                guarded: bool = True) -> ReplayResult:
@@ -185,13 +201,30 @@ class _Run:
         pool = os.urandom(int(sizes.max()) + 65_536)
         with _core.Client(address, timeout=spec.timeout, connect_timeout=spec.timeout) as c:
             version = c.version()
+        stop: dict[str, Any] = {"cancelled": False, "aborted": None}
+        rows: list[dict[str, Any]] = []
+        profile_info: dict[str, Any] = {}
         try:
-            load_catalog(loader_cache, kc, sizes, pool, self._check_evictions)
-            self.mean_size = max(1, int(round(float(sizes.mean()))))
-            self._build(prefix, kc)
-            self._measure()
-            self.say("simulating")
-            rows, profile_info = self._predict(version)
+            try:
+                load_catalog(loader_cache, kc, sizes, pool, self._check_evictions)
+                self.mean_size = max(1, int(round(float(sizes.mean()))))
+                self._build(prefix, kc)
+                self._measure()
+            except (KeyboardInterrupt, Interrupted):
+                stop["cancelled"] = True
+            except ServerError as e:
+                if not self.slices_done:
+                    raise  # nothing measured to keep
+                stop["aborted"] = (str(e) if isinstance(e, Evicting) else
+                                   f"the server failed in slice {self.slices_done + 1} of "
+                                   f"{spec.slices}: {e}")
+            if self.slices_done:
+                self.say("simulating" + ("" if self.slices_done == spec.slices else
+                                         f" the {self.slices_done} slice(s) replayed"))
+                try:
+                    self._predict(version, rows, profile_info)
+                except (KeyboardInterrupt, Interrupted):  # the strategies compared are kept
+                    stop["cancelled"] = True
         finally:
             # Every key written goes, also after an error (each clean-up bounded in time).
             for d in self.drivers:
@@ -200,12 +233,19 @@ class _Run:
             left += delete_catalog(address, loader_cache, kc, trace.n_items)
             if left:
                 self.say(f"could not delete {left} keys under {prefix}")
-        lost = None if self.watch is None else self.watch.poll(force=True)
+        lost = None
+        if self.watch is not None:
+            try:
+                lost = self.watch.poll(force=True)
+            except ServerError:  # gone: the count read during the run stands
+                lost = self.watch.evicted
+        evaluated = int((self.evaluated & self.done).sum())
         return ReplayResult(
             machine=self._machine(),
             created=created_now(),
-            trace={"requests": len(trace), "items": trace.n_items, "evaluated": self.n_eval,
-                   "bytes": int(sizes.sum()), **trace_info},
+            trace={"requests": len(trace), "items": trace.n_items, "evaluated": evaluated,
+                   "bytes": int(sizes.sum()), **trace_info,
+                   **({} if evaluated == self.n_eval else {"evaluated_asked": self.n_eval})},
             spec={**asdict(spec), "strategies": self.canonical},
             server={"address": address, "version": version, **server_facts,
                     **({} if lost is None else {"user_items_lost": lost})},
@@ -214,6 +254,8 @@ class _Run:
             elapsed_s=round(time.perf_counter() - self.started, 3),
             environment=environment.facts(),
             load_average={"before": self.load_before, "after": _load()},
+            run={"elapsed_s": round(time.perf_counter() - self.started, 3), **stop,
+                 "slices": {"done": self.slices_done, "asked": spec.slices}},
         )
 
     def _machine(self) -> dict[str, Any] | None:
@@ -284,6 +326,7 @@ class _Run:
                             samplers[d.strategy].after_request()
                             self.calibrators[d.strategy].aside(steps[d.strategy])
                     self._check_evictions()
+                    self._check_server()
                     if j % 200 == 199:
                         self.progress(replayed + j + 1, self.n_eval)
             finally:
@@ -304,6 +347,8 @@ class _Run:
                 else:
                     self.cals[d.strategy].append(calibrate(d, spec.calibration_reps, self.rng))
             replayed += len(chunk)
+            self.done[chunk] = True
+            self.slices_done += 1
             self.progress(replayed, self.n_eval)
 
     def _check_evictions(self) -> None:
@@ -320,18 +365,40 @@ class _Run:
             shared["last"] = last + (clock() - t0)
             shared["cpu"] = last_cpu + (cpu() - c0)
 
-    def _costs(self, strategy: str, model: Any) -> list[dict]:
-        """The simulator's ``request_costs`` of ``strategy`` under ``model``, one per draw."""
-        core_model = model.to_core()
-        return [_core.request_costs(self.work.core, core_model, strategy, train=self.spec.train,
-                                    seed=self.spec.seed, draw=i)
-                for i in range(self.spec.draws)]
+    def _check_server(self) -> None:
+        """The tiered cache counts a failed memcached call as an error and goes on (to its
+        loader); when calls have failed since the last check, the server is asked for its
+        version: one that does not answer stops the replay (a ServerError saying so)."""
+        failures = sum(d.tier.failures for d in self.drivers)
+        if failures == self.failures_seen:
+            return
+        self.failures_seen = failures
+        try:
+            with _core.Client(self.address, timeout=self.spec.timeout,
+                              connect_timeout=self.spec.timeout) as c:
+                c.version()
+        except ServerError as e:
+            raise ServerError(f"it stopped answering: {e}") from None
 
-    def _predict(self, version: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def _costs(self, strategy: str, model: Any) -> list[dict]:
+        """The simulator's ``request_costs`` of ``strategy`` under ``model``, one per draw,
+        for the evaluated requests replayed (all of them unless the replay was cut short)."""
+        core_model = model.to_core()
+        draws = [_core.request_costs(self.work.core, core_model, strategy, train=self.spec.train,
+                                     seed=self.spec.seed, draw=i)
+                 for i in range(self.spec.draws)]
+        if self.slices_done == self.spec.slices:
+            return draws
+        return [_only(d, self.done) for d in draws]
+
+    def _predict(self, version: str, rows: list[dict[str, Any]],
+                 profile_info: dict[str, Any]) -> None:
         """Per strategy: its profile and model, the simulator's costs, and measured vs
-        predicted; and what ``replay.json`` keeps of each profile."""
+        predicted (into ``rows``); and what ``replay.json`` keeps of each profile (into
+        ``profile_info``)."""
         spec = self.spec
-        rows, profile_info = [], {}
+        evaluated = self.evaluated & self.done
+        n_eval = int(evaluated.sum())
         for d in self.drivers:
             smp = self.samplers[d.strategy]
             prof = tier_profile(
@@ -350,8 +417,8 @@ class _Run:
                     np.asarray(d.tier.cpu_gaps, dtype=np.int64))
             measured = {"added_ns": self.added[d.strategy], "memcached_ns": self.in_mc[d.strategy],
                         "round_trips_by_request": d.round_trips, "calls": d.calls,
-                        **d.counts(self.n_eval)}
-            row = compare(self.trace, d.strategy, measured, predicted, self.evaluated, terms,
+                        **d.counts(n_eval)}
+            row = compare(self.trace, d.strategy, measured, predicted, evaluated, terms,
                           gaps, spec.seed, alternative)
             row["draws"] = {"used": model.draws, "lag1": (prof.sequence or {}).get("lag1")}
             rows.append(row)
@@ -363,4 +430,12 @@ class _Run:
                                     for c in prof.cells_of("multiget")},
                 "latency_profile": prof.to_dict(),
             }
-        return rows, profile_info
+
+
+def _only(draw: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
+    """A ``request_costs`` draw for the requests in ``keep`` (a mask over the trace) alone:
+    every per-request list cut to them, in the same order."""
+    req = np.asarray(draw["request"], dtype=np.int64)
+    sel = keep[req]
+    return {k: (np.asarray(v)[sel] if isinstance(v, list) and len(v) == len(req) else v)
+            for k, v in draw.items()}

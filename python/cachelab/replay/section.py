@@ -8,6 +8,7 @@ from cachelab.artifacts import Artifact
 from cachelab.page import charts as ch
 from cachelab.page.html import figure, table
 from cachelab.page.section import Context, Section, chart_specs
+from cachelab.replay.result import partial_text
 from cachelab.units import pct
 
 Spec = dict[str, Any]
@@ -17,6 +18,9 @@ def section(art: Artifact, ctx: Context) -> Section:
     d = art.data
     sec = Section("Replay: the tiered cache on a real memcached vs the simulation", "replay",
                   art.path)
+    partial = partial_text(d)
+    if partial:
+        sec.notes.append(partial)
     rows, classes = [], []
     for s in d["strategies"]:
         for k, v in s["increase"].items():

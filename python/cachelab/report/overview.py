@@ -21,19 +21,25 @@ def step_text(s: dict[str, Any]) -> str:
 
 
 def run_partial(d: dict[str, Any]) -> str | None:
-    """The :func:`~cachelab.units.partial_note` of a run (``run.json``) that Ctrl-C stopped:
-    how many of its steps finished, the one cut short, those never started; None for a run
-    that went to the end."""
-    if not d.get("interrupted"):
+    """The :func:`~cachelab.units.partial_note` of a run (``run.json``) that Ctrl-C stopped or
+    whose server failed (``aborted``): how many of its steps finished, the one cut short,
+    those never started; None for a run that went to the end."""
+    interrupted, aborted = d.get("interrupted"), d.get("aborted")
+    if not interrupted and not aborted:
         return None
     steps = d.get("steps", [])
     stopped = [s["name"] for s in steps if s.get("error") == "interrupted"]
     cut = [s["name"] for s in steps if s.get("error") == "interrupted" and s["status"] != "skipped"]
     never = [n for n in stopped if n not in cut]
-    done = f"steps finished: {of_asked([len(steps) - len(stopped)], len(steps))}"
+    server = [s["name"] for s in steps if s.get("server_failure") and s["name"] not in stopped]
+    done = ("steps finished: "
+            + of_asked([len(steps) - len(stopped) - len(server)], len(steps)))
+    done += f"; failed on the server: {', '.join(server)}" if server else ""
     done += f"; cut short: {', '.join(cut)}" if cut else ""
     done += f"; not run: {', '.join(never)}" if never else ""
-    return partial_note({"cancelled": True, "elapsed_s": d.get("elapsed_s")}, done)
+    run = {"cancelled": bool(interrupted), "elapsed_s": d.get("elapsed_s"),
+           "aborted": None if interrupted else aborted}
+    return partial_note(run, done)
 
 
 def section(art: Artifact, ctx: Context) -> Section:

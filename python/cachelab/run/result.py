@@ -76,6 +76,9 @@ class RunResult:
     elapsed_s: float = 0.0
     report: str | None = None
     interrupted: bool = False
+    #: Why the run is partial without a signal: the first step that failed on the server
+    #: (its partial result, if it has one, is in its directory); None when none did.
+    aborted: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
 
     def step(self, name: str) -> StepOutcome:
@@ -92,7 +95,8 @@ class RunResult:
 
     def render(self) -> str:
         """The step table: status, time, summary and error of each step, and the total; a run
-        Ctrl-C stopped says so first (:func:`~cachelab.report.overview.run_partial`)."""
+        Ctrl-C stopped, or whose server failed, says so first
+        (:func:`~cachelab.report.overview.run_partial`)."""
         d = self.to_dict()
         header = ["step", "status", "time", "summary"]
         rows = [[s["name"], s["status"], f"{s['elapsed_s']:.1f} s", step_text(s)]

@@ -77,6 +77,21 @@ class State:
         return out
 
 
+def _keep_partial(st: State, step: str, e: Interrupted) -> None:
+    """What a step measured before Ctrl-C (its verb's partial result, ``e.partial``) is
+    written into its directory, so the run's report shows it, marked partial."""
+    partial = getattr(e, "partial", None)
+    if partial is not None:
+        partial.write(st.wrote(step))
+
+
+def _gave_up(run: dict[str, Any], step: str) -> None:
+    """A step whose verb gave up on the server (``run.aborted``; its partial result is
+    written) fails as a server failure."""
+    if run.get("aborted"):
+        raise ServerError(f"{step} gave up: {run['aborted']}")
+
+
 def _need_server(st: State) -> str:
     if st.address is None:
         raise Skip("no memcached to measure")
@@ -131,15 +146,13 @@ def step_profile(st: State) -> tuple[str, bool]:
                 result = profiles.profile(spec, server=address, server_facts=st.server_facts,
                                           on_progress=bar.track)
         except Interrupted as e:
-            # What was measured is kept, so the run's report shows it, marked partial.
-            e.partial.write(st.wrote("profile"))  # type: ignore[attr-defined]
+            _keep_partial(st, "profile", e)
             raise
     out = st.wrote("profile")
     result.write(out)
     st.profile_path = out / "profile.json"
     problems = result.problems()
-    if result.run.get("aborted"):
-        raise ServerError(f"profile gave up: {result.run['aborted']}")
+    _gave_up(result.run, "profile")
     gets = {c.value_size: c for c in result.cells_of("get") if c.samples}
     text = ""
     if gets:
@@ -169,14 +182,19 @@ def step_scale(st: State) -> tuple[str, bool]:
             if not bar.enabled:
                 st.log(f"scale {done}/{total}: N = {n}: {point['throughput']:,.0f}/s")
 
-        if st.server_options is not None:
-            # A private server of its own, with the same flags: the sweep then reads the
-            # server's scheduler statistics (run-queue wait) through its pid.
-            result = scale.scale(spec, server=None, server_options=st.server_options,
-                                 on_run=on_run)
-        else:
-            result = scale.scale(spec, server=address, on_run=on_run)
+        try:
+            if st.server_options is not None:
+                # A private server of its own, with the same flags: the sweep then reads the
+                # server's scheduler statistics (run-queue wait) through its pid.
+                result = scale.scale(spec, server=None, server_options=st.server_options,
+                                     on_run=on_run)
+            else:
+                result = scale.scale(spec, server=address, on_run=on_run)
+        except Interrupted as e:
+            _keep_partial(st, "scale", e)
+            raise
     result.write(st.wrote("scale"))
+    _gave_up(result.run, "scale")
     best = max((r for r in result.summary if r["throughput_mean"] is not None),
                key=lambda r: r["throughput_mean"], default=None)
     text = (f"peak measured {best['throughput_mean']:,.0f}/s at N = {best['n']}" if best
@@ -251,10 +269,15 @@ def step_tiers(st: State) -> tuple[str, bool]:
     address = _need_server(st)
     spec = tiers_spec(st.spec)
     with Progress(spec.reads, "tiers") as bar:
-        result = tierbench.tiers(spec, server=address,
-                                 on_progress=lambda done, _total: bar.update(done))
+        try:
+            result = tierbench.tiers(spec, server=address,
+                                     on_progress=lambda done, _total: bar.update(done))
+        except Interrupted as e:
+            _keep_partial(st, "tiers", e)
+            raise
     result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
     result.write(st.wrote("tiers"))
+    _gave_up(result.run, "tiers")
     n = sum(1 for f in result.findings if f["reproduces"])
     return f"{n} of {len(result.findings)} of the seed's findings reproduce", False
 
@@ -276,14 +299,21 @@ def step_replay(st: State) -> tuple[str, bool]:
     # (replay.SERVER_THREADS), so that every strategy meets the same server thread.
     own = st.server_options is not None
     with Progress(None, "replay") as bar:
-        result = replay.replay(trace, spec, server=None if own else address,
-                               server_options=st.server_options,
-                               trace_info={"source": "synthetic", "generator": trace.generator},
-                               log=stage_logger(bar, "replay", st.log), on_progress=bar.track)
+        try:
+            result = replay.replay(trace, spec, server=None if own else address,
+                                   server_options=st.server_options,
+                                   trace_info={"source": "synthetic",
+                                               "generator": trace.generator},
+                                   log=stage_logger(bar, "replay", st.log),
+                                   on_progress=bar.track)
+        except Interrupted as e:
+            _keep_partial(st, "replay", e)
+            raise
     if not own:
         result.server.update({k: v for k, v in st.server_facts.items()
                               if k in ("private", "argv")})
     result.write(st.wrote("replay"))
+    _gave_up(result.run, "replay")
     failed = result.failure()
     if failed:
         raise CheckFailed(f"{', '.join(strategies)}: measured vs predicted differ", failed)

@@ -94,10 +94,13 @@ def run_study(
     private memcached (started from ``server_options``), writing into ``out``; returns the
     outcome of every step. Never raises for a failed step; raises
     :class:`~cachelab.errors.Interrupted` (with ``partial``, the result so far, whose report is
-    written) on Ctrl-C. A ``server`` cachelab did not start is checked first: a study with a
-    step that would not fit raises :class:`~cachelab.capacity.WontFit` before any step runs
-    (:mod:`cachelab.run.fits`); and once it evicts items, the steps left are skipped
-    (``server.user_items_lost`` counts them)."""
+    written) on Ctrl-C; the step cut short writes what it measured (its verb's partial
+    result). A step whose server failed writes its partial result too, and the run's
+    ``aborted`` names the first such step. A ``server`` cachelab did not start is checked
+    first: a study with a step that would not fit raises
+    :class:`~cachelab.capacity.WontFit` before any step runs (:mod:`cachelab.run.fits`); and
+    once it evicts items, the steps left are skipped (``server.user_items_lost`` counts
+    them)."""
     spec = spec or RunSpec()
     spec.check()
     out = Path(out)
@@ -132,21 +135,25 @@ def run_study(
             server_error = _one_line(e)
             say(f"no server: {server_error}")
         for i, name in enumerate(spec.steps, 1):
-            say(f"[{i}/{len(spec.steps)}] {name}")
             try:
+                say(f"[{i}/{len(spec.steps)}] {name}")
                 outcome = _run_step(name, st, server_error)
+                result.steps.append(outcome)
+                if outcome.server_failure and result.aborted is None:
+                    result.aborted = f"step {name}: {outcome.error}"
+                say(f"{name}: {outcome.status} in {outcome.elapsed_s:.1f} s"
+                    + (f": {outcome.summary}" if outcome.summary else "")
+                    + (f" ({outcome.error})" if outcome.error else ""))
             except (KeyboardInterrupt, Interrupted):
-                result.steps.append(StepOutcome(name=name, status="failed", dir=name,
-                                                error="interrupted"))
+                if not result.steps or result.steps[-1].name != name:
+                    result.steps.append(StepOutcome(name=name, status="failed", dir=name,
+                                                    error="interrupted"))
                 result.interrupted = True
                 break
-            result.steps.append(outcome)
-            say(f"{name}: {outcome.status} in {outcome.elapsed_s:.1f} s"
-                + (f": {outcome.summary}" if outcome.summary else "")
-                + (f" ({outcome.error})" if outcome.error else ""))
             if watch is not None and watch.poll(force=True):
                 stopped = evicted_message(watch.evicted)
                 say(stopped)
+                result.aborted = result.aborted or stopped
                 break
     if watch is not None:
         result.server["user_items_lost"] = watch.poll(force=True)

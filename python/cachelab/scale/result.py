@@ -16,11 +16,12 @@ from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
 from cachelab.tables import write_csv
-from cachelab.units import us
+from cachelab.units import of_asked, partial_note, us
 from cachelab.usl import UslFit
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "ScaleResult", "csv_rows", "in_fit_text",
-           "mean_text", "member_addresses", "precision_missed", "read_scale_result", "run_where"]
+           "mean_text", "member_addresses", "partial_text", "precision_missed",
+           "read_scale_result", "run_where"]
 
 SCHEMA = "cachelab.scale"
 SCHEMA_VERSION = 1
@@ -32,7 +33,10 @@ CSV_HEADER = ["order", "n", "repeat", "connections", "threads", "throughput", "r
 
 @dataclass
 class ScaleResult:
-    """A finished sweep: every run, a summary per N, the USL fit, and what limits the result."""
+    """A sweep: every run, a summary per N, the USL fit, and what limits the result; ``run``
+    says whether it went to the end (``elapsed_s``; ``cancelled``: stopped by a signal;
+    ``aborted``: why it gave up, e.g. the server went away) — a partial sweep keeps the runs
+    it finished."""
 
     created: str
     spec: dict[str, Any]
@@ -42,6 +46,7 @@ class ScaleResult:
     limits: list[str]
     server: dict[str, Any]
     environment: dict[str, Any] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
 
     @property
     def usl(self) -> UslFit | None:
@@ -89,7 +94,9 @@ class ScaleResult:
         missed = precision_missed(s, self.runs)
         # The headline tells the worst: runs left out of the fit, latencies not certified,
         # precision missed.
-        lines[:0] = [*stopped_lines(self.behind_totals()), *verdict_lines(s, self.runs),
+        partial = partial_text(self.to_dict())
+        lines[:0] = [*([partial] if partial else []), *stopped_lines(self.behind_totals()),
+                     *verdict_lines(s, self.runs),
                      *([missed] if missed else [])]
         lines += ["", (f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'in fit':>8}{'p50 µs':>10}"
                   f"{'p99 µs':>10}{'p99 95 % µs':>18}{'p99.9 µs':>10}  {'latencies':<18}"
@@ -117,6 +124,11 @@ class ScaleResult:
         if self.limits:
             lines += ["", *[f"note: {m}" for m in self.limits]]
         return "\n".join(lines)
+
+    def problems(self) -> dict[str, int]:
+        """Runs that had failed or lost requests (``runs[].errors``, ``lost``), by kind."""
+        bad = sum(1 for r in self.runs if r["errors"] or r["lost"])
+        return {"runs_with_errors": bad} if bad else {}
 
     def behind_totals(self) -> list[dict[str, Any]] | None:
         """Through a proxy: each server behind it with its ``stats`` deltas summed over every
@@ -182,6 +194,16 @@ def precision_missed(spec: Mapping[str, Any], runs: list[dict[str, Any]]) -> str
     return (f"precision NOT reached in {len(missed)} of {len(runs)} run(s) (p99 within "
             f"±{100 * target:g} %): N = " + ", ".join(str(n) for n in sorted({r["n"]
                                                                              for r in missed})))
+
+
+def partial_text(d: Mapping[str, Any]) -> str | None:
+    """The :func:`~cachelab.units.partial_note` of a sweep cut short (``scale.json``'s
+    ``run``), with the runs it kept of those asked: "PARTIAL (interrupted after 7.2 s; runs
+    measured: 4 of 12 asked)"; None for a complete one (or one saved before ``run``)."""
+    spec = d.get("spec") or {}
+    asked = len(spec.get("points") or []) * int(spec.get("repeats") or 1)
+    return partial_note(d.get("run"), "runs measured: "
+                        + of_asked([len(d.get("runs") or [])], asked or None))
 
 
 def mean_text(x: float | None) -> str:

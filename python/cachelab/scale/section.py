@@ -14,7 +14,13 @@ from cachelab.load.section import behind_table
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
-from cachelab.scale.result import ScaleResult, in_fit_text, mean_text, precision_missed
+from cachelab.scale.result import (
+    ScaleResult,
+    in_fit_text,
+    mean_text,
+    partial_text,
+    precision_missed,
+)
 from cachelab.scale.verdicts import latency_verdict, series_name, verdict_lines
 from cachelab.units import dur
 from cachelab.usl import UslFit
@@ -29,6 +35,9 @@ def section(art: Artifact, ctx: Context) -> Section:
     d = art.data
     spec = d["spec"]
     sec = Section(f"Scalability: N = {spec['vary']}", "scale", art.path)
+    partial = partial_text(d)
+    if partial:
+        sec.notes.append(partial)
     target = spec.get("precision")
     measured = (f"{esc(spec['window'])} s measured from the steady state" if target is None
                 else f"each run until its p99 was within ±{100 * target:g} % (at most "

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -18,7 +19,7 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
-from cachelab.errors import UsageError
+from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
 from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
@@ -49,9 +50,15 @@ def scale(
     ``host:port[:weight]`` is a pool, hashed by the workload's ``distribution`` as ``load``
     does, docs/load.md "Pools"), or a private memcached started from ``server_options``
     (required for ``vary="server-threads"``, which restarts it with ``-t N`` for every
-    point). ``on_run(done, total, n, point)`` is called
-    after each run. ``vary="agents"`` runs every point from N load agents on the Ray cluster
-    of ``ray`` (:func:`cachelab.load.load_on_ray`), ``connections_per_agent`` each.
+    point). ``on_run(done, total, n, point)`` is called after each run. ``vary="agents"``
+    runs every point from N load agents on the Ray cluster of ``ray``
+    (:func:`cachelab.load.load_on_ray`), ``connections_per_agent`` each.
+
+    A sweep cut short keeps the runs it finished: on Ctrl-C (or SIGTERM) it raises
+    :class:`~cachelab.errors.Interrupted` with the partial result as ``err.partial``
+    (``run.cancelled``); when the server fails or goes away after the first run, the result
+    is returned with ``run.aborted`` saying why (a run that gave up on the server, or a
+    ServerError), as ``load`` does. A server that fails before any run raises.
 
     Through a proxy (twemproxy), ``server`` is the proxy and ``behind`` the memcached servers
     behind it (``host:port[:weight]``): every point is a :func:`cachelab.load.load` through
@@ -90,6 +97,9 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
                          "cachelab restarts it with -t N for every point")
     order = spec.order()
     runs: list[dict[str, Any]] = []
+    started = time.monotonic()
+    #: The point being measured (for the reason a sweep stopped).
+    current: list[int] = []
     server_facts: dict[str, Any] = {"address": server, "private": server is None}
     if isinstance(server, list):
         server_facts["address"] = ", ".join(server)
@@ -100,6 +110,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         server_facts.update(proxy=True, behind=member_addresses(behind))
 
     def measure(rep: int, n: int, target: Target | None) -> None:
+        current[:] = [n]
         run_spec = spec.run_spec(n)
         if ray is not None:
             agents = dataclasses.replace(ray, agents=n)
@@ -113,6 +124,8 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         else:
             result = load(run_spec, server=target.address, server_pid=target.pid,
                           server_facts=target.facts)
+        if result.run.get("aborted"):  # gave up on the server, or it started evicting
+            raise _Stopped(f"the run at N = {n} stopped: {result.run['aborted']}")
         server_facts.setdefault("version", result.server.get("version"))
         point = {"n": n, "repeat": rep, "order": len(runs),
                  "connections": run_spec.connections, "threads": run_spec.threads,
@@ -146,24 +159,53 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         if on_run:
             on_run(len(runs), len(order), n, point)
 
-    if spec.vary == "server-threads":
-        for rep, n in order:
-            with servers.serve(None, server_options, memory_mb=memory_mb(spec.run_spec(n)),
-                               threads=n) as target:
-                measure(rep, n, target)
-            server_facts.update(address="private (restarted per point)")
-    elif isinstance(server, list) or behind is not None:
-        for rep, n in order:
-            measure(rep, n, None)
-    else:
-        need = memory_mb(spec.run_spec(max(spec.points)))
-        with servers.serve(server, server_options, memory_mb=need) as target:
-            if target.private is not None:
-                server_facts.update(address=target.address, argv=target.private.argv,
-                                    threads=target.private.threads)
+    def sweep() -> None:
+        if spec.vary == "server-threads":
             for rep, n in order:
-                measure(rep, n, target)
-    return _result(spec, runs, server_facts)
+                with servers.serve(None, server_options, memory_mb=memory_mb(spec.run_spec(n)),
+                                   threads=n) as target:
+                    measure(rep, n, target)
+                server_facts.update(address="private (restarted per point)")
+        elif isinstance(server, list) or behind is not None:
+            for rep, n in order:
+                measure(rep, n, None)
+        else:
+            need = memory_mb(spec.run_spec(max(spec.points)))
+            with servers.serve(server, server_options, memory_mb=need) as target:
+                if target.private is not None:
+                    server_facts.update(address=target.address, argv=target.private.argv,
+                                        threads=target.private.threads)
+                for rep, n in order:
+                    measure(rep, n, target)
+
+    stop: dict[str, Any] = {"cancelled": False, "aborted": None}
+    try:
+        sweep()
+    except (KeyboardInterrupt, Interrupted):
+        # The point under way is cut short and left out; the runs finished are kept.
+        stop["cancelled"] = True
+    except (_Stopped, ServerError) as e:
+        if not runs:
+            if isinstance(e, _Stopped):
+                raise ServerError(str(e)) from None
+            raise
+        at = f" at N = {current[0]}" if current and not isinstance(e, _Stopped) else ""
+        stop["aborted"] = str(e) if isinstance(e, _Stopped) else f"the server failed{at}: {e}"
+    try:
+        result = _result(spec, runs, server_facts)
+    except KeyboardInterrupt:  # in the fit's bootstrap: the runs are kept, fitted without it
+        stop["cancelled"] = True
+        result = _result(dataclasses.replace(spec, bootstrap=0), runs, server_facts)
+    result.run = {"elapsed_s": round(time.monotonic() - started, 3), **stop}
+    if stop["cancelled"]:
+        err = Interrupted("stopped by a signal; partial results kept")
+        err.partial = result  # type: ignore[attr-defined]
+        raise err
+    return result
+
+
+class _Stopped(Exception):
+    """A run of the sweep gave up on the server (or stopped it evicting): the sweep stops."""
 
 
 def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
@@ -287,13 +329,15 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
 
 
 def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[str, Any]]:
-    """Per N: the mean throughput of the runs in the fit (:func:`in_fit`; their count is
+    """Per N measured: the mean throughput of the runs in the fit (:func:`in_fit`; their count is
     ``throughput_runs``, None for the mean when there is none) and its standard deviation,
     and every run's latency histograms merged, with the latencies' verdict in a word
     (:func:`~cachelab.scale.result.latency_verdict`)."""
     out = []
     for n in sorted(spec.points):
         rs = [r for r in runs if r["n"] == n]
+        if not rs:  # a sweep cut short before it reached this point
+            continue
         xs = [r["throughput"] for r in rs if in_fit(r, spec)]
         mean = sum(xs) / len(xs) if xs else None
         sd = (math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))

@@ -16,6 +16,7 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
+from cachelab.errors import Interrupted, ServerError
 from cachelab.servers import ServerOptions
 from cachelab.tierbench.data import make_data
 from cachelab.tierbench.findings import findings
@@ -75,17 +76,16 @@ def _methods(spec: TiersSpec, client: _core.Client, store: SQLiteStore, prefix: 
 
 def _read_rounds(spec: TiersSpec, cells: list[Cell], data: dict[str, Any],
                  on_progress: Callable[[int, int], None] | None,
-                 ) -> tuple[list[list[int]], list[list[int]]]:
+                 wall: list[list[int]], cpu: list[list[int]]) -> None:
     """Warms up and checks every cell, then times ``spec.reads`` rounds: the wall and this
-    thread's CPU nanoseconds of every read, per cell."""
+    thread's CPU nanoseconds of every read, per cell, appended to ``wall`` and ``cpu`` as
+    they are taken (so a run cut short keeps them)."""
     for _, _, fn, _ in cells:  # check every method returns the data, and warm up
         for _ in range(spec.warmup):
             fn()
     for shape, method, fn, _ in cells:
         if method != "memcached raw" and fn() != data[shape]:
             raise RuntimeError(f"{shape} via {method} does not round-trip")
-    wall: list[list[int]] = [[] for _ in cells]
-    cpu: list[list[int]] = [[] for _ in cells]
     clock, tclock = time.perf_counter_ns, time.thread_time_ns
     rng = random.Random(spec.seed)
     turn = list(range(len(cells)))
@@ -100,7 +100,6 @@ def _read_rounds(spec: TiersSpec, cells: list[Cell], data: dict[str, Any],
             cpu[i].append(c1 - c0)
         if on_progress is not None and r % 10 == 9:
             on_progress(r + 1, spec.reads)
-    return wall, cpu
 
 
 def _row(shape: str, method: str, stored: int, wall: list[int], cpu: list[int]) -> dict[str, Any]:
@@ -123,11 +122,22 @@ def tiers(spec: TiersSpec | None = None, *, server: str | None = None,
           on_progress: Callable[[int, int], None] | None = None) -> TiersResult:
     """Runs the benchmark against the memcached at ``server``, or against a private one
     started from ``server_options`` when ``server`` is None. ``on_progress(done, total)`` is
-    called every ten rounds."""
+    called every ten rounds.
+
+    Cut short, it keeps the rounds every method finished: on Ctrl-C (or SIGTERM) it raises
+    :class:`~cachelab.errors.Interrupted` with the partial result as ``err.partial``
+    (``run.cancelled``); when the server fails during the timed reads, the result is returned
+    with ``run.aborted`` saying why. A server that fails before the timed reads raises."""
     spec = spec or TiersSpec()
     spec.check()
     record, items = make_data(spec)
     data = {"record": record, "list": items}
+    started = time.monotonic()
+    stop: dict[str, Any] = {"cancelled": False, "aborted": None}
+    cells: list[Cell] = []
+    wall: list[list[int]] = []
+    cpu: list[list[int]] = []
+    version = None
     with servers.serve(server, server_options) as target:
         store = open_store(spec.dsn, record, items)
         prefix = f"cachelab:{secrets.token_hex(6)}"
@@ -136,8 +146,16 @@ def tiers(spec: TiersSpec | None = None, *, server: str | None = None,
             client = _core.Client(target.address, timeout=spec.timeout)
             try:
                 version = client.version()
-                cells = _methods(spec, client, store, prefix, data, written)
-                wall, cpu = _read_rounds(spec, cells, data, on_progress)
+                cells += _methods(spec, client, store, prefix, data, written)
+                wall += [[] for _ in cells]
+                cpu += [[] for _ in cells]
+                _read_rounds(spec, cells, data, on_progress, wall, cpu)
+            except (KeyboardInterrupt, Interrupted):
+                stop["cancelled"] = True
+            except ServerError as e:
+                if not wall or not min(map(len, wall)):
+                    raise  # nothing timed yet: nothing to keep
+                stop["aborted"] = f"the server failed: {e}"
             finally:
                 for key in written:
                     try:
@@ -148,8 +166,10 @@ def tiers(spec: TiersSpec | None = None, *, server: str | None = None,
         finally:
             store.close()
         server_facts = {"address": target.address, "version": version, **target.facts}
-    rows = [_row(shape, method, stored, wall[i], cpu[i])
-            for i, (shape, method, _, stored) in enumerate(cells)]
+    # The rounds every method finished (a round cut short would favour the methods it reached).
+    rounds = min(map(len, wall), default=0)
+    rows = [_row(shape, method, stored, wall[i][:rounds], cpu[i][:rounds])
+            for i, (shape, method, _, stored) in enumerate(cells)] if rounds else []
     result = TiersResult(
         created=created_now(),
         spec={**asdict(spec), "compressions": list(spec.compressions), "dsn": bool(spec.dsn)},
@@ -157,6 +177,12 @@ def tiers(spec: TiersSpec | None = None, *, server: str | None = None,
         server=server_facts,
         rows=rows,
         environment=environment.facts(),
+        run={"elapsed_s": round(time.monotonic() - started, 3), **stop},
     )
-    result.findings = findings(result, spec)
+    if rows:
+        result.findings = findings(result, spec)
+    if stop["cancelled"]:
+        err = Interrupted("stopped by a signal; partial results kept")
+        err.partial = result  # type: ignore[attr-defined]
+        raise err
     return result

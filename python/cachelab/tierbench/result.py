@@ -9,8 +9,10 @@ from typing import Any
 
 from cachelab.artifacts import write_json
 from cachelab.tables import text_table, write_csv
+from cachelab.units import of_asked, partial_note
 
-__all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "TiersResult", "render"]
+__all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "TiersResult", "partial_text", "reads_text",
+           "render"]
 
 SCHEMA = "cachelab.tiers"
 SCHEMA_VERSION = 1
@@ -22,6 +24,10 @@ CSV_COLUMNS = ("shape", "method", "reads", "wall_p50_us", "wall_p90_us", "wall_m
 
 @dataclass
 class TiersResult:
+    """The benchmark's rows and findings; ``run`` says whether it went to the end
+    (``elapsed_s``; ``cancelled``: stopped by a signal; ``aborted``: why it gave up) — cut
+    short, the rows hold the rounds every method finished."""
+
     created: str
     spec: dict[str, Any]
     store: str
@@ -29,6 +35,7 @@ class TiersResult:
     rows: list[dict[str, Any]]
     findings: list[dict[str, Any]] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -61,10 +68,16 @@ class TiersResult:
     def render(self) -> str:
         return render(self)
 
+    def problems(self) -> dict[str, int]:
+        """None to report: a benchmark's findings are its verdicts."""
+        return {}
+
 
 def render(result: TiersResult) -> str:
-    """The table and the findings, for a terminal."""
-    lines = [f"Reading each shape {result.spec['reads']} times (store: {result.store}; "
+    """The table and the findings, for a terminal; a run cut short says so first."""
+    partial = partial_text(result.to_dict())
+    lines = [partial] if partial else []
+    lines += [f"Reading each shape {reads_text(result.to_dict())} (store: {result.store}; "
              f"memcached {result.server['version']} at {result.server['address']})", ""]
     header = ["shape", "method", "p50 µs", "p90 µs", "CPU µs", "stored B", "vs memory"]
     rows = []
@@ -75,8 +88,31 @@ def render(result: TiersResult) -> str:
                      f"{r['stored_bytes']:,}" if r["stored_bytes"] else "—",
                      f"{r['wall_p50_us'] / ready:,.0f}×"])
     lines += text_table(header, rows, left=2)
+    if not result.rows:
+        lines.append("  (no round of reads finished: nothing measured)")
+        return "\n".join(lines)
     lines += ["", "The seed's findings on this machine:"]
     for f in result.findings:
         mark = "reproduces" if f["reproduces"] else "DOES NOT reproduce"
         lines.append(f"  [{mark}] {f['claim']} — {f['evidence']}")
     return "\n".join(lines)
+
+
+def reads_text(d: dict[str, Any]) -> str:
+    """How many times each method was read: "200 times", or for a run cut short the reads it
+    kept, "13 times (of 40 asked)"."""
+    asked = (d.get("spec") or {}).get("reads")
+    if not partial_note(d.get("run")):
+        return f"{asked} times"
+    kept = min((int(r.get("reads", 0)) for r in d.get("rows") or []), default=0)
+    return f"{kept:,} times (of {asked:,} asked)"
+
+
+def partial_text(d: dict[str, Any]) -> str | None:
+    """The :func:`~cachelab.units.partial_note` of a run cut short (``tiers.json``'s ``run``),
+    with the reads each method kept of those asked: "PARTIAL (interrupted after 2.1 s; reads
+    per method: 13 of 40 asked)"; None for a complete run."""
+    rows = d.get("rows") or []
+    kept = min((int(r.get("reads", 0)) for r in rows), default=0)
+    return partial_note(d.get("run"), "reads per method: "
+                        + of_asked([kept], (d.get("spec") or {}).get("reads")))

@@ -9,6 +9,7 @@ from cachelab.artifacts import Artifact
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, figures
+from cachelab.tierbench.result import partial_text, reads_text
 from cachelab.tierbench.spec import SHAPE_TITLES
 
 Spec = dict[str, Any]
@@ -18,7 +19,13 @@ def section(art: Artifact, ctx: Context) -> Section:
     d = art.data
     sec = Section(f"Storage tiers: {d.get('store', '?')} vs memcached vs process memory", "tiers",
                   art.path)
-    sec.body.append(f"<p>Each method read {esc(d['spec'].get('reads'))} times, interleaved; "
+    partial = partial_text(d)
+    if partial:
+        sec.notes.append(partial)
+    if not d["rows"]:  # cut short before a round of reads was done
+        sec.body.append("<p>No round of reads finished: nothing was measured.</p>")
+        return sec
+    sec.body.append(f"<p>Each method read {esc(reads_text(d))}, interleaved; "
                     "wall time per read (median, p90) and CPU time (mean).</p>")
     rows = [[r["shape"], r["method"], f"{r['wall_p50_us']:,.2f}", f"{r['wall_p90_us']:,.2f}",
              f"{r['cpu_mean_us']:,.2f}", f"{r['stored_bytes']:,}" if r["stored_bytes"] else "—"]

@@ -173,6 +173,9 @@ class CaptureResult:
     #: ``stats`` deltas; empty for one server.
     members: list[dict[str, Any]] = field(default_factory=list)
     created: str = field(default_factory=created_now)
+    #: Why the capture ended early because of the server (its stream closed or failed: the
+    #: server stopped, restarted or dropped the watcher), naming it; None otherwise.
+    aborted: str | None = None
 
     @property
     def partial(self) -> bool:
@@ -181,7 +184,8 @@ class CaptureResult:
         return self.ended != "duration" or self.lost > 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA + "-summary", "schema_version": SCHEMA_VERSION, **asdict(self)}
+        return {"schema": SCHEMA + "-summary", "schema_version": SCHEMA_VERSION, **asdict(self),
+                "partial": self.partial}
 
     def checks(self) -> list[str]:
         """Where the capture and the server's own counters disagree, each as a sentence."""
@@ -219,10 +223,11 @@ class CaptureResult:
                    if self.spec.get("sample", 1.0) < 1 else "")
         names = "keys as they are" if self.spec.get("keep_keys") else "keys pseudonymised"
         head = "PARTIAL: " if self.partial else ""
+        ended = self.aborted or self.ended
         lines = [
             f"{head}capture of {self._what()} (memcached "
             f"{self.server.get('version', '?')}): {self.elapsed_s:.1f} s, ended by "
-            f"{self.ended}; {names}{sampled}",
+            f"{ended}; {names}{sampled}",
             f"  written to {self.path}",
             f"  {self.gets:,} gets ({self.hits:,} hits, {self.misses:,} misses), "
             f"{self.stores:,} stores, {self.requests:,} requests "
@@ -422,7 +427,9 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
     Ends at ``spec.duration``, a cap, when ``stop()`` returns true, or on Ctrl-C (the accesses
     read so far are kept and the result says ``interrupted``). ``on_progress(elapsed_s,
     events)`` is called about five times a second. Raises a ServerError subclass when a
-    server cannot be reached or does not stream (``watch`` refused).
+    server cannot be reached or does not stream (``watch`` refused). A server whose stream
+    closes or fails mid-capture (it stopped or restarted) ends it too: what was read is kept,
+    ``ended`` is ``server closed the stream`` and ``aborted`` names the server.
     """
     spec.check()
     members = list(spec.members)
@@ -448,7 +455,7 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
         with atomic_file(path) as tmp:
             writer = _Writer(tmp, meta)
             merge = _Merge(writer, members, spec.max_events)
-            ended = _run(readers, members, spec, merge, started, on_progress, stop)
+            ended, aborted = _run(readers, members, spec, merge, started, on_progress, stop)
             if ended != "max_events":
                 for i, reader in enumerate(readers):
                     reader.flush()
@@ -488,14 +495,15 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
         lost=lost, store_lookups=sum(p["store_lookups"] for p in per_member),
         sampled_out=sum(p["sampled_out"] for p in per_member),
         server={**facts, "deltas": deltas}, members=per_member if pool else [],
+        aborted=aborted,
     )
 
 
 def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merge,
          started: float, on_progress: Callable[[float, int], None] | None,
-         stop: Callable[[], bool] | None) -> str:
+         stop: Callable[[], bool] | None) -> tuple[str, str | None]:
     """Runs a reader thread per member until the time is up, a cap is reached, a stream ends
-    or ``stop()``; why it ended."""
+    or ``stop()``; why it ended, and when a server's stream closed or failed, which and how."""
     out: queue.Queue[Any] = queue.Queue()
     halt = threading.Event()
     threads = [threading.Thread(target=_member_loop, args=(i, r, spec, out, halt), daemon=True)
@@ -505,6 +513,7 @@ def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merg
     deadline = started + spec.duration
     next_report = started
     ended = "duration"
+    aborted: str | None = None
     try:
         while True:
             now = time.monotonic()
@@ -520,10 +529,17 @@ def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merg
                 i, item = out.get(timeout=0.05)
             except queue.Empty:
                 continue
+            if isinstance(item, ServerError):  # the stream failed: keep what was read
+                ended = _ENDED["closed"]
+                aborted = f"the server at {members[i]} failed mid-capture: {item}"
+                break
             if isinstance(item, BaseException):
                 raise item
             if isinstance(item, str):
                 ended = _ENDED[item]
+                if item == "closed":
+                    aborted = (f"the server at {members[i]} closed the stream mid-capture (it "
+                               "stopped or restarted, or dropped the watcher)")
                 break
             if item is not None:
                 merge.add(i, batch_table(item, members[i]))
@@ -544,7 +560,7 @@ def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merg
             break
         if isinstance(item, dict):
             merge.add(i, batch_table(item, members[i]))
-    return ended
+    return ended, aborted
 
 
 _EMPTY_COUNTS = {"ops": {}, "gets": 0, "hits": 0, "misses": 0, "stores": 0}
