@@ -273,6 +273,12 @@ def test_server_restarted_mid_run_is_named_and_its_counters_are_never_negative(
     assert saved["server"]["schedstat"] is None  # the old process's run-queue wait is gone
     # the run measured: exit 0, or 1 for the errors the kill caused (never 3: not aborted)
     assert run.code == (1 if LoadResult.from_dict(saved).problems() else 0), run.stderr
+    # the report says it too
+    page = tmp_path / "report.html"
+    p = subprocess.run([sys.executable, "-m", "cachelab", "report", str(run.out), "--out",
+                        str(page)], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert f"SERVER RESTARTED: {first.address} restarted about" in page.read_text()
 
 
 # -- network faults through the proxy -----------------------------------------------------------
