@@ -46,7 +46,6 @@ __all__ = ["DELTA_STATS", "RATE_BACKLOG", "down_seconds", "guard_run", "key_owne
 PROXY_DISTRIBUTION = "twemproxy-ketama-fnv1a_64"
 
 
-
 def load(
     spec: LoadSpec | Mapping[str, Any] | str | Path | None = None,
     *,
