@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import cachelab._core as _core
 from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, UsageError
 from cachelab.proxies import proxy_message
-from cachelab.servers import read_stats, stats_or_none
+from cachelab.servers import read_stats, restarted, stats_or_none
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 
@@ -338,19 +338,30 @@ class PoolWatch:
     def poll(self, force: bool = False) -> int:
         return sum(w.poll(force) for w in self.watches)
 
+    def lives(self) -> dict[str, list[dict[str, str]]]:
+        """Each watched server's :attr:`EvictionWatch.lives` (the last ``stats`` read of
+        each of its processes), by address."""
+        return {w.address: list(w.lives) for w in self.watches}
+
 
 class EvictionWatch:
     """The server's ``evictions`` since ``baseline``, read at most every ``every`` seconds
     when asked (:meth:`poll`), each read bounded by ``timeout``. A failed read keeps the last
     count: the run notices a server that is gone by itself; and the wait before the next read
     doubles after each failure (up to :data:`POLL_BACKOFF_MAX` s), so that a server that does
-    not answer does not hold up the run a whole ``timeout`` at every poll."""
+    not answer does not hold up the run a whole ``timeout`` at every poll.
+
+    A server restarted meanwhile (:func:`~cachelab.servers.restarted`) starts a new life:
+    :attr:`lives` keeps the last ``stats`` read of each process, in order (what a run's
+    counters per life come from), and each life's evictions are counted from its own start
+    (the first from ``baseline``)."""
 
     def __init__(self, address: str, baseline: int, *, every: float = POLL_EVERY,
                  timeout: float = 1.0, tls: TlsOptions | None = None) -> None:
         self.address, self.baseline, self.every, self.timeout = address, baseline, every, timeout
         self.tls = core_tls(tls)
         self.evicted = 0
+        self.lives: list[dict[str, str]] = []
         self._last = time.monotonic()
         self._wait = every
 
@@ -363,12 +374,24 @@ class EvictionWatch:
         self._last = time.monotonic()
         self._wait = (self.every if stats is not None
                       else min(POLL_BACKOFF_MAX, max(self.every, 2 * self._wait)))
-        try:
-            if stats is not None:
-                self.evicted = max(self.evicted, _int(stats, "evictions") - self.baseline)
-        except (KeyError, ValueError):  # a reply without a readable eviction count
-            pass
+        if stats is not None:
+            if self.lives and not restarted(self.lives[-1], stats):
+                self.lives[-1] = stats
+            else:  # the first read, or a new process at the address
+                self.lives.append(stats)
+            self.evicted = max(self.evicted, self._evictions())
         return self.evicted
+
+    def _evictions(self) -> int:
+        """Evictions over every life seen: the first's since ``baseline``, a later one's
+        since its start."""
+        total = 0
+        for i, last in enumerate(self.lives):
+            try:
+                total += max(0, _int(last, "evictions") - (self.baseline if i == 0 else 0))
+            except (KeyError, ValueError):  # a reply without a readable eviction count
+                continue
+        return total
 
     def stop_if_evicting(self, force: bool = False) -> None:
         """Raises :class:`Evicting` once the server has evicted anything."""

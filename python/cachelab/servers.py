@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any
@@ -51,7 +51,8 @@ from cachelab.errors import (
 from cachelab.tls import TlsOptions
 
 __all__ = ["LOOPBACK", "STATS_TIMEOUT", "PrivateMemcached", "ServerOptions", "Target",
-           "find_memcached", "on_this_machine", "read_stats", "serve", "stats_or_none", "stop_all"]
+           "find_memcached", "on_this_machine", "read_stats", "restarted", "serve",
+           "started_unix", "stats_or_none", "stop_all"]
 
 LOOPBACK = "127.0.0.1"
 """The only address private servers listen on."""
@@ -521,6 +522,41 @@ def stats_or_none(address: str, group: str | None = None, *, timeout: float = ST
                           tls=tls)
     except ServerError:
         return None
+
+
+#: memcached reports its start this many seconds before it really was (``process_started``
+#: in memcached.c, so that its clock is never 0); :func:`started_unix` adds it back.
+_START_EARLY_S = 2
+#: Seconds two reads of one process's start time may differ (``time`` and ``uptime`` are
+#: whole seconds, and the clock may be stepped).
+_START_SLACK_S = 2
+
+
+def started_unix(stats: Mapping[str, str]) -> float | None:
+    """When the memcached whose ``stats`` these are started (Unix seconds, to a second or
+    two): its ``time`` − ``uptime``; None when either is missing."""
+    try:
+        return float(int(stats["time"]) - int(stats["uptime"]) + _START_EARLY_S)
+    except (KeyError, ValueError):
+        return None
+
+
+def restarted(before: Mapping[str, str], after: Mapping[str, str]) -> bool:
+    """Whether two ``stats`` replies from one address come from different processes — a
+    server stopped and started again between them: another ``pid``, an ``uptime`` that went
+    down, or a start time that moved (a restart in a container keeps its pid). Counters of two
+    processes must never be subtracted."""
+    if not before or not after:
+        return False
+    if before.get("pid") and after.get("pid") and before["pid"] != after["pid"]:
+        return True
+    try:
+        if int(after["uptime"]) < int(before["uptime"]):
+            return True
+    except (KeyError, ValueError):
+        pass
+    a, b = started_unix(before), started_unix(after)
+    return a is not None and b is not None and abs(a - b) > _START_SLACK_S
 
 
 def on_this_machine(address: str) -> bool:

@@ -15,6 +15,7 @@ import pytest
 from cachelab import pool
 from cachelab.errors import InputError, UsageError
 from cachelab.servers import PrivateMemcached
+from clitools import cachelab, one_error_line
 
 KEYS = 5000
 
@@ -148,3 +149,33 @@ def test_servers_file_reads_members_and_names_the_bad_line(tmp_path: Path) -> No
         pool.read_servers_file(empty)
     with pytest.raises(InputError, match="missing.txt"):
         pool.read_servers_file(tmp_path / "missing.txt")
+
+
+def test_a_member_given_twice_is_refused_by_spelling_and_by_resolved_address(
+        tmp_path: Path) -> None:
+    """``localhost:P`` and ``127.0.0.1:P`` are one server: a pool of both would send it twice
+    the traffic under two names. Refused on the command line and in a servers file."""
+    with pytest.raises(UsageError, match=r"--server localhost:11311 and --server "
+                       r"127\.0\.0\.1:11311 are the same server .*both reach 127\.0\.0\.1:11311"):
+        pool.parse_members(["localhost:11311", "127.0.0.1:11311"])
+    with pytest.raises(UsageError, match=r"--server 127\.0\.0\.1:7:2 and --server 127\.0\.0\.1:7 "
+                       "are the same server"):
+        pool.parse_members(["127.0.0.1:7:2", "127.0.0.1:7"])
+    assert [s.address for s in pool.parse_members(["127.0.0.1:7", "127.0.0.2:7",
+                                                   "localhost:8"])] == [
+        "127.0.0.1:7", "127.0.0.2:7", "localhost:8"]
+    f = tmp_path / "pool.txt"
+    f.write_text("127.0.0.1:11311\n# the same, by name\nlocalhost:11311:2\n")
+    with pytest.raises(InputError, match=r"pool\.txt: line 1 and line 3 are the same server"):
+        pool.read_servers_file(f)
+
+
+def test_the_cli_refuses_a_pool_of_one_server_twice(tmp_path: Path) -> None:
+    for verb in ("load", "profile", "scale"):
+        r = cachelab(verb, "--server", "localhost:11311", "--server", "127.0.0.1:11311",
+                     "--quick", "--out", tmp_path / verb)
+        assert r.returncode == 2, (verb, r.stdout)
+        line = one_error_line(r)
+        assert "--server localhost:11311 and --server 127.0.0.1:11311 are the same server" \
+            in line, line
+        assert not (tmp_path / verb).exists()

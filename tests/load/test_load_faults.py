@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from cachelab.load import LoadResult
 from cachelab.servers import PrivateMemcached, find_memcached, read_stats
 from faultproxy import FaultProxy
 
@@ -225,6 +226,59 @@ def test_server_restarted_mid_run_is_reconnected_and_counted(tmp_path: Path) -> 
     # Replies came again after the restart, and the table names the errors by kind.
     assert saved["intervals"][-2]["replies"] > 0
     assert re.search(r"^errors\s+\d+\s+\(.*connect_refused \d+", run.stdout, re.M), run.stdout
+
+
+def test_server_restarted_mid_run_is_named_and_its_counters_are_never_negative(
+        tmp_path: Path) -> None:
+    """A server killed and started again on its port: the stats after the run are another
+    process's, so the headline names the restart (when, which pids) and no delta is a
+    difference of the two processes' counters (it read ``get_hits +-313184 … CPU -3.19 s``)."""
+    first = PrivateMemcached(threads=2).start()
+    port, old_pid = first.port, first.pid
+    assert port is not None and old_pid is not None
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        run = Run(tmp_path, first.address, "--duration", "5", "--key-space", "2000")
+        run.wait_for_gets(server=first, seconds=0.5 + 1.5)  # 1.5 s into the measured run
+        os.kill(old_pid, signal.SIGKILL)
+        first.stop()
+        second = _memcached_on(port)
+        run.finish()
+    finally:
+        first.stop()
+        if second is not None:
+            second.kill()
+            second.wait(5)
+    saved = run.saved
+    restart = saved["server"]["restart"]
+    assert restart is not None and restart["restarts"] == 1, saved["server"]
+    assert restart["pids"] == [old_pid, second.pid]
+    assert restart["counted"] in ("per life", "the new life only"), restart
+    # named at the top of what the user reads, before the run's description
+    lines = run.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("SERVER RESTARTED: "))
+    assert at < next(i for i, line in enumerate(lines) if line.startswith("memcached ")), lines
+    head = lines[at]
+    assert head.startswith(f"SERVER RESTARTED: {first.address} restarted about "), head
+    assert f"(pid {old_pid} -> {second.pid})" in head, head
+    assert 0 <= restart["at_s"] <= 5, restart
+    server_line = next(line for line in run.stdout.splitlines() if line.startswith("server ("))
+    assert f"pid {old_pid} -> {second.pid}" in server_line, server_line
+    assert "+-" not in server_line and not re.search(r"CPU -", server_line), server_line
+    for k, v in saved["server"]["deltas"].items():
+        assert (min(v.values()) if isinstance(v, dict) else v) >= 0, (k, v)
+    for life in restart["lives"]:
+        assert all(v >= 0 for v in (life["deltas"] or {}).values()
+                   if not isinstance(v, dict)), life
+    assert saved["server"]["schedstat"] is None  # the old process's run-queue wait is gone
+    # the run measured: exit 0, or 1 for the errors the kill caused (never 3: not aborted)
+    assert run.code == (1 if LoadResult.from_dict(saved).problems() else 0), run.stderr
+    # the report says it too
+    page = tmp_path / "report.html"
+    p = subprocess.run([sys.executable, "-m", "cachelab", "report", str(run.out), "--out",
+                        str(page)], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert f"SERVER RESTARTED: {first.address} restarted about" in page.read_text()
 
 
 # -- network faults through the proxy -----------------------------------------------------------

@@ -5,7 +5,10 @@ requests the spec implies, and every key written is gone afterwards."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from cachelab import _core
+from cachelab.load import server_view
 from cachelab.pool import twemproxy
 from cachelab.profiles import ProfileSpec, profile
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
-from cachelab.servers import PrivateMemcached
+from cachelab.servers import PrivateMemcached, find_memcached, read_stats, stats_or_none
 from clitools import cachelab, one_error_line
 from pools import loopback_pool, unused_address
 
@@ -187,3 +191,43 @@ def test_every_miss_of_the_run_lands_on_the_one_server_the_floor_key_maps_to(
     rounds = 22
     assert misses == [2 * rounds + 1 if i == floor else 0 for i in range(len(members))]
     assert [b["server"]["deltas"]["get_misses"] for b in r.behind or []] == misses
+
+
+def test_a_server_behind_that_restarted_is_named_first_and_counted_per_life(
+        pool: tuple[list[PrivateMemcached], PrivateTwemproxy]) -> None:
+    """The stats of a server behind the proxy read before and after from two processes (it
+    was killed and started again on its port): the profile's first line names the restart
+    and its row never shows a difference of the two processes' counters."""
+    members, proxy = pool
+    spec = ProfileSpec(sizes=(100,), key_counts=(1,), samples=5, warmup=1, seed=5)
+    r = profile(spec, server=proxy.address, behind=[m.address for m in members])
+    server = PrivateMemcached(threads=1).start()
+    second = None
+    try:
+        with _core.Client(server.address) as c:
+            for i in range(300):
+                c.get(f"cachelab-restart-test:{i}")
+        before = read_stats(server.address)
+        assert server.pid is not None and server.port is not None
+        os.kill(server.pid, signal.SIGKILL)
+        server.stop()
+        second = subprocess.Popen(
+            [find_memcached(), "-l", "127.0.0.1", "-p", str(server.port), "-U", "0", "-u",
+             "root", "-t", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while (after := stats_or_none(server.address, timeout=0.5)) is None:
+            assert time.monotonic() < deadline, "the restarted server did not answer"
+            time.sleep(0.02)
+    finally:
+        server.stop()
+        if second is not None:
+            second.kill()
+            second.wait(5)
+    assert r.behind
+    r.behind[0]["server"] = server_view(
+        {"version": after["version"], "before": before, "after": after}, 1.0)
+    lines = r.render().splitlines()
+    assert lines[0].startswith(f"SERVER RESTARTED: {r.behind[0]['address']} restarted "), lines
+    assert f"(pid {before['pid']} -> {after['pid']})" in lines[0]
+    row = next(line for line in lines if line.startswith(r.behind[0]["address"]))
+    assert "-" not in row.split(maxsplit=1)[1], row  # no negative count

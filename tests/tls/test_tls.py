@@ -170,6 +170,17 @@ def test_tls_to_a_plain_listener_fails_fast_and_clearly(
     assert time.monotonic() - started < 10  # bounded by the connect timeout, never a hang
 
 
+@pytest.mark.parametrize("verb", ["profile", "load"])
+def test_plain_tcp_to_a_tls_listener_is_named_with_the_hint(
+        tls_memcached: PrivateMemcached, tmp_path: Path, verb: str) -> None:
+    """memcached -Z hangs up on a client that does not speak TLS: named with the address and
+    --tls, not "connection error: Connection reset by peer (os error 104)"."""
+    r = cachelab(verb, "--server", tls_memcached.tls_address, "--quick", "--out", tmp_path)
+    assert r.returncode == 3, r.stdout
+    assert one_error_line(r) == (f"cachelab: error: {tls_memcached.tls_address} closed the "
+                                 "connection at once: a TLS listener? try --tls")
+
+
 def test_skip_verify_accepts_a_certificate_of_another_ca(
         tls_memcached: PrivateMemcached, certs: dict[str, Path]) -> None:
     tls = TlsOptions(cacert=str(certs["other_ca"]), skip_verify=True)

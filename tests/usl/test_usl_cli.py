@@ -6,7 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-from clitools import cachelab
+from clitools import cachelab, one_error_line
 
 DATA = Path(__file__).parents[1] / "data" / "usl"
 
@@ -61,3 +61,40 @@ def test_too_few_points_and_bad_flags_exit_2(tmp_path: Path) -> None:
     assert p.returncode == 2 and "'x' is not a number" in p.stderr
     p = cachelab("usl", DATA / "raytracer.csv", "--n", "cores", cwd=tmp_path)
     assert p.returncode == 2 and "no column 'cores'" in p.stderr
+
+
+def test_subnormal_throughputs_are_refused_and_the_same_data_in_its_unit_fits(
+        tmp_path: Path) -> None:
+    """Throughputs near 1e-310 (their squares underflow to 0) left alpha and beta at their
+    start values and printed "residual standard error 0": refused, exit 2, saying why; the
+    same published data at its own scale still fits."""
+    rows = (DATA / "specsdm91.csv").read_text().splitlines()
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("\n".join([rows[0]] + [f"{r.split(',')[0]},{float(r.split(',')[1]) * 1e-312!r}"
+                                           for r in rows[1:]]) + "\n")
+    p = cachelab("usl", tiny, "--n", "load", "--x", "throughput", "--bootstrap", "0",
+                 "--no-plots", "--out", tmp_path / "o", "--format", "table", cwd=tmp_path)
+    assert p.returncode == 2, p.stdout
+    line = one_error_line(p)
+    assert str(tiny) in line and "too small" in line and "double precision" in line, line
+    assert not (tmp_path / "o" / "usl.json").exists()
+    p = cachelab("usl", DATA / "specsdm91.csv", "--n", "load", "--x", "throughput",
+                 "--bootstrap", "0", "--no-plots", "--out", tmp_path / "g", "--format", "json",
+                 cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["sigma"] > 0 and d["iterations"] > 1
+    assert abs(d["peak"]["n_max"] - 96.52) < 0.01
+
+
+def test_level_is_a_fraction_strictly_between_0_and_1(tmp_path: Path) -> None:
+    for bad in ("2", "95", "1", "0", "-0.5", "nan"):
+        p = cachelab("usl", DATA / "raytracer.csv", "--level", bad, "--no-plots",
+                     "--out", tmp_path / "o", cwd=tmp_path)
+        assert p.returncode == 2, (bad, p.stdout)
+        line = one_error_line(p)
+        assert "--level" in line and "above 0 and below 1" in line, line
+    p = cachelab("usl", DATA / "raytracer.csv", "--level", "0.9", "--bootstrap", "0",
+                 "--no-plots", "--out", tmp_path / "o", "--format", "table", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "90 % interval" in p.stdout

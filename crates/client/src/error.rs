@@ -21,6 +21,10 @@ pub enum Error {
     Timeout { address: String, after: Duration },
     /// The server closed the connection.
     Closed,
+    /// A plain TCP connection to `address` was closed (or reset) before its first reply:
+    /// what a TLS-only listener (memcached `-Z`) does to a client that does not speak TLS.
+    /// Counted as `reset` or `closed`, as it happened.
+    ClosedAtOnce { address: String, reset: bool },
     /// Reading or writing failed (e.g. connection reset).
     Io(std::io::Error),
     /// The server at `address` sent bytes that are not a valid reply; `head` is how the
@@ -114,7 +118,8 @@ impl Error {
             Error::ConnectTimeout { .. } => ErrorKind::ConnectTimeout,
             Error::Tls { .. } => ErrorKind::Tls,
             Error::Timeout { .. } => ErrorKind::Timeout,
-            Error::Closed => ErrorKind::Closed,
+            Error::Closed | Error::ClosedAtOnce { reset: false, .. } => ErrorKind::Closed,
+            Error::ClosedAtOnce { reset: true, .. } => ErrorKind::Reset,
             Error::Io(e)
                 if matches!(
                     e.kind(),
@@ -130,6 +135,21 @@ impl Error {
             Error::ClientError(_) => ErrorKind::ClientError,
             Error::ServerError(_) => ErrorKind::ServerError,
             Error::Broken(_) => ErrorKind::Broken,
+        }
+    }
+
+    /// What a plain TCP connection's first exchange with `address` failed with: a
+    /// connection closed or reset before any reply becomes [`Error::ClosedAtOnce`] (which
+    /// names the address and the likely cause); anything else stays as it is.
+    pub fn at_first_reply(self, address: &str) -> Error {
+        let reset = match &self {
+            Error::Closed => false,
+            Error::Io(_) if self.kind() == ErrorKind::Reset => true,
+            _ => return self,
+        };
+        Error::ClosedAtOnce {
+            address: address.to_string(),
+            reset,
         }
     }
 
@@ -185,6 +205,10 @@ impl fmt::Display for Error {
                 write!(f, "{address}: no reply within {after:?}")
             }
             Error::Closed => write!(f, "the server closed the connection"),
+            Error::ClosedAtOnce { address, .. } => write!(
+                f,
+                "{address} closed the connection at once: a TLS listener? try --tls"
+            ),
             Error::Io(e) => write!(f, "connection error: {e}"),
             Error::Protocol {
                 address,
@@ -279,6 +303,27 @@ mod tests {
         assert_eq!(reply_head(b"\x00\xffab\n"), "\\x00\\xffab");
         let long = [b'a'; 100];
         assert_eq!(reply_head(&long), format!("{}…", "a".repeat(60)));
+    }
+
+    #[test]
+    fn a_connection_closed_before_its_first_reply_names_the_address_and_tls() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let e = Error::Io(reset).at_first_reply("127.0.0.1:11211");
+        assert_eq!(
+            e.to_string(),
+            "127.0.0.1:11211 closed the connection at once: a TLS listener? try --tls"
+        );
+        assert_eq!(e.kind(), ErrorKind::Reset);
+        assert_eq!(
+            Error::Closed.at_first_reply("h:1").kind(),
+            ErrorKind::Closed
+        );
+        // Other failures are left as they are.
+        let e = Error::Timeout {
+            address: "h:1".into(),
+            after: Duration::from_secs(1),
+        };
+        assert_eq!(e.at_first_reply("h:1").kind(), ErrorKind::Timeout);
     }
 
     #[test]

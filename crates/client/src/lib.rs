@@ -244,6 +244,14 @@ impl Connection {
                 after: deadline,
             }),
         };
+        let result = match result {
+            // Nothing was ever read on this plain TCP connection: a server that hangs up at
+            // once most likely wanted a TLS handshake.
+            Err(e) if self.replies == 0 && matches!(self.stream, Stream::Tcp(_)) => {
+                Err(e.at_first_reply(&self.address.to_string()))
+            }
+            r => r,
+        };
         if let Err(e) = &result {
             self.broken = Some(e.kind());
         }

@@ -6,6 +6,11 @@ use std::fmt;
 /// The smallest number of measurements a three-parameter fit accepts.
 pub const MIN_POINTS: usize = 6;
 
+/// The range the largest throughput must lie in: beyond it the squares a fit sums (and the
+/// Jacobian's products) underflow to zero or overflow in double precision, and the fit could
+/// not move from its starting values.
+pub const X_SCALE: (f64, f64) = (1e-150, 1e150);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum UslError {
     /// `n` and `x` have different lengths.
@@ -27,6 +32,9 @@ pub enum UslError {
         name: String,
         known: Vec<&'static str>,
     },
+    /// The largest throughput lies outside [`X_SCALE`]: the fit's sums of squares would
+    /// underflow or overflow. (Refused rather than rescaled: the user picks the unit.)
+    OutOfScale { largest: f64 },
     /// A confidence level outside (0, 1).
     BadLevel(f64),
     /// The data cannot determine the parameters (e.g. every throughput is zero).
@@ -71,6 +79,28 @@ impl fmt::Display for UslError {
                 "unknown USL method {name:?}; known: {}",
                 known.join(", ")
             ),
+            UslError::OutOfScale { largest } => {
+                let (lo, hi) = X_SCALE;
+                let (what, unit) = if *largest < lo {
+                    ("small", "a longer time unit (per hour, not per second)")
+                } else {
+                    (
+                        "large",
+                        "a shorter time unit (per millisecond, not per second)",
+                    )
+                };
+                write!(
+                    f,
+                    "the throughputs are too {what} to fit in double precision (the largest \
+                     is {largest:e}; their squares {}): give X in {unit} so that the largest \
+                     lies between {lo:e} and {hi:e}",
+                    if *largest < lo {
+                        "underflow to 0"
+                    } else {
+                        "overflow"
+                    }
+                )
+            }
             UslError::BadLevel(l) => {
                 write!(f, "confidence level {l} must lie strictly between 0 and 1")
             }

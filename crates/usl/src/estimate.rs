@@ -1,7 +1,7 @@
 //! Estimating the coefficients alone (what a fit starts with and the bootstrap repeats): data
 //! checks, the least-squares estimate from several starting points, and (JᵀJ)⁻¹.
 
-use crate::error::{UslError, MIN_POINTS};
+use crate::error::{UslError, MIN_POINTS, X_SCALE};
 use crate::linear::{book_method, inverse_spd, quadratic_start, Mat3};
 use crate::lm::{Problem, Solution};
 use crate::method::Method;
@@ -54,6 +54,10 @@ pub fn validate(n: &[f64], x: &[f64], method: Method) -> Result<(), UslError> {
     }
     if x.iter().all(|&v| v == 0.0) {
         return Err(UslError::Degenerate("every throughput is zero".into()));
+    }
+    let largest = x.iter().copied().fold(0.0, f64::max);
+    if !(X_SCALE.0..=X_SCALE.1).contains(&largest) {
+        return Err(UslError::OutOfScale { largest });
     }
     if method.gamma_from_unit_load() && !n.contains(&1.0) {
         return Err(UslError::NoUnitLoad);
@@ -183,6 +187,19 @@ pub fn estimate(
     let sol = best.ok_or_else(|| {
         UslError::Degenerate("no starting point gave a finite sum of squares".into())
     })?;
+    // A sum of squares of 0 while the curve misses a point: the squares underflowed, so no
+    // step could lower it and the "fit" is its starting point. Never reported as a fit.
+    let underflows = |(&ni, &xi): (&f64, &f64)| {
+        let r = xi - sol.params.throughput(ni);
+        r != 0.0 && r * r == 0.0
+    };
+    if sol.sse == 0.0 && n.iter().zip(x).any(underflows) {
+        return Err(UslError::Degenerate(
+            "the sum of squares underflows to 0 though the curve misses the points, so the \
+             fit cannot move from its starting values; give X in a larger unit"
+                .into(),
+        ));
+    }
     Ok(Estimate {
         params: sol.params,
         sse: sol.sse,

@@ -215,3 +215,25 @@ fn a_poor_fit_is_judged_by_the_residual_standard_error() {
     let good = fit(&LOADS, &exact(truth, &LOADS), &opts(Method::Bounded)).unwrap();
     assert!(!codes(&good).contains(&"poor_fit"));
 }
+
+#[test]
+fn throughputs_whose_squares_underflow_or_overflow_are_refused() {
+    let truth = Params::new(1000.0, 0.05, 2e-4);
+    let good = exact(truth, &LOADS);
+    for scale in [1e-313, 1e-160, 1e160] {
+        let x: Vec<f64> = good.iter().map(|v| v * scale).collect();
+        let e = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap_err();
+        assert!(matches!(e, UslError::OutOfScale { .. }), "{scale}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("double precision") && msg.contains("unit"),
+            "{msg}"
+        );
+    }
+    // Small but representable: the fit moves from its start and finds the truth.
+    let x: Vec<f64> = good.iter().map(|v| v * 1e-140).collect();
+    let f = fit(&LOADS, &x, &opts(Method::Bounded)).unwrap();
+    assert!((f.params.alpha - 0.05).abs() < 1e-6, "{:?}", f.params);
+    assert!((f.params.beta - 2e-4).abs() < 1e-8, "{:?}", f.params);
+    assert!(f.sigma >= 0.0 && f.sigma.is_finite());
+}

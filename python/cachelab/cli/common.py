@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from cachelab.artifacts import write_through
 from cachelab.errors import Interrupted, UsageError
 from cachelab.intervals import parse_precision
-from cachelab.pool import DISTRIBUTIONS, parse_server, read_servers_file
+from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
 from cachelab.servers import ServerOptions
 from cachelab.tls import TlsOptions
 
@@ -246,8 +246,7 @@ def server_members(args: argparse.Namespace) -> list[str] | None:
     if len(listed) > 1:
         if args.socket:
             raise UsageError("give --server or --socket, not both")
-        for spec in listed:
-            parse_server(spec)  # names the bad one
+        parse_members(listed)  # names a bad one, and two that are the same server
         return list(listed)
     address = server_address(args)
     if address is None:

@@ -13,7 +13,7 @@ from typing import Any
 from cachelab.cli import common
 from cachelab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, Parser
 from cachelab.errors import UsageError
-from cachelab.pool import parse_server, read_servers_file
+from cachelab.pool import parse_members, read_servers_file
 from cachelab.progress import Progress
 from cachelab.traces.formats import (
     REQUEST_FORMATS,
@@ -330,7 +330,7 @@ def _capture_servers(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("give --server HOST:PORT (repeat it for a pool) or --servers-file")
     if len(listed) == 1:
         return {"server": listed[0]}
-    return {"servers": tuple(parse_server(m).address for m in listed)}
+    return {"servers": tuple(s.address for s in parse_members(listed))}
 
 
 def run_capture(args: argparse.Namespace) -> int:

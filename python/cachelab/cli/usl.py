@@ -48,18 +48,6 @@ def _loads(text: str) -> list[float]:
     return out
 
 
-def _level(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise UsageError(f"--level {text!r} is not a number") from None
-    if v >= 1:
-        v /= 100  # 95 means 95 %
-    if not 0 < v < 1:
-        raise UsageError(f"--level {text!r} must be between 0 and 1 (or a percentage)")
-    return v
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "usl", help="fit the Universal Scalability Law to a CSV of load and throughput",
@@ -72,8 +60,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="fitting method (default bounded)")
     p.add_argument("--predict", type=common.arg_type(_loads), metavar="N,...",
                    help="loads to predict X(N) and R(N) at")
-    p.add_argument("--level", type=common.arg_type(_level), default=0.95, metavar="L",
-                   help="confidence level of every interval (default 0.95)")
+    p.add_argument("--level", type=common.float_range(0, 1, above=True, below=True),
+                   default=0.95, metavar="L",
+                   help="confidence level of every interval, a fraction above 0 and below 1 "
+                   "(default 0.95)")
     p.add_argument("--bootstrap", type=common.int_range(0, MAX_BOOTSTRAP), default=1000,
                    metavar="R", help="bootstrap resamples for Nmax and the peak (default 1000; "
                    "0: none)")

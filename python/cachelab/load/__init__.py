@@ -16,8 +16,9 @@ Rooms: ``spec`` (the workload and its parsers), ``engine`` (the run, and the one
 of the engine's outcome into the result), ``timeline`` (the verdicts that need the time
 series: dead time, the rate held in every interval), ``footprint`` (what a run writes, for
 the capacity check), ``result`` (the result and its artifacts), ``plots`` (its figure),
-``section`` (its part of the report), ``merge`` (the agents' outcomes as one) and ``agents``
-(the run from many machines on a Ray cluster, docs/scale-out.md).
+``section`` (its part of the report), ``merge`` (the agents' outcomes as one), ``agents``
+(the run from many machines on a Ray cluster, docs/scale-out.md) and ``lives`` (a server's
+counters over a run, per process when it restarted).
 """
 
 from cachelab.load.agents import load_on_ray
@@ -29,6 +30,7 @@ from cachelab.load.engine import (
     server_deltas,
     server_view,
 )
+from cachelab.load.lives import restart_text, server_side
 from cachelab.load.precision import parse_precision, run_intervals
 from cachelab.load.result import (
     CSV_HEADER,
@@ -76,9 +78,11 @@ __all__ = [
     "parse_mix",
     "parse_precision",
     "parse_value_size",
+    "restart_text",
     "result_from_outcome",
     "run_intervals",
     "server_deltas",
+    "server_side",
     "server_view",
     "stopped_lines",
     "stopped_notes",

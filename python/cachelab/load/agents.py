@@ -476,7 +476,8 @@ class _Run:
         if self.prefilled or self.lost:
             merged["deleted_keys"], merged["leftover_keys"] = _delete_key_space(self.core)
         result = result_from_outcome(merged, self.spec, self.core, address=address,
-                                     server_facts=facts, started=self.start_unix)
+                                     server_facts=facts, started=self.start_unix,
+                                     samples=None if self.watch is None else self.watch.lives())
         agents = [self._agent(k, address, facts) for k in range(len(self.actors))]
         result.agents = _agents_section(agents, options, self.start_unix)
         if self.lost:

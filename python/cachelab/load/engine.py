@@ -25,6 +25,7 @@ from cachelab.artifacts import created_now
 from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import CachelabError, Interrupted, UsageError
 from cachelab.load.footprint import load_writes
+from cachelab.load.lives import DELTA_STATS, server_side
 from cachelab.load.precision import Watch, precision_verdict, with_intervals
 from cachelab.load.probe import client_busy, probe_result
 from cachelab.load.repeats import combined_validity, repeat_summary, spread, worst
@@ -44,10 +45,6 @@ __all__ = ["DELTA_STATS", "RATE_BACKLOG", "down_seconds", "guard_run", "key_owne
 #: How keys are assumed to be placed behind a proxy when no twemproxy distribution is given:
 #: twemproxy's own default (ketama points, fnv1a_64 keys).
 PROXY_DISTRIBUTION = "twemproxy-ketama-fnv1a_64"
-
-#: ``stats`` fields whose change over the run is reported.
-DELTA_STATS = ("get_hits", "get_misses", "cmd_get", "cmd_set", "delete_hits", "delete_misses",
-               "evictions", "total_connections", "bytes_read", "bytes_written")
 
 
 def load(
@@ -126,7 +123,7 @@ def load(
         lost = (None if watch is None else watch.evicted if outcome.get("aborted")
                 else watch.poll(force=True))
     result = result_from_outcome(outcome, spec, core, address=target.address, server_facts=facts,
-                                 started=started)
+                                 started=started, samples=None if watch is None else watch.lives())
     if lost is not None:
         result.run["user_items_lost"] = lost
     stopped = precise is not None and precise.reached_at_s is not None
@@ -305,6 +302,7 @@ def result_from_outcome(
     address: str,
     server_facts: Mapping[str, Any],
     started: float,
+    samples: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
 ) -> LoadResult:
     """THE conversion from the engine's outcome to the ``load.json`` schema (docs/load.md):
     the one place that knows both. Nothing else reads ``_core.load_run``'s result.
@@ -320,7 +318,10 @@ def result_from_outcome(
 
     ``core`` is the dict the engine ran (:meth:`LoadSpec.to_core`, with the seed and key
     prefix used); ``address`` and ``server_facts`` (``private``, the private server's
-    ``argv``) are recorded in ``server``; ``started`` is the Unix time the run began.
+    ``argv``) are recorded in ``server``; ``started`` is the Unix time the run began;
+    ``samples``, the ``stats`` read during the run by address (the eviction watch's
+    :attr:`~cachelab.capacity.EvictionWatch.lives`), give the counters of a server that
+    restarted up to its last read (:mod:`cachelab.load.lives`).
 
     Added here and nowhere else: whether an open loop held its rate in every interval
     (``schedule.held``, ``intervals_behind``, ``achieved_rate``), the dead intervals and the
@@ -344,24 +345,23 @@ def result_from_outcome(
     steady = {**outcome["steady"], "window": window,
               "short": window["duration_s"] < measured["duration_s"] / 2}
     seen = outcome["server"]
+    read = samples or {}
     server = {
         "address": address,
         "transport": transport_of(address, spec.tls),
         "private": False,
         **dict(server_facts),
-        "version": seen["version"],
-        "deltas": server_deltas(seen["before"], seen["after"]),
-        "schedstat": _sched(seen, outcome["elapsed_s"]),
-        "stats_before": seen["before"],
-        "stats_after": seen["after"],
+        **server_view(seen, outcome["elapsed_s"], read.get(address, ())),
     }
     members = pool = behind = None
     if outcome.get("members"):
-        members = [_member(m, outcome["elapsed_s"]) for m in outcome["members"]]
+        members = [_member(m, outcome["elapsed_s"], read.get(m["address"], ()))
+                   for m in outcome["members"]]
         pool = _pool(members, spec)
         server = _pool_server(server, members)
     if outcome.get("behind"):
-        behind = [{"address": a, "server": server_view(v, outcome["elapsed_s"]),
+        behind = [{"address": a, "server": server_view(v, outcome["elapsed_s"],
+                                                       read.get(a, ())),
                    **({"stopped": v["stopped"]} if v.get("stopped") else {})}
                   for a, v in zip(core["behind"], outcome["behind"])]
         server = {**_pool_server(server, behind), "address": address, "proxy": True,
@@ -417,7 +417,8 @@ def result_from_outcome(
     )
 
 
-def _member(m: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
+def _member(m: Mapping[str, Any], elapsed: float,
+            samples: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
     """One pool member in load.json: its parts' counts and latency over the whole sending
     phase, its down episodes, and its own server's deltas."""
     view = m["server"]
@@ -434,7 +435,7 @@ def _member(m: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
         "latency": m["latency"],
         "down": m["down"],
         "down_s": round(down_seconds(m["down"]), 3),
-        "server": server_view(view, elapsed),
+        "server": server_view(view, elapsed, samples),
     }
 
 
@@ -449,14 +450,20 @@ def down_seconds(episodes: Sequence[Mapping[str, Any]]) -> float:
     return total
 
 
-def server_view(view: Mapping[str, Any], elapsed: float) -> dict[str, Any]:
-    """One server's side of a run (a pool member, or a server behind a proxy): its version,
-    counter deltas, run-queue wait and raw ``stats``, from ``view``'s ``version``, ``before``
-    and ``after`` (``stats``) and optional ``schedstat_before``/``_after`` (and ``pid``)."""
+def server_view(view: Mapping[str, Any], elapsed: float,
+                samples: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
+    """One server's side of a run (the server, a pool member, or a server behind a proxy):
+    its version, counter deltas, run-queue wait and raw ``stats``, from ``view``'s
+    ``version``, ``before`` and ``after`` (``stats``) and optional
+    ``schedstat_before``/``_after`` (and ``pid``). A server that restarted during the run
+    (``restart``, :func:`cachelab.load.lives.server_side`, with the ``stats`` read during it,
+    ``samples``) has its counters per life and no run-queue wait (its old process is gone)."""
+    deltas, restart = server_side(view["before"], view["after"], samples)
     return {
         "version": view["version"],
-        "deltas": server_deltas(view["before"], view["after"]),
-        "schedstat": _sched(view, elapsed),
+        "deltas": deltas,
+        "restart": restart,
+        "schedstat": None if restart else _sched(view, elapsed),
         "stats_before": view["before"],
         "stats_after": view["after"],
     }
@@ -496,8 +503,8 @@ def _pool_server(server: dict[str, Any], members: list[dict[str, Any]]) -> dict[
                 deltas[k] = round(deltas.get(k, 0) + v, 6)
     versions = sorted({m["server"]["version"] for m in members})
     return {**server, "address": ", ".join(m["address"] for m in members),
-            "version": ", ".join(versions), "deltas": deltas, "schedstat": None,
-            "stats_before": {}, "stats_after": {}}
+            "version": ", ".join(versions), "deltas": deltas, "restart": None,
+            "schedstat": None, "stats_before": {}, "stats_after": {}}
 
 
 def _client(outcome: Mapping[str, Any]) -> dict[str, Any]:
@@ -544,20 +551,10 @@ def _queueing(outcome: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def server_deltas(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, Any]:
-    """Counters' changes, CPU seconds used (rusage), and connections before and after."""
-    out: dict[str, Any] = {}
-    if not before or not after:
-        return out
-    for k in DELTA_STATS:
-        if k in before and k in after:
-            out[k] = int(after[k]) - int(before[k])
-    for k in ("rusage_user", "rusage_system"):
-        if k in before and k in after:
-            out[f"{k}_s"] = round(float(after[k]) - float(before[k]), 6)
-    for k in ("curr_connections", "curr_items"):
-        if k in before and k in after:
-            out[k] = {"before": int(before[k]), "after": int(after[k])}
-    return out
+    """Counters' changes, CPU seconds used (rusage), and connections before and after; over
+    the lives whose counters are known when the server restarted in between (never a
+    difference of two processes' counters: :func:`cachelab.load.lives.server_side`)."""
+    return server_side(before, after)[0]
 
 
 def _sched(server: Mapping[str, Any], elapsed: float) -> dict[str, Any] | None:

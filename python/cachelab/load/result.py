@@ -12,6 +12,7 @@ from typing import Any
 
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
+from cachelab.load.lives import restart_text
 from cachelab.load.precision import interval_lines, precision_text
 from cachelab.load.probe import probe_errors as probe_errors_of
 from cachelab.load.probe import probe_lines
@@ -23,7 +24,7 @@ from cachelab.tables import write_csv
 from cachelab.units import us
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "behind_lines", "csv_rows",
-           "hlog_text", "stopped_lines", "stopped_notes", "stopped_text",
+           "hlog_text", "restart_lines", "stopped_lines", "stopped_notes", "stopped_text",
            "validity_lines"]
 
 SCHEMA = "cachelab.load"
@@ -203,6 +204,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     lines = [
         *_partial_lines(r),
         *stopped_lines(r.behind),
+        *restart_lines(r),
         *validity_lines(r.validity),
         (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
          f"{srv.get('version', '?')}" if r.behind else
@@ -479,14 +481,28 @@ def _interval_start(r: LoadResult, index: int) -> float:
     return next((iv["start_s"] for iv in r.intervals if iv["index"] == index), 0.0)
 
 
+def restart_lines(r: LoadResult) -> list[str]:
+    """A line for each server that restarted during the run (the server, a pool member or a
+    server behind a proxy): when, its pids, and which of its lives the counters cover."""
+    servers = [(r.server.get("address") or "the server", r.server)]
+    servers += [(m["address"], m["server"]) for m in r.members or []]
+    servers += [(b["address"], b["server"]) for b in r.behind or []]
+    return [restart_text(where, srv["restart"]) for where, srv in servers
+            if srv.get("restart")]
+
+
 def _server_lines(srv: Mapping[str, Any]) -> list[str]:
-    """The server's counters' changes and its run-queue wait."""
+    """The server's counters' changes and its run-queue wait (over the lives whose counters
+    are known when it restarted)."""
     lines = []
     d = srv.get("deltas") or {}
     conns = d.get("curr_connections", {})
+    restart = srv.get("restart")
+    label = (f"server ({restart['counted']}, pid {' -> '.join(map(str, restart['pids']))})"
+             if restart else "server")
     if d:
         lines.append(
-            f"\nserver: get_hits +{d.get('get_hits', 0)}, get_misses +{d.get('get_misses', 0)}, "
+            f"\n{label}: get_hits +{d.get('get_hits', 0)}, get_misses +{d.get('get_misses', 0)}, "
             f"evictions +{d.get('evictions', 0)}, connections "
             f"{conns.get('before')}→{conns.get('after')}"
             f", CPU {d.get('rusage_user_s', 0) + d.get('rusage_system_s', 0):.2f} s"

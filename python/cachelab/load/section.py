@@ -9,7 +9,7 @@ from cachelab.artifacts import Artifact
 from cachelab.load.precision import SHOWN, precision_text
 from cachelab.load.probe import p99_ratio
 from cachelab.load.repeats import Z95, comparison_lines
-from cachelab.load.result import LoadResult, stopped_notes, stopped_text
+from cachelab.load.result import LoadResult, restart_lines, stopped_notes, stopped_text
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
 from cachelab.page import charts as ch
@@ -48,6 +48,9 @@ def section(art: Artifact, ctx: Context) -> Section:
         why = run.get("aborted") or "interrupted"
         sec.body.append(f"<p><strong>PARTIAL</strong>: the run ended after "
                         f"{run.get('elapsed_s', 0):.1f} s ({esc(why)}).</p>")
+    for line in restart_lines(r):  # a server restarted: its counters are per life
+        sec.body.append(f"<p><strong>{esc(line)}</strong></p>")
+        sec.notes.append(line)
     v = d.get("validity")
     if v:
         sec.body.append(f"<p><strong>{esc(v['verdict'])}</strong>: "

@@ -20,7 +20,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import ServerError
-from cachelab.servers import STATS_TIMEOUT, on_this_machine, stats_or_none
+from cachelab.servers import STATS_TIMEOUT, on_this_machine, restarted, stats_or_none
 
 __all__ = ["POLL_PERIOD", "Poller", "Reading", "Snapshots", "schedstat"]
 
@@ -233,9 +233,9 @@ class Poller:
 
 
 def _same_life(before: Mapping[str, str], now: Mapping[str, str]) -> bool:
-    """Whether ``now`` can follow ``before`` in one server process: the same ``pid`` and no
-    traffic counter gone back."""
-    if not before or str(now.get("pid")) != str(before.get("pid")):
+    """Whether ``now`` can follow ``before`` in one server process
+    (:func:`cachelab.servers.restarted` says not) with no traffic counter gone back."""
+    if not before or restarted(before, now):
         return False
     for k in _TRAFFIC:
         a, b = str(before.get(k, "")), str(now.get(k, ""))

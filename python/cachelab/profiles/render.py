@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from cachelab.load import behind_lines
+from cachelab.load import behind_lines, restart_text
 from cachelab.profiles.cell import OPS, floor_p50, interval_text, shown_percentiles
 from cachelab.profiles.precise import precision_line, precision_text
 from cachelab.profiles.tlscost import render_tls_cost
@@ -40,6 +40,10 @@ def render_profile(p: Any) -> str:
     (with the samples each cell really has) and over every table."""
     note = partial(p.run, p.client.get("samples"), (c.samples for c in p.cells))
     lines = [note] if note else []
+    # a server behind the proxy restarted: its counters below are per life (the headline
+    # tells the worst)
+    lines += [restart_text(b["address"], b["server"]["restart"]) for b in p.behind or []
+              if b["server"].get("restart")]
     said = precision_line(p.precision, p.cells)
     if said and "NOT" in said:  # the headline tells the worst
         lines.append(said)

@@ -22,6 +22,7 @@ import cachelab.traces as traces
 from cachelab.artifacts import created_now
 from cachelab.capacity import Evicting, EvictionWatch, guard
 from cachelab.errors import Interrupted, ServerError, UsageError
+from cachelab.load import server_side
 from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
 from cachelab.replay.compare import compare
@@ -123,16 +124,10 @@ def replay(
     return result
 
 
-def _server_cpu(address: str, timeout: float) -> float | None:
-    """The CPU seconds a memcached on this machine has used (its ``stats`` rusage); None for
-    one elsewhere (its CPU is not this machine's) or one that does not answer."""
-    if not on_this_machine(address):
-        return None
-    stats = stats_or_none(address, timeout=timeout)
-    try:
-        return float(stats["rusage_user"]) + float(stats["rusage_system"]) if stats else None
-    except (KeyError, ValueError):  # a server that does not report its rusage
-        return None
+def _server_stats(address: str, timeout: float) -> dict[str, str] | None:
+    """The ``stats`` of a memcached on this machine (whose CPU is this machine's); None for
+    one elsewhere or one that does not answer."""
+    return stats_or_none(address, timeout=timeout) if on_this_machine(address) else None
 
 
 def _load() -> list[float]:
@@ -152,7 +147,7 @@ class _Run:
         self.started = time.perf_counter()
         self.load_before = _load()
         self.cpu_before = environment.cpu_snapshot()
-        self.server_cpu_before = _server_cpu(address, max(1.0, spec.timeout))
+        self.server_before = _server_stats(address, max(1.0, spec.timeout))
         self.trace, self.spec, self.address, self.say, self.progress = (
             trace, spec, address, say, progress)
         self.canonical = [str(parse(s))
@@ -261,9 +256,11 @@ class _Run:
     def _machine(self) -> dict[str, Any] | None:
         """The CPU other processes used during the replay (this process and the memcached
         on this machine excepted): a busy machine makes the comparison unreliable."""
-        after = _server_cpu(self.address, max(1.0, self.spec.timeout))
-        server = (after - self.server_cpu_before
-                  if after is not None and self.server_cpu_before is not None else 0.0)
+        after = _server_stats(self.address, max(1.0, self.spec.timeout))
+        # its CPU over the replay (a server restarted meanwhile: its new process's since it
+        # started, never the difference of two processes' counters)
+        used, _ = server_side(self.server_before or {}, after or {})
+        server = used.get("rusage_user_s", 0.0) + used.get("rusage_system_s", 0.0)
         return environment.other_cpu(self.cpu_before, environment.cpu_snapshot(), server)
 
     def _build(self, prefix: str, kc: Any) -> None:
