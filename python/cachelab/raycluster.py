@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -121,6 +122,7 @@ def connected(options: RayOptions) -> Iterator[ModuleType]:
         # (A Ray Client's driver is the client server, on the head: it has its own address.)
         kwargs["_node_ip_address"] = options.node_ip
     _init(ray, address, kwargs, deadline, options.connect_timeout)
+    _keep_sigterm_handler()
     try:
         yield ray
     finally:
@@ -193,8 +195,8 @@ def _init(ray: ModuleType, address: str, kwargs: dict[str, Any], deadline: float
             with lock:
                 abandoned = not outcome
     where, hint = (f"at {address}", _START_HINT) if address != "auto" else \
-        ("on this machine (--ray without ADDRESS, $RAY_ADDRESS unset)",
-         "start one with `ray start --head`, or give --ray ADDRESS")
+        ("on this machine", "--ray without ADDRESS and $RAY_ADDRESS unset: start one with "
+         "`ray start --head`, or give --ray ADDRESS")
     if not outcome:
         raise ServerUnreachable(f"no Ray cluster answered {where} within {timeout:g} s ({hint})")
     error = outcome[0]
@@ -207,10 +209,24 @@ def _init(ray: ModuleType, address: str, kwargs: dict[str, Any], deadline: float
         raise UsageError(f"--ray {address} needs Ray Client, Ray's [client] extra: "
                          f"{INSTALL_HINT}") from None
     if isinstance(error, (ConnectionError, TimeoutError)):
+        if address == "auto":  # Ray's "Could not find any running Ray instance. Please …"
+            raise ServerUnreachable(f"no Ray cluster found {where} ({hint})") from None
         raise ServerUnreachable(f"no Ray cluster answered {where}: {first} ({hint})") from None
     if isinstance(error, (RuntimeError, ValueError)):
         raise UsageError(f"could not connect to the Ray cluster {where}: {first}") from None
     raise error
+
+
+def _keep_sigterm_handler() -> None:
+    """Puts this process's SIGTERM handler back after Ray connected: Ray's core worker installs
+    its own for the signal (a stack trace, then abort: exit -6 and nothing saved), over the
+    Python one (cachelab's turns SIGTERM into KeyboardInterrupt, so a run keeps its partial
+    results)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is not None:  # None: not installed from Python; nothing to put back
+        signal.signal(signal.SIGTERM, handler)
 
 
 @contextlib.contextmanager

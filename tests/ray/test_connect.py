@@ -3,11 +3,14 @@ listens, or where something listens and never answers (a silent TCP listener of 
 own), ends the command with exit 3 and one line naming the address; Ctrl-C during the connect
 ends it with exit 130. The ``ray://`` route (Ray Client) runs ``simulate`` and ``load`` on the
 shared test cluster (tests/ray/conftest.py), whose head runs a Ray Client server as ``ray start
---head`` does. Only the ``ray://`` tests use the cluster."""
+--head`` does; and once connected, SIGTERM still ends a run with its partial result. Only
+those last tests use the cluster."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from cachelab.servers import read_stats
 from clitools import cachelab, one_error_line
+from conftest import HEAD_IP
 
 #: No Ray node listens on this loopback address (the test cluster uses 127.0.0.2-4).
 NOWHERE = "127.0.0.9"
@@ -111,6 +116,17 @@ def test_ctrl_c_while_connecting_ends_the_command_with_130(silent: socket.socket
     assert err.strip().splitlines()[0] == "cachelab: interrupted"
 
 
+def test_no_address_and_no_cluster_on_this_machine_is_exit_3(tmp_path: Path) -> None:
+    # Ray looks for the cluster `ray start` left on this machine under RAY_TMPDIR (/tmp).
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = cachelab(*VERBS["simulate"], "--ray", "--ray-timeout", "20",
+                    env={**env, "RAY_TMPDIR": str(tmp_path)}, timeout=STARTUP + 30)
+    assert done.returncode == 3, done.stderr
+    assert one_error_line(done) == (
+        "cachelab: error: no Ray cluster found on this machine (--ray without ADDRESS and "
+        "$RAY_ADDRESS unset: start one with `ray start --head`, or give --ray ADDRESS)")
+
+
 def test_ray_timeout_is_checked() -> None:
     done = cachelab(*VERBS["simulate"], "--ray", "127.0.0.9:1", "--ray-timeout", "0")
     assert done.returncode == 2
@@ -149,11 +165,15 @@ def test_ray_scheme_without_ray_client_says_how_to_get_it(silent: socket.socket)
 
 
 @pytest.fixture
-def client_address(ray_cluster) -> str:
-    if ray_cluster.client_address is None:
+def client_address(request: pytest.FixtureRequest) -> str:
+    """The test cluster's ``ray://`` address (skipped, before the cluster starts, without Ray
+    Client)."""
+    if importlib.util.find_spec("grpc") is None:
         pytest.skip("Ray Client (grpcio) is not installed: `make install` installs the "
                     "[test] extra, which has ray[client]")
-    return str(ray_cluster.client_address)
+    address = request.getfixturevalue("ray_cluster").client_address
+    assert address is not None
+    return str(address)
 
 
 @pytest.mark.slow
@@ -176,4 +196,41 @@ def test_load_through_ray_client(client_address: str, ray_cluster, ray_memcached
     result = json.loads((tmp_path / "load" / "load.json").read_text())
     (agent,) = result["agents"]["list"]
     assert agent["node_ip"] in ray_cluster.node_ips
+    assert result["totals"]["replies"] > 0
+
+
+@pytest.mark.slow
+def test_sigterm_during_load_on_ray_keeps_the_partial_result(ray_cluster, ray_memcached,
+                                                             tmp_path: Path) -> None:
+    """Ray's core worker, once connected, installs its own SIGTERM handler (a stack trace,
+    then abort); cachelab puts its own back, so SIGTERM ends the run as Ctrl-C does."""
+    out = tmp_path / "load"
+    command = [sys.executable, "-m", "cachelab", "load", "--ray", ray_cluster.address,
+               "--ray-node-ip", HEAD_IP, "--agents", "1", "--server", ray_memcached.address,
+               "--rate", "300", "--connections", "1", "--duration", "120", "--key-space", "500",
+               "--out", out, "--no-plots"]
+    def gets() -> int:
+        return int(read_stats(ray_memcached.address)["cmd_get"])
+
+    before = gets()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            deadline = time.monotonic() + 90
+            # The agent's gets reaching the server: the run is under way.
+            while gets() < before + 200:
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "the load never reached the server"
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err
+    assert "SIGTERM received" not in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"cachelab: error: interrupted; partial results saved in {out}")
+    result = json.loads((out / "load.json").read_text())
+    assert result["run"]["cancelled"] is True
     assert result["totals"]["replies"] > 0
