@@ -233,4 +233,4 @@ def test_sigterm_during_load_on_ray_keeps_the_partial_result(ray_cluster, ray_me
         f"cachelab: error: interrupted; partial results saved in {out}")
     result = json.loads((out / "load.json").read_text())
     assert result["run"]["cancelled"] is True
-    assert result["totals"]["replies"] > 0
+    assert result["all"]["replies"] > 0  # warm-up included: the signal may come during it
