@@ -115,9 +115,11 @@ def connected(options: RayOptions) -> Iterator[ModuleType]:
     kwargs: dict[str, Any] = {"address": address, "log_to_driver": False,
                               "logging_level": "WARNING", "configure_logging": False}
     if address.startswith("ray://"):
-        # gRPC, Ray Client's transport, logs at INFO to stderr (e.g. when a private memcached
-        # is started by fork while its threads run); the user's own setting wins.
+        # gRPC, Ray Client's transport, read when it starts (the user's own settings win):
+        # no INFO lines on stderr, and no fork handlers, which run in a child forked while
+        # its threads run (a private memcached) and can crash it before it execs.
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     elif options.node_ip:
         # (A Ray Client's driver is the client server, on the head: it has its own address.)
         kwargs["_node_ip_address"] = options.node_ip

@@ -60,6 +60,10 @@ def ray_cluster() -> Iterator[RayCluster]:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     node_args = {"num_cpus": 2, "object_store_memory": 80 * 2**20}
     client_port = _free_port(HEAD_IP) if importlib.util.find_spec("grpc") else None
+    # The client server forks a server per client from gRPC's threads; with grpcio's fork
+    # handlers on (its default) the child crashed now and then before it exec'ed (a segfault
+    # in cygrpc; the client got "Initialization failure from server" 30 s later).
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     with warnings.catch_warnings():
         # Ray leaves its client server's log files open in this process (ResourceWarning).
         warnings.simplefilter("ignore", ResourceWarning)
