@@ -7,22 +7,32 @@ a :class:`~cachelab.errors.UsageError` (CLI exit code 2) that says how to get it
 
 The verbs that fan out (``load --ray``, ``scale --ray``, ``simulate --ray``) take a
 :class:`RayOptions` and run inside :func:`connected`; they define their own actors and tasks.
+Connecting is bounded: :func:`connected` first tries a plain TCP connection to the address,
+then runs ``ray.init`` in a thread of its own and waits for it at most
+``RayOptions.connect_timeout`` seconds (Ray itself retries an absent cluster for minutes, in C++
+code that Ctrl-C does not reach), so a cluster that does not answer is a
+:class:`~cachelab.errors.ServerUnreachable` naming the address, and Ctrl-C ends the wait.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from cachelab.errors import UsageError
+from cachelab.errors import ServerUnreachable, UsageError
 
-__all__ = ["INSTALL_HINT", "PLACEMENTS", "ClockOffset", "RayOptions", "clock_offset",
-           "connected", "node_count", "placement_group", "require_ray"]
+__all__ = ["CONNECT_TIMEOUT", "INSTALL_HINT", "PLACEMENTS", "ClockOffset", "RayOptions",
+           "clock_offset", "connected", "node_count", "placement_group", "require_ray"]
 
 #: What to run to get Ray; said by every error about its absence.
 INSTALL_HINT = "pip install 'cachelab[ray]'"
@@ -30,6 +40,12 @@ INSTALL_HINT = "pip install 'cachelab[ray]'"
 #: ``spread``: one worker per node (a STRICT_SPREAD placement group: a run needs as many
 #: nodes as agents); ``pack``: as few nodes as fit (several agents may share one).
 PLACEMENTS = ("spread", "pack")
+
+#: Seconds :func:`connected` waits for a cluster to answer, by default (``--ray-timeout``).
+CONNECT_TIMEOUT = 30.0
+
+#: What a connection failure suggests.
+_START_HINT = "is `ray start --head` running there?"
 
 
 @dataclass
@@ -46,6 +62,8 @@ class RayOptions:
     node_ip: str | None = None
     #: Seconds to wait for the cluster to place every worker before giving up.
     ready_timeout: float = 60.0
+    #: Seconds to wait for the cluster to answer when connecting (``--ray-timeout``).
+    connect_timeout: float = CONNECT_TIMEOUT
 
     def check(self) -> None:
         """Raises UsageError naming the first bad field."""
@@ -57,6 +75,11 @@ class RayOptions:
                              f"not {self.placement!r}")
         if not self.ready_timeout > 0:
             raise UsageError("ready timeout must be above 0 seconds")
+        if not 0 < self.connect_timeout < float("inf"):
+            raise UsageError(f"the Ray connect timeout must be a number of seconds above 0, "
+                             f"not {self.connect_timeout!r}")
+        if self.address is not None:
+            _endpoint(self.address)
 
 
 def require_ray() -> ModuleType:
@@ -72,28 +95,163 @@ def require_ray() -> ModuleType:
 @contextlib.contextmanager
 def connected(options: RayOptions) -> Iterator[ModuleType]:
     """Ray, connected to the cluster of ``options`` for the block (a connection the caller
-    already made is used as it is and left open). A cluster that cannot be reached raises
-    UsageError naming the address and how to start one."""
+    already made is used as it is and left open).
+
+    A cluster that does not answer within ``options.connect_timeout`` seconds raises
+    :class:`~cachelab.errors.ServerUnreachable` naming the address; Ctrl-C while connecting
+    raises KeyboardInterrupt at once (the abandoned ``ray.init`` is left to a daemon thread,
+    which disconnects if it ever connects). Ray's own retry messages are kept off stderr while
+    it connects."""
     ray = require_ray()
     options.check()
     if ray.is_initialized():
         yield ray
         return
     address = options.address or os.environ.get("RAY_ADDRESS") or "auto"
+    deadline = time.monotonic() + options.connect_timeout
+    endpoint = _endpoint(address)
+    if endpoint is not None:
+        _probe(address, endpoint, options.connect_timeout)
     kwargs: dict[str, Any] = {"address": address, "log_to_driver": False,
                               "logging_level": "WARNING", "configure_logging": False}
-    if options.node_ip:
+    if address.startswith("ray://"):
+        # gRPC, Ray Client's transport, read when it starts (the user's own settings win):
+        # no INFO lines on stderr, and no fork handlers, which run in a child forked while
+        # its threads run (a private memcached) and can crash it before it execs.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+    elif options.node_ip:
+        # (A Ray Client's driver is the client server, on the head: it has its own address.)
         kwargs["_node_ip_address"] = options.node_ip
-    try:
-        ray.init(**kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise UsageError(
-            f"no Ray cluster at {address}: {str(e).splitlines()[0] if str(e) else e!r}; start "
-            "one with `ray start --head` (docs/scale-out.md) or give --ray ADDRESS") from None
+    _init(ray, address, kwargs, deadline, options.connect_timeout)
+    _keep_sigterm_handler()
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _endpoint(address: str) -> tuple[str, int] | None:
+    """The host and port to try for ``address`` (``HOST:PORT`` or ``ray://HOST:PORT``); None
+    for the addresses Ray resolves itself (``auto``, ``local``, other schemes). UsageError
+    for an address that is neither."""
+    if address in ("auto", "local"):
+        return None
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    if "://" in rest:
+        return None
+    host, sep, port = rest.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--ray {address}: give HOST:PORT (the head's GCS port, e.g. "
+                         f"HEAD:6379) or ray://HOST:PORT (Ray Client, e.g. ray://HEAD:10001)")
+    return host, int(port)
+
+
+def _probe(address: str, endpoint: tuple[str, int], timeout: float) -> None:
+    """A plain TCP connection to ``endpoint`` within ``timeout`` seconds, closed at once:
+    ServerUnreachable naming ``address`` when nothing listens there (``ray.init`` would retry
+    it for minutes)."""
+    try:
+        socket.create_connection(endpoint, timeout=timeout).close()
+    except socket.gaierror as e:
+        raise ServerUnreachable(f"no Ray cluster answered at {address}: cannot resolve "
+                                f"{endpoint[0]} ({e.strerror})") from None
+    except socket.timeout:
+        raise ServerUnreachable(f"no Ray cluster answered at {address} within {timeout:g} s "
+                                f"({_START_HINT})") from None
+    except OSError as e:
+        why = "connection refused" if isinstance(e, ConnectionRefusedError) else \
+            (e.strerror or str(e)).lower()
+        raise ServerUnreachable(f"no Ray cluster answered at {address}: {why} "
+                                f"({_START_HINT})") from None
+
+
+def _init(ray: ModuleType, address: str, kwargs: dict[str, Any], deadline: float,
+          timeout: float) -> None:
+    """``ray.init(**kwargs)`` in a daemon thread, waited for until ``deadline`` (monotonic)
+    in short steps, so that Ctrl-C is seen between them; its errors as cachelab's."""
+    outcome: list[BaseException | None] = []
+    lock = threading.Lock()  # orders the thread's outcome against the caller giving up
+
+    def connect() -> None:
+        try:
+            ray.init(**kwargs)
+        except BaseException as e:  # handed to the waiting thread
+            error: BaseException | None = e
+        else:
+            error = None
+        with lock:
+            outcome.append(error)
+            if error is None and abandoned:
+                ray.shutdown()  # connected after the caller gave up: leave nothing open
+
+    abandoned = False
+    thread = threading.Thread(target=connect, name="cachelab-ray-connect", daemon=True)
+    with _quiet_stderr():
+        thread.start()
+        try:
+            while not outcome and time.monotonic() < deadline:
+                thread.join(min(0.2, max(0.0, deadline - time.monotonic())))
+        finally:
+            with lock:
+                abandoned = not outcome
+    where, hint = (f"at {address}", _START_HINT) if address != "auto" else \
+        ("on this machine", "--ray without ADDRESS and $RAY_ADDRESS unset: start one with "
+         "`ray start --head`, or give --ray ADDRESS")
+    if not outcome:
+        raise ServerUnreachable(f"no Ray cluster answered {where} within {timeout:g} s ({hint})")
+    error = outcome[0]
+    if error is None:
+        return
+    first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+    if address.startswith("ray://") and (isinstance(error, ImportError) or
+                                         "ray[client]" in first):
+        # Ray Client is Ray's [client] extra (grpcio), which cachelab's [ray] extra asks for.
+        raise UsageError(f"--ray {address} needs Ray Client, Ray's [client] extra: "
+                         f"{INSTALL_HINT}") from None
+    if isinstance(error, (ConnectionError, TimeoutError)):
+        if address == "auto":  # Ray's "Could not find any running Ray instance. Please …"
+            raise ServerUnreachable(f"no Ray cluster found {where} ({hint})") from None
+        raise ServerUnreachable(f"no Ray cluster answered {where}: {first} ({hint})") from None
+    if isinstance(error, (RuntimeError, ValueError)):
+        raise UsageError(f"could not connect to the Ray cluster {where}: {first}") from None
+    raise error
+
+
+def _keep_sigterm_handler() -> None:
+    """Puts this process's SIGTERM handler back after Ray connected: Ray's core worker installs
+    its own for the signal (a stack trace, then abort: exit -6 and nothing saved), over the
+    Python one (cachelab's turns SIGTERM into KeyboardInterrupt, so a run keeps its partial
+    results)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    if handler is not None:  # None: not installed from Python; nothing to put back
+        signal.signal(signal.SIGTERM, handler)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 into a scratch file for the block: Ray's C++ core logs its connection
+    retries there, straight to the descriptor, and a Ray Client its Python warnings."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        with tempfile.TemporaryFile() as scratch:
+            os.dup2(scratch.fileno(), 2)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 def node_count(ray: ModuleType) -> int:

@@ -4,12 +4,18 @@ Each node listens on its own loopback address (the head on 127.0.0.2, the others
 127.0.0.3, 127.0.0.4, …): Ray otherwise replaces 127.0.0.1 with the machine's interface
 address, and all traffic is to stay on loopback. The memcached the tests load listens on
 127.0.0.5. The cluster starts in about 5-8 s and is stopped when the last test here is done; the
-whole directory is skipped when Ray is not installed (``pip install 'cachelab[ray]'``).
+whole directory is skipped when Ray is not installed (``pip install 'cachelab[ray]'``). When Ray
+Client is installed (Ray's [client] extra, which cachelab's [ray] extra asks for) the head also
+runs a Ray Client server, as ``ray start --head`` does (``RayCluster.client_address``).
 """
 
 from __future__ import annotations
 
+import gc
+import importlib.util
 import os
+import socket
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +41,8 @@ class RayCluster:
 
     address: str
     node_ips: list[str]
+    #: ``ray://HEAD:PORT``, the head's Ray Client server; None without Ray Client installed.
+    client_address: str | None = None
 
     def options(self, agents: int = 2, **kw: Any) -> RayOptions:
         return RayOptions(address=self.address, agents=agents, node_ip=HEAD_IP,
@@ -51,9 +59,18 @@ def ray_cluster() -> Iterator[RayCluster]:
     paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     node_args = {"num_cpus": 2, "object_store_memory": 80 * 2**20}
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"node_ip_address": HEAD_IP, "include_dashboard": False,
-                                      **node_args})
+    client_port = _free_port(HEAD_IP) if importlib.util.find_spec("grpc") else None
+    # The client server forks a server per client from gRPC's threads; with grpcio's fork
+    # handlers on (its default) the child crashed now and then before it exec'ed (a segfault
+    # in cygrpc; the client got "Initialization failure from server" 30 s later).
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+    with warnings.catch_warnings():
+        # Ray leaves its client server's log files open in this process (ResourceWarning).
+        warnings.simplefilter("ignore", ResourceWarning)
+        cluster = Cluster(initialize_head=True,
+                          head_node_args={"node_ip_address": HEAD_IP, "include_dashboard": False,
+                                          "ray_client_server_port": client_port, **node_args})
+        gc.collect()
     try:
         ips = [HEAD_IP]
         for n in range(1, NODES):
@@ -64,9 +81,16 @@ def ray_cluster() -> Iterator[RayCluster]:
         ray.init(address=cluster.address, _node_ip_address=HEAD_IP, log_to_driver=False,
                  configure_logging=False)
         _stop.append(lambda: (ray.shutdown(), cluster.shutdown()))
-        yield RayCluster(address=cluster.address, node_ips=ips)
+        yield RayCluster(address=cluster.address, node_ips=ips,
+                         client_address=client_port and f"ray://{HEAD_IP}:{client_port}")
     finally:
         _stop_cluster()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 #: How to stop the cluster once the last Ray test is done (set while it runs).

@@ -1,6 +1,7 @@
-"""The flags of the verbs that fan out on a Ray cluster (``--ray [ADDRESS]``, ``--agents``,
-``--agent-placement``, ``--ray-node-ip``) and the :class:`~cachelab.raycluster.RayOptions` they
-make. Without Ray installed, ``--ray`` exits 2 saying how to get it."""
+"""The flags of the verbs that fan out on a Ray cluster (``--ray [ADDRESS]``, ``--ray-timeout``,
+``--agents``, ``--agent-placement``, ``--ray-node-ip``) and the
+:class:`~cachelab.raycluster.RayOptions` they make. Without Ray installed, ``--ray`` exits 2
+saying how to get it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 
 from cachelab.cli import common
 from cachelab.errors import UsageError
-from cachelab.raycluster import PLACEMENTS, RayOptions, require_ray
+from cachelab.raycluster import CONNECT_TIMEOUT, PLACEMENTS, RayOptions, require_ray
 
 __all__ = ["add_flags", "ray_options"]
 
@@ -22,8 +23,15 @@ def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
     also ``--ray-shared-trace`` (simulate)."""
     g = p.add_argument_group("Ray cluster (docs/scale-out.md; pip install 'cachelab[ray]')")
     g.add_argument("--ray", nargs="?", const=_AUTO, default=None, metavar="ADDRESS",
-                   help="fan out on the Ray cluster at ADDRESS (HOST:PORT or ray://HOST:PORT; "
-                   "default: $RAY_ADDRESS, else the cluster `ray start` runs on this machine)")
+                   help="fan out on the Ray cluster at ADDRESS: HOST:PORT, the head's GCS port "
+                   "(`ray start --head --port 6379`: HEAD:6379), or ray://HOST:PORT, Ray Client "
+                   "(ray://HEAD:10001); default: $RAY_ADDRESS, else the cluster `ray start` "
+                   "runs on this machine. A cluster that does not answer within --ray-timeout "
+                   "is an error (exit 3)")
+    g.add_argument("--ray-timeout", type=common.float_range(0, 3600, above=True),
+                   default=CONNECT_TIMEOUT, metavar="S",
+                   help=f"seconds to wait for the Ray cluster to answer when connecting "
+                   f"(default {CONNECT_TIMEOUT:g}); e.g. --ray HEAD:6379 --ray-timeout 10")
     g.add_argument("--ray-node-ip", metavar="IP",
                    help="this machine's address as the cluster sees it (when its nodes listen "
                    "on another address than the machine's main one)")
@@ -52,6 +60,6 @@ def ray_options(args: argparse.Namespace) -> RayOptions | None:
     options = RayOptions(address=None if args.ray == _AUTO else args.ray,
                          agents=agents if agents is not None else 2,
                          placement=getattr(args, "agent_placement", "spread"),
-                         node_ip=args.ray_node_ip)
+                         node_ip=args.ray_node_ip, connect_timeout=args.ray_timeout)
     options.check()
     return options

@@ -221,10 +221,12 @@ def load_on_ray(
     every member (through a proxy: the proxy, and the servers behind it, which each engine
     checks at its start).
 
-    Raises UsageError when Ray is missing, the cluster cannot be reached or cannot place the
-    agents, or the spec cannot be split; :class:`~cachelab.capacity.WontFit` when the run
+    Raises UsageError when Ray is missing, the cluster cannot place the agents, or the spec
+    cannot be split; :class:`~cachelab.errors.ServerUnreachable` when no cluster answers
+    within ``ray_options.connect_timeout``; :class:`~cachelab.capacity.WontFit` when the run
     does not fit a server; :class:`~cachelab.errors.Interrupted` (with ``err.partial``) on
-    Ctrl-C; CachelabError when every agent was lost.
+    Ctrl-C (KeyboardInterrupt while still connecting, when nothing has run); CachelabError
+    when every agent was lost.
     """
     spec.check()
     ray_options.check()
