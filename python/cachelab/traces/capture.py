@@ -508,13 +508,15 @@ def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merg
     halt = threading.Event()
     threads = [threading.Thread(target=_member_loop, args=(i, r, spec, out, halt), daemon=True)
                for i, r in enumerate(readers)]
-    for t in threads:
-        t.start()
     deadline = started + spec.duration
     next_report = started
     ended = "duration"
     aborted: str | None = None
     try:
+        # Started inside the try: a Ctrl-C while a thread starts still halts and joins the
+        # ones running before the readers are closed (a reader in use cannot be closed).
+        for t in threads:
+            t.start()
         while True:
             now = time.monotonic()
             if now >= deadline:
@@ -551,7 +553,8 @@ def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merg
     finally:
         halt.set()
         for t in threads:
-            t.join(_POLL_S * 10)
+            if t.ident is not None:
+                t.join(_POLL_S * 10)
     # What the readers read before they stopped is kept (not past a cap).
     while ended != "max_events":
         try:
