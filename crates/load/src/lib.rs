@@ -28,7 +28,8 @@
 //! The modules, each using only those listed after it:
 //!
 //! * `thread` — the sending phase: the client threads and the collection of their intervals;
-//! * `conn` — one connection task (a socket per pool member): sending, reading replies;
+//! * `conn` — one connection task (a socket per pool member): its loop and failures, with
+//!   `conn::send` (the schedule, requests encoded, writes) and `conn::reply` (replies read);
 //!   `member` — one member's socket, its reconnects and failures; `group` — multi-gets split
 //!   over members; `route` — which member each key goes to;
 //! * `pacing` — open-loop timetables and the per-thread timer; `stream` — the socket;
