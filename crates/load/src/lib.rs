@@ -76,7 +76,10 @@ pub use recorder::Episode;
 pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
 pub use shared::Progress;
-pub use spec::{caps, Arrivals, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError, Stop};
+pub use spec::{
+    caps, Arrivals, Change, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError, Stop,
+    MEMBER_TIMEOUT,
+};
 pub use stalls::Stall;
 pub use steady::Steady;
 

@@ -29,8 +29,27 @@ pub(crate) struct Pending {
     pub keys: u16,
     /// Its multi-get's group, or [`ALONE`].
     pub group: u32,
+    /// The key index of a single-key request (`u64::MAX` for a multi-get).
+    pub key: u64,
     pub intended: Instant,
     pub sent: Instant,
+}
+
+/// A member marked down on one connection: since the first failure of the run of failures
+/// that reached the limit, the failures so far, and when it was marked.
+#[derive(Clone, Copy)]
+pub(crate) struct Episode {
+    pub since: Instant,
+    pub failures: u64,
+    pub marked: Instant,
+}
+
+/// The member's silence that counts against the member timeout at `now`: from the latest of
+/// its last reply (or connect) and its oldest waiting request's send; zero with none waiting.
+pub(crate) fn silence(m: &Member, now: Instant) -> Duration {
+    m.inflight.front().map_or(Duration::ZERO, |p| {
+        now.saturating_duration_since(p.sent.max(m.heard))
+    })
 }
 
 /// A connection's time without a connection to any member: from its start (or the fault
@@ -91,8 +110,12 @@ pub(crate) struct Member {
     pub streak_since: Option<Instant>,
     /// Marked down (pools only): its requests fail at once until it connects again.
     pub marked: bool,
-    /// Marked down since, with the failures so far: ends at its next reply.
-    pub episode: Option<(Instant, u64)>,
+    /// Marked down: since (the first failure of the run that reached the limit), the
+    /// failures so far, and when it was marked; ends at its next reply.
+    pub episode: Option<Episode>,
+    /// Its last reply or connect: with requests waiting, silence since then (or since the
+    /// oldest waiting request was sent) longer than the member timeout is a failure.
+    pub heard: Instant,
     /// Set by the wait: readable, a connect that finished, a socket error.
     pub readable: bool,
     pub landed: Option<Result<Stream, cachelab_client::Error>>,
@@ -112,6 +135,7 @@ impl Member {
             streak_since: None,
             marked: false,
             episode: None,
+            heard: now,
             readable: false,
             landed: None,
             error: None,
@@ -134,8 +158,14 @@ impl Member {
         let retry_at = if pool.len() > 1 && self.strikes >= pool.failure_limit {
             self.marked = true;
             match self.episode.as_mut() {
-                Some((_, failures)) => *failures += 1,
-                None => self.episode = Some((streak, u64::from(self.strikes))),
+                Some(e) => e.failures += 1,
+                None => {
+                    self.episode = Some(Episode {
+                        since: streak,
+                        failures: u64::from(self.strikes),
+                        marked: now,
+                    })
+                }
             }
             now + pool.retry
         } else {
@@ -145,7 +175,7 @@ impl Member {
     }
 
     /// It answered: its failures in a row are over; the down episode it ends, if any.
-    pub fn answered(&mut self) -> Option<(Instant, u64)> {
+    pub fn answered(&mut self) -> Option<Episode> {
         self.strikes = 0;
         self.streak_since = None;
         self.backoff = 0;

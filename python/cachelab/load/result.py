@@ -12,6 +12,7 @@ from typing import Any
 
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
+from cachelab.load.drill import drill_headline, drill_lines
 from cachelab.load.precision import interval_lines, precision_text
 from cachelab.load.probe import probe_errors as probe_errors_of
 from cachelab.load.probe import probe_lines
@@ -75,6 +76,10 @@ class LoadResult:
     #: ``load --probe-rate``: the latency probe's rate, totals (with intervals), client
     #: figures and own verdict (:func:`cachelab.load.probe.probe_result`); None without one.
     probe: dict[str, Any] | None = None
+    #: A failure drill (``--add``/``--remove``/``--fail``): its events, what was done to the
+    #: private pool, and hit ratio, errors and p99 per interval
+    #: (:func:`cachelab.load.drill.drill_summary`); None without one.
+    drill: dict[str, Any] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -111,7 +116,7 @@ class LoadResult:
         d = asdict(self)
         # a plain run's record is as it was
         for k in ("agents", "pool", "members", "behind", "validity", "precision", "repeats",
-                  "probe"):
+                  "probe", "drill"):
             if d[k] is None:
                 del d[k]
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
@@ -199,6 +204,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     srv = r.server
     lines = [
         *_partial_lines(r),
+        *drill_headline(r.drill),
         *validity_lines(r.validity),
         (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
          f"{srv.get('version', '?')}" if r.behind else
@@ -212,6 +218,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     lines += _totals_lines(r)
     lines += repeat_lines(r.repeats)
     lines += _member_lines(r)
+    lines += drill_lines(r.drill, float(s["interval"]), us)
     lines += behind_lines(r.behind)
     lines += _stall_lines(r)
     lines += _problem_lines(r)

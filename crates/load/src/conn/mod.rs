@@ -35,7 +35,7 @@ use crate::busy;
 use crate::fault::Fault;
 use crate::group::{finish_group, Groups};
 use crate::keys::{self, KeyDist};
-use crate::member::{Down, Link, Member, ALONE};
+use crate::member::{silence, Down, Link, Member, ALONE};
 use crate::pacing::{Pacer, Timetable};
 use crate::recorder::Recorder;
 use crate::shared::Shared;
@@ -43,8 +43,11 @@ use crate::sizes::{self, SizeDist};
 use crate::spec::Mode;
 use crate::stream::Stream;
 
+mod membership;
 mod reply;
 mod send;
+
+use membership::Remap;
 
 /// How often an idle connection wakes to check for timeouts, the end, and interval rollover.
 const TICK: Duration = Duration::from_millis(20);
@@ -96,6 +99,18 @@ pub(crate) struct Conn {
     pool_off: usize,
     down: Down,
     open: bool,
+    /// The pool's membership in force (an index into the routes' epochs), and when the next
+    /// one starts.
+    epoch: usize,
+    next_change: Option<Instant>,
+    /// With `remap`: the distribution over the members not marked down, for the membership
+    /// and the marked members it was built for.
+    remap: Option<Remap>,
+    /// Read-through: keys whose get missed, to set.
+    refills: Vec<u64>,
+    /// Open loop over a pool: the cap of requests in flight is per member (a member that
+    /// stops answering holds up only its own requests), not per connection.
+    per_member_cap: bool,
 }
 
 impl Conn {
@@ -130,13 +145,26 @@ impl Conn {
         let now = Instant::now();
         let down = Down::since(now, &ctx.shared);
         let open = timetable.is_some();
+        let routes = &ctx.shared.routes;
+        let start = &routes.epochs[0].active;
+        let members = (0..n)
+            .map(|m| {
+                let mut member = Member::new(depth, now);
+                if !start.contains(&m) {
+                    // Joins later: not connected until then.
+                    member.link = Link::Idle(now + Duration::from_secs(1 << 30));
+                }
+                member
+            })
+            .collect();
+        let next_change = routes.epochs.get(1).map(|e| ctx.shared.t0 + e.from);
         Conn {
             pool_off: rng.random_range(0..pool_len.max(1)),
             rng,
             keys,
             sizes,
             mix,
-            members: (0..n).map(|_| Member::new(depth, now)).collect(),
+            members,
             up: 0,
             groups: Groups::with_capacity(if n > 1 { depth } else { 0 }),
             outstanding: 0,
@@ -149,6 +177,11 @@ impl Conn {
             slot,
             down,
             open,
+            epoch: 0,
+            next_change,
+            remap: None,
+            refills: Vec::new(),
+            per_member_cap: open && n > 1,
             ctx,
         }
     }
@@ -171,6 +204,9 @@ impl Conn {
         loop {
             let now = Instant::now();
             self.ctx.rec.borrow_mut().tick(now);
+            if self.next_change.is_some_and(|c| now >= c) {
+                self.change_membership(now);
+            }
             let sending = !self.done_sending(now);
             if sending {
                 self.start_connects(now);
@@ -199,6 +235,9 @@ impl Conn {
                         wake = wake.min(at);
                     }
                 }
+                if let Some(c) = self.next_change {
+                    wake = wake.min(c);
+                }
             }
             if timer.deadline().into_std() != wake {
                 timer.as_mut().reset(wake.into());
@@ -215,8 +254,8 @@ impl Conn {
             let mut rec = self.ctx.rec.borrow_mut();
             self.down.end(&mut rec);
             for (m, member) in self.members.iter_mut().enumerate() {
-                if let Some((since, failures)) = member.episode.take() {
-                    rec.member_down(m, since, now, failures, true);
+                if let Some(e) = member.episode.take() {
+                    rec.member_down(m, e, now, true);
                 }
             }
         }
@@ -306,6 +345,13 @@ impl Conn {
                 }
             }
         }
+        if !self.refills.is_empty() {
+            if self.done_sending(now) {
+                self.refills.clear();
+            } else {
+                self.refill(now);
+            }
+        }
     }
 
     /// Starts connecting every member whose time to (re)connect has come.
@@ -327,6 +373,7 @@ impl Conn {
         let member = &mut self.members[m];
         member.link = Link::Up(s);
         member.marked = false;
+        member.heard = now;
         self.up += 1;
         if self.up == 1 {
             self.down
@@ -413,13 +460,18 @@ impl Conn {
         }
     }
 
-    /// A member whose oldest request has waited longer than the timeout has failed.
+    /// A member whose oldest request has waited longer than the timeout has failed; so has
+    /// a pool member with requests waiting that has been silent longer than the member
+    /// timeout (the member-health deadline).
     fn check_timeouts(&mut self, now: Instant, timeout: Duration) {
+        let pool = &self.ctx.shared.spec.pool;
+        let health = (pool.len() > 1).then_some(pool.member_timeout);
         for m in 0..self.members.len() {
             let Some(p) = self.members[m].inflight.front() else {
                 continue;
             };
-            if now.saturating_duration_since(p.sent) > timeout {
+            let silent = health.is_some_and(|h| silence(&self.members[m], now) > h);
+            if silent || now.saturating_duration_since(p.sent) > timeout {
                 let sent = p.sent;
                 self.ctx.rec.borrow_mut().timed_out(sent, now);
                 if !self.members[m].up() {

@@ -13,7 +13,7 @@ use crate::fault::Fault;
 use crate::group::finish_group;
 use crate::member::{Link, ALONE, READ_CHUNK};
 use crate::pacing::ns;
-use crate::series::{GET, MULTIGET};
+use crate::series::{GET, MULTIGET, SET};
 use crate::wire::{parse_reply, Reply};
 
 impl Conn {
@@ -35,6 +35,8 @@ impl Conn {
         let mut pos = 0;
         let mut parts = 0u64;
         let mut finished = 0u64;
+        let mut refills = 0u64;
+        let on_miss = self.ctx.shared.spec.on_miss_set;
         {
             let mut rec = self.ctx.rec.borrow_mut();
             rec.tick(now);
@@ -54,6 +56,9 @@ impl Conn {
                                 let uncorrected = ns(now, p.sent);
                                 let waited = if self.open { corrected } else { uncorrected };
                                 rec.part_reply(m, keys, hits, waited);
+                                if on_miss && hits == 0 && p.op as usize == GET {
+                                    self.refills.push(p.key);
+                                }
                                 if p.group == ALONE {
                                     rec.reply(
                                         now,
@@ -76,6 +81,7 @@ impl Conn {
                         };
                         if p.group == ALONE {
                             finished += 1;
+                            refills += u64::from(p.op as usize == SET && p.keys == 0);
                         } else if let Some((done, g)) =
                             self.groups.part_done(p.group, Some(outcome))
                         {
@@ -87,8 +93,9 @@ impl Conn {
                 }
             }
             if parts > 0 {
-                if let Some((since, failures)) = member.answered() {
-                    rec.member_down(m, since, now, failures, false);
+                member.heard = now;
+                if let Some(e) = member.answered() {
+                    rec.member_down(m, e, now, false);
                 }
             }
         }
@@ -102,7 +109,7 @@ impl Conn {
             let sh = &self.ctx.shared;
             let ms = now.saturating_duration_since(sh.t0).as_millis() as u64;
             sh.last_success_ms.fetch_max(ms, Ordering::Relaxed);
-            self.done(finished);
+            self.done(finished - refills);
         }
         Ok(())
     }

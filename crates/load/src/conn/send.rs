@@ -60,7 +60,8 @@ impl Conn {
             return false;
         };
         let due =
-            (sending && self.up > 0 && self.outstanding < self.depth).then_some(t.next_ns() as u64);
+            (sending && self.up > 0 && (self.per_member_cap || self.outstanding < self.depth))
+                .then_some(t.next_ns() as u64);
         p.want(self.slot, due);
         due.is_some()
     }
@@ -76,7 +77,7 @@ impl Conn {
             let batch = self
                 .batch
                 .min(self.quota.map_or(usize::MAX, |q| q as usize));
-            if self.depth - self.outstanding < batch && self.outstanding > 0 {
+            if self.depth.saturating_sub(self.outstanding) < batch && self.outstanding > 0 {
                 return;
             }
             while self.outstanding < self.depth && self.quota != Some(0) && budget > 0 {
@@ -86,7 +87,7 @@ impl Conn {
                 n += 1;
             }
         } else {
-            while self.outstanding < self.depth && self.quota != Some(0) {
+            while (self.per_member_cap || self.outstanding < self.depth) && self.quota != Some(0) {
                 let t = self.timetable.as_ref().expect("open loop");
                 let due = self.due(t.next_ns());
                 if due > now {
@@ -118,13 +119,29 @@ impl Conn {
         if op == MULTIGET && self.members.len() > 1 {
             return self.push_split_multiget(intended, now);
         }
+        let routed = (op != MULTIGET).then(|| {
+            let k = self.keys.next(&mut self.rng);
+            (k, self.route(k))
+        });
+        if let Some((_, m)) = routed {
+            if let Some(f) = self.refuses(m) {
+                let mut rec = self.ctx.rec.borrow_mut();
+                rec.part_sent(m, 1);
+                rec.fault(f);
+                rec.part_fault(m, f, 1);
+                drop(rec);
+                self.outstanding -= 1;
+                self.done(1);
+                return false;
+            }
+        }
         // Borrowed, not cloned: no atomic reference count per request.
         let sh: &Shared = &self.ctx.shared;
         let spec = &sh.spec;
         let prefix = spec.prefix.as_bytes();
         let mut keys = 1u16;
-        let (m, k) = match op {
-            MULTIGET => {
+        let (m, k) = match routed {
+            None => {
                 let n = spec.multiget_keys;
                 keys = n as u16;
                 let w = &mut self.members[0].wbuf;
@@ -136,22 +153,9 @@ impl Conn {
                 }
                 (0, None)
             }
-            _ => {
-                let k = self.keys.next(&mut self.rng);
-                (sh.routes.member(k), Some(k))
-            }
+            Some((k, m)) => (m, Some(k)),
         };
         let member = &mut self.members[m];
-        if member.marked {
-            let mut rec = self.ctx.rec.borrow_mut();
-            rec.part_sent(m, 1);
-            rec.fault(Fault::MemberDown);
-            rec.part_fault(m, Fault::MemberDown, 1);
-            drop(rec);
-            self.outstanding -= 1;
-            self.done(1);
-            return false;
-        }
         if let Some(k) = k {
             let w = &mut member.wbuf;
             match op {
@@ -184,6 +188,7 @@ impl Conn {
             op: op as u8,
             keys,
             group: ALONE,
+            key: k.unwrap_or(u64::MAX),
             intended,
             sent: now,
         });
@@ -192,18 +197,82 @@ impl Conn {
         true
     }
 
+    /// Why member `m` takes no request now: it is marked down, or (open loop over a pool)
+    /// it already has the most requests in flight a member may have.
+    #[inline]
+    fn refuses(&self, m: usize) -> Option<Fault> {
+        let member = &self.members[m];
+        if member.marked {
+            Some(Fault::MemberDown)
+        } else if self.per_member_cap && member.inflight.len() >= self.depth {
+            Some(Fault::MemberFull)
+        } else {
+            None
+        }
+    }
+
+    /// Read-through: sets the keys whose gets missed (each on the member it goes to now), as
+    /// an application fills its cache on a miss. Each is one more request in flight.
+    pub(super) fn refill(&mut self, now: Instant) {
+        let keys = std::mem::take(&mut self.refills);
+        for &k in &keys {
+            let m = self.route(k);
+            if let Some(f) = self.refuses(m) {
+                let mut rec = self.ctx.rec.borrow_mut();
+                rec.part_sent(m, 1);
+                rec.fault(f);
+                rec.part_fault(m, f, 1);
+                continue;
+            }
+            let sh: &Shared = &self.ctx.shared;
+            let spec = &sh.spec;
+            let len = self.sizes.next(&mut self.rng);
+            let w = &mut self.members[m].wbuf;
+            wire::put_set_header(w, spec.prefix.as_bytes(), k, spec.ttl, len);
+            let pool = &sh.pool;
+            if self.pool_off + len > pool.len() {
+                self.pool_off = 0;
+            }
+            w.extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
+            w.extend_from_slice(b"\r\n");
+            self.pool_off += 1 + (len & 0xff);
+            if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
+                bits[(k / 64) as usize] |= 1 << (k % 64);
+            }
+            // (keys 0: a refill, not one of the workload's requests.)
+            self.members[m].inflight.push_back(Pending {
+                op: SET as u8,
+                keys: 0,
+                group: ALONE,
+                key: k,
+                intended: now,
+                sent: now,
+            });
+            self.outstanding += 1;
+            let mut rec = self.ctx.rec.borrow_mut();
+            rec.part_sent(m, 1);
+            rec.sent(1);
+            busy::sent(1);
+        }
+        self.refills = keys;
+        self.refills.clear();
+    }
+
     /// A multi-get over a pool: one `get` per member holding some of its keys, grouped.
     pub(super) fn push_split_multiget(&mut self, intended: Instant, now: Instant) -> bool {
-        let sh: &Shared = &self.ctx.shared;
-        let n = sh.spec.multiget_keys;
-        let prefix = sh.spec.prefix.as_bytes();
+        let n = self.ctx.shared.spec.multiget_keys;
         self.mkeys.clear();
         for _ in 0..n {
             let k = self.keys.next(&mut self.rng);
-            let m = sh.routes.member(k);
+            let m = self.route(k);
             self.mkeys.push((k, m as u8));
             self.mcount[m] += 1;
         }
+        let full: u64 = (0..self.members.len())
+            .filter(|&m| self.mcount[m] > 0 && self.refuses(m) == Some(Fault::MemberFull))
+            .fold(0, |acc, m| acc | 1 << m);
+        let sh: &Shared = &self.ctx.shared;
+        let prefix = sh.spec.prefix.as_bytes();
         let parts = self.mcount.iter().filter(|&&c| c > 0).count() as u32;
         let group = if parts > 1 {
             self.groups.open(n as u32, parts, intended, now)
@@ -219,14 +288,17 @@ impl Conn {
             }
             rec.part_sent(m, 1);
             let member = &mut self.members[m];
-            if member.marked {
-                rec.part_fault(m, Fault::MemberDown, 1);
+            let refused = if member.marked {
+                Some(Fault::MemberDown)
+            } else {
+                (full & (1 << m) != 0).then_some(Fault::MemberFull)
+            };
+            if let Some(f) = refused {
+                rec.part_fault(m, f, 1);
                 if group == ALONE {
-                    rec.fault(Fault::MemberDown);
+                    rec.fault(f);
                     self.outstanding -= 1;
-                } else if let Some((done, g)) =
-                    self.groups.part_done(group, Some(Err(Fault::MemberDown)))
-                {
+                } else if let Some((done, g)) = self.groups.part_done(group, Some(Err(f))) {
                     finish_group(&mut rec, now, done, g);
                     self.outstanding -= 1;
                 }
@@ -245,6 +317,7 @@ impl Conn {
                 op: MULTIGET as u8,
                 keys: count,
                 group,
+                key: u64::MAX,
                 intended,
                 sent: now,
             });
