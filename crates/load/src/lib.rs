@@ -37,12 +37,15 @@
 //! * `recorder` — per-thread interval recording and the collector that merges it;
 //! * `record` — the serialized outcome; `outcome` — what a run produced; [`samples`] — sends'
 //!   lateness and bounded samples of send times and latencies for the validity checks;
+//! * `drill` — a failure drill's predicted hit ratio per interval, from the run's route
+//!   tables;
 //! * [`steady`], `series` (intervals and totals), `fault`, `setup` (value pool, prefill,
 //!   clean-up), [`server`] (stats and schedstat), `shared` (progress and run state), `spec`
 //!   (the workload and its checks), [`busy`], [`keys`], [`sizes`].
 
 pub mod busy;
 mod conn;
+mod drill;
 mod fault;
 mod group;
 pub mod keys;
@@ -70,6 +73,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use cachelab_client::pool::Kind as Distribution;
+pub use drill::{predict, Predicted};
 pub use fault::Fault;
 pub use outcome::{ClientSched, MemberOutcome, Outcome, ProbeOutcome, Schedule};
 pub use recorder::Episode;

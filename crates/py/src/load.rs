@@ -278,8 +278,25 @@ fn load_check(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<()> {
     spec_from(spec)?.validate().map_err(|e| start_error(py, e))
 }
 
+/// A failure drill's prediction (`simulate --drill`): for a load spec dict and the
+/// workload's requests per interval, the keys asked by gets and those found in each interval,
+/// from the run's own route tables (see `cachelab_load::predict`).
+#[pyfunction]
+fn load_predict(
+    py: Python<'_>,
+    spec: &Bound<'_, PyDict>,
+    requests: Vec<u64>,
+) -> PyResult<Vec<(u64, u64)>> {
+    let spec = spec_from(spec)?;
+    let p = py
+        .detach(|| cachelab_load::predict(&spec, &requests))
+        .map_err(|e| start_error(py, e))?;
+    Ok(p.into_iter().map(|x| (x.keys, x.hits)).collect())
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoadProgress>()?;
+    m.add_function(wrap_pyfunction!(load_predict, m)?)?;
     m.add_function(wrap_pyfunction!(load_run, m)?)?;
     m.add_function(wrap_pyfunction!(load_check, m)?)?;
     Ok(())

@@ -152,6 +152,9 @@ def load(
         result.run["user_items_lost"] = lost
     if events:
         result.drill = drill_summary(events, plan.done if plan else [], result.intervals)
+        # What `simulate --drill` needs to place every key as this run did.
+        result.drill["route"] = {k: core[k] for k in ("servers", "changes", "prefix", "seed",
+                                                      "prefill", "distribution")}
     stopped = precise is not None and precise.reached_at_s is not None
     if precise is not None:
         result.precision = precision_verdict(
