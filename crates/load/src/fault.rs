@@ -26,12 +26,9 @@ pub enum Fault {
     UnknownCommand,
     /// A request for a pool member that is marked down: failed at once, never sent.
     MemberDown,
-    /// Open loop over a pool: a request for a member that already had the most requests in
-    /// flight a member may have (`max_outstanding`): failed at once, never sent.
-    MemberFull,
 }
 
-pub(crate) const FAULTS: usize = 13;
+pub(crate) const FAULTS: usize = 12;
 
 impl Fault {
     pub const ALL: [Fault; FAULTS] = [
@@ -47,7 +44,6 @@ impl Fault {
         Fault::ClientError,
         Fault::UnknownCommand,
         Fault::MemberDown,
-        Fault::MemberFull,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,7 +60,6 @@ impl Fault {
             Fault::ClientError => "client_error",
             Fault::UnknownCommand => "unknown_command",
             Fault::MemberDown => "member_down",
-            Fault::MemberFull => "member_full",
         }
     }
 

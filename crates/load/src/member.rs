@@ -99,6 +99,12 @@ pub(crate) enum Link {
 pub(crate) struct Member {
     pub link: Link,
     pub inflight: VecDeque<Pending>,
+    /// Open loop over a pool: requests due while this member had the most requests in flight
+    /// a member may have, encoded (into `hbuf`, each with its length) but not yet sent; they
+    /// go out, late, as its replies free room — without holding up the other members.
+    pub held: VecDeque<(Pending, usize)>,
+    pub hbuf: Vec<u8>,
+    pub hpos: usize,
     pub wbuf: Vec<u8>,
     pub wpos: usize,
     pub rbuf: BytesMut,
@@ -127,6 +133,9 @@ impl Member {
         Member {
             link: Link::Idle(now),
             inflight: VecDeque::with_capacity(depth),
+            held: VecDeque::new(),
+            hbuf: Vec::new(),
+            hpos: 0,
             wbuf: Vec::with_capacity(16 * 1024),
             wpos: 0,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
@@ -182,8 +191,63 @@ impl Member {
         self.episode.take()
     }
 
+    /// Whether a new request must wait in `held`: some already do (order is kept), or, with
+    /// a per-member cap, `cap` requests are in flight.
+    #[inline]
+    pub fn must_hold(&self, cap: Option<usize>) -> bool {
+        !self.held.is_empty() || cap.is_some_and(|c| self.inflight.len() >= c)
+    }
+
+    /// The buffer a request is encoded into: the write buffer, or (`hold`) the held one.
+    #[inline]
+    pub fn buf(&mut self, hold: bool) -> &mut Vec<u8> {
+        if hold {
+            &mut self.hbuf
+        } else {
+            &mut self.wbuf
+        }
+    }
+
+    /// A request encoded (its last `len` bytes in the buffer [`buf(hold)`](Member::buf)
+    /// gave): in flight, or held.
+    #[inline]
+    pub fn enqueue(&mut self, p: Pending, hold: bool, len: usize) {
+        if hold {
+            self.held.push_back((p, len));
+        } else {
+            self.inflight.push_back(p);
+        }
+    }
+
+    /// Moves held requests into flight (sent `now`) while fewer than `cap` are; how many
+    /// moved.
+    pub fn release(&mut self, cap: usize, now: Instant) -> u64 {
+        let mut n = 0;
+        while self.inflight.len() < cap {
+            let Some((mut p, len)) = self.held.pop_front() else {
+                break;
+            };
+            p.sent = now;
+            self.wbuf
+                .extend_from_slice(&self.hbuf[self.hpos..self.hpos + len]);
+            self.hpos += len;
+            self.inflight.push_back(p);
+            n += 1;
+        }
+        if self.held.is_empty() {
+            self.hbuf.clear();
+            self.hpos = 0;
+        }
+        n
+    }
+
     pub fn up(&self) -> bool {
         matches!(self.link, Link::Up(_))
+    }
+
+    /// Requests in flight or held.
+    pub fn waiting(&self) -> usize {
+        self.inflight.len() + self.held.len()
     }
 
     pub fn wants_write(&self) -> bool {

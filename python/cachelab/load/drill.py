@@ -160,12 +160,12 @@ class FailPlan:
     def poll(self, elapsed_s: float) -> None:
         """Does every step due by ``elapsed_s``."""
         while self._todo and self._todo[0][0] <= elapsed_s:
-            _, step, e, mc = self._todo.pop(0)
-            self._do(step, e, mc, elapsed_s)
+            at, step, e, mc = self._todo.pop(0)
+            self._do(step, e, mc, at, elapsed_s)
 
-    def _do(self, step: str, e: Event, mc: Any, now_s: float) -> None:
+    def _do(self, step: str, e: Event, mc: Any, planned_s: float, now_s: float) -> None:
         record = {"member": mc.address, "action": e.action if step == "start" else step,
-                  "planned_s": e.at_s, "done_s": round(now_s, 3)}
+                  "planned_s": planned_s, "done_s": round(now_s, 3)}
         if step == "start" and e.action == "stop":
             os.kill(mc.pid, signal.SIGSTOP)
             self._stopped.append(mc)
@@ -275,8 +275,9 @@ def drill_headline(drill: Mapping[str, Any] | None) -> list[str]:
             lines.append(f"{what}: no gets answered around it to measure a hit ratio")
             continue
         errors = sum(r["errors"] for r in rows
-                     if e["at_s"] - iv < r["start_s"] <= d["lowest_at_s"] + 1e-9)
+                     if e["at_s"] - iv < r["start_s"] < e["at_s"] + 3 * iv)
         lines.append(f"{what}: hit ratio {d['before']:.1%} before, {d['lowest']:.1%} at its "
                      f"lowest (from {d['lowest_at_s']:.1f} s), a dip of {d['points']:.1f} "
-                     f"points; {errors} errors meanwhile (per interval below)")
+                     f"points; {errors} requests failed in its first {3 * iv:g} s "
+                     "(per interval below)")
     return lines

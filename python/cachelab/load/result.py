@@ -253,9 +253,16 @@ def _partial_lines(r: LoadResult) -> list[str]:
             lines.append(
                 f"MEMBER DOWN: {m['address']} was marked down {len(m['down'])} time(s)"
                 f"{_by_agents(m['down'])}, {m['down_s']:.2f} s in all (first from "
-                f"{m['down'][0]['start_s']:.2f} s); {failed} of its requests failed at once "
-                "(member_down), not remapped")
+                f"{m['down'][0]['start_s']:.2f} s); " + _down_policy(r, failed))
     return lines
+
+
+def _down_policy(r: LoadResult, failed: int) -> str:
+    """What became of a down member's requests, by the run's ``on_member_down``."""
+    if r.spec.get("on_member_down") == "remap":
+        return (f"meanwhile its keys went to the other members (--on-member-down remap); "
+                f"{failed} of its requests failed at once (member_down)")
+    return f"{failed} of its requests failed at once (member_down), not remapped"
 
 
 def _by_agents(episodes: list[dict[str, Any]]) -> str:
@@ -292,6 +299,7 @@ def _member_lines(r: LoadResult) -> list[str]:
                          + ", ".join(f"{k} {n}" for k, n in sorted(m["errors"].items())))
         for e in m["down"]:
             lines.append(f"  {m['address']} down {e['start_s']:.2f}–{e['end_s']:.2f} s "
+                         + (f"(marked at {e['marked_s']:.2f} s) " if "marked_s" in e else "")
                          + (f"for agent {e['agent']} " if "agent" in e else "")
                          + f"({e['end_s'] - e['start_s']:.2f} s, {e['failures']} failures, "
                          f"{e['connections']} connection(s))"

@@ -108,8 +108,10 @@ pub(crate) struct Conn {
     remap: Option<Remap>,
     /// Read-through: keys whose get missed, to set.
     refills: Vec<u64>,
-    /// Open loop over a pool: the cap of requests in flight is per member (a member that
-    /// stops answering holds up only its own requests), not per connection.
+    /// Open loop over a pool: the cap of requests in flight is per member: a request due for
+    /// a member at its cap is held for it (sent, late, as its replies free room) while the
+    /// other members' requests go out on time — a member that stops answering holds up only
+    /// its own requests, not the connection's.
     per_member_cap: bool,
 }
 
@@ -224,7 +226,7 @@ impl Conn {
                 }
             }
             self.check_timeouts(now, timeout);
-            if !sending && self.members.iter().all(|m| m.inflight.is_empty()) {
+            if !sending && self.members.iter().all(|m| m.waiting() == 0) {
                 break;
             }
             let timer_on = self.want_timer(sending);
@@ -342,6 +344,8 @@ impl Conn {
             if std::mem::take(&mut self.members[m].readable) {
                 if let Err(f) = self.read(m) {
                     self.fail(m, f, now);
+                } else if self.per_member_cap && !self.members[m].held.is_empty() {
+                    self.members[m].release(self.depth, now);
                 }
             }
         }
@@ -418,7 +422,7 @@ impl Conn {
 
     /// The requests in flight (or queued) on member `m` are lost; its buffers are cleared.
     fn lose_inflight(&mut self, m: usize) {
-        let n = self.members[m].inflight.len() as u64;
+        let n = self.members[m].waiting() as u64;
         if n == 0 {
             let member = &mut self.members[m];
             member.wbuf.clear();
@@ -431,7 +435,10 @@ impl Conn {
         rec.part_lost(m, n);
         let member = &mut self.members[m];
         let mut alone = 0;
-        for p in member.inflight.drain(..) {
+        // Held requests (never sent) are lost with those in flight: the client's queue for
+        // a connection that failed.
+        let held = member.held.drain(..).map(|(p, _)| p);
+        for p in member.inflight.drain(..).chain(held) {
             if p.group == ALONE {
                 alone += 1;
             } else if let Some((done, g)) = self.groups.part_done(p.group, None) {
@@ -445,6 +452,8 @@ impl Conn {
         member.wbuf.clear();
         member.wpos = 0;
         member.rbuf.clear();
+        member.hbuf.clear();
+        member.hpos = 0;
     }
 
     /// Sending is over: requests queued for members that are not connected will never be

@@ -140,6 +140,11 @@ impl Conn {
         let spec = &sh.spec;
         let prefix = spec.prefix.as_bytes();
         let mut keys = 1u16;
+        let cap = self.per_member_cap.then_some(self.depth);
+        let hold = routed.is_some_and(|(_, m)| self.members[m].must_hold(cap));
+        let start = routed.map_or(self.members[0].wbuf.len(), |(_, m)| {
+            self.members[m].buf(hold).len()
+        });
         let (m, k) = match routed {
             None => {
                 let n = spec.multiget_keys;
@@ -157,7 +162,7 @@ impl Conn {
         };
         let member = &mut self.members[m];
         if let Some(k) = k {
-            let w = &mut member.wbuf;
+            let w = member.buf(hold);
             match op {
                 GET => {
                     w.extend_from_slice(b"get ");
@@ -183,32 +188,27 @@ impl Conn {
                 }
             }
         }
-        member.wbuf.extend_from_slice(b"\r\n");
-        member.inflight.push_back(Pending {
+        let w = member.buf(hold);
+        w.extend_from_slice(b"\r\n");
+        let len = w.len() - start;
+        let p = Pending {
             op: op as u8,
             keys,
             group: ALONE,
             key: k.unwrap_or(u64::MAX),
             intended,
             sent: now,
-        });
+        };
+        member.enqueue(p, hold, len);
         self.ctx.rec.borrow_mut().part_sent(m, 1);
         busy::sent(1);
         true
     }
 
-    /// Why member `m` takes no request now: it is marked down, or (open loop over a pool)
-    /// it already has the most requests in flight a member may have.
+    /// Why member `m` takes no request now: it is marked down.
     #[inline]
     fn refuses(&self, m: usize) -> Option<Fault> {
-        let member = &self.members[m];
-        if member.marked {
-            Some(Fault::MemberDown)
-        } else if self.per_member_cap && member.inflight.len() >= self.depth {
-            Some(Fault::MemberFull)
-        } else {
-            None
-        }
+        self.members[m].marked.then_some(Fault::MemberDown)
     }
 
     /// Read-through: sets the keys whose gets missed (each on the member it goes to now), as
@@ -227,7 +227,10 @@ impl Conn {
             let sh: &Shared = &self.ctx.shared;
             let spec = &sh.spec;
             let len = self.sizes.next(&mut self.rng);
-            let w = &mut self.members[m].wbuf;
+            let cap = self.per_member_cap.then_some(self.depth);
+            let hold = self.members[m].must_hold(cap);
+            let w = self.members[m].buf(hold);
+            let start = w.len();
             wire::put_set_header(w, spec.prefix.as_bytes(), k, spec.ttl, len);
             let pool = &sh.pool;
             if self.pool_off + len > pool.len() {
@@ -235,19 +238,21 @@ impl Conn {
             }
             w.extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
             w.extend_from_slice(b"\r\n");
+            let bytes = w.len() - start;
             self.pool_off += 1 + (len & 0xff);
             if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
                 bits[(k / 64) as usize] |= 1 << (k % 64);
             }
             // (keys 0: a refill, not one of the workload's requests.)
-            self.members[m].inflight.push_back(Pending {
+            let p = Pending {
                 op: SET as u8,
                 keys: 0,
                 group: ALONE,
                 key: k,
                 intended: now,
                 sent: now,
-            });
+            };
+            self.members[m].enqueue(p, hold, bytes);
             self.outstanding += 1;
             let mut rec = self.ctx.rec.borrow_mut();
             rec.part_sent(m, 1);
@@ -268,9 +273,7 @@ impl Conn {
             self.mkeys.push((k, m as u8));
             self.mcount[m] += 1;
         }
-        let full: u64 = (0..self.members.len())
-            .filter(|&m| self.mcount[m] > 0 && self.refuses(m) == Some(Fault::MemberFull))
-            .fold(0, |acc, m| acc | 1 << m);
+        let cap = self.per_member_cap.then_some(self.depth);
         let sh: &Shared = &self.ctx.shared;
         let prefix = sh.spec.prefix.as_bytes();
         let parts = self.mcount.iter().filter(|&&c| c > 0).count() as u32;
@@ -288,12 +291,8 @@ impl Conn {
             }
             rec.part_sent(m, 1);
             let member = &mut self.members[m];
-            let refused = if member.marked {
-                Some(Fault::MemberDown)
-            } else {
-                (full & (1 << m) != 0).then_some(Fault::MemberFull)
-            };
-            if let Some(f) = refused {
+            if member.marked {
+                let f = Fault::MemberDown;
                 rec.part_fault(m, f, 1);
                 if group == ALONE {
                     rec.fault(f);
@@ -304,7 +303,9 @@ impl Conn {
                 }
                 continue;
             }
-            let w = &mut member.wbuf;
+            let hold = member.must_hold(cap);
+            let w = member.buf(hold);
+            let start = w.len();
             w.extend_from_slice(b"get");
             for &(k, km) in &self.mkeys {
                 if usize::from(km) == m {
@@ -313,14 +314,16 @@ impl Conn {
                 }
             }
             w.extend_from_slice(b"\r\n");
-            member.inflight.push_back(Pending {
+            let len = w.len() - start;
+            let p = Pending {
                 op: MULTIGET as u8,
                 keys: count,
                 group,
                 key: u64::MAX,
                 intended,
                 sent: now,
-            });
+            };
+            member.enqueue(p, hold, len);
             busy::sent(1);
             sent_any = true;
         }
