@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::fault::Fault;
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, Spell as Episode};
 use crate::shared::Shared;
 use crate::spec::Pool;
 use crate::stream::Stream;
@@ -33,15 +33,6 @@ pub(crate) struct Pending {
     pub key: u64,
     pub intended: Instant,
     pub sent: Instant,
-}
-
-/// A member marked down on one connection: since the first failure of the run of failures
-/// that reached the limit, the failures so far, and when it was marked.
-#[derive(Clone, Copy)]
-pub(crate) struct Episode {
-    pub since: Instant,
-    pub failures: u64,
-    pub marked: Instant,
 }
 
 /// The member's silence that counts against the member timeout at `now`: from the latest of

@@ -133,6 +133,15 @@ pub struct Episode {
     pub open: bool,
 }
 
+/// A member marked down on one connection: since the first failure of the run of failures
+/// that reached the limit, the failures so far, and when it was marked.
+#[derive(Clone, Copy)]
+pub(crate) struct Spell {
+    pub since: Instant,
+    pub failures: u64,
+    pub marked: Instant,
+}
+
 /// Per-connection episodes merged into the member's: overlapping ones become one.
 pub(crate) fn merge_episodes(mut all: Vec<Episode>) -> Vec<Episode> {
     all.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
@@ -284,7 +293,7 @@ impl Recorder {
     }
 
     /// Member `m` was down (marked, on one connection) from `since` to `until`.
-    pub fn member_down(&mut self, m: usize, e: crate::member::Episode, until: Instant, open: bool) {
+    pub fn member_down(&mut self, m: usize, e: Spell, until: Instant, open: bool) {
         let (start_s, end_s) = (self.secs(e.since), self.secs(until));
         let (marked_s, failures) = (self.secs(e.marked), e.failures);
         if let Some(t) = self.members.get_mut(m) {

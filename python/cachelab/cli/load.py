@@ -52,7 +52,8 @@ _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arr
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
             "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats",
-            "probe_rate", "on_member_down", "on_miss", "private_pool", "add", "remove", "fail")
+            "probe_rate", "on_member_down", "on_miss", "private_pool", "add", "remove", "fail",
+            "private_proxy")
 
 #: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
 #: out of range is refused before anything starts, with the range (``scale`` uses them too).
@@ -182,6 +183,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--private-pool", type=common.int_range(2, 64), metavar="N",
                    help="start a private pool of N memcached servers for the run (loopback, "
                    "stopped at the end): the only servers --fail may touch")
+    d.add_argument("--private-proxy", action="store_true", default=None,
+                   help="with --private-pool: send through a private twemproxy in front of it, "
+                   "whose auto_eject_hosts follows --on-member-down (remap: on), "
+                   "server_failure_limit --member-failure-limit, server_retry_timeout "
+                   "--member-retry and timeout --member-timeout; --distribution ketama or "
+                   "twemproxy-*")
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)

@@ -230,7 +230,8 @@ def drill_lines(drill: Mapping[str, Any] | None, interval_s: float,
         lines.append(f"  {d['action']} {d['member']} at {d['done_s']:.2f} s "
                      f"(planned {d['planned_s']:g} s)")
     first = events[0]["at_s"]
-    rows = [r for r in drill["intervals"] if r["start_s"] + interval_s > first - BEFORE * interval_s]
+    rows = [r for r in drill["intervals"]
+            if r["start_s"] + interval_s > first - BEFORE * interval_s]
     lines.append(f"  {'from s':>7} {'hit ratio':>10} {'errors':>8} {'p99 µs':>10}")
     for r in rows:
         mark = "".join(" <- " + e["kind"] + " " + e["member"] for e in events

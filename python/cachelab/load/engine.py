@@ -31,11 +31,12 @@ from cachelab.load.precision import Watch, precision_verdict, with_intervals
 from cachelab.load.probe import client_busy, probe_result
 from cachelab.load.repeats import combined_validity, repeat_summary, spread, worst
 from cachelab.load.result import LoadResult
-from cachelab.load.spec import LoadSpec, memory_mb, pool_members
+from cachelab.load.spec import LoadSpec, memory_mb, pool_members, twemproxy_settings
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.load.validity import validity
 from cachelab.pool import Distribution, distribution
 from cachelab.progress import run_cancellable
+from cachelab.proxies import PrivateTwemproxy
 from cachelab.servers import ServerOptions
 from cachelab.tls import describe_tls, transport_of
 
@@ -106,6 +107,15 @@ def load(
             given = [mc.address for mc in owned[:spec.private_pool]]
             spares = [mc.address for mc in owned[spec.private_pool:]]
             members = pool_members(given)
+            if spec.private_proxy:
+                kind, hash_ = twemproxy_settings(spec.distribution)
+                proxy = stack.enter_context(PrivateTwemproxy(
+                    owned[:spec.private_pool], distribution=kind, hash=hash_,
+                    auto_eject=spec.on_member_down == "remap",
+                    server_failure_limit=spec.member_failure_limit,
+                    server_retry_timeout=spec.member_retry, timeout=spec.member_timeout))
+                hidden, given = members, [proxy.address]
+                members = pool_members(given)
         first = members[0][0] if members else None
         target = stack.enter_context(servers.serve(first, server_options,
                                                    memory_mb=memory_mb(spec)))
@@ -115,7 +125,7 @@ def load(
         members = members or [(target.address, 1)]
         run_id = secrets.token_hex(6)
         core = spec.to_core(given or target.address, run_id, spares=spares)
-        plan = FailPlan(events, owned, core["servers"]) if owned else None
+        plan = FailPlan(events, owned, hidden or core["servers"]) if owned else None
         stack.callback(lambda: plan and plan.finish())
         if hidden:
             core["behind"] = [a for a, _ in hidden]

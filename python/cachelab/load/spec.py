@@ -141,6 +141,12 @@ class LoadSpec:
     #: Start a private pool of this many memcached servers for the run (stopped at the end),
     #: the only servers ``fail`` may touch. None: one private server, or the servers given.
     private_pool: int | None = None
+    #: With ``private_pool``: send through a private twemproxy (nutcracker) in front of it,
+    #: its ``auto_eject_hosts`` on with ``on_member_down="remap"`` (``server_failure_limit``
+    #: the member failure limit, ``server_retry_timeout`` the member retry, ``timeout`` the
+    #: member timeout); ``distribution`` ketama (twemproxy's ketama with md5) or a
+    #: ``twemproxy-*`` kind.
+    private_proxy: bool = False
 
     @classmethod
     def quick(cls, **overrides: Any) -> LoadSpec:
@@ -195,6 +201,14 @@ class LoadSpec:
                 "--fail stops, kills or restarts a server: only a member of the private pool "
                 "this run starts (--private-pool N); cachelab never signals a server it did "
                 "not start")
+        if self.private_proxy:
+            if self.private_pool is None:
+                raise UsageError("--private-proxy puts a twemproxy in front of the private "
+                                 "pool: give --private-pool N")
+            if self.add or self.remove:
+                raise UsageError("--add/--remove change a client's member list; through "
+                                 "twemproxy the proxy holds the list: use --fail")
+            twemproxy_settings(self.distribution)
         if self.fail and self.duration is None:
             raise UsageError("a failure drill needs a --duration (its clock), not --requests")
 
@@ -338,6 +352,18 @@ class LoadSpec:
             "behind": None,
             "tls": core_tls(self.tls),
         }
+
+
+def twemproxy_settings(distribution: str) -> tuple[str, str]:
+    """twemproxy's ``distribution`` and ``hash`` for a pool distribution it can run:
+    ``ketama`` (its ketama with md5: the same placement) or ``twemproxy-KIND-HASH``."""
+    if distribution == "ketama":
+        return "ketama", "md5"
+    if distribution.startswith("twemproxy-"):
+        _, kind, hash_ = distribution.split("-", 2)
+        return kind, hash_
+    raise UsageError(f"--private-proxy runs twemproxy, which places keys by ketama or a "
+                     f"twemproxy-* distribution, not {distribution!r}")
 
 
 def pool_members(servers: str | Sequence[str]) -> list[tuple[str, int]]:

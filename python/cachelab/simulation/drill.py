@@ -70,11 +70,14 @@ class DrillPrediction:
                    f"{d['difference']:+.1f} points from the measurement)"
                    if d.get("difference") is not None else ""))
         lines.append(f"  {'from s':>7} {'measured':>9}" + "".join(f" {k:>14}" for k in dists))
-        fmt = (lambda v: "-" if v is None else f"{v:.1%}")
         for r in self.intervals:
-            lines.append(f"  {r['start_s']:>7.1f} {fmt(r['measured']):>9}"
-                         + "".join(f" {fmt(r['predicted'][k]):>14}" for k in dists))
+            lines.append(f"  {r['start_s']:>7.1f} {_pct(r['measured']):>9}"
+                         + "".join(f" {_pct(r['predicted'][k]):>14}" for k in dists))
         return "\n".join(lines)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
 
 
 def _load(source: LoadResult | Mapping[str, Any] | str | Path) -> tuple[LoadResult, str]:
