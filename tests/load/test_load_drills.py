@@ -146,3 +146,16 @@ def test_simulate_drill_prints_each_distributions_dip(tmp_path: Path) -> None:
     assert (tmp_path / "sim" / "drill-prediction.json").is_file()
     bad = cachelab("simulate", "--drill", tmp_path / "missing.json", cwd=tmp_path)
     assert bad.returncode == 2 and "missing.json" in one_error_line(bad)
+
+
+@pytest.mark.slow
+def test_a_killed_member_is_started_again_empty_for_the_clean_up() -> None:
+    spec = LoadSpec(private_pool=3, rate=2000, mix={"get": 0.9, "set": 0.1}, on_miss="set",
+                    on_member_down="remap", key_space=2000, duration=2.5, warmup=0.5,
+                    interval=0.5, seed=7, fail=["3@1.5:kill"])
+    r = load(spec)
+    actions = [(d["action"], d["planned_s"]) for d in r.drill["done"]]
+    assert actions == [("kill", 1.5), ("restart", None)], r.drill["done"]
+    # Its keys died with it; the clean-up found the rest and left nothing behind.
+    assert r.run["leftover_keys"] == 0 and r.run["deleted_keys"] == 2000, r.run
+    assert "(sending over: for the clean-up)" in r.render()

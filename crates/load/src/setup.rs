@@ -128,8 +128,13 @@ fn batches(
                 bytes += approx_len(&c);
                 batch.push(c);
             }
+            // A batch is tried again (a server restarted a moment ago comes back) until it
+            // goes through or the budget is spent.
             let mut done = false;
-            for _attempt in 0..2 {
+            for attempt in 0.. {
+                if attempt >= 2 && (last_ok.elapsed() >= spec.give_up_after || stop()) {
+                    break;
+                }
                 if conn.as_ref().is_none_or(|c| c.broken().is_some()) {
                     conn = Connection::connect(address, spec.options.clone())
                         .await

@@ -155,6 +155,8 @@ class FailPlan:
             self._todo.append((e.at_s, "start", e, mc))
         self._todo.sort(key=lambda t: t[0])
         self._stopped: list[Any] = []
+        self._killed: list[Any] = []
+        self._ended = False
         self.done: list[dict[str, Any]] = []
 
     def poll(self, elapsed_s: float) -> None:
@@ -175,10 +177,13 @@ class FailPlan:
             self._resume(mc)
         elif step == "start":  # kill or restart
             mc.kill()
+            self._killed.append(mc)
             if e.action == "restart":
                 self._push(e.at_s + (e.hold_s or 0.0), "restart", e, mc)
         elif step == "restart":
-            mc.restart()
+            if mc in self._killed:
+                self._killed.remove(mc)
+                mc.restart()
         self.done.append(record)
 
     def _push(self, at: float, step: str, e: Event, mc: Any) -> None:
@@ -190,6 +195,24 @@ class FailPlan:
             self._stopped.remove(mc)
             if mc.running:
                 os.kill(mc.pid, signal.SIGCONT)
+
+    def sending_ended(self, elapsed_s: float) -> None:
+        """Sending is over: a member still killed is started again, empty, so that the
+        clean-up finds its keys gone (they died with it) instead of waiting it out; a stopped
+        one is continued. Steps still planned are dropped."""
+        if self._ended:
+            return
+        self._ended = True
+        self._todo.clear()
+        for mc in list(self._stopped):
+            self._resume(mc)
+            self.done.append({"member": mc.address, "action": "cont", "planned_s": None,
+                              "done_s": round(elapsed_s, 3)})
+        for mc in list(self._killed):
+            self._killed.remove(mc)
+            mc.restart()
+            self.done.append({"member": mc.address, "action": "restart", "planned_s": None,
+                              "done_s": round(elapsed_s, 3)})
 
     def finish(self) -> None:
         """Resumes every server still stopped (also after an error or Ctrl-C)."""
@@ -228,7 +251,8 @@ def drill_lines(drill: Mapping[str, Any] | None, interval_s: float,
            if e["action"] else "") for e in events)]
     for d in drill.get("done") or []:
         lines.append(f"  {d['action']} {d['member']} at {d['done_s']:.2f} s "
-                     f"(planned {d['planned_s']:g} s)")
+                     + (f"(planned {d['planned_s']:g} s)" if d["planned_s"] is not None
+                        else "(sending over: for the clean-up)"))
     first = events[0]["at_s"]
     rows = [r for r in drill["intervals"]
             if r["start_s"] + interval_s > first - BEFORE * interval_s]

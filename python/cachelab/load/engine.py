@@ -138,7 +138,10 @@ def load(
 
         def watched(progress: Any) -> None:
             if plan is not None and progress.total:
-                plan.poll(progress.done / 1000)
+                if progress.done >= progress.total:
+                    plan.sending_ended(progress.done / 1000)
+                else:
+                    plan.poll(progress.done / 1000)
             if on_progress is not None:
                 on_progress(progress)
             if watch is not None and not evicting and watch.poll():
