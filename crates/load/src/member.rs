@@ -248,3 +248,60 @@ impl Member {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(sent: Instant) -> Pending {
+        Pending {
+            op: 0,
+            keys: 1,
+            group: ALONE,
+            key: 0,
+            intended: sent,
+            sent,
+        }
+    }
+
+    #[test]
+    fn silence_counts_from_the_latest_of_the_last_reply_and_the_oldest_request() {
+        let t0 = Instant::now();
+        let mut m = Member::new(4, t0);
+        let ms = Duration::from_millis;
+        assert_eq!(silence(&m, t0 + ms(500)), Duration::ZERO, "nothing waiting");
+        m.inflight.push_back(pending(t0 + ms(10)));
+        assert_eq!(silence(&m, t0 + ms(50)), ms(40));
+        m.heard = t0 + ms(30); // a reply after that request was sent
+        assert_eq!(silence(&m, t0 + ms(50)), ms(20));
+    }
+
+    #[test]
+    fn held_requests_go_out_in_order_as_room_frees_and_their_bytes_follow() {
+        let t0 = Instant::now();
+        let mut m = Member::new(2, t0);
+        for (i, text) in [&b"get a\r\n"[..], b"get b\r\n", b"get c\r\n"]
+            .iter()
+            .enumerate()
+        {
+            let hold = m.must_hold(Some(2));
+            assert_eq!(hold, i >= 2, "request {i}");
+            m.buf(hold).extend_from_slice(text);
+            let mut p = pending(t0);
+            p.key = i as u64;
+            m.enqueue(p, hold, text.len());
+        }
+        assert_eq!((m.inflight.len(), m.held.len()), (2, 1));
+        assert_eq!(m.wbuf, b"get a\r\nget b\r\n");
+        // Order is kept: while one is held, a new request is held too.
+        assert!(m.must_hold(Some(10)));
+        assert_eq!(m.release(2, t0), 0, "no room yet");
+        m.inflight.pop_front();
+        let later = t0 + Duration::from_millis(5);
+        assert_eq!(m.release(2, later), 1);
+        assert_eq!(m.wbuf, b"get a\r\nget b\r\nget c\r\n");
+        let last = m.inflight.back().unwrap();
+        assert_eq!((last.key, last.sent), (2, later), "sent when released");
+        assert!(m.held.is_empty() && m.hbuf.is_empty() && m.hpos == 0);
+    }
+}

@@ -10,14 +10,19 @@
 //!
 //! In closed loop the task keeps `pipeline` requests outstanding (a split multi-get is one
 //! request); in open loop it sends each request when its [`Timetable`] says, woken by its
-//! thread's [`Pacer`], and never has more than `max_outstanding` in flight. One wait covers
-//! every member's socket, the pacer and a timer (a `poll_fn` over their readiness).
+//! thread's [`Pacer`], and never has more than `max_outstanding` in flight — per member socket
+//! in a pool, where a request due for a member at its cap is held for that member (sent late
+//! as room frees) while the others' go out on time. One wait covers every member's socket,
+//! the pacer and a timer (a `poll_fn` over their readiness).
 //!
 //! Each member's socket has its own requests in flight, buffers, reconnects and back-off: a
-//! fault on one loses only the requests in flight on it. In a pool, a member that fails
-//! `failure_limit` times in a row is marked down until `retry` has passed: meanwhile its
-//! requests fail at once as `member_down` (see [`Pool`](crate::spec::Pool)). While no member
-//! is connected the task sends nothing, as a single server's connection waits to reconnect.
+//! fault on one loses only the requests in flight on it. In a pool, a member silent past the
+//! member timeout with requests waiting has failed; one that fails `failure_limit` times in a
+//! row is marked down until `retry` has passed: meanwhile its requests fail at once as
+//! `member_down`, or with `remap` go to the distribution over the others
+//! ([`membership`], see [`Pool`](crate::spec::Pool)), which also follows the run's membership
+//! changes. Read-through (`on_miss_set`) sets each key a get missed. While no member is
+//! connected the task sends nothing, as a single server's connection waits to reconnect.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
