@@ -8,15 +8,19 @@ run did not start. Every run is bounded in seconds."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pymemcache.client.base import Client
 
 from cachelab.errors import UsageError
 from cachelab.load import LoadSpec, load
 from cachelab.load.drill import parse_event
 from cachelab.simulation.drill import predict_drill
+from cachelab.servers import PrivateMemcached
 from clitools import cachelab, one_error_line
+from pools import loopback_pool
 
 
 def test_fail_is_refused_on_a_server_the_run_did_not_start(tmp_path: Path) -> None:
@@ -159,3 +163,39 @@ def test_a_killed_member_is_started_again_empty_for_the_clean_up() -> None:
     # Its keys died with it; the clean-up found the rest and left nothing behind.
     assert r.run["leftover_keys"] == 0 and r.run["deleted_keys"] == 2000, r.run
     assert "(sending over: for the clean-up)" in r.render()
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[list[PrivateMemcached]]:
+    with loopback_pool() as pool:
+        yield pool
+
+
+def _items(server: PrivateMemcached) -> int:
+    host, port = server.address.rsplit(":", 1)
+    c = Client((host, int(port)), connect_timeout=2, timeout=2)
+    try:
+        return int(c.stats()[b"curr_items"])
+    finally:
+        c.close()
+
+
+@pytest.mark.slow
+def test_add_and_remove_work_on_servers_the_run_did_not_start_and_leave_no_key(
+    servers: list[PrivateMemcached], tmp_path: Path,
+) -> None:
+    a, b, c = (s.address for s in servers)
+    p = cachelab("load", "--server", a, "--server", b, "--add", f"{c}@1.5", "--remove", "1@2.5",
+                 "--rate", "2000", "--mix", "get=100", "--on-miss", "set", "--key-space", "2000",
+                 "--duration", "3", "--warmup", "0.5", "--interval", "0.5", "--format", "table",
+                 "--out", tmp_path / "out", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert any(x.startswith(f"DRILL add {c} at 1.5 s") for x in lines), p.stdout
+    assert any(x.startswith("DRILL remove 1 at 2.5 s") for x in lines), p.stdout
+    saved = json.loads((tmp_path / "out" / "load.json").read_text())
+    members = {m["address"]: m for m in saved["members"]}
+    assert members[c]["sent"] > 0 and members[c]["misses"] > 0  # joined empty, refilled
+    # Every key written, on whichever member it lived, was deleted.
+    assert saved["run"]["leftover_keys"] == 0
+    assert [_items(s) for s in servers] == [0, 0, 0]

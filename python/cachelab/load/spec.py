@@ -7,6 +7,7 @@ engine (:mod:`cachelab.load.engine`) runs it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -195,7 +196,13 @@ class LoadSpec:
                 raise UsageError("private-pool: at most 64 members")
             servers = [f"127.0.0.1:{i + 1}" for i in range(self.private_pool)]
         spares = [f"127.0.0.1:{i + 1}" for i in range(len(servers), len(servers) + 64)]
-        _core.load_check(self.to_core(servers, "check", spares=spares))
+        spec = self
+        if not self.servers and self.private_pool is None and (self.add or self.remove):
+            # The members are not known yet (given to load() apart): the events are parsed
+            # here and resolved against the members when the run starts.
+            self.events()
+            spec = dataclasses.replace(self, add=[], remove=[])
+        _core.load_check(spec.to_core(servers, "check", spares=spares))
         if self.fail and self.private_pool is None:
             raise UsageError(
                 "--fail stops, kills or restarts a server: only a member of the private pool "
