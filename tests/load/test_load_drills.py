@@ -199,3 +199,23 @@ def test_add_and_remove_work_on_servers_the_run_did_not_start_and_leave_no_key(
     # Every key written, on whichever member it lived, was deleted.
     assert saved["run"]["leftover_keys"] == 0
     assert [_items(s) for s in servers] == [0, 0, 0]
+
+
+@pytest.mark.slow
+def test_through_a_private_twemproxy_auto_eject_moves_a_stopped_members_keys() -> None:
+    # --on-member-down remap writes auto_eject_hosts: true: twemproxy ejects the stopped
+    # member after its failure limit, and its keys miss on the others (a dip); the requests
+    # before the ejection fail (server_error from the proxy), none after it.
+    spec = LoadSpec(private_pool=3, private_proxy=True, on_member_down="remap", rate=2000,
+                    mix={"get": 1}, on_miss="set", key_space=2000, duration=3.5, warmup=0.5,
+                    interval=0.5, seed=8, fail=["2@1.5:stop:1.5"])
+    r = load(spec)
+    assert r.behind is not None and len(r.behind) == 3  # the pool, behind the proxy
+    rows = r.drill["intervals"]
+    before = [x["hit_ratio"] for x in rows if x["start_s"] + 0.5 <= 1.5 and x["hit_ratio"]]
+    after = [x["hit_ratio"] for x in rows if 1.5 <= x["start_s"] < 3.0 and x["hit_ratio"]]
+    assert before[-1] > 0.99 and min(after) < before[-1] - 0.05, (before, after)
+    # Ejected within the proxy's limit × timeout: the failures are bounded, then it goes on.
+    assert sum(r.all["errors"].values()) < 0.2 * r.all["sent"], r.all["errors"]
+    with pytest.raises(UsageError, match="the proxy holds the list"):
+        LoadSpec(private_pool=3, private_proxy=True, remove=["2@1"]).check()
