@@ -17,8 +17,8 @@ from pymemcache.client.base import Client
 from cachelab.errors import UsageError
 from cachelab.load import LoadSpec, load
 from cachelab.load.drill import parse_event
-from cachelab.simulation.drill import predict_drill
 from cachelab.servers import PrivateMemcached
+from cachelab.simulation.drill import predict_drill
 from clitools import cachelab, one_error_line
 from pools import loopback_pool
 

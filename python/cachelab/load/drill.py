@@ -151,8 +151,12 @@ class FailPlan:
         for e in events:
             if e.kind != "fail":
                 continue
-            mc = servers[resolve(e.member, pool, e.text)]
-            self._todo.append((e.at_s, "start", e, mc))
+            address = pool[resolve(e.member, pool, e.text)][0]
+            mine = [mc for mc in servers if mc.address == address]
+            if not mine:
+                raise UsageError(f"{e.text}: {address} is not a server this run started; "
+                                 "--fail only touches the private pool's")
+            self._todo.append((e.at_s, "start", e, mine[0]))
         self._todo.sort(key=lambda t: t[0])
         self._stopped: list[Any] = []
         self._killed: list[Any] = []
@@ -180,10 +184,9 @@ class FailPlan:
             self._killed.append(mc)
             if e.action == "restart":
                 self._push(e.at_s + (e.hold_s or 0.0), "restart", e, mc)
-        elif step == "restart":
-            if mc in self._killed:
-                self._killed.remove(mc)
-                mc.restart()
+        elif step == "restart" and mc in self._killed:
+            self._killed.remove(mc)
+            mc.restart()
         self.done.append(record)
 
     def _push(self, at: float, step: str, e: Event, mc: Any) -> None:

@@ -138,7 +138,7 @@ def load(
 
         def watched(progress: Any) -> None:
             if plan is not None and progress.total:
-                if progress.done >= progress.total:
+                if progress.done >= progress.total or progress.cancelled:
                     plan.sending_ended(progress.done / 1000)
                 else:
                     plan.poll(progress.done / 1000)
