@@ -219,3 +219,22 @@ def test_through_a_private_twemproxy_auto_eject_moves_a_stopped_members_keys() -
     assert sum(r.all["errors"].values()) < 0.2 * r.all["sent"], r.all["errors"]
     with pytest.raises(UsageError, match="the proxy holds the list"):
         LoadSpec(private_pool=3, private_proxy=True, remove=["2@1"]).check()
+
+
+@pytest.mark.slow
+def test_a_closed_loop_keeps_its_rate_once_a_stopped_member_is_marked_down() -> None:
+    # The coupling a closed loop keeps: its connections wait for the stopped member until it
+    # is marked down (the replies/s dip, shown per interval), then go on at their rate, its
+    # requests failing at once (once, each failure cost a 20 ms tick: the rate fell ~50-fold).
+    spec = LoadSpec(private_pool=3, key_space=3000, duration=4.5, warmup=0.5, interval=0.5,
+                    seed=9, fail=["2@1.5:stop:2.5"])
+    r = load(spec)
+    [stop] = [d for d in r.drill["done"] if d["action"] == "stop"]
+    marked = _down_member(r, stop["member"])["down"][0]["marked_s"]
+    rows = r.drill["intervals"]
+    before = [x["throughput"] for x in rows if 0.5 <= x["start_s"] and x["start_s"] + 0.5 <= 1.5]
+    down = [x["throughput"] for x in rows if marked + 0.1 <= x["start_s"] and
+            x["start_s"] + 0.5 <= stop["done_s"] + 2.5]
+    assert down and min(down) > 0.5 * min(before), (before, down, marked)
+    lines = r.render().splitlines()
+    assert any("replies/s" in x for x in lines)

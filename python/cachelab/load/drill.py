@@ -227,13 +227,16 @@ def drill_summary(events: Sequence[Event], done: Sequence[Mapping[str, Any]],
                   intervals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``drill`` in load.json: the events as given, what was done to the private pool and
     when, and per interval the gets' hit ratio (hits / keys asked, over the gets and
-    multi-gets answered), the requests that failed, and the p99 (corrected in open loop)."""
+    multi-gets answered), the replies per second (a closed loop's connections held up by a
+    member that stopped answering show here), the requests that failed, and the p99
+    (corrected in open loop)."""
     rows = []
     for iv in intervals:
         keys = iv["hits"] + iv["misses"]
         best = iv.get("corrected") or iv["uncorrected"]
         rows.append({"index": iv["index"], "start_s": iv["start_s"],
                      "hit_ratio": round(iv["hits"] / keys, 5) if keys else None,
+                     "throughput": round(iv["throughput"], 1),
                      "errors": sum(iv["errors"].values()), "lost": iv["lost"],
                      "p99_ns": best["percentiles"]["99"]})
     return {"events": [{"kind": e.kind, "member": e.member, "at_s": e.at_s,
@@ -259,12 +262,14 @@ def drill_lines(drill: Mapping[str, Any] | None, interval_s: float,
     first = events[0]["at_s"]
     rows = [r for r in drill["intervals"]
             if r["start_s"] + interval_s > first - BEFORE * interval_s]
-    lines.append(f"  {'from s':>7} {'hit ratio':>10} {'errors':>8} {'p99 µs':>10}")
+    lines.append(f"  {'from s':>7} {'hit ratio':>10} {'replies/s':>10} {'errors':>8} "
+                 f"{'p99 µs':>10}")
     for r in rows:
         mark = "".join(" <- " + e["kind"] + " " + e["member"] for e in events
                        if r["start_s"] <= e["at_s"] < r["start_s"] + interval_s)
         hr = "-" if r["hit_ratio"] is None else f"{r['hit_ratio']:.1%}"
-        lines.append(f"  {r['start_s']:>7.1f} {hr:>10} {r['errors']:>8} "
+        lines.append(f"  {r['start_s']:>7.1f} {hr:>10} {r.get('throughput', 0):>10.0f} "
+                     f"{r['errors']:>8} "
                      f"{us(r['p99_ns']):>10}{mark}")
     return lines
 
