@@ -130,6 +130,20 @@ def serve(
                      private=mc)
 
 
+@contextlib.contextmanager
+def private_pool(n: int, options: ServerOptions | None = None, *,
+                 memory_mb: int = 0) -> Iterator[list[PrivateMemcached]]:
+    """``n`` private memcached servers on free loopback ports (a pool the run owns: the only
+    servers a failure drill may stop, kill or restart), each with at least ``memory_mb`` of
+    memory, stopped when the block ends — also on an error or Ctrl-C."""
+    opts = options or ServerOptions()
+    threads = opts.threads if opts.threads is not None else 1
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(PrivateMemcached(
+            memory_mb=max(opts.memory_mb, memory_mb), threads=threads,
+            extra_args=opts.extra_args)) for _ in range(n)]
+
+
 def find_memcached(binary: str | None = None) -> str:
     """Return the path of the memcached binary.
 
@@ -276,6 +290,23 @@ class PrivateMemcached:
         if self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (a failure drill): it stops at once, its items gone; the port
+        stays ours for :meth:`restart`. Only ever this object's own process."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def restart(self) -> PrivateMemcached:
+        """Start the server again on the same TCP port (after :meth:`kill`, or a stop), empty,
+        and wait until it answers."""
+        if self._port is None or self.unix_socket or self.tls_files is not None:
+            raise UsageError("only a plain TCP private memcached restarts on its port")
+        port = self._port
+        self.stop()
+        self.fixed_port = port
+        return self.start()
 
     def __enter__(self) -> PrivateMemcached:
         return self if self.running else self.start()

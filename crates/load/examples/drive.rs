@@ -37,6 +37,9 @@ fn main() {
             distribution: Distribution::Ketama,
             failure_limit: 2,
             retry: Duration::from_secs(2),
+            member_timeout: cachelab_load::MEMBER_TIMEOUT,
+            remap: false,
+            changes: Vec::new(),
         },
         connections: conns,
         threads: 1,
@@ -75,6 +78,7 @@ fn main() {
         ),
         send_batch: std::env::var("DRIVE_SEND_BATCH").map_or(1, |v| v.parse().expect("batch")),
         behind: Vec::new(),
+        on_miss_set: false,
         probe_rate: std::env::var("DRIVE_PROBE_RATE")
             .ok()
             .map(|v| v.parse().expect("requests/s")),

@@ -28,7 +28,8 @@
 //! The modules, each using only those listed after it:
 //!
 //! * `thread` — the sending phase: the client threads and the collection of their intervals;
-//! * `conn` — one connection task (a socket per pool member): sending, reading replies;
+//! * `conn` — one connection task (a socket per pool member): its loop and failures, with
+//!   `conn::send` (the schedule, requests encoded, writes) and `conn::reply` (replies read);
 //!   `member` — one member's socket, its reconnects and failures; `group` — multi-gets split
 //!   over members; `route` — which member each key goes to;
 //! * `pacing` — open-loop timetables and the per-thread timer; `stream` — the socket;
@@ -36,12 +37,15 @@
 //! * `recorder` — per-thread interval recording and the collector that merges it;
 //! * `record` — the serialized outcome; `outcome` — what a run produced; [`samples`] — sends'
 //!   lateness and bounded samples of send times and latencies for the validity checks;
+//! * `drill` — a failure drill's predicted hit ratio per interval, from the run's route
+//!   tables;
 //! * [`steady`], `series` (intervals and totals), `fault`, `setup` (value pool, prefill,
 //!   clean-up), [`server`] (stats and schedstat), `shared` (progress and run state), `spec`
 //!   (the workload and its checks), [`busy`], [`keys`], [`sizes`].
 
 pub mod busy;
 mod conn;
+mod drill;
 mod fault;
 mod group;
 pub mod keys;
@@ -69,13 +73,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use cachelab_client::pool::Kind as Distribution;
+pub use drill::{predict, Predicted};
 pub use fault::Fault;
 pub use outcome::{ClientSched, MemberOutcome, Outcome, ProbeOutcome, Schedule};
 pub use recorder::Episode;
 pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
 pub use shared::Progress;
-pub use spec::{caps, Arrivals, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError, Stop};
+pub use spec::{
+    caps, Arrivals, Change, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError, Stop,
+    MEMBER_TIMEOUT,
+};
 pub use stalls::Stall;
 pub use steady::Steady;
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::fault::Fault;
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, Spell as Episode};
 use crate::shared::Shared;
 use crate::spec::Pool;
 use crate::stream::Stream;
@@ -29,8 +29,18 @@ pub(crate) struct Pending {
     pub keys: u16,
     /// Its multi-get's group, or [`ALONE`].
     pub group: u32,
+    /// The key index of a single-key request (`u64::MAX` for a multi-get).
+    pub key: u64,
     pub intended: Instant,
     pub sent: Instant,
+}
+
+/// The member's silence that counts against the member timeout at `now`: from the latest of
+/// its last reply (or connect) and its oldest waiting request's send; zero with none waiting.
+pub(crate) fn silence(m: &Member, now: Instant) -> Duration {
+    m.inflight.front().map_or(Duration::ZERO, |p| {
+        now.saturating_duration_since(p.sent.max(m.heard))
+    })
 }
 
 /// A connection's time without a connection to any member: from its start (or the fault
@@ -80,6 +90,12 @@ pub(crate) enum Link {
 pub(crate) struct Member {
     pub link: Link,
     pub inflight: VecDeque<Pending>,
+    /// Open loop over a pool: requests due while this member had the most requests in flight
+    /// a member may have, encoded (into `hbuf`, each with its length) but not yet sent; they
+    /// go out, late, as its replies free room — without holding up the other members.
+    pub held: VecDeque<(Pending, usize)>,
+    pub hbuf: Vec<u8>,
+    pub hpos: usize,
     pub wbuf: Vec<u8>,
     pub wpos: usize,
     pub rbuf: BytesMut,
@@ -91,8 +107,12 @@ pub(crate) struct Member {
     pub streak_since: Option<Instant>,
     /// Marked down (pools only): its requests fail at once until it connects again.
     pub marked: bool,
-    /// Marked down since, with the failures so far: ends at its next reply.
-    pub episode: Option<(Instant, u64)>,
+    /// Marked down: since (the first failure of the run that reached the limit), the
+    /// failures so far, and when it was marked; ends at its next reply.
+    pub episode: Option<Episode>,
+    /// Its last reply or connect: with requests waiting, silence since then (or since the
+    /// oldest waiting request was sent) longer than the member timeout is a failure.
+    pub heard: Instant,
     /// Set by the wait: readable, a connect that finished, a socket error.
     pub readable: bool,
     pub landed: Option<Result<Stream, cachelab_client::Error>>,
@@ -104,6 +124,9 @@ impl Member {
         Member {
             link: Link::Idle(now),
             inflight: VecDeque::with_capacity(depth),
+            held: VecDeque::new(),
+            hbuf: Vec::new(),
+            hpos: 0,
             wbuf: Vec::with_capacity(16 * 1024),
             wpos: 0,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
@@ -112,6 +135,7 @@ impl Member {
             streak_since: None,
             marked: false,
             episode: None,
+            heard: now,
             readable: false,
             landed: None,
             error: None,
@@ -134,8 +158,14 @@ impl Member {
         let retry_at = if pool.len() > 1 && self.strikes >= pool.failure_limit {
             self.marked = true;
             match self.episode.as_mut() {
-                Some((_, failures)) => *failures += 1,
-                None => self.episode = Some((streak, u64::from(self.strikes))),
+                Some(e) => e.failures += 1,
+                None => {
+                    self.episode = Some(Episode {
+                        since: streak,
+                        failures: u64::from(self.strikes),
+                        marked: now,
+                    })
+                }
             }
             now + pool.retry
         } else {
@@ -145,15 +175,70 @@ impl Member {
     }
 
     /// It answered: its failures in a row are over; the down episode it ends, if any.
-    pub fn answered(&mut self) -> Option<(Instant, u64)> {
+    pub fn answered(&mut self) -> Option<Episode> {
         self.strikes = 0;
         self.streak_since = None;
         self.backoff = 0;
         self.episode.take()
     }
 
+    /// Whether a new request must wait in `held`: some already do (order is kept), or, with
+    /// a per-member cap, `cap` requests are in flight.
+    #[inline]
+    pub fn must_hold(&self, cap: Option<usize>) -> bool {
+        !self.held.is_empty() || cap.is_some_and(|c| self.inflight.len() >= c)
+    }
+
+    /// The buffer a request is encoded into: the write buffer, or (`hold`) the held one.
+    #[inline]
+    pub fn buf(&mut self, hold: bool) -> &mut Vec<u8> {
+        if hold {
+            &mut self.hbuf
+        } else {
+            &mut self.wbuf
+        }
+    }
+
+    /// A request encoded (its last `len` bytes in the buffer [`buf(hold)`](Member::buf)
+    /// gave): in flight, or held.
+    #[inline]
+    pub fn enqueue(&mut self, p: Pending, hold: bool, len: usize) {
+        if hold {
+            self.held.push_back((p, len));
+        } else {
+            self.inflight.push_back(p);
+        }
+    }
+
+    /// Moves held requests into flight (sent `now`) while fewer than `cap` are; how many
+    /// moved.
+    pub fn release(&mut self, cap: usize, now: Instant) -> u64 {
+        let mut n = 0;
+        while self.inflight.len() < cap {
+            let Some((mut p, len)) = self.held.pop_front() else {
+                break;
+            };
+            p.sent = now;
+            self.wbuf
+                .extend_from_slice(&self.hbuf[self.hpos..self.hpos + len]);
+            self.hpos += len;
+            self.inflight.push_back(p);
+            n += 1;
+        }
+        if self.held.is_empty() {
+            self.hbuf.clear();
+            self.hpos = 0;
+        }
+        n
+    }
+
     pub fn up(&self) -> bool {
         matches!(self.link, Link::Up(_))
+    }
+
+    /// Requests in flight or held.
+    pub fn waiting(&self) -> usize {
+        self.inflight.len() + self.held.len()
     }
 
     pub fn wants_write(&self) -> bool {
@@ -161,5 +246,62 @@ impl Member {
             Link::Up(s) => self.wpos < self.wbuf.len() || s.pending(),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(sent: Instant) -> Pending {
+        Pending {
+            op: 0,
+            keys: 1,
+            group: ALONE,
+            key: 0,
+            intended: sent,
+            sent,
+        }
+    }
+
+    #[test]
+    fn silence_counts_from_the_latest_of_the_last_reply_and_the_oldest_request() {
+        let t0 = Instant::now();
+        let mut m = Member::new(4, t0);
+        let ms = Duration::from_millis;
+        assert_eq!(silence(&m, t0 + ms(500)), Duration::ZERO, "nothing waiting");
+        m.inflight.push_back(pending(t0 + ms(10)));
+        assert_eq!(silence(&m, t0 + ms(50)), ms(40));
+        m.heard = t0 + ms(30); // a reply after that request was sent
+        assert_eq!(silence(&m, t0 + ms(50)), ms(20));
+    }
+
+    #[test]
+    fn held_requests_go_out_in_order_as_room_frees_and_their_bytes_follow() {
+        let t0 = Instant::now();
+        let mut m = Member::new(2, t0);
+        for (i, text) in [&b"get a\r\n"[..], b"get b\r\n", b"get c\r\n"]
+            .iter()
+            .enumerate()
+        {
+            let hold = m.must_hold(Some(2));
+            assert_eq!(hold, i >= 2, "request {i}");
+            m.buf(hold).extend_from_slice(text);
+            let mut p = pending(t0);
+            p.key = i as u64;
+            m.enqueue(p, hold, text.len());
+        }
+        assert_eq!((m.inflight.len(), m.held.len()), (2, 1));
+        assert_eq!(m.wbuf, b"get a\r\nget b\r\n");
+        // Order is kept: while one is held, a new request is held too.
+        assert!(m.must_hold(Some(10)));
+        assert_eq!(m.release(2, t0), 0, "no room yet");
+        m.inflight.pop_front();
+        let later = t0 + Duration::from_millis(5);
+        assert_eq!(m.release(2, later), 1);
+        assert_eq!(m.wbuf, b"get a\r\nget b\r\nget c\r\n");
+        let last = m.inflight.back().unwrap();
+        assert_eq!((last.key, last.sent), (2, later), "sent when released");
+        assert!(m.held.is_empty() && m.hbuf.is_empty() && m.hpos == 0);
     }
 }

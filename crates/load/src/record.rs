@@ -470,6 +470,7 @@ mod tests {
                 latency: cachelab_metrics::from_values([100, 300]),
                 down: vec![Episode {
                     start_s: 0.2,
+                    marked_s: 0.3,
                     end_s: 0.6,
                     failures: 2,
                     connections: 1,
@@ -561,7 +562,7 @@ mod tests {
              schedstat_after:null}},behind:[],\
              members:[{{address:str,weight:int,keys:int,sent:int,replies:int,hits:int,misses:int,\
              errors:{{member_down:int}},lost:int,latency:{HIST},\
-             down:[{{start_s:float,end_s:float,failures:int,connections:int,open:bool}}],\
+             down:[{{start_s:float,marked_s:float,end_s:float,failures:int,connections:int,open:bool}}],\
              server:{{version:str,before:{{}},after:{{}},pid:null,schedstat_before:null,\
              schedstat_after:null}}}}],\
              schedule:{schedule},\

@@ -122,6 +122,8 @@ impl MemberTally {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Episode {
     pub start_s: f64,
+    /// When it was marked down (the limit reached); the earliest over the connections.
+    pub marked_s: f64,
     pub end_s: f64,
     /// Failures in it (failed connects, timed-out requests, dropped connections).
     pub failures: u64,
@@ -129,6 +131,15 @@ pub struct Episode {
     pub connections: u64,
     /// Still down when the run ended.
     pub open: bool,
+}
+
+/// A member marked down on one connection: since the first failure of the run of failures
+/// that reached the limit, the failures so far, and when it was marked.
+#[derive(Clone, Copy)]
+pub(crate) struct Spell {
+    pub since: Instant,
+    pub failures: u64,
+    pub marked: Instant,
 }
 
 /// Per-connection episodes merged into the member's: overlapping ones become one.
@@ -139,6 +150,7 @@ pub(crate) fn merge_episodes(mut all: Vec<Episode>) -> Vec<Episode> {
         match out.last_mut() {
             Some(last) if e.start_s <= last.end_s => {
                 last.end_s = last.end_s.max(e.end_s);
+                last.marked_s = last.marked_s.min(e.marked_s);
                 last.failures += e.failures;
                 last.connections += e.connections;
                 last.open |= e.open;
@@ -281,19 +293,14 @@ impl Recorder {
     }
 
     /// Member `m` was down (marked, on one connection) from `since` to `until`.
-    pub fn member_down(
-        &mut self,
-        m: usize,
-        since: Instant,
-        until: Instant,
-        failures: u64,
-        open: bool,
-    ) {
-        let (start_s, end_s) = (self.secs(since), self.secs(until));
+    pub fn member_down(&mut self, m: usize, e: Spell, until: Instant, open: bool) {
+        let (start_s, end_s) = (self.secs(e.since), self.secs(until));
+        let (marked_s, failures) = (self.secs(e.marked), e.failures);
         if let Some(t) = self.members.get_mut(m) {
             if t.down.len() < MAX_EPISODES {
                 t.down.push(Episode {
                     start_s,
+                    marked_s,
                     end_s,
                     failures,
                     connections: 1,
@@ -570,6 +577,7 @@ mod tests {
     fn ep(start_s: f64, end_s: f64, failures: u64) -> Episode {
         Episode {
             start_s,
+            marked_s: start_s,
             end_s,
             failures,
             connections: 1,
@@ -585,6 +593,7 @@ mod tests {
             vec![
                 Episode {
                     start_s: 1.0,
+                    marked_s: 1.0,
                     end_s: 2.5,
                     failures: 5,
                     connections: 2,

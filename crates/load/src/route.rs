@@ -7,67 +7,124 @@
 //!
 //! [`caps::MAX_KEY_SPACE`]: crate::caps::MAX_KEY_SPACE
 
-use crate::spec::Spec;
+use std::time::Duration;
+
+use crate::spec::{Pool, Spec};
 use crate::wire;
 
-/// The key -> member table of a run, and how many keys each member holds.
+/// One membership of the pool: from when, its members, and its key -> member table.
 #[derive(Debug, Clone)]
-pub(crate) struct Routes {
+pub(crate) struct Epoch {
+    /// From this long after the start of sending.
+    pub from: Duration,
+    /// Its members (indices into the pool's members), in the pool's order.
+    pub active: Vec<usize>,
     /// Member of each key index; empty for a pool of one.
     table: Vec<u8>,
-    /// Keys of the key space per member, in the pool's order.
+    /// Keys of the key space per member of the pool (0 for a member not in it).
     pub keys: Vec<u64>,
 }
 
+/// The key -> member tables of a run, one per membership (one unless the run adds or removes
+/// members), and how many keys each member holds at the start.
+#[derive(Debug, Clone)]
+pub(crate) struct Routes {
+    pub epochs: Vec<Epoch>,
+    /// Keys of the key space per member at the start, in the pool's order.
+    pub keys: Vec<u64>,
+}
+
+/// The table of `pool`'s members `active` over `spec`'s key space, computed on up to
+/// `spec.threads` threads (at least two when the machine has them: a large key space takes a
+/// while to hash); each entry an index into the pool's members.
+pub(crate) fn table(spec: &Spec, pool: &Pool, active: &[usize]) -> Result<Vec<u8>, String> {
+    let map = pool.distribution_of(active)?;
+    let n = spec.key_space as usize;
+    let mut table = vec![0u8; n];
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let threads = spec.threads.max(cpus.min(8)).clamp(1, n.max(1));
+    let chunk = n.div_ceil(threads).max(1);
+    let prefix = spec.prefix.as_bytes();
+    std::thread::scope(|s| {
+        for (i, part) in table.chunks_mut(chunk).enumerate() {
+            let map = &map;
+            s.spawn(move || {
+                let mut key = Vec::with_capacity(prefix.len() + 24);
+                for (j, slot) in part.iter_mut().enumerate() {
+                    key.clear();
+                    wire::put_key(&mut key, prefix, (i * chunk + j) as u64);
+                    *slot = active[map.server_for(&key)] as u8;
+                }
+            });
+        }
+    });
+    Ok(table)
+}
+
 impl Routes {
-    /// The table for `spec`'s pool and key space, computed on up to `spec.threads` threads
-    /// (at least two when the machine has them: a large key space takes a while to hash).
+    /// The tables for `spec`'s pool, each membership's, and key space.
     pub fn build(spec: &Spec) -> Result<Routes, String> {
         let members = spec.pool.len();
         if members == 1 {
             return Ok(Routes {
-                table: Vec::new(),
+                epochs: vec![Epoch {
+                    from: Duration::ZERO,
+                    active: vec![0],
+                    table: Vec::new(),
+                    keys: vec![spec.key_space],
+                }],
                 keys: vec![spec.key_space],
             });
         }
-        let map = spec.pool.distribution()?;
-        let n = spec.key_space as usize;
-        let mut table = vec![0u8; n];
-        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let threads = spec.threads.max(cpus.min(8)).clamp(1, n.max(1));
-        let chunk = n.div_ceil(threads).max(1);
-        let prefix = spec.prefix.as_bytes();
-        std::thread::scope(|s| {
-            for (i, part) in table.chunks_mut(chunk).enumerate() {
-                let map = &map;
-                s.spawn(move || {
-                    let mut key = Vec::with_capacity(prefix.len() + 24);
-                    for (j, slot) in part.iter_mut().enumerate() {
-                        key.clear();
-                        wire::put_key(&mut key, prefix, (i * chunk + j) as u64);
-                        *slot = map.server_for(&key) as u8;
-                    }
-                });
-            }
-        });
-        let mut keys = vec![0u64; members];
-        for &m in &table {
-            keys[m as usize] += 1;
-        }
-        Ok(Routes { table, keys })
+        let epochs = spec
+            .pool
+            .epochs()?
+            .into_iter()
+            .map(|(from, active)| {
+                let table = table(spec, &spec.pool, &active)?;
+                let mut keys = vec![0u64; members];
+                for &m in &table {
+                    keys[m as usize] += 1;
+                }
+                Ok(Epoch {
+                    from,
+                    active,
+                    table,
+                    keys,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let keys = epochs[0].keys.clone();
+        Ok(Routes { epochs, keys })
     }
 
-    /// The member that holds key `index`.
+    /// The member that holds key `index` at the start.
     #[inline]
     pub fn member(&self, index: u64) -> usize {
-        if self.table.is_empty() {
+        self.member_in(0, index)
+    }
+
+    /// The member that holds key `index` in membership `epoch`.
+    #[inline]
+    pub fn member_in(&self, epoch: usize, index: u64) -> usize {
+        let t = &self.epochs[epoch].table;
+        if t.is_empty() {
             0
         } else {
-            self.table[index as usize] as usize
+            t[index as usize] as usize
         }
     }
 
-    /// The key indices from `indices` that member `m` holds.
+    /// The membership in force `elapsed` after the start of sending.
+    #[inline]
+    pub fn epoch_at(&self, elapsed: Duration) -> usize {
+        self.epochs
+            .iter()
+            .rposition(|e| e.from <= elapsed)
+            .unwrap_or(0)
+    }
+
+    /// The key indices from `indices` that member `m` holds at the start.
     pub fn of_member(&self, m: usize, indices: &[u64]) -> Vec<u64> {
         indices
             .iter()
@@ -96,6 +153,9 @@ mod tests {
             distribution: kind,
             failure_limit: 2,
             retry: std::time::Duration::from_secs(1),
+            member_timeout: crate::spec::MEMBER_TIMEOUT,
+            remap: false,
+            changes: Vec::new(),
         };
         s.key_space = key_space;
         s.prefix = "p:run".into();
@@ -131,5 +191,35 @@ mod tests {
     fn a_pool_of_one_has_no_table() {
         let r = Routes::build(&spec(Kind::Ketama, &["10.0.0.1:11211"], 100)).unwrap();
         assert_eq!((r.member(99), r.keys.clone()), (0, vec![100]));
+    }
+
+    #[test]
+    fn a_removed_member_holds_no_keys_after_its_removal_and_ketama_moves_only_its_own() {
+        let hosts = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11212"];
+        let mut s = spec(Kind::Ketama, &hosts, 6000);
+        s.pool.changes = vec![crate::spec::Change {
+            at: std::time::Duration::from_secs(2),
+            member: 1,
+            add: false,
+        }];
+        let r = Routes::build(&s).unwrap();
+        assert_eq!(r.epochs.len(), 2);
+        assert_eq!(r.epoch_at(std::time::Duration::from_millis(1999)), 0);
+        assert_eq!(r.epoch_at(std::time::Duration::from_secs(3)), 1);
+        assert_eq!(r.epochs[1].keys[1], 0);
+        let servers = [hosts[0], hosts[2]]
+            .iter()
+            .map(|h| Server::parse(h).unwrap())
+            .collect();
+        let after = Distribution::new(Kind::Ketama, servers).unwrap();
+        for i in 0..6000u64 {
+            let key = format!("p:run:{i}");
+            let m = [0, 2][after.server_for(key.as_bytes())];
+            assert_eq!(r.member_in(1, i), m, "key {key}");
+            // ketama: a key of a member that stays does not move.
+            if r.member(i) != 1 {
+                assert_eq!(r.member_in(1, i), r.member(i), "key {key}");
+            }
+        }
     }
 }

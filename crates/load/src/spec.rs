@@ -45,9 +45,16 @@ pub struct Member {
 /// A pool of one is a plain single-server run: every request goes to it, and a connection
 /// that fails reconnects with back-off until the reconnect budget is spent. In a pool of two
 /// or more, a member that fails `failure_limit` times in a row (failed connects, timed-out
-/// requests, dropped connections; a reply resets the count) is marked down for `retry`:
-/// meanwhile the requests for its keys fail at once (`member_down`), unsent and not remapped
-/// to another member, as libmemcached does with `server_failure_limit` and `retry_timeout`.
+/// requests, dropped connections, or `member_timeout` with requests waiting and no reply; a
+/// reply resets the count) is marked down for `retry`: meanwhile the requests for its keys
+/// fail at once (`member_down`), unsent and not remapped to another member, as libmemcached
+/// does with `server_failure_limit` and `retry_timeout` — or, with `remap`, go to the member
+/// the distribution over the members not marked down picks (libmemcached's
+/// `remove_failed_servers`, pymemcache's dead-server removal).
+///
+/// `changes` change the membership during the run (a member added or removed at a time):
+/// the members listed are every member the run may use, those whose first change adds them
+/// joining only then.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pool {
     /// In the order given: the distribution depends on it.
@@ -55,7 +62,28 @@ pub struct Pool {
     pub distribution: Kind,
     pub failure_limit: u32,
     pub retry: Duration,
+    /// The member-health deadline: a member with requests waiting that has answered nothing
+    /// for this long (since its oldest waiting request was sent, its last reply, or its
+    /// connect) has failed, whatever the request timeout.
+    pub member_timeout: Duration,
+    /// A member marked down is taken out of the distribution (its keys go to the others)
+    /// instead of failing its requests at once.
+    pub remap: bool,
+    /// Membership changes, in any order (applied in time order).
+    pub changes: Vec<Change>,
 }
+
+/// A membership change: member `member` (an index into [`Pool::members`]) joins (`add`) or
+/// leaves the distribution `at` after the start of sending (the time series' clock).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Change {
+    pub at: Duration,
+    pub member: usize,
+    pub add: bool,
+}
+
+/// The default member-health deadline.
+pub const MEMBER_TIMEOUT: Duration = Duration::from_millis(300);
 
 impl Pool {
     /// A single server.
@@ -65,6 +93,9 @@ impl Pool {
             distribution: Kind::Ketama,
             failure_limit: 2,
             retry: Duration::from_secs(2),
+            member_timeout: MEMBER_TIMEOUT,
+            remap: false,
+            changes: Vec::new(),
         }
     }
 
@@ -76,22 +107,94 @@ impl Pool {
         self.members.is_empty()
     }
 
-    /// The key -> member map (a pool of one needs none). Every member must be `host:port`.
+    /// The key -> member map over every member (a pool of one needs none). Every member
+    /// must be `host:port`.
     pub(crate) fn distribution(&self) -> Result<Distribution, String> {
-        let servers = self
-            .members
+        let all: Vec<usize> = (0..self.len()).collect();
+        self.distribution_of(&all)
+    }
+
+    /// The key -> member map over the members `active` (indices into `members`, in order):
+    /// its server indices are positions in `active`.
+    pub(crate) fn distribution_of(&self, active: &[usize]) -> Result<Distribution, String> {
+        let servers = active
             .iter()
-            .map(|m| match &m.address {
-                Address::Tcp(hp) => {
-                    Server::parse(&format!("{hp}:{}", m.weight)).map_err(|e| e.to_string())
+            .map(|&i| {
+                let m = &self.members[i];
+                match &m.address {
+                    Address::Tcp(hp) => {
+                        Server::parse(&format!("{hp}:{}", m.weight)).map_err(|e| e.to_string())
+                    }
+                    Address::Unix(p) => Err(format!(
+                        "pool member unix:{}: the members of a pool are HOST:PORT",
+                        p.display()
+                    )),
                 }
-                Address::Unix(p) => Err(format!(
-                    "pool member unix:{}: the members of a pool are HOST:PORT",
-                    p.display()
-                )),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Distribution::new(self.distribution, servers).map_err(|e| e.to_string())
+    }
+
+    /// The membership over time: `(from, active members)` from the start, then after each
+    /// change in time order. An error names a change that adds a member already in, removes
+    /// one not in, names no member, or leaves the pool empty.
+    pub fn epochs(&self) -> Result<Vec<(Duration, Vec<usize>)>, String> {
+        let mut changes = self.changes.clone();
+        changes.sort_by_key(|c| c.at);
+        let mut active: Vec<bool> = (0..self.len())
+            .map(|m| {
+                changes
+                    .iter()
+                    .find(|c| c.member == m)
+                    .is_none_or(|c| !c.add)
+            })
+            .collect();
+        let list = |a: &[bool]| (0..a.len()).filter(|&i| a[i]).collect::<Vec<_>>();
+        let mut out = vec![(Duration::ZERO, list(&active))];
+        for c in &changes {
+            let Some(now) = active.get(c.member).copied() else {
+                return Err(format!(
+                    "a membership change names member {} of {}",
+                    c.member,
+                    self.len()
+                ));
+            };
+            if now == c.add {
+                return Err(format!(
+                    "member {} is {} at {:.3} s: it cannot be {}",
+                    self.name(c.member),
+                    if now {
+                        "in the pool"
+                    } else {
+                        "not in the pool"
+                    },
+                    c.at.as_secs_f64(),
+                    if c.add { "added" } else { "removed" }
+                ));
+            }
+            active[c.member] = c.add;
+            let l = list(&active);
+            if l.is_empty() {
+                return Err(format!(
+                    "removing {} at {:.3} s leaves the pool empty",
+                    self.name(c.member),
+                    c.at.as_secs_f64()
+                ));
+            }
+            out.push((c.at, l));
+        }
+        if out[0].1.is_empty() {
+            return Err("every member joins later: the pool starts empty".into());
+        }
+        Ok(out)
+    }
+
+    /// Member `m` as given.
+    pub fn name(&self, m: usize) -> String {
+        match &self.members[m].address {
+            Address::Tcp(hp) => hp.clone(),
+            Address::Unix(p) => format!("unix:{}", p.display()),
+        }
     }
 }
 
@@ -202,6 +305,9 @@ pub struct Spec {
     /// behind it, whose `stats` are read instead of the proxy's (a proxy such as twemproxy
     /// does not answer `stats`). Empty otherwise.
     pub behind: Vec<Address>,
+    /// Read-through (cache-aside): a single-key get that misses is followed by a set of its
+    /// key, as an application fills its cache from the database on a miss.
+    pub on_miss_set: bool,
     /// Latency probe: one more connection, on its own thread, that sends the same mix at
     /// this low open-loop Poisson rate (requests/s) beside the load connections, its
     /// latencies kept apart (see [`Spec::probe`]). None: no probe.
@@ -255,6 +361,36 @@ impl Spec {
             if self.pool.retry.is_zero() || self.pool.retry > Duration::from_secs(3600) {
                 return bad("member retry must be above 0 and at most 3600 s".into());
             }
+            let mt = self.pool.member_timeout;
+            if mt.is_zero() || mt > Duration::from_secs(3600) {
+                return bad("member timeout must be above 0 and at most 3600 s".into());
+            }
+            let epochs = self.pool.epochs().map_err(SpecError::Invalid)?;
+            for (_, active) in &epochs {
+                self.pool
+                    .distribution_of(active)
+                    .map_err(SpecError::Invalid)?;
+            }
+            if let Some(c) = self
+                .pool
+                .changes
+                .iter()
+                .find(|c| c.at.as_secs_f64() > MAX_DURATION_S + MAX_WARMUP_S)
+            {
+                return bad(format!(
+                    "a membership change at {:.0} s is past the longest run",
+                    c.at.as_secs_f64()
+                ));
+            }
+        } else if !self.pool.changes.is_empty() {
+            return bad("membership changes are for a pool: name at least two members".into());
+        }
+        if self.on_miss_set && self.mix.multiget > 0.0 {
+            return bad(
+                "on-miss set refills single-key gets; a multi-get's missing keys are not \
+                 known: take multiget out of the mix"
+                    .into(),
+            );
         }
         if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
             return bad(format!(

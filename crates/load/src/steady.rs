@@ -134,6 +134,7 @@ pub(crate) mod tests {
             busy_poll: Duration::ZERO,
             send_batch: 1,
             behind: Vec::new(),
+            on_miss_set: false,
             probe_rate: None,
         }
     }

@@ -119,6 +119,7 @@ fn spec(address: &str) -> Spec {
         busy_poll: Duration::ZERO,
         send_batch: 1,
         behind: Vec::new(),
+        on_miss_set: false,
         probe_rate: None,
     }
 }

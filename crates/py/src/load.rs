@@ -9,7 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use cachelab_client::Options;
-use cachelab_load::{Arrivals, DistSpec, Distribution, Member, Mix, Mode, Pool, Spec, Stop, OPS};
+use cachelab_load::{
+    Arrivals, Change, DistSpec, Distribution, Member, Mix, Mode, Pool, Spec, Stop, OPS,
+};
 
 use crate::convert::to_py;
 use crate::errors::{field, parse_address, raise, start_error};
@@ -118,11 +120,44 @@ fn pool(d: &Bound<'_, PyDict>) -> PyResult<Pool> {
         .collect::<PyResult<Vec<_>>>()?;
     let distribution = Distribution::parse(&item::<String>(d, "distribution")?)
         .map_err(|e| usage(py, e.to_string()))?;
+    let remap = match item::<String>(d, "on_member_down")?.as_str() {
+        "keep" => false,
+        "remap" => true,
+        other => {
+            return Err(usage(
+                py,
+                format!("on-member-down {other:?} is not one of: keep, remap"),
+            ))
+        }
+    };
+    let changes = item::<Vec<(f64, usize, String)>>(d, "changes")?
+        .into_iter()
+        .map(|(at, member, what)| {
+            let add = match what.as_str() {
+                "add" => true,
+                "remove" => false,
+                other => {
+                    return Err(usage(
+                        py,
+                        format!("a membership change is add or remove, not {other:?}"),
+                    ))
+                }
+            };
+            Ok(Change {
+                at: seconds(py, "change time", at, false)?,
+                member,
+                add,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
     Ok(Pool {
         members,
         distribution,
         failure_limit: item(d, "member_failure_limit")?,
         retry: seconds(py, "member_retry", item(d, "member_retry")?, false)?,
+        member_timeout: seconds(py, "member_timeout", item(d, "member_timeout")?, false)?,
+        remap,
+        changes,
     })
 }
 
@@ -206,6 +241,16 @@ fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
             .map(|a| parse_address(py, a))
             .collect::<PyResult<Vec<_>>>()?,
         probe_rate: item(d, "probe_rate")?,
+        on_miss_set: match item::<String>(d, "on_miss")?.as_str() {
+            "none" => false,
+            "set" => true,
+            other => {
+                return Err(usage(
+                    py,
+                    format!("on-miss {other:?} is not one of: none, set"),
+                ))
+            }
+        },
     })
 }
 
@@ -233,8 +278,25 @@ fn load_check(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<()> {
     spec_from(spec)?.validate().map_err(|e| start_error(py, e))
 }
 
+/// A failure drill's prediction (`simulate --drill`): for a load spec dict and the
+/// workload's requests per interval, the keys asked by gets and those found in each interval,
+/// from the run's own route tables (see `cachelab_load::predict`).
+#[pyfunction]
+fn load_predict(
+    py: Python<'_>,
+    spec: &Bound<'_, PyDict>,
+    requests: Vec<u64>,
+) -> PyResult<Vec<(u64, u64)>> {
+    let spec = spec_from(spec)?;
+    let p = py
+        .detach(|| cachelab_load::predict(&spec, &requests))
+        .map_err(|e| start_error(py, e))?;
+    Ok(p.into_iter().map(|x| (x.keys, x.hits)).collect())
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoadProgress>()?;
+    m.add_function(wrap_pyfunction!(load_predict, m)?)?;
     m.add_function(wrap_pyfunction!(load_run, m)?)?;
     m.add_function(wrap_pyfunction!(load_check, m)?)?;
     Ok(())

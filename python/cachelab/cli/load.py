@@ -46,6 +46,11 @@ Examples:
   cachelab load --rate 50000 --probe-rate 200   # + a low-rate probe connection: client bias
   cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
   cachelab load --ray HEAD:6379 --agents 4 --servers-file pool.txt --rate 400000
+  # failure drills (docs/pools.md, "Failure drills"): a private pool of 3, member 2 removed
+  # from the client's list at 5 s; then one SIGSTOPped for 2 s with keys remapped meanwhile
+  cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5
+  cachelab load --private-pool 3 --rate 20000 --on-miss set --fail 2@5:stop:2 \\
+      --on-member-down remap --member-timeout 200
 """
 
 #: Flag name -> LoadSpec field, for flags that set a spec field directly.
@@ -53,7 +58,8 @@ _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arr
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
             "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats",
-            "probe_rate")
+            "probe_rate", "on_member_down", "on_miss", "private_pool", "add", "remove", "fail",
+            "private_proxy")
 
 #: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
 #: out of range is refused before anything starts, with the range (``scale`` uses them too).
@@ -147,6 +153,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the load connections; its latencies are reported apart (the \"probe\" row), "
                    "so a busy load client cannot bias them (docs/load.md, \"Latency probe and "
                    "client saturation\")")
+    d = p.add_argument_group(
+        "failure drills",
+        "A membership change mid-run and the client's failure policy (docs/pools.md, "
+        "\"Failure drills\"). MEMBER is a 1-based position in the pool or HOST:PORT; T is "
+        "seconds from the start of sending (warm-up included).")
+    d.add_argument("--member-timeout", type=common.float_range(0, 3_600_000, above=True),
+                   metavar="MS",
+                   help="pool member-health deadline: a member with requests waiting that has "
+                   "answered nothing for MS ms has failed, whatever --timeout is; it is marked "
+                   "down after --member-failure-limit such failures in a row, so within "
+                   "limit × MS plus 20 ms of back-off per failure (default 300: 0.62 s)")
+    d.add_argument("--on-member-down", choices=("keep", "remap"),
+                   help="keep: a member marked down fails its keys at once, not remapped "
+                   "(libmemcached's default; the default); remap: it leaves the distribution "
+                   "while down, its keys going to the others (libmemcached's "
+                   "remove_failed_servers with --member-retry as its retry time, pymemcache's "
+                   "dead timeout)")
+    d.add_argument("--on-miss", choices=("none", "set"),
+                   help="set: read-through (cache-aside) — a get that misses is followed by a "
+                   "set of its key, refilling the cache as an application does (default none; "
+                   "not with multiget in the mix)")
+    d.add_argument("--add", action="append", metavar="MEMBER@T",
+                   help="add HOST:PORT[:WEIGHT] (a server not in the pool; or 'new': one more "
+                   "private server, with --private-pool) to the client's member list at T "
+                   "(repeatable)")
+    d.add_argument("--remove", action="append", metavar="MEMBER@T",
+                   help="remove MEMBER from the client's member list at T: its keys go where "
+                   "the distribution over the others puts them (repeatable)")
+    d.add_argument("--fail", action="append", metavar="MEMBER@T[:ACTION[:S]]",
+                   help="fail a member of the private pool at T: stop (SIGSTOP, SIGCONT after "
+                   "S s or at the end; the default), kill (SIGKILL) or restart (SIGKILL, then "
+                   "a new memcached on its port after S s, empty); only with --private-pool "
+                   "(repeatable)")
+    d.add_argument("--private-pool", type=common.int_range(2, 64), metavar="N",
+                   help="start a private pool of N memcached servers for the run (loopback, "
+                   "stopped at the end): the only servers --fail may touch")
+    d.add_argument("--private-proxy", action="store_true", default=None,
+                   help="with --private-pool: send through a private twemproxy in front of it, "
+                   "whose auto_eject_hosts follows --on-member-down (remap: on), "
+                   "server_failure_limit --member-failure-limit, server_retry_timeout "
+                   "--member-retry and timeout --member-timeout; --distribution ketama or "
+                   "twemproxy-*")
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)
@@ -158,6 +206,8 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
         value = getattr(args, name)
         if value is not None:
             overrides[name] = value
+    if args.member_timeout is not None:
+        overrides["member_timeout"] = args.member_timeout / 1000
     if "mix" in overrides:
         overrides["mix"] = lib.parse_mix(overrides["mix"])
     if args.requests is not None:
@@ -188,7 +238,13 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     ray = cluster.ray_options(args)
     fmt = common.stdout_format(args)
-    members = common.server_members(args)
+    if args.private_pool is not None and (args.server or args.servers_file or args.socket):
+        raise UsageError("--private-pool starts its own servers: give it without --server, "
+                         "--servers-file or --socket")
+    if args.private_pool is not None and (ray is not None or args.proxy):
+        raise UsageError("--private-pool is for a local run straight to the pool: not with "
+                         "--ray or --proxy")
+    members = None if args.private_pool is not None else common.server_members(args)
     proxy = common.proxy_address(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "load")

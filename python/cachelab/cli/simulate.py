@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import cachelab.simulation as lib
@@ -15,6 +16,7 @@ from cachelab.cli.common import EXIT_OK
 from cachelab.errors import UsageError
 from cachelab.profiles import ProfileSpec
 from cachelab.progress import Progress
+from cachelab.simulation.drill import predict_drill
 from cachelab.simulation.fanout import simulate_flat_trace_on_ray, simulate_on_ray
 from cachelab.simulation.flat_run import FlatSimulateSpec, parse_sizes, split_policies
 
@@ -47,6 +49,18 @@ line; the gets of a `trace capture`, .capture.parquet) run the classic miss-rati
 simulation: --policies over --sizes (objects, or bytes with --unit bytes; NN% means that
 share of the trace's unique objects or bytes), and --mrc for the exact LRU miss-ratio curve
 (--shards R to sample huge traces).
+
+FAILURE DRILLS (--drill LOAD.json, a `cachelab load` run with --add or --remove): the hit-ratio
+dip the membership change should cause, predicted for the run's distribution and for
+--drill-distributions (default ketama,modula), from the run's own key stream placed by the
+same route tables the load engine uses, beside the dip the run measured (docs/pools.md,
+"Failure drills").
+
+Examples:
+  cachelab simulate                                   # a synthetic content site
+  cachelab simulate trace.csv --policies lru,s3fifo --sizes 1%,10%
+  cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5 \\
+      --out drill && cachelab simulate --drill drill/load.json
 """
 
 
@@ -120,6 +134,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--shards", type=common.float_range(0, 1, above=True), metavar="R",
         help="with --mrc: SHARDS spatial sampling at rate R (e.g. 0.01) for huge traces",
     )
+    d = p.add_argument_group("failure drills")
+    d.add_argument("--drill", type=Path, metavar="LOAD.json",
+                   help="predict the hit-ratio dip of a load run's --add/--remove (its load.json "
+                   "or directory) per distribution, beside the measured one")
+    d.add_argument("--drill-distributions", metavar="LIST",
+                   help="with --drill: distributions to predict besides the run's own "
+                   "(default ketama,modula)")
     p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
                    help="seed of the latency draws (default 0)")
     p.add_argument(
@@ -137,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     if args.ray_shared_trace and ray is None:
         raise UsageError("--ray-shared-trace needs --ray")
     out = common.prepare_out(args, "simulate")
+    if args.drill is not None or args.drill_distributions is not None:
+        return _drill(args, out, fmt)
     if args.trace is not None and not traces.is_request_format(
         traces.detect_format(args.trace, args.trace_format)
     ):
@@ -180,6 +203,22 @@ def run(args: argparse.Namespace) -> int:
     for warning in getattr(result, "warnings", []):
         print(f"cachelab: warning: {warning}", file=sys.stderr)
     saved = common.save(result, out, "simulate", plots=not args.no_plots)
+    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
+    saved.say_wrote(stream=sys.stderr)
+    return saved.exit_code(EXIT_OK)
+
+
+def _drill(args: argparse.Namespace, out: Path, fmt: str) -> int:
+    """``--drill LOAD.json``: the prediction of a failure drill beside its measurement."""
+    if args.drill is None:
+        raise UsageError("--drill-distributions goes with --drill LOAD.json")
+    if args.trace is not None or args.ray is not None:
+        raise UsageError("--drill reads a load run's load.json: give no TRACE and no --ray")
+    dists = None
+    if args.drill_distributions:
+        dists = [d.strip() for d in args.drill_distributions.split(",") if d.strip()]
+    result = predict_drill(args.drill, dists)
+    saved = common.save(result, out, "simulate", plots=False)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     saved.say_wrote(stream=sys.stderr)
     return saved.exit_code(EXIT_OK)

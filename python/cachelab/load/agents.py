@@ -232,6 +232,9 @@ def load_on_ray(
     ray_options.check()
     if spec.repeats > 1:
         raise UsageError("--repeats is for a local run: leave out --repeats or --ray")
+    if spec.add or spec.remove or spec.fail or spec.private_pool is not None:
+        raise UsageError("failure drills (--add, --remove, --fail, --private-pool) are for a "
+                         "local run: leave them out or leave out --ray")
     if spec.precision is not None:  # each agent would stop on its own share's p99
         raise UsageError("--precision is for a local run: a run from Ray agents has no live "
                          "merged histogram (leave out --precision or --ray)")

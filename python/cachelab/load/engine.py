@@ -9,6 +9,7 @@ send time (the *corrected* histogram) and from the actual send (*uncorrected*).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import secrets
@@ -24,6 +25,7 @@ import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import CachelabError, Interrupted, UsageError
+from cachelab.load.drill import FailPlan, drill_summary
 from cachelab.load.footprint import load_writes
 from cachelab.load.lives import DELTA_STATS, server_side
 from cachelab.load.precision import Watch, precision_verdict, with_intervals
@@ -31,11 +33,12 @@ from cachelab.load.probe import client_busy, probe_result
 from cachelab.load.repeats import combined_validity, repeat_summary, spread, worst
 from cachelab.load.result import LoadResult
 from cachelab.load.snapshots import Poller
-from cachelab.load.spec import LoadSpec, memory_mb, pool_members
+from cachelab.load.spec import LoadSpec, memory_mb, pool_members, twemproxy_settings
 from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.load.validity import validity
 from cachelab.pool import Distribution, distribution
 from cachelab.progress import run_cancellable
+from cachelab.proxies import PrivateTwemproxy
 from cachelab.servers import ServerOptions
 from cachelab.tls import describe_tls, transport_of
 
@@ -89,12 +92,39 @@ def load(
                          server_pid=server_pid, server_facts=server_facts,
                          on_progress=on_progress, behind=behind)
     given, members, hidden = run_targets(spec, server, behind)
-    first = members[0][0] if members else None
-    with servers.serve(first, server_options, memory_mb=memory_mb(spec)) as target:
+    events = spec.events()
+    with contextlib.ExitStack() as stack:
+        owned: list[servers.PrivateMemcached] = []
+        spares: list[str] = []
+        if spec.private_pool is not None:
+            if given:
+                raise UsageError("--private-pool starts its own servers: give it without "
+                                 "--server or --servers-file")
+            owned = stack.enter_context(servers.private_pool(
+                spec.private_pool + spec.spares(), server_options, memory_mb=memory_mb(spec)))
+            given = [mc.address for mc in owned[:spec.private_pool]]
+            spares = [mc.address for mc in owned[spec.private_pool:]]
+            members = pool_members(given)
+            if spec.private_proxy:
+                kind, hash_ = twemproxy_settings(spec.distribution)
+                proxy = stack.enter_context(PrivateTwemproxy(
+                    owned[:spec.private_pool], distribution=kind, hash=hash_,
+                    auto_eject=spec.on_member_down == "remap",
+                    server_failure_limit=spec.member_failure_limit,
+                    server_retry_timeout=spec.member_retry, timeout=spec.member_timeout))
+                hidden, given = members, [proxy.address]
+                members = pool_members(given)
+        first = members[0][0] if members else None
+        target = stack.enter_context(servers.serve(first, server_options,
+                                                   memory_mb=memory_mb(spec)))
         facts = {**target.facts, **dict(server_facts or {})}
+        if owned:
+            facts.update(private=True, argv=owned[0].argv)
         members = members or [(target.address, 1)]
         run_id = secrets.token_hex(6)
-        core = spec.to_core(given or target.address, run_id)
+        core = spec.to_core(given or target.address, run_id, spares=spares)
+        plan = FailPlan(events, owned, hidden or core["servers"]) if owned else None
+        stack.callback(lambda: plan and plan.finish())
         if hidden:
             core["behind"] = [a for a, _ in hidden]
         watch = guard_run(spec, members, hidden, core["prefix"],
@@ -105,6 +135,11 @@ def load(
                    if spec.precision is not None else None)
 
         def watched(progress: Any) -> None:
+            if plan is not None and progress.total:
+                if progress.done >= progress.total or progress.cancelled:
+                    plan.sending_ended(progress.done / 1000)
+                else:
+                    plan.poll(progress.done / 1000)
             if on_progress is not None:
                 on_progress(progress)
             if watch is not None and not evicting and watch.poll():
@@ -126,6 +161,11 @@ def load(
                                  started=started, samples=None if watch is None else watch.lives())
     if lost is not None:
         result.run["user_items_lost"] = lost
+    if events:
+        result.drill = drill_summary(events, plan.done if plan else [], result.intervals)
+        # What `simulate --drill` needs to place every key as this run did.
+        result.drill["route"] = {k: core[k] for k in ("servers", "changes", "prefix", "seed",
+                                                      "prefill", "distribution")}
     stopped = precise is not None and precise.reached_at_s is not None
     if precise is not None:
         result.precision = precision_verdict(

@@ -12,6 +12,7 @@ from typing import Any
 
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
+from cachelab.load.drill import drill_headline, drill_lines
 from cachelab.load.lives import restart_text
 from cachelab.load.precision import interval_lines, precision_text
 from cachelab.load.probe import probe_errors as probe_errors_of
@@ -77,6 +78,10 @@ class LoadResult:
     #: ``load --probe-rate``: the latency probe's rate, totals (with intervals), client
     #: figures and own verdict (:func:`cachelab.load.probe.probe_result`); None without one.
     probe: dict[str, Any] | None = None
+    #: A failure drill (``--add``/``--remove``/``--fail``): its events, what was done to the
+    #: private pool, and hit ratio, errors and p99 per interval
+    #: (:func:`cachelab.load.drill.drill_summary`); None without one.
+    drill: dict[str, Any] | None = None
 
     def latency(self, which: str = "best", scope: str = "totals") -> dict[str, Any]:
         """A histogram entry: ``corrected``, ``uncorrected``, or ``best`` (corrected in open
@@ -115,7 +120,7 @@ class LoadResult:
         d = asdict(self)
         # a plain run's record is as it was
         for k in ("agents", "pool", "members", "behind", "validity", "precision", "repeats",
-                  "probe"):
+                  "probe", "drill"):
             if d[k] is None:
                 del d[k]
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
@@ -205,6 +210,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
         *_partial_lines(r),
         *stopped_lines(r.behind),
         *restart_lines(r),
+        *drill_headline(r.drill),
         *validity_lines(r.validity),
         (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
          f"{srv.get('version', '?')}" if r.behind else
@@ -218,6 +224,7 @@ def _summary_lines(r: LoadResult) -> list[str]:
     lines += _totals_lines(r)
     lines += repeat_lines(r.repeats)
     lines += _member_lines(r)
+    lines += drill_lines(r.drill, float(s["interval"]), us)
     lines += behind_lines(r.behind)
     lines += _stall_lines(r)
     lines += _problem_lines(r)
@@ -252,9 +259,16 @@ def _partial_lines(r: LoadResult) -> list[str]:
             lines.append(
                 f"MEMBER DOWN: {m['address']} was marked down {len(m['down'])} time(s)"
                 f"{_by_agents(m['down'])}, {m['down_s']:.2f} s in all (first from "
-                f"{m['down'][0]['start_s']:.2f} s); {failed} of its requests failed at once "
-                "(member_down), not remapped")
+                f"{m['down'][0]['start_s']:.2f} s); " + _down_policy(r, failed))
     return lines
+
+
+def _down_policy(r: LoadResult, failed: int) -> str:
+    """What became of a down member's requests, by the run's ``on_member_down``."""
+    if r.spec.get("on_member_down") == "remap":
+        return (f"meanwhile its keys went to the other members (--on-member-down remap); "
+                f"{failed} of its requests failed at once (member_down)")
+    return f"{failed} of its requests failed at once (member_down), not remapped"
 
 
 def _by_agents(episodes: list[dict[str, Any]]) -> str:
@@ -291,6 +305,7 @@ def _member_lines(r: LoadResult) -> list[str]:
                          + ", ".join(f"{k} {n}" for k, n in sorted(m["errors"].items())))
         for e in m["down"]:
             lines.append(f"  {m['address']} down {e['start_s']:.2f}–{e['end_s']:.2f} s "
+                         + (f"(marked at {e['marked_s']:.2f} s) " if "marked_s" in e else "")
                          + (f"for agent {e['agent']} " if "agent" in e else "")
                          + f"({e['end_s'] - e['start_s']:.2f} s, {e['failures']} failures, "
                          f"{e['connections']} connection(s))"

@@ -7,6 +7,7 @@ engine (:mod:`cachelab.load.engine`) runs it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
 from cachelab.intervals import check_precision
+from cachelab.load.drill import Event, changes_of, parse_event
 from cachelab.pool import DISTRIBUTIONS, parse_server
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import parse_size
@@ -119,6 +121,33 @@ class LoadSpec:
     member_failure_limit: int = 2
     #: … for this many seconds: meanwhile its requests fail at once (``member_down``).
     member_retry: float = 2.0
+    #: The member-health deadline, seconds: a member with requests waiting that has answered
+    #: nothing for this long has failed (one of its ``member_failure_limit``), whatever
+    #: ``timeout`` is. See docs/pools.md, "A member that stops answering".
+    member_timeout: float = 0.3
+    #: What a client does with a member marked down: ``keep`` (its keys fail at once, not
+    #: remapped: libmemcached's default) or ``remap`` (it leaves the distribution while down
+    #: and its keys go to the others: libmemcached's ``remove_failed_servers``, pymemcache's
+    #: dead-server removal).
+    on_member_down: str = "keep"
+    #: ``set``: read-through (cache-aside) — a get that misses is followed by a set of its key,
+    #: as an application refills its cache on a miss; ``none``: no refill.
+    on_miss: str = "none"
+    #: Failure drills (docs/pools.md, "Failure drills"): ``MEMBER@T`` members added or
+    #: removed from the client's member list at T seconds (from the start of sending), and
+    #: ``MEMBER@T[:stop|kill|restart][:S]`` members of the private pool failed for real.
+    add: list[str] = field(default_factory=list)
+    remove: list[str] = field(default_factory=list)
+    fail: list[str] = field(default_factory=list)
+    #: Start a private pool of this many memcached servers for the run (stopped at the end),
+    #: the only servers ``fail`` may touch. None: one private server, or the servers given.
+    private_pool: int | None = None
+    #: With ``private_pool``: send through a private twemproxy (nutcracker) in front of it,
+    #: its ``auto_eject_hosts`` on with ``on_member_down="remap"`` (``server_failure_limit``
+    #: the member failure limit, ``server_retry_timeout`` the member retry, ``timeout`` the
+    #: member timeout); ``distribution`` ketama (twemproxy's ketama with md5) or a
+    #: ``twemproxy-*`` kind.
+    private_proxy: bool = False
 
     @classmethod
     def quick(cls, **overrides: Any) -> LoadSpec:
@@ -160,12 +189,57 @@ class LoadSpec:
 
     def check(self) -> None:
         """Raises UsageError naming the first bad field, the engine's caps included."""
-        _core.load_check(self.to_core(self.servers or "127.0.0.1:1", "check"))
+        servers: str | list[str] = self.servers or "127.0.0.1:1"
+        if self.private_pool is not None and not self.servers:
+            _int("private_pool", self.private_pool, 2)
+            if self.private_pool > 64:
+                raise UsageError("private-pool: at most 64 members")
+            servers = [f"127.0.0.1:{i + 1}" for i in range(self.private_pool)]
+        spares = [f"127.0.0.1:{i + 1}" for i in range(len(servers), len(servers) + 64)]
+        spec = self
+        if not self.servers and self.private_pool is None and (self.add or self.remove):
+            # The members are not known yet (given to load() apart): the events are parsed
+            # here and resolved against the members when the run starts.
+            self.events()
+            spec = dataclasses.replace(self, add=[], remove=[])
+        _core.load_check(spec.to_core(servers, "check", spares=spares))
+        if self.fail and self.private_pool is None:
+            raise UsageError(
+                "--fail stops, kills or restarts a server: only a member of the private pool "
+                "this run starts (--private-pool N); cachelab never signals a server it did "
+                "not start")
+        if self.private_proxy:
+            if self.private_pool is None:
+                raise UsageError("--private-proxy puts a twemproxy in front of the private "
+                                 "pool: give --private-pool N")
+            if self.add or self.remove:
+                raise UsageError("--add/--remove change a client's member list; through "
+                                 "twemproxy the proxy holds the list: use --fail")
+            twemproxy_settings(self.distribution)
+        if self.fail and self.duration is None:
+            raise UsageError("a failure drill needs a --duration (its clock), not --requests")
 
-    def to_core(self, servers: str | Sequence[str], run_id: str) -> dict[str, Any]:
+    def events(self) -> list[Event]:
+        """The drill's events, parsed (UsageError naming a bad one)."""
+        return ([parse_event("add", t) for t in self.add]
+                + [parse_event("remove", t) for t in self.remove]
+                + [parse_event("fail", t) for t in self.fail])
+
+    def spares(self) -> int:
+        """Spare private servers the pool needs: one per ``--add new``."""
+        return sum(1 for e in self.events() if e.kind == "add" and e.member == "new")
+
+    def to_core(self, servers: str | Sequence[str], run_id: str, *,
+                spares: Sequence[str] = ()) -> dict[str, Any]:
         """The dict ``_core.load_run`` takes, for the server ``servers`` (``host:port`` or
-        ``unix:/path``) or the pool of ``host:port[:weight]`` members."""
+        ``unix:/path``) or the pool of ``host:port[:weight]`` members (then the members
+        ``--add`` names, ``new`` ones taken from ``spares``)."""
         members = pool_members(servers)
+        for list_name in ("add", "remove", "fail"):
+            if not isinstance(getattr(self, list_name), list):
+                raise UsageError(f"{list_name} must be a list of MEMBER@T, not "
+                                 f"{getattr(self, list_name)!r}")
+        changes = changes_of(self.events(), members, spares)
         address = members[0][0]
         _int("connections", self.connections, 1)
         _int("threads", self.threads, 1)
@@ -238,11 +312,23 @@ class LoadSpec:
         if not _number(self.member_retry) or not 0 < self.member_retry <= 3600:
             raise UsageError(f"member-retry must be a number of seconds above 0 and at most "
                              f"3600, not {self.member_retry!r}")
+        if not _number(self.member_timeout) or not 0 < self.member_timeout <= 3600:
+            raise UsageError(f"member-timeout must be a number of seconds above 0 and at most "
+                             f"3600, not {self.member_timeout!r}")
+        if self.on_member_down not in ("keep", "remap"):
+            raise UsageError(f"on-member-down must be keep or remap, not "
+                             f"{self.on_member_down!r}")
+        if self.on_miss not in ("none", "set"):
+            raise UsageError(f"on-miss must be none or set, not {self.on_miss!r}")
         return {
             "servers": members,
             "distribution": self.distribution,
             "member_failure_limit": self.member_failure_limit,
             "member_retry": float(self.member_retry),
+            "member_timeout": float(self.member_timeout),
+            "on_member_down": self.on_member_down,
+            "changes": changes,
+            "on_miss": self.on_miss,
             "connections": self.connections,
             "threads": self.threads,
             "pipeline": self.pipeline,
@@ -273,6 +359,18 @@ class LoadSpec:
             "behind": None,
             "tls": core_tls(self.tls),
         }
+
+
+def twemproxy_settings(distribution: str) -> tuple[str, str]:
+    """twemproxy's ``distribution`` and ``hash`` for a pool distribution it can run:
+    ``ketama`` (its ketama with md5: the same placement) or ``twemproxy-KIND-HASH``."""
+    if distribution == "ketama":
+        return "ketama", "md5"
+    if distribution.startswith("twemproxy-"):
+        _, kind, hash_ = distribution.split("-", 2)
+        return kind, hash_
+    raise UsageError(f"--private-proxy runs twemproxy, which places keys by ketama or a "
+                     f"twemproxy-* distribution, not {distribution!r}")
 
 
 def pool_members(servers: str | Sequence[str]) -> list[tuple[str, int]]:

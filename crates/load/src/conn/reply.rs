@@ -1,0 +1,116 @@
+//! Reading: the replies on a member's socket decoded in place and matched, in order, to its
+//! requests in flight; a split multi-get finished with its last part.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::Buf;
+
+use super::Conn;
+use crate::busy;
+use crate::fault::Fault;
+use crate::group::finish_group;
+use crate::member::{Link, ALONE, READ_CHUNK};
+use crate::pacing::ns;
+use crate::series::{GET, MULTIGET, SET};
+use crate::wire::{parse_reply, Reply};
+
+impl Conn {
+    pub(super) fn read(&mut self, m: usize) -> Result<(), Fault> {
+        let member = &mut self.members[m];
+        let Link::Up(s) = &member.link else {
+            return Ok(());
+        };
+        if member.rbuf.capacity() - member.rbuf.len() < READ_CHUNK / 4 {
+            member.rbuf.reserve(READ_CHUNK);
+        }
+        match s.read_some(&mut member.rbuf) {
+            Ok(0) => return Err(Fault::Closed),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(Fault::from_io(&e)),
+        }
+        let now = Instant::now();
+        let mut pos = 0;
+        let mut parts = 0u64;
+        let mut finished = 0u64;
+        let mut refills = 0u64;
+        let on_miss = self.ctx.shared.spec.on_miss_set;
+        {
+            let mut rec = self.ctx.rec.borrow_mut();
+            rec.tick(now);
+            while let Some(&p) = member.inflight.front() {
+                let is_get = p.op as usize == GET || p.op as usize == MULTIGET;
+                match parse_reply(is_get, &member.rbuf[pos..]) {
+                    Ok(None) => break,
+                    Ok(Some((n, reply))) => {
+                        pos += n;
+                        member.inflight.pop_front();
+                        parts += 1;
+                        let keys = if is_get { u32::from(p.keys) } else { 0 };
+                        let outcome = match reply {
+                            Reply::Done { hits } => {
+                                let hits = hits.min(keys);
+                                let corrected = ns(now, p.intended);
+                                let uncorrected = ns(now, p.sent);
+                                let waited = if self.open { corrected } else { uncorrected };
+                                rec.part_reply(m, keys, hits, waited);
+                                if on_miss && hits == 0 && p.op as usize == GET {
+                                    self.refills.push(p.key);
+                                }
+                                if p.group == ALONE {
+                                    rec.reply(
+                                        now,
+                                        p.op as usize,
+                                        u32::from(p.keys),
+                                        hits.min(u32::from(p.keys)),
+                                        corrected,
+                                        uncorrected,
+                                    );
+                                }
+                                Ok(hits)
+                            }
+                            Reply::Failed(f) => {
+                                rec.part_fault(m, f, 1);
+                                if p.group == ALONE {
+                                    rec.fault(f);
+                                }
+                                Err(f)
+                            }
+                        };
+                        if p.group == ALONE {
+                            finished += 1;
+                            refills += u64::from(p.op as usize == SET && p.keys == 0);
+                        } else if let Some((done, g)) =
+                            self.groups.part_done(p.group, Some(outcome))
+                        {
+                            finish_group(&mut rec, now, done, g);
+                            finished += 1;
+                        }
+                    }
+                    Err(_) => return Err(Fault::Protocol),
+                }
+            }
+            if parts > 0 {
+                member.heard = now;
+                if let Some(e) = member.answered() {
+                    rec.member_down(m, e, now, false);
+                }
+            }
+        }
+        if member.inflight.is_empty() && pos < member.rbuf.len() {
+            return Err(Fault::Protocol); // bytes nobody asked for
+        }
+        member.rbuf.advance(pos);
+        self.outstanding -= finished as usize;
+        busy::settled(parts);
+        if parts > 0 {
+            let sh = &self.ctx.shared;
+            let ms = now.saturating_duration_since(sh.t0).as_millis() as u64;
+            sh.last_success_ms.fetch_max(ms, Ordering::Relaxed);
+            self.done(finished - refills);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,372 @@
+//! Sending: the open-loop schedule (when requests are due, what was skipped or left), the
+//! requests encoded into their members' write buffers (a multi-get split over the pool), and
+//! the writes.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use super::Conn;
+use crate::busy;
+use crate::fault::Fault;
+use crate::group::finish_group;
+use crate::member::{Link, Pending, ALONE};
+use crate::series::{GET, MULTIGET, SET};
+use crate::shared::Shared;
+use crate::spec::Stop;
+use crate::wire;
+
+/// Requests that fail at once (their member marked down) a closed-loop fill may take, per slot
+/// of its pipeline (see [`Conn::fill`]).
+const FAILED_AT_ONCE: usize = 64;
+
+impl Conn {
+    pub(super) fn due(&self, ns: f64) -> Instant {
+        self.ctx.shared.t0 + Duration::from_nanos(ns as u64)
+    }
+
+    /// Open loop, after a reconnect: requests that fell due more than a timeout ago, while
+    /// the connection was down, are skipped (and counted) rather than sent in one burst.
+    pub(super) fn skip_missed(&mut self, now: Instant) {
+        let timeout = self.ctx.shared.spec.options.request_timeout;
+        let Some(t) = self.timetable.as_mut() else {
+            return;
+        };
+        let limit = now
+            .saturating_duration_since(self.ctx.shared.t0)
+            .saturating_sub(timeout)
+            .as_nanos() as f64;
+        let skipped = t.skip_before(limit, self.quota, &mut self.rng);
+        if let Some(q) = self.quota.as_mut() {
+            *q -= skipped;
+        }
+        self.ctx.skipped.set(self.ctx.skipped.get() + skipped);
+    }
+
+    /// Open loop, at the end: requests due before sending stopped that were never sent.
+    pub(super) fn note_backlog(&mut self, now: Instant) {
+        let sh = &self.ctx.shared;
+        let Some(t) = self.timetable.as_ref() else {
+            return;
+        };
+        let end = sh.send_until.map_or(now, |u| u.min(now));
+        let end_ns = end.saturating_duration_since(sh.t0).as_nanos() as f64;
+        let n = t.due_before(end_ns).min(self.quota.unwrap_or(u64::MAX));
+        self.ctx.backlog.set(self.ctx.backlog.get() + n);
+    }
+
+    /// Open loop: tells the thread's pacer when this connection next needs waking (never,
+    /// while it is full: a reply will wake it). True when it waits for the pacer.
+    pub(super) fn want_timer(&mut self, sending: bool) -> bool {
+        let (Some(t), Some(p)) = (self.timetable.as_ref(), self.ctx.pacer.as_ref()) else {
+            return false;
+        };
+        let due =
+            (sending && self.up > 0 && (self.per_member_cap || self.outstanding < self.depth))
+                .then_some(t.next_ns() as u64);
+        p.want(self.slot, due);
+        due.is_some()
+    }
+
+    pub(super) fn fill(&mut self, now: Instant) {
+        let mut n = 0u64;
+        // Requests failed at once (their member is down) free their slot at once, and the
+        // next request is sent, as an application moves on from a failed get: a fill takes at
+        // most `FAILED_AT_ONCE` × `depth` of them, so a pool whose keys all live on a member
+        // that is down does not spin (it waits for the next tick), while one with a member
+        // down among others keeps its rate (a run of that many keys of the member down in a
+        // row is all but impossible). With `depth` alone, a pipeline of 1 waited a tick
+        // after each such failure: a member down cut the closed loop's rate some 50-fold.
+        let mut budget = self.depth * FAILED_AT_ONCE;
+        if self.timetable.is_none() {
+            // A batch is never more than the requests left to send, so the last ones go out.
+            let batch = self
+                .batch
+                .min(self.quota.map_or(usize::MAX, |q| q as usize));
+            if self.depth.saturating_sub(self.outstanding) < batch && self.outstanding > 0 {
+                return;
+            }
+            while self.outstanding < self.depth && self.quota != Some(0) && budget > 0 {
+                if !self.push(now, now) {
+                    budget -= 1;
+                }
+                n += 1;
+            }
+        } else {
+            while (self.per_member_cap || self.outstanding < self.depth) && self.quota != Some(0) {
+                let t = self.timetable.as_ref().expect("open loop");
+                let due = self.due(t.next_ns());
+                if due > now {
+                    break;
+                }
+                self.ctx.rec.borrow_mut().send_at(now, due);
+                self.push(due, now);
+                self.timetable
+                    .as_mut()
+                    .expect("open loop")
+                    .advance(&mut self.rng);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.ctx.rec.borrow_mut().sent(n);
+        }
+    }
+
+    /// Encodes one request (a multi-get split over its members) and records it as in
+    /// flight; false when it failed at once because its member (every part's) is down.
+    pub(super) fn push(&mut self, intended: Instant, now: Instant) -> bool {
+        let x: f64 = self.rng.random();
+        let op = self.mix.iter().position(|&c| x < c).unwrap_or(GET);
+        if let Some(q) = self.quota.as_mut() {
+            *q -= 1;
+        }
+        self.outstanding += 1;
+        if op == MULTIGET && self.members.len() > 1 {
+            return self.push_split_multiget(intended, now);
+        }
+        let routed = (op != MULTIGET).then(|| {
+            let k = self.keys.next(&mut self.rng);
+            (k, self.route(k))
+        });
+        if let Some((_, m)) = routed {
+            if let Some(f) = self.refuses(m) {
+                let mut rec = self.ctx.rec.borrow_mut();
+                rec.part_sent(m, 1);
+                rec.fault(f);
+                rec.part_fault(m, f, 1);
+                drop(rec);
+                self.outstanding -= 1;
+                self.done(1);
+                return false;
+            }
+        }
+        // Borrowed, not cloned: no atomic reference count per request.
+        let sh: &Shared = &self.ctx.shared;
+        let spec = &sh.spec;
+        let prefix = spec.prefix.as_bytes();
+        let mut keys = 1u16;
+        let cap = self.per_member_cap.then_some(self.depth);
+        let hold = routed.is_some_and(|(_, m)| self.members[m].must_hold(cap));
+        let start = routed.map_or(self.members[0].wbuf.len(), |(_, m)| {
+            self.members[m].buf(hold).len()
+        });
+        let (m, k) = match routed {
+            None => {
+                let n = spec.multiget_keys;
+                keys = n as u16;
+                let w = &mut self.members[0].wbuf;
+                w.extend_from_slice(b"get");
+                for _ in 0..n {
+                    w.push(b' ');
+                    let k = self.keys.next(&mut self.rng);
+                    wire::put_key(w, prefix, k);
+                }
+                (0, None)
+            }
+            Some((k, m)) => (m, Some(k)),
+        };
+        let member = &mut self.members[m];
+        if let Some(k) = k {
+            let w = member.buf(hold);
+            match op {
+                GET => {
+                    w.extend_from_slice(b"get ");
+                    wire::put_key(w, prefix, k);
+                }
+                SET => {
+                    let len = self.sizes.next(&mut self.rng);
+                    wire::put_set_header(w, prefix, k, spec.ttl, len);
+                    let pool = &sh.pool;
+                    if self.pool_off + len > pool.len() {
+                        self.pool_off = 0;
+                    }
+                    w.extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
+                    self.pool_off += 1 + (len & 0xff);
+                    if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
+                        bits[(k / 64) as usize] |= 1 << (k % 64);
+                    }
+                }
+                _ => {
+                    // DELETE
+                    w.extend_from_slice(b"delete ");
+                    wire::put_key(w, prefix, k);
+                }
+            }
+        }
+        let w = member.buf(hold);
+        w.extend_from_slice(b"\r\n");
+        let len = w.len() - start;
+        let p = Pending {
+            op: op as u8,
+            keys,
+            group: ALONE,
+            key: k.unwrap_or(u64::MAX),
+            intended,
+            sent: now,
+        };
+        member.enqueue(p, hold, len);
+        self.ctx.rec.borrow_mut().part_sent(m, 1);
+        busy::sent(1);
+        true
+    }
+
+    /// Why member `m` takes no request now: it is marked down.
+    #[inline]
+    fn refuses(&self, m: usize) -> Option<Fault> {
+        self.members[m].marked.then_some(Fault::MemberDown)
+    }
+
+    /// Read-through: sets the keys whose gets missed (each on the member it goes to now), as
+    /// an application fills its cache on a miss. Each is one more request in flight.
+    pub(super) fn refill(&mut self, now: Instant) {
+        let keys = std::mem::take(&mut self.refills);
+        for &k in &keys {
+            let m = self.route(k);
+            if let Some(f) = self.refuses(m) {
+                let mut rec = self.ctx.rec.borrow_mut();
+                rec.part_sent(m, 1);
+                rec.fault(f);
+                rec.part_fault(m, f, 1);
+                continue;
+            }
+            let sh: &Shared = &self.ctx.shared;
+            let spec = &sh.spec;
+            let len = self.sizes.next(&mut self.rng);
+            let cap = self.per_member_cap.then_some(self.depth);
+            let hold = self.members[m].must_hold(cap);
+            let w = self.members[m].buf(hold);
+            let start = w.len();
+            wire::put_set_header(w, spec.prefix.as_bytes(), k, spec.ttl, len);
+            let pool = &sh.pool;
+            if self.pool_off + len > pool.len() {
+                self.pool_off = 0;
+            }
+            w.extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
+            w.extend_from_slice(b"\r\n");
+            let bytes = w.len() - start;
+            self.pool_off += 1 + (len & 0xff);
+            if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
+                bits[(k / 64) as usize] |= 1 << (k % 64);
+            }
+            // (keys 0: a refill, not one of the workload's requests.)
+            let p = Pending {
+                op: SET as u8,
+                keys: 0,
+                group: ALONE,
+                key: k,
+                intended: now,
+                sent: now,
+            };
+            self.members[m].enqueue(p, hold, bytes);
+            self.outstanding += 1;
+            let mut rec = self.ctx.rec.borrow_mut();
+            rec.part_sent(m, 1);
+            rec.sent(1);
+            busy::sent(1);
+        }
+        self.refills = keys;
+        self.refills.clear();
+    }
+
+    /// A multi-get over a pool: one `get` per member holding some of its keys, grouped.
+    pub(super) fn push_split_multiget(&mut self, intended: Instant, now: Instant) -> bool {
+        let n = self.ctx.shared.spec.multiget_keys;
+        self.mkeys.clear();
+        for _ in 0..n {
+            let k = self.keys.next(&mut self.rng);
+            let m = self.route(k);
+            self.mkeys.push((k, m as u8));
+            self.mcount[m] += 1;
+        }
+        let cap = self.per_member_cap.then_some(self.depth);
+        let sh: &Shared = &self.ctx.shared;
+        let prefix = sh.spec.prefix.as_bytes();
+        let parts = self.mcount.iter().filter(|&&c| c > 0).count() as u32;
+        let group = if parts > 1 {
+            self.groups.open(n as u32, parts, intended, now)
+        } else {
+            ALONE
+        };
+        let mut sent_any = false;
+        let mut rec = self.ctx.rec.borrow_mut();
+        for m in 0..self.members.len() {
+            let count = std::mem::take(&mut self.mcount[m]);
+            if count == 0 {
+                continue;
+            }
+            rec.part_sent(m, 1);
+            let member = &mut self.members[m];
+            if member.marked {
+                let f = Fault::MemberDown;
+                rec.part_fault(m, f, 1);
+                if group == ALONE {
+                    rec.fault(f);
+                    self.outstanding -= 1;
+                } else if let Some((done, g)) = self.groups.part_done(group, Some(Err(f))) {
+                    finish_group(&mut rec, now, done, g);
+                    self.outstanding -= 1;
+                }
+                continue;
+            }
+            let hold = member.must_hold(cap);
+            let w = member.buf(hold);
+            let start = w.len();
+            w.extend_from_slice(b"get");
+            for &(k, km) in &self.mkeys {
+                if usize::from(km) == m {
+                    w.push(b' ');
+                    wire::put_key(w, prefix, k);
+                }
+            }
+            w.extend_from_slice(b"\r\n");
+            let len = w.len() - start;
+            let p = Pending {
+                op: MULTIGET as u8,
+                keys: count,
+                group,
+                key: u64::MAX,
+                intended,
+                sent: now,
+            };
+            member.enqueue(p, hold, len);
+            busy::sent(1);
+            sent_any = true;
+        }
+        sent_any
+    }
+
+    /// `n` requests finished (answered or failed): progress of a counted run.
+    pub(super) fn done(&self, n: u64) {
+        let sh = &self.ctx.shared;
+        if matches!(sh.spec.stop, Stop::Requests(_)) {
+            sh.progress.done.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn flush(&mut self, m: usize) -> Result<(), Fault> {
+        let member = &mut self.members[m];
+        let Link::Up(s) = &member.link else {
+            return Ok(());
+        };
+        while member.wpos < member.wbuf.len() {
+            match s.try_write(&member.wbuf[member.wpos..]) {
+                Ok(n) => {
+                    member.wpos += n;
+                    self.ctx.writes.set(self.ctx.writes.get() + 1);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(Fault::from_io(&e)),
+            }
+        }
+        if member.wpos == member.wbuf.len() {
+            member.wbuf.clear();
+            member.wpos = 0;
+            // TLS records still inside the session once every request was taken.
+            s.send_pending().map_err(|e| Fault::from_io(&e))?;
+        }
+        Ok(())
+    }
+}
