@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, ...]] = [
 #: test_lean_imports.py).
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
                         r"cachelab\.traces\.(jsonl|parquet|capture|stream|names)|pyarrow(\..*)?|"
-                        r"csv|pathlib|psycopg|"
+                        r"csv|pathlib|cachelab\.artifacts|jsonschema(\..*)?|psycopg|"
                         r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
                         r"ray(\..*)?|scipy(\..*)?|statsmodels(\..*)?)$")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import KINDS, Artifact, find_artifacts
+from cachelab.artifacts import KINDS, Artifact, atomic_file, find_artifacts
 from cachelab.errors import InputError
 from cachelab.page.html import esc, page
 from cachelab.page.section import Context, Section
@@ -164,10 +164,8 @@ def write_report(
     scratch = Path(tempfile.mkdtemp(prefix="cachelab-report-"))
     try:
         rep = render_report(paths, title=title, redraw=redraw, scratch=scratch)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(rep.html, encoding="utf-8")
-        tmp.replace(out)
+        with atomic_file(out) as tmp:
+            tmp.write_text(rep.html, encoding="utf-8")
         if static_dir is not None:
             _copy_static(rep, Path(static_dir))
         return rep
@@ -181,5 +179,6 @@ def _copy_static(rep: Report, target: Path) -> None:
         png = f.with_suffix(".png")
         src = png if png.is_file() else f
         if src.is_file():
-            shutil.copyfile(src, target / f"{i:02d}-{f.parent.name}-{src.name}")
+            with atomic_file(target / f"{i:02d}-{f.parent.name}-{src.name}") as tmp:
+                shutil.copyfile(src, tmp)
 
