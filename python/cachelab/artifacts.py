@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.errors import InputError
+from cachelab.schemas import check_fields
 
 __all__ = ["KINDS", "Artifact", "Written", "atomic_dir", "atomic_file", "check_replaceable",
            "check_schema", "created_now", "describe_entry", "find_artifacts", "in_the_way",
@@ -307,7 +308,9 @@ class Artifact:
 
 
 def read_artifact(path: Path) -> Artifact:
-    """The artifact in ``path``; InputError when it is not one this cachelab reads."""
+    """The artifact in ``path``; InputError when it is not one this cachelab reads: not
+    JSON, another schema or version, or a field its readers use missing or of the wrong
+    type (:func:`cachelab.schemas.check_fields`, naming the field)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -323,6 +326,7 @@ def read_artifact(path: Path) -> Artifact:
             data.get("schema_version") not in _ALSO_READS.get(schema, ()):
         raise InputError(f"{path}: {schema} version {data.get('schema_version')!r} is not "
                          f"supported (this cachelab reads version {version})")
+    check_fields(data, kind, str(path))
     return Artifact(path=path, schema=schema, kind=kind, data=data)
 
 

@@ -66,11 +66,13 @@ def render_report(
     paths = [Path(p) for p in paths]
     skipped: list[str] = []
     arts = list(artifacts) if artifacts is not None else find_artifacts(paths, skipped)
+    if not arts and skipped:  # only results that cannot be read: the first says why
+        more = f" (and {len(skipped) - 1} more that cannot be read)" if len(skipped) > 1 else ""
+        raise InputError(skipped[0] + more)
     if not arts:
         where = ", ".join(map(str, paths)) or "(no paths)"
-        extra = f" ({skipped[0]})" if skipped else ""
         raise InputError(f"{where}: no cachelab results found (looked for JSON artifacts with a "
-                         f"cachelab schema: {', '.join(sorted(KINDS))}){extra}")
+                         f"cachelab schema: {', '.join(sorted(KINDS))})")
     arts.sort(key=_order)
     own_tmp = scratch is None
     tmp = Path(tempfile.mkdtemp(prefix="cachelab-report-")) if own_tmp else scratch
