@@ -79,6 +79,9 @@ def head(schema: str, *versions: int) -> Schema:
     return {"schema": {"const": schema}, "schema_version": one_of(*versions)}
 
 
+#: The validity checks of a load run (load.validity.CHECKS: a test keeps the two equal).
+CHECK_NAMES = ("client", "rate", "stationary", "late", "independent", "arrivals")
+
 #: Percentile name -> ns (``"50"``, ``"99.9"``, ``"max"``).
 PERCENTILES = mapping(NUM_)
 ERRORS = mapping(COUNT)
@@ -122,21 +125,30 @@ PROFILE = obj(
 
 INTERVALS = obj(null=True, basis=obj(null=True, withheld=ANY),
                 ranges=mapping(pair(NUM, null=True), null=True), tail=mapping(COUNT))
-LATENCY = obj("count", "histogram", null=True, count=COUNT, histogram=HIST,
-              percentiles=PERCENTILES, mean=NUM_, max=NUM_, intervals=INTERVALS)
+_LATENCY: Schema = dict(count=COUNT, histogram=HIST, percentiles=PERCENTILES, mean=NUM_,
+                        max=NUM_, intervals=INTERVALS)
+#: A histogram entry (``uncorrected``; ``corrected``, which is null in closed loop).
+LATENCY = obj("count", "histogram", "percentiles", **_LATENCY)
+LATENCY_ = obj("count", "histogram", "percentiles", null=True, **_LATENCY)
 OPS = mapping(COUNT)
-WINDOW = obj("replies", "errors", "lost", "uncorrected",
+WINDOW = obj("first_index", "intervals", "replies", "throughput", "errors", "lost",
+             "uncorrected",
              first_index=COUNT, intervals=COUNT, duration_s=SIZE, ops=OPS, replies=COUNT,
-             throughput=NUM_, hits=COUNT, misses=COUNT, errors=ERRORS, lost=COUNT, sent=COUNT,
-             corrected=LATENCY, uncorrected=LATENCY)
-INTERVAL = obj("start_s", "duration_s", "uncorrected",
+             throughput=NUM, hits=COUNT, misses=COUNT, errors=ERRORS, lost=COUNT, sent=COUNT,
+             corrected=LATENCY_, uncorrected=LATENCY)
+INTERVAL = obj("start_s", "duration_s", "replies", "uncorrected",
                index=COUNT, start_s=NUM, duration_s=SIZE, warmup=BOOL, ops=OPS,
                replies=COUNT, throughput=NUM_, hits=COUNT, misses=COUNT, errors=ERRORS,
-               lost=COUNT, sent=COUNT, corrected=LATENCY, uncorrected=LATENCY)
+               lost=COUNT, sent=COUNT, corrected=LATENCY_, uncorrected=LATENCY)
 STALL = obj("start_s", "end_s", start_s=NUM, end_s=NUM)
-VALIDITY = obj("verdict", "reasons", null=True, verdict=STR, reasons=arr(STR),
-               failed=arr(STR), throughput_reasons=arr(STR), not_checked=arr(STR),
-               checks=mapping(obj(status=STR_, why=STR_)))
+VALIDITY = {
+    **obj("verdict", "reasons", "checks", null=True, verdict=one_of("VALID", "INVALID"),
+          reasons=arr(STR), failed=arr(STR), throughput_reasons=arr(STR),
+          not_checked=arr(STR), checks=mapping(obj(null=True, status=STR_, why=STR_))),
+    # INVALID says why
+    "if": {"properties": {"verdict": {"const": "INVALID"}}, "required": ["verdict"]},
+    "then": {"properties": {"reasons": {"minItems": 1}}},
+}
 MEMBER = obj("address", "latency", "errors", "down", "down_s", "keys", "sent", "replies",
              address=STR, latency=obj("percentiles", percentiles=PERCENTILES),
              errors=ERRORS, down=arr(), down_s=NUM, keys=COUNT, sent=COUNT, replies=COUNT)
@@ -157,7 +169,7 @@ LOAD = obj(
              skew=obj("ratio", "hottest", "share", "fair_share", null=True, ratio=NUM,
                       hottest=STR, share=NUM, fair_share=NUM)),
     probe=obj("rate", "totals", "all", "validity", null=True, rate=NUM,
-              totals=obj("corrected", corrected=LATENCY, uncorrected=LATENCY),
+              totals=obj("corrected", corrected=LATENCY, uncorrected=LATENCY_),
               all=obj("errors", errors=ERRORS), validity=VALIDITY),
     precision=obj(null=True, reached=BOOL), repeats=obj(null=True),
 )
@@ -168,9 +180,12 @@ _BAND3 = obj(null=True, lo=NUM_, median=NUM_, hi=NUM_)
 #: A USL fit (``usl.json``, and ``fit`` in ``scale.json``): every field of
 #: :class:`cachelab.usl.UslFit`, which reads them all.
 USL_FIELDS: Schema = dict(
-    method=STR, level=_t("number", exclusiveMinimum=0, exclusiveMaximum=1), n=arr(NUM),
-    x=arr(NUM), gamma=NUM_, alpha=NUM_, beta=NUM_, se=mapping(NUM_),
-    ci=mapping(pair(NUM_, null=True)), cov=arr(arr(NUM_), null=True), free=mapping(BOOL),
+    method=STR, level=_t("number", exclusiveMinimum=0, exclusiveMaximum=1),
+    n={**arr(NUM), "minItems": 1}, x={**arr(NUM), "minItems": 1}, gamma=NUM, alpha=NUM,
+    beta=NUM, se=mapping(NUM_), ci=mapping(pair(NUM_, null=True)),
+    cov={**arr({**arr(NUM_), "minItems": 3, "maxItems": 3}, null=True), "minItems": 3,
+         "maxItems": 3},
+    free=mapping(BOOL),
     at_bound=mapping(BOOL), sse=NUM_, sigma=NUM_, df=INT, t=NUM_, r_squared=NUM_,
     fitted=arr(NUM_), residuals=arr(NUM_), iterations=INT, converged=BOOL,
     peak=obj(n_max=NUM_, n_max_integer=INT_, n_max_floor=INT_, x_max=NUM_, amdahl_limit=NUM_,
@@ -194,7 +209,7 @@ SCALE_ROW = obj("n", "runs", "throughput_mean", "latency",
                 precision=obj("half_width", "runs_reached", "runs", null=True,
                               half_width=NUM_, runs_reached=COUNT, runs=COUNT))
 SCALE_RUN = obj("n", "throughput", n=NUM, throughput=NUM, verdict=STR_,
-                failed_checks=arr(STR), invalid_reasons=arr(STR, null=True),
+                failed_checks=arr(one_of(*CHECK_NAMES)), invalid_reasons=arr(STR, null=True),
                 throughput_reasons=arr(STR, null=True), precision=obj(null=True))
 SCALE = obj(
     "schema", "schema_version", "spec", "runs", "summary",
@@ -348,8 +363,12 @@ def field_problem(error: Any) -> str:
                 f"{_shown(error.instance)}")
     if v == "format":
         return f"field {_field(where)}: not a valid HdrHistogram"
-    if v in ("minItems", "maxItems"):
+    if v in ("minItems", "maxItems") and error.validator_value == 2:
         return f"field {_field(where)}: expected [low, high], got {_shown(error.instance)}"
+    if v == "minItems":
+        return f"field {_field(where)}: expected at least {error.validator_value} item(s)"
+    if v == "maxItems":
+        return f"field {_field(where)}: expected at most {error.validator_value} item(s)"
     return f"field {_field(where) or '(top)'}: {error.message}"
 
 

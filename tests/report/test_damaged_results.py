@@ -34,9 +34,11 @@ from cachelab import tierbench as tiers_lib
 from cachelab import traces
 from cachelab.cli import run as cli_run
 from cachelab.compare import compare
+from cachelab.load.validity import CHECKS
 from cachelab.profiles import ProfileSpec, profile
 from cachelab.run import RunSpec, run_study
 from cachelab.scale import ScaleSpec, scale
+from cachelab.schemas import CHECK_NAMES
 from cachelab.simulation import SimulateSpec, simulate
 from cachelab.usl import fit_csv
 from clitools import one_error_line
@@ -50,13 +52,18 @@ FILES = {"profile": "profile.json", "load": "load.json", "scale": "scale.json",
          "run": "run.json"}
 
 
+#: The per-test timeout of the tests that use :func:`saved`: making it takes ~30 s on a
+#: quiet machine (the slowest: replay's and profile's measurements, and the plots).
+SETUP_TIMEOUT = pytest.mark.timeout(600)
+
+
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory, memcached) -> dict[str, Path]:  # noqa: ANN001
     """A real result of each kind, small, written by its verb's own writer (plots included,
     so the report embeds them rather than re-drawing them for every example)."""
     root = tmp_path_factory.mktemp("saved")
     addr = memcached.address
-    profile(ProfileSpec.quick(sizes=(100, 4_000), key_counts=(1, 4), samples=100, seed=1),
+    profile(ProfileSpec.quick(sizes=(100, 4_000), key_counts=(1, 4), samples=50, seed=1),
             server=addr).write(root / "profile")
     load_lib.load(load_lib.LoadSpec(duration=1.0, warmup=0.25, interval=0.25, connections=1,
                                     key_space=200), server=addr).write(root / "load")
@@ -66,27 +73,29 @@ def saved(tmp_path_factory: pytest.TempPathFactory, memcached) -> dict[str, Path
     fit_csv(DATA / "usl" / "raytracer.csv", "processors", "throughput",
             bootstrap=50).write(root / "usl")
     trace = traces.synthesize(traces.SynthParams(requests=600))
-    sims = []
-    for name in ("simulation", "simulation-b"):
-        sim = simulate(trace, SimulateSpec(draws=2, seed=len(sims),
-                                           strategies=("none", "lru:50")))
-        sim.write(root / name)
-        sims.append(root / name / "simulate.json")
+    sims = [root / "simulation" / "simulate.json", root / "simulation-b" / "simulate.json"]
+    for seed, path in enumerate(sims):
+        sim = simulate(trace, SimulateSpec(draws=2, seed=seed, strategies=("none", "lru:50")))
+        if seed == 0:  # the one the report renders, with its plots
+            sim.write(path.parent)
+        else:
+            sim.save(path)
     compare(sims).write(root / "compare")
     assert cli_run(["simulate", str(DATA / "traces" / "cloudPhysicsIO.oracleGeneral.bin"),
                     "--policies", "lru,fifo", "--sizes", "500,5000", "--mrc", "--format",
                     "json", "--out", str(root / "flat")]) == 0
-    tiers_lib.tiers(tiers_lib.TiersSpec(reads=3, warmup=1, record_bytes=2_000, list_items=20),
+    tiers_lib.tiers(tiers_lib.TiersSpec(reads=3, warmup=1, record_bytes=2_000, list_items=20,
+                                        compressions=("zlib",)),
                     server=addr).write(root / "tiers")
     small = traces.synthesize(traces.SynthParams(
         requests=200, domains=2, subjects_per_domain=2.0, topics_per_subject=2.0,
         tutorials_per_topic=2.0, items_per_tutorial=3.0, instances=2))
     replay_lib.replay(small, replay_lib.ReplaySpec(strategies=("none", "lru:10"),
                                                    profile_samples=50, profile_warmup=5,
-                                                   draws=2),
+                                                   calibration_reps=20, slices=2, draws=2),
                       server=addr).write(root / "replay")
-    run_study(RunSpec(quick=True, steps=("tiers",), report=False, precision=None),
-              root / "run", server=addr, log=lambda _line: None)
+    run_study(RunSpec(quick=True, steps=("simulate",), requests=300, report=False,
+                      precision=None), root / "run", server=addr, log=lambda _line: None)
     return {kind: root / kind / name for kind, name in FILES.items()}
 
 
@@ -160,6 +169,7 @@ PROPERTIES = settings(max_examples=6, deadline=None, database=None,
 
 
 @pytest.mark.slow
+@SETUP_TIMEOUT
 @pytest.mark.parametrize("kind", sorted(FILES))
 @PROPERTIES
 @given(data=st.data())
@@ -194,6 +204,7 @@ CASES = [
 ]
 
 
+@SETUP_TIMEOUT
 @pytest.mark.parametrize("kind, path, value, expect", CASES)
 def test_the_damaged_results_of_the_issue_are_named_in_one_line(
         kind: str, path: list[str], value: Any, expect: str, saved: dict[str, Path]) -> None:
@@ -211,6 +222,7 @@ def test_the_damaged_results_of_the_issue_are_named_in_one_line(
         assert not (bad.parent / "page.html").exists() and not (bad.parent / "cmp").exists()
 
 
+@SETUP_TIMEOUT
 @pytest.mark.parametrize("kind", ["profile", "load"])
 def test_optional_fields_absent_still_render(kind: str, saved: dict[str, Path]) -> None:
     """Results without the fields only some runs write (a probe, a pool, precision,
@@ -229,6 +241,7 @@ def test_optional_fields_absent_still_render(kind: str, saved: dict[str, Path]) 
         assert code == 0, err
 
 
+@SETUP_TIMEOUT
 def test_an_older_replay_version_still_renders(saved: dict[str, Path]) -> None:
     """replay.json version 1 is still read (artifacts._ALSO_READS)."""
     doc = json.loads(saved["replay"].read_text())
@@ -236,3 +249,8 @@ def test_an_older_replay_version_still_renders(saved: dict[str, Path]) -> None:
     with damaged_copy(saved["replay"], doc) as old:
         code, err = _cli("report", old, "--out", old.parent / "page.html")
         assert code == 0, err
+
+
+def test_the_schemas_name_the_validity_checks_load_makes() -> None:
+    """cachelab.schemas sits below cachelab.load, so it keeps its own list of the checks."""
+    assert CHECK_NAMES == CHECKS
