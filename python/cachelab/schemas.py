@@ -109,7 +109,7 @@ PROFILE = obj(
                version=STR_),
     client=obj(samples=COUNT_, warmup=COUNT_, concurrency=_t("integer", "null", minimum=1),
                protocol=STR_, floor_command=STR_),
-    environment=ENVIRONMENT, run=RUN, cells=arr(CELL),
+    environment=obj(), run={**RUN, "type": "object"}, cells=arr(CELL),
     published=obj(null=True, source=STR_),
     tls_cost=obj(null=True, plain_address=STR_, connections=COUNT_,
                  new_connection=obj(null=True, tls=FIGURE, tcp=FIGURE),
@@ -278,9 +278,15 @@ REPLAY = obj(
 
 # -- compare, run ---------------------------------------------------------------------------
 
-COMPARE_ROW = obj("item", "metric", "versus", "a", "b", "verdict",
-                  item=STR, metric=STR, versus=STR, a=NUM_, b=NUM_, unit=STR_,
-                  relative=NUM_, ci_low=NUM_, ci_high=NUM_, verdict=STR, direction=STR_)
+COMPARE_ROW = {
+    **obj("item", "metric", "versus", "a", "b", "relative", "ci_low", "ci_high", "verdict",
+          "direction",
+          item=STR, metric=STR, versus=STR, a=NUM_, b=NUM_, unit=STR_, relative=NUM_,
+          ci_low=NUM_, ci_high=NUM_, verdict=STR, direction=STR_),
+    # an interval has both ends
+    "if": {"properties": {"ci_low": NUM}, "required": ["ci_low"]},
+    "then": {"properties": {"ci_high": NUM}},
+}
 COMPARE = obj(
     "schema", "schema_version", "kind", "names", "rows",
     **head("cachelab.compare", 1),
@@ -288,13 +294,13 @@ COMPARE = obj(
     warnings=arr(STR), summary=arr(STR), partial=mapping(STR, null=True),
     environment=ENVIRONMENT,
 )
-STEP = obj("name", "status", name=STR, status=STR, elapsed_s=NUM_, summary=STR_, error=STR_,
+STEP = obj("name", "status", name=STR, status=STR, elapsed_s=NUM, summary=STR_, error=STR_,
            dir=STR_)
 RUN_SUMMARY = obj(
     "schema", "schema_version", "steps",
     **head("cachelab.run", 1),
-    steps=arr(STEP), elapsed_s=NUM_, interrupted=BOOL_,
-    server=obj(null=True, address=STR_, private=BOOL_), environment=ENVIRONMENT,
+    steps=arr(STEP), elapsed_s=NUM, interrupted=BOOL_,
+    server=obj(address=STR_, private=BOOL_), environment=ENVIRONMENT,
 )
 
 #: Artifact kind (:data:`cachelab.artifacts.KINDS`) -> its schema.
