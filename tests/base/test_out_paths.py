@@ -153,7 +153,7 @@ COMMANDS: dict[str, tuple[list[str], str, str]] = {
 }
 
 #: Node kinds made in a scratch directory; a character device needs root (CAP_MKNOD).
-NODES = ("chardev", "fifo", "socket", "symlink-to-chardev")
+NODES = ("chardev", "fifo", "socket", "symlink-to-chardev", "dangling-symlink")
 
 
 def _make_node(path: Path, kind: str) -> Iterator[None]:
@@ -169,6 +169,9 @@ def _make_node(path: Path, kind: str) -> Iterator[None]:
         yield
     elif kind == "fifo":
         os.mkfifo(path)
+        yield
+    elif kind == "dangling-symlink":
+        path.symlink_to("nowhere")
         yield
     else:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -201,8 +204,9 @@ def test_a_node_as_the_output_is_refused_and_left_alone(
         line = one_error_line(err)
         shown = f"{flag} {node}" if flag else str(node)
         assert line.startswith(f"cachelab: error: {shown}: is a "), line
-        expected = "a symlink to a character device" if kind.startswith("symlink") else \
-            {"chardev": "a character device", "fifo": "a FIFO", "socket": "a socket"}[kind]
+        expected = {"chardev": "a character device", "fifo": "a FIFO", "socket": "a socket",
+                    "symlink-to-chardev": "a symlink to a character device",
+                    "dangling-symlink": "a dangling symlink"}[kind]
         assert f": is {expected}, not " in line, line
         # The node is as it was, and nothing else was made.
         assert _snapshot(work) == before
