@@ -26,7 +26,7 @@ import pytest
 
 from cachelab.artifacts import write_json, write_through
 from cachelab.cli import run as cli_run
-from cachelab.servers import PrivateMemcached
+from cachelab.servers import PrivateMemcached, read_stats
 from clitools import cachelab, one_error_line
 
 #: Every verb that writes into ``--out``, with arguments that would otherwise do real work
@@ -105,13 +105,19 @@ def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch)}
+    idle = int(read_stats(memcached.address)["curr_connections"])  # ours included
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "load", "--server", memcached.address,
          "--duration", "3", "--connections", "2", "--threads", "1", "--out", str(out),
          "--format", "table"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        time.sleep(1.5)  # checked and running; the directory is made only when writing
+        # Checked and running once load's connections are open (the directory is made only
+        # when writing): however slow the start on a loaded machine.
+        deadline = time.monotonic() + 60
+        while int(read_stats(memcached.address)["curr_connections"]) <= idle:
+            assert time.monotonic() < deadline and proc.poll() is None, "load never connected"
+            time.sleep(0.05)
         if out.is_dir():
             out.rmdir()
         out.write_text("in the way\n")
