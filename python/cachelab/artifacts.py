@@ -1,31 +1,39 @@
 """Reading, writing and finding the JSON artifacts every verb produces (see docs/artifacts.md).
 
-Writes are atomic — a temporary file beside the target, then a rename — so a reader never
-sees half a result. Reads accept the file or a directory holding the verb's default file, and
-turn every problem into one :class:`~cachelab.errors.InputError` naming the file (and the
-line, for JSON syntax errors). :func:`find_artifacts` finds the results in directories: every
-``*.json`` whose ``schema`` is one of cachelab's, read once and kept with its path
-(:class:`Artifact`); ``report`` and ``compare`` start from it. :func:`write_through` writes all
-of a result's files at once and, when the target cannot take them, keeps them elsewhere: a
-measurement that took minutes is never lost to a full disk or a removed directory.
+Writes are atomic — a fresh temporary file beside the target (a name no one could have
+prepared), then a rename — so a reader never sees half a result; and they replace only
+regular files: a device, FIFO, socket or directory in the way is refused
+(:func:`atomic_file`, :func:`in_the_way`), never opened or replaced. Reads accept the file
+or a directory holding the verb's default file, and turn every problem into one
+:class:`~cachelab.errors.InputError` naming the file (and the line, for JSON syntax errors).
+:func:`find_artifacts` finds the results in directories: every ``*.json`` whose ``schema``
+is one of cachelab's, read once and kept with its path (:class:`Artifact`); ``report`` and
+``compare`` start from it. :func:`write_through` writes all of a result's files at once and,
+when the target cannot take them, keeps them elsewhere: a measurement that took minutes is
+never lost to a full disk or a removed directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from cachelab.errors import InputError
+from cachelab.schemas import check_fields
 
-__all__ = ["KINDS", "Artifact", "Written", "check_schema", "created_now", "find_artifacts",
+__all__ = ["KINDS", "Artifact", "Written", "atomic_dir", "atomic_file", "check_replaceable",
+           "check_schema", "created_now", "describe_entry", "find_artifacts", "in_the_way",
            "os_error_text", "read_artifact", "read_json", "write_json", "write_through"]
 
 
@@ -35,13 +43,129 @@ def created_now() -> str:
 
 
 def write_json(path: str | Path, doc: Mapping[str, Any], *, allow_nan: bool = True) -> Path:
-    """Write ``doc`` as indented JSON to ``path`` atomically, creating parent directories."""
+    """Write ``doc`` as indented JSON to ``path`` atomically (:func:`atomic_file`), creating
+    parent directories."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, allow_nan=allow_nan) + "\n")
-    tmp.replace(path)
+    text = json.dumps(doc, indent=1, allow_nan=allow_nan) + "\n"
+    with atomic_file(path) as tmp:
+        tmp.write_text(text)
     return path
+
+
+# -- what is at a path, and replacing only regular files -----------------------------------
+
+#: File types by their test, as they are named in messages.
+_TYPES = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _type_name(mode: int) -> str:
+    return next((name for test, name in _TYPES if test(mode)), "a special file")
+
+
+def describe_entry(path: str | os.PathLike[str]) -> str | None:
+    """What is at ``path``, in words: None when nothing is; ``"a regular file"``, ``"a
+    directory"``, ``"a character device"``, ``"a FIFO"``, ``"a socket"``, …; for a symbolic
+    link, ``"a symlink to a FIFO"`` (what it points to) or ``"a dangling symlink"``."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISLNK(st.st_mode):
+        return _type_name(st.st_mode)
+    try:
+        return f"a symlink to {_type_name(os.stat(path).st_mode)}"
+    except OSError:
+        return "a dangling symlink"
+
+
+def in_the_way(path: str | os.PathLike[str], *, directory: bool = False) -> str | None:
+    """What is at ``path`` when a writer may not replace it (:func:`describe_entry`'s words),
+    or None when nothing is there or a regular file is (or, with ``directory``, a directory:
+    the writers that make a directory replace one), directly or through a symlink. Devices,
+    FIFOs, sockets and dangling symlinks are always in the way."""
+    what = describe_entry(path)
+    allowed = {None, "a regular file", "a symlink to a regular file"}
+    if directory:
+        allowed |= {"a directory", "a symlink to a directory"}
+    return None if what in allowed else what
+
+
+def check_replaceable(path: str | os.PathLike[str], *, directory: bool = False) -> None:
+    """OSError (naming ``path`` and what is there) when :func:`in_the_way` says a writer may
+    not replace it; an OSError, so :func:`write_through` keeps the results elsewhere."""
+    what = in_the_way(path, directory=directory)
+    if what is not None:
+        kind = "a regular file or directory" if directory else "a regular file"
+        raise OSError(errno.EEXIST, f"is {what}, not {kind}: cachelab replaces nothing else",
+                      str(path))
+
+
+def _umask() -> int:
+    """The process umask (temporary files are created private; the result should not be)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yields a fresh temporary file beside ``path`` (created by :func:`tempfile.mkstemp`: a
+    new regular file under an unpredictable name, so nothing placed in advance is opened);
+    renames it to ``path`` when the block succeeds and deletes it when the block raises.
+    OSError, before anything is written, when ``path`` is not a regular file or absent
+    (:func:`check_replaceable`), and again before the rename."""
+    target = Path(path)
+    check_replaceable(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        yield tmp
+        check_replaceable(target)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yields a fresh temporary directory beside ``path``; when the block succeeds it takes
+    ``path``'s place (replacing an existing directory or regular file of that name), and when
+    the block raises it is removed and ``path`` is left as it was. OSError when something
+    else is at ``path`` (:func:`check_replaceable`)."""
+    target = Path(path)
+    check_replaceable(target, directory=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        check_replaceable(target, directory=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old: Path | None = None
+    if target.exists() or target.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+        old.rmdir()
+        os.replace(target, old)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        if old is not None:
+            os.replace(old, target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
 
 
 @dataclass
@@ -92,14 +216,18 @@ def write_through(
 
 
 def _write_into(write: Callable[[Path], list[Path]], out: Path) -> list[Path]:
-    """``write`` into a scratch directory inside ``out``, then each file renamed into place;
-    the scratch (and ``out``, if this made it and it stayed empty) removed on failure."""
+    """``write`` into a scratch directory inside ``out``, then each file renamed into place
+    (none when any would replace something other than a regular file: OSError); the
+    scratch (and ``out``, if this made it and it stayed empty) removed on failure."""
     made = not out.is_dir()
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".cachelab-tmp-", dir=out))
     try:
         paths = write(scratch)
-        for entry in sorted(scratch.iterdir()):
+        entries = sorted(scratch.iterdir())
+        for entry in entries:  # all checked before any is moved
+            check_replaceable(out / entry.name, directory=entry.is_dir())
+        for entry in entries:
             os.replace(entry, out / entry.name)
         scratch.rmdir()
     except BaseException:
@@ -180,7 +308,9 @@ class Artifact:
 
 
 def read_artifact(path: Path) -> Artifact:
-    """The artifact in ``path``; InputError when it is not one this cachelab reads."""
+    """The artifact in ``path``; InputError when it is not one this cachelab reads: not
+    JSON, another schema or version, or a field its readers use missing or of the wrong
+    type (:func:`cachelab.schemas.check_fields`, naming the field)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -196,6 +326,7 @@ def read_artifact(path: Path) -> Artifact:
             data.get("schema_version") not in _ALSO_READS.get(schema, ()):
         raise InputError(f"{path}: {schema} version {data.get('schema_version')!r} is not "
                          f"supported (this cachelab reads version {version})")
+    check_fields(data, kind, str(path))
     return Artifact(path=path, schema=schema, kind=kind, data=data)
 
 

@@ -19,8 +19,8 @@ import math
 import os
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
+from cachelab.artifacts import atomic_file
 from cachelab.units import MISSING, format_duration_ns, pct_key, pick_unit
 
 __all__ = [
@@ -121,14 +121,13 @@ def write_csv(
     header: Sequence[str],
     rows: Iterable[Sequence[object]],
 ) -> None:
-    """Write ``header`` and then ``rows`` to a UTF-8 CSV file, creating parent directories.
+    """Write ``header`` and then ``rows`` to a UTF-8 CSV file, creating parent directories;
+    atomically, replacing only a regular file (:func:`~cachelab.artifacts.atomic_file`).
 
     The file is opened with ``newline=""`` as the :mod:`csv` module requires, so lines end in
     ``\\r\\n`` on every platform and quoted fields may hold newlines.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8", newline="") as handle:
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)

@@ -30,8 +30,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors", "cachelab._lazy"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls",
      "cachelab.intervals"),
-    ("cachelab.tables", "cachelab.artifacts", "cachelab.servers", "cachelab.capacity",
-     "cachelab.pool", "cachelab.proxies", "cachelab.raycluster"),
+    ("cachelab.tables", "cachelab.artifacts", "cachelab.schemas", "cachelab.servers",
+     "cachelab.capacity", "cachelab.pool", "cachelab.proxies", "cachelab.raycluster"),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
     ("cachelab.profiles", "cachelab.load", "cachelab.usl", "cachelab.tierbench"),
     ("cachelab.simulation", "cachelab.scale"),
@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, ...]] = [
 #: test_lean_imports.py).
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
                         r"cachelab\.traces\.(jsonl|parquet|capture|stream|names)|pyarrow(\..*)?|"
-                        r"csv|pathlib|psycopg|"
+                        r"csv|pathlib|cachelab\.artifacts|jsonschema(\..*)?|psycopg|"
                         r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
                         r"ray(\..*)?|scipy(\..*)?|statsmodels(\..*)?)$")
 

@@ -16,6 +16,7 @@ from cachelab.errors import UsageError
 from cachelab.profiles import ProfileSpec, profile
 from cachelab.report import render_report
 from cachelab.simulation import SimulateSpec, simulate
+from cachelab.usl import fit_csv
 from clitools import cachelab
 
 
@@ -125,7 +126,9 @@ def test_refuses_different_kinds_and_settings(tmp_path: Path) -> None:
     other = write(tmp_path / "o" / "profile.json", profile_doc({("get", 999): vals}))
     with pytest.raises(UsageError, match="no measured cell in common"):
         compare([a, other])
-    usl = write(tmp_path / "u" / "usl.json", {"schema": "cachelab.usl", "schema_version": 1})
+    usl_csv = Path(__file__).parents[1] / "data" / "usl" / "raytracer.csv"
+    usl = fit_csv(usl_csv, "processors", "throughput", bootstrap=0).save(
+        tmp_path / "u" / "usl.json")
     p = cachelab("compare", a, usl, "--out", tmp_path / "x")
     assert p.returncode == 2
     assert "cannot compare results of different kinds" in p.stderr
@@ -202,6 +205,8 @@ def tiers_doc(rows: dict[tuple[str, str], list[int]], store: str = "sqlite") -> 
         "store": store, "server": {}, "findings": [], "environment": {},
         "rows": [{"shape": shape, "method": method, "reads": len(v),
                   "histogram": _core.hist_from_values(v), "cpu_mean_us": 10.0,
+                  "wall_p50_us": float(np.median(v)) / 1000,
+                  "wall_p90_us": float(np.percentile(v, 90)) / 1000,
                   "stored_bytes": 60_000} for (shape, method), v in rows.items()],
     }
 

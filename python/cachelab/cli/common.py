@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cachelab.artifacts import write_through
+from cachelab.artifacts import describe_entry, in_the_way, write_through
 from cachelab.errors import Interrupted, UsageError
 from cachelab.intervals import parse_precision
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
@@ -346,20 +346,30 @@ def output_dir(args: argparse.Namespace, verb: str) -> Path:
 def prepare_out(args: argparse.Namespace, verb: str) -> Path:
     """The directory the verb writes into (``--out`` or the default), checked before it
     measures or reads anything expensive, so a bad ``--out`` costs nothing (see
-    :func:`check_out_dir`)."""
+    :func:`check_out_dir`; its ``VERB.json`` too, which every verb writes)."""
     out = output_dir(args, verb)
-    check_out_dir(out)
+    check_out_dir(out, files=(f"{verb}.json",))
     return out
 
 
-def check_out_dir(path: Path, flag: str = "--out") -> None:
+def check_out_dir(path: Path, flag: str = "--out", *, files: tuple[str, ...] = ()) -> None:
     """UsageError (one line naming ``flag``, the path and why) unless ``path`` is a writable
-    directory or one that can be made: not an existing file, under a directory (its nearest
-    existing ancestor) in which files can be created. Both are tried, by creating and removing
-    a scratch file or directory, because permission bits lie (root, read-only mounts, /proc)."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{_named(flag, path)}: is an existing file, not a directory")
+    directory or one that can be made: nothing else in its place (a regular file, a device, a
+    FIFO, a socket, a symlink to one of those or to nothing), under a directory (its nearest
+    existing ancestor) in which files can be created; and none of ``files`` (the names the
+    verb will write there) already in it as anything but a regular file. Writability is
+    tried, by creating and removing a scratch file or directory, because permission bits lie
+    (root, read-only mounts, /proc)."""
+    what = in_the_way(path, directory=True)
+    if what is not None:
+        what = "an existing file" if what == "a regular file" else what
+        raise UsageError(f"{_named(flag, path)}: is {what}, not a directory")
     if path.is_dir():
+        for name in files:
+            inside = in_the_way(path / name)
+            if inside is not None:
+                raise UsageError(f"{_named(flag, path)}: {name} there is {inside}, not a "
+                                 "regular file: cachelab will not replace it")
         _probe(path, flag, path, "cannot write files there")
         return
     parent = _existing_ancestor(path, flag)
@@ -367,24 +377,30 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
 
 
 def check_out_file(path: Path, flag: str = "", *, replaces_dir: bool = False) -> None:
-    """UsageError unless a file can be written at ``path``: not a directory (unless it is one
-    the writer replaces whole, ``replaces_dir``: a Parquet trace), in a directory that exists
-    and takes files or can be made. ``flag`` names the option ("" for a positional argument)."""
-    if path.is_dir() and not replaces_dir:
-        raise UsageError(f"{_named(flag, path)}: is a directory, not a file")
+    """UsageError unless a file can be written at ``path``: nothing there, or a regular file
+    (or a directory, when the writer replaces one whole, ``replaces_dir``: a Parquet trace) —
+    never a device, FIFO, socket or a symlink to one —, in a directory that exists and takes
+    files or can be made. ``flag`` names the option ("" for a positional argument)."""
+    what = in_the_way(path, directory=replaces_dir)
+    if what is not None:
+        kind = "a regular file or directory" if replaces_dir else "a regular file"
+        raise UsageError(f"{_named(flag, path)}: is {what}, not {kind}: cachelab writes only "
+                         "regular files")
     parent = _existing_ancestor(path.parent, flag, shown=path)
     where = "there" if parent == path.parent else f"in {parent}"
     _probe(path, flag, parent, f"cannot create files {where}")
 
 
 def _existing_ancestor(path: Path, flag: str, *, shown: Path | None = None) -> Path:
-    """The nearest directory at or above ``path`` that exists; UsageError when a file is in
-    the way (``--out results.json/x``)."""
+    """The nearest directory at or above ``path`` that exists; UsageError when something
+    else is in the way (``--out results.json/x``, ``--out /dev/null/x``)."""
     for candidate in (path, *path.absolute().parents):
         if candidate.is_dir():
             return candidate
-        if candidate.exists():
-            raise UsageError(f"{_named(flag, shown or path)}: {candidate} is a file, "
+        what = describe_entry(candidate)
+        if what is not None:
+            what = "a file" if what == "a regular file" else what
+            raise UsageError(f"{_named(flag, shown or path)}: {candidate} is {what}, "
                              "not a directory")
     return Path(path.anchor or "/")
 

@@ -210,7 +210,7 @@ def _refuse_pool_flags(args: argparse.Namespace, what: str, *, tls: bool = False
 def _show(args: argparse.Namespace, fmt: str) -> int:
     """``--show``: print a saved or built-in profile; with ``--out``, write its files again."""
     if args.out is not None:
-        common.check_out_dir(args.out)
+        common.check_out_dir(args.out, files=("profile.json",))
     result = lib.load_profile(args.show)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     if args.out is None:

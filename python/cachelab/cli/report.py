@@ -55,7 +55,7 @@ def page_path(args: argparse.Namespace) -> Path:
         first = args.paths[0]
         out = (first if first.is_dir() else first.parent) / "report.html"
     elif args.out.endswith(("/", os.sep)) or Path(args.out).is_dir():
-        common.check_out_dir(Path(args.out))
+        common.check_out_dir(Path(args.out), files=("report.html",))
         return Path(args.out) / "report.html"
     else:
         out = Path(args.out)

@@ -266,6 +266,8 @@ def synth_target(args: argparse.Namespace) -> Path:
     else:
         target = args.out if args.out is not None else common.output_dir(args, "trace")
         if not target.name.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson", ".parquet")):
+            if args.out is not None:
+                common.check_out_dir(args.out)
             target = target / ("trace.parquet" if to == "parquet" else "trace.jsonl")
     if detect_format(target, to) not in REQUEST_FORMATS:
         raise UsageError(f"{target}: synth writes request traces (.jsonl, .jsonl.gz or "
@@ -293,7 +295,7 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_inspect(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     if args.out is not None:
-        common.check_out_dir(args.out)
+        common.check_out_dir(args.out, files=(INSPECT_FILE,))
     result = inspect_path(args.path, args.from_format)
     print(json.dumps(result, indent=1) if fmt == "json" else render_inspection(result))
     if args.out is not None:
@@ -313,6 +315,8 @@ def capture_target(args: argparse.Namespace) -> Path:
         if target.suffix:
             raise UsageError(f"--out {target}: a capture file is named *.capture.parquet "
                              "(or give a directory)")
+        if args.out is not None:
+            common.check_out_dir(args.out)
         target = target / "trace.capture.parquet"
     common.check_out_file(target, "--out" if args.out is not None else "")
     return target

@@ -17,7 +17,7 @@ from cachelab.compare.result import CompareResult, summarize
 from cachelab.compare.scale import compare_scales
 from cachelab.compare.simulation import compare_simulations
 from cachelab.compare.tiers import compare_tiers
-from cachelab.errors import UsageError
+from cachelab.errors import CachelabError, InputError, UsageError
 from cachelab.scale.result import partial_text
 from cachelab.tierbench.result import partial_text as tiers_partial
 from cachelab.units import partial_note
@@ -66,11 +66,14 @@ def load_for_compare(path: str | Path) -> Artifact:
         return read_artifact(p)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
-    found = [a for a in find_artifacts([p]) if a.kind in COMPARERS]
+    skipped: list[str] = []
+    found = [a for a in find_artifacts([p], skipped) if a.kind in COMPARERS]
     direct = [a for a in found if a.path.parent == p]
     pick = direct or found
     if len(pick) == 1:
         return pick[0]
+    if not pick and skipped:  # a result that cannot be read (bad JSON, a bad field): why
+        raise InputError(skipped[0])
     if not pick:
         raise UsageError(f"{p}: no profile, load, scale, simulation or tiers result found")
     listing = ", ".join(str(a.path) for a in pick[:4]) + (" …" if len(pick) > 4 else "")
@@ -103,14 +106,23 @@ def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level:
     rng = np.random.default_rng(seed)
     problems: list[str] = []
     warnings: list[str] = []
-    rows = COMPARERS[kind](arts, rng, resamples, level, problems, warnings)
+    try:
+        rows = COMPARERS[kind](arts, rng, resamples, level, problems, warnings)
+        partial = _partial(arts)
+    except CachelabError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        # The schemas (cachelab.schemas) check every field the comparisons read, so this is
+        # a field they do not know of yet: still one line naming the files, not a traceback.
+        raise InputError(f"{', '.join(str(a.path) for a in arts)}: cannot compare them: a "
+                         f"field is missing or of an unexpected type ({type(e).__name__}: "
+                         f"{e})") from None
     if problems:
         msg = f"incompatible {_KIND_NAMES[kind]}s: {'; '.join(problems)}"
         if not allow_different:
             raise UsageError(msg + " (--allow-different compares them anyway)")
         warnings.insert(0, msg)
     names = [_label(a, i) for i, a in enumerate(arts)]
-    partial = _partial(arts)
     warnings[:0] = [f"{k} is {note}: it stopped before the end, so it covers less than "
                     "was asked" for k, note in partial.items()]
     result = CompareResult(

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import check_schema, write_json
+from cachelab.artifacts import atomic_file, check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.load.drill import drill_headline, drill_lines
 from cachelab.load.lives import restart_text
@@ -142,7 +142,8 @@ class LoadResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         written = [self.save(out_dir / "load.json")]
         write_csv(out_dir / "load.csv", CSV_HEADER, csv_rows(self))
-        (out_dir / "load.hlog").write_text(hlog_text(self))
+        with atomic_file(out_dir / "load.hlog") as tmp:
+            tmp.write_text(hlog_text(self))
         written += [out_dir / "load.csv", out_dir / "load.hlog"]
         if plots and self.intervals:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it

@@ -13,6 +13,8 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
+from cachelab.artifacts import atomic_file
+
 __all__ = ["DPI", "FIGSIZE", "new_figure", "save"]
 
 DPI = 120
@@ -27,11 +29,13 @@ def new_figure(figsize: tuple[float, float] = FIGSIZE) -> Figure:
 
 def save(fig: Figure, out_base: Path | str) -> list[Path]:
     """Write ``<out_base>.png`` (120 dpi) and ``<out_base>.svg``, creating parent
-    directories; returns both paths."""
+    directories, each atomically (:func:`~cachelab.artifacts.atomic_file`); returns both
+    paths."""
     base = Path(out_base)
-    base.parent.mkdir(parents=True, exist_ok=True)
     png, svg = base.with_name(base.name + ".png"), base.with_name(base.name + ".svg")
     with matplotlib.rc_context(_RC):
-        fig.savefig(png, format="png", dpi=DPI)
-        fig.savefig(svg, format="svg", metadata={"Date": None})
+        with atomic_file(png) as tmp:
+            fig.savefig(tmp, format="png", dpi=DPI)
+        with atomic_file(svg) as tmp:
+            fig.savefig(tmp, format="svg", metadata={"Date": None})
     return [png, svg]

@@ -8,6 +8,7 @@ from pathlib import Path
 from cachelab.errors import InputError
 from cachelab.profiles.builtin import PROFILES
 from cachelab.profiles.model import LatencyProfile
+from cachelab.schemas import check_fields
 
 
 def load_profile(name_or_path: str | Path) -> LatencyProfile:
@@ -33,4 +34,6 @@ def load_profile(name_or_path: str | Path) -> LatencyProfile:
         raise InputError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}:1: expected a JSON object")
+    if data.get("schema") == "cachelab.latency-profile" and data.get("schema_version") == 1:
+        check_fields(data, "profile", str(path))  # names a missing or mistyped field
     return LatencyProfile.from_dict(data, str(path))

@@ -24,9 +24,10 @@ def section(art: Artifact, ctx: Context) -> Section:
     rows, classes = [], []
     for s in d["strategies"]:
         for k, v in s["increase"].items():
+            added = s["added_ms"].get(k)
             rows.append([s["strategy"], f"p{k}", pct(v["measured"]), pct(v["predicted"]),
                          f"{100 * v['error']:+.0f} %",
-                         f"{s['added_ms'][k]['measured']:.2f}"])
+                         "—" if added is None else f"{added['measured']:.2f}"])
             classes.append("" if s.get("within_tolerance") else "bad")
     sec.body.append("<p>Added latency as a share of the base latency, measured through "
                     "<code>cachelab.tiered</code> and predicted by <code>simulate</code> with a "

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import KINDS, Artifact, find_artifacts
+from cachelab.artifacts import KINDS, Artifact, atomic_file, find_artifacts
 from cachelab.errors import InputError
 from cachelab.page.html import esc, page
 from cachelab.page.section import Context, Section
@@ -66,11 +66,13 @@ def render_report(
     paths = [Path(p) for p in paths]
     skipped: list[str] = []
     arts = list(artifacts) if artifacts is not None else find_artifacts(paths, skipped)
+    if not arts and skipped:  # only results that cannot be read: the first says why
+        more = f" (and {len(skipped) - 1} more that cannot be read)" if len(skipped) > 1 else ""
+        raise InputError(skipped[0] + more)
     if not arts:
         where = ", ".join(map(str, paths)) or "(no paths)"
-        extra = f" ({skipped[0]})" if skipped else ""
         raise InputError(f"{where}: no cachelab results found (looked for JSON artifacts with a "
-                         f"cachelab schema: {', '.join(sorted(KINDS))}){extra}")
+                         f"cachelab schema: {', '.join(sorted(KINDS))})")
     arts.sort(key=_order)
     own_tmp = scratch is None
     tmp = Path(tempfile.mkdtemp(prefix="cachelab-report-")) if own_tmp else scratch
@@ -164,10 +166,8 @@ def write_report(
     scratch = Path(tempfile.mkdtemp(prefix="cachelab-report-"))
     try:
         rep = render_report(paths, title=title, redraw=redraw, scratch=scratch)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(rep.html, encoding="utf-8")
-        tmp.replace(out)
+        with atomic_file(out) as tmp:
+            tmp.write_text(rep.html, encoding="utf-8")
         if static_dir is not None:
             _copy_static(rep, Path(static_dir))
         return rep
@@ -181,5 +181,6 @@ def _copy_static(rep: Report, target: Path) -> None:
         png = f.with_suffix(".png")
         src = png if png.is_file() else f
         if src.is_file():
-            shutil.copyfile(src, target / f"{i:02d}-{f.parent.name}-{src.name}")
+            with atomic_file(target / f"{i:02d}-{f.parent.name}-{src.name}") as tmp:
+                shutil.copyfile(src, tmp)
 

@@ -37,7 +37,7 @@ def build_section(art: Artifact, ctx: Context) -> Section:
     that says so rather than a failed report."""
     try:
         return SECTIONS[art.kind](art, ctx)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         sec = Section(f"{art.kind}: {art.path.name}", art.kind, art.path)
         sec.notes.append(f"this {art.kind} result could not be rendered: missing or bad field "
                          f"({type(e).__name__}: {e})")

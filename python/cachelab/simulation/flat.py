@@ -169,9 +169,11 @@ def _write_rows(path: str | os.PathLike[str], header: list[str], rows: list[dict
     import csv
     from pathlib import Path
 
+    # deferred: as csv and pathlib, which it imports
+    from cachelab.artifacts import atomic_file
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="") as f:
+    with atomic_file(p) as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=header)
         w.writeheader()
         w.writerows(rows)

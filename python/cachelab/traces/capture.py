@@ -54,10 +54,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import cachelab._core as _core
-from cachelab.artifacts import created_now
+from cachelab.artifacts import atomic_file, created_now
 from cachelab.errors import InputError, ServerError, UsageError
 from cachelab.servers import read_stats
-from cachelab.traces._files import atomic_file
 from cachelab.traces.capture_lines import SAME_REQUEST_US, PyCaptureReader
 
 __all__ = ["CONN_STRIDE", "READERS", "SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US",

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from cachelab.artifacts import atomic_file
 from cachelab.errors import UsageError
-from cachelab.traces._files import atomic_file
 from cachelab.traces.names import (
     CAPTURE_FORMAT,
     FLAT_FORMATS,
@@ -183,7 +183,7 @@ def convert(
             # no accesses: an empty trace, as the CSV is (the flat reader refuses both)
             flat = (flat_class().load(str(tmp), format="csv") if summary["accesses"]
                     else flat_class().from_arrays([], [], []))
-            flat.write(str(dst), format=dst_fmt)
+            _write_flat(flat, dst, dst_fmt)
         return summary
     if is_request_format(dst_fmt):
         raise UsageError(
@@ -195,8 +195,19 @@ def convert(
                          "to")
     flat = load_flat(src, src_fmt)
     summary["accesses"] = len(flat)
-    flat.write(str(dst), format=dst_fmt)
+    _write_flat(flat, dst, dst_fmt)
     return summary
+
+
+def _write_flat(flat: Any, dst: str | os.PathLike[str], fmt: str) -> None:
+    """``flat.write`` (Rust, which names its own temporary file) inside a fresh private
+    directory, its file then renamed to ``dst`` by :func:`atomic_file`: nothing but a file
+    this run created is opened, and only a regular file at ``dst`` is replaced."""
+    with atomic_file(dst) as tmp, \
+            tempfile.TemporaryDirectory(dir=tmp.parent, prefix=".convert.") as scratch:
+        inner = Path(scratch) / "trace"
+        flat.write(str(inner), format=fmt)
+        os.replace(inner, tmp)
 
 
 def render_conversion(summary: dict[str, Any]) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from cachelab.artifacts import atomic_file
 from cachelab.tables import table_text
-from cachelab.traces._files import atomic_file
 from cachelab.traces.formats import detect_format, is_request_format, load_flat, load_request_trace
 from cachelab.traces.request import RequestTrace
 from cachelab.units import human_bytes

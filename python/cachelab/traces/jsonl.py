@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from cachelab.artifacts import atomic_file
 from cachelab.errors import InputError
-from cachelab.traces._files import atomic_file
 from cachelab.traces.arrow import Place, from_arrow
 from cachelab.traces.builder import TraceBuilder
 from cachelab.traces.request import RequestTrace

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from cachelab.artifacts import atomic_dir
 from cachelab.errors import InputError
-from cachelab.traces._files import atomic_dir
 from cachelab.traces.arrow import Place, first_true, from_arrow
 from cachelab.traces.request import RequestTrace
 from cachelab.traces.schema import MAX_INSTANCE, check_header, header
