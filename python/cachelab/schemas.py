@@ -212,7 +212,8 @@ SCALE_RUN = obj("n", "throughput", n=NUM, throughput=NUM, verdict=STR_,
                 failed_checks=arr(one_of(*CHECK_NAMES)), invalid_reasons=arr(STR, null=True),
                 throughput_reasons=arr(STR, null=True), precision=obj(null=True))
 SCALE = obj(
-    "schema", "schema_version", "spec", "runs", "summary",
+    # every field ScaleResult cannot be made without (its dataclass fields with no default)
+    "schema", "schema_version", "created", "spec", "runs", "summary", "fit", "limits", "server",
     **head("cachelab.scale", 1),
     spec=obj("vary", "repeats", "window", "settle", vary=STR, repeats=COUNT, window=NUM,
              settle=NUM, precision=_t("number", "null", exclusiveMinimum=0),
