@@ -22,7 +22,13 @@ from pymemcache.client.base import Client
 
 from cachelab.errors import ServerUnreachable
 from cachelab.servers import PrivateMemcached, read_stats
-from cachelab.traces.capture import CaptureResult, CaptureSpec, capture, read_capture
+from cachelab.traces.capture import (
+    CaptureResult,
+    CaptureSpec,
+    capture,
+    read_capture,
+    stats_deltas,
+)
 from cachelab.traces.formats import load_flat
 from clitools import cachelab
 
@@ -315,3 +321,22 @@ def test_ctrl_c_and_an_idle_server_say_so_on_stderr(tmp_path: Path) -> None:
     (line,) = idle.stderr.splitlines()
     assert re.fullmatch(r"cachelab: warning: captured 0 requests in [\d.]+ s: was the server "
                         r"idle\? \(the server counted 0 gets and 0 sets meanwhile\)", line), line
+
+
+def test_counters_of_two_server_processes_are_never_subtracted() -> None:
+    """A server restarted mid-capture answers the final ``stats`` from a new process: its
+    counters start again from 0 and are not the capture's deltas (they came out negative)."""
+    with PrivateMemcached(memory_mb=8, threads=1) as old:
+        c = Client((old.host, old.port), timeout=2, connect_timeout=2)
+        for i in range(50):
+            c.get(f"cachelab-capture-test:{i}")
+        before = read_stats(old.address)
+        c.get("cachelab-capture-test:one-more")
+        c.close()
+        same = read_stats(old.address)
+        with PrivateMemcached(memory_mb=8, threads=1) as new:  # another process
+            other = read_stats(new.address)
+    assert stats_deltas(before, same)["cmd_get"] == 1
+    assert int(other["cmd_get"]) < int(before["cmd_get"])  # the subtraction would be < 0
+    assert stats_deltas(before, other) == {}
+    assert stats_deltas(before, {}) == {}

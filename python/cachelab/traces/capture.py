@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 import cachelab._core as _core
 from cachelab.artifacts import atomic_file, created_now
 from cachelab.errors import InputError, ServerError, UsageError
-from cachelab.servers import read_stats
+from cachelab.servers import read_stats, restarted
 from cachelab.traces.capture_lines import SAME_REQUEST_US, PyCaptureReader
 
 __all__ = ["CONN_STRIDE", "READERS", "SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US",
@@ -464,8 +464,7 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             per_member = []
             for (before, _), reader, m in zip(states, readers, members):
                 after, _ = _server_state(m, spec.connect_timeout, quiet=True)
-                deltas = {k: int(after[k]) - int(before[k]) for k in _DELTA_STATS
-                          if k in after and k in before}
+                deltas = stats_deltas(before, after)
                 per_member.append({"address": m, "deltas": deltas,
                                    "lost": _lost(reader.lost, deltas),
                                    "store_lookups": reader.store_lookups,
@@ -617,6 +616,17 @@ def _lost(skipped_lines: int, deltas: dict[str, int]) -> int:
 
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True).encode()
+
+
+def stats_deltas(before: dict[str, str], after: dict[str, str]) -> dict[str, int]:
+    """The server's counters over the capture (``after`` − ``before``); none when the two
+    replies come from different processes (:func:`cachelab.servers.restarted`: the server
+    restarted mid-capture), whose counters must not be subtracted, or when ``after`` is
+    missing (it did not answer)."""
+    if restarted(before, after):
+        return {}
+    return {k: int(after[k]) - int(before[k]) for k in _DELTA_STATS
+            if k in after and k in before}
 
 
 def _server_state(address: str, timeout: float,
