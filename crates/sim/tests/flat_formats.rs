@@ -190,3 +190,23 @@ fn format_detection() {
     assert_eq!(Format::from_path(Path::new("x.zst")), None);
     assert_eq!(Format::parse("oracleGeneral"), Some(Format::Oracle));
 }
+
+#[test]
+fn a_fifo_in_the_way_is_never_opened_nor_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tmpdir("fifo");
+    let t = FlatTrace::load(data("zipf_1.0.txt"), None).unwrap();
+    let fifo = dir.join("in-the-way.csv");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !matches!(made, Ok(s) if s.success()) {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    // Opening a FIFO for writing would block with no reader: refused instead, at once.
+    let err = t.write(&fifo, None).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    let left: Vec<_> = fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(left.len(), 1, "a temporary file was left: {left:?}");
+    fs::remove_dir_all(dir).unwrap();
+}

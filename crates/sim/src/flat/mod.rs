@@ -297,7 +297,9 @@ pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// Writes through `f` into a temporary file beside `path`, then renames it over `path`.
+/// Writes through `f` into a temporary file beside `path` (created new under a random name,
+/// so nothing already there is opened), then renames it over `path`. Refuses a `path` that
+/// exists and is not a regular file (a device, FIFO or socket is never replaced).
 fn atomic_write(
     path: &Path,
     f: impl FnOnce(&mut BufWriter<fs::File>) -> io::Result<()>,
@@ -309,22 +311,34 @@ fn atomic_write(
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut w = BufWriter::with_capacity(1 << 20, fs::File::create(&tmp)?);
-        f(&mut w)?;
-        let file = w.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    refuse_a_node(path)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{}.", name.to_string_lossy()))
+        .suffix(".tmp")
+        .tempfile_in(&dir)?;
+    let (file, tmp_path) = tmp.into_parts();
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    f(&mut w)?;
+    let file = w.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    refuse_a_node(path)?;
+    tmp_path.persist(path).map_err(|e| e.error)
+}
+
+/// An error unless `path` is absent or a regular file (not followed if a symlink).
+fn refuse_a_node(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{}: is not a regular file; not replacing it",
+                path.display()
+            ),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
-    result
 }
 
 /// Splits `data` into lines (without the `\n` and a trailing `\r`), numbered from 1.
