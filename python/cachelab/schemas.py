@@ -326,9 +326,8 @@ def _validator(kind: str) -> Any:
             _core.hist_summary(value)
         return True
 
-    cls = jsonschema.Draft202012Validator
-    cls.check_schema(SCHEMAS[kind])
-    return cls(SCHEMAS[kind], format_checker=formats)
+    # The schemas themselves are checked against the meta-schema by a test, not at each read.
+    return jsonschema.Draft202012Validator(SCHEMAS[kind], format_checker=formats)
 
 
 _TYPE_WORDS = {"object": "an object", "array": "a list", "string": "a string",

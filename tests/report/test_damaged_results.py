@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,6 +39,7 @@ from cachelab.load.validity import CHECKS
 from cachelab.profiles import ProfileSpec, profile
 from cachelab.run import RunSpec, run_study
 from cachelab.scale import ScaleSpec, scale
+from cachelab.schemas import SCHEMAS
 from cachelab.simulation import SimulateSpec, simulate
 from cachelab.usl import fit_csv
 from clitools import one_error_line
@@ -275,3 +277,9 @@ def test_the_schemas_name_the_validity_checks_load_makes() -> None:
     from cachelab.schemas import CHECK_NAMES  # (imported here: the module is new)
 
     assert CHECK_NAMES == CHECKS
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEMAS))
+def test_each_schema_is_a_valid_json_schema(kind: str) -> None:
+    """Checked here once rather than at every read (it cost ~60 ms a kind per command)."""
+    jsonschema.Draft202012Validator.check_schema(SCHEMAS[kind])
