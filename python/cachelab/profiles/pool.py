@@ -97,10 +97,6 @@ class PoolProfile:
     created: str = field(default_factory=created_now)
 
     @property
-    def partial(self) -> bool:
-        return any(m.run.get("cancelled") or m.run.get("aborted") for m in self.members)
-
-    @property
     def run(self) -> dict[str, Any]:
         """The members' runs as one: aborted with the first member's reason, if any."""
         aborted = next((f"{a}: {m.run['aborted']}" for a, m in zip(self.addresses, self.members)
@@ -133,13 +129,12 @@ class PoolProfile:
         return written
 
     def render(self) -> str:
-        head = "PARTIAL: " if self.partial else ""
         asked = self.spec.get("samples")
         note = partial_note(self.run, "samples per cell: " + "; ".join(
             f"{a} {of_asked((c.samples for c in m.cells), asked)}"
             for a, m in zip(self.addresses, self.members)))
         lines = [note] if note else []
-        lines += [f"{head}pool of {len(self.addresses)} ({self.distribution}), each member "
+        lines += [f"pool of {len(self.addresses)} ({self.distribution}), each member "
                  f"profiled in {self.rounds} round(s), order rotated; the pool row weighs each "
                  "member by its share of the keys"]
         for op in ("get", "set"):
@@ -232,7 +227,7 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
                         raise  # a member never measured: no pool to show
                     # A member gone in a later round: what the rounds done measured is kept.
                     taken[i].append(_unmeasured(taken[i][0], addresses[i],
-                                                {"aborted": f"{addresses[i]}: {e}"}))
+                                                {"aborted": str(e)}))  # .run names the member
                     raise _PoolStopped from None
                 done += 1
                 if on_progress is not None:
