@@ -16,6 +16,8 @@ import cachelab._core as _core
 from cachelab.capacity import EvictionWatch
 from cachelab.errors import ServerError
 from cachelab.load import server_deltas, server_side
+from cachelab.load.lives import merged_reads
+from cachelab.load.snapshots import Poller
 from cachelab.servers import PrivateMemcached, find_memcached, read_stats, restarted
 
 
@@ -112,3 +114,31 @@ def test_the_eviction_watch_keeps_the_last_read_of_each_process(restart: Restart
     assert [s["pid"] for s in watch.lives] == [str(old_pid), str(later[0].pid)]
     assert int(watch.lives[0]["cmd_get"]) >= 20
     assert watch.evicted == 0
+
+
+def test_the_poll_behind_a_proxy_keeps_the_last_read_of_each_process(
+        restart: Restarts) -> None:
+    """The poll of the servers behind a proxy (load/snapshots.Poller) is a source of reads
+    per life too: merged with the eviction watch's, a server restarted mid-run is counted
+    per life, not as its new life only."""
+    first, later = restart
+    old_pid = first.pid
+    core = {"timeout": 1.0, "connect_timeout": 1.0, "tls": None, "interval": 1.0}
+    before = read_stats(first.address)
+    with Poller([first.address], core, period=0.02) as poller:
+        _gets(first.address, 30)
+        deadline = time.monotonic() + 10
+        while int(poller.lives()[first.address][-1].get("cmd_get", 0)) < 30:
+            assert time.monotonic() < deadline, "the poll never read the gets"
+            time.sleep(0.02)
+        _restart(first, later)
+        _gets(first.address, 5)
+        while len(poller.lives()[first.address]) < 2:
+            assert time.monotonic() < deadline, "the poll never read the new process"
+            time.sleep(0.02)
+    after = read_stats(first.address)
+    reads = poller.lives()[first.address]
+    assert [s["pid"] for s in reads][:1] == [str(old_pid)]
+    deltas, what = server_side(before, after, merged_reads(poller.lives())[first.address])
+    assert what is not None and what["counted"] == "per life", what
+    assert deltas["cmd_get"] >= 35

@@ -27,7 +27,7 @@ from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import CachelabError, Interrupted, UsageError
 from cachelab.load.drill import FailPlan, drill_summary
 from cachelab.load.footprint import load_writes
-from cachelab.load.lives import DELTA_STATS, server_side
+from cachelab.load.lives import DELTA_STATS, merged_reads, server_side
 from cachelab.load.precision import Watch, precision_verdict, with_intervals
 from cachelab.load.probe import client_busy, probe_result
 from cachelab.load.repeats import combined_validity, repeat_summary, spread, worst
@@ -152,13 +152,15 @@ def load(
         if spec.seed is None:
             core["seed"] = secrets.randbits(63)
         started = time.time()
-        outcome = _run_watching_behind(core, watched, keep_histograms=precise is not None)
+        outcome, polled = _run_watching_behind(core, watched,
+                                               keep_histograms=precise is not None)
         # The last eviction count, read again unless the run gave up on the server (a read
         # would only wait out its timeout; the count read during the run stands).
         lost = (None if watch is None else watch.evicted if outcome.get("aborted")
                 else watch.poll(force=True))
     result = result_from_outcome(outcome, spec, core, address=target.address, server_facts=facts,
-                                 started=started, samples=None if watch is None else watch.lives())
+                                 started=started, samples=merged_reads(
+                                     polled, {} if watch is None else watch.lives()))
     if lost is not None:
         result.run["user_items_lost"] = lost
     if events:
@@ -319,19 +321,22 @@ def _run_with_progress(
 
 
 def _run_watching_behind(core: dict[str, Any], on_progress: Callable[[Any], None], *,
-                         keep_histograms: bool) -> dict[str, Any]:
+                         keep_histograms: bool
+                         ) -> tuple[dict[str, Any], dict[str, list[dict[str, str]]]]:
     """:func:`_run_with_progress`; through a proxy, with the servers behind it polled during
     the run (:class:`~cachelab.load.snapshots.Poller`), so that one that stops answering
-    keeps its counts up to then and says when (``behind[i]["stopped"]``)."""
+    keeps its counts up to then and says when (``behind[i]["stopped"]``). Returns the
+    outcome and the polled reads by address (the last of each server process: samples for
+    the counters per life)."""
     if not core.get("behind"):
-        return _run_with_progress(core, on_progress, keep_histograms=keep_histograms)
+        return _run_with_progress(core, on_progress, keep_histograms=keep_histograms), {}
     with Poller(core["behind"], core) as poller:
         began = time.monotonic()
         outcome = _run_with_progress(core, on_progress, keep_histograms=keep_histograms)
     # The engine's clock starts with the sending phase, after its prefill.
     poller.amend(outcome["behind"], origin=began + float(outcome["prefill_s"]),
                  end_s=float(outcome["elapsed_s"]))
-    return outcome
+    return outcome, poller.lives()
 
 
 def result_from_outcome(

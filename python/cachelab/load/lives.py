@@ -19,7 +19,7 @@ from typing import Any
 
 from cachelab.servers import restarted, started_unix
 
-__all__ = ["DELTA_STATS", "counter_deltas", "restart_text", "server_side"]
+__all__ = ["DELTA_STATS", "counter_deltas", "merged_reads", "restart_text", "server_side"]
 
 #: ``stats`` fields whose change over the run is reported.
 DELTA_STATS = ("get_hits", "get_misses", "cmd_get", "cmd_set", "delete_hits", "delete_misses",
@@ -43,6 +43,21 @@ def counter_deltas(before: Mapping[str, str], after: Mapping[str, str]) -> dict[
     for k in _GAUGES:
         if k in before and k in after:
             out[k] = {"before": int(before[k]), "after": int(after[k])}
+    return out
+
+
+def merged_reads(*sources: Mapping[str, Sequence[Mapping[str, str]]]
+                 ) -> dict[str, list[Mapping[str, str]]]:
+    """The ``stats`` reads of each address from several watchers (the eviction watch, the
+    poll of the servers behind a proxy) as one list per address in the order they were
+    taken: by the process's start time, then its uptime (the ``samples`` of
+    :func:`server_side`)."""
+    out: dict[str, list[Mapping[str, str]]] = {}
+    for source in sources:
+        for address, reads in source.items():
+            out.setdefault(address, []).extend(reads)
+    for reads in out.values():
+        reads.sort(key=lambda s: (started_unix(s) or 0.0, _uptime(s)))
     return out
 
 
@@ -79,7 +94,7 @@ def server_side(before: Mapping[str, str], after: Mapping[str, str],
     counted: list[dict[str, Any] | None] = []
     described = []
     for i, life in enumerate(lives):
-        last = after if i == len(lives) - 1 else _latest(life)
+        last = after if i == len(lives) - 1 else life[-1]
         start = started_unix(life[0])
         if i == 0:
             deltas = counter_deltas(before, last) if last is not before else None
@@ -142,15 +157,6 @@ def _summed(deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             if not isinstance(v, dict):
                 out[k] = round(out.get(k, 0) + v, 6)
     return out
-
-
-def _latest(life: Sequence[Mapping[str, str]]) -> Mapping[str, str]:
-    """The latest read of one process (the largest uptime; reads are in order otherwise)."""
-    best = life[-1]
-    for s in life:
-        if _uptime(s) > _uptime(best):
-            best = s
-    return best
 
 
 def _uptime(stats: Mapping[str, str]) -> int:

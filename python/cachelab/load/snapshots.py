@@ -14,7 +14,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,9 @@ class Reading:
     changed_at: float | None = None
     failed_at: float | None = None
     error: str | None = None
+    #: The last read of each server process seen, in order (a restart starts a new one), as
+    #: :attr:`cachelab.capacity.EvictionWatch.lives`: what the counters per life come from.
+    lives: list[dict[str, str]] = field(default_factory=list)
 
 
 class Poller:
@@ -204,20 +207,28 @@ class Poller:
         if r.stats is None or any(stats.get(k) != r.stats.get(k) for k in _TRAFFIC):
             r.changed_at = now
         r.stats, r.at, r.failed_at, r.error = stats, now, None, None
+        if r.lives and not restarted(r.lives[-1], stats):
+            r.lives[-1] = stats
+        else:
+            r.lives.append(stats)
+
+    def lives(self) -> dict[str, list[dict[str, str]]]:
+        """Each server's :attr:`Reading.lives`, by address."""
+        return {a: list(r.lives) for a, r in zip(self.addresses, self.readings)}
 
     def amend(self, views: Sequence[dict[str, Any]], origin: float,
               end_s: float) -> None:
         """After the run: each view (the engine's shape, in the order of ``addresses``) whose
         final read found the server gone (``after`` empty) takes the last good reading as its
-        ``after`` — the same process (its ``pid``) and no counter gone back, else it keeps no
-        counts — and gets ``stopped``: ``at_s`` (when it was first found not answering,
-        else ``end_s``), ``last_answer_s``, ``traffic_until_s`` (when its counters last
-        moved), in seconds since ``origin`` (monotonic: the start of the sending phase), and
-        the ``error``."""
+        ``after`` (from another process when it restarted meanwhile: the counters are then
+        split per life with :meth:`lives` as the samples) and gets ``stopped``: ``at_s``
+        (when it was first found not answering, else ``end_s``), ``last_answer_s``,
+        ``traffic_until_s`` (when its counters last moved), in seconds since ``origin``
+        (monotonic: the start of the sending phase), and the ``error``."""
         for view, r in zip(views, self.readings):
             if view.get("after"):
                 continue
-            usable = r.stats is not None and _same_life(view.get("before") or {}, r.stats)
+            usable = r.stats is not None and bool(view.get("before"))
             if usable:
                 view["after"] = dict(r.stats or {})
 
@@ -231,14 +242,3 @@ class Poller:
                 "error": r.error or "it did not answer stats at the end of the run",
             }
 
-
-def _same_life(before: Mapping[str, str], now: Mapping[str, str]) -> bool:
-    """Whether ``now`` can follow ``before`` in one server process
-    (:func:`cachelab.servers.restarted` says not) with no traffic counter gone back."""
-    if not before or restarted(before, now):
-        return False
-    for k in _TRAFFIC:
-        a, b = str(before.get(k, "")), str(now.get(k, ""))
-        if a.isdigit() and b.isdigit() and int(b) < int(a):
-            return False
-    return True
