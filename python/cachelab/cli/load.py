@@ -270,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
                 result = lib.load(spec, server=members, server_options=options,
                                   on_progress=on_progress)
         except Interrupted as e:
-            result = e.partial  # type: ignore[attr-defined]
+            result = e.partial
             interrupted = True
 
     saved = common.save(result, out, "load", plots=not args.no_plots)

@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             result = lib.profile(spec, server=address, server_options=options,
                                  on_progress=bar.track, behind=behind)
         except Interrupted as e:
-            result = e.partial  # type: ignore[attr-defined]
+            result = e.partial
             interrupted = True
     saved = common.save(result, out, "profile", plots=not args.no_plots)
     return common.finish_run(
@@ -183,7 +183,7 @@ def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
             result = profile_pool(spec, members, distribution=args.distribution or "ketama",
                                   rounds=args.rounds, on_progress=bar.track)
         except Interrupted as e:  # what was measured is kept, and the result says PARTIAL
-            result = e.partial  # type: ignore[attr-defined]
+            result = e.partial
             interrupted = True
     saved = common.save(result, out, "profile", plots=not args.no_plots)
     return common.finish_run(

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             result = lib.replay(trace, spec, server=address, server_options=options,
                                 trace_info=info, log=log, on_progress=bar.track)
         except Interrupted as e:  # the slices finished are kept, and the result says PARTIAL
-            result = e.partial  # type: ignore[attr-defined]
+            result = e.partial
             interrupted = True
     saved = common.save(result, out, "replay")
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())

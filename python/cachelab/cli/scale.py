@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         result = lib.scale(spec, server=server, server_options=options, on_run=progress,
                            ray=ray, behind=behind)
     except Interrupted as e:  # the runs finished are kept, and the result says PARTIAL
-        result = e.partial  # type: ignore[attr-defined]
+        result = e.partial
         interrupted = True
     saved = common.save(result, out, "scale", plots=not args.no_plots)
     return common.finish_run(

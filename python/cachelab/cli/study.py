@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = lib.run_study(spec, out, server=address, server_options=options, log=log)
     except Interrupted as e:
-        result = e.partial  # type: ignore[attr-defined]
+        result = e.partial
         interrupted = True
     except OSError as e:
         # Only run.json is written outside a step (a step's failure is in its table row),

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             result = lib.tiers(spec, server=address, server_options=options,
                                on_progress=lambda done, _total: bar.update(done))
         except Interrupted as e:  # the rounds finished are kept, and the result says PARTIAL
-            result = e.partial  # type: ignore[attr-defined]
+            result = e.partial
             interrupted = True
     saved = common.save(result, out, "tiers", plots=not args.no_plots and bool(result.rows))
     return common.finish_run(result, saved, fmt=fmt, render=lib.TiersResult.render,

@@ -118,9 +118,7 @@ def replay(
                    on_progress or (lambda done, total: None))
         result = run.result(trace_info or {}, target.facts, guarded=target.private is None)
     if result.run.get("cancelled"):
-        err = Interrupted("stopped by a signal; partial results kept")
-        err.partial = result  # type: ignore[attr-defined]
-        raise err
+        raise Interrupted("stopped by a signal; partial results kept", partial=result)
     return result
 
 

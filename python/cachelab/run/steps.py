@@ -80,9 +80,8 @@ class State:
 def _keep_partial(st: State, step: str, e: Interrupted) -> None:
     """What a step measured before Ctrl-C (its verb's partial result, ``e.partial``) is
     written into its directory, so the run's report shows it, marked partial."""
-    partial = getattr(e, "partial", None)
-    if partial is not None:
-        partial.write(st.wrote(step))
+    if e.partial is not None:
+        e.partial.write(st.wrote(step))
 
 
 def _gave_up(run: dict[str, Any], step: str) -> None:
