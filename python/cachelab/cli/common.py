@@ -475,6 +475,19 @@ def stdout_format(args: argparse.Namespace) -> str:
     return "table" if sys.stdout.isatty() else "json"
 
 
+def measured(call: Callable[[], T]) -> tuple[T, bool]:
+    """Runs a measuring verb's library ``call``: its result and False, or — stopped by Ctrl-C
+    or SIGTERM — the partial result it kept (``Interrupted.partial``, marked PARTIAL) and
+    True, for :func:`finish_run` to save and show before exiting 130. An
+    :class:`~cachelab.errors.Interrupted` that kept nothing is raised on."""
+    try:
+        return call(), False
+    except Interrupted as e:
+        if e.partial is None:
+            raise
+        return e.partial, True
+
+
 def finish_run(
     result: Any,
     saved: Saved,

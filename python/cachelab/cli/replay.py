@@ -122,15 +122,12 @@ def run(args: argparse.Namespace) -> int:
     out = common.prepare_out(args, "replay")
     trace, info = lib.load_trace(args.trace, args.trace_format, requests=args.requests,
                                  quick=args.quick)
-    interrupted = False
     with Progress(None, "replay") as bar:
         log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
-        try:
-            result = lib.replay(trace, spec, server=address, server_options=options,
-                                trace_info=info, log=log, on_progress=bar.track)
-        except Interrupted as e:  # the slices finished are kept, and the result says PARTIAL
-            result = e.partial
-            interrupted = True
+        # Interrupted: the slices finished are kept, and the result says PARTIAL.
+        result, interrupted = common.measured(
+            lambda: lib.replay(trace, spec, server=address, server_options=options,
+                               trace_info=info, log=log, on_progress=bar.track))
     saved = common.save(result, out, "replay")
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     failed = result.failure()
