@@ -41,7 +41,7 @@ def interrupted_profile(address: str, out: Path, *, samples: int = 1_000_000,
     with pytest.raises(Interrupted) as caught:
         profiles.profile(spec, server=address, on_progress=on_progress)
     assert fired, "the profile ended before it could be interrupted"
-    result = caught.value.partial  # type: ignore[attr-defined]
+    result = caught.value.partial
     result.write(out, plots=False)
     return result.to_dict()
 

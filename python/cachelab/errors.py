@@ -21,6 +21,8 @@ the same for library and CLI code.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CachelabError(Exception):
     """Base class of every error cachelab raises on purpose."""
@@ -83,6 +85,11 @@ class ServerReplyError(ServerError):
 
 
 class Interrupted(CachelabError):
-    """The run was stopped by a signal; partial results were kept."""
+    """The run was stopped by a signal; ``partial`` is the result it kept (what it measured
+    before the signal), or None when it kept nothing."""
 
     exit_code = 130
+
+    def __init__(self, message: str, partial: Any = None) -> None:
+        super().__init__(message)
+        self.partial = partial

@@ -105,7 +105,7 @@ def test_a_pool_profile_cut_short_keeps_what_its_members_measured(
     try:
         profile_pool(spec, members, rounds=2, on_progress=stop_after_the_first)
     except Interrupted as e:
-        pool = e.partial  # type: ignore[attr-defined]
+        pool = e.partial
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C went through: nothing was kept")
     else:

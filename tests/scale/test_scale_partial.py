@@ -96,7 +96,7 @@ def test_ctrl_c_in_the_progress_callback_raises_with_the_runs_done(
     try:
         scale.scale(spec, server=memcached.address, on_run=stop_after_two)
     except Interrupted as e:
-        partial = e.partial  # type: ignore[attr-defined]
+        partial = e.partial
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C went through: nothing was kept")
     else:

@@ -91,7 +91,7 @@ def test_ctrl_c_in_the_progress_callback_keeps_whole_rounds(memcached: PrivateMe
     try:
         lib.tiers(spec, server=memcached.address, on_progress=stop)
     except Interrupted as e:
-        partial = e.partial  # type: ignore[attr-defined]
+        partial = e.partial
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C went through: nothing was kept")
     else:

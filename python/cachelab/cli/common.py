@@ -448,6 +448,12 @@ class Saved:
             print(f"wrote {self.directory}" + (f"/{files}" if files else ""),
                   file=stream or sys.stdout)
 
+    def interrupted(self) -> Interrupted:
+        """The error a run stopped by a signal ends with (exit 130): where its partial
+        results are."""
+        where = f"saved in {self.directory}" if self.directory else "not saved"
+        return Interrupted(f"interrupted; partial results {where}")
+
 
 def save(result: Any, out: Path, verb: str, **write_options: Any) -> Saved:
     """``result.write(out, **write_options)`` through :func:`~cachelab.artifacts.write_through`.
@@ -473,6 +479,19 @@ def stdout_format(args: argparse.Namespace) -> str:
     if args.format:
         return args.format
     return "table" if sys.stdout.isatty() else "json"
+
+
+def measured(call: Callable[[], T]) -> tuple[T, bool]:
+    """Runs a measuring verb's library ``call``: its result and False, or — stopped by Ctrl-C
+    or SIGTERM — the partial result it kept (``Interrupted.partial``, marked PARTIAL) and
+    True, for :func:`finish_run` to save and show before exiting 130. An
+    :class:`~cachelab.errors.Interrupted` that kept nothing is raised on."""
+    try:
+        return call(), False
+    except Interrupted as e:
+        if e.partial is None:
+            raise
+        return e.partial, True
 
 
 def finish_run(
@@ -504,8 +523,7 @@ def finish_run(
         print(f"cachelab: found problems: {summary} (see {see})", file=sys.stderr)
     saved.say_wrote(wrote, stream=sys.stderr if fmt == "json" else sys.stdout)
     if interrupted:
-        where = f"saved in {saved.directory}" if saved.directory else "not saved"
-        raise Interrupted(f"interrupted; partial results {where}")
+        raise saved.interrupted()
     if aborted:
         return EXIT_SERVER
     return saved.exit_code(EXIT_PROBLEMS if problems else EXIT_OK)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import cachelab.load as lib
 from cachelab.cli import cluster, common
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import UsageError
 from cachelab.progress import Progress
 from cachelab.units import format_duration_ns
 
@@ -248,7 +248,6 @@ def run(args: argparse.Namespace) -> int:
     proxy = common.proxy_address(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "load")
-    interrupted = False
     with Progress(0, "load") as bar:
 
         def on_progress(p) -> None:
@@ -259,19 +258,17 @@ def run(args: argparse.Namespace) -> int:
                              + (f" errors {p.errors}" if p.errors else ""))
             bar.update(p.done)
 
-        try:
+        def measure() -> lib.LoadResult:
             if ray is not None:
-                result = lib.load_on_ray(spec, ray, server=proxy or members,
-                                         behind=members if proxy else None,
-                                         server_options=options, on_progress=on_progress)
-            elif proxy is not None:
-                result = lib.load(spec, server=proxy, behind=members, on_progress=on_progress)
-            else:
-                result = lib.load(spec, server=members, server_options=options,
-                                  on_progress=on_progress)
-        except Interrupted as e:
-            result = e.partial  # type: ignore[attr-defined]
-            interrupted = True
+                return lib.load_on_ray(spec, ray, server=proxy or members,
+                                       behind=members if proxy else None,
+                                       server_options=options, on_progress=on_progress)
+            if proxy is not None:
+                return lib.load(spec, server=proxy, behind=members, on_progress=on_progress)
+            return lib.load(spec, server=members, server_options=options,
+                            on_progress=on_progress)
+
+        result, interrupted = common.measured(measure)
 
     saved = common.save(result, out, "load", plots=not args.no_plots)
     return common.finish_run(

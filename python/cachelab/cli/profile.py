@@ -8,7 +8,7 @@ import sys
 
 import cachelab.profiles as lib
 from cachelab.cli import common
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import UsageError
 from cachelab.profiles.pool import PoolProfile, profile_pool
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
@@ -156,14 +156,10 @@ def run(args: argparse.Namespace) -> int:
         address, behind = (members[0] if members else None), None
     options = common.server_options(args)
     out = common.prepare_out(args, "profile")
-    interrupted = False
     with Progress(None, "profile") as bar:
-        try:
-            result = lib.profile(spec, server=address, server_options=options,
-                                 on_progress=bar.track, behind=behind)
-        except Interrupted as e:
-            result = e.partial  # type: ignore[attr-defined]
-            interrupted = True
+        result, interrupted = common.measured(
+            lambda: lib.profile(spec, server=address, server_options=options,
+                                on_progress=bar.track, behind=behind))
     saved = common.save(result, out, "profile", plots=not args.no_plots)
     return common.finish_run(
         result, saved, fmt=fmt, render=lib.LatencyProfile.render, see="the tables",
@@ -177,14 +173,11 @@ def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
     """A pool: each member profiled in rounds, and the pool's rows (docs/pools.md)."""
     _refuse_pool_flags(args, "a pool (each member is profiled on its own)", tls=True)
     out = common.prepare_out(args, "profile")
-    interrupted = False
     with Progress(None, "profile pool") as bar:
-        try:
-            result = profile_pool(spec, members, distribution=args.distribution or "ketama",
-                                  rounds=args.rounds, on_progress=bar.track)
-        except Interrupted as e:  # what was measured is kept, and the result says PARTIAL
-            result = e.partial  # type: ignore[attr-defined]
-            interrupted = True
+        # Interrupted: what was measured is kept, and the result says PARTIAL.
+        result, interrupted = common.measured(
+            lambda: profile_pool(spec, members, distribution=args.distribution or "ketama",
+                                 rounds=args.rounds, on_progress=bar.track))
     saved = common.save(result, out, "profile", plots=not args.no_plots)
     return common.finish_run(
         result, saved, fmt=fmt, render=PoolProfile.render, see="the members' tables",

@@ -9,7 +9,7 @@ import sys
 import cachelab.replay as lib
 from cachelab.cli import common
 from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import UsageError
 from cachelab.progress import Progress, stage_logger
 
 DESCRIPTION = """\
@@ -122,16 +122,15 @@ def run(args: argparse.Namespace) -> int:
     out = common.prepare_out(args, "replay")
     trace, info = lib.load_trace(args.trace, args.trace_format, requests=args.requests,
                                  quick=args.quick)
-    interrupted = False
     with Progress(None, "replay") as bar:
         log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
-        try:
-            result = lib.replay(trace, spec, server=address, server_options=options,
-                                trace_info=info, log=log, on_progress=bar.track)
-        except Interrupted as e:  # the slices finished are kept, and the result says PARTIAL
-            result = e.partial  # type: ignore[attr-defined]
-            interrupted = True
+        # Interrupted: the slices finished are kept, and the result says PARTIAL.
+        result, interrupted = common.measured(
+            lambda: lib.replay(trace, spec, server=address, server_options=options,
+                               trace_info=info, log=log, on_progress=bar.track))
     saved = common.save(result, out, "replay")
+    # Not common.finish_run: replay's check is its prediction (result.failure(), exit 1 when
+    # a strategy is outside tolerance), said as "replay: ...", and "wrote" is always on stderr.
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     failed = result.failure()
     aborted = result.run.get("aborted")
@@ -141,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"replay: {failed}", file=sys.stderr)
     saved.say_wrote(stream=sys.stderr)
     if interrupted:
-        where = f"saved in {saved.directory}" if saved.directory else "not saved"
-        raise Interrupted(f"interrupted; partial results {where}")
+        raise saved.interrupted()
     if aborted:
         return EXIT_SERVER
     return saved.exit_code(EXIT_OK if result.within_tolerance else EXIT_PROBLEMS)

@@ -10,7 +10,7 @@ import cachelab.usl as usl_lib
 from cachelab.cli import cluster, common
 from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.usl import MAX_BOOTSTRAP
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import UsageError
 from cachelab.load import parse_mix
 
 DESCRIPTION = """\
@@ -160,13 +160,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         server = members[0] if members is not None and len(members) == 1 else members
         behind = None
-    interrupted = False
-    try:
-        result = lib.scale(spec, server=server, server_options=options, on_run=progress,
-                           ray=ray, behind=behind)
-    except Interrupted as e:  # the runs finished are kept, and the result says PARTIAL
-        result = e.partial  # type: ignore[attr-defined]
-        interrupted = True
+    # Interrupted: the runs finished are kept, and the result says PARTIAL.
+    result, interrupted = common.measured(
+        lambda: lib.scale(spec, server=server, server_options=options, on_run=progress,
+                          ray=ray, behind=behind))
     saved = common.save(result, out, "scale", plots=not args.no_plots)
     return common.finish_run(
         result, saved, fmt=fmt, render=lib.ScaleResult.render, see="runs[].errors in scale.json",

@@ -108,12 +108,9 @@ def run(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(f"run: {msg}", file=sys.stderr, flush=True)
 
-    interrupted = False
     try:
-        result = lib.run_study(spec, out, server=address, server_options=options, log=log)
-    except Interrupted as e:
-        result = e.partial  # type: ignore[attr-defined]
-        interrupted = True
+        result, interrupted = common.measured(
+            lambda: lib.run_study(spec, out, server=address, server_options=options, log=log))
     except OSError as e:
         # Only run.json is written outside a step (a step's failure is in its table row),
         # so the steps' results are in place; say so rather than print a traceback.

@@ -6,7 +6,7 @@ import argparse
 
 import cachelab.tierbench as lib
 from cachelab.cli import common
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import UsageError
 from cachelab.progress import Progress
 
 DESCRIPTION = """\
@@ -67,14 +67,11 @@ def run(args: argparse.Namespace) -> int:
     address = common.server_address(args)
     options = common.server_options(args)
     out = common.prepare_out(args, "tiers")
-    interrupted = False
     with Progress(spec.reads, "tiers") as bar:
-        try:
-            result = lib.tiers(spec, server=address, server_options=options,
-                               on_progress=lambda done, _total: bar.update(done))
-        except Interrupted as e:  # the rounds finished are kept, and the result says PARTIAL
-            result = e.partial  # type: ignore[attr-defined]
-            interrupted = True
+        # Interrupted: the rounds finished are kept, and the result says PARTIAL.
+        result, interrupted = common.measured(
+            lambda: lib.tiers(spec, server=address, server_options=options,
+                              on_progress=lambda done, _total: bar.update(done)))
     saved = common.save(result, out, "tiers", plots=not args.no_plots and bool(result.rows))
     return common.finish_run(result, saved, fmt=fmt, render=lib.TiersResult.render,
                              see="the table", interrupted=interrupted, wrote="")

@@ -495,9 +495,7 @@ class _Run:
             result.run.update(cancelled=False, aborted=evicted_message(
                 self.user_items_lost or self.evicted))
         elif self.interrupted:
-            err = Interrupted("stopped by a signal; partial results kept")
-            err.partial = result  # type: ignore[attr-defined]
-            raise err
+            raise Interrupted("stopped by a signal; partial results kept", partial=result)
         return result
 
     def _agent(self, k: int, address: str, facts: Mapping[str, Any]) -> dict[str, Any]:

@@ -180,9 +180,7 @@ def load(
     if evicting:  # stopped by us, not by a signal: a partial result that says why
         result.run.update(cancelled=False, aborted=evicted_message(lost or evicting[0]))
     elif outcome["cancelled"] and not stopped:
-        err = Interrupted("stopped by a signal; partial results kept")
-        err.partial = result  # type: ignore[attr-defined]
-        raise err
+        raise Interrupted("stopped by a signal; partial results kept", partial=result)
     return result
 
 

@@ -206,9 +206,7 @@ def _measure(
         # Stopped by us, not by a signal: a partial profile that says why.
         result.run.update(cancelled=False, aborted=evicted_message(lost or 0))
     elif raw["cancelled"]:
-        err = Interrupted("stopped by a signal; partial results kept")
-        err.partial = result  # type: ignore[attr-defined]
-        raise err
+        raise Interrupted("stopped by a signal; partial results kept", partial=result)
     return result
 
 

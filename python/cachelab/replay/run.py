@@ -118,9 +118,7 @@ def replay(
                    on_progress or (lambda done, total: None))
         result = run.result(trace_info or {}, target.facts, guarded=target.private is None)
     if result.run.get("cancelled"):
-        err = Interrupted("stopped by a signal; partial results kept")
-        err.partial = result  # type: ignore[attr-defined]
-        raise err
+        raise Interrupted("stopped by a signal; partial results kept", partial=result)
     return result
 
 
@@ -235,8 +233,10 @@ class _Run:
             except ServerError:  # gone: the count read during the run stands
                 lost = self.watch.evicted
         evaluated = int((self.evaluated & self.done).sum())
+        machine = self._machine()
+        elapsed_s = round(time.perf_counter() - self.started, 3)  # one clock read for both
         return ReplayResult(
-            machine=self._machine(),
+            machine=machine,
             created=created_now(),
             trace={"requests": len(trace), "items": trace.n_items, "evaluated": evaluated,
                    "bytes": int(sizes.sum()), **trace_info,
@@ -246,10 +246,10 @@ class _Run:
                     **({} if lost is None else {"user_items_lost": lost})},
             profile=profile_info,
             strategies=rows,
-            elapsed_s=round(time.perf_counter() - self.started, 3),
+            elapsed_s=elapsed_s,
             environment=environment.facts(),
             load_average={"before": self.load_before, "after": _load()},
-            run={"elapsed_s": round(time.perf_counter() - self.started, 3), **stop,
+            run={"elapsed_s": elapsed_s, **stop,
                  "slices": {"done": self.slices_done, "asked": spec.slices}},
         )
 

@@ -10,7 +10,7 @@ that ran but whose check failed (replay's prediction vs measurement) raises
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,12 +77,17 @@ class State:
         return out
 
 
-def _keep_partial(st: State, step: str, e: Interrupted) -> None:
-    """What a step measured before Ctrl-C (its verb's partial result, ``e.partial``) is
-    written into its directory, so the run's report shows it, marked partial."""
-    partial = getattr(e, "partial", None)
-    if partial is not None:
-        partial.write(st.wrote(step))
+@contextlib.contextmanager
+def _keeping_partial(st: State, step: str) -> Iterator[None]:
+    """Around a step's verb: what it measured before Ctrl-C (its partial result,
+    ``Interrupted.partial``) is written into the step's directory, so the run's report shows
+    it, marked partial; the Interrupted goes on."""
+    try:
+        yield
+    except Interrupted as e:
+        if e.partial is not None:
+            e.partial.write(st.wrote(step))
+        raise
 
 
 def _gave_up(run: dict[str, Any], step: str) -> None:
@@ -90,6 +95,13 @@ def _gave_up(run: dict[str, Any], step: str) -> None:
     written) fails as a server failure."""
     if run.get("aborted"):
         raise ServerError(f"{step} gave up: {run['aborted']}")
+
+
+def _keep(st: State, step: str, result: Any) -> None:
+    """The step's result written into its directory; a verb that gave up on the server then
+    fails the step (:func:`_gave_up`)."""
+    result.write(st.wrote(step))
+    _gave_up(result.run, step)
 
 
 def _need_server(st: State) -> str:
@@ -136,18 +148,16 @@ def step_profile(st: State) -> tuple[str, bool]:
     if "simulate" in st.spec.steps:
         with contextlib.suppress(InputError):  # the simulate step reports it
             _trace(st)
-    with Progress(None, "profile") as bar:
-        try:
-            if st.trace is not None:
-                # Also the cells the simulation will ask of the model (docs/simulation.md).
-                result, _ = measure_for(st.trace, address, base=spec,
-                                        server_facts=st.server_facts, on_progress=bar.track)
-            else:
-                result = profiles.profile(spec, server=address, server_facts=st.server_facts,
-                                          on_progress=bar.track)
-        except Interrupted as e:
-            _keep_partial(st, "profile", e)
-            raise
+    with Progress(None, "profile") as bar, _keeping_partial(st, "profile"):
+        if st.trace is not None:
+            # Also the cells the simulation will ask of the model (docs/simulation.md).
+            result, _ = measure_for(st.trace, address, base=spec,
+                                    server_facts=st.server_facts, on_progress=bar.track)
+        else:
+            result = profiles.profile(spec, server=address, server_facts=st.server_facts,
+                                      on_progress=bar.track)
+    # Not _keep: the path is recorded before the step may give up, so that simulate also
+    # models a partial profile.
     out = st.wrote("profile")
     result.write(out)
     st.profile_path = out / "profile.json"
@@ -182,7 +192,7 @@ def step_scale(st: State) -> tuple[str, bool]:
             if not bar.enabled:
                 st.log(f"scale {done}/{total}: N = {n}: {point['throughput']:,.0f}/s")
 
-        try:
+        with _keeping_partial(st, "scale"):
             if st.server_options is not None:
                 # A private server of its own, with the same flags: the sweep then reads the
                 # server's scheduler statistics (run-queue wait) through its pid.
@@ -190,11 +200,7 @@ def step_scale(st: State) -> tuple[str, bool]:
                                      on_run=on_run)
             else:
                 result = scale.scale(spec, server=address, on_run=on_run)
-        except Interrupted as e:
-            _keep_partial(st, "scale", e)
-            raise
-    result.write(st.wrote("scale"))
-    _gave_up(result.run, "scale")
+    _keep(st, "scale", result)
     best = max((r for r in result.summary if r["throughput_mean"] is not None),
                key=lambda r: r["throughput_mean"], default=None)
     text = (f"peak measured {best['throughput_mean']:,.0f}/s at N = {best['n']}" if best
@@ -268,16 +274,11 @@ def step_simulate(st: State) -> tuple[str, bool]:
 def step_tiers(st: State) -> tuple[str, bool]:
     address = _need_server(st)
     spec = tiers_spec(st.spec)
-    with Progress(spec.reads, "tiers") as bar:
-        try:
-            result = tierbench.tiers(spec, server=address,
-                                     on_progress=lambda done, _total: bar.update(done))
-        except Interrupted as e:
-            _keep_partial(st, "tiers", e)
-            raise
+    with Progress(spec.reads, "tiers") as bar, _keeping_partial(st, "tiers"):
+        result = tierbench.tiers(spec, server=address,
+                                 on_progress=lambda done, _total: bar.update(done))
     result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
-    result.write(st.wrote("tiers"))
-    _gave_up(result.run, "tiers")
+    _keep(st, "tiers", result)
     n = sum(1 for f in result.findings if f["reproduces"])
     return f"{n} of {len(result.findings)} of the seed's findings reproduce", False
 
@@ -298,22 +299,15 @@ def step_replay(st: State) -> tuple[str, bool]:
     # On the study's own server, replay starts a private one of its own: single-threaded
     # (replay.SERVER_THREADS), so that every strategy meets the same server thread.
     own = st.server_options is not None
-    with Progress(None, "replay") as bar:
-        try:
-            result = replay.replay(trace, spec, server=None if own else address,
-                                   server_options=st.server_options,
-                                   trace_info={"source": "synthetic",
-                                               "generator": trace.generator},
-                                   log=stage_logger(bar, "replay", st.log),
-                                   on_progress=bar.track)
-        except Interrupted as e:
-            _keep_partial(st, "replay", e)
-            raise
+    with Progress(None, "replay") as bar, _keeping_partial(st, "replay"):
+        result = replay.replay(trace, spec, server=None if own else address,
+                               server_options=st.server_options,
+                               trace_info={"source": "synthetic", "generator": trace.generator},
+                               log=stage_logger(bar, "replay", st.log), on_progress=bar.track)
     if not own:
         result.server.update({k: v for k, v in st.server_facts.items()
                               if k in ("private", "argv")})
-    result.write(st.wrote("replay"))
-    _gave_up(result.run, "replay")
+    _keep(st, "replay", result)
     failed = result.failure()
     if failed:
         raise CheckFailed(f"{', '.join(strategies)}: measured vs predicted differ", failed)

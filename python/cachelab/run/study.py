@@ -176,7 +176,5 @@ def run_study(
         result.elapsed_s = round(time.perf_counter() - started, 2)
         result.save(out / "run.json")
     if result.interrupted:
-        err = Interrupted(f"interrupted; partial results and report in {out}")
-        err.partial = result  # type: ignore[attr-defined]
-        raise err
+        raise Interrupted(f"interrupted; partial results and report in {out}", partial=result)
     return result

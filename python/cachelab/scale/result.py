@@ -94,7 +94,7 @@ class ScaleResult:
         missed = precision_missed(s, self.runs)
         # The headline tells the worst: runs left out of the fit, latencies not certified,
         # precision missed.
-        partial = partial_text(self.to_dict())
+        partial = partial_text({"spec": s, "runs": self.runs, "run": self.run})
         lines[:0] = [*([partial] if partial else []), *stopped_lines(self.behind_totals()),
                      *verdict_lines(s, self.runs),
                      *([missed] if missed else [])]

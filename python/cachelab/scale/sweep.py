@@ -198,9 +198,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         result = _result(dataclasses.replace(spec, bootstrap=0), runs, server_facts)
     result.run = {"elapsed_s": round(time.monotonic() - started, 3), **stop}
     if stop["cancelled"]:
-        err = Interrupted("stopped by a signal; partial results kept")
-        err.partial = result  # type: ignore[attr-defined]
-        raise err
+        raise Interrupted("stopped by a signal; partial results kept", partial=result)
     return result
 
 

@@ -182,7 +182,5 @@ def tiers(spec: TiersSpec | None = None, *, server: str | None = None,
     if rows:
         result.findings = findings(result, spec)
     if stop["cancelled"]:
-        err = Interrupted("stopped by a signal; partial results kept")
-        err.partial = result  # type: ignore[attr-defined]
-        raise err
+        raise Interrupted("stopped by a signal; partial results kept", partial=result)
     return result

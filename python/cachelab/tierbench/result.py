@@ -75,9 +75,10 @@ class TiersResult:
 
 def render(result: TiersResult) -> str:
     """The table and the findings, for a terminal; a run cut short says so first."""
-    partial = partial_text(result.to_dict())
+    d = {"spec": result.spec, "rows": result.rows, "run": result.run}
+    partial = partial_text(d)
     lines = [partial] if partial else []
-    lines += [f"Reading each shape {reads_text(result.to_dict())} (store: {result.store}; "
+    lines += [f"Reading each shape {reads_text(d)} (store: {result.store}; "
              f"memcached {result.server['version']} at {result.server['address']})", ""]
     header = ["shape", "method", "p50 µs", "p90 µs", "CPU µs", "stored B", "vs memory"]
     rows = []
@@ -104,15 +105,17 @@ def reads_text(d: dict[str, Any]) -> str:
     asked = (d.get("spec") or {}).get("reads")
     if not partial_note(d.get("run")):
         return f"{asked} times"
-    kept = min((int(r.get("reads", 0)) for r in d.get("rows") or []), default=0)
-    return f"{kept:,} times (of {asked:,} asked)"
+    return f"{_kept_reads(d):,} times (of {asked:,} asked)"
 
 
 def partial_text(d: dict[str, Any]) -> str | None:
     """The :func:`~cachelab.units.partial_note` of a run cut short (``tiers.json``'s ``run``),
     with the reads each method kept of those asked: "PARTIAL (interrupted after 2.1 s; reads
     per method: 13 of 40 asked)"; None for a complete run."""
-    rows = d.get("rows") or []
-    kept = min((int(r.get("reads", 0)) for r in rows), default=0)
     return partial_note(d.get("run"), "reads per method: "
-                        + of_asked([kept], (d.get("spec") or {}).get("reads")))
+                        + of_asked([_kept_reads(d)], (d.get("spec") or {}).get("reads")))
+
+
+def _kept_reads(d: dict[str, Any]) -> int:
+    """The reads every method kept (its rows' fewest; 0 without rows)."""
+    return min((int(r.get("reads", 0)) for r in d.get("rows") or []), default=0)
