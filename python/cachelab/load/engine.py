@@ -203,7 +203,7 @@ def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
             results.append(load(one, **how))
         except Interrupted as e:
             interrupted = e
-            results.append(e.partial)  # type: ignore[attr-defined]
+            results.append(e.partial)
         except CachelabError as e:
             if not results:
                 raise
@@ -230,7 +230,7 @@ def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
     if failed is not None:
         out.run = {**out.run, "aborted": failed}
     if interrupted is not None:
-        interrupted.partial = out  # type: ignore[attr-defined]
+        interrupted.partial = out
         raise interrupted
     return out
 

@@ -220,7 +220,7 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
                 try:
                     taken[i].append(profile(per_round, server=addresses[i]))
                 except Interrupted as e:
-                    taken[i].append(e.partial)  # type: ignore[attr-defined]
+                    taken[i].append(e.partial)
                     raise
                 except ServerError as e:
                     if not all(taken):
@@ -247,7 +247,7 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
                          members=merged, pool=_pool_cells(merged, shares),
                          spec={**dataclasses.asdict(spec), "rounds": rounds}, rounds=rounds)
     if interrupted is not None:
-        interrupted.partial = result  # type: ignore[attr-defined]
+        interrupted.partial = result
         raise interrupted
     return result
 
