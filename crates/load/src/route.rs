@@ -32,6 +32,10 @@ pub(crate) struct Routes {
     pub epochs: Vec<Epoch>,
     /// Keys of the key space per member at the start, in the pool's order.
     pub keys: Vec<u64>,
+    /// Members of the pool.
+    members: usize,
+    /// The pool's `remap`: a key of a member marked down goes to another member.
+    remap: bool,
 }
 
 /// The table of `pool`'s members `active` over `spec`'s key space, computed on up to
@@ -74,6 +78,8 @@ impl Routes {
                     keys: vec![spec.key_space],
                 }],
                 keys: vec![spec.key_space],
+                members,
+                remap: spec.pool.remap,
             });
         }
         let epochs = spec
@@ -95,7 +101,12 @@ impl Routes {
             })
             .collect::<Result<Vec<_>, String>>()?;
         let keys = epochs[0].keys.clone();
-        Ok(Routes { epochs, keys })
+        Ok(Routes {
+            epochs,
+            keys,
+            members,
+            remap: spec.pool.remap,
+        })
     }
 
     /// The member that holds key `index` at the start.
@@ -124,13 +135,15 @@ impl Routes {
             .unwrap_or(0)
     }
 
-    /// The key indices from `indices` that member `m` holds at the start.
-    pub fn of_member(&self, m: usize, indices: &[u64]) -> Vec<u64> {
-        indices
-            .iter()
-            .copied()
-            .filter(|&i| self.member(i) == m)
-            .collect()
+    /// The members that may hold key `index` at some time of the run, as a bitset over the
+    /// pool's members (at most [`MAX_MEMBERS`](crate::caps::MAX_MEMBERS), 64): its member in
+    /// each membership — or every member under `remap`, where a key of a member marked down
+    /// goes to another.
+    pub fn holders(&self, index: u64) -> u64 {
+        if self.remap {
+            return u64::MAX >> (64 - self.members);
+        }
+        (0..self.epochs.len()).fold(0, |acc, e| acc | 1 << self.member_in(e, index))
     }
 }
 
@@ -221,5 +234,28 @@ mod tests {
                 assert_eq!(r.member_in(1, i), r.member(i), "key {key}");
             }
         }
+    }
+
+    #[test]
+    fn a_key_may_be_held_by_its_member_in_each_membership_or_by_any_under_remap() {
+        let hosts = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11212"];
+        let mut s = spec(Kind::Ketama, &hosts, 3000);
+        let r = Routes::build(&s).unwrap();
+        assert!((0..3000).all(|i| r.holders(i) == 1 << r.member(i)));
+        s.pool.changes = vec![crate::spec::Change {
+            at: std::time::Duration::from_secs(2),
+            member: 1,
+            add: false,
+        }];
+        let r = Routes::build(&s).unwrap();
+        for i in 0..3000u64 {
+            let both = 1 << r.member(i) | 1 << r.member_in(1, i);
+            assert_eq!(r.holders(i), both, "key {i}");
+        }
+        // Member 1's keys moved: two holders each.
+        assert!((0..3000).any(|i| r.holders(i).count_ones() == 2));
+        s.pool.remap = true;
+        let r = Routes::build(&s).unwrap();
+        assert!((0..3000).all(|i| r.holders(i) == 0b111));
     }
 }
