@@ -162,7 +162,7 @@ impl Pool {
             if now == c.add {
                 return Err(format!(
                     "member {} is {} at {:.3} s: it cannot be {}",
-                    self.name(c.member),
+                    self.members[c.member].address,
                     if now {
                         "in the pool"
                     } else {
@@ -177,7 +177,7 @@ impl Pool {
             if l.is_empty() {
                 return Err(format!(
                     "removing {} at {:.3} s leaves the pool empty",
-                    self.name(c.member),
+                    self.members[c.member].address,
                     c.at.as_secs_f64()
                 ));
             }
@@ -187,14 +187,6 @@ impl Pool {
             return Err("every member joins later: the pool starts empty".into());
         }
         Ok(out)
-    }
-
-    /// Member `m` as given.
-    pub fn name(&self, m: usize) -> String {
-        match &self.members[m].address {
-            Address::Tcp(hp) => hp.clone(),
-            Address::Unix(p) => format!("unix:{}", p.display()),
-        }
     }
 }
 
