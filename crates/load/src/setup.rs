@@ -147,21 +147,23 @@ fn batches(
                         .await
                         .ok();
                 }
-                let Some(c) = conn.as_mut() else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                if let Ok(replies) = c.pipeline(&batch).await {
-                    for (&i, r) in keys.iter().zip(&replies) {
-                        if ok(r) {
-                            good += 1;
-                        } else {
-                            missed(i);
+                if let Some(c) = conn.as_mut() {
+                    if let Ok(replies) = c.pipeline(&batch).await {
+                        for (&i, r) in keys.iter().zip(&replies) {
+                            if ok(r) {
+                                good += 1;
+                            } else {
+                                missed(i);
+                            }
                         }
+                        done = true;
+                        break;
                     }
-                    done = true;
-                    break;
                 }
+                // Not connected, or the batch failed: a pause before the next try (a server
+                // that accepts and then hangs up, such as a TLS-only listener, is not
+                // reconnected in a tight loop for the whole budget).
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             if done {
                 last_ok = std::time::Instant::now();
@@ -307,6 +309,50 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use cachelab_client::{BlockingConnection, Options};
+
+    /// A server that accepts and hangs up at once (a TLS-only listener, say) is tried again
+    /// after a pause, not reconnected in a tight loop for the whole budget.
+    #[test]
+    fn a_server_that_hangs_up_at_once_is_tried_again_after_a_pause() {
+        use std::sync::atomic::AtomicBool;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let (accepts, over) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let server = {
+            let (accepts, over) = (Arc::clone(&accepts), Arc::clone(&over));
+            std::thread::spawn(move || {
+                for s in listener.incoming() {
+                    if over.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    accepts.fetch_add(1, Ordering::Relaxed);
+                    drop(s);
+                }
+            })
+        };
+        let mut spec = crate::steady::tests::spec();
+        let address: Address = at.to_string().parse().unwrap();
+        spec.pool = crate::spec::Pool::single(address.clone());
+        spec.give_up_after = Duration::from_secs(1);
+        let delete = |i| Command::Delete(key(&spec, i));
+        let gone = |r: &Response| matches!(r, Response::Deleted | Response::NotFound);
+        let missed = AtomicU64::new(0);
+        let miss = |_| {
+            missed.fetch_add(1, Ordering::Relaxed);
+        };
+        let good = batches(&spec, &address, &[0, 1, 2], delete, gone, &miss, &|| false);
+        over.store(true, Ordering::Relaxed);
+        let _ = std::net::TcpStream::connect(at);
+        server.join().unwrap();
+        assert_eq!((good, missed.load(Ordering::Relaxed)), (0, 3));
+        // One try per 50 ms over the 1 s budget: some 20 connections (thousands without the
+        // pause).
+        let n = accepts.load(Ordering::Relaxed);
+        assert!((2..=40).contains(&n), "{n} connections");
+    }
 
     /// A set still on its way when the clean-up starts (sent on a connection that dropped,
     /// run by memcached later) lands after the first sweep: after lost requests the clean-up
