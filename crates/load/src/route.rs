@@ -143,12 +143,13 @@ impl Routes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::spec::{Member, Pool};
     use cachelab_client::pool::{Distribution, Kind, Server};
 
-    fn spec(kind: Kind, hosts: &[&str], key_space: u64) -> Spec {
+    /// A spec whose pool is `hosts` (weight 1 each) spread by `kind`, over `key_space` keys.
+    pub(crate) fn spec(kind: Kind, hosts: &[&str], key_space: u64) -> Spec {
         let mut s = crate::steady::tests::spec();
         s.pool = Pool {
             members: hosts
@@ -159,11 +160,7 @@ mod tests {
                 })
                 .collect(),
             distribution: kind,
-            failure_limit: 2,
-            retry: std::time::Duration::from_secs(1),
-            member_timeout: crate::spec::MEMBER_TIMEOUT,
-            remap: false,
-            changes: Vec::new(),
+            ..Pool::single(hosts[0].parse().unwrap())
         };
         s.key_space = key_space;
         s.prefix = "p:run".into();
