@@ -92,29 +92,18 @@ pub fn predict(spec: &Spec, requests: &[u64]) -> Result<Vec<Predicted>, SpecErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Change, Member, Pool};
+    use crate::spec::Change;
     use cachelab_client::pool::Kind;
     use std::time::Duration;
 
     fn spec(kind: Kind) -> Spec {
-        let mut s = crate::steady::tests::spec();
-        s.pool = Pool {
-            members: ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11211"]
-                .iter()
-                .map(|h| Member {
-                    address: h.parse().unwrap(),
-                    weight: 1,
-                })
-                .collect(),
-            distribution: kind,
-            changes: vec![Change {
-                at: Duration::from_secs(2),
-                member: 1,
-                add: false,
-            }],
-            ..Pool::single("10.0.0.1:1".parse().unwrap())
-        };
-        s.key_space = 30_000;
+        let hosts = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11211"];
+        let mut s = crate::route::tests::spec(kind, &hosts, 30_000);
+        s.pool.changes = vec![Change {
+            at: Duration::from_secs(2),
+            member: 1,
+            add: false,
+        }];
         s.prefix = "p:drill".into();
         s.prefill = true;
         s.on_miss_set = true;

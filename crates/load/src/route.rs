@@ -21,8 +21,6 @@ pub(crate) struct Epoch {
     pub active: Vec<usize>,
     /// Member of each key index; empty for a pool of one.
     table: Vec<u8>,
-    /// Keys of the key space per member of the pool (0 for a member not in it).
-    pub keys: Vec<u64>,
 }
 
 /// The key -> member tables of a run, one per membership (one unless the run adds or removes
@@ -32,6 +30,10 @@ pub(crate) struct Routes {
     pub epochs: Vec<Epoch>,
     /// Keys of the key space per member at the start, in the pool's order.
     pub keys: Vec<u64>,
+    /// Members of the pool.
+    members: usize,
+    /// The pool's `remap`: a key of a member marked down goes to another member.
+    remap: bool,
 }
 
 /// The table of `pool`'s members `active` over `spec`'s key space, computed on up to
@@ -71,9 +73,10 @@ impl Routes {
                     from: Duration::ZERO,
                     active: vec![0],
                     table: Vec::new(),
-                    keys: vec![spec.key_space],
                 }],
                 keys: vec![spec.key_space],
+                members,
+                remap: spec.pool.remap,
             });
         }
         let epochs = spec
@@ -82,20 +85,23 @@ impl Routes {
             .into_iter()
             .map(|(from, active)| {
                 let table = table(spec, &spec.pool, &active)?;
-                let mut keys = vec![0u64; members];
-                for &m in &table {
-                    keys[m as usize] += 1;
-                }
                 Ok(Epoch {
                     from,
                     active,
                     table,
-                    keys,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        let keys = epochs[0].keys.clone();
-        Ok(Routes { epochs, keys })
+        let mut keys = vec![0u64; members];
+        for &m in &epochs[0].table {
+            keys[m as usize] += 1;
+        }
+        Ok(Routes {
+            epochs,
+            keys,
+            members,
+            remap: spec.pool.remap,
+        })
     }
 
     /// The member that holds key `index` at the start.
@@ -124,23 +130,26 @@ impl Routes {
             .unwrap_or(0)
     }
 
-    /// The key indices from `indices` that member `m` holds at the start.
-    pub fn of_member(&self, m: usize, indices: &[u64]) -> Vec<u64> {
-        indices
-            .iter()
-            .copied()
-            .filter(|&i| self.member(i) == m)
-            .collect()
+    /// The members that may hold key `index` at some time of the run, as a bitset over the
+    /// pool's members (at most [`MAX_MEMBERS`](crate::caps::MAX_MEMBERS), 64): its member in
+    /// each membership — or every member under `remap`, where a key of a member marked down
+    /// goes to another.
+    pub fn holders(&self, index: u64) -> u64 {
+        if self.remap {
+            return u64::MAX >> (64 - self.members);
+        }
+        (0..self.epochs.len()).fold(0, |acc, e| acc | 1 << self.member_in(e, index))
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::spec::{Member, Pool};
     use cachelab_client::pool::{Distribution, Kind, Server};
 
-    fn spec(kind: Kind, hosts: &[&str], key_space: u64) -> Spec {
+    /// A spec whose pool is `hosts` (weight 1 each) spread by `kind`, over `key_space` keys.
+    pub(crate) fn spec(kind: Kind, hosts: &[&str], key_space: u64) -> Spec {
         let mut s = crate::steady::tests::spec();
         s.pool = Pool {
             members: hosts
@@ -151,11 +160,7 @@ mod tests {
                 })
                 .collect(),
             distribution: kind,
-            failure_limit: 2,
-            retry: std::time::Duration::from_secs(1),
-            member_timeout: crate::spec::MEMBER_TIMEOUT,
-            remap: false,
-            changes: Vec::new(),
+            ..Pool::single(hosts[0].parse().unwrap())
         };
         s.key_space = key_space;
         s.prefix = "p:run".into();
@@ -206,7 +211,8 @@ mod tests {
         assert_eq!(r.epochs.len(), 2);
         assert_eq!(r.epoch_at(std::time::Duration::from_millis(1999)), 0);
         assert_eq!(r.epoch_at(std::time::Duration::from_secs(3)), 1);
-        assert_eq!(r.epochs[1].keys[1], 0);
+        let held = (0..6000u64).filter(|&i| r.member_in(1, i) == 1).count();
+        assert_eq!(held, 0);
         let servers = [hosts[0], hosts[2]]
             .iter()
             .map(|h| Server::parse(h).unwrap())
@@ -221,5 +227,28 @@ mod tests {
                 assert_eq!(r.member_in(1, i), r.member(i), "key {key}");
             }
         }
+    }
+
+    #[test]
+    fn a_key_may_be_held_by_its_member_in_each_membership_or_by_any_under_remap() {
+        let hosts = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11212"];
+        let mut s = spec(Kind::Ketama, &hosts, 3000);
+        let r = Routes::build(&s).unwrap();
+        assert!((0..3000).all(|i| r.holders(i) == 1 << r.member(i)));
+        s.pool.changes = vec![crate::spec::Change {
+            at: std::time::Duration::from_secs(2),
+            member: 1,
+            add: false,
+        }];
+        let r = Routes::build(&s).unwrap();
+        for i in 0..3000u64 {
+            let both = 1 << r.member(i) | 1 << r.member_in(1, i);
+            assert_eq!(r.holders(i), both, "key {i}");
+        }
+        // Member 1's keys moved: two holders each.
+        assert!((0..3000).any(|i| r.holders(i).count_ones() == 2));
+        s.pool.remap = true;
+        let r = Routes::build(&s).unwrap();
+        assert!((0..3000).all(|i| r.holders(i) == 0b111));
     }
 }

@@ -1,5 +1,6 @@
 //! Before and after the measured phase: the value pool, prefill, and deleting what was written.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,13 +89,16 @@ fn in_parallel(spec: &Spec, indices: Vec<u64>, work: impl Fn(&[u64]) -> u64 + Sy
     })
 }
 
-/// Sends `cmds` in pipelined batches on one connection to `address` (reconnecting once per
-/// failed batch) and counts the replies `ok` accepts.
+/// Sends `cmd(i)` for each key index `i` of `part` in pipelined batches on one connection to
+/// `address` (reconnecting once per failed batch), counts the replies `ok` accepts, and calls
+/// `missed(i)` for each other key (its reply not accepted, or none).
 fn batches(
     spec: &Spec,
     address: &Address,
-    cmds: impl Iterator<Item = Command>,
+    part: &[u64],
+    mut cmd: impl FnMut(u64) -> Command,
     ok: fn(&Response) -> bool,
+    missed: &dyn Fn(u64),
     stop: &dyn Fn() -> bool,
 ) -> u64 {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -116,18 +120,21 @@ fn batches(
         // per batch: set-up and clean-up stop once no batch has succeeded for that long.
         let mut last_ok = std::time::Instant::now();
         let mut batch = Vec::with_capacity(BATCH);
-        let mut cmds = cmds.peekable();
-        while cmds.peek().is_some() {
+        // The keys of `part` before this one are sent (or given up).
+        let mut at = 0;
+        while at < part.len() {
             if stop() {
                 break;
             }
             batch.clear();
             let mut bytes = 0;
-            while batch.len() < BATCH && bytes < byte_cap {
-                let Some(c) = cmds.next() else { break };
+            while batch.len() < BATCH && bytes < byte_cap && at + batch.len() < part.len() {
+                let c = cmd(part[at + batch.len()]);
                 bytes += approx_len(&c);
                 batch.push(c);
             }
+            let keys = &part[at..at + batch.len()];
+            at += batch.len();
             // A batch is tried again (a server restarted a moment ago comes back) until it
             // goes through or the budget is spent.
             let mut done = false;
@@ -140,22 +147,34 @@ fn batches(
                         .await
                         .ok();
                 }
-                let Some(c) = conn.as_mut() else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                if let Ok(replies) = c.pipeline(&batch).await {
-                    good += replies.iter().filter(|r| ok(r)).count() as u64;
-                    done = true;
-                    break;
+                if let Some(c) = conn.as_mut() {
+                    if let Ok(replies) = c.pipeline(&batch).await {
+                        for (&i, r) in keys.iter().zip(&replies) {
+                            if ok(r) {
+                                good += 1;
+                            } else {
+                                missed(i);
+                            }
+                        }
+                        done = true;
+                        break;
+                    }
                 }
+                // Not connected, or the batch failed: a pause before the next try (a server
+                // that accepts and then hangs up, such as a TLS-only listener, is not
+                // reconnected in a tight loop for the whole budget).
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             if done {
                 last_ok = std::time::Instant::now();
-            } else if last_ok.elapsed() >= spec.give_up_after {
-                break;
+            } else {
+                keys.iter().for_each(|&i| missed(i));
+                if last_ok.elapsed() >= spec.give_up_after {
+                    break;
+                }
             }
         }
+        part[at..].iter().for_each(|&i| missed(i));
         good
     })
 }
@@ -169,11 +188,12 @@ fn approx_len(c: &Command) -> usize {
 }
 
 /// Runs `work(member, indices)` for each member of the pool with the indices of `indices`
-/// whose keys it holds, and returns the sum of what they return.
+/// whose keys it holds (`holders(i)`: the members that hold key `i`, a bitset), and returns
+/// the sum of what they return.
 fn by_member(
     spec: &Spec,
-    routes: &Routes,
     indices: Vec<u64>,
+    holders: impl Fn(u64) -> u64,
     work: impl Fn(&Address, &[u64]) -> u64 + Sync,
 ) -> u64 {
     if spec.pool.len() == 1 {
@@ -186,7 +206,11 @@ fn by_member(
         .iter()
         .enumerate()
         .map(|(m, member)| {
-            let mine = routes.of_member(m, &indices);
+            let mine: Vec<u64> = indices
+                .iter()
+                .copied()
+                .filter(|&i| holders(i) & (1 << m) != 0)
+                .collect();
             if mine.is_empty() {
                 return 0;
             }
@@ -200,11 +224,12 @@ fn by_member(
 pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc<Progress>) -> u64 {
     let indices: Vec<u64> = (0..spec.key_space).collect();
     let stop = || progress.cancelled();
-    by_member(spec, routes, indices, |address, part| {
+    let at_start = |i| 1 << routes.member(i);
+    by_member(spec, indices, at_start, |address, part| {
         let mut sizes =
             sizes::build(&spec.value_size.name, &spec.value_size.params).expect("validated");
         let mut rng = SmallRng::seed_from_u64(spec.seed ^ part.first().copied().unwrap_or(0));
-        let cmds = part.iter().map(move |&i| {
+        let set = |i| {
             let len = sizes.next(&mut rng);
             let at = (rng.next_u64() % (pool.len() - len + 1) as u64) as usize;
             Command::Set(Store {
@@ -213,14 +238,9 @@ pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc
                 exptime: spec.ttl,
                 data: pool.slice(at..at + len),
             })
-        });
-        batches(
-            spec,
-            address,
-            cmds,
-            |r| matches!(r, Response::Stored),
-            &stop,
-        )
+        };
+        let stored = |r: &Response| matches!(r, Response::Stored);
+        batches(spec, address, part, set, stored, &|_| {}, &stop)
     })
 }
 
@@ -229,8 +249,9 @@ pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc
 const RESWEEPS: u32 = 3;
 const RESWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Deletes every key the run may have written, each from the member that holds it:
-/// (deleted or already gone, left behind).
+/// Deletes every key the run may have written, from each member that may hold it (see
+/// [`Routes::holders`]): (deleted or already gone, left behind). A key counts as deleted when
+/// every member that may hold it answered deleted or not found.
 ///
 /// When requests were lost (`lost`: a connection dropped with requests on it), a set sent on
 /// it may still be run by memcached after this delete, which goes on another connection: the
@@ -238,42 +259,40 @@ const RESWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written, lost: bool) -> (u64, u64) {
     let indices = written.indices(spec.key_space);
     let total = indices.len() as u64;
-    let sweep = |indices: Vec<u64>, ok: fn(&Response) -> bool| {
+    let sweep = |indices: Vec<u64>, ok: fn(&Response) -> bool, missed: &(dyn Fn(u64) + Sync)| {
         let never = || false;
-        by_member(spec, routes, indices, |address, part| {
-            let cmds = part.iter().map(|&i| Command::Delete(key(spec, i)));
-            batches(spec, address, cmds, ok, &never)
-        })
+        by_member(
+            spec,
+            indices,
+            |i| routes.holders(i),
+            |address, part| {
+                let delete = |i| Command::Delete(key(spec, i));
+                batches(spec, address, part, delete, ok, missed, &never)
+            },
+        )
     };
-    // A key may have lived on any member when the membership changed during the run or
-    // keys were remapped away from a member marked down: then every member is asked to
-    // delete every key, and a key counts as deleted when every member answered for it.
-    if spec.pool.len() > 1 && (!spec.pool.changes.is_empty() || spec.pool.remap) {
-        let gone = |r: &Response| matches!(r, Response::Deleted | Response::NotFound);
-        let least = spec
-            .pool
-            .members
-            .iter()
-            .map(|member| {
-                in_parallel(spec, indices.clone(), |part| {
-                    let cmds = part.iter().map(|&i| Command::Delete(key(spec, i)));
-                    batches(spec, &member.address, cmds, gone, &|| false)
-                })
-            })
-            .min()
-            .unwrap_or(total);
-        return (least, total - least.min(total));
-    }
-    let done = sweep(indices.clone(), |r| {
-        matches!(r, Response::Deleted | Response::NotFound)
-    });
+    // The keys some member did not answer deleted or not found for, and how many.
+    let left: Vec<AtomicU64> = (0..spec.key_space.div_ceil(64))
+        .map(|_| AtomicU64::new(0))
+        .collect();
+    let left_n = AtomicU64::new(0);
+    let missed = |i: u64| {
+        let bit = 1 << (i % 64);
+        if left[(i / 64) as usize].fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            left_n.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    let gone = |r: &Response| matches!(r, Response::Deleted | Response::NotFound);
+    sweep(indices.clone(), gone, &missed);
+    let done = total - left_n.load(Ordering::Relaxed);
     // (Not when the first sweep could not delete everything: the server is not answering,
     // and each sweep would wait out the clean-up budget again.)
     if lost && done == total {
         for n in 0..RESWEEPS {
             std::thread::sleep(RESWEEP_PAUSE * (1 << n));
             // The keys found there again (and deleted now).
-            if sweep(indices.clone(), |r| matches!(r, Response::Deleted)) == 0 {
+            let found = |r: &Response| matches!(r, Response::Deleted);
+            if sweep(indices.clone(), found, &|_| {}) == 0 {
                 break;
             }
         }
@@ -290,6 +309,50 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use cachelab_client::{BlockingConnection, Options};
+
+    /// A server that accepts and hangs up at once (a TLS-only listener, say) is tried again
+    /// after a pause, not reconnected in a tight loop for the whole budget.
+    #[test]
+    fn a_server_that_hangs_up_at_once_is_tried_again_after_a_pause() {
+        use std::sync::atomic::AtomicBool;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let (accepts, over) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let server = {
+            let (accepts, over) = (Arc::clone(&accepts), Arc::clone(&over));
+            std::thread::spawn(move || {
+                for s in listener.incoming() {
+                    if over.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    accepts.fetch_add(1, Ordering::Relaxed);
+                    drop(s);
+                }
+            })
+        };
+        let mut spec = crate::steady::tests::spec();
+        let address: Address = at.to_string().parse().unwrap();
+        spec.pool = crate::spec::Pool::single(address.clone());
+        spec.give_up_after = Duration::from_secs(1);
+        let delete = |i| Command::Delete(key(&spec, i));
+        let gone = |r: &Response| matches!(r, Response::Deleted | Response::NotFound);
+        let missed = AtomicU64::new(0);
+        let miss = |_| {
+            missed.fetch_add(1, Ordering::Relaxed);
+        };
+        let good = batches(&spec, &address, &[0, 1, 2], delete, gone, &miss, &|| false);
+        over.store(true, Ordering::Relaxed);
+        let _ = std::net::TcpStream::connect(at);
+        server.join().unwrap();
+        assert_eq!((good, missed.load(Ordering::Relaxed)), (0, 3));
+        // One try per 50 ms over the 1 s budget: some 20 connections (thousands without the
+        // pause).
+        let n = accepts.load(Ordering::Relaxed);
+        assert!((2..=40).contains(&n), "{n} connections");
+    }
 
     /// A set still on its way when the clean-up starts (sent on a connection that dropped,
     /// run by memcached later) lands after the first sweep: after lost requests the clean-up

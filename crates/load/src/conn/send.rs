@@ -133,11 +133,7 @@ impl Conn {
         });
         if let Some((_, m)) = routed {
             if let Some(f) = self.refuses(m) {
-                let mut rec = self.ctx.rec.borrow_mut();
-                rec.part_sent(m, 1);
-                rec.fault(f);
-                rec.part_fault(m, f, 1);
-                drop(rec);
+                self.fail_at_once(m, f);
                 self.outstanding -= 1;
                 self.done(1);
                 return false;
@@ -168,34 +164,23 @@ impl Conn {
             }
             Some((k, m)) => (m, Some(k)),
         };
-        let member = &mut self.members[m];
         if let Some(k) = k {
-            let w = member.buf(hold);
             match op {
                 GET => {
+                    let w = self.members[m].buf(hold);
                     w.extend_from_slice(b"get ");
                     wire::put_key(w, prefix, k);
                 }
-                SET => {
-                    let len = self.sizes.next(&mut self.rng);
-                    wire::put_set_header(w, prefix, k, spec.ttl, len);
-                    let pool = &sh.pool;
-                    if self.pool_off + len > pool.len() {
-                        self.pool_off = 0;
-                    }
-                    w.extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
-                    self.pool_off += 1 + (len & 0xff);
-                    if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
-                        bits[(k / 64) as usize] |= 1 << (k % 64);
-                    }
-                }
+                SET => self.encode_set(m, hold, k),
                 _ => {
                     // DELETE
+                    let w = self.members[m].buf(hold);
                     w.extend_from_slice(b"delete ");
                     wire::put_key(w, prefix, k);
                 }
             }
         }
+        let member = &mut self.members[m];
         let w = member.buf(hold);
         w.extend_from_slice(b"\r\n");
         let len = w.len() - start;
@@ -219,6 +204,34 @@ impl Conn {
         self.members[m].marked.then_some(Fault::MemberDown)
     }
 
+    /// A request for member `m` failed at once with `f` (see [`Conn::refuses`]): counted as
+    /// sent to it, and failed.
+    fn fail_at_once(&self, m: usize, f: Fault) {
+        let mut rec = self.ctx.rec.borrow_mut();
+        rec.part_sent(m, 1);
+        rec.fault(f);
+        rec.part_fault(m, f, 1);
+    }
+
+    /// Encodes a set of key `k`, but for its final `\r\n`, into member `m`'s buffer
+    /// ([`buf(hold)`](crate::member::Member::buf)): a value of the next size, cut from the
+    /// value pool. The key is noted as written (to delete at the end).
+    #[inline]
+    fn encode_set(&mut self, m: usize, hold: bool, k: u64) {
+        let sh: &Shared = &self.ctx.shared;
+        let len = self.sizes.next(&mut self.rng);
+        let w = self.members[m].buf(hold);
+        wire::put_set_header(w, sh.spec.prefix.as_bytes(), k, sh.spec.ttl, len);
+        if self.pool_off + len > sh.pool.len() {
+            self.pool_off = 0;
+        }
+        w.extend_from_slice(&sh.pool[self.pool_off..self.pool_off + len]);
+        self.pool_off += 1 + (len & 0xff);
+        if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
+            bits[(k / 64) as usize] |= 1 << (k % 64);
+        }
+    }
+
     /// Read-through: sets the keys whose gets missed (each on the member it goes to now), as
     /// an application fills its cache on a miss. Each is one more request in flight.
     pub(super) fn refill(&mut self, now: Instant) {
@@ -226,31 +239,16 @@ impl Conn {
         for &k in &keys {
             let m = self.route(k);
             if let Some(f) = self.refuses(m) {
-                let mut rec = self.ctx.rec.borrow_mut();
-                rec.part_sent(m, 1);
-                rec.fault(f);
-                rec.part_fault(m, f, 1);
+                self.fail_at_once(m, f);
                 continue;
             }
-            let sh: &Shared = &self.ctx.shared;
-            let spec = &sh.spec;
-            let len = self.sizes.next(&mut self.rng);
             let cap = self.per_member_cap.then_some(self.depth);
             let hold = self.members[m].must_hold(cap);
+            let start = self.members[m].buf(hold).len();
+            self.encode_set(m, hold, k);
             let w = self.members[m].buf(hold);
-            let start = w.len();
-            wire::put_set_header(w, spec.prefix.as_bytes(), k, spec.ttl, len);
-            let pool = &sh.pool;
-            if self.pool_off + len > pool.len() {
-                self.pool_off = 0;
-            }
-            w.extend_from_slice(&pool[self.pool_off..self.pool_off + len]);
             w.extend_from_slice(b"\r\n");
             let bytes = w.len() - start;
-            self.pool_off += 1 + (len & 0xff);
-            if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
-                bits[(k / 64) as usize] |= 1 << (k % 64);
-            }
             // (keys 0: a refill, not one of the workload's requests.)
             let p = Pending {
                 op: SET as u8,
