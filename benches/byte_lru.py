@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import environment
-from cachelab.simulation.flat import load_trace, miss_ratio_curve, simulate_flat
+from cachelab.simulate.flat import load_trace, miss_ratio_curve, simulate_flat
 from records import markdown_table, tool_version, write_record
 
 DEFAULT_TRACE = "/work/shared/reference/traces/cloudPhysicsIO.oracleGeneral.bin"

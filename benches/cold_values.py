@@ -5,7 +5,7 @@ One private memcached (``-t 1``). ``--keys`` keys of ``--value`` bytes make a se
 holds ``--pool-mb`` MiB of sets. Calls alternate hot and pool, each after spinning
 ``--think-us`` of CPU time (as replay's samples do), ``--calls`` of each per run, ``--runs``
 runs; each run reports p50/p90/p99 of both and their ratio (pool / hot). What replay's
-multi-get profile cells did before they rotated over a pool (``cachelab.profiles.tier``,
+multi-get profile cells did before they rotated over a pool (``cachelab.profile.tier``,
 ``COLD_BYTES``) is the hot side; an application reading items over a catalog far larger than
 the CPU's caches is the pool side.
 
@@ -25,7 +25,7 @@ import numpy as np
 
 import cachelab._core as _core
 from cachelab import servers
-from cachelab.profiles import spin
+from cachelab.profile import spin
 from cachelab.servers import ServerOptions
 from cachelab.tiered import MemcachedTier
 from records import header, markdown_table, write_record

@@ -4,7 +4,7 @@ modula, over several rounds (issue 29: within 2 points).
 Each round runs ``load`` on a private pool of three (``--private-pool 3``), open loop, gets only
 with read-through (``--on-miss set``), member 2 removed from the client's list mid-run, once per
 distribution (the order alternating between rounds), and predicts the same run with
-:func:`cachelab.simulation.drill.predict_drill`. The record gives each run's measured and
+:func:`cachelab.simulate.drill.predict_drill`. The record gives each run's measured and
 predicted dip and their difference.
 
     python benches/drill_dip.py [--rounds 3] [--rate 8000] [--record]
@@ -19,7 +19,7 @@ from datetime import date
 from typing import Any
 
 from cachelab.load import LoadSpec, load
-from cachelab.simulation.drill import predict_drill
+from cachelab.simulate.drill import predict_drill
 from records import header, markdown_table, write_record
 
 DISTRIBUTIONS = ("ketama", "modula")

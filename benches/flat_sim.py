@@ -2,7 +2,7 @@
 
 Side by side in one run, on one file, end to end (read the file, then simulate):
 
-* *cachelab* — ``cachelab.simulation.flat.simulate_flat(path, policies=["lru"], sizes=[C],
+* *cachelab* — ``cachelab.simulate.flat.simulate_flat(path, policies=["lru"], sizes=[C],
   unit="objects", threads=1)`` in a fresh Python process: the Rust reader streaming the file
   and numbering keys densely as it goes (8 bytes kept per request), then the LRU run, plus the
   interpreter's start-up and import;
@@ -71,7 +71,7 @@ GOAL_VS_LIBCACHESIM = 4.0
 CACHELAB_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from cachelab.simulation.flat import simulate_flat
+from cachelab.simulate.flat import simulate_flat
 t1 = time.perf_counter()
 sim = simulate_flat(sys.argv[1], policies=["lru"], sizes=[int(sys.argv[2])], threads=1)
 t2 = time.perf_counter()

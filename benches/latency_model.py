@@ -5,7 +5,7 @@ real memcached's profile, at p50 / p90 / p99.
     python benches/latency_model.py --record
 
 The simulator draws memcached latencies from a model of a latency profile
-(``cachelab.simulation.model``): between measured key counts (value sizes) it interpolates on
+(``cachelab.simulate.model``): between measured key counts (value sizes) it interpolates on
 a log scale at the same quantile, beyond the largest it extrapolates linearly by the per-key
 (per-byte) slope of the two largest cells at that quantile. This measures the rule's error.
 
@@ -47,10 +47,10 @@ from datetime import date
 from typing import Any
 
 from cachelab.errors import UsageError
-from cachelab.profiles import Cell, LatencyProfile, ProfileSpec, profile
-from cachelab.profiles.spec import item_size_mib
+from cachelab.profile import Cell, LatencyProfile, ProfileSpec, profile
+from cachelab.profile.spec import item_size_mib
 from cachelab.servers import PrivateMemcached
-from cachelab.simulation.model import latency_model
+from cachelab.simulate.model import latency_model
 from cachelab.units import parse_int_list, parse_size_list
 from records import header, markdown_table, write_record
 

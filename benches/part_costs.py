@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 import cachelab._core as _core
-from cachelab.simulation import SimulateSpec, latency_model
-from cachelab.simulation.request import strategies_for
-from cachelab.simulation.terms import COLUMNS
+from cachelab.simulate import SimulateSpec, latency_model
+from cachelab.simulate.request import strategies_for
+from cachelab.simulate.terms import COLUMNS
 from cachelab.traces import SynthParams
 from cachelab.traces.stream import open_request_parts
 from cachelab.traces.synth import write_synth

@@ -70,7 +70,7 @@ from typing import Any
 import cachelab
 from cachelab import environment
 from cachelab.errors import CachelabError
-from cachelab.profiles import ProfileSpec
+from cachelab.profile import ProfileSpec
 from cachelab.servers import PrivateMemcached
 from records import markdown_table, record_base
 

@@ -8,7 +8,7 @@ over ``--keys`` keys, and on a miss a set of the key's value. Each key has one f
 log-normal (median ``--median``, sigma ``--sigma``, capped at 512 KB), so the items spread over
 many slab classes. The workload is several times the server's memory, so it evicts.
 
-Then :func:`cachelab.simulation.size.size` on the capture: the LRU miss-ratio curve by bytes as
+Then :func:`cachelab.size.sizing.size` on the capture: the LRU miss-ratio curve by bytes as
 memcached counts memory (each item's slab chunk) and as value bytes, and its check — the
 observed hit ratio (the server's own answers in the capture) against the prediction at the
 server's memory, cold and warm. The server started empty and the capture began before the
@@ -40,7 +40,7 @@ import numpy as np
 
 from cachelab import _core
 from cachelab.servers import PrivateMemcached, read_stats
-from cachelab.simulation.size import SizeSpec, size
+from cachelab.size.sizing import SizeSpec, size
 from cachelab.traces.capture import CaptureSpec, capture
 from records import header, markdown_table, write_record
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import cachelab._core as _core
-import cachelab.profiles as profiles
+import cachelab.profile as profiles
 from cachelab.errors import Interrupted
 
 #: Seconds a test waits for a command to get going, or to stop after SIGINT.

@@ -1,7 +1,7 @@
 """A private PostgreSQL for tests: a throw-away cluster in a temporary directory, on a free
 loopback port, started from the OS package's binaries and stopped by PID.
 
-Used by ``tests/tierbench/test_tierbench.py`` (``cachelab tiers --dsn``) when no
+Used by ``tests/tiers/test_tierbench.py`` (``cachelab tiers --dsn``) when no
 ``CACHELAB_TEST_PG_DSN`` is given. As root (initdb refuses to run as root) the cluster runs
 as the ``postgres`` user the Debian package creates (``subprocess``'s ``user=``, so the PID
 stopped is the server's own).

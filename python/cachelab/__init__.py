@@ -1,12 +1,13 @@
 """cachelab: measure, model and simulate memcached.
 
-The verbs are functions here and commands of the ``cachelab`` CLI:
+Each verb is a package named after it (``cachelab.profile``, ``cachelab.simulate``, ...) and a
+command of the ``cachelab`` CLI:
 
 >>> import cachelab
->>> result = cachelab.profile(cachelab.ProfileSpec(samples=1000))   # a private memcached
->>> result.table("get")                                             # doctest: +SKIP
+>>> result = cachelab.profile.run(cachelab.ProfileSpec(samples=1000))  # a private memcached
+>>> result.table("get")                                                # doctest: +SKIP
 >>> trace = cachelab.synthesize(cachelab.SynthParams(requests=10_000))
->>> cachelab.simulate(trace, cachelab.SimulateSpec(strategies=("none", "fixed:500")))
+>>> cachelab.simulate.run(trace, cachelab.SimulateSpec(strategies=("none", "fixed:500")))
 
 Errors are the classes in :mod:`cachelab.errors`.
 """
@@ -20,8 +21,8 @@ from cachelab._lazy import exports
 from cachelab.errors import CachelabError
 
 if TYPE_CHECKING:
-    from cachelab.profiles import LatencyProfile, ProfileSpec, load_profile, profile
-    from cachelab.simulation import SimulateSpec, SimulationResult, simulate
+    from cachelab.profile import LatencyProfile, ProfileSpec, load_profile
+    from cachelab.simulate import SimulateSpec, SimulationResult
     from cachelab.traces import (
         RequestTrace,
         SynthParams,
@@ -30,10 +31,10 @@ if TYPE_CHECKING:
         synthesize,
     )
 
-# The verbs load on first use: ``import cachelab.simulation.flat`` need not import numpy.
+# The verbs load on first use: ``import cachelab.simulate.flat`` need not import numpy.
 __getattr__, __dir__ = exports(__name__, {
-    "cachelab.profiles": ("LatencyProfile", "ProfileSpec", "load_profile", "profile"),
-    "cachelab.simulation": ("SimulateSpec", "SimulationResult", "simulate"),
+    "cachelab.profile": ("LatencyProfile", "ProfileSpec", "load_profile"),
+    "cachelab.simulate": ("SimulateSpec", "SimulationResult"),
     "cachelab.traces": (
         "RequestTrace", "SynthParams", "load_request_trace", "save_request_trace", "synthesize",
     ),
@@ -50,8 +51,6 @@ __all__ = [
     "__version__",
     "load_profile",
     "load_request_trace",
-    "profile",
     "save_request_trace",
-    "simulate",
     "synthesize",
 ]

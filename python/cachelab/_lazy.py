@@ -6,7 +6,7 @@ more CPU importing than simulating. Instead the package lists which module holds
 name and imports it when the name is first read::
 
     __getattr__, __dir__ = exports(__name__, {
-        "cachelab.simulation.flat": ("simulate_flat", "miss_ratio_curve"),
+        "cachelab.simulate.flat": ("simulate_flat", "miss_ratio_curve"),
     })
 
 The package also imports the same names under ``if TYPE_CHECKING:`` (so readers, type checkers
@@ -17,6 +17,7 @@ tests/architecture checks that the three agree.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,8 @@ def exports(
     def __getattr__(name: str) -> Any:
         module = where.get(name)
         if module is None:
+            if importlib.util.find_spec(f"{package}.{name}") is not None:  # a subpackage
+                return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)
         setattr(sys.modules[package], name, value)  # the next read is a plain attribute

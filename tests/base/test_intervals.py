@@ -10,7 +10,7 @@ import pytest
 
 import cachelab._core as _core
 from cachelab.intervals import block_length, dependence, effective, interval, ranks, tail_samples
-from cachelab.profiles.cell import Cell, shown_percentiles, with_percentiles
+from cachelab.profile.cell import Cell, shown_percentiles, with_percentiles
 
 
 @pytest.mark.parametrize(("n", "pct"), [(2000, 50.0), (2000, 99.0), (20000, 99.9), (300, 90.0)])

@@ -20,7 +20,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 def test_cachelab_imports_without_ray_and_does_not_load_it() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys, cachelab, cachelab.cli, cachelab.load, "
-         "cachelab.simulation, cachelab.scale, cachelab.simulation.fanout; "
+         "cachelab.simulate, cachelab.scale, cachelab.simulate.fanout; "
          "print('ray' in sys.modules)"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"

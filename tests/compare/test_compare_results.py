@@ -13,9 +13,9 @@ from cachelab import _core, traces
 from cachelab.compare import compare
 from cachelab.compare.stats import boot_percentile
 from cachelab.errors import UsageError
-from cachelab.profiles import ProfileSpec, profile
+from cachelab.profile import ProfileSpec, profile
 from cachelab.report import render_report
-from cachelab.simulation import SimulateSpec, simulate
+from cachelab.simulate import SimulateSpec, simulate
 from cachelab.usl import fit_csv
 from clitools import cachelab
 

@@ -18,7 +18,7 @@ from cachelab.errors import UsageError
 from cachelab.load import LoadSpec, load
 from cachelab.load.drill import parse_event
 from cachelab.servers import PrivateMemcached
-from cachelab.simulation.drill import predict_drill
+from cachelab.simulate.drill import predict_drill
 from clitools import cachelab, one_error_line
 from pools import loopback_pool
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 import cachelab.traces as traces
-from cachelab.simulation import (
+from cachelab.simulate import (
     FlatSimulateSpec,
     SimulateSpec,
     simulate,
     simulate_flat_trace,
 )
-from cachelab.simulation.fanout import simulate_flat_trace_on_ray, simulate_on_ray
+from cachelab.simulate.fanout import simulate_flat_trace_on_ray, simulate_on_ray
 from clitools import cachelab
 
 

@@ -88,7 +88,7 @@ def test_the_samplers_think_runs_from_the_last_read_and_a_batch_starts_with_a_pr
     untimed read comes first."""
     import time
 
-    from cachelab.profiles import delete_tier_cells, tier_cells
+    from cachelab.profile import delete_tier_cells, tier_cells
     from cachelab.replay.driver import GapTier
     from cachelab.replay.sampler import Sampler
 

@@ -20,7 +20,7 @@ from cachelab.replay.calibrate import Calibrator
 from cachelab.replay.driver import Driver, Workload
 from cachelab.replay.result import CSV_COLUMNS
 from cachelab.servers import PrivateMemcached, ServerOptions, serve
-from cachelab.simulation import latency_model
+from cachelab.simulate import latency_model
 
 SMALL_SITE = dict(domains=2, subjects_per_domain=2.0, topics_per_subject=3.0,
                   tutorials_per_topic=3.0, items_per_tutorial=4.0, instances=3)

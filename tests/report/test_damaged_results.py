@@ -31,16 +31,16 @@ from hypothesis import strategies as st
 
 from cachelab import load as load_lib
 from cachelab import replay as replay_lib
-from cachelab import tierbench as tiers_lib
+from cachelab import tiers as tiers_lib
 from cachelab import traces
 from cachelab.cli import run as cli_run
 from cachelab.compare import compare
 from cachelab.load.validity import CHECKS
-from cachelab.profiles import ProfileSpec, profile
+from cachelab.profile import ProfileSpec, profile
 from cachelab.run import RunSpec, run_study
 from cachelab.scale import ScaleSpec, scale
 from cachelab.schemas import SCHEMAS
-from cachelab.simulation import SimulateSpec, simulate
+from cachelab.simulate import SimulateSpec, simulate
 from cachelab.usl import fit_csv
 from clitools import one_error_line
 

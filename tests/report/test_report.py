@@ -18,14 +18,14 @@ import pytest
 
 from cachelab import load as load_lib
 from cachelab import replay as replay_lib
-from cachelab import tierbench as tiers_lib
+from cachelab import tiers as tiers_lib
 from cachelab import traces
 from cachelab.artifacts import find_artifacts
 from cachelab.compare import compare
 from cachelab.page.charts import chart_json, script
-from cachelab.profiles import ProfileSpec, load_profile, profile
+from cachelab.profile import ProfileSpec, load_profile, profile
 from cachelab.report import render_report, write_report
-from cachelab.simulation import SimulateSpec, simulate
+from cachelab.simulate import SimulateSpec, simulate
 from cachelab.units import dur
 from cachelab.usl import UslFit, fit_csv
 from clitools import cachelab

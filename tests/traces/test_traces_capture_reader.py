@@ -23,7 +23,7 @@ from pymemcache.exceptions import MemcacheServerError
 
 import cachelab._core as _core
 from cachelab.servers import PrivateMemcached
-from cachelab.simulation.size import SizeSpec, size
+from cachelab.size.sizing import SizeSpec, size
 from cachelab.traces.capture import (
     CaptureSpec,
     _Writer,

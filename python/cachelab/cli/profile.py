@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-import cachelab.profiles as lib
+import cachelab.profile as lib
 from cachelab.cli import common
 from cachelab.errors import UsageError
-from cachelab.profiles.pool import PoolProfile, profile_pool
+from cachelab.profile.pool import PoolProfile, profile_pool
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
 

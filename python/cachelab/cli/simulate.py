@@ -9,16 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import cachelab.simulation as lib
+import cachelab.simulate as lib
 import cachelab.traces as traces
 from cachelab.cli import cluster, common
 from cachelab.cli.common import EXIT_OK
 from cachelab.errors import UsageError
-from cachelab.profiles import ProfileSpec
+from cachelab.profile import ProfileSpec
 from cachelab.progress import Progress
-from cachelab.simulation.drill import predict_drill
-from cachelab.simulation.fanout import simulate_flat_trace_on_ray, simulate_on_ray
-from cachelab.simulation.flat_run import FlatSimulateSpec, parse_sizes, split_policies
+from cachelab.simulate.drill import predict_drill
+from cachelab.simulate.fanout import simulate_flat_trace_on_ray, simulate_on_ray
+from cachelab.simulate.flat_run import FlatSimulateSpec, parse_sizes, split_policies
 
 DESCRIPTION = """\
 Two modes, chosen by the trace:

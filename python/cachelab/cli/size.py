@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cachelab.cli import common
 from cachelab.errors import UsageError
-from cachelab.simulation.size import SizeSpec, size
+from cachelab.size.sizing import SizeSpec, size
 from cachelab.units import parse_size
 
 DESCRIPTION = """\

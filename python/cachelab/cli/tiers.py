@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import cachelab.tierbench as lib
+import cachelab.tiers as lib
 from cachelab.cli import common
 from cachelab.errors import UsageError
 from cachelab.progress import Progress

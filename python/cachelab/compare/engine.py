@@ -19,7 +19,7 @@ from cachelab.compare.simulation import compare_simulations
 from cachelab.compare.tiers import compare_tiers
 from cachelab.errors import CachelabError, InputError, UsageError
 from cachelab.scale.result import partial_text
-from cachelab.tierbench.result import partial_text as tiers_partial
+from cachelab.tiers.result import partial_text as tiers_partial
 from cachelab.units import partial_note
 
 __all__ = ["COMPARERS", "compare", "compare_artifacts", "load_for_compare"]

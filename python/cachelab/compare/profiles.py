@@ -11,8 +11,8 @@ import numpy as np
 from cachelab.artifacts import Artifact
 from cachelab.compare.stats import hist_rows, require_same, versus
 from cachelab.errors import UsageError
-from cachelab.profiles.render import partial
-from cachelab.profiles.section import cell_label
+from cachelab.profile.render import partial
+from cachelab.profile.section import cell_label
 
 __all__ = ["compare_profiles", "partial_profile"]
 

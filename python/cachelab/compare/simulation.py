@@ -19,7 +19,7 @@ import numpy as np
 from cachelab.artifacts import Artifact
 from cachelab.compare.stats import change_row, exact_row, require_same, versus
 from cachelab.errors import UsageError
-from cachelab.simulation.summary import band_at
+from cachelab.simulate.summary import band_at
 
 __all__ = ["compare_flat_simulations", "compare_simulations"]
 

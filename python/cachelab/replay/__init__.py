@@ -24,7 +24,7 @@ Steps (:func:`replay`):
      time before each sample drawn from the gaps that strategy's reads had.
      ``profile_mode="interleaved"`` (default): a few after each of the strategy's requests;
      ``"slices"``: a slice's worth of samples after each of the ``slices`` slices.
-     (:func:`cachelab.profiles.profile_via_tier` measures the same outside replay.)
+     (:func:`cachelab.profile.profile_via_tier` measures the same outside replay.)
      The profile keeps the order its samples came in (a rank sequence, one segment per
      slice), and the simulator's draws within a request follow it (``sequence=False``:
      independent draws; the other prediction is computed too and reported as

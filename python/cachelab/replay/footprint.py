@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cachelab.capacity import Writes
-from cachelab.profiles import tier_cell_writes
+from cachelab.profile import tier_cell_writes
 from cachelab.replay.driver import Workload, windows
 from cachelab.replay.sampler import pool_bytes, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse

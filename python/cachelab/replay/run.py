@@ -23,7 +23,7 @@ from cachelab.artifacts import created_now
 from cachelab.capacity import Evicting, EvictionWatch, guard
 from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.load import server_side
-from cachelab.profiles import delete_tier_cells, think_summary, tier_cells, tier_profile
+from cachelab.profile import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
 from cachelab.replay.compare import compare
 from cachelab.replay.driver import (
@@ -40,7 +40,7 @@ from cachelab.replay.result import ReplayResult
 from cachelab.replay.sampler import Sampler, pool_bytes, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
 from cachelab.servers import ServerOptions, on_this_machine, serve, stats_or_none
-from cachelab.simulation import latency_model
+from cachelab.simulate import latency_model
 from cachelab.tiered import MemcachedTier, TieredCache
 
 __all__ = ["SERVER_THREADS", "SYNTH_PRESET", "load_trace", "replay", "synthetic"]

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from cachelab.errors import ServerError
-from cachelab.profiles import spin, spin_until
-from cachelab.profiles.tier import COLD_BYTES
+from cachelab.profile import spin, spin_until
+from cachelab.profile.tier import COLD_BYTES
 from cachelab.replay.driver import GapTier, Workload
 
 __all__ = ["SIZE_PERCENTILES", "Sampler", "pool_bytes", "profile_cells"]
@@ -25,7 +25,7 @@ SIZE_PERCENTILES = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 97.0, 99.5, 100.0)
 
 def pool_bytes(trace: Any) -> int:
     """The bytes of values the multi-get cells rotate over (``tier_cells``' ``pool_bytes``):
-    :data:`~cachelab.profiles.tier.COLD_BYTES`, or the catalog's bytes when smaller — the
+    :data:`~cachelab.profile.tier.COLD_BYTES`, or the catalog's bytes when smaller — the
     application's reads are as hot as its catalog is small."""
     return int(min(COLD_BYTES, max(1, int(np.asarray(trace.item_sizes).sum()))))
 

@@ -16,7 +16,7 @@ from cachelab.artifacts import KINDS, Artifact, atomic_file, find_artifacts
 from cachelab.errors import InputError
 from cachelab.page.html import esc, page
 from cachelab.page.section import Context, Section
-from cachelab.profiles import builtin
+from cachelab.profile import builtin
 from cachelab.report.overview import environment
 from cachelab.report.sections import build_section
 from cachelab.units import PARTIAL, partial_note

@@ -8,12 +8,12 @@ from cachelab.artifacts import Artifact
 from cachelab.compare import section as compare_section
 from cachelab.load import section as load_section
 from cachelab.page.section import Context, Section
-from cachelab.profiles import section as profile_section
+from cachelab.profile import section as profile_section
 from cachelab.replay import section as replay_section
 from cachelab.report import overview
 from cachelab.scale import section as scale_section
-from cachelab.simulation import section as simulation_section
-from cachelab.tierbench import section as tiers_section
+from cachelab.simulate import section as simulation_section
+from cachelab.tiers import section as tiers_section
 from cachelab.usl import section as usl_section
 
 __all__ = ["SECTIONS", "build_section"]

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from cachelab.capacity import EvictionWatch, ServerMemory, WontFit, Writes
 from cachelab.load.footprint import load_writes
-from cachelab.profiles import profile_writes
+from cachelab.profile import profile_writes
 from cachelab.replay import default_strategies
 from cachelab.replay.footprint import replay_writes
 from cachelab.run.result import RunSpec

@@ -15,20 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import cachelab.profiles as profiles
+import cachelab.profile as profiles
 import cachelab.replay as replay
 import cachelab.scale as scale
-import cachelab.tierbench as tierbench
+import cachelab.tiers as tierbench
 import cachelab.traces as traces
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
-from cachelab.profiles.precise import not_reached, precision_text
+from cachelab.profile.precise import not_reached, precision_text
 from cachelab.progress import Progress, stage_logger
 from cachelab.run.result import RunSpec
 from cachelab.scale.result import precision_missed
 from cachelab.scale.verdicts import verdict_lines
 from cachelab.servers import ServerOptions
-from cachelab.simulation import SimulateSpec, measure_for, simulate
-from cachelab.simulation.summary import band_at, best_strategy
+from cachelab.simulate import SimulateSpec, measure_for, simulate
+from cachelab.simulate.summary import band_at, best_strategy
 from cachelab.usl import relative_se
 
 __all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "profile_spec",

@@ -1,7 +1,7 @@
 """Trace formats by name and extension, and reading a flat key trace — importing nothing heavy.
 
 :mod:`cachelab.traces.formats` (numpy, the request-trace readers) re-exports these; flat
-simulation (:mod:`cachelab.simulation.flat`) imports this module alone, so simulating a flat
+simulation (:mod:`cachelab.simulate.flat`) imports this module alone, so simulating a flat
 trace starts without loading numpy, pandas or pyarrow.
 """
 

@@ -1,0 +1,264 @@
+"""Sizing a cache from a trace: ``cachelab size`` (docs/simulation.md, "Sizing a cache").
+
+The question memcached operators ask most — how much memory for a 95 % hit ratio, what does
+doubling it buy — answered from the exact LRU miss-ratio curve by bytes (stack distances in one
+pass; SHARDS for huge traces):
+
+* the memory each target hit ratio needs (found on the curve, then refined inside its bracket),
+  or that the target is out of reach: a trace's first access of each key misses at any size,
+  which caps the hit ratio at ``1 − keys/requests``;
+* the hit ratio at ½×, 1×, 2× and 4× the server's memory (``--memory``, or what a capture
+  recorded);
+* for a capture, the check: the hit ratio predicted at the server's own memory next to the one
+  the server had. The curve starts cold (every key's first access misses) while the server was
+  warm (a key cached before the capture began hits at once): the prediction is given both ways,
+  cold and warm (first accesses that hit on the server counted as hits), and the observed ratio
+  should lie between them; what remains is memcached not being one LRU (slab classes, its
+  segmented LRU).
+
+Capacities of a capture are counted as memcached counts memory by default (each item's slab
+chunk, :func:`cachelab.traces.capture.memcached_bytes`), so they compare with ``-m``; other
+traces count value bytes. The hit ratio is per request (a get), as memcached's
+``get_hits / cmd_get``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import cachelab._core as _core
+import cachelab.environment as environment
+from cachelab.artifacts import created_now, write_json
+from cachelab.errors import UsageError
+from cachelab.simulate.flat import load_trace, miss_ratio_curve
+from cachelab.tables import write_csv
+from cachelab.traces.names import CAPTURE_FORMAT, detect_format
+from cachelab.units import human_bytes, pct
+
+__all__ = ["MULTIPLES", "SCHEMA", "SCHEMA_VERSION", "SizeResult", "SizeSpec", "size"]
+
+SCHEMA = "cachelab.size"
+SCHEMA_VERSION = 1
+#: Multiples of the server's memory at which the hit ratio is reported.
+MULTIPLES = (0.5, 1.0, 2.0, 4.0)
+#: Capacities evaluated inside a target's bracket to refine it.
+_REFINE = 64
+
+
+@dataclass(frozen=True)
+class SizeSpec:
+    """What to size: a flat trace (or capture), the hit ratios wanted, the server's memory."""
+
+    trace: str
+    format: str | None = None
+    #: The server's memory in bytes (default: what a capture recorded, else none).
+    memory: int | None = None
+    hit_ratios: tuple[float, ...] = (0.90, 0.95, 0.99)
+    #: ``value`` or ``memcached`` (default: memcached for a capture, value otherwise).
+    accounting: str | None = None
+    #: SHARDS sampling rate for huge traces (None: exact).
+    shards: float | None = None
+    points: int = 200
+
+    def check(self) -> None:
+        if not self.hit_ratios or any(not 0 < h < 1 for h in self.hit_ratios):
+            raise UsageError("hit ratios must be above 0 % and below 100 %")
+        if self.memory is not None and self.memory < 1:
+            raise UsageError(f"memory must be at least 1 byte, not {self.memory}")
+        if self.accounting not in (None, "value", "memcached"):
+            raise UsageError(f"accounting {self.accounting!r}: value or memcached")
+        if self.shards is not None and not 0 < self.shards < 1:
+            raise UsageError(f"shards must be in (0, 1), not {self.shards}")
+        if not 10 <= self.points <= 10_000:
+            raise UsageError(f"points must be 10 to 10000, not {self.points}")
+
+
+@dataclass
+class SizeResult:
+    """The answers, the curve they come from, and (for a capture) the check."""
+
+    spec: dict[str, Any]
+    accounting: str
+    requests: int
+    keys: int
+    working_set_bytes: int
+    #: The highest hit ratio any size reaches (first accesses miss).
+    max_hit_ratio: float
+    exact: bool
+    #: Per target: ``hit_ratio``, ``bytes`` (None when out of reach), ``bracket`` [lo, hi].
+    targets: list[dict[str, Any]]
+    memory: int | None
+    #: Per multiple of ``memory``: ``multiple``, ``bytes``, ``hit_ratio``.
+    at_memory: list[dict[str, Any]]
+    #: A capture's check: observed vs predicted (cold and warm) at the server's memory.
+    check: dict[str, Any] | None
+    curve: dict[str, list[float]]
+    created: str = field(default_factory=created_now)
+    environment: dict[str, Any] = field(default_factory=environment.facts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
+
+    def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
+        """``size.json``, ``size.csv`` (the curve) and, unless told not to, the plot."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = [write_json(out_dir / "size.json", self.to_dict())]
+        c = self.curve
+        write_csv(out_dir / "size.csv", ["bytes", "hit_ratio", "miss_ratio"],
+                  [[b, 1 - m, m] for b, m in zip(c["bytes"], c["miss_ratio"])])
+        written.append(out_dir / "size.csv")
+        if plots:
+            # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
+            from cachelab.simulate.plots import size_plot
+
+            written += size_plot(self, out_dir / "size")
+        return written
+
+    def render(self) -> str:
+        how = ("memcached's memory (slab chunks)" if self.accounting == "memcached"
+               else "value bytes")
+        lines = [
+            f"cache size for {self.spec['trace']}: {self.requests:,} requests, "
+            f"{self.keys:,} keys, working set {human_bytes(self.working_set_bytes)} "
+            f"(counted in {how}); exact LRU" + ("" if self.exact else " (SHARDS sample)"),
+            f"the best any size does: {pct(self.max_hit_ratio, 2)} hit ratio (each key's first "
+            "access misses)",
+            "",
+            f"{'hit ratio':>10}  {'memory needed':>16}",
+        ]
+        for t in self.targets:
+            need = (human_bytes(int(t["bytes"])) if t["bytes"] is not None
+                    else "out of reach")
+            lines.append(f"{pct(t['hit_ratio'], 2 if t['hit_ratio'] > 0.99 else 1):>10}  "
+                         f"{need:>16}")
+        if self.memory is not None:
+            lines += ["", f"{'memory':>16}  {'hit ratio':>10}"]
+            for row in self.at_memory:
+                lines.append(f"{human_bytes(int(row['bytes'])):>16}  {pct(row['hit_ratio']):>10}"
+                             f"  ({row['multiple']:g}× the server's)")
+        if self.check is not None:
+            k = self.check
+            lines += ["", f"check at the server's memory ({human_bytes(int(k['memory']))}): "
+                      f"observed {pct(k['observed'])}; predicted {pct(k['predicted_cold'])} "
+                      f"cold, {pct(k['predicted_warm'])} warm — {k['verdict']}"]
+        return "\n".join(lines)
+
+
+def size(spec: SizeSpec) -> SizeResult:
+    """Answers ``spec`` from the trace's exact LRU miss-ratio curve by bytes."""
+    spec.check()
+    fmt = detect_format(spec.trace, spec.format)
+    is_capture = fmt == CAPTURE_FORMAT
+    accounting = spec.accounting or ("memcached" if is_capture else "value")
+    meta: dict[str, Any] = {}
+    if is_capture:
+        # deferred: capture imports pyarrow, which takes ~0.1 s
+        from cachelab.traces.capture import capture_accesses, read_capture
+
+        table, meta = read_capture(spec.trace)
+        ids, sizes, times = capture_accesses(spec.trace, accounting, read=(table, meta))
+        trace = _core.FlatTrace.from_arrays(ids.tolist(), sizes.tolist(), times.tolist())
+    else:
+        if accounting == "memcached":
+            raise UsageError("--accounting memcached needs a capture (it knows the keys' "
+                             "lengths and the server's slab settings)")
+        trace = load_trace(spec.trace, spec.format)
+    info = trace.inspect()
+    n, keys = int(info["requests"]), int(info["unique_keys"])
+    if n == 0:
+        raise UsageError(f"{spec.trace}: the trace has no requests")
+    wss = int(info["working_set_bytes"])
+    memory = spec.memory
+    if memory is None and meta:
+        # A pool's capture records the members' total (capture._pool_facts).
+        memory = int(meta["server"].get("limit_maxbytes") or 0) or None
+    # A capture that kept a sample of keys stands for 1/sample of the cache.
+    scale = float(meta.get("sample", 1.0)) if meta else 1.0
+
+    curve = miss_ratio_curve(trace, "bytes", sample_rate=spec.shards, points=spec.points)
+    caps = np.asarray(curve.capacities, dtype=np.int64)
+    miss = np.asarray(curve.miss_ratios, dtype=float)
+    targets = [_target(trace, h, caps, miss, spec.shards) for h in spec.hit_ratios]
+    at_memory: list[dict[str, Any]] = []
+    if memory is not None:
+        wanted = [max(1, int(memory * m * scale)) for m in MULTIPLES]
+        exact = miss_ratio_curve(trace, "bytes", sample_rate=spec.shards, sizes=wanted)
+        # The curve's capacities come back sorted and without repeats: look each one up.
+        by_cap = dict(zip(exact.capacities, exact.miss_ratios))
+        at_memory = [{"multiple": m, "bytes": memory * m, "hit_ratio": 1 - by_cap[c]}
+                     for m, c in zip(MULTIPLES, wanted)]
+    check = None
+    if is_capture and memory is not None:
+        check = _check(table, meta, at_memory[MULTIPLES.index(1.0)]["hit_ratio"], n, memory)
+    for t in targets:
+        if t["bytes"] is not None:
+            t["bytes"] = t["bytes"] / scale
+            t["bracket"] = [b / scale for b in t["bracket"]]
+    return SizeResult(
+        spec=asdict(spec), accounting=accounting, requests=n, keys=keys,
+        working_set_bytes=int(wss / scale), max_hit_ratio=1 - keys / n,
+        exact=curve.exact, targets=targets, memory=memory, at_memory=at_memory, check=check,
+        curve={"bytes": [c / scale for c in caps.tolist()], "miss_ratio": miss.tolist()},
+    )
+
+
+def _target(trace: Any, hit: float, caps: np.ndarray, miss: np.ndarray,
+            shards: float | None) -> dict[str, Any]:
+    """The least memory with at least ``hit`` hit ratio: bracketed on the curve, then refined
+    with :data:`_REFINE` capacities inside the bracket (an LRU's hit ratio never falls as it
+    grows, so the first capacity that reaches the target is the answer to that resolution)."""
+    ok = np.nonzero(1 - miss >= hit - 1e-12)[0]
+    if len(ok) == 0:
+        return {"hit_ratio": hit, "bytes": None, "bracket": None}
+    i = int(ok[0])
+    lo = int(caps[i - 1]) if i > 0 else 0
+    hi = int(caps[i])
+    if hi - lo > 1:
+        grid = sorted({int(v) for v in np.linspace(lo, hi, _REFINE + 2)[1:-1]} - {lo, hi})
+        if grid:
+            fine = miss_ratio_curve(trace, "bytes", sample_rate=shards, sizes=grid)
+            for c, m in zip(grid, fine.miss_ratios):
+                if 1 - m >= hit - 1e-12:
+                    hi = c
+                    break
+                lo = c
+    return {"hit_ratio": hit, "bytes": float(hi), "bracket": [float(lo), float(hi)]}
+
+
+def _check(table: Any, meta: dict[str, Any], predicted_cold: float, n: int,
+           memory: int) -> dict[str, Any]:
+    """The capture's own hit ratio against the prediction at the server's memory, cold and
+    warm (each key whose first get hit on the server counted as a hit there too)."""
+    import pyarrow.compute as pc  # deferred with the capture's other pyarrow use
+
+    gets = table.filter(pc.equal(table["op"].cast("string"), "get"))
+    found = gets["status"].cast("string").to_numpy(zero_copy_only=False) == "found"
+    keys = gets["key"].to_numpy(zero_copy_only=False)
+    _, first = np.unique(keys, return_index=True)
+    warm_hits = int(found[first].sum())
+    observed = float(found.mean()) if len(found) else math.nan
+    warm = predicted_cold + warm_hits / n
+    lo, hi = min(predicted_cold, warm), max(predicted_cold, warm)
+    if lo <= observed <= hi:
+        verdict = "the observed ratio lies between the cold and warm predictions"
+    elif lo - 0.005 <= observed <= hi + 0.005:
+        verdict = ("the observed ratio is within half a point of the cold-to-warm range "
+                   f"({pct(min(abs(observed - lo), abs(observed - hi)))} outside it)")
+    elif observed < lo:
+        verdict = (f"the server did {pct(lo - observed)} worse than an LRU of its size: "
+                   "slab classes and the segmented LRU use memory less evenly than one LRU")
+    else:
+        verdict = (f"the server did {pct(observed - hi)} better than an LRU of its size "
+                   "would from this capture")
+    members = int(meta.get("server", {}).get("pool") or 1)
+    if members > 1:
+        verdict += (f" (the pool's {members} members are taken as one LRU of their total memory: "
+                    "an approximation, each member is its own LRU of its share of the keys)")
+    return {"memory": memory, "observed": observed, "predicted_cold": predicted_cold,
+            "predicted_warm": warm, "first_access_hits": warm_hits,
+            "lost_lines": int((meta.get("summary") or {}).get("lost", 0)), "verdict": verdict}
