@@ -13,6 +13,7 @@ mod address;
 mod blocking;
 mod error;
 pub mod pool;
+pub mod spec;
 pub mod tls;
 
 use std::time::Duration;
@@ -32,14 +33,18 @@ pub use tls::{Tls, TlsConfig};
 use cachelab_proto::response::{complete_len, parse};
 use cachelab_proto::{Command, DecodeError, Key, MetaFlags, MetaStatus, Response, Store, Value};
 
-/// Deadlines for one connection, and its transport.
-#[derive(Debug, Clone)]
+/// Deadlines for one connection, and its transport. In a spec from Python: `connect_timeout`
+/// and `timeout` in seconds, `tls` (absent or None: plain TCP).
+#[derive(Debug, Clone, serde::Deserialize)]
 pub struct Options {
     /// Deadline for connecting, and again for the TLS handshake.
+    #[serde(deserialize_with = "spec::seconds")]
     pub connect_timeout: Duration,
     /// Deadline for one request (or one pipeline): from the first byte written to the last read.
+    #[serde(rename = "timeout", deserialize_with = "spec::seconds")]
     pub request_timeout: Duration,
     /// TLS over TCP (memcached `-Z`); None for plain TCP or a Unix socket.
+    #[serde(default, deserialize_with = "spec::tls")]
     pub tls: Option<Tls>,
 }
 

@@ -25,7 +25,7 @@ use tokio_rustls::TlsConnector;
 use crate::{Address, Error};
 
 /// What a TLS connection uses, as given on the command line (paths are read by [`Tls::new`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 pub struct TlsConfig {
     /// PEM file of the certificate authorities to trust (else the Mozilla roots).
     pub cacert: Option<PathBuf>,

@@ -149,8 +149,9 @@ impl KeyHash {
     }
 }
 
-/// How keys are spread over the servers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How keys are spread over the servers (by its name in [`Kind::NAMES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub enum Kind {
     Ketama,
     KetamaPlain,
@@ -209,6 +210,14 @@ impl Kind {
     /// Whether the kind honours weights (the others refuse them).
     fn weighted(self) -> bool {
         !matches!(self, Kind::Rendezvous | Kind::Modula)
+    }
+}
+
+impl TryFrom<String> for Kind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Kind, String> {
+        Kind::parse(&name).map_err(|e| e.0)
     }
 }
 
