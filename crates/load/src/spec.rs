@@ -1,9 +1,17 @@
 //! What to run: the workload spec, its modes and distributions, and the checks every spec
 //! passes before a run starts (ranges and the hard caps).
+//!
+//! [`Spec`] is built from Python's `cachelab.load.LoadSpec` in one conversion: it derives
+//! `Deserialize`, its fields named as the dataclass's (`serde` attributes say where the Rust
+//! name or shape differs), and each numeric field's range is written once, in [`LIMITS`].
 
 use std::time::Duration;
 
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
+
 use cachelab_client::pool::{Distribution, Kind, Server};
+use cachelab_client::spec::{self as de, Limit};
 use cachelab_client::{Address, Options};
 use cachelab_proto::Key;
 
@@ -31,13 +39,88 @@ pub mod caps {
     /// The highest probe rate, requests/s: a probe measures latency at a low rate; above
     /// this it is load.
     pub const MAX_PROBE_RATE: f64 = 10_000.0;
+    /// The longest expiry, seconds: memcached reads a larger one as a Unix time.
+    pub const MAX_TTL: u64 = 30 * 24 * 3600;
+    /// The longest timeout of any kind, seconds.
+    pub const MAX_TIMEOUT_S: f64 = 3600.0;
 }
 
-/// One member of the pool: where it listens, and its weight (ketama only).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The range of each numeric field of a spec, by its name (`_core.LOAD_LIMITS` in Python,
+/// which the command line's flags read); [`Spec::validate`] checks them.
+pub mod limits {
+    use super::caps::*;
+    use cachelab_client::spec::Limit;
+
+    pub const CONNECTIONS: Limit = Limit::int("connections", 1, MAX_CONNECTIONS as u64, "");
+    pub const THREADS: Limit = Limit::int("threads", 1, MAX_THREADS as u64, "");
+    pub const PIPELINE: Limit = Limit::int("pipeline", 1, MAX_PIPELINE as u64, "");
+    pub const MAX_OUTSTANDING: Limit = Limit::int("max_outstanding", 1, MAX_PIPELINE as u64, "");
+    /// Also at most `pipeline`.
+    pub const SEND_BATCH: Limit = Limit::int("send_batch", 1, MAX_PIPELINE as u64, "");
+    pub const RATE: Limit = Limit::above("rate", 0.0, MAX_RATE, "requests/s");
+    pub const MULTIGET_KEYS: Limit = Limit::int("multiget_keys", 1, MAX_MULTIGET_KEYS as u64, "");
+    pub const KEY_SPACE: Limit = Limit::int("key_space", 1, MAX_KEY_SPACE, "keys");
+    pub const TTL: Limit = Limit::int("ttl", 0, MAX_TTL, "seconds");
+    pub const DURATION: Limit = Limit::above("duration", 0.0, MAX_DURATION_S, "seconds");
+    pub const REQUESTS: Limit = Limit::int("requests", 1, MAX_REQUESTS, "");
+    pub const WARMUP: Limit = Limit::real("warmup", 0.0, MAX_WARMUP_S, "seconds");
+    pub const INTERVAL: Limit = Limit::real("interval", 0.01, 60.0, "seconds");
+    pub const TIMEOUT: Limit = Limit::above("timeout", 0.0, MAX_TIMEOUT_S, "seconds");
+    pub const CONNECT_TIMEOUT: Limit =
+        Limit::above("connect_timeout", 0.0, MAX_TIMEOUT_S, "seconds");
+    pub const GIVE_UP_AFTER: Limit = Limit::above("give_up_after", 0.0, MAX_TIMEOUT_S, "seconds");
+    pub const STALL_MS: Limit =
+        Limit::above("stall_ms", 0.0, MAX_TIMEOUT_S * 1000.0, "milliseconds");
+    pub const BUSY_POLL_US: Limit = Limit::int("busy_poll_us", 0, MAX_BUSY_POLL_US, "µs");
+    pub const PROBE_RATE: Limit = Limit::above("probe_rate", 0.0, MAX_PROBE_RATE, "requests/s");
+    pub const MEMBER_FAILURE_LIMIT: Limit =
+        Limit::int("member_failure_limit", 1, MAX_FAILURE_LIMIT as u64, "");
+    pub const MEMBER_RETRY: Limit = Limit::above("member_retry", 0.0, MAX_TIMEOUT_S, "seconds");
+    pub const MEMBER_TIMEOUT: Limit = Limit::above("member_timeout", 0.0, MAX_TIMEOUT_S, "seconds");
+}
+
+/// Every numeric field's range (see [`limits`]).
+pub const LIMITS: &[Limit] = &{
+    use limits::*;
+    [
+        CONNECTIONS,
+        THREADS,
+        PIPELINE,
+        MAX_OUTSTANDING,
+        SEND_BATCH,
+        RATE,
+        MULTIGET_KEYS,
+        KEY_SPACE,
+        TTL,
+        DURATION,
+        REQUESTS,
+        WARMUP,
+        INTERVAL,
+        TIMEOUT,
+        CONNECT_TIMEOUT,
+        GIVE_UP_AFTER,
+        STALL_MS,
+        BUSY_POLL_US,
+        PROBE_RATE,
+        MEMBER_FAILURE_LIMIT,
+        MEMBER_RETRY,
+        MEMBER_TIMEOUT,
+    ]
+};
+
+/// One member of the pool: where it listens, and its weight (ketama only). From Python:
+/// `(address, weight)`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "(Address, u32)")]
 pub struct Member {
     pub address: Address,
     pub weight: u32,
+}
+
+impl From<(Address, u32)> for Member {
+    fn from((address, weight): (Address, u32)) -> Member {
+        Member { address, weight }
+    }
 }
 
 /// The servers a run drives: one, or a pool whose keys are spread by `distribution`.
@@ -55,31 +138,87 @@ pub struct Member {
 /// `changes` change the membership during the run (a member added or removed at a time):
 /// the members listed are every member the run may use, those whose first change adds them
 /// joining only then.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Pool {
     /// In the order given: the distribution depends on it.
+    #[serde(rename = "servers")]
     pub members: Vec<Member>,
     pub distribution: Kind,
+    #[serde(rename = "member_failure_limit")]
     pub failure_limit: u32,
+    #[serde(rename = "member_retry", deserialize_with = "de::seconds")]
     pub retry: Duration,
     /// The member-health deadline: a member with requests waiting that has answered nothing
     /// for this long (since its oldest waiting request was sent, its last reply, or its
     /// connect) has failed, whatever the request timeout.
+    #[serde(deserialize_with = "de::seconds")]
     pub member_timeout: Duration,
     /// A member marked down is taken out of the distribution (its keys go to the others)
-    /// instead of failing its requests at once.
+    /// instead of failing its requests at once (`on_member_down`: `keep` or `remap`).
+    #[serde(rename = "on_member_down", deserialize_with = "remap")]
     pub remap: bool,
     /// Membership changes, in any order (applied in time order).
     pub changes: Vec<Change>,
 }
 
 /// A membership change: member `member` (an index into [`Pool::members`]) joins (`add`) or
-/// leaves the distribution `at` after the start of sending (the time series' clock).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// leaves the distribution `at` after the start of sending (the time series' clock). From
+/// Python: `(seconds, member, "add" | "remove")`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "(f64, usize, String)")]
 pub struct Change {
     pub at: Duration,
     pub member: usize,
     pub add: bool,
+}
+
+impl TryFrom<(f64, usize, String)> for Change {
+    type Error = String;
+
+    fn try_from((at, member, what): (f64, usize, String)) -> Result<Change, String> {
+        let add = match what.as_str() {
+            "add" => true,
+            "remove" => false,
+            other => {
+                return Err(format!(
+                    "a membership change is add or remove, not {other:?}"
+                ))
+            }
+        };
+        match Duration::try_from_secs_f64(at) {
+            Ok(at) if !at.is_zero() => Ok(Change { at, member, add }),
+            _ => Err(format!(
+                "a membership change's time must be above 0 s, not {at}"
+            )),
+        }
+    }
+}
+
+/// `on_member_down`: `keep` (false) or `remap` (true).
+fn remap<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "keep" => Ok(false),
+        "remap" => Ok(true),
+        other => Err(D::Error::custom(format!(
+            "on-member-down {other:?} is not one of: keep, remap"
+        ))),
+    }
+}
+
+/// `on_miss`: `none` (false) or `set` (true).
+fn on_miss_set<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "none" => Ok(false),
+        "set" => Ok(true),
+        other => Err(D::Error::custom(format!(
+            "on-miss {other:?} is not one of: none, set"
+        ))),
+    }
+}
+
+/// `behind`: addresses, or None for none.
+fn behind<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Address>, D::Error> {
+    Ok(Option::<Vec<Address>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// The default member-health deadline.
@@ -190,7 +329,7 @@ impl Pool {
     }
 }
 
-/// How requests are paced.
+/// How requests are paced. From Python: `rate` (None: closed loop) and `arrivals`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Mode {
     /// `pipeline` requests outstanding per connection, always.
@@ -199,8 +338,27 @@ pub enum Mode {
     Open { rate: f64, arrivals: Arrivals },
 }
 
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+        #[derive(Deserialize)]
+        struct Open {
+            rate: Option<f64>,
+            arrivals: Arrivals,
+        }
+        let open = de::flat::<D, Open>(d)?;
+        Ok(match open.rate {
+            None => Mode::Closed,
+            Some(rate) => Mode::Open {
+                rate,
+                arrivals: open.arrivals,
+            },
+        })
+    }
+}
+
 /// Gaps between intended send times in open loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Arrivals {
     /// Exponentially distributed gaps (a Poisson process per connection).
     Poisson,
@@ -208,8 +366,10 @@ pub enum Arrivals {
     Uniform,
 }
 
-/// Shares of each operation; they need not add up to 1.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Shares of each operation; they need not add up to 1. From Python: `{op: share}`, an
+/// operation left out having none.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Mix {
     pub get: f64,
     pub multiget: f64,
@@ -231,13 +391,21 @@ impl Mix {
 }
 
 /// A distribution by registry name and numeric parameters (see [`keys`] and [`sizes`]).
-#[derive(Debug, Clone, PartialEq)]
+/// From Python: `(name, params)`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "(String, Vec<f64>)")]
 pub struct DistSpec {
     pub name: String,
     pub params: Vec<f64>,
 }
 
-/// When the run ends.
+impl From<(String, Vec<f64>)> for DistSpec {
+    fn from((name, params): (String, Vec<f64>)) -> DistSpec {
+        DistSpec { name, params }
+    }
+}
+
+/// When the run ends. From Python: `duration` (seconds) or `requests`, the other None.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stop {
     /// Measure for this long after the warm-up.
@@ -246,10 +414,36 @@ pub enum Stop {
     Requests(u64),
 }
 
-/// A workload.
-#[derive(Debug, Clone)]
+impl<'de> Deserialize<'de> for Stop {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Stop, D::Error> {
+        #[derive(Deserialize)]
+        struct Either {
+            duration: Option<f64>,
+            requests: Option<u64>,
+        }
+        match de::flat::<D, Either>(d)? {
+            Either {
+                duration: Some(s),
+                requests: None,
+            } => Duration::try_from_secs_f64(s)
+                .map(Stop::Duration)
+                .map_err(|_| D::Error::custom(limits::DURATION.refusal(s))),
+            Either {
+                duration: None,
+                requests: Some(n),
+            } => Ok(Stop::Requests(n)),
+            _ => Err(D::Error::custom(
+                "give a duration or a request count, not both",
+            )),
+        }
+    }
+}
+
+/// A workload. Its fields are `cachelab.load.LoadSpec`'s, as `to_core` resolves them.
+#[derive(Debug, Clone, Deserialize)]
 pub struct Spec {
     /// The server, or the pool of servers, to drive.
+    #[serde(flatten, deserialize_with = "de::flat")]
     pub pool: Pool,
     pub connections: usize,
     /// Client threads; connections are dealt out to them round-robin.
@@ -258,6 +452,7 @@ pub struct Spec {
     pub pipeline: usize,
     /// Open loop: the most requests in flight on one connection.
     pub max_outstanding: usize,
+    #[serde(flatten)]
     pub mode: Mode,
     pub mix: Mix,
     /// Keys per multi-get.
@@ -269,24 +464,31 @@ pub struct Spec {
     pub prefix: String,
     /// Expiry of every value set, in seconds (0: none).
     pub ttl: u32,
+    #[serde(flatten)]
     pub stop: Stop,
     /// Time at the start whose intervals are marked warm-up and left out of the totals.
+    #[serde(deserialize_with = "de::seconds")]
     pub warmup: Duration,
     /// Set every key of the key space before the run.
     pub prefill: bool,
     /// Length of one time-series interval.
+    #[serde(deserialize_with = "de::seconds")]
     pub interval: Duration,
+    #[serde(flatten, deserialize_with = "de::flat")]
     pub options: Options,
     /// Stop when no request has succeeded for this long.
+    #[serde(deserialize_with = "de::seconds")]
     pub give_up_after: Duration,
     /// A reply that took this long, or a connection down this long, is a stall
     /// (see [`stalls`](crate::stalls)).
+    #[serde(rename = "stall_ms", deserialize_with = "de::millis")]
     pub stall: Duration,
     pub seed: u64,
     /// The server's process id, when known to be on this machine (for schedstat).
     pub server_pid: Option<u32>,
     /// Busy polling: with replies outstanding, a client thread polls its sockets for up to
     /// this long before it sleeps (zero: never; see [`busy`](crate::busy)).
+    #[serde(rename = "busy_poll_us", deserialize_with = "de::micros")]
     pub busy_poll: Duration,
     /// Closed loop: a connection sends new requests only once at least this many of its
     /// `pipeline` slots are free (1: after every reply), so each write carries that many.
@@ -296,9 +498,12 @@ pub struct Spec {
     /// For a run through a proxy (the pool is the proxy, one address): the memcached servers
     /// behind it, whose `stats` are read instead of the proxy's (a proxy such as twemproxy
     /// does not answer `stats`). Empty otherwise.
+    #[serde(default, deserialize_with = "behind")]
     pub behind: Vec<Address>,
     /// Read-through (cache-aside): a single-key get that misses is followed by a set of its
-    /// key, as an application fills its cache from the database on a miss.
+    /// key, as an application fills its cache from the database on a miss (`on_miss`:
+    /// `none` or `set`).
+    #[serde(rename = "on_miss", deserialize_with = "on_miss_set")]
     pub on_miss_set: bool,
     /// Latency probe: one more connection, on its own thread, that sends the same mix at
     /// this low open-loop Poisson rate (requests/s) beside the load connections, its
@@ -317,6 +522,7 @@ impl Spec {
     /// Checks every field against its range and the hard caps.
     pub fn validate(&self) -> Result<(), SpecError> {
         use caps::*;
+        use limits::*;
         let bad = |m: String| Err(SpecError::Invalid(m));
         if self.prefix.is_empty() || self.prefix.len() > MAX_PREFIX {
             return bad(format!("key prefix must be 1 to {MAX_PREFIX} bytes"));
@@ -343,20 +549,13 @@ impl Spec {
                 self.pool.len()
             ));
         }
+        MEMBER_FAILURE_LIMIT
+            .check_int(self.pool.failure_limit.into())
+            .and_then(|()| MEMBER_RETRY.check_duration(self.pool.retry, 1.0))
+            .and_then(|()| MEMBER_TIMEOUT.check_duration(self.pool.member_timeout, 1.0))
+            .map_err(SpecError::Invalid)?;
         if self.pool.len() > 1 {
             self.pool.distribution().map_err(SpecError::Invalid)?;
-            if !(1..=MAX_FAILURE_LIMIT).contains(&self.pool.failure_limit) {
-                return bad(format!(
-                    "member failure limit must be between 1 and {MAX_FAILURE_LIMIT}"
-                ));
-            }
-            if self.pool.retry.is_zero() || self.pool.retry > Duration::from_secs(3600) {
-                return bad("member retry must be above 0 and at most 3600 s".into());
-            }
-            let mt = self.pool.member_timeout;
-            if mt.is_zero() || mt > Duration::from_secs(3600) {
-                return bad("member timeout must be above 0 and at most 3600 s".into());
-            }
             // (Each membership is a non-empty subset of the members, whose distribution is
             // built above: its own cannot fail.)
             self.pool.epochs().map_err(SpecError::Invalid)?;
@@ -381,51 +580,35 @@ impl Spec {
                     .into(),
             );
         }
-        if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
-            return bad(format!(
-                "connections must be between 1 and {MAX_CONNECTIONS} (hard cap)"
-            ));
-        }
-        if !(1..=MAX_THREADS).contains(&self.threads) {
-            return bad(format!(
-                "threads must be between 1 and {MAX_THREADS} (hard cap)"
-            ));
-        }
+        let whole = |l: Limit, v: usize| l.check_int(v as u64);
+        whole(CONNECTIONS, self.connections)
+            .and_then(|()| whole(THREADS, self.threads))
+            .map_err(SpecError::Invalid)?;
         if self.threads > self.connections {
             return bad(format!(
                 "{} threads for {} connections: each thread needs at least one connection",
                 self.threads, self.connections
             ));
         }
-        if !(1..=MAX_PIPELINE).contains(&self.pipeline)
-            || !(1..=MAX_PIPELINE).contains(&self.max_outstanding)
-        {
-            return bad(format!(
-                "pipeline depth and max outstanding must be between 1 and {MAX_PIPELINE}"
-            ));
-        }
-        if !(1..=self.pipeline).contains(&self.send_batch) {
-            return bad(format!(
-                "send batch must be between 1 and the pipeline depth ({})",
-                self.pipeline
-            ));
-        }
+        whole(PIPELINE, self.pipeline)
+            .and_then(|()| whole(MAX_OUTSTANDING, self.max_outstanding))
+            .and_then(|()| whole(SEND_BATCH, self.send_batch))
+            .map_err(SpecError::Invalid)?;
         if let Mode::Open { rate, .. } = self.mode {
             if self.send_batch > 1 {
                 return bad(
-                    "send batch is for the closed loop only: an open loop sends each request \
+                    "send-batch is for the closed loop only: an open loop sends each request \
                      at its scheduled time"
                         .into(),
                 );
             }
-            if !(rate.is_finite() && rate > 0.0) {
-                return bad(format!("rate must be a positive number, got {rate}"));
-            }
-            if rate > MAX_RATE {
-                return bad(format!(
-                    "rate {rate} is above the hard cap of {MAX_RATE} requests/s"
-                ));
-            }
+            RATE.check(rate).map_err(SpecError::Invalid)?;
+        }
+        if self.send_batch > self.pipeline {
+            return bad(format!(
+                "send-batch must be at most the pipeline depth ({}), not {}",
+                self.pipeline, self.send_batch
+            ));
         }
         let m = self.mix;
         let shares = [m.get, m.multiget, m.set, m.delete];
@@ -433,16 +616,9 @@ impl Spec {
         {
             return bad("op mix: shares must be 0 or more and not all 0".into());
         }
-        if !(1..=MAX_MULTIGET_KEYS).contains(&self.multiget_keys) {
-            return bad(format!(
-                "keys per multi-get must be between 1 and {MAX_MULTIGET_KEYS}"
-            ));
-        }
-        if !(1..=MAX_KEY_SPACE).contains(&self.key_space) {
-            return bad(format!(
-                "key space must be between 1 and {MAX_KEY_SPACE} keys (hard cap)"
-            ));
-        }
+        whole(MULTIGET_KEYS, self.multiget_keys)
+            .and_then(|()| KEY_SPACE.check_int(self.key_space))
+            .map_err(SpecError::Invalid)?;
         keys::build(
             &self.key_dist.name,
             &self.key_dist.params,
@@ -453,53 +629,19 @@ impl Spec {
         .map_err(SpecError::Invalid)?;
         sizes::build(&self.value_size.name, &self.value_size.params).map_err(SpecError::Invalid)?;
         match self.stop {
-            Stop::Duration(d) if d.is_zero() || d.as_secs_f64() > MAX_DURATION_S => {
-                return bad(format!(
-                    "duration must be above 0 and at most {MAX_DURATION_S} s (hard cap)"
-                ))
-            }
-            Stop::Requests(n) if n == 0 || n > MAX_REQUESTS => {
-                return bad(format!(
-                    "request count must be between 1 and {MAX_REQUESTS} (hard cap)"
-                ))
-            }
-            _ => {}
+            Stop::Duration(d) => DURATION.check_duration(d, 1.0),
+            Stop::Requests(n) => REQUESTS.check_int(n),
         }
-        if self.busy_poll > Duration::from_micros(MAX_BUSY_POLL_US) {
-            return bad(format!(
-                "busy-poll must be at most {MAX_BUSY_POLL_US} µs (hard cap)"
-            ));
-        }
-        if self.warmup.as_secs_f64() > MAX_WARMUP_S {
-            return bad(format!(
-                "warm-up must be at most {MAX_WARMUP_S} s (hard cap)"
-            ));
-        }
-        let iv = self.interval.as_secs_f64();
-        if !(0.01..=60.0).contains(&iv) {
-            return bad("interval must be between 0.01 and 60 s".into());
-        }
-        for (name, d) in [
-            ("timeout", self.options.request_timeout),
-            ("connect timeout", self.options.connect_timeout),
-            ("give-up time", self.give_up_after),
-            ("stall threshold", self.stall),
-        ] {
-            if d.is_zero() || d > Duration::from_secs(3600) {
-                return bad(format!("{name} must be above 0 and at most 3600 s"));
-            }
-        }
-        if let Some(r) = self.probe_rate {
-            if !(r.is_finite() && r > 0.0 && r <= MAX_PROBE_RATE) {
-                return bad(format!(
-                    "probe rate must be above 0 and at most {MAX_PROBE_RATE} requests/s, got {r}"
-                ));
-            }
-        }
-        if self.ttl > 30 * 24 * 3600 {
-            return bad("ttl must be at most 30 days (2592000 s)".into());
-        }
-        Ok(())
+        .and_then(|()| BUSY_POLL_US.check_int(self.busy_poll.as_micros() as u64))
+        .and_then(|()| WARMUP.check_duration(self.warmup, 1.0))
+        .and_then(|()| INTERVAL.check_duration(self.interval, 1.0))
+        .and_then(|()| TIMEOUT.check_duration(self.options.request_timeout, 1.0))
+        .and_then(|()| CONNECT_TIMEOUT.check_duration(self.options.connect_timeout, 1.0))
+        .and_then(|()| GIVE_UP_AFTER.check_duration(self.give_up_after, 1.0))
+        .and_then(|()| STALL_MS.check_duration(self.stall, 1e3))
+        .and_then(|()| self.probe_rate.map_or(Ok(()), |r| PROBE_RATE.check(r)))
+        .and_then(|()| TTL.check_int(self.ttl.into()))
+        .map_err(SpecError::Invalid)
     }
 
     /// A counted run: the requests connection `id` sends, its share of the count.
@@ -590,7 +732,10 @@ mod tests {
         ] {
             spec.probe_rate = Some(bad);
             let e = spec.validate().expect_err("refused").to_string();
-            assert!(e.contains("probe rate must be above 0 and at most"), "{e}");
+            assert!(
+                e.contains("probe-rate must be a number of requests/s above 0 and at most"),
+                "{e}"
+            );
         }
         spec.probe_rate = Some(caps::MAX_PROBE_RATE);
         assert!(spec.validate().is_ok());

@@ -200,10 +200,13 @@ fn send_batch_outside_one_to_the_pipeline_or_in_open_loop_is_refused() {
             other => panic!("{other:?}"),
         }
     };
-    for bad in [0, 5] {
-        let m = msg(&|s: &mut Spec| s.send_batch = bad); // the pipeline is 4
-        assert!(m.contains("between 1 and the pipeline depth (4)"), "{m}");
-    }
+    let m = msg(&|s: &mut Spec| s.send_batch = 0);
+    assert!(
+        m.contains("send-batch must be a whole number from 1 to"),
+        "{m}"
+    );
+    let m = msg(&|s: &mut Spec| s.send_batch = 5); // the pipeline is 4
+    assert!(m.contains("at most the pipeline depth (4), not 5"), "{m}");
     let m = msg(&|s: &mut Spec| {
         s.send_batch = 2;
         s.mode = Mode::Open {

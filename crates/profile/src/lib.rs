@@ -39,7 +39,10 @@ pub use cell::{Cell, Op};
 pub use floor::FloorRequest;
 pub use outcome::{Outcome, ServerFacts};
 pub use progress::Progress;
-pub use spec::{Protocol, Spec, SpecError, MAX_PREFIX};
+pub use spec::{
+    limits, Protocol, Spec, SpecError, LIMITS, MAX_KEY_COUNT, MAX_PREFIX, MAX_SAMPLES,
+    MAX_VALUE_SIZE,
+};
 
 /// Reads the server's version and settings; through a proxy (`proxy`), its version alone (a
 /// proxy such as twemproxy closes the connection on `stats`, and answers `version` from one
