@@ -4,7 +4,8 @@
 //! any network wait) runs detached from the interpreter. Errors become the classes in
 //! `cachelab.errors`, so Python code catches one hierarchy (`errors.rs`). Results come back
 //! through one conversion (`convert.rs`: serde-derived field names become dict keys), so a
-//! field is named once, in the core crate's type.
+//! field is named once, in the core crate's type; specs go the other way through one too
+//! (`spec.rs`: a dict deserialized into the engine's `Spec`).
 //!
 //! One file per core crate or area, each registering its own names: `client.rs` (the blocking
 //! client), `hist.rs` (histograms), `profile.rs`, `load.rs`, `request.rs` (request-level
@@ -23,6 +24,7 @@ mod load;
 mod pool;
 mod profile;
 mod request;
+mod spec;
 mod tls;
 mod usl;
 

@@ -1,21 +1,15 @@
 //! `load_run`: the load generator, driven from Python (see the `cachelab.load` package).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use cachelab_client::Options;
-use cachelab_load::{
-    Arrivals, Change, DistSpec, Distribution, Member, Mix, Mode, Pool, Spec, Stop, OPS,
-};
+use cachelab_load::{Spec, LIMITS};
 
 use crate::convert::to_py;
-use crate::errors::{field, parse_address, raise, start_error};
-use crate::tls::tls_field;
+use crate::errors::start_error;
 
 /// Progress of a running load: `done` of `total` (ms of a timed run, or requests of a counted
 /// one), the latest interval's rate and p99, errors so far; `cancel()` stops it early.
@@ -80,178 +74,9 @@ impl LoadProgress {
     }
 }
 
-fn usage(py: Python<'_>, msg: String) -> PyErr {
-    raise(py, "UsageError", msg)
-}
-
-fn item<'py, T: for<'a> FromPyObject<'a, 'py>>(d: &Bound<'py, PyDict>, name: &str) -> PyResult<T> {
-    field(d, "load", name)
-}
-
-fn seconds(py: Python<'_>, name: &str, s: f64, allow_zero: bool) -> PyResult<Duration> {
-    let ok = s.is_finite() && (s > 0.0 || (allow_zero && s == 0.0)) && s <= 1e6;
-    if !ok {
-        return Err(usage(
-            py,
-            format!("{name} must be a positive number of seconds, got {s}"),
-        ));
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
-fn dist(d: &Bound<'_, PyDict>, name: &str) -> PyResult<DistSpec> {
-    let (name, params): (String, Vec<f64>) = item(d, name)?;
-    Ok(DistSpec { name, params })
-}
-
-/// The pool: `servers` as `[(address, weight), ...]` in order, its `distribution`, and the
-/// member failure settings.
-fn pool(d: &Bound<'_, PyDict>) -> PyResult<Pool> {
-    let py = d.py();
-    let servers: Vec<(String, u32)> = item(d, "servers")?;
-    let members = servers
-        .iter()
-        .map(|(a, weight)| {
-            Ok(Member {
-                address: parse_address(py, a)?,
-                weight: *weight,
-            })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    let distribution = Distribution::parse(&item::<String>(d, "distribution")?)
-        .map_err(|e| usage(py, e.to_string()))?;
-    let remap = match item::<String>(d, "on_member_down")?.as_str() {
-        "keep" => false,
-        "remap" => true,
-        other => {
-            return Err(usage(
-                py,
-                format!("on-member-down {other:?} is not one of: keep, remap"),
-            ))
-        }
-    };
-    let changes = item::<Vec<(f64, usize, String)>>(d, "changes")?
-        .into_iter()
-        .map(|(at, member, what)| {
-            let add = match what.as_str() {
-                "add" => true,
-                "remove" => false,
-                other => {
-                    return Err(usage(
-                        py,
-                        format!("a membership change is add or remove, not {other:?}"),
-                    ))
-                }
-            };
-            Ok(Change {
-                at: seconds(py, "change time", at, false)?,
-                member,
-                add,
-            })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(Pool {
-        members,
-        distribution,
-        failure_limit: item(d, "member_failure_limit")?,
-        retry: seconds(py, "member_retry", item(d, "member_retry")?, false)?,
-        member_timeout: seconds(py, "member_timeout", item(d, "member_timeout")?, false)?,
-        remap,
-        changes,
-    })
-}
-
+/// The engine's spec from the dict `LoadSpec.to_core` makes.
 fn spec_from(d: &Bound<'_, PyDict>) -> PyResult<Spec> {
-    let py = d.py();
-    let mode = match item::<Option<f64>>(d, "rate")? {
-        None => Mode::Closed,
-        Some(rate) => Mode::Open {
-            rate,
-            arrivals: match item::<String>(d, "arrivals")?.as_str() {
-                "poisson" => Arrivals::Poisson,
-                "uniform" => Arrivals::Uniform,
-                other => {
-                    return Err(usage(
-                        py,
-                        format!("arrivals {other:?} is not one of: poisson, uniform"),
-                    ))
-                }
-            },
-        },
-    };
-    let mix: BTreeMap<String, f64> = item(d, "mix")?;
-    if let Some(k) = mix.keys().find(|k| !OPS.contains(&k.as_str())) {
-        return Err(usage(
-            py,
-            format!("op mix: unknown operation {k:?}; known: {}", OPS.join(", ")),
-        ));
-    }
-    let share = |k: &str| mix.get(k).copied().unwrap_or(0.0);
-    let stop = match (
-        item::<Option<f64>>(d, "duration")?,
-        item::<Option<u64>>(d, "requests")?,
-    ) {
-        (Some(s), None) => Stop::Duration(seconds(py, "duration", s, false)?),
-        (None, Some(n)) => Stop::Requests(n),
-        _ => {
-            return Err(usage(
-                py,
-                "give a duration or a request count, not both".into(),
-            ))
-        }
-    };
-    let pid: Option<u32> = item(d, "server_pid")?;
-    Ok(Spec {
-        pool: pool(d)?,
-        connections: item(d, "connections")?,
-        threads: item(d, "threads")?,
-        pipeline: item(d, "pipeline")?,
-        max_outstanding: item(d, "max_outstanding")?,
-        mode,
-        mix: Mix {
-            get: share("get"),
-            multiget: share("multiget"),
-            set: share("set"),
-            delete: share("delete"),
-        },
-        multiget_keys: item(d, "multiget_keys")?,
-        key_space: item(d, "key_space")?,
-        key_dist: dist(d, "key_dist")?,
-        value_size: dist(d, "value_size")?,
-        prefix: item(d, "prefix")?,
-        ttl: item(d, "ttl")?,
-        stop,
-        warmup: seconds(py, "warmup", item(d, "warmup")?, true)?,
-        prefill: item(d, "prefill")?,
-        interval: seconds(py, "interval", item(d, "interval")?, false)?,
-        options: Options {
-            connect_timeout: seconds(py, "connect_timeout", item(d, "connect_timeout")?, false)?,
-            request_timeout: seconds(py, "timeout", item(d, "timeout")?, false)?,
-            tls: tls_field(d)?,
-        },
-        give_up_after: seconds(py, "give_up_after", item(d, "give_up_after")?, false)?,
-        stall: seconds(py, "stall", item::<f64>(d, "stall_ms")? / 1000.0, false)?,
-        seed: item(d, "seed")?,
-        server_pid: pid,
-        busy_poll: Duration::from_micros(item(d, "busy_poll_us")?),
-        send_batch: item(d, "send_batch")?,
-        behind: item::<Option<Vec<String>>>(d, "behind")?
-            .unwrap_or_default()
-            .iter()
-            .map(|a| parse_address(py, a))
-            .collect::<PyResult<Vec<_>>>()?,
-        probe_rate: item(d, "probe_rate")?,
-        on_miss_set: match item::<String>(d, "on_miss")?.as_str() {
-            "none" => false,
-            "set" => true,
-            other => {
-                return Err(usage(
-                    py,
-                    format!("on-miss {other:?} is not one of: none, set"),
-                ))
-            }
-        },
-    })
+    crate::spec::spec_from("load", d, LIMITS)
 }
 
 /// Runs a load with the GIL released. `spec` is a dict (see cachelab.load); returns a dict of
@@ -296,6 +121,8 @@ fn load_predict(
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoadProgress>()?;
+    // Each numeric field's range: {field: {"lo", "hi", "above", "unit"}}.
+    m.add("LOAD_LIMITS", crate::spec::limits(m.py(), LIMITS)?)?;
     m.add_function(wrap_pyfunction!(load_predict, m)?)?;
     m.add_function(wrap_pyfunction!(load_run, m)?)?;
     m.add_function(wrap_pyfunction!(load_check, m)?)?;

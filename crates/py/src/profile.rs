@@ -7,11 +7,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use cachelab_client::Options;
-use cachelab_profile::{Protocol, Spec};
+use cachelab_profile::{limits, Spec, LIMITS};
 
 use crate::convert::to_py;
-use crate::errors::{client_error, field, parse_address, raise, start_error};
-use crate::tls::{tls_field, tls_from};
+use crate::errors::{client_error, parse_address, raise, start_error};
+use crate::tls::tls_from;
 
 /// Progress of a running profile: `done` of `total` samples; `cancel()` stops it early.
 ///
@@ -47,61 +47,16 @@ impl Progress {
     }
 }
 
-fn item<'py, T: for<'a> FromPyObject<'a, 'py>>(
-    spec: &Bound<'py, PyDict>,
-    name: &str,
-) -> PyResult<T> {
-    field(spec, "profile", name)
+/// The engine's spec from the dict `ProfileSpec.to_core` makes.
+fn spec_from(spec: &Bound<'_, PyDict>) -> PyResult<Spec> {
+    crate::spec::spec_from("profile", spec, LIMITS)
 }
 
-fn spec_from(spec: &Bound<'_, PyDict>) -> PyResult<Spec> {
-    let py = spec.py();
-    let protocol = match item::<String>(spec, "protocol")?.as_str() {
-        "text" => Protocol::Text,
-        "meta" => Protocol::Meta,
-        other => {
-            return Err(raise(
-                py,
-                "UsageError",
-                format!("protocol {other:?} is not one of: text, meta"),
-            ))
-        }
-    };
-    let timeout: f64 = item(spec, "timeout")?;
-    let connect_timeout: f64 = item(spec, "connect_timeout")?;
-    let give_up: f64 = item(spec, "give_up_after")?;
-    for (name, v) in [
-        ("timeout", timeout),
-        ("connect_timeout", connect_timeout),
-        ("give_up_after", give_up),
-    ] {
-        if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
-            return Err(raise(
-                py,
-                "UsageError",
-                format!("{name} must be between 0 and 3600 seconds"),
-            ));
-        }
-    }
-    Ok(Spec {
-        address: parse_address(py, &item::<String>(spec, "address")?)?,
-        sizes: item(spec, "sizes")?,
-        key_counts: item(spec, "key_counts")?,
-        multi_value_size: item(spec, "multi_value_size")?,
-        samples: item(spec, "samples")?,
-        warmup: item(spec, "warmup")?,
-        concurrency: item(spec, "concurrency")?,
-        protocol,
-        options: Options {
-            connect_timeout: Duration::from_secs_f64(connect_timeout),
-            request_timeout: Duration::from_secs_f64(timeout),
-            tls: tls_field(spec)?,
-        },
-        seed: item(spec, "seed")?,
-        prefix: item(spec, "prefix")?,
-        give_up_after: Duration::from_secs_f64(give_up),
-        proxy: item(spec, "proxy")?,
-    })
+/// Checks a profile spec dict against the engine's ranges without running it (UsageError
+/// naming the first bad field): `ProfileSpec.check`, before anything looks at the server.
+#[pyfunction]
+fn profile_check(py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<()> {
+    spec_from(spec)?.validate().map_err(|e| start_error(py, e))
 }
 
 /// Runs a latency profile with the GIL released. `spec` is a dict (see cachelab.profile);
@@ -135,15 +90,10 @@ fn connection_cost(
     timeout: f64,
 ) -> PyResult<String> {
     let address = parse_address(py, address)?;
-    for (name, v) in [("connect_timeout", connect_timeout), ("timeout", timeout)] {
-        if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
-            return Err(raise(
-                py,
-                "UsageError",
-                format!("{name} must be between 0 and 3600 seconds"),
-            ));
-        }
-    }
+    limits::CONNECT_TIMEOUT
+        .check(connect_timeout)
+        .and_then(|()| limits::TIMEOUT.check(timeout))
+        .map_err(|m| raise(py, "UsageError", m))?;
     if !(1..=1_000_000).contains(&n) {
         return Err(raise(
             py,
@@ -164,6 +114,9 @@ fn connection_cost(
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Progress>()?;
+    // Each numeric field's range: {field: {"lo", "hi", "above", "unit"}}.
+    m.add("PROFILE_LIMITS", crate::spec::limits(m.py(), LIMITS)?)?;
+    m.add_function(wrap_pyfunction!(profile_check, m)?)?;
     m.add_function(wrap_pyfunction!(profile_run, m)?)?;
     m.add_function(wrap_pyfunction!(connection_cost, m)?)?;
     Ok(())

@@ -1,40 +1,25 @@
 //! TLS settings from Python: the dict `cachelab.tls.TlsOptions.to_core()` makes, compiled
-//! into the client crate's [`Tls`] (its files read here, before any connection).
-
-use std::path::PathBuf;
+//! into the client crate's [`Tls`] (its files read here, before any connection) by the same
+//! deserializer the engines' specs use for their `tls` field.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
-use cachelab_client::{Tls, TlsConfig};
+use cachelab_client::Tls;
 
-use crate::errors::{field, raise};
+use crate::errors::raise;
 
 /// `None` for plain TCP, else `{"cacert", "cert", "key", "skip_verify", "sni"}` → a [`Tls`].
 /// A file that can't be read or parsed is a UsageError naming it.
 pub(crate) fn tls_from(py: Python<'_>, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Tls>> {
-    let Some(v) = v.filter(|v| !v.is_none()) else {
+    let Some(v) = v else {
         return Ok(None);
     };
-    let d = v
-        .cast::<PyDict>()
-        .map_err(|_| raise(py, "UsageError", "tls must be a dict or None".into()))?;
-    let path = |name: &str| -> PyResult<Option<PathBuf>> {
-        Ok(field::<Option<String>>(d, "tls", name)?.map(PathBuf::from))
-    };
-    let config = TlsConfig {
-        cacert: path("cacert")?,
-        cert: path("cert")?,
-        key: path("key")?,
-        skip_verify: field(d, "tls", "skip_verify")?,
-        sni: field(d, "tls", "sni")?,
-    };
-    Tls::new(&config)
-        .map(Some)
-        .map_err(|m| raise(py, "UsageError", m))
-}
-
-/// The `tls` entry of a spec dict (absent or None: plain TCP).
-pub(crate) fn tls_field(d: &Bound<'_, PyDict>) -> PyResult<Option<Tls>> {
-    tls_from(d.py(), d.get_item("tls")?.as_ref())
+    cachelab_client::spec::tls(&mut pythonize::Depythonizer::from_object(v)).map_err(|e| {
+        let e = e.to_string();
+        let msg = match e.starts_with("invalid type") || e.starts_with("missing field") {
+            true => format!("tls must be a dict of TLS settings or None: {e}"),
+            false => e,
+        };
+        raise(py, "UsageError", msg)
+    })
 }
