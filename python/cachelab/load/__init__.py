@@ -46,6 +46,7 @@ from cachelab.load.result import (
 )
 from cachelab.load.spec import (
     KEY_DISTS,
+    LIMITS,
     MAX_PROBE_RATE,
     OPS,
     SIZE_DISTS,
@@ -60,6 +61,7 @@ __all__ = [
     "CSV_HEADER",
     "DELTA_STATS",
     "KEY_DISTS",
+    "LIMITS",
     "MAX_PROBE_RATE",
     "OPS",
     "RATE_BACKLOG",

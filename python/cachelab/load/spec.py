@@ -19,7 +19,7 @@ import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
 from cachelab.intervals import check_precision
 from cachelab.load.drill import Event, changes_of, parse_event
-from cachelab.pool import DISTRIBUTIONS, parse_server
+from cachelab.pool import parse_server
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import parse_size
 
@@ -28,16 +28,20 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["KEY_DISTS", "MAX_PROBE_RATE", "OPS", "SIZE_DISTS", "LoadSpec", "memory_mb",
+__all__ = ["KEY_DISTS", "LIMITS", "MAX_PROBE_RATE", "OPS", "SIZE_DISTS", "LoadSpec", "memory_mb",
            "parse_key_dist", "parse_mix", "parse_value_size"]
 
 OPS = ("get", "multiget", "set", "delete")
 KEY_DISTS = ("uniform", "zipf", "gaussian", "sequential", "hotset")
 SIZE_DISTS = ("fixed", "uniform", "lognormal", "histogram")
 
+#: The range of each numeric field, ``{field: {"lo", "hi", "above", "unit"}}``: the engine's
+#: (crates/load/src/spec.rs, ``limits``), which checks them; the command line's flags read them.
+LIMITS: dict[str, dict[str, Any]] = _core.LOAD_LIMITS
+
 #: The highest ``probe_rate``, requests/s (the engine's cap): a probe measures latency at a
 #: low rate; above this it is load.
-MAX_PROBE_RATE = 10_000.0
+MAX_PROBE_RATE = float(LIMITS["probe_rate"]["hi"])
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.:-]{1,80}")
 
@@ -241,43 +245,12 @@ class LoadSpec:
                                  f"{getattr(self, list_name)!r}")
         changes = changes_of(self.events(), members, spares)
         address = members[0][0]
-        _int("connections", self.connections, 1)
-        _int("threads", self.threads, 1)
-        _int("pipeline", self.pipeline, 1)
-        _int("max_outstanding", self.max_outstanding, 1)
-        _int("multiget_keys", self.multiget_keys, 1)
-        _int("key_space", self.key_space, 1)
-        _int("ttl", self.ttl, 0)
-        _int("send_batch", self.send_batch, 1)
-        if self.send_batch > 1 and self.rate is not None:
-            raise UsageError("send-batch is for the closed loop only: an open loop sends each "
-                             "request at its scheduled time")
-        if self.send_batch > self.pipeline:
-            raise UsageError(f"send-batch must be at most the pipeline depth ({self.pipeline}), "
-                             f"not {self.send_batch}")
         if self.tls is not None:
             if not isinstance(self.tls, TlsOptions):
                 raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")
             if address.startswith(("unix:", "/")):
                 raise UsageError("TLS is for TCP servers (HOST:PORT), not a Unix socket")
             self.tls.check()
-        bp = self.busy_poll_us
-        if not isinstance(bp, int) or isinstance(bp, bool) or not 0 <= bp <= 1000:
-            raise UsageError(f"busy-poll must be a whole number of µs from 0 to 1000, not {bp!r}")
-        if self.arrivals not in ("poisson", "uniform"):
-            raise UsageError(f"arrivals must be poisson or uniform, not {self.arrivals!r}")
-        if self.rate is not None and not (_number(self.rate) and self.rate > 0):
-            raise UsageError(f"rate must be a positive number of requests/s, not {self.rate!r}")
-        pr = self.probe_rate
-        if pr is not None and not (_number(pr) and 0 < pr <= MAX_PROBE_RATE):
-            raise UsageError(f"probe-rate must be a number of requests/s above 0 and at most "
-                             f"{MAX_PROBE_RATE:g}, not {pr!r}")
-        if (self.duration is None) == (self.requests is None):
-            raise UsageError("give a duration or a request count (not both)")
-        if self.duration is not None and not (_number(self.duration) and self.duration > 0):
-            raise UsageError(f"duration must be a positive number of seconds: {self.duration!r}")
-        if self.requests is not None:
-            _int("requests", self.requests, 1)
         if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or \
                 not 1 <= self.repeats <= 100:
             raise UsageError(f"repeats must be a whole number from 1 to 100, not "
@@ -289,13 +262,6 @@ class LoadSpec:
         if not _number(self.precision_after) or self.precision_after < 0:
             raise UsageError("precision-after must be a number of seconds >= 0, not "
                              f"{self.precision_after!r}")
-        for name in ("warmup", "interval", "timeout", "connect_timeout", "give_up_after"):
-            v = getattr(self, name)
-            if not _number(v) or v < 0 or (v == 0 and name != "warmup"):
-                raise UsageError(f"{name.replace('_', '-')} must be a positive number of seconds")
-        if not _number(self.stall_ms) or not 0 < self.stall_ms <= 3_600_000:
-            raise UsageError(f"stall-ms must be a number of milliseconds above 0 and at most "
-                             f"3600000, not {self.stall_ms!r}")
         if not isinstance(self.prefix, str) or not _PREFIX_RE.fullmatch(self.prefix):
             raise UsageError(
                 f"key prefix {self.prefix!r} must be 1-80 characters of letters, digits and _.:-"
@@ -304,61 +270,16 @@ class LoadSpec:
         prefill = self.prefill
         if prefill is None:
             prefill = mix.get("get", 0) + mix.get("multiget", 0) > 0
-        seed = self.seed if self.seed is not None else 0
-        if self.distribution not in DISTRIBUTIONS:
-            raise UsageError(f"distribution {self.distribution!r} is not one of: "
-                             f"{', '.join(DISTRIBUTIONS)}")
-        _int("member_failure_limit", self.member_failure_limit, 1)
-        if not _number(self.member_retry) or not 0 < self.member_retry <= 3600:
-            raise UsageError(f"member-retry must be a number of seconds above 0 and at most "
-                             f"3600, not {self.member_retry!r}")
-        if not _number(self.member_timeout) or not 0 < self.member_timeout <= 3600:
-            raise UsageError(f"member-timeout must be a number of seconds above 0 and at most "
-                             f"3600, not {self.member_timeout!r}")
-        if self.on_member_down not in ("keep", "remap"):
-            raise UsageError(f"on-member-down must be keep or remap, not "
-                             f"{self.on_member_down!r}")
-        if self.on_miss not in ("none", "set"):
-            raise UsageError(f"on-miss must be none or set, not {self.on_miss!r}")
-        return {
-            "servers": members,
-            "distribution": self.distribution,
-            "member_failure_limit": self.member_failure_limit,
-            "member_retry": float(self.member_retry),
-            "member_timeout": float(self.member_timeout),
-            "on_member_down": self.on_member_down,
-            "changes": changes,
-            "on_miss": self.on_miss,
-            "connections": self.connections,
-            "threads": self.threads,
-            "pipeline": self.pipeline,
-            "max_outstanding": self.max_outstanding,
-            "rate": None if self.rate is None else float(self.rate),
-            "arrivals": self.arrivals,
-            "mix": mix,
-            "multiget_keys": self.multiget_keys,
-            "key_space": self.key_space,
-            "key_dist": parse_key_dist(self.key_dist),
-            "value_size": parse_value_size(self.value_size),
-            "prefix": f"{self.prefix}:{run_id}",
-            "ttl": self.ttl,
-            "duration": None if self.duration is None else float(self.duration),
-            "requests": self.requests,
-            "warmup": float(self.warmup),
-            "prefill": bool(prefill),
-            "interval": float(self.interval),
-            "timeout": float(self.timeout),
-            "connect_timeout": float(self.connect_timeout),
-            "give_up_after": float(self.give_up_after),
-            "stall_ms": float(self.stall_ms),
-            "seed": int(seed),
-            "server_pid": None,
-            "busy_poll_us": self.busy_poll_us,
-            "send_batch": self.send_batch,
-            "probe_rate": None if self.probe_rate is None else float(self.probe_rate),
-            "behind": None,
-            "tls": core_tls(self.tls),
-        }
+        # Every field as it is, but those resolved here; the engine's Spec reads the fields
+        # it has (and checks them: their ranges are the engine's, _core.LOAD_LIMITS).
+        core = {f.name: getattr(self, f.name) for f in fields(self)}
+        core.update(
+            servers=members, changes=changes, mix=mix, key_dist=parse_key_dist(self.key_dist),
+            value_size=parse_value_size(self.value_size), prefix=f"{self.prefix}:{run_id}",
+            prefill=bool(prefill), seed=self.seed if self.seed is not None else 0,
+            server_pid=None, behind=None, tls=core_tls(self.tls),
+        )
+        return core
 
 
 def twemproxy_settings(distribution: str) -> tuple[str, str]:

@@ -23,13 +23,12 @@ from cachelab.profile.spec import (
     ProfileSpec,
     item_size_for,
     memory_for,
-    new_prefix,
     profile_writes,
 )
 from cachelab.profile.tlscost import measure_tls_cost
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
-from cachelab.tls import core_tls, describe_tls
+from cachelab.tls import describe_tls
 
 
 def profile(
@@ -123,23 +122,7 @@ def _measure(
     watch: EvictionWatch | PoolWatch | None = None, behind: list[str] | None = None,
 ) -> LatencyProfile:
     seed = spec.seed if spec.seed is not None else secrets.randbits(63)
-    spec_dict = {
-        "address": address,
-        "sizes": list(spec.sizes),
-        "key_counts": list(spec.key_counts),
-        "multi_value_size": spec.multi_value_size,
-        "samples": spec.samples,
-        "warmup": spec.warmup,
-        "concurrency": spec.concurrency,
-        "protocol": spec.protocol,
-        "timeout": spec.timeout,
-        "connect_timeout": spec.connect_timeout,
-        "give_up_after": spec.give_up_after,
-        "seed": seed,
-        "prefix": spec.prefix or new_prefix(),
-        "tls": core_tls(spec.tls),
-        "proxy": behind is not None,
-    }
+    spec_dict = spec.to_core(address, seed=seed, proxy=behind is not None)
     timeout = spec.connect_timeout
     before = [_stats(a, timeout, required=True) for a in behind or ()]
     started = time.time()

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+import cachelab._core as _core
 from cachelab.capacity import Writes
 from cachelab.errors import UsageError
 from cachelab.intervals import check_precision
-from cachelab.tls import TlsOptions
+from cachelab.tls import TlsOptions, core_tls
 
 DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 DEFAULT_KEY_COUNTS = (1, 3, 5, 10, 100)
 DEFAULT_MULTI_VALUE_SIZE = 1_000
+#: The range of each numeric field, ``{field: {"lo", "hi", "above", "unit"}}``: the engine's
+#: (crates/profile/src/spec.rs, ``limits``), which checks them; the command line's flags read
+#: them. Those of ``sizes`` and ``key_counts`` hold for each item.
+LIMITS: dict[str, dict[str, Any]] = _core.PROFILE_LIMITS
 #: The largest value that fits memcached's largest item (-I 1024m) with its header.
-MAX_VALUE_SIZE = 2**30 - 4096
-MAX_KEY_COUNT = 10_000
+MAX_VALUE_SIZE = int(LIMITS["sizes"]["hi"])
+MAX_KEY_COUNT = int(LIMITS["key_counts"]["hi"])
 
 
 @dataclass
@@ -58,25 +63,7 @@ class ProfileSpec:
         return cls(**{"samples": 500, "warmup": 20, **overrides})
 
     def check(self) -> None:
-        """Raises UsageError naming the first bad field."""
-        if self.protocol not in ("text", "meta"):
-            raise UsageError(f"protocol must be text or meta, not {self.protocol!r}")
-        if self.samples < 1:
-            raise UsageError("samples must be at least 1")
-        if self.warmup < 0:
-            raise UsageError("warm-up must be 0 or more")
-        if not 1 <= self.concurrency <= 1024:
-            raise UsageError("concurrency must be between 1 and 1024")
-        if not self.sizes and not self.key_counts:
-            raise UsageError("nothing to measure: give at least one size or key count")
-        sizes = [*self.sizes, *([self.multi_value_size] if self.key_counts else [])]
-        if any(not 1 <= s <= MAX_VALUE_SIZE for s in sizes):
-            raise UsageError(
-                f"value sizes must be between 1 byte and {MAX_VALUE_SIZE} bytes "
-                "(memcached's 1 GiB item ceiling, less room for the item header)"
-            )
-        if any(not 1 <= k <= MAX_KEY_COUNT for k in self.key_counts):
-            raise UsageError(f"key counts must be between 1 and {MAX_KEY_COUNT}")
+        """Raises UsageError naming the first bad field, the engine's ranges included."""
         if self.tls is not None:
             if not isinstance(self.tls, TlsOptions):
                 raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")
@@ -87,10 +74,20 @@ class ProfileSpec:
         check_precision(self.precision)
         if not 1 <= self.tls_cost_connections <= 100_000:
             raise UsageError("tls-cost connections must be between 1 and 100000")
-        for name in ("timeout", "connect_timeout", "give_up_after"):
-            value = getattr(self, name)
-            if not 0 < value <= 3600:
-                raise UsageError(f"{name.replace('_', '-')} must be between 0 and 3600 seconds")
+        _core.profile_check(self.to_core("127.0.0.1:1", seed=0))
+
+    def to_core(self, address: str, *, seed: int, proxy: bool = False,
+                **overrides: Any) -> dict[str, Any]:
+        """The dict ``_core.profile_run`` takes, to measure the server at ``address`` (a
+        ``proxy`` when it is one) with ``seed``: every field as it is (the engine reads those it
+        has, and checks them), but those resolved here; ``overrides`` replace fields (a
+        smaller measurement of the same server)."""
+        core = {f.name: getattr(self, f.name) for f in fields(self)}
+        core.update(address=address, sizes=list(self.sizes), key_counts=list(self.key_counts),
+                    seed=seed, prefix=self.prefix or new_prefix(), tls=core_tls(self.tls),
+                    proxy=proxy)
+        core.update(overrides)
+        return core
 
 
 def new_prefix() -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import cachelab._core as _core
-from cachelab.profile.spec import ProfileSpec, new_prefix
+from cachelab.profile.spec import ProfileSpec
 from cachelab.tables import text_table
 from cachelab.tls import core_tls
 from cachelab.units import dur
@@ -39,13 +39,9 @@ def _summary(histogram: str) -> dict[str, Any]:
 
 def _request_spec(spec: ProfileSpec, address: str, tls: dict[str, Any] | None,
                   samples: int, warmup: int, seed: int) -> dict[str, Any]:
-    return {
-        "address": address, "sizes": [REQUEST_SIZE], "key_counts": [], "multi_value_size": 1,
-        "samples": samples, "warmup": warmup, "concurrency": 1, "protocol": spec.protocol,
-        "timeout": spec.timeout, "connect_timeout": spec.connect_timeout,
-        "give_up_after": spec.give_up_after, "seed": seed, "prefix": spec.prefix or new_prefix(),
-        "tls": tls, "proxy": False,
-    }
+    return spec.to_core(address, seed=seed, sizes=[REQUEST_SIZE], key_counts=[],
+                        multi_value_size=1, samples=samples, warmup=warmup, concurrency=1,
+                        tls=tls)
 
 
 def measure_tls_cost(spec: ProfileSpec, address: str) -> dict[str, Any]:
