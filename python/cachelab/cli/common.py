@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cachelab import _core
 from cachelab.artifacts import describe_entry, in_the_way, write_through
 from cachelab.errors import Interrupted, UsageError
 from cachelab.intervals import parse_precision
@@ -70,6 +71,15 @@ def int_range(lo: int, hi: int) -> Callable[[str], int]:
         return value
 
     return integer
+
+
+def limit_range(limit: dict[str, Any]) -> Callable[[str], Any]:
+    """An argparse ``type=`` for a spec field whose range the engine gives
+    (``cachelab.load.LIMITS["connections"]``: ``{"lo", "hi", "above", "unit"}``): an
+    :func:`int_range` for a whole number, else a :func:`float_range`."""
+    if isinstance(limit["lo"], int):
+        return int_range(limit["lo"], limit["hi"])
+    return float_range(limit["lo"], limit["hi"], above=limit["above"])
 
 
 def float_range(lo: float, hi: float, *, above: bool = False,
@@ -197,10 +207,12 @@ def add_pool_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--distribution", choices=DISTRIBUTIONS,
                    help="how keys are spread: ketama (libmemcached's weighted, the default), "
                    "ketama-plain, rendezvous (pymemcache) or modula")
-    g.add_argument("--member-failure-limit", type=int_range(1, 1000), metavar="N",
+    g.add_argument("--member-failure-limit",
+                   type=limit_range(_core.LOAD_LIMITS["member_failure_limit"]), metavar="N",
                    help="mark a member down after N failures in a row (failed connects, timed-"
                    "out requests, dropped connections; a reply resets the count; default 2)")
-    g.add_argument("--member-retry", type=float_range(0, 3600, above=True), metavar="S",
+    g.add_argument("--member-retry", type=limit_range(_core.LOAD_LIMITS["member_retry"]),
+                   metavar="S",
                    help="keep a member marked down for S seconds before trying it again "
                    "(default 2); meanwhile its requests fail at once as member_down and are "
                    "not sent to another member")

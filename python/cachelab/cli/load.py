@@ -61,12 +61,13 @@ _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arr
             "probe_rate", "on_member_down", "on_miss", "private_pool", "add", "remove", "fail",
             "private_proxy")
 
-#: Each numeric flag's range: the load engine's hard caps (crates/load/src/spec.rs), so a flag
-#: out of range is refused before anything starts, with the range (``scale`` uses them too).
-CONNECTIONS = common.int_range(1, 4096)
-PIPELINE = common.int_range(1, 1024)
-KEY_SPACE = common.int_range(1, 100_000_000)
-SECONDS = common.float_range(0, 3600, above=True)
+#: Each numeric flag's range: the load engine's (``lib.LIMITS``, from crates/load/src/spec.rs),
+#: so a flag out of range is refused before anything starts, with the range (``scale`` uses
+#: them too).
+CONNECTIONS = common.limit_range(lib.LIMITS["connections"])
+PIPELINE = common.limit_range(lib.LIMITS["pipeline"])
+KEY_SPACE = common.limit_range(lib.LIMITS["key_space"])
+SECONDS = common.limit_range(lib.LIMITS["timeout"])
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -79,19 +80,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w = p.add_argument_group("workload")
     w.add_argument("--connections", type=CONNECTIONS, metavar="N",
                    help="connections (default 4)")
-    w.add_argument("--threads", type=common.int_range(1, 64), metavar="N",
+    w.add_argument("--threads", type=common.limit_range(lib.LIMITS["threads"]), metavar="N",
                    help="client threads (default 1)")
     w.add_argument("--pipeline", type=PIPELINE, metavar="N",
                    help="closed loop: requests outstanding per connection (default 1)")
     w.add_argument("--max-outstanding", type=PIPELINE, metavar="N",
                    help="open loop: most requests in flight per connection (default 100)")
-    w.add_argument("--rate", type=common.float_range(0, 5_000_000, above=True), metavar="R",
+    w.add_argument("--rate", type=common.limit_range(lib.LIMITS["rate"]), metavar="R",
                    help="open loop at R requests/s over all connections")
     w.add_argument("--arrivals", choices=("poisson", "uniform"),
                    help="open-loop arrivals (default poisson)")
     w.add_argument("--mix", metavar="OP=SHARE,...",
                    help="op mix of get, multiget, set, delete (default get=90,set=10)")
-    w.add_argument("--multiget-keys", type=common.int_range(1, 100), metavar="K",
+    w.add_argument("--multiget-keys", type=common.limit_range(lib.LIMITS["multiget_keys"]),
+                   metavar="K",
                    help="keys per multi-get (default 10)")
     w.add_argument("--key-space", type=KEY_SPACE, metavar="N", help="distinct keys (default 10000)")
     w.add_argument("--key-dist", metavar="DIST",
@@ -102,24 +104,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "histogram:FILE (default 100)")
     w.add_argument("--prefix", metavar="TEXT",
                    help="key prefix; a unique run id is always appended (default cachelab)")
-    w.add_argument("--ttl", type=common.int_range(0, 2**31 - 1), metavar="S",
+    w.add_argument("--ttl", type=common.limit_range(lib.LIMITS["ttl"]), metavar="S",
                    help="expiry of values set (default 0: none; memcached reads it as a signed "
                    "32-bit number, and above 30 days as a Unix time)")
-    w.add_argument("--duration", type=SECONDS, metavar="S",
+    w.add_argument("--duration", type=common.limit_range(lib.LIMITS["duration"]),
+                   metavar="S",
                    help="seconds measured after the warm-up (default 10; 3 with --quick)")
-    w.add_argument("--requests", type=common.int_range(1, 10_000_000_000), metavar="N",
+    w.add_argument("--requests", type=common.limit_range(lib.LIMITS["requests"]), metavar="N",
                    help="send N requests in all instead of running for a duration")
-    w.add_argument("--warmup", type=common.float_range(0, 600), metavar="S",
+    w.add_argument("--warmup", type=common.limit_range(lib.LIMITS["warmup"]), metavar="S",
                    help="warm-up seconds (default 1)")
     w.add_argument("--prefill", action=argparse.BooleanOptionalAction, default=None,
                    help="set every key before the run (default: when the mix reads)")
-    w.add_argument("--interval", type=common.float_range(0.01, 60), metavar="S",
+    w.add_argument("--interval", type=common.limit_range(lib.LIMITS["interval"]), metavar="S",
                    help="time-series interval (default 1)")
     w.add_argument("--timeout", type=SECONDS, metavar="S", help="deadline per request (default 1)")
     w.add_argument("--give-up", type=SECONDS, metavar="S", dest="give_up_after",
                    help="the reconnect budget: end the run (exit 3, results kept) when no "
                    "request has succeeded for S seconds (default 5)")
-    w.add_argument("--stall-ms", type=common.float_range(0, 3_600_000, above=True), metavar="MS",
+    w.add_argument("--stall-ms", type=common.limit_range(lib.LIMITS["stall_ms"]), metavar="MS",
                    help="list as a stall every stretch in which a reply took MS ms or more "
                    "(from its intended time in open loop), a request timed out, or a connection "
                    "was down that long (default 100)")
@@ -137,7 +140,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "95 %% intervals allow (docs/load.md, \"Repeats\")")
     w.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),
                    help="seed for keys, sizes and arrivals (default: random)")
-    w.add_argument("--busy-poll", type=common.int_range(0, 1000), metavar="US",
+    w.add_argument("--busy-poll", type=common.limit_range(lib.LIMITS["busy_poll_us"]), metavar="US",
                    dest="busy_poll_us",
                    help="with replies outstanding, poll the sockets for up to US µs before "
                    "sleeping (0-1000; default 0): a thread woken from sleep adds its wake-up to "
@@ -146,7 +149,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="closed loop: send new requests only once N of a connection's pipeline "
                    "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
                    "larger writes cost client and server less CPU per request")
-    w.add_argument("--probe-rate", type=common.float_range(0, lib.MAX_PROBE_RATE, above=True),
+    w.add_argument("--probe-rate", type=common.limit_range(lib.LIMITS["probe_rate"]),
                    metavar="R",
                    help="latency probe: one more connection on its own thread sends the same "
                    "mix at R requests/s (open loop, Poisson; above 0 and at most 10000) beside "
@@ -158,7 +161,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "A membership change mid-run and the client's failure policy (docs/pools.md, "
         "\"Failure drills\"). MEMBER is a 1-based position in the pool or HOST:PORT; T is "
         "seconds from the start of sending (warm-up included).")
-    d.add_argument("--member-timeout", type=common.float_range(0, 3_600_000, above=True),
+    d.add_argument("--member-timeout",
+                   type=common.float_range(0, lib.LIMITS["member_timeout"]["hi"] * 1000,
+                                           above=True),
                    metavar="MS",
                    help="pool member-health deadline: a member with requests waiting that has "
                    "answered nothing for MS ms has failed, whatever --timeout is; it is marked "

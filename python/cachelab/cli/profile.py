@@ -10,11 +10,9 @@ import cachelab.profile as lib
 from cachelab.cli import common
 from cachelab.errors import UsageError
 from cachelab.profile.pool import PoolProfile, profile_pool
+from cachelab.profile.spec import LIMITS as PROFILE_LIMITS
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
-
-#: Most samples (and warm-up samples) per cell: a day's run at the seed's 10,000 per cell.
-MAX_SAMPLES = 10_000_000
 
 DESCRIPTION = """\
 Measure a memcached server's latency the way Khan Academy's "Profiling App Engine Memcached"
@@ -61,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-multiget", action="store_true", help="skip the multi-get cells")
     p.add_argument("--no-get", action="store_true", help="skip the get and set cells")
     p.add_argument(
-        "--samples", type=common.int_range(1, MAX_SAMPLES), metavar="N",
+        "--samples", type=common.limit_range(PROFILE_LIMITS["samples"]), metavar="N",
         help="samples kept per cell (default 10000; 500 with --quick); with --precision, "
         "the most per cell",
     )
@@ -73,11 +71,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "reached\" (docs/load.md, \"Profile: run length by precision\")",
     )
     p.add_argument(
-        "--warmup", type=common.int_range(0, MAX_SAMPLES), metavar="N",
+        "--warmup", type=common.limit_range(PROFILE_LIMITS["warmup"]), metavar="N",
         help="samples per cell run first and discarded (default 200; 20 with --quick)",
     )
     p.add_argument(
-        "--concurrency", type=common.int_range(1, 1024), default=1, metavar="N",
+        "--concurrency", type=common.limit_range(PROFILE_LIMITS["concurrency"]), default=1,
+        metavar="N",
         help="connections measuring in parallel, one thread each (default 1)",
     )
     p.add_argument(
@@ -85,7 +84,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="text: set/get/delete; meta: ms/mg/md (default text)",
     )
     p.add_argument(
-        "--timeout", type=common.float_range(0, 3600, above=True), default=1.0, metavar="S",
+        "--timeout", type=common.limit_range(PROFILE_LIMITS["timeout"]), default=1.0, metavar="S",
         help="deadline per request in seconds (default 1)",
     )
     p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),

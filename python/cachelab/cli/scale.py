@@ -11,6 +11,7 @@ from cachelab.cli import cluster, common
 from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.usl import MAX_BOOTSTRAP
 from cachelab.errors import UsageError
+from cachelab.load import LIMITS as LOAD_LIMITS
 from cachelab.load import parse_mix
 
 DESCRIPTION = """\
@@ -79,13 +80,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="loads to measure (default 1,2,4,6,8,12,16,24,32; --quick 1,2,3,4,6,8)")
     p.add_argument("--repeats", type=common.int_range(1, 100), metavar="R",
                    help="runs per point (default 3; quick 2)")
-    p.add_argument("--warmup", type=common.float_range(0, 600), metavar="S",
+    p.add_argument("--warmup", type=common.limit_range(LOAD_LIMITS["warmup"]), metavar="S",
                    help="warm-up seconds per run")
     p.add_argument("--settle", type=common.float_range(0, 3600), metavar="S",
                    help="extra seconds in which the steady state may start")
     p.add_argument("--window", type=common.float_range(0, 3600, above=True), metavar="S",
                    help="seconds measured from the steady-state start (default 3)")
-    p.add_argument("--interval", type=common.float_range(0.01, 60), metavar="S",
+    p.add_argument("--interval", type=common.limit_range(LOAD_LIMITS["interval"]), metavar="S",
                    help="time-series interval")
     p.add_argument("--connections-per-thread", type=CONNECTIONS, metavar="C",
                    help="with --vary threads (default 1)")
