@@ -20,7 +20,7 @@ BAD_SPECS = [
     ({"protocol": "binary"}, "protocol"),
     ({"samples": 0}, "samples"),
     ({"samples": -5}, "samples"),
-    ({"warmup": -1}, "warm-up"),
+    ({"warmup": -1}, "warmup must be a whole number from 0 to 10000000, not -1"),
     ({"concurrency": 0}, "concurrency"),
     ({"concurrency": 1025}, "concurrency"),
     ({"sizes": (), "key_counts": ()}, "nothing to measure"),
