@@ -427,7 +427,8 @@ impl<'de> Deserialize<'de> for Stop {
                 requests: None,
             } => Duration::try_from_secs_f64(s)
                 .map(Stop::Duration)
-                .map_err(|_| D::Error::custom(limits::DURATION.refusal(s))),
+                // (named as a field of a flattened part: the bindings refuse it with its range)
+                .map_err(|_| D::Error::custom(format!("duration: invalid value {s}"))),
             Either {
                 duration: None,
                 requests: Some(n),
