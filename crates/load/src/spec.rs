@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde::de::{Deserializer, Error as _};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use cachelab_client::pool::{Distribution, Kind, Server};
 use cachelab_client::spec::{self as de, Limit};
@@ -224,14 +224,31 @@ fn behind<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Address>, D::Error> {
 /// The default member-health deadline.
 pub const MEMBER_TIMEOUT: Duration = Duration::from_millis(300);
 
+/// A pool's member failure settings by default (libmemcached's failure limit and retry, and
+/// [`MEMBER_TIMEOUT`]): [`Pool::single`]'s, and `LoadSpec`'s defaults (`_core.LOAD_DEFAULTS`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Defaults {
+    pub member_failure_limit: u32,
+    /// Seconds.
+    pub member_retry: f64,
+    /// Seconds.
+    pub member_timeout: f64,
+}
+
+pub const DEFAULTS: Defaults = Defaults {
+    member_failure_limit: 2,
+    member_retry: 2.0,
+    member_timeout: MEMBER_TIMEOUT.as_millis() as f64 / 1000.0,
+};
+
 impl Pool {
-    /// A single server.
+    /// A single server, with the [`DEFAULTS`].
     pub fn single(address: Address) -> Pool {
         Pool {
             members: vec![Member { address, weight: 1 }],
             distribution: Kind::Ketama,
-            failure_limit: 2,
-            retry: Duration::from_secs(2),
+            failure_limit: DEFAULTS.member_failure_limit,
+            retry: Duration::from_secs(DEFAULTS.member_retry as u64),
             member_timeout: MEMBER_TIMEOUT,
             remap: false,
             changes: Vec::new(),

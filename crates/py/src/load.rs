@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use cachelab_load::{Spec, LIMITS};
+use cachelab_load::{Spec, DEFAULTS, LIMITS};
 
 use crate::convert::to_py;
 use crate::errors::start_error;
@@ -123,6 +123,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoadProgress>()?;
     // Each numeric field's range: {field: {"lo", "hi", "above", "unit"}}.
     m.add("LOAD_LIMITS", crate::spec::limits(m.py(), LIMITS)?)?;
+    // The pool's member failure settings by default (LoadSpec's defaults).
+    m.add("LOAD_DEFAULTS", to_py(m.py(), &DEFAULTS)?)?;
     m.add_function(wrap_pyfunction!(load_predict, m)?)?;
     m.add_function(wrap_pyfunction!(load_run, m)?)?;
     m.add_function(wrap_pyfunction!(load_check, m)?)?;

@@ -39,6 +39,9 @@ SIZE_DISTS = ("fixed", "uniform", "lognormal", "histogram")
 #: (crates/load/src/spec.rs, ``limits``), which checks them; the command line's flags read them.
 LIMITS: dict[str, dict[str, Any]] = _core.LOAD_LIMITS
 
+#: The pool's member failure settings by default: the engine's (a single server's too).
+_POOL_DEFAULTS: dict[str, Any] = _core.LOAD_DEFAULTS
+
 #: The highest ``probe_rate``, requests/s (the engine's cap): a probe measures latency at a
 #: low rate; above this it is load.
 MAX_PROBE_RATE = float(LIMITS["probe_rate"]["hi"])
@@ -122,13 +125,13 @@ class LoadSpec:
     #: How a pool spreads its keys: ``ketama``, ``ketama-plain``, ``rendezvous``, ``modula``.
     distribution: str = "ketama"
     #: In a pool, a member that fails this many times in a row is marked down …
-    member_failure_limit: int = 2
+    member_failure_limit: int = _POOL_DEFAULTS["member_failure_limit"]
     #: … for this many seconds: meanwhile its requests fail at once (``member_down``).
-    member_retry: float = 2.0
+    member_retry: float = _POOL_DEFAULTS["member_retry"]
     #: The member-health deadline, seconds: a member with requests waiting that has answered
     #: nothing for this long has failed (one of its ``member_failure_limit``), whatever
     #: ``timeout`` is. See docs/pools.md, "A member that stops answering".
-    member_timeout: float = 0.3
+    member_timeout: float = _POOL_DEFAULTS["member_timeout"]
     #: What a client does with a member marked down: ``keep`` (its keys fail at once, not
     #: remapped: libmemcached's default) or ``remap`` (it leaves the distribution while down
     #: and its keys go to the others: libmemcached's ``remove_failed_servers``, pymemcache's
