@@ -129,6 +129,7 @@ def test_the_flags_take_the_engine_s_ranges(verb: str, engine: str, least: int) 
      "timeout must be a number of seconds above 0 and at most 3600, not nan"),
     (LoadSpec(duration=float("nan")),  # the run's end: a duration or a request count
      "duration must be a number of seconds above 0 and at most 3600, not nan"),
+    (LoadSpec(seed=-1), "seed must be a whole number from 0 to 18446744073709551615, not -1"),
     (LoadSpec(stall_ms=0), "stall-ms must be a number of milliseconds above 0 and at most "
                            "3600000, not 0"),
     (ProfileSpec(samples=0), "samples must be a whole number from 1 to 10000000, not 0"),

@@ -77,6 +77,8 @@ pub mod limits {
         Limit::int("member_failure_limit", 1, MAX_FAILURE_LIMIT as u64, "");
     pub const MEMBER_RETRY: Limit = Limit::above("member_retry", 0.0, MAX_TIMEOUT_S, "seconds");
     pub const MEMBER_TIMEOUT: Limit = Limit::above("member_timeout", 0.0, MAX_TIMEOUT_S, "seconds");
+    /// Any u64: written so that a seed out of it is refused with its range.
+    pub const SEED: Limit = Limit::int("seed", 0, u64::MAX, "");
 }
 
 /// Every numeric field's range (see [`limits`]).
@@ -105,6 +107,7 @@ pub const LIMITS: &[Limit] = &{
         MEMBER_FAILURE_LIMIT,
         MEMBER_RETRY,
         MEMBER_TIMEOUT,
+        SEED,
     ]
 };
 

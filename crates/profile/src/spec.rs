@@ -47,6 +47,8 @@ pub mod limits {
     pub const TIMEOUT: Limit = Limit::above("timeout", 0.0, 3600.0, "seconds");
     pub const CONNECT_TIMEOUT: Limit = Limit::above("connect_timeout", 0.0, 3600.0, "seconds");
     pub const GIVE_UP_AFTER: Limit = Limit::above("give_up_after", 0.0, 3600.0, "seconds");
+    /// Any u64: written so that a seed out of it is refused with its range.
+    pub const SEED: Limit = Limit::int("seed", 0, u64::MAX, "");
 }
 
 /// Every numeric field's range (see [`limits`]).
@@ -62,6 +64,7 @@ pub const LIMITS: &[Limit] = &{
         TIMEOUT,
         CONNECT_TIMEOUT,
         GIVE_UP_AFTER,
+        SEED,
     ]
 };
 
