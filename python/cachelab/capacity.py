@@ -45,8 +45,7 @@ from dataclasses import dataclass, field
 
 import cachelab._core as _core
 from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, UsageError
-from cachelab.proxies import proxy_message
-from cachelab.servers import read_stats, restarted, stats_or_none
+from cachelab.servers import proxy_message, read_stats, restarted, stats_or_none
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 
