@@ -7,7 +7,11 @@ command of the ``cachelab`` CLI:
 >>> result = cachelab.profile.run(cachelab.ProfileSpec(samples=1000))  # a private memcached
 >>> result.table("get")                                                # doctest: +SKIP
 >>> trace = cachelab.synthesize(cachelab.SynthParams(requests=10_000))
->>> cachelab.simulate.run(trace, cachelab.SimulateSpec(strategies=("none", "fixed:500")))
+>>> cachelab.simulate.run(cachelab.SimulateSpec(strategies=("none", "fixed:500")), trace=trace)
+
+Every verb's entry is ``cachelab.<verb>.run(spec, target=None, *, progress=None, ...)``; the
+target (:class:`cachelab.target.Target`) is the server, pool or proxy to drive — by default
+a private memcached.
 
 Errors are the classes in :mod:`cachelab.errors`.
 """

@@ -231,7 +231,3 @@ def _run_with_progress(
                           name="cachelab-profile", poll=poll)
     raw["evicting"] = evicting
     return raw
-
-
-#: The verb's one entry (``cachelab.profile.run``).
-run = profile

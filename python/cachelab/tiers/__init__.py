@@ -28,6 +28,7 @@ from cachelab.tiers.engine import tiers
 from cachelab.tiers.findings import findings
 from cachelab.tiers.result import CSV_COLUMNS, SCHEMA, SCHEMA_VERSION, TiersResult, render
 from cachelab.tiers.spec import SHAPES, TiersSpec
+from cachelab.tiers.verb import run
 
 __all__ = [
     "CSV_COLUMNS",
@@ -39,5 +40,6 @@ __all__ = [
     "findings",
     "make_data",
     "render",
+    "run",
     "tiers",
 ]
