@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 from cachelab.errors import UsageError
 from cachelab.pool import parse_server
@@ -39,7 +39,7 @@ from cachelab.servers import (
     serve,
 )
 
-__all__ = ["POOL_SETTINGS", "Live", "Target"]
+__all__ = ["POOL_SETTINGS", "Live", "Target", "TargetLike", "as_target"]
 
 #: The pool settings a target may carry (the CLI's ``--distribution``,
 #: ``--member-failure-limit``, ``--member-retry``), by their spec field names.
@@ -188,6 +188,21 @@ class Target:
             yield Live(address=served.address, given=given, behind=hidden, pid=served.pid,
                        facts=facts, private=served.private, owned=owned, spares=spare,
                        proxy=twemproxy)
+
+
+#: What a verb's ``target`` argument takes: a :class:`Target`, an address, a pool's members,
+#: or None (a private memcached).
+TargetLike = Union["Target", str, Sequence[str], None]
+
+
+def as_target(target: TargetLike) -> Target:
+    """A verb's ``target`` argument as a :class:`Target`: None (a private memcached), an
+    address (``"127.0.0.1:11211"``), a pool's members, or a Target as it is."""
+    if target is None:
+        return Target()
+    if isinstance(target, Target):
+        return target
+    return Target.of(target)
 
 
 @dataclass

@@ -12,20 +12,20 @@ from cachelab.load.engine import measure
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec
 from cachelab.progress import Progress
-from cachelab.target import Target
+from cachelab.target import Target, TargetLike, as_target
 from cachelab.units import format_duration_ns
 
 __all__ = ["run"]
 
 
-def run(spec: LoadSpec, target: Target | None = None, *,
+def run(spec: LoadSpec, target: TargetLike = None, *,
         progress: Progress | None = None) -> LoadResult:
     """Runs ``spec`` against ``target`` (default: a private memcached; a spec's own
     ``servers`` or ``private_pool`` when the target names none) and returns the result.
     ``progress`` shows the run (its rate, p99 and errors in the label). Raises as
     :func:`cachelab.load.load` does (:class:`~cachelab.errors.Interrupted` with the partial
     result on Ctrl-C)."""
-    spec, target = settle(spec, target or Target())
+    spec, target = settle(spec, as_target(target))
     on_progress = None if progress is None else _shown_on(progress)
     if target.ray is not None:
         return measure_on_ray(spec, target, on_progress=on_progress)

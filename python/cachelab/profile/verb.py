@@ -12,7 +12,7 @@ from cachelab.profile.model import LatencyProfile
 from cachelab.profile.pool import PoolProfile, profile_pool
 from cachelab.profile.spec import ProfileSpec
 from cachelab.progress import Progress
-from cachelab.target import Target
+from cachelab.target import Target, TargetLike, as_target
 
 __all__ = ["run"]
 
@@ -21,7 +21,7 @@ _FLAGS = {"member_failure_limit": "--member-failure-limit", "member_retry": "--m
           "distribution": "--distribution"}
 
 
-def run(spec: ProfileSpec | None = None, target: Target | None = None, *,
+def run(spec: ProfileSpec | None = None, target: TargetLike = None, *,
         progress: Progress | None = None, rounds: int = 2) -> LatencyProfile | PoolProfile:
     """Profiles ``target`` (default: a private memcached) with ``spec``: one server, a pool
     (every member in ``rounds`` rounds, their order rotated; a
@@ -29,7 +29,7 @@ def run(spec: ProfileSpec | None = None, target: Target | None = None, *,
     Raises as :func:`cachelab.profile.measure.profile` and
     :func:`~cachelab.profile.pool.profile_pool` do."""
     spec = spec or ProfileSpec()
-    target = target or Target()
+    target = as_target(target)
     track = None if progress is None else progress.track
     if target.proxy is not None:
         _refuse(target, spec, "through a proxy (the proxy places the keys)", proxy=True)

@@ -11,12 +11,12 @@ from cachelab.progress import Progress, stage_logger
 from cachelab.replay.engine import load_trace, replay
 from cachelab.replay.result import ReplayResult
 from cachelab.replay.spec import ReplaySpec
-from cachelab.target import Target
+from cachelab.target import TargetLike, as_target
 
 __all__ = ["run"]
 
 
-def run(spec: ReplaySpec | None = None, target: Target | None = None, *,
+def run(spec: ReplaySpec | None = None, target: TargetLike = None, *,
         progress: Progress | None = None, trace: str | os.PathLike[str] | Any = None,
         trace_format: str | None = None, trace_info: dict[str, Any] | None = None,
         requests: int | None = None, quick: bool = False) -> ReplayResult:
@@ -25,7 +25,7 @@ def run(spec: ReplaySpec | None = None, target: Target | None = None, *,
     ``requests`` requests, fewer ``quick``) with ``spec`` on ``target``'s one server
     (default: a private memcached). ``progress`` shows the replay and, as lines on its
     stream, the stages. Raises as :func:`cachelab.replay.replay` does."""
-    target = target or Target()
+    target = as_target(target)
     if target.is_pool or target.proxy is not None:
         raise UsageError("replay measures one server: give one --server")
     if trace is None or isinstance(trace, (str, os.PathLike)):

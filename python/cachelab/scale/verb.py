@@ -10,17 +10,17 @@ from cachelab.progress import Progress
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.spec import ScaleSpec
 from cachelab.scale.sweep import scale
-from cachelab.target import Target
+from cachelab.target import TargetLike, as_target
 
 __all__ = ["run"]
 
 
-def run(spec: ScaleSpec | None = None, target: Target | None = None, *,
+def run(spec: ScaleSpec | None = None, target: TargetLike = None, *,
         progress: Progress | None = None) -> ScaleResult:
     """Runs the sweep ``spec`` against ``target`` (default: a private memcached) and
     returns the result; ``progress`` gets one line per point
     (``scale: 3/12 N = 4: 81,234/s``). Raises as :func:`cachelab.scale.scale` does."""
-    target = target or Target()
+    target = as_target(target)
     on_run = None if progress is None else _said_on(progress)
     return scale(spec, server=target.server(), server_options=target.options, on_run=on_run,
                  ray=target.ray, behind=target.behind)

@@ -23,7 +23,7 @@ from cachelab.simulate.flat_run import (
 )
 from cachelab.simulate.request import SimulateSpec, SimulationResult, simulate
 from cachelab.simulate.streamed import measure_and_simulate_file, simulate_trace_file
-from cachelab.target import Target
+from cachelab.target import TargetLike, as_target
 
 __all__ = ["run"]
 
@@ -31,7 +31,7 @@ __all__ = ["run"]
 SYNTHETIC, SYNTHETIC_QUICK = 100_000, 20_000
 
 
-def run(spec: SimulateSpec | FlatSimulateSpec | None = None, target: Target | None = None, *,
+def run(spec: SimulateSpec | FlatSimulateSpec | None = None, target: TargetLike = None, *,
         progress: Progress | None = None,
         trace: str | os.PathLike[str] | traces.RequestTrace | None = None,
         trace_format: str | None = None, trace_info: dict[str, Any] | None = None,
@@ -48,7 +48,7 @@ def run(spec: SimulateSpec | FlatSimulateSpec | None = None, target: Target | No
     trace file is streamed in parts unless ``in_memory`` (or Ray) loads it whole.
     ``progress`` shows a measurement or the Ray tasks; it is hidden for a local simulation.
     """
-    target = target or Target()
+    target = as_target(target)
     ray, server = target.ray, target.address
     if isinstance(spec, FlatSimulateSpec):
         if trace is None or isinstance(trace, traces.RequestTrace):
@@ -90,10 +90,11 @@ def run(spec: SimulateSpec | FlatSimulateSpec | None = None, target: Target | No
 def _request_trace(trace: str | os.PathLike[str] | traces.RequestTrace | None,
                    trace_format: str | None, info: dict[str, Any] | None,
                    requests: int | None, quick: bool
-                   ) -> tuple[traces.RequestTrace, dict[str, Any]]:
-    """The trace loaded (or synthesized), and what to record about it."""
+                   ) -> tuple[traces.RequestTrace, dict[str, Any] | None]:
+    """The trace loaded (or synthesized), and what to record about it (a trace given
+    loaded: ``info`` as given)."""
     if isinstance(trace, traces.RequestTrace):
-        return trace, info or {"source": "given"}
+        return trace, info
     if trace is not None:
         return (traces.load_request_trace(Path(trace), trace_format),
                 info or {"source": str(trace)})
