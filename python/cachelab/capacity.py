@@ -32,7 +32,7 @@ Every key a run writes is deleted at its end, also after an error: :func:`delete
 within a bounded time and never raises, so the run's own error is the one reported.
 
 Only servers cachelab did not start are checked: a private server is sized by the verb
-(:func:`cachelab.servers.serve`).
+(:meth:`cachelab.target.Target.open`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ the same one. Each read's wall time and this thread's CPU time are recorded.
 Values go through :class:`cachelab.tiered.ValueFormat`, the same encoding the tiered cache uses.
 
 Rooms: ``spec`` (what is measured), ``data`` (the record and the list), ``stores`` (SQLite,
-PostgreSQL), ``engine`` (the run, on the server ``servers.serve`` gives), ``findings`` (the
+PostgreSQL), ``engine`` (the run, on the server ``Target.open`` gives), ``findings`` (the
 seed's findings checked), ``result`` (the result, its artifacts and its table), ``plots``
 (its bar chart), ``section`` (its part of the report).
 """
