@@ -61,6 +61,12 @@ def test_the_flags_make_one_target() -> None:
     socket = target_from(_args("replay", "--socket", "/tmp/mc.sock"))
     assert socket.address == "unix:/tmp/mc.sock"
 
+    # simulate: --server (the server whose profile is measured first) or none at all
+    assert target_from(_args("simulate", "--server", "10.0.0.1:11211")).address == \
+        "10.0.0.1:11211"
+    assert target_from(_args("simulate")) == Target()
+    assert target_from(_args("usl", "data.csv")) == Target()
+
 
 @pytest.mark.parametrize("argv, message", [
     (("load", "--private-pool", "2", "--server", "10.0.0.1:11211"), "starts its own servers"),

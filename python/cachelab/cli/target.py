@@ -30,12 +30,16 @@ def target_from(args: argparse.Namespace) -> Target:
         raise UsageError("--private-pool is for a local run straight to the pool: not with "
                          "--ray or --proxy")
     proxy = None
-    if isinstance(getattr(args, "server", None), str):  # a verb whose --server is given once
-        members = [args.server]
+    server = getattr(args, "server", None)
+    if server is not None and not hasattr(args, "socket"):  # --server alone (simulate)
+        members = [server] if isinstance(server, str) else list(server)
+        if len(members) > 1:
+            raise UsageError(f"this verb measures one server; got {len(members)} --server "
+                             "options")
     elif hasattr(args, "servers_file"):  # a verb that drives a pool
         members = None if private_pool is not None else common.server_members(args)
         proxy = common.proxy_address(args)
-    elif hasattr(args, "server"):
+    elif hasattr(args, "socket"):
         address = common.server_address(args)
         members = None if address is None else [address]
     else:
