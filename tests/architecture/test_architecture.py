@@ -193,7 +193,7 @@ def test_imports_are_at_module_top_unless_deferred_on_purpose() -> None:
 
 
 def test_the_cli_starts_no_server() -> None:
-    """One place starts a private memcached: the library (cachelab.servers.serve)."""
+    """One place starts a private memcached: the library (cachelab.target.Target.open)."""
     bad = [str(p.relative_to(ROOT)) for p in (PACKAGE / "cli").glob("*.py")
            if "PrivateMemcached" in p.read_text()]
     assert bad == []
@@ -261,6 +261,28 @@ def test_the_target_is_built_in_one_place() -> None:
     allowed = {"target.py", "common.py", "cluster.py"}
     bad = [f"{p.relative_to(ROOT)}: {m.group(1)}" for p in sorted((PACKAGE / "cli").glob("*.py"))
            if p.name not in allowed for m in _SERVER_FLAG_READERS.finditer(p.read_text())]
+    assert bad == []
+
+
+#: Who may start a private memcached or twemproxy: the modules that define them, the target
+#: that opens them for every verb, and ``compare --server-cmd``, which starts the user's own
+#: command lines because the command is what it measures.
+MAY_START = {"cachelab.servers", "cachelab.proxies", "cachelab.target", "cachelab.compare.servers"}
+_STARTERS = {"serve", "private_pool", "PrivateMemcached", "PrivateTwemproxy"}
+
+
+def test_a_verbs_server_is_opened_by_the_target_alone() -> None:
+    bad = []
+    for name, path in MODULES.items():
+        if name in MAY_START:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.id if isinstance(f, ast.Name) else \
+                    f.attr if isinstance(f, ast.Attribute) else None
+                if called in _STARTERS:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {called}()")
     assert bad == []
 
 
