@@ -1,6 +1,8 @@
-"""Running a workload: :func:`load` gets its server (the one given, or a private memcached),
-runs the Rust engine (``_core.load_run``, no GIL held) and turns its outcome into a
-:class:`~cachelab.load.result.LoadResult` in :func:`result_from_outcome`.
+"""Running a workload on this machine: :func:`measure` opens its
+:class:`~cachelab.target.Target` (the server given, a pool, a proxy, or a private memcached,
+pool or proxy), runs the Rust engine (``_core.load_run``, no GIL held) and turns its outcome
+into a :class:`~cachelab.load.result.LoadResult` in :func:`result_from_outcome`. :func:`load`
+is the older call: its ``server``/``behind`` arguments become the same Target.
 
 Closed loop: ``pipeline`` requests outstanding per connection. Open loop: a target ``rate``
 with Poisson or evenly spaced arrivals per connection; latency is counted from the intended
