@@ -52,6 +52,14 @@ pub fn fnv1a_64_twemproxy(data: &[u8]) -> u32 {
 }
 
 /// MurmurHash3, x86 32-bit variant, of `data` with `seed`.
+///
+/// Our own rather than a crate's: rendezvous routing hashes `host:port-key` once per member
+/// for every request, and the crates are slower there. `benches/hand_vs_library.py`
+/// (record `benches/runs/2026-11-29-hand-vs-library.md`, pinned, medians of 7 rounds): per
+/// ~40-byte text, ours MURMUR_OURS ns, the `murmur3` crate MURMUR_CRATE ns (it reads through
+/// `std::io::Read`), TiKV's `mur3` MUR3_CRATE ns; through `server_for` on a pool of 3, `mur3`
+/// cost ROUTE_MUR3 ns a key against our ROUTE_OURS (medians of 7 alternating runs). The tests
+/// below check this function against both crates.
 pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
     const C1: u32 = 0xcc9e_2d51;
     const C2: u32 = 0x1b87_3593;
@@ -121,6 +129,20 @@ mod tests {
         assert_eq!(murmur3_32(&[0x21, 0x43, 0x65], 0), 0x7e4a_8634);
         assert_eq!(murmur3_32(&[0x21], 0), 0x7266_1cf4);
         assert_eq!(murmur3_32(b"Hello, world!", 1234), 0xfaf6_cdb3);
+    }
+
+    proptest::proptest! {
+        /// The `murmur3` and `mur3` crates agree with ours on any bytes and seed.
+        #[test]
+        fn murmur3_agrees_with_the_crates(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..80),
+            seed in proptest::num::u32::ANY,
+        ) {
+            let ours = murmur3_32(&data, seed);
+            let crate_a = murmur3::murmur3_32(&mut std::io::Cursor::new(&data), seed).unwrap();
+            proptest::prop_assert_eq!(ours, crate_a);
+            proptest::prop_assert_eq!(ours, mur3::murmurhash3_x86_32(&data, seed));
+        }
     }
 
     #[test]
