@@ -100,27 +100,6 @@ fn malformed_inputs_name_file_and_place() {
     fs::remove_dir_all(dir).unwrap();
 }
 
-/// A quoted field (RFC 4180) is one field: it may hold the comma, and a doubled quote is a
-/// quote; lines of blanks are skipped and a bad line after them is still named by its number.
-#[test]
-fn csv_fields_may_be_quoted() {
-    let dir = tmpdir("quoted");
-    let t = load_bytes(
-        &dir,
-        "q.csv",
-        b"\"time\",key,\"size\"\n1,\"a,b\",3\n  \n2,\"say \"\"hi\"\"\",4\n",
-    )
-    .unwrap();
-    assert_eq!(t.times, vec![1, 2]);
-    assert_eq!(t.sizes, vec![3, 4]);
-    assert_eq!(t.ids[0], cachelab_sim::flat::key_hash(b"a,b"));
-    assert_eq!(t.ids[1], cachelab_sim::flat::key_hash(b"say \"hi\""));
-    let e = load_bytes(&dir, "bad.csv", b"time,key,size\n1,\"a,b\",3\n\n \n1,2\n").unwrap_err();
-    assert_eq!(e.location, Location::Line(5), "{e}");
-    assert_eq!(e.message, "bad line: 2 fields, the header has 3");
-    fs::remove_dir_all(dir).unwrap();
-}
-
 #[test]
 fn csv_columns_found_by_name_with_ops_and_hashed_keys() {
     let dir = tmpdir("csv");

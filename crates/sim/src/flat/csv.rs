@@ -1,9 +1,8 @@
-//! CSV traces: a header naming the columns, then one request per line, read with the `csv`
-//! crate (RFC 4180: a field may be quoted, so it can hold a comma or a quote).
+//! CSV traces: a header naming the columns, then one request per line.
 
 use std::io::{self, Write};
 
-use super::{key_id, parse_u64, write_u64, FlatTrace, Ops};
+use super::{key_id, numbered_lines, parse_u64, write_u64, FlatTrace, Ops};
 use crate::error::{Location, TraceError};
 
 const KEY_NAMES: [&str; 4] = ["key", "lbn", "obj_id", "id"];
@@ -48,32 +47,19 @@ fn parse_time(s: &[u8]) -> Result<u32, String> {
 }
 
 pub(crate) fn parse(data: &[u8], path: &str) -> Result<FlatTrace, TraceError> {
-    // Field counts are checked below, in this reader's words, so records may differ in
-    // length; whitespace is trimmed field by field below (ASCII, as before the crate).
-    let mut reader = ::csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(data);
-    let mut record = ::csv::ByteRecord::new();
-    // The crate skips empty lines; the line a record starts on names it in errors.
-    let read = |reader: &mut ::csv::Reader<&[u8]>, record: &mut ::csv::ByteRecord| {
-        let more = reader.read_byte_record(record).map_err(|e| {
-            let line = e.position().map_or(0, ::csv::Position::line);
-            TraceError::new(path, Location::Line(line), format!("bad line: {e}"))
-        })?;
-        Ok::<_, TraceError>(more.then(|| record.position().map_or(0, ::csv::Position::line)))
-    };
-    let header_line = read(&mut reader, &mut record)?
+    let mut lines = numbered_lines(data);
+    let (_, header_line) = lines
+        .next()
         .ok_or_else(|| TraceError::new(path, Location::File, "empty file"))?;
-    let header: Vec<&[u8]> = record.iter().collect();
+    let header: Vec<&[u8]> = header_line.split(|&b| b == b',').collect();
     let key = column(&header, &KEY_NAMES).ok_or_else(|| {
         TraceError::new(
             path,
-            Location::Line(header_line),
+            Location::Line(1),
             format!(
                 "header has no key column (one of {}): {:?}",
                 KEY_NAMES.join(", "),
-                String::from_utf8_lossy(&header.join(&b','))
+                String::from_utf8_lossy(header_line)
             ),
         )
     })?;
@@ -88,34 +74,55 @@ pub(crate) fn parse(data: &[u8], path: &str) -> Result<FlatTrace, TraceError> {
         sizes: Vec::with_capacity(guess),
         ops: op.map(|_| Ops::default()),
     };
-    let mut row = ::csv::ByteRecord::new();
-    while let Some(n) = read(&mut reader, &mut row)? {
-        if row.len() == 1 && trim(&row[0]).is_empty() {
-            continue; // a line of blanks
+    let mut fields: [&[u8]; 16] = [&[]; 16];
+    let mut wide: Vec<&[u8]> = Vec::new();
+    for (n, line) in lines {
+        if trim(line).is_empty() {
+            continue;
         }
         let err = |m: String| TraceError::new(path, Location::Line(n), m);
-        if row.len() != n_fields {
-            return Err(err(format!(
-                "bad line: {} fields, the header has {n_fields}",
-                row.len()
-            )));
-        }
-        let k = trim(&row[key]);
+        // Split without allocating when the header has at most 16 columns.
+        let row: &[&[u8]] = if n_fields <= fields.len() {
+            let mut count = 0;
+            for f in line.split(|&b| b == b',') {
+                if count < fields.len() {
+                    fields[count] = f;
+                }
+                count += 1;
+            }
+            if count != n_fields {
+                return Err(err(format!(
+                    "bad line: {count} fields, the header has {n_fields}"
+                )));
+            }
+            &fields[..count]
+        } else {
+            wide.clear();
+            wide.extend(line.split(|&b| b == b','));
+            if wide.len() != n_fields {
+                return Err(err(format!(
+                    "bad line: {} fields, the header has {n_fields}",
+                    wide.len()
+                )));
+            }
+            &wide
+        };
+        let k = trim(row[key]);
         if k.is_empty() {
             return Err(err("bad line: empty key".into()));
         }
         t.ids.push(key_id(k));
         t.sizes.push(match size {
-            Some(c) => parse_size(&row[c]).map_err(err)?,
+            Some(c) => parse_size(row[c]).map_err(err)?,
             None => 1,
         });
         t.times.push(match time {
-            Some(c) => parse_time(&row[c]).map_err(err)?,
+            Some(c) => parse_time(row[c]).map_err(err)?,
             None => 0,
         });
         if let (Some(c), Some(ops)) = (op, t.ops.as_mut()) {
             let code = ops
-                .code(trim(&row[c]))
+                .code(trim(row[c]))
                 .ok_or_else(|| err("more than 256 distinct ops".into()))?;
             ops.codes.push(code);
         }

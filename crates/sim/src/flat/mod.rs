@@ -7,7 +7,7 @@
 //!   request has size 1), `time` (or `timestamp`, `clock_time`; missing means 0) and `op`
 //!   (optional). Other columns are ignored. Integer keys are kept as they are; any other key is
 //!   hashed to a `u64` with 64-bit FNV-1a ([`key_hash`]), which is stable across runs and
-//!   machines. Read with the `csv` crate: a field may be quoted (RFC 4180).
+//!   machines. Fields are plain (no quoting).
 //! * **oracle** — libCacheSim's `oracleGeneral` binary: little-endian 24-byte records
 //!   `{u32 time; u64 id; u32 size; i64 next_access_vtime}`. The file's `next_access_vtime` is
 //!   not trusted on reading (the simulator computes next accesses itself); on writing it is
@@ -24,7 +24,7 @@
 //! neither requests nor misses, and change no cache state. This matches what libCacheSim's
 //! `cachesim` does with a `get`/`set` trace (it ignores the op) for everything but deletes.
 //!
-//! Text formats are read whole and parsed without an allocation per line; oracle files are
+//! Text formats are read whole and parsed in place (no allocation per line); oracle files are
 //! read in fixed pieces straight into the columns, so the file's bytes are never all in memory
 //! beside them. For simulation, [`SimTrace::load`] keeps only 8 bytes per request, and
 //! [`crate::policy::simulate_file`] none.
