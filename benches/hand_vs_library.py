@@ -1,5 +1,6 @@
-"""Hand-written code against the well-kept crates that replaced it, side by side on the hot
-paths (issue 30): a baseline commit with the hand-written code against this tree.
+"""Hand-written code against the well-kept crates that could replace it, side by side on the
+hot paths (issue 30): a baseline commit with the hand-written code against this tree (or a
+commit, ``--tree``).
 
 Each side is built from the same small Rust examples (this tree's copies, which use only
 public APIs both sides have), so the two differ only in the code under them:
@@ -9,20 +10,22 @@ public APIs both sides have), so the two differ only in the code under them:
   MurmurHash3 (hand-written on both sides; see ``murmur_bench``);
 * ``capture_bench`` — ``State::line`` per memcached ``watch`` line, keyed BLAKE2b pseudonym
   included (hand-written, then the ``blake2`` crate);
-* ``csv_bench`` — ``FlatTrace::parse`` per row of a 5 M-row CSV trace in memory (hand-written
-  splitting, then the ``csv`` crate);
+* ``csv_bench`` — ``FlatTrace::parse`` per row of a 5 M-row CSV trace in memory (the reader
+  stays hand-written: commit 650b8c0 read it with the ``csv`` crate, and ``--tree 650b8c0``
+  measures that);
 * ``t_bench`` — Student's t quantile and CDF (hand-written incomplete beta, then ``statrs``'s);
 * ``murmur_bench`` (this tree only) — MurmurHash3 x86_32 per rendezvous text: our own beside
   the ``murmur3`` and ``mur3`` crates, in one process.
 
 The baseline (``--baseline``, a git revision) is extracted with ``git archive`` under
-``--dir``; both sides build in this tree's ``target/`` (the baseline first, its binaries
-copied out). Every run is pinned with ``taskset -c CPU`` (``--cpu``) and times the thread's
+``--dir``, and so is the other side when ``--tree REV`` names one (else it is this working
+tree); both sides build in this tree's ``target/``, one after the other, their binaries
+copied out. Every run is pinned with ``taskset -c CPU`` (``--cpu``) and times the thread's
 CPU (``/proc/thread-self/schedstat``) after an untimed warm-up pass. Rounds alternate the
 sides (the baseline first on even rounds); each run prints a checksum of its results, which
 must be the same on both sides (for the t distribution, results rounded to 1e-6). Reported:
-the median ns per item over the rounds and the ratio library / hand-written (below 1: the
-library is faster).
+the median ns per item over the rounds and the ratio after / before (below 1: after is
+faster).
 
 ``--record`` writes ``benches/runs/<date>-hand-vs-library.md`` and the JSON beside it.
 """
@@ -53,15 +56,6 @@ SIDE_BY_SIDE = (
 )
 #: Run on this tree only: three MurmurHash3 implementations in one process.
 MURMUR = ("murmur_bench", "cachelab-client", "1000000")
-#: What each measured name runs on, by side.
-CODE = {
-    "ketama-md5": ("MD5, ours", "md-5 0.10"),
-    "rendezvous-murmur3": ("MurmurHash3, ours", "MurmurHash3, ours (kept)"),
-    "capture-blake2b": ("BLAKE2b, ours", "blake2 0.10"),
-    "flat-csv": ("split on commas, ours", "csv 1.x"),
-    "t-quantile": ("incomplete beta, ours", "statrs 0.18 CDF, bisected"),
-    "t-cdf": ("incomplete beta, ours", "statrs 0.18"),
-}
 
 
 def build(tree: Path, examples: list[tuple[str, str]], into: Path) -> None:
@@ -75,12 +69,12 @@ def build(tree: Path, examples: list[tuple[str, str]], into: Path) -> None:
         shutil.copy2(ROOT / "target" / "release" / "examples" / name, into / name)
 
 
-def baseline_tree(rev: str, where: Path) -> tuple[Path, str]:
+def extracted(rev: str, where: Path) -> tuple[Path, str]:
     """``rev``'s Rust workspace extracted under ``where``, with this tree's bench examples
     copied in; returns its path and the full commit."""
     commit = subprocess.run(["git", "rev-parse", rev], capture_output=True, text=True,
                             cwd=ROOT, check=True).stdout.strip()
-    tree = where / f"baseline-{commit[:12]}"
+    tree = where / f"rev-{commit[:12]}"
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
     archive = subprocess.run(["git", "archive", commit, "Cargo.toml", "Cargo.lock", "crates"],
@@ -105,6 +99,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--baseline", default="main",
                    help="git revision with the hand-written code (measured beside this tree)")
+    p.add_argument("--tree", metavar="REV", default="",
+                   help="measure this git revision as the other side instead of the working "
+                   "tree (it needs murmur_bench's dev-dependencies)")
     p.add_argument("--rounds", type=int, default=7, help="rounds; the median is reported")
     p.add_argument("--cpu", type=int, default=1, help="the core every run is pinned to")
     p.add_argument("--dir", type=Path, default=Path("/tmp/cachelab-hand-vs-library"),
@@ -117,10 +114,14 @@ def main() -> int:
         print("--dir must be outside the repository; --rounds must be >= 1", file=sys.stderr)
         return 2
     load_before = os.getloadavg()
-    base_tree, base_commit = baseline_tree(a.baseline, a.dir)
+    base_tree, base_commit = extracted(a.baseline, a.dir)
+    tree, tree_commit = extracted(a.tree, a.dir) if a.tree else (ROOT, "")
+    if a.tree:
+        shutil.copy2(ROOT / "crates/client/examples/murmur_bench.rs",
+                     tree / "crates/client/examples/murmur_bench.rs")
     examples = [(name, package) for name, package, _, _ in SIDE_BY_SIDE]
     build(base_tree, examples, a.dir / "bin-baseline")
-    build(ROOT, [*examples, MURMUR[:2]], a.dir / "bin-tree")
+    build(tree, [*examples, MURMUR[:2]], a.dir / "bin-tree")
     sides = {"hand-written": a.dir / "bin-baseline", "library": a.dir / "bin-tree"}
     ns: dict[str, dict[str, list[float]]] = {}
     checks: dict[str, dict[str, set[int]]] = {}
@@ -143,16 +144,18 @@ def main() -> int:
     murmur_med = {k: statistics.median(v) for k, v in murmur.items()}
     load_after = os.getloadavg()
     result: dict[str, Any] = {
-        "baseline": base_commit, "rounds": a.rounds, "cpu": a.cpu, "ns_per_item": ns,
+        "baseline": base_commit, "tree": tree_commit or "working tree", "rounds": a.rounds,
+        "cpu": a.cpu, "ns_per_item": ns,
         "median": med, "same_results": same, "murmur_ns_per_text": murmur,
         "murmur_median": murmur_med, "load_before": load_before, "load_after": load_after,
         "note": a.note,
     }
     lines, commit = header(
-        "Hand-written code vs the crates that replaced it", "hand_vs_library.py",
+        "Hand-written code vs the crates that could replace it", "hand_vs_library.py",
         sys.argv[1:], [
-            f"baseline {a.baseline} = {base_commit[:12]} (hand-written) vs this tree "
-            f"(crates); the same example programs on both sides",
+            f"before: {a.baseline} = {base_commit[:12]} (hand-written); after: "
+            + (f"{a.tree} = {tree_commit[:12]}" if a.tree else "this working tree")
+            + "; the same example programs on both sides",
             f"{a.rounds} rounds, sides alternating, each run pinned with `taskset -c {a.cpu}`, "
             "CPU time of the measuring thread after an untimed warm-up pass",
             "same results on both sides (checksums): " + ", ".join(
@@ -162,12 +165,11 @@ def main() -> int:
     result["commit"] = commit
     rows = []
     for name, m in med.items():
-        hand, lib = CODE.get(name, ("hand-written", "library"))
-        rows.append([name, hand, f"{m['hand-written']:.1f}", lib, f"{m['library']:.1f}",
+        rows.append([name, f"{m['hand-written']:.1f}", f"{m['library']:.1f}",
                      f"{m['library'] / m['hand-written']:.2f}",
                      " ".join(f"{x:.0f}" for x in ns[name]["hand-written"]),
                      " ".join(f"{x:.0f}" for x in ns[name]["library"])])
-    lines += markdown_table(["bench", "before", "ns (median)", "after", "ns (median)",
+    lines += markdown_table(["bench", "before ns (median)", "after ns (median)",
                              "after / before", "before, per round", "after, per round"], rows)
     ours = murmur_med.get("murmur3-ours")
     if ours:

@@ -54,12 +54,13 @@ pub fn fnv1a_64_twemproxy(data: &[u8]) -> u32 {
 /// MurmurHash3, x86 32-bit variant, of `data` with `seed`.
 ///
 /// Our own rather than a crate's: rendezvous routing hashes `host:port-key` once per member
-/// for every request, and the crates are slower there. `benches/hand_vs_library.py`
-/// (record `benches/runs/2026-11-29-hand-vs-library.md`, pinned, medians of 7 rounds): per
-/// ~40-byte text, ours MURMUR_OURS ns, the `murmur3` crate MURMUR_CRATE ns (it reads through
-/// `std::io::Read`), TiKV's `mur3` MUR3_CRATE ns; through `server_for` on a pool of 3, `mur3`
-/// cost ROUTE_MUR3 ns a key against our ROUTE_OURS (medians of 7 alternating runs). The tests
-/// below check this function against both crates.
+/// for every request, and the crates are slower there. `benches/hand_vs_library.py` (record
+/// `benches/runs/2026-11-29-hand-vs-library.md`, pinned, medians of 7 rounds) per ~40-byte
+/// text: ours 17.4 ns, the `murmur3` crate 65.0 (3.7×; it reads through `std::io::Read`),
+/// TiKV's `mur3` 16.6; but through `Distribution::server_for` on a pool of 3, `mur3` cost
+/// 129.7 ns a key against our 124.8 (1.04×, medians of 11 alternating runs, every `mur3` run
+/// above our median; ours is likely inlined there). The tests below check ours against both
+/// crates.
 pub fn murmur3_32(data: &[u8], seed: u32) -> u32 {
     const C1: u32 = 0xcc9e_2d51;
     const C2: u32 = 0x1b87_3593;
