@@ -39,7 +39,8 @@ fn main() {
     let texts: Vec<Vec<u8>> = (0..n)
         .map(|i| format!("10.0.0.{}:11211-cachelab:3f9a2c71b0de:{}", 1 + i % 3, i / 3).into_bytes())
         .collect();
-    let ways: [(&str, fn(&[u8]) -> u32); 3] = [
+    type Way = (&'static str, fn(&[u8]) -> u32);
+    let ways: [Way; 3] = [
         ("murmur3-ours", ours),
         ("murmur3-crate", murmur3_crate),
         ("mur3-crate", mur3_crate),
