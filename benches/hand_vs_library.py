@@ -97,8 +97,9 @@ def run(binary: Path, items: str, cpu: int) -> list[dict[str, Any]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--baseline", default="main",
-                   help="git revision with the hand-written code (measured beside this tree)")
+    p.add_argument("--baseline", default="8212b3d",
+                   help="git revision with the hand-written code, measured beside this tree "
+                   "(default: the last with our own MD5, BLAKE2b and t distribution)")
     p.add_argument("--tree", metavar="REV", default="",
                    help="measure this git revision as the other side instead of the working "
                    "tree (it needs murmur_bench's dev-dependencies)")
