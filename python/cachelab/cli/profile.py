@@ -8,8 +8,9 @@ import sys
 
 import cachelab.profile as lib
 from cachelab.cli import common
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
-from cachelab.profile.pool import PoolProfile, profile_pool
+from cachelab.profile.pool import PoolProfile
 from cachelab.profile.spec import LIMITS as PROFILE_LIMITS
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
@@ -144,59 +145,24 @@ def run(args: argparse.Namespace) -> int:
     if args.show:
         return _show(args, fmt)
     spec = spec_from(args)
-    members = common.server_members(args)
-    proxy = common.proxy_address(args)
-    if proxy is not None:
-        _refuse_pool_flags(args, "through a proxy (the proxy places the keys)")
-        address, behind = proxy, members
-    elif members is not None and len(members) > 1:
-        return _run_pool(args, fmt, spec, members)
-    else:
-        address, behind = (members[0] if members else None), None
-    options = common.server_options(args)
+    target = target_from(args)
     out = common.prepare_out(args, "profile")
     with Progress(None, "profile") as bar:
+        # Interrupted: what was measured is kept, and the result says PARTIAL.
         result, interrupted = common.measured(
-            lambda: lib.profile(spec, server=address, server_options=options,
-                                on_progress=bar.track, behind=behind))
+            lambda: lib.run(spec, target, progress=bar, rounds=args.rounds))
     saved = common.save(result, out, "profile", plots=not args.no_plots)
+    if isinstance(result, PoolProfile):  # a pool: each member profiled in rounds
+        return common.finish_run(
+            result, saved, fmt=fmt, render=PoolProfile.render, see="the members' tables",
+            interrupted=interrupted,
+            wrote="profile-pool.json and each member's profile under members/",
+        )
     return common.finish_run(
         result, saved, fmt=fmt, render=lib.LatencyProfile.render, see="the tables",
         interrupted=interrupted,
         wrote="profile.json, profile.csv" + ("" if args.no_plots else " and plots"),
     )
-
-
-def _run_pool(args: argparse.Namespace, fmt: str, spec: lib.ProfileSpec,
-              members: list[str]) -> int:
-    """A pool: each member profiled in rounds, and the pool's rows (docs/pools.md)."""
-    _refuse_pool_flags(args, "a pool (each member is profiled on its own)", tls=True)
-    out = common.prepare_out(args, "profile")
-    with Progress(None, "profile pool") as bar:
-        # Interrupted: what was measured is kept, and the result says PARTIAL.
-        result, interrupted = common.measured(
-            lambda: profile_pool(spec, members, distribution=args.distribution or "ketama",
-                                 rounds=args.rounds, on_progress=bar.track))
-    saved = common.save(result, out, "profile", plots=not args.no_plots)
-    return common.finish_run(
-        result, saved, fmt=fmt, render=PoolProfile.render, see="the members' tables",
-        interrupted=interrupted,
-        wrote="profile-pool.json and each member's profile under members/",
-    )
-
-
-def _refuse_pool_flags(args: argparse.Namespace, what: str, *, tls: bool = False) -> None:
-    """UsageError for a pool flag profiling ``what`` would not use: the member failure
-    settings, ``--tls`` when ``tls``, and through a proxy ``--distribution``."""
-    flags = [("--member-failure-limit", args.member_failure_limit),
-             ("--member-retry", args.member_retry)]
-    if tls:
-        flags.append(("--tls", args.tls))
-    if args.proxy is not None:
-        flags.append(("--distribution", args.distribution))
-    given = [f for f, v in flags if v]
-    if given:
-        raise UsageError(f"{given[0]}: not for profiling {what}")
 
 
 def _show(args: argparse.Namespace, fmt: str) -> int:

@@ -9,8 +9,9 @@ import sys
 import cachelab.replay as lib
 from cachelab.cli import common
 from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
-from cachelab.progress import Progress, stage_logger
+from cachelab.progress import Progress
 
 DESCRIPTION = """\
 Check simulate's prediction by building the strategy for real. The catalog's items are loaded
@@ -117,17 +118,14 @@ def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
 def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     spec = spec_from(args)
-    address = common.server_address(args)
-    options = common.server_options(args) if address is None else None
+    target = target_from(args)
     out = common.prepare_out(args, "replay")
-    trace, info = lib.load_trace(args.trace, args.trace_format, requests=args.requests,
-                                 quick=args.quick)
     with Progress(None, "replay") as bar:
-        log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
         # Interrupted: the slices finished are kept, and the result says PARTIAL.
         result, interrupted = common.measured(
-            lambda: lib.replay(trace, spec, server=address, server_options=options,
-                               trace_info=info, log=log, on_progress=bar.track))
+            lambda: lib.run(spec, target, progress=bar, trace=args.trace,
+                            trace_format=args.trace_format, requests=args.requests,
+                            quick=args.quick))
     saved = common.save(result, out, "replay")
     # Not common.finish_run: replay's check is its prediction (result.failure(), exit 1 when
     # a strategy is outside tolerance), said as "replay: ...", and "wrote" is always on stderr.

@@ -7,11 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+import cachelab.report as lib
 from cachelab.artifacts import os_error_text
 from cachelab.cli import common
 from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS
 from cachelab.errors import UsageError
-from cachelab.report import write_report
 
 DESCRIPTION = """\
 Find every cachelab result (profile.json, load.json, scale.json, usl.json, simulate.json,
@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.static is not None:
         common.check_out_dir(args.static, "--static")
     try:
-        rep = write_report(args.paths, out, title=args.title, redraw=args.redraw,
-                           static_dir=args.static)
+        rep = lib.run(lib.ReportSpec(args.paths, out, title=args.title, redraw=args.redraw,
+                                     static_dir=args.static))
     except OSError as e:
         # Checked writable above, so the disk filled or the directory went meanwhile; the
         # results the page shows are untouched, so running report again makes it.

@@ -7,9 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+import cachelab.size as lib
 from cachelab.cli import common
 from cachelab.errors import UsageError
-from cachelab.size.sizing import SizeSpec, size
+from cachelab.size import SizeSpec
 from cachelab.units import parse_size
 
 DESCRIPTION = """\
@@ -79,9 +80,9 @@ def run(args: argparse.Namespace) -> int:
     out = common.prepare_out(args, "size")
     if args.shards is not None and args.shards >= 1:
         raise UsageError("--shards: a rate below 1 (1 is the exact curve, the default)")
-    result = size(SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
-                           hit_ratios=args.hit_ratios, accounting=args.accounting,
-                           shards=args.shards))
+    spec = SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
+                    hit_ratios=args.hit_ratios, accounting=args.accounting, shards=args.shards)
+    result = lib.run(spec)
     saved = common.save(result, out, "size", plots=not args.no_plots)
     print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
     saved.say_wrote("size.json, size.csv" + ("" if args.no_plots else " and plots"),

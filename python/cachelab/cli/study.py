@@ -13,7 +13,9 @@ import sys
 import cachelab.run as lib
 from cachelab.cli import common
 from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
+from cachelab.cli.target import target_from
 from cachelab.errors import Interrupted, UsageError
+from cachelab.progress import Progress
 
 DESCRIPTION = """\
 Measure a memcached and decide what to cache, in one command:
@@ -101,16 +103,13 @@ def run(args: argparse.Namespace) -> int:
                        precision=args.precision)
     spec.check()
     fmt = common.stdout_format(args)
-    address = common.server_address(args)
-    options = common.server_options(args)
+    target = target_from(args)
     out = common.prepare_out(args, "run")
-
-    def log(msg: str) -> None:
-        print(f"run: {msg}", file=sys.stderr, flush=True)
-
     try:
-        result, interrupted = common.measured(
-            lambda: lib.run_study(spec, out, server=address, server_options=options, log=log))
+        # A line per stage on stderr (no bar).
+        with Progress(None, "run", enabled=False) as lines:
+            result, interrupted = common.measured(
+                lambda: lib.run(spec, target, progress=lines, out=out))
     except OSError as e:
         # Only run.json is written outside a step (a step's failure is in its table row),
         # so the steps' results are in place; say so rather than print a traceback.

@@ -6,6 +6,7 @@ import argparse
 
 import cachelab.tiers as lib
 from cachelab.cli import common
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
 
@@ -64,14 +65,11 @@ def spec_from(args: argparse.Namespace) -> lib.TiersSpec:
 def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     spec = spec_from(args)
-    address = common.server_address(args)
-    options = common.server_options(args)
+    target = target_from(args)
     out = common.prepare_out(args, "tiers")
     with Progress(spec.reads, "tiers") as bar:
         # Interrupted: the rounds finished are kept, and the result says PARTIAL.
-        result, interrupted = common.measured(
-            lambda: lib.tiers(spec, server=address, server_options=options,
-                              on_progress=lambda done, _total: bar.update(done)))
+        result, interrupted = common.measured(lambda: lib.run(spec, target, progress=bar))
     saved = common.save(result, out, "tiers", plots=not args.no_plots and bool(result.rows))
     return common.finish_run(result, saved, fmt=fmt, render=lib.TiersResult.render,
                              see="the table", interrupted=interrupted, wrote="")

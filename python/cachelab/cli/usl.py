@@ -75,8 +75,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     fmt = common.stdout_format(args)
     out = common.prepare_out(args, "usl")
-    fit = lib.fit_csv(args.file, args.n, args.x, method=args.method, level=args.level,
-                      bootstrap=args.bootstrap, seed=args.seed, predict=args.predict or [])
+    spec = lib.UslSpec(file=args.file, n=args.n, x=args.x, method=args.method,
+                       level=args.level, bootstrap=args.bootstrap, seed=args.seed,
+                       predict=tuple(args.predict or ()))
+    fit = lib.run(spec)
     saved = common.save(fit, out, "usl", plots=not args.no_plots)
     if fmt == "json":
         print(json.dumps(fit.to_dict(), indent=1))
