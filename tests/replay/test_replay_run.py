@@ -14,7 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from cachelab import _core, profiles, replay, traces
+from cachelab import _core, replay, traces
+from cachelab import profile as profiles
 from cachelab.errors import UsageError
 from cachelab.replay.calibrate import Calibrator
 from cachelab.replay.driver import Driver, Workload
