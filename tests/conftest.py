@@ -16,6 +16,7 @@ if importlib.util.find_spec("cachelab") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 from cachelab.servers import PrivateMemcached  # noqa: E402
+from clitools import InProcess  # noqa: E402
 from fakes import FakeServer  # noqa: E402
 from privatepg import PrivatePostgres  # noqa: E402
 
@@ -55,6 +56,13 @@ def fresh_memcached() -> Iterator[PrivateMemcached]:
     """A private memcached for one test, which may kill, stop or restart it."""
     with PrivateMemcached() as server:
         yield server
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> InProcess:
+    """``cli(*args, cwd=...)``: the ``cachelab`` command line run in this process (no child
+    process start-up), returning a CompletedProcess with its exit code, stdout and stderr."""
+    return InProcess(capsys)
 
 
 @pytest.fixture
