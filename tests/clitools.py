@@ -65,7 +65,7 @@ class InProcess:
             code = run(argv)
         finally:
             os.chdir(here)
-            with contextlib.suppress(TypeError):  # a handler set outside Python: nothing to put back
+            with contextlib.suppress(TypeError):  # a handler set outside Python: none to restore
                 signal.signal(signal.SIGTERM, previous)
         out, err = self._capsys.readouterr()
         return subprocess.CompletedProcess(["cachelab", *argv], code, out, err)
