@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -69,6 +70,26 @@ class InProcess:
                 signal.signal(signal.SIGTERM, previous)
         out, err = self._capsys.readouterr()
         return subprocess.CompletedProcess(["cachelab", *argv], code, out, err)
+
+
+def gets_served(address: str) -> int:
+    """The ``cmd_get`` count of the memcached at ``address``."""
+    from cachelab._core import Client
+
+    with Client(address) as c:
+        return int(c.stats()["cmd_get"])
+
+
+def await_gets(address: str, more_than: int, proc: subprocess.Popen[str],
+               timeout: float = 60.0) -> None:
+    """Waits until the memcached at ``address`` has served more than ``more_than`` gets: the
+    child run ``proc`` is measuring (its start-up, seconds on a loaded machine, is over). Fails
+    the test if the child exits first or nothing comes within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while gets_served(address) <= more_than:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"the run did not get going in {timeout:g} s"
+        time.sleep(0.05)
 
 
 def one_error_line(stderr: str | subprocess.CompletedProcess[str]) -> str:
