@@ -20,6 +20,25 @@ from clitools import InProcess  # noqa: E402
 from fakes import FakeServer  # noqa: E402
 from privatepg import PrivatePostgres  # noqa: E402
 
+#: Session fixtures too costly to start once in every pytest-xdist worker (``make test`` runs the
+#: suite in several): the tests that use one are sent to one worker (``--dist loadgroup``).
+SHARED_FIXTURES = {"postgresql_dsn": "postgres", "results": "report", "more": "report"}
+RAY_TESTS = Path(__file__).parent / "ray"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups the tests that share a costly session fixture (SHARED_FIXTURES), and the Ray
+    tests (one local cluster, on fixed loopback addresses), for ``--dist loadgroup``."""
+    for item in items:
+        if RAY_TESTS in Path(item.path).parents:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+            continue
+        used = getattr(item, "fixturenames", ())
+        group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(scope="session")
 def memcached() -> Iterator[PrivateMemcached]:
