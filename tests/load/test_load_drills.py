@@ -189,7 +189,8 @@ def test_add_and_remove_work_on_servers_the_run_did_not_start_and_leave_no_key(
             "--rate", "2000", "--mix", "get=100", "--on-miss", "set", "--key-space", "2000",
             "--duration", "3", "--warmup", "0.5", "--interval", "0.5", "--format", "table",
             "--out", tmp_path / "out", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    # Measured (0), or 1 only because a busy machine kept the client from holding the rate.
+    assert p.returncode == 0 or (p.returncode == 1 and "rate not held" in p.stderr), p.stderr
     lines = p.stdout.splitlines()
     assert any(x.startswith(f"DRILL add {c} at 1.5 s") for x in lines), p.stdout
     assert any(x.startswith("DRILL remove 1 at 2.5 s") for x in lines), p.stdout
