@@ -29,10 +29,12 @@ RAY_TESTS = Path(__file__).parent / "ray"
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Groups the tests that share a costly session fixture (SHARED_FIXTURES), and the Ray
-    tests (one local cluster, on fixed loopback addresses), for ``--dist loadgroup``."""
+    tests (one local cluster, on fixed loopback addresses), for ``--dist loadgroup``; the Ray
+    tests are all ``slow``."""
     for item in items:
         if RAY_TESTS in Path(item.path).parents:
             item.add_marker(pytest.mark.xdist_group("ray"))
+            item.add_marker(pytest.mark.slow)
             continue
         used = getattr(item, "fixturenames", ())
         group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)

@@ -28,6 +28,8 @@ from cachelab.load import LoadResult
 from cachelab.servers import PrivateMemcached, find_memcached, read_stats
 from faultproxy import FaultProxy
 
+pytestmark = pytest.mark.slow  # each case is a real run of seconds with a fault in it
+
 RUN_TIMEOUT = 60
 
 

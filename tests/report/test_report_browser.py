@@ -31,6 +31,8 @@ import test_report as tr
 from cachelab.report import write_report
 from cachelab.units import dur
 
+pytestmark = pytest.mark.slow  # a headless Chromium for each case
+
 results = tr.results  # the session-scoped fixtures: saved results written by each verb's writer
 more = tr.more
 
