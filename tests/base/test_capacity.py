@@ -22,7 +22,7 @@ from urllib.parse import unquote
 import pytest
 
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 USER_ITEMS = 2_000
 USER_VALUE = b"u" * 10_000
@@ -84,12 +84,13 @@ def _untouched(server: PrivateMemcached) -> None:
     ],
 )
 def test_a_run_that_does_not_fit_is_refused_before_writing(
-        argv: list[str], words: str, users_cache: PrivateMemcached, tmp_path: Path) -> None:
+        cli: InProcess, argv: list[str], words: str, users_cache: PrivateMemcached,
+        tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    assert cachelab("trace", "synth", trace).returncode == 0
+    assert cli("trace", "synth", trace).returncode == 0
     before = _stat(users_cache, "total_items")
-    p = cachelab(*[a.format(trace=trace) for a in argv], "--server", users_cache.address,
-                 "--out", tmp_path / "out", timeout=120)
+    p = cli(*[a.format(trace=trace) for a in argv], "--server", users_cache.address,
+            "--out", tmp_path / "out")
     assert p.returncode == 2, p.stderr
     line = one_error_line(p)
     assert words in line and f"the memcached at {users_cache.address}" in line, line
@@ -98,10 +99,10 @@ def test_a_run_that_does_not_fit_is_refused_before_writing(
     _untouched(users_cache)
 
 
-def test_a_run_that_fits_leaves_nothing_and_evicts_nothing(users_cache: PrivateMemcached,
-                                                           tmp_path: Path) -> None:
-    p = cachelab("profile", "--quick", "--server", users_cache.address, "--out", tmp_path / "p",
-                 "--format", "json", timeout=120)
+def test_a_run_that_fits_leaves_nothing_and_evicts_nothing(
+        cli: InProcess, users_cache: PrivateMemcached, tmp_path: Path) -> None:
+    p = cli("profile", "--quick", "--server", users_cache.address, "--out", tmp_path / "p",
+            "--format", "json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["run"]["user_items_lost"] == 0
     _untouched(users_cache)
@@ -151,12 +152,13 @@ def test_an_interrupted_profile_deletes_what_it_wrote(users_cache: PrivateMemcac
     _untouched(users_cache)
 
 
-def test_values_above_the_item_size_limit_are_refused_naming_it(tmp_path: Path) -> None:
+def test_values_above_the_item_size_limit_are_refused_naming_it(
+        cli: InProcess, tmp_path: Path) -> None:
     with PrivateMemcached(item_size_max="512k") as server:
         for argv, flag in ((["profile", "--sizes", "1K,1M"], "--sizes"),
                            (["load", "--duration", "1", "--value-size", "1000000"],
                             "--value-size")):
-            p = cachelab(*argv, "--server", server.address, "--out", tmp_path / argv[0])
+            p = cli(*argv, "--server", server.address, "--out", tmp_path / argv[0])
             assert p.returncode == 2, p.stderr
             line = one_error_line(p)
             assert "above the item size limit of the memcached at" in line, line

@@ -21,7 +21,7 @@ from cachelab import pool
 from cachelab.errors import ServerUnreachable, TwemproxyNotInstalled, UsageError
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 KEYS = 3000
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
@@ -321,10 +321,9 @@ def test_private_twemproxy_refuses_clearly() -> None:
         PrivateTwemproxy(["127.0.0.2:1", "127.0.0.3:1"], names=["a", "a"]).start()
 
 
-def test_a_verb_pointed_at_twemproxy_says_it_is_a_proxy(proxy: PrivateTwemproxy,
+def test_a_verb_pointed_at_twemproxy_says_it_is_a_proxy(cli: InProcess, proxy: PrivateTwemproxy,
                                                         tmp_path: Path) -> None:
-    p = cachelab("load", "--duration", "1", "--server", proxy.address, "--out", tmp_path / "o",
-                 timeout=60)
+    p = cli("load", "--duration", "1", "--server", proxy.address, "--out", tmp_path / "o")
     assert p.returncode == 2, p.stderr
     line = one_error_line(p)
     assert line.startswith(f"cachelab: error: {proxy.address} looks like a proxy such as "
