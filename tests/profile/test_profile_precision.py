@@ -19,7 +19,7 @@ from cachelab.run import DEFAULT_PRECISION, RunSpec
 from cachelab.run.steps import profile_spec, scale_spec
 from cachelab.scale import ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 
 def small(**kw: object) -> ProfileSpec:
@@ -132,9 +132,9 @@ def test_precision_is_refused_for_a_pool_profile() -> None:
     ("profile", "0.05", "below 1, give the % sign"), ("profile", "100%", "above 0 and below 100"),
     ("profile", "abc", "above 0 and below 100"), ("profile", "0", "above 0 and below 100"),
     ("scale", "0.5", "below 1, give the % sign"), ("run", "200%", "above 0 and below 100")])
-def test_bad_precision_exits_2_with_one_line(verb: str, value: str, needle: str,
+def test_bad_precision_exits_2_with_one_line(cli: InProcess, verb: str, value: str, needle: str,
                                              tmp_path: Path) -> None:
-    p = cachelab(verb, "--precision", value, "--server", "127.0.0.1:1", cwd=tmp_path)
+    p = cli(verb, "--precision", value, "--server", "127.0.0.1:1", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     line = one_error_line(p.stderr)
     assert "--precision" in line and needle in line
