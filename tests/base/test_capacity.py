@@ -22,7 +22,7 @@ from urllib.parse import unquote
 import pytest
 
 from cachelab.servers import PrivateMemcached
-from clitools import InProcess, one_error_line
+from clitools import InProcess, await_gets, gets_served, one_error_line
 
 USER_ITEMS = 2_000
 USER_VALUE = b"u" * 10_000
@@ -113,12 +113,13 @@ def test_load_stops_when_the_server_starts_evicting(users_cache: PrivateMemcache
     """The run fits when it starts; then the user's own writes fill the memory and the server
     evicts: load stops (exit 3, PARTIAL, the count named) and still deletes its keys."""
     out = tmp_path / "out"
+    before = gets_served(users_cache.address)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "load", "--server", users_cache.address,
          "--duration", "20", "--key-space", "5000", "--value-size", "1000", "--out", str(out),
          "--format", "table"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(2.0)
+        await_gets(users_cache.address, before, proc)  # it fitted, and is measuring
         c = _client(users_cache)
         for i in range(USER_ITEMS, USER_ITEMS + 12_000):  # 120 MB more into 64 MB
             c.set(f"user:{i}", USER_VALUE)
@@ -138,12 +139,13 @@ def test_load_stops_when_the_server_starts_evicting(users_cache: PrivateMemcache
 
 def test_an_interrupted_profile_deletes_what_it_wrote(users_cache: PrivateMemcached,
                                                       tmp_path: Path) -> None:
+    before = gets_served(users_cache.address)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "profile", "--server", users_cache.address,
          "--sizes", "1K,10K", "--samples", "200000", "--out", str(tmp_path / "p"),
          "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(3.0)
+        await_gets(users_cache.address, before + 100, proc)  # measuring, its keys written
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
