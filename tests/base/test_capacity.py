@@ -108,6 +108,7 @@ def test_a_run_that_fits_leaves_nothing_and_evicts_nothing(
     _untouched(users_cache)
 
 
+@pytest.mark.slow
 def test_load_stops_when_the_server_starts_evicting(users_cache: PrivateMemcached,
                                                     tmp_path: Path) -> None:
     """The run fits when it starts; then the user's own writes fill the memory and the server
@@ -137,6 +138,7 @@ def test_load_stops_when_the_server_starts_evicting(users_cache: PrivateMemcache
     assert [k for k in _keys(users_cache) if not k.startswith("user:")] == []
 
 
+@pytest.mark.slow
 def test_an_interrupted_profile_deletes_what_it_wrote(users_cache: PrivateMemcached,
                                                       tmp_path: Path) -> None:
     before = gets_served(users_cache.address)

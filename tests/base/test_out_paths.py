@@ -97,6 +97,7 @@ def test_report_out_ending_in_a_slash_is_a_directory(cli: InProcess, tmp_path: P
         assert (tmp_path / out / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
                                                            memcached: PrivateMemcached) -> None:
     """``--out`` is fine when checked, then replaced by a file while load runs: the results

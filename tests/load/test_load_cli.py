@@ -51,6 +51,7 @@ def test_bad_flags_exit_2_with_one_line(
     assert needle in one_error_line(p.stderr)
 
 
+@pytest.mark.slow
 def test_run_writes_every_artifact(tmp_path: Path, memcached: PrivateMemcached) -> None:
     out = tmp_path / "out"
     p = cachelab("load", "--server", memcached.address, "--duration", "2", "--warmup", "0.5",
@@ -115,6 +116,7 @@ def test_silent_server_exits_3_without_hanging(
     assert time.monotonic() - started < RUN_TIMEOUT
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_partial_results(tmp_path: Path, memcached: PrivateMemcached) -> None:
     out = tmp_path / "o"
     before = gets_served(memcached.address)

@@ -127,6 +127,7 @@ def _keys_on(server: PrivateMemcached) -> list[str]:
             for field in line.split() if field.startswith("key=")]
 
 
+@pytest.mark.slow
 def test_a_stopped_member_is_marked_down_and_the_others_go_on(
     tmp_path: Path, pool: list[PrivateMemcached],
 ) -> None:

@@ -122,6 +122,7 @@ def in_process() -> Iterator[Callable[..., int]]:
 # -- a measured run -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_profile_writes_tables_json_csv_and_plots_and_leaves_no_keys(
     memcached: PrivateMemcached, tmp_path: Path
 ) -> None:
@@ -224,6 +225,7 @@ def test_unix_socket(
     assert "loopback floor (mn on a raw Unix socket)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_without_server_a_private_memcached_is_started_and_stopped(tmp_path: Path) -> None:
     out, tag = tmp_path / "out", uuid.uuid4().hex
     r = cachelab(
@@ -428,6 +430,7 @@ def test_show_of_a_saved_profile_directory(
 # -- Ctrl-C ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Path) -> None:
     out, tag = tmp_path / "out", uuid.uuid4().hex
     proc = subprocess.Popen(
@@ -486,6 +489,7 @@ def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Pat
 # -- help -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_help(tmp_path: Path) -> None:
     r = cachelab("--help", cwd=tmp_path)
     assert r.returncode == 0

@@ -77,6 +77,7 @@ def _plain_port(mc: PrivateMemcached) -> str:
     return mc.address.rsplit(":", 1)[1]
 
 
+@pytest.mark.slow
 def test_profile_over_tls_reports_the_tls_cost(tls_memcached: PrivateMemcached,
                                                certs: dict[str, Path], tmp_path: Path) -> None:
     r = cachelab("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",

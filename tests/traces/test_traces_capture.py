@@ -192,6 +192,7 @@ def test_a_capture_reads_back_as_a_flat_trace_of_its_gets(cli: InProcess, tmp_pa
     assert run["requests"] == r.gets and run["misses"] == r.keys
 
 
+@pytest.mark.slow
 def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -> None:
     """The capture process is stopped (SIGSTOP) while a load runs, so the server's buffer for
     the watcher overflows and it skips lines; the capture reports them and exits 1.
@@ -268,6 +269,7 @@ def _capture_process(server: PrivateMemcached, out: Path,
     return proc
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: Path) -> None:
     out = tmp_path / "cut.capture.parquet"
     with PrivateMemcached(memory_mb=8, threads=2) as server:
@@ -300,6 +302,7 @@ def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: P
     assert table.num_rows == d["gets"] + d["stores"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_and_an_idle_server_say_so_on_stderr(cli: InProcess, tmp_path: Path) -> None:
     with PrivateMemcached(memory_mb=8, threads=2) as server:
         proc = _capture_process(server, tmp_path / "a.capture.parquet")

@@ -18,6 +18,7 @@ RUN_TIMEOUT = 60
 
 
 
+@pytest.mark.slow
 def test_synth_inspect_convert_end_to_end(tmp_path: Path) -> None:
     p = cachelab("trace", "synth", "--requests", "2000", "--seed", "3", "t.jsonl", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
