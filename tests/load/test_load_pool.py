@@ -67,8 +67,10 @@ def test_each_members_counts_are_its_own_stats_and_multigets_are_one_get_per_mem
         assert m["hits"] == _delta(m, "get_hits") and m["misses"] == _delta(m, "get_misses") == 0
         assert m["hits"] == _delta(m, "cmd_get")  # keys asked of this member
         gets = (_delta(m, "bytes_read") - m["hits"] * (1 + key_len)) / 5
-        # The "after" snapshot's own "version" and "stats" lines are read first: 16 bytes.
-        assert abs(gets - m["sent"]) <= 4, (gets, m["sent"], m["hits"])
+        # Besides the gets, the server read the "after" snapshot's own "version" and "stats"
+        # lines (16 bytes) and any stats read during the run (their number depends on how long
+        # a busy machine took): a few gets' worth, far from one get per key (hits).
+        assert abs(gets - m["sent"]) <= 25, (gets, m["sent"], m["hits"])
     # A get carries all of the member's keys of the multi-get, not one: ten keys over three
     # members, so some member owns several and is asked for more keys than it is sent gets.
     assert any(m["hits"] > 1.5 * m["sent"] > 0 for m in r.members)

@@ -96,10 +96,13 @@ def test_a_scale_run_by_precision_stops_early_or_runs_to_its_cap(
             "interval": 0.25, "bootstrap": 0, "workload": {"key_space": 200}}
     loose = scale(ScaleSpec(**base, precision=0.99), server=memcached.address)
     for r in loose.runs:
-        # the live p99 interval is within ±99 % after one interval past the settle
-        assert r["precision"]["stopped_at_s"] is not None, r["precision"]
-        assert r["precision"]["stopped_at_s"] < 2.25 and r["window_short"] is False
-        assert r["precision"]["stopped_at_s"] >= 0.25  # not before the settle
+        # the p99 interval is within ±99 %: the run stops early once the live check sees it
+        # (after one interval past the settle, on a quiet machine), or at its window's end
+        # (a busy machine delayed the check), never before the settle
+        assert r["precision"]["reached"], r["precision"]
+        stopped = r["precision"]["stopped_at_s"]
+        assert stopped is None or 0.25 <= stopped < 2.25, r["precision"]
+        assert r["window_short"] is False
     assert all("precision" in row and row["precision"]["runs"] == 1 for row in loose.summary)
     assert "p99 ±, runs reached" in loose.render()
     tight = scale(ScaleSpec(**{**base, "window": 0.5}, precision=0.0001),

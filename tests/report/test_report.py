@@ -30,6 +30,10 @@ from cachelab.units import dur
 from cachelab.usl import UslFit, fit_csv
 from clitools import InProcess, cachelab
 
+#: The first test to use ``results`` or ``more`` builds them (a profile, a load run, tiers, a
+#: replay: minutes on a loaded machine), inside its own timeout.
+pytestmark = pytest.mark.timeout(600)
+
 USL_DATA = Path(__file__).parents[1] / "data" / "usl" / "specsdm91.csv"
 VOID = {"meta", "img", "br", "hr", "link", "input"}
 
