@@ -23,6 +23,10 @@ from privatepg import PrivatePostgres  # noqa: E402
 #: Session fixtures too costly to start once in every pytest-xdist worker (``make test`` runs the
 #: suite in several): the tests that use one are sent to one worker (``--dist loadgroup``).
 SHARED_FIXTURES = {"postgresql_dsn": "postgres", "results": "report", "more": "report"}
+#: Module-scoped fixtures that measure or simulate for seconds (test_damaged_results' saved
+#: results, test_profiles_model's measured profile, test_load_merge's runs, the replay and
+#: calibration results): their module's tests that use one share a worker too.
+MODULE_FIXTURES = {"saved", "measured", "outcomes", "result"}
 RAY_TESTS = Path(__file__).parent / "ray"
 
 
@@ -38,6 +42,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         used = getattr(item, "fixturenames", ())
         group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)
+        if group is None:
+            group = next((f"{Path(item.path).stem}::{f}" for f in MODULE_FIXTURES if f in used),
+                         None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 
