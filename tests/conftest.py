@@ -25,8 +25,9 @@ from privatepg import PrivatePostgres  # noqa: E402
 SHARED_FIXTURES = {"postgresql_dsn": "postgres", "results": "report", "more": "report"}
 #: Module-scoped fixtures that measure or simulate for seconds (test_damaged_results' saved
 #: results, test_profiles_model's measured profile, test_load_merge's runs, the replay and
-#: calibration results): their module's tests that use one share a worker too.
-MODULE_FIXTURES = {"saved", "measured", "outcomes", "result"}
+#: calibration results), or that need fixed ports (test_twemproxy's members on port 11211):
+#: their module's tests that use one share a worker too.
+MODULE_FIXTURES = {"saved", "measured", "outcomes", "result", "members_11211"}
 RAY_TESTS = Path(__file__).parent / "ray"
 
 

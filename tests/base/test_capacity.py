@@ -127,7 +127,9 @@ def test_load_stops_when_the_server_starts_evicting(users_cache: PrivateMemcache
         c.close()
         stdout, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        if proc.poll() is None:  # a timeout: kill it, and close its pipes
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 3, stderr
     assert "stopped: the server evicted" in one_error_line(stderr)
     assert stdout.startswith("PARTIAL (")
@@ -151,7 +153,9 @@ def test_an_interrupted_profile_deletes_what_it_wrote(users_cache: PrivateMemcac
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        if proc.poll() is None:  # a timeout: kill it, and close its pipes
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, stderr
     _untouched(users_cache)
 

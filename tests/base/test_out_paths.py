@@ -124,7 +124,9 @@ def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
         out.write_text("in the way\n")
         stdout, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        if proc.poll() is None:  # a timeout: kill it, and close its pipes
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 1, stderr
     line = one_error_line(stderr)
     assert line.startswith(f"cachelab: error: cannot write {out}"), line
