@@ -5,6 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 FUZZ_SECONDS ?= 30
+# pytest's worker processes (pytest-xdist): more than the cores, as most tests wait on servers
+TEST_WORKERS ?= 4
 # libCacheSim's CloudPhysics block trace (flat_sim.py --block-trace, byte_lru.py)
 BLOCK_TRACE ?= /work/shared/reference/traces/cloudPhysicsIO.oracleGeneral.bin
 export CARGO_TERM_COLOR ?= never
@@ -34,7 +36,11 @@ test: install ## run every test: Rust (unit, property, real memcached), fuzz bui
 	@scripts/install-system-deps.sh test
 	$(CARGO) test --workspace --quiet
 	$(MAKE) --no-print-directory fuzz-build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
+
+test-fast: install ## the Python tests not marked slow (no Ray, browser, fault or CLI-process runs)
+	@scripts/install-system-deps.sh test
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 lint: $(PY) ## rustfmt, clippy (warnings are errors), ruff
 	$(CARGO) fmt --all --check
@@ -82,4 +88,4 @@ FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 	-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 	-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks
 
-.PHONY: help system-deps install build demo test lint fuzz-build fuzz bench clean
+.PHONY: help system-deps install build demo test test-fast lint fuzz-build fuzz bench clean

@@ -16,8 +16,38 @@ if importlib.util.find_spec("cachelab") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 from cachelab.servers import PrivateMemcached  # noqa: E402
+from clitools import InProcess  # noqa: E402
 from fakes import FakeServer  # noqa: E402
 from privatepg import PrivatePostgres  # noqa: E402
+
+#: Session fixtures too costly to start once in every pytest-xdist worker (``make test`` runs the
+#: suite in several): the tests that use one are sent to one worker (``--dist loadgroup``).
+SHARED_FIXTURES = {"postgresql_dsn": "postgres", "results": "report", "more": "report"}
+#: Module-scoped fixtures that measure or simulate for seconds (test_damaged_results' saved
+#: results, test_profiles_model's measured profile, test_load_merge's runs, the replay and
+#: calibration results), or that need fixed ports (test_twemproxy's members on port 11211):
+#: their module's tests that use one share a worker too.
+MODULE_FIXTURES = {"saved", "measured", "outcomes", "result", "members_11211"}
+RAY_TESTS = Path(__file__).parent / "ray"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups the tests that share a costly session fixture (SHARED_FIXTURES), and the Ray
+    tests (one local cluster, on fixed loopback addresses), for ``--dist loadgroup``; the Ray
+    tests are all ``slow``."""
+    for item in items:
+        if RAY_TESTS in Path(item.path).parents:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+            item.add_marker(pytest.mark.slow)
+            continue
+        used = getattr(item, "fixturenames", ())
+        group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)
+        if group is None:
+            group = next((f"{Path(item.path).stem}::{f}" for f in MODULE_FIXTURES if f in used),
+                         None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -55,6 +85,13 @@ def fresh_memcached() -> Iterator[PrivateMemcached]:
     """A private memcached for one test, which may kill, stop or restart it."""
     with PrivateMemcached() as server:
         yield server
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> InProcess:
+    """``cli(*args, cwd=...)``: the ``cachelab`` command line run in this process (no child
+    process start-up), returning a CompletedProcess with its exit code, stdout and stderr."""
+    return InProcess(capsys)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 import pytest
 
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, await_gets, gets_served, one_error_line
 
 USER_ITEMS = 2_000
 USER_VALUE = b"u" * 10_000
@@ -84,12 +84,13 @@ def _untouched(server: PrivateMemcached) -> None:
     ],
 )
 def test_a_run_that_does_not_fit_is_refused_before_writing(
-        argv: list[str], words: str, users_cache: PrivateMemcached, tmp_path: Path) -> None:
+        cli: InProcess, argv: list[str], words: str, users_cache: PrivateMemcached,
+        tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    assert cachelab("trace", "synth", trace).returncode == 0
+    assert cli("trace", "synth", trace).returncode == 0
     before = _stat(users_cache, "total_items")
-    p = cachelab(*[a.format(trace=trace) for a in argv], "--server", users_cache.address,
-                 "--out", tmp_path / "out", timeout=120)
+    p = cli(*[a.format(trace=trace) for a in argv], "--server", users_cache.address,
+            "--out", tmp_path / "out")
     assert p.returncode == 2, p.stderr
     line = one_error_line(p)
     assert words in line and f"the memcached at {users_cache.address}" in line, line
@@ -98,33 +99,37 @@ def test_a_run_that_does_not_fit_is_refused_before_writing(
     _untouched(users_cache)
 
 
-def test_a_run_that_fits_leaves_nothing_and_evicts_nothing(users_cache: PrivateMemcached,
-                                                           tmp_path: Path) -> None:
-    p = cachelab("profile", "--quick", "--server", users_cache.address, "--out", tmp_path / "p",
-                 "--format", "json", timeout=120)
+def test_a_run_that_fits_leaves_nothing_and_evicts_nothing(
+        cli: InProcess, users_cache: PrivateMemcached, tmp_path: Path) -> None:
+    p = cli("profile", "--quick", "--server", users_cache.address, "--out", tmp_path / "p",
+            "--format", "json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["run"]["user_items_lost"] == 0
     _untouched(users_cache)
 
 
+@pytest.mark.slow
 def test_load_stops_when_the_server_starts_evicting(users_cache: PrivateMemcached,
                                                     tmp_path: Path) -> None:
     """The run fits when it starts; then the user's own writes fill the memory and the server
     evicts: load stops (exit 3, PARTIAL, the count named) and still deletes its keys."""
     out = tmp_path / "out"
+    before = gets_served(users_cache.address)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "load", "--server", users_cache.address,
          "--duration", "20", "--key-space", "5000", "--value-size", "1000", "--out", str(out),
          "--format", "table"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(2.0)
+        await_gets(users_cache.address, before, proc)  # it fitted, and is measuring
         c = _client(users_cache)
         for i in range(USER_ITEMS, USER_ITEMS + 12_000):  # 120 MB more into 64 MB
             c.set(f"user:{i}", USER_VALUE)
         c.close()
         stdout, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        if proc.poll() is None:  # a timeout: kill it, and close its pipes
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 3, stderr
     assert "stopped: the server evicted" in one_error_line(stderr)
     assert stdout.startswith("PARTIAL (")
@@ -135,28 +140,33 @@ def test_load_stops_when_the_server_starts_evicting(users_cache: PrivateMemcache
     assert [k for k in _keys(users_cache) if not k.startswith("user:")] == []
 
 
+@pytest.mark.slow
 def test_an_interrupted_profile_deletes_what_it_wrote(users_cache: PrivateMemcached,
                                                       tmp_path: Path) -> None:
+    before = gets_served(users_cache.address)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "profile", "--server", users_cache.address,
          "--sizes", "1K,10K", "--samples", "200000", "--out", str(tmp_path / "p"),
          "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(3.0)
+        await_gets(users_cache.address, before + 100, proc)  # measuring, its keys written
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        if proc.poll() is None:  # a timeout: kill it, and close its pipes
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, stderr
     _untouched(users_cache)
 
 
-def test_values_above_the_item_size_limit_are_refused_naming_it(tmp_path: Path) -> None:
+def test_values_above_the_item_size_limit_are_refused_naming_it(
+        cli: InProcess, tmp_path: Path) -> None:
     with PrivateMemcached(item_size_max="512k") as server:
         for argv, flag in ((["profile", "--sizes", "1K,1M"], "--sizes"),
                            (["load", "--duration", "1", "--value-size", "1000000"],
                             "--value-size")):
-            p = cachelab(*argv, "--server", server.address, "--out", tmp_path / argv[0])
+            p = cli(*argv, "--server", server.address, "--out", tmp_path / argv[0])
             assert p.returncode == 2, p.stderr
             line = one_error_line(p)
             assert "above the item size limit of the memcached at" in line, line

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from cachelab.environment import BUSY_CORES, CpuSnapshot, cpu_snapshot, other_cpu
 
 
@@ -21,6 +23,7 @@ def test_other_cpu_excludes_this_process_and_what_the_caller_accounts_for() -> N
     assert other_cpu(None, after) is None and other_cpu(after, before) is None
 
 
+@pytest.mark.slow
 def test_a_cpu_hog_is_seen_as_another_process() -> None:
     hog = subprocess.Popen([sys.executable, "-c",
                             "import time\nt = time.monotonic()\n"

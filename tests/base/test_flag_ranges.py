@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 
 @pytest.mark.parametrize(
@@ -29,8 +29,9 @@ from clitools import cachelab, one_error_line
         (["profile", "--server-memory", "0"], "argument --server-memory: must be an integer"),
     ],
 )
-def test_out_of_range_numbers_say_the_range(argv: list[str], words: str, tmp_path: Path) -> None:
-    p = cachelab(*argv, cwd=tmp_path)
+def test_out_of_range_numbers_say_the_range(
+        cli: InProcess, argv: list[str], words: str, tmp_path: Path) -> None:
+    p = cli(*argv, cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert words in one_error_line(p)
     assert list(tmp_path.iterdir()) == []

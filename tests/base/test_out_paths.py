@@ -27,7 +27,7 @@ import pytest
 from cachelab.artifacts import write_json, write_through
 from cachelab.cli import run as cli_run
 from cachelab.servers import PrivateMemcached, read_stats
-from clitools import cachelab, one_error_line
+from clitools import InProcess, cachelab, one_error_line
 
 #: Every verb that writes into ``--out``, with arguments that would otherwise do real work
 #: (measure a server or simulate). ``{trace}``, ``{profile}`` and ``{csv}`` are filled in.
@@ -70,11 +70,11 @@ def _argv(verb: str, inputs: dict[str, str]) -> list[str]:
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
 @pytest.mark.parametrize("bad", ["proc", "file", "under-a-file"])
-def test_a_bad_out_is_refused_before_any_work(verb: str, bad: str, inputs: dict[str, str],
-                                              tmp_path: Path) -> None:
+def test_a_bad_out_is_refused_before_any_work(cli: InProcess, verb: str, bad: str,
+                                              inputs: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("mine\n")
     out = {"proc": "/proc/cachelab-x", "file": "afile", "under-a-file": "afile/sub"}[bad]
-    p = cachelab(*_argv(verb, inputs), "--out", out, cwd=tmp_path, timeout=30)
+    p = cli(*_argv(verb, inputs), "--out", out, cwd=tmp_path)
     assert p.returncode == 2, (p.stdout, p.stderr)
     line = one_error_line(p)
     assert line.startswith(f"cachelab: error: --out {out}: "), line
@@ -84,19 +84,20 @@ def test_a_bad_out_is_refused_before_any_work(verb: str, bad: str, inputs: dict[
     assert (tmp_path / "afile").read_text() == "mine\n"
 
 
-def test_report_out_ending_in_a_slash_is_a_directory(tmp_path: Path,
+def test_report_out_ending_in_a_slash_is_a_directory(cli: InProcess, tmp_path: Path,
                                                      memcached: PrivateMemcached) -> None:
     prof = tmp_path / "p"
-    assert cachelab("profile", "--quick", "--server", memcached.address, "--out", prof,
-                    "--format", "json").returncode == 0
+    assert cli("profile", "--samples", "20", "--warmup", "2", "--sizes", "1,1K", "--keys", "1,3",
+               "--server", memcached.address, "--out", prof, "--format", "json").returncode == 0
     for out in ("existing/", "new/"):
         if out == "existing/":
             (tmp_path / "existing").mkdir()
-        p = cachelab("report", prof, "--out", out, cwd=tmp_path)
+        p = cli("report", prof, "--out", out, cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         assert (tmp_path / out / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
                                                            memcached: PrivateMemcached) -> None:
     """``--out`` is fine when checked, then replaced by a file while load runs: the results
@@ -123,7 +124,9 @@ def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
         out.write_text("in the way\n")
         stdout, stderr = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        if proc.poll() is None:  # a timeout: kill it, and close its pipes
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 1, stderr
     line = one_error_line(stderr)
     assert line.startswith(f"cachelab: error: cannot write {out}"), line

@@ -15,7 +15,7 @@ import pytest
 from cachelab import pool
 from cachelab.errors import InputError, UsageError
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 KEYS = 5000
 
@@ -170,10 +170,10 @@ def test_a_member_given_twice_is_refused_by_spelling_and_by_resolved_address(
         pool.read_servers_file(f)
 
 
-def test_the_cli_refuses_a_pool_of_one_server_twice(tmp_path: Path) -> None:
+def test_the_cli_refuses_a_pool_of_one_server_twice(cli: InProcess, tmp_path: Path) -> None:
     for verb in ("load", "profile", "scale"):
-        r = cachelab(verb, "--server", "localhost:11311", "--server", "127.0.0.1:11311",
-                     "--quick", "--out", tmp_path / verb)
+        r = cli(verb, "--server", "localhost:11311", "--server", "127.0.0.1:11311",
+                "--quick", "--out", tmp_path / verb)
         assert r.returncode == 2, (verb, r.stdout)
         line = one_error_line(r)
         assert "--server localhost:11311 and --server 127.0.0.1:11311 are the same server" \

@@ -17,6 +17,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_cachelab_imports_without_ray_and_does_not_load_it() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys, cachelab, cachelab.cli, cachelab.load, "
@@ -31,6 +32,7 @@ def test_cachelab_imports_without_ray_and_does_not_load_it() -> None:
     ["simulate", "--ray", "--quick"],
     ["scale", "--ray", "--vary", "agents", "--server", "127.0.0.1:1"],
 ])
+@pytest.mark.slow
 def test_ray_flag_without_ray_exits_2_with_the_install_hint(argv: list[str]) -> None:
     done = _python(f"from cachelab.cli import main; sys.exit(main({argv!r}))")
     assert done.returncode == 2, (done.stdout, done.stderr)
@@ -38,6 +40,7 @@ def test_ray_flag_without_ray_exits_2_with_the_install_hint(argv: list[str]) -> 
     assert "pip install 'cachelab[ray]'" in done.stderr
 
 
+@pytest.mark.slow
 def test_agents_without_ray_flag_is_refused() -> None:
     done = _python("from cachelab.cli import main; "
                    "sys.exit(main(['load', '--agents', '2', '--server', '127.0.0.1:1']))")

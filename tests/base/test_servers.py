@@ -208,6 +208,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow
 def test_server_does_not_outlive_a_killed_owner() -> None:
     source = str(Path(cachelab.__file__).resolve().parent.parent)
     paths = [source, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]

@@ -21,7 +21,7 @@ from cachelab import pool
 from cachelab.errors import ServerUnreachable, TwemproxyNotInstalled, UsageError
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 KEYS = 3000
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
@@ -268,10 +268,13 @@ def test_twemproxy_passes_the_classic_text_commands(proxy: PrivateTwemproxy) -> 
     assert _exchange(a, b"set q 0 0 1 noreply\r\nx\r\nget q\r\n") == \
         b"VALUE q 0 1\r\nx\r\nEND\r\n"
     assert _exchange(a, b"gets q\r\n").startswith(b"VALUE q 0 1 ")
-    assert _exchange(a, b"touch q 100\r\nincr n 1\r\ndelete q\r\n") == \
+    # A key of this run alone (the members are shared with the module's other tests).
+    n = f"n-{random.getrandbits(64):x}".encode()
+    assert _exchange(a, b"touch q 100\r\nincr %s 1\r\ndelete q\r\n" % n) == \
         b"TOUCHED\r\nNOT_FOUND\r\nDELETED\r\n"
-    assert _exchange(a, b"add n 0 0 1\r\n5\r\nreplace n 0 0 1\r\n7\r\nappend n 0 0 1\r\n1"
-                        b"\r\nprepend n 0 0 1\r\n1\r\ndecr n 2\r\ncas n 0 0 1 1\r\nx\r\n") == \
+    assert _exchange(a, b"add %s 0 0 1\r\n5\r\nreplace %s 0 0 1\r\n7\r\nappend %s 0 0 1\r\n1"
+                        b"\r\nprepend %s 0 0 1\r\n1\r\ndecr %s 2\r\ncas %s 0 0 1 1\r\nx\r\n"
+                        % (n, n, n, n, n, n)) == \
         b"STORED\r\nSTORED\r\nSTORED\r\nSTORED\r\n169\r\nEXISTS\r\n"
 
 
@@ -321,10 +324,9 @@ def test_private_twemproxy_refuses_clearly() -> None:
         PrivateTwemproxy(["127.0.0.2:1", "127.0.0.3:1"], names=["a", "a"]).start()
 
 
-def test_a_verb_pointed_at_twemproxy_says_it_is_a_proxy(proxy: PrivateTwemproxy,
+def test_a_verb_pointed_at_twemproxy_says_it_is_a_proxy(cli: InProcess, proxy: PrivateTwemproxy,
                                                         tmp_path: Path) -> None:
-    p = cachelab("load", "--duration", "1", "--server", proxy.address, "--out", tmp_path / "o",
-                 timeout=60)
+    p = cli("load", "--duration", "1", "--server", proxy.address, "--out", tmp_path / "o")
     assert p.returncode == 2, p.stderr
     line = one_error_line(p)
     assert line.startswith(f"cachelab: error: {proxy.address} looks like a proxy such as "

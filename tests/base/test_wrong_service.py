@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 from fakes import FakeServer
 
 VERBS = [
@@ -44,9 +44,9 @@ def http_service() -> Iterator[str]:
 
 
 @pytest.mark.parametrize("argv", VERBS, ids=lambda a: a[0])
-def test_an_http_server_is_named_as_not_a_memcached(argv: list[str], http_service: str,
-                                                    tmp_path: Path) -> None:
-    p = cachelab(*argv, "--server", http_service, "--out", tmp_path / "o", timeout=60)
+def test_an_http_server_is_named_as_not_a_memcached(cli: InProcess, argv: list[str],
+                                                    http_service: str, tmp_path: Path) -> None:
+    p = cli(*argv, "--server", http_service, "--out", tmp_path / "o")
     assert p.returncode == 3, p.stderr
     line = one_error_line(p)
     # http.server answers a line it cannot parse with its HTML error page.
@@ -57,9 +57,10 @@ def test_an_http_server_is_named_as_not_a_memcached(argv: list[str], http_servic
 
 @pytest.mark.parametrize("argv", VERBS[:2], ids=lambda a: a[0])
 def test_a_silent_service_is_named_with_the_deadline(
-        argv: list[str], fake_server: Callable[[str], FakeServer], tmp_path: Path) -> None:
+        cli: InProcess, argv: list[str], fake_server: Callable[[str], FakeServer],
+        tmp_path: Path) -> None:
     silent = fake_server("silent")
-    p = cachelab(*argv, "--server", silent.address, "--out", tmp_path / "o", timeout=60)
+    p = cli(*argv, "--server", silent.address, "--out", tmp_path / "o")
     assert p.returncode == 3, p.stderr
     line = one_error_line(p)
     assert re.fullmatch(rf"cachelab: error: {silent.address}: no reply within \d+(ms|s)", line), \

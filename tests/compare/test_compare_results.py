@@ -17,7 +17,7 @@ from cachelab.profile import ProfileSpec, profile
 from cachelab.report import render_report
 from cachelab.simulate import SimulateSpec, simulate
 from cachelab.usl import fit_csv
-from clitools import cachelab
+from clitools import InProcess
 
 
 def profile_doc(cells: dict[tuple[str, int], list[int]], protocol: str = "text") -> dict:
@@ -79,12 +79,12 @@ def test_beta_bootstrap_matches_resampling_the_values() -> None:
         assert np.median(fast) == pytest.approx(np.median(brute), rel=0.01)
 
 
-def test_two_measured_profiles(tmp_path: Path, memcached) -> None:  # noqa: ANN001
+def test_two_measured_profiles(cli: InProcess, tmp_path: Path, memcached) -> None:  # noqa: ANN001
     spec = ProfileSpec.quick(sizes=(100, 1000), key_counts=(1, 5), samples=300, seed=1)
     for name in ("a", "b"):
         profile(spec, server=memcached.address).write(tmp_path / name, plots=False)
-    p = cachelab("compare", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "cmp",
-                 "--format", "json", "--resamples", "500")
+    p = cli("compare", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "cmp",
+            "--format", "json", "--resamples", "500")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["schema"] == "cachelab.compare" and doc["kind"] == "profile"
@@ -115,7 +115,7 @@ def test_simulations_with_two_models_on_one_trace(tmp_path: Path) -> None:
     assert any(x["metric"] == "p90 increase" for x in r.rows)
 
 
-def test_refuses_different_kinds_and_settings(tmp_path: Path) -> None:
+def test_refuses_different_kinds_and_settings(cli: InProcess, tmp_path: Path) -> None:
     vals = lognormal(500, 100_000, seed=1)
     a = write(tmp_path / "a" / "profile.json", profile_doc({("get", 100): vals}))
     meta = write(tmp_path / "m" / "profile.json", profile_doc({("get", 100): vals}, "meta"))
@@ -129,14 +129,14 @@ def test_refuses_different_kinds_and_settings(tmp_path: Path) -> None:
     usl_csv = Path(__file__).parents[1] / "data" / "usl" / "raytracer.csv"
     usl = fit_csv(usl_csv, "processors", "throughput", bootstrap=0).save(
         tmp_path / "u" / "usl.json")
-    p = cachelab("compare", a, usl, "--out", tmp_path / "x")
+    p = cli("compare", a, usl, "--out", tmp_path / "x")
     assert p.returncode == 2
     assert "cannot compare results of different kinds" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     for args, expect in (((a,), "at least two results"),
                          ((a, tmp_path / "nowhere"), "no such file or directory"),
                          ((a, tmp_path), "holds 3 results")):
-        p = cachelab("compare", *args, "--out", tmp_path / "x")
+        p = cli("compare", *args, "--out", tmp_path / "x")
         assert p.returncode == 2, p.stderr
         assert expect in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
@@ -144,12 +144,12 @@ def test_refuses_different_kinds_and_settings(tmp_path: Path) -> None:
 TRACES = Path(__file__).parents[1] / "data" / "traces"
 
 
-def test_flat_simulations_compare_exact_miss_ratios(tmp_path: Path) -> None:
+def test_flat_simulations_compare_exact_miss_ratios(cli: InProcess, tmp_path: Path) -> None:
     bin_trace = TRACES / "cloudPhysicsIO.oracleGeneral.bin"
     a, b = tmp_path / "a", tmp_path / "b"
     for out, policies, extra in ((a, "lru,fifo", ["--mrc"]), (b, "lru,s3fifo", ["--mrc"])):
-        p = cachelab("simulate", bin_trace, "--policies", policies, "--sizes", "500,5000",
-                     *extra, "--no-plots", "--out", out, "--format", "json")
+        p = cli("simulate", bin_trace, "--policies", policies, "--sizes", "500,5000",
+                *extra, "--no-plots", "--out", out, "--format", "json")
         assert p.returncode == 0, p.stderr
     r = compare([a, b])
     doc_a = json.loads((a / "simulate.json").read_text())
@@ -169,8 +169,8 @@ def test_flat_simulations_compare_exact_miss_ratios(tmp_path: Path) -> None:
     # A different trace is refused; with --allow-different the exact difference is reported
     # with a verdict (no sampling error to hide behind).
     c = tmp_path / "c"
-    p = cachelab("simulate", TRACES / "zipf_1.0.txt", "--policies", "lru", "--sizes", "500,5000",
-                 "--no-plots", "--out", c, "--format", "json")
+    p = cli("simulate", TRACES / "zipf_1.0.txt", "--policies", "lru", "--sizes", "500,5000",
+            "--no-plots", "--out", c, "--format", "json")
     assert p.returncode == 0, p.stderr
     with pytest.raises(UsageError, match="different trace"):
         compare([a, c])
@@ -180,8 +180,8 @@ def test_flat_simulations_compare_exact_miss_ratios(tmp_path: Path) -> None:
 
     # A SHARDS-sampled curve gets numbers but no verdict.
     d = tmp_path / "d"
-    p = cachelab("simulate", bin_trace, "--policies", "lru", "--sizes", "500", "--mrc",
-                 "--shards", "0.1", "--no-plots", "--out", d, "--format", "json")
+    p = cli("simulate", bin_trace, "--policies", "lru", "--sizes", "500", "--mrc",
+            "--shards", "0.1", "--no-plots", "--out", d, "--format", "json")
     assert p.returncode == 0, p.stderr
     r = compare([a, d])
     sampled = [x for x in r.rows if x["item"].startswith("LRU curve")]

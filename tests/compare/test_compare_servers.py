@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 
-def test_server_commands_run_interleaved_rounds(tmp_path: Path) -> None:
+def test_server_commands_run_interleaved_rounds(cli: InProcess, tmp_path: Path) -> None:
     out = tmp_path / "ab"
-    p = cachelab("compare", "--server-cmd", "memcached -t 1", "--server-cmd", "memcached -t 2",
-                 "--repeats", "2", "--duration", "0.5", "--out", out, "--format", "json")
+    p = cli("compare", "--server-cmd", "memcached -t 1", "--server-cmd", "memcached -t 2",
+            "--repeats", "2", "--duration", "0.5", "--out", out, "--format", "json")
     assert p.returncode == 0, p.stderr
     d = json.loads((out / "compare.json").read_text())
     assert d["kind"] == "servers" and d["sources"] == ["memcached -t 1", "memcached -t 2"]
@@ -57,15 +57,15 @@ def test_server_commands_run_interleaved_rounds(tmp_path: Path) -> None:
     # A wrapper that fails (as chrt does without the privilege): one line, exit 3.
     ("false memcached -t 2", 3, "B server 'false memcached -t 2' did not start: exited with"),
 ])
-def test_bad_server_commands_exit_with_one_line(tmp_path: Path, cmd: str, code: int,
+def test_bad_server_commands_exit_with_one_line(cli: InProcess, tmp_path: Path, cmd: str, code: int,
                                                 expect: str) -> None:
-    p = cachelab("compare", "--server-cmd", "memcached -t 1", "--server-cmd", cmd,
-                 "--repeats", "2", "--duration", "0.5", "--out", tmp_path / "ab")
+    p = cli("compare", "--server-cmd", "memcached -t 1", "--server-cmd", cmd,
+            "--repeats", "2", "--duration", "0.5", "--out", tmp_path / "ab")
     assert p.returncode == code, p.stderr
     assert expect in one_error_line(p)
     assert not (tmp_path / "ab").exists()
 
 
-def test_server_commands_and_results_do_not_mix(tmp_path: Path) -> None:
-    p = cachelab("compare", "a.json", "--server-cmd", "memcached", "--server-cmd", "memcached")
+def test_server_commands_and_results_do_not_mix(cli: InProcess, tmp_path: Path) -> None:
+    p = cli("compare", "a.json", "--server-cmd", "memcached", "--server-cmd", "memcached")
     assert p.returncode == 2 and "not both" in one_error_line(p)

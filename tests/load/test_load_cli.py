@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, await_gets, cachelab, gets_served, one_error_line
 from fakes import FakeServer
 
 RUN_TIMEOUT = 60
@@ -44,13 +44,14 @@ RUN_TIMEOUT = 60
     ],
 )
 def test_bad_flags_exit_2_with_one_line(
-    args: list[str], needle: str, tmp_path: Path, memcached: PrivateMemcached
+    cli: InProcess, args: list[str], needle: str, tmp_path: Path, memcached: PrivateMemcached
 ) -> None:
-    p = cachelab("load", *args, "--server", memcached.address, cwd=tmp_path)
+    p = cli("load", *args, "--server", memcached.address, cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert needle in one_error_line(p.stderr)
 
 
+@pytest.mark.slow
 def test_run_writes_every_artifact(tmp_path: Path, memcached: PrivateMemcached) -> None:
     out = tmp_path / "out"
     p = cachelab("load", "--server", memcached.address, "--duration", "2", "--warmup", "0.5",
@@ -72,10 +73,10 @@ def test_run_writes_every_artifact(tmp_path: Path, memcached: PrivateMemcached) 
     assert (out / "load-latency.svg").stat().st_size > 0
 
 
-def test_table_output(tmp_path: Path, memcached: PrivateMemcached) -> None:
-    p = cachelab("load", "--server", memcached.address, "--rate", "500", "--duration", "1",
-                 "--warmup", "0", "--no-plots", "--out", tmp_path / "o", "--format", "table",
-                 "--busy-poll", "300", cwd=tmp_path)
+def test_table_output(cli: InProcess, tmp_path: Path, memcached: PrivateMemcached) -> None:
+    p = cli("load", "--server", memcached.address, "--rate", "500", "--duration", "1",
+            "--warmup", "0", "--no-plots", "--out", tmp_path / "o", "--format", "table",
+            "--busy-poll", "300", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "open loop" in p.stdout and "corrected" in p.stdout
     assert "target rate 500/s held" in p.stdout
@@ -86,11 +87,11 @@ def test_table_output(tmp_path: Path, memcached: PrivateMemcached) -> None:
 
 
 def test_send_batch_makes_every_write_carry_a_batch(
-    tmp_path: Path, memcached: PrivateMemcached
+    cli: InProcess, tmp_path: Path, memcached: PrivateMemcached
 ) -> None:
-    p = cachelab("load", "--server", memcached.address, "--connections", "2", "--pipeline", "8",
-                 "--send-batch", "4", "--requests", "2000", "--warmup", "0", "--no-plots",
-                 "--out", tmp_path / "o", "--format", "table", cwd=tmp_path)
+    p = cli("load", "--server", memcached.address, "--connections", "2", "--pipeline", "8",
+            "--send-batch", "4", "--requests", "2000", "--warmup", "0", "--no-plots",
+            "--out", tmp_path / "o", "--format", "table", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "requests per write (send batch 4)" in p.stdout
     result = json.loads((tmp_path / "o" / "load.json").read_text())
@@ -104,28 +105,35 @@ def test_send_batch_makes_every_write_carry_a_batch(
 
 
 def test_silent_server_exits_3_without_hanging(
-    tmp_path: Path, fake_server: Callable[[str], FakeServer]
+    cli: InProcess, tmp_path: Path, fake_server: Callable[[str], FakeServer]
 ) -> None:
     fake = fake_server("silent")
     started = time.monotonic()
-    p = cachelab("load", "--server", fake.address, "--timeout", "0.3", "--duration", "1",
-                 "--out", tmp_path / "o", cwd=tmp_path)
+    p = cli("load", "--server", fake.address, "--timeout", "0.3", "--duration", "1",
+            "--out", tmp_path / "o", cwd=tmp_path)
     assert p.returncode == 3, p.stderr
     assert "no reply" in one_error_line(p.stderr)
     assert time.monotonic() - started < RUN_TIMEOUT
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_partial_results(tmp_path: Path, memcached: PrivateMemcached) -> None:
     out = tmp_path / "o"
+    before = gets_served(memcached.address)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "load", "--server", memcached.address,
          "--duration", "60", "--warmup", "0", "--mix", "get=50,set=50", "--no-prefill",
          "--out", str(out), "--format", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )
-    time.sleep(2.5)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    try:
+        await_gets(memcached.address, before + 200, proc)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, stderr
     saved = json.loads((out / "load.json").read_text())
     assert saved["run"]["cancelled"] is True

@@ -19,14 +19,14 @@ from cachelab.load import LoadSpec, load
 from cachelab.load.drill import parse_event
 from cachelab.servers import PrivateMemcached
 from cachelab.simulate.drill import predict_drill
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 from pools import loopback_pool
 
 
-def test_fail_is_refused_on_a_server_the_run_did_not_start(tmp_path: Path) -> None:
+def test_fail_is_refused_on_a_server_the_run_did_not_start(cli: InProcess, tmp_path: Path) -> None:
     # Refused before anything is reached (nothing listens on these ports).
-    p = cachelab("load", "--server", "127.0.0.1:1", "--server", "127.0.0.1:2",
-                 "--fail", "2@1:kill", "--duration", "2", cwd=tmp_path)
+    p = cli("load", "--server", "127.0.0.1:1", "--server", "127.0.0.1:2",
+            "--fail", "2@1:kill", "--duration", "2", cwd=tmp_path)
     assert p.returncode == 2
     line = one_error_line(p)
     assert "--private-pool" in line and "never signals a server it did not start" in line
@@ -137,18 +137,18 @@ def test_a_removed_members_hit_ratio_dip_is_within_2_points_of_the_prediction(
 
 
 @pytest.mark.slow
-def test_simulate_drill_prints_each_distributions_dip(tmp_path: Path) -> None:
+def test_simulate_drill_prints_each_distributions_dip(cli: InProcess, tmp_path: Path) -> None:
     spec = LoadSpec(private_pool=3, rate=4000, mix={"get": 1}, on_miss="set",
                     key_space=5000, duration=2.5, warmup=0.5, interval=0.5, seed=6,
                     remove=["3@2"])
     load(spec).write(tmp_path / "run", plots=False)
-    p = cachelab("simulate", "--drill", tmp_path / "run", "--format", "table",
-                 "--out", tmp_path / "sim", cwd=tmp_path)
+    p = cli("simulate", "--drill", tmp_path / "run", "--format", "table",
+            "--out", tmp_path / "sim", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     dips = [line for line in p.stdout.splitlines() if line.startswith("remove ")]
     assert len(dips) == 1 and "predicted ketama" in dips[0] and "modula" in dips[0], p.stdout
     assert (tmp_path / "sim" / "drill-prediction.json").is_file()
-    bad = cachelab("simulate", "--drill", tmp_path / "missing.json", cwd=tmp_path)
+    bad = cli("simulate", "--drill", tmp_path / "missing.json", cwd=tmp_path)
     assert bad.returncode == 2 and "missing.json" in one_error_line(bad)
 
 
@@ -182,14 +182,15 @@ def _items(server: PrivateMemcached) -> int:
 
 @pytest.mark.slow
 def test_add_and_remove_work_on_servers_the_run_did_not_start_and_leave_no_key(
-    servers: list[PrivateMemcached], tmp_path: Path,
+    cli: InProcess, servers: list[PrivateMemcached], tmp_path: Path,
 ) -> None:
     a, b, c = (s.address for s in servers)
-    p = cachelab("load", "--server", a, "--server", b, "--add", f"{c}@1.5", "--remove", "1@2.5",
-                 "--rate", "2000", "--mix", "get=100", "--on-miss", "set", "--key-space", "2000",
-                 "--duration", "3", "--warmup", "0.5", "--interval", "0.5", "--format", "table",
-                 "--out", tmp_path / "out", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    p = cli("load", "--server", a, "--server", b, "--add", f"{c}@1.5", "--remove", "1@2.5",
+            "--rate", "2000", "--mix", "get=100", "--on-miss", "set", "--key-space", "2000",
+            "--duration", "3", "--warmup", "0.5", "--interval", "0.5", "--format", "table",
+            "--out", tmp_path / "out", cwd=tmp_path)
+    # Measured (0), or 1 only because a busy machine kept the client from holding the rate.
+    assert p.returncode == 0 or (p.returncode == 1 and "rate not held" in p.stderr), p.stderr
     lines = p.stdout.splitlines()
     assert any(x.startswith(f"DRILL add {c} at 1.5 s") for x in lines), p.stdout
     assert any(x.startswith("DRILL remove 1 at 2.5 s") for x in lines), p.stdout

@@ -3,8 +3,10 @@ restarted, or behind a fault proxy (delay and jitter, a reset, a half-open conne
 blackhole, a trickle). Each case checks what the user sees: the exit code, the headline the
 table prints, and the files saved.
 
-A fault starts a fixed time after the command started (start-up and prefill take well under
-a second here), so the tests assert on the lengths and counts of what happened, not on when.
+A fault starts a fixed time after the server counted the run's first get (the warm-up's start:
+the command's start-up and prefill take seconds on a busy machine), and the tests assert on the
+lengths and counts of what happened, not on when; the bounds on a length leave room for a
+loaded machine (the test process stops and continues the server, it may wait for a CPU too).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,8 @@ from cachelab.load import LoadResult
 from cachelab.servers import PrivateMemcached, find_memcached, read_stats
 from faultproxy import FaultProxy
 
+pytestmark = pytest.mark.slow  # each case is a real run of seconds with a fault in it
+
 RUN_TIMEOUT = 60
 
 
@@ -35,17 +38,12 @@ class Run:
 
     def __init__(self, tmp_path: Path, address: str, *args: object) -> None:
         self.out = tmp_path / "out"
-        self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cachelab", "load", "--server", address, "--format", "table",
              "--out", str(self.out), "--no-plots", "--warmup", "0.5", "--interval", "0.5",
              *map(str, args)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
         self.stdout = self.stderr = ""
-
-    def wait_for_measuring(self, seconds: float) -> None:
-        """Sleep until ``seconds`` after the start (start-up and prefill included)."""
-        time.sleep(max(0.0, self.started + seconds - time.monotonic()))
 
     def wait_for_gets(self, server: PrivateMemcached, seconds: float) -> None:
         """Sleep until ``seconds`` after the server counted the run's first get: the warm-up's
@@ -69,6 +67,18 @@ class Run:
     def saved(self) -> dict[str, Any]:
         return dict(json.loads((self.out / "load.json").read_text()))
 
+    def verdict_reasons(self) -> list[str]:
+        """The reasons of an INVALID verdict: the table's first line, then its "also:" lines
+        (which reason comes first depends on the machine: a busy one saturates the client)."""
+        lines = self.stdout.splitlines()
+        assert lines and lines[0].startswith("INVALID: "), self.stdout
+        reasons = [lines[0].removeprefix("INVALID: ")]
+        for line in lines[1:]:
+            if not line.startswith("  also: "):
+                break
+            reasons.append(line.removeprefix("  also: "))
+        return reasons
+
     def headline_max_s(self) -> float:
         """The max latency in the table's headline (µs in the table), in seconds."""
         row = next(line for line in self.stdout.splitlines()
@@ -87,24 +97,24 @@ def stall_lengths(run: Run) -> list[float]:
             if (m := re.search(r"\(([\d.]+) s\):", line))]
 
 
+def _no_failed_stall(saved: dict[str, Any]) -> bool:
+    """No stall with a timeout or the server down in it: only slow replies, if any."""
+    return all(not s["timeouts"] and not s["down"] for s in saved["stalls"])
+
+
 @pytest.fixture
 def proxy(fresh_memcached: PrivateMemcached) -> Iterator[FaultProxy]:
     with FaultProxy(fresh_memcached.address) as p:
         yield p
 
 
-def _pause(pid: int, after: float, seconds: float) -> threading.Thread:
-    def stop_and_continue() -> None:
-        time.sleep(after)
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(seconds)
-        finally:
-            os.kill(pid, signal.SIGCONT)
-
-    t = threading.Thread(target=stop_and_continue, daemon=True)
-    t.start()
-    return t
+def _pause(pid: int, seconds: float) -> None:
+    """SIGSTOP the server for ``seconds``, then SIGCONT."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 # -- the server stops, dies, comes back ---------------------------------------------------------
@@ -115,17 +125,19 @@ def test_closed_loop_headline_shows_a_sigstop_stall(
 ) -> None:
     assert fresh_memcached.pid is not None
     run = Run(tmp_path, fresh_memcached.address, "--duration", "4", "--timeout", "5")
-    pauser = _pause(fresh_memcached.pid, 2.0, 1.5)
+    run.wait_for_gets(fresh_memcached, 0.5 + 1.0)  # 1 s into the measured 4
+    _pause(fresh_memcached.pid, 1.5)
     run.finish()
-    pauser.join(5)
     assert run.code == 0, run.stderr  # slow, not failed: no request timed out
-    # ... but not a valid measurement: the verdict, first line of the table, says why.
-    assert run.stdout.splitlines()[0].startswith("INVALID: not stationary: 1 stall(s)"), run.stdout
+    # ... but not a valid measurement: the verdict, first line of the table, says why (on a
+    # busy machine "client saturated" may come first, the stall on an "also:" line under it).
+    reasons = run.verdict_reasons()
+    assert any(r.startswith("not stationary: 1 stall(s)") for r in reasons), run.stdout
     assert run.saved["validity"]["verdict"] == "INVALID"
     # The headline's max is the stall, not a quiet tail's max.
-    assert 1.2 <= run.headline_max_s() <= 2.5, run.stdout
+    assert 1.2 <= run.headline_max_s() <= 3.5, run.stdout
     lengths = stall_lengths(run)
-    assert len(lengths) == 1 and 1.2 <= lengths[0] <= 2.5, run.stdout
+    assert len(lengths) == 1 and 1.2 <= lengths[0] <= 3.5, run.stdout
     saved = run.saved
     assert saved["totals"]["uncorrected"]["max"] >= 1.2e9
     assert len(saved["stalls"]) == 1 and saved["stalls"][0]["slow_replies"] >= 1
@@ -137,9 +149,9 @@ def test_open_loop_headline_and_rate_verdict_show_a_sigstop_stall(
     assert fresh_memcached.pid is not None
     run = Run(tmp_path, fresh_memcached.address, "--rate", "4000", "--duration", "4",
               "--timeout", "5", "--max-outstanding", "50")
-    pauser = _pause(fresh_memcached.pid, 2.0, 1.5)
+    run.wait_for_gets(fresh_memcached, 0.5 + 1.0)
+    _pause(fresh_memcached.pid, 1.5)
     run.finish()
-    pauser.join(5)
     # 4 connections × 50 in flight: the schedule fell behind while the server was stopped.
     assert run.code == 1, run.stderr
     assert "rate not held" in run.stderr
@@ -209,7 +221,7 @@ def test_server_restarted_mid_run_is_reconnected_and_counted(tmp_path: Path) -> 
     try:
         run = Run(tmp_path, first.address, "--duration", "4", "--mix", "get=50,set=50",
                   "--no-prefill")
-        run.wait_for_measuring(2.0)
+        run.wait_for_gets(first, 0.5 + 1.0)
         os.kill(first.pid, signal.SIGKILL)
         time.sleep(0.5)
         second = _memcached_on(port)
@@ -292,7 +304,9 @@ def test_added_delay_and_jitter_show_in_the_percentiles(tmp_path: Path, proxy: F
     assert run.code == 0, run.stderr
     p = run.saved["totals"]["uncorrected"]["percentiles"]
     assert 15e6 <= p["50"] <= 40e6, p
-    assert "stalls (requests waiting 100 ms or more): none" in run.stdout
+    # No request timed out or found the server down (a stall of slow replies alone is the
+    # machine: the proxy is a thread of this test process, and may wait for a CPU).
+    assert _no_failed_stall(run.saved), run.stdout
 
 
 def test_a_slowdown_late_in_the_run_is_in_the_headline_and_the_steady_window_is_flagged(
@@ -322,10 +336,10 @@ def test_a_slowdown_late_in_the_run_is_in_the_headline_and_the_steady_window_is_
 
 
 def test_a_connection_reset_is_counted_and_the_run_goes_on(
-    tmp_path: Path, proxy: FaultProxy
+    tmp_path: Path, proxy: FaultProxy, fresh_memcached: PrivateMemcached
 ) -> None:
     run = Run(tmp_path, proxy.address, "--duration", "3", "--connections", "2")
-    run.wait_for_measuring(1.8)
+    run.wait_for_gets(fresh_memcached, 0.5 + 1.0)
     proxy.reset()
     run.finish()
     assert run.code == 1, run.stderr
@@ -337,19 +351,20 @@ def test_a_connection_reset_is_counted_and_the_run_goes_on(
 
 
 def test_a_half_open_connection_times_out_and_the_run_gives_up(
-    tmp_path: Path, proxy: FaultProxy
+    tmp_path: Path, proxy: FaultProxy, fresh_memcached: PrivateMemcached
 ) -> None:
     run = Run(tmp_path, proxy.address, "--duration", "6", "--timeout", "0.3",
               "--give-up", "1.5", "--connections", "2")
-    run.wait_for_measuring(1.8)
+    run.wait_for_gets(fresh_memcached, 0.5 + 1.0)
     proxy.half_open()
     gone = time.monotonic()
     run.finish()
     assert run.code == 3, run.stderr
     assert "the server went away: no request succeeded" in run.stderr
     # Clean-up gets the same budget, not a timeout per batch of deletes (it took 27 s): the
-    # run ends within the budget for the run, the budget for clean-up and a little more.
-    assert time.monotonic() - gone < 1.5 + 1.5 + 5, run.stdout
+    # run ends within the budget for the run, the budget for clean-up and some seconds more
+    # (the process's exit, on a busy machine).
+    assert time.monotonic() - gone < 1.5 + 1.5 + 12, run.stdout
     assert "COULD NOT be deleted" in run.stdout
     saved = run.saved
     assert saved["totals"]["errors"].get("timeout", 0) >= 2
@@ -364,16 +379,16 @@ def test_a_half_open_connection_times_out_and_the_run_gives_up(
 
 
 def test_a_two_second_blackhole_is_one_stall_in_the_headline(
-    tmp_path: Path, proxy: FaultProxy
+    tmp_path: Path, proxy: FaultProxy, fresh_memcached: PrivateMemcached
 ) -> None:
     run = Run(tmp_path, proxy.address, "--duration", "4", "--timeout", "5", "--connections", "2")
-    run.wait_for_measuring(1.5)
+    run.wait_for_gets(fresh_memcached, 0.5 + 0.8)
     proxy.blackhole(2.0)
     run.finish()
     assert run.code == 0, run.stderr
-    assert 1.7 <= run.headline_max_s() <= 3.0, run.stdout
+    assert 1.7 <= run.headline_max_s() <= 3.5, run.stdout
     lengths = stall_lengths(run)
-    assert len(lengths) == 1 and 1.7 <= lengths[0] <= 3.0, run.stdout
+    assert len(lengths) == 1 and 1.7 <= lengths[0] <= 3.5, run.stdout
 
 
 def test_a_trickle_of_bytes_makes_slow_replies_not_errors(
@@ -396,5 +411,5 @@ def test_fault_proxy_is_transparent_when_clear(tmp_path: Path, proxy: FaultProxy
     run = Run(tmp_path, proxy.address, "--duration", "1.5", "--connections", "2").finish()
     assert run.code == 0, run.stderr
     assert run.saved["totals"]["errors"] == {}
-    assert "stalls (requests waiting 100 ms or more): none" in run.stdout
+    assert _no_failed_stall(run.saved), run.stdout
 

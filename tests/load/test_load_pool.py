@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import cachelab._core as _core
 from cachelab.load import LoadSpec, load
 from cachelab.pool import DISTRIBUTIONS, distribution
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, await_gets, gets_served, one_error_line
 from pools import loopback_pool
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -68,8 +67,10 @@ def test_each_members_counts_are_its_own_stats_and_multigets_are_one_get_per_mem
         assert m["hits"] == _delta(m, "get_hits") and m["misses"] == _delta(m, "get_misses") == 0
         assert m["hits"] == _delta(m, "cmd_get")  # keys asked of this member
         gets = (_delta(m, "bytes_read") - m["hits"] * (1 + key_len)) / 5
-        # The "after" snapshot's own "version" and "stats" lines are read first: 16 bytes.
-        assert abs(gets - m["sent"]) <= 4, (gets, m["sent"], m["hits"])
+        # Besides the gets, the server read the "after" snapshot's own "version" and "stats"
+        # lines (16 bytes) and any stats read during the run (their number depends on how long
+        # a busy machine took): a few gets' worth, far from one get per key (hits).
+        assert abs(gets - m["sent"]) <= 25, (gets, m["sent"], m["hits"])
     # A get carries all of the member's keys of the multi-get, not one: ten keys over three
     # members, so some member owns several and is asked for more keys than it is sent gets.
     assert any(m["hits"] > 1.5 * m["sent"] > 0 for m in r.members)
@@ -128,6 +129,7 @@ def _keys_on(server: PrivateMemcached) -> list[str]:
             for field in line.split() if field.startswith("key=")]
 
 
+@pytest.mark.slow
 def test_a_stopped_member_is_marked_down_and_the_others_go_on(
     tmp_path: Path, pool: list[PrivateMemcached],
 ) -> None:
@@ -139,26 +141,26 @@ def test_a_stopped_member_is_marked_down_and_the_others_go_on(
             "--duration", seconds, "--warmup", "0", "--interval", "0.5", "--key-space", "300",
             "--timeout", "0.3", "--member-retry", "1", "--member-failure-limit", "2",
             "--format", "table", "--no-plots", "--out", out]
+    pid = stopped.pid
+    assert pid is not None
+    before = gets_served(stopped.address)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "load", *map(str, args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    pid = stopped.pid
-    assert pid is not None
-
-    def pause() -> None:
-        time.sleep(2.0)  # start-up and prefill take well under a second
+    try:
+        # Once the run is measuring (its start-up and prefill over: seconds on a busy machine),
+        # the member stops answering for 2 s of the 4.
+        await_gets(stopped.address, before, proc)
         os.kill(pid, signal.SIGSTOP)
         try:
             time.sleep(2.0)
         finally:
             os.kill(pid, signal.SIGCONT)
-
-    t = threading.Thread(target=pause, daemon=True)
-    t.start()
-    try:
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
     finally:
-        t.join()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert "Traceback" not in stderr, stderr
     assert proc.returncode == 1, stderr  # problems: errors, a member down
     saved = json.loads((out / "load.json").read_text())
@@ -178,32 +180,34 @@ def test_a_stopped_member_is_marked_down_and_the_others_go_on(
     assert any(line.startswith(stopped.address) and "×" in line for line in stdout.splitlines())
 
 
-def test_a_bad_servers_file_line_exits_2_naming_the_file_and_line(tmp_path: Path) -> None:
+def test_a_bad_servers_file_line_exits_2_naming_the_file_and_line(
+        cli: InProcess, tmp_path: Path) -> None:
     f = tmp_path / "pool.txt"
     f.write_text("# the pool\n127.0.0.2:11211\n127.0.0.3:port\n")
-    p = cachelab("load", "--servers-file", f, "--duration", "1", cwd=tmp_path)
+    p = cli("load", "--servers-file", f, "--duration", "1", cwd=tmp_path)
     assert p.returncode == 2
     assert f"{f}:3:" in one_error_line(p)
 
 
-def test_an_unknown_distribution_exits_2_listing_the_known_ones(tmp_path: Path) -> None:
-    p = cachelab("load", "--server", "127.0.0.2:1", "--server", "127.0.0.3:1",
-                 "--distribution", "consistent", cwd=tmp_path)
+def test_an_unknown_distribution_exits_2_listing_the_known_ones(
+        cli: InProcess, tmp_path: Path) -> None:
+    p = cli("load", "--server", "127.0.0.2:1", "--server", "127.0.0.3:1",
+            "--distribution", "consistent", cwd=tmp_path)
     assert p.returncode == 2
     line = one_error_line(p)
     assert "consistent" in line and all(d in line for d in DISTRIBUTIONS)
 
 
 def test_a_pool_of_one_has_the_single_server_result_shape(
-    tmp_path: Path, pool: list[PrivateMemcached],
+    cli: InProcess, tmp_path: Path, pool: list[PrivateMemcached],
 ) -> None:
     f = tmp_path / "one.txt"
     f.write_text(f"{pool[0].address}\n")
     common = ("--requests", "500", "--warmup", "0", "--key-space", "50", "--format", "json",
               "--no-plots")
-    single = cachelab("load", "--server", pool[0].address, *common, "--out", tmp_path / "a",
-                      cwd=tmp_path)
-    one = cachelab("load", "--servers-file", f, *common, "--out", tmp_path / "b", cwd=tmp_path)
+    single = cli("load", "--server", pool[0].address, *common, "--out", tmp_path / "a",
+                 cwd=tmp_path)
+    one = cli("load", "--servers-file", f, *common, "--out", tmp_path / "b", cwd=tmp_path)
     assert single.returncode == one.returncode == 0, (single.stderr, one.stderr)
     a, b = json.loads(single.stdout), json.loads(one.stdout)
     assert "members" not in a and "pool" not in a

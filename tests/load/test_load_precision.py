@@ -15,7 +15,7 @@ from cachelab.errors import UsageError
 from cachelab.load import LoadSpec, load, parse_precision, precision, run_intervals
 from cachelab.load.precision import merged_p99_interval, p99_interval_text
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 
 def lognormal_entry(n: int, seed: int = 3) -> dict:
@@ -86,9 +86,9 @@ def test_precision_parses_percent() -> None:
      (["--precision", "abc"], "above 0 and below 100"),
      (["--precision", "5%", "--requests", "100"], "precision needs a duration")],
 )
-def test_bad_precision_flags_exit_2_with_one_line(args: list[str], needle: str,
+def test_bad_precision_flags_exit_2_with_one_line(cli: InProcess, args: list[str], needle: str,
                                                   tmp_path: Path) -> None:
-    p = cachelab("load", *args, "--server", "127.0.0.1:1", cwd=tmp_path)
+    p = cli("load", *args, "--server", "127.0.0.1:1", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert needle in one_error_line(p.stderr)
 

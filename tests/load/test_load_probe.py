@@ -13,13 +13,12 @@ import pytest
 from scipy.stats import poisson
 
 from cachelab import _core
-from cachelab.cli import run as cli
 from cachelab.errors import UsageError
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.load.validity import CLIENT_BUSY, client_check
 from cachelab.servers import PrivateMemcached
 from cachelab.units import us
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 #: How unlikely a true Poisson count may be to fall outside the bounds checked.
 TAIL = 1e-6
@@ -33,8 +32,9 @@ def _poisson_bounds(rate: float, seconds: float) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("bad", ["0", "nan", "20000"])
-def test_bad_probe_rates_exit_2_naming_the_range(bad: str, tmp_path: Path) -> None:
-    p = cachelab("load", "--probe-rate", bad, "--server", "127.0.0.1:1", cwd=tmp_path)
+def test_bad_probe_rates_exit_2_naming_the_range(cli: InProcess, bad: str,
+                                                 tmp_path: Path) -> None:
+    p = cli("load", "--probe-rate", bad, "--server", "127.0.0.1:1", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert (f"--probe-rate: must be a number above 0 and at most 10000, got {bad} "
             in one_error_line(p.stderr))
@@ -48,15 +48,16 @@ def test_a_bad_probe_rate_in_a_spec_is_refused_with_the_range() -> None:
 
 
 def test_the_probe_sends_its_rate_on_the_runs_keys_and_the_server_counts_it(
-    tmp_path: Path, memcached: PrivateMemcached
+    cli: InProcess, tmp_path: Path, memcached: PrivateMemcached
 ) -> None:
     rate, warmup, duration = 400.0, 0.5, 2.0
     out = tmp_path / "o"
-    p = cachelab("load", "--server", memcached.address, "--rate", "2000", "--duration",
-                 str(duration), "--warmup", str(warmup), "--interval", "0.5", "--mix", "get=100",
-                 "--key-space", "300", "--probe-rate", str(rate), "--no-plots", "--out", out,
-                 "--format", "table", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    p = cli("load", "--server", memcached.address, "--rate", "2000", "--duration",
+            str(duration), "--warmup", str(warmup), "--interval", "0.5", "--mix", "get=100",
+            "--key-space", "300", "--probe-rate", str(rate), "--no-plots", "--out", out,
+            "--format", "table", cwd=tmp_path)
+    # Measured (0), or 1 only because a busy machine kept the client from holding the rate.
+    assert p.returncode == 0 or (p.returncode == 1 and "rate not held" in p.stderr), p.stderr
     d = json.loads((out / "load.json").read_text())
     probe = d["probe"]
     # Every request the probe's schedule made due was sent or is counted as left unsent:
@@ -81,7 +82,7 @@ def test_the_probe_sends_its_rate_on_the_runs_keys_and_the_server_counts_it(
     assert "probe: 1 connection on its own thread at 400/s (Poisson)" in p.stdout
     assert LoadResult.from_dict(d).probe == probe
     # The report's load table has the probe's rows, and a finding compares the two p99s.
-    assert cli(["report", str(out), "--out", str(tmp_path / "report.html")]) == 0
+    assert cli("report", out, "--out", tmp_path / "report.html").returncode == 0
     page = (tmp_path / "report.html").read_text()
     assert "probe p99 latency" in page and "probe verdict" in page
     assert "The latency probe (1 connection at 400/s on its own thread) saw p50" in page

@@ -21,7 +21,7 @@ from cachelab.load import LoadSpec, load
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.report import render_report
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 from pools import loopback_pool
 
 try:
@@ -57,18 +57,19 @@ def test_requests_through_the_proxy_are_counted_by_the_servers_behind_it(
 
 
 def test_the_cli_runs_through_a_proxy_and_asks_for_the_servers_behind_it(
-        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+        cli: InProcess, pool: tuple[list[PrivateMemcached], PrivateTwemproxy],
+        tmp_path: Path) -> None:
     members, proxy = pool
     flags = [x for m in members for x in ("--server", m.address)]
-    p = cachelab("load", "--proxy", proxy.address, *flags, "--duration", "0.5",
-                 "--key-space", "1000", "--out", tmp_path / "a")
+    p = cli("load", "--proxy", proxy.address, *flags, "--duration", "0.5",
+            "--key-space", "1000", "--out", tmp_path / "a")
     assert p.returncode == 0, p.stderr
     assert '"behind"' in p.stdout  # JSON on a pipe
-    lone = cachelab("load", "--proxy", proxy.address, "--duration", "0.5", "--out", tmp_path / "b")
+    lone = cli("load", "--proxy", proxy.address, "--duration", "0.5", "--out", tmp_path / "b")
     assert lone.returncode == 2 and "servers behind it" in lone.stderr
     # Pointed at the proxy as if it were a memcached, the verb says what it is.
-    direct = cachelab("load", "--server", proxy.address, "--duration", "0.5",
-                      "--out", tmp_path / "c")
+    direct = cli("load", "--server", proxy.address, "--duration", "0.5",
+                 "--out", tmp_path / "c")
     assert direct.returncode == 2 and "proxy" in direct.stderr
 
 

@@ -14,7 +14,7 @@ from cachelab.errors import UsageError
 from cachelab.load import LoadSpec, load
 from cachelab.load.repeats import combined_validity, repeat_lines, spread, worst
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 
 def short(**kw: object) -> LoadSpec:
@@ -109,8 +109,8 @@ def test_runs_within_their_intervals_agree_and_an_invalid_repeat_is_named() -> N
     assert c["p99"]["status"] == "not compared" and "repeat(s) 3" in c["p99"]["why"]
 
 
-def test_bad_repeats_are_refused(tmp_path: Path) -> None:
-    p = cachelab("load", "--repeats", "0", "--server", "127.0.0.1:1", cwd=tmp_path)
+def test_bad_repeats_are_refused(cli: InProcess, tmp_path: Path) -> None:
+    p = cli("load", "--repeats", "0", "--server", "127.0.0.1:1", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert "--repeats" in one_error_line(p.stderr)
     with pytest.raises(UsageError, match="repeats must be a whole number from 1 to 100"):

@@ -15,7 +15,7 @@ from cachelab import _core
 from cachelab.profile import ProfileSpec
 from cachelab.profile.pool import key_shares, mixture_percentiles, profile_pool
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab
+from clitools import InProcess
 from pools import loopback_pool
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -57,14 +57,14 @@ def test_a_slow_member_stands_out(members: list[PrivateMemcached]) -> None:
 
 
 def test_the_cli_profiles_a_pool_and_refuses_what_does_not_apply(
-        members: list[PrivateMemcached], tmp_path: Path) -> None:
+        cli: InProcess, members: list[PrivateMemcached], tmp_path: Path) -> None:
     flags = [x for m in members for x in ("--server", m.address)]
-    p = cachelab("profile", *flags, "--quick", "--sizes", "100", "--keys", "5", "--rounds", "1",
-                 "--out", tmp_path / "p", "--format", "json")
+    p = cli("profile", *flags, "--quick", "--sizes", "100", "--keys", "5", "--rounds", "1",
+            "--out", tmp_path / "p", "--format", "json")
     assert p.returncode == 0, p.stderr
     d = json.loads((tmp_path / "p" / "profile-pool.json").read_text())
     assert [m["address"] for m in d["members"]] == [m.address for m in members]
     for m in d["members"]:
         assert (tmp_path / "p" / m["profile"] / "profile.json").is_file()
-    bad = cachelab("profile", *flags, "--member-retry", "1", "--out", tmp_path / "q")
+    bad = cli("profile", *flags, "--member-retry", "1", "--out", tmp_path / "q")
     assert bad.returncode == 2 and "--member-retry" in bad.stderr

@@ -19,7 +19,7 @@ from cachelab.run import DEFAULT_PRECISION, RunSpec
 from cachelab.run.steps import profile_spec, scale_spec
 from cachelab.scale import ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 
 def small(**kw: object) -> ProfileSpec:
@@ -96,10 +96,13 @@ def test_a_scale_run_by_precision_stops_early_or_runs_to_its_cap(
             "interval": 0.25, "bootstrap": 0, "workload": {"key_space": 200}}
     loose = scale(ScaleSpec(**base, precision=0.99), server=memcached.address)
     for r in loose.runs:
-        # the live p99 interval is within ±99 % after one interval past the settle
-        assert r["precision"]["stopped_at_s"] is not None, r["precision"]
-        assert r["precision"]["stopped_at_s"] < 2.25 and r["window_short"] is False
-        assert r["precision"]["stopped_at_s"] >= 0.25  # not before the settle
+        # the p99 interval is within ±99 %: the run stops early once the live check sees it
+        # (after one interval past the settle, on a quiet machine), or at its window's end
+        # (a busy machine delayed the check), never before the settle
+        assert r["precision"]["reached"], r["precision"]
+        stopped = r["precision"]["stopped_at_s"]
+        assert stopped is None or 0.25 <= stopped < 2.25, r["precision"]
+        assert r["window_short"] is False
     assert all("precision" in row and row["precision"]["runs"] == 1 for row in loose.summary)
     assert "p99 ±, runs reached" in loose.render()
     tight = scale(ScaleSpec(**{**base, "window": 0.5}, precision=0.0001),
@@ -132,9 +135,9 @@ def test_precision_is_refused_for_a_pool_profile() -> None:
     ("profile", "0.05", "below 1, give the % sign"), ("profile", "100%", "above 0 and below 100"),
     ("profile", "abc", "above 0 and below 100"), ("profile", "0", "above 0 and below 100"),
     ("scale", "0.5", "below 1, give the % sign"), ("run", "200%", "above 0 and below 100")])
-def test_bad_precision_exits_2_with_one_line(verb: str, value: str, needle: str,
+def test_bad_precision_exits_2_with_one_line(cli: InProcess, verb: str, value: str, needle: str,
                                              tmp_path: Path) -> None:
-    p = cachelab(verb, "--precision", value, "--server", "127.0.0.1:1", cwd=tmp_path)
+    p = cli(verb, "--precision", value, "--server", "127.0.0.1:1", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     line = one_error_line(p.stderr)
     assert "--precision" in line and needle in line

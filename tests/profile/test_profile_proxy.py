@@ -21,7 +21,7 @@ from cachelab.pool import twemproxy
 from cachelab.profile import ProfileSpec, profile
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.servers import PrivateMemcached, find_memcached, read_stats, stats_or_none
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 from pools import loopback_pool, unused_address
 
 try:
@@ -129,13 +129,14 @@ def test_the_servers_behind_count_every_request_the_spec_implies_and_keep_no_key
 
 
 def test_the_cli_profiles_through_the_proxy_and_writes_its_artifacts(
-        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+        cli: InProcess, pool: tuple[list[PrivateMemcached], PrivateTwemproxy],
+        tmp_path: Path) -> None:
     members, proxy = pool
     before = _counters(members)
     out = tmp_path / "p"
-    r = cachelab("profile", "--proxy", proxy.address, *_flags(members), "--samples", "30",
-                 "--warmup", "2", "--sizes", "100", "--keys", "1,3", "--no-plots",
-                 "--format", "table", "--out", out)
+    r = cli("profile", "--proxy", proxy.address, *_flags(members), "--samples", "30",
+            "--warmup", "2", "--sizes", "100", "--keys", "1,3", "--no-plots",
+            "--format", "table", "--out", out)
     assert r.returncode == 0, r.stderr
     assert "floor (get-miss" in r.stdout and "behind the proxy" in r.stdout
     d = json.loads((out / "profile.json").read_text())
@@ -149,23 +150,25 @@ def test_the_cli_profiles_through_the_proxy_and_writes_its_artifacts(
 
 
 def test_the_cli_refuses_what_cannot_go_through_the_proxy(
-        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+        cli: InProcess, pool: tuple[list[PrivateMemcached], PrivateTwemproxy],
+        tmp_path: Path) -> None:
     members, proxy = pool
     flags = ["--proxy", proxy.address, *_flags(members), "--samples", "5", "--out", tmp_path]
-    meta = cachelab("profile", *flags, "--protocol", "meta")
+    meta = cli("profile", *flags, "--protocol", "meta")
     assert meta.returncode == 2 and "meta commands" in one_error_line(meta)
-    dist = cachelab("profile", *flags, "--distribution", "ketama")
+    dist = cli("profile", *flags, "--distribution", "ketama")
     assert dist.returncode == 2 and "--distribution" in one_error_line(dist)
-    lone = cachelab("profile", "--proxy", proxy.address, "--samples", "5", "--out", tmp_path)
+    lone = cli("profile", "--proxy", proxy.address, "--samples", "5", "--out", tmp_path)
     assert lone.returncode == 2 and "servers behind it" in one_error_line(lone)
 
 
 def test_an_unreachable_proxy_is_exit_3_naming_it(
-        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+        cli: InProcess, pool: tuple[list[PrivateMemcached], PrivateTwemproxy],
+        tmp_path: Path) -> None:
     members, _ = pool
     address = unused_address()
-    r = cachelab("profile", "--proxy", address, *_flags(members), "--samples", "5",
-                 "--out", tmp_path / "x")
+    r = cli("profile", "--proxy", address, *_flags(members), "--samples", "5",
+            "--out", tmp_path / "x")
     assert r.returncode == 3, r.stderr
     assert address in one_error_line(r)
 

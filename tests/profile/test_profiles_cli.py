@@ -21,7 +21,7 @@ from cachelab import _core
 from cachelab.cli import run as cli_run
 from cachelab.errors import ServerUnreachable
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, cachelab, one_error_line
 from fakes import FakeServer
 
 FakeFactory = Callable[[str], FakeServer]
@@ -122,6 +122,7 @@ def in_process() -> Iterator[Callable[..., int]]:
 # -- a measured run -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_profile_writes_tables_json_csv_and_plots_and_leaves_no_keys(
     memcached: PrivateMemcached, tmp_path: Path
 ) -> None:
@@ -185,10 +186,10 @@ def test_profile_writes_tables_json_csv_and_plots_and_leaves_no_keys(
 
 
 def test_format_json_prints_only_json_on_stdout(
-    memcached: PrivateMemcached, tmp_path: Path
+    cli: InProcess, memcached: PrivateMemcached, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    r = cachelab(
+    r = cli(
         "profile", *TINY, "--server", memcached.address, "--out", out, "--format", "json",
         "--no-plots", cwd=tmp_path,
     )
@@ -224,6 +225,7 @@ def test_unix_socket(
     assert "loopback floor (mn on a raw Unix socket)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_without_server_a_private_memcached_is_started_and_stopped(tmp_path: Path) -> None:
     out, tag = tmp_path / "out", uuid.uuid4().hex
     r = cachelab(
@@ -299,11 +301,11 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize(("args", "words"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_is_one_line_and_exit_2(
-    args: list[str], words: list[str], tmp_path: Path
+    cli: InProcess, args: list[str], words: list[str], tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     # The bad arguments come last, so they override the good ones in TINY.
-    r = cachelab("profile", *TINY, "--out", out, "--no-plots", *args, cwd=tmp_path)
+    r = cli("profile", *TINY, "--out", out, "--no-plots", *args, cwd=tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr)
     line = one_error_line(r.stderr)
     for word in words:
@@ -315,21 +317,22 @@ def test_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "cachelab-out").exists()
 
 
-def test_show_of_invalid_json_names_the_file_and_line(tmp_path: Path) -> None:
+def test_show_of_invalid_json_names_the_file_and_line(cli: InProcess, tmp_path: Path) -> None:
     bad = tmp_path / "broken.json"
     bad.write_text('{\n "schema": "cachelab.latency-profile",\n oops\n}\n')
     out = tmp_path / "out"
-    r = cachelab("profile", "--show", bad, "--out", out, cwd=tmp_path)
+    r = cli("profile", "--show", bad, "--out", out, cwd=tmp_path)
     assert r.returncode == 2
     line = one_error_line(r.stderr)
     assert f"{bad}:3" in line, line
     assert r.stdout == "" and not out.exists()
 
 
-def test_show_of_a_file_that_is_not_a_profile_names_the_file(tmp_path: Path) -> None:
+def test_show_of_a_file_that_is_not_a_profile_names_the_file(
+        cli: InProcess, tmp_path: Path) -> None:
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"schema": "something.else", "schema_version": 1, "cells": []}))
-    r = cachelab("profile", "--show", other, cwd=tmp_path)
+    r = cli("profile", "--show", other, cwd=tmp_path)
     assert r.returncode == 2
     line = one_error_line(r.stderr)
     assert str(other) in line and "something.else" in line, line
@@ -338,20 +341,21 @@ def test_show_of_a_file_that_is_not_a_profile_names_the_file(tmp_path: Path) -> 
 # -- servers that fail --------------------------------------------------------------------------
 
 
-def test_unreachable_server_is_exit_3_naming_the_address(tmp_path: Path) -> None:
+def test_unreachable_server_is_exit_3_naming_the_address(cli: InProcess, tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
-    r = cachelab("profile", *TINY, "--server", address, "--out", tmp_path / "out", cwd=tmp_path)
+    r = cli("profile", *TINY, "--server", address, "--out", tmp_path / "out", cwd=tmp_path)
     assert r.returncode == 3
     line = one_error_line(r.stderr)
     assert address in line, line
 
 
-def test_silent_server_is_exit_3_without_hanging(fake_server: FakeFactory, tmp_path: Path) -> None:
+def test_silent_server_is_exit_3_without_hanging(
+        cli: InProcess, fake_server: FakeFactory, tmp_path: Path) -> None:
     fake = fake_server("silent")
     started = time.monotonic()
-    r = cachelab(
+    r = cli(
         "profile", *TINY, "--server", fake.address, "--timeout", "0.2",
-        "--out", tmp_path / "out", cwd=tmp_path, timeout=30,
+        "--out", tmp_path / "out", cwd=tmp_path,
     )
     took = time.monotonic() - started
     assert r.returncode == 3, r.stderr
@@ -361,11 +365,11 @@ def test_silent_server_is_exit_3_without_hanging(fake_server: FakeFactory, tmp_p
 
 
 def test_corrupted_values_are_all_counted_and_exit_1(
-    memcached: PrivateMemcached, fake_server: FakeFactory, tmp_path: Path
+    cli: InProcess, memcached: PrivateMemcached, fake_server: FakeFactory, tmp_path: Path
 ) -> None:
     proxy = fake_server(f"corrupt:{memcached.address}")
     out = tmp_path / "out"
-    r = cachelab(
+    r = cli(
         "profile", *TINY, "--server", proxy.address, "--out", out, "--format", "table",
         "--no-plots", cwd=tmp_path,
     )
@@ -426,6 +430,7 @@ def test_show_of_a_saved_profile_directory(
 # -- Ctrl-C ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Path) -> None:
     out, tag = tmp_path / "out", uuid.uuid4().hex
     proc = subprocess.Popen(
@@ -436,7 +441,7 @@ def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Pat
     )
     try:
         # Wait, bounded, until the private server is up and the measuring is under way.
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         pid = port = None
         while True:
             assert proc.poll() is None, proc.communicate()
@@ -460,7 +465,7 @@ def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Pat
 
         proc.send_signal(signal.SIGINT)
         signalled = time.monotonic()
-        stdout, stderr = proc.communicate(timeout=15)
+        stdout, stderr = proc.communicate(timeout=60)
         took = time.monotonic() - signalled
     finally:
         if proc.poll() is None:
@@ -468,7 +473,9 @@ def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Pat
             proc.communicate()
 
     assert proc.returncode == 130, stderr
-    assert took < 5, f"took {took:.1f} s to stop after SIGINT"
+    # Promptly: the whole run (a million samples a cell) would take minutes; 30 s is room for a
+    # loaded machine to write the partial result and stop the server.
+    assert took < 30, f"took {took:.1f} s to stop after SIGINT"
     assert "Traceback" not in stderr
     assert "interrupted" in stderr.strip().splitlines()[-1]
     doc = load_json(out)
@@ -482,6 +489,7 @@ def test_sigint_keeps_partial_results_and_stops_the_private_server(tmp_path: Pat
 # -- help -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_help(tmp_path: Path) -> None:
     r = cachelab("--help", cwd=tmp_path)
     assert r.returncode == 0

@@ -28,7 +28,11 @@ from cachelab.report import render_report, write_report
 from cachelab.simulate import SimulateSpec, simulate
 from cachelab.units import dur
 from cachelab.usl import UslFit, fit_csv
-from clitools import cachelab
+from clitools import InProcess, cachelab
+
+#: The first test to use ``results`` or ``more`` builds them (a profile, a load run, tiers, a
+#: replay: minutes on a loaded machine), inside its own timeout.
+pytestmark = pytest.mark.timeout(600)
 
 USL_DATA = Path(__file__).parents[1] / "data" / "usl" / "specsdm91.csv"
 VOID = {"meta", "img", "br", "hr", "link", "input"}
@@ -316,9 +320,10 @@ def test_plots_are_redrawn_from_the_json_when_absent(results: Path, tmp_path: Pa
     assert [len(f["specs"]) for f in page.figures] == [1, 1, 1, 1]
 
 
-def test_cli_writes_the_page_and_a_static_copy(results: Path, tmp_path: Path) -> None:
+def test_cli_writes_the_page_and_a_static_copy(
+        cli: InProcess, results: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
-    p = cachelab("report", results, "--out", out, "--static", tmp_path / "png")
+    p = cli("report", results, "--out", out, "--static", tmp_path / "png")
     assert p.returncode == 0, p.stderr
     assert f"wrote {out}" in p.stdout
     parse(out.read_text())
@@ -348,9 +353,10 @@ def test_write_report_then_find_artifacts_skips_foreign_json(results: Path,
     (lambda d: (d / "x.json").write_text('{"schema": "cachelab.scale",\n  oops}') and d / "x.json",
      "x.json:2: not valid JSON"),
 ])
-def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, setup, expect: str) -> None:  # noqa: ANN001
+def test_bad_inputs_exit_2_with_one_line(
+        cli: InProcess, tmp_path: Path, setup, expect: str) -> None:  # noqa: ANN001
     target = setup(tmp_path)
-    p = cachelab("report", target, "--out", tmp_path / "r.html")
+    p = cli("report", target, "--out", tmp_path / "r.html")
     assert p.returncode == 2
     assert expect in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -31,6 +31,10 @@ import test_report as tr
 from cachelab.report import write_report
 from cachelab.units import dur
 
+# A headless Chromium for each case; the first test here also builds the saved results (a
+# profile, a load run, tiers, a replay: minutes on a loaded machine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
 results = tr.results  # the session-scoped fixtures: saved results written by each verb's writer
 more = tr.more
 

@@ -10,14 +10,14 @@ import pytest
 
 from cachelab.errors import UsageError
 from cachelab.run import STEPS, RunSpec
-from clitools import cachelab
+from clitools import InProcess, cachelab
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(1200)  # a loaded machine, beside the other tests: minutes
 def test_quick_run_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    p = cachelab("run", "--quick", "--out", out, "--format", "json", "--seed", "1", timeout=380)
+    p = cachelab("run", "--quick", "--out", out, "--format", "json", "--seed", "1", timeout=1100)
     doc = json.loads(p.stdout)
     assert doc["schema"] == "cachelab.run"
     assert [s["name"] for s in doc["steps"]] == list(STEPS)
@@ -55,10 +55,11 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert json.loads((out / "run.json").read_text())["steps"] == doc["steps"]
 
 
-def test_an_unreachable_server_fails_its_steps_and_the_rest_still_runs(tmp_path: Path) -> None:
+def test_an_unreachable_server_fails_its_steps_and_the_rest_still_runs(
+        cli: InProcess, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    p = cachelab("run", "--server", "127.0.0.1:1", "--steps", "profile,simulate",
-                 "--requests", "500", "--out", out, "--format", "table")
+    p = cli("run", "--server", "127.0.0.1:1", "--steps", "profile,simulate",
+            "--requests", "500", "--out", out, "--format", "table")
     assert p.returncode == 3, p.stderr
     doc = json.loads((out / "run.json").read_text())
     status = {s["name"]: s for s in doc["steps"]}
@@ -72,12 +73,12 @@ def test_an_unreachable_server_fails_its_steps_and_the_rest_still_runs(tmp_path:
     assert "profile" in p.stdout and "skipped" in p.stdout
 
 
-def test_a_failing_step_is_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_a_failing_step_is_reported_and_the_run_goes_on(cli: InProcess, tmp_path: Path) -> None:
     bad = tmp_path / "trace.jsonl"
     bad.write_text("{not json\n")
     out = tmp_path / "run"
-    p = cachelab("run", "--steps", "simulate,replay", "--trace", bad, "--out", out,
-                 "--format", "json")
+    p = cli("run", "--steps", "simulate,replay", "--trace", bad, "--out", out,
+            "--format", "json")
     assert p.returncode == 1, p.stderr
     steps = {s["name"]: s for s in json.loads(p.stdout)["steps"]}
     assert steps["simulate"]["status"] == "failed"
@@ -92,8 +93,9 @@ def test_a_failing_step_is_reported_and_the_run_goes_on(tmp_path: Path) -> None:
     (("--trace", "t.jsonl", "--requests", "100"), "not both"),
     (("--requests", "5"), "--requests: must be an integer from 100 to"),
 ])
-def test_usage_errors_exit_2_with_one_line(tmp_path: Path, args: tuple, expect: str) -> None:
-    p = cachelab("run", *args, "--out", tmp_path / "run")
+def test_usage_errors_exit_2_with_one_line(
+        cli: InProcess, tmp_path: Path, args: tuple, expect: str) -> None:
+    p = cli("run", *args, "--out", tmp_path / "run")
     assert p.returncode == 2
     assert expect in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "run").exists()

@@ -11,7 +11,7 @@ import pytest
 from cachelab import _core
 from cachelab.scale import ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab
+from clitools import InProcess
 from pools import loopback_pool
 
 
@@ -44,9 +44,9 @@ def test_a_sweep_over_a_pool_spreads_each_point_over_the_members(
 
 
 def test_the_cli_takes_a_pool_and_refuses_it_where_it_cannot_go(
-        members: list[PrivateMemcached], tmp_path: Path) -> None:
+        cli: InProcess, members: list[PrivateMemcached], tmp_path: Path) -> None:
     flags = [x for m in members for x in ("--server", m.address)]
-    p = cachelab("scale", *flags, "--vary", "server-threads", "--out", tmp_path / "a")
+    p = cli("scale", *flags, "--vary", "server-threads", "--out", tmp_path / "a")
     assert p.returncode == 2 and "pool" in p.stderr
-    bad = cachelab("scale", *flags, "--distribution", "nope", "--out", tmp_path / "b")
+    bad = cli("scale", *flags, "--distribution", "nope", "--out", tmp_path / "b")
     assert bad.returncode == 2 and "ketama" in bad.stderr

@@ -16,7 +16,7 @@ from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.report import render_report
 from cachelab.scale import ScaleResult, ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 from pools import loopback_pool, unused_address
 
 try:
@@ -80,12 +80,13 @@ def test_each_point_runs_through_the_proxy_and_records_the_servers_behind(
 
 
 def test_the_cli_sweeps_through_the_proxy_and_writes_its_artifacts(
-        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+        cli: InProcess, pool: tuple[list[PrivateMemcached], PrivateTwemproxy],
+        tmp_path: Path) -> None:
     members, proxy = pool
     before = _counters(members)
     out = tmp_path / "s"
-    p = cachelab("scale", "--proxy", proxy.address, *_flags(members), *SHORT, "--no-plots",
-                 "--format", "json", "--out", out)
+    p = cli("scale", "--proxy", proxy.address, *_flags(members), *SHORT, "--no-plots",
+            "--format", "json", "--out", out)
     assert p.returncode == 0, p.stderr
     d = json.loads((out / "scale.json").read_text())
     assert d == json.loads(p.stdout)
@@ -97,20 +98,22 @@ def test_the_cli_sweeps_through_the_proxy_and_writes_its_artifacts(
 
 
 def test_the_cli_refuses_what_cannot_go_through_the_proxy(
-        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+        cli: InProcess, pool: tuple[list[PrivateMemcached], PrivateTwemproxy],
+        tmp_path: Path) -> None:
     members, proxy = pool
     flags = ["--proxy", proxy.address, *_flags(members), *SHORT, "--out", tmp_path]
-    threads = cachelab("scale", *flags, "--vary", "server-threads")
+    threads = cli("scale", *flags, "--vary", "server-threads")
     assert threads.returncode == 2 and "server-threads" in one_error_line(threads)
-    lone = cachelab("scale", "--proxy", proxy.address, *SHORT, "--out", tmp_path)
+    lone = cli("scale", "--proxy", proxy.address, *SHORT, "--out", tmp_path)
     assert lone.returncode == 2 and "servers behind it" in one_error_line(lone)
 
 
 def test_an_unreachable_proxy_is_exit_3_naming_it(
-        pool: tuple[list[PrivateMemcached], PrivateTwemproxy], tmp_path: Path) -> None:
+        cli: InProcess, pool: tuple[list[PrivateMemcached], PrivateTwemproxy],
+        tmp_path: Path) -> None:
     members, _ = pool
     address = unused_address()
-    p = cachelab("scale", "--proxy", address, *_flags(members), *SHORT, "--out", tmp_path / "x")
+    p = cli("scale", "--proxy", address, *_flags(members), *SHORT, "--out", tmp_path / "x")
     assert p.returncode == 3, p.stderr
     assert address in one_error_line(p)
 

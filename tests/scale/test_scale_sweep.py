@@ -51,6 +51,7 @@ def test_server_threads_needs_a_private_server() -> None:
         scale(ScaleSpec(vary="server-threads"), server="127.0.0.1:11211")
 
 
+@pytest.mark.slow
 def test_quick_sweep_fits_a_curve(tmp_path: Path) -> None:
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, "-m", "cachelab", "scale", "--quick", "--out", str(out),

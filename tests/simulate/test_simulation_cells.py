@@ -16,7 +16,7 @@ from cachelab.simulate import issued_cells, profile_spec_for
 from cachelab.simulate.model import QUANTILE_POINTS, LatencyModel
 from cachelab.simulate.terms import cost_terms, unit_costs
 from cachelab.traces import RequestTrace
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 CHILDREN = 30
 
@@ -89,13 +89,13 @@ def test_the_largest_touched_size_is_a_cell_when_beyond_every_cell() -> None:
 
 
 def test_simulate_server_profiles_the_issued_cells_and_simulates_with_them(
-        tmp_path: Path) -> None:
+        cli: InProcess, tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    assert cachelab("trace", "synth", trace, "--requests", "3000").returncode == 0
+    assert cli("trace", "synth", trace, "--requests", "3000").returncode == 0
     out = tmp_path / "sim"
     with PrivateMemcached() as server:
-        p = cachelab("simulate", trace, "--server", server.address, "--quick", "--no-plots",
-                     "--out", out, "--format", "json", timeout=120)
+        p = cli("simulate", trace, "--server", server.address, "--quick", "--no-plots",
+                "--out", out, "--format", "json")
         assert p.returncode == 0, p.stderr[-2000:]
         doc = json.loads(p.stdout)
         profile = json.loads((out / "profile" / "profile.json").read_text())
@@ -150,17 +150,17 @@ def test_a_long_trace_file_is_profiled_from_its_first_requests_and_simulated_in_
         assert a["percentiles"] == b["percentiles"] and a["counts"] == b["counts"]
 
 
-def test_simulate_server_usage_errors(tmp_path: Path) -> None:
-    p = cachelab("simulate", "--server", "127.0.0.1:1", "--model", "appengine-2017x",
-                 "--out", tmp_path / "a")
+def test_simulate_server_usage_errors(cli: InProcess, tmp_path: Path) -> None:
+    p = cli("simulate", "--server", "127.0.0.1:1", "--model", "appengine-2017x",
+            "--out", tmp_path / "a")
     assert p.returncode == 2 and "--model and --server" in one_error_line(p)
     flat = tmp_path / "f.csv"
     flat.write_text("time,key,size\n1,a,10\n")
-    p = cachelab("simulate", flat, "--server", "127.0.0.1:1", "--out", tmp_path / "b")
+    p = cli("simulate", flat, "--server", "127.0.0.1:1", "--out", tmp_path / "b")
     assert p.returncode == 2 and "only for request traces" in one_error_line(p)
     # Refused before the trace is made or a cluster is reached.
-    p = cachelab("simulate", "--server", "127.0.0.1:1", "--ray", "127.0.0.2:1",
-                 "--out", tmp_path / "c")
+    p = cli("simulate", "--server", "127.0.0.1:1", "--ray", "127.0.0.2:1",
+            "--out", tmp_path / "c")
     assert p.returncode == 2 and "--server with --ray" in one_error_line(p)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from cachelab.errors import UsageError
 from cachelab.simulate.flat_run import parse_sizes
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 DATA = Path(__file__).parents[1] / "data" / "traces"
 
@@ -23,9 +23,9 @@ DATA = Path(__file__).parents[1] / "data" / "traces"
 ZIPF_GOLDEN = {10: (0.7894, 0.8177), 100: (0.4247, 0.4802), 300: (0.2298, 0.2756)}
 
 
-def test_cli_reproduces_libcachesim_on_the_zipf_trace(tmp_path: Path) -> None:
-    p = cachelab("simulate", DATA / "zipf_1.0.txt", "--policies", "lru,fifo",
-                 "--sizes", "10,100,300", "--mrc", "--out", "o", cwd=tmp_path)
+def test_cli_reproduces_libcachesim_on_the_zipf_trace(cli: InProcess, tmp_path: Path) -> None:
+    p = cli("simulate", DATA / "zipf_1.0.txt", "--policies", "lru,fifo",
+            "--sizes", "10,100,300", "--mrc", "--out", "o", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["mode"] == "flat" and doc["trace"]["requests"] == 1_000_000
@@ -41,9 +41,9 @@ def test_cli_reproduces_libcachesim_on_the_zipf_trace(tmp_path: Path) -> None:
         assert (tmp_path / "o" / name).stat().st_size > 0, name
 
 
-def test_cli_sizes_as_shares_of_the_working_set(tmp_path: Path) -> None:
-    p = cachelab("simulate", DATA / "cloudPhysicsIO.csv", "--policies", "lru",
-                 "--sizes", "0.1%,1%,10%", "--no-plots", "--out", "o", cwd=tmp_path)
+def test_cli_sizes_as_shares_of_the_working_set(cli: InProcess, tmp_path: Path) -> None:
+    p = cli("simulate", DATA / "cloudPhysicsIO.csv", "--policies", "lru",
+            "--sizes", "0.1%,1%,10%", "--no-plots", "--out", "o", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     # 48,974 unique objects: libCacheSim's 48 / 489 / 4897 (and its LRU 0.9030 / 0.8380 / 0.8049)
@@ -76,16 +76,17 @@ def test_parse_sizes() -> None:
         (["--sizes", "0", "--unit", "bytes"], "at least 1 byte"),
     ],
 )
-def test_cli_bad_options_end_in_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
-    p = cachelab("simulate", DATA / "zipf_1.0.txt", *args, "--out", "o", cwd=tmp_path)
+def test_cli_bad_options_end_in_one_line(
+        cli: InProcess, tmp_path: Path, args: list[str], needle: str) -> None:
+    p = cli("simulate", DATA / "zipf_1.0.txt", *args, "--out", "o", cwd=tmp_path)
     assert p.returncode == 2
     assert needle in one_error_line(p)
 
 
-def test_cli_malformed_flat_trace_names_file_and_line(tmp_path: Path) -> None:
+def test_cli_malformed_flat_trace_names_file_and_line(cli: InProcess, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("time,key,size\n1,a,10\n2,b,-5\n")
-    p = cachelab("simulate", bad, "--out", "o", cwd=tmp_path)
+    p = cli("simulate", bad, "--out", "o", cwd=tmp_path)
     assert p.returncode == 2
     line = one_error_line(p)
     assert "bad.csv:3" in line

@@ -17,7 +17,7 @@ from cachelab.simulate import SimulateSpec, band_at, default_strategies, simulat
 from cachelab.simulate.model import latency_model
 from cachelab.simulate.request import order_warnings
 from cachelab.traces import RequestTrace, SynthParams, synthesize
-from clitools import cachelab, one_error_line
+from clitools import InProcess, one_error_line
 
 # -- the latency model ----------------------------------------------------------------------
 
@@ -173,11 +173,11 @@ def test_the_result_writes_every_artifact_and_renders_its_tables(tmp_path: Path)
                                                                              ".csv"]
 
 
-def test_cli_on_a_saved_trace_writes_every_artifact(tmp_path: Path) -> None:
-    p = cachelab("trace", "synth", "--requests", "3000", "t.jsonl", cwd=tmp_path)
+def test_cli_on_a_saved_trace_writes_every_artifact(cli: InProcess, tmp_path: Path) -> None:
+    p = cli("trace", "synth", "--requests", "3000", "t.jsonl", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    p = cachelab("simulate", "t.jsonl", "--strategies", "none,lru:100,fixed:100+prefetch-children",
-                 "--draws", "2", "--out", "o", cwd=tmp_path)
+    p = cli("simulate", "t.jsonl", "--strategies", "none,lru:100,fixed:100+prefetch-children",
+            "--draws", "2", "--out", "o", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     result = json.loads(p.stdout)
     assert result["schema"] == "cachelab.simulation" and result["mode"] == "request"
@@ -191,9 +191,9 @@ def test_cli_on_a_saved_trace_writes_every_artifact(tmp_path: Path) -> None:
         assert (tmp_path / "o" / f"simulate.{ext}").stat().st_size > 1000
 
 
-def test_cli_table_on_the_default_trace(tmp_path: Path) -> None:
-    p = cachelab("simulate", "--quick", "--requests", "2000", "--format", "table", "--no-plots",
-                 "--out", "o", cwd=tmp_path)
+def test_cli_table_on_the_default_trace(cli: InProcess, tmp_path: Path) -> None:
+    p = cli("simulate", "--quick", "--requests", "2000", "--format", "table", "--no-plots",
+            "--out", "o", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("Added latency per request")
     assert "Which requests hurt most" in p.stdout
@@ -201,17 +201,17 @@ def test_cli_table_on_the_default_trace(tmp_path: Path) -> None:
     assert "sample order" not in p.stdout.splitlines()[0]
 
 
-def test_cli_says_when_draws_follow_a_profiles_sample_order(tmp_path: Path) -> None:
+def test_cli_says_when_draws_follow_a_profiles_sample_order(cli: InProcess, tmp_path: Path) -> None:
     profile = load_profile("appengine-2017")
     profile.sequence = {"ranks": [0.1, 0.9, 0.5], "segments": [3], "lag1": None}
     profile.save(tmp_path / "seq.json")
-    p = cachelab("simulate", "--quick", "--requests", "500", "--model", "seq.json", "--format",
-                 "json", "--no-plots", "--out", "o", cwd=tmp_path)
+    p = cli("simulate", "--quick", "--requests", "500", "--model", "seq.json", "--format",
+            "json", "--no-plots", "--out", "o", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     model = json.loads(p.stdout)["model"]
     assert model["draws"] == "sequence" and model["sequence"]["ranks"] == 3
-    p = cachelab("simulate", "--quick", "--requests", "500", "--model", "seq.json", "--format",
-                 "table", "--no-plots", "--out", "o2", cwd=tmp_path)
+    p = cli("simulate", "--quick", "--requests", "500", "--model", "seq.json", "--format",
+            "table", "--no-plots", "--out", "o2", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "follow the profile's sample order" in p.stdout.splitlines()[0]
 
@@ -226,13 +226,14 @@ def test_cli_says_when_draws_follow_a_profiles_sample_order(tmp_path: Path) -> N
         (["--model", "no-such-profile"], "no-such-profile"),
     ],
 )
-def test_cli_bad_options_end_in_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
-    p = cachelab("simulate", "--quick", "--requests", "500", *args, "--out", "o", cwd=tmp_path)
+def test_cli_bad_options_end_in_one_line(
+        cli: InProcess, tmp_path: Path, args: list[str], needle: str) -> None:
+    p = cli("simulate", "--quick", "--requests", "500", *args, "--out", "o", cwd=tmp_path)
     assert p.returncode == 2
     assert needle in one_error_line(p)
 
 
-def test_cli_malformed_trace_names_file_and_line(tmp_path: Path) -> None:
+def test_cli_malformed_trace_names_file_and_line(cli: InProcess, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
         '{"schema": "cachelab.request-trace", "version": 1, "generator": null}\n'
@@ -240,24 +241,25 @@ def test_cli_malformed_trace_names_file_and_line(tmp_path: Path) -> None:
         '{"request": 0, "time": 0.0, "instance": 0, "route": "r", "base_ms": 5.0, '
         '"items": ["a", "nope"]}\n'
     )
-    p = cachelab("simulate", "bad.jsonl", "--out", "o", cwd=tmp_path)
+    p = cli("simulate", "bad.jsonl", "--out", "o", cwd=tmp_path)
     assert p.returncode == 2
     line = one_error_line(p)
     assert "bad.jsonl" in line and "line 3" in line and "nope" in line
     assert not (tmp_path / "o" / "simulate.json").exists()
 
 
-def test_prefetch_needs_a_model_with_multigets(tmp_path: Path) -> None:
+def test_prefetch_needs_a_model_with_multigets(cli: InProcess, tmp_path: Path) -> None:
     profile = load_profile("appengine-2017")
     profile.cells = profile.cells_of("get")
     path = profile.save(tmp_path / "gets-only.json")
-    p = cachelab("simulate", "--quick", "--requests", "500", "--model", path,
-                 "--strategies", "prefetch-children", "--out", "o", cwd=tmp_path)
+    p = cli("simulate", "--quick", "--requests", "500", "--model", path,
+            "--strategies", "prefetch-children", "--out", "o", cwd=tmp_path)
     assert p.returncode == 2
     assert "multi-get" in one_error_line(p)
 
 
-def test_a_trace_out_of_time_order_is_simulated_by_time_with_a_warning(tmp_path: Path) -> None:
+def test_a_trace_out_of_time_order_is_simulated_by_time_with_a_warning(
+        cli: InProcess, tmp_path: Path) -> None:
     trace = tmp_path / "unordered.jsonl"
     requests = [(0, 0.0, ["a", "b"]), (1, 1.0, ["a"]), (2, 3.0, ["b"]), (3, 2.0, ["a", "b"])]
     trace.write_text("\n".join([
@@ -267,8 +269,8 @@ def test_a_trace_out_of_time_order_is_simulated_by_time_with_a_warning(tmp_path:
         *(json.dumps({"request": r, "time": t, "instance": 0, "route": "r", "base_ms": 5.0,
                       "items": items}) for r, t, items in requests),
     ]) + "\n")
-    p = cachelab("simulate", "unordered.jsonl", "--strategies", "none,lru:1", "--draws", "1",
-                 "--format", "json", "--no-plots", "--out", "o", cwd=tmp_path)
+    p = cli("simulate", "unordered.jsonl", "--strategies", "none,lru:1", "--draws", "1",
+            "--format", "json", "--no-plots", "--out", "o", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     warnings = json.loads(p.stdout)["warnings"]
     assert len(warnings) == 1

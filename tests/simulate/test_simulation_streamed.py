@@ -14,7 +14,7 @@ from cachelab.simulate import streamed as streamed_mod
 from cachelab.simulate.streamed import TraceOutOfOrder
 from cachelab.traces import RequestTrace, SynthParams, save_request_trace, synthesize
 from cachelab.traces.stream import PART_MULTIPLE, open_request_parts
-from clitools import cachelab
+from clitools import InProcess
 
 STRATEGIES = ("none", "lru:300", "lru:200KB", "fixed:300", "fixed:300+prefetch-children",
               "lru:200+prefetch:depth=2")
@@ -103,19 +103,21 @@ def test_past_the_exact_limit_percentiles_come_from_histograms(trace: RequestTra
             assert x["median"] == pytest.approx(y["median"], rel=2**-11, abs=1e-12)
 
 
-def test_cli_simulates_a_file_in_parts_or_whole_alike(files: dict, tmp_path: Path) -> None:
+def test_cli_simulates_a_file_in_parts_or_whole_alike(
+        cli: InProcess, files: dict, tmp_path: Path) -> None:
     outs = []
     for extra in ([], ["--in-memory"]):
-        p = cachelab("simulate", str(files["parquet"]), "--strategies", "none,lru:300",
-                     "--draws", "2", "--format", "json", "--no-plots", "--out", "o", *extra,
-                     cwd=tmp_path)
+        p = cli("simulate", str(files["parquet"]), "--strategies", "none,lru:300",
+                "--draws", "2", "--format", "json", "--no-plots", "--out", "o", *extra,
+                cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         outs.append(json.loads(p.stdout))
     assert outs[0]["strategies"] == outs[1]["strategies"]
     assert outs[0]["trace"]["read"].startswith("in parts of")
 
 
-def test_a_damaged_parquet_part_is_one_clear_error(files: dict, tmp_path: Path) -> None:
+def test_a_damaged_parquet_part_is_one_clear_error(
+        cli: InProcess, files: dict, tmp_path: Path) -> None:
     """A data page that does not decompress is found only when its row group is read, in
     the middle of the simulation: still one line naming the file, exit 2, no traceback."""
     import shutil
@@ -129,8 +131,8 @@ def test_a_damaged_parquet_part_is_one_clear_error(files: dict, tmp_path: Path) 
     mid = len(raw) // 2
     raw[mid:mid + 4096] = bytes(4096)  # zeros over a compressed page (the footer is intact)
     data.write_bytes(bytes(raw))
-    p = cachelab("simulate", str(bad), "--strategies", "none", "--draws", "1", "--no-plots",
-                 "--out", "o", cwd=tmp_path)
+    p = cli("simulate", str(bad), "--strategies", "none", "--draws", "1", "--no-plots",
+            "--out", "o", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     line = one_error_line(p)
     assert "requests.parquet" in line and "not a readable Parquet file" in line, line

@@ -18,7 +18,7 @@ from cachelab.servers import PrivateMemcached
 from cachelab.simulate.flat import simulate_flat
 from cachelab.size.sizing import SizeSpec, size
 from cachelab.traces.capture import CaptureSpec, capture
-from clitools import cachelab
+from clitools import InProcess
 
 
 def _zipf_csv(path: Path, requests: int = 20_000, keys: int = 4_000, seed: int = 3) -> Path:
@@ -62,21 +62,22 @@ def test_a_target_beyond_the_first_access_misses_is_out_of_reach(tmp_path: Path)
     assert "out of reach" in r.render()
 
 
-def test_the_cli_writes_its_artifacts_and_refuses_bad_targets(tmp_path: Path) -> None:
+def test_the_cli_writes_its_artifacts_and_refuses_bad_targets(
+        cli: InProcess, tmp_path: Path) -> None:
     trace = _zipf_csv(tmp_path / "z.csv")
-    p = cachelab("size", trace, "--memory", "1MB", "--hit-ratios", "60,80", "--out",
-                 tmp_path / "out", "--format", "json")
+    p = cli("size", trace, "--memory", "1MB", "--hit-ratios", "60,80", "--out",
+            tmp_path / "out", "--format", "json")
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["schema"] == "cachelab.size" and [t["hit_ratio"] for t in d["targets"]] == [0.6, 0.8]
     assert {f.name for f in (tmp_path / "out").iterdir()} >= {"size.json", "size.csv", "size.png"}
-    small = cachelab("size", trace, "--hit-ratios", "0.5%,0.9", "--format", "json", "--out",
-                     tmp_path / "small")
+    small = cli("size", trace, "--hit-ratios", "0.5%,0.9", "--format", "json", "--out",
+                tmp_path / "small")
     assert small.returncode == 0, small.stderr
     assert [t["hit_ratio"] for t in json.loads(small.stdout)["targets"]] == [0.005, 0.9]
-    bad = cachelab("size", trace, "--hit-ratios", "150")
+    bad = cli("size", trace, "--hit-ratios", "150")
     assert bad.returncode == 2 and "--hit-ratios" in bad.stderr
-    wrong = cachelab("size", trace, "--accounting", "memcached")
+    wrong = cli("size", trace, "--accounting", "memcached")
     assert wrong.returncode == 2 and "capture" in wrong.stderr
 
 

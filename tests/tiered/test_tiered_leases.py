@@ -125,6 +125,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_slow_loader_is_called_once_by_five_processes(
     memcached: PrivateMemcached, tmp_path: Path
 ) -> None:

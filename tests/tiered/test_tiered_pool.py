@@ -29,7 +29,9 @@ from faultproxy import FaultProxy
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 TIMEOUT = 0.1  # each member's request and connect timeouts in the outage tests
-SLACK_CALL = 0.15  # what a call may take beyond one timeout (GIL, loader, scheduling)
+# What a call may take beyond one timeout (GIL, loader, scheduling: on a loaded 2-core machine,
+# beside other tests, a thread waits a few hundred ms for a CPU now and then).
+SLACK_CALL = 0.3
 THREADS = 4
 KEYS = 240
 

@@ -20,7 +20,7 @@ from cachelab.servers import PrivateMemcached
 from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
 from cachelab.tiered.backends import PymemcacheTier
 from cachelab.tls import TlsOptions
-from clitools import cachelab, one_error_line
+from clitools import InProcess, cachelab, one_error_line
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
                                 reason="the openssl command makes the test certificates")
@@ -77,6 +77,7 @@ def _plain_port(mc: PrivateMemcached) -> str:
     return mc.address.rsplit(":", 1)[1]
 
 
+@pytest.mark.slow
 def test_profile_over_tls_reports_the_tls_cost(tls_memcached: PrivateMemcached,
                                                certs: dict[str, Path], tmp_path: Path) -> None:
     r = cachelab("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
@@ -101,10 +102,11 @@ def test_profile_over_tls_reports_the_tls_cost(tls_memcached: PrivateMemcached,
 
 
 def test_profile_over_tls_without_a_plain_listener_says_so(
-        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path) -> None:
-    r = cachelab("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
-                 certs["ca"], "--quick", "--sizes", "100", "--no-multiget", "--samples", "50",
-                 "--warmup", "5", "--no-plots", "--out", tmp_path, "--format", "table")
+        cli: InProcess, tls_memcached: PrivateMemcached, certs: dict[str, Path],
+        tmp_path: Path) -> None:
+    r = cli("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+            certs["ca"], "--quick", "--sizes", "100", "--no-multiget", "--samples", "50",
+            "--warmup", "5", "--no-plots", "--out", tmp_path, "--format", "table")
     assert r.returncode == 0, r.stderr
     assert "no plain listener given" in r.stdout
     d = json.loads((tmp_path / "profile.json").read_text())
@@ -112,12 +114,12 @@ def test_profile_over_tls_without_a_plain_listener_says_so(
     assert d["tls_cost"]["request"]["tcp"] is None
 
 
-def test_load_closed_loop_over_tls(tls_memcached: PrivateMemcached, certs: dict[str, Path],
-                                   tmp_path: Path) -> None:
-    r = cachelab("load", "--server", tls_memcached.tls_address, "--tls", "--cacert",
-                 certs["ca"], "--quick", "--duration", "1", "--warmup", "0.2",
-                 "--connections", "2", "--pipeline", "4", "--no-plots", "--out", tmp_path,
-                 "--format", "table")
+def test_load_closed_loop_over_tls(cli: InProcess, tls_memcached: PrivateMemcached,
+                                   certs: dict[str, Path], tmp_path: Path) -> None:
+    r = cli("load", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+            certs["ca"], "--quick", "--duration", "1", "--warmup", "0.2",
+            "--connections", "2", "--pipeline", "4", "--no-plots", "--out", tmp_path,
+            "--format", "table")
     assert r.returncode == 0, r.stderr
     d = json.loads((tmp_path / "load.json").read_text())
     assert d["server"]["transport"] == "tls"
@@ -128,20 +130,21 @@ def test_load_closed_loop_over_tls(tls_memcached: PrivateMemcached, certs: dict[
     assert d["run"]["prefilled_keys"] == d["spec"]["key_space"]
 
 
-def test_load_over_plain_tcp_records_tcp(tls_memcached: PrivateMemcached, tmp_path: Path) -> None:
-    r = cachelab("load", "--server", tls_memcached.address, "--quick", "--duration", "0.5",
-                 "--warmup", "0", "--connections", "1", "--no-plots", "--out", tmp_path,
-                 "--format", "json")
+def test_load_over_plain_tcp_records_tcp(
+        cli: InProcess, tls_memcached: PrivateMemcached, tmp_path: Path) -> None:
+    r = cli("load", "--server", tls_memcached.address, "--quick", "--duration", "0.5",
+            "--warmup", "0", "--connections", "1", "--no-plots", "--out", tmp_path,
+            "--format", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["server"]["transport"] == "tcp"
 
 
-def test_scale_over_tls(tls_memcached: PrivateMemcached, certs: dict[str, Path],
+def test_scale_over_tls(cli: InProcess, tls_memcached: PrivateMemcached, certs: dict[str, Path],
                         tmp_path: Path) -> None:
-    r = cachelab("scale", "--server", tls_memcached.tls_address, "--tls", "--cacert",
-                 certs["ca"], "--quick", "--points", "1,2", "--repeats", "1", "--warmup", "0.1",
-                 "--settle", "0.2", "--window", "0.5", "--interval", "0.1", "--bootstrap", "100",
-                 "--no-plots", "--out", tmp_path, "--format", "json", timeout=60)
+    r = cli("scale", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+            certs["ca"], "--quick", "--points", "1,2", "--repeats", "1", "--warmup", "0.1",
+            "--settle", "0.2", "--window", "0.5", "--interval", "0.1", "--bootstrap", "100",
+            "--no-plots", "--out", tmp_path, "--format", "json")
     assert r.returncode in (0, 1), r.stderr  # 1: the USL fit of two points may be poor
     d = json.loads((tmp_path / "scale.json").read_text())
     assert d["spec"]["tls"]["verify"] == "cacert"
@@ -149,9 +152,10 @@ def test_scale_over_tls(tls_memcached: PrivateMemcached, certs: dict[str, Path],
 
 
 def test_a_certificate_from_another_ca_fails_in_one_line(
-        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path) -> None:
-    r = cachelab("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
-                 certs["other_ca"], "--quick", "--out", tmp_path)
+        cli: InProcess, tls_memcached: PrivateMemcached, certs: dict[str, Path],
+        tmp_path: Path) -> None:
+    r = cli("profile", "--server", tls_memcached.tls_address, "--tls", "--cacert",
+            certs["other_ca"], "--quick", "--out", tmp_path)
     assert r.returncode == 3
     line = one_error_line(r)
     assert tls_memcached.tls_address in line and "TLS handshake failed" in line
@@ -159,10 +163,11 @@ def test_a_certificate_from_another_ca_fails_in_one_line(
 
 
 def test_tls_to_a_plain_listener_fails_fast_and_clearly(
-        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path) -> None:
+        cli: InProcess, tls_memcached: PrivateMemcached, certs: dict[str, Path],
+        tmp_path: Path) -> None:
     started = time.monotonic()
-    r = cachelab("load", "--server", tls_memcached.address, "--tls", "--cacert", certs["ca"],
-                 "--quick", "--out", tmp_path)
+    r = cli("load", "--server", tls_memcached.address, "--tls", "--cacert", certs["ca"],
+            "--quick", "--out", tmp_path)
     assert r.returncode == 3
     line = one_error_line(r)
     assert f"{tls_memcached.address}: TLS handshake failed" in line
@@ -172,10 +177,10 @@ def test_tls_to_a_plain_listener_fails_fast_and_clearly(
 
 @pytest.mark.parametrize("verb", ["profile", "load"])
 def test_plain_tcp_to_a_tls_listener_is_named_with_the_hint(
-        tls_memcached: PrivateMemcached, tmp_path: Path, verb: str) -> None:
+        cli: InProcess, tls_memcached: PrivateMemcached, tmp_path: Path, verb: str) -> None:
     """memcached -Z hangs up on a client that does not speak TLS: named with the address and
     --tls, not "connection error: Connection reset by peer (os error 104)"."""
-    r = cachelab(verb, "--server", tls_memcached.tls_address, "--quick", "--out", tmp_path)
+    r = cli(verb, "--server", tls_memcached.tls_address, "--quick", "--out", tmp_path)
     assert r.returncode == 3, r.stdout
     assert one_error_line(r) == (f"cachelab: error: {tls_memcached.tls_address} closed the "
                                  "connection at once: a TLS listener? try --tls")
@@ -211,16 +216,16 @@ def test_sni_names_the_server_to_verify(certs: dict[str, Path]) -> None:
     (["--tls-skip-verify"], "--tls-skip-verify needs --tls"),
 ])
 def test_tls_flags_are_checked_before_anything_runs(
-        tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path,
+        cli: InProcess, tls_memcached: PrivateMemcached, certs: dict[str, Path], tmp_path: Path,
         args: list[str], message: str) -> None:
     args = [str(certs["ca"]) if a == "CA" else a for a in args]
-    r = cachelab("load", "--server", tls_memcached.tls_address, *args, "--out", tmp_path)
+    r = cli("load", "--server", tls_memcached.tls_address, *args, "--out", tmp_path)
     assert r.returncode == 2
     assert message in one_error_line(r)
 
 
-def test_tls_needs_a_named_server(tmp_path: Path) -> None:
-    r = cachelab("profile", "--tls", "--quick", "--out", tmp_path)
+def test_tls_needs_a_named_server(cli: InProcess, tmp_path: Path) -> None:
+    r = cli("profile", "--tls", "--quick", "--out", tmp_path)
     assert r.returncode == 2
     assert "--tls needs --server" in one_error_line(r)
 
@@ -283,12 +288,13 @@ def test_a_server_listening_over_tls_is_probed_over_tls(certs: dict[str, Path]) 
                                              str(certs["server_key"])))
 
 
-def test_compare_server_commands_over_tls(certs: dict[str, Path], tmp_path: Path) -> None:
+def test_compare_server_commands_over_tls(
+        cli: InProcess, certs: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "ab"
     cmds = [_tls_cmd(certs, 1), _tls_cmd(certs, 2)]
-    r = cachelab("compare", "--tls", "--cacert", certs["ca"], "--server-cmd", cmds[0],
-                 "--server-cmd", cmds[1], "--repeats", "2", "--duration", "0.5",
-                 "--no-plots", "--out", out, "--format", "json", timeout=60)
+    r = cli("compare", "--tls", "--cacert", certs["ca"], "--server-cmd", cmds[0],
+            "--server-cmd", cmds[1], "--repeats", "2", "--duration", "0.5",
+            "--no-plots", "--out", out, "--format", "json")
     assert r.returncode == 0, r.stderr
     d = json.loads((out / "compare.json").read_text())
     assert d["kind"] == "servers" and d["sources"] == cmds
@@ -311,11 +317,11 @@ def test_compare_server_commands_over_tls(certs: dict[str, Path], tmp_path: Path
 
 
 def test_compare_tls_to_a_command_without_tls_fails_in_one_line(
-        certs: dict[str, Path], tmp_path: Path) -> None:
+        cli: InProcess, certs: dict[str, Path], tmp_path: Path) -> None:
     started = time.monotonic()
-    r = cachelab("compare", "--tls", "--cacert", certs["ca"], "--server-cmd",
-                 _tls_cmd(certs, 1), "--server-cmd", "memcached -t 1", "--repeats", "2",
-                 "--duration", "0.5", "--out", tmp_path / "ab", timeout=60)
+    r = cli("compare", "--tls", "--cacert", certs["ca"], "--server-cmd",
+            _tls_cmd(certs, 1), "--server-cmd", "memcached -t 1", "--repeats", "2",
+            "--duration", "0.5", "--out", tmp_path / "ab")
     assert r.returncode == 3, r.stderr
     line = one_error_line(r)
     assert "B server 'memcached -t 1' did not start: 127.0.0.1:" in line
@@ -331,12 +337,12 @@ def test_compare_tls_to_a_command_without_tls_fails_in_one_line(
     (["--cacert", "CA", "--server-cmd", "memcached", "--server-cmd", "memcached"],
      "--cacert needs --tls"),
 ])
-def test_compare_tls_usage_errors(certs: dict[str, Path], tmp_path: Path, args: list[str],
-                                  message: str) -> None:
+def test_compare_tls_usage_errors(cli: InProcess, certs: dict[str, Path], tmp_path: Path,
+                                  args: list[str], message: str) -> None:
     results = tmp_path / "load.json"
     args = [str(certs["ca"]) if a == "CA" else str(results) if a == "RESULT" else a
             for a in args]
-    r = cachelab("compare", *args, "--out", tmp_path / "ab")
+    r = cli("compare", *args, "--out", tmp_path / "ab")
     assert r.returncode == 2, r.stderr
     assert message in one_error_line(r)
     assert not (tmp_path / "ab").exists()

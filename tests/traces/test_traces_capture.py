@@ -30,7 +30,7 @@ from cachelab.traces.capture import (
     stats_deltas,
 )
 from cachelab.traces.formats import load_flat
-from clitools import cachelab
+from clitools import InProcess
 
 
 def _capture_during(server: PrivateMemcached, path: Path, work: Callable[[], Any],
@@ -167,15 +167,15 @@ def test_the_event_cap_stops_the_capture(tmp_path: Path) -> None:
     assert "PARTIAL" in r.render()
 
 
-def test_a_capture_reads_back_as_a_flat_trace_of_its_gets(tmp_path: Path) -> None:
+def test_a_capture_reads_back_as_a_flat_trace_of_its_gets(cli: InProcess, tmp_path: Path) -> None:
     with PrivateMemcached(memory_mb=8, threads=2) as server:
         path = tmp_path / "f.capture.parquet"
         r = _capture_during(server, path, lambda: _workload(server, "flat"))
     flat = load_flat(path)
     assert len(flat) == r.gets
-    out = cachelab("trace", "inspect", path, "--format", "json")
+    out = cli("trace", "inspect", path, "--format", "json")
     assert out.returncode == 0, out.stderr
-    converted = cachelab("trace", "convert", path, tmp_path / "f.csv")
+    converted = cli("trace", "convert", path, tmp_path / "f.csv")
     assert converted.returncode == 0, converted.stderr
     rows = (tmp_path / "f.csv").read_text().splitlines()
     assert len(rows) - 1 == r.gets                 # a header, then one access per get
@@ -184,14 +184,15 @@ def test_a_capture_reads_back_as_a_flat_trace_of_its_gets(tmp_path: Path) -> Non
     sizes = [int(line.split(",")[2]) for line in rows[1:]]
     assert sizes.count(1) == r.misses and set(sizes) - {1} == set(range(10, 50))
     # simulate reads it as a flat trace: LRU holding everything misses each key once.
-    sim = cachelab("simulate", path, "--policies", "lru", "--sizes", "1000", "--format", "json",
-                   "--out", tmp_path / "sim")
+    sim = cli("simulate", path, "--policies", "lru", "--sizes", "1000", "--format", "json",
+              "--out", tmp_path / "sim")
     assert sim.returncode == 0, sim.stderr
     import json
     run = json.loads(sim.stdout)["results"][0]
     assert run["requests"] == r.gets and run["misses"] == r.keys
 
 
+@pytest.mark.slow
 def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -> None:
     """The capture process is stopped (SIGSTOP) while a load runs, so the server's buffer for
     the watcher overflows and it skips lines; the capture reports them and exits 1.
@@ -242,12 +243,12 @@ def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -
     assert d["gets"] + d["stores"] + d["store_lookups"] <= deltas["log_watcher_sent"]
 
 
-def test_an_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
+def test_an_unreachable_server_is_one_clear_error(cli: InProcess, tmp_path: Path) -> None:
     with pytest.raises(ServerUnreachable):
         capture(CaptureSpec("127.0.0.1:1", duration=1.0, connect_timeout=0.5),
                 tmp_path / "x.capture.parquet")
-    p = cachelab("trace", "capture", "--server", "127.0.0.1:1", "--duration", "1",
-                 "--out", tmp_path / "y.capture.parquet")
+    p = cli("trace", "capture", "--server", "127.0.0.1:1", "--duration", "1",
+            "--out", tmp_path / "y.capture.parquet")
     assert p.returncode == 3 and "127.0.0.1:1" in p.stderr
     assert not (tmp_path / "y.capture.parquet").exists()
 
@@ -268,6 +269,7 @@ def _capture_process(server: PrivateMemcached, out: Path,
     return proc
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: Path) -> None:
     out = tmp_path / "cut.capture.parquet"
     with PrivateMemcached(memory_mb=8, threads=2) as server:
@@ -300,7 +302,8 @@ def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: P
     assert table.num_rows == d["gets"] + d["stores"]
 
 
-def test_ctrl_c_and_an_idle_server_say_so_on_stderr(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_ctrl_c_and_an_idle_server_say_so_on_stderr(cli: InProcess, tmp_path: Path) -> None:
     with PrivateMemcached(memory_mb=8, threads=2) as server:
         proc = _capture_process(server, tmp_path / "a.capture.parquet")
         try:
@@ -310,8 +313,8 @@ def test_ctrl_c_and_an_idle_server_say_so_on_stderr(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
-        idle = cachelab("trace", "capture", "--server", server.address, "--duration", "0.5",
-                        "--out", tmp_path / "b.capture.parquet", "--format", "json")
+        idle = cli("trace", "capture", "--server", server.address, "--duration", "0.5",
+                   "--out", tmp_path / "b.capture.parquet", "--format", "json")
     import json
     assert proc.returncode == 130 and json.loads(stdout)["ended"] == "interrupted"
     assert stderr.splitlines() == [f"cachelab: error: interrupted; 0 accesses kept in "

@@ -9,7 +9,7 @@ import pytest
 
 from cachelab.cli import run as cli_run
 from cachelab.traces import load_request_trace
-from clitools import cachelab, one_error_line
+from clitools import InProcess, cachelab, one_error_line
 
 RUN_TIMEOUT = 60
 
@@ -18,6 +18,7 @@ RUN_TIMEOUT = 60
 
 
 
+@pytest.mark.slow
 def test_synth_inspect_convert_end_to_end(tmp_path: Path) -> None:
     p = cachelab("trace", "synth", "--requests", "2000", "--seed", "3", "t.jsonl", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -38,25 +39,26 @@ def test_synth_inspect_convert_end_to_end(tmp_path: Path) -> None:
         load_request_trace(tmp_path / "t.jsonl"))
 
 
-def test_synth_in_parts_is_the_same_trace_and_simulates_alike(tmp_path: Path) -> None:
+def test_synth_in_parts_is_the_same_trace_and_simulates_alike(
+        cli: InProcess, tmp_path: Path) -> None:
     args = ("trace", "synth", "--requests", "5000", "--seed", "2")
     for name, part in (("w.jsonl", []), ("p.jsonl", ["--part", "999"]),
                        ("p.parquet", ["--part", "1024"])):
-        p = cachelab(*args, *part, name, cwd=tmp_path)
+        p = cli(*args, *part, name, cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout)["touches"] == load_request_trace(tmp_path / name).n_touches
     assert (tmp_path / "p.jsonl").read_bytes() == (tmp_path / "w.jsonl").read_bytes()
     assert load_request_trace(tmp_path / "p.parquet").equals(
         load_request_trace(tmp_path / "w.jsonl"))
-    p = cachelab("trace", "convert", "p.parquet", "c.jsonl", cwd=tmp_path)
+    p = cli("trace", "convert", "p.parquet", "c.jsonl", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "w.jsonl").read_bytes()
-    p = cachelab("trace", "inspect", "p.parquet", cwd=tmp_path)
+    p = cli("trace", "inspect", "p.parquet", cwd=tmp_path)
     assert p.returncode == 0 and json.loads(p.stdout)["requests"] == 5000, p.stderr
     outs = []
     for extra in ([], ["--in-memory"]):
-        p = cachelab("simulate", "p.parquet", "--strategies", "none,lru:300", "--draws", "1",
-                     "--format", "json", "--no-plots", "--out", "o", *extra, cwd=tmp_path)
+        p = cli("simulate", "p.parquet", "--strategies", "none,lru:300", "--draws", "1",
+                "--format", "json", "--no-plots", "--out", "o", *extra, cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         outs.append(json.loads(p.stdout))
     assert outs[0]["strategies"] == outs[1]["strategies"]
@@ -143,9 +145,10 @@ BAD_TRACE = "\n".join([
     (["trace", "frobnicate"], "invalid choice"),
     (["trace", "inspect"], "required"),
 ])
-def test_errors_exit_2_with_one_line(tmp_path: Path, argv: list[str], words: str) -> None:
+def test_errors_exit_2_with_one_line(
+        cli: InProcess, tmp_path: Path, argv: list[str], words: str) -> None:
     (tmp_path / "bad.jsonl").write_text(BAD_TRACE)
-    p = cachelab(*argv, cwd=tmp_path)
+    p = cli(*argv, cwd=tmp_path)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert words in one_error_line(p.stderr)
     assert p.stdout == ""
@@ -158,9 +161,9 @@ def test_help(verb: list[str], capsys: pytest.CaptureFixture) -> None:
     assert "usage: cachelab trace" in capsys.readouterr().out
 
 
-def test_unwritable_destination_is_one_line(tmp_path: Path) -> None:
+def test_unwritable_destination_is_one_line(cli: InProcess, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
-    p = cachelab("trace", "synth", "--requests", "10", "afile/t.jsonl", cwd=tmp_path)
+    p = cli("trace", "synth", "--requests", "10", "afile/t.jsonl", cwd=tmp_path)
     assert p.returncode == 2
     assert "afile/t.jsonl: afile is a file, not a directory" in one_error_line(p.stderr)
 
@@ -189,9 +192,9 @@ def _inspect(path: Path, capsys: pytest.CaptureFixture) -> str:
     return capsys.readouterr().out
 
 
-def test_malformed_flat_trace_names_the_line(tmp_path: Path) -> None:
+def test_malformed_flat_trace_names_the_line(cli: InProcess, tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("time,key,size\n1,a,1\n2,b,-5\n")
-    p = cachelab("trace", "convert", "bad.csv", "out.bin", cwd=tmp_path)
+    p = cli("trace", "convert", "bad.csv", "out.bin", cwd=tmp_path)
     assert p.returncode == 2
     assert "bad.csv" in one_error_line(p.stderr) and "3" in p.stderr
     assert not (tmp_path / "out.bin").exists()
@@ -203,26 +206,26 @@ def _oracle_records(sizes: list[int]) -> bytes:
     return b"".join(struct.pack("<IQIq", 1000 + i, i % 50, s, -1) for i, s in enumerate(sizes))
 
 
-def test_random_bytes_named_oracle_general_are_refused(tmp_path: Path) -> None:
+def test_random_bytes_named_oracle_general_are_refused(cli: InProcess, tmp_path: Path) -> None:
     import random
     f = tmp_path / "noise.oracleGeneral.bin"
     f.write_bytes(random.Random(7).randbytes(24 * 200))
     for verb in (["trace", "inspect"], ["simulate"]):
-        p = cachelab(*verb, str(f), "--out", str(tmp_path / "o"), cwd=tmp_path) \
-            if verb == ["simulate"] else cachelab(*verb, str(f), cwd=tmp_path)
+        p = cli(*verb, str(f), "--out", str(tmp_path / "o"), cwd=tmp_path) \
+            if verb == ["simulate"] else cli(*verb, str(f), cwd=tmp_path)
         assert p.returncode == 2, p.stderr
         line = one_error_line(p.stderr)
         assert f"{f}: record 1: " in line and "is this an oracleGeneral trace?" in line
 
 
-def test_a_few_implausible_records_are_read_with_a_warning(tmp_path: Path) -> None:
+def test_a_few_implausible_records_are_read_with_a_warning(cli: InProcess, tmp_path: Path) -> None:
     f = tmp_path / "t.oracleGeneral.bin"
     f.write_bytes(_oracle_records([2**31 if i in (5, 77, 300) else 100 for i in range(1000)]))
-    p = cachelab("trace", "inspect", str(f), "--format", "table", cwd=tmp_path)
+    p = cli("trace", "inspect", str(f), "--format", "table", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert (f"warning: {f}: 3 of 1000 records are implausible and were read as they are "
             "(the first: record 6: object size 2147483648 B") in p.stdout
     clean = tmp_path / "c.oracleGeneral.bin"
     clean.write_bytes(_oracle_records([100] * 1000))
-    p = cachelab("trace", "inspect", str(clean), "--format", "json", cwd=tmp_path)
+    p = cli("trace", "inspect", str(clean), "--format", "json", cwd=tmp_path)
     assert json.loads(p.stdout)["doubts"] is None
