@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         argv_shown = sys.argv[1:] if argv is None else argv
         lines, commit = header("Request-level results before and after a change",
-                               "request_identical.py", argv_shown,
+                               "request_identical.py", [shlex.join(argv_shown)],
                                [f"saved outputs: `{args.against}` — {args.label or 'unlabelled'}",
                                 f"cases: {len(data):,} (traces × latency models × entry × "
                                 f"strategy / training share / draw / exact limit)"])
