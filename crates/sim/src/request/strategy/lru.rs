@@ -12,7 +12,7 @@ use super::{Cache, Caches, Capacity, ItemState};
 impl Cache for Lru {
     const HOLDS: bool = true;
 
-    #[inline]
+    #[inline(always)]
     fn lookup(&mut self, item: u32, hint: u32) -> bool {
         self.touch(item, hint)
     }

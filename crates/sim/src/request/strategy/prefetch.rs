@@ -71,17 +71,10 @@ fn unfixed_totals(items: &[ItemState], trace: &RequestTrace, list: &[u32]) -> (u
     (keys, bytes)
 }
 
-impl Prefetch for Depth<'_> {
+impl Depth<'_> {
+    /// The request's prefetch at topic `item` (see [`Prefetch::at`]).
     #[inline]
-    fn start(&mut self) {
-        self.prefetched = false;
-        self.walked = 0;
-        self.topic_hit = false;
-        self.firsts.clear();
-    }
-
-    #[inline]
-    fn at<C: Cache>(
+    fn fetch<C: Cache>(
         &mut self,
         cache: &mut C,
         items: &mut [ItemState],
@@ -89,16 +82,7 @@ impl Prefetch for Depth<'_> {
         item: u32,
         st: ItemState,
         missing: bool,
-    ) -> Option<Fetch> {
-        if self.prefetched {
-            return None;
-        }
-        if !st.is_topic() {
-            if !C::HOLDS {
-                self.firsts.push(item);
-            }
-            return None;
-        }
+    ) -> Fetch {
         self.prefetched = true;
         self.topic_hit = !missing;
         let trace = self.trace;
@@ -190,10 +174,44 @@ impl Prefetch for Depth<'_> {
                 sb.node = cache.fill(b, size);
             }
         }
-        Some(Fetch {
+        Fetch {
             keys,
             bytes: fetched,
-        })
+        }
+    }
+}
+
+impl Prefetch for Depth<'_> {
+    #[inline]
+    fn start(&mut self) {
+        self.prefetched = false;
+        self.walked = 0;
+        self.topic_hit = false;
+        self.firsts.clear();
+    }
+
+    // Called at every first touch: its checks are always inlined in the walk (the prefetch
+    // itself runs once a request).
+    #[inline(always)]
+    fn at<C: Cache>(
+        &mut self,
+        cache: &mut C,
+        items: &mut [ItemState],
+        marks: Marks,
+        item: u32,
+        st: ItemState,
+        missing: bool,
+    ) -> Option<Fetch> {
+        if self.prefetched {
+            return None;
+        }
+        if !st.is_topic() {
+            if !C::HOLDS {
+                self.firsts.push(item);
+            }
+            return None;
+        }
+        Some(self.fetch(cache, items, marks, item, st, missing))
     }
 
     #[inline]
