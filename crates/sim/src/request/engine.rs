@@ -1,12 +1,12 @@
-//! One run of one strategy with one latency draw over the whole trace.
+//! One run of one strategy with one latency draw over a trace: the walk every strategy shares
+//! (the order of requests, touches, gets, latency draws, the accounts); what differs between
+//! strategies is in the `strategy` module.
 
-use std::collections::HashMap;
-
+use super::item::{ItemState, Marks};
 use super::latency::{Bracket, LatencyModel};
-use super::lru::Lru;
-use super::strategy::{Capacity, Strategy};
+use super::strategy::{self, training_ranking, Cache, Caches, Kept, Prefetch, Strategy, Walk};
 use super::trace::RequestTrace;
-use super::tree::{Descendants, Walker};
+use super::tree::Descendants;
 
 /// Requests per block of [`Plan::order`].
 pub(crate) const BLOCK: usize = 4096;
@@ -101,73 +101,6 @@ impl Plan<'_> {
     }
 }
 
-/// Items by how many training requests (those not `evaluated`) touch them, most first, ties
-/// by index; items no training request touches are left out. A request counts once however
-/// often it touches an item.
-pub(crate) fn training_ranking(t: &RequestTrace, evaluated: &[bool]) -> Vec<u32> {
-    // By item: (the last request that touched it, how many requests did), side by side so
-    // that a touch reads one place.
-    let mut seen_count = vec![(u32::MAX, 0u32); t.n_items()];
-    for r in (0..t.len()).filter(|&r| !evaluated[r]) {
-        for &i in t.touches(r) {
-            let e = &mut seen_count[i as usize];
-            if e.0 != r as u32 {
-                *e = (r as u32, e.1 + 1);
-            }
-        }
-    }
-    ranking(&seen_count)
-}
-
-/// Items by `seen_count[i].1` (the requests that touched item `i`), most first, ties by index;
-/// items no request touched are left out.
-pub(crate) fn ranking(seen_count: &[(u32, u32)]) -> Vec<u32> {
-    // Sort keys that order by count (most first), then by index: all distinct, so an unstable
-    // sort of plain integers gives the same order as a stable sort by both.
-    let mut keys: Vec<u64> = seen_count
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.1 > 0)
-        .map(|(i, e)| u64::from(u32::MAX - e.1) << 32 | i as u64)
-        .collect();
-    keys.sort_unstable();
-    keys.into_iter().map(|k| k as u32).collect()
-}
-
-/// The fixed hot set of `capacity` from a [`training_ranking`], in ranking order: the first N
-/// items, or, for a byte capacity, the items in ranking order that still fit (an item too
-/// large for what is left is skipped and smaller ones after it can still be taken).
-pub(crate) fn fixed_items(trace: &RequestTrace, ranking: &[u32], capacity: Capacity) -> Vec<u32> {
-    match capacity {
-        Capacity::Items(n) => ranking
-            .iter()
-            .take(usize::try_from(n).unwrap_or(usize::MAX))
-            .copied()
-            .collect(),
-        Capacity::Bytes(mut left) => ranking
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let s = trace.size(i);
-                let fits = s <= left;
-                if fits {
-                    left -= s;
-                }
-                fits
-            })
-            .collect(),
-    }
-}
-
-/// [`fixed_items`] as a membership mask by item.
-pub(crate) fn fixed_mask(trace: &RequestTrace, ranking: &[u32], capacity: Capacity) -> Vec<bool> {
-    let mut set = vec![false; trace.n_items()];
-    for i in fixed_items(trace, ranking, capacity) {
-        set[i as usize] = true;
-    }
-    set
-}
-
 /// Totals over the evaluation window; the same for every draw of a strategy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
@@ -239,86 +172,6 @@ pub struct RequestCost {
     pub prefetch_topic_hit: bool,
 }
 
-/// What the inner loop needs to know about an item, packed into 16 bytes so a touch costs one
-/// cache line: the request stamp, the item's LRU node, flags, the get bracket, and the size
-/// (saturated; the trace and the plan have the exact values).
-#[derive(Clone, Copy)]
-struct ItemState {
-    /// `2s`: present in request `s` (prefetched, not yet touched); `2s + 1`: touched in it.
-    mark: u32,
-    /// The node the LRU last gave the item: a hint, right only when that node holds the item
-    /// back (see the `lru` module).
-    node: u32,
-    /// The get bracket's blend weight.
-    t: f32,
-    /// [`FIXED`], [`TOPIC`], the get bracket's lower row (6 bits, [`ROW_MASK`] when it does
-    /// not fit) and the size (24 bits, [`SIZE_MASK`] when it does not fit).
-    packed: u32,
-}
-
-const FIXED: u32 = 1 << 31;
-const TOPIC: u32 = 1 << 30;
-const ROW_SHIFT: u32 = 24;
-const ROW_MASK: u32 = 0x3f;
-const SIZE_MASK: u32 = (1 << ROW_SHIFT) - 1;
-
-impl ItemState {
-    fn new(size: u64, bracket: Bracket, fixed: bool, topic: bool) -> ItemState {
-        let row = if bracket.lo < ROW_MASK {
-            bracket.lo
-        } else {
-            ROW_MASK
-        };
-        let size = u32::try_from(size).map_or(SIZE_MASK, |s| s.min(SIZE_MASK));
-        let mut packed = row << ROW_SHIFT | size;
-        if fixed {
-            packed |= FIXED;
-        }
-        if topic {
-            packed |= TOPIC;
-        }
-        ItemState {
-            mark: 0,
-            node: u32::MAX,
-            t: bracket.t,
-            packed,
-        }
-    }
-
-    #[inline]
-    fn bracket(self, plan: &Plan<'_>, item: u32) -> Bracket {
-        let lo = (self.packed >> ROW_SHIFT) & ROW_MASK;
-        if lo == ROW_MASK {
-            plan.get_brackets[item as usize]
-        } else {
-            Bracket { lo, t: self.t }
-        }
-    }
-
-    #[inline]
-    fn size(self, trace: &RequestTrace, item: u32) -> u64 {
-        let s = self.packed & SIZE_MASK;
-        if s == SIZE_MASK {
-            trace.size(item)
-        } else {
-            u64::from(s)
-        }
-    }
-}
-
-/// The number and bytes of the descendants in `list` that are not in the fixed set.
-fn unfixed_totals(items: &[ItemState], trace: &RequestTrace, list: &[u32]) -> (u32, u64) {
-    let (mut keys, mut bytes) = (0u32, 0u64);
-    for &ch in list {
-        let s = items[ch as usize];
-        if s.packed & FIXED == 0 {
-            keys += 1;
-            bytes += s.size(trace, ch);
-        }
-    }
-    (keys, bytes)
-}
-
 /// Runs `strategy` once over the whole trace of `plan` (training window for warm-up,
 /// uncounted), with the latency draw seeded by `seed`, feeding each evaluated request to
 /// `sink` (in the order of [`Plan::run_order`]).
@@ -334,39 +187,13 @@ pub(crate) fn run(
     state.counts
 }
 
-/// The LRU of instance `code`: its parked one, with every cached item's hint pointed back at
-/// its node (hints are shared by all instances, and another instance's run moved them), or an
-/// empty one.
-fn take_lru(
-    parked: &mut HashMap<u32, Lru>,
-    spare: &mut Option<Lru>,
-    items: &mut [ItemState],
-    code: u32,
-    capacity: Capacity,
-) -> Lru {
-    if let Some(l) = parked.remove(&code) {
-        l.for_each_cached(|item, node| items[item as usize].node = node);
-        return l;
-    }
-    let mut l = spare.take().unwrap_or_else(|| match capacity {
-        Capacity::Items(n) => Lru::new(n, false),
-        Capacity::Bytes(n) => Lru::new(n, true),
-    });
-    l.clear();
-    l
-}
-
 /// What a run of one strategy and draw carries from one part of a trace to the next: each
-/// item's state, the LRUs of the instances seen so far (one parked per instance between
-/// parts; see [`RunState::run`]), the request stamp and the totals.
+/// item's state, what the strategy keeps (the LRUs of the instances seen so far, one parked
+/// per instance between parts; see [`RunState::run`]), the request stamp and the totals.
 pub(crate) struct RunState {
     items: Vec<ItemState>,
     stamp: u32,
-    walker: Walker,
-    /// LRUs of instances seen in an earlier part, by the caller's instance code.
-    parked: HashMap<u32, Lru>,
-    /// An emptied LRU to reuse.
-    spare: Option<Lru>,
+    kept: Kept,
     /// Evaluation-window totals so far.
     pub counts: Counts,
 }
@@ -386,13 +213,10 @@ impl RunState {
                 )
             })
             .collect();
-        let depth = strategy.prefetch_depth;
         RunState {
             items,
             stamp: 0,
-            walker: Walker::new(if depth > 0 { n_items } else { 0 }),
-            parked: HashMap::new(),
-            spare: None,
+            kept: Kept::new(strategy, n_items),
             counts: Counts::default(),
         }
     }
@@ -409,29 +233,62 @@ impl RunState {
         strategy: &Strategy,
         seed: u64,
         last: bool,
-        mut sink: impl FnMut(RequestCost),
+        sink: impl FnMut(RequestCost),
     ) {
+        let depth = strategy.prefetch_depth;
+        let listed = (depth > 0).then(|| plan.descendants(depth)).flatten();
+        let RunState {
+            items,
+            stamp,
+            kept,
+            counts,
+        } = self;
+        let walk = Run {
+            plan,
+            items,
+            stamp,
+            counts,
+            seed,
+            last,
+            sink,
+        };
+        strategy::dispatch(strategy, kept, plan.trace, listed, walk);
+    }
+}
+
+/// The shared walk of one part of a trace (see [`RunState::run`]), the same for every
+/// strategy: the strategy's parts (see the `strategy` module) decide what is found in L1 and
+/// what is prefetched; the walk marks touches, sends the gets of what is missing, draws every
+/// latency and keeps the accounts.
+struct Run<'a, 'p, F> {
+    plan: &'a Plan<'p>,
+    items: &'a mut Vec<ItemState>,
+    stamp: &'a mut u32,
+    counts: &'a mut Counts,
+    seed: u64,
+    last: bool,
+    sink: F,
+}
+
+impl<F: FnMut(RequestCost)> Walk for Run<'_, '_, F> {
+    fn walk<C: Caches, P: Prefetch>(self, caches: &mut C, mut prefetch: P) {
+        let Run {
+            plan,
+            items: items_at,
+            stamp: stamp_at,
+            counts,
+            seed,
+            last,
+            mut sink,
+        } = self;
         let trace = plan.trace;
         let get_table = plan.model.get();
         let multi_table = plan.model.multiget();
         let sequence = plan.model.sequence();
-        let depth = strategy.prefetch_depth;
-        let mut items = std::mem::take(&mut self.items);
-        let mut stamp = self.stamp;
-        let mut walker = std::mem::replace(&mut self.walker, Walker::new(0));
-        let (mut scratch, mut batch) = (Vec::new(), Vec::new());
-        // Without an LRU, a prefetch does not read the state of the descendants it fetches: it
-        // takes the number and bytes of those not in the fixed set (summed once per topic and
-        // run), less those this request already looked up, and marks them all present without
-        // looking (a lookup checks the fixed set first). With an LRU each descendant is looked
-        // up in it (refreshing hits) and only the fetched ones are marked present.
-        let listed = (depth > 0).then(|| plan.descendants(depth)).flatten();
-        let mut unfixed: Vec<(u32, u64)> = match (strategy.lru, listed) {
-            (None, Some(d)) => vec![(u32::MAX, 0); d.len()],
-            _ => Vec::new(),
-        };
-        // Items looked up in the request before its prefetch (strategies without an LRU).
-        let mut firsts: Vec<u32> = Vec::new();
+        let brackets = &plan.get_brackets[..];
+        // The items' state and the stamp as locals for the loop (put back at the end).
+        let mut items = std::mem::take(items_at);
+        let mut stamp = *stamp_at;
 
         let mut c = Counts::default();
         let spans = &plan.run_spans;
@@ -441,9 +298,7 @@ impl RunState {
                 continue;
             }
             let code = trace.instance_codes[i];
-            let mut lru = strategy
-                .lru
-                .map(|cap| take_lru(&mut self.parked, &mut self.spare, &mut items, code, cap));
+            let mut cache = caches.enter(code, &mut items);
             let (first, end) = (bounds[0], bounds[1]);
             for chunk in (first..end).step_by(CHUNK) {
                 let chunk_end = (chunk + CHUNK).min(end);
@@ -479,28 +334,18 @@ impl RunState {
                     let j = k - chunk;
                     let r = plan.run_order[k] as usize;
                     let eval = plan.run_eval[k];
-                    // With an LRU, the prefetch of the next request (at its first topic) reads the
-                    // state of each listed descendant: start loading them in one burst.
-                    if let (Some(_), Some(d), true) = (lru.as_ref(), listed, k + 1 < chunk_end) {
-                        let next = gathered_span(j + 1);
-                        let topic = next
-                            .iter()
-                            .find(|&&a| items[a as usize].packed & TOPIC != 0);
-                        if let Some(list) = topic.and_then(|&t| d.find(t)).map(|t| d.list(t)) {
-                            let mut keep = 0;
-                            for &ch in list {
-                                keep ^= items[ch as usize].mark;
-                            }
-                            std::hint::black_box(keep);
-                        }
+                    if k + 1 < chunk_end {
+                        prefetch.ahead::<C::One>(&items, gathered_span(j + 1));
                     }
                     stamp += 1;
                     if stamp >= (u32::MAX >> 1) - 1 {
                         items.iter_mut().for_each(|s| s.mark = 0);
                         stamp = 1;
                     }
-                    let present = stamp << 1;
-                    let touched = present | 1;
+                    let marks = Marks {
+                        present: stamp << 1,
+                        touched: stamp << 1 | 1,
+                    };
                     let key = request_key(seed, plan.first + r);
                     // With a rank sequence, the request's draws are consecutive ranks from a start
                     // picked by the request's key; otherwise each op has its own uniform.
@@ -510,126 +355,40 @@ impl RunState {
                     let (mut lookups, mut l1_hits, mut prefetch_hits) = (0u64, 0u64, 0u64);
                     let (mut gets, mut multigets, mut multiget_keys, mut bytes) =
                         (0u64, 0u64, 0u64, 0u64);
-                    // Prefetch happens once per request, at its first topic: the page's own topic.
-                    let mut prefetched = false;
-                    let (mut walked, mut topic_hit) = (0u32, false);
-                    firsts.clear();
+                    prefetch.start();
 
                     for (pos, &item) in touches.iter().enumerate() {
                         let st = items[item as usize];
-                        if st.mark == touched {
+                        if st.mark == marks.touched {
                             continue;
                         }
-                        items[item as usize].mark = touched;
+                        items[item as usize].mark = marks.touched;
                         lookups += 1;
-                        // A fixed item may be marked present (see above), but is an L1 hit.
-                        let missing = if st.packed & FIXED != 0 {
+                        // A fixed item may be marked present (by a prefetch that does not
+                        // look), but is an L1 hit.
+                        let missing = if st.is_fixed() {
                             l1_hits += 1;
                             false
-                        } else if st.mark == present {
+                        } else if st.mark == marks.present {
                             prefetch_hits += 1;
                             false
-                        } else if lru.as_mut().is_some_and(|l| l.touch(item, st.node)) {
+                        } else if cache.lookup(item, st.node) {
                             l1_hits += 1;
                             false
                         } else {
                             true
                         };
 
-                        if depth > 0 && !prefetched && st.packed & TOPIC != 0 {
-                            // One multi-get: the topic if missing, plus its missing descendants.
-                            prefetched = true;
-                            topic_hit = !missing;
-                            let (mut keys, mut fetched) = (0u64, 0u64);
-                            if missing {
-                                keys += 1;
-                                fetched += st.size(trace, item);
-                            }
-                            match lru.as_mut() {
-                                None => {
-                                    let found = listed.and_then(|d| d.find(item));
-                                    let (list, (n, b)) = match (listed, found) {
-                                        (Some(d), Some(t)) => {
-                                            let list = d.list(t);
-                                            if unfixed[t].0 == u32::MAX {
-                                                unfixed[t] = unfixed_totals(&items, trace, list);
-                                            }
-                                            (list, unfixed[t])
-                                        }
-                                        _ => {
-                                            scratch.clear();
-                                            walker.walk(trace, item, depth, &mut scratch);
-                                            (&scratch[..], unfixed_totals(&items, trace, &scratch))
-                                        }
-                                    };
-                                    walked = 1 + list.len() as u32;
-                                    // Nothing is evicted, so a descendant is fetched unless it is
-                                    // fixed or this request looked it up before (the topic itself
-                                    // is not among its descendants). Mark them all present; of
-                                    // the items looked up before, those now marked are in the
-                                    // list: not fetched again, and marked touched back.
-                                    for &ch in list {
-                                        items[ch as usize].mark = present;
-                                    }
-                                    let (mut n, mut b) = (u64::from(n), b);
-                                    for &x in &firsts {
-                                        let sx = &mut items[x as usize];
-                                        if sx.mark == present {
-                                            sx.mark = touched;
-                                            if sx.packed & FIXED == 0 {
-                                                n -= 1;
-                                                b -= sx.size(trace, x);
-                                            }
-                                        }
-                                    }
-                                    keys += n;
-                                    fetched += b;
-                                }
-                                Some(l) => {
-                                    let list = match listed.and_then(|d| d.find(item)) {
-                                        Some(t) => listed.map_or(&[][..], |d| d.list(t)),
-                                        None => {
-                                            scratch.clear();
-                                            walker.walk(trace, item, depth, &mut scratch);
-                                            &scratch[..]
-                                        }
-                                    };
-                                    walked = 1 + list.len() as u32;
-                                    // Check every descendant (refreshing LRU hits) before any
-                                    // insert can evict one.
-                                    batch.clear();
-                                    if missing {
-                                        batch.push(item);
-                                    }
-                                    for &ch in list {
-                                        let sc = items[ch as usize];
-                                        if (sc.mark | 1) == touched || sc.packed & FIXED != 0 {
-                                            continue;
-                                        }
-                                        if !l.touch(ch, sc.node) {
-                                            batch.push(ch);
-                                        }
-                                    }
-                                    keys = batch.len() as u64;
-                                    for (x, &b) in batch.iter().enumerate() {
-                                        let sb = &mut items[b as usize];
-                                        let size = sb.size(trace, b);
-                                        // The topic (first, when missing) is counted above.
-                                        if x > 0 || !missing {
-                                            fetched += size;
-                                            sb.mark = present;
-                                        }
-                                        sb.node = l.insert(b, size);
-                                    }
-                                }
-                            }
-                            if keys > 0 {
+                        if let Some(fetch) =
+                            prefetch.at(&mut cache, &mut items, marks, item, st, missing)
+                        {
+                            if fetch.keys > 0 {
                                 round_trips += 1;
                                 multigets += 1;
-                                multiget_keys += keys;
-                                bytes += fetched;
+                                multiget_keys += fetch.keys;
+                                bytes += fetch.bytes;
                                 if eval {
-                                    let br = multi_table.bracket(keys);
+                                    let br = multi_table.bracket(fetch.keys);
                                     let u = match ranks.as_mut() {
                                         Some(c) => c.next(),
                                         None => uniform(key, pos, TAG_MULTIGET),
@@ -639,19 +398,16 @@ impl RunState {
                             }
                             continue;
                         }
-                        if depth > 0 && !prefetched && lru.is_none() {
-                            firsts.push(item);
-                        }
                         if missing {
                             let size = st.size(trace, item);
                             round_trips += 1;
                             gets += 1;
                             bytes += size;
-                            if let Some(l) = lru.as_mut() {
-                                items[item as usize].node = l.insert(item, size);
+                            if <C::One as Cache>::HOLDS {
+                                items[item as usize].node = cache.fill(item, size);
                             }
                             if eval {
-                                let br = st.bracket(plan, item);
+                                let br = st.bracket(brackets, item);
                                 let u = match ranks.as_mut() {
                                     Some(c) => c.next(),
                                     None => uniform(key, pos, TAG_GET),
@@ -662,6 +418,7 @@ impl RunState {
                     }
 
                     if eval {
+                        let (walked, topic_hit) = prefetch.record();
                         c.requests += 1;
                         c.touches += touches.len() as u64;
                         c.lookups += lookups;
@@ -689,18 +446,11 @@ impl RunState {
                     }
                 }
             }
-            if let Some(l) = lru {
-                if last {
-                    self.spare = Some(l);
-                } else {
-                    self.parked.insert(code, l);
-                }
-            }
+            caches.leave(code, cache, last);
         }
-        self.items = items;
-        self.stamp = stamp;
-        self.walker = walker;
-        self.counts.add(&c);
+        *items_at = items;
+        *stamp_at = stamp;
+        counts.add(&c);
     }
 }
 

@@ -58,6 +58,7 @@
 //! hurt most.
 
 mod engine;
+mod item;
 mod latency;
 mod lru;
 pub mod strategy;
@@ -78,7 +79,8 @@ pub use strategy::{Capacity, Strategy};
 pub use stream::{Part, Stream, PART_MULTIPLE};
 pub use trace::{RequestTrace, TraceColumns};
 
-use engine::{draw_seed, fixed_mask, run, Plan, RunState};
+use engine::{draw_seed, run, Plan, RunState};
+use strategy::fixed_mask;
 use summary::{DrawAcc, DrawSummary};
 use tree::{Descendants, Walker};
 
@@ -447,8 +449,8 @@ pub fn fixed_set(
         return Ok(None);
     };
     let (_, evaluated) = windows(trace, n_train);
-    let ranking = engine::training_ranking(trace, &evaluated);
-    Ok(Some(engine::fixed_items(trace, &ranking, capacity)))
+    let ranking = strategy::training_ranking(trace, &evaluated);
+    Ok(Some(strategy::fixed_items(trace, &ranking, capacity)))
 }
 
 /// For each of `topics`, the descendants to `depth` (children are depth 1) that a prefetch at

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::engine::RequestCost;
-use super::engine::{self, draw_seed, fixed_mask, Plan, RunState};
+use super::engine::{self, draw_seed, Plan, RunState};
+use super::strategy::{self, fixed_mask};
 use super::summary::DrawAcc;
 use super::{
     check_args, combine, curve_percentiles, plan, LatencyModel, RequestTrace, SimError, Strategy,
@@ -300,7 +301,7 @@ impl Stream {
         let mut plan = plan(&trace, &self.model, &self.strategies, n_train);
         plan.first = at;
         if self.fixed.is_none() {
-            let ranking = engine::ranking(&self.seen_count);
+            let ranking = strategy::ranking(&self.seen_count);
             self.seen_count = Vec::new();
             self.fixed = Some(
                 self.strategies

@@ -1,21 +1,5 @@
-//! Caching strategies and their spec language.
-//!
-//! A spec is one or more components joined with `+`:
-//!
-//! | component | meaning |
-//! |---|---|
-//! | `none` | no in-process cache, no prefetch (only on its own) |
-//! | `lru:1000` / `lru:64MB` | a per-instance LRU holding 1000 items / 64 MB of values |
-//! | `fixed:5000` / `fixed:32MB` | the 5000 items / 32 MB most touched in the training window, always present |
-//! | `prefetch-children` | same as `prefetch:depth=1` |
-//! | `prefetch:depth=2` | on a topic's first touch, one multi-get for the topic and its descendants to depth 2 |
-//!
-//! A capacity that is a plain whole number counts items; anything with a unit is a byte size:
-//! `K`, `M`, `G` are powers of 1000, `Ki`, `Mi`, `Gi` powers of 1024, a trailing `B` is optional
-//! and letters are case-insensitive (`64MB`, `64m`, `1.5K`, `4KiB`, `100B`) — the rules of
-//! `cachelab.units.parse_size`. Components may come in any order but each kind at most once;
-//! [`Strategy`]'s `Display` gives the canonical form (fixed, then lru, then prefetch), which
-//! parses back to the same strategy.
+//! The spec language of strategies (see the parent module's docs): the parser, the canonical
+//! form, and sizes as `cachelab.units` reads and writes them.
 
 use std::fmt;
 use std::str::FromStr;
