@@ -100,7 +100,8 @@ def test_report_out_ending_in_a_slash_is_a_directory(tmp_path: Path,
 def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
                                                            memcached: PrivateMemcached) -> None:
     """``--out`` is fine when checked, then replaced by a file while load runs: the results
-    go to a fresh directory under $TMPDIR, stderr says where, and the exit code is 1."""
+    go to a fresh directory under $TMPDIR, stderr says where, and the exit code is 2 (an
+    --out that cannot be written, as when it is refused before the run; it was 1)."""
     out = tmp_path / "out"
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -124,7 +125,7 @@ def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 1, stderr
+    assert proc.returncode == 2, stderr
     line = one_error_line(stderr)
     assert line.startswith(f"cachelab: error: cannot write {out}"), line
     rescued = [d for d in scratch.iterdir() if d.name.startswith("cachelab-load-")]

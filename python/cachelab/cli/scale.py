@@ -7,7 +7,7 @@ import sys
 
 import cachelab.scale as lib
 import cachelab.usl as usl_lib
-from cachelab.cli import cluster, common
+from cachelab.cli import cluster, common, output
 from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.usl import MAX_BOOTSTRAP
 from cachelab.errors import UsageError
@@ -21,7 +21,7 @@ N is (--vary):
   connections     client connections (default)
   threads         client threads, --connections-per-thread each
   server-threads  memcached worker threads (-t N) of a private server restarted per point,
-                  driven by --client-connections connections
+                  driven by --connections connections
   agents          load agents on a Ray cluster (--ray), one per node, each with
                   --connections-per-agent connections (docs/scale-out.md)
 
@@ -50,12 +50,13 @@ A sweep cut short keeps the runs it finished: on Ctrl-C or SIGTERM (exit 130), o
 server fails or goes away (exit 3, one line on stderr saying why), they are written and
 marked partial (scale.json's run: cancelled, aborted), and the table's first line says
 PARTIAL, why, and how many of the runs asked it kept.
+"""
 
-Examples:
-  cachelab scale --quick
-  cachelab scale --points 1,2,4,8,16,32 --repeats 3
-  cachelab scale --vary server-threads --points 1,2,3,4,6,8
-  cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
+EXAMPLES = """\
+cachelab scale --quick
+cachelab scale --points 1,2,4,8,16,32 --repeats 3 --fail-on invalid
+cachelab scale --vary server-threads --points 1,2,3,4,6,8 --connections 16
+cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
 
@@ -72,7 +73,7 @@ def _points(text: str) -> list[int]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "scale", help="sweep concurrency, measure steady-state throughput, fit the USL",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument("--vary", choices=lib.VARY, default="connections", help="what N is")
     p.add_argument("--points", type=common.arg_type(_points), metavar="N,...",
@@ -89,8 +90,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="time-series interval")
     p.add_argument("--connections-per-thread", type=CONNECTIONS, metavar="C",
                    help="with --vary threads (default 1)")
-    p.add_argument("--client-connections", type=CONNECTIONS, metavar="C",
-                   help="with --vary server-threads (default 16; quick 8)")
+    p.add_argument("--connections", type=CONNECTIONS, metavar="C", dest="client_connections",
+                   help="with --vary server-threads: the client connections at every point "
+                   "(default 16; quick 8)")
+    common.deprecated(p, "--client-connections", "--connections", dest="client_connections",
+                      type=CONNECTIONS, metavar="C")
     p.add_argument("--connections-per-agent", type=CONNECTIONS, metavar="C",
                    help="with --vary agents (default 1)")
     p.add_argument("--precision", type=common.precision_arg, metavar="P%",
@@ -116,7 +120,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="workload and bootstrap seed (default 0)")
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
-                         plots="skip the PNG/SVG plots", server=True, pool=True, tls=True)
+                         plots="skip the PNG/SVG plots", server=True, pool=True, tls=True,
+                         checks=("invalid", "precision", "problems"),
+                         server_note="with more memory when the workload needs it; "
+                         "restarted at every point with --vary server-threads")
 
 
 def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
@@ -145,11 +152,10 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     ray = cluster.ray_options(args)
-    fmt = common.stdout_format(args)
     members = common.server_members(args)
     proxy = common.proxy_address(args)
     options = common.server_options(args)
-    out = common.prepare_out(args, "scale")
+    out = output.prepare_out(args, "scale")
 
     def progress(done: int, total: int, n: int, point: dict) -> None:
         print(f"scale: {done}/{total} N = {n}: {point['throughput']:,.0f}/s"
@@ -161,11 +167,10 @@ def run(args: argparse.Namespace) -> int:
         server = members[0] if members is not None and len(members) == 1 else members
         behind = None
     # Interrupted: the runs finished are kept, and the result says PARTIAL.
-    result, interrupted = common.measured(
+    result, interrupted = output.measured(
         lambda: lib.scale(spec, server=server, server_options=options, on_run=progress,
                           ray=ray, behind=behind))
-    saved = common.save(result, out, "scale", plots=not args.no_plots)
-    return common.finish_run(
-        result, saved, fmt=fmt, render=lib.ScaleResult.render, see="runs[].errors in scale.json",
-        interrupted=interrupted,
+    return output.finish(
+        args, result, out, verb="scale", write={"plots": not args.no_plots},
+        see="runs[].errors in scale.json", interrupted=interrupted,
         wrote="scale.json, scale.csv" + ("" if args.no_plots else " and plots"))

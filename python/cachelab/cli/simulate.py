@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import cachelab.simulate as lib
 import cachelab.traces as traces
-from cachelab.cli import cluster, common
-from cachelab.cli.common import EXIT_OK
+from cachelab.cli import cluster, common, output
 from cachelab.errors import UsageError
 from cachelab.profile import ProfileSpec
 from cachelab.progress import Progress
@@ -55,19 +52,21 @@ dip the membership change should cause, predicted for the run's distribution and
 --drill-distributions (default ketama,modula), from the run's own key stream placed by the
 same route tables the load engine uses, beside the dip the run measured (docs/pools.md,
 "Failure drills").
+"""
 
-Examples:
-  cachelab simulate                                   # a synthetic content site
-  cachelab simulate trace.csv --policies lru,s3fifo --sizes 1%,10%
-  cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5 \\
-      --out drill && cachelab simulate --drill drill/load.json
+EXAMPLES = """\
+cachelab simulate --quick                           # a synthetic content site
+cachelab simulate trace.jsonl --strategies none,lru:1000 --server 127.0.0.1:11211
+cachelab simulate trace.csv --policies lru,s3fifo --sizes 1%,10%
+cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5 \\
+    --out drill && cachelab simulate --drill drill/load.json
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "simulate", help="predict added request latency per caching strategy; miss ratios",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument(
         "trace", nargs="?", metavar="TRACE",
@@ -94,6 +93,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "simulation uses that profile instead "
         "of --model; the profile is written under profile/ (docs/simulation.md)",
     )
+    g.add_argument("--socket", metavar="PATH",
+                   help="as --server, for a memcached listening on a Unix socket")
     g.add_argument(
         "--train", type=common.float_range(0, 1, below=True), default=0.5, metavar="F",
         help="share of requests (by time) that trains fixed sets and warms LRUs (default 0.5)",
@@ -153,13 +154,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     ray = cluster.ray_options(args)
     if args.ray_shared_trace and ray is None:
         raise UsageError("--ray-shared-trace needs --ray")
-    out = common.prepare_out(args, "simulate")
+    if args.socket is not None:
+        if args.server is not None:
+            raise UsageError("give --server or --socket, not both")
+        args.server = f"unix:{args.socket}"
+    out = output.prepare_out(args, "simulate")
     if args.drill is not None or args.drill_distributions is not None:
-        return _drill(args, out, fmt)
+        return _drill(args, out)
     if args.trace is not None and not traces.is_request_format(
         traces.detect_format(args.trace, args.trace_format)
     ):
@@ -200,15 +204,10 @@ def run(args: argparse.Namespace) -> int:
             trace, info = _request_trace(args)
             with Progress(None, "simulate on Ray") as bar:
                 result = simulate_on_ray(trace, spec, ray, trace_info=info, on_task=_bar(bar))
-    for warning in getattr(result, "warnings", []):
-        print(f"cachelab: warning: {warning}", file=sys.stderr)
-    saved = common.save(result, out, "simulate", plots=not args.no_plots)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    saved.say_wrote(stream=sys.stderr)
-    return saved.exit_code(EXIT_OK)
+    return output.finish(args, result, out, verb="simulate", write={"plots": not args.no_plots})
 
 
-def _drill(args: argparse.Namespace, out: Path, fmt: str) -> int:
+def _drill(args: argparse.Namespace, out: Path) -> int:
     """``--drill LOAD.json``: the prediction of a failure drill beside its measurement."""
     if args.drill is None:
         raise UsageError("--drill-distributions goes with --drill LOAD.json")
@@ -218,10 +217,7 @@ def _drill(args: argparse.Namespace, out: Path, fmt: str) -> int:
     if args.drill_distributions:
         dists = [d.strip() for d in args.drill_distributions.split(",") if d.strip()]
     result = predict_drill(args.drill, dists)
-    saved = common.save(result, out, "simulate", plots=False)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    saved.say_wrote(stream=sys.stderr)
-    return saved.exit_code(EXIT_OK)
+    return output.finish(args, result, out, verb="simulate", write={"plots": False})
 
 
 def _bar(bar: Progress) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from cachelab.run.result import (
     DEFAULT_PRECISION,
+    PRIVATE_ITEM_SIZE_MAX,
+    PRIVATE_MEMORY_MB,
     SCHEMA,
     SCHEMA_VERSION,
     STEPS,
@@ -14,5 +16,5 @@ from cachelab.run.result import (
 from cachelab.run.steps import REFERENCE_MODEL
 from cachelab.run.study import run_study
 
-__all__ = ["DEFAULT_PRECISION", "REFERENCE_MODEL", "SCHEMA", "SCHEMA_VERSION", "STEPS",
-           "RunResult", "RunSpec", "StepOutcome", "run_study"]
+__all__ = ["DEFAULT_PRECISION", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMORY_MB", "REFERENCE_MODEL",
+           "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome", "run_study"]

@@ -38,7 +38,13 @@ from cachelab.capacity import EvictionWatch, evicted_message
 from cachelab.errors import CachelabError, Interrupted, ServerError
 from cachelab.report import write_report
 from cachelab.run.fits import check_study
-from cachelab.run.result import RunResult, RunSpec, StepOutcome
+from cachelab.run.result import (
+    PRIVATE_ITEM_SIZE_MAX,
+    PRIVATE_MEMORY_MB,
+    RunResult,
+    RunSpec,
+    StepOutcome,
+)
 from cachelab.run.steps import RUNNERS, CheckFailed, Skip, State
 from cachelab.servers import ServerOptions
 
@@ -70,6 +76,7 @@ def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
             outcome.server_failure = True
     except CheckFailed as e:  # it ran, and its result says it failed
         outcome.status, outcome.summary, outcome.error = "failed", e.summary, str(e)
+        outcome.check = e.check
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as e:  # a failed step is reported; the run goes on
@@ -118,8 +125,9 @@ def run_study(
         try:
             if server is None:
                 # Big enough for replay's catalog and tiers' largest record.
-                target = stack.enter_context(servers.serve(None, server_options, memory_mb=256,
-                                                           item_size_max="2m"))
+                target = stack.enter_context(servers.serve(
+                    None, server_options, memory_mb=PRIVATE_MEMORY_MB,
+                    item_size_max=PRIVATE_ITEM_SIZE_MAX))
                 st.server_options = server_options or ServerOptions()
                 st.server_facts = dict(target.facts)
                 mc = target.private
