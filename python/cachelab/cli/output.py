@@ -305,10 +305,11 @@ def finish(
     render: Callable[[Any], str] | None = None,
     write: Mapping[str, Any] | None = None,
     written: Path | None = None,
-    wrote: str = "",
+    wrote: str | None = "",
     see: str = "the summary",
     interrupted: bool = False,
     aborted: str | None = None,
+    kept: str | None = None,
 ) -> int:
     """The end every verb shares, the only place that writes, prints and picks the exit code.
 
@@ -320,7 +321,9 @@ def finish(
     ``wrote …``; the exit code is 130 when ``interrupted`` (raised, with where the partial
     results are), 3 when the run gave up on the server (its ``run.aborted``, or
     ``aborted``), 2 when the results are not where asked, 1 when a check named by
-    ``--fail-on`` failed (one line naming it), else 0.
+    ``--fail-on`` failed (one line naming it), else 0. ``wrote``: the files named after the
+    directory in the last line (None: no such line, the result says where it is); ``kept``:
+    what an interrupted run kept, said instead of where its results are.
     """
     fmt = stdout_format(args)
     if written is not None:
@@ -350,10 +353,11 @@ def finish(
                   file=sys.stderr)
         if "replay" in failed and "replay" not in asked:
             print(f"{verb}: {failed['replay']}", file=sys.stderr)
-    if saved is not None:
+    if saved is not None and wrote is not None:
         saved.say_wrote(wrote, stream=sys.stderr if fmt == "json" else sys.stdout)
     if interrupted:
-        raise (saved or Saved(None)).interrupted()
+        raise (Interrupted(f"interrupted; {kept}") if kept
+               else (saved or Saved(None)).interrupted())
     if aborted:
         return EXIT_SERVER
     if saved is not None and saved.moved:

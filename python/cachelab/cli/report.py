@@ -83,9 +83,6 @@ def run(args: argparse.Namespace) -> int:
     page = page_path(args)
     if args.static is not None:
         output.check_out_dir(args.static, "--static")
-    if args.out is not None and _a_page(args.out):  # said once every check has passed
-        print(f"cachelab: --out {args.out} (a page) is deprecated: --out is a directory that "
-              f"gets {PAGE}", file=sys.stderr)
     try:
         rep = write_report(args.paths, page, title=args.title, redraw=args.redraw,
                            static_dir=args.static)
@@ -94,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
         # results the page shows are untouched, so running report again makes it.
         print(f"cachelab: error: cannot write {os_error_text(e, page)}", file=sys.stderr)
         return output.EXIT_WRITE
+    if args.out is not None and _a_page(args.out):  # said once the page is written
+        print(f"cachelab: --out {args.out} (a page) is deprecated: --out is a directory that "
+              f"gets {PAGE}", file=sys.stderr)
     summary = {"page": str(page), "sections": [s.kind for s in rep.sections],
                "skipped": list(rep.skipped), "static": str(args.static) if args.static else None}
     return output.finish(args, _Summary(summary), None, verb="report", written=page)

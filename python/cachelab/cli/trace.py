@@ -391,8 +391,9 @@ def run_capture(args: argparse.Namespace) -> int:
         result = capture(spec, target,
                          on_progress=lambda elapsed, _events: bar.update(int(elapsed * 1000)))
     kept = f"{result.gets + result.stores:,} accesses kept in {result.path} (PARTIAL)"
+    # No "wrote" line: the summary's second line says where the capture is.
     return output.finish(args, result, None, verb="capture", written=Path(result.path),
-                         interrupted=result.ended == "interrupted",
+                         wrote=None, interrupted=result.ended == "interrupted", kept=kept,
                          aborted=f"{result.aborted}; {kept}" if result.aborted else None,
                          see="the notes")
 # -- convert ---------------------------------------------------------------------------------
