@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Any
 
 RUNS = Path(__file__).resolve().parent / "runs"
+ARCHIVE = RUNS / "archive"
 
 
 def record_base(name: str, day: str) -> Path:
     """``runs/<day>-<name>`` (no suffix), or ``…-2``, ``-3`` … when a .md or .json of that
-    name exists."""
+    name exists in runs/ or runs/archive/ (where the older records of each bench go: runs/
+    keeps the newest one per bench)."""
     RUNS.mkdir(parents=True, exist_ok=True)
-    base, n = RUNS / f"{day}-{name}", 2
-    while base.with_suffix(".md").exists() or base.with_suffix(".json").exists():
-        base, n = RUNS / f"{day}-{name}-{n}", n + 1
-    return base
+    base, n = f"{day}-{name}", 2
+    while any((d / f"{base}{s}").exists() for d in (RUNS, ARCHIVE) for s in (".md", ".json")):
+        base, n = f"{day}-{name}-{n}", n + 1
+    return RUNS / base
 
 
 def write_record(name: str, day: str, markdown: str, data: Any) -> Path:

@@ -29,7 +29,7 @@ Goal (issue 20): peak RSS that does not grow with the number of requests, and at
 item touches per CPU-second per strategy for the simulation. The machine is shared: the load
 average is recorded; one round per run (a run of the long trace takes minutes).
 
-``--record`` writes ``benches/runs/<date>-request-sim-N.md`` and the JSON beside it.
+``--record`` writes ``benches/runs/<date>-request-stream-N.md`` and the JSON beside it.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def main() -> int:
     p.add_argument("--in-memory", action="store_true",
                    help="also simulate the shorter synthetic trace whole in memory")
     p.add_argument("--note", default="", help="a remark to keep with the record")
-    p.add_argument("--record", action="store_true", help="write benches/runs/…-request-sim-N")
+    p.add_argument("--record", action="store_true", help="write benches/runs/…-request-stream-N")
     a = p.parse_args()
     if ROOT in a.dir.resolve().parents:
         print("--dir must be outside the repository", file=sys.stderr)
@@ -254,7 +254,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if a.record:
-        md = write_record("request-sim", time.strftime("%Y-%m-%d", time.gmtime()), text, result)
+        md = write_record("request-stream", time.strftime("%Y-%m-%d", time.gmtime()), text, result)
         print(f"wrote {md}", file=sys.stderr)
     return 0 if all(r["sim_touches_per_cpu_s"] >= GOAL for r in runs) else 1
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from cachelab import _core, profiles, replay, traces
+from cachelab import _core, profile, replay, traces
 from cachelab.errors import UsageError
 from cachelab.replay.calibrate import Calibrator
 from cachelab.replay.driver import Driver, Workload
@@ -105,7 +105,7 @@ def test_each_term_is_measured_counted_and_reported(result, trace) -> None:
 def test_each_strategy_has_its_own_profile_through_the_tier(result) -> None:
     r, _, _ = result
     for s in r.strategies:
-        p = profiles.LatencyProfile.from_dict(r.profile[s["strategy"]]["latency_profile"])
+        p = profile.LatencyProfile.from_dict(r.profile[s["strategy"]]["latency_profile"])
         assert p.client["via"] == "python" and p.client["mode"] == "interleaved"
         assert p.client["think_ns"]["n"] > 0 and p.client["think_cpu"] is True
         ops = {c.op for c in p.cells if c.samples > 0}
@@ -117,7 +117,7 @@ def test_each_strategy_has_its_own_profile_through_the_tier(result) -> None:
 def test_the_profile_keeps_its_sample_order_and_the_prediction_follows_it(result) -> None:
     r, _, _ = result
     for s in r.strategies:
-        p = profiles.LatencyProfile.from_dict(r.profile[s["strategy"]]["latency_profile"])
+        p = profile.LatencyProfile.from_dict(r.profile[s["strategy"]]["latency_profile"])
         seq = p.sequence
         n = sum(c.samples for c in p.cells)
         # Every sample taken during the evaluation, in order: one segment per slice.
@@ -167,7 +167,7 @@ def test_calibration_between_requests_is_kept_out_of_think_time(
 
 def test_profile_via_tier(memcached: PrivateMemcached) -> None:
     before = _items(memcached.address)
-    p = profiles.profile_via_tier(memcached.address, sizes=(10, 5000), key_counts=(1, 4),
+    p = profile.profile_via_tier(memcached.address, sizes=(10, 5000), key_counts=(1, 4),
                                   multi_value_size=300, samples=30, warmup=2,
                                   think_ns=[0, 20_000], think_cpu=True, seed=3)
     assert [(c.op, c.value_size, c.keys, c.samples) for c in p.cells] == [
@@ -180,9 +180,9 @@ def test_profile_via_tier(memcached: PrivateMemcached) -> None:
     model = latency_model(p)
     assert [s for s, _ in model.get] == [10, 5000] and [k for k, _ in model.multiget] == [1, 4]
     with pytest.raises(UsageError):
-        profiles.profile_via_tier(memcached.address, sizes=(), key_counts=())
+        profile.profile_via_tier(memcached.address, sizes=(), key_counts=())
     with pytest.raises(UsageError):
-        profiles.profile_via_tier(memcached.address, sizes=(10,), think_ns=[-1])
+        profile.profile_via_tier(memcached.address, sizes=(10,), think_ns=[-1])
 
 
 def test_the_result_writes_every_artifact(result, tmp_path) -> None:
