@@ -56,7 +56,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a request trace (.jsonl, .parquet); default: a synthetic one of the "
                    "heavy-pages shape (`trace synth --preset heavy-pages`: pages of ~21 items, "
                    "so that requests under a cache still call memcached)")
-    p.add_argument("--trace-format", metavar="FMT", help="jsonl or parquet, if not by extension")
+    p.add_argument("--from", dest="trace_format", metavar="FMT",
+                   help="the trace's format, jsonl or parquet, when its name doesn't tell")
+    common.deprecated(p, "--trace-format", "--from", dest="trace_format", metavar="FMT")
     p.add_argument("--strategies", metavar="LIST",
                    help="comma-separated strategies (see above)")
     common.deprecated(p, "--strategy", "--strategies", dest="strategies", metavar="LIST")

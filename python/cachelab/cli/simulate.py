@@ -74,10 +74,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default: a synthetic request trace",
     )
     p.add_argument(
-        "--trace-format", metavar="FMT",
-        help="the trace's format when the extension doesn't tell (jsonl, parquet, csv, "
-        "oracle, lines)",
+        "--from", dest="trace_format", metavar="FMT",
+        help="the trace's format when its name doesn't tell (jsonl, parquet, csv, oracle, "
+        "lines)",
     )
+    common.deprecated(p, "--trace-format", "--from", dest="trace_format", metavar="FMT")
     g = p.add_argument_group("request traces")
     g.add_argument("--strategies", metavar="LIST", help="strategies to compare (see above)")
     g.add_argument(
