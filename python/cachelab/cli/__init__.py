@@ -36,13 +36,12 @@ from cachelab.cli.output import (
     EXIT_CHECK,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    EXIT_PROBLEMS,
     EXIT_SERVER,
     EXIT_USAGE,
 )
 from cachelab.errors import CachelabError, Interrupted
 
-__all__ = ["EXIT_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_SERVER",
+__all__ = ["EXIT_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVER",
            "EXIT_USAGE", "Parser", "build_parser", "main", "run"]
 
 

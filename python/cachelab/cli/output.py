@@ -36,7 +36,7 @@ from cachelab.artifacts import describe_entry, in_the_way, write_through
 from cachelab.errors import Interrupted, UsageError
 
 __all__ = [
-    "CHECKS", "EXIT_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_SERVER",
+    "CHECKS", "EXIT_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVER",
     "EXIT_USAGE", "EXIT_WRITE", "EXIT_CODES_HELP", "Saved", "add_output_options",
     "check_out_dir", "check_out_file", "checks_of", "finish", "measured", "output_dir",
     "prepare_out", "problems_text", "save", "stdout_format",
@@ -48,8 +48,6 @@ EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: Results that could not be written where asked (--out): an output problem, exit 2 as a bad
 #: --out is before the run (the results are rescued to a temporary directory stderr names).
 EXIT_WRITE = EXIT_USAGE
-#: The old name of exit 1 (it meant "problems found"; now only a --fail-on check fails it).
-EXIT_PROBLEMS = EXIT_CHECK
 
 #: The checks ``--fail-on`` can ask for, and what each fails on (a verb offers those it has).
 CHECKS: dict[str, str] = {
@@ -207,16 +205,11 @@ class Saved:
     when they could not be saved at all."""
 
     directory: Path | None
-    #: True when they are not where asked (the run then exits :data:`EXIT_WRITE`).
+    #: True when they are not where asked (the run then exits :data:`EXIT_WRITE`, unless the
+    #: server failed: 3 is the first thing to fix).
     moved: bool = False
     #: The one file rescued when the others could not be (None: all of them are there).
     only: str | None = None
-
-    def exit_code(self, code: int) -> int:
-        """The run's exit code, made :data:`EXIT_WRITE` when its files are not where asked
-        (a server failure, 3, stays 3: it is the first thing to fix)."""
-        return (code if code not in (EXIT_OK, EXIT_CHECK) else EXIT_WRITE) if self.moved \
-            else code
 
     def say_wrote(self, files: str = "", *, stream: Any = None) -> None:
         """``wrote DIR[/FILES]``, the last line of a run, unless nothing was saved."""
@@ -309,6 +302,7 @@ def finish(
     see: str = "the summary",
     interrupted: bool = False,
     aborted: str | None = None,
+    aborted_code: int = EXIT_SERVER,
     kept: str | None = None,
 ) -> int:
     """The end every verb shares, the only place that writes, prints and picks the exit code.
@@ -320,10 +314,11 @@ def finish(
     printed as a table or JSON, its warnings, an abort and its problems said on stderr, then
     ``wrote …``; the exit code is 130 when ``interrupted`` (raised, with where the partial
     results are), 3 when the run gave up on the server (its ``run.aborted``, or
-    ``aborted``), 2 when the results are not where asked, 1 when a check named by
-    ``--fail-on`` failed (one line naming it), else 0. ``wrote``: the files named after the
-    directory in the last line (None: no such line, the result says where it is); ``kept``:
-    what an interrupted run kept, said instead of where its results are.
+    ``aborted``, whose exit code is ``aborted_code``), 2 when the results are not where
+    asked, 1 when a check named by ``--fail-on`` failed (one line naming it), else 0.
+    ``wrote``: the files named after the directory in the last line (None: no such line, the
+    result says where it is); ``kept``: what an interrupted run kept, said instead of where
+    its results are.
     """
     fmt = stdout_format(args)
     if written is not None:
@@ -359,7 +354,7 @@ def finish(
         raise (Interrupted(f"interrupted; {kept}") if kept
                else (saved or Saved(None)).interrupted())
     if aborted:
-        return EXIT_SERVER
+        return aborted_code
     if saved is not None and saved.moved:
         return EXIT_WRITE
     hits = [name for name in asked if name in failed]

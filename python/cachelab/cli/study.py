@@ -112,11 +112,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"cachelab: error: cannot write {e.filename or out}: {e.strerror or e}; the "
               f"steps' results written before are in {out}", file=sys.stderr)
         return output.EXIT_WRITE
-    aborted = None
+    aborted, code = None, output.EXIT_SERVER
+    bad_input = [s for s in result.steps if s.input_failure]
     if any(s.server_failure for s in result.steps):
         aborted = (f"{result.aborted or 'the server failed'}; the results measured are "
                    f"saved in {out}")
+    elif bad_input:  # a malformed --trace: the steps that need it failed, the others ran
+        aborted, code = (f"step {bad_input[0].name}: {bad_input[0].error}; the other steps' "
+                         f"results are saved in {out}"), output.EXIT_USAGE
     return output.finish(args, result, out, verb="run", written=out, aborted=aborted,
+                         aborted_code=code,
                          wrote="run.json" + (f" and {result.report}" if result.report else ""),
                          see="the table", interrupted=interrupted)
 

@@ -69,6 +69,8 @@ class StepOutcome:
     error: str | None = None
     dir: str | None = None
     server_failure: bool = False
+    #: The step failed on its input (a malformed ``--trace``: a UsageError), exit 2.
+    input_failure: bool = False
     #: The check a ``failed`` step failed (``replay``: its prediction vs the measurement),
     #: which ``run --fail-on`` names; None for a step that failed with an error.
     check: str | None = None
@@ -98,13 +100,14 @@ class RunResult:
         """The checks ``run --fail-on`` can ask for that this study failed, each with its
         reason: ``replay`` (the replay step's prediction missed the measurement) and
         ``problems`` (a step that reported problems, or failed with an error other than the
-        server's, which is exit 3)."""
+        server's, exit 3, or on its input, exit 2)."""
         out: dict[str, str] = {}
         replay = [s for s in self.steps if s.status == "failed" and s.check == "replay"]
         if replay:
             out["replay"] = "; ".join(str(s.error) for s in replay)
         bad = [s for s in self.steps if s.status == "problems"
-               or (s.status == "failed" and s.check is None and not s.server_failure)]
+               or (s.status == "failed" and s.check is None and not s.server_failure
+                   and not s.input_failure)]
         if bad:
             out["problems"] = "step(s) " + ", ".join(
                 f"{s.name} {s.status}" + (f" ({s.error})" if s.error else "") for s in bad)

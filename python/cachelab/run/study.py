@@ -35,7 +35,7 @@ import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.capacity import EvictionWatch, evicted_message
-from cachelab.errors import CachelabError, Interrupted, ServerError
+from cachelab.errors import CachelabError, Interrupted, ServerError, UsageError
 from cachelab.report import write_report
 from cachelab.run.fits import check_study
 from cachelab.run.result import (
@@ -82,6 +82,7 @@ def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
     except Exception as e:  # a failed step is reported; the run goes on
         outcome.status, outcome.error = "failed", _one_line(e)
         outcome.server_failure = isinstance(e, ServerError)
+        outcome.input_failure = isinstance(e, UsageError)
         if not isinstance(e, CachelabError):
             tb = traceback.format_exc(limit=-3).strip().splitlines()
             st.log(f"{name} failed: {tb[-1]}")
