@@ -55,11 +55,12 @@ def build_parser() -> Parser:
         prog="cachelab",
         description="Measure, model and simulate memcached: latency profiles, load, "
         "scalability and caching strategies.",
-        epilog="Exit codes (every verb): 0 measured and written, verdicts and caveats inside "
-        "the result; 1 a check asked for with --fail-on (invalid, precision, replay, problems) "
+        epilog="Exit codes: 0 measured and written, verdicts and caveats inside the result; "
+        "1 a check asked for with --fail-on (invalid, precision, replay, problems) "
         "failed; 2 usage or input, or an --out that cannot be written; 3 server or network; "
         "130 interrupted (partial results written and marked). Every non-zero exit says why "
-        "on stderr. Run 'cachelab VERB --help' for a verb's flags and examples.",
+        "on stderr. The same in every verb; run 'cachelab VERB --help' for a verb's flags and "
+        "examples.",
     )
     parser.add_argument("--version", action="version", version=f"cachelab {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
