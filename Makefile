@@ -67,6 +67,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/latency_model.py
 	$(PY) benches/cold_values.py
 	$(PY) benches/part_costs.py
+	$(PY) benches/hand_vs_library.py
 
 bench-%: install ## one benchmark: bench-profile_overhead, bench-flat_sim, bench-request_sim, ...
 	$(PY) benches/$*.py

@@ -110,7 +110,7 @@ impl State {
     /// `secret`: the pseudonyms' key (at most 64 bytes); `sample` in (0, 1].
     pub fn new(secret: &[u8], keep_keys: bool, sample: f64, t0: Option<f64>) -> State {
         State {
-            hasher: Keyed::new(secret, 8),
+            hasher: Keyed::new(secret),
             keep_keys,
             sample,
             t0,
