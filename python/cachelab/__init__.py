@@ -7,7 +7,13 @@ command of the ``cachelab`` CLI:
 >>> result = cachelab.profile.run(cachelab.ProfileSpec(samples=1000))  # a private memcached
 >>> result.table("get")                                                # doctest: +SKIP
 >>> trace = cachelab.synthesize(cachelab.SynthParams(requests=10_000))
->>> cachelab.simulate.run(trace, cachelab.SimulateSpec(strategies=("none", "fixed:500")))
+>>> cachelab.simulate.run(cachelab.SimulateSpec(strategies=("none", "fixed:500")), trace=trace)
+
+Every verb's entry is ``cachelab.<verb>.run(spec, target=None, *, progress=None, ...)``; the
+target (:class:`cachelab.Target`, or an address) is the server, pool or proxy to drive — by
+default a private memcached::
+
+    cachelab.load.run(spec, cachelab.Target(servers=("10.0.0.1:11211", "10.0.0.2:11211")))
 
 Errors are the classes in :mod:`cachelab.errors`.
 """
@@ -23,6 +29,7 @@ from cachelab.errors import CachelabError
 if TYPE_CHECKING:
     from cachelab.profile import LatencyProfile, ProfileSpec, load_profile
     from cachelab.simulate import SimulateSpec, SimulationResult
+    from cachelab.target import Target
     from cachelab.traces import (
         RequestTrace,
         SynthParams,
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(__name__, {
     "cachelab.profile": ("LatencyProfile", "ProfileSpec", "load_profile"),
     "cachelab.simulate": ("SimulateSpec", "SimulationResult"),
+    "cachelab.target": ("Target",),
     "cachelab.traces": (
         "RequestTrace", "SynthParams", "load_request_trace", "save_request_trace", "synthesize",
     ),
@@ -48,6 +56,7 @@ __all__ = [
     "SimulateSpec",
     "SimulationResult",
     "SynthParams",
+    "Target",
     "__version__",
     "load_profile",
     "load_request_trace",

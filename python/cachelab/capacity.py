@@ -32,7 +32,7 @@ Every key a run writes is deleted at its end, also after an error: :func:`delete
 within a bounded time and never raises, so the run's own error is the one reported.
 
 Only servers cachelab did not start are checked: a private server is sized by the verb
-(:func:`cachelab.servers.serve`).
+(:meth:`cachelab.target.Target.open`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ from dataclasses import dataclass, field
 
 import cachelab._core as _core
 from cachelab.errors import ConnectionClosed, ServerError, ServerReplyError, UsageError
-from cachelab.proxies import proxy_message
-from cachelab.servers import read_stats, restarted, stats_or_none
+from cachelab.servers import proxy_message, read_stats, restarted, stats_or_none
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import human_bytes
 

@@ -90,6 +90,20 @@ class Progress:
             self.total = max(0, int(total))
         self.update(done)
 
+    def say(self, message: str) -> None:
+        """Write ``message`` as a line of its own on the bar's stream — also when no bar is
+        drawn (not a terminal, ``enabled=False``): a verb's log line, such as each point of a
+        sweep. A bar drawn on the line is blanked first and drawn again at the next update."""
+        if self.enabled and self._drawn_width and not self._closed:
+            self._write("\r" + " " * self._drawn_width + "\r")
+            self._drawn_width = 0
+            self._last_draw = None
+        try:
+            self._stream.write(message + "\n")
+            self._stream.flush()
+        except (OSError, ValueError):  # broken pipe, closed stream: carry on
+            pass
+
     def close(self) -> None:
         """Draw the final state and end the line; later calls do nothing."""
         if self._closed:

@@ -22,25 +22,15 @@ import os
 import secrets
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from types import TracebackType
-from typing import IO, Any, Union
+from typing import Any, Union
 
-import cachelab._core as _core
-from cachelab.errors import ServerError, ServerUnreachable, TwemproxyNotInstalled, UsageError
+from cachelab.childproc import LOOPBACK, ChildProcess, ExitRegistry, free_port, read_tail
+from cachelab.errors import ServerUnreachable, TwemproxyNotInstalled, UsageError
 from cachelab.pool import Server, parse_server
-from cachelab.servers import (
-    LOOPBACK,
-    ExitRegistry,
-    PrivateMemcached,
-    _die_with_parent,
-    _free_port,
-    _is_loopback,
-)
-from cachelab.tls import TlsOptions, core_tls
+from cachelab.servers import PrivateMemcached, proxy_message
 
 __all__ = ["HASHES", "PrivateTwemproxy", "find_nutcracker", "proxy_message", "stop_all"]
 
@@ -55,11 +45,7 @@ Member = Union[str, Server, PrivateMemcached]
 
 _INSTALL_HINT = ("twemproxy (nutcracker) is not installed; install it with: "
                  "apt-get install -y nutcracker")
-_ATTEMPTS = 5  # launches tried when another process takes one of our ports first
-_STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the proxy
-_POLL_FIRST, _POLL_MAX = 0.002, 0.1  # seconds between start-up probes, doubling
-_LOG_TAIL = 5  # lines of nutcracker's log quoted in errors
 # Debian installs nutcracker in /usr/sbin, which a user's PATH may lack.
 _SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 
@@ -85,12 +71,15 @@ def _member(m: Member) -> Server:
     return parse_server(m)
 
 
-class PrivateTwemproxy:
+class PrivateTwemproxy(ChildProcess):
     """nutcracker with one pool of ``members``, on a free loopback port of ``host``.
 
     ``start()`` returns once the proxy and its stats port answer; ``stop()`` ends it; a context
-    manager does both. Stopped proxies may be started again (on new ports).
+    manager does both. Stopped proxies may be started again (on new ports). Starting, waiting
+    and stopping are :class:`~cachelab.childproc.ChildProcess`'s.
     """
+
+    program, label = "nutcracker", "twemproxy"
 
     def __init__(
         self,
@@ -122,9 +111,7 @@ class PrivateTwemproxy:
         member. stats_interval: seconds between twemproxy's stats aggregations (``-i``).
         start_timeout: seconds ``start()`` may take in all.
         """
-        if not _is_loopback(host):
-            raise UsageError(f"a private twemproxy listens on a loopback address "
-                             f"(127.0.0.0/8), not {host!r}")
+        super().__init__(host=host, start_timeout=start_timeout, binary=binary)
         if distribution not in DISTRIBUTIONS:
             raise UsageError(f"twemproxy distribution {distribution!r}: expected one of "
                              f"{', '.join(DISTRIBUTIONS)}")
@@ -139,7 +126,7 @@ class PrivateTwemproxy:
         for what, value in [("server_failure_limit", server_failure_limit),
                             ("server_connections", server_connections),
                             ("server_retry_timeout", server_retry_timeout),
-                            ("stats_interval", stats_interval), ("start_timeout", start_timeout),
+                            ("stats_interval", stats_interval),
                             ("timeout", 1 if timeout is None else timeout)]:
             if value <= 0:
                 raise UsageError(f"{what} must be positive, not {value}")
@@ -152,79 +139,11 @@ class PrivateTwemproxy:
         self.timeout = timeout
         self.server_connections = server_connections
         self.stats_interval = stats_interval
-        self.binary = binary
-        self.start_timeout = start_timeout
         self.pool_name = f"cachelab_{secrets.token_hex(4)}"
-        self._host = host
         self._port: int | None = None
         self._stats_port: int | None = None
-        self._dir: str | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._stderr: IO[bytes] | None = None
-        self._argv: list[str] = []
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def start(self) -> PrivateTwemproxy:
-        """Write the configuration, launch nutcracker and wait until it answers; return self.
-
-        Retries on new ports when one was taken under us (up to 5 launches). Raises
-        TwemproxyNotInstalled or ServerUnreachable (with the end of nutcracker's log).
-        """
-        if self.running:
-            raise RuntimeError(f"{self!r} is already running")
-        binary = find_nutcracker(self.binary)
-        deadline = time.monotonic() + self.start_timeout
-        failure, attempts = "", 0
-        while attempts < _ATTEMPTS:
-            attempts += 1
-            try:
-                self._launch(binary)
-                if self._await_ready(deadline):
-                    return self
-                failure = self._exit_summary()
-            except BaseException:
-                self.stop()
-                raise
-            self.stop()
-            if "Address already in use" not in failure:
-                break
-        tries = f" in {attempts} attempts" if attempts > 1 else ""
-        raise ServerUnreachable(f"nutcracker did not start{tries}: {failure}")
-
-    def stop(self) -> None:
-        """Stop the proxy (SIGTERM, then SIGKILL after 2 s) and remove its files; safe to call
-        any number of times."""
-        process, self._process = self._process, None
-        if process is not None:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(_STOP_GRACE)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-            _forget(self)
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-    def __enter__(self) -> PrivateTwemproxy:
-        return self if self.running else self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.stop()
 
     # -- properties and queries ----------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        """Whether the proxy process is alive."""
-        return self._process is not None and self._process.poll() is None
 
     @property
     def address(self) -> str:
@@ -239,16 +158,6 @@ class PrivateTwemproxy:
         if self._stats_port is None:
             raise RuntimeError("the proxy has not been started")
         return f"{self._host}:{self._stats_port}"
-
-    @property
-    def pid(self) -> int | None:
-        """The proxy's process id while it runs, else None."""
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def argv(self) -> list[str]:
-        """The command line of the latest launch (empty before ``start()``)."""
-        return list(self._argv)
 
     def config(self, port: int = 0) -> str:
         """The YAML configuration, listening on ``port`` (the running one unless given)."""
@@ -285,72 +194,43 @@ class PrivateTwemproxy:
         return (f"<PrivateTwemproxy {where} {state} {self.distribution}/{self.hash} "
                 f"members={len(self.members)}>")
 
-    # -- internals -----------------------------------------------------------------------------
+    # -- what ChildProcess asks of us ------------------------------------------------------------
 
-    def _launch(self, binary: str) -> None:
+    def _command(self) -> list[str]:
+        return [find_nutcracker(self.binary)]
+
+    def _launch(self, command: list[str]) -> None:
         """Pick fresh ports, write the configuration and start the process (no waiting)."""
         self._dir = tempfile.mkdtemp(prefix="cachelab-twemproxy-")
-        self._port, self._stats_port = _free_port(self._host), _free_port(self._host)
+        self._port, self._stats_port = free_port(self._host), free_port(self._host)
         while self._stats_port == self._port:
-            self._stats_port = _free_port(self._host)
+            self._stats_port = free_port(self._host)
         conf = os.path.join(self._dir, "nutcracker.yml")
         with open(conf, "w", encoding="utf-8") as f:
             f.write(self.config())
-        argv = [binary, "-c", conf, "-o", os.path.join(self._dir, "nutcracker.log"),
-                "-a", self._host, "-s", str(self._stats_port),
-                "-i", str(_ms(self.stats_interval))]
-        self._argv = argv
-        self._stderr = tempfile.TemporaryFile(prefix="cachelab-nutcracker-")  # noqa: SIM115
-        self._process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-            start_new_session=True, preexec_fn=_die_with_parent())
-        _remember(self)
+        self._spawn([*command, "-c", conf, "-o", os.path.join(self._dir, "nutcracker.log"),
+                     "-a", self._host, "-s", str(self._stats_port),
+                     "-i", str(_ms(self.stats_interval))])
 
-    def _await_ready(self, deadline: float) -> bool:
-        """Poll until the proxy answers (True) or exits (False); raise at the deadline.
-
-        Ready: the stats port gives JSON naming our pool (so it is our process, not another
+    def _ready(self, deadline: float) -> bool:
+        """Ready: the stats port gives JSON naming our pool (so it is our process, not another
         program that took the port), the proxy port takes a connection, and the process is
-        still alive after both (nutcracker exits when it cannot bind the proxy port).
-        """
+        still alive after both (nutcracker exits when it cannot bind the proxy port)."""
         assert self._process is not None and self._port is not None
-        delay = _POLL_FIRST
-        while self._process.poll() is None:
-            timeout = max(0.001, min(_PROBE_TIMEOUT, deadline - time.monotonic()))
-            doc = _read_json(self._host, self._stats_port or 0, timeout)
-            if doc is not None and self.pool_name in doc:
-                with contextlib.suppress(OSError), \
-                        socket.create_connection((self._host, self._port), timeout=timeout):
-                    time.sleep(0.01)  # a proxy port it failed to bind: the exit shows by now
-                    if self._process.poll() is None:
-                        return True
-            if time.monotonic() + delay >= deadline:
-                raise ServerUnreachable(
-                    f"twemproxy at {self.address} did not answer within "
-                    f"{self.start_timeout:g} s: {self._log_tail() or 'no output'}")
-            time.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
+        timeout = max(0.001, min(_PROBE_TIMEOUT, deadline - time.monotonic()))
+        doc = _read_json(self._host, self._stats_port or 0, timeout)
+        if doc is not None and self.pool_name in doc:
+            with contextlib.suppress(OSError), \
+                    socket.create_connection((self._host, self._port), timeout=timeout):
+                time.sleep(0.01)  # a proxy port it failed to bind: the exit shows by now
+                if self._process.poll() is None:
+                    return True
         return False
 
-    def _exit_summary(self) -> str:
-        assert self._process is not None
-        return (f"exited with status {self._process.returncode}: "
-                f"{self._log_tail() or 'no output'}")
-
-    def _log_tail(self) -> str:
-        """The last lines of nutcracker's log and stderr, joined into one line."""
-        text = ""
-        if self._dir is not None:
-            with contextlib.suppress(OSError), \
-                    open(os.path.join(self._dir, "nutcracker.log"), "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 16384))
-                text = f.read().decode("utf-8", "replace")
-        if self._stderr is not None:
-            self._stderr.seek(0)
-            text += self._stderr.read()[-16384:].decode("utf-8", "replace")
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return " | ".join(lines[-_LOG_TAIL:])
+    def _output(self) -> str:
+        """nutcracker's log, then its stderr."""
+        log = "" if self._dir is None else read_tail(os.path.join(self._dir, "nutcracker.log"))
+        return log + super()._output()
 
 
 def _ms(seconds: float) -> int:
@@ -376,29 +256,12 @@ def _read_json(host: str, port: int, timeout: float) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def proxy_message(address: str, timeout: float = 2.0, tls: TlsOptions | None = None) -> str | None:
-    """For a server that closed the connection on ``stats``: the one-line explanation if it
-    behaves like a proxy such as twemproxy (on a new connection it answers ``version`` and a
-    ``get``), else None. twemproxy 0.5.0 forwards ``version`` and the key commands to its
-    members, but closes the connection on ``stats``, meta commands and ``flush_all``."""
-    try:
-        with _core.Client(address, timeout=timeout, connect_timeout=timeout,
-                          tls=core_tls(tls)) as c:
-            version = c.version()
-            c.get(f"cachelab:probe:{secrets.token_hex(4)}")
-    except ServerError:
-        return None
-    return (f"{address} looks like a proxy such as twemproxy, not a memcached: it answers get "
-            f"and version ({version}) but closes the connection on stats, so cachelab cannot "
-            "read the memory of the servers behind it; give --server one of them instead")
-
-
 # -- the registry of running proxies, stopped at exit ------------------------------------------
 
 # Made after cachelab.servers' registry (imported above), so its atexit hook runs first:
 # proxies stop before their members.
 _registry = ExitRegistry()
-_remember, _forget = _registry.remember, _registry.forget
+PrivateTwemproxy.registry = _registry
 
 
 def stop_all() -> None:

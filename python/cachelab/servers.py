@@ -22,51 +22,37 @@ this module uses the standard library only.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import ctypes
 import ipaddress
 import os
+import secrets
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 import cachelab._core as _core
+from cachelab.childproc import LOOPBACK, ChildProcess, ExitRegistry, free_port
 from cachelab.errors import (
     MemcachedNotInstalled,
     ServerError,
-    ServerUnreachable,
     TlsHandshakeFailed,
     UsageError,
 )
-from cachelab.tls import TlsOptions
+from cachelab.tls import TlsOptions, core_tls
 
 __all__ = ["LOOPBACK", "STATS_TIMEOUT", "PrivateMemcached", "ServerOptions", "Target",
-           "find_memcached", "on_this_machine", "read_stats", "restarted", "serve",
+           "find_memcached", "on_this_machine", "proxy_message", "read_stats", "restarted", "serve",
            "started_unix", "stats_or_none", "stop_all"]
 
-LOOPBACK = "127.0.0.1"
-"""The only address private servers listen on."""
-
 _INSTALL_HINT = "memcached is not installed; install it with: apt-get install -y memcached"
-_ATTEMPTS = 5  # launches tried when another process takes our port first
-_STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the server
 # Seconds for a TLS probe's connect and handshake: a refused connect returns at once, so only
 # a listener that takes the connection and never answers the handshake waits this long.
 _TLS_PROBE_TIMEOUT = 2.0
-_POLL_FIRST, _POLL_MAX = 0.002, 0.1  # seconds between start-up probes, doubling
-_STDERR_TAIL = 5  # lines of memcached's stderr quoted in errors
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 #: Worker threads (``-t``) of a private memcached unless the options or the verb say.
 DEFAULT_THREADS = 4
 #: Seconds a ``stats`` read waits to connect and for its reply, unless its caller says.
@@ -157,12 +143,15 @@ def find_memcached(binary: str | None = None) -> str:
     return path
 
 
-class PrivateMemcached:
+class PrivateMemcached(ChildProcess):
     """A memcached started by us on a free loopback TCP port or a private Unix socket.
 
     ``start()`` returns once the server answers ``version``; ``stop()`` ends it.  Use it as a
     context manager to do both.  Stopped servers may be started again (on a new address).
+    Starting, waiting and stopping are :class:`~cachelab.childproc.ChildProcess`'s.
     """
+
+    program = label = "memcached"
 
     def __init__(
         self,
@@ -202,9 +191,7 @@ class PrivateMemcached:
         port: listen on this TCP port (e.g. 11211, whose ketama point names differ) rather
         than a free one; a port taken by another program fails the start, with no retry.
         """
-        if not _is_loopback(host):
-            raise UsageError(f"a private memcached listens on a loopback address "
-                             f"(127.0.0.0/8), not {host!r}")
+        super().__init__(host=host, start_timeout=start_timeout, binary=binary)
         if (tls_files is not None or tls is not None) and unix_socket:
             raise UsageError("a private memcached with TLS listens on TCP, not a Unix socket")
         if tls_files is not None and tls is not None:
@@ -214,8 +201,6 @@ class PrivateMemcached:
             raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
         if threads < 1:
             raise UsageError(f"threads must be at least 1, not {threads}")
-        if start_timeout <= 0:
-            raise UsageError(f"start_timeout must be positive, not {start_timeout}")
         if port is not None and (unix_socket or tls_files is not None or not 0 < port < 65536):
             raise UsageError(f"port={port!r}: a TCP port from 1 to 65535, without unix_socket "
                              "or tls_files")
@@ -226,70 +211,15 @@ class PrivateMemcached:
         self.extra_args = tuple(extra_args)
         self.unix_socket = unix_socket
         self.cpus = cpus
-        self.binary = binary
         self.wrapper = tuple(wrapper)
-        self.start_timeout = start_timeout
         self.tls_files = tls_files
         self.tls = tls
-        self._host = host
         self._tls_port: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._stderr: IO[bytes] | None = None
-        self._socket_dir: str | None = None
         self._socket_path: str | None = None
         self._port: int | None = None
-        self._argv: list[str] = []
         self._version: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
-
-    def start(self) -> PrivateMemcached:
-        """Launch memcached and wait until it answers; return self.
-
-        If memcached exits because its port was taken under us, retry on a new port (up to 5
-        launches).  Raises MemcachedNotInstalled, UsageError (``cpus`` without taskset) or
-        ServerUnreachable (with the end of memcached's stderr).
-        """
-        if self.running:
-            raise RuntimeError(f"{self!r} is already running")
-        command = self._command_prefix()
-        deadline = time.monotonic() + self.start_timeout
-        failure, attempts = "", 0
-        while attempts < _ATTEMPTS:
-            attempts += 1
-            try:
-                self._launch(command)
-                if self._await_ready(deadline):
-                    return self
-                failure = self._exit_summary()
-            except BaseException:
-                self.stop()
-                raise
-            self.stop()
-            if "Address already in use" not in failure or self.fixed_port is not None:
-                break
-        tries = f" in {attempts} attempts" if attempts > 1 else ""
-        raise ServerUnreachable(f"memcached did not start{tries}: {failure}")
-
-    def stop(self) -> None:
-        """Stop the server and remove its socket directory; safe to call any number of times."""
-        process, self._process = self._process, None
-        if process is not None:
-            if process.poll() is None:
-                process.terminate()
-                self._nudge()
-                try:
-                    process.wait(_STOP_GRACE)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-            _forget(self)
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-        if self._socket_dir is not None:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-            self._socket_dir = None
 
     def kill(self) -> None:
         """SIGKILL the server (a failure drill): it stops at once, its items gone; the port
@@ -308,23 +238,7 @@ class PrivateMemcached:
         self.fixed_port = port
         return self.start()
 
-    def __enter__(self) -> PrivateMemcached:
-        return self if self.running else self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     # -- properties ----------------------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        """Whether the server process is alive."""
-        return self._process is not None and self._process.poll() is None
 
     @property
     def address(self) -> str:
@@ -352,16 +266,6 @@ class PrivateMemcached:
         return self._socket_path
 
     @property
-    def pid(self) -> int | None:
-        """The server's process id while it runs, else None."""
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def argv(self) -> list[str]:
-        """The command line of the latest launch (empty before ``start()``)."""
-        return list(self._argv)
-
-    @property
     def tls_address(self) -> str | None:
         """``127.0.0.1:PORT`` of the TLS listener (with ``tls_files``, or :attr:`address` with
         ``tls``), else None."""
@@ -381,9 +285,9 @@ class PrivateMemcached:
             f"<PrivateMemcached {where} {state} memory_mb={self.memory_mb} threads={self.threads}>"
         )
 
-    # -- internals -----------------------------------------------------------------------------
+    # -- what ChildProcess asks of us ------------------------------------------------------------
 
-    def _command_prefix(self) -> list[str]:
+    def _command(self) -> list[str]:
         """``[*wrapper, memcached]``, or ``[*wrapper, taskset, -c, CPUS, memcached]`` when
         pinned."""
         binary = find_memcached(self.binary)
@@ -397,20 +301,24 @@ class PrivateMemcached:
             )
         return [*self.wrapper, taskset, "-c", self.cpus, binary]
 
+    def _retry(self, failure: str) -> bool:
+        """A port taken under us is tried again, unless the port was given."""
+        return super()._retry(failure) and self.fixed_port is None
+
     def _launch(self, command: list[str]) -> None:
         """Pick a fresh address and start the process (without waiting for it)."""
         if self.unix_socket:
-            self._socket_dir = tempfile.mkdtemp(prefix="cachelab-")
-            self._socket_path = os.path.join(self._socket_dir, "memcached.sock")
+            self._dir = tempfile.mkdtemp(prefix="cachelab-")
+            self._socket_path = os.path.join(self._dir, "memcached.sock")
             listen = ["-s", self._socket_path]
         elif self.tls_files is not None:
-            self._port, self._tls_port = _free_port(self._host), _free_port(self._host)
+            self._port, self._tls_port = free_port(self._host), free_port(self._host)
             cert, key = self.tls_files
             listen = ["-Z", "-o", f"ssl_chain_cert={cert},ssl_key={key}",
                       "-l", f"notls:{self._host}:{self._port}",
                       "-l", f"{self._host}:{self._tls_port}"]
         else:
-            self._port = self.fixed_port or _free_port(self._host)
+            self._port = self.fixed_port or free_port(self._host)
             listen = ["-l", self._host, "-p", str(self._port)]
         argv = [*command, *listen, "-U", "0", "-m", str(self.memory_mb), "-t", str(self.threads)]
         if self.item_size_max is not None:
@@ -418,37 +326,15 @@ class PrivateMemcached:
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             argv += ["-u", "root"]  # memcached refuses to run as root unless told to
         argv += self.extra_args
-        self._argv = argv
         self._version = None
-        # Kept open while the server runs, for error messages; stop() closes it.
-        self._stderr = tempfile.TemporaryFile(prefix="cachelab-memcached-")  # noqa: SIM115
-        self._process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self._stderr,
-            start_new_session=True,
-            preexec_fn=_die_with_parent(),
-        )
-        _remember(self)
+        self._spawn(argv)
 
-    def _await_ready(self, deadline: float) -> bool:
-        """Poll until the server answers (True) or exits (False); raise at the deadline."""
-        assert self._process is not None
-        delay = _POLL_FIRST
-        while self._process.poll() is None:
-            version = self._probe(deadline)
-            if version is not None:
-                self._version = version
-                return True
-            if time.monotonic() + delay >= deadline:
-                raise ServerUnreachable(
-                    f"memcached at {self.address} did not answer within "
-                    f"{self.start_timeout:g} s: {self._stderr_tail() or 'no output'}"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
-        return False
+    def _ready(self, deadline: float) -> bool:
+        version = self._probe(deadline)
+        if version is None:
+            return False
+        self._version = version
+        return True
 
     def _probe(self, deadline: float) -> str | None:
         """The version the server reports, or None if it does not answer (yet) or is not ours.
@@ -509,21 +395,6 @@ class PrivateMemcached:
         """
         with contextlib.suppress(OSError), self._connect(0.1):
             pass
-
-    def _exit_summary(self) -> str:
-        """One line on why the process exited during start-up."""
-        assert self._process is not None
-        status = self._process.returncode
-        return f"exited with status {status}: {self._stderr_tail() or 'no output'}"
-
-    def _stderr_tail(self) -> str:
-        """The last lines memcached wrote to stderr, joined into one line."""
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0, os.SEEK_END)
-        self._stderr.seek(max(0, self._stderr.tell() - 16384))
-        lines = self._stderr.read().decode("utf-8", "replace").splitlines()
-        return " | ".join(line.strip() for line in lines[-_STDERR_TAIL:] if line.strip())
 
 
 def read_stats(address: str, group: str | None = None, *, timeout: float = STATS_TIMEOUT,
@@ -590,6 +461,23 @@ def restarted(before: Mapping[str, str], after: Mapping[str, str]) -> bool:
     return a is not None and b is not None and abs(a - b) > _START_SLACK_S
 
 
+def proxy_message(address: str, timeout: float = 2.0, tls: TlsOptions | None = None) -> str | None:
+    """For a server that closed the connection on ``stats``: the one-line explanation if it
+    behaves like a proxy such as twemproxy (on a new connection it answers ``version`` and a
+    ``get``), else None. twemproxy 0.5.0 forwards ``version`` and the key commands to its
+    members, but closes the connection on ``stats``, meta commands and ``flush_all``."""
+    try:
+        with _core.Client(address, timeout=timeout, connect_timeout=timeout,
+                          tls=core_tls(tls)) as c:
+            version = c.version()
+            c.get(f"cachelab:probe:{secrets.token_hex(4)}")
+    except ServerError:
+        return None
+    return (f"{address} looks like a proxy such as twemproxy, not a memcached: it answers get "
+            f"and version ({version}) but closes the connection on stats, so cachelab cannot "
+            "read the memory of the servers behind it; give --server one of them instead")
+
+
 def on_this_machine(address: str) -> bool:
     """Whether the server at ``address`` (``host:port``, ``[v6]:port`` or ``unix:/path``) runs
     on this machine: a Unix socket, ``localhost``, or a loopback address (127.0.0.0/8, ::1).
@@ -605,22 +493,6 @@ def on_this_machine(address: str) -> bool:
         return False
 
 
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` is an IPv4 address in 127.0.0.0/8."""
-    try:
-        return ipaddress.IPv4Address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _free_port(host: str = LOOPBACK) -> int:
-    """A TCP port on ``host`` (loopback) that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _read_until(sock: socket.socket, terminator: bytes) -> bytes:
     """Receive until the data ends with ``terminator``; ConnectionError on end of stream."""
     data = b""
@@ -632,56 +504,10 @@ def _read_until(sock: socket.socket, terminator: bytes) -> bytes:
     return data
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGTERM the child when we die; None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-    sigterm = int(signal.SIGTERM)
-
-    def preexec() -> None:  # runs in the child between fork and exec
-        prctl(_PR_SET_PDEATHSIG, sigterm)
-        if os.getppid() != parent:  # we died before the request took effect
-            os.kill(os.getpid(), sigterm)
-
-    return preexec
-
-
 # -- the registry of running servers, stopped at exit -----------------------------------------
 
-
-class ExitRegistry:
-    """Private processes still running, stopped by :meth:`stop_all` (registered with
-    ``atexit``). Anything with a ``stop()`` fits: memcached here, twemproxy in
-    :mod:`cachelab.proxies`."""
-
-    def __init__(self) -> None:
-        self._running: set[Any] = set()
-        self._lock = threading.RLock()  # reentrant: stop() may run from a signal handler
-        atexit.register(self.stop_all)
-
-    def remember(self, process: Any) -> None:
-        with self._lock:
-            self._running.add(process)
-
-    def forget(self, process: Any) -> None:
-        with self._lock:
-            self._running.discard(process)
-
-    def stop_all(self) -> None:
-        """Stop every process remembered and not stopped yet."""
-        with self._lock:
-            running = list(self._running)
-        for process in running:
-            process.stop()
-
-
 _registry = ExitRegistry()
-_remember, _forget = _registry.remember, _registry.forget
+PrivateMemcached.registry = _registry
 
 
 def stop_all() -> None:

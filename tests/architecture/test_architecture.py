@@ -14,6 +14,7 @@ test sees what Python would import, not a hand-kept list.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +31,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors", "cachelab._lazy"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls",
      "cachelab.intervals"),
-    ("cachelab.tables", "cachelab.artifacts", "cachelab.schemas", "cachelab.servers",
-     "cachelab.capacity", "cachelab.pool", "cachelab.proxies", "cachelab.raycluster"),
+    ("cachelab.tables", "cachelab.artifacts", "cachelab.schemas", "cachelab.childproc",
+     "cachelab.pool", "cachelab.raycluster"),
+    ("cachelab.servers",),
+    ("cachelab.capacity",),
+    ("cachelab.proxies",),
+    ("cachelab.target",),
     ("cachelab.traces", "cachelab.plots", "cachelab.page", "cachelab.tiered"),
     ("cachelab.profile", "cachelab.load", "cachelab.usl", "cachelab.tiers"),
     ("cachelab.simulate", "cachelab.size", "cachelab.scale"),
@@ -188,7 +193,7 @@ def test_imports_are_at_module_top_unless_deferred_on_purpose() -> None:
 
 
 def test_the_cli_starts_no_server() -> None:
-    """One place starts a private memcached: the library (cachelab.servers.serve)."""
+    """One place starts a private memcached: the library (cachelab.target.Target.open)."""
     bad = [str(p.relative_to(ROOT)) for p in (PACKAGE / "cli").glob("*.py")
            if "PrivateMemcached" in p.read_text()]
     assert bad == []
@@ -207,6 +212,125 @@ def test_no_source_file_over_800_lines(ext: str) -> None:
     big = [f"{p.relative_to(ROOT)}: {n}" for r in roots for p in sorted(r.rglob(f"*.{ext}"))
            if "target" not in p.parts and (n := len(p.read_text().splitlines())) > 800]
     assert big == []
+
+
+# -- one entry per verb, one target, one output door ---------------------------------------
+
+#: The verb packages: each has ``verb.py`` defining ``run(spec, target=None, *, progress=None,
+#: ...)``, re-exported by the face (``cachelab.load.run``). ``trace`` is a toolbox of
+#: subcommands over ``cachelab.traces``, not one verb.
+VERB_PACKAGES = ("profile", "load", "scale", "usl", "simulate", "size", "tiers", "replay",
+                 "compare", "report", "run")
+
+
+def _function(path: Path, name: str) -> ast.FunctionDef | None:
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    return None
+
+
+@pytest.mark.parametrize("verb", VERB_PACKAGES)
+def test_every_verb_package_has_one_entry_in_verb_py(verb: str) -> None:
+    path = PACKAGE / verb / "verb.py"
+    assert path.is_file(), f"{path.relative_to(ROOT)} is missing"
+    run = _function(path, "run")
+    assert run is not None, f"{path.relative_to(ROOT)} defines no run()"
+    positional = [a.arg for a in run.args.posonlyargs + run.args.args]
+    assert positional == ["spec", "target"], positional
+    # target is optional: None (a private memcached, or no server at all)
+    assert isinstance(run.args.defaults[-1], ast.Constant) and run.args.defaults[-1].value is None
+    assert "progress" in [a.arg for a in run.args.kwonlyargs]
+
+
+@pytest.mark.parametrize("verb", VERB_PACKAGES)
+def test_the_face_re_exports_the_verbs_run(verb: str) -> None:
+    face = importlib.import_module(f"cachelab.{verb}")
+    entry = importlib.import_module(f"cachelab.{verb}.verb")
+    assert face.run is entry.run
+    assert "run" in face.__all__
+
+
+#: The CLI helpers that read the server flags: only ``cli/target.py`` (``target_from``) calls
+#: them, so a verb's server is parsed once, in one place.
+_SERVER_FLAG_READERS = re.compile(r"\b(server_address|server_members|proxy_address|"
+                                  r"server_options|ray_options)\(")
+
+
+def test_the_target_is_built_in_one_place() -> None:
+    allowed = {"target.py", "common.py", "cluster.py"}
+    bad = [f"{p.relative_to(ROOT)}: {m.group(1)}" for p in sorted((PACKAGE / "cli").glob("*.py"))
+           if p.name not in allowed for m in _SERVER_FLAG_READERS.finditer(p.read_text())]
+    assert bad == []
+
+
+#: Who may start a private memcached or twemproxy: the modules that define them, the target
+#: that opens them for every verb, and ``compare --server-cmd``, which starts the user's own
+#: command lines because the command is what it measures.
+MAY_START = {"cachelab.servers", "cachelab.proxies", "cachelab.target", "cachelab.compare.servers"}
+_STARTERS = {"serve", "private_pool", "PrivateMemcached", "PrivateTwemproxy"}
+
+
+def test_a_verbs_server_is_opened_by_the_target_alone() -> None:
+    bad = []
+    for name, path in MODULES.items():
+        if name in MAY_START:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.id if isinstance(f, ast.Name) else \
+                    f.attr if isinstance(f, ast.Attribute) else None
+                if called in _STARTERS:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {called}()")
+    assert bad == []
+
+
+#: Modules below cli/ that may write to the terminal, and why. Nothing else below the CLI
+#: prints, writes to sys.stdout/sys.stderr, or exits: it returns a result or raises.
+MAY_PRINT = {
+    # the progress bar, and a verb's log lines through Progress.say (its stream, stderr)
+    "cachelab.progress": "draws the progress bar and says a verb's log lines",
+}
+
+_EXITS = {("sys", "exit"), ("os", "_exit")}
+
+
+def _prints_or_exits(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
+                out.append(f"{node.lineno}: raise SystemExit")
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in ("print", "exit", "quit"):
+            out.append(f"{node.lineno}: {f.id}()")
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                (f.value.id, f.attr) in _EXITS:
+            out.append(f"{node.lineno}: {f.value.id}.{f.attr}()")
+        elif isinstance(f, ast.Attribute) and f.attr in ("write", "writelines") and \
+                isinstance(f.value, ast.Attribute) and isinstance(f.value.value, ast.Name) and \
+                f.value.value.id == "sys" and f.value.attr in ("stdout", "stderr"):
+            out.append(f"{node.lineno}: sys.{f.value.attr}.{f.attr}()")
+    return out
+
+
+def test_nothing_below_the_cli_prints_or_exits() -> None:
+    bad = [f"{path.relative_to(ROOT)}:{where}" for name, path in MODULES.items()
+           if not (name.startswith("cachelab.cli") or name in ("cachelab.__main__", *MAY_PRINT))
+           for where in _prints_or_exits(path)]
+    assert bad == []
+
+
+def test_the_print_rule_sees_a_print() -> None:
+    """The rule above is not blind: it finds the calls it forbids."""
+    sample = ROOT / "tests" / "architecture" / "test_architecture.py"
+    assert _prints_or_exits(sample) == []
+    found = _prints_or_exits(PACKAGE / "cli" / "common.py")
+    assert any("print()" in f for f in found)
 
 
 # -- Rust ---------------------------------------------------------------------------------

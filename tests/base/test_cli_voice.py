@@ -112,11 +112,11 @@ def _fake_study(monkeypatch: pytest.MonkeyPatch, *steps: run_lib.StepOutcome) ->
     """``cachelab run`` ends with these steps, without running any."""
     import cachelab.cli.study as study
 
-    def run_study(spec: object, out: Path, **_: object) -> run_lib.RunResult:
+    def run(spec: object, target: object, **_: object) -> run_lib.RunResult:
         return run_lib.RunResult(created="now", spec={}, server={"address": "x"},
                                  steps=list(steps))
 
-    monkeypatch.setattr(study.lib, "run_study", run_study)
+    monkeypatch.setattr(study.lib, "run", run)
 
 
 def test_run_exits_0_when_replays_prediction_misses_unless_asked(

@@ -182,8 +182,8 @@ def test_start_retries_when_the_port_is_taken(monkeypatch: pytest.MonkeyPatch) -
         squatter.listen()
         taken: int = squatter.getsockname()[1]
         ports = iter([taken, taken])
-        free_port = servers._free_port
-        monkeypatch.setattr(servers, "_free_port",
+        free_port = servers.free_port
+        monkeypatch.setattr(servers, "free_port",
                             lambda host="127.0.0.1": next(ports, None) or free_port(host))
         with PrivateMemcached(memory_mb=8) as server:
             assert server.port != taken

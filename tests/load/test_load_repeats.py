@@ -124,18 +124,18 @@ def test_a_repeat_that_cannot_run_keeps_the_ones_done_and_says_partial(
     import cachelab.load.engine as engine
     from cachelab.errors import ServerUnreachable
 
-    real = engine.load
+    real = engine.measure
     calls = {"n": 0}
 
-    def flaky(spec, **how):  # noqa: ANN001, ANN003, ANN202
+    def flaky(spec, target, **how):  # noqa: ANN001, ANN003, ANN202
         if spec.repeats == 1:
             calls["n"] += 1
             if calls["n"] == 2:
                 raise ServerUnreachable("connect to 127.0.0.1:1: refused")
-        return real(spec, **how)
+        return real(spec, target, **how)
 
-    monkeypatch.setattr(engine, "load", flaky)
-    r = real(short(repeats=3), server=memcached.address)
+    monkeypatch.setattr(engine, "measure", flaky)
+    r = engine.load(short(repeats=3), server=memcached.address)
     assert r.repeats["done"] == 1 and len(r.repeats["runs"]) == 1
     assert "repeat 2 of 3 could not run" in r.run["aborted"]
     assert r.render().startswith("PARTIAL")

@@ -9,7 +9,6 @@ import cachelab.compare as lib
 from cachelab.cli import common, output
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
-from cachelab.tls import TlsOptions
 
 DESCRIPTION = """\
 Compare saved results of one kind — latency profiles, load results, scale sweeps,
@@ -96,31 +95,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.server_cmd and len(args.paths) < 2:
         raise UsageError("compare needs at least two results (or two --server-cmd)")
     out = output.prepare_out(args, "compare")
-    if args.server_cmd:
-        result = _live(args, out, tls)
-    else:
-        result = lib.compare(args.paths, resamples=args.resamples, level=args.level,
-                             seed=args.seed, allow_different=args.allow_different)
+    spec = lib.CompareSpec(paths=tuple(args.paths), server_cmds=tuple(args.server_cmd or ()),
+                           resamples=args.resamples, level=args.level, seed=args.seed,
+                           allow_different=args.allow_different,
+                           repeats=args.repeats or (2 if args.quick else 4),
+                           duration=args.duration or (1.0 if args.quick else 2.0),
+                           tls=tls, out=out)
+    # A bar over the live A/B's rounds, on a terminal (saved results show none).
+    with Progress(None, "compare", enabled=None if spec.server_cmds else False) as bar:
+        result = lib.run(spec, progress=bar)
     return output.finish(args, result, out, verb="compare", write={"plots": not args.no_plots},
                          wrote="compare.json, compare.csv"
                          + ("" if args.no_plots else " and plots"))
-
-
-def _live(args: argparse.Namespace, out: Path, tls: TlsOptions | None) -> lib.CompareResult:
-    """The live A/B, with a progress bar over the rounds on a terminal."""
-    repeats = args.repeats or (2 if args.quick else 4)
-    duration = args.duration or (1.0 if args.quick else 2.0)
-    total = repeats * len(args.server_cmd)
-    with Progress(total=total, label="A/B rounds") as bar:
-        def step(done: int, _total: int, label: str) -> None:
-            bar.label = f"A/B {label}"
-            bar.update(done)
-
-        result = lib.compare_servers(args.server_cmd, repeats=repeats,
-                                     duration=duration, level=args.level, seed=args.seed,
-                                     out=out, on_run=step, tls=tls)
-        bar.update(total)
-    return result
 
 
 __all__ = ["add_parser", "run"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import cachelab.load as lib
 from cachelab.cli import cluster, common, output
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
-from cachelab.units import format_duration_ns
 
 DESCRIPTION = """\
 Drive memcached with a workload and report throughput and latency per interval.
@@ -240,38 +240,10 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
-    ray = cluster.ray_options(args)
-    if args.private_pool is not None and (args.server or args.servers_file or args.socket):
-        raise UsageError("--private-pool starts its own servers: give it without --server, "
-                         "--servers-file or --socket")
-    if args.private_pool is not None and (ray is not None or args.proxy):
-        raise UsageError("--private-pool is for a local run straight to the pool: not with "
-                         "--ray or --proxy")
-    members = None if args.private_pool is not None else common.server_members(args)
-    proxy = common.proxy_address(args)
-    options = common.server_options(args)
+    target = target_from(args)
     out = output.prepare_out(args, "load")
     with Progress(0, "load") as bar:
-
-        def on_progress(p) -> None:
-            bar.total = p.total
-            if p.last_rate:
-                bar.label = (f"load {p.last_rate / 1000:.1f}k/s "
-                             f"p99 {format_duration_ns(p.last_p99_ns, 'µs')}µs"
-                             + (f" errors {p.errors}" if p.errors else ""))
-            bar.update(p.done)
-
-        def measure() -> lib.LoadResult:
-            if ray is not None:
-                return lib.load_on_ray(spec, ray, server=proxy or members,
-                                       behind=members if proxy else None,
-                                       server_options=options, on_progress=on_progress)
-            if proxy is not None:
-                return lib.load(spec, server=proxy, behind=members, on_progress=on_progress)
-            return lib.load(spec, server=members, server_options=options,
-                            on_progress=on_progress)
-
-        result, interrupted = output.measured(measure)
+        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=bar))
 
     return output.finish(
         args, result, out, verb="load", write={"plots": not args.no_plots},

@@ -6,8 +6,9 @@ import argparse
 
 import cachelab.profile as lib
 from cachelab.cli import common, output
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
-from cachelab.profile.pool import profile_pool
+from cachelab.profile.pool import PoolProfile
 from cachelab.progress import Progress
 from cachelab.units import parse_int_list, parse_size, parse_size_list
 
@@ -148,54 +149,21 @@ def run(args: argparse.Namespace) -> int:
     if args.show:
         return _show(args)
     spec = spec_from(args)
-    members = common.server_members(args)
-    proxy = common.proxy_address(args)
-    if proxy is not None:
-        _refuse_pool_flags(args, "through a proxy (the proxy places the keys)")
-        address, behind = proxy, members
-    elif members is not None and len(members) > 1:
-        return _run_pool(args, spec, members)
-    else:
-        address, behind = (members[0] if members else None), None
-    options = common.server_options(args)
+    target = target_from(args)
     out = output.prepare_out(args, "profile")
     with Progress(None, "profile") as bar:
+        # Interrupted: what was measured is kept, and the result says PARTIAL.
         result, interrupted = output.measured(
-            lambda: lib.profile(spec, server=address, server_options=options,
-                                on_progress=bar.track, behind=behind))
+            lambda: lib.run(spec, target, progress=bar, rounds=args.rounds))
+    if isinstance(result, PoolProfile):  # a pool: each member profiled in rounds
+        return output.finish(
+            args, result, out, verb="profile", write={"plots": not args.no_plots},
+            see="the members' tables", interrupted=interrupted,
+            wrote="profile-pool.json and each member's profile under members/")
     return output.finish(
         args, result, out, verb="profile", write={"plots": not args.no_plots},
         see="the tables", interrupted=interrupted,
         wrote="profile.json, profile.csv" + ("" if args.no_plots else " and plots"))
-
-
-def _run_pool(args: argparse.Namespace, spec: lib.ProfileSpec, members: list[str]) -> int:
-    """A pool: each member profiled in rounds, and the pool's rows (docs/pools.md)."""
-    _refuse_pool_flags(args, "a pool (each member is profiled on its own)", tls=True)
-    out = output.prepare_out(args, "profile")
-    with Progress(None, "profile pool") as bar:
-        # Interrupted: what was measured is kept, and the result says PARTIAL.
-        result, interrupted = output.measured(
-            lambda: profile_pool(spec, members, distribution=args.distribution or "ketama",
-                                 rounds=args.rounds, on_progress=bar.track))
-    return output.finish(
-        args, result, out, verb="profile", write={"plots": not args.no_plots},
-        see="the members' tables", interrupted=interrupted,
-        wrote="profile-pool.json and each member's profile under members/")
-
-
-def _refuse_pool_flags(args: argparse.Namespace, what: str, *, tls: bool = False) -> None:
-    """UsageError for a pool flag profiling ``what`` would not use: the member failure
-    settings, ``--tls`` when ``tls``, and through a proxy ``--distribution``."""
-    flags = [("--member-failure-limit", args.member_failure_limit),
-             ("--member-retry", args.member_retry)]
-    if tls:
-        flags.append(("--tls", args.tls))
-    if args.proxy is not None:
-        flags.append(("--distribution", args.distribution))
-    given = [f for f, v in flags if v]
-    if given:
-        raise UsageError(f"{given[0]}: not for profiling {what}")
 
 
 def _show(args: argparse.Namespace) -> int:

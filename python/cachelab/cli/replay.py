@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 import cachelab.replay as lib
 from cachelab.cli import common, output
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
-from cachelab.progress import Progress, stage_logger
+from cachelab.progress import Progress
 
 DESCRIPTION = """\
 Check simulate's prediction by building the strategy for real. The catalog's items are loaded
@@ -123,17 +123,14 @@ def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
-    address = common.server_address(args)
-    options = common.server_options(args) if address is None else None
+    target = target_from(args)
     out = output.prepare_out(args, "replay")
-    trace, info = lib.load_trace(args.trace, args.trace_format, requests=args.requests,
-                                 quick=args.quick)
     with Progress(None, "replay") as bar:
-        log = stage_logger(bar, "replay", lambda msg: print(msg, file=sys.stderr))
         # Interrupted: the slices finished are kept, and the result says PARTIAL.
         result, interrupted = output.measured(
-            lambda: lib.replay(trace, spec, server=address, server_options=options,
-                               trace_info=info, log=log, on_progress=bar.track))
+            lambda: lib.run(spec, target, progress=bar, trace=args.trace,
+                            trace_format=args.trace_format, requests=args.requests,
+                            quick=args.quick))
     return output.finish(args, result, out, verb="replay", interrupted=interrupted)
 
 

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import cachelab.report as lib
 from cachelab.artifacts import os_error_text
 from cachelab.cli import common, output
-from cachelab.report import write_report
 
 #: The page ``report`` writes into ``--out``.
 PAGE = "report.html"
@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if args.static is not None:
         output.check_out_dir(args.static, "--static")
     try:
-        rep = write_report(args.paths, page, title=args.title, redraw=args.redraw,
-                           static_dir=args.static)
+        rep = lib.run(lib.ReportSpec(args.paths, page, title=args.title, redraw=args.redraw,
+                                     static_dir=args.static))
     except OSError as e:
         # Checked writable above, so the disk filled or the directory went meanwhile; the
         # results the page shows are untouched, so running report again makes it.

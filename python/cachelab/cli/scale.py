@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 import cachelab.scale as lib
 import cachelab.usl as usl_lib
 from cachelab.cli import cluster, common, output
 from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
+from cachelab.cli.target import target_from
 from cachelab.cli.usl import MAX_BOOTSTRAP
 from cachelab.errors import UsageError
 from cachelab.load import parse_mix
+from cachelab.progress import Progress
 
 DESCRIPTION = """\
 Measure throughput at a series of loads N with the load generator (closed loop, one request
@@ -151,25 +152,12 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
-    ray = cluster.ray_options(args)
-    members = common.server_members(args)
-    proxy = common.proxy_address(args)
-    options = common.server_options(args)
+    target = target_from(args)
     out = output.prepare_out(args, "scale")
-
-    def progress(done: int, total: int, n: int, point: dict) -> None:
-        print(f"scale: {done}/{total} N = {n}: {point['throughput']:,.0f}/s"
-              + ("" if point["steady_reached"] else " (no steady state)"), file=sys.stderr)
-
-    if proxy is not None:
-        server, behind = proxy, members
-    else:
-        server = members[0] if members is not None and len(members) == 1 else members
-        behind = None
-    # Interrupted: the runs finished are kept, and the result says PARTIAL.
-    result, interrupted = output.measured(
-        lambda: lib.scale(spec, server=server, server_options=options, on_run=progress,
-                          ray=ray, behind=behind))
+    # One line per point on stderr (no bar). Interrupted: the runs finished are kept, and
+    # the result says PARTIAL.
+    with Progress(None, "scale", enabled=False) as lines:
+        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=lines))
     return output.finish(
         args, result, out, verb="scale", write={"plots": not args.no_plots},
         see="runs[].errors in scale.json", interrupted=interrupted,

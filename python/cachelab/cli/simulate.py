@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 import cachelab.simulate as lib
 import cachelab.traces as traces
 from cachelab.cli import cluster, common, output
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
-from cachelab.profile import ProfileSpec
 from cachelab.progress import Progress
 from cachelab.simulate.drill import predict_drill
-from cachelab.simulate.fanout import simulate_flat_trace_on_ray, simulate_on_ray
 from cachelab.simulate.flat_run import FlatSimulateSpec, parse_sizes, split_policies
 
 DESCRIPTION = """\
@@ -94,8 +92,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "simulation uses that profile instead "
         "of --model; the profile is written under profile/ (docs/simulation.md)",
     )
-    g.add_argument("--socket", metavar="PATH",
-                   help="as --server, for a memcached listening on a Unix socket")
     g.add_argument(
         "--train", type=common.float_range(0, 1, below=True), default=0.5, metavar="F",
         help="share of requests (by time) that trains fixed sets and warms LRUs (default 0.5)",
@@ -155,56 +151,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ray = cluster.ray_options(args)
-    if args.ray_shared_trace and ray is None:
+    target = target_from(args)
+    if args.ray_shared_trace and target.ray is None:
         raise UsageError("--ray-shared-trace needs --ray")
-    if args.socket is not None:
-        if args.server is not None:
-            raise UsageError("give --server or --socket, not both")
-        args.server = f"unix:{args.socket}"
     out = output.prepare_out(args, "simulate")
     if args.drill is not None or args.drill_distributions is not None:
         return _drill(args, out)
-    if args.trace is not None and not traces.is_request_format(
-        traces.detect_format(args.trace, args.trace_format)
-    ):
-        flat_spec = flat_spec_from(args)
-        if ray is None:
-            result: lib.SimulationResult | lib.FlatSimulationResult = lib.simulate_flat_trace(
-                args.trace, flat_spec)
-        else:
-            with Progress(None, "simulate on Ray") as bar:
-                result = simulate_flat_trace_on_ray(args.trace, flat_spec, ray,
-                                                    shared=args.ray_shared_trace,
-                                                    on_task=_bar(bar))
-    else:
-        spec = spec_from(args)
-        if args.in_memory and args.trace is None:
-            raise UsageError("--in-memory: only with a request trace file (TRACE)")
-        if args.server is not None and ray is not None:
-            raise UsageError("--server with --ray: profile first (`cachelab simulate "
-                             "--server` writes profile/), then pass it as --model")
-        streamed = args.trace is not None and not args.in_memory and ray is None
-        base = ProfileSpec.quick() if args.quick else ProfileSpec()
-        if streamed and args.server is not None:
-            with Progress(None, "profile for the simulation") as bar:
-                result = lib.measure_and_simulate_file(
-                    args.trace, spec, args.server, base=base, format=args.trace_format,
-                    on_progress=bar.track)
-        elif streamed:
-            result = lib.simulate_trace_file(args.trace, spec, format=args.trace_format)
-        elif args.server is not None:
-            trace, info = _request_trace(args)
-            with Progress(None, "profile for the simulation") as bar:
-                result = lib.measure_and_simulate(trace, spec, args.server, base=base,
-                                                  trace_info=info, on_progress=bar.track)
-        elif ray is None:
-            trace, info = _request_trace(args)
-            result = lib.simulate(trace, spec, trace_info=info)
-        else:
-            trace, info = _request_trace(args)
-            with Progress(None, "simulate on Ray") as bar:
-                result = simulate_on_ray(trace, spec, ray, trace_info=info, on_task=_bar(bar))
+    flat = args.trace is not None and not traces.is_request_format(
+        traces.detect_format(args.trace, args.trace_format))
+    spec = flat_spec_from(args) if flat else spec_from(args)
+    with Progress(None, "simulate") as bar:
+        result = lib.run(spec, target, progress=bar, trace=args.trace,
+                         trace_format=args.trace_format, requests=args.requests,
+                         in_memory=args.in_memory, quick=args.quick,
+                         shared_trace=args.ray_shared_trace)
     return output.finish(args, result, out, verb="simulate", write={"plots": not args.no_plots})
 
 
@@ -219,16 +179,6 @@ def _drill(args: argparse.Namespace, out: Path) -> int:
         dists = [d.strip() for d in args.drill_distributions.split(",") if d.strip()]
     result = predict_drill(args.drill, dists)
     return output.finish(args, result, out, verb="simulate", write={"plots": False})
-
-
-def _bar(bar: Progress) -> Any:
-    """An ``on_task(done, total)`` that moves ``bar``."""
-
-    def on_task(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done)
-
-    return on_task
 
 
 def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:
@@ -288,16 +238,6 @@ def _strategies(text: str | None) -> tuple[str, ...] | None:
     if not parts:
         raise UsageError("--strategies: give at least one strategy, e.g. none,lru:1000")
     return parts
-
-
-def _request_trace(args: argparse.Namespace) -> tuple[traces.RequestTrace, dict[str, Any]]:
-    """TRACE, or a synthetic trace of --requests requests, and what to record about it."""
-    if args.trace is not None:
-        trace = traces.load_request_trace(args.trace, args.trace_format)
-        return trace, {"source": str(args.trace)}
-    n = args.requests or (20_000 if args.quick else 100_000)
-    trace = traces.synthesize(traces.SynthParams(requests=n))
-    return trace, {"source": "synthetic", "generator": trace.generator}
 
 
 __all__ = ["add_parser", "flat_spec_from", "run", "spec_from"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import cachelab.size as lib
 from cachelab.cli import common, output
 from cachelab.errors import UsageError
-from cachelab.size.sizing import SizeSpec, size
+from cachelab.size import SizeSpec
 from cachelab.units import parse_size
 
 DESCRIPTION = """\
@@ -77,9 +78,8 @@ def run(args: argparse.Namespace) -> int:
     out = output.prepare_out(args, "size")
     if args.shards is not None and args.shards >= 1:
         raise UsageError("--shards: a rate below 1 (1 is the exact curve, the default)")
-    result = size(SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
-                           hit_ratios=args.hit_ratios, accounting=args.accounting,
-                           shards=args.shards))
+    spec = SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
+                    hit_ratios=args.hit_ratios, accounting=args.accounting, shards=args.shards)
+    result = lib.run(spec)
     return output.finish(args, result, out, verb="size", write={"plots": not args.no_plots},
                          wrote="size.json, size.csv" + ("" if args.no_plots else " and plots"))
-

@@ -11,7 +11,9 @@ import sys
 
 import cachelab.run as lib
 from cachelab.cli import common, output
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
+from cachelab.progress import Progress
 
 DESCRIPTION = """\
 Measure a memcached and decide what to cache, in one command:
@@ -96,16 +98,13 @@ def run(args: argparse.Namespace) -> int:
                        requests=args.requests, report=not args.no_report,
                        precision=args.precision)
     spec.check()
-    address = common.server_address(args)
-    options = common.server_options(args)
+    target = target_from(args)
     out = output.prepare_out(args, "run")
-
-    def log(msg: str) -> None:
-        print(f"run: {msg}", file=sys.stderr, flush=True)
-
     try:
-        result, interrupted = output.measured(
-            lambda: lib.run_study(spec, out, server=address, server_options=options, log=log))
+        # A line per stage on stderr (no bar).
+        with Progress(None, "run", enabled=False) as lines:
+            result, interrupted = output.measured(
+                lambda: lib.run(spec, target, progress=lines, out=out))
     except OSError as e:
         # Only run.json is written outside a step (a step's failure is in its table row),
         # so the steps' results are in place; say so rather than print a traceback.

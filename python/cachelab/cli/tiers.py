@@ -6,6 +6,7 @@ import argparse
 
 import cachelab.tiers as lib
 from cachelab.cli import common, output
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
 
@@ -65,18 +66,14 @@ def spec_from(args: argparse.Namespace) -> lib.TiersSpec:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
-    address = common.server_address(args)
-    options = common.server_options(args)
+    target = target_from(args)
     out = output.prepare_out(args, "tiers")
     with Progress(spec.reads, "tiers") as bar:
         # Interrupted: the rounds finished are kept, and the result says PARTIAL.
-        result, interrupted = output.measured(
-            lambda: lib.tiers(spec, server=address, server_options=options,
-                              on_progress=lambda done, _total: bar.update(done)))
+        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=bar))
     return output.finish(args, result, out, verb="tiers",
                          write={"plots": not args.no_plots and bool(result.rows)},
                          see="the table", interrupted=interrupted)
-
 
 
 __all__ = ["add_parser", "run", "spec_from"]

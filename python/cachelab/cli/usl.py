@@ -74,8 +74,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = output.prepare_out(args, "usl")
-    fit = lib.fit_csv(args.file, args.n, args.x, method=args.method, level=args.level,
-                      bootstrap=args.bootstrap, seed=args.seed, predict=args.predict or [])
+    spec = lib.UslSpec(file=args.file, n=args.n, x=args.x, method=args.method,
+                       level=args.level, bootstrap=args.bootstrap, seed=args.seed,
+                       predict=tuple(args.predict or ()))
+    fit = lib.run(spec)
     return output.finish(args, fit, out, verb="usl", write={"plots": not args.no_plots},
                          wrote="usl.json, usl.csv" + ("" if args.no_plots else " and plots"))
-

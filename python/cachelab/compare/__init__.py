@@ -44,21 +44,9 @@ from cachelab.compare.result import (
 )
 from cachelab.compare.servers import compare_servers, parse_server_cmd
 from cachelab.compare.stats import MIN_TAIL, PERCENTILES
+from cachelab.compare.verb import CompareSpec, run
 
-__all__ = [
-    "COMPARERS",
-    "CSV_COLUMNS",
-    "MIN_TAIL",
-    "PERCENTILES",
-    "SCHEMA",
-    "SCHEMA_VERSION",
-    "CompareResult",
-    "compare",
-    "compare_artifacts",
-    "compare_plot",
-    "compare_servers",
-    "load_for_compare",
-    "parse_server_cmd",
-    "render",
-    "summarize",
-]
+__all__ = ["COMPARERS", "CSV_COLUMNS", "MIN_TAIL", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION",
+           "CompareResult", "CompareSpec", "compare", "compare_artifacts", "compare_plot",
+           "compare_servers", "load_for_compare", "parse_server_cmd", "render", "run",
+           "summarize"]

@@ -55,6 +55,7 @@ from cachelab.load.spec import (
     parse_mix,
     parse_value_size,
 )
+from cachelab.load.verb import run
 
 __all__ = [
     "CSV_HEADER",
@@ -80,6 +81,7 @@ __all__ = [
     "parse_value_size",
     "restart_text",
     "result_from_outcome",
+    "run",
     "run_intervals",
     "server_deltas",
     "server_side",

@@ -45,16 +45,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import cachelab._core as _core
-import cachelab.servers as servers
 from cachelab.capacity import evicted_message
 from cachelab.errors import AgentsLost, CachelabError, Interrupted, UsageError
-from cachelab.load.engine import guard_run, key_owners, result_from_outcome, run_targets
+from cachelab.load.engine import guard_run, key_owners, result_from_outcome, target_of
 from cachelab.load.merge import merge_outcomes
 from cachelab.load.result import LoadResult
 from cachelab.load.snapshots import Snapshots
-from cachelab.load.spec import LoadSpec, memory_mb
+from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.raycluster import RayOptions, clock_offset, connected, placement_group
 from cachelab.servers import ServerOptions
+from cachelab.target import Target
 
 __all__ = ["AgentShare", "AgentsProgress", "LoadAgent", "load_on_ray", "plan_shares"]
 
@@ -228,6 +228,19 @@ def load_on_ray(
     Ctrl-C (KeyboardInterrupt while still connecting, when nothing has run); CachelabError
     when every agent was lost.
     """
+    return measure_on_ray(spec, target_of(spec, server, behind, server_options),
+                          ray_options, server_facts=server_facts, on_progress=on_progress)
+
+
+def measure_on_ray(spec: LoadSpec, target: Target, ray_options: RayOptions | None = None, *,
+                   server_facts: Mapping[str, Any] | None = None,
+                   on_progress: Callable[[Any], None] | None = None) -> LoadResult:
+    """:func:`load_on_ray`'s work with the target decided: ``target`` opened on this
+    machine (:meth:`Target.open`), driven from the agents of ``ray_options`` (default:
+    ``target.ray``)."""
+    ray_options = ray_options or target.ray
+    if ray_options is None:
+        raise UsageError("a run from Ray agents needs the Ray options (--ray)")
     spec.check()
     ray_options.check()
     if spec.repeats > 1:
@@ -238,16 +251,16 @@ def load_on_ray(
     if spec.precision is not None:  # each agent would stop on its own share's p99
         raise UsageError("--precision is for a local run: a run from Ray agents has no live "
                          "merged histogram (leave out --precision or --ray)")
-    given, members, hidden = run_targets(spec, server, behind)
     base_seed = spec.seed if spec.seed is not None else secrets.randbits(63)
     shares = plan_shares(spec, ray_options.agents, base_seed)
-    first = members[0][0] if members else None
     with connected(ray_options) as ray, \
-            servers.serve(first, server_options, memory_mb=memory_mb(spec)) as target:
-        facts = {**target.facts, **dict(server_facts or {})}
-        members = members or [(target.address, 1)]
+            target.local().open(memory_mb=memory_mb(spec)) as live:
+        given = live.given
+        hidden = pool_members(live.behind) if live.behind else None
+        facts = {**live.facts, **dict(server_facts or {})}
+        members = pool_members(given) if given else [(live.address, 1)]
         run_id = secrets.token_hex(6)
-        core = spec.to_core(given or target.address, run_id)
+        core = spec.to_core(given or live.address, run_id)
         core["seed"] = base_seed
         if hidden:
             core["behind"] = [a for a, _ in hidden]
@@ -264,7 +277,7 @@ def load_on_ray(
             except CachelabError:
                 run.abandon()
                 raise
-        return run.result(target.address, facts, ray_options)
+        return run.result(live.address, facts, ray_options)
 
 
 @contextlib.contextmanager

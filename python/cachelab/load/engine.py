@@ -1,6 +1,8 @@
-"""Running a workload: :func:`load` gets its server (the one given, or a private memcached),
-runs the Rust engine (``_core.load_run``, no GIL held) and turns its outcome into a
-:class:`~cachelab.load.result.LoadResult` in :func:`result_from_outcome`.
+"""Running a workload on this machine: :func:`measure` opens its
+:class:`~cachelab.target.Target` (the server given, a pool, a proxy, or a private memcached,
+pool or proxy), runs the Rust engine (``_core.load_run``, no GIL held) and turns its outcome
+into a :class:`~cachelab.load.result.LoadResult` in :func:`result_from_outcome`. :func:`load`
+is the older call: its ``server``/``behind`` arguments become the same Target.
 
 Closed loop: ``pipeline`` requests outstanding per connection. Open loop: a target ``rate``
 with Poisson or evenly spaced arrivals per connection; latency is counted from the intended
@@ -21,7 +23,6 @@ from typing import Any
 
 import cachelab._core as _core
 import cachelab.environment as environment
-import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import CachelabError, Interrupted, UsageError
@@ -38,12 +39,12 @@ from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.load.validity import validity
 from cachelab.pool import Distribution, distribution
 from cachelab.progress import run_cancellable
-from cachelab.proxies import PrivateTwemproxy
 from cachelab.servers import ServerOptions
+from cachelab.target import Target
 from cachelab.tls import describe_tls, transport_of
 
 __all__ = ["DELTA_STATS", "RATE_BACKLOG", "down_seconds", "guard_run", "key_owners", "load",
-           "result_from_outcome", "run_targets", "server_deltas", "server_view"]
+           "measure", "result_from_outcome", "server_deltas", "server_view", "target_of"]
 
 #: How keys are assumed to be placed behind a proxy when no twemproxy distribution is given:
 #: twemproxy's own default (ketama points, fnv1a_64 keys).
@@ -86,43 +87,48 @@ def load(
     deltas (``behind`` in the result; ``server`` is the proxy as one).
     """
     spec = _as_spec(spec)
+    return measure(spec, target_of(spec, server, behind, server_options),
+                   server_pid=server_pid, server_facts=server_facts, on_progress=on_progress)
+
+
+def target_of(spec: LoadSpec, server: str | Sequence[str] | None,
+              behind: Sequence[str] | None, options: ServerOptions | None = None) -> Target:
+    """The :class:`~cachelab.target.Target` of :func:`load`'s older arguments: ``server``
+    (else ``spec.servers``), the servers ``behind`` a proxy, the spec's private pool."""
+    given = server if server else (spec.servers or None)
+    return Target.of(given, behind=behind, options=options, private_pool=spec.private_pool,
+                     private_proxy=spec.private_proxy)
+
+
+def measure(spec: LoadSpec, target: Target, *, server_pid: int | None = None,
+            server_facts: Mapping[str, Any] | None = None,
+            on_progress: Callable[[Any], None] | None = None) -> LoadResult:
+    """Runs ``spec`` on this machine against ``target`` (:meth:`Target.open` starts a
+    private server, pool or proxy and stops it at the end): :func:`load`'s work, with the
+    target already decided."""
     spec.check()
     if spec.repeats > 1:
-        return _repeated(spec, server=server, server_options=server_options,
-                         server_pid=server_pid, server_facts=server_facts,
-                         on_progress=on_progress, behind=behind)
-    given, members, hidden = run_targets(spec, server, behind)
+        return _repeated(spec, target, server_pid=server_pid, server_facts=server_facts,
+                         on_progress=on_progress)
     events = spec.events()
+    proxy = None
+    if target.private_proxy:
+        kind, hash_ = twemproxy_settings(spec.distribution)
+        proxy = {"distribution": kind, "hash": hash_,
+                 "auto_eject": spec.on_member_down == "remap",
+                 "server_failure_limit": spec.member_failure_limit,
+                 "server_retry_timeout": spec.member_retry, "timeout": spec.member_timeout}
     with contextlib.ExitStack() as stack:
-        owned: list[servers.PrivateMemcached] = []
-        spares: list[str] = []
-        if spec.private_pool is not None:
-            if given:
-                raise UsageError("--private-pool starts its own servers: give it without "
-                                 "--server or --servers-file")
-            owned = stack.enter_context(servers.private_pool(
-                spec.private_pool + spec.spares(), server_options, memory_mb=memory_mb(spec)))
-            given = [mc.address for mc in owned[:spec.private_pool]]
-            spares = [mc.address for mc in owned[spec.private_pool:]]
-            members = pool_members(given)
-            if spec.private_proxy:
-                kind, hash_ = twemproxy_settings(spec.distribution)
-                proxy = stack.enter_context(PrivateTwemproxy(
-                    owned[:spec.private_pool], distribution=kind, hash=hash_,
-                    auto_eject=spec.on_member_down == "remap",
-                    server_failure_limit=spec.member_failure_limit,
-                    server_retry_timeout=spec.member_retry, timeout=spec.member_timeout))
-                hidden, given = members, [proxy.address]
-                members = pool_members(given)
-        first = members[0][0] if members else None
-        target = stack.enter_context(servers.serve(first, server_options,
-                                                   memory_mb=memory_mb(spec)))
-        facts = {**target.facts, **dict(server_facts or {})}
+        live = stack.enter_context(target.open(memory_mb=memory_mb(spec), spares=spec.spares(),
+                                               proxy=proxy))
+        given, owned = live.given, live.owned
+        hidden = pool_members(live.behind) if live.behind else None
+        facts = {**live.facts, **dict(server_facts or {})}
         if owned:
             facts.update(private=True, argv=owned[0].argv)
-        members = members or [(target.address, 1)]
+        members = pool_members(given) if given else [(live.address, 1)]
         run_id = secrets.token_hex(6)
-        core = spec.to_core(given or target.address, run_id, spares=spares)
+        core = spec.to_core(given or live.address, run_id, spares=live.spares)
         plan = FailPlan(events, owned, hidden or core["servers"]) if owned else None
         stack.callback(lambda: plan and plan.finish())
         if hidden:
@@ -148,7 +154,7 @@ def load(
             if precise is not None and precise.reached_at_s is None and precise.poll(progress):
                 progress.cancel()
 
-        core["server_pid"] = target.pid if server_pid is None else server_pid
+        core["server_pid"] = live.pid if server_pid is None else server_pid
         if spec.seed is None:
             core["seed"] = secrets.randbits(63)
         started = time.time()
@@ -158,7 +164,8 @@ def load(
         # would only wait out its timeout; the count read during the run stands).
         lost = (None if watch is None else watch.evicted if outcome.get("aborted")
                 else watch.poll(force=True))
-    result = result_from_outcome(outcome, spec, core, address=target.address, server_facts=facts,
+        address = live.address
+    result = result_from_outcome(outcome, spec, core, address=address, server_facts=facts,
                                  started=started, samples=merged_reads(
                                      polled, {} if watch is None else watch.lives()))
     if lost is not None:
@@ -184,14 +191,13 @@ def load(
     return result
 
 
-def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
+def _repeated(spec: LoadSpec, target: Target, **how: Any) -> LoadResult:
     """``spec.repeats`` runs of ``spec`` (one seed for all), each against a fresh private
     memcached when no server is given (:func:`load` starts one per run), else against the
     same server; the result is the repeat with the highest p99, holding every repeat and
     their comparison (:mod:`cachelab.load.repeats`). Ctrl-C keeps the repeats done and the
     interrupted one (shown, so the result says PARTIAL)."""
-    given, _, _ = run_targets(spec, how["server"], how["behind"])
-    restarted = not given
+    restarted = target.private
     one = dataclasses.replace(spec, repeats=1,
                               seed=spec.seed if spec.seed is not None else secrets.randbits(63))
     runs: list[dict[str, Any]] = []
@@ -200,7 +206,7 @@ def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
     failed: str | None = None
     for i in range(spec.repeats):
         try:
-            results.append(load(one, **how))
+            results.append(measure(one, target, **how))
         except Interrupted as e:
             interrupted = e
             results.append(e.partial)
@@ -233,22 +239,6 @@ def _repeated(spec: LoadSpec, **how: Any) -> LoadResult:
         interrupted.partial = out
         raise interrupted
     return out
-
-
-def run_targets(spec: LoadSpec, server: str | Sequence[str] | None,
-                behind: Sequence[str] | None) -> tuple[list[str], list[tuple[str, int]] | None,
-                                                        list[tuple[str, int]] | None]:
-    """What a run sends to: the servers given (``server``, else ``spec.servers``; [] for a
-    private one), their ``(address, weight)`` (None when none is given), and the servers
-    ``behind`` a proxy as ``(address, weight)`` (None without a proxy). UsageError for a
-    proxy given with several servers."""
-    given = [server] if isinstance(server, str) else list(server or spec.servers or [])
-    if behind is not None and len(given) != 1:
-        raise UsageError("a run through a proxy sends to the proxy alone: give one server "
-                         "(the proxy) and the servers behind it")
-    members = pool_members(given) if given else None
-    hidden = pool_members(list(behind)) if behind else None
-    return given, members, hidden
 
 
 def key_owners(core: Mapping[str, Any], keys: Sequence[str]) -> list[int]:

@@ -1,7 +1,7 @@
 """Hysteresis: ``load --repeats N`` runs the same workload N times and asks whether the runs
 agree as closely as each run's own intervals say they should.
 
-Against the private memcached cachelab starts (:func:`cachelab.servers.serve`) every repeat
+Against the private memcached cachelab starts (:meth:`cachelab.target.Target.open`) every repeat
 gets a fresh server process, so what one run leaves behind (the slab classes it carved, the
 items and hash table it grew, a warmed CPU cache) is not carried into the next; a user's
 server is not restarted, and the result says so.

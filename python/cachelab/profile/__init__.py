@@ -13,7 +13,7 @@ the report).
 
 from cachelab.profile.cell import OPS, PLOT_FILES, PLOT_TITLES, TABLE_ROWS, Cell
 from cachelab.profile.loader import load_profile
-from cachelab.profile.measure import profile, run
+from cachelab.profile.measure import profile
 from cachelab.profile.model import CSV_HEADER, SCHEMA, SCHEMA_VERSION, LatencyProfile
 from cachelab.profile.render import iter_table_columns
 from cachelab.profile.spec import (
@@ -41,6 +41,7 @@ from cachelab.profile.tier import (
     tier_cells,
     tier_profile,
 )
+from cachelab.profile.verb import run
 
 __all__ = [
     "CSV_HEADER",

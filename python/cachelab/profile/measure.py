@@ -29,6 +29,7 @@ from cachelab.profile.spec import (
 from cachelab.profile.tlscost import measure_tls_cost
 from cachelab.progress import run_cancellable
 from cachelab.servers import ServerOptions
+from cachelab.target import Target
 from cachelab.tls import core_tls, describe_tls
 
 
@@ -68,7 +69,7 @@ def profile(
     spec = spec or ProfileSpec()
     spec.check()
     hidden = _behind(spec, server, behind)
-    with servers.serve(server, server_options, memory_mb=memory_for(spec, 0),
+    with Target.of(server, options=server_options).open(memory_mb=memory_for(spec, 0),
                        item_size_max=item_size_for(spec)) as target:
         facts = {**target.facts, **dict(server_facts or {})}
         # A server we did not start: refuse a run that does not fit, watch for evictions.
@@ -231,7 +232,3 @@ def _run_with_progress(
                           name="cachelab-profile", poll=poll)
     raw["evicting"] = evicting
     return raw
-
-
-#: The verb's one entry (``cachelab.profile.run``).
-run = profile

@@ -53,7 +53,8 @@ The package, one job per module: :mod:`~cachelab.replay.spec` (what to run),
 :mod:`~cachelab.replay.sampler` (each strategy's profile), :mod:`~cachelab.replay.calibrate`
 (the library's unit costs), :mod:`~cachelab.replay.compare` (measured vs predicted),
 :mod:`~cachelab.replay.result` (``replay.json``, ``replay.csv``, the table),
-:mod:`~cachelab.replay.run` (:func:`replay` itself).
+:mod:`~cachelab.replay.engine` (:func:`replay` itself) and :mod:`~cachelab.replay.verb`
+(``run``, the verb's one entry).
 
 Nothing is fitted to the measured request times: the profile and the unit costs come from
 separate measurements in the same process and on the same server.
@@ -63,10 +64,11 @@ from __future__ import annotations
 
 from cachelab.replay.calibrate import TERMS, calibrate
 from cachelab.replay.compare import PERCENTILES, TOLERANCE
+from cachelab.replay.engine import SERVER_THREADS, SYNTH_PRESET, load_trace, replay, synthetic
 from cachelab.replay.result import SCHEMA, SCHEMA_VERSION, ReplayResult, render
-from cachelab.replay.run import SERVER_THREADS, SYNTH_PRESET, load_trace, replay, synthetic
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
+from cachelab.replay.verb import run
 
 __all__ = ["PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SERVER_THREADS", "SYNTH_PRESET", "TERMS",
            "TOLERANCE", "ReplayResult", "ReplaySpec", "calibrate", "default_strategies",
-           "load_trace", "parse", "render", "replay", "synthetic"]
+           "load_trace", "parse", "render", "replay", "run", "synthetic"]

@@ -15,5 +15,6 @@ environment the results were measured in.
 from __future__ import annotations
 
 from cachelab.report.build import Report, render_report, write_report
+from cachelab.report.verb import ReportSpec, run
 
-__all__ = ["Report", "render_report", "write_report"]
+__all__ = ["Report", "ReportSpec", "render_report", "run", "write_report"]

@@ -15,6 +15,8 @@ from cachelab.run.result import (
 )
 from cachelab.run.steps import REFERENCE_MODEL
 from cachelab.run.study import run_study
+from cachelab.run.verb import run
 
 __all__ = ["DEFAULT_PRECISION", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMORY_MB", "REFERENCE_MODEL",
-           "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome", "run_study"]
+           "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome", "run",
+           "run_study"]

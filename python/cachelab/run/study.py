@@ -32,7 +32,6 @@ from pathlib import Path
 
 import cachelab._core as _core
 import cachelab.environment as environment
-import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.capacity import EvictionWatch, evicted_message
 from cachelab.errors import CachelabError, Interrupted, ServerError, UsageError
@@ -47,6 +46,7 @@ from cachelab.run.result import (
 )
 from cachelab.run.steps import RUNNERS, CheckFailed, Skip, State
 from cachelab.servers import ServerOptions
+from cachelab.target import Target
 
 __all__ = ["run_study"]
 
@@ -126,9 +126,9 @@ def run_study(
         try:
             if server is None:
                 # Big enough for replay's catalog and tiers' largest record.
-                target = stack.enter_context(servers.serve(
-                    None, server_options, memory_mb=PRIVATE_MEMORY_MB,
-                    item_size_max=PRIVATE_ITEM_SIZE_MAX))
+                target = stack.enter_context(Target(
+                    options=server_options or ServerOptions()).open(
+                        memory_mb=PRIVATE_MEMORY_MB, item_size_max=PRIVATE_ITEM_SIZE_MAX))
                 st.server_options = server_options or ServerOptions()
                 st.server_facts = dict(target.facts)
                 mc = target.private
@@ -138,7 +138,7 @@ def run_study(
             else:
                 result.server["version"] = _check_server(server)
                 watch = check_study(spec, server)
-                target = servers.Target(address=server)
+                target = stack.enter_context(Target.of(server).open())
             st.address = target.address
         except ServerError as e:
             server_error = _one_line(e)

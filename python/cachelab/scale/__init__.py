@@ -29,6 +29,7 @@ from cachelab.scale.result import (
 )
 from cachelab.scale.spec import VARY, ScaleSpec
 from cachelab.scale.sweep import PERCENTILES, measure_window, scale
+from cachelab.scale.verb import run
 
 __all__ = ["CSV_HEADER", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "VARY", "ScaleResult",
-           "ScaleSpec", "csv_rows", "measure_window", "read_scale_result", "scale"]
+           "ScaleSpec", "csv_rows", "measure_window", "read_scale_result", "run", "scale"]

@@ -17,7 +17,6 @@ from typing import Any
 
 import cachelab._core as _core
 import cachelab.environment as environment
-import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
@@ -26,7 +25,8 @@ from cachelab.raycluster import RayOptions, connected
 from cachelab.scale.result import ScaleResult, member_addresses
 from cachelab.scale.spec import ScaleSpec
 from cachelab.scale.verdicts import latency_verdict
-from cachelab.servers import ServerOptions, Target, on_this_machine
+from cachelab.servers import ServerOptions, on_this_machine
+from cachelab.target import Live, Target
 from cachelab.tls import describe_tls
 from cachelab.units import pct_key
 from cachelab.usl import MIN_POINTS, fit_usl
@@ -109,7 +109,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         # keyed by host:port, as each run's servers behind are (a weight is no part of it)
         server_facts.update(proxy=True, behind=member_addresses(behind))
 
-    def measure(rep: int, n: int, target: Target | None) -> None:
+    def measure(rep: int, n: int, target: Live | None) -> None:
         current[:] = [n]
         run_spec = spec.run_spec(n)
         if ray is not None:
@@ -162,8 +162,8 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
     def sweep() -> None:
         if spec.vary == "server-threads":
             for rep, n in order:
-                with servers.serve(None, server_options, memory_mb=memory_mb(spec.run_spec(n)),
-                                   threads=n) as target:
+                with Target(options=server_options or ServerOptions()).open(
+                        memory_mb=memory_mb(spec.run_spec(n)), threads=n) as target:
                     measure(rep, n, target)
                 server_facts.update(address="private (restarted per point)")
         elif isinstance(server, list) or behind is not None:
@@ -171,7 +171,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
                 measure(rep, n, None)
         else:
             need = memory_mb(spec.run_spec(max(spec.points)))
-            with servers.serve(server, server_options, memory_mb=need) as target:
+            with Target.of(server, options=server_options).open(memory_mb=need) as target:
                 if target.private is not None:
                     server_facts.update(address=target.address, argv=target.private.argv,
                                         threads=target.private.threads)

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
         SimulateSpec,
         SimulationResult,
         default_strategies,
-        run,
         simulate,
     )
     from cachelab.simulate.streamed import (
@@ -65,6 +64,7 @@ if TYPE_CHECKING:
         simulate_trace_file,
     )
     from cachelab.simulate.summary import band_at, best_strategy
+    from cachelab.simulate.verb import run
 
 # Names load on first use: flat simulation alone imports neither numpy nor the request
 # simulator (see cachelab._lazy).
@@ -81,13 +81,14 @@ __getattr__, __dir__ = exports(__name__, {
     "cachelab.simulate.model": ("LatencyModel", "latency_model"),
     "cachelab.simulate.request": (
         "DEFAULT_MODEL", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SLOWED", "SimulateSpec",
-        "SimulationResult", "default_strategies", "run", "simulate",
+        "SimulationResult", "default_strategies", "simulate",
     ),
     "cachelab.simulate.streamed": (
         "IN_MEMORY_FALLBACK", "TraceOutOfOrder", "measure_and_simulate_file", "simulate_file",
         "simulate_trace_file",
     ),
     "cachelab.simulate.summary": ("band_at", "best_strategy"),
+    "cachelab.simulate.verb": ("run",),
 })
 
 __all__ = [

@@ -299,7 +299,3 @@ def simulate(
         extra=profile_extra(profile),
         profile=profile,
     )
-
-
-#: The verb's one entry (``cachelab.simulate.run``).
-run = simulate

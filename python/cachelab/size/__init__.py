@@ -8,8 +8,6 @@ counters) returns a :class:`SizeResult`; docs/simulation.md, "Sizing".
 from __future__ import annotations
 
 from cachelab.size.sizing import SizeResult, SizeSpec, size
-
-#: The verb's one entry (``cachelab.size.run``).
-run = size
+from cachelab.size.verb import run
 
 __all__ = ["SizeResult", "SizeSpec", "run", "size"]

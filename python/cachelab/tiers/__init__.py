@@ -18,7 +18,7 @@ the same one. Each read's wall time and this thread's CPU time are recorded.
 Values go through :class:`cachelab.tiered.ValueFormat`, the same encoding the tiered cache uses.
 
 Rooms: ``spec`` (what is measured), ``data`` (the record and the list), ``stores`` (SQLite,
-PostgreSQL), ``engine`` (the run, on the server ``servers.serve`` gives), ``findings`` (the
+PostgreSQL), ``engine`` (the run, on the server ``Target.open`` gives), ``findings`` (the
 seed's findings checked), ``result`` (the result, its artifacts and its table), ``plots``
 (its bar chart), ``section`` (its part of the report).
 """
@@ -28,6 +28,7 @@ from cachelab.tiers.engine import tiers
 from cachelab.tiers.findings import findings
 from cachelab.tiers.result import CSV_COLUMNS, SCHEMA, SCHEMA_VERSION, TiersResult, render
 from cachelab.tiers.spec import SHAPES, TiersSpec
+from cachelab.tiers.verb import run
 
 __all__ = [
     "CSV_COLUMNS",
@@ -39,5 +40,6 @@ __all__ = [
     "findings",
     "make_data",
     "render",
+    "run",
     "tiers",
 ]

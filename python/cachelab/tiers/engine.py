@@ -14,10 +14,10 @@ from typing import Any
 
 import cachelab._core as _core
 import cachelab.environment as environment
-import cachelab.servers as servers
 from cachelab.artifacts import created_now
 from cachelab.errors import Interrupted, ServerError
 from cachelab.servers import ServerOptions
+from cachelab.target import Target
 from cachelab.tiered.codecs import ValueFormat
 from cachelab.tiers.data import make_data
 from cachelab.tiers.findings import findings
@@ -138,7 +138,7 @@ def tiers(spec: TiersSpec | None = None, *, server: str | None = None,
     wall: list[list[int]] = []
     cpu: list[list[int]] = []
     version = None
-    with servers.serve(server, server_options) as target:
+    with Target.of(server, options=server_options).open() as target:
         store = open_store(spec.dsn, record, items)
         prefix = f"cachelab:{secrets.token_hex(6)}"
         written: list[str] = []

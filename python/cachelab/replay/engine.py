@@ -39,8 +39,9 @@ from cachelab.replay.footprint import replay_writes
 from cachelab.replay.result import ReplayResult
 from cachelab.replay.sampler import Sampler, pool_bytes, profile_cells
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
-from cachelab.servers import ServerOptions, on_this_machine, serve, stats_or_none
+from cachelab.servers import ServerOptions, on_this_machine, stats_or_none
 from cachelab.simulate import latency_model
+from cachelab.target import Target
 from cachelab.tiered import MemcachedTier, TieredCache
 
 __all__ = ["SERVER_THREADS", "SYNTH_PRESET", "load_trace", "replay", "synthetic"]
@@ -112,8 +113,9 @@ def replay(
     sizes = trace.item_sizes
     need_mb = int(sizes.sum() / 1e6 * 1.6) + 64
     big = int(sizes.max()) > 1_000_000 - 300
-    with serve(server, server_options, memory_mb=need_mb, default_threads=SERVER_THREADS,
-               item_size_max="2m" if big else None) as target:
+    with Target.of(server, options=server_options).open(
+            memory_mb=need_mb, default_threads=SERVER_THREADS,
+            item_size_max="2m" if big else None) as target:
         run = _Run(trace, spec, target.address, log or (lambda msg: None),
                    on_progress or (lambda done, total: None))
         result = run.result(trace_info or {}, target.facts, guarded=target.private is None)

@@ -1,0 +1,252 @@
+"""What a verb drives: one :class:`Target`, built once from the shared flags (the CLI's
+``target_from``) and handed to every verb that touches a server.
+
+A target is one of
+
+* a server (``host:port`` or ``unix:/path``): :attr:`Target.servers` holds its address;
+* a pool (``host:port[:weight]`` members, :attr:`Target.servers`), with its key distribution
+  and member failure settings (None: the verb's, or its spec's, defaults);
+* a proxy (twemproxy, :attr:`Target.proxy`) with the servers behind it
+  (:attr:`Target.servers`: their stats are read and their room checked);
+* a private memcached cachelab starts from :attr:`Target.options` (no server given);
+* a private pool of :attr:`Target.private_pool` memcached servers (load's failure drills),
+  optionally behind a private twemproxy (:attr:`Target.private_proxy`);
+
+optionally driven from Ray agents (:attr:`Target.ray`). :meth:`Target.open` opens it —
+starts the private server, pool or proxy, stops them when the block ends — and yields the
+:class:`Live` target: the address(es) to drive, the members, the servers behind a proxy,
+the facts recorded with the result. The room check (:mod:`cachelab.capacity`), the eviction
+watch and the stats deltas read :meth:`Live.checked`: the servers that hold the keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from cachelab.errors import UsageError
+from cachelab.pool import parse_server
+from cachelab.proxies import PrivateTwemproxy
+from cachelab.raycluster import RayOptions
+from cachelab.servers import (
+    DEFAULT_THREADS,
+    PrivateMemcached,
+    ServerOptions,
+    private_pool,
+    serve,
+)
+
+__all__ = ["POOL_SETTINGS", "Live", "Target", "TargetLike", "as_target"]
+
+#: The pool settings a target may carry (the CLI's ``--distribution``,
+#: ``--member-failure-limit``, ``--member-retry``), by their spec field names.
+POOL_SETTINGS = ("distribution", "member_failure_limit", "member_retry")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a verb drives (see the module's description). The default, ``Target()``, is a
+    private memcached with the default :class:`~cachelab.servers.ServerOptions`."""
+
+    #: The servers given, in order: one address, a pool's members, or the servers behind
+    #: :attr:`proxy`; empty for a private server or pool.
+    servers: tuple[str, ...] = ()
+    #: A proxy (``host:port``) every request goes to; :attr:`servers` are behind it.
+    proxy: str | None = None
+    #: The private memcached (or each private pool member) to start when none is given.
+    options: ServerOptions = field(default_factory=ServerOptions)
+    #: The pool settings given (``distribution``, ``member_failure_limit``,
+    #: ``member_retry``): they override a spec's.
+    pool: Mapping[str, Any] = field(default_factory=dict)
+    #: A private pool of this many servers, started for the run (load's failure drills).
+    private_pool: int | None = None
+    #: With :attr:`private_pool`: a private twemproxy in front of it.
+    private_proxy: bool = False
+    #: Drive it from Ray agents (load, scale) or fan out on Ray (simulate).
+    ray: RayOptions | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "servers", tuple(self.servers))
+        unknown = sorted(set(self.pool) - set(POOL_SETTINGS))
+        if unknown:
+            raise UsageError(f"pool setting {unknown[0]!r}: expected one of "
+                             f"{', '.join(POOL_SETTINGS)}")
+        if self.proxy is not None and not self.servers:
+            raise UsageError("a proxy needs the servers behind it, so their stats can be read")
+        if self.private_pool is not None and (self.servers or self.proxy):
+            raise UsageError("--private-pool starts its own servers: give it without "
+                             "--server, --servers-file or --socket")
+        if self.private_pool is not None and (self.ray is not None or self.proxy):
+            raise UsageError("--private-pool is for a local run straight to the pool: not with "
+                             "--ray or --proxy")
+        if self.private_proxy and self.private_pool is None:
+            raise UsageError("--private-proxy goes with --private-pool")
+
+    @classmethod
+    def of(cls, server: str | Sequence[str] | None = None, *,
+           behind: Sequence[str] | None = None,
+           options: ServerOptions | None = None, **more: Any) -> Target:
+        """The target of the library's older calls: ``server`` (an address, a pool's members,
+        or None for a private one) and ``behind`` (``server`` is then a proxy)."""
+        opts = options or ServerOptions()
+        if behind is not None:
+            if server is None or (not isinstance(server, str) and len(server) != 1):
+                raise UsageError("a run through a proxy sends to the proxy alone: give one "
+                                 "server (the proxy) and the servers behind it")
+            proxy = server if isinstance(server, str) else server[0]
+            return cls(servers=tuple(behind), proxy=proxy, options=opts, **more)
+        given = () if server is None else (server,) if isinstance(server, str) else server
+        return cls(servers=tuple(given), options=opts, **more)
+
+    # -- what it is ----------------------------------------------------------------------------
+
+    @property
+    def private(self) -> bool:
+        """Whether cachelab starts what is driven (no server and no proxy given)."""
+        return not self.servers and self.proxy is None
+
+    @property
+    def is_pool(self) -> bool:
+        """Whether requests are spread over several members by the client (not a proxy)."""
+        return self.proxy is None and (len(self.servers) > 1 or bool(self.private_pool))
+
+    @property
+    def address(self) -> str | None:
+        """The one address requests go to: the proxy, the one server; None for a pool or a
+        private server."""
+        if self.proxy is not None:
+            return self.proxy
+        return self.servers[0] if len(self.servers) == 1 else None
+
+    @property
+    def members(self) -> list[str] | None:
+        """The servers given, as the library's older ``server=`` took them: None (private),
+        ``[address]``, or a pool's members; behind a proxy, the servers behind it."""
+        return list(self.servers) if self.servers else None
+
+    @property
+    def behind(self) -> list[str] | None:
+        """The servers behind :attr:`proxy` (None without one)."""
+        return list(self.servers) if self.proxy is not None else None
+
+    def server(self) -> str | list[str] | None:
+        """What the library's older ``server=`` argument took: the proxy, one address, a
+        pool's members, or None."""
+        if self.proxy is not None:
+            return self.proxy
+        if len(self.servers) == 1:
+            return self.servers[0]
+        return list(self.servers) or None
+
+    def with_pool(self, spec: Any) -> Any:
+        """``spec`` (a dataclass with the pool fields) with this target's pool settings."""
+        return dataclasses.replace(spec, **self.pool) if self.pool else spec
+
+    def local(self) -> Target:
+        """This target without Ray: what each agent, or a run on this machine, opens."""
+        return dataclasses.replace(self, ray=None)
+
+    # -- opening it ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def open(self, *, memory_mb: int = 0, threads: int | None = None,
+             default_threads: int = DEFAULT_THREADS, item_size_max: str | None = None,
+             spares: int = 0, proxy: Mapping[str, Any] | None = None) -> Iterator[Live]:
+        """Opens the target for a run: a private memcached (with at least ``memory_mb``, and
+        ``threads``/``item_size_max``/``default_threads`` as :func:`~cachelab.servers.serve`
+        takes them), or a private pool (:attr:`private_pool` servers, and ``spares`` more
+        for members added during the run) with, when :attr:`private_proxy`, a private
+        twemproxy in front of it made with the keywords ``proxy`` (PrivateTwemproxy's);
+        stopped when the block ends, also on an error or Ctrl-C. A server, pool or proxy
+        that was given is yielded as it is."""
+        with contextlib.ExitStack() as stack:
+            owned: list[PrivateMemcached] = []
+            spare: list[str] = []
+            given, hidden = list(self.servers), None
+            twemproxy = None
+            if self.proxy is not None:
+                given, hidden = [self.proxy], list(self.servers)
+            if self.private_pool is not None:
+                owned = stack.enter_context(private_pool(
+                    self.private_pool + spares, self.options, memory_mb=memory_mb))
+                given = [mc.address for mc in owned[:self.private_pool]]
+                spare = [mc.address for mc in owned[self.private_pool:]]
+                if self.private_proxy:
+                    twemproxy = stack.enter_context(PrivateTwemproxy(
+                        owned[:self.private_pool], **dict(proxy or {})))
+                    hidden, given = given, [twemproxy.address]
+            first = _address(given[0]) if given else None
+            served = stack.enter_context(serve(
+                first, self.options, memory_mb=memory_mb, threads=threads,
+                default_threads=default_threads, item_size_max=item_size_max))
+            facts = dict(served.facts)
+            if owned:
+                facts.update(private=True, argv=owned[0].argv)
+            yield Live(address=served.address, given=given, behind=hidden, pid=served.pid,
+                       facts=facts, private=served.private, owned=owned, spares=spare,
+                       proxy=twemproxy)
+
+
+#: What a verb's ``target`` argument takes: a :class:`Target`, an address, a pool's members,
+#: or None (a private memcached).
+TargetLike = Union["Target", str, Sequence[str], None]
+
+
+def as_target(target: TargetLike) -> Target:
+    """A verb's ``target`` argument as a :class:`Target`: None (a private memcached), an
+    address (``"127.0.0.1:11211"``), a pool's members, or a Target as it is."""
+    if target is None:
+        return Target()
+    if isinstance(target, Target):
+        return target
+    return Target.of(target)
+
+
+@dataclass
+class Live:
+    """An opened :class:`Target`: what a run sends to while the block of
+    :meth:`Target.open` lasts."""
+
+    #: The first address requests go to (the one server, the proxy, a pool's first member,
+    #: the private memcached).
+    address: str
+    #: The servers given or started, as the engine takes them (``host:port[:weight]``; the
+    #: proxy alone through one); empty for a private memcached.
+    given: list[str]
+    #: The servers behind a proxy (None without one).
+    behind: list[str] | None = None
+    #: The private memcached's pid (None for a server we were given, or a private pool).
+    pid: int | None = None
+    #: What the result records about the server (``private``, the private ``argv``).
+    facts: dict[str, Any] = field(default_factory=lambda: {"private": False})
+    #: The private memcached itself (None otherwise).
+    private: PrivateMemcached | None = None
+    #: The private pool's servers (the only ones a failure drill may touch), spares last.
+    owned: list[PrivateMemcached] = field(default_factory=list)
+    #: The spare private servers' addresses (``--add new``).
+    spares: list[str] = field(default_factory=list)
+    #: The private twemproxy (None otherwise).
+    proxy: PrivateTwemproxy | None = None
+
+    @property
+    def addresses(self) -> list[str]:
+        """Every address requests go to: the members given, else the one served."""
+        return self.given or [self.address]
+
+    @property
+    def checked(self) -> list[str]:
+        """The servers that hold the keys, whose room is checked, evictions watched and
+        stats read: the servers behind a proxy, else the ones driven."""
+        return self.behind or self.addresses
+
+
+def _address(member: str) -> str:
+    """A member's address without its weight (``unix:/path``, or what does not parse, as
+    given: the engine refuses it in its own words)."""
+    try:
+        return parse_server(member).address
+    except UsageError:
+        return member
