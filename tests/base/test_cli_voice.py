@@ -220,7 +220,7 @@ def test_every_verb_ends_through_the_output_door() -> None:
             assert "json.dumps" not in _calls(tree), path.name
         funcs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
         entries = [n for n in funcs if n == "run" or n.startswith("run_")]
-        if path.name in ("__init__.py", "output.py", "common.py", "cluster.py"):
+        if path.name in ("__init__.py", "output.py", "common.py", "cluster.py", "target.py"):
             continue
         assert entries, path.name
         seen: set[str] = set()
