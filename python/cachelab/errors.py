@@ -12,7 +12,8 @@
     │   ├── ServerTimeout        no reply within the deadline
     │   ├── ConnectionClosed     the server closed or reset the connection
     │   ├── ProtocolError        bytes that are not a valid reply
-    │   └── ServerReplyError     ERROR / CLIENT_ERROR / SERVER_ERROR from the server
+    │   ├── ServerReplyError     ERROR / CLIENT_ERROR / SERVER_ERROR from the server
+    │   └── AgentsLost           load agents on a Ray cluster lost or silent (a network failure)
     └── Interrupted              stopped by Ctrl-C or SIGTERM (partial results were kept)
 
 The Rust core raises these classes directly, so ``except cachelab.errors.ServerTimeout`` works
@@ -82,6 +83,11 @@ class ProtocolError(ServerError):
 
 class ServerReplyError(ServerError):
     """The server answered ERROR, CLIENT_ERROR or SERVER_ERROR."""
+
+
+class AgentsLost(ServerError):
+    """The load agents on a Ray cluster did not answer in time, or every one was lost: a
+    cluster or network failure (exit 3), whatever the memcached servers did."""
 
 
 class Interrupted(CachelabError):

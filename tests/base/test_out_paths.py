@@ -101,7 +101,8 @@ def test_report_out_ending_in_a_slash_is_a_directory(cli: InProcess, tmp_path: P
 def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
                                                            memcached: PrivateMemcached) -> None:
     """``--out`` is fine when checked, then replaced by a file while load runs: the results
-    go to a fresh directory under $TMPDIR, stderr says where, and the exit code is 1."""
+    go to a fresh directory under $TMPDIR, stderr says where, and the exit code is 2 (an
+    --out that cannot be written, as when it is refused before the run; it was 1)."""
     out = tmp_path / "out"
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -127,7 +128,7 @@ def test_results_survive_an_out_that_breaks_during_the_run(tmp_path: Path,
         if proc.poll() is None:  # a timeout: kill it, and close its pipes
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 1, stderr
+    assert proc.returncode == 2, stderr
     line = one_error_line(stderr)
     assert line.startswith(f"cachelab: error: cannot write {out}"), line
     rescued = [d for d in scratch.iterdir() if d.name.startswith("cachelab-load-")]

@@ -162,7 +162,9 @@ def test_a_stopped_member_is_marked_down_and_the_others_go_on(
             proc.kill()
             proc.communicate()
     assert "Traceback" not in stderr, stderr
-    assert proc.returncode == 1, stderr  # problems: errors, a member down
+    # problems (errors, a member down), said on stderr; exit 0: no --fail-on asked
+    assert proc.returncode == 0, stderr
+    assert "found problems" in stderr and "members down" in stderr, stderr
     saved = json.loads((out / "load.json").read_text())
     members = saved["members"]
     down = members[2]

@@ -119,7 +119,7 @@ def test_a_server_killed_behind_the_proxy_is_named_with_its_counts_up_to_then(
         run = subprocess.Popen(
             [sys.executable, "-m", "cachelab", "load", "--proxy", proxy.address, *flags,
              "--duration", "5", "--warmup", "0", "--key-space", "1000", "--no-plots",
-             "--format", "table", "--out", str(tmp_path / "run")],
+             "--format", "table", "--out", str(tmp_path / "run"), "--fail-on", "problems"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             # Kill it once it has served the run's gets for a while (the prefill only sets).
@@ -137,9 +137,12 @@ def test_a_server_killed_behind_the_proxy_is_named_with_its_counts_up_to_then(
                 run.kill()
                 run.communicate()
     # The run measured, but a server behind it died: a problem found (as a pool member
-    # marked down is), said in one line; the proxy's errors for its keys are counted.
+    # marked down is), which --fail-on problems fails in one line; the proxy's errors for
+    # its keys are counted.
     assert run.returncode == 1, stderr
-    assert "stopped behind the proxy" in one_error_line(stderr)
+    line = one_error_line(stderr)
+    assert line.startswith("cachelab: check failed: --fail-on problems: ") and \
+        "stopped behind the proxy" in line, line
     doc = json.loads((tmp_path / "run" / "load.json").read_text())
     assert sum(doc["all"]["errors"].values()) > 0
     rows = {b["address"]: b for b in doc["behind"]}

@@ -266,7 +266,7 @@ def test_concurrency_keeps_the_sample_counts(
     out = tmp_path / "out"
     before = stats(memcached.address)
     code = in_process(
-        "profile", *TINY, "--concurrency", "3", "--server", memcached.address, "--out", out,
+        "profile", *TINY, "--connections", "3", "--server", memcached.address, "--out", out,
         "--format", "json", "--no-plots",
     )
     captured = capsys.readouterr()
@@ -287,7 +287,7 @@ BAD_INPUT = [
     (["--sizes", "1,1"], ["--sizes", "duplicate"]),
     (["--keys", "0"], ["--keys", "minimum"]),
     (["--samples", "0"], ["samples"]),
-    (["--concurrency", "0"], ["concurrency"]),
+    (["--connections", "0"], ["connections"]),
     (["--timeout", "-1"], ["timeout"]),
     (["--server", "nonsense"], ["nonsense"]),
     (["--server", "127.0.0.1:1", "--socket", "/x"], ["--server", "--socket"]),
@@ -371,12 +371,14 @@ def test_corrupted_values_are_all_counted_and_exit_1(
     out = tmp_path / "out"
     r = cli(
         "profile", *TINY, "--server", proxy.address, "--out", out, "--format", "table",
-        "--no-plots", cwd=tmp_path,
+        "--no-plots", "--fail-on", "problems", cwd=tmp_path,
     )
     corrupted = proxy.values_corrupted  # the run is over: every reply has passed the proxy
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == 1, r.stderr  # asked to check for problems
     assert "Traceback" not in r.stderr
-    assert "mismatches" in r.stderr
+    line = one_error_line(r.stderr)
+    assert line.startswith("cachelab: check failed: --fail-on problems: ") and \
+        "mismatches" in line, line
 
     doc = load_json(out)
     gets, multigets = cells_of(doc, "get"), cells_of(doc, "multiget")
@@ -495,13 +497,14 @@ def test_help(tmp_path: Path) -> None:
     assert r.returncode == 0
     assert "profile" in r.stdout
     assert re.search(r"[Ee]xit codes?:", r.stdout)
-    for code in ("0 ok", "1 completed", "2 usage", "3 server", "130 interrupted"):
+    for code in ("0 measured and written", "1 a check asked for with --fail-on", "2 usage",
+                 "3 server", "130 interrupted"):
         assert code in " ".join(r.stdout.split()), code
 
     r = cachelab("profile", "--help", cwd=tmp_path)
     assert r.returncode == 0
     for option in ("--sizes", "--keys", "--multi-size", "--samples", "--warmup",
-                   "--concurrency", "--protocol", "--timeout", "--seed", "--quick", "--show",
+                   "--connections", "--protocol", "--timeout", "--seed", "--quick", "--show",
                    "--no-plots", "--out", "--format", "--server", "--socket"):
         assert option in r.stdout, option
 

@@ -2,7 +2,7 @@
 twemproxy, from two agents on the shared Ray cluster (tests/ray/conftest.py): each member's
 merged counts are what its own ``stats`` counted, the merged per-member histograms hold every
 part the agents counted, no key is left anywhere, and a member stopped mid-run is marked down
-by the agents (MEMBER DOWN, exit 1); ``scale --ray --vary agents`` on the pool."""
+by the agents (MEMBER DOWN, said on stderr); ``scale --ray --vary agents`` on the pool."""
 
 from __future__ import annotations
 
@@ -155,7 +155,8 @@ def test_a_member_stopped_under_ray_is_marked_down_by_the_agents(
             proc.kill()
             proc.communicate()
     assert "Traceback" not in stderr, stderr
-    assert proc.returncode == 1, (stdout, stderr)
+    assert proc.returncode == 0, (stdout, stderr)  # a problem said, not a check asked for
+    assert "found problems" in stderr and "members down" in stderr, stderr
     doc = json.loads((out / "load.json").read_text())
     down = doc["members"][1]
     assert down["down"] and {e["agent"] for e in down["down"]} <= {0, 1}, down["down"]

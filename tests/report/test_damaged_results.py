@@ -182,10 +182,10 @@ def test_a_damaged_result_is_reported_or_refused_in_one_line(
     doc = json.loads(original.read_text())
     path, value = data.draw(damage(doc), label="field and what it becomes")
     with damaged_copy(original, _apply(doc, path, value)) as bad:
-        code, err = _cli("report", bad, "--out", bad.parent / "page.html")
+        code, err = _cli("report", bad, "--out", bad.parent / "page")
         _check_one_line(code, err, bad)
         if code == 0:  # the page holds every section, none broken
-            page = (bad.parent / "page.html").read_text()
+            page = (bad.parent / "page" / "report.html").read_text()
             assert "could not be rendered" not in page
         for pair in ((original, bad), (bad, original)):
             code, err = _cli("compare", *pair, "--out", bad.parent / "cmp", "--no-plots",
@@ -207,10 +207,10 @@ def test_each_top_level_field_dropped_is_refused_or_rendered_whole(
     doc = json.loads(original.read_text())
     for key in [k for k in doc if k not in ("schema", "schema_version")]:
         with damaged_copy(original, _apply(doc, [key], ...)) as bad:
-            code, err = _cli("report", bad, "--out", bad.parent / "page.html")
+            code, err = _cli("report", bad, "--out", bad.parent / "page")
             _check_one_line(code, err, bad)
             if code == 0:
-                page = (bad.parent / "page.html").read_text()
+                page = (bad.parent / "page" / "report.html").read_text()
                 assert "could not be rendered" not in page, key
 
 
@@ -232,15 +232,16 @@ def test_the_damaged_results_of_the_issue_are_named_in_one_line(
     original = saved[kind]
     doc = json.loads(original.read_text())
     with damaged_copy(original, _apply(doc, path, value)) as bad:
-        for argv in (["report", bad, "--out", bad.parent / "page.html"],
-                     ["report", bad.parent, "--out", bad.parent / "page.html"],
+        for argv in (["report", bad, "--out", bad.parent / "page"],
+                     ["report", bad.parent, "--out", bad.parent / "page"],
                      ["compare", original, bad, "--out", bad.parent / "cmp"],
                      ["compare", bad.parent, original, "--out", bad.parent / "cmp"]):
             code, err = _cli(*argv)
             assert code == 2, (argv, err)
             assert one_error_line(err) == f"cachelab: error: {bad}: {expect}"
         # Refused before writing anything.
-        assert not (bad.parent / "page.html").exists() and not (bad.parent / "cmp").exists()
+        assert not (bad.parent / "page" / "report.html").exists()
+        assert not (bad.parent / "cmp").exists()
 
 
 @SETUP_TIMEOUT
@@ -254,9 +255,9 @@ def test_optional_fields_absent_still_render(kind: str, saved: dict[str, Path]) 
                  "repeats", "tls_cost", "behind", "published", "agents", "stalls"):
         doc.pop(name, None)
     with damaged_copy(original, doc) as lean:
-        code, err = _cli("report", lean, "--out", lean.parent / "page.html")
+        code, err = _cli("report", lean, "--out", lean.parent / "page")
         assert code == 0, err
-        assert "could not be rendered" not in (lean.parent / "page.html").read_text()
+        assert "could not be rendered" not in (lean.parent / "page" / "report.html").read_text()
         code, err = _cli("compare", original, lean, "--out", lean.parent / "cmp",
                          "--no-plots", "--resamples", "100")
         assert code == 0, err
@@ -268,7 +269,7 @@ def test_an_older_replay_version_still_renders(saved: dict[str, Path]) -> None:
     doc = json.loads(saved["replay"].read_text())
     doc["schema_version"] = 1
     with damaged_copy(saved["replay"], doc) as old:
-        code, err = _cli("report", old, "--out", old.parent / "page.html")
+        code, err = _cli("report", old, "--out", old.parent / "page")
         assert code == 0, err
 
 

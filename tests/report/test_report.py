@@ -322,11 +322,11 @@ def test_plots_are_redrawn_from_the_json_when_absent(results: Path, tmp_path: Pa
 
 def test_cli_writes_the_page_and_a_static_copy(
         cli: InProcess, results: Path, tmp_path: Path) -> None:
-    out = tmp_path / "r.html"
-    p = cli("report", results, "--out", out, "--static", tmp_path / "png")
+    out = tmp_path / "r"
+    p = cli("report", results, "--out", out, "--static", tmp_path / "png", "--format", "table")
     assert p.returncode == 0, p.stderr
-    assert f"wrote {out}" in p.stdout
-    parse(out.read_text())
+    assert f"wrote {out / 'report.html'}" in p.stdout
+    parse((out / "report.html").read_text())
     pngs = sorted((tmp_path / "png").iterdir())
     assert len(pngs) == 7 and all(f.read_bytes()[:4] == b"\x89PNG" for f in pngs)
 

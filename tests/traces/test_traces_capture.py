@@ -195,7 +195,8 @@ def test_a_capture_reads_back_as_a_flat_trace_of_its_gets(cli: InProcess, tmp_pa
 @pytest.mark.slow
 def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -> None:
     """The capture process is stopped (SIGSTOP) while a load runs, so the server's buffer for
-    the watcher overflows and it skips lines; the capture reports them and exits 1.
+    the watcher overflows and it skips lines; the capture reports them and, asked to check
+    (``--fail-on problems``), exits 1 with one line naming the check (0 unasked).
 
     On a busy machine neither step has a fixed length: the capture's start (a Python process,
     its imports, ``watch``) can take seconds, and a second of load may not fill the socket's
@@ -207,10 +208,11 @@ def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -
         return int(read_stats(server.address)[name])
 
     with PrivateMemcached(memory_mb=16, threads=2) as server:
-        out = tmp_path / "stall.capture.parquet"
+        out = tmp_path / "stall" / "trace.capture.parquet"
         proc = subprocess.Popen(
             [sys.executable, "-m", "cachelab", "trace", "capture", "--server", server.address,
-             "--duration", "6", "--out", str(out), "--format", "json"],
+             "--duration", "6", "--out", str(out.parent), "--format", "json",
+             "--fail-on", "problems"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         try:
@@ -235,9 +237,8 @@ def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -
     d = json.loads(stdout)
     deltas = d["server"]["deltas"]
     assert d["lost"] > 0 and d["ended"] == "duration"
-    assert stderr.splitlines() == [f"cachelab: found problems: {d['lost']:,} lines lost (see "
-                                   f"the notes); {d['gets'] + d['stores']:,} accesses kept in "
-                                   f"{out} (PARTIAL)"]
+    assert stderr.splitlines() == ["cachelab: check failed: --fail-on problems: "
+                                   f"{d['lost']:,} lines lost"]
     assert d["lost"] == deltas["log_watcher_skipped"] + deltas["log_worker_dropped"]
     assert d["gets"] < deltas["cmd_get"]
     assert d["gets"] + d["stores"] + d["store_lookups"] <= deltas["log_watcher_sent"]
@@ -271,9 +272,9 @@ def _capture_process(server: PrivateMemcached, out: Path,
 
 @pytest.mark.slow
 def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: Path) -> None:
-    out = tmp_path / "cut.capture.parquet"
+    out = tmp_path / "cut" / "trace.capture.parquet"
     with PrivateMemcached(memory_mb=8, threads=2) as server:
-        proc = _capture_process(server, out)
+        proc = _capture_process(server, out.parent)
         try:
             sent = _workload(server, "cut")
             # Every line of the workload is on its way to the capture before the server dies.
@@ -305,7 +306,7 @@ def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: P
 @pytest.mark.slow
 def test_ctrl_c_and_an_idle_server_say_so_on_stderr(cli: InProcess, tmp_path: Path) -> None:
     with PrivateMemcached(memory_mb=8, threads=2) as server:
-        proc = _capture_process(server, tmp_path / "a.capture.parquet")
+        proc = _capture_process(server, tmp_path / "a")
         try:
             proc.send_signal(signal.SIGINT)
             stdout, stderr = proc.communicate(timeout=30)
@@ -314,11 +315,11 @@ def test_ctrl_c_and_an_idle_server_say_so_on_stderr(cli: InProcess, tmp_path: Pa
                 proc.kill()
                 proc.wait(5)
         idle = cli("trace", "capture", "--server", server.address, "--duration", "0.5",
-                   "--out", tmp_path / "b.capture.parquet", "--format", "json")
+                   "--out", tmp_path / "b", "--format", "json")
     import json
     assert proc.returncode == 130 and json.loads(stdout)["ended"] == "interrupted"
     assert stderr.splitlines() == [f"cachelab: error: interrupted; 0 accesses kept in "
-                                   f"{tmp_path / 'a.capture.parquet'} (PARTIAL)"]
+                                   f"{tmp_path / 'a' / 'trace.capture.parquet'} (PARTIAL)"]
     assert idle.returncode == 0, idle.stderr
     assert json.loads(idle.stdout)["requests"] == 0
     (line,) = idle.stderr.splitlines()

@@ -1,11 +1,11 @@
 """The ``cachelab`` command: one subcommand per verb, each a thin layer over the library.
 
-Exit codes (every verb):
+Exit codes (every verb; :mod:`cachelab.cli.output`, the one place that picks them):
 
-    0  success
-    1  the run completed but found problems it reports (errors, verification mismatches)
-    2  usage or input error (one line on stderr, no traceback)
-    3  the server was unreachable or failed
+    0    measured and written (verdicts and caveats are inside the result)
+    1    a check asked for with --fail-on failed (one line on stderr names it)
+    2    usage or input error, or an --out that cannot be written (one line, no traceback)
+    3    the server or network failed
     130  interrupted (Ctrl-C or SIGTERM); partial results were saved
 """
 
@@ -31,18 +31,18 @@ from cachelab.cli import (
     trace,
     usl,
 )
-from cachelab.cli.common import (
+from cachelab.cli.common import Parser
+from cachelab.cli.output import (
+    EXIT_CHECK,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    EXIT_PROBLEMS,
     EXIT_SERVER,
     EXIT_USAGE,
-    Parser,
 )
 from cachelab.errors import CachelabError, Interrupted
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_SERVER", "EXIT_USAGE", "Parser",
-           "build_parser", "main", "run"]
+__all__ = ["EXIT_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVER",
+           "EXIT_USAGE", "Parser", "build_parser", "main", "run"]
 
 
 #: The verbs, in the order ``cachelab --help`` lists them.
@@ -55,8 +55,12 @@ def build_parser() -> Parser:
         prog="cachelab",
         description="Measure, model and simulate memcached: latency profiles, load, "
         "scalability and caching strategies.",
-        epilog="Exit codes: 0 ok, 1 completed with reported problems, 2 usage or input error, "
-        "3 server unreachable or failed, 130 interrupted. Run 'cachelab VERB --help' for a verb.",
+        epilog="Exit codes: 0 measured and written, verdicts and caveats inside the result; "
+        "1 a check asked for with --fail-on (invalid, precision, replay, problems) "
+        "failed; 2 usage or input, or an --out that cannot be written; 3 server or network; "
+        "130 interrupted (partial results written and marked). Every non-zero exit says why "
+        "on stderr. The same in every verb; run 'cachelab VERB --help' for a verb's flags and "
+        "examples.",
     )
     parser.add_argument("--version", action="version", version=f"cachelab {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)

@@ -1,31 +1,24 @@
-"""Options every verb shares (see DESIGN.md, "The CLI contract"), and their handling."""
+"""Options every verb shares (see DESIGN.md, "The CLI contract"; the README's flag table),
+and their handling. What a verb writes, prints and exits with is :mod:`cachelab.cli.output`."""
 
 from __future__ import annotations
 
 import argparse
-import errno
-import json
 import math
-import os
 import shlex
 import sys
-import tempfile
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from cachelab import _core
-from cachelab.artifacts import describe_entry, in_the_way, write_through
-from cachelab.errors import Interrupted, UsageError
+from cachelab.cli.output import EXIT_CODES_HELP, EXIT_USAGE, add_output_options
+from cachelab.errors import UsageError
 from cachelab.intervals import parse_precision
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
-from cachelab.servers import ServerOptions
+from cachelab.servers import DEFAULT_THREADS, ServerOptions
 from cachelab.tls import TlsOptions
-
-#: The exit codes of every verb (documented in ``cachelab --help`` and the README).
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class Parser(argparse.ArgumentParser):
@@ -34,7 +27,33 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+
 T = TypeVar("T")
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of a flag: stores as the new one does, and says once on stderr
+    ``cachelab: --concurrency is deprecated: use --connections``; hidden from --help."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, use: str,
+                 const: Any = None, nargs: Any = None, **kwargs: Any) -> None:
+        self.use = use
+        super().__init__(option_strings, dest, nargs=nargs, const=const, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"cachelab: {option_string} is deprecated: use {self.use}", file=sys.stderr)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def deprecated(p: argparse.ArgumentParser | Any, old: str, use: str, *, dest: str,
+               flag: bool = False, **kwargs: Any) -> None:
+    """Adds ``old`` as a hidden alias of the flag ``use`` (same ``dest``; ``flag``: a switch
+    taking no value); using it prints one deprecation line on stderr."""
+    if flag:
+        kwargs.update(nargs=0, const=True)
+    p.add_argument(old, dest=dest, action=_Deprecated, use=use, help=argparse.SUPPRESS,
+                   default=argparse.SUPPRESS, **kwargs)
 
 
 def arg_type(parse: Callable[[str], T]) -> Callable[[str], T]:
@@ -122,10 +141,19 @@ def _num(v: float) -> str:
 
 
 def verb_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
-                description: str) -> argparse.ArgumentParser:
-    """A verb's parser: its one line in ``cachelab --help``, its description kept as written."""
+                description: str, examples: str) -> argparse.ArgumentParser:
+    """A verb's parser: its one line in ``cachelab --help``, its description kept as written,
+    and its help's end: the exit codes, then ``examples`` (2 to 4 command lines, with
+    comments), the last thing ``cachelab VERB --help`` prints."""
     return sub.add_parser(name, help=help, description=description,
+                          epilog=help_epilog(examples),
                           formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def help_epilog(examples: str) -> str:
+    """The end of every --help: the exit codes (one policy) and the examples."""
+    codes = textwrap.fill(EXIT_CODES_HELP, width=92)
+    return f"{codes}\n\nExamples:\n{textwrap.indent(textwrap.dedent(examples).strip(), '  ')}\n"
 
 
 def finish_parser(
@@ -138,17 +166,22 @@ def finish_parser(
     server: bool = False,
     pool: bool = False,
     tls: bool = False,
+    checks: Iterable[str] = (),
+    server_memory: int = 64,
+    server_threads: str = f"{DEFAULT_THREADS}",
+    server_note: str = "",
 ) -> None:
     """The options that end every verb's parser, in one order everywhere: ``--quick`` (with
-    its help text), ``--no-plots``, ``--out`` and ``--format``, the server options, the pool
+    its help text), ``--no-plots``, ``--out``, ``--format`` and ``--fail-on`` (the ``checks``
+    the verb offers), the server options (with the private server's real defaults), the pool
     options, the TLS options; then the function that runs the verb."""
     if quick:
         p.add_argument("--quick", action="store_true", help=quick)
     if plots:
         p.add_argument("--no-plots", action="store_true", help=plots)
-    add_output_options(p, verb)
+    add_output_options(p, verb, checks=checks)
     if server:
-        add_server_options(p)
+        add_server_options(p, memory=server_memory, threads=server_threads, note=server_note)
     if pool:
         add_pool_options(p)
     if tls:
@@ -156,23 +189,15 @@ def finish_parser(
     p.set_defaults(func=run)
 
 
-def add_output_options(p: argparse.ArgumentParser, verb: str) -> None:
-    p.add_argument(
-        "--out", type=Path, metavar="DIR",
-        help=f"write {verb}.json, CSV tables and plots into this directory, created if missing "
-        f"and checked before anything runs (default: cachelab-out/{verb}-<date>-<time>)",
-    )
-    p.add_argument(
-        "--format", choices=("table", "json"), default=None,
-        help="what goes to stdout: a human table (default on a terminal) or the result JSON",
-    )
-
-
-def add_server_options(p: argparse.ArgumentParser) -> None:
+def add_server_options(p: argparse.ArgumentParser, *, memory: int = 64,
+                       threads: str = f"{DEFAULT_THREADS}", note: str = "") -> None:
+    """``--server``, ``--socket`` and the private server's ``--server-threads``,
+    ``--server-memory`` (``memory``: the verb's default, in MB) and ``--server-args``; their
+    help states the verb's real defaults (``threads``, ``note``: what else it starts with)."""
     g = p.add_argument_group(
-        "server", "Without --server or --socket, a private memcached is started on a free "
-        "loopback port and stopped at exit."
-    )
+        "server", textwrap.fill(
+            "Without --server or --socket, a private memcached is started on a free loopback "
+            "port and stopped at exit" + (f" ({note})" if note else "") + ".", width=78))
     g.add_argument(
         "--server", action="append", metavar="HOST:PORT",
         help="the memcached to measure (repeatable for a pool, where the verb supports one: "
@@ -181,11 +206,12 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
     g.add_argument(
         "--server-threads", type=int_range(1, 1024), default=None, metavar="N",
-        help="threads of the private memcached (-t; default 4, replay 1)",
+        help=f"threads of the private memcached (-t; default {threads})",
     )
     g.add_argument(
-        "--server-memory", type=int_range(1, 2**20), default=64, metavar="MB",
-        help="memory of the private memcached (-m; default 64)",
+        "--server-memory", type=int_range(1, 2**20), default=memory, metavar="MB",
+        help=f"memory of the private memcached (-m; default {memory}, raised when the run's "
+        "keys and values need more)",
     )
     g.add_argument(
         "--server-args", default="", metavar="ARGS",
@@ -344,198 +370,3 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
         raise UsageError(f"--server-args: {e}") from None
     return ServerOptions(memory_mb=args.server_memory, threads=args.server_threads,
                          extra_args=extra)
-
-
-def output_dir(args: argparse.Namespace, verb: str) -> Path:
-    if args.out is not None:
-        return args.out
-    return Path("cachelab-out") / f"{verb}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-# -- output paths: checked before the work, written so that results survive ----------------
-
-
-def prepare_out(args: argparse.Namespace, verb: str) -> Path:
-    """The directory the verb writes into (``--out`` or the default), checked before it
-    measures or reads anything expensive, so a bad ``--out`` costs nothing (see
-    :func:`check_out_dir`; its ``VERB.json`` too, which every verb writes)."""
-    out = output_dir(args, verb)
-    check_out_dir(out, files=(f"{verb}.json",))
-    return out
-
-
-def check_out_dir(path: Path, flag: str = "--out", *, files: tuple[str, ...] = ()) -> None:
-    """UsageError (one line naming ``flag``, the path and why) unless ``path`` is a writable
-    directory or one that can be made: nothing else in its place (a regular file, a device, a
-    FIFO, a socket, a symlink to one of those or to nothing), under a directory (its nearest
-    existing ancestor) in which files can be created; and none of ``files`` (the names the
-    verb will write there) already in it as anything but a regular file. Writability is
-    tried, by creating and removing a scratch file or directory, because permission bits lie
-    (root, read-only mounts, /proc)."""
-    what = in_the_way(path, directory=True)
-    if what is not None:
-        what = "an existing file" if what == "a regular file" else what
-        raise UsageError(f"{_named(flag, path)}: is {what}, not a directory")
-    if path.is_dir():
-        for name in files:
-            inside = in_the_way(path / name)
-            if inside is not None:
-                raise UsageError(f"{_named(flag, path)}: {name} there is {inside}, not a "
-                                 "regular file: cachelab will not replace it")
-        _probe(path, flag, path, "cannot write files there")
-        return
-    parent = _existing_ancestor(path, flag)
-    _probe(path, flag, parent, f"cannot create a directory in {parent}", directory=True)
-
-
-def check_out_file(path: Path, flag: str = "", *, replaces_dir: bool = False) -> None:
-    """UsageError unless a file can be written at ``path``: nothing there, or a regular file
-    (or a directory, when the writer replaces one whole, ``replaces_dir``: a Parquet trace) —
-    never a device, FIFO, socket or a symlink to one —, in a directory that exists and takes
-    files or can be made. ``flag`` names the option ("" for a positional argument)."""
-    what = in_the_way(path, directory=replaces_dir)
-    if what is not None:
-        kind = "a regular file or directory" if replaces_dir else "a regular file"
-        raise UsageError(f"{_named(flag, path)}: is {what}, not {kind}: cachelab writes only "
-                         "regular files")
-    parent = _existing_ancestor(path.parent, flag, shown=path)
-    where = "there" if parent == path.parent else f"in {parent}"
-    _probe(path, flag, parent, f"cannot create files {where}")
-
-
-def _existing_ancestor(path: Path, flag: str, *, shown: Path | None = None) -> Path:
-    """The nearest directory at or above ``path`` that exists; UsageError when something
-    else is in the way (``--out results.json/x``, ``--out /dev/null/x``)."""
-    for candidate in (path, *path.absolute().parents):
-        if candidate.is_dir():
-            return candidate
-        what = describe_entry(candidate)
-        if what is not None:
-            what = "a file" if what == "a regular file" else what
-            raise UsageError(f"{_named(flag, shown or path)}: {candidate} is {what}, "
-                             "not a directory")
-    return Path(path.anchor or "/")
-
-
-def _probe(path: Path, flag: str, where: Path, what: str, *, directory: bool = False) -> None:
-    """Create and remove a scratch entry in ``where``; UsageError saying ``what`` on failure."""
-    try:
-        if directory:
-            os.rmdir(tempfile.mkdtemp(prefix=".cachelab-probe-", dir=where))
-        else:
-            fd, name = tempfile.mkstemp(prefix=".cachelab-probe-", dir=where)
-            os.close(fd)
-            os.remove(name)
-    except OSError as e:
-        # ENOENT for a directory that exists: a file system that takes no new entries (/proc).
-        reason = "the file system does not allow it" if e.errno == errno.ENOENT else \
-            (e.strerror or str(e))
-        raise UsageError(f"{_named(flag, path)}: {what}: {reason}") from None
-
-
-def _named(flag: str, path: Path) -> str:
-    """``--out PATH``, or the bare path for a positional argument (no flag)."""
-    return f"{flag} {path}" if flag else str(path)
-
-
-@dataclass
-class Saved:
-    """Where a verb's results are: the target, the directory they were rescued to, or None
-    when they could not be saved at all."""
-
-    directory: Path | None
-    #: True when they are not where asked (the run then cannot exit 0).
-    moved: bool = False
-    #: The one file rescued when the others could not be (None: all of them are there).
-    only: str | None = None
-
-    def exit_code(self, code: int) -> int:
-        """The run's exit code, made 1 (problems) when its files are not where asked."""
-        return (code or EXIT_PROBLEMS) if self.moved else code
-
-    def say_wrote(self, files: str = "", *, stream: Any = None) -> None:
-        """``wrote DIR[/FILES]``, the last line of a run, unless nothing was saved."""
-        files = self.only or files
-        if self.directory is not None:
-            print(f"wrote {self.directory}" + (f"/{files}" if files else ""),
-                  file=stream or sys.stdout)
-
-    def interrupted(self) -> Interrupted:
-        """The error a run stopped by a signal ends with (exit 130): where its partial
-        results are."""
-        where = f"saved in {self.directory}" if self.directory else "not saved"
-        return Interrupted(f"interrupted; partial results {where}")
-
-
-def save(result: Any, out: Path, verb: str, **write_options: Any) -> Saved:
-    """``result.write(out, **write_options)`` through :func:`~cachelab.artifacts.write_through`.
-    When ``out`` fails (disk full, removed or made read-only during the run), the results go
-    to a fresh directory under the system's temporary directory and one line on stderr says
-    where; when that fails too, it says so (with ``--format json`` the result is on stdout)."""
-    done = write_through(lambda d: result.write(d, **write_options), out, name=verb,
-                         essential=lambda d: [result.save(d / f"{verb}.json")])
-    if done.failure is None:
-        return Saved(out)
-    if done.directory is not None:
-        only = None if done.rescue_failure is None else f"{verb}.json"
-        what = f"{only} is" if only else "the results are"
-        print(f"cachelab: error: cannot write {done.failure}; {what} saved in "
-              f"{done.directory} instead", file=sys.stderr)
-        return Saved(done.directory, moved=True, only=only)
-    print(f"cachelab: error: cannot write {done.failure}, nor {done.rescue_failure}: the "
-          "results are not saved", file=sys.stderr)
-    return Saved(None, moved=True)
-
-
-def stdout_format(args: argparse.Namespace) -> str:
-    if args.format:
-        return args.format
-    return "table" if sys.stdout.isatty() else "json"
-
-
-def measured(call: Callable[[], T]) -> tuple[T, bool]:
-    """Runs a measuring verb's library ``call``: its result and False, or — stopped by Ctrl-C
-    or SIGTERM — the partial result it kept (``Interrupted.partial``, marked PARTIAL) and
-    True, for :func:`finish_run` to save and show before exiting 130. An
-    :class:`~cachelab.errors.Interrupted` that kept nothing is raised on."""
-    try:
-        return call(), False
-    except Interrupted as e:
-        if e.partial is None:
-            raise
-        return e.partial, True
-
-
-def finish_run(
-    result: Any,
-    saved: Saved,
-    *,
-    fmt: str,
-    render: Callable[[Any], str],
-    wrote: str,
-    see: str,
-    interrupted: bool,
-) -> int:
-    """The end every measuring verb shares: print the result (table or JSON), report problems
-    and an abort on stderr, name what was written, and turn the outcome into the exit code.
-
-    ``result`` has ``to_dict()``, ``problems()`` (counts by kind) and ``run`` (with an optional
-    ``aborted`` reason); its artifacts are already in ``saved.directory``.
-    """
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(render(result))
-    problems = result.problems()
-    aborted = result.run.get("aborted")
-    if aborted:
-        print(f"cachelab: error: {aborted}", file=sys.stderr)
-    elif problems:
-        summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in problems.items())
-        print(f"cachelab: found problems: {summary} (see {see})", file=sys.stderr)
-    saved.say_wrote(wrote, stream=sys.stderr if fmt == "json" else sys.stdout)
-    if interrupted:
-        raise saved.interrupted()
-    if aborted:
-        return EXIT_SERVER
-    return saved.exit_code(EXIT_PROBLEMS if problems else EXIT_OK)

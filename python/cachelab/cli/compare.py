@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import cachelab.compare as lib
-from cachelab.cli import common
+from cachelab.cli import common, output
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
 
@@ -35,37 +33,40 @@ compare starts each command on a private loopback port (adding -p PORT -l 127.0.
 runs --repeats interleaved rounds (A B B A …) of a short closed-loop load against each, and
 compares throughput, p50/p90/p99 and the server's run-queue wait read from
 /proc/PID/task/*/schedstat, with Welch's t intervals over the rounds. Each command must end in
-a memcached invocation; wrappers that exec it come first:
-
-  cachelab compare --server-cmd 'memcached -t 2' --server-cmd 'chrt -f 50 memcached -t 2'
+a memcached invocation; wrappers that exec it come first (see the examples).
 
 Over TLS: with --tls (and --cacert, --cert/--key, --tls-skip-verify, --sni as for load),
 every command must listen over TLS itself (-Z and its certificate, valid for 127.0.0.1 unless
 --sni names it); each server is checked ready over TLS with those options and every round's
 load and stats go over TLS. A command without -Z fails at its start (exit 3); one with -Z
 needs --tls (exit 2). --tls is for --server-cmd only: saved results record their transport.
+A server command that does not start (e.g. chrt without the privilege to set real-time
+scheduling, or one without -Z under --tls), or a server that fails, is exit 3.
+"""
 
-  cachelab compare --tls --cacert ca.pem \\
-    --server-cmd 'memcached -t 2 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key' \\
-    --server-cmd 'memcached -t 4 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key'
-
-Exit codes: 0 done; 2 usage error; 3 a server command did not start (e.g. chrt without the
-privilege to set real-time scheduling, or one without -Z under --tls) or a server failed.
+EXAMPLES = """\
+cachelab compare before/profile.json after/profile.json
+cachelab compare --server-cmd 'memcached -t 2' --server-cmd 'chrt -f 50 memcached -t 2'
+cachelab compare --tls --cacert ca.pem \\
+  --server-cmd 'memcached -t 2 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key' \\
+  --server-cmd 'memcached -t 4 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key'
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(sub, "compare", help="A/B of two or more results of the same kind",
-                           description=DESCRIPTION)
+                           description=DESCRIPTION, examples=EXAMPLES)
     p.add_argument("paths", nargs="*", type=Path, metavar="RESULT",
                    help="result files (or directories holding one result); the first is A")
     p.add_argument("--server-cmd", action="append", metavar="CMD", default=[],
                    help="a memcached command line to start and measure (give two or more; "
                    "instead of RESULTs)")
-    p.add_argument("--repeats", type=common.int_range(2, 1000), default=4, metavar="N",
-                   help="with --server-cmd: interleaved rounds per server (default 4)")
-    p.add_argument("--duration", type=common.float_range(0.2, 3600), default=2.0, metavar="S",
-                   help="with --server-cmd: seconds of load per round (default 2)")
+    p.add_argument("--repeats", type=common.int_range(2, 1000), default=None, metavar="N",
+                   help="with --server-cmd: interleaved rounds per server (default 4; 2 with "
+                   "--quick)")
+    p.add_argument("--duration", type=common.float_range(0.2, 3600), default=None, metavar="S",
+                   help="with --server-cmd: seconds of load per round (default 2; 1 with "
+                   "--quick)")
     p.add_argument("--resamples", type=common.int_range(100, 1_000_000), default=2000,
                    metavar="R",
                    help="bootstrap resamples (default 2000)")
@@ -76,14 +77,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="bootstrap seed (default 0)")
     p.add_argument("--allow-different", action="store_true",
                    help="compare results whose settings differ (the difference is noted)")
-    common.finish_parser(p, "compare", run, plots="skip the PNG/SVG plot")
+    common.finish_parser(p, "compare", run, plots="skip the PNG/SVG plot",
+                         quick="with --server-cmd: a short A/B of the same shape (2 rounds of "
+                         "1 s per server)")
     # After the output options, where finish_parser puts them for the other verbs.
     common.add_tls_options(p, needs="--server-cmd commands that listen with -Z",
                            sni_default="127.0.0.1, the servers' private address")
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     if args.server_cmd and args.paths:
         raise UsageError("give saved results or --server-cmd, not both")
     if args.tls and not args.server_cmd:
@@ -92,19 +94,19 @@ def run(args: argparse.Namespace) -> int:
     tls = common.tls_options(args)
     if not args.server_cmd and len(args.paths) < 2:
         raise UsageError("compare needs at least two results (or two --server-cmd)")
-    out = common.prepare_out(args, "compare")
+    out = output.prepare_out(args, "compare")
     spec = lib.CompareSpec(paths=tuple(args.paths), server_cmds=tuple(args.server_cmd or ()),
                            resamples=args.resamples, level=args.level, seed=args.seed,
-                           allow_different=args.allow_different, repeats=args.repeats,
-                           duration=args.duration, tls=tls, out=out)
+                           allow_different=args.allow_different,
+                           repeats=args.repeats or (2 if args.quick else 4),
+                           duration=args.duration or (1.0 if args.quick else 2.0),
+                           tls=tls, out=out)
     # A bar over the live A/B's rounds, on a terminal (saved results show none).
     with Progress(None, "compare", enabled=None if spec.server_cmds else False) as bar:
         result = lib.run(spec, progress=bar)
-    saved = common.save(result, out, "compare", plots=not args.no_plots)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    saved.say_wrote("compare.json, compare.csv" + ("" if args.no_plots else " and plots"),
-                    stream=sys.stderr if fmt == "json" else sys.stdout)
-    return saved.exit_code(common.EXIT_OK)
+    return output.finish(args, result, out, verb="compare", write={"plots": not args.no_plots},
+                         wrote="compare.json, compare.csv"
+                         + ("" if args.no_plots else " and plots"))
 
 
 __all__ = ["add_parser", "run"]

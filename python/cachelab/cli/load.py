@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 import cachelab.load as lib
-from cachelab.cli import cluster, common
+from cachelab.cli import cluster, common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
@@ -28,8 +28,8 @@ table adds a row per member; load.json a "members" section.
 Through --proxy HOST:PORT (twemproxy), with the servers behind it given by --server repeated
 or --servers-file: every request goes to the proxy; the table adds a row per server behind it
 (by host:port, a weight given dropped), and one that stops answering during the run is named
-in the first lines with the time it stopped, its counts kept up to then (exit 1; see
-docs/pools.md).
+in the first lines with the time it stopped, its counts kept up to then (a problem:
+--fail-on problems makes it exit 1; see docs/pools.md).
 
 With --ray [ADDRESS] --agents N the same run comes from N Ray agents, one per node, each with
 its share of the connections and rate, on one server, a pool (every agent drives every member)
@@ -40,17 +40,18 @@ at the end (from the member that holds each). Artifacts: load.json, load.csv (ti
 load.hlog (HdrHistogram interval log), load-latency.png/svg. Flags override settings from
 --spec FILE.toml.
 
-Examples:
-  cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
-  cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
-  cachelab load --rate 50000 --probe-rate 200   # + a low-rate probe connection: client bias
-  cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
-  cachelab load --ray HEAD:6379 --agents 4 --servers-file pool.txt --rate 400000
-  # failure drills (docs/pools.md, "Failure drills"): a private pool of 3, member 2 removed
-  # from the client's list at 5 s; then one SIGSTOPped for 2 s with keys remapped meanwhile
-  cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5
-  cachelab load --private-pool 3 --rate 20000 --on-miss set --fail 2@5:stop:2 \\
-      --on-member-down remap --member-timeout 200
+More: cachelab load --rate 50000 --probe-rate 200 (a low-rate probe connection beside the
+load: client bias); --ray HEAD:6379 --agents 4 (docs/scale-out.md); failure drills on a
+private pool: --private-pool 3 --remove 2@5, --fail 2@5:stop:2 --on-member-down remap
+(docs/pools.md, "Failure drills").
+"""
+
+EXAMPLES = """\
+cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
+cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
+cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
+# a private pool of 3, member 2 removed at 5 s; exit 1 if the run is INVALID or had errors
+cachelab load --private-pool 3 --rate 20000 --remove 2@5 --fail-on invalid,problems
 """
 
 #: Flag name -> LoadSpec field, for flags that set a spec field directly.
@@ -74,7 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "load",
         help="load generator: closed or open loop, latency from the intended send time",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument("--spec", type=Path, metavar="FILE.toml", help="workload settings file")
     w = p.add_argument_group("workload")
@@ -202,7 +203,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "twemproxy-*")
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
-                         plots="skip the PNG/SVG plot", server=True, pool=True, tls=True)
+                         plots="skip the PNG/SVG plot", server=True, pool=True, tls=True,
+                         checks=("invalid", "precision", "problems"),
+                         server_note="with more memory when --key-space and --value-size "
+                         "need it; none under --private-pool, which starts its own")
 
 
 def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
@@ -242,14 +246,11 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    fmt = common.stdout_format(args)
-    out = common.prepare_out(args, "load")
+    out = output.prepare_out(args, "load")
     with Progress(0, "load") as bar:
-        result, interrupted = common.measured(lambda: lib.run(spec, target, progress=bar))
+        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=bar))
 
-    saved = common.save(result, out, "load", plots=not args.no_plots)
-    return common.finish_run(
-        result, saved, fmt=fmt, render=lib.LoadResult.render, see="the summary",
-        interrupted=interrupted,
-        wrote="load.json, load.csv, load.hlog" + ("" if args.no_plots else " and plots"),
-    )
+    return output.finish(
+        args, result, out, verb="load", write={"plots": not args.no_plots},
+        see="the summary", interrupted=interrupted,
+        wrote="load.json, load.csv, load.hlog" + ("" if args.no_plots else " and plots"))

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 import cachelab.profile as lib
-from cachelab.cli import common
+from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.profile.pool import PoolProfile
@@ -31,18 +29,20 @@ and answered as one. Each server behind is checked for room for the whole run, w
 evictions and read for its stats; profile.json gets a "behind" section (docs/pools.md).
 
 Sizes take K/M (powers of 1000) or Ki/Mi (powers of 1024): --sizes 1,100,1K,1M.
+"""
 
-Examples:
-  cachelab profile --quick
-  cachelab profile --server 10.0.0.1:11211 --sizes 100,10K --keys 1,10
-  cachelab profile --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
+EXAMPLES = """\
+cachelab profile --quick
+cachelab profile --server 10.0.0.1:11211 --sizes 100,10K --keys 1,10 --connections 4
+cachelab profile --precision 5% --fail-on precision   # exit 1 if a cell's p99 is not ±5 %
+cachelab profile --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "profile", help="latency of get / multi-get / set by value size and key count",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument(
         "--sizes", type=common.arg_type(parse_size_list), metavar="LIST",
@@ -76,10 +76,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="samples per cell run first and discarded (default 200; 20 with --quick)",
     )
     p.add_argument(
-        "--concurrency", type=common.limit_range(PROFILE_LIMITS["concurrency"]), default=1,
+        "--connections", type=common.limit_range(PROFILE_LIMITS["concurrency"]), default=1,
         metavar="N",
         help="connections measuring in parallel, one thread each (default 1)",
     )
+    common.deprecated(p, "--concurrency", "--connections", dest="connections",
+                      type=common.limit_range(PROFILE_LIMITS["concurrency"]), metavar="N")
     p.add_argument(
         "--protocol", choices=("text", "meta"), default="text",
         help="text: set/get/delete; meta: ms/mg/md (default text)",
@@ -107,7 +109,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "their order rotated, so drift falls on all alike (default 2)",
     )
     common.finish_parser(p, "profile", run, plots="skip the PNG/SVG plots", server=True,
-                         pool=True, tls=True)
+                         pool=True, tls=True, checks=("precision", "problems"),
+                         server_note="with the memory and item size its values need: "
+                         "-I raised for values above 1 MB")
 
 
 def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
@@ -125,7 +129,7 @@ def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
     if args.no_multiget:
         base.key_counts = ()
     base.multi_value_size = args.multi_size
-    base.concurrency = args.concurrency
+    base.concurrency = args.connections
     base.protocol = args.protocol
     base.timeout = args.timeout
     base.give_up_after = max(5.0, 5 * args.timeout)
@@ -141,38 +145,30 @@ def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     if args.show:
-        return _show(args, fmt)
+        return _show(args)
     spec = spec_from(args)
     target = target_from(args)
-    out = common.prepare_out(args, "profile")
+    out = output.prepare_out(args, "profile")
     with Progress(None, "profile") as bar:
         # Interrupted: what was measured is kept, and the result says PARTIAL.
-        result, interrupted = common.measured(
+        result, interrupted = output.measured(
             lambda: lib.run(spec, target, progress=bar, rounds=args.rounds))
-    saved = common.save(result, out, "profile", plots=not args.no_plots)
     if isinstance(result, PoolProfile):  # a pool: each member profiled in rounds
-        return common.finish_run(
-            result, saved, fmt=fmt, render=PoolProfile.render, see="the members' tables",
-            interrupted=interrupted,
-            wrote="profile-pool.json and each member's profile under members/",
-        )
-    return common.finish_run(
-        result, saved, fmt=fmt, render=lib.LatencyProfile.render, see="the tables",
-        interrupted=interrupted,
-        wrote="profile.json, profile.csv" + ("" if args.no_plots else " and plots"),
-    )
+        return output.finish(
+            args, result, out, verb="profile", write={"plots": not args.no_plots},
+            see="the members' tables", interrupted=interrupted,
+            wrote="profile-pool.json and each member's profile under members/")
+    return output.finish(
+        args, result, out, verb="profile", write={"plots": not args.no_plots},
+        see="the tables", interrupted=interrupted,
+        wrote="profile.json, profile.csv" + ("" if args.no_plots else " and plots"))
 
 
-def _show(args: argparse.Namespace, fmt: str) -> int:
+def _show(args: argparse.Namespace) -> int:
     """``--show``: print a saved or built-in profile; with ``--out``, write its files again."""
     if args.out is not None:
-        common.check_out_dir(args.out, files=("profile.json",))
+        output.check_out_dir(args.out, files=("profile.json",))
     result = lib.load_profile(args.show)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    if args.out is None:
-        return common.EXIT_OK
-    saved = common.save(result, args.out, "profile", plots=not args.no_plots)
-    saved.say_wrote(stream=sys.stderr)
-    return saved.exit_code(common.EXIT_OK)
+    return output.finish(args, result, args.out, verb="profile",
+                         write={"plots": not args.no_plots})

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import cachelab.report as lib
 from cachelab.artifacts import os_error_text
-from cachelab.cli import common
-from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS
-from cachelab.errors import UsageError
+from cachelab.cli import common, output
+
+#: The page ``report`` writes into ``--out``.
+PAGE = "report.html"
 
 DESCRIPTION = """\
 Find every cachelab result (profile.json, load.json, scale.json, usl.json, simulate.json,
@@ -26,64 +27,93 @@ Each keeps its static image (the SVG written beside the result, or re-drawn from
 shown with scripts off or by the figure's "static image" button. The page is self-contained:
 inline CSS, data and script (allowed by hash in its Content-Security-Policy), images as data:
 URIs, nothing fetched from the network.
+
+--out is a directory (created if missing) that gets report.html; a --out ending in .html
+(the page itself, as before) still works, with a deprecation line on stderr.
+"""
+
+EXAMPLES = """\
+cachelab report study/                          # writes study/report.html
+cachelab report a/profile.json b/load.json --out page --title "before the upgrade"
+cachelab report sweep/ --out page --static png --redraw   # plots also as PNGs in png/
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "report", help="render saved results into one self-contained HTML page",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="DIR|FILE",
                    help="result files, or directories to search for them")
-    p.add_argument("--out", metavar="FILE|DIR",
-                   help="the page to write, or a directory (one that exists, or any path "
-                   "ending in /) to write report.html into (default: report.html in the first "
-                   "directory); checked before anything is read")
     p.add_argument("--title", default="cachelab report", help="the page's title")
     p.add_argument("--redraw", action="store_true",
                    help="re-draw every plot from the JSON instead of using the SVGs beside it")
     p.add_argument("--static", type=Path, metavar="DIR",
                    help="also copy every plot into DIR as a PNG, for pasting into documents")
+    output.add_output_options(
+        p, "report", out_help=f"write {PAGE} into this directory, created if missing and "
+        "checked before anything is read (default: the first directory given, or the first "
+        "file's)")
     p.set_defaults(func=run)
 
 
 def page_path(args: argparse.Namespace) -> Path:
-    """Where the page goes, checked: ``--out`` as a file, or ``report.html`` in ``--out`` when
-    that is a directory (or ends in a slash), or in the first directory given."""
+    """Where the page goes, checked: ``report.html`` in ``--out`` (a directory), or in the
+    first directory given; a ``--out`` ending in ``.html``/``.htm`` is the page itself
+    (deprecated: one line on stderr)."""
     if args.out is None:
         first = args.paths[0]
-        out = (first if first.is_dir() else first.parent) / "report.html"
-    elif args.out.endswith(("/", os.sep)) or Path(args.out).is_dir():
-        common.check_out_dir(Path(args.out), files=("report.html",))
-        return Path(args.out) / "report.html"
+        out = (first if first.is_dir() else first.parent) / PAGE
+    elif _a_page(args.out):
+        out = args.out
     else:
-        out = Path(args.out)
-        if out.is_file() and out.suffix.lower() not in (".html", ".htm"):
-            raise UsageError(f"--out {out}: is an existing file that is not a page (.html); "
-                             "not overwriting it")
-    common.check_out_file(out, "--out")
+        output.check_out_dir(args.out, files=(PAGE,))
+        return args.out / PAGE
+    output.check_out_file(out, "--out")
     return out
 
 
+def _a_page(out: Path) -> bool:
+    """Whether ``--out`` names the page itself (``.html``/``.htm``), the deprecated form."""
+    return out.suffix.lower() in (".html", ".htm") and not out.is_dir()
+
+
 def run(args: argparse.Namespace) -> int:
-    out = page_path(args)
+    page = page_path(args)
     if args.static is not None:
-        common.check_out_dir(args.static, "--static")
+        output.check_out_dir(args.static, "--static")
     try:
-        rep = lib.run(lib.ReportSpec(args.paths, out, title=args.title, redraw=args.redraw,
+        rep = lib.run(lib.ReportSpec(args.paths, page, title=args.title, redraw=args.redraw,
                                      static_dir=args.static))
     except OSError as e:
         # Checked writable above, so the disk filled or the directory went meanwhile; the
         # results the page shows are untouched, so running report again makes it.
-        print(f"cachelab: error: cannot write {os_error_text(e, out)}", file=sys.stderr)
-        return EXIT_PROBLEMS
-    for msg in rep.skipped:
-        print(f"cachelab: skipped {msg}", file=sys.stderr)
-    kinds = ", ".join(s.kind for s in rep.sections)
-    print(f"wrote {out} ({len(rep.sections)} section(s): {kinds}"
-          + (f"; plots in {args.static}" if args.static else "") + ")")
-    return EXIT_OK
+        print(f"cachelab: error: cannot write {os_error_text(e, page)}", file=sys.stderr)
+        return output.EXIT_WRITE
+    if args.out is not None and _a_page(args.out):  # said once the page is written
+        print(f"cachelab: --out {args.out} (a page) is deprecated: --out is a directory that "
+              f"gets {PAGE}", file=sys.stderr)
+    summary = {"page": str(page), "sections": [s.kind for s in rep.sections],
+               "skipped": list(rep.skipped), "static": str(args.static) if args.static else None}
+    return output.finish(args, _Summary(summary), None, verb="report", written=page)
 
 
-__all__ = ["add_parser", "run"]
+class _Summary:
+    """What ``report`` made, for :func:`~cachelab.cli.output.finish`: the page, its sections
+    and the inputs skipped (each said on stderr)."""
+
+    def __init__(self, d: dict[str, Any]) -> None:
+        self.d = d
+        self.warnings = [f"skipped {m}" for m in d["skipped"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.d
+
+    def render(self) -> str:
+        d = self.d
+        return (f"{len(d['sections'])} section(s): {', '.join(d['sections'])}"
+                + (f"; plots in {d['static']}" if d["static"] else ""))
+
+
+__all__ = ["add_parser", "page_path", "run"]

@@ -6,7 +6,7 @@ import argparse
 
 import cachelab.scale as lib
 import cachelab.usl as usl_lib
-from cachelab.cli import cluster, common
+from cachelab.cli import cluster, common, output
 from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.target import target_from
 from cachelab.cli.usl import MAX_BOOTSTRAP
@@ -23,7 +23,7 @@ N is (--vary):
   connections     client connections (default)
   threads         client threads, --connections-per-thread each
   server-threads  memcached worker threads (-t N) of a private server restarted per point,
-                  driven by --client-connections connections
+                  driven by --connections connections
   agents          load agents on a Ray cluster (--ray), one per node, each with
                   --connections-per-agent connections (docs/scale-out.md)
 
@@ -52,12 +52,13 @@ A sweep cut short keeps the runs it finished: on Ctrl-C or SIGTERM (exit 130), o
 server fails or goes away (exit 3, one line on stderr saying why), they are written and
 marked partial (scale.json's run: cancelled, aborted), and the table's first line says
 PARTIAL, why, and how many of the runs asked it kept.
+"""
 
-Examples:
-  cachelab scale --quick
-  cachelab scale --points 1,2,4,8,16,32 --repeats 3
-  cachelab scale --vary server-threads --points 1,2,3,4,6,8
-  cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
+EXAMPLES = """\
+cachelab scale --quick
+cachelab scale --points 1,2,4,8,16,32 --repeats 3 --fail-on invalid
+cachelab scale --vary server-threads --points 1,2,3,4,6,8 --connections 16
+cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
 
@@ -74,7 +75,7 @@ def _points(text: str) -> list[int]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "scale", help="sweep concurrency, measure steady-state throughput, fit the USL",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument("--vary", choices=lib.VARY, default="connections", help="what N is")
     p.add_argument("--points", type=common.arg_type(_points), metavar="N,...",
@@ -91,8 +92,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="time-series interval")
     p.add_argument("--connections-per-thread", type=CONNECTIONS, metavar="C",
                    help="with --vary threads (default 1)")
-    p.add_argument("--client-connections", type=CONNECTIONS, metavar="C",
-                   help="with --vary server-threads (default 16; quick 8)")
+    p.add_argument("--connections", type=CONNECTIONS, metavar="C", dest="client_connections",
+                   help="with --vary server-threads: the client connections at every point "
+                   "(default 16; quick 8)")
+    common.deprecated(p, "--client-connections", "--connections", dest="client_connections",
+                      type=CONNECTIONS, metavar="C")
     p.add_argument("--connections-per-agent", type=CONNECTIONS, metavar="C",
                    help="with --vary agents (default 1)")
     p.add_argument("--precision", type=common.precision_arg, metavar="P%",
@@ -118,7 +122,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="workload and bootstrap seed (default 0)")
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
-                         plots="skip the PNG/SVG plots", server=True, pool=True, tls=True)
+                         plots="skip the PNG/SVG plots", server=True, pool=True, tls=True,
+                         checks=("invalid", "precision", "problems"),
+                         server_note="with more memory when the workload needs it; "
+                         "restarted at every point with --vary server-threads")
 
 
 def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
@@ -147,14 +154,12 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    fmt = common.stdout_format(args)
-    out = common.prepare_out(args, "scale")
+    out = output.prepare_out(args, "scale")
     # One line per point on stderr (no bar). Interrupted: the runs finished are kept, and
     # the result says PARTIAL.
     with Progress(None, "scale", enabled=False) as lines:
-        result, interrupted = common.measured(lambda: lib.run(spec, target, progress=lines))
-    saved = common.save(result, out, "scale", plots=not args.no_plots)
-    return common.finish_run(
-        result, saved, fmt=fmt, render=lib.ScaleResult.render, see="runs[].errors in scale.json",
-        interrupted=interrupted,
+        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=lines))
+    return output.finish(
+        args, result, out, verb="scale", write={"plots": not args.no_plots},
+        see="runs[].errors in scale.json", interrupted=interrupted,
         wrote="scale.json, scale.csv" + ("" if args.no_plots else " and plots"))

@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import cachelab.simulate as lib
 import cachelab.traces as traces
-from cachelab.cli import cluster, common
-from cachelab.cli.common import EXIT_OK
+from cachelab.cli import cluster, common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
@@ -53,19 +50,21 @@ dip the membership change should cause, predicted for the run's distribution and
 --drill-distributions (default ketama,modula), from the run's own key stream placed by the
 same route tables the load engine uses, beside the dip the run measured (docs/pools.md,
 "Failure drills").
+"""
 
-Examples:
-  cachelab simulate                                   # a synthetic content site
-  cachelab simulate trace.csv --policies lru,s3fifo --sizes 1%,10%
-  cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5 \\
-      --out drill && cachelab simulate --drill drill/load.json
+EXAMPLES = """\
+cachelab simulate --quick                           # a synthetic content site
+cachelab simulate trace.jsonl --strategies none,lru:1000 --server 127.0.0.1:11211
+cachelab simulate trace.csv --policies lru,s3fifo --sizes 1%,10%
+cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5 \\
+    --out drill && cachelab simulate --drill drill/load.json
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "simulate", help="predict added request latency per caching strategy; miss ratios",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument(
         "trace", nargs="?", metavar="TRACE",
@@ -73,10 +72,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default: a synthetic request trace",
     )
     p.add_argument(
-        "--trace-format", metavar="FMT",
-        help="the trace's format when the extension doesn't tell (jsonl, parquet, csv, "
-        "oracle, lines)",
+        "--from", dest="trace_format", metavar="FMT",
+        help="the trace's format when its name doesn't tell (jsonl, parquet, csv, oracle, "
+        "lines)",
     )
+    common.deprecated(p, "--trace-format", "--from", dest="trace_format", metavar="FMT")
     g = p.add_argument_group("request traces")
     g.add_argument("--strategies", metavar="LIST", help="strategies to compare (see above)")
     g.add_argument(
@@ -151,13 +151,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     target = target_from(args)
     if args.ray_shared_trace and target.ray is None:
         raise UsageError("--ray-shared-trace needs --ray")
-    out = common.prepare_out(args, "simulate")
+    out = output.prepare_out(args, "simulate")
     if args.drill is not None or args.drill_distributions is not None:
-        return _drill(args, out, fmt)
+        return _drill(args, out)
     flat = args.trace is not None and not traces.is_request_format(
         traces.detect_format(args.trace, args.trace_format))
     spec = flat_spec_from(args) if flat else spec_from(args)
@@ -166,15 +165,10 @@ def run(args: argparse.Namespace) -> int:
                          trace_format=args.trace_format, requests=args.requests,
                          in_memory=args.in_memory, quick=args.quick,
                          shared_trace=args.ray_shared_trace)
-    for warning in getattr(result, "warnings", []):
-        print(f"cachelab: warning: {warning}", file=sys.stderr)
-    saved = common.save(result, out, "simulate", plots=not args.no_plots)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    saved.say_wrote(stream=sys.stderr)
-    return saved.exit_code(EXIT_OK)
+    return output.finish(args, result, out, verb="simulate", write={"plots": not args.no_plots})
 
 
-def _drill(args: argparse.Namespace, out: Path, fmt: str) -> int:
+def _drill(args: argparse.Namespace, out: Path) -> int:
     """``--drill LOAD.json``: the prediction of a failure drill beside its measurement."""
     if args.drill is None:
         raise UsageError("--drill-distributions goes with --drill LOAD.json")
@@ -184,10 +178,7 @@ def _drill(args: argparse.Namespace, out: Path, fmt: str) -> int:
     if args.drill_distributions:
         dists = [d.strip() for d in args.drill_distributions.split(",") if d.strip()]
     result = predict_drill(args.drill, dists)
-    saved = common.save(result, out, "simulate", plots=False)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    saved.say_wrote(stream=sys.stderr)
-    return saved.exit_code(EXIT_OK)
+    return output.finish(args, result, out, verb="simulate", write={"plots": False})
 
 
 def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import cachelab.size as lib
-from cachelab.cli import common
+from cachelab.cli import common, output
 from cachelab.errors import UsageError
 from cachelab.size import SizeSpec
 from cachelab.units import parse_size
@@ -30,11 +28,12 @@ key, value), so capacities compare with memcached -m; --accounting value counts 
 Hit ratios are per get, as memcached's get_hits / cmd_get.
 
 Artifacts: size.json (schema cachelab.size v1), size.csv (the curve), size.png/svg.
+"""
 
-Examples:
-  cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day.capture.parquet
-  cachelab size day.capture.parquet
-  cachelab size trace.bin --memory 4GB --hit-ratios 95,99
+EXAMPLES = """\
+cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day
+cachelab size day/trace.capture.parquet
+cachelab size trace.bin --memory 4GB --hit-ratios 95,99 --shards 0.01
 """
 
 
@@ -57,7 +56,7 @@ def _ratios(text: str) -> tuple[float, ...]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "size", help="the memory a hit ratio takes, from a trace or a capture",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument("trace", type=Path, metavar="TRACE",
                    help="a flat key trace (.csv, .bin, .txt) or a capture (.capture.parquet)")
@@ -76,15 +75,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
-    out = common.prepare_out(args, "size")
+    out = output.prepare_out(args, "size")
     if args.shards is not None and args.shards >= 1:
         raise UsageError("--shards: a rate below 1 (1 is the exact curve, the default)")
     spec = SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
                     hit_ratios=args.hit_ratios, accounting=args.accounting, shards=args.shards)
     result = lib.run(spec)
-    saved = common.save(result, out, "size", plots=not args.no_plots)
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    saved.say_wrote("size.json, size.csv" + ("" if args.no_plots else " and plots"),
-                    stream=sys.stderr if fmt == "json" else sys.stdout)
-    return saved.exit_code(common.EXIT_OK)
+    return output.finish(args, result, out, verb="size", write={"plots": not args.no_plots},
+                         wrote="size.json, size.csv" + ("" if args.no_plots else " and plots"))

@@ -7,14 +7,12 @@ function that runs a command line, once imported.)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import cachelab.run as lib
-from cachelab.cli import common
-from cachelab.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_SERVER
+from cachelab.cli import common, output
 from cachelab.cli.target import target_from
-from cachelab.errors import Interrupted, UsageError
+from cachelab.errors import UsageError
 from cachelab.progress import Progress
 
 DESCRIPTION = """\
@@ -32,16 +30,19 @@ step writes its artifacts into a subdirectory of --out; a step that fails is rep
 run goes on. The end: run.json (the step table) and report.html (every result on one page,
 viewable offline). --quick takes about a minute; the default about four.
 
-Exit codes: 0 every step ok; 1 a step failed or reported problems (see the table); 2 usage
-error; 3 the server was unreachable or failed; 130 interrupted. Cut short — Ctrl-C or SIGTERM,
-or the server failing — the steps finished are kept, the step under way writes what it
+A step that reports problems, or whose check fails (replay's prediction off by more than 15 %,
+likely on a busy machine), is marked in the table and the run exits 0: --fail-on replay,
+problems makes either exit 1. A server failure exits 3. Cut short — Ctrl-C or SIGTERM, or the
+server failing — the steps finished are kept, the step under way writes what it
 measured (marked partial), run.json says so (interrupted, aborted: the first step that failed
 on the server) and the report is written from what there is; the table's first line says
 PARTIAL.
+"""
 
-Examples:
-  cachelab run --quick
-  cachelab run --server 127.0.0.1:11211 --steps profile,scale --out study
+EXAMPLES = """\
+cachelab run --quick
+cachelab run --server 127.0.0.1:11211 --steps profile,scale --out study
+cachelab run --quick --fail-on replay,problems   # for CI: exit 1 when a step's check fails
 """
 
 
@@ -63,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "run",
         help="the whole study: profile, scale, simulate, tiers, replay, one HTML report",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument("--quick", action="store_true", help="a small study of the same shape "
                    "(about a minute)")
@@ -84,15 +85,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"the cap; default {100 * lib.DEFAULT_PRECISION:g}%%; off: fixed samples "
                    "and windows); the report gives each number's precision")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
-    common.finish_parser(p, "run", run, server=True)
-
-
-def exit_code(r: lib.RunResult) -> int:
-    if any(s.server_failure for s in r.steps):
-        return EXIT_SERVER
-    if any(s.status in ("failed", "problems") for s in r.steps):
-        return EXIT_PROBLEMS
-    return EXIT_OK
+    common.finish_parser(p, "run", run, server=True, checks=("replay", "problems"),
+                         server_memory=lib.PRIVATE_MEMORY_MB,
+                         server_note=f"-I {lib.PRIVATE_ITEM_SIZE_MAX}: replay's catalog and "
+                         "tiers' largest record need the room")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,38 +98,31 @@ def run(args: argparse.Namespace) -> int:
                        requests=args.requests, report=not args.no_report,
                        precision=args.precision)
     spec.check()
-    fmt = common.stdout_format(args)
     target = target_from(args)
-    out = common.prepare_out(args, "run")
+    out = output.prepare_out(args, "run")
     try:
         # A line per stage on stderr (no bar).
         with Progress(None, "run", enabled=False) as lines:
-            result, interrupted = common.measured(
+            result, interrupted = output.measured(
                 lambda: lib.run(spec, target, progress=lines, out=out))
     except OSError as e:
         # Only run.json is written outside a step (a step's failure is in its table row),
         # so the steps' results are in place; say so rather than print a traceback.
         print(f"cachelab: error: cannot write {e.filename or out}: {e.strerror or e}; the "
               f"steps' results written before are in {out}", file=sys.stderr)
-        return EXIT_PROBLEMS
-    if fmt == "json":
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        print(result.render())
-    stream = sys.stderr if fmt == "json" else sys.stdout
-    print(f"wrote {out}/run.json" + (f" and {result.report}" if result.report else ""),
-          file=stream)
-    if interrupted:
-        raise Interrupted(f"interrupted; partial results saved in {out}")
-    code = exit_code(result)
-    if code == EXIT_SERVER:
-        print(f"cachelab: error: {result.aborted or 'the server failed'}; the results "
-              f"measured are saved in {out}", file=sys.stderr)
-    elif code == EXIT_PROBLEMS:
-        bad = [s.name for s in result.steps if s.status in ("failed", "problems")]
-        print(f"cachelab: found problems: step(s) {', '.join(bad)} (see the table)",
-              file=sys.stderr)
-    return code
+        return output.EXIT_WRITE
+    aborted, code = None, output.EXIT_SERVER
+    bad_input = [s for s in result.steps if s.input_failure]
+    if any(s.server_failure for s in result.steps):
+        aborted = (f"{result.aborted or 'the server failed'}; the results measured are "
+                   f"saved in {out}")
+    elif bad_input:  # a malformed --trace: the steps that need it failed, the others ran
+        aborted, code = (f"step {bad_input[0].name}: {bad_input[0].error}; the other steps' "
+                         f"results are saved in {out}"), output.EXIT_USAGE
+    return output.finish(args, result, out, verb="run", written=out, aborted=aborted,
+                         aborted_code=code,
+                         wrote="run.json" + (f" and {result.report}" if result.report else ""),
+                         see="the table", interrupted=interrupted)
 
 
-__all__ = ["add_parser", "exit_code", "run"]
+__all__ = ["add_parser", "run"]

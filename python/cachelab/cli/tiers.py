@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import cachelab.tiers as lib
-from cachelab.cli import common
+from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
@@ -22,16 +22,18 @@ Cut short — Ctrl-C or SIGTERM (exit 130), or the server failing during the tim
 3, one line on stderr saying why) — it writes the rounds every method finished, marked
 partial (tiers.json's run: cancelled, aborted), and the table's first line says PARTIAL with
 the reads kept.
+"""
 
-Examples:
-  cachelab tiers --quick
-  cachelab tiers --server 127.0.0.1:11211 --reads 1000 --compressions zstd
+EXAMPLES = """\
+cachelab tiers --quick
+cachelab tiers --server 127.0.0.1:11211 --reads 1000 --compressions zstd
+cachelab tiers --dsn postgresql://localhost/bench --codec orjson --format json
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(sub, "tiers", help="store vs memcached (+codec, +compression) vs memory",
-                           description=DESCRIPTION)
+                           description=DESCRIPTION, examples=EXAMPLES)
     p.add_argument("--reads", type=common.int_range(1, 1_000_000), metavar="N",
                    help="timed reads per method and shape (default 200; 40 with --quick)")
     p.add_argument("--codec", default="msgpack", choices=("msgpack", "orjson", "pickle"),
@@ -63,16 +65,15 @@ def spec_from(args: argparse.Namespace) -> lib.TiersSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     spec = spec_from(args)
     target = target_from(args)
-    out = common.prepare_out(args, "tiers")
+    out = output.prepare_out(args, "tiers")
     with Progress(spec.reads, "tiers") as bar:
         # Interrupted: the rounds finished are kept, and the result says PARTIAL.
-        result, interrupted = common.measured(lambda: lib.run(spec, target, progress=bar))
-    saved = common.save(result, out, "tiers", plots=not args.no_plots and bool(result.rows))
-    return common.finish_run(result, saved, fmt=fmt, render=lib.TiersResult.render,
-                             see="the table", interrupted=interrupted, wrote="")
+        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=bar))
+    return output.finish(args, result, out, verb="tiers",
+                         write={"plots": not args.no_plots and bool(result.rows)},
+                         see="the table", interrupted=interrupted)
 
 
 __all__ = ["add_parser", "run", "spec_from"]

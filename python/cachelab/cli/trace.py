@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cachelab.cli import common
-from cachelab.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, Parser
+from cachelab.cli import common, output
+from cachelab.cli.common import Parser
 from cachelab.errors import UsageError
 from cachelab.pool import parse_members, read_servers_file
 from cachelab.progress import Progress
@@ -46,6 +46,36 @@ oracleGeneral binary, one key per line), and captures of a live memcached's key 
 .jsonl.gz, .parquet, .capture.parquet, .csv, .bin/.oracleGeneral, .txt) unless --from/--to
 name it.
 See docs/traces.md.
+"""
+
+EXAMPLES = """\
+cachelab trace synth --quick --out traces          # traces/trace.jsonl
+cachelab trace inspect traces/trace.jsonl
+cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day
+cachelab trace convert traces/trace.jsonl flat.csv
+"""
+
+SYNTH_EXAMPLES = """\
+cachelab trace synth --quick --out traces          # traces/trace.jsonl
+cachelab trace synth site.parquet --requests 1000000 --seed 7
+cachelab trace synth --preset heavy-pages --set route_mix='{"topic": 0.5, "video": 0.5}' t.jsonl
+"""
+
+INSPECT_EXAMPLES = """\
+cachelab trace inspect traces/trace.jsonl
+cachelab trace inspect day/trace.capture.parquet --format json --out day
+"""
+
+CAPTURE_EXAMPLES = """\
+cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day
+cachelab trace capture --servers-file pool.txt --duration 60 --sample 0.1 --out pool
+cachelab trace capture --socket /run/memcached.sock --fail-on problems   # exit 1 on lost lines
+"""
+
+CONVERT_EXAMPLES = """\
+cachelab trace convert traces/trace.jsonl traces/trace.parquet
+cachelab trace convert traces/trace.jsonl flat.csv        # each first touch, one access
+cachelab trace convert day/trace.capture.parquet day.oracleGeneral
 """
 
 SYNTH_DESCRIPTION = """\
@@ -105,22 +135,19 @@ SRC is malformed; DST appears complete or not at all.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "trace", help="synthesize, inspect and convert traces", description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = common.verb_parser(sub, "trace", help="synthesize, inspect and convert traces",
+                           description=DESCRIPTION, examples=EXAMPLES)
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
 
     s = actions.add_parser(
         "synth", help="generate a synthetic content-site request trace",
-        description=SYNTH_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=SYNTH_DESCRIPTION,
+        epilog=common.help_epilog(SYNTH_EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("path", nargs="?", type=Path, metavar="PATH",
                    help="the trace to write (.jsonl, .jsonl.gz or .parquet)")
-    s.add_argument("--out", type=Path, metavar="PATH|DIR",
-                   help="the trace to write, or a directory to write trace.jsonl into "
-                   "(default: cachelab-out/trace-<date>-<time>/trace.jsonl)")
     s.add_argument("--to", metavar="FMT", help="jsonl or parquet (default: from the name)")
     s.add_argument("--requests", type=common.int_range(0, 100_000_000), metavar="N",
                    help="requests to generate (default 100000; 10000 with --quick)")
@@ -145,25 +172,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    metavar="N",
                    help=f"requests made and written at a time (default {SYNTH_PART:,}): memory "
                    "holds the catalog and one part; the trace is the same whatever N")
-    s.add_argument("--format", choices=("table", "json"), default=None,
-                   help="what goes to stdout: a summary table (default on a terminal) or JSON")
+    output.add_output_options(
+        s, "trace", out_help="a directory to write trace.jsonl into (trace.parquet with --to "
+        "parquet; default: cachelab-out/trace-<date>-<time>/); to name the file, give PATH "
+        "(a trace path as --out is deprecated)")
     s.set_defaults(func=run_synth)
 
     i = actions.add_parser(
         "inspect", help="summarise a trace", description=INSPECT_DESCRIPTION,
+        epilog=common.help_epilog(INSPECT_EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     i.add_argument("path", type=Path, metavar="PATH", help="the trace file (or .parquet dir)")
     i.add_argument("--from", dest="from_format", metavar="FMT",
                    help="jsonl, parquet, csv, oracle or lines (default: from the name)")
-    i.add_argument("--out", type=Path, metavar="DIR", help="also write DIR/trace-inspect.json")
-    i.add_argument("--format", choices=("table", "json"), default=None,
-                   help="what goes to stdout: a human table (default on a terminal) or JSON")
+    output.add_output_options(i, "trace", out_help=f"also write DIR/{INSPECT_FILE}")
     i.set_defaults(func=run_inspect)
 
     k = actions.add_parser(
         "capture", help="capture a live memcached's key stream into a trace",
-        description=CAPTURE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=CAPTURE_DESCRIPTION,
+        epilog=common.help_epilog(CAPTURE_EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     k.add_argument("--server", action="append", metavar="HOST:PORT",
                    help="the memcached to capture (HOST:PORT or unix:PATH); give it more than "
@@ -172,11 +202,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--servers-file", type=Path, metavar="FILE",
                    help="capture the pool listed in FILE (one HOST:PORT[:WEIGHT] a line, # "
                    "comments; weights are ignored)")
+    k.add_argument("--socket", metavar="PATH",
+                   help="capture a memcached listening on a Unix socket")
     k.add_argument("--duration", type=common.float_range(0, 7 * 86_400, above=True),
                    default=60.0, metavar="S", help="seconds to capture (default 60)")
-    k.add_argument("--out", type=Path, metavar="PATH|DIR",
-                   help="the capture file (*.capture.parquet), or a directory to write "
-                   "trace.capture.parquet into (default: cachelab-out/capture-<date>-<time>/)")
     k.add_argument("--sample", type=common.float_range(0, 1, above=True), default=1.0,
                    metavar="R", help="keep this share of keys, every access of a kept key "
                    "(default 1: all)")
@@ -190,12 +219,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the stream reader: rust (default; parses with the GIL released) or "
                    "python (the reference it matches row for row; at 20,000 req/s on a shared "
                    "core it lost 34 %% of lines where rust lost 24 %%, docs/traces.md)")
-    k.add_argument("--format", choices=("table", "json"), default=None,
-                   help="what goes to stdout: a summary (default on a terminal) or JSON")
+    output.add_output_options(
+        k, "capture", checks=("problems",),
+        out_help="a directory to write trace.capture.parquet into (default: "
+        "cachelab-out/capture-<date>-<time>/; a *.capture.parquet path is deprecated)")
     k.set_defaults(func=run_capture)
 
     c = actions.add_parser(
         "convert", help="convert a trace to another format", description=CONVERT_DESCRIPTION,
+        epilog=common.help_epilog(CONVERT_EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("src", type=Path, metavar="SRC", help="the trace to read")
@@ -255,7 +287,8 @@ def params_from(args: argparse.Namespace) -> SynthParams:
 
 
 def synth_target(args: argparse.Namespace) -> Path:
-    """The trace file synth writes: PATH; --out as a trace path or a directory; a default."""
+    """The trace file synth writes: PATH; ``trace.jsonl`` (or ``.parquet``) in --out or a
+    default directory; --out as a trace path, deprecated."""
     if args.path is not None and args.out is not None:
         raise UsageError("give the trace's PATH or --out, not both")
     to = format_name(args.to) if args.to else None
@@ -264,74 +297,82 @@ def synth_target(args: argparse.Namespace) -> Path:
     if args.path is not None:
         target = args.path
     else:
-        target = args.out if args.out is not None else common.output_dir(args, "trace")
+        target = output.output_dir(args, "trace")
         if not target.name.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson", ".parquet")):
             if args.out is not None:
-                common.check_out_dir(args.out)
+                output.check_out_dir(args.out)
             target = target / ("trace.parquet" if to == "parquet" else "trace.jsonl")
     if detect_format(target, to) not in REQUEST_FORMATS:
         raise UsageError(f"{target}: synth writes request traces (.jsonl, .jsonl.gz or "
                          ".parquet)")
-    common.check_out_file(target, "--out" if args.out is not None else "",
+    output.check_out_file(target, "--out" if args.out is not None else "",
                           replaces_dir=detect_format(target, to) == "parquet")
+    if args.out is not None and target == args.out:
+        print(f"cachelab: --out {target} (a trace path) is deprecated: give the path as PATH, "
+              "or --out a directory", file=sys.stderr)
     return target
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     params = params_from(args)
     target = synth_target(args)
     with Progress(total=None, label="synth") as bar, _writing(target):
         made = write_synth(params, target, args.to, args.part, on_progress=bar.track)
     summary = synth_summary(made, params, target, args.preset or DEFAULT_PRESET)
-    print(json.dumps(summary, indent=1) if fmt == "json" else render_synth_summary(summary))
-    print(f"wrote {target}", file=sys.stderr if fmt == "json" else sys.stdout)
-    return EXIT_OK
+    return output.finish(args, summary, None, verb="trace", written=target,
+                         render=render_synth_summary)
 
 
 # -- inspect ---------------------------------------------------------------------------------
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
     if args.out is not None:
-        common.check_out_dir(args.out, files=(INSPECT_FILE,))
+        output.check_out_dir(args.out, files=(INSPECT_FILE,))
     result = inspect_path(args.path, args.from_format)
-    print(json.dumps(result, indent=1) if fmt == "json" else render_inspection(result))
+    written = None
     if args.out is not None:
         with _writing(args.out / INSPECT_FILE):
-            out = write_inspection(result, args.out)
-        print(f"wrote {out}", file=sys.stderr if fmt == "json" else sys.stdout)
-    return EXIT_OK
+            written = write_inspection(result, args.out)
+    return output.finish(args, result, None, verb="trace", written=written,
+                         render=render_inspection)
 
 
 # -- capture ---------------------------------------------------------------------------------
 
 
 def capture_target(args: argparse.Namespace) -> Path:
-    """The capture file: --out as a ``*.capture.parquet`` path or a directory; a default."""
-    target = args.out if args.out is not None else common.output_dir(args, "capture")
+    """The capture file: ``trace.capture.parquet`` in --out or a default directory; --out as
+    a ``*.capture.parquet`` path, deprecated."""
+    target = output.output_dir(args, "capture")
     if not target.name.lower().endswith(".capture.parquet"):
         if target.suffix:
-            raise UsageError(f"--out {target}: a capture file is named *.capture.parquet "
-                             "(or give a directory)")
+            raise UsageError(f"--out {target}: a directory (it gets trace.capture.parquet)")
         if args.out is not None:
-            common.check_out_dir(args.out)
+            output.check_out_dir(args.out)
         target = target / "trace.capture.parquet"
-    common.check_out_file(target, "--out" if args.out is not None else "")
+    output.check_out_file(target, "--out" if args.out is not None else "")
+    if args.out is not None and target == args.out:
+        print(f"cachelab: --out {target} (a capture file) is deprecated: --out is a directory "
+              "that gets trace.capture.parquet", file=sys.stderr)
     return target
 
 
 def _capture_servers(args: argparse.Namespace) -> dict[str, Any]:
-    """``server=`` for one --server, ``servers=`` for a pool (--server repeated or
-    --servers-file; a member's weight is dropped)."""
+    """``server=`` for one --server (or --socket), ``servers=`` for a pool (--server repeated
+    or --servers-file; a member's weight is dropped)."""
     listed = args.server or []
+    if args.socket is not None:
+        if listed or args.servers_file is not None:
+            raise UsageError("give --socket or --server/--servers-file, not both")
+        return {"server": f"unix:{args.socket}"}
     if args.servers_file is not None:
         if listed:
             raise UsageError("give --servers-file or --server, not both")
         return {"servers": tuple(s.address for s in read_servers_file(args.servers_file))}
     if not listed:
-        raise UsageError("give --server HOST:PORT (repeat it for a pool) or --servers-file")
+        raise UsageError("give --server HOST:PORT (repeat it for a pool), --servers-file or "
+                         "--socket")
     if len(listed) == 1:
         return {"server": listed[0]}
     return {"servers": tuple(s.address for s in parse_members(listed))}
@@ -341,7 +382,6 @@ def run_capture(args: argparse.Namespace) -> int:
     # deferred: capture imports pyarrow, which takes ~0.1 s
     from cachelab.traces.capture import CaptureSpec, capture
 
-    fmt = common.stdout_format(args)
     spec = CaptureSpec(**_capture_servers(args), duration=args.duration, sample=args.sample,
                        keep_keys=args.keep_keys, max_events=args.max_events,
                        max_bytes=args.max_mb * 2**20, reader=args.reader)
@@ -350,34 +390,12 @@ def run_capture(args: argparse.Namespace) -> int:
     with Progress(total=int(spec.duration * 1000), label="capture") as bar:
         result = capture(spec, target,
                          on_progress=lambda elapsed, _events: bar.update(int(elapsed * 1000)))
-    print(json.dumps(result.to_dict(), indent=1) if fmt == "json" else result.render())
-    return _capture_exit(result)
-
-
-def _capture_exit(result: Any) -> int:
-    """The exit code of a capture, with its reason on stderr (one line) whenever it is not 0:
-    130 interrupted, 3 a server's stream closed or failed mid-capture, 1 lines lost; each
-    with what was kept. An empty capture is 0 with a warning (the server may be idle)."""
     kept = f"{result.gets + result.stores:,} accesses kept in {result.path} (PARTIAL)"
-    if result.ended == "interrupted":
-        print(f"cachelab: error: interrupted; {kept}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if result.aborted:
-        print(f"cachelab: error: {result.aborted}; {kept}", file=sys.stderr)
-        return common.EXIT_SERVER
-    if result.requests == 0:
-        d = result.server.get("deltas") or {}
-        counted = (f" (the server counted {d.get('cmd_get', 0):,} gets and "
-                   f"{d.get('cmd_set', 0):,} sets meanwhile)" if d else "")
-        print(f"cachelab: warning: captured 0 requests in {result.elapsed_s:.1f} s: was the "
-              f"server idle?{counted}", file=sys.stderr)
-    if result.lost:
-        print(f"cachelab: found problems: {result.lost:,} lines lost (see the notes); {kept}",
-              file=sys.stderr)
-        return EXIT_PROBLEMS
-    return EXIT_OK
-
-
+    # No "wrote" line: the summary's second line says where the capture is.
+    return output.finish(args, result, None, verb="capture", written=Path(result.path),
+                         wrote=None, interrupted=result.ended == "interrupted", kept=kept,
+                         aborted=f"{result.aborted}; {kept}" if result.aborted else None,
+                         see="the notes")
 # -- convert ---------------------------------------------------------------------------------
 
 
@@ -391,10 +409,9 @@ def _parquet(path: Path, fmt: str | None) -> bool:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
-    common.check_out_file(args.dst, replaces_dir=_parquet(args.dst, args.to_format))
+    output.check_out_file(args.dst, replaces_dir=_parquet(args.dst, args.to_format))
     with _writing(args.dst):
         summary = convert(args.src, args.dst, from_format=args.from_format,
                           to_format=args.to_format)
-    print(json.dumps(summary, indent=1) if fmt == "json" else render_conversion(summary))
-    return EXIT_OK
+    return output.finish(args, summary, None, verb="trace", written=args.dst,
+                         render=render_conversion)

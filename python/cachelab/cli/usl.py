@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
 from pathlib import Path
 
 import cachelab.usl as lib
-from cachelab.cli import common
+from cachelab.cli import common, output
 from cachelab.errors import UsageError
 
 #: Most bootstrap resamples (each refits the USL); ``scale`` takes the same.
@@ -28,10 +26,12 @@ Methods:
 
 Artifacts: usl.json (schema cachelab.usl v1), usl.csv (measured and predicted rows),
 usl.png/svg (points, fit with band, linear scaling, Nmax).
+"""
 
-Examples:
-  cachelab usl data.csv --n threads --x qps
-  cachelab usl data.csv --n users --x tps --method unbounded --predict 48,64
+EXAMPLES = """\
+cachelab usl data.csv --n threads --x qps
+cachelab usl data.csv --n users --x tps --method unbounded --predict 48,64
+cachelab usl sweep/scale.csv --n n --x throughput --format json --out fit   # a scale sweep
 """
 
 
@@ -51,7 +51,7 @@ def _loads(text: str) -> list[float]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "usl", help="fit the Universal Scalability Law to a CSV of load and throughput",
-        description=DESCRIPTION,
+        description=DESCRIPTION, examples=EXAMPLES,
     )
     p.add_argument("file", type=Path, metavar="FILE.csv", help="CSV with a header row")
     p.add_argument("--n", metavar="COL", help="column of the load N (default: the first)")
@@ -73,17 +73,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = common.stdout_format(args)
-    out = common.prepare_out(args, "usl")
+    out = output.prepare_out(args, "usl")
     spec = lib.UslSpec(file=args.file, n=args.n, x=args.x, method=args.method,
                        level=args.level, bootstrap=args.bootstrap, seed=args.seed,
                        predict=tuple(args.predict or ()))
     fit = lib.run(spec)
-    saved = common.save(fit, out, "usl", plots=not args.no_plots)
-    if fmt == "json":
-        print(json.dumps(fit.to_dict(), indent=1))
-    else:
-        print(fit.render())
-    saved.say_wrote("usl.json, usl.csv" + ("" if args.no_plots else " and plots"),
-                    stream=sys.stderr if fmt == "json" else sys.stdout)
-    return saved.exit_code(common.EXIT_OK)
+    return output.finish(args, fit, out, verb="usl", write={"plots": not args.no_plots},
+                         wrote="usl.json, usl.csv" + ("" if args.no_plots else " and plots"))

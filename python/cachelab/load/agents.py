@@ -46,7 +46,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.capacity import evicted_message
-from cachelab.errors import CachelabError, Interrupted, UsageError
+from cachelab.errors import AgentsLost, CachelabError, Interrupted, UsageError
 from cachelab.load.engine import guard_run, key_owners, result_from_outcome, target_of
 from cachelab.load.merge import merge_outcomes
 from cachelab.load.result import LoadResult
@@ -334,11 +334,11 @@ class _Run:
         try:
             return self.ray.get(refs, timeout=timeout)
         except exc.GetTimeoutError:
-            raise CachelabError(f"the agents did not {what} within {timeout:g} s") from None
+            raise AgentsLost(f"the agents did not {what} within {timeout:g} s") from None
         except exc.RayTaskError as e:
             raise e.as_instanceof_cause() from None
         except exc.RayError as e:
-            raise CachelabError(f"an agent was lost before the start (while they were to "
+            raise AgentsLost(f"an agent was lost before the start (while they were to "
                                 f"{what}): {_first_line(e)}") from None
 
     def prepare(self) -> None:
@@ -469,7 +469,7 @@ class _Run:
                options: RayOptions) -> LoadResult:
         """The merged result with its ``agents`` section; Interrupted after Ctrl-C."""
         if not self.done:
-            raise CachelabError("every agent was lost: " + "; ".join(
+            raise AgentsLost("every agent was lost: " + "; ".join(
                 f"agent {k}: {v['reason']}" for k, v in sorted(self.lost.items())))
         if self.watch is not None:
             self.user_items_lost = self.watch.poll(force=True)

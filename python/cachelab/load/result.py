@@ -93,10 +93,23 @@ class LoadResult:
             which = "corrected" if src.get("corrected") else "uncorrected"
         return src[which]
 
+    def failed_checks(self) -> dict[str, str]:
+        """The verdicts ``--fail-on`` can check that this run failed, each with its reason:
+        ``invalid`` (the validity verdict is INVALID), ``precision`` (``--precision`` not
+        reached). Exit 0 either way unless asked: they are in the table's first lines."""
+        out = {}
+        v = self.validity or {}
+        if v.get("verdict") == "INVALID":
+            out["invalid"] = "the run is INVALID: " + "; ".join(v.get("reasons") or [])
+        if self.precision is not None and not self.precision.get("reached"):
+            out["precision"] = precision_text(self.precision) or "precision NOT reached"
+        return out
+
     def problems(self) -> dict[str, int]:
-        """What makes the CLI exit 1: errors (the probe's included), lost requests, keys left
-        behind, a missed rate. (An INVALID verdict does not: it is said in the table's first
-        line and in load.json.)"""
+        """What ``--fail-on problems`` fails on (said on stderr either way): errors (the
+        probe's included), lost requests, keys left behind, a missed rate. (An INVALID
+        verdict is :meth:`failed_checks`' ``invalid``: it is said in the table's first line and in
+        load.json.)"""
         probe_errors, probe_lost = probe_errors_of(self.probe)
         out = {
             "errors": sum(self.all["errors"].values()) + probe_errors,

@@ -57,8 +57,20 @@ class LatencyProfile:
     def floor(self) -> Cell | None:
         return next(iter(self.cells_of("floor")), None)
 
+    def failed_checks(self) -> dict[str, str]:
+        """``precision``: the cells that did not reach ``--precision`` (the verdict
+        ``--fail-on precision`` checks), named."""
+        missed = [c for c in self.cells if c.precision is not None
+                  and not c.precision.get("reached")]
+        if not missed:
+            return {}
+        names = ", ".join(f"{c.op} {c.label}" for c in missed[:5]) + \
+            (f" and {len(missed) - 5} more" if len(missed) > 5 else "")
+        return {"precision": f"precision NOT reached in {len(missed)} of {len(self.cells)} "
+                f"cell(s): {names}"}
+
     def problems(self) -> dict[str, int]:
-        """Counts that make a run's exit code 1: errors, mismatches, misses, keys left behind,
+        """Counts ``--fail-on problems`` fails on: errors, mismatches, misses, keys left behind,
         and the items a server cachelab did not start evicted during the run."""
         out = {
             "errors": sum(sum(c.errors.values()) for c in self.cells),

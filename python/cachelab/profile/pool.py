@@ -105,6 +105,14 @@ class PoolProfile:
                 "cancelled": any(m.run.get("cancelled") for m in self.members),
                 "elapsed_s": sum(float(m.run.get("elapsed_s") or 0) for m in self.members)}
 
+    def failed_checks(self) -> dict[str, str]:
+        """Every member's failed checks (``precision``), each reason naming its member."""
+        out: dict[str, str] = {}
+        for a, m in zip(self.addresses, self.members):
+            for k, why in m.failed_checks().items():
+                out[k] = f"{out[k]}; {a}: {why}" if k in out else f"{a}: {why}"
+        return out
+
     def problems(self) -> dict[str, int]:
         """Every member's problems (mismatches, misses, errors, keys left), summed."""
         out: dict[str, int] = {}

@@ -84,6 +84,12 @@ class ReplayResult:
     def within_tolerance(self) -> bool:
         return all(s["within_tolerance"] for s in self.strategies)
 
+    def failed_checks(self) -> dict[str, str]:
+        """``replay``: the prediction missed the measured added time (:meth:`failure`), the
+        check ``--fail-on replay`` makes (a run cut short compares what it finished)."""
+        failed = self.failure()
+        return {"replay": failed} if failed else {}
+
     def failure(self) -> str | None:
         """Why the replay's check failed, in one line (:func:`failure`), with the machine's
         state when it was busy; None when it passed."""

@@ -13,8 +13,8 @@ from cachelab.errors import UsageError
 from cachelab.intervals import check_precision
 from cachelab.report.overview import run_partial, step_text
 
-__all__ = ["DEFAULT_PRECISION", "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec",
-           "StepOutcome"]
+__all__ = ["DEFAULT_PRECISION", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMORY_MB", "SCHEMA",
+           "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome"]
 
 SCHEMA = "cachelab.run"
 SCHEMA_VERSION = 1
@@ -22,6 +22,10 @@ STEPS = ("profile", "scale", "simulate", "tiers", "replay")
 #: The p99 precision the study's profile and scale run to (docs/load.md, "Percentile
 #: intervals and precision"): ±5 %, with today's samples and windows as the caps.
 DEFAULT_PRECISION = 0.05
+#: The run's private memcached: at least this much memory (-m) and this largest item (-I),
+#: big enough for replay's catalog and tiers' largest record.
+PRIVATE_MEMORY_MB = 256
+PRIVATE_ITEM_SIZE_MAX = "2m"
 
 
 @dataclass
@@ -65,6 +69,11 @@ class StepOutcome:
     error: str | None = None
     dir: str | None = None
     server_failure: bool = False
+    #: The step failed on its input (a malformed ``--trace``: a UsageError), exit 2.
+    input_failure: bool = False
+    #: The check a ``failed`` step failed (``replay``: its prediction vs the measurement),
+    #: which ``run --fail-on`` names; None for a step that failed with an error.
+    check: str | None = None
 
 
 @dataclass
@@ -86,6 +95,23 @@ class RunResult:
             if s.name == name:
                 return s
         raise KeyError(name)
+
+    def failed_checks(self) -> dict[str, str]:
+        """The checks ``run --fail-on`` can ask for that this study failed, each with its
+        reason: ``replay`` (the replay step's prediction missed the measurement) and
+        ``problems`` (a step that reported problems, or failed with an error other than the
+        server's, exit 3, or on its input, exit 2)."""
+        out: dict[str, str] = {}
+        replay = [s for s in self.steps if s.status == "failed" and s.check == "replay"]
+        if replay:
+            out["replay"] = "; ".join(str(s.error) for s in replay)
+        bad = [s for s in self.steps if s.status == "problems"
+               or (s.status == "failed" and s.check is None and not s.server_failure
+                   and not s.input_failure)]
+        if bad:
+            out["problems"] = "step(s) " + ", ".join(
+                f"{s.name} {s.status}" + (f" ({s.error})" if s.error else "") for s in bad)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}

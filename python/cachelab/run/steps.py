@@ -46,9 +46,11 @@ class CheckFailed(Exception):
     """A step that ran to the end but whose result failed its check: ``summary`` is the step's
     one line as usual, the message which check failed, with the numbers."""
 
-    def __init__(self, summary: str, reason: str) -> None:
+    def __init__(self, summary: str, reason: str, check: str = "replay") -> None:
         super().__init__(reason)
         self.summary = summary
+        #: The check's name, as ``--fail-on`` takes it.
+        self.check = check
 
 
 @dataclass

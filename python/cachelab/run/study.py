@@ -34,10 +34,16 @@ import cachelab._core as _core
 import cachelab.environment as environment
 from cachelab.artifacts import created_now
 from cachelab.capacity import EvictionWatch, evicted_message
-from cachelab.errors import CachelabError, Interrupted, ServerError
+from cachelab.errors import CachelabError, Interrupted, ServerError, UsageError
 from cachelab.report import write_report
 from cachelab.run.fits import check_study
-from cachelab.run.result import RunResult, RunSpec, StepOutcome
+from cachelab.run.result import (
+    PRIVATE_ITEM_SIZE_MAX,
+    PRIVATE_MEMORY_MB,
+    RunResult,
+    RunSpec,
+    StepOutcome,
+)
 from cachelab.run.steps import RUNNERS, CheckFailed, Skip, State
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
@@ -70,11 +76,13 @@ def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
             outcome.server_failure = True
     except CheckFailed as e:  # it ran, and its result says it failed
         outcome.status, outcome.summary, outcome.error = "failed", e.summary, str(e)
+        outcome.check = e.check
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as e:  # a failed step is reported; the run goes on
         outcome.status, outcome.error = "failed", _one_line(e)
         outcome.server_failure = isinstance(e, ServerError)
+        outcome.input_failure = isinstance(e, UsageError)
         if not isinstance(e, CachelabError):
             tb = traceback.format_exc(limit=-3).strip().splitlines()
             st.log(f"{name} failed: {tb[-1]}")
@@ -119,8 +127,8 @@ def run_study(
             if server is None:
                 # Big enough for replay's catalog and tiers' largest record.
                 target = stack.enter_context(Target(
-                    options=server_options or ServerOptions()).open(memory_mb=256,
-                                                                    item_size_max="2m"))
+                    options=server_options or ServerOptions()).open(
+                        memory_mb=PRIVATE_MEMORY_MB, item_size_max=PRIVATE_ITEM_SIZE_MAX))
                 st.server_options = server_options or ServerOptions()
                 st.server_facts = dict(target.facts)
                 mc = target.private

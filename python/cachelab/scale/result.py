@@ -125,6 +125,18 @@ class ScaleResult:
             lines += ["", *[f"note: {m}" for m in self.limits]]
         return "\n".join(lines)
 
+    def failed_checks(self) -> dict[str, str]:
+        """The verdicts ``--fail-on`` can check that this sweep failed: ``invalid`` (a run's
+        load verdict is INVALID), ``precision`` (a run did not reach ``--precision``)."""
+        out = {}
+        invalid = sorted({r["n"] for r in self.runs if r.get("verdict") == "INVALID"})
+        if invalid:
+            out["invalid"] = ("INVALID run(s) at N = " + ", ".join(str(n) for n in invalid))
+        missed = precision_missed(self.spec, self.runs)
+        if missed:
+            out["precision"] = missed
+        return out
+
     def problems(self) -> dict[str, int]:
         """Runs that had failed or lost requests (``runs[].errors``, ``lost``), by kind."""
         bad = sum(1 for r in self.runs if r["errors"] or r["lost"])

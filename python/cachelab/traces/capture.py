@@ -182,6 +182,20 @@ class CaptureResult:
         lines lost."""
         return self.ended != "duration" or self.lost > 0
 
+    def problems(self) -> dict[str, int]:
+        """What ``--fail-on problems`` fails on: lines lost (said on stderr either way)."""
+        return {"lines_lost": self.lost} if self.lost else {}
+
+    @property
+    def warnings(self) -> list[str]:
+        """A capture that recorded nothing says so (the server may be idle)."""
+        if self.requests or self.ended == "interrupted" or self.aborted:
+            return []
+        d = self.server.get("deltas") or {}
+        return [f"captured 0 requests in {self.elapsed_s:.1f} s: was the server idle?"
+                + (f" (the server counted {d.get('cmd_get', 0):,} gets and "
+                   f"{d.get('cmd_set', 0):,} sets meanwhile)" if d else "")]
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA + "-summary", "schema_version": SCHEMA_VERSION, **asdict(self),
                 "partial": self.partial}
