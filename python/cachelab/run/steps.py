@@ -18,7 +18,7 @@ from typing import Any
 import cachelab.profile as profiles
 import cachelab.replay as replay
 import cachelab.scale as scale
-import cachelab.tiers as tierbench
+import cachelab.tiers as tiers_lib
 import cachelab.traces as traces
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.profile.precise import not_reached, precision_text
@@ -129,10 +129,10 @@ def scale_spec(spec: RunSpec) -> scale.ScaleSpec:
                                                precision=spec.precision))
 
 
-def tiers_spec(spec: RunSpec) -> tierbench.TiersSpec:
+def tiers_spec(spec: RunSpec) -> tiers_lib.TiersSpec:
     """The tiers step's spec."""
-    return (tierbench.TiersSpec.quick(seed=spec.seed) if spec.quick
-            else tierbench.TiersSpec(seed=spec.seed))
+    return (tiers_lib.TiersSpec.quick(seed=spec.seed) if spec.quick
+            else tiers_lib.TiersSpec(seed=spec.seed))
 
 
 def replay_setup(spec: RunSpec, strategies: tuple[str, ...]) -> tuple[Any, replay.ReplaySpec]:
@@ -277,7 +277,7 @@ def step_tiers(st: State) -> tuple[str, bool]:
     address = _need_server(st)
     spec = tiers_spec(st.spec)
     with Progress(spec.reads, "tiers") as bar, _keeping_partial(st, "tiers"):
-        result = tierbench.tiers(spec, server=address,
+        result = tiers_lib.tiers(spec, server=address,
                                  on_progress=lambda done, _total: bar.update(done))
     result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
     _keep(st, "tiers", result)
