@@ -90,16 +90,41 @@ def _agent_pids() -> list[int]:
     return pids
 
 
+def _connected_to(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds an established TCP connection to ``port`` (loopback)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "01" and int(f[2].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{f[9]}]")
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def test_a_killed_agent_ends_the_run_with_the_others(ray_cluster, ray_memcached) -> None:
     killed: list[int] = []
-    # An earlier test's agents may still be on their way out (Ray ends an actor whose handle
-    # is gone in its own time): this run's agents are the ones that were not there before.
-    earlier = set(_agent_pids())
+    port = int(ray_memcached.address.rsplit(":", 1)[1])
 
     def kill_one(progress: Any) -> None:
         if not killed and progress.done >= 1500:  # ms into the run
-            pids = [p for p in _agent_pids() if p not in earlier]
-            assert len(pids) == 2, (pids, earlier)
+            # This run's agents: those with a connection to this test's memcached (an earlier
+            # test's agents may still be on their way out: Ray ends an actor in its own time).
+            pids = [p for p in _agent_pids() if _connected_to(p, port)]
+            assert len(pids) == 2, (pids, _agent_pids())
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
 

@@ -240,9 +240,9 @@ def test_a_stalled_capture_counts_the_lines_the_server_skipped(tmp_path: Path) -
     assert stderr.splitlines() == ["cachelab: check failed: --fail-on problems: "
                                    f"{d['lost']:,} lines lost"]
     assert d["lost"] == deltas["log_watcher_skipped"] + deltas["log_worker_dropped"]
-    # Lines were lost: fewer fetches read than the server served. (Each load's clean-up
-    # deletes its keys, and memcached 1.6 logs a delete as a fetch: count them too.)
-    assert d["gets"] < deltas["cmd_get"] + deltas["delete_hits"] + deltas["delete_misses"]
+    # No more fetches read than the server served (the lines lost may all be stores). Each
+    # load's clean-up deletes its keys, and memcached 1.6 logs a delete as a fetch.
+    assert d["gets"] <= deltas["cmd_get"] + deltas["delete_hits"] + deltas["delete_misses"]
     assert d["gets"] + d["stores"] + d["store_lookups"] <= deltas["log_watcher_sent"]
 
 
