@@ -202,7 +202,10 @@ def test_a_real_run_always_says_how_its_intervals_were_made(memcached: PrivateMe
     status = r.validity["checks"]["independent"]["status"]
     assert iv["basis"]["method"].startswith(
         "order statistics" if status == "pass" else "block bootstrap"), (status, iv["basis"])
-    assert iv["ranges"]["50"] is not None and iv["ranges"]["99"] is not None
+    assert iv["ranges"]["50"] is not None
+    # The p99's is left out only when too few (effective) samples lie beyond it to bracket it,
+    # as a strongly dependent run on a busy machine may have after 1 s.
+    assert iv["ranges"]["99"] is not None or iv["tail"]["99"] <= 5, iv
 
 
 class _Progress:
