@@ -51,9 +51,11 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert doc["report"] == str(out / "report.html")
     for section in ("s0-run", "-profile", "-scale", "-simulation", "-tiers", "-replay"):
         assert section in html
-    # profile 3, scale 2, two simulations 1 each, tiers 1 (replay has no plot).
-    assert html.count('<img alt="') == 8
-    assert html.count('src="data:image/svg+xml;base64,') == 8
+    # profile 3, scale 2 (its USL plot only with a fit: a busy machine can leave too few valid
+    # points), two simulations 1 each, tiers 1 (replay has no plot).
+    images = 7 + (scaled["fit"] is not None)
+    assert html.count('<img alt="') == images
+    assert html.count('src="data:image/svg+xml;base64,') == images
     assert json.loads((out / "run.json").read_text())["steps"] == doc["steps"]
 
 

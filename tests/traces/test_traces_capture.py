@@ -310,6 +310,11 @@ def test_ctrl_c_and_an_idle_server_say_so_on_stderr(cli: InProcess, tmp_path: Pa
     with PrivateMemcached(memory_mb=8, threads=2) as server:
         proc = _capture_process(server, tmp_path / "a")
         try:
+            # Once it writes: its file open (a temporary name in --out) is the capture's loop.
+            deadline = time.monotonic() + 30
+            while not any((tmp_path / "a").iterdir()):
+                assert proc.poll() is None and time.monotonic() < deadline, "never writing"
+                time.sleep(0.02)
             proc.send_signal(signal.SIGINT)
             stdout, stderr = proc.communicate(timeout=30)
         finally:
