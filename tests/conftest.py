@@ -37,6 +37,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests (one local cluster, on fixed loopback addresses), for ``--dist loadgroup``; the Ray
     tests are all ``slow``."""
     for item in items:
+        if "members_11211" in getattr(item, "fixturenames", ()):
+            # twemproxy's members on port 11211 and the Ray cluster share 127.0.0.2-5: one
+            # worker, so that neither takes the other's port.
+            item.add_marker(pytest.mark.xdist_group("ray"))
+            continue
         if RAY_TESTS in Path(item.path).parents:
             item.add_marker(pytest.mark.xdist_group("ray"))
             item.add_marker(pytest.mark.slow)
