@@ -96,14 +96,18 @@ def test_a_scale_run_by_precision_stops_early_or_runs_to_its_cap(
             "interval": 0.25, "bootstrap": 0, "workload": {"key_space": 200}}
     loose = scale(ScaleSpec(**base, precision=0.99), server=memcached.address)
     for r in loose.runs:
-        # the p99 interval is within ±99 %: the run stops early once the live check sees it
-        # (after one interval past the settle, on a quiet machine), or at its window's end
-        # (a busy machine delayed the check), never before the settle
-        assert r["precision"]["reached"], r["precision"]
-        stopped = r["precision"]["stopped_at_s"]
-        assert stopped is None or 0.25 <= stopped < 2.25, r["precision"]
+        # On a quiet machine the p99 interval is within ±99 % and the run stops early once the
+        # live check sees it (one interval past the settle), or at its window's end (a busy
+        # machine delayed the check), never before the settle. A stall on a loaded machine can
+        # widen the tail past ±99 %: then the run goes to its window and says so.
+        p = r["precision"]
+        assert p["reached"] == (p["half_width"] <= 0.99), p
+        stopped = p["stopped_at_s"]
+        assert stopped is None or (p["reached"] and 0.25 <= stopped < 2.25), p
         assert r["window_short"] is False
     assert all("precision" in row and row["precision"]["runs"] == 1 for row in loose.summary)
+    assert [row["precision"]["runs_reached"] for row in loose.summary] == \
+        [int(r["precision"]["reached"]) for r in loose.runs]
     assert "p99 ±, runs reached" in loose.render()
     tight = scale(ScaleSpec(**{**base, "window": 0.5}, precision=0.0001),
                   server=memcached.address)
