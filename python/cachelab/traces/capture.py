@@ -41,6 +41,7 @@ import math
 import os
 import queue
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -55,7 +56,7 @@ import pyarrow.parquet as pq
 
 import cachelab._core as _core
 from cachelab.artifacts import atomic_file, created_now
-from cachelab.errors import InputError, ServerError, UsageError
+from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.servers import read_stats, restarted
 from cachelab.traces.capture_lines import SAME_REQUEST_US, PyCaptureReader
 from cachelab.traces.capture_read import (
@@ -435,6 +436,32 @@ _ENDED = {"closed": "server closed the stream", "max_events": "max_events",
           "max_bytes": "max_bytes"}
 
 
+class _Signals:
+    """Ctrl-C (SIGINT) and SIGTERM noted instead of raised while a capture runs, so that no
+    moment of it — the watch just opened, the file half written, the server's counters being
+    read — loses what was captured: the loop stops at its next poll and the file is finished
+    and marked. Only the main thread receives signals; elsewhere this notes nothing."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for name in ("SIGINT", "SIGTERM"):
+                number = getattr(signal, name, None)
+                if number is not None and signal.getsignal(number) is not None:
+                    self._old[number] = signal.signal(number, self._note)
+        return self
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._old.items():
+            signal.signal(number, handler)
+
+
 def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             on_progress: Callable[[float, int], None] | None = None,
             stop: Callable[[], bool] | None = None) -> CaptureResult:
@@ -442,38 +469,43 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
     time) into the capture file ``path`` (written atomically: complete or not at all) and
     returns what it holds.
 
-    Ends at ``spec.duration``, a cap, when ``stop()`` returns true, or on Ctrl-C (the accesses
-    read so far are kept and the result says ``interrupted``). ``on_progress(elapsed_s,
-    events)`` is called about five times a second. Raises a ServerError subclass when a
-    server cannot be reached or does not stream (``watch`` refused). A server whose stream
-    closes or fails mid-capture (it stopped or restarted) ends it too: what was read is kept,
-    ``ended`` is ``server closed the stream`` and ``aborted`` names the server.
+    Ends at ``spec.duration``, a cap, when ``stop()`` returns true, or on Ctrl-C or SIGTERM
+    at any moment once the servers answered (the accesses read so far are kept, the file is
+    finished and the result says ``interrupted``; a second signal while it is finished skips
+    the server counters not read yet). ``on_progress(elapsed_s, events)`` is called about
+    five times a second. Raises a ServerError subclass when a server cannot be reached or
+    does not stream (``watch`` refused), and Interrupted when stopped before the servers
+    answered (nothing captured). A server whose stream closes or fails mid-capture (it
+    stopped or restarted) ends it too: what was read is kept, ``ended`` is ``server closed
+    the stream`` and ``aborted`` names the server.
     """
     spec.check()
     members = list(spec.members)
-    states = [_server_state(m, spec.connect_timeout) for m in members]
+    try:
+        states = [_server_state(m, spec.connect_timeout) for m in members]
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted before the capture began: nothing captured") from None
     secret = secrets.token_bytes(32)   # one for every member: a key's pseudonym is the same
     pool = len(members) > 1
-    readers = [_new_reader(spec.reader, secret, spec.keep_keys, spec.sample,
-                           0.0 if pool else None) for _ in members]
-    try:
-        for reader, m in zip(readers, members):
-            reader.watch(m, spec.connect_timeout)
-    except BaseException:
-        for reader in readers:
-            reader.close()
-        raise
     facts = _pool_facts([f for _, f in states]) if pool else states[0][1]
     meta = {b"cachelab": _json({"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
                                 "pseudonymised": not spec.keep_keys, "sample": spec.sample,
                                 "server": facts, "members": [f for _, f in states],
                                 "reader": spec.reader, "created": created_now()})}
-    started = time.monotonic()
+    readers: list[Any] = []
     try:
-        with atomic_file(path) as tmp:
+        with _Signals() as signals, atomic_file(path) as tmp:
+            readers += [_new_reader(spec.reader, secret, spec.keep_keys, spec.sample,
+                                    0.0 if pool else None) for _ in members]
+            for reader, m in zip(readers, members):
+                reader.watch(m, spec.connect_timeout)
+            started = time.monotonic()
             writer = _Writer(tmp, meta)
             merge = _Merge(writer, members, spec.max_events)
-            ended, aborted = _run(readers, members, spec, merge, started, on_progress, stop)
+            ended, aborted = _run(readers, members, spec, merge, started, on_progress,
+                                  lambda: signals.count > 0 or (stop is not None and stop()))
+            if signals.count:
+                ended = "interrupted"
             if ended != "max_events":
                 for i, reader in enumerate(readers):
                     reader.flush()
@@ -481,13 +513,18 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             merge.finish()
             elapsed = time.monotonic() - started
             per_member = []
+            seen = signals.count
             for (before, _), reader, m in zip(states, readers, members):
-                after, _ = _server_state(m, spec.connect_timeout, quiet=True)
+                # Another signal while finishing: the counters not read yet are left out.
+                after = {} if signals.count > seen else \
+                    _server_state(m, spec.connect_timeout, quiet=True)[0]
                 deltas = stats_deltas(before, after)
                 per_member.append({"address": m, "deltas": deltas,
                                    "lost": _lost(reader.lost, deltas),
                                    "store_lookups": reader.store_lookups,
                                    "sampled_out": reader.sampled_out})
+            if signals.count:
+                ended = "interrupted"
             deltas = {k: sum(p["deltas"].get(k, 0) for p in per_member)
                       for k in _DELTA_STATS if any(k in p["deltas"] for p in per_member)}
             lost = sum(p["lost"] for p in per_member)
