@@ -34,7 +34,7 @@ from cachelab.errors import CachelabError, RayConnectionLost, ServerUnreachable,
 
 __all__ = ["CONNECT_TIMEOUT", "INSTALL_HINT", "PLACEMENTS", "ClockOffset", "RayOptions",
            "clock_offset", "connected", "connection_errors", "node_count", "placement_group",
-           "ray_address", "require_ray"]
+           "require_ray"]
 
 #: What to run to get Ray; said by every error about its absence.
 INSTALL_HINT = "pip install 'cachelab[ray]'"
@@ -66,6 +66,12 @@ class RayOptions:
     ready_timeout: float = 60.0
     #: Seconds to wait for the cluster to answer when connecting (``--ray-timeout``).
     connect_timeout: float = CONNECT_TIMEOUT
+
+    @property
+    def cluster(self) -> str:
+        """The cluster these options name: the address, else ``$RAY_ADDRESS``, else
+        ``auto``."""
+        return self.address or os.environ.get("RAY_ADDRESS") or "auto"
 
     def check(self) -> None:
         """Raises UsageError naming the first bad field."""
@@ -106,7 +112,7 @@ def connected(options: RayOptions) -> Iterator[ModuleType]:
     it connects."""
     ray = require_ray()
     options.check()
-    address = ray_address(options)
+    address = options.cluster
     if ray.is_initialized():
         with connection_errors(address):
             yield ray
@@ -134,11 +140,6 @@ def connected(options: RayOptions) -> Iterator[ModuleType]:
     finally:
         with contextlib.suppress(ConnectionError):  # the connection is gone: nothing to close
             ray.shutdown()
-
-
-def ray_address(options: RayOptions) -> str:
-    """The cluster ``options`` name: its address, else ``$RAY_ADDRESS``, else ``auto``."""
-    return options.address or os.environ.get("RAY_ADDRESS") or "auto"
 
 
 @contextlib.contextmanager

@@ -52,14 +52,8 @@ from cachelab.load.merge import merge_outcomes
 from cachelab.load.result import LoadResult
 from cachelab.load.snapshots import Snapshots
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
-from cachelab.raycluster import (
-    RayOptions,
-    clock_offset,
-    connected,
-    connection_errors,
-    placement_group,
-    ray_address,
-)
+from cachelab.raycluster import RayOptions, clock_offset, connected, placement_group
+from cachelab.raycluster import connection_errors as ray_connection_errors
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
 
@@ -279,7 +273,7 @@ def measure_on_ray(spec: LoadSpec, target: Target, ray_options: RayOptions | Non
             run = _Run(ray, actors, shares, spec, core, watch, on_progress, snapshots)
             try:
                 # a broken Ray Client connection too: the key space prefilled is deleted
-                with connection_errors(ray_address(ray_options)):
+                with ray_connection_errors(ray_options.cluster):
                     run.prepare()
                     run.start()
                     run.monitor()
