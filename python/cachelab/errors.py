@@ -13,7 +13,8 @@
     │   ├── ConnectionClosed     the server closed or reset the connection
     │   ├── ProtocolError        bytes that are not a valid reply
     │   ├── ServerReplyError     ERROR / CLIENT_ERROR / SERVER_ERROR from the server
-    │   └── AgentsLost           load agents on a Ray cluster lost or silent (a network failure)
+    │   ├── AgentsLost           load agents on a Ray cluster lost or silent (a network failure)
+    │   └── RayConnectionLost    the connection to the Ray cluster broke mid-run (Ray Client)
     └── Interrupted              stopped by Ctrl-C or SIGTERM (partial results were kept)
 
 The Rust core raises these classes directly, so ``except cachelab.errors.ServerTimeout`` works
@@ -88,6 +89,12 @@ class ServerReplyError(ServerError):
 class AgentsLost(ServerError):
     """The load agents on a Ray cluster did not answer in time, or every one was lost: a
     cluster or network failure (exit 3), whatever the memcached servers did."""
+
+
+class RayConnectionLost(ServerError, ConnectionError):
+    """The connection to the Ray cluster broke during a run (Ray Client's data channel closed:
+    the head, its client server or the network went away); the message names the address and
+    what to try."""
 
 
 class Interrupted(CachelabError):

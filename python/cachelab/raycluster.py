@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import sys
@@ -29,10 +30,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from cachelab.errors import ServerUnreachable, UsageError
+from cachelab.errors import CachelabError, RayConnectionLost, ServerUnreachable, UsageError
 
 __all__ = ["CONNECT_TIMEOUT", "INSTALL_HINT", "PLACEMENTS", "ClockOffset", "RayOptions",
-           "clock_offset", "connected", "node_count", "placement_group", "require_ray"]
+           "clock_offset", "connected", "connection_errors", "node_count", "placement_group",
+           "require_ray"]
 
 #: What to run to get Ray; said by every error about its absence.
 INSTALL_HINT = "pip install 'cachelab[ray]'"
@@ -64,6 +66,12 @@ class RayOptions:
     ready_timeout: float = 60.0
     #: Seconds to wait for the cluster to answer when connecting (``--ray-timeout``).
     connect_timeout: float = CONNECT_TIMEOUT
+
+    @property
+    def cluster(self) -> str:
+        """The cluster these options name: the address, else ``$RAY_ADDRESS``, else
+        ``auto``."""
+        return self.address or os.environ.get("RAY_ADDRESS") or "auto"
 
     def check(self) -> None:
         """Raises UsageError naming the first bad field."""
@@ -104,10 +112,11 @@ def connected(options: RayOptions) -> Iterator[ModuleType]:
     it connects."""
     ray = require_ray()
     options.check()
+    address = options.cluster
     if ray.is_initialized():
-        yield ray
+        with connection_errors(address):
+            yield ray
         return
-    address = options.address or os.environ.get("RAY_ADDRESS") or "auto"
     deadline = time.monotonic() + options.connect_timeout
     endpoint = _endpoint(address)
     if endpoint is not None:
@@ -126,9 +135,48 @@ def connected(options: RayOptions) -> Iterator[ModuleType]:
     _init(ray, address, kwargs, deadline, options.connect_timeout)
     _keep_sigterm_handler()
     try:
-        yield ray
+        with connection_errors(address):
+            yield ray
     finally:
-        ray.shutdown()
+        with contextlib.suppress(ConnectionError):  # the connection is gone: nothing to close
+            ray.shutdown()
+
+
+@contextlib.contextmanager
+def connection_errors(address: str) -> Iterator[None]:
+    """Ray's errors that say the connection to the cluster at ``address`` broke, raised as
+    :class:`~cachelab.errors.RayConnectionLost` (exit 3, one line naming the address and
+    what to try) rather than a traceback: Ray Client's ``ConnectionError`` (after its data
+    channel's "Unrecoverable error in data channel.": "Failed during this or a previous
+    request…", "Request cannot be fulfilled because the data client has disconnected.",
+    "Client is shutting down.") and a gRPC error that escapes it. cachelab's own errors (a
+    ServerUnreachable is a ConnectionError too) and the OS's socket errors pass unchanged."""
+    try:
+        yield
+    except CachelabError:
+        raise
+    except Exception as e:
+        client = type(e) is ConnectionError or type(e).__module__.split(".")[0] == "grpc"
+        if not client:
+            raise
+        where = "on this machine" if address == "auto" else f"at {address}"
+        hint = ("; if Ray Client keeps dropping under load, connect by the head's GCS "
+                "address, --ray HEAD:6379, from a machine in the cluster's network"
+                if address.startswith("ray://") else "")
+        raise RayConnectionLost(f"lost the connection to the Ray cluster {where}: "
+                                f"{_broken(e)} (is the cluster still up and reachable? run "
+                                f"again{hint})") from None
+
+
+def _broken(error: BaseException) -> str:
+    """What broke Ray Client's connection, short: the gRPC status and details it quotes
+    (``UNAVAILABLE: Socket closed``), else the error's text in one line."""
+    text = " ".join(str(error).split())
+    status = re.search(r"status = StatusCode\.(\w+)", text)
+    details = re.search(r'details = "([^"]*)"', text)
+    if status:
+        return status.group(1) + (f": {details.group(1)}" if details else "")
+    return text[:200] or type(error).__name__
 
 
 def _endpoint(address: str) -> tuple[str, int] | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cachelab.servers import read_stats
-from clitools import cachelab, one_error_line
+from clitools import InProcess, cachelab, one_error_line
 from conftest import HEAD_IP
 
 #: No Ray node listens on this loopback address (the test cluster uses 127.0.0.2-4).
@@ -234,3 +234,59 @@ def test_sigterm_during_load_on_ray_keeps_the_partial_result(ray_cluster, ray_me
     result = json.loads((out / "load.json").read_text())
     assert result["run"]["cancelled"] is True
     assert result["all"]["replies"] > 0  # warm-up included: the signal may come during it
+
+
+def _grpc_error() -> Exception:
+    """A real gRPC error: a call to an address where nothing listens (UNAVAILABLE)."""
+    grpc = pytest.importorskip("grpc")
+    with grpc.insecure_channel(f"{NOWHERE}:1") as channel:
+        try:
+            channel.unary_unary("/cachelab.Test/Nothing")(b"", timeout=10)
+        except grpc.RpcError as e:
+            return e
+    raise AssertionError("a gRPC call to nowhere succeeded")
+
+
+def test_a_broken_ray_client_connection_is_one_line_exit_3(
+        cli: InProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Once Ray Client's data channel is gone (its log says "Unrecoverable error in data
+    channel."), every call raises the ConnectionError its data client words around the gRPC
+    error that broke it: exit 3 and one line naming the address, not a traceback."""
+    import ray
+
+    broken = ConnectionError("Failed during this or a previous request. Exception that broke "
+                             f"the connection: {_grpc_error()}")
+
+    def put(*args: object, **kwargs: object) -> None:
+        raise broken
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)  # connected; then it breaks
+    monkeypatch.setattr(ray, "put", put)
+    p = cli("simulate", "--quick", "--ray", f"ray://{NOWHERE}:10001", "--out", tmp_path / "s",
+            "--no-plots", "--format", "json")
+    assert p.returncode == 3
+    line = one_error_line(p)
+    assert line.startswith(f"cachelab: error: lost the connection to the Ray cluster at "
+                           f"ray://{NOWHERE}:10001: UNAVAILABLE: "), line
+    assert line.endswith("(is the cluster still up and reachable? run again; if Ray Client "
+                         "keeps dropping under load, connect by the head's GCS address, --ray "
+                         "HEAD:6379, from a machine in the cluster's network)"), line
+
+
+def test_only_rays_connection_errors_are_mapped() -> None:
+    from cachelab.errors import RayConnectionLost, ServerUnreachable
+    from cachelab.raycluster import connection_errors
+
+    gone = _grpc_error()  # a gRPC error that escapes Ray Client
+    with pytest.raises(RayConnectionLost, match=r"at 10\.0\.0\.7:6379: UNAVAILABLE: .* run "
+                       r"again\)$"), connection_errors("10.0.0.7:6379"):
+        raise gone
+    with pytest.raises(RayConnectionLost, match="cluster on this machine: Client is shutting"), \
+            connection_errors("auto"):
+        raise ConnectionError("Client is shutting down.")
+    # cachelab's own errors, and the OS's socket errors (a memcached's), pass unchanged.
+    for error in (ServerUnreachable("127.0.0.1:1: connection refused"),
+                  ConnectionRefusedError(111, "Connection refused")):
+        with pytest.raises(type(error)) as raised, connection_errors("ray://10.0.0.7:10001"):
+            raise error
+        assert raised.value is error

@@ -334,6 +334,78 @@ def test_ctrl_c_and_an_idle_server_say_so_on_stderr(cli: InProcess, tmp_path: Pa
                         r"idle\? \(the server counted 0 gets and 0 sets meanwhile\)", line), line
 
 
+class _Watching:
+    """A capture's stream reader that calls ``then()`` as soon as its watch is open."""
+
+    def __init__(self, reader: Any, then: Callable[[], Any]) -> None:
+        self._reader, self._then = reader, then
+
+    def watch(self, *args: Any) -> None:
+        self._reader.watch(*args)
+        self._then()
+
+    def __len__(self) -> int:
+        return len(self._reader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
+def _gets_then_sets(server: PrivateMemcached, n: int) -> None:
+    """``n`` gets (misses) then ``n`` sets: ``2 n`` accesses, the last a store (written at
+    once; a fetch waits for its connection's next line, which may show it a store's lookup)."""
+    c = Client((server.host, server.port), timeout=2, connect_timeout=2)
+    keys = [f"cachelab-capture-test:sigint:{i}" for i in range(n)]
+    for k in keys:
+        c.get(k)
+    for k in keys:
+        c.set(k, b"v")
+    c.close()
+
+
+@pytest.mark.parametrize("moment", ["the watch opens", "the counters are read at the end"])
+def test_ctrl_c_at_any_moment_writes_and_marks_what_was_captured(
+        cli: InProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moment: str) -> None:
+    """SIGINT the moment the watch is open (before the capture's loop), or while the server's
+    counters are read after it: the capture file is written with what was read, marked
+    interrupted, and stderr says where (it used to exit 130 with no file and no JSON)."""
+    import cachelab.traces.capture as module
+
+    new_reader, server_state = module._new_reader, module._server_state
+
+    def interrupt() -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    with PrivateMemcached(memory_mb=8, threads=1) as server:
+        if moment == "the watch opens":
+            kept = 0
+            monkeypatch.setattr(module, "_new_reader",
+                                lambda *a: _Watching(new_reader(*a), interrupt))
+        else:
+            kept = 8     # the capture stops at --max-events 8, then reads the counters
+            monkeypatch.setattr(module, "_new_reader", lambda *a: _Watching(
+                new_reader(*a), lambda: _gets_then_sets(server, kept // 2)))
+
+            def state(address: str, timeout: float, quiet: bool = False) -> Any:
+                if quiet:        # the read after the capture
+                    interrupt()
+                return server_state(address, timeout, quiet)
+
+            monkeypatch.setattr(module, "_server_state", state)
+        p = cli("trace", "capture", "--server", server.address, "--duration", "60",
+                "--max-events", kept or 1, "--out", tmp_path / "c", "--format", "json")
+    path = tmp_path / "c" / "trace.capture.parquet"
+    assert p.returncode == 130, p.stderr
+    import json
+    d = json.loads(p.stdout)
+    assert d["ended"] == "interrupted" and d["partial"] is True
+    assert d["gets"] + d["stores"] == kept
+    assert p.stderr.splitlines() == [f"cachelab: error: interrupted; {kept:,} accesses kept "
+                                     f"in {path} (PARTIAL)"]
+    table, meta = read_capture(path)
+    assert table.num_rows == kept and meta["summary"]["ended"] == "interrupted"
+
+
 def test_counters_of_two_server_processes_are_never_subtracted() -> None:
     """A server restarted mid-capture answers the final ``stats`` from a new process: its
     counters start again from 0 and are not the capture's deltas (they came out negative)."""

@@ -5,38 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import textwrap
 from pathlib import Path
 from typing import Any
 
+import cachelab.trace as lib
 from cachelab.cli import common, output
 from cachelab.cli.common import Parser
+from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
-from cachelab.pool import parse_members, read_servers_file
 from cachelab.progress import Progress
-from cachelab.traces.formats import (
-    REQUEST_FORMATS,
-    convert,
-    detect_format,
-    format_name,
-    render_conversion,
-)
-from cachelab.traces.inspect import (
-    INSPECT_FILE,
-    inspect_path,
-    render_inspection,
-    write_inspection,
-)
-from cachelab.traces.synth import (
-    DEFAULT_PRESET,
-    PRESETS,
-    SYNTH_PART,
-    SynthParams,
-    render_synth_summary,
-    synth_summary,
-    write_synth,
-)
+from cachelab.trace import CaptureFileSpec, ConvertSpec, InspectSpec, SynthSpec
+from cachelab.traces.formats import REQUEST_FORMATS, detect_format, format_name
+from cachelab.traces.inspect import INSPECT_FILE
+from cachelab.traces.synth import DEFAULT_PRESET, PRESETS, SYNTH_PART, SynthParams
 
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
@@ -117,13 +99,15 @@ are pseudonymised with a keyed hash whose secret is random per capture and never
 (--keep-keys to keep them). The capture is a flat trace of its gets for `trace inspect`,
 `trace convert` and `simulate`. The server's own counters over the capture are recorded
 beside it and compared with what was captured; lines the server skipped because the
-capture fell behind are reported as lost (exit 1). Ctrl-C ends it early and keeps what was
-read (exit 130); so does a server whose stream closes mid-capture, stopped or restarted (exit
-3, one line on stderr naming it). An empty capture exits 0 with a warning on stderr.
-Costs the server a little per request while it runs (docs/traces.md). Give --server more
-than once (or --servers-file) to capture a pool: every member at once, one secret for all
-(a key has one pseudonym on any member), merged by time into one file with a member column;
-lost lines are counted per member. See docs/traces.md, "Capturing a trace".
+capture fell behind are reported as lost (on stderr; exit 1 with --fail-on problems).
+Ctrl-C (or SIGTERM) at any moment ends it early and keeps what was read (exit 130, PARTIAL);
+so does a server whose stream closes mid-capture, stopped or restarted (exit 3, one line on
+stderr naming it). An empty capture exits 0 with a warning on stderr. Costs the server a
+little per request while it runs (docs/traces.md). Give --server more than once (or
+--servers-file) to capture a pool: every member at once, one secret for all (a key has one
+pseudonym on any member), merged by time into one file with a member column; lost lines are
+counted per member. A proxy has no key stream: capture the servers behind it. See
+docs/traces.md, "Capturing a trace".
 """
 
 CONVERT_DESCRIPTION = """\
@@ -134,18 +118,22 @@ SRC is malformed; DST appears complete or not at all.
 """
 
 
+def _action(actions: argparse._SubParsersAction, name: str, help: str, description: str,
+            examples: str) -> argparse.ArgumentParser:
+    """A subcommand's parser, with its description and the --help ending every verb has."""
+    return actions.add_parser(name, help=help, description=description,
+                              epilog=common.help_epilog(examples),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(sub, "trace", help="synthesize, inspect and convert traces",
                            description=DESCRIPTION, examples=EXAMPLES)
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
 
-    s = actions.add_parser(
-        "synth", help="generate a synthetic content-site request trace",
-        description=SYNTH_DESCRIPTION,
-        epilog=common.help_epilog(SYNTH_EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    s = _action(actions, "synth", "generate a synthetic content-site request trace",
+                SYNTH_DESCRIPTION, SYNTH_EXAMPLES)
     s.add_argument("path", nargs="?", type=Path, metavar="PATH",
                    help="the trace to write (.jsonl, .jsonl.gz or .parquet)")
     s.add_argument("--to", metavar="FMT", help="jsonl or parquet (default: from the name)")
@@ -178,32 +166,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(a trace path as --out is deprecated)")
     s.set_defaults(func=run_synth)
 
-    i = actions.add_parser(
-        "inspect", help="summarise a trace", description=INSPECT_DESCRIPTION,
-        epilog=common.help_epilog(INSPECT_EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    i = _action(actions, "inspect", "summarise a trace", INSPECT_DESCRIPTION, INSPECT_EXAMPLES)
     i.add_argument("path", type=Path, metavar="PATH", help="the trace file (or .parquet dir)")
     i.add_argument("--from", dest="from_format", metavar="FMT",
                    help="jsonl, parquet, csv, oracle or lines (default: from the name)")
     output.add_output_options(i, "trace", out_help=f"also write DIR/{INSPECT_FILE}")
     i.set_defaults(func=run_inspect)
 
-    k = actions.add_parser(
-        "capture", help="capture a live memcached's key stream into a trace",
-        description=CAPTURE_DESCRIPTION,
-        epilog=common.help_epilog(CAPTURE_EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    k.add_argument("--server", action="append", metavar="HOST:PORT",
-                   help="the memcached to capture (HOST:PORT or unix:PATH); give it more than "
-                   "once to capture a pool: every member at once, merged by time into one "
-                   "file with a member column")
-    k.add_argument("--servers-file", type=Path, metavar="FILE",
-                   help="capture the pool listed in FILE (one HOST:PORT[:WEIGHT] a line, # "
-                   "comments; weights are ignored)")
-    k.add_argument("--socket", metavar="PATH",
-                   help="capture a memcached listening on a Unix socket")
+    k = _action(actions, "capture", "capture a live memcached's key stream into a trace",
+                CAPTURE_DESCRIPTION, CAPTURE_EXAMPLES)
     k.add_argument("--duration", type=common.float_range(0, 7 * 86_400, above=True),
                    default=60.0, metavar="S", help="seconds to capture (default 60)")
     k.add_argument("--sample", type=common.float_range(0, 1, above=True), default=1.0,
@@ -223,13 +194,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         k, "capture", checks=("problems",),
         out_help="a directory to write trace.capture.parquet into (default: "
         "cachelab-out/capture-<date>-<time>/; a *.capture.parquet path is deprecated)")
+    _add_capture_target(k)
     k.set_defaults(func=run_capture)
 
-    c = actions.add_parser(
-        "convert", help="convert a trace to another format", description=CONVERT_DESCRIPTION,
-        epilog=common.help_epilog(CONVERT_EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    c = _action(actions, "convert", "convert a trace to another format", CONVERT_DESCRIPTION,
+                CONVERT_EXAMPLES)
     c.add_argument("src", type=Path, metavar="SRC", help="the trace to read")
     c.add_argument("dst", type=Path, metavar="DST", help="the trace to write")
     c.add_argument("--from", dest="from_format", metavar="FMT",
@@ -241,14 +210,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run_convert)
 
 
-@contextmanager
-def _writing(target: Path) -> Iterator[None]:
-    """An OSError while writing ``target`` becomes a one-line error naming it."""
-    try:
-        yield
-    except OSError as e:
-        where = e.filename or target
-        raise UsageError(f"{where}: cannot write: {e.strerror or e}") from None
+def _add_capture_target(p: argparse.ArgumentParser) -> None:
+    """The shared target flags a capture takes (one vocabulary, README): --server (repeated
+    for a pool), --servers-file, --socket, and --proxy, refused with what to give instead."""
+    g = p.add_argument_group("server", textwrap.fill(
+        "The memcached to capture (1.6+): --server, or --socket; a pool: --server repeated, "
+        "or --servers-file, every member watched at once.", width=78))
+    g.add_argument("--server", action="append", metavar="HOST:PORT",
+                   help="the memcached to capture (HOST:PORT); give it more than once to "
+                   "capture a pool: every member at once, merged by time into one file with a "
+                   "member column (a member's :WEIGHT is ignored)")
+    g.add_argument("--servers-file", type=Path, metavar="FILE",
+                   help="capture the pool listed in FILE (one HOST:PORT[:WEIGHT] a line, # "
+                   "comments; weights are ignored)")
+    g.add_argument("--socket", metavar="PATH",
+                   help="capture a memcached listening on a Unix socket")
+    g.add_argument("--proxy", metavar="HOST:PORT",
+                   help="not for a capture (a proxy has no key stream to watch): give the "
+                   "servers behind it as --server or --servers-file")
 
 
 # -- synth -----------------------------------------------------------------------------------
@@ -286,7 +265,7 @@ def params_from(args: argparse.Namespace) -> SynthParams:
     return params
 
 
-def synth_target(args: argparse.Namespace) -> Path:
+def synth_path(args: argparse.Namespace) -> Path:
     """The trace file synth writes: PATH; ``trace.jsonl`` (or ``.parquet``) in --out or a
     default directory; --out as a trace path, deprecated."""
     if args.path is not None and args.out is not None:
@@ -295,32 +274,30 @@ def synth_target(args: argparse.Namespace) -> Path:
     if to is not None and to not in REQUEST_FORMATS:
         raise UsageError(f"--to {args.to}: synth writes request traces (jsonl or parquet)")
     if args.path is not None:
-        target = args.path
+        path = args.path
     else:
-        target = output.output_dir(args, "trace")
-        if not target.name.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson", ".parquet")):
+        path = output.output_dir(args, "trace")
+        if not path.name.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson", ".parquet")):
             if args.out is not None:
                 output.check_out_dir(args.out)
-            target = target / ("trace.parquet" if to == "parquet" else "trace.jsonl")
-    if detect_format(target, to) not in REQUEST_FORMATS:
-        raise UsageError(f"{target}: synth writes request traces (.jsonl, .jsonl.gz or "
+            path = path / ("trace.parquet" if to == "parquet" else "trace.jsonl")
+    if detect_format(path, to) not in REQUEST_FORMATS:
+        raise UsageError(f"{path}: synth writes request traces (.jsonl, .jsonl.gz or "
                          ".parquet)")
-    output.check_out_file(target, "--out" if args.out is not None else "",
-                          replaces_dir=detect_format(target, to) == "parquet")
-    if args.out is not None and target == args.out:
-        print(f"cachelab: --out {target} (a trace path) is deprecated: give the path as PATH, "
+    output.check_out_file(path, "--out" if args.out is not None else "",
+                          replaces_dir=detect_format(path, to) == "parquet")
+    if args.out is not None and path == args.out:
+        print(f"cachelab: --out {path} (a trace path) is deprecated: give the path as PATH, "
               "or --out a directory", file=sys.stderr)
-    return target
+    return path
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    params = params_from(args)
-    target = synth_target(args)
-    with Progress(total=None, label="synth") as bar, _writing(target):
-        made = write_synth(params, target, args.to, args.part, on_progress=bar.track)
-    summary = synth_summary(made, params, target, args.preset or DEFAULT_PRESET)
-    return output.finish(args, summary, None, verb="trace", written=target,
-                         render=render_synth_summary)
+    spec = SynthSpec(params=params_from(args), path=synth_path(args), format=args.to,
+                     part=args.part, preset=args.preset or DEFAULT_PRESET)
+    with Progress(total=None, label="synth") as bar:
+        result = lib.run(spec, progress=bar)
+    return output.finish(args, result, None, verb="trace", written=spec.path)
 
 
 # -- inspect ---------------------------------------------------------------------------------
@@ -329,73 +306,51 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_inspect(args: argparse.Namespace) -> int:
     if args.out is not None:
         output.check_out_dir(args.out, files=(INSPECT_FILE,))
-    result = inspect_path(args.path, args.from_format)
-    written = None
-    if args.out is not None:
-        with _writing(args.out / INSPECT_FILE):
-            written = write_inspection(result, args.out)
-    return output.finish(args, result, None, verb="trace", written=written,
-                         render=render_inspection)
+    result = lib.run(InspectSpec(path=args.path, format=args.from_format))
+    # verb: the name of the file it writes (and of its rescue directory)
+    return output.finish(args, result, args.out, verb=INSPECT_FILE.removesuffix(".json"),
+                         wrote=INSPECT_FILE)
 
 
 # -- capture ---------------------------------------------------------------------------------
 
 
-def capture_target(args: argparse.Namespace) -> Path:
+def capture_path(args: argparse.Namespace) -> Path:
     """The capture file: ``trace.capture.parquet`` in --out or a default directory; --out as
     a ``*.capture.parquet`` path, deprecated."""
-    target = output.output_dir(args, "capture")
-    if not target.name.lower().endswith(".capture.parquet"):
-        if target.suffix:
-            raise UsageError(f"--out {target}: a directory (it gets trace.capture.parquet)")
+    path = output.output_dir(args, "capture")
+    if not path.name.lower().endswith(".capture.parquet"):
+        if path.suffix:
+            raise UsageError(f"--out {path}: a directory (it gets trace.capture.parquet)")
         if args.out is not None:
             output.check_out_dir(args.out)
-        target = target / "trace.capture.parquet"
-    output.check_out_file(target, "--out" if args.out is not None else "")
-    if args.out is not None and target == args.out:
-        print(f"cachelab: --out {target} (a capture file) is deprecated: --out is a directory "
+        path = path / "trace.capture.parquet"
+    output.check_out_file(path, "--out" if args.out is not None else "")
+    if args.out is not None and path == args.out:
+        print(f"cachelab: --out {path} (a capture file) is deprecated: --out is a directory "
               "that gets trace.capture.parquet", file=sys.stderr)
-    return target
-
-
-def _capture_servers(args: argparse.Namespace) -> dict[str, Any]:
-    """``server=`` for one --server (or --socket), ``servers=`` for a pool (--server repeated
-    or --servers-file; a member's weight is dropped)."""
-    listed = args.server or []
-    if args.socket is not None:
-        if listed or args.servers_file is not None:
-            raise UsageError("give --socket or --server/--servers-file, not both")
-        return {"server": f"unix:{args.socket}"}
-    if args.servers_file is not None:
-        if listed:
-            raise UsageError("give --servers-file or --server, not both")
-        return {"servers": tuple(s.address for s in read_servers_file(args.servers_file))}
-    if not listed:
-        raise UsageError("give --server HOST:PORT (repeat it for a pool), --servers-file or "
-                         "--socket")
-    if len(listed) == 1:
-        return {"server": listed[0]}
-    return {"servers": tuple(s.address for s in parse_members(listed))}
+    return path
 
 
 def run_capture(args: argparse.Namespace) -> int:
     # deferred: capture imports pyarrow, which takes ~0.1 s
-    from cachelab.traces.capture import CaptureSpec, capture
+    from cachelab.traces.capture import CaptureSpec
 
-    spec = CaptureSpec(**_capture_servers(args), duration=args.duration, sample=args.sample,
-                       keep_keys=args.keep_keys, max_events=args.max_events,
-                       max_bytes=args.max_mb * 2**20, reader=args.reader)
-    spec.check()
-    target = capture_target(args)
-    with Progress(total=int(spec.duration * 1000), label="capture") as bar:
-        result = capture(spec, target,
-                         on_progress=lambda elapsed, _events: bar.update(int(elapsed * 1000)))
+    target = target_from(args)
+    what = CaptureSpec(duration=args.duration, sample=args.sample, keep_keys=args.keep_keys,
+                       max_events=args.max_events, max_bytes=args.max_mb * 2**20,
+                       reader=args.reader)
+    spec = CaptureFileSpec(capture=what, path=capture_path(args))
+    with Progress(total=None, label="capture") as bar:
+        result = lib.run(spec, target, progress=bar)
     kept = f"{result.gets + result.stores:,} accesses kept in {result.path} (PARTIAL)"
     # No "wrote" line: the summary's second line says where the capture is.
     return output.finish(args, result, None, verb="capture", written=Path(result.path),
                          wrote=None, interrupted=result.ended == "interrupted", kept=kept,
                          aborted=f"{result.aborted}; {kept}" if result.aborted else None,
                          see="the notes")
+
+
 # -- convert ---------------------------------------------------------------------------------
 
 
@@ -410,8 +365,6 @@ def _parquet(path: Path, fmt: str | None) -> bool:
 
 def run_convert(args: argparse.Namespace) -> int:
     output.check_out_file(args.dst, replaces_dir=_parquet(args.dst, args.to_format))
-    with _writing(args.dst):
-        summary = convert(args.src, args.dst, from_format=args.from_format,
-                          to_format=args.to_format)
-    return output.finish(args, summary, None, verb="trace", written=args.dst,
-                         render=render_conversion)
+    result = lib.run(ConvertSpec(src=args.src, dst=args.dst, from_format=args.from_format,
+                                 to_format=args.to_format))
+    return output.finish(args, result, None, verb="trace", written=args.dst)

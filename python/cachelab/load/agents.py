@@ -53,6 +53,7 @@ from cachelab.load.result import LoadResult
 from cachelab.load.snapshots import Snapshots
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.raycluster import RayOptions, clock_offset, connected, placement_group
+from cachelab.raycluster import connection_errors as ray_connection_errors
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
 
@@ -271,9 +272,11 @@ def measure_on_ray(spec: LoadSpec, target: Target, ray_options: RayOptions | Non
         with _agents(ray, ray_options, shares) as actors:
             run = _Run(ray, actors, shares, spec, core, watch, on_progress, snapshots)
             try:
-                run.prepare()
-                run.start()
-                run.monitor()
+                # a broken Ray Client connection too: the key space prefilled is deleted
+                with ray_connection_errors(ray_options.cluster):
+                    run.prepare()
+                    run.start()
+                    run.monitor()
             except CachelabError:
                 run.abandon()
                 raise

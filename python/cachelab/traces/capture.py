@@ -41,6 +41,7 @@ import math
 import os
 import queue
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -55,18 +56,23 @@ import pyarrow.parquet as pq
 
 import cachelab._core as _core
 from cachelab.artifacts import atomic_file, created_now
-from cachelab.errors import InputError, ServerError, UsageError
+from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.servers import read_stats, restarted
 from cachelab.traces.capture_lines import SAME_REQUEST_US, PyCaptureReader
+from cachelab.traces.capture_read import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    UNKNOWN_SIZE,
+    capture_accesses,
+    memcached_bytes,
+    read_capture,
+    slab_classes,
+)
 
 __all__ = ["CONN_STRIDE", "READERS", "SCHEMA", "SCHEMA_VERSION", "SAME_REQUEST_US",
            "UNKNOWN_SIZE", "CaptureResult", "CaptureSpec", "batch_table", "capture",
            "capture_accesses", "memcached_bytes", "read_capture", "slab_classes"]
 
-SCHEMA = "cachelab.capture"
-SCHEMA_VERSION = 1
-#: The size given, as a flat trace, to a key the capture never saw a size of.
-UNKNOWN_SIZE = 1
 #: Rows buffered before a Parquet row group is written.
 _ROW_GROUP = 65_536
 #: The stream readers: the Rust one (``cachelab._core.CaptureReader``, the default) and
@@ -430,6 +436,32 @@ _ENDED = {"closed": "server closed the stream", "max_events": "max_events",
           "max_bytes": "max_bytes"}
 
 
+class _Signals:
+    """Ctrl-C (SIGINT) and SIGTERM noted instead of raised while a capture runs, so that no
+    moment of it — the watch just opened, the file half written, the server's counters being
+    read — loses what was captured: the loop stops at its next poll and the file is finished
+    and marked. Only the main thread receives signals; elsewhere this notes nothing."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for name in ("SIGINT", "SIGTERM"):
+                number = getattr(signal, name, None)
+                if number is not None and signal.getsignal(number) is not None:
+                    self._old[number] = signal.signal(number, self._note)
+        return self
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._old.items():
+            signal.signal(number, handler)
+
+
 def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             on_progress: Callable[[float, int], None] | None = None,
             stop: Callable[[], bool] | None = None) -> CaptureResult:
@@ -437,38 +469,43 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
     time) into the capture file ``path`` (written atomically: complete or not at all) and
     returns what it holds.
 
-    Ends at ``spec.duration``, a cap, when ``stop()`` returns true, or on Ctrl-C (the accesses
-    read so far are kept and the result says ``interrupted``). ``on_progress(elapsed_s,
-    events)`` is called about five times a second. Raises a ServerError subclass when a
-    server cannot be reached or does not stream (``watch`` refused). A server whose stream
-    closes or fails mid-capture (it stopped or restarted) ends it too: what was read is kept,
-    ``ended`` is ``server closed the stream`` and ``aborted`` names the server.
+    Ends at ``spec.duration``, a cap, when ``stop()`` returns true, or on Ctrl-C or SIGTERM
+    at any moment once the servers answered (the accesses read so far are kept, the file is
+    finished and the result says ``interrupted``; a second signal while it is finished skips
+    the server counters not read yet). ``on_progress(elapsed_s, events)`` is called about
+    five times a second. Raises a ServerError subclass when a server cannot be reached or
+    does not stream (``watch`` refused), and Interrupted when stopped before the servers
+    answered (nothing captured). A server whose stream closes or fails mid-capture (it
+    stopped or restarted) ends it too: what was read is kept, ``ended`` is ``server closed
+    the stream`` and ``aborted`` names the server.
     """
     spec.check()
     members = list(spec.members)
-    states = [_server_state(m, spec.connect_timeout) for m in members]
+    try:
+        states = [_server_state(m, spec.connect_timeout) for m in members]
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted before the capture began: nothing captured") from None
     secret = secrets.token_bytes(32)   # one for every member: a key's pseudonym is the same
     pool = len(members) > 1
-    readers = [_new_reader(spec.reader, secret, spec.keep_keys, spec.sample,
-                           0.0 if pool else None) for _ in members]
-    try:
-        for reader, m in zip(readers, members):
-            reader.watch(m, spec.connect_timeout)
-    except BaseException:
-        for reader in readers:
-            reader.close()
-        raise
     facts = _pool_facts([f for _, f in states]) if pool else states[0][1]
     meta = {b"cachelab": _json({"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
                                 "pseudonymised": not spec.keep_keys, "sample": spec.sample,
                                 "server": facts, "members": [f for _, f in states],
                                 "reader": spec.reader, "created": created_now()})}
-    started = time.monotonic()
+    readers: list[Any] = []
     try:
-        with atomic_file(path) as tmp:
+        with _Signals() as signals, atomic_file(path) as tmp:
+            readers += [_new_reader(spec.reader, secret, spec.keep_keys, spec.sample,
+                                    0.0 if pool else None) for _ in members]
+            for reader, m in zip(readers, members):
+                reader.watch(m, spec.connect_timeout)
+            started = time.monotonic()
             writer = _Writer(tmp, meta)
             merge = _Merge(writer, members, spec.max_events)
-            ended, aborted = _run(readers, members, spec, merge, started, on_progress, stop)
+            ended, aborted = _run(readers, members, spec, merge, started, on_progress,
+                                  lambda: signals.count > 0 or (stop is not None and stop()))
+            if signals.count:
+                ended = "interrupted"
             if ended != "max_events":
                 for i, reader in enumerate(readers):
                     reader.flush()
@@ -476,13 +513,18 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             merge.finish()
             elapsed = time.monotonic() - started
             per_member = []
+            seen = signals.count
             for (before, _), reader, m in zip(states, readers, members):
-                after, _ = _server_state(m, spec.connect_timeout, quiet=True)
+                # Another signal while finishing: the counters not read yet are left out.
+                after = {} if signals.count > seen else \
+                    _server_state(m, spec.connect_timeout, quiet=True)[0]
                 deltas = stats_deltas(before, after)
                 per_member.append({"address": m, "deltas": deltas,
                                    "lost": _lost(reader.lost, deltas),
                                    "store_lookups": reader.store_lookups,
                                    "sampled_out": reader.sampled_out})
+            if signals.count:
+                ended = "interrupted"
             deltas = {k: sum(p["deltas"].get(k, 0) for p in per_member)
                       for k in _DELTA_STATS if any(k in p["deltas"] for p in per_member)}
             lost = sum(p["lost"] for p in per_member)
@@ -679,122 +721,3 @@ def _pool_facts(members: list[dict[str, Any]]) -> dict[str, Any]:
             **{k: sum(m[k] for m in members)
                for k in ("limit_maxbytes", "threads", "curr_items", "bytes")},
             "slab_settings_differ": any(m[k] != first[k] for m in members for k in slab)}
-
-
-def read_capture(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]]:
-    """A capture file's rows, in time order, and its metadata (``cachelab`` facts and
-    ``summary``). The file holds them in the order they were written: a fetch is written when
-    its connection's next line shows it was no store's lookup, and the server interleaves its
-    worker threads' lines in chunks."""
-    try:
-        table = pq.read_table(str(path))
-        raw = {**(table.schema.metadata or {}), **(pq.read_metadata(str(path)).metadata or {})}
-    except (OSError, pa.ArrowInvalid) as e:
-        raise InputError(f"{path}: not a readable capture file: {e}") from e
-    if b"cachelab" not in raw:
-        raise InputError(f"{path}: not a cachelab capture (no cachelab metadata)")
-    try:
-        meta = json.loads(raw[b"cachelab"])
-        summary = json.loads(raw.get(b"cachelab.summary", b"{}"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: the capture's metadata is not readable JSON: {e}") from None
-    if not isinstance(meta, dict):
-        raise InputError(f"{path}: the capture's metadata is not an object")
-    if meta.get("schema") != SCHEMA:
-        raise InputError(f"{path}: schema {meta.get('schema')!r}, not {SCHEMA}")
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise InputError(f"{path}: {SCHEMA} version {meta.get('schema_version')}; this "
-                         f"cachelab reads version {SCHEMA_VERSION}")
-    meta["summary"] = summary
-    order = pc.sort_indices(table, sort_keys=[("time", "ascending")])
-    return table.take(order), meta
-
-
-def slab_classes(server: dict[str, Any]) -> np.ndarray:
-    """The chunk sizes of memcached's slab classes, from its settings as a capture records
-    them (``chunk_size``, ``growth_factor``, ``slab_chunk_max``), as ``slabs_init`` computes
-    them: 48 bytes of item header plus ``chunk_size``, each class the last times the factor,
-    aligned to 8 bytes, and a last class of ``slab_chunk_max``."""
-    factor = float(server.get("growth_factor") or 1.25)
-    chunk_max = int(server.get("slab_chunk_max") or 512 * 1024)
-    size = _ITEM_HEADER + int(server.get("chunk_size") or 48)
-    out = []
-    while size < chunk_max / factor and len(out) < 62:
-        size += (-size) % 8
-        out.append(size)
-        size = int(size * factor)
-    out.append(chunk_max)
-    return np.asarray(out, dtype=np.int64)
-
-
-def memcached_bytes(value: np.ndarray, key_bytes: np.ndarray,
-                    server: dict[str, Any]) -> np.ndarray:
-    """What items of ``value`` bytes under keys of ``key_bytes`` take in memcached's memory:
-    the item (header, CAS if enabled, key, its terminator, value and its CRLF) rounded up to
-    its slab class's chunk, and an item larger than the largest chunk to whole chunks."""
-    cas = 8 if server.get("cas_enabled", True) else 0
-    total = _ITEM_HEADER + cas + key_bytes.astype(np.int64) + 1 + value.astype(np.int64) + 2
-    classes = slab_classes(server)
-    at = np.searchsorted(classes, total)
-    largest = classes[-1]
-    return np.where(at < len(classes), classes[np.minimum(at, len(classes) - 1)],
-                    -(-total // largest) * largest)
-
-
-_ITEM_HEADER = 48  # sizeof(item) on 64-bit memcached 1.6
-
-
-def capture_accesses(path: str | os.PathLike[str], accounting: str = "value", *,
-                     read: tuple[pa.Table, dict[str, Any]] | None = None,
-                     ) -> tuple[Any, Any, Any]:
-    """The gets of a capture as a flat trace's columns (numpy arrays): key ids (numbered by
-    first access, as the flat readers number keys), sizes, and whole-second times.
-
-    ``accounting``: ``value`` (sizes are value bytes, as the stream gives them) or
-    ``memcached`` (what each item takes in the server's memory: :func:`memcached_bytes`,
-    from the slab settings the capture recorded), so capacities compare with ``-m``.
-
-    A miss carries no size in the stream; it takes the size its key has next in the capture
-    (the value the client then stored), else the size it had last. A key that never shows a
-    size (only missed, never stored) counts as :data:`UNKNOWN_SIZE` byte: the simulators skip
-    requests of size 0, and these are requests — exact in objects, next to nothing in bytes.
-    ``read``: what :func:`read_capture` already returned for ``path``, not to read it twice.
-    """
-    if accounting not in ("value", "memcached"):
-        raise UsageError(f"accounting {accounting!r}: value or memcached")
-    table, meta = read if read is not None else read_capture(path)
-    n = table.num_rows
-    keys = table["key"].to_numpy(zero_copy_only=False)
-    rows = np.arange(n)
-    uniq, inv = np.unique(keys, return_inverse=True)
-    first = np.full(len(uniq), n, dtype=np.int64)
-    np.minimum.at(first, inv, rows)
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
-    ids = rank[inv]
-    sizes = table["size"].to_numpy().astype(np.int64)
-    # Rows grouped by key, in time order within a key; fill each unknown size from the next
-    # known one of its key, else the previous known one.
-    order = np.lexsort((rows, ids))
-    s, g = sizes[order], ids[order]
-    known = s > 0
-    nxt = np.minimum.accumulate(np.where(known, rows, n)[::-1])[::-1]
-    prv = np.maximum.accumulate(np.where(known, rows, -1))
-    take_next = (nxt < n) & (g[np.minimum(nxt, n - 1)] == g)
-    take_prev = (prv >= 0) & (g[np.maximum(prv, 0)] == g)
-    filled = np.where(known, s, np.where(take_next, s[np.minimum(nxt, n - 1)],
-                                         np.where(take_prev, s[np.maximum(prv, 0)],
-                                                  UNKNOWN_SIZE)))
-    out_sizes = np.empty(n, dtype=np.int64)
-    out_sizes[order] = filled
-    unknown = np.empty(n, dtype=bool)
-    unknown[order] = ~(known | take_next | take_prev)
-    if accounting == "memcached":
-        # A key never seen with a size stays UNKNOWN_SIZE: a chunk would make its misses push
-        # real items out of the simulated cache, which memcached never stores.
-        sized = memcached_bytes(out_sizes, table["key_bytes"].to_numpy(), meta["server"])
-        out_sizes = np.where(unknown, UNKNOWN_SIZE, sized)
-    is_get = table["op"].cast(pa.string()).to_numpy(zero_copy_only=False) == "get"
-    times = table["time"].to_numpy()
-    return (ids[is_get].astype(np.uint64), out_sizes[is_get].astype(np.uint32),
-            np.floor(np.maximum(times[is_get], 0.0)).astype(np.uint32))
