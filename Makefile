@@ -33,10 +33,10 @@ build: $(PY) ## rebuild the Rust extension into .venv after a change (release)
 demo: install ## the main job on the embedded default: the quick study, ending in report.html
 	$(VENV)/bin/cachelab run --quick --format table --out cachelab-out/demo
 
-test: install ## run every test: Rust (unit, property, real memcached), fuzz build, Python
+test: install ## run every test: Rust (unit, property, real memcached), fuzz target check, Python
 	@scripts/install-system-deps.sh test
 	$(CARGO) test --workspace --quiet
-	$(MAKE) --no-print-directory fuzz-build
+	$(MAKE) --no-print-directory fuzz-check
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: install ## the Python tests not marked slow (no Ray, browser, fault or CLI-process runs)
@@ -47,6 +47,9 @@ lint: $(PY) ## rustfmt, clippy (warnings are errors), ruff
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
+
+fuzz-check: ## type-check the decoder fuzz target (no libFuzzer, no instrumentation: seconds)
+	cd fuzz && $(CARGO) check --quiet --no-default-features
 
 fuzz-build: ## build the decoder fuzz target (libFuzzer, coverage instrumentation, stable Rust)
 	cd fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --quiet --release --target $(HOST)
