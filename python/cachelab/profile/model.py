@@ -13,7 +13,7 @@ from cachelab.artifacts import write_json
 from cachelab.errors import InputError
 from cachelab.profile.cell import TABLE_ROWS, Cell
 from cachelab.profile.render import render_profile
-from cachelab.tables import write_csv
+from cachelab.tables import write_json_and_csv
 
 SCHEMA = "cachelab.latency-profile"
 SCHEMA_VERSION = 1
@@ -146,14 +146,15 @@ class LatencyProfile:
             for c in self.cells
         ]
 
+    def csv_table(self) -> tuple[list[str], list[list[Any]]]:
+        """``profile.csv`` (and ``--format csv``): :data:`CSV_HEADER`, one row per cell."""
+        return CSV_HEADER, self.csv_rows()
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``profile.json``, ``profile.csv`` and, with ``plots``, the figures
         (``get-by-size``, ``set-by-size``, ``multiget-by-keys``, PNG and SVG) in ``out_dir``."""
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        written = [self.save(out / "profile.json")]
-        write_csv(out / "profile.csv", CSV_HEADER, self.csv_rows())
-        written.append(out / "profile.csv")
+        written = write_json_and_csv(self, out, "profile")
         if plots:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.profile.plots import write_plots

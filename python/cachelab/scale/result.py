@@ -15,7 +15,7 @@ from cachelab.load import behind_lines, stopped_lines
 from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
-from cachelab.tables import write_csv
+from cachelab.tables import write_json_and_csv
 from cachelab.units import of_asked, partial_note, us
 from cachelab.usl import UslFit
 
@@ -59,14 +59,15 @@ class ScaleResult:
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict(), allow_nan=False)
 
+    def csv_table(self) -> tuple[list[str], list[list[object]]]:
+        """``scale.csv`` (and ``--format csv``): :data:`CSV_HEADER`, one row per run."""
+        return CSV_HEADER, csv_rows(self)
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``scale.json``, ``scale.csv`` (one row per run) and, unless told not to,
         ``scale-usl.png``/``.svg`` (when there is a fit) and ``scale-latency.png``/``.svg`` in
         ``out_dir``."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        written = [self.save(out_dir / "scale.json")]
-        write_csv(out_dir / "scale.csv", CSV_HEADER, csv_rows(self))
-        written.append(out_dir / "scale.csv")
+        written = write_json_and_csv(self, out_dir, "scale")
         if plots:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.scale.plots import write_plots
