@@ -5,13 +5,12 @@ HdrHistogram interval log), the latency-over-time plot, and the human summary.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import atomic_file, check_schema, write_json
-from cachelab.errors import InputError
+from cachelab.artifacts import atomic_file, check_schema, from_fields, write_json
 from cachelab.load.drill import drill_headline, drill_lines
 from cachelab.load.lives import restart_text
 from cachelab.load.precision import interval_lines, precision_text
@@ -144,10 +143,7 @@ class LoadResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "load result") -> LoadResult:
         check_schema(d, SCHEMA, SCHEMA_VERSION, "load result", where)
-        try:
-            return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-        except TypeError as e:
-            raise InputError(f"{where}: {e}") from None
+        return from_fields(cls, d, where)
 
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``load.json``, ``load.csv``, ``load.hlog`` and, unless told not to, the

@@ -5,12 +5,12 @@ and latency-by-N figures, and the human summary."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import check_schema, read_json, write_json
-from cachelab.errors import InputError, UsageError
+from cachelab.artifacts import check_schema, from_fields, read_json, write_json
+from cachelab.errors import UsageError
 from cachelab.load import behind_lines, stopped_lines
 from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
@@ -169,10 +169,7 @@ class ScaleResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "scale result") -> ScaleResult:
         check_schema(d, SCHEMA, SCHEMA_VERSION, "scale result", where)
-        try:
-            return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-        except TypeError as e:
-            raise InputError(f"{where}: {e}") from None
+        return from_fields(cls, d, where)
 
 
 def read_scale_result(path: str | Path) -> ScaleResult:
