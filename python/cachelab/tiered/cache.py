@@ -87,6 +87,13 @@ T = TypeVar("T")
 D = TypeVar("D")
 
 
+def _keys_attribute(name: str, doc: str) -> Any:
+    """A property of :class:`TieredCache` that reads and sets its :class:`Keyring`'s
+    ``name``."""
+    return property(lambda cache: getattr(cache._keys, name),
+                    lambda cache, value: setattr(cache._keys, name, value), doc=doc)
+
+
 class TieredCache:
     """A read-through cache over an optional L1 (:class:`~cachelab.tiered.LRUMemory`,
     :class:`~cachelab.tiered.FixedMemory`) and an optional L2 (:class:`MemcachedTier`,
@@ -173,23 +180,9 @@ class TieredCache:
         #: An LRUMemory's table, read directly by :meth:`get` on a hit (one Python call less).
         self._hot = memory.hot_table() if isinstance(memory, LRUMemory) else None
 
-    @property
-    def prefix(self) -> str:
-        """What every memcached key of this cache starts with."""
-        return self._keys.prefix
-
-    @prefix.setter
-    def prefix(self, prefix: str) -> None:
-        self._keys.prefix = prefix
-
-    @property
-    def ns_refresh(self) -> float:
-        """Seconds a namespace version is used before it is read from memcached again."""
-        return self._keys.refresh
-
-    @ns_refresh.setter
-    def ns_refresh(self, seconds: float) -> None:
-        self._keys.refresh = seconds
+    prefix = _keys_attribute("prefix", "What every memcached key of this cache starts with.")
+    ns_refresh = _keys_attribute(
+        "refresh", "Seconds a namespace version is used before it is read from memcached again.")
 
     @property
     def _classes(self) -> dict[str, KeyClass]:
