@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from cachelab.plots.figure import new_figure, save
+from cachelab.plots.figure import finish, new_figure
 from cachelab.units import ns_per_unit, pick_unit
 
 __all__ = ["FLOOR_LABEL", "inverted_percentile_plot", "inverted_percentile_points"]
@@ -102,13 +102,7 @@ def inverted_percentile_plot(
     _style_x_axis(ax, np.concatenate([xs for _, xs, _ in curves]) if curves else np.empty(0))
     _style_y_axis(ax, [v / scale for v in latencies if v > 0 and math.isfinite(v)])
     ax.set_ylabel(f"{ylabel} ({unit})")
-    ax.set_title(title)
-    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
-    ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", fontsize="small")
-
-    return save(fig, out_base)
+    return finish(fig, ax, title, out_base, legend="upper left")
 
 
 def _curve(label: str, points: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
