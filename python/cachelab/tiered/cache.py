@@ -307,10 +307,9 @@ class TieredCache:
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:
-            if self._lanes:
-                if self._owed:
-                    self._replay_owed()
-                self._lane_for(key).write(key, enc.data, enc.flags, kc.ttl)
+            lane = self._write_lane(key)
+            if lane is not None:
+                lane.write(key, enc.data, enc.flags, kc.ttl)
         finally:  # also when write_errors="raise" raised: L1 holds what the caller wrote
             l1 = self.l1 if kc.l1 else None
             with self._admit:
@@ -329,10 +328,9 @@ class TieredCache:
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:
-            if self._lanes:
-                if self._owed:
-                    self._replay_owed()
-                self._lane_for(key).delete(key)
+            lane = self._write_lane(key)
+            if lane is not None:
+                lane.delete(key)
         finally:
             l1 = self.l1
             with self._admit:
@@ -435,6 +433,15 @@ class TieredCache:
         if pool is None:
             return self._lanes[0]
         return self._lanes[pool.member_of(key)]
+
+    def _write_lane(self, key: str) -> Lane | None:
+        """The lane a write of ``key`` goes through, once the deletes owed are replayed (a
+        write lands after them); None without an L2."""
+        if not self._lanes:
+            return None
+        if self._owed:
+            self._replay_owed()
+        return self._lane_for(key)
 
     def _count_pending(self) -> None:
         """Recounts the deletes owed over all lanes (a lane's queue changed)."""
