@@ -12,7 +12,7 @@ imported.  Output is deterministic: re-drawing the same data gives byte-identica
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -140,8 +140,10 @@ def _style_x_axis(ax: Axes, inverted: np.ndarray) -> None:
     top.xaxis.set_minor_locator(NullLocator())
 
 
-def _style_y_axis(ax: Axes, values: Sequence[float]) -> None:
-    """Log-scaled latency labelled with plain numbers on the 1-2-5 sequence.
+def _style_y_axis(ax: Axes, values: Sequence[float],
+                  label: Callable[[float], str] | None = None) -> None:
+    """Log-scaled latency labelled with plain numbers (or ``label(value)``) on the 1-2-5
+    sequence.
 
     The limits are the nice numbers just outside the data (with a 5% margin); when that would
     make more than ``_MAX_Y_TICKS`` ticks, powers of ten are used instead.
@@ -154,7 +156,7 @@ def _style_y_axis(ax: Axes, values: Sequence[float]) -> None:
         ticks = _nice_ticks(low, high, (1,))
     ax.set_ylim(ticks[0], ticks[-1])
     ax.yaxis.set_major_locator(FixedLocator(ticks))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: _plain(value)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: (label or _plain)(value)))
     ax.yaxis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(2, 10))))
     ax.yaxis.set_minor_formatter(NullFormatter())
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter
 
 from cachelab.plots.figure import finish, new_figure
-from cachelab.plots.latency import _nice_ticks, _plain, _style_x_axis
+from cachelab.plots.latency import _plain, _style_x_axis, _style_y_axis
 from cachelab.simulate.flat import FlatSimulation, MissRatioCurve
 from cachelab.units import human_bytes, pct
 
@@ -61,16 +61,7 @@ def fractional_increase_plot(result: Any, out_base: Path) -> list[Path]:
         xs_all.append(x[keep])
         ys_all += [float(v) for v in med[keep]]
     _style_x_axis(ax, np.concatenate(xs_all) if xs_all else np.empty(0))
-    if ys_all:
-        low, high = min(ys_all) / 1.05, max(ys_all) * 1.05
-        ticks = _nice_ticks(low, high, (1, 2, 5))
-        if len(ticks) > 10:
-            ticks = _nice_ticks(low, high, (1,))
-        ax.set_ylim(ticks[0], ticks[-1])
-        ax.yaxis.set_major_locator(FixedLocator(ticks))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _percent(v)))
-        ax.yaxis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(2, 10))))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    _style_y_axis(ax, ys_all, label=_percent)
     ax.set_ylabel("added latency / base latency (log scale)")
     model = d.get("model", {}).get("name", "")
     return finish(fig, ax, f"Simulated latency increase per request (model {model})",
