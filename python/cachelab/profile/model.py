@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import write_json
+from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.profile.cell import TABLE_ROWS, Cell
 from cachelab.profile.render import render_profile
@@ -109,13 +109,7 @@ class LatencyProfile:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "profile") -> LatencyProfile:
-        if d.get("schema") != SCHEMA:
-            raise InputError(f"{where}: not a latency profile (schema is {d.get('schema')!r})")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise InputError(
-                f"{where}: latency profile schema version {d.get('schema_version')!r} is not "
-                f"supported (this cachelab reads version {SCHEMA_VERSION})"
-            )
+        check_schema(d, SCHEMA, SCHEMA_VERSION, "latency profile", where)
         cells = d.get("cells")
         if not isinstance(cells, list):
             raise InputError(f"{where}: 'cells' must be a list")
