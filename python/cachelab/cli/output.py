@@ -333,11 +333,12 @@ def finish(
     optionally ``problems()``, ``failed_checks()``, ``run`` with an ``aborted`` reason,
     ``warnings``) or a plain dict with ``render``. It is written into ``out`` (unless ``out``
     is None, or the library wrote it already: ``written``, the file or directory it made),
-    printed as a table or JSON, its warnings, an abort and its problems said on stderr, then
-    ``wrote …``; the exit code is 130 when ``interrupted`` (raised, with where the partial
-    results are), 3 when the run gave up on the server (its ``run.aborted``, or
-    ``aborted``, whose exit code is ``aborted_code``), 2 when the results are not where
-    asked, 1 when a check named by ``--fail-on`` failed (one line naming it), else 0.
+    printed as a table, JSON or CSV (its ``csv_table()``), its warnings, an abort and its
+    problems said on stderr, then ``wrote …``; the exit code is 130 when ``interrupted``
+    (raised, with where the partial results are), 3 when the run gave up on the server (its
+    ``run.aborted``, or ``aborted``, whose exit code is ``aborted_code``), 2 when the results
+    are not where asked, 1 when a check named by ``--fail-on`` failed (one line naming it),
+    else 0.
     ``wrote``: the files named after the directory in the last line (None: no such line, the
     result says where it is); ``kept``: what an interrupted run kept, said instead of where
     its results are.
