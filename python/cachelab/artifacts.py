@@ -24,17 +24,18 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cachelab.errors import InputError
 from cachelab.schemas import check_fields
 
 __all__ = ["KINDS", "Artifact", "Written", "atomic_dir", "atomic_file", "check_replaceable",
-           "check_schema", "created_now", "describe_entry", "find_artifacts", "in_the_way",
-           "os_error_text", "read_artifact", "read_json", "write_json", "write_through"]
+           "check_schema", "created_now", "describe_entry", "find_artifacts", "from_fields",
+           "in_the_way", "os_error_text", "read_artifact", "read_json", "write_json",
+           "write_through"]
 
 
 def created_now() -> str:
@@ -267,6 +268,18 @@ def check_schema(d: Mapping[str, Any], schema: str, version: int, what: str, whe
             f"{where}: not a cachelab {what} version {version} "
             f"(schema {d.get('schema')!r}, version {d.get('schema_version')!r})"
         )
+
+
+_D = TypeVar("_D")
+
+
+def from_fields(cls: type[_D], d: Mapping[str, Any], where: str) -> _D:
+    """The dataclass ``cls`` from the entries of ``d`` that name its fields (the others, such
+    as ``schema``, are left out); InputError naming ``where`` when a required one is missing."""
+    try:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+    except TypeError as e:
+        raise InputError(f"{where}: {e}") from None
 
 
 # -- finding results ------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TextIO
 
+from cachelab.units import per_second
+
 __all__ = ["Progress", "run_cancellable", "stage_logger"]
 
 _REDRAW_INTERVAL = 0.1  # seconds between redraws
@@ -142,7 +144,8 @@ class Progress:
             timing = f"ETA {_clock_time((self.total - done) / rate)}"
         else:
             timing = "ETA --:--"
-        return f"{self.label} [{bar}] {percent:3d}%  {done}/{self.total}  {_rate(rate)}  {timing}"
+        return (f"{self.label} [{bar}] {percent:3d}%  {done}/{self.total}  "
+                f"{per_second(rate)}  {timing}")
 
     def _draw(self, now: float) -> None:
         line = self.render(now)
@@ -182,17 +185,6 @@ def _isatty(stream: TextIO) -> bool:
         return bool(stream.isatty())
     except (AttributeError, OSError, ValueError):
         return False
-
-
-def _rate(per_second: float) -> str:
-    """``0.5/s``, ``42/s``, ``1.3k/s``, ``2.0M/s``."""
-    if per_second >= 1e6:
-        return f"{per_second / 1e6:.1f}M/s"
-    if per_second >= 1e3:
-        return f"{per_second / 1e3:.1f}k/s"
-    if per_second >= 10:
-        return f"{per_second:.0f}/s"
-    return f"{per_second:.1f}/s"
 
 
 def _clock_time(seconds: float) -> str:

@@ -19,11 +19,14 @@ import math
 import os
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TextIO
 
 from cachelab.artifacts import atomic_file
 from cachelab.units import MISSING, format_duration_ns, pct_key, pick_unit
 
 __all__ = [
+    "CsvTable",
     "DEFAULT_ROWS",
     "MAX_ROW",
     "PERCENTILES",
@@ -31,6 +34,8 @@ __all__ = [
     "table_text",
     "text_table",
     "write_csv",
+    "write_csv_rows",
+    "write_json_and_csv",
 ]
 
 #: The percentiles a table shows, in order; a :data:`MAX_ROW` row follows them.
@@ -116,6 +121,25 @@ def _number(value: float | str | None) -> float | None:
     return number if math.isfinite(number) else None
 
 
+class CsvTable(Protocol):
+    """A result with one main table: the rows of its ``VERB.csv``, which is also what
+    ``--format csv`` prints on stdout (cli/output.py)."""
+
+    def csv_table(self) -> tuple[Sequence[str], Iterable[Sequence[object]]]:
+        """The header and the rows."""
+        ...
+
+
+def write_csv_rows(handle: TextIO, header: Sequence[str],
+                   rows: Iterable[Sequence[object]]) -> None:
+    """``header`` then ``rows`` as CSV (RFC 4180: lines end in ``\\r\\n``, fields quoted
+    when they need it) to an open text ``handle`` (a file opened with ``newline=""``, or
+    stdout)."""
+    writer = csv.writer(handle)
+    writer.writerow(header)
+    writer.writerows(rows)
+
+
 def write_csv(
     path: str | os.PathLike[str],
     header: Sequence[str],
@@ -128,9 +152,16 @@ def write_csv(
     ``\\r\\n`` on every platform and quoted fields may hold newlines.
     """
     with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
+        write_csv_rows(handle, header, rows)
+
+
+def write_json_and_csv(result: Any, out_dir: Path, name: str) -> list[Path]:
+    """A result's two main artifacts in ``out_dir`` (made if missing): ``NAME.json``
+    (``result.save``) and ``NAME.csv`` (its :class:`CsvTable` ``csv_table()``); their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [result.save(out_dir / f"{name}.json")]
+    write_csv(out_dir / f"{name}.csv", *result.csv_table())
+    return [*written, out_dir / f"{name}.csv"]
 
 
 def table_text(header: Sequence[object], rows: Iterable[Sequence[object]], *,

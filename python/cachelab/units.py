@@ -59,6 +59,7 @@ __all__ = [
     "partial_note",
     "pct",
     "pct_key",
+    "per_second",
     "pick_unit",
     "share",
     "times",
@@ -312,6 +313,14 @@ def share(x: float | None) -> str:
     if x >= 0.1:
         return f"{100 * x:.1f}%"
     return f"{100 * x:.2f}%"
+
+
+def per_second(rate: float) -> str:
+    """A rate with an SI prefix: ``0.5/s``, ``42/s``, ``1.3k/s``, ``2.0M/s``."""
+    for prefix, scale in (("M", 1e6), ("k", 1e3)):
+        if rate >= scale:
+            return f"{rate / scale:.1f}{prefix}/s"
+    return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
 
 
 def human_bytes(n: int) -> str:

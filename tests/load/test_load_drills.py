@@ -7,6 +7,8 @@ run did not start. Every run is bounded in seconds."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,6 +150,15 @@ def test_simulate_drill_prints_each_distributions_dip(cli: InProcess, tmp_path: 
     dips = [line for line in p.stdout.splitlines() if line.startswith("remove ")]
     assert len(dips) == 1 and "predicted ketama" in dips[0] and "modula" in dips[0], p.stdout
     assert (tmp_path / "sim" / "drill-prediction.json").is_file()
+    # --format csv: the rows of drill-prediction.csv, a row per interval
+    table = cli("simulate", "--drill", tmp_path / "run", "--format", "csv",
+                "--out", tmp_path / "csv", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout == (tmp_path / "csv" / "drill-prediction.csv").read_bytes().decode()
+    rows = list(csv.reader(io.StringIO(table.stdout, newline="")))
+    assert rows[0] == ["start_s", "measured", "predicted_ketama", "predicted_modula"], rows[0]
+    assert len(rows) - 1 == len(json.loads(
+        (tmp_path / "csv" / "drill-prediction.json").read_text())["intervals"])
     bad = cli("simulate", "--drill", tmp_path / "missing.json", cwd=tmp_path)
     assert bad.returncode == 2 and "missing.json" in one_error_line(bad)
 

@@ -1,6 +1,7 @@
 """The one output door of every verb: ``--out`` checked before the work, the artifacts
 written (temporary name, then rename; rescued elsewhere when the disk fails), the result
-printed (``--format table|json``), the checks the user asked for (``--fail-on``) and the
+printed (``--format table|json|csv``: csv where the verb has a table, :data:`CSV_TABLES`), the
+checks the user asked for (``--fail-on``) and the
 exit code. A verb's ``run(args)`` reads its spec and target from the flags, calls the
 library, and ends with ``return output.finish(args, result, out, verb=...)``.
 
@@ -34,9 +35,10 @@ from typing import Any, TypeVar
 
 from cachelab.artifacts import describe_entry, in_the_way, write_through
 from cachelab.errors import Interrupted, UsageError
+from cachelab.tables import CsvTable, write_csv_rows
 
 __all__ = [
-    "CHECKS", "EXIT_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVER",
+    "CHECKS", "CSV_TABLES", "EXIT_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVER",
     "EXIT_USAGE", "EXIT_WRITE", "EXIT_CODES_HELP", "Saved", "add_output_options",
     "check_out_dir", "check_out_file", "checks_of", "finish", "measured", "output_dir",
     "prepare_out", "problems_text", "save", "stdout_format",
@@ -64,6 +66,21 @@ EXIT_CODES_HELP = ("Exit codes: 0 measured and written (verdicts inside the resu
                    "--fail-on check failed; 2 usage or input (also an --out that cannot be "
                    "written); 3 server or network; 130 interrupted (partial results kept).")
 
+#: The verbs whose result has one main table, and the file in --out that holds it:
+#: ``--format csv`` prints that table (the result's ``csv_table()``, :class:`CsvTable`) on
+#: stdout; the other verbs do not offer ``--format csv``.
+CSV_TABLES: dict[str, str] = {
+    "compare": "compare.csv",
+    "load": "load.csv",
+    "profile": "profile.csv (a pool: profile-pool.csv)",
+    "replay": "replay.csv",
+    "scale": "scale.csv",
+    "simulate": "simulate.csv (--drill: drill-prediction.csv)",
+    "size": "size.csv",
+    "tiers": "tiers.csv",
+    "usl": "usl.csv",
+}
+
 T = TypeVar("T")
 
 
@@ -72,16 +89,21 @@ T = TypeVar("T")
 
 def add_output_options(p: argparse.ArgumentParser, verb: str, *,
                        checks: Iterable[str] = (), out_help: str | None = None) -> None:
-    """``--out DIR``, ``--format table|json`` and, for a verb with ``checks``, ``--fail-on``."""
+    """``--out DIR``, ``--format table|json`` (``|csv`` for a verb in :data:`CSV_TABLES`)
+    and, for a verb with ``checks``, ``--fail-on``."""
     p.add_argument(
         "--out", type=Path, metavar="DIR",
         help=out_help or f"write {verb}.json, CSV tables and plots into this directory, "
         "created if missing and checked before anything runs (default: "
         f"cachelab-out/{verb}-<date>-<time>)",
     )
+    table = CSV_TABLES.get(verb)
     p.add_argument(
-        "--format", choices=("table", "json"), default=None,
-        help="what goes to stdout: a human table (default on a terminal) or the result JSON",
+        "--format", choices=("table", "json", "csv") if table else ("table", "json"),
+        default=None,
+        help="what goes to stdout: table, the human summary (default on a terminal); json, "
+        "the result JSON (default otherwise)" + (f"; csv, the rows of {table}, header first "
+                                                  "(RFC 4180)" if table else ""),
     )
     checks = tuple(checks)
     if checks:
@@ -311,11 +333,12 @@ def finish(
     optionally ``problems()``, ``failed_checks()``, ``run`` with an ``aborted`` reason,
     ``warnings``) or a plain dict with ``render``. It is written into ``out`` (unless ``out``
     is None, or the library wrote it already: ``written``, the file or directory it made),
-    printed as a table or JSON, its warnings, an abort and its problems said on stderr, then
-    ``wrote …``; the exit code is 130 when ``interrupted`` (raised, with where the partial
-    results are), 3 when the run gave up on the server (its ``run.aborted``, or
-    ``aborted``, whose exit code is ``aborted_code``), 2 when the results are not where
-    asked, 1 when a check named by ``--fail-on`` failed (one line naming it), else 0.
+    printed as a table, JSON or CSV (its ``csv_table()``), its warnings, an abort and its
+    problems said on stderr, then ``wrote …``; the exit code is 130 when ``interrupted``
+    (raised, with where the partial results are), 3 when the run gave up on the server (its
+    ``run.aborted``, or ``aborted``, whose exit code is ``aborted_code``), 2 when the results
+    are not where asked, 1 when a check named by ``--fail-on`` failed (one line naming it),
+    else 0.
     ``wrote``: the files named after the directory in the last line (None: no such line, the
     result says where it is); ``kept``: what an interrupted run kept, said instead of where
     its results are.
@@ -332,6 +355,9 @@ def finish(
     doc = result if isinstance(result, dict) else result.to_dict()
     if fmt == "json":
         print(json.dumps(doc, indent=1))
+    elif fmt == "csv":
+        table: CsvTable = result  # a verb of CSV_TABLES: its results have one
+        write_csv_rows(sys.stdout, *table.csv_table())
     else:
         print(render(result) if render is not None else result.render())
     if aborted is None:
@@ -349,7 +375,7 @@ def finish(
         if "replay" in failed and "replay" not in asked:
             print(f"{verb}: {failed['replay']}", file=sys.stderr)
     if saved is not None and wrote is not None:
-        saved.say_wrote(wrote, stream=sys.stderr if fmt == "json" else sys.stdout)
+        saved.say_wrote(wrote, stream=sys.stdout if fmt == "table" else sys.stderr)
     if interrupted:
         raise (Interrupted(f"interrupted; {kept}") if kept
                else (saved or Saved(None)).interrupted())

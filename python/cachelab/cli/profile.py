@@ -158,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         return output.finish(
             args, result, out, verb="profile", write={"plots": not args.no_plots},
             see="the members' tables", interrupted=interrupted,
-            wrote="profile-pool.json and each member's profile under members/")
+            wrote="profile-pool.json, profile-pool.csv and each member's profile under "
+            "members/")
     return output.finish(
         args, result, out, verb="profile", write={"plots": not args.no_plots},
         see="the tables", interrupted=interrupted,

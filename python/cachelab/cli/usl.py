@@ -32,6 +32,7 @@ EXAMPLES = """\
 cachelab usl data.csv --n threads --x qps
 cachelab usl data.csv --n users --x tps --method unbounded --predict 48,64
 cachelab usl sweep/scale.csv --n n --x throughput --format json --out fit   # a scale sweep
+cachelab usl data.csv --n threads --x qps --format csv > fit.csv   # measured vs fitted
 """
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from cachelab.artifacts import write_json
 from cachelab.compare.plots import compare_plot
-from cachelab.tables import text_table, write_csv
+from cachelab.tables import text_table, write_json_and_csv
 from cachelab.units import dur
 
 __all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "CompareResult", "render", "summarize"]
@@ -46,14 +46,16 @@ class CompareResult:
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict(), allow_nan=False)
 
+    def csv_table(self) -> tuple[tuple[str, ...], list[list[Any]]]:
+        """``compare.csv`` (and ``--format csv``): :data:`CSV_COLUMNS`, a row per (item,
+        metric, pair)."""
+        return CSV_COLUMNS, [["" if r[c] is None else r[c] for c in CSV_COLUMNS]
+                             for r in self.rows]
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """Writes compare.json, compare.csv and (with ``plots``) compare.png/.svg into
         ``out_dir``; returns their paths."""
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        paths = [self.save(out_dir / "compare.json"), out_dir / "compare.csv"]
-        write_csv(paths[-1], CSV_COLUMNS,
-                  [["" if r[c] is None else r[c] for c in CSV_COLUMNS] for r in self.rows])
+        paths = write_json_and_csv(self, Path(out_dir), "compare")
         if plots:
             paths += compare_plot(self, out_dir / "compare")
         return paths

@@ -5,13 +5,12 @@ HdrHistogram interval log), the latency-over-time plot, and the human summary.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import atomic_file, check_schema, write_json
-from cachelab.errors import InputError
+from cachelab.artifacts import atomic_file, check_schema, from_fields, write_json
 from cachelab.load.drill import drill_headline, drill_lines
 from cachelab.load.lives import restart_text
 from cachelab.load.precision import interval_lines, precision_text
@@ -21,7 +20,7 @@ from cachelab.load.repeats import repeat_lines
 from cachelab.load.spec import OPS
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline
-from cachelab.tables import write_csv
+from cachelab.tables import write_json_and_csv
 from cachelab.units import us
 
 __all__ = ["CSV_HEADER", "SCHEMA", "SCHEMA_VERSION", "LoadResult", "behind_lines", "csv_rows",
@@ -144,26 +143,25 @@ class LoadResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "load result") -> LoadResult:
         check_schema(d, SCHEMA, SCHEMA_VERSION, "load result", where)
-        try:
-            return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-        except TypeError as e:
-            raise InputError(f"{where}: {e}") from None
+        return from_fields(cls, d, where)
 
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``load.json``, ``load.csv``, ``load.hlog`` and, unless told not to, the
         latency-over-time plot (``load-latency.png``/``.svg``) in ``out_dir``."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        written = [self.save(out_dir / "load.json")]
-        write_csv(out_dir / "load.csv", CSV_HEADER, csv_rows(self))
+        written = write_json_and_csv(self, out_dir, "load")
         with atomic_file(out_dir / "load.hlog") as tmp:
             tmp.write_text(hlog_text(self))
-        written += [out_dir / "load.csv", out_dir / "load.hlog"]
+        written.append(out_dir / "load.hlog")
         if plots and self.intervals:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.load.plots import latency_over_time
 
             written += latency_over_time(self, out_dir / "load-latency")
         return written
+
+    def csv_table(self) -> tuple[list[str], list[list[object]]]:
+        """``load.csv`` (and ``--format csv``): :data:`CSV_HEADER`, one row per interval."""
+        return CSV_HEADER, csv_rows(self)
 
     def render(self) -> str:
         """The human summary the CLI prints."""

@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from cachelab.artifacts import atomic_file
 
-__all__ = ["DPI", "FIGSIZE", "new_figure", "save"]
+__all__ = ["DPI", "FIGSIZE", "finish", "new_figure", "save"]
 
 DPI = 120
 FIGSIZE = (8.0, 5.0)
@@ -39,3 +40,17 @@ def save(fig: Figure, out_base: Path | str) -> list[Path]:
         with atomic_file(svg) as tmp:
             fig.savefig(tmp, format="svg", metadata={"Date": None})
     return [png, svg]
+
+
+def finish(fig: Figure, ax: Axes, title: str, out_base: Path | str, *, legend: str,
+           minor_grid: bool = True) -> list[Path]:
+    """The house ending of a one-axes figure: ``title``, the major grid (and the minor one),
+    a small legend at ``legend`` (``"upper left"`` …) when a line is labelled; then
+    :func:`save`."""
+    ax.set_title(title)
+    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
+    if minor_grid:
+        ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc=legend, fontsize="small")
+    return save(fig, out_base)

@@ -12,7 +12,7 @@ imported.  Output is deterministic: re-drawing the same data gives byte-identica
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from cachelab.plots.figure import new_figure, save
+from cachelab.plots.figure import finish, new_figure
 from cachelab.units import ns_per_unit, pick_unit
 
 __all__ = ["FLOOR_LABEL", "inverted_percentile_plot", "inverted_percentile_points"]
@@ -102,13 +102,7 @@ def inverted_percentile_plot(
     _style_x_axis(ax, np.concatenate([xs for _, xs, _ in curves]) if curves else np.empty(0))
     _style_y_axis(ax, [v / scale for v in latencies if v > 0 and math.isfinite(v)])
     ax.set_ylabel(f"{ylabel} ({unit})")
-    ax.set_title(title)
-    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
-    ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", fontsize="small")
-
-    return save(fig, out_base)
+    return finish(fig, ax, title, out_base, legend="upper left")
 
 
 def _curve(label: str, points: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -146,8 +140,10 @@ def _style_x_axis(ax: Axes, inverted: np.ndarray) -> None:
     top.xaxis.set_minor_locator(NullLocator())
 
 
-def _style_y_axis(ax: Axes, values: Sequence[float]) -> None:
-    """Log-scaled latency labelled with plain numbers on the 1-2-5 sequence.
+def _style_y_axis(ax: Axes, values: Sequence[float],
+                  label: Callable[[float], str] | None = None) -> None:
+    """Log-scaled latency labelled with plain numbers (or ``label(value)``) on the 1-2-5
+    sequence.
 
     The limits are the nice numbers just outside the data (with a 5% margin); when that would
     make more than ``_MAX_Y_TICKS`` ticks, powers of ten are used instead.
@@ -160,7 +156,7 @@ def _style_y_axis(ax: Axes, values: Sequence[float]) -> None:
         ticks = _nice_ticks(low, high, (1,))
     ax.set_ylim(ticks[0], ticks[-1])
     ax.yaxis.set_major_locator(FixedLocator(ticks))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: _plain(value)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: (label or _plain)(value)))
     ax.yaxis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(2, 10))))
     ax.yaxis.set_minor_formatter(NullFormatter())
 

@@ -9,11 +9,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import write_json
+from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.profile.cell import TABLE_ROWS, Cell
 from cachelab.profile.render import render_profile
-from cachelab.tables import write_csv
+from cachelab.tables import write_json_and_csv
 
 SCHEMA = "cachelab.latency-profile"
 SCHEMA_VERSION = 1
@@ -109,13 +109,7 @@ class LatencyProfile:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "profile") -> LatencyProfile:
-        if d.get("schema") != SCHEMA:
-            raise InputError(f"{where}: not a latency profile (schema is {d.get('schema')!r})")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise InputError(
-                f"{where}: latency profile schema version {d.get('schema_version')!r} is not "
-                f"supported (this cachelab reads version {SCHEMA_VERSION})"
-            )
+        check_schema(d, SCHEMA, SCHEMA_VERSION, "latency profile", where)
         cells = d.get("cells")
         if not isinstance(cells, list):
             raise InputError(f"{where}: 'cells' must be a list")
@@ -146,14 +140,15 @@ class LatencyProfile:
             for c in self.cells
         ]
 
+    def csv_table(self) -> tuple[list[str], list[list[Any]]]:
+        """``profile.csv`` (and ``--format csv``): :data:`CSV_HEADER`, one row per cell."""
+        return CSV_HEADER, self.csv_rows()
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``profile.json``, ``profile.csv`` and, with ``plots``, the figures
         (``get-by-size``, ``set-by-size``, ``multiget-by-keys``, PNG and SVG) in ``out_dir``."""
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        written = [self.save(out / "profile.json")]
-        write_csv(out / "profile.csv", CSV_HEADER, self.csv_rows())
-        written.append(out / "profile.csv")
+        written = write_json_and_csv(self, out, "profile")
         if plots:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.profile.plots import write_plots

@@ -31,9 +31,9 @@ from cachelab.pool import distribution as pool_distribution
 from cachelab.pool import parse_server
 from cachelab.profile.cell import TABLE_ROWS, Cell, with_percentiles
 from cachelab.profile.measure import profile
-from cachelab.profile.model import LatencyProfile
+from cachelab.profile.model import CSV_HEADER, LatencyProfile
 from cachelab.profile.spec import ProfileSpec
-from cachelab.tables import PERCENTILES
+from cachelab.tables import PERCENTILES, write_json_and_csv
 from cachelab.units import format_duration_ns, format_size, of_asked, partial_note, pick_unit
 
 __all__ = ["MIXTURE_POINTS", "SCHEMA", "SCHEMA_VERSION", "PoolProfile", "key_shares",
@@ -128,10 +128,19 @@ class PoolProfile:
                             for i, (a, s) in enumerate(zip(self.addresses, self.shares))],
                 "pool": self.pool, "spec": self.spec, "created": self.created}
 
+    def save(self, path: Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    def csv_table(self) -> tuple[list[str], list[list[Any]]]:
+        """``profile-pool.csv`` (and ``--format csv``): every member's ``profile.csv`` rows,
+        each after the member's address."""
+        return (["member", *CSV_HEADER],
+                [[a, *row] for a, m in zip(self.addresses, self.members) for row in m.csv_rows()])
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
-        """``profile-pool.json``, and each member's profile under ``members/<n>-<address>/``."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        written = [write_json(out_dir / "profile-pool.json", self.to_dict())]
+        """``profile-pool.json``, ``profile-pool.csv`` (:meth:`csv_table`), and each member's
+        profile under ``members/<n>-<address>/``."""
+        written = write_json_and_csv(self, out_dir, "profile-pool")
         for i, (a, m) in enumerate(zip(self.addresses, self.members)):
             written += m.write(out_dir / "members" / _slug(i, a), plots=plots)
         return written

@@ -11,7 +11,7 @@ from typing import Any
 from cachelab.artifacts import write_json
 from cachelab.replay.calibrate import TERMS
 from cachelab.replay.compare import PERCENTILES, TOLERANCE, pkey
-from cachelab.tables import text_table, write_csv
+from cachelab.tables import text_table, write_json_and_csv
 from cachelab.units import of_asked, partial_note, pct
 
 __all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "ReplayResult", "failure", "partial_text",
@@ -67,14 +67,14 @@ class ReplayResult:
                              i["measured"], i["predicted"], i["error"]])
         return rows
 
+    def csv_table(self) -> tuple[tuple[str, ...], list[list[Any]]]:
+        """``replay.csv`` (and ``--format csv``): :data:`CSV_COLUMNS` and :meth:`csv_rows`."""
+        return CSV_COLUMNS, self.csv_rows()
+
     def write(self, out_dir: Path) -> list[Path]:
         """Every artifact of the run into ``out_dir`` (made if missing): ``replay.json`` and
         ``replay.csv``. Returns their paths."""
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        paths = [self.save(out_dir / "replay.json"), out_dir / "replay.csv"]
-        write_csv(paths[1], CSV_COLUMNS, self.csv_rows())
-        return paths
+        return write_json_and_csv(self, Path(out_dir), "replay")
 
     def render(self) -> str:
         """The human table (:func:`render`)."""

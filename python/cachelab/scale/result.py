@@ -5,17 +5,17 @@ and latency-by-N figures, and the human summary."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab.artifacts import check_schema, read_json, write_json
-from cachelab.errors import InputError, UsageError
+from cachelab.artifacts import check_schema, from_fields, read_json, write_json
+from cachelab.errors import UsageError
 from cachelab.load import behind_lines, stopped_lines
 from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
-from cachelab.tables import write_csv
+from cachelab.tables import write_json_and_csv
 from cachelab.units import of_asked, partial_note, us
 from cachelab.usl import UslFit
 
@@ -59,14 +59,15 @@ class ScaleResult:
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict(), allow_nan=False)
 
+    def csv_table(self) -> tuple[list[str], list[list[object]]]:
+        """``scale.csv`` (and ``--format csv``): :data:`CSV_HEADER`, one row per run."""
+        return CSV_HEADER, csv_rows(self)
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``scale.json``, ``scale.csv`` (one row per run) and, unless told not to,
         ``scale-usl.png``/``.svg`` (when there is a fit) and ``scale-latency.png``/``.svg`` in
         ``out_dir``."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        written = [self.save(out_dir / "scale.json")]
-        write_csv(out_dir / "scale.csv", CSV_HEADER, csv_rows(self))
-        written.append(out_dir / "scale.csv")
+        written = write_json_and_csv(self, out_dir, "scale")
         if plots:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.scale.plots import write_plots
@@ -168,10 +169,7 @@ class ScaleResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "scale result") -> ScaleResult:
         check_schema(d, SCHEMA, SCHEMA_VERSION, "scale result", where)
-        try:
-            return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-        except TypeError as e:
-            raise InputError(f"{where}: {e}") from None
+        return from_fields(cls, d, where)
 
 
 def read_scale_result(path: str | Path) -> ScaleResult:

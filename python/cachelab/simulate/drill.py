@@ -26,6 +26,7 @@ from cachelab.errors import InputError
 from cachelab.load import LoadResult, LoadSpec
 from cachelab.load.drill import dip
 from cachelab.pool import DISTRIBUTIONS
+from cachelab.tables import write_json_and_csv
 
 __all__ = ["SCHEMA", "DrillPrediction", "predict_drill"]
 
@@ -54,9 +55,21 @@ class DrillPrediction:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
 
+    def save(self, path: Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    def csv_table(self) -> tuple[list[str], list[list[Any]]]:
+        """``drill-prediction.csv`` (and ``--format csv``): per interval, its start, the
+        measured hit ratio and the one predicted by each distribution (empty: none)."""
+        dists = list(self.intervals[0]["predicted"]) if self.intervals else []
+        return (["start_s", "measured", *(f"predicted_{d}" for d in dists)],
+                [[r["start_s"], r["measured"], *(r["predicted"][d] for d in dists)]
+                 for r in self.intervals])
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
+        """``drill-prediction.json`` and ``drill-prediction.csv`` (:meth:`csv_table`)."""
         del plots  # a table, no figure
-        return [write_json(Path(out_dir) / "drill-prediction.json", self.to_dict())]
+        return write_json_and_csv(self, Path(out_dir), "drill-prediction")
 
     def render(self) -> str:
         lines = [f"failure drill of {self.source} ({self.distribution}): hit ratio per "

@@ -122,11 +122,14 @@ class FlatSimulation:
         """``(capacity, miss_ratio)`` of one policy, by capacity."""
         return sorted((r.capacity, r.miss_ratio) for r in self.results if r.policy == policy)
 
-    def write_csv(self, path: str | os.PathLike[str]) -> Path:
+    def csv_table(self) -> tuple[list[str], list[list[Any]]]:
         """One row per result, columns as :class:`FlatResult`."""
-        return _write_rows(
-            path, [f.name for f in fields(FlatResult)], [r.to_dict() for r in self.results]
-        )
+        header = [f.name for f in fields(FlatResult)]
+        return header, [[getattr(r, name) for name in header] for r in self.results]
+
+    def write_csv(self, path: str | os.PathLike[str]) -> Path:
+        """:meth:`csv_table` as a CSV file at ``path``."""
+        return _write_rows(path, *self.csv_table())
 
 
 @dataclass(frozen=True)
@@ -157,14 +160,12 @@ class MissRatioCurve:
 
     def write_csv(self, path: str | os.PathLike[str]) -> Path:
         """Columns ``capacity, unit, miss_ratio, byte_miss_ratio``."""
-        rows = [
-            {"capacity": c, "unit": self.unit, "miss_ratio": m, "byte_miss_ratio": b}
-            for c, m, b in zip(self.capacities, self.miss_ratios, self.byte_miss_ratios)
-        ]
+        rows = [[c, self.unit, m, b]
+                for c, m, b in zip(self.capacities, self.miss_ratios, self.byte_miss_ratios)]
         return _write_rows(path, ["capacity", "unit", "miss_ratio", "byte_miss_ratio"], rows)
 
 
-def _write_rows(path: str | os.PathLike[str], header: list[str], rows: list[dict]) -> Path:
+def _write_rows(path: str | os.PathLike[str], header: list[str], rows: list[list[Any]]) -> Path:
     # deferred: only writing a CSV needs csv and pathlib (see load_trace on start-up time)
     import csv
     from pathlib import Path
@@ -174,8 +175,8 @@ def _write_rows(path: str | os.PathLike[str], header: list[str], rows: list[dict
 
     p = Path(path)
     with atomic_file(p) as tmp, tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=header)
-        w.writeheader()
+        w = csv.writer(f)
+        w.writerow(header)
         w.writerows(rows)
     return p
 

@@ -143,6 +143,10 @@ class FlatSimulationResult:
         """The tables ``cachelab simulate`` prints for a flat trace."""
         return render_flat(self.to_dict(), self.simulation)
 
+    def csv_table(self) -> tuple[list[str], list[list[Any]]]:
+        """``simulate.csv`` (and ``--format csv``): a row per (policy, capacity)."""
+        return self.simulation.csv_table()
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """Writes ``simulate.json``, ``simulate.csv``, ``simulate-mrc.csv`` (with the curve)
         and, with ``plots``, ``simulate-miss-ratio.png``/``.svg`` (and in bytes

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter
 
-from cachelab.plots.figure import new_figure, save
-from cachelab.plots.latency import _nice_ticks, _plain, _style_x_axis
+from cachelab.plots.figure import finish, new_figure
+from cachelab.plots.latency import _plain, _style_x_axis, _style_y_axis
 from cachelab.simulate.flat import FlatSimulation, MissRatioCurve
 from cachelab.units import human_bytes, pct
 
@@ -61,24 +61,11 @@ def fractional_increase_plot(result: Any, out_base: Path) -> list[Path]:
         xs_all.append(x[keep])
         ys_all += [float(v) for v in med[keep]]
     _style_x_axis(ax, np.concatenate(xs_all) if xs_all else np.empty(0))
-    if ys_all:
-        low, high = min(ys_all) / 1.05, max(ys_all) * 1.05
-        ticks = _nice_ticks(low, high, (1, 2, 5))
-        if len(ticks) > 10:
-            ticks = _nice_ticks(low, high, (1,))
-        ax.set_ylim(ticks[0], ticks[-1])
-        ax.yaxis.set_major_locator(FixedLocator(ticks))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _percent(v)))
-        ax.yaxis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(2, 10))))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    _style_y_axis(ax, ys_all, label=_percent)
     ax.set_ylabel("added latency / base latency (log scale)")
     model = d.get("model", {}).get("name", "")
-    ax.set_title(f"Simulated latency increase per request (model {model})")
-    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
-    ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper right", fontsize="small")
-    return save(fig, out_base)
+    return finish(fig, ax, f"Simulated latency increase per request (model {model})",
+                  out_base, legend="upper right")
 
 
 def _percent(v: float) -> str:
@@ -139,13 +126,7 @@ def miss_ratio_plot(
     ax.set_xlabel(f"cache size ({unit or 'objects'})")
     ax.set_ylabel("byte miss ratio" if byte_ratio else "miss ratio")
     ax.set_ylim(0.0, 1.0)
-    ax.set_title(title)
-    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
-    ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower left", fontsize="small")
-
-    return save(fig, out_base)
+    return finish(fig, ax, title, out_base, legend="lower left")
 
 
 def size_plot(result: Any, out_base: Path) -> list[Path]:
@@ -179,8 +160,6 @@ def size_plot(result: Any, out_base: Path) -> list[Path]:
     ax.set_xlabel(f"cache size ({unit})")
     ax.set_ylabel("hit ratio (requests)")
     ax.set_ylim(0.0, 1.0)
-    ax.set_title("Memory for a hit ratio (exact LRU)")
-    ax.grid(True, which="major", linewidth=0.6, alpha=0.5)
-    ax.legend(loc="lower right", fontsize="small")
-    return save(fig, out_base)
+    return finish(fig, ax, "Memory for a hit ratio (exact LRU)", out_base,
+                  legend="lower right", minor_grid=False)
 

@@ -147,6 +147,10 @@ class SimulationResult:
         that hurt most under the strategy with the lowest p90."""
         return render_request(self.to_dict())
 
+    def csv_table(self) -> tuple[list[str], list[list[Any]]]:
+        """``simulate.csv`` (and ``--format csv``): a row per strategy, with its bands."""
+        return _strategy_table(self.to_dict()["strategies"])
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """Writes ``simulate.json``, ``simulate.csv`` (one row per strategy, with bands),
         ``simulate-routes.csv`` and, with ``plots``, ``simulate.png``/``.svg`` into

@@ -36,7 +36,7 @@ import cachelab.environment as environment
 from cachelab.artifacts import created_now, write_json
 from cachelab.errors import UsageError
 from cachelab.simulate.flat import load_trace, miss_ratio_curve
-from cachelab.tables import write_csv
+from cachelab.tables import write_json_and_csv
 from cachelab.traces.names import CAPTURE_FORMAT, detect_format
 from cachelab.units import human_bytes, pct
 
@@ -104,14 +104,18 @@ class SizeResult:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
 
+    def save(self, path: Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    def csv_table(self) -> tuple[list[str], list[list[float]]]:
+        """``size.csv`` (and ``--format csv``): the curve, one row per memory size."""
+        c = self.curve
+        return (["bytes", "hit_ratio", "miss_ratio"],
+                [[b, 1 - m, m] for b, m in zip(c["bytes"], c["miss_ratio"])])
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``size.json``, ``size.csv`` (the curve) and, unless told not to, the plot."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        written = [write_json(out_dir / "size.json", self.to_dict())]
-        c = self.curve
-        write_csv(out_dir / "size.csv", ["bytes", "hit_ratio", "miss_ratio"],
-                  [[b, 1 - m, m] for b, m in zip(c["bytes"], c["miss_ratio"])])
-        written.append(out_dir / "size.csv")
+        written = write_json_and_csv(self, out_dir, "size")
         if plots:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.simulate.plots import size_plot

@@ -87,6 +87,13 @@ T = TypeVar("T")
 D = TypeVar("D")
 
 
+def _keys_attribute(name: str, doc: str) -> Any:
+    """A property of :class:`TieredCache` that reads and sets its :class:`Keyring`'s
+    ``name``."""
+    return property(lambda cache: getattr(cache._keys, name),
+                    lambda cache, value: setattr(cache._keys, name, value), doc=doc)
+
+
 class TieredCache:
     """A read-through cache over an optional L1 (:class:`~cachelab.tiered.LRUMemory`,
     :class:`~cachelab.tiered.FixedMemory`) and an optional L2 (:class:`MemcachedTier`,
@@ -173,23 +180,9 @@ class TieredCache:
         #: An LRUMemory's table, read directly by :meth:`get` on a hit (one Python call less).
         self._hot = memory.hot_table() if isinstance(memory, LRUMemory) else None
 
-    @property
-    def prefix(self) -> str:
-        """What every memcached key of this cache starts with."""
-        return self._keys.prefix
-
-    @prefix.setter
-    def prefix(self, prefix: str) -> None:
-        self._keys.prefix = prefix
-
-    @property
-    def ns_refresh(self) -> float:
-        """Seconds a namespace version is used before it is read from memcached again."""
-        return self._keys.refresh
-
-    @ns_refresh.setter
-    def ns_refresh(self, seconds: float) -> None:
-        self._keys.refresh = seconds
+    prefix = _keys_attribute("prefix", "What every memcached key of this cache starts with.")
+    ns_refresh = _keys_attribute(
+        "refresh", "Seconds a namespace version is used before it is read from memcached again.")
 
     @property
     def _classes(self) -> dict[str, KeyClass]:
@@ -314,10 +307,9 @@ class TieredCache:
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:
-            if self._lanes:
-                if self._owed:
-                    self._replay_owed()
-                self._lane_for(key).write(key, enc.data, enc.flags, kc.ttl)
+            lane = self._write_lane(key)
+            if lane is not None:
+                lane.write(key, enc.data, enc.flags, kc.ttl)
         finally:  # also when write_errors="raise" raised: L1 holds what the caller wrote
             l1 = self.l1 if kc.l1 else None
             with self._admit:
@@ -336,10 +328,9 @@ class TieredCache:
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:
-            if self._lanes:
-                if self._owed:
-                    self._replay_owed()
-                self._lane_for(key).delete(key)
+            lane = self._write_lane(key)
+            if lane is not None:
+                lane.delete(key)
         finally:
             l1 = self.l1
             with self._admit:
@@ -442,6 +433,15 @@ class TieredCache:
         if pool is None:
             return self._lanes[0]
         return self._lanes[pool.member_of(key)]
+
+    def _write_lane(self, key: str) -> Lane | None:
+        """The lane a write of ``key`` goes through, once the deletes owed are replayed (a
+        write lands after them); None without an L2."""
+        if not self._lanes:
+            return None
+        if self._owed:
+            self._replay_owed()
+        return self._lane_for(key)
 
     def _count_pending(self) -> None:
         """Recounts the deletes owed over all lanes (a lane's queue changed)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.artifacts import write_json
-from cachelab.tables import text_table, write_csv
+from cachelab.tables import text_table, write_json_and_csv
 from cachelab.units import of_asked, partial_note
 
 __all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "TiersResult", "partial_text", "reads_text",
@@ -49,15 +49,16 @@ class TiersResult:
                 return r
         raise KeyError((shape, method))
 
+    def csv_table(self) -> tuple[tuple[str, ...], list[list[Any]]]:
+        """``tiers.csv`` (and ``--format csv``): :data:`CSV_COLUMNS`, a row per (shape,
+        method)."""
+        return CSV_COLUMNS, [[r[c] for c in CSV_COLUMNS] for r in self.rows]
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """Writes tiers.json, tiers.csv and (with ``plots``) tiers.png/.svg into ``out_dir``;
         returns their paths."""
         out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        paths = [self.save(out_dir / "tiers.json")]
-        write_csv(out_dir / "tiers.csv", CSV_COLUMNS,
-                  [[r[c] for c in CSV_COLUMNS] for r in self.rows])
-        paths.append(out_dir / "tiers.csv")
+        paths = write_json_and_csv(self, out_dir, "tiers")
         if plots:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.tiers.plots import tiers_plot

@@ -13,7 +13,7 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.artifacts import check_schema, created_now, read_json, write_json
 from cachelab.errors import InputError, UsageError
-from cachelab.tables import write_csv
+from cachelab.tables import write_json_and_csv
 from cachelab.usl.quality import relative_se
 
 __all__ = ["CSV_HEADER", "PARAMS", "SCHEMA", "SCHEMA_VERSION", "UslFit", "csv_rows",
@@ -129,13 +129,14 @@ class UslFit:
     def save(self, path: str | Path) -> Path:
         return write_json(path, self.to_dict(), allow_nan=False)
 
+    def csv_table(self) -> tuple[list[str], list[list[object]]]:
+        """``usl.csv`` (and ``--format csv``): :data:`CSV_HEADER` and its rows."""
+        return CSV_HEADER, csv_rows(self)
+
     def write(self, out_dir: Path, *, plots: bool = True) -> list[Path]:
         """``usl.json``, ``usl.csv`` and, unless told not to, ``usl.png``/``.svg`` in
         ``out_dir``."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        written = [self.save(out_dir / "usl.json")]
-        write_csv(out_dir / "usl.csv", CSV_HEADER, csv_rows(self))
-        written.append(out_dir / "usl.csv")
+        written = write_json_and_csv(self, out_dir, "usl")
         if plots:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.usl.plots import usl_plot
