@@ -16,6 +16,7 @@ from cachelab import _core
 from cachelab.cli.output import EXIT_CODES_HELP, EXIT_USAGE, add_output_options
 from cachelab.errors import UsageError
 from cachelab.intervals import parse_precision
+from cachelab.load.engine import PROXY_DISTRIBUTION
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
 from cachelab.servers import DEFAULT_THREADS, ServerOptions
 from cachelab.tls import TlsOptions
@@ -92,13 +93,14 @@ def int_range(lo: int, hi: int) -> Callable[[str], int]:
     return integer
 
 
-def limit_range(limit: dict[str, Any]) -> Callable[[str], Any]:
+def limit_range(limit: dict[str, Any], *, scale: float = 1) -> Callable[[str], Any]:
     """An argparse ``type=`` for a spec field whose range the engine gives
     (``cachelab.load.LIMITS["connections"]``: ``{"lo", "hi", "above", "unit"}``): an
-    :func:`int_range` for a whole number, else a :func:`float_range`."""
-    if isinstance(limit["lo"], int):
+    :func:`int_range` for a whole number, else a :func:`float_range`; ``scale``: the flag
+    counts in smaller units (1000: milliseconds for a field in seconds)."""
+    if isinstance(limit["lo"], int) and scale == 1:
         return int_range(limit["lo"], limit["hi"])
-    return float_range(limit["lo"], limit["hi"], above=limit["above"])
+    return float_range(limit["lo"] * scale, limit["hi"] * scale, above=limit["above"])
 
 
 def float_range(lo: float, hi: float, *, above: bool = False,
@@ -231,23 +233,24 @@ def add_pool_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--servers-file", type=Path, metavar="FILE",
                    help="the pool's members, one HOST:PORT[:WEIGHT] a line (# comments)")
     g.add_argument("--distribution", choices=DISTRIBUTIONS,
-                   help="how keys are spread: ketama (libmemcached's weighted, the default), "
-                   "ketama-plain, rendezvous (pymemcache) or modula")
+                   help="how keys are spread: ketama (libmemcached's weighted), ketama-plain, "
+                   f"rendezvous (pymemcache) or modula (default {DISTRIBUTIONS[0]})")
     g.add_argument("--member-failure-limit",
                    type=limit_range(_core.LOAD_LIMITS["member_failure_limit"]), metavar="N",
                    help="mark a member down after N failures in a row (failed connects, timed-"
-                   "out requests, dropped connections; a reply resets the count; default 2)")
+                   "out requests, dropped connections; a reply resets the count; default "
+                   f"{_POOL_DEFAULTS['member_failure_limit']})")
     g.add_argument("--member-retry", type=limit_range(_core.LOAD_LIMITS["member_retry"]),
                    metavar="S",
                    help="keep a member marked down for S seconds before trying it again "
-                   "(default 2); meanwhile its requests fail at once as member_down and are "
-                   "not sent to another member")
+                   f"(default {_POOL_DEFAULTS['member_retry']:g}); meanwhile its requests fail "
+                   "at once as member_down and are not sent to another member")
     g.add_argument("--proxy", metavar="HOST:PORT",
                    help="send every request to this proxy (twemproxy); --server or "
                    "--servers-file then name the memcached servers behind it, whose stats are "
                    "read and whose room is checked (load and scale check each server's "
                    "share of the keys as --distribution places them, default "
-                   "twemproxy-ketama-fnv1a_64; docs/pools.md, 'Through twemproxy')")
+                   f"{PROXY_DISTRIBUTION}; docs/pools.md, 'Through twemproxy')")
 
 
 def proxy_address(args: argparse.Namespace) -> str | None:
@@ -262,6 +265,9 @@ def proxy_address(args: argparse.Namespace) -> str | None:
                          "--servers-file, so their stats can be read")
     return str(proxy)
 
+
+#: The pool's member failure settings by default: the engine's (``LoadSpec``'s too).
+_POOL_DEFAULTS = _core.LOAD_DEFAULTS
 
 #: The pool flags and the settings they set (see :func:`pool_settings`).
 _POOL_FLAGS = (("--distribution", "distribution"),
