@@ -304,7 +304,7 @@ def server_members(args: argparse.Namespace) -> list[str] | None:
 
 def pool_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The pool settings given on the command line (``distribution``,
-    ``member_failure_limit``, ``member_retry``), to override a spec's."""
+    ``member_failure_limit``, ``member_retry``): the Target's, which the verb puts in its spec."""
     return {name: getattr(args, name) for _, name in _POOL_FLAGS
             if getattr(args, name, None) is not None}
 

@@ -270,9 +270,7 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
             setattr(base, k, v)
         spec = base
     spec.tls = common.tls_options(args)
-    for k, v in common.pool_settings(args).items():
-        setattr(spec, k, v)
-    spec.check()
+    spec.check()  # the workload alone; with the target's pool settings in lib.run, first
     return spec
 
 

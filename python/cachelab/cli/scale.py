@@ -157,7 +157,6 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     for name in ("key_space", "value_size", "pipeline"):
         if getattr(args, name) is not None:
             workload[name] = getattr(args, name)
-    workload.update(common.pool_settings(args))
     spec.workload = workload
     spec.tls = common.tls_options(args)
     spec.check()

@@ -43,7 +43,7 @@ def run(spec: ProfileSpec | None = None, target: TargetLike = None, *,
                             distribution=target.pool.get("distribution") or "ketama",
                             rounds=rounds, on_progress=track)
     return profile(spec, server=target.address, server_options=target.options,
-                   on_progress=track)
+                   server_facts=target.facts or None, on_progress=track)
 
 
 def _refuse(target: Target, spec: ProfileSpec, what: str, *, tls: bool = False,
