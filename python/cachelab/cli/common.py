@@ -13,12 +13,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cachelab import _core
-from cachelab.cli.output import EXIT_CODES_HELP, EXIT_USAGE, add_output_options
+from cachelab.cli.output import (
+    EXIT_CODES_HELP,
+    EXIT_USAGE,
+    add_output_options,
+    measured,
+    prepare_out,
+)
 from cachelab.errors import UsageError
 from cachelab.intervals import parse_precision
 from cachelab.load.engine import PROXY_DISTRIBUTION
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
-from cachelab.servers import DEFAULT_THREADS, ServerOptions
+from cachelab.progress import Progress
+from cachelab.servers import DEFAULT_THREADS, SERVER_LIMITS, ServerOptions
 from cachelab.tls import TlsOptions
 
 
@@ -71,8 +78,8 @@ def arg_type(parse: Callable[[str], T]) -> Callable[[str], T]:
     return convert
 
 
-#: The largest seed: the Rust core keeps seeds as u64.
-MAX_SEED = 2**64 - 1
+#: The largest seed: the Rust core keeps seeds as u64 (the engine's range).
+MAX_SEED: int = _core.LOAD_LIMITS["seed"]["hi"]
 
 
 def int_range(lo: int, hi: int) -> Callable[[str], int]:
@@ -142,6 +149,28 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
+def measure(args: argparse.Namespace, verb: str, bar: Progress,
+            work: Callable[[Progress], T]) -> tuple[Path, T, bool]:
+    """A measuring verb's third step, after its spec and target: ``--out`` checked first
+    (:func:`~cachelab.cli.output.prepare_out`: a bad one costs nothing), then ``work(bar)``
+    (the verb's ``lib.run(spec, target, progress=bar)``) under ``bar``, its partial result
+    kept on Ctrl-C (:func:`~cachelab.cli.output.measured`). Returns the directory, the
+    result and whether it was interrupted: what :func:`~cachelab.cli.output.finish` takes."""
+    out = prepare_out(args, verb)
+    with bar:
+        result, interrupted = measured(lambda: work(bar))
+    return out, result, interrupted
+
+
+def add_seed(p: argparse.ArgumentParser | Any, what: str, default: int | None = 0) -> None:
+    """``--seed``, the same flag in every verb: a whole number the Rust core holds (0 to
+    :data:`MAX_SEED`); ``what`` it seeds, and its ``default`` (None: a random one, which the
+    verb picks)."""
+    shown = "random" if default is None else default
+    p.add_argument("--seed", type=int_range(0, MAX_SEED), default=default,
+                   help=f"{what} (default{':' if default is None else ''} {shown})")
+
+
 def verb_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
                 description: str, examples: str) -> argparse.ArgumentParser:
     """A verb's parser: its one line in ``cachelab --help``, its description kept as written,
@@ -169,7 +198,7 @@ def finish_parser(
     pool: bool = False,
     tls: bool = False,
     checks: Iterable[str] = (),
-    server_memory: int = 64,
+    server_memory: int = ServerOptions.memory_mb,
     server_threads: str = f"{DEFAULT_THREADS}",
     server_note: str = "",
 ) -> None:
@@ -191,7 +220,7 @@ def finish_parser(
     p.set_defaults(func=run)
 
 
-def add_server_options(p: argparse.ArgumentParser, *, memory: int = 64,
+def add_server_options(p: argparse.ArgumentParser, *, memory: int = ServerOptions.memory_mb,
                        threads: str = f"{DEFAULT_THREADS}", note: str = "") -> None:
     """``--server``, ``--socket`` and the private server's ``--server-threads``,
     ``--server-memory`` (``memory``: the verb's default, in MB) and ``--server-args``; their
@@ -207,11 +236,12 @@ def add_server_options(p: argparse.ArgumentParser, *, memory: int = 64,
     )
     g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
     g.add_argument(
-        "--server-threads", type=int_range(1, 1024), default=None, metavar="N",
+        "--server-threads", type=limit_range(SERVER_LIMITS["threads"]), default=None, metavar="N",
         help=f"threads of the private memcached (-t; default {threads})",
     )
     g.add_argument(
-        "--server-memory", type=int_range(1, 2**20), default=memory, metavar="MB",
+        "--server-memory", type=limit_range(SERVER_LIMITS["memory_mb"]), default=memory,
+        metavar="MB",
         help=f"memory of the private memcached (-m; default {memory}, raised when the run's "
         "keys and values need more)",
     )

@@ -64,6 +64,10 @@ _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arr
             "probe_rate", "on_member_down", "on_miss", "private_pool", "add", "remove", "fail",
             "private_proxy")
 
+#: What ``--fail-on`` checks in a load run's result (and in a scale sweep's, whose points
+#: are load runs): its verdict INVALID, a p99 precision not reached, problems.
+CHECKS = ("invalid", "precision", "problems")
+
 #: Each numeric flag's range: the load engine's (``lib.LIMITS``, from crates/load/src/spec.rs),
 #: so a flag out of range is refused before anything starts, with the range (``scale`` uses
 #: them too).
@@ -167,8 +171,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "result says so); every repeat is kept, the table shows the one with the "
                    "highest p99 and flags RUNS DISAGREE when the repeats differ more than their "
                    "95 %% intervals allow (docs/load.md, \"Repeats\")")
-    w.add_argument("--seed", type=_limit("seed"),
-                   help="seed for keys, sizes and arrivals (default: random)")
+    common.add_seed(w, "seed for keys, sizes and arrivals", default=_D.seed)
     w.add_argument("--busy-poll", type=_limit("busy_poll_us"), metavar="US",
                    dest="busy_poll_us",
                    help="with replies outstanding, poll the sockets for up to US µs before "
@@ -237,9 +240,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True,
-                         checks=("invalid", "precision", "problems"),
-                         server_note="with more memory when --key-space and --value-size "
-                         "need it; none under --private-pool, which starts its own")
+                         checks=CHECKS, server_note="with more memory when --key-space and "
+                         "--value-size need it; none under --private-pool, which starts its own")
 
 
 def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
@@ -277,9 +279,8 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "load")
-    with Progress(0, "load") as bar:
-        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=bar))
+    out, result, interrupted = common.measure(
+        args, "load", Progress(0, "load"), lambda bar: lib.run(spec, target, progress=bar))
 
     return output.finish(
         args, result, out, verb="load", write={"plots": not args.no_plots},

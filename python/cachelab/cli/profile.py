@@ -100,8 +100,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--timeout", type=_limit("timeout"), metavar="S",
         help=f"deadline per request in seconds (default {flag_text(_D.timeout)})",
     )
-    p.add_argument("--seed", type=_limit("seed"),
-                   help="seed for the random values (default: random)")
+    common.add_seed(p, "seed for the random values", default=_D.seed)
     p.add_argument("--quick", action="store_true", help="a small run of the same shape")
     p.add_argument(
         "--show", metavar="NAME|FILE",
@@ -159,11 +158,10 @@ def run(args: argparse.Namespace) -> int:
         return _show(args)
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "profile")
-    with Progress(None, "profile") as bar:
-        # Interrupted: what was measured is kept, and the result says PARTIAL.
-        result, interrupted = output.measured(
-            lambda: lib.run(spec, target, progress=bar, rounds=args.rounds))
+    # Interrupted: what was measured is kept, and the result says PARTIAL.
+    out, result, interrupted = common.measure(
+        args, "profile", Progress(None, "profile"),
+        lambda bar: lib.run(spec, target, progress=bar, rounds=args.rounds))
     if isinstance(result, PoolProfile):  # a pool: each member profiled in rounds
         return output.finish(
             args, result, out, verb="profile", write={"plots": not args.no_plots},

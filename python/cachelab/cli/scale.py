@@ -7,7 +7,7 @@ import argparse
 import cachelab.scale as lib
 import cachelab.usl as usl_lib
 from cachelab.cli import cluster, common, output
-from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
+from cachelab.cli.load import CHECKS, CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.load import LIMITS as LOAD_LIMITS
@@ -132,13 +132,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "mean throughput, each named with its reason)")
     f.add_argument("--bootstrap", type=common.limit_range(usl_lib.LIMITS["bootstrap"]), metavar="R",
                    help=f"bootstrap resamples (default {_D.bootstrap}; quick {_Q.bootstrap})")
-    p.add_argument("--seed", type=common.limit_range(LOAD_LIMITS["seed"]),
-                   help=f"workload and bootstrap seed (default {_D.seed})")
+    common.add_seed(p, "workload and bootstrap seed", default=_D.seed)
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
                          plots="skip the PNG/SVG plots", server=True, pool=True, tls=True,
-                         checks=("invalid", "precision", "problems"),
-                         server_note="with more memory when the workload needs it; "
+                         checks=CHECKS, server_note="with more memory when the workload needs it; "
                          "restarted at every point with --vary server-threads")
 
 
@@ -167,11 +165,11 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "scale")
     # One line per point on stderr (no bar). Interrupted: the runs finished are kept, and
     # the result says PARTIAL.
-    with Progress(None, "scale", enabled=False) as lines:
-        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=lines))
+    out, result, interrupted = common.measure(
+        args, "scale", Progress(None, "scale", enabled=False),
+        lambda lines: lib.run(spec, target, progress=lines))
     return output.finish(
         args, result, out, verb="scale", write={"plots": not args.no_plots},
         see="runs[].errors in scale.json", interrupted=interrupted,

@@ -66,8 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", type=common.limit_range(lib.LIMITS["bootstrap"]), default=1000,
                    metavar="R", help="bootstrap resamples for Nmax and the peak (default 1000; "
                    "0: none)")
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
-                   help="bootstrap seed (default 0)")
+    common.add_seed(p, "bootstrap seed")
     common.finish_parser(p, "usl", run, plots="skip the PNG/SVG plot")
 
 
