@@ -56,13 +56,13 @@ cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,mul
 cachelab load --private-pool 3 --rate 20000 --remove 2@5 --fail-on invalid,problems
 """
 
-#: Flag name -> LoadSpec field, for flags that set a spec field directly.
+#: Flag name -> LoadSpec field, for flags that set a spec field directly (the pool's and the
+#: private pool's flags make the Target, which ``lib.run`` puts in the spec).
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
             "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats",
-            "probe_rate", "on_member_down", "on_miss", "private_pool", "add", "remove", "fail",
-            "private_proxy")
+            "probe_rate", "on_member_down", "on_miss", "add", "remove", "fail")
 
 #: What ``--fail-on`` checks in a load run's result (and in a scale sweep's, whose points
 #: are load runs): its verdict INVALID, a p99 precision not reached, problems.
@@ -272,7 +272,8 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
             setattr(base, k, v)
         spec = base
     spec.tls = common.tls_options(args)
-    spec.check()  # the workload alone; with the target's pool settings in lib.run, first
+    # Checked as the run's first step (lib.run: with the target's pool settings and private
+    # pool, before anything starts), since what may go with what depends on them.
     return spec
 
 
