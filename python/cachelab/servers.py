@@ -43,10 +43,11 @@ from cachelab.errors import (
     UsageError,
 )
 from cachelab.tls import TlsOptions, core_tls
+from cachelab.units import limited, limits_of
 
-__all__ = ["LOOPBACK", "STATS_TIMEOUT", "PrivateMemcached", "ServerOptions", "Target",
-           "find_memcached", "on_this_machine", "proxy_message", "read_stats", "restarted", "serve",
-           "started_unix", "stats_or_none", "stop_all"]
+__all__ = ["LOOPBACK", "SERVER_LIMITS", "STATS_TIMEOUT", "PrivateMemcached", "ServerOptions",
+           "Target", "find_memcached", "on_this_machine", "proxy_message", "read_stats",
+           "restarted", "serve", "started_unix", "stats_or_none", "stop_all"]
 
 _INSTALL_HINT = "memcached is not installed; install it with: apt-get install -y memcached"
 _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the server
@@ -65,15 +66,20 @@ class ServerOptions:
     ``--server-threads``, ``--server-memory`` and ``--server-args``). A verb may raise the
     memory to what its data needs; see :func:`serve`."""
 
-    memory_mb: int = 64
+    memory_mb: int = limited(64, 1, 2**20, unit="MB")
     #: Worker threads (``-t``); None: the verb's default (:data:`DEFAULT_THREADS`, or what
     #: the verb asks :func:`serve` for, as replay does).
-    threads: int | None = None
+    threads: int | None = limited(None, 1, 1024)
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.memory_mb < 1 or (self.threads is not None and self.threads < 1):
             raise UsageError("--server-threads and --server-memory must be at least 1")
+
+
+#: The range of each of :class:`ServerOptions`' numbers (``--server-memory``,
+#: ``--server-threads``).
+SERVER_LIMITS = limits_of(ServerOptions)
 
 
 @dataclass

@@ -39,7 +39,7 @@ from cachelab.servers import (
     serve,
 )
 
-__all__ = ["POOL_SETTINGS", "Live", "Target", "TargetLike", "as_target"]
+__all__ = ["POOL_SETTINGS", "Live", "Target", "TargetLike", "as_target", "recorded"]
 
 #: The pool settings a target may carry (the CLI's ``--distribution``,
 #: ``--member-failure-limit``, ``--member-retry``), by their spec field names.
@@ -67,6 +67,11 @@ class Target:
     private_proxy: bool = False
     #: Drive it from Ray agents (load, scale) or fan out on Ray (simulate).
     ray: RayOptions | None = None
+    #: What a result records about a server the caller opened and hands on (``run``'s
+    #: private memcached, to each step: ``{"private": True, "argv": [...]}``; see
+    #: :meth:`Live.handed`): a verb records them, and treats the server as its own private
+    #: one (no room check), but neither starts nor stops it.
+    facts: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "servers", tuple(self.servers))
@@ -182,7 +187,7 @@ class Target:
             served = stack.enter_context(serve(
                 first, self.options, memory_mb=memory_mb, threads=threads,
                 default_threads=default_threads, item_size_max=item_size_max))
-            facts = dict(served.facts)
+            facts = {**served.facts, **self.facts}
             if owned:
                 facts.update(private=True, argv=owned[0].argv)
             yield Live(address=served.address, given=given, behind=hidden, pid=served.pid,
@@ -231,6 +236,12 @@ class Live:
     #: The private twemproxy (None otherwise).
     proxy: PrivateTwemproxy | None = None
 
+    def handed(self) -> Target:
+        """This opened server as the target of the calls made inside the block (``run``'s
+        steps): its address and :attr:`facts`, so a private one is recorded as private,
+        started and stopped by the block alone."""
+        return Target(servers=(self.address,), facts=dict(self.facts))
+
     @property
     def addresses(self) -> list[str]:
         """Every address requests go to: the members given, else the one served."""
@@ -241,6 +252,12 @@ class Live:
         """The servers that hold the keys, whose room is checked, evictions watched and
         stats read: the servers behind a proxy, else the ones driven."""
         return self.behind or self.addresses
+
+
+def recorded(target: Target) -> dict[str, Any]:
+    """What a result's ``server`` records from a server handed on (:attr:`Target.facts`):
+    whether it is private, and the private server's command line."""
+    return {k: v for k, v in target.facts.items() if k in ("private", "argv")}
 
 
 def _address(member: str) -> str:

@@ -34,6 +34,7 @@ decimals per unit, so a column lines up and the unit is named once, in the title
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import statistics
@@ -46,10 +47,15 @@ from cachelab.errors import UsageError
 __all__ = [
     "MISSING",
     "PARTIAL",
+    "check_limit",
     "dur",
+    "flag_text",
     "format_duration_ns",
     "format_size",
     "human_bytes",
+    "limit",
+    "limited",
+    "limits_of",
     "ns_per_unit",
     "num",
     "of_asked",
@@ -364,3 +370,68 @@ def partial_note(run: Mapping[str, Any] | None, done: str = "") -> str | None:
     reason = str(aborted).removeprefix("gave up: ")  # the engines' own wording starts so
     why = f"gave up{after}: {reason}" if aborted else f"interrupted{after}"
     return f"{PARTIAL} ({why}" + (f"; {done}" if done else "") + ")"
+
+
+def limited(default: Any, lo: float, hi: float, *, above: bool = False,
+            unit: str = "") -> Any:
+    """A spec dataclass field that only Python checks, with its range written beside it, once:
+    ``repeats: int = limited(1, 1, 100)``. The range has the shape of the engine's
+    (``_core.LOAD_LIMITS``: ``{"lo", "hi", "above", "unit"}``), so a command-line flag reads
+    it alike (``cli.common.limit_range``); :func:`limits_of` collects a class's ranges and
+    :func:`check_limit` refuses a value out of one in the engine's words."""
+    return dataclasses.field(default=default,
+                             metadata={"limit": limit(lo, hi, above=above, unit=unit)})
+
+
+def limit(lo: float, hi: float, *, above: bool = False, unit: str = "") -> dict[str, Any]:
+    """A range written in Python, in the engine's shape (see :func:`limited`)."""
+    return {"lo": lo, "hi": hi, "above": above, "unit": unit}
+
+
+def limits_of(cls: type) -> dict[str, dict[str, Any]]:
+    """``{field: range}`` of the fields of the dataclass ``cls`` declared with :func:`limited`."""
+    return {f.name: f.metadata["limit"] for f in dataclasses.fields(cls)
+            if "limit" in f.metadata}
+
+
+def check_limit(name: str, limit: Mapping[str, Any], value: Any) -> None:
+    """Raises UsageError unless ``value`` is in ``limit``, as the engine refuses one of its
+    fields: ``private-pool must be a whole number from 2 to 64, not 1``. A whole-number range
+    takes an ``int`` only (not a bool)."""
+    lo, hi, above = limit["lo"], limit["hi"], limit["above"]
+    whole = isinstance(lo, int)
+    ok = (isinstance(value, int) if whole else isinstance(value, (int, float))) and \
+        not isinstance(value, bool) and math.isfinite(value) and \
+        (value > lo if above else value >= lo) and value <= hi
+    if ok:
+        return
+    of = f" of {limit['unit']}" if limit["unit"] else ""
+    if whole:
+        rule = f"a whole number{of} from {lo} to {hi}"
+    elif above:
+        rule = f"a number{of} above {_end(lo)} and at most {_end(hi)}"
+    else:
+        rule = f"a number{of} from {_end(lo)} to {_end(hi)}"
+    raise UsageError(f"{name.replace('_', '-')} must be {rule}, not {value!r}")
+
+
+def _end(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+def flag_text(value: Any, *, size: bool = False) -> str:
+    """A spec field's default as a flag's ``--help`` shows it, in the flag's own syntax:
+    ``10000``, ``1`` (not ``1.0``), ``0.5``, ``get=90,set=10`` for shares, ``1,2,4`` for a
+    list; ``size``: byte counts as sizes (``1,10,1K,1M``). Each parses back, with the flag's
+    own parser, to ``value``."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={_end(100 * v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ",".join(flag_text(v, size=size) for v in value)
+    if size and isinstance(value, int) and value > 0:
+        return format_size(value).removesuffix("B")
+    if isinstance(value, float):
+        return _end(value)
+    return str(value)

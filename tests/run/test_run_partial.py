@@ -29,7 +29,7 @@ def test_a_study_whose_server_is_killed_keeps_the_scale_runs_done(tmp_path: Path
     with PrivateMemcached(threads=2) as server:
         run = Background([*STUDY, "--steps", "scale,tiers", "--server", server.address,
                           "--out", out], cwd=tmp_path)
-        run.wait_for_line("scale 2/6")
+        run.wait_for_line("scale: 2/6 ")
         kill(server)
         p = run.finish()
     assert p.returncode == 3, p.stderr
@@ -54,7 +54,7 @@ def test_a_study_whose_server_is_killed_keeps_the_scale_runs_done(tmp_path: Path
 def test_ctrl_c_in_the_scale_step_keeps_its_runs_and_writes_the_report(tmp_path: Path) -> None:
     out = tmp_path / "study"
     run = Background([*STUDY, "--steps", "scale", "--out", out], cwd=tmp_path)
-    run.wait_for_line("scale 1/6")
+    run.wait_for_line("scale: 1/6 ")
     run.signal()
     p = run.finish()
     assert p.returncode == 130, p.stderr

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from cachelab import _core
-from cachelab.scale import ScaleSpec, scale
+from cachelab.scale import ScaleSpec, run, scale
 from cachelab.servers import PrivateMemcached
+from cachelab.target import Target
 from clitools import InProcess
 from pools import loopback_pool
 
@@ -50,3 +51,15 @@ def test_the_cli_takes_a_pool_and_refuses_it_where_it_cannot_go(
     assert p.returncode == 2 and "pool" in p.stderr
     bad = cli("scale", *flags, "--distribution", "nope", "--out", tmp_path / "b")
     assert bad.returncode == 2 and "ketama" in bad.stderr
+
+
+def test_the_target_s_pool_settings_are_every_run_s(members: list[PrivateMemcached]) -> None:
+    """A Target's pool settings (the CLI's --distribution, --member-*) reach every run: the
+    Target carries them once, and the verb puts them in each run's workload."""
+    spec = ScaleSpec(points=[1], repeats=1, warmup=0.2, settle=0.2, window=0.3, interval=0.1,
+                     bootstrap=0, workload={"key_space": 500})
+    target = Target(servers=tuple(m.address for m in members),
+                    pool={"distribution": "modula", "member_failure_limit": 5})
+    r = run(spec, target)
+    assert r.server["pool"]["distribution"] == "modula"
+    assert len(r.runs) == 1 and all(x["replies"] > 0 for x in r.runs[0]["members"])

@@ -16,6 +16,9 @@ __all__ = ["add_flags", "ray_options"]
 #: ``--ray`` given without an address.
 _AUTO = "auto"
 
+#: Load agents with ``--ray`` when ``--agents`` is not given.
+AGENTS = 2
+
 
 def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
               shared_trace: bool = False) -> None:
@@ -37,8 +40,8 @@ def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
                    "on another address than the machine's main one)")
     if agents:
         g.add_argument("--agents", type=common.int_range(1, 1024), metavar="N",
-                       help="with --ray: load agents, one per node (default 2); connections "
-                       "and rate are split among them")
+                       help=f"with --ray: load agents, one per node (default {AGENTS}); "
+                       "connections and rate are split among them")
         g.add_argument("--agent-placement", choices=PLACEMENTS, default="spread",
                        help="spread: one agent per node (default); pack: agents may share a "
                        "node")
@@ -58,7 +61,7 @@ def ray_options(args: argparse.Namespace) -> RayOptions | None:
         return None
     require_ray()
     options = RayOptions(address=None if args.ray == _AUTO else args.ray,
-                         agents=agents if agents is not None else 2,
+                         agents=agents if agents is not None else AGENTS,
                          placement=getattr(args, "agent_placement", "spread"),
                          node_ip=args.ray_node_ip, connect_timeout=args.ray_timeout)
     options.check()

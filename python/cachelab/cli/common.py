@@ -13,11 +13,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cachelab import _core
-from cachelab.cli.output import EXIT_CODES_HELP, EXIT_USAGE, add_output_options
+from cachelab.cli.output import (
+    EXIT_CODES_HELP,
+    EXIT_USAGE,
+    add_output_options,
+    measured,
+    prepare_out,
+)
 from cachelab.errors import UsageError
 from cachelab.intervals import parse_precision
+from cachelab.load.engine import PROXY_DISTRIBUTION
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
-from cachelab.servers import DEFAULT_THREADS, ServerOptions
+from cachelab.progress import Progress
+from cachelab.servers import DEFAULT_THREADS, SERVER_LIMITS, ServerOptions
 from cachelab.tls import TlsOptions
 
 
@@ -70,8 +78,8 @@ def arg_type(parse: Callable[[str], T]) -> Callable[[str], T]:
     return convert
 
 
-#: The largest seed: the Rust core keeps seeds as u64.
-MAX_SEED = 2**64 - 1
+#: The largest seed: the Rust core keeps seeds as u64 (the engine's range).
+MAX_SEED: int = _core.LOAD_LIMITS["seed"]["hi"]
 
 
 def int_range(lo: int, hi: int) -> Callable[[str], int]:
@@ -92,13 +100,14 @@ def int_range(lo: int, hi: int) -> Callable[[str], int]:
     return integer
 
 
-def limit_range(limit: dict[str, Any]) -> Callable[[str], Any]:
+def limit_range(limit: dict[str, Any], *, scale: float = 1) -> Callable[[str], Any]:
     """An argparse ``type=`` for a spec field whose range the engine gives
     (``cachelab.load.LIMITS["connections"]``: ``{"lo", "hi", "above", "unit"}``): an
-    :func:`int_range` for a whole number, else a :func:`float_range`."""
-    if isinstance(limit["lo"], int):
+    :func:`int_range` for a whole number, else a :func:`float_range`; ``scale``: the flag
+    counts in smaller units (1000: milliseconds for a field in seconds)."""
+    if isinstance(limit["lo"], int) and scale == 1:
         return int_range(limit["lo"], limit["hi"])
-    return float_range(limit["lo"], limit["hi"], above=limit["above"])
+    return float_range(limit["lo"] * scale, limit["hi"] * scale, above=limit["above"])
 
 
 def float_range(lo: float, hi: float, *, above: bool = False,
@@ -140,6 +149,28 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
+def measure(args: argparse.Namespace, verb: str, bar: Progress,
+            work: Callable[[Progress], T]) -> tuple[Path, T, bool]:
+    """A measuring verb's third step, after its spec and target: ``--out`` checked first
+    (:func:`~cachelab.cli.output.prepare_out`: a bad one costs nothing), then ``work(bar)``
+    (the verb's ``lib.run(spec, target, progress=bar)``) under ``bar``, its partial result
+    kept on Ctrl-C (:func:`~cachelab.cli.output.measured`). Returns the directory, the
+    result and whether it was interrupted: what :func:`~cachelab.cli.output.finish` takes."""
+    out = prepare_out(args, verb)
+    with bar:
+        result, interrupted = measured(lambda: work(bar))
+    return out, result, interrupted
+
+
+def add_seed(p: argparse.ArgumentParser | Any, what: str, default: int | None = 0) -> None:
+    """``--seed``, the same flag in every verb: a whole number the Rust core holds (0 to
+    :data:`MAX_SEED`); ``what`` it seeds, and its ``default`` (None: a random one, which the
+    verb picks)."""
+    shown = "random" if default is None else default
+    p.add_argument("--seed", type=int_range(0, MAX_SEED), default=default,
+                   help=f"{what} (default{':' if default is None else ''} {shown})")
+
+
 def verb_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
                 description: str, examples: str) -> argparse.ArgumentParser:
     """A verb's parser: its one line in ``cachelab --help``, its description kept as written,
@@ -167,7 +198,7 @@ def finish_parser(
     pool: bool = False,
     tls: bool = False,
     checks: Iterable[str] = (),
-    server_memory: int = 64,
+    server_memory: int = ServerOptions.memory_mb,
     server_threads: str = f"{DEFAULT_THREADS}",
     server_note: str = "",
 ) -> None:
@@ -189,7 +220,7 @@ def finish_parser(
     p.set_defaults(func=run)
 
 
-def add_server_options(p: argparse.ArgumentParser, *, memory: int = 64,
+def add_server_options(p: argparse.ArgumentParser, *, memory: int = ServerOptions.memory_mb,
                        threads: str = f"{DEFAULT_THREADS}", note: str = "") -> None:
     """``--server``, ``--socket`` and the private server's ``--server-threads``,
     ``--server-memory`` (``memory``: the verb's default, in MB) and ``--server-args``; their
@@ -205,11 +236,12 @@ def add_server_options(p: argparse.ArgumentParser, *, memory: int = 64,
     )
     g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
     g.add_argument(
-        "--server-threads", type=int_range(1, 1024), default=None, metavar="N",
+        "--server-threads", type=limit_range(SERVER_LIMITS["threads"]), default=None, metavar="N",
         help=f"threads of the private memcached (-t; default {threads})",
     )
     g.add_argument(
-        "--server-memory", type=int_range(1, 2**20), default=memory, metavar="MB",
+        "--server-memory", type=limit_range(SERVER_LIMITS["memory_mb"]), default=memory,
+        metavar="MB",
         help=f"memory of the private memcached (-m; default {memory}, raised when the run's "
         "keys and values need more)",
     )
@@ -231,23 +263,24 @@ def add_pool_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--servers-file", type=Path, metavar="FILE",
                    help="the pool's members, one HOST:PORT[:WEIGHT] a line (# comments)")
     g.add_argument("--distribution", choices=DISTRIBUTIONS,
-                   help="how keys are spread: ketama (libmemcached's weighted, the default), "
-                   "ketama-plain, rendezvous (pymemcache) or modula")
+                   help="how keys are spread: ketama (libmemcached's weighted), ketama-plain, "
+                   f"rendezvous (pymemcache) or modula (default {DISTRIBUTIONS[0]})")
     g.add_argument("--member-failure-limit",
                    type=limit_range(_core.LOAD_LIMITS["member_failure_limit"]), metavar="N",
                    help="mark a member down after N failures in a row (failed connects, timed-"
-                   "out requests, dropped connections; a reply resets the count; default 2)")
+                   "out requests, dropped connections; a reply resets the count; default "
+                   f"{_POOL_DEFAULTS['member_failure_limit']})")
     g.add_argument("--member-retry", type=limit_range(_core.LOAD_LIMITS["member_retry"]),
                    metavar="S",
                    help="keep a member marked down for S seconds before trying it again "
-                   "(default 2); meanwhile its requests fail at once as member_down and are "
-                   "not sent to another member")
+                   f"(default {_POOL_DEFAULTS['member_retry']:g}); meanwhile its requests fail "
+                   "at once as member_down and are not sent to another member")
     g.add_argument("--proxy", metavar="HOST:PORT",
                    help="send every request to this proxy (twemproxy); --server or "
                    "--servers-file then name the memcached servers behind it, whose stats are "
                    "read and whose room is checked (load and scale check each server's "
                    "share of the keys as --distribution places them, default "
-                   "twemproxy-ketama-fnv1a_64; docs/pools.md, 'Through twemproxy')")
+                   f"{PROXY_DISTRIBUTION}; docs/pools.md, 'Through twemproxy')")
 
 
 def proxy_address(args: argparse.Namespace) -> str | None:
@@ -262,6 +295,9 @@ def proxy_address(args: argparse.Namespace) -> str | None:
                          "--servers-file, so their stats can be read")
     return str(proxy)
 
+
+#: The pool's member failure settings by default: the engine's (``LoadSpec``'s too).
+_POOL_DEFAULTS = _core.LOAD_DEFAULTS
 
 #: The pool flags and the settings they set (see :func:`pool_settings`).
 _POOL_FLAGS = (("--distribution", "distribution"),
@@ -298,7 +334,7 @@ def server_members(args: argparse.Namespace) -> list[str] | None:
 
 def pool_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The pool settings given on the command line (``distribution``,
-    ``member_failure_limit``, ``member_retry``), to override a spec's."""
+    ``member_failure_limit``, ``member_retry``): the Target's, which the verb puts in its spec."""
     return {name: getattr(args, name) for _, name in _POOL_FLAGS
             if getattr(args, name, None) is not None}
 

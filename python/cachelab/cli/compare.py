@@ -73,8 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--level", type=common.float_range(0.5, 1, below=True), default=0.95,
                    metavar="L",
                    help="interval confidence level (default 0.95)")
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
-                   help="bootstrap seed (default 0)")
+    common.add_seed(p, "bootstrap seed")
     p.add_argument("--allow-different", action="store_true",
                    help="compare results whose settings differ (the difference is noted)")
     common.finish_parser(p, "compare", run, plots="skip the PNG/SVG plot",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import cachelab.load as lib
 from cachelab.cli import cluster, common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.units import flag_text
 
 DESCRIPTION = """\
 Drive memcached with a workload and report throughput and latency per interval.
@@ -54,13 +56,17 @@ cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,mul
 cachelab load --private-pool 3 --rate 20000 --remove 2@5 --fail-on invalid,problems
 """
 
-#: Flag name -> LoadSpec field, for flags that set a spec field directly.
+#: Flag name -> LoadSpec field, for flags that set a spec field directly (the pool's and the
+#: private pool's flags make the Target, which ``lib.run`` puts in the spec).
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
             "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats",
-            "probe_rate", "on_member_down", "on_miss", "private_pool", "add", "remove", "fail",
-            "private_proxy")
+            "probe_rate", "on_member_down", "on_miss", "add", "remove", "fail")
+
+#: What ``--fail-on`` checks in a load run's result (and in a scale sweep's, whose points
+#: are load runs): its verdict INVALID, a p99 precision not reached, problems.
+CHECKS = ("invalid", "precision", "problems")
 
 #: Each numeric flag's range: the load engine's (``lib.LIMITS``, from crates/load/src/spec.rs),
 #: so a flag out of range is refused before anything starts, with the range (``scale`` uses
@@ -69,6 +75,29 @@ CONNECTIONS = common.limit_range(lib.LIMITS["connections"])
 PIPELINE = common.limit_range(lib.LIMITS["pipeline"])
 KEY_SPACE = common.limit_range(lib.LIMITS["key_space"])
 SECONDS = common.limit_range(lib.LIMITS["timeout"])
+
+#: Each flag's default as --help states it: the spec's (``LoadSpec``'s field defaults, the
+#: pool's from the engine), and those of the small run (``--quick``).
+_D = lib.LoadSpec()
+_Q = lib.LoadSpec.quick()
+
+
+def _limit(name: str) -> Any:
+    return common.limit_range(lib.LIMITS[name])
+
+
+def _range(limit: dict[str, Any]) -> str:
+    """A range as the help states it: ``0-1000``, ``above 0 and at most 10000``."""
+    if limit["above"]:
+        return f"above {flag_text(limit['lo'])} and at most {flag_text(limit['hi'])}"
+    return f"{flag_text(limit['lo'])}-{flag_text(limit['hi'])}"
+
+
+def _member_down_s() -> float:
+    """Seconds until a silent member is marked down by default: the failure limit's
+    deadlines, with a 20 ms back-off between them."""
+    n = _D.member_failure_limit
+    return round(n * _D.member_timeout + 0.02 * (n - 1), 3)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -80,80 +109,84 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spec", type=Path, metavar="FILE.toml", help="workload settings file")
     w = p.add_argument_group("workload")
     w.add_argument("--connections", type=CONNECTIONS, metavar="N",
-                   help="connections (default 4)")
-    w.add_argument("--threads", type=common.limit_range(lib.LIMITS["threads"]), metavar="N",
-                   help="client threads (default 1)")
+                   help=f"connections (default {_D.connections})")
+    w.add_argument("--threads", type=_limit("threads"), metavar="N",
+                   help=f"client threads (default {_D.threads})")
     w.add_argument("--pipeline", type=PIPELINE, metavar="N",
-                   help="closed loop: requests outstanding per connection (default 1)")
+                   help=f"closed loop: requests outstanding per connection (default {_D.pipeline})")
     w.add_argument("--max-outstanding", type=PIPELINE, metavar="N",
-                   help="open loop: most requests in flight per connection (default 100)")
-    w.add_argument("--rate", type=common.limit_range(lib.LIMITS["rate"]), metavar="R",
+                   help="open loop: most requests in flight per connection "
+                   f"(default {_D.max_outstanding})")
+    w.add_argument("--rate", type=_limit("rate"), metavar="R",
                    help="open loop at R requests/s over all connections")
     w.add_argument("--arrivals", choices=("poisson", "uniform"),
-                   help="open-loop arrivals (default poisson)")
+                   help=f"open-loop arrivals (default {_D.arrivals})")
     w.add_argument("--mix", metavar="OP=SHARE,...",
-                   help="op mix of get, multiget, set, delete (default get=90,set=10)")
-    w.add_argument("--multiget-keys", type=common.limit_range(lib.LIMITS["multiget_keys"]),
-                   metavar="K",
-                   help="keys per multi-get (default 10)")
-    w.add_argument("--key-space", type=KEY_SPACE, metavar="N", help="distinct keys (default 10000)")
+                   help=f"op mix of get, multiget, set, delete (default {flag_text(_D.mix)})")
+    w.add_argument("--multiget-keys", type=_limit("multiget_keys"), metavar="K",
+                   help=f"keys per multi-get (default {_D.multiget_keys})")
+    w.add_argument("--key-space", type=KEY_SPACE, metavar="N",
+                   help=f"distinct keys (default {_D.key_space}; {_Q.key_space} with --quick)")
     w.add_argument("--key-dist", metavar="DIST",
                    help="uniform, zipf:S, gaussian[:SD], sequential, hotset:X%%:Y%% "
-                   "(default uniform)")
+                   f"(default {_D.key_dist})")
     w.add_argument("--value-size", metavar="DIST",
                    help="SIZE, uniform:MIN:MAX, lognormal:MEDIAN:SIGMA, histogram:S=W,... or "
-                   "histogram:FILE (default 100)")
+                   f"histogram:FILE (default {_D.value_size})")
     w.add_argument("--prefix", metavar="TEXT",
-                   help="key prefix; a unique run id is always appended (default cachelab)")
-    w.add_argument("--ttl", type=common.limit_range(lib.LIMITS["ttl"]), metavar="S",
-                   help="expiry of values set (default 0: none; memcached reads it as a signed "
-                   "32-bit number, and above 30 days as a Unix time)")
-    w.add_argument("--duration", type=common.limit_range(lib.LIMITS["duration"]),
-                   metavar="S",
-                   help="seconds measured after the warm-up (default 10; 3 with --quick)")
-    w.add_argument("--requests", type=common.limit_range(lib.LIMITS["requests"]), metavar="N",
+                   help=f"key prefix; a unique run id is always appended (default {_D.prefix})")
+    w.add_argument("--ttl", type=_limit("ttl"), metavar="S",
+                   help=f"expiry of values set (default {_D.ttl}: none; memcached reads it as a "
+                   "signed 32-bit number, and above 30 days as a Unix time)")
+    w.add_argument("--duration", type=_limit("duration"), metavar="S",
+                   help=f"seconds measured after the warm-up (default {flag_text(_D.duration)}; "
+                   f"{flag_text(_Q.duration)} with --quick)")
+    w.add_argument("--requests", type=_limit("requests"), metavar="N",
                    help="send N requests in all instead of running for a duration")
-    w.add_argument("--warmup", type=common.limit_range(lib.LIMITS["warmup"]), metavar="S",
-                   help="warm-up seconds (default 1)")
+    w.add_argument("--warmup", type=_limit("warmup"), metavar="S",
+                   help=f"warm-up seconds (default {flag_text(_D.warmup)})")
     w.add_argument("--prefill", action=argparse.BooleanOptionalAction, default=None,
                    help="set every key before the run (default: when the mix reads)")
-    w.add_argument("--interval", type=common.limit_range(lib.LIMITS["interval"]), metavar="S",
-                   help="time-series interval (default 1)")
-    w.add_argument("--timeout", type=SECONDS, metavar="S", help="deadline per request (default 1)")
-    w.add_argument("--give-up", type=SECONDS, metavar="S", dest="give_up_after",
+    w.add_argument("--interval", type=_limit("interval"), metavar="S",
+                   help=f"time-series interval (default {flag_text(_D.interval)})")
+    w.add_argument("--timeout", type=SECONDS, metavar="S",
+                   help=f"deadline per request (default {flag_text(_D.timeout)})")
+    w.add_argument("--give-up", type=_limit("give_up_after"), metavar="S", dest="give_up_after",
                    help="the reconnect budget: end the run (exit 3, results kept) when no "
-                   "request has succeeded for S seconds (default 5)")
-    w.add_argument("--stall-ms", type=common.limit_range(lib.LIMITS["stall_ms"]), metavar="MS",
+                   f"request has succeeded for S seconds (default {flag_text(_D.give_up_after)})")
+    w.add_argument("--stall-ms", type=_limit("stall_ms"), metavar="MS",
                    help="list as a stall every stretch in which a reply took MS ms or more "
                    "(from its intended time in open loop), a request timed out, or a connection "
-                   "was down that long (default 100)")
+                   f"was down that long (default {flag_text(_D.stall_ms)})")
     w.add_argument("--precision", type=common.precision_arg, metavar="P%",
                    help="stop once the measured p99's 95 %% interval is within ±P %% of it "
                    "(above 0 and below 100, e.g. 5%%; below 1 the %% sign is required), "
                    "checked at each interval end; "
                    "--duration is the time cap (docs/load.md, \"Percentile intervals and "
                    "precision\")")
-    w.add_argument("--repeats", type=common.int_range(1, 100), metavar="N",
-                   help="run the measurement N times with one seed (default 1), restarting the "
+    w.add_argument("--repeats", type=_limit("repeats"), metavar="N",
+                   help=f"run the measurement N times with one seed (default {_D.repeats}), "
+                   "restarting the "
                    "private memcached before each (a user's server is not restarted, and the "
                    "result says so); every repeat is kept, the table shows the one with the "
                    "highest p99 and flags RUNS DISAGREE when the repeats differ more than their "
                    "95 %% intervals allow (docs/load.md, \"Repeats\")")
-    w.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),
-                   help="seed for keys, sizes and arrivals (default: random)")
-    w.add_argument("--busy-poll", type=common.limit_range(lib.LIMITS["busy_poll_us"]), metavar="US",
+    common.add_seed(w, "seed for keys, sizes and arrivals", default=_D.seed)
+    w.add_argument("--busy-poll", type=_limit("busy_poll_us"), metavar="US",
                    dest="busy_poll_us",
                    help="with replies outstanding, poll the sockets for up to US µs before "
-                   "sleeping (0-1000; default 0): a thread woken from sleep adds its wake-up to "
+                   f"sleeping ({_range(lib.LIMITS['busy_poll_us'])}; default {_D.busy_poll_us}): "
+                   "a thread woken from sleep adds its wake-up to "
                    "the latency it measures, polling spends CPU instead")
     w.add_argument("--send-batch", type=PIPELINE, metavar="N",
                    help="closed loop: send new requests only once N of a connection's pipeline "
-                   "slots are free (1 to --pipeline; default 1: after every reply); fewer, "
+                   f"slots are free (1 to --pipeline; default {_D.send_batch}: after every reply); "
+                   "fewer, "
                    "larger writes cost client and server less CPU per request")
-    w.add_argument("--probe-rate", type=common.limit_range(lib.LIMITS["probe_rate"]),
-                   metavar="R",
+    w.add_argument("--probe-rate", type=_limit("probe_rate"), metavar="R",
                    help="latency probe: one more connection on its own thread sends the same "
-                   "mix at R requests/s (open loop, Poisson; above 0 and at most 10000) beside "
+                   "mix at R requests/s (open loop, Poisson; "
+                   f"{_range(lib.LIMITS['probe_rate'])}) beside "
                    "the load connections; its latencies are reported apart (the \"probe\" row), "
                    "so a busy load client cannot bias them (docs/load.md, \"Latency probe and "
                    "client saturation\")")
@@ -163,22 +196,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "\"Failure drills\"). MEMBER is a 1-based position in the pool or HOST:PORT; T is "
         "seconds from the start of sending (warm-up included).")
     d.add_argument("--member-timeout",
-                   type=common.float_range(0, lib.LIMITS["member_timeout"]["hi"] * 1000,
-                                           above=True),
+                   type=common.limit_range(lib.LIMITS["member_timeout"], scale=1000),
                    metavar="MS",
                    help="pool member-health deadline: a member with requests waiting that has "
                    "answered nothing for MS ms has failed, whatever --timeout is; it is marked "
                    "down after --member-failure-limit such failures in a row, so within "
-                   "limit × MS plus 20 ms of back-off per failure (default 300: 0.62 s)")
+                   "limit × MS plus 20 ms of back-off per failure "
+                   f"(default {flag_text(_D.member_timeout * 1000)}: "
+                   f"{flag_text(_member_down_s())} s)")
     d.add_argument("--on-member-down", choices=("keep", "remap"),
                    help="keep: a member marked down fails its keys at once, not remapped "
-                   "(libmemcached's default; the default); remap: it leaves the distribution "
+                   "(libmemcached's default); remap: it leaves the distribution "
                    "while down, its keys going to the others (libmemcached's "
                    "remove_failed_servers with --member-retry as its retry time, pymemcache's "
-                   "dead timeout)")
+                   f"dead timeout; default {_D.on_member_down})")
     d.add_argument("--on-miss", choices=("none", "set"),
                    help="set: read-through (cache-aside) — a get that misses is followed by a "
-                   "set of its key, refilling the cache as an application does (default none; "
+                   "set of its key, refilling the cache as an application does "
+                   f"(default {_D.on_miss}; "
                    "not with multiget in the mix)")
     d.add_argument("--add", action="append", metavar="MEMBER@T",
                    help="add HOST:PORT[:WEIGHT] (a server not in the pool; or 'new': one more "
@@ -192,8 +227,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "S s or at the end; the default), kill (SIGKILL) or restart (SIGKILL, then "
                    "a new memcached on its port after S s, empty); only with --private-pool "
                    "(repeatable)")
-    d.add_argument("--private-pool", type=common.int_range(2, 64), metavar="N",
-                   help="start a private pool of N memcached servers for the run (loopback, "
+    d.add_argument("--private-pool", type=_limit("private_pool"), metavar="N",
+                   help="start a private pool of N memcached servers for the run "
+                   f"({_range(lib.LIMITS['private_pool'])}; loopback, "
                    "stopped at the end): the only servers --fail may touch")
     d.add_argument("--private-proxy", action="store_true", default=None,
                    help="with --private-pool: send through a private twemproxy in front of it, "
@@ -204,9 +240,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True,
-                         checks=("invalid", "precision", "problems"),
-                         server_note="with more memory when --key-space and --value-size "
-                         "need it; none under --private-pool, which starts its own")
+                         checks=CHECKS, server_note="with more memory when --key-space and "
+                         "--value-size need it; none under --private-pool, which starts its own")
 
 
 def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
@@ -237,18 +272,16 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
             setattr(base, k, v)
         spec = base
     spec.tls = common.tls_options(args)
-    for k, v in common.pool_settings(args).items():
-        setattr(spec, k, v)
-    spec.check()
+    # Checked as the run's first step (lib.run: with the target's pool settings and private
+    # pool, before anything starts), since what may go with what depends on them.
     return spec
 
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "load")
-    with Progress(0, "load") as bar:
-        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=bar))
+    out, result, interrupted = common.measure(
+        args, "load", Progress(0, "load"), lambda bar: lib.run(spec, target, progress=bar))
 
     return output.finish(
         args, result, out, verb="load", write={"plots": not args.no_plots},

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import cachelab.profile as lib
 from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
-from cachelab.profile.pool import PoolProfile
+from cachelab.profile.pool import ROUNDS, ROUNDS_LIMIT, PoolProfile
 from cachelab.profile.spec import LIMITS as PROFILE_LIMITS
 from cachelab.progress import Progress
-from cachelab.units import parse_int_list, parse_size, parse_size_list
+from cachelab.units import flag_text, parse_int_list, parse_size, parse_size_list
 
 DESCRIPTION = """\
 Measure a memcached server's latency the way Khan Academy's "Profiling App Engine Memcached"
@@ -39,6 +40,15 @@ cachelab profile --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
 
+#: Each flag's default as --help states it: the spec's (``ProfileSpec``) and its small run's.
+_D = lib.ProfileSpec()
+_Q = lib.ProfileSpec.quick()
+
+
+def _limit(name: str) -> Any:
+    return common.limit_range(PROFILE_LIMITS[name])
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "profile", help="latency of get / multi-get / set by value size and key count",
@@ -46,22 +56,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--sizes", type=common.arg_type(parse_size_list), metavar="LIST",
-        help="value sizes for get and set (default 1,10,100,1K,10K,100K,1M)",
+        help=f"value sizes for get and set (default {flag_text(_D.sizes, size=True)})",
     )
     p.add_argument(
         "--keys", type=common.arg_type(parse_int_list), metavar="LIST",
-        help="key counts for multi-get (default 1,3,5,10,100)",
+        help=f"key counts for multi-get (default {flag_text(_D.key_counts)})",
     )
     p.add_argument(
         "--multi-size", type=common.arg_type(parse_size), metavar="SIZE",
-        default=lib.DEFAULT_MULTI_VALUE_SIZE,
-        help="value size in a multi-get (default 1K)",
+        help=f"value size in a multi-get (default {flag_text(_D.multi_value_size, size=True)})",
     )
     p.add_argument("--no-multiget", action="store_true", help="skip the multi-get cells")
     p.add_argument("--no-get", action="store_true", help="skip the get and set cells")
     p.add_argument(
-        "--samples", type=common.limit_range(PROFILE_LIMITS["samples"]), metavar="N",
-        help="samples kept per cell (default 10000; 500 with --quick); with --precision, "
+        "--samples", type=_limit("samples"), metavar="N",
+        help=f"samples kept per cell (default {_D.samples}; {_Q.samples} with --quick); with "
+        "--precision, "
         "the most per cell",
     )
     p.add_argument(
@@ -72,26 +82,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "reached\" (docs/load.md, \"Profile: run length by precision\")",
     )
     p.add_argument(
-        "--warmup", type=common.limit_range(PROFILE_LIMITS["warmup"]), metavar="N",
-        help="samples per cell run first and discarded (default 200; 20 with --quick)",
+        "--warmup", type=_limit("warmup"), metavar="N",
+        help=f"samples per cell run first and discarded (default {_D.warmup}; {_Q.warmup} "
+        "with --quick)",
     )
     p.add_argument(
-        "--connections", type=common.limit_range(PROFILE_LIMITS["concurrency"]), default=1,
-        metavar="N",
-        help="connections measuring in parallel, one thread each (default 1)",
+        "--connections", type=_limit("concurrency"), metavar="N",
+        help=f"connections measuring in parallel, one thread each (default {_D.concurrency})",
     )
     common.deprecated(p, "--concurrency", "--connections", dest="connections",
-                      type=common.limit_range(PROFILE_LIMITS["concurrency"]), metavar="N")
+                      type=_limit("concurrency"), metavar="N")
     p.add_argument(
-        "--protocol", choices=("text", "meta"), default="text",
-        help="text: set/get/delete; meta: ms/mg/md (default text)",
+        "--protocol", choices=("text", "meta"),
+        help=f"text: set/get/delete; meta: ms/mg/md (default {_D.protocol})",
     )
     p.add_argument(
-        "--timeout", type=common.limit_range(PROFILE_LIMITS["timeout"]), default=1.0, metavar="S",
-        help="deadline per request in seconds (default 1)",
+        "--timeout", type=_limit("timeout"), metavar="S",
+        help=f"deadline per request in seconds (default {flag_text(_D.timeout)})",
     )
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED),
-                   help="seed for the random values (default: random)")
+    common.add_seed(p, "seed for the random values", default=_D.seed)
     p.add_argument("--quick", action="store_true", help="a small run of the same shape")
     p.add_argument(
         "--show", metavar="NAME|FILE",
@@ -99,14 +108,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "one (appengine-2017) instead of measuring; with --out, also write its plots",
     )
     p.add_argument(
-        "--plain-port", type=common.int_range(1, 65535), metavar="PORT",
+        "--plain-port", type=_limit("plain_port"), metavar="PORT",
         help="with --tls: a plain (notls:) listener of the same server, for the TLS cost "
         "table: new-connection and small-get latency over TCP next to TLS",
     )
     p.add_argument(
-        "--rounds", type=common.int_range(1, 20), default=2, metavar="N",
+        "--rounds", type=common.limit_range(ROUNDS_LIMIT), default=ROUNDS, metavar="N",
         help="a pool (--server repeated or --servers-file): profile every member in N rounds, "
-        "their order rotated, so drift falls on all alike (default 2)",
+        f"their order rotated, so drift falls on all alike (default {ROUNDS})",
     )
     common.finish_parser(p, "profile", run, plots="skip the PNG/SVG plots", server=True,
                          pool=True, tls=True, checks=("precision", "problems"),
@@ -128,11 +137,11 @@ def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
         base.sizes = ()
     if args.no_multiget:
         base.key_counts = ()
-    base.multi_value_size = args.multi_size
-    base.concurrency = args.connections
-    base.protocol = args.protocol
-    base.timeout = args.timeout
-    base.give_up_after = max(5.0, 5 * args.timeout)
+    for name, value in (("multi_value_size", args.multi_size), ("concurrency", args.connections),
+                        ("protocol", args.protocol), ("timeout", args.timeout)):
+        if value is not None:
+            setattr(base, name, value)
+    base.give_up_after = max(5.0, 5 * base.timeout)
     base.seed = args.seed
     base.precision = args.precision
     base.tls = common.tls_options(args)
@@ -149,11 +158,10 @@ def run(args: argparse.Namespace) -> int:
         return _show(args)
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "profile")
-    with Progress(None, "profile") as bar:
-        # Interrupted: what was measured is kept, and the result says PARTIAL.
-        result, interrupted = output.measured(
-            lambda: lib.run(spec, target, progress=bar, rounds=args.rounds))
+    # Interrupted: what was measured is kept, and the result says PARTIAL.
+    out, result, interrupted = common.measure(
+        args, "profile", Progress(None, "profile"),
+        lambda bar: lib.run(spec, target, progress=bar, rounds=args.rounds))
     if isinstance(result, PoolProfile):  # a pool: each member profiled in rounds
         return output.finish(
             args, result, out, verb="profile", write={"plots": not args.no_plots},

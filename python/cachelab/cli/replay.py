@@ -85,8 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=common.float_range(0, 3600, above=True), default=1.0,
                    metavar="S",
                    help="memcached request deadline in seconds (default 1)")
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
-                   help="seed of simulate's draws (default 0)")
+    common.add_seed(p, "seed of simulate's draws")
     p.add_argument("--independent-draws", action="store_true",
                    help="draw each memcached call of a request independently, instead of "
                    "following the profile's samples in the order taken (the default, which "
@@ -124,11 +123,10 @@ def spec_from(args: argparse.Namespace) -> lib.ReplaySpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "replay")
-    with Progress(None, "replay") as bar:
-        # Interrupted: the slices finished are kept, and the result says PARTIAL.
-        result, interrupted = output.measured(
-            lambda: lib.run(spec, target, progress=bar, trace=args.trace,
+    # Interrupted: the slices finished are kept, and the result says PARTIAL.
+    out, result, interrupted = common.measure(
+        args, "replay", Progress(None, "replay"),
+        lambda bar: lib.run(spec, target, progress=bar, trace=args.trace,
                             trace_format=args.trace_format, requests=args.requests,
                             quick=args.quick))
     return output.finish(args, result, out, verb="replay", interrupted=interrupted)

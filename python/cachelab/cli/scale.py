@@ -7,13 +7,13 @@ import argparse
 import cachelab.scale as lib
 import cachelab.usl as usl_lib
 from cachelab.cli import cluster, common, output
-from cachelab.cli.load import CONNECTIONS, KEY_SPACE, PIPELINE
+from cachelab.cli.load import CHECKS, CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.target import target_from
-from cachelab.cli.usl import MAX_BOOTSTRAP
 from cachelab.errors import UsageError
 from cachelab.load import LIMITS as LOAD_LIMITS
-from cachelab.load import parse_mix
+from cachelab.load import LoadSpec, parse_mix
 from cachelab.progress import Progress
+from cachelab.units import flag_text
 
 DESCRIPTION = """\
 Measure throughput at a series of loads N with the load generator (closed loop, one request
@@ -62,6 +62,13 @@ cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
 
+#: Each flag's default as --help states it: the sweep's (``ScaleSpec``), its small run's
+#: (``--quick``) and the workload's (``LoadSpec``).
+_D = lib.ScaleSpec()
+_Q = lib.ScaleSpec.quick()
+_W = LoadSpec()
+
+
 def _points(text: str) -> list[int]:
     try:
         pts = [int(p) for p in text.split(",")]
@@ -79,26 +86,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--vary", choices=lib.VARY, default="connections", help="what N is")
     p.add_argument("--points", type=common.arg_type(_points), metavar="N,...",
-                   help="loads to measure (default 1,2,4,6,8,12,16,24,32; --quick 1,2,3,4,6,8)")
-    p.add_argument("--repeats", type=common.int_range(1, 100), metavar="R",
-                   help="runs per point (default 3; quick 2)")
+                   help=f"loads to measure (default {flag_text(_D.points)}; --quick "
+                   f"{flag_text(_Q.points)})")
+    p.add_argument("--repeats", type=common.limit_range(lib.LIMITS["repeats"]), metavar="R",
+                   help=f"runs per point (default {_D.repeats}; quick {_Q.repeats})")
     p.add_argument("--warmup", type=common.limit_range(LOAD_LIMITS["warmup"]), metavar="S",
-                   help="warm-up seconds per run")
-    p.add_argument("--settle", type=common.float_range(0, 3600), metavar="S",
-                   help="extra seconds in which the steady state may start")
-    p.add_argument("--window", type=common.float_range(0, 3600, above=True), metavar="S",
-                   help="seconds measured from the steady-state start (default 3)")
+                   help=f"warm-up seconds per run (default {flag_text(_D.warmup)}; quick "
+                   f"{flag_text(_Q.warmup)})")
+    p.add_argument("--settle", type=common.limit_range(lib.LIMITS["settle"]), metavar="S",
+                   help="extra seconds in which the steady state may start (default "
+                   f"{flag_text(_D.settle)}; quick {flag_text(_Q.settle)})")
+    p.add_argument("--window", type=common.limit_range(lib.LIMITS["window"]), metavar="S",
+                   help="seconds measured from the steady-state start (default "
+                   f"{flag_text(_D.window)}; quick {flag_text(_Q.window)})")
     p.add_argument("--interval", type=common.limit_range(LOAD_LIMITS["interval"]), metavar="S",
-                   help="time-series interval")
+                   help=f"time-series interval (default {flag_text(_D.interval)}; quick "
+                   f"{flag_text(_Q.interval)})")
     p.add_argument("--connections-per-thread", type=CONNECTIONS, metavar="C",
-                   help="with --vary threads (default 1)")
+                   help=f"with --vary threads (default {_D.connections_per_thread})")
     p.add_argument("--connections", type=CONNECTIONS, metavar="C", dest="client_connections",
                    help="with --vary server-threads: the client connections at every point "
-                   "(default 16; quick 8)")
+                   f"(default {_D.client_connections}; quick {_Q.client_connections})")
     common.deprecated(p, "--client-connections", "--connections", dest="client_connections",
                       type=CONNECTIONS, metavar="C")
     p.add_argument("--connections-per-agent", type=CONNECTIONS, metavar="C",
-                   help="with --vary agents (default 1)")
+                   help=f"with --vary agents (default {_D.connections_per_agent})")
     p.add_argument("--precision", type=common.precision_arg, metavar="P%",
                    help="each run stops once its p99's 95 %% interval is within ±P %% of it "
                    "(as load --precision; above 0 and below 100, e.g. 5%%; below 1 the %% "
@@ -106,25 +118,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the point is measured from the steady state to the run's end, and the "
                    "table shows each point's p99 precision")
     w = p.add_argument_group("workload (as for cachelab load)")
-    w.add_argument("--mix", metavar="OP=SHARE,...", help="default get=90,set=10")
-    w.add_argument("--key-space", type=KEY_SPACE, metavar="N")
-    w.add_argument("--value-size", metavar="DIST")
-    w.add_argument("--pipeline", type=PIPELINE, metavar="N")
+    w.add_argument("--mix", metavar="OP=SHARE,...", help=f"default {flag_text(_W.mix)}")
+    w.add_argument("--key-space", type=KEY_SPACE, metavar="N",
+                   help=f"default {_W.key_space}; quick {_Q.workload['key_space']}")
+    w.add_argument("--value-size", metavar="DIST", help=f"default {_W.value_size}")
+    w.add_argument("--pipeline", type=PIPELINE, metavar="N", help=f"default {_W.pipeline}")
     f = p.add_argument_group("fit")
-    f.add_argument("--method", choices=list(usl_lib.METHODS), help="USL method (default bounded)")
+    f.add_argument("--method", choices=list(usl_lib.METHODS),
+                   help=f"USL method (default {_D.method})")
     f.add_argument("--keep-invalid", action="store_true", default=None,
                    help="fit the runs whose throughput is INVALID too (rate not held, not "
                         "stationary; by default they are left out of the fit and of each N's "
                         "mean throughput, each named with its reason)")
-    f.add_argument("--bootstrap", type=common.int_range(0, MAX_BOOTSTRAP), metavar="R",
-                   help="bootstrap resamples")
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
-                   help="workload and bootstrap seed (default 0)")
+    f.add_argument("--bootstrap", type=common.limit_range(usl_lib.LIMITS["bootstrap"]), metavar="R",
+                   help=f"bootstrap resamples (default {_D.bootstrap}; quick {_Q.bootstrap})")
+    common.add_seed(p, "workload and bootstrap seed", default=_D.seed)
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
                          plots="skip the PNG/SVG plots", server=True, pool=True, tls=True,
-                         checks=("invalid", "precision", "problems"),
-                         server_note="with more memory when the workload needs it; "
+                         checks=CHECKS, server_note="with more memory when the workload needs it; "
                          "restarted at every point with --vary server-threads")
 
 
@@ -143,7 +155,6 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     for name in ("key_space", "value_size", "pipeline"):
         if getattr(args, name) is not None:
             workload[name] = getattr(args, name)
-    workload.update(common.pool_settings(args))
     spec.workload = workload
     spec.tls = common.tls_options(args)
     spec.check()
@@ -154,11 +165,11 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "scale")
     # One line per point on stderr (no bar). Interrupted: the runs finished are kept, and
     # the result says PARTIAL.
-    with Progress(None, "scale", enabled=False) as lines:
-        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=lines))
+    out, result, interrupted = common.measure(
+        args, "scale", Progress(None, "scale", enabled=False),
+        lambda lines: lib.run(spec, target, progress=lines))
     return output.finish(
         args, result, out, verb="scale", write={"plots": not args.no_plots},
         see="runs[].errors in scale.json", interrupted=interrupted,

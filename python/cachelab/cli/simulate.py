@@ -139,8 +139,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--drill-distributions", metavar="LIST",
                    help="with --drill: distributions to predict besides the run's own "
                    "(default ketama,modula)")
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
-                   help="seed of the latency draws (default 0)")
+    common.add_seed(p, "seed of the latency draws")
     p.add_argument(
         "--threads", type=common.int_range(0, 1024), default=0, metavar="N",
         help="worker threads (default 0: one per core)",

@@ -43,8 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "tried in process memory)")
     p.add_argument("--dsn", metavar="DSN",
                    help="a PostgreSQL DSN to use as the store instead of SQLite (needs psycopg)")
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
-                   help="seed of the generated data (default 0)")
+    common.add_seed(p, "seed of the generated data")
     common.finish_parser(p, "tiers", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG bar chart", server=True)
 
@@ -67,10 +66,10 @@ def spec_from(args: argparse.Namespace) -> lib.TiersSpec:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from(args)
     target = target_from(args)
-    out = output.prepare_out(args, "tiers")
-    with Progress(spec.reads, "tiers") as bar:
-        # Interrupted: the rounds finished are kept, and the result says PARTIAL.
-        result, interrupted = output.measured(lambda: lib.run(spec, target, progress=bar))
+    # Interrupted: the rounds finished are kept, and the result says PARTIAL.
+    out, result, interrupted = common.measure(
+        args, "tiers", Progress(spec.reads, "tiers"),
+        lambda bar: lib.run(spec, target, progress=bar))
     return output.finish(args, result, out, verb="tiers",
                          write={"plots": not args.no_plots and bool(result.rows)},
                          see="the table", interrupted=interrupted)

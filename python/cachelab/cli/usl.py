@@ -11,7 +11,6 @@ from cachelab.cli import common, output
 from cachelab.errors import UsageError
 
 #: Most bootstrap resamples (each refits the USL); ``scale`` takes the same.
-MAX_BOOTSTRAP = 1_000_000
 
 DESCRIPTION = """\
 Fit X(N) = gamma*N / (1 + alpha*(N-1) + beta*N*(N-1)) to measured throughput X at load N
@@ -65,11 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    default=0.95, metavar="L",
                    help="confidence level of every interval, a fraction above 0 and below 1 "
                    "(default 0.95)")
-    p.add_argument("--bootstrap", type=common.int_range(0, MAX_BOOTSTRAP), default=1000,
+    p.add_argument("--bootstrap", type=common.limit_range(lib.LIMITS["bootstrap"]), default=1000,
                    metavar="R", help="bootstrap resamples for Nmax and the peak (default 1000; "
                    "0: none)")
-    p.add_argument("--seed", type=common.int_range(0, common.MAX_SEED), default=0,
-                   help="bootstrap seed (default 0)")
+    common.add_seed(p, "bootstrap seed")
     common.finish_parser(p, "usl", run, plots="skip the PNG/SVG plot")
 
 

@@ -19,9 +19,9 @@ import cachelab._core as _core
 from cachelab.errors import InputError, UsageError
 from cachelab.intervals import check_precision
 from cachelab.load.drill import Event, changes_of, parse_event
-from cachelab.pool import parse_server
+from cachelab.pool import DISTRIBUTIONS, parse_server
 from cachelab.tls import TlsOptions, core_tls
-from cachelab.units import parse_size
+from cachelab.units import check_limit, limited, limits_of, parse_size
 
 try:
     import tomllib  # type: ignore[import-not-found]
@@ -36,8 +36,10 @@ KEY_DISTS = ("uniform", "zipf", "gaussian", "sequential", "hotset")
 SIZE_DISTS = ("fixed", "uniform", "lognormal", "histogram")
 
 #: The range of each numeric field, ``{field: {"lo", "hi", "above", "unit"}}``: the engine's
-#: (crates/load/src/spec.rs, ``limits``), which checks them; the command line's flags read them.
-LIMITS: dict[str, dict[str, Any]] = _core.LOAD_LIMITS
+#: (crates/load/src/spec.rs, ``limits``), which checks them, and those of the few fields only
+#: Python checks (written beside their field, :func:`~cachelab.units.limited`); the command
+#: line's flags read them.
+LIMITS: dict[str, dict[str, Any]] = dict(_core.LOAD_LIMITS)
 
 #: The pool's member failure settings by default: the engine's (a single server's too).
 _POOL_DEFAULTS: dict[str, Any] = _core.LOAD_DEFAULTS
@@ -97,7 +99,7 @@ class LoadSpec:
     #: Hysteresis: run the measurement this many times (a fresh private memcached for each;
     #: a user's server is not restarted) and compare the runs' spread with their intervals.
     #: See docs/load.md, "Repeats".
-    repeats: int = 1
+    repeats: int = limited(1, 1, 100)
     #: With ``precision``: seconds after the warm-up before the precision is watched — the
     #: latencies it counts start there, so the run lasts at least this long (``scale`` sets
     #: its ``settle``, so that a run has a steady state to measure before it may stop).
@@ -123,7 +125,7 @@ class LoadSpec:
     #: :func:`cachelab.load.load`, or a private one). See docs/load.md, "Pools".
     servers: list[str] | None = None
     #: How a pool spreads its keys: ``ketama``, ``ketama-plain``, ``rendezvous``, ``modula``.
-    distribution: str = "ketama"
+    distribution: str = DISTRIBUTIONS[0]
     #: In a pool, a member that fails this many times in a row is marked down …
     member_failure_limit: int = _POOL_DEFAULTS["member_failure_limit"]
     #: … for this many seconds: meanwhile its requests fail at once (``member_down``).
@@ -148,7 +150,7 @@ class LoadSpec:
     fail: list[str] = field(default_factory=list)
     #: Start a private pool of this many memcached servers for the run (stopped at the end),
     #: the only servers ``fail`` may touch. None: one private server, or the servers given.
-    private_pool: int | None = None
+    private_pool: int | None = limited(None, 2, 64)
     #: With ``private_pool``: send through a private twemproxy (nutcracker) in front of it,
     #: its ``auto_eject_hosts`` on with ``on_member_down="remap"`` (``server_failure_limit``
     #: the member failure limit, ``server_retry_timeout`` the member retry, ``timeout`` the
@@ -198,9 +200,7 @@ class LoadSpec:
         """Raises UsageError naming the first bad field, the engine's caps included."""
         servers: str | list[str] = self.servers or "127.0.0.1:1"
         if self.private_pool is not None and not self.servers:
-            _int("private_pool", self.private_pool, 2)
-            if self.private_pool > 64:
-                raise UsageError("private-pool: at most 64 members")
+            check_limit("private_pool", LIMITS["private_pool"], self.private_pool)
             servers = [f"127.0.0.1:{i + 1}" for i in range(self.private_pool)]
         spares = [f"127.0.0.1:{i + 1}" for i in range(len(servers), len(servers) + 64)]
         spec = self
@@ -254,10 +254,7 @@ class LoadSpec:
             if address.startswith(("unix:", "/")):
                 raise UsageError("TLS is for TCP servers (HOST:PORT), not a Unix socket")
             self.tls.check()
-        if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or \
-                not 1 <= self.repeats <= 100:
-            raise UsageError(f"repeats must be a whole number from 1 to 100, not "
-                             f"{self.repeats!r}")
+        check_limit("repeats", LIMITS["repeats"], self.repeats)
         if self.precision is not None:
             check_precision(self.precision)
             if self.duration is None:
@@ -283,6 +280,9 @@ class LoadSpec:
             server_pid=None, behind=None, tls=core_tls(self.tls),
         )
         return core
+
+
+LIMITS.update(limits_of(LoadSpec))
 
 
 def twemproxy_settings(distribution: str) -> tuple[str, str]:
@@ -322,11 +322,6 @@ def pool_members(servers: str | Sequence[str]) -> list[tuple[str, int]]:
 
 def _number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _int(name: str, v: object, minimum: int) -> None:
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise UsageError(f"{name.replace('_', '-')} must be a whole number >= {minimum}, not {v!r}")
 
 
 def _line_of(path: Path, key: str) -> int:

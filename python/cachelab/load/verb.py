@@ -24,8 +24,11 @@ def run(spec: LoadSpec, target: TargetLike = None, *,
     ``servers`` or ``private_pool`` when the target names none) and returns the result.
     ``progress`` shows the run (its rate, p99 and errors in the label). Raises as
     :func:`cachelab.load.load` does (:class:`~cachelab.errors.Interrupted` with the partial
-    result on Ctrl-C)."""
+    result on Ctrl-C). A spec that does not go with the target's pool settings or private
+    pool (``--private-proxy --distribution modula``) is refused first, before anything
+    starts."""
     spec, target = settle(spec, as_target(target))
+    spec.check()
     on_progress = None if progress is None else _shown_on(progress)
     if target.ray is not None:
         return measure_on_ray(spec, target, on_progress=on_progress)

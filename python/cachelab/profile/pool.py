@@ -34,7 +34,15 @@ from cachelab.profile.measure import profile
 from cachelab.profile.model import CSV_HEADER, LatencyProfile
 from cachelab.profile.spec import ProfileSpec
 from cachelab.tables import PERCENTILES, write_json_and_csv
-from cachelab.units import format_duration_ns, format_size, of_asked, partial_note, pick_unit
+from cachelab.units import (
+    check_limit,
+    format_duration_ns,
+    format_size,
+    limit,
+    of_asked,
+    partial_note,
+    pick_unit,
+)
 
 __all__ = ["MIXTURE_POINTS", "SCHEMA", "SCHEMA_VERSION", "PoolProfile", "key_shares",
            "mixture_percentiles", "profile_pool"]
@@ -201,8 +209,13 @@ def _slug(i: int, address: str) -> str:
     return f"{i}-" + "".join(ch if ch.isalnum() or ch in ".-" else "_" for ch in address)
 
 
+#: A pool's rounds by default (``profile --rounds``), and their range.
+ROUNDS = 2
+ROUNDS_LIMIT = limit(1, 20)
+
+
 def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str = "ketama",
-                 rounds: int = 2,
+                 rounds: int = ROUNDS,
                  on_progress: Callable[[int, int], None] | None = None) -> PoolProfile:
     """Profiles every member of the pool ``members`` (``host:port[:weight]``) in ``rounds``
     rounds, rotating their order, and computes the pool's single-key rows (module
@@ -220,8 +233,7 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
     if spec.precision is not None:  # each member is profiled in rounds, merged at the end
         raise UsageError("--precision is for one server: a pool's members are profiled in "
                          "rounds and merged (leave out --precision, or profile one member)")
-    if not 1 <= rounds <= 20:
-        raise UsageError(f"rounds must be 1 to 20, not {rounds}")
+    check_limit("rounds", ROUNDS_LIMIT, rounds)
     addresses = [parse_server(m).address for m in members]
     shares = key_shares(list(members), distribution)
     per_round = dataclasses.replace(spec, samples=max(1, math.ceil(spec.samples / rounds)))

@@ -11,14 +11,16 @@ from cachelab.capacity import Writes
 from cachelab.errors import UsageError
 from cachelab.intervals import check_precision
 from cachelab.tls import TlsOptions, core_tls
+from cachelab.units import check_limit, limited, limits_of
 
 DEFAULT_SIZES = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 DEFAULT_KEY_COUNTS = (1, 3, 5, 10, 100)
 DEFAULT_MULTI_VALUE_SIZE = 1_000
 #: The range of each numeric field, ``{field: {"lo", "hi", "above", "unit"}}``: the engine's
-#: (crates/profile/src/spec.rs, ``limits``), which checks them; the command line's flags read
-#: them. Those of ``sizes`` and ``key_counts`` hold for each item.
-LIMITS: dict[str, dict[str, Any]] = _core.PROFILE_LIMITS
+#: (crates/profile/src/spec.rs, ``limits``), which checks them, and those of the fields only
+#: Python checks (beside their field); the command line's flags read them. Those of ``sizes``
+#: and ``key_counts`` hold for each item.
+LIMITS: dict[str, dict[str, Any]] = dict(_core.PROFILE_LIMITS)
 #: The largest value that fits memcached's largest item (-I 1024m) with its header.
 MAX_VALUE_SIZE = int(LIMITS["sizes"]["hi"])
 MAX_KEY_COUNT = int(LIMITS["key_counts"]["hi"])
@@ -48,9 +50,9 @@ class ProfileSpec:
     tls: TlsOptions | None = None
     #: With ``tls``: the port of a plain (``notls:``) listener of the same server, so the TLS
     #: cost table can set TCP beside TLS; None reports TLS alone.
-    plain_port: int | None = None
+    plain_port: int | None = limited(None, 1, 65535)
     #: New connections timed for the TLS cost table.
-    tls_cost_connections: int = 200
+    tls_cost_connections: int = limited(200, 1, 100_000)
     #: Run length by precision: each cell is sampled until its p99's 95 % interval has a
     #: relative half-width at or below this (0.05: ±5 %), in batches; ``samples`` is then
     #: the cap per cell. None: every cell takes ``samples``. See docs/profile.md (or the
@@ -68,12 +70,14 @@ class ProfileSpec:
             if not isinstance(self.tls, TlsOptions):
                 raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")
             self.tls.check()
-        if self.plain_port is not None and (self.tls is None or
-                                            not 1 <= self.plain_port <= 65535):
-            raise UsageError("plain-port needs tls, and must be a port from 1 to 65535")
+        if self.plain_port is not None:
+            if self.tls is None:
+                raise UsageError("plain-port needs tls (the plain TCP listener to compare "
+                                 "TLS with)")
+            check_limit("plain_port", LIMITS["plain_port"], self.plain_port)
         check_precision(self.precision)
-        if not 1 <= self.tls_cost_connections <= 100_000:
-            raise UsageError("tls-cost connections must be between 1 and 100000")
+        check_limit("tls_cost_connections", LIMITS["tls_cost_connections"],
+                    self.tls_cost_connections)
         _core.profile_check(self.to_core("127.0.0.1:1", seed=0))
 
     def to_core(self, address: str, *, seed: int, proxy: bool = False,
@@ -88,6 +92,9 @@ class ProfileSpec:
                     proxy=proxy)
         core.update(overrides)
         return core
+
+
+LIMITS.update(limits_of(ProfileSpec))
 
 
 def new_prefix() -> str:

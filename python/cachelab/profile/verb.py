@@ -9,7 +9,7 @@ from typing import Any
 from cachelab.errors import UsageError
 from cachelab.profile.measure import profile
 from cachelab.profile.model import LatencyProfile
-from cachelab.profile.pool import PoolProfile, profile_pool
+from cachelab.profile.pool import ROUNDS, PoolProfile, profile_pool
 from cachelab.profile.spec import ProfileSpec
 from cachelab.progress import Progress
 from cachelab.target import Target, TargetLike, as_target
@@ -22,7 +22,7 @@ _FLAGS = {"member_failure_limit": "--member-failure-limit", "member_retry": "--m
 
 
 def run(spec: ProfileSpec | None = None, target: TargetLike = None, *,
-        progress: Progress | None = None, rounds: int = 2) -> LatencyProfile | PoolProfile:
+        progress: Progress | None = None, rounds: int = ROUNDS) -> LatencyProfile | PoolProfile:
     """Profiles ``target`` (default: a private memcached) with ``spec``: one server, a pool
     (every member in ``rounds`` rounds, their order rotated; a
     :class:`~cachelab.profile.pool.PoolProfile`), or through a proxy. ``progress`` shows it.
@@ -43,7 +43,7 @@ def run(spec: ProfileSpec | None = None, target: TargetLike = None, *,
                             distribution=target.pool.get("distribution") or "ketama",
                             rounds=rounds, on_progress=track)
     return profile(spec, server=target.address, server_options=target.options,
-                   on_progress=track)
+                   server_facts=target.facts or None, on_progress=track)
 
 
 def _refuse(target: Target, spec: ProfileSpec, what: str, *, tls: bool = False,

@@ -11,7 +11,7 @@ from cachelab.progress import Progress, stage_logger
 from cachelab.replay.engine import load_trace, replay
 from cachelab.replay.result import ReplayResult
 from cachelab.replay.spec import ReplaySpec
-from cachelab.target import TargetLike, as_target
+from cachelab.target import TargetLike, as_target, recorded
 
 __all__ = ["run"]
 
@@ -32,7 +32,9 @@ def run(spec: ReplaySpec | None = None, target: TargetLike = None, *,
         trace, trace_info = load_trace(None if trace is None else str(trace), trace_format,
                                        requests=requests, quick=quick)
     log = None if progress is None else stage_logger(progress, "replay", progress.say)
-    return replay(trace, spec, server=target.address,
-                  server_options=target.options if target.address is None else None,
-                  trace_info=trace_info, log=log,
-                  on_progress=None if progress is None else progress.track)
+    result = replay(trace, spec, server=target.address,
+                    server_options=target.options if target.address is None else None,
+                    trace_info=trace_info, log=log,
+                    on_progress=None if progress is None else progress.track)
+    result.server.update(recorded(target))
+    return result

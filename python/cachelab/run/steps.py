@@ -1,7 +1,10 @@
 """The steps of ``run``, one function each, found through one table (:data:`RUNNERS`).
 
-Each step runs one verb through its library call and writes that verb's artifacts with the
-result's own ``write`` into a subdirectory of the run's output; it returns a one-line summary
+Each step runs one verb through its entry (``cachelab.<verb>.run(spec, target,
+progress=…)``), on the run's server handed on as a :class:`~cachelab.target.Target`
+(:meth:`~cachelab.target.Live.handed`; scale and replay start a private server of their own
+with the run's options when the run started its own), and writes that verb's artifacts with
+the result's own ``write`` into a subdirectory of the run's output; it returns a one-line summary
 and whether it found problems. A step that cannot run raises :class:`Skip` with the reason; one
 that ran but whose check failed (replay's prediction vs measurement) raises
 :class:`CheckFailed`, after writing its artifacts.
@@ -18,17 +21,18 @@ from typing import Any
 import cachelab.profile as profiles
 import cachelab.replay as replay
 import cachelab.scale as scale
+import cachelab.simulate as simulate_lib
 import cachelab.tiers as tiers_lib
 import cachelab.traces as traces
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.profile.precise import not_reached, precision_text
-from cachelab.progress import Progress, stage_logger
+from cachelab.progress import Progress
 from cachelab.run.result import RunSpec
 from cachelab.scale.result import precision_missed
 from cachelab.scale.verdicts import verdict_lines
 from cachelab.servers import ServerOptions
-from cachelab.simulate import SimulateSpec, measure_for, simulate
 from cachelab.simulate.summary import band_at, best_strategy
+from cachelab.target import Target
 from cachelab.usl import relative_se
 
 __all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "profile_spec",
@@ -58,15 +62,14 @@ class State:
     """What later steps use from earlier ones."""
 
     out: Path
-    address: str | None
+    #: The run's server, handed on to each step (None: there is none to measure).
+    target: Target | None
     spec: RunSpec
     log: Callable[[str], None]
     profile_path: Path | None = None
     trace: Any = None
     trace_info: dict[str, Any] = field(default_factory=dict)
     best: str | None = None
-    #: Facts about the server recorded with each step's result (private, argv).
-    server_facts: dict[str, Any] = field(default_factory=lambda: {"private": False})
     #: The options of the run's private server (None when the run was given a server).
     server_options: ServerOptions | None = None
     #: Directories this run wrote results into (the report shows these, and nothing older).
@@ -106,10 +109,17 @@ def _keep(st: State, step: str, result: Any) -> None:
     _gave_up(result.run, step)
 
 
-def _need_server(st: State) -> str:
-    if st.address is None:
+def _need_server(st: State) -> Target:
+    if st.target is None:
         raise Skip("no memcached to measure")
-    return st.address
+    return st.target
+
+
+def _own_or(st: State, given: Target) -> Target:
+    """A private server of the step's own, with the run's options, when the run started its
+    own (scale then reads the server's scheduler statistics through its pid; replay's
+    strategies all meet one server thread); else the server given."""
+    return given if st.server_options is None else Target(options=st.server_options)
 
 
 def _problems_text(problems: dict[str, int]) -> str:
@@ -145,19 +155,19 @@ def replay_setup(spec: RunSpec, strategies: tuple[str, ...]) -> tuple[Any, repla
 
 
 def step_profile(st: State) -> tuple[str, bool]:
-    address = _need_server(st)
+    target = _need_server(st)
     spec = profile_spec(st.spec)
+    issued = None
     if "simulate" in st.spec.steps:
         with contextlib.suppress(InputError):  # the simulate step reports it
             _trace(st)
+    if st.trace is not None and target.address is not None:
+        # Also the cells the simulation will ask of the model (docs/simulation.md).
+        spec, issued = simulate_lib.cells_for(st.trace, target.address, base=spec)
     with Progress(None, "profile") as bar, _keeping_partial(st, "profile"):
-        if st.trace is not None:
-            # Also the cells the simulation will ask of the model (docs/simulation.md).
-            result, _ = measure_for(st.trace, address, base=spec,
-                                    server_facts=st.server_facts, on_progress=bar.track)
-        else:
-            result = profiles.profile(spec, server=address, server_facts=st.server_facts,
-                                      on_progress=bar.track)
+        result = profiles.run(spec, target, progress=bar)
+    if issued is not None:
+        result.client["cells_from_trace"] = issued.to_dict()
     # Not _keep: the path is recorded before the step may give up, so that simulate also
     # models a partial profile.
     out = st.wrote("profile")
@@ -183,25 +193,11 @@ def step_profile(st: State) -> tuple[str, bool]:
 
 
 def step_scale(st: State) -> tuple[str, bool]:
-    address = _need_server(st)
+    target = _own_or(st, _need_server(st))
     spec = scale_spec(st.spec)
-    total = len(spec.order())
     # On a terminal a bar with an ETA over the sweep's runs; otherwise a log line per run.
-    with Progress(total, "scale") as bar:
-        def on_run(done: int, _total: int, n: int, point: dict[str, Any]) -> None:
-            bar.label = f"scale N = {n}"
-            bar.update(done)
-            if not bar.enabled:
-                st.log(f"scale {done}/{total}: N = {n}: {point['throughput']:,.0f}/s")
-
-        with _keeping_partial(st, "scale"):
-            if st.server_options is not None:
-                # A private server of its own, with the same flags: the sweep then reads the
-                # server's scheduler statistics (run-queue wait) through its pid.
-                result = scale.scale(spec, server=None, server_options=st.server_options,
-                                     on_run=on_run)
-            else:
-                result = scale.scale(spec, server=address, on_run=on_run)
+    with Progress(len(spec.order()), "scale") as bar, _keeping_partial(st, "scale"):
+        result = scale.run(spec, target, progress=bar)
     _keep(st, "scale", result)
     best = max((r for r in result.summary if r["throughput_mean"] is not None),
                key=lambda r: r["throughput_mean"], default=None)
@@ -254,9 +250,10 @@ def step_simulate(st: State) -> tuple[str, bool]:
         for i, (sub, model) in enumerate(models):
             bar.label = f"simulate ({'measured profile' if sub == 'simulate' else model})"
             bar.update(i)
-            results.append(simulate(st.trace, SimulateSpec(model=model, draws=draws,
-                                                           seed=st.spec.seed),
-                                    trace_info=st.trace_info))
+            # No target: the model is a profile file, and a local simulation shows no bar.
+            spec = simulate_lib.SimulateSpec(model=model, draws=draws, seed=st.spec.seed)
+            results.append(simulate_lib.run(spec, None, trace=st.trace,
+                                            trace_info=st.trace_info))
         bar.update(len(models))
     for (sub, model), result in zip(models, results):
         result.write(st.wrote(sub))
@@ -274,19 +271,17 @@ def step_simulate(st: State) -> tuple[str, bool]:
 
 
 def step_tiers(st: State) -> tuple[str, bool]:
-    address = _need_server(st)
+    target = _need_server(st)
     spec = tiers_spec(st.spec)
     with Progress(spec.reads, "tiers") as bar, _keeping_partial(st, "tiers"):
-        result = tiers_lib.tiers(spec, server=address,
-                                 on_progress=lambda done, _total: bar.update(done))
-    result.server.update({k: v for k, v in st.server_facts.items() if k in ("private", "argv")})
+        result = tiers_lib.run(spec, target, progress=bar)
     _keep(st, "tiers", result)
     n = sum(1 for f in result.findings if f["reproduces"])
     return f"{n} of {len(result.findings)} of the seed's findings reproduce", False
 
 
 def step_replay(st: State) -> tuple[str, bool]:
-    address = _need_server(st)
+    given = _need_server(st)
     if st.spec.trace:
         raise Skip("replay runs on the synthetic trace; for your trace run "
                    f"`cachelab replay {st.spec.trace}`")
@@ -300,15 +295,9 @@ def step_replay(st: State) -> tuple[str, bool]:
     trace, spec = replay_setup(st.spec, tuple(strategies))
     # On the study's own server, replay starts a private one of its own: single-threaded
     # (replay.SERVER_THREADS), so that every strategy meets the same server thread.
-    own = st.server_options is not None
     with Progress(None, "replay") as bar, _keeping_partial(st, "replay"):
-        result = replay.replay(trace, spec, server=None if own else address,
-                               server_options=st.server_options,
-                               trace_info={"source": "synthetic", "generator": trace.generator},
-                               log=stage_logger(bar, "replay", st.log), on_progress=bar.track)
-    if not own:
-        result.server.update({k: v for k, v in st.server_facts.items()
-                              if k in ("private", "argv")})
+        result = replay.run(spec, _own_or(st, given), progress=bar, trace=trace,
+                            trace_info={"source": "synthetic", "generator": trace.generator})
     _keep(st, "replay", result)
     failed = result.failure()
     if failed:

@@ -117,7 +117,7 @@ def run_study(
     started = time.perf_counter()
     result = RunResult(created=created_now(), spec=asdict(spec), server={"address": server,
                        "private": server is None}, steps=[], environment=environment.facts())
-    st = State(out=out, address=None, spec=spec, log=say)
+    st = State(out=out, target=None, spec=spec, log=say)
     server_error: str | None = None
     #: A server cachelab did not start: checked before the first step, its evictions watched.
     watch: EvictionWatch | None = None
@@ -130,7 +130,6 @@ def run_study(
                     options=server_options or ServerOptions()).open(
                         memory_mb=PRIVATE_MEMORY_MB, item_size_max=PRIVATE_ITEM_SIZE_MAX))
                 st.server_options = server_options or ServerOptions()
-                st.server_facts = dict(target.facts)
                 mc = target.private
                 result.server.update(address=target.address, argv=target.facts["argv"],
                                      version=mc.version if mc else None)
@@ -139,7 +138,7 @@ def run_study(
                 result.server["version"] = _check_server(server)
                 watch = check_study(spec, server)
                 target = stack.enter_context(Target.of(server).open())
-            st.address = target.address
+            st.target = target.handed()
         except ServerError as e:
             server_error = _one_line(e)
             say(f"no server: {server_error}")

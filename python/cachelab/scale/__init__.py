@@ -27,9 +27,9 @@ from cachelab.scale.result import (
     csv_rows,
     read_scale_result,
 )
-from cachelab.scale.spec import VARY, ScaleSpec
+from cachelab.scale.spec import LIMITS, VARY, ScaleSpec
 from cachelab.scale.sweep import PERCENTILES, measure_window, scale
 from cachelab.scale.verb import run
 
-__all__ = ["CSV_HEADER", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "VARY", "ScaleResult",
+__all__ = ["CSV_HEADER", "LIMITS", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "VARY", "ScaleResult",
            "ScaleSpec", "csv_rows", "measure_window", "read_scale_result", "run", "scale"]

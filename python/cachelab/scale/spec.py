@@ -12,8 +12,9 @@ from cachelab.errors import UsageError
 from cachelab.intervals import check_precision
 from cachelab.load import LoadSpec
 from cachelab.tls import TlsOptions
+from cachelab.units import check_limit, limited, limits_of
 
-__all__ = ["VARY", "ScaleSpec"]
+__all__ = ["LIMITS", "VARY", "ScaleSpec"]
 
 VARY = ("connections", "threads", "server-threads", "agents")
 
@@ -25,12 +26,12 @@ class ScaleSpec:
 
     vary: str = "connections"
     points: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 12, 16, 24, 32])
-    repeats: int = 3
+    repeats: int = limited(3, 1, 100)
     warmup: float = 1.0
     #: Extra seconds after the warm-up in which the steady state may start.
-    settle: float = 1.0
+    settle: float = limited(1.0, 0.0, 3600.0, unit="seconds")
     #: Seconds measured from the steady-state start (whole intervals).
-    window: float = 3.0
+    window: float = limited(3.0, 0.0, 3600.0, above=True, unit="seconds")
     interval: float = 0.5
     connections_per_thread: int = 1
     #: Client connections when ``vary`` is ``server-threads``.
@@ -70,9 +71,9 @@ class ScaleSpec:
             raise UsageError(f"points must be whole numbers >= 1, not {self.points!r}")
         if len(set(self.points)) != len(self.points):
             raise UsageError(f"points must not repeat: {self.points!r} (use repeats)")
-        if not isinstance(self.repeats, int) or self.repeats < 1:
-            raise UsageError(f"repeats must be a whole number >= 1, not {self.repeats!r}")
-        for name in ("warmup", "settle", "window", "interval"):
+        for name, limit in LIMITS.items():
+            check_limit(name, limit, getattr(self, name))
+        for name in ("warmup", "interval"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise UsageError(f"{name} must be a number of seconds >= 0, not {v!r}")
@@ -117,3 +118,7 @@ class ScaleSpec:
         for r in range(self.repeats):
             out += [(r, n) for n in (pts if r % 2 == 0 else pts[::-1])]
         return out
+
+
+#: The range of each field only the sweep checks (the workload's are the load engine's).
+LIMITS = limits_of(ScaleSpec)

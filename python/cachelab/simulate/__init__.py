@@ -27,6 +27,7 @@ from cachelab._lazy import exports
 if TYPE_CHECKING:
     from cachelab.simulate.cells import (
         IssuedCells,
+        cells_for,
         issued_cells,
         measure_and_simulate,
         measure_for,
@@ -70,7 +71,8 @@ if TYPE_CHECKING:
 # simulator (see cachelab._lazy).
 __getattr__, __dir__ = exports(__name__, {
     "cachelab.simulate.cells": (
-        "IssuedCells", "issued_cells", "measure_and_simulate", "measure_for", "profile_spec_for",
+        "IssuedCells", "cells_for", "issued_cells", "measure_and_simulate", "measure_for",
+        "profile_spec_for",
     ),
     "cachelab.simulate.flat": (
         "FlatResult", "FlatSimulation", "MissRatioCurve", "miss_ratio_curve", "simulate_flat",
@@ -109,6 +111,7 @@ __all__ = [
     "SimulationResult",
     "band_at",
     "best_strategy",
+    "cells_for",
     "default_strategies",
     "issued_cells",
     "latency_model",

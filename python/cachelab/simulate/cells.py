@@ -34,7 +34,7 @@ from cachelab.servers import stats_or_none
 from cachelab.simulate.request import SimulateSpec, SimulationResult, default_strategies, simulate
 from cachelab.traces import RequestTrace
 
-__all__ = ["IssuedCells", "issued_cells", "measure_and_simulate", "measure_for",
+__all__ = ["IssuedCells", "cells_for", "issued_cells", "measure_and_simulate", "measure_for",
            "profile_spec_for"]
 
 #: Quantiles of the issued key counts and value sizes that become cells.
@@ -165,6 +165,18 @@ def measure_for(trace: RequestTrace, server: str, *, strategies: list[str] | Non
     :func:`~cachelab.profile.profile` takes them). The profile records the
     issued cells under ``client.cells_from_trace``. Ctrl-C raises
     :class:`~cachelab.errors.Interrupted` with the partial profile, as ``profile`` does."""
+    spec, issued = cells_for(trace, server, strategies=strategies, train=train, base=base)
+    result = profile(spec, server=server, server_facts=server_facts, on_progress=on_progress)
+    result.client["cells_from_trace"] = issued.to_dict()
+    return result, issued
+
+
+def cells_for(trace: RequestTrace, server: str, *, strategies: list[str] | None = None,
+              train: float = 0.5, base: ProfileSpec | None = None,
+              ) -> tuple[ProfileSpec, IssuedCells]:
+    """The profile :func:`measure_for` measures: ``base`` with the cells ``strategies``
+    issue on ``trace`` that fit the memcached at ``server`` (its item size limit), and those
+    cells (recorded as the profile's ``client.cells_from_trace``)."""
     base = base or ProfileSpec()
     # The largest cell a value fits in: the server's item limit less an item's overhead
     # (memcached's default limit when the server does not say: a proxy, TLS).
@@ -175,10 +187,7 @@ def measure_for(trace: RequestTrace, server: str, *, strategies: list[str] | Non
         limit = DEFAULT_ITEM_SIZE_MAX
     largest = limit - ITEM_OVERHEAD
     issued = issued_cells(trace, strategies, train=train, base=base, largest=largest)
-    result = profile(profile_spec_for(base, issued), server=server, server_facts=server_facts,
-                     on_progress=on_progress)
-    result.client["cells_from_trace"] = issued.to_dict()
-    return result, issued
+    return profile_spec_for(base, issued), issued
 
 
 def measure_and_simulate(trace: RequestTrace, spec: SimulateSpec, server: str, *,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
-from cachelab.target import TargetLike, as_target
+from cachelab.target import TargetLike, as_target, recorded
 from cachelab.tiers.engine import tiers
 from cachelab.tiers.result import TiersResult
 from cachelab.tiers.spec import TiersSpec
@@ -20,6 +20,8 @@ def run(spec: TiersSpec | None = None, target: TargetLike = None, *,
     target = as_target(target)
     if target.is_pool or target.proxy is not None:
         raise UsageError("tiers measures one server: give one --server")
-    return tiers(spec, server=target.address, server_options=target.options,
-                 on_progress=None if progress is None
-                 else lambda done, _total: progress.update(done))
+    result = tiers(spec, server=target.address, server_options=target.options,
+                   on_progress=None if progress is None
+                   else lambda done, _total: progress.update(done))
+    result.server.update(recorded(target))
+    return result

@@ -27,8 +27,8 @@ from cachelab.usl.result import (
     csv_rows,
     read_usl_result,
 )
-from cachelab.usl.verb import UslSpec, run
+from cachelab.usl.verb import LIMITS, UslSpec, run
 
-__all__ = ["CSV_HEADER", "METHODS", "MIN_POINTS", "PARAMS", "SCHEMA", "SCHEMA_VERSION", "UslFit",
-           "UslSpec", "csv_rows", "fit_csv", "fit_usl", "read_csv", "read_usl_result",
+__all__ = ["CSV_HEADER", "LIMITS", "METHODS", "MIN_POINTS", "PARAMS", "SCHEMA", "SCHEMA_VERSION",
+           "UslFit", "UslSpec", "csv_rows", "fit_csv", "fit_usl", "read_csv", "read_usl_result",
            "relative_se", "run", "t_quantile"]

@@ -9,10 +9,11 @@ from typing import Any
 
 from cachelab.progress import Progress
 from cachelab.target import Target
+from cachelab.units import limited, limits_of
 from cachelab.usl.data import fit_csv
 from cachelab.usl.result import UslFit
 
-__all__ = ["UslSpec", "run"]
+__all__ = ["LIMITS", "UslSpec", "run"]
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,14 @@ class UslSpec:
     x: str | None = None
     method: str = "bounded"
     level: float = 0.95
-    bootstrap: int = 1000
+    #: Bootstrap resamples for Nmax and the peak (0: none).
+    bootstrap: int = limited(1000, 0, 1_000_000)
     seed: int = 0
     predict: Sequence[float] = ()
+
+
+#: The range of each numeric field only Python checks (``usl --bootstrap``, ``scale``'s too).
+LIMITS = limits_of(UslSpec)
 
 
 def run(spec: UslSpec, target: Target | None = None, *,
