@@ -55,6 +55,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In an xdist worker under ``--dist loadgroup``, every grouped test's id must carry its
+    group (``@ray``): that is how xdist sends a group to one worker. pytest 9.2 builds ids
+    another way and xdist 3.8's suffix is silently lost (pytest-dev/pytest-xdist#1386): two
+    Ray clusters then start on the same addresses and the twemproxy members on port 11211
+    in two workers. Refuse to run rather than run so."""
+    if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
+        return
+    lost = [i.nodeid for i in session.items
+            if any(i.iter_markers("xdist_group")) and "@" not in i.nodeid.rpartition("]")[2]
+            and "@" not in i.nodeid.rpartition("::")[2]]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist's --dist loadgroup does not group tests under pytest "
+            f"{pytest.__version__} ({len(lost)} grouped tests have no @group in their id, e.g. "
+            f"{lost[0]}): install the test extra's pytest (pip install -e '.[test]')")
+
+
 @pytest.fixture(scope="session")
 def memcached() -> Iterator[PrivateMemcached]:
     """A private memcached over TCP, shared by the whole session: do not stop or flush it."""

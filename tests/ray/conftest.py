@@ -58,7 +58,10 @@ def ray_cluster() -> Iterator[RayCluster]:
     package_root = str(Path(cachelab.__file__).resolve().parents[1])
     paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    node_args = {"num_cpus": 2, "object_store_memory": 80 * 2**20}
+    # Ray's workers listen on ports from 10002 up by default, memcached's 11211 among them: the
+    # twemproxy tests on port 11211 (same addresses, same xdist worker) found it taken.
+    node_args = {"num_cpus": 2, "object_store_memory": 80 * 2**20,
+                 "min_worker_port": 20000, "max_worker_port": 29999}
     client_port = _free_port(HEAD_IP) if importlib.util.find_spec("grpc") else None
     # The client server forks a server per client from gRPC's threads; with grpcio's fork
     # handlers on (its default) the child crashed now and then before it exec'ed (a segfault

@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiered_helpers import Store, make, wait_for
+import os
+import signal
 
+from tiered_helpers import Store, free_port, make, memcached_on, stop, wait_for
+
+from cachelab import _core
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import MemcachedTier, TieredCache
 
@@ -152,3 +156,44 @@ def test_a_slow_loader_is_called_once_by_five_processes(
     assert sum(o["events"]["lease_waits"] for o in outs) == 4
     assert sum(o["events"]["lease_timeouts"] for o in outs) == 0
     assert max(o["seconds"] for o in outs) > 1.0  # they did wait for the slow loader
+
+
+class _StopsAtLease(MemcachedTier):
+    """Stops its server (SIGSTOP) just before the next lease request: the request times out
+    here, and the server runs it when it continues."""
+
+    pid = 0
+
+    def lease_get(self, key: str, lease_ttl: int) -> Any:
+        if self.pid:
+            stop(self.pid)
+            self.pid = 0
+        return super().lease_get(key, lease_ttl)
+
+
+def test_a_lease_request_lost_to_a_stopped_server_leaves_no_placeholder(store: Store) -> None:
+    """A fill's lease request that timed out against a stopped server runs when the server
+    continues and leaves a placeholder nobody will fill: its delete is owed like a set's,
+    and the next call that reaches the server sends it; other processes' gets would
+    otherwise wait on it for the lease's TTL."""
+    port = free_port()
+    with memcached_on(port) as server:
+        address = f"127.0.0.1:{port}"
+        tier = _StopsAtLease(address, timeout=0.1, connect_timeout=0.1)
+        cache = TieredCache(tier, None)
+        kc = cache.key_class("item", store.load)
+        assert cache.get(kc, 1)["n"] == 1  # connected, and key 1 filled
+        key = cache.key_for(kc, 2)
+        tier.pid = server.pid
+        try:
+            assert cache.get(kc, 2)["n"] == 2  # the lease request times out; loaded all the same
+            assert cache.events.pending_invalidations == 1
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        with _core.Client(address, timeout=2.0) as raw:
+            # The server ran the lost request: the placeholder (an empty value) is there ...
+            wait_for(lambda: raw.get(key) is not None, "the lost lease request's placeholder")
+            cache.breaker.success()  # (its trial would come after the breaker's own pause)
+            cache.get(kc, 1)  # ... until this process's next call reaches the server
+            assert raw.get(key) is None
+        assert cache.events.pending_invalidations == 0

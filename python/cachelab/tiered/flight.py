@@ -223,6 +223,9 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
             lease = l2.lease_get(keys[i], h.lease_ttl)
         except ServerError:  # this server is away: the rest of its keys load without leases
             l2_failed(h)
+            # A request whose reply was lost may still run (a stopped server runs it when it
+            # continues) and leave a placeholder nobody fills: its delete is owed, as a set's.
+            h._queue_delete(keys[i])
             r.ok = False
             winners[i] = None
             continue
@@ -350,12 +353,15 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
     deadline = time.monotonic() + (cache.lease_ttl + 1.0 if wait is None else wait)
     pause = 0.001
     while time.monotonic() < deadline:
+        if key in cache._pending:
+            break  # the placeholder is this process's own, from a lost request: nobody fills it
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
         try:
             lease = cache.l2.lease_get(key, cache.lease_ttl)
         except ServerError:
             l2_failed(cache)
+            cache._queue_delete(key)  # as in fill: it may still run and leave a placeholder
             break
         cache.l2_stats.add(calls=1, keys=1)
         if lease.value is not None:
