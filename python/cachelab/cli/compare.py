@@ -9,6 +9,7 @@ import cachelab.compare as lib
 from cachelab.cli import common, output
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.units import flag_text
 
 DESCRIPTION = """\
 Compare saved results of one kind — latency profiles, load results, scale sweeps,
@@ -53,6 +54,12 @@ cachelab compare --tls --cacert ca.pem \\
 """
 
 
+#: Each flag's default as --help states it: the spec's (``CompareSpec``'s field defaults), and
+#: those of the short live A/B (``--quick``).
+_D = lib.CompareSpec()
+_Q = lib.CompareSpec.quick()
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(sub, "compare", help="A/B of two or more results of the same kind",
                            description=DESCRIPTION, examples=EXAMPLES)
@@ -62,23 +69,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a memcached command line to start and measure (give two or more; "
                    "instead of RESULTs)")
     p.add_argument("--repeats", type=common.int_range(2, 1000), default=None, metavar="N",
-                   help="with --server-cmd: interleaved rounds per server (default 4; 2 with "
-                   "--quick)")
+                   help="with --server-cmd: interleaved rounds per server (default "
+                   f"{_D.repeats}; {_Q.repeats} with --quick)")
     p.add_argument("--duration", type=common.float_range(0.2, 3600), default=None, metavar="S",
-                   help="with --server-cmd: seconds of load per round (default 2; 1 with "
-                   "--quick)")
-    p.add_argument("--resamples", type=common.int_range(100, 1_000_000), default=2000,
+                   help="with --server-cmd: seconds of load per round (default "
+                   f"{flag_text(_D.duration)}; {flag_text(_Q.duration)} with --quick)")
+    p.add_argument("--resamples", type=common.int_range(100, 1_000_000), default=_D.resamples,
                    metavar="R",
-                   help="bootstrap resamples (default 2000)")
-    p.add_argument("--level", type=common.float_range(0.5, 1, below=True), default=0.95,
+                   help=f"bootstrap resamples (default {_D.resamples})")
+    p.add_argument("--level", type=common.float_range(0.5, 1, below=True), default=_D.level,
                    metavar="L",
-                   help="interval confidence level (default 0.95)")
-    common.add_seed(p, "bootstrap seed")
+                   help=f"interval confidence level (default {flag_text(_D.level)})")
+    common.add_seed(p, "bootstrap seed", default=_D.seed)
     p.add_argument("--allow-different", action="store_true",
                    help="compare results whose settings differ (the difference is noted)")
     common.finish_parser(p, "compare", run, plots="skip the PNG/SVG plot",
-                         quick="with --server-cmd: a short A/B of the same shape (2 rounds of "
-                         "1 s per server)")
+                         quick="with --server-cmd: a short A/B of the same shape "
+                         f"({_Q.repeats} rounds of {flag_text(_Q.duration)} s per server)")
     # After the output options, where finish_parser puts them for the other verbs.
     common.add_tls_options(p, needs="--server-cmd commands that listen with -Z",
                            sni_default="127.0.0.1, the servers' private address")
@@ -94,11 +101,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.server_cmd and len(args.paths) < 2:
         raise UsageError("compare needs at least two results (or two --server-cmd)")
     out = output.prepare_out(args, "compare")
+    base = _Q if args.quick else _D
     spec = lib.CompareSpec(paths=tuple(args.paths), server_cmds=tuple(args.server_cmd or ()),
                            resamples=args.resamples, level=args.level, seed=args.seed,
                            allow_different=args.allow_different,
-                           repeats=args.repeats or (2 if args.quick else 4),
-                           duration=args.duration or (1.0 if args.quick else 2.0),
+                           repeats=args.repeats or base.repeats,
+                           duration=args.duration or base.duration,
                            tls=tls, out=out)
     # A bar over the live A/B's rounds, on a terminal (saved results show none).
     with Progress(None, "compare", enabled=None if spec.server_cmds else False) as bar:

@@ -9,6 +9,7 @@ from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.units import flag_text
 
 DESCRIPTION = """\
 Check simulate's prediction by building the strategy for real. The catalog's items are loaded
@@ -47,6 +48,12 @@ cachelab replay --quick --fail-on replay   # exit 1 when the prediction misses b
 """
 
 
+#: Each flag's default as --help states it: the spec's (``ReplaySpec``'s field defaults), and
+#: those of the small run (``--quick``).
+_D = lib.ReplaySpec()
+_Q = lib.ReplaySpec.quick()
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(
         sub, "replay", help="run a trace through the real tiered cache; vs simulate",
@@ -63,36 +70,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated strategies (see above)")
     common.deprecated(p, "--strategy", "--strategies", dest="strategies", metavar="LIST")
     p.add_argument("--requests", type=common.int_range(10, 100_000_000), metavar="N",
-                   help="requests in the synthetic trace (default 4000; 2000 with --quick)")
+                   help=f"requests in the synthetic trace (default {lib.SYNTHETIC}; "
+                   f"{lib.SYNTHETIC_QUICK} with --quick)")
     p.add_argument("--train", type=common.float_range(0, 1, above=True, below=True),
-                   default=0.5, metavar="F",
+                   default=_D.train, metavar="F",
                    help="share of requests (by time) that warms LRUs and picks fixed sets")
     p.add_argument("--draws", type=common.int_range(1, 100), metavar="N",
-                   help="simulate's latency draws (default 5; 3 with --quick)")
+                   help=f"simulate's latency draws (default {_D.draws}; {_Q.draws} with --quick)")
     p.add_argument("--profile-samples", type=common.int_range(50, 10_000_000), metavar="N",
                    help="samples per cell of each strategy's profile, taken during the run "
-                   "(default 1000; 500 with --quick)")
+                   f"(default {_D.profile_samples}; {_Q.profile_samples} with --quick)")
     p.add_argument("--calibration-reps", type=common.int_range(10, 100_000), metavar="N",
-                   help="crafted requests per library cost term and slice (default 200; 100 "
-                   "with --quick)")
-    p.add_argument("--profile-mode", choices=("interleaved", "slices"), default="interleaved",
+                   help="crafted requests per library cost term and slice (default "
+                   f"{_D.calibration_reps}; {_Q.calibration_reps} with --quick)")
+    p.add_argument("--profile-mode", choices=("interleaved", "slices"), default=_D.profile_mode,
                    help="when each strategy's profile samples are taken: a few after each of "
                    "its requests (default), or a slice's worth after each slice")
-    p.add_argument("--slices", type=common.int_range(1, 100), default=4, metavar="N",
+    p.add_argument("--slices", type=common.int_range(1, 100), default=_D.slices, metavar="N",
                    help="the evaluation is cut into N slices, each followed by the profile "
                    "samples due and the calibration of the library's costs (in slices mode) "
-                   "(default 4)")
-    p.add_argument("--timeout", type=common.float_range(0, 3600, above=True), default=1.0,
+                   f"(default {_D.slices})")
+    p.add_argument("--timeout", type=common.float_range(0, 3600, above=True), default=_D.timeout,
                    metavar="S",
-                   help="memcached request deadline in seconds (default 1)")
-    common.add_seed(p, "seed of simulate's draws")
+                   help=f"memcached request deadline in seconds (default {flag_text(_D.timeout)})")
+    common.add_seed(p, "seed of simulate's draws", default=_D.seed)
     p.add_argument("--independent-draws", action="store_true",
                    help="draw each memcached call of a request independently, instead of "
                    "following the profile's samples in the order taken (the default, which "
                    "keeps how one call's latency predicts the next's); the other prediction "
                    "is reported either way")
     common.finish_parser(p, "replay", run, quick="a small run of the same shape", server=True,
-                         checks=("replay",), server_threads="1",
+                         checks=("replay",), server_threads=str(lib.SERVER_THREADS),
                          server_note="with the memory its catalog needs, and -I 2m for items "
                          "above 1 MB")
 

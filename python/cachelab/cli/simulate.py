@@ -11,11 +11,23 @@ import cachelab.traces as traces
 from cachelab.cli import cluster, common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
+from cachelab.profile import ProfileSpec
 from cachelab.progress import Progress
-from cachelab.simulate.drill import predict_drill
+from cachelab.simulate.drill import DEFAULT_DISTRIBUTIONS, predict_drill
 from cachelab.simulate.flat_run import FlatSimulateSpec, parse_sizes, split_policies
+from cachelab.simulate.streamed import CELLS_FROM
+from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
+from cachelab.units import flag_text
 
-DESCRIPTION = """\
+#: Each flag's default as --help states it: the specs' (``SimulateSpec``'s and
+#: ``FlatSimulateSpec``'s field defaults), and those of the small run (``--quick``).
+_D = lib.SimulateSpec()
+_Q = lib.SimulateSpec.quick()
+_F = FlatSimulateSpec()
+#: The distributions a drill is predicted for besides the run's own, unless asked.
+_DRILL = flag_text(DEFAULT_DISTRIBUTIONS)
+
+DESCRIPTION = f"""\
 Two modes, chosen by the trace:
 
 REQUEST TRACES (.jsonl, .parquet; none given = a synthetic content site, `cachelab trace synth`)
@@ -47,7 +59,7 @@ share of the trace's unique objects or bytes), and --mrc for the exact LRU miss-
 
 FAILURE DRILLS (--drill LOAD.json, a `cachelab load` run with --add or --remove): the hit-ratio
 dip the membership change should cause, predicted for the run's distribution and for
---drill-distributions (default ketama,modula), from the run's own key stream placed by the
+--drill-distributions (default {_DRILL}), from the run's own key stream placed by the
 same route tables the load engine uses, beside the dip the run measured (docs/pools.md,
 "Failure drills").
 """
@@ -82,28 +94,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--model", metavar="NAME|FILE",
         help="latency model: a profile.json (or a directory holding one) from `cachelab "
-        f"profile`, or a built-in profile (default {lib.DEFAULT_MODEL})",
+        f"profile`, or a built-in profile (default {_D.model})",
     )
     g.add_argument(
         "--server", metavar="HOST:PORT",
         help="a live memcached to measure the model on: it is profiled at the multi-get key "
-        "counts and value sizes the strategies issue on this trace (its first 1,048,576 "
-        "requests; besides profile's default cells; 500 samples a cell with --quick), and the "
+        f"counts and value sizes the strategies issue on this trace (its first {CELLS_FROM:,} "
+        "requests; besides profile's default cells; "
+        f"{ProfileSpec.quick().samples} samples a cell with --quick), and the "
         "simulation uses that profile instead "
         "of --model; the profile is written under profile/ (docs/simulation.md)",
     )
     g.add_argument(
-        "--train", type=common.float_range(0, 1, below=True), default=0.5, metavar="F",
-        help="share of requests (by time) that trains fixed sets and warms LRUs (default 0.5)",
+        "--train", type=common.float_range(0, 1, below=True), default=_D.train, metavar="F",
+        help="share of requests (by time) that trains fixed sets and warms LRUs "
+        f"(default {flag_text(_D.train)})",
     )
     g.add_argument(
         "--draws", type=common.int_range(1, 1000), metavar="N",
-        help="repeated latency draws for the confidence band (default 5; 3 with --quick)",
+        help=f"repeated latency draws for the confidence band (default {_D.draws}; {_Q.draws} "
+        "with --quick)",
     )
     g.add_argument(
         "--requests", type=common.int_range(1, 100_000_000), metavar="N",
-        help="requests in the synthetic trace when no TRACE is given (default 100000; "
-        "20000 with --quick)",
+        help=f"requests in the synthetic trace when no TRACE is given (default {SYNTHETIC}; "
+        f"{SYNTHETIC_QUICK} with --quick)",
     )
     g.add_argument(
         "--in-memory", action="store_true",
@@ -115,7 +130,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f = p.add_argument_group("flat traces")
     f.add_argument(
         "--policies", metavar="LIST",
-        help="eviction policies (default lru,fifo,lfu,arc,s3fifo,sieve; also belady, the "
+        help=f"eviction policies (default {flag_text(_F.policies)}; also belady, the "
         "optimal bound)",
     )
     f.add_argument(
@@ -124,8 +139,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "1MiB), or shares of the trace's objects or bytes (0.1%%,1%%,10%%; the default)",
     )
     f.add_argument(
-        "--unit", choices=("objects", "bytes"), default="objects",
-        help="capacity in objects (every object counts 1) or in bytes (default objects)",
+        "--unit", choices=("objects", "bytes"), default=_F.unit,
+        help=f"capacity in objects (every object counts 1) or in bytes (default {_F.unit})",
     )
     f.add_argument("--mrc", action="store_true", help="also the exact LRU miss-ratio curve")
     f.add_argument(
@@ -138,11 +153,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "or directory) per distribution, beside the measured one")
     d.add_argument("--drill-distributions", metavar="LIST",
                    help="with --drill: distributions to predict besides the run's own "
-                   "(default ketama,modula)")
-    common.add_seed(p, "seed of the latency draws")
+                   f"(default {_DRILL})")
+    common.add_seed(p, "seed of the latency draws", default=_D.seed)
     p.add_argument(
-        "--threads", type=common.int_range(0, 1024), default=0, metavar="N",
-        help="worker threads (default 0: one per core)",
+        "--threads", type=common.int_range(0, 1024), default=_D.threads, metavar="N",
+        help=f"worker threads (default {_D.threads}: one per core)",
     )
     cluster.add_flags(p, shared_trace=True)
     common.finish_parser(p, "simulate", run, quick="a small run of the same shape",
@@ -189,7 +204,7 @@ def spec_from(args: argparse.Namespace) -> lib.SimulateSpec:
         strategies=_strategies(args.strategies),
         model=args.model or lib.DEFAULT_MODEL,
         train=args.train,
-        draws=args.draws if args.draws is not None else (3 if args.quick else 5),
+        draws=args.draws if args.draws is not None else (_Q if args.quick else _D).draws,
         seed=args.seed,
         threads=args.threads,
     )
@@ -222,7 +237,7 @@ def _reject_flat_options(args: argparse.Namespace) -> None:
             ("--shards", args.shards),
         ) if value
     ]
-    if given or args.unit != "objects":
+    if given or args.unit != _F.unit:
         given = given or ["--unit"]
         raise UsageError(
             f"{', '.join(given)}: only for flat key traces (.csv, .bin, .txt, .capture.parquet); "

@@ -11,6 +11,10 @@ from cachelab.errors import UsageError
 from cachelab.size import SizeSpec
 from cachelab.units import parse_size
 
+#: Each flag's default as --help states it: the spec's (``SizeSpec``'s field defaults; the
+#: trace has none).
+_D = SizeSpec(trace="")
+
 DESCRIPTION = """\
 Size a cache from a flat key trace or a `trace capture`: the exact LRU miss-ratio curve by
 bytes (stack distances in one pass; --shards R samples huge traces), and the answers:
@@ -65,8 +69,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the trace's format (default: from its name)")
     p.add_argument("--memory", type=common.arg_type(parse_size), metavar="SIZE",
                    help="the server's memory, e.g. 64MB (default: what a capture recorded)")
-    p.add_argument("--hit-ratios", type=common.arg_type(_ratios), default=(0.90, 0.95, 0.99),
-                   metavar="LIST", help="target hit ratios in %% (default 90,95,99)")
+    p.add_argument("--hit-ratios", type=common.arg_type(_ratios), default=_D.hit_ratios,
+                   metavar="LIST", help="target hit ratios in %% (default "
+                   f"{','.join(f'{100 * h:g}' for h in _D.hit_ratios)})")
     p.add_argument("--accounting", choices=("value", "memcached"),
                    help="count value bytes, or memcached's memory per item (default: "
                    "memcached for a capture, value otherwise)")

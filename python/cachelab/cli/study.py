@@ -14,6 +14,7 @@ from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
 
 DESCRIPTION = """\
 Measure a memcached and decide what to cache, in one command:
@@ -38,6 +39,10 @@ measured (marked partial), run.json says so (interrupted, aborted: the first ste
 on the server) and the report is written from what there is; the table's first line says
 PARTIAL.
 """
+
+#: Each flag's default as --help states it: the spec's (``RunSpec``'s field defaults; the
+#: synthetic trace's length is simulate's).
+_D = lib.RunSpec()
 
 EXAMPLES = """\
 cachelab run --quick
@@ -69,14 +74,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="a small study of the same shape "
                    "(about a minute)")
     p.add_argument("--steps", type=common.arg_type(_steps), metavar="LIST",
-                   default=lib.STEPS, help=f"steps to run (default {','.join(lib.STEPS)})")
+                   default=_D.steps, help=f"steps to run (default {','.join(_D.steps)})")
     p.add_argument("--trace", metavar="FILE",
                    help="a request trace (.jsonl, .parquet) for simulate (default: synthetic)")
     p.add_argument("--requests", type=common.int_range(100, 100_000_000), metavar="N",
-                   help="requests in the synthetic trace (default 100000; 20000 with --quick)")
+                   help=f"requests in the synthetic trace (default {SYNTHETIC}; {SYNTHETIC_QUICK} "
+                   "with --quick)")
     # The trace's seed is this one + 1, and traces take seeds below 2**63.
-    p.add_argument("--seed", type=common.int_range(0, 2**63 - 2), default=0,
-                   help="seed of every random choice (default 0)")
+    p.add_argument("--seed", type=common.int_range(0, 2**63 - 2), default=_D.seed,
+                   help=f"seed of every random choice (default {_D.seed})")
     p.add_argument("--precision", type=_precision_or_off, metavar="P%|off",
                    default=lib.DEFAULT_PRECISION,
                    help="the p99 precision profile and scale run to (as their --precision: "

@@ -9,6 +9,8 @@ from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.tiers.spec import CODECS
+from cachelab.units import flag_text
 
 DESCRIPTION = """\
 The benchmark of the seed post "caching tiers on App Engine" on this machine: read one ~60 KB
@@ -31,19 +33,26 @@ cachelab tiers --dsn postgresql://localhost/bench --codec orjson --format json
 """
 
 
+#: Each flag's default as --help states it: the spec's (``TiersSpec``'s field defaults), and
+#: those of the small run (``--quick``).
+_D = lib.TiersSpec()
+_Q = lib.TiersSpec.quick()
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(sub, "tiers", help="store vs memcached (+codec, +compression) vs memory",
                            description=DESCRIPTION, examples=EXAMPLES)
     p.add_argument("--reads", type=common.int_range(1, 1_000_000), metavar="N",
-                   help="timed reads per method and shape (default 200; 40 with --quick)")
-    p.add_argument("--codec", default="msgpack", choices=("msgpack", "orjson", "pickle"),
-                   help="serialization (default msgpack)")
-    p.add_argument("--compressions", default="zlib,zstd,lz4", metavar="LIST",
-                   help="compressors to compare (default zlib,zstd,lz4; the first is also "
-                   "tried in process memory)")
+                   help=f"timed reads per method and shape (default {_D.reads}; {_Q.reads} with "
+                   "--quick)")
+    p.add_argument("--codec", default=_D.codec, choices=CODECS,
+                   help=f"serialization (default {_D.codec})")
+    p.add_argument("--compressions", default=flag_text(_D.compressions), metavar="LIST",
+                   help=f"compressors to compare (default {flag_text(_D.compressions)}; the "
+                   "first is also tried in process memory)")
     p.add_argument("--dsn", metavar="DSN",
                    help="a PostgreSQL DSN to use as the store instead of SQLite (needs psycopg)")
-    common.add_seed(p, "seed of the generated data")
+    common.add_seed(p, "seed of the generated data", default=_D.seed)
     common.finish_parser(p, "tiers", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG bar chart", server=True)
 

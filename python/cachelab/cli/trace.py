@@ -16,9 +16,19 @@ from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
 from cachelab.trace import CaptureFileSpec, ConvertSpec, InspectSpec, SynthSpec
+from cachelab.traces.capture_spec import READERS, CaptureSpec
 from cachelab.traces.formats import REQUEST_FORMATS, detect_format, format_name
 from cachelab.traces.inspect import INSPECT_FILE
 from cachelab.traces.synth import DEFAULT_PRESET, PRESETS, SYNTH_PART, SynthParams
+from cachelab.units import flag_text
+
+#: Each flag's default as --help states it: the synthetic model's (``SynthParams``'s field
+#: defaults, the default preset), the small trace's (``--quick``), and the capture's
+#: (``CaptureSpec``'s).
+_S = SynthParams.preset(DEFAULT_PRESET)
+_SQ = SynthParams.quick()
+_HEAVY = SynthParams.preset("heavy-pages")
+_C = CaptureSpec()
 
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
@@ -138,22 +148,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the trace to write (.jsonl, .jsonl.gz or .parquet)")
     s.add_argument("--to", metavar="FMT", help="jsonl or parquet (default: from the name)")
     s.add_argument("--requests", type=common.int_range(0, 100_000_000), metavar="N",
-                   help="requests to generate (default 100000; 10000 with --quick)")
+                   help=f"requests to generate (default {_S.requests}; {_SQ.requests} with "
+                   "--quick)")
     s.add_argument("--seed", type=common.int_range(0, 2**63 - 1), metavar="N",
-                   help="seed of every draw (default 1)")
+                   help=f"seed of every draw (default {_S.seed})")
     s.add_argument("--quick", action="store_true", help="a small trace of the same shape")
     s.add_argument("--preset", choices=tuple(PRESETS), default=None, metavar="NAME",
                    help="the shape to start from: " + ", ".join(PRESETS) + f" (default "
                    f"{DEFAULT_PRESET}, calibrated to the seed article; heavy-pages: the "
                    "shape before that calibration); flags and --set apply on top")
     s.add_argument("--alpha", type=common.float_range(0, 5), metavar="A",
-                   help="Zipf exponent of page popularity within a route (default 1.25; "
-                   "heavy-pages 0.9)")
+                   help="Zipf exponent of page popularity within a route (default "
+                   f"{flag_text(_S.alpha)}; heavy-pages {flag_text(_HEAVY.alpha)})")
     s.add_argument("--instances", type=common.int_range(1, 100_000), metavar="N",
-                   help="app instances (default 8)")
+                   help=f"app instances (default {_S.instances})")
     s.add_argument("--duration", type=common.float_range(0, 366 * 86_400, above=True),
                    metavar="S",
-                   help="seconds the requests span (default 86400, one day)")
+                   help=f"seconds the requests span (default {flag_text(_S.duration_s)}, one day)")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="set any model parameter (repeatable); VALUE is JSON or a bare string")
     s.add_argument("--part", type=common.int_range(1, 100_000_000), default=SYNTH_PART,
@@ -176,20 +187,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k = _action(actions, "capture", "capture a live memcached's key stream into a trace",
                 CAPTURE_DESCRIPTION, CAPTURE_EXAMPLES)
     k.add_argument("--duration", type=common.float_range(0, 7 * 86_400, above=True),
-                   default=60.0, metavar="S", help="seconds to capture (default 60)")
-    k.add_argument("--sample", type=common.float_range(0, 1, above=True), default=1.0,
+                   default=_C.duration, metavar="S",
+                   help=f"seconds to capture (default {flag_text(_C.duration)})")
+    k.add_argument("--sample", type=common.float_range(0, 1, above=True), default=_C.sample,
                    metavar="R", help="keep this share of keys, every access of a kept key "
-                   "(default 1: all)")
+                   f"(default {flag_text(_C.sample)}: all)")
     k.add_argument("--keep-keys", action="store_true",
                    help="write the keys as they are (default: pseudonymised)")
-    k.add_argument("--max-events", type=common.int_range(1, 10**10), default=50_000_000,
-                   metavar="N", help="stop after N accesses written (default 50,000,000)")
-    k.add_argument("--max-mb", type=common.int_range(1, 2**20), default=8192, metavar="MB",
-                   help="stop after MB of the server's stream (default 8192)")
-    k.add_argument("--reader", choices=("rust", "python"), default="rust",
-                   help="the stream reader: rust (default; parses with the GIL released) or "
-                   "python (the reference it matches row for row; at 20,000 req/s on a shared "
-                   "core it lost 34 %% of lines where rust lost 24 %%, docs/traces.md)")
+    k.add_argument("--max-events", type=common.int_range(1, 10**10), default=_C.max_events,
+                   metavar="N", help=f"stop after N accesses written (default {_C.max_events:,})")
+    k.add_argument("--max-mb", type=common.int_range(1, 2**20), default=_C.max_bytes // 2**20,
+                   metavar="MB", help="stop after MB of the server's stream (default "
+                   f"{_C.max_bytes // 2**20})")
+    k.add_argument("--reader", choices=READERS, default=_C.reader,
+                   help=f"the stream reader: {_C.reader} (default; parses with the GIL "
+                   "released) or python (the reference it matches row for row; at 20,000 "
+                   "req/s on a shared core it lost 34 %% of lines where rust lost 24 %%, "
+                   "docs/traces.md)")
     output.add_output_options(
         k, "capture", checks=("problems",),
         out_help="a directory to write trace.capture.parquet into (default: "
@@ -333,9 +347,6 @@ def capture_path(args: argparse.Namespace) -> Path:
 
 
 def run_capture(args: argparse.Namespace) -> int:
-    # deferred: capture imports pyarrow, which takes ~0.1 s
-    from cachelab.traces.capture import CaptureSpec
-
     target = target_from(args)
     what = CaptureSpec(duration=args.duration, sample=args.sample, keep_keys=args.keep_keys,
                        max_events=args.max_events, max_bytes=args.max_mb * 2**20,

@@ -9,8 +9,11 @@ from pathlib import Path
 import cachelab.usl as lib
 from cachelab.cli import common, output
 from cachelab.errors import UsageError
+from cachelab.units import flag_text
 
-#: Most bootstrap resamples (each refits the USL); ``scale`` takes the same.
+#: Each flag's default as --help states it: the spec's (``UslSpec``'s field defaults; the
+#: file has none).
+_D = lib.UslSpec(file="")
 
 DESCRIPTION = """\
 Fit X(N) = gamma*N / (1 + alpha*(N-1) + beta*N*(N-1)) to measured throughput X at load N
@@ -56,18 +59,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", type=Path, metavar="FILE.csv", help="CSV with a header row")
     p.add_argument("--n", metavar="COL", help="column of the load N (default: the first)")
     p.add_argument("--x", metavar="COL", help="column of the throughput X (default: the second)")
-    p.add_argument("--method", choices=list(lib.METHODS), default="bounded",
-                   help="fitting method (default bounded)")
+    p.add_argument("--method", choices=list(lib.METHODS), default=_D.method,
+                   help=f"fitting method (default {_D.method})")
     p.add_argument("--predict", type=common.arg_type(_loads), metavar="N,...",
                    help="loads to predict X(N) and R(N) at")
     p.add_argument("--level", type=common.float_range(0, 1, above=True, below=True),
-                   default=0.95, metavar="L",
+                   default=_D.level, metavar="L",
                    help="confidence level of every interval, a fraction above 0 and below 1 "
-                   "(default 0.95)")
-    p.add_argument("--bootstrap", type=common.limit_range(lib.LIMITS["bootstrap"]), default=1000,
-                   metavar="R", help="bootstrap resamples for Nmax and the peak (default 1000; "
-                   "0: none)")
-    common.add_seed(p, "bootstrap seed")
+                   f"(default {flag_text(_D.level)})")
+    p.add_argument("--bootstrap", type=common.limit_range(lib.LIMITS["bootstrap"]),
+                   default=_D.bootstrap, metavar="R",
+                   help="bootstrap resamples for Nmax and the peak (default "
+                   f"{_D.bootstrap}; 0: none)")
+    common.add_seed(p, "bootstrap seed", default=_D.seed)
     common.finish_parser(p, "usl", run, plots="skip the PNG/SVG plot")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cachelab.compare.engine import compare
 from cachelab.compare.result import CompareResult
@@ -34,6 +35,11 @@ class CompareSpec:
     duration: float = 2.0
     tls: TlsOptions | None = None
     out: Path | None = None
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> CompareSpec:
+        """The live A/B, short: 2 rounds of 1 s per server."""
+        return cls(**{"repeats": 2, "duration": 1.0, **overrides})
 
 
 def run(spec: CompareSpec, target: Target | None = None, *,

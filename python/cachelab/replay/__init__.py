@@ -64,11 +64,20 @@ from __future__ import annotations
 
 from cachelab.replay.calibrate import TERMS, calibrate
 from cachelab.replay.compare import PERCENTILES, TOLERANCE
-from cachelab.replay.engine import SERVER_THREADS, SYNTH_PRESET, load_trace, replay, synthetic
+from cachelab.replay.engine import (
+    SERVER_THREADS,
+    SYNTH_PRESET,
+    SYNTHETIC,
+    SYNTHETIC_QUICK,
+    load_trace,
+    replay,
+    synthetic,
+)
 from cachelab.replay.result import SCHEMA, SCHEMA_VERSION, ReplayResult, render
 from cachelab.replay.spec import ReplaySpec, default_strategies, parse
 from cachelab.replay.verb import run
 
-__all__ = ["PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SERVER_THREADS", "SYNTH_PRESET", "TERMS",
+__all__ = ["PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SERVER_THREADS", "SYNTHETIC",
+           "SYNTHETIC_QUICK", "SYNTH_PRESET", "TERMS",
            "TOLERANCE", "ReplayResult", "ReplaySpec", "calibrate", "default_strategies",
            "load_trace", "parse", "render", "replay", "run", "synthetic"]

@@ -44,20 +44,24 @@ from cachelab.simulate import latency_model
 from cachelab.target import Target
 from cachelab.tiered import MemcachedTier, TieredCache
 
-__all__ = ["SERVER_THREADS", "SYNTH_PRESET", "load_trace", "replay", "synthetic"]
+__all__ = ["SERVER_THREADS", "SYNTHETIC", "SYNTHETIC_QUICK", "SYNTH_PRESET", "load_trace", "replay",
+           "synthetic"]
+
+#: Requests of the synthetic trace replayed when no trace is given (``quick``: fewer).
+SYNTHETIC, SYNTHETIC_QUICK = 4_000, 2_000
 
 
 def load_trace(path: str | None, fmt: str | None = None, *, requests: int | None = None,
                quick: bool = False) -> tuple[Any, dict[str, Any]]:
     """The trace to replay and what ``replay.json`` records of it: the request trace at
     ``path`` (``fmt``: jsonl or parquet, when the extension does not say), or, without a path,
-    a synthetic one of ``requests`` requests (default 4,000; 2,000 when ``quick``) of the
-    :data:`SYNTH_PRESET` shape."""
+    a synthetic one of ``requests`` requests (default :data:`SYNTHETIC`;
+    :data:`SYNTHETIC_QUICK` when ``quick``) of the :data:`SYNTH_PRESET` shape."""
     if path is not None:
         return traces.load_request_trace(path, fmt), {"source": str(path)}
     if requests is not None and requests < 10:
         raise UsageError(f"--requests must be at least 10, got {requests}")
-    trace = synthetic(requests or (2_000 if quick else 4_000))
+    trace = synthetic(requests or (SYNTHETIC_QUICK if quick else SYNTHETIC))
     return trace, {"source": "synthetic", "generator": trace.generator}
 
 

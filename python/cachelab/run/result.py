@@ -37,7 +37,8 @@ class RunSpec:
     seed: int = 0
     #: A request trace (.jsonl, .parquet) for simulate; None: a synthetic one.
     trace: str | None = None
-    #: Requests in the synthetic trace (default 100,000; 20,000 quick).
+    #: Requests in the synthetic trace (None: simulate's, ``simulate.verb.SYNTHETIC``; its
+    #: ``SYNTHETIC_QUICK`` quick).
     requests: int | None = None
     report: bool = True
     #: The p99 precision of the profile's cells and of each scale run (their caps: the

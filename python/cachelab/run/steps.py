@@ -32,6 +32,7 @@ from cachelab.scale.result import precision_missed
 from cachelab.scale.verdicts import verdict_lines
 from cachelab.servers import ServerOptions
 from cachelab.simulate.summary import band_at, best_strategy
+from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
 from cachelab.target import Target
 from cachelab.usl import relative_se
 
@@ -232,14 +233,15 @@ def _trace(st: State) -> None:
         st.trace = traces.load_request_trace(st.spec.trace)
         st.trace_info = {"source": str(st.spec.trace)}
         return
-    n = st.spec.requests or (20_000 if st.spec.quick else 100_000)
+    # simulate's synthetic trace, as long as simulate makes it
+    n = st.spec.requests or (SYNTHETIC_QUICK if st.spec.quick else SYNTHETIC)
     st.trace = traces.synthesize(traces.SynthParams(requests=n, seed=st.spec.seed + 1))
     st.trace_info = {"source": "synthetic", "generator": st.trace.generator}
 
 
 def step_simulate(st: State) -> tuple[str, bool]:
     _trace(st)
-    draws = 3 if st.spec.quick else 5
+    sim = simulate_lib.SimulateSpec.quick if st.spec.quick else simulate_lib.SimulateSpec
     models: list[tuple[str, str]] = []
     if st.profile_path is not None and st.profile_path.is_file():
         models.append(("simulate", str(st.profile_path)))
@@ -251,7 +253,7 @@ def step_simulate(st: State) -> tuple[str, bool]:
             bar.label = f"simulate ({'measured profile' if sub == 'simulate' else model})"
             bar.update(i)
             # No target: the model is a profile file, and a local simulation shows no bar.
-            spec = simulate_lib.SimulateSpec(model=model, draws=draws, seed=st.spec.seed)
+            spec = sim(model=model, seed=st.spec.seed)
             results.append(simulate_lib.run(spec, None, trace=st.trace,
                                             trace_info=st.trace_info))
         bar.update(len(models))

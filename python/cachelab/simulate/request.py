@@ -87,6 +87,11 @@ class SimulateSpec:
     seed: int = 0
     threads: int = 0
 
+    @classmethod
+    def quick(cls, **overrides: Any) -> SimulateSpec:
+        """The same simulation, small: 3 latency draws."""
+        return cls(**{"draws": 3, **overrides})
+
     def check(self) -> None:
         if not 0.0 <= self.train < 1.0:
             raise UsageError(f"--train must be in [0, 1), got {self.train}")
