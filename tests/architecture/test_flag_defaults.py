@@ -1,8 +1,9 @@
-"""A flag's default and range are written once (issue 30): what ``load``, ``scale`` and
-``profile --help`` say a flag defaults to is the spec's field default (the engine's for the
-pool's member settings), and a flag's range is the engine's or, for a field only Python
-checks, the one written beside its dataclass field. These tests read each verb's --help and
-compare it with the spec, so a literal that drifts from the spec fails here."""
+"""A flag's default and range are written once (issue 30): what every verb's ``--help`` says
+a flag defaults to is the spec's field default (the engine's for the pool's member settings),
+or for a flag that sets no spec field the one named constant its code uses; and a flag's
+range is the engine's or, for a field only Python checks, the one written beside its
+dataclass field. These tests read each verb's --help and compare it with the spec, so a
+literal that drifts from the spec fails here."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 
+import cachelab.replay as replay
 from cachelab.cli import build_parser
 from cachelab.cli.cluster import AGENTS
+from cachelab.compare import CompareSpec
 from cachelab.load import LIMITS as LOAD_LIMITS
 from cachelab.load import LoadSpec, parse_mix
 from cachelab.load.engine import PROXY_DISTRIBUTION
@@ -23,9 +26,19 @@ from cachelab.profile import ProfileSpec
 from cachelab.profile.pool import ROUNDS, ROUNDS_LIMIT
 from cachelab.profile.spec import LIMITS as PROFILE_LIMITS
 from cachelab.raycluster import CONNECT_TIMEOUT
+from cachelab.run import PRIVATE_MEMORY_MB, RunSpec
 from cachelab.scale import LIMITS as SCALE_LIMITS
 from cachelab.scale import ScaleSpec
 from cachelab.servers import DEFAULT_THREADS, SERVER_LIMITS, ServerOptions
+from cachelab.simulate import FlatSimulateSpec, SimulateSpec
+from cachelab.simulate.drill import DEFAULT_DISTRIBUTIONS
+from cachelab.simulate.streamed import CELLS_FROM
+from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
+from cachelab.size import SizeSpec
+from cachelab.tiers import TiersSpec
+from cachelab.traces.capture_spec import CaptureSpec
+from cachelab.traces.synth import DEFAULT_PRESET, SYNTH_PART, SynthParams
+from cachelab.usl import UslSpec
 
 CLI = Path(__file__).resolve().parents[2] / "python" / "cachelab" / "cli"
 
@@ -118,6 +131,222 @@ def test_help_states_the_spec_s_defaults(verb: str, least: int) -> None:
     wrong = [(flag, which, got, held) for flag, which, got, held in stated if got != held]
     assert wrong == []
     assert len(stated) >= least, [s[:2] for s in stated]
+
+
+# -- the other verbs: each stated default against its one definition ----------------------
+
+_REPLAY, _REPLAY_Q = replay.ReplaySpec(), replay.ReplaySpec.quick()
+_SIM, _SIM_Q, _FLAT = SimulateSpec(), SimulateSpec.quick(), FlatSimulateSpec()
+_TIERS, _TIERS_Q = TiersSpec(), TiersSpec.quick()
+_COMPARE, _COMPARE_Q = CompareSpec(), CompareSpec.quick()
+_USL, _SIZE, _RUN = UslSpec(file=""), SizeSpec(trace=""), RunSpec()
+_SYNTH, _SYNTH_Q = SynthParams.preset(DEFAULT_PRESET), SynthParams.quick()
+_CAPTURE = CaptureSpec()
+
+#: The other verbs (``trace``'s by action): each flag whose --help states a default, and that
+#: default's one definition, ``dest: (default, quick)`` (quick None: the help states none) —
+#: a spec's field default, or the named constant the code uses for a flag that sets no field.
+ONE_DEFINITION: dict[str, dict[str, tuple[Any, Any]]] = {
+    "replay": {
+        "requests": (replay.SYNTHETIC, replay.SYNTHETIC_QUICK),
+        "draws": (_REPLAY.draws, _REPLAY_Q.draws),
+        "profile_samples": (_REPLAY.profile_samples, _REPLAY_Q.profile_samples),
+        "calibration_reps": (_REPLAY.calibration_reps, _REPLAY_Q.calibration_reps),
+        "slices": (_REPLAY.slices, None),
+        "timeout": (_REPLAY.timeout, None),
+        "seed": (_REPLAY.seed, None),
+        "server_threads": (replay.SERVER_THREADS, None),
+        "server_memory": (ServerOptions().memory_mb, None),
+    },
+    "simulate": {
+        "model": (_SIM.model, None),
+        "train": (_SIM.train, None),
+        "draws": (_SIM.draws, _SIM_Q.draws),
+        "requests": (SYNTHETIC, SYNTHETIC_QUICK),
+        "policies": (_FLAT.policies, None),
+        "unit": (_FLAT.unit, None),
+        "drill_distributions": (DEFAULT_DISTRIBUTIONS, None),
+        "seed": (_SIM.seed, None),
+        "threads": (_SIM.threads, None),  # FlatSimulateSpec's too
+        "ray_timeout": (CONNECT_TIMEOUT, None),
+    },
+    "tiers": {
+        "reads": (_TIERS.reads, _TIERS_Q.reads),
+        "codec": (_TIERS.codec, None),
+        "compressions": (_TIERS.compressions, None),
+        "seed": (_TIERS.seed, None),
+        "server_threads": (DEFAULT_THREADS, None),
+        "server_memory": (ServerOptions().memory_mb, None),
+    },
+    "compare": {
+        "repeats": (_COMPARE.repeats, _COMPARE_Q.repeats),
+        "duration": (_COMPARE.duration, _COMPARE_Q.duration),
+        "resamples": (_COMPARE.resamples, None),
+        "level": (_COMPARE.level, None),
+        "seed": (_COMPARE.seed, None),
+    },
+    "usl": {
+        "method": (_USL.method, None),
+        "level": (_USL.level, None),
+        "bootstrap": (_USL.bootstrap, None),
+        "seed": (_USL.seed, None),
+    },
+    "size": {"hit_ratios": (_SIZE.hit_ratios, None)},
+    "trace synth": {
+        "requests": (_SYNTH.requests, _SYNTH_Q.requests),
+        "seed": (_SYNTH.seed, None),
+        "preset": (DEFAULT_PRESET, None),
+        "alpha": (_SYNTH.alpha, None),
+        "instances": (_SYNTH.instances, None),
+        "duration": (_SYNTH.duration_s, None),
+        "part": (SYNTH_PART, None),
+    },
+    "trace capture": {
+        "duration": (_CAPTURE.duration, None),
+        "sample": (_CAPTURE.sample, None),
+        "max_events": (_CAPTURE.max_events, None),
+        "max_mb": (_CAPTURE.max_bytes / 2**20, None),
+    },
+    "run": {
+        "steps": (_RUN.steps, None),
+        "requests": (SYNTHETIC, SYNTHETIC_QUICK),  # the study simulates simulate's trace
+        "seed": (_RUN.seed, None),
+        "precision": (_RUN.precision, None),
+        "server_threads": (DEFAULT_THREADS, None),
+        "server_memory": (PRIVATE_MEMORY_MB, None),
+    },
+}
+
+#: Words after "default" (or before "with --quick") that state no value: ``--format``'s
+#: "(default on a terminal)", ``--in-memory``'s "the default for a file", and ``simulate
+#: --server``'s "profile's default cells; 500 samples a cell with --quick" (its numbers are
+#: checked in :data:`IN_WORDS`).
+PROSE = {("format", "on"), ("format", "otherwise"), ("in_memory", "for"), ("server", "cells"),
+         ("server", "cell")}
+
+#: The measuring verbs the first tests cover.
+_MEASURING = ("load", "scale", "profile")
+
+
+def _parser(verb: str) -> argparse.ArgumentParser:
+    """The parser of ``verb``, or of one of its actions (``trace synth``)."""
+    name, *actions = verb.split()
+    p = _parsers()[name]
+    for action in actions:
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        p = sub.choices[action]
+    return p
+
+
+def _every_verb() -> list[str]:
+    out = []
+    for name, p in _parsers().items():
+        sub = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        out += [f"{name} {action}" for action in sub[0].choices] if sub else [name]
+    return out
+
+
+def _statements(p: argparse.ArgumentParser) -> list[tuple[argparse.Action, str, str]]:
+    """(flag, ``default`` or ``quick``, the text stated) for each default its flags' --help
+    state."""
+    out = []
+    for action in p._actions:
+        if not action.option_strings or not action.help or action.help == argparse.SUPPRESS:
+            continue
+        text = action.help % {"prog": "cachelab"} if "%(" in action.help else \
+            action.help.replace("%%", "%")
+        for which, pattern in (("default", _DEFAULT), ("quick", _QUICK)):
+            out += [(action, which, next(g for g in m.groups() if g))
+                    for m in pattern.finditer(text)]
+    return out
+
+
+def _read(action: argparse.Action, text: str) -> Any:
+    """The stated text read as the flag reads it (a list flag without a parser: its items)."""
+    if re.fullmatch(r"\d{1,3}(,\d{3})+", text):  # 65,536
+        text = text.replace(",", "")
+    if callable(action.type):
+        value = action.type(text)
+    else:
+        value = tuple(text.split(",")) if "," in text else text
+    return tuple(value) if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("verb", list(ONE_DEFINITION))
+def test_every_other_verb_s_help_states_the_one_definition(verb: str) -> None:
+    """What replay, simulate, tiers, compare, usl, size, trace and run --help say a flag
+    defaults to (and does with --quick) is its one definition, read back with the flag's own
+    parser: ``replay --draws``'s "(default 5; 3 with --quick)" is ``ReplaySpec().draws`` and
+    ``ReplaySpec.quick().draws``. Every default stated is in the table, and every one in the
+    table is stated."""
+    table = ONE_DEFINITION[verb]
+    wrong, unknown, said = [], [], set()
+    for action, which, text in _statements(_parser(verb)):
+        if (action.dest, text) in PROSE:
+            continue
+        held = table.get(action.dest, (None, None))[which == "quick"]
+        if held is None:
+            unknown.append((action.option_strings[0], which, text))
+            continue
+        said.add((action.dest, which))
+        got = _read(action, text)
+        if got != _as_held(held):
+            wrong.append((action.option_strings[0], which, got, held))
+    assert wrong == []
+    assert unknown == []
+    want = {(dest, which) for dest, values in table.items()
+            for which, value in zip(("default", "quick"), values) if value is not None}
+    assert want - said == set()
+
+
+@pytest.mark.parametrize("verb", [v for v in _every_verb()
+                                  if v not in ONE_DEFINITION and v not in _MEASURING])
+def test_a_verb_outside_the_tables_states_no_default(verb: str) -> None:
+    """Every verb's help is covered: a verb (or trace action) in neither table states no
+    default value, so a new verb's literal default fails here until it is in one."""
+    stated = [(a.option_strings[0], which, text) for a, which, text in _statements(_parser(verb))
+              if (a.dest, text) not in PROSE]
+    assert stated == []
+
+
+#: Defaults stated in other words: (verb, flag (None: the description), a pattern whose
+#: groups are the numbers stated, their one definition).
+IN_WORDS = [
+    ("simulate", "--server", r"its first ([\d,]+) requests", (CELLS_FROM,)),
+    ("simulate", "--server", r"(\d+) samples a cell with --quick", (ProfileSpec.quick().samples,)),
+    ("simulate", None, r"--drill-distributions \(default ([^)]+)\)",
+     (",".join(DEFAULT_DISTRIBUTIONS),)),
+    ("trace synth", "--alpha", r"heavy-pages ([\d.]+)",
+     (SynthParams.preset("heavy-pages").alpha,)),
+    ("compare", "--quick", r"\((\d+) rounds of ([\d.]+) s per server\)",
+     (_COMPARE_Q.repeats, _COMPARE_Q.duration)),
+]
+
+
+@pytest.mark.parametrize(("verb", "flag", "pattern", "held"), IN_WORDS,
+                         ids=[f"{v} {f or 'description'} {i}" for i, (v, f, _, _) in
+                              enumerate(IN_WORDS)])
+def test_a_default_stated_in_words_is_the_one_definition(verb: str, flag: str | None,
+                                                         pattern: str, held: tuple) -> None:
+    p = _parser(verb)
+    if flag is None:
+        text = p.description or ""
+    else:
+        text = next(a.help for a in p._actions if flag in a.option_strings) or ""
+    m = re.search(pattern, text.replace("\n", " "))
+    assert m is not None, text
+    got = tuple(type(h)(g.replace(",", "")) if not isinstance(h, str) else g
+                for g, h in zip(m.groups(), held))
+    assert got == held
+
+
+def test_no_help_in_the_cli_writes_a_default_as_a_literal() -> None:
+    """Every default a flag's help states is read from its definition (an f-string's
+    ``{...}``), never written in the help's words: no ``default 5`` or ``3 with --quick``."""
+    literal = [(path.name, m.group(0)) for path in sorted(CLI.glob("*.py"))
+               for m in re.finditer(r"\bdefault \d[\d,._]*|\b\d[\d,._]* with --quick",
+                                    path.read_text())]
+    assert literal == []
 
 
 # A flag for each field only Python checks, and the range beside its field.
