@@ -4,6 +4,8 @@ slower than any fixed wait is still called once across processes."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -13,9 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import os
-import signal
-
 from tiered_helpers import Store, free_port, make, memcached_on, stop, wait_for
 
 from cachelab import _core
