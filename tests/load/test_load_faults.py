@@ -395,8 +395,10 @@ def test_a_two_second_blackhole_is_one_stall_in_the_headline(
     run.finish()
     assert run.code == 0, run.stderr
     assert 1.7 <= run.headline_max_s() <= 3.5, run.stdout
+    # One stall is the blackhole's; a loaded machine may add short ones of its own.
     lengths = stall_lengths(run)
-    assert len(lengths) == 1 and 1.7 <= lengths[0] <= 3.5, run.stdout
+    assert len([x for x in lengths if x >= 1.0]) == 1, run.stdout
+    assert 1.7 <= max(lengths) <= 3.5, run.stdout
 
 
 def test_a_trickle_of_bytes_makes_slow_replies_not_errors(
