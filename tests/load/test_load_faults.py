@@ -132,16 +132,19 @@ def test_closed_loop_headline_shows_a_sigstop_stall(
     assert run.code == 0, run.stderr  # slow, not failed: no request timed out
     # ... but not a valid measurement: the verdict, first line of the table, says why (on a
     # busy machine "client saturated" may come first, the stall on an "also:" line under it).
+    # One stall is the SIGSTOP's; a loaded machine may add short ones of its own (a thread
+    # waiting 100 ms or more for a CPU).
     reasons = run.verdict_reasons()
-    assert any(r.startswith("not stationary: 1 stall(s)") for r in reasons), run.stdout
+    assert any(r.startswith("not stationary: ") and " stall(s)" in r for r in reasons), run.stdout
     assert run.saved["validity"]["verdict"] == "INVALID"
     # The headline's max is the stall, not a quiet tail's max.
     assert 1.2 <= run.headline_max_s() <= 3.5, run.stdout
     lengths = stall_lengths(run)
-    assert len(lengths) == 1 and 1.2 <= lengths[0] <= 3.5, run.stdout
+    assert len([x for x in lengths if x >= 1.0]) == 1 and 1.2 <= max(lengths) <= 3.5, run.stdout
     saved = run.saved
     assert saved["totals"]["uncorrected"]["max"] >= 1.2e9
-    assert len(saved["stalls"]) == 1 and saved["stalls"][0]["slow_replies"] >= 1
+    longest = max(saved["stalls"], key=lambda st: st["end_s"] - st["start_s"])
+    assert longest["slow_replies"] >= 1, saved["stalls"]
 
 
 def test_open_loop_headline_and_rate_verdict_show_a_sigstop_stall(
@@ -164,7 +167,7 @@ def test_open_loop_headline_and_rate_verdict_show_a_sigstop_stall(
     saved = run.saved
     assert saved["totals"]["corrected"]["percentiles"]["99"] >= 0.5e9
     assert saved["schedule"]["held"] is False and saved["schedule"]["intervals_behind"]
-    assert len(stall_lengths(run)) == 1
+    assert len([x for x in stall_lengths(run) if x >= 1.0]) == 1, run.stdout
 
 
 def test_server_killed_mid_run_exits_3_with_the_partial_results_saved(tmp_path: Path) -> None:
