@@ -108,10 +108,14 @@ def test_with_remap_a_stopped_members_keys_go_to_the_others_and_miss_there() -> 
     assert stopped["errors"].get("member_down", 0) == 0, stopped["errors"]
     others = [m for m in r.members if m["address"] != stop["member"]]
     assert sum(m["misses"] for m in others) > 0
+    # The dip, from the stop to the run's end (warm-up + duration = 4.5 s): on a loaded machine
+    # the stop's own intervals may have no gets at all (None), the misses coming after.
     rows = r.drill["intervals"]
-    before = [x["hit_ratio"] for x in rows if x["start_s"] + 0.5 <= 2.0 and x["hit_ratio"]]
-    after = [x["hit_ratio"] for x in rows if 2.0 <= x["start_s"] < 3.5 and x["hit_ratio"]]
-    assert min(after) < before[-1] - 0.05, (before, after)
+    before = [x["hit_ratio"] for x in rows
+              if x["start_s"] + 0.5 <= 2.0 and x["hit_ratio"] is not None]
+    after = [x["hit_ratio"] for x in rows
+             if 2.0 <= x["start_s"] < 4.5 and x["hit_ratio"] is not None]
+    assert after and min(after) < before[-1] - 0.05, rows
 
 
 @pytest.mark.slow
