@@ -31,10 +31,11 @@ from types import ModuleType
 from typing import Any
 
 from cachelab.errors import CachelabError, RayConnectionLost, ServerUnreachable, UsageError
+from cachelab.units import check_limit, limited, limits_of
 
-__all__ = ["CONNECT_TIMEOUT", "INSTALL_HINT", "PLACEMENTS", "ClockOffset", "RayOptions",
-           "clock_offset", "connected", "connection_errors", "node_count", "placement_group",
-           "require_ray"]
+__all__ = ["CONNECT_TIMEOUT", "INSTALL_HINT", "PLACEMENTS", "RAY_LIMITS", "ClockOffset",
+           "RayOptions", "clock_offset", "connected", "connection_errors", "node_count",
+           "placement_group", "require_ray"]
 
 #: What to run to get Ray; said by every error about its absence.
 INSTALL_HINT = "pip install 'cachelab[ray]'"
@@ -57,7 +58,7 @@ class RayOptions:
 
     address: str | None = None
     #: Load agents (``load --ray``); ignored by ``simulate --ray``.
-    agents: int = 1
+    agents: int = limited(1, 1, 1024)
     placement: str = "spread"
     #: This machine's address as the cluster should see it (Ray's ``_node_ip_address``):
     #: needed when the nodes listen on an address other than the machine's main one.
@@ -65,7 +66,7 @@ class RayOptions:
     #: Seconds to wait for the cluster to place every worker before giving up.
     ready_timeout: float = 60.0
     #: Seconds to wait for the cluster to answer when connecting (``--ray-timeout``).
-    connect_timeout: float = CONNECT_TIMEOUT
+    connect_timeout: float = limited(CONNECT_TIMEOUT, 0.0, 3600.0, above=True, unit="seconds")
 
     @property
     def cluster(self) -> str:
@@ -75,19 +76,20 @@ class RayOptions:
 
     def check(self) -> None:
         """Raises UsageError naming the first bad field."""
-        if not isinstance(self.agents, int) or isinstance(self.agents, bool) or \
-                not 1 <= self.agents <= 1024:
-            raise UsageError(f"agents must be a whole number from 1 to 1024, not {self.agents!r}")
+        for name, limit in RAY_LIMITS.items():
+            check_limit(name, limit, getattr(self, name))
         if self.placement not in PLACEMENTS:
             raise UsageError(f"placement must be {' or '.join(PLACEMENTS)}, "
                              f"not {self.placement!r}")
         if not self.ready_timeout > 0:
             raise UsageError("ready timeout must be above 0 seconds")
-        if not 0 < self.connect_timeout < float("inf"):
-            raise UsageError(f"the Ray connect timeout must be a number of seconds above 0, "
-                             f"not {self.connect_timeout!r}")
         if self.address is not None:
             _endpoint(self.address)
+
+
+#: The range of each numeric field of :class:`RayOptions` (``--agents`` and ``--ray-timeout``
+#: read them).
+RAY_LIMITS = limits_of(RayOptions)
 
 
 def require_ray() -> ModuleType:

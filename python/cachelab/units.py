@@ -372,20 +372,23 @@ def partial_note(run: Mapping[str, Any] | None, done: str = "") -> str | None:
     return f"{PARTIAL} ({why}" + (f"; {done}" if done else "") + ")"
 
 
-def limited(default: Any, lo: float, hi: float, *, above: bool = False,
+def limited(default: Any, lo: float, hi: float, *, above: bool = False, below: bool = False,
             unit: str = "") -> Any:
     """A spec dataclass field that only Python checks, with its range written beside it, once:
     ``repeats: int = limited(1, 1, 100)``. The range has the shape of the engine's
     (``_core.LOAD_LIMITS``: ``{"lo", "hi", "above", "unit"}``), so a command-line flag reads
     it alike (``cli.common.limit_range``); :func:`limits_of` collects a class's ranges and
-    :func:`check_limit` refuses a value out of one in the engine's words."""
-    return dataclasses.field(default=default,
-                             metadata={"limit": limit(lo, hi, above=above, unit=unit)})
+    :func:`check_limit` refuses a value out of one in the engine's words. ``above`` leaves
+    out ``lo``, ``below`` leaves out ``hi`` (a share below 1)."""
+    return dataclasses.field(default=default, metadata={
+        "limit": limit(lo, hi, above=above, below=below, unit=unit)})
 
 
-def limit(lo: float, hi: float, *, above: bool = False, unit: str = "") -> dict[str, Any]:
-    """A range written in Python, in the engine's shape (see :func:`limited`)."""
-    return {"lo": lo, "hi": hi, "above": above, "unit": unit}
+def limit(lo: float, hi: float, *, above: bool = False, below: bool = False,
+          unit: str = "") -> dict[str, Any]:
+    """A range written in Python, in the engine's shape (see :func:`limited`); ``below``
+    (Python's only: the engine's ranges include their top) only when set."""
+    return {"lo": lo, "hi": hi, "above": above, "unit": unit, **({"below": True} if below else {})}
 
 
 def limits_of(cls: type) -> dict[str, dict[str, Any]]:
@@ -394,25 +397,32 @@ def limits_of(cls: type) -> dict[str, dict[str, Any]]:
             if "limit" in f.metadata}
 
 
-def check_limit(name: str, limit: Mapping[str, Any], value: Any) -> None:
+def check_limit(name: str, limit: Mapping[str, Any], value: Any, *,
+                dashes: bool = True) -> None:
     """Raises UsageError unless ``value`` is in ``limit``, as the engine refuses one of its
-    fields: ``private-pool must be a whole number from 2 to 64, not 1``. A whole-number range
-    takes an ``int`` only (not a bool)."""
-    lo, hi, above = limit["lo"], limit["hi"], limit["above"]
+    fields: ``private-pool must be a whole number from 2 to 64, not 1`` (``dashes``: the
+    field named as its flag, else as written, for a parameter given by name as in ``trace
+    synth --set duration_s=...``). A whole-number range takes an ``int`` only (not a bool)."""
+    lo, hi, above, below = limit["lo"], limit["hi"], limit["above"], limit.get("below", False)
     whole = isinstance(lo, int)
     ok = (isinstance(value, int) if whole else isinstance(value, (int, float))) and \
         not isinstance(value, bool) and math.isfinite(value) and \
-        (value > lo if above else value >= lo) and value <= hi
+        (value > lo if above else value >= lo) and (value < hi if below else value <= hi)
     if ok:
         return
     of = f" of {limit['unit']}" if limit["unit"] else ""
     if whole:
         rule = f"a whole number{of} from {lo} to {hi}"
+    elif above and below:
+        rule = f"a number{of} above {_end(lo)} and below {_end(hi)}"
+    elif below:
+        rule = f"a number{of} at least {_end(lo)} and below {_end(hi)}"
     elif above:
         rule = f"a number{of} above {_end(lo)} and at most {_end(hi)}"
     else:
         rule = f"a number{of} from {_end(lo)} to {_end(hi)}"
-    raise UsageError(f"{name.replace('_', '-')} must be {rule}, not {value!r}")
+    raise UsageError(f"{name.replace('_', '-') if dashes else name} must be {rule}, "
+                     f"not {value!r}")
 
 
 def _end(v: float) -> str:

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 import cachelab.replay as replay
+import cachelab.run as run_lib
 from cachelab.cli import build_parser
 from cachelab.cli.cluster import AGENTS
+from cachelab.compare import LIMITS as COMPARE_LIMITS
 from cachelab.compare import CompareSpec
 from cachelab.load import LIMITS as LOAD_LIMITS
 from cachelab.load import LoadSpec, parse_mix
@@ -25,19 +27,32 @@ from cachelab.load.engine import PROXY_DISTRIBUTION
 from cachelab.profile import ProfileSpec
 from cachelab.profile.pool import ROUNDS, ROUNDS_LIMIT
 from cachelab.profile.spec import LIMITS as PROFILE_LIMITS
-from cachelab.raycluster import CONNECT_TIMEOUT
+from cachelab.raycluster import CONNECT_TIMEOUT, RAY_LIMITS, RayOptions
 from cachelab.run import PRIVATE_MEMORY_MB, RunSpec
 from cachelab.scale import LIMITS as SCALE_LIMITS
 from cachelab.scale import ScaleSpec
 from cachelab.servers import DEFAULT_THREADS, SERVER_LIMITS, ServerOptions
 from cachelab.simulate import FlatSimulateSpec, SimulateSpec
 from cachelab.simulate.drill import DEFAULT_DISTRIBUTIONS
+from cachelab.simulate.flat_run import FLAT_LIMITS
+from cachelab.simulate.request import LIMITS as SIMULATE_LIMITS
 from cachelab.simulate.streamed import CELLS_FROM
-from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
+from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_LIMIT, SYNTHETIC_QUICK
 from cachelab.size import SizeSpec
+from cachelab.size.sizing import LIMITS as SIZE_LIMITS
 from cachelab.tiers import TiersSpec
+from cachelab.tiers.spec import LIMITS as TIERS_LIMITS
+from cachelab.traces.capture_spec import LIMITS as CAPTURE_LIMITS
 from cachelab.traces.capture_spec import CaptureSpec
-from cachelab.traces.synth import DEFAULT_PRESET, SYNTH_PART, SynthParams
+from cachelab.traces.synth import (
+    DEFAULT_PRESET,
+    SYNTH_PART,
+    SYNTH_PART_LIMIT,
+    SynthParams,
+    synth_parts,
+)
+from cachelab.traces.synth import LIMITS as SYNTH_LIMITS
+from cachelab.usl import LIMITS as USL_LIMITS
 from cachelab.usl import UslSpec
 
 CLI = Path(__file__).resolve().parents[2] / "python" / "cachelab" / "cli"
@@ -349,7 +364,10 @@ def test_no_help_in_the_cli_writes_a_default_as_a_literal() -> None:
     assert literal == []
 
 
-# A flag for each field only Python checks, and the range beside its field.
+# A flag for each field only Python checks, and the range beside its field (or, for a flag that
+# sets no spec field, the named constant its code checks).
+_MB = {**CAPTURE_LIMITS["max_bytes"], "lo": CAPTURE_LIMITS["max_bytes"]["lo"] // 2**20,
+       "hi": CAPTURE_LIMITS["max_bytes"]["hi"] // 2**20}
 PYTHON_RANGES = [
     ("load", "--private-pool", LOAD_LIMITS["private_pool"]),
     ("load", "--repeats", LOAD_LIMITS["repeats"]),
@@ -360,24 +378,53 @@ PYTHON_RANGES = [
     ("profile", "--rounds", ROUNDS_LIMIT),
     ("load", "--server-memory", SERVER_LIMITS["memory_mb"]),
     ("scale", "--server-threads", SERVER_LIMITS["threads"]),
+    *[("compare", f"--{f}", COMPARE_LIMITS[f]) for f in ("repeats", "duration", "resamples",
+                                                         "level")],
+    ("replay", "--requests", replay.SYNTHETIC_LIMIT),
+    *[("replay", f"--{f.replace('_', '-')}", replay.LIMITS[f])
+      for f in ("train", "draws", "profile_samples", "calibration_reps", "slices", "timeout")],
+    ("simulate", "--requests", SYNTHETIC_LIMIT),
+    *[("simulate", f"--{f}", SIMULATE_LIMITS[f]) for f in ("train", "draws", "threads")],
+    ("simulate", "--shards", FLAT_LIMITS["shards"]),
+    ("size", "--shards", SIZE_LIMITS["shards"]),
+    ("run", "--requests", run_lib.LIMITS["requests"]),
+    ("run", "--seed", run_lib.LIMITS["seed"]),
+    ("tiers", "--reads", TIERS_LIMITS["reads"]),
+    *[("trace synth", f"--{f}", SYNTH_LIMITS[f])
+      for f in ("requests", "seed", "alpha", "instances")],
+    ("trace synth", "--duration", SYNTH_LIMITS["duration_s"]),
+    ("trace synth", "--part", SYNTH_PART_LIMIT),
+    *[("trace capture", f"--{f.replace('_', '-')}", CAPTURE_LIMITS[f])
+      for f in ("duration", "sample", "max_events")],
+    ("trace capture", "--max-mb", _MB),
+    ("usl", "--level", USL_LIMITS["level"]),
+    ("load", "--ray-timeout", RAY_LIMITS["connect_timeout"]),
+    ("simulate", "--ray-timeout", RAY_LIMITS["connect_timeout"]),
+    ("load", "--agents", RAY_LIMITS["agents"]),
 ]
 
 
 def _flag_type(verb: str, flag: str) -> Callable[[str], Any]:
-    action = next(a for a in _parsers()[verb]._actions if flag in a.option_strings)
+    action = next(a for a in _parser(verb)._actions if flag in a.option_strings)
     assert callable(action.type)
     return action.type
 
 
-@pytest.mark.parametrize(("verb", "flag", "limit"), PYTHON_RANGES)
+@pytest.mark.parametrize(("verb", "flag", "limit"), PYTHON_RANGES,
+                         ids=[f"{v} {f}" for v, f, _ in PYTHON_RANGES])
 def test_a_python_only_field_s_flag_takes_its_range(verb: str, flag: str,
                                                     limit: dict[str, Any]) -> None:
     convert, lo, hi = _flag_type(verb, flag), limit["lo"], limit["hi"]
-    assert convert(str(hi)) == hi
     step = 1 if isinstance(hi, int) else 1e-6 * max(1, hi)
     shown = str(int(hi)) if float(hi).is_integer() else str(hi)
-    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f" {shown}, got")):
-        convert(str(hi + step))
+    if limit.get("below"):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"below {shown}, got")):
+            convert(str(hi))
+        assert convert(str(hi - step)) == hi - step
+    else:
+        assert convert(str(hi)) == hi
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f" {shown}, got")):
+            convert(str(hi + step))
     if limit["above"]:
         with pytest.raises(argparse.ArgumentTypeError):
             convert(str(lo))
@@ -393,6 +440,11 @@ def test_a_python_only_field_s_flag_takes_its_range(verb: str, flag: str,
     (ScaleSpec(window=0), "window must be a number of seconds above 0 and at most 3600, not 0"),
     (ScaleSpec(settle=-1.0), "settle must be a number of seconds from 0 to 3600, not -1.0"),
     (ScaleSpec(repeats=101), "repeats must be a whole number from 1 to 100, not 101"),
+    (replay.ReplaySpec(train=1.0), "train must be a number above 0 and below 1, not 1.0"),
+    (SimulateSpec(train=1.0), "train must be a number at least 0 and below 1, not 1.0"),
+    (CompareSpec(level=1.0), "level must be a number at least 0.5 and below 1, not 1.0"),
+    (SizeSpec(trace="t", shards=1.0), "shards must be a number above 0 and below 1, not 1.0"),
+    (RayOptions(agents=0), "agents must be a whole number from 1 to 1024, not 0"),
 ])
 def test_the_spec_refuses_by_the_same_range(spec: Any, message: str) -> None:
     """The spec checks a Python-only field against the range its flag reads, in the
@@ -403,10 +455,90 @@ def test_the_spec_refuses_by_the_same_range(spec: Any, message: str) -> None:
     assert str(e.value) == message
 
 
-@pytest.mark.parametrize("name", ["load.py", "scale.py", "profile.py"])
-def test_no_literal_range_in_the_measuring_verbs_flags(name: str) -> None:
-    """The flags of load, scale and profile read every range from its one definition
-    (``limit_range(LIMITS[...])``): no ``int_range(1, 100)`` written in the CLI."""
-    text = (CLI / name).read_text()
-    literal = re.findall(r"(?:int|float)_range\(\s*-?[\d_.]+", text)
+#: Each flag that sets a spec field whose range Python checks, and that spec with the flag's
+#: value (as the flag hands it on): the flag takes a value exactly when the spec's check does.
+_SPEC_OF: list[tuple[str, str, Callable[[Any], Any]]] = [
+    *[("compare", f"--{f}", lambda v, f=f: CompareSpec(**{f: v}))
+      for f in ("repeats", "duration", "resamples", "level")],
+    *[("replay", f"--{f.replace('_', '-')}", lambda v, f=f: replay.ReplaySpec(**{f: v}))
+      for f in ("train", "draws", "profile_samples", "calibration_reps", "slices", "timeout")],
+    *[("simulate", f"--{f}", lambda v, f=f: SimulateSpec(**{f: v}))
+      for f in ("train", "draws", "threads")],
+    ("simulate", "--shards", lambda v: FlatSimulateSpec(shards=v)),
+    ("simulate", "--threads", lambda v: FlatSimulateSpec(threads=v)),
+    ("size", "--shards", lambda v: SizeSpec(trace="t", shards=v)),
+    ("run", "--requests", lambda v: RunSpec(requests=v)),
+    ("run", "--seed", lambda v: RunSpec(seed=v)),
+    ("tiers", "--reads", lambda v: TiersSpec(reads=v)),
+    *[("trace synth", f"--{f}", lambda v, f=f: SynthParams(**{f: v}))
+      for f in ("requests", "seed", "alpha", "instances")],
+    ("trace synth", "--duration", lambda v: SynthParams(duration_s=v)),
+    *[("trace capture", f"--{f.replace('_', '-')}",
+       lambda v, f=f: CaptureSpec(server="127.0.0.1:1", **{f: v}))
+      for f in ("duration", "sample", "max_events")],
+    ("trace capture", "--max-mb", lambda v: CaptureSpec(server="127.0.0.1:1",
+                                                        max_bytes=v * 2**20)),
+    ("load", "--agents", lambda v: RayOptions(agents=v)),
+    ("load", "--ray-timeout", lambda v: RayOptions(connect_timeout=v)),
+]
+
+#: Values at and around every range's ends.
+_PROBES = [str(v) for v in (-1, 0, 0.1, 0.2, 0.5, 0.99, 1, 2, 9, 10, 49, 50, 99, 100, 101,
+                            1000, 1001, 1024, 1025, 3600, 3601, 100_000, 100_001, 1_000_000,
+                            1_000_001, 10_000_000, 10_000_001, 100_000_000, 100_000_001,
+                            7 * 86_400, 7 * 86_400 + 1, 366 * 86_400, 366 * 86_400 + 1,
+                            2**20, 2**20 + 1, 10**10, 10**10 + 1, 2**63 - 2, 2**63 - 1, 2**63,
+                            2**64 - 2, 2**64 - 1, 2**64)] + ["5", "5.1", "nan", "inf"]
+
+
+@pytest.mark.parametrize(("verb", "flag", "spec"), _SPEC_OF,
+                         ids=[f"{v} {f} {i}" for i, (v, f, _) in enumerate(_SPEC_OF)])
+def test_a_flag_takes_what_its_spec_s_check_takes(verb: str, flag: str,
+                                                  spec: Callable[[Any], Any]) -> None:
+    """One range, read by both: at every probe, the flag refuses a value exactly when the
+    spec's own check does (a flag wider or narrower than its spec fails here)."""
+    from cachelab.errors import UsageError
+    convert = _flag_type(verb, flag)
+    whole = convert.__name__ == "integer"  # common.int_range's: read as int, else float
+    differ = []
+    for text in _PROBES:
+        try:
+            value: Any = int(text) if whole else float(text)
+        except ValueError:
+            continue
+        try:
+            convert(text)
+            flag_takes = True
+        except argparse.ArgumentTypeError:
+            flag_takes = False
+        try:
+            spec(value).check()
+            spec_takes = True
+        except UsageError:
+            spec_takes = False
+        if flag_takes != spec_takes:
+            differ.append((text, flag_takes, spec_takes))
+    assert differ == []
+
+
+@pytest.mark.parametrize(("check", "limit"), [
+    (lambda v: replay.load_trace(None, requests=v), replay.SYNTHETIC_LIMIT),
+    (lambda v: synth_parts(SynthParams(requests=10), part_requests=v), SYNTH_PART_LIMIT),
+], ids=["replay --requests", "trace synth --part"])
+def test_a_flag_without_a_field_is_checked_by_its_constant(check: Callable[[Any], Any],
+                                                           limit: dict[str, Any]) -> None:
+    """A flag that sets no spec field reads the named constant its code checks: the code
+    refuses what the flag refuses at either end (a value it takes would be a real run)."""
+    from cachelab.errors import UsageError
+    for value in (limit["lo"] - 1, limit["hi"] + 1):
+        with pytest.raises(UsageError, match=f"from {limit['lo']} to {limit['hi']}, not"):
+            check(value)
+
+
+def test_no_literal_range_in_the_cli() -> None:
+    """Every verb's flags read every range from its one definition (``limit_range(LIMITS[
+    ...])``: the engine's, the one beside a spec's field, or a named constant): no
+    ``int_range(1, 100)`` written anywhere in the CLI."""
+    literal = [(path.name, m.group(0)) for path in sorted(CLI.glob("*.py"))
+               for m in re.finditer(r"(?:int|float)_range\(\s*-?[\d_.]+", path.read_text())]
     assert literal == []

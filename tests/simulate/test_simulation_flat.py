@@ -147,7 +147,7 @@ def test_a_flat_run_writes_every_artifact_and_renders_its_tables(tmp_path: Path)
 def test_a_flat_spec_refuses_what_cannot_run() -> None:
     for spec, needle in ((FlatSimulateSpec(policies=("mru",)), "mru"),
                          (FlatSimulateSpec(policies=()), "none given"),
-                         (FlatSimulateSpec(shards=0.0), "--shards"),
-                         (FlatSimulateSpec(threads=-1), "--threads")):
+                         (FlatSimulateSpec(shards=0.0), "shards must be a number above 0"),
+                         (FlatSimulateSpec(threads=-1), "threads must be a whole number from 0")):
         with pytest.raises(UsageError, match=needle):
             spec.check()

@@ -9,7 +9,13 @@ import argparse
 
 from cachelab.cli import common
 from cachelab.errors import UsageError
-from cachelab.raycluster import CONNECT_TIMEOUT, PLACEMENTS, RayOptions, require_ray
+from cachelab.raycluster import (
+    CONNECT_TIMEOUT,
+    PLACEMENTS,
+    RAY_LIMITS,
+    RayOptions,
+    require_ray,
+)
 
 __all__ = ["add_flags", "ray_options"]
 
@@ -31,7 +37,7 @@ def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
                    "(ray://HEAD:10001); default: $RAY_ADDRESS, else the cluster `ray start` "
                    "runs on this machine. A cluster that does not answer within --ray-timeout "
                    "is an error (exit 3)")
-    g.add_argument("--ray-timeout", type=common.float_range(0, 3600, above=True),
+    g.add_argument("--ray-timeout", type=common.limit_range(RAY_LIMITS["connect_timeout"]),
                    default=CONNECT_TIMEOUT, metavar="S",
                    help=f"seconds to wait for the Ray cluster to answer when connecting "
                    f"(default {CONNECT_TIMEOUT:g}); e.g. --ray HEAD:6379 --ray-timeout 10")
@@ -39,7 +45,7 @@ def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
                    help="this machine's address as the cluster sees it (when its nodes listen "
                    "on another address than the machine's main one)")
     if agents:
-        g.add_argument("--agents", type=common.int_range(1, 1024), metavar="N",
+        g.add_argument("--agents", type=common.limit_range(RAY_LIMITS["agents"]), metavar="N",
                        help=f"with --ray: load agents, one per node (default {AGENTS}); "
                        "connections and rate are split among them")
         g.add_argument("--agent-placement", choices=PLACEMENTS, default="spread",

@@ -78,8 +78,9 @@ def arg_type(parse: Callable[[str], T]) -> Callable[[str], T]:
     return convert
 
 
-#: The largest seed: the Rust core keeps seeds as u64 (the engine's range).
-MAX_SEED: int = _core.LOAD_LIMITS["seed"]["hi"]
+#: A seed's range: the Rust core keeps seeds as u64 (the engine's range), up to MAX_SEED.
+SEED_LIMIT: dict[str, Any] = _core.LOAD_LIMITS["seed"]
+MAX_SEED: int = SEED_LIMIT["hi"]
 
 
 def int_range(lo: int, hi: int) -> Callable[[str], int]:
@@ -107,7 +108,8 @@ def limit_range(limit: dict[str, Any], *, scale: float = 1) -> Callable[[str], A
     counts in smaller units (1000: milliseconds for a field in seconds)."""
     if isinstance(limit["lo"], int) and scale == 1:
         return int_range(limit["lo"], limit["hi"])
-    return float_range(limit["lo"] * scale, limit["hi"] * scale, above=limit["above"])
+    return float_range(limit["lo"] * scale, limit["hi"] * scale, above=limit["above"],
+                       below=limit.get("below", False))
 
 
 def float_range(lo: float, hi: float, *, above: bool = False,
@@ -167,7 +169,7 @@ def add_seed(p: argparse.ArgumentParser | Any, what: str, default: int | None = 
     :data:`MAX_SEED`); ``what`` it seeds, and its ``default`` (None: a random one, which the
     verb picks)."""
     shown = "random" if default is None else default
-    p.add_argument("--seed", type=int_range(0, MAX_SEED), default=default,
+    p.add_argument("--seed", type=limit_range(SEED_LIMIT), default=default,
                    help=f"{what} (default{':' if default is None else ''} {shown})")
 
 

@@ -58,6 +58,7 @@ cachelab compare --tls --cacert ca.pem \\
 #: those of the short live A/B (``--quick``).
 _D = lib.CompareSpec()
 _Q = lib.CompareSpec.quick()
+_LIMITS = lib.LIMITS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -68,16 +69,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--server-cmd", action="append", metavar="CMD", default=[],
                    help="a memcached command line to start and measure (give two or more; "
                    "instead of RESULTs)")
-    p.add_argument("--repeats", type=common.int_range(2, 1000), default=None, metavar="N",
+    p.add_argument("--repeats", type=common.limit_range(_LIMITS["repeats"]), default=None,
+                   metavar="N",
                    help="with --server-cmd: interleaved rounds per server (default "
                    f"{_D.repeats}; {_Q.repeats} with --quick)")
-    p.add_argument("--duration", type=common.float_range(0.2, 3600), default=None, metavar="S",
+    p.add_argument("--duration", type=common.limit_range(_LIMITS["duration"]), default=None,
+                   metavar="S",
                    help="with --server-cmd: seconds of load per round (default "
                    f"{flag_text(_D.duration)}; {flag_text(_Q.duration)} with --quick)")
-    p.add_argument("--resamples", type=common.int_range(100, 1_000_000), default=_D.resamples,
-                   metavar="R",
+    p.add_argument("--resamples", type=common.limit_range(_LIMITS["resamples"]),
+                   default=_D.resamples, metavar="R",
                    help=f"bootstrap resamples (default {_D.resamples})")
-    p.add_argument("--level", type=common.float_range(0.5, 1, below=True), default=_D.level,
+    p.add_argument("--level", type=common.limit_range(_LIMITS["level"]), default=_D.level,
                    metavar="L",
                    help=f"interval confidence level (default {flag_text(_D.level)})")
     common.add_seed(p, "bootstrap seed", default=_D.seed)

@@ -52,6 +52,7 @@ cachelab replay --quick --fail-on replay   # exit 1 when the prediction misses b
 #: those of the small run (``--quick``).
 _D = lib.ReplaySpec()
 _Q = lib.ReplaySpec.quick()
+_LIMITS = lib.LIMITS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -69,28 +70,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategies", metavar="LIST",
                    help="comma-separated strategies (see above)")
     common.deprecated(p, "--strategy", "--strategies", dest="strategies", metavar="LIST")
-    p.add_argument("--requests", type=common.int_range(10, 100_000_000), metavar="N",
+    p.add_argument("--requests", type=common.limit_range(lib.SYNTHETIC_LIMIT), metavar="N",
                    help=f"requests in the synthetic trace (default {lib.SYNTHETIC}; "
                    f"{lib.SYNTHETIC_QUICK} with --quick)")
-    p.add_argument("--train", type=common.float_range(0, 1, above=True, below=True),
+    p.add_argument("--train", type=common.limit_range(_LIMITS["train"]),
                    default=_D.train, metavar="F",
                    help="share of requests (by time) that warms LRUs and picks fixed sets")
-    p.add_argument("--draws", type=common.int_range(1, 100), metavar="N",
+    p.add_argument("--draws", type=common.limit_range(_LIMITS["draws"]), metavar="N",
                    help=f"simulate's latency draws (default {_D.draws}; {_Q.draws} with --quick)")
-    p.add_argument("--profile-samples", type=common.int_range(50, 10_000_000), metavar="N",
+    p.add_argument("--profile-samples", type=common.limit_range(_LIMITS["profile_samples"]),
+                   metavar="N",
                    help="samples per cell of each strategy's profile, taken during the run "
                    f"(default {_D.profile_samples}; {_Q.profile_samples} with --quick)")
-    p.add_argument("--calibration-reps", type=common.int_range(10, 100_000), metavar="N",
+    p.add_argument("--calibration-reps", type=common.limit_range(_LIMITS["calibration_reps"]),
+                   metavar="N",
                    help="crafted requests per library cost term and slice (default "
                    f"{_D.calibration_reps}; {_Q.calibration_reps} with --quick)")
     p.add_argument("--profile-mode", choices=("interleaved", "slices"), default=_D.profile_mode,
                    help="when each strategy's profile samples are taken: a few after each of "
                    "its requests (default), or a slice's worth after each slice")
-    p.add_argument("--slices", type=common.int_range(1, 100), default=_D.slices, metavar="N",
+    p.add_argument("--slices", type=common.limit_range(_LIMITS["slices"]), default=_D.slices,
+                   metavar="N",
                    help="the evaluation is cut into N slices, each followed by the profile "
                    "samples due and the calibration of the library's costs (in slices mode) "
                    f"(default {_D.slices})")
-    p.add_argument("--timeout", type=common.float_range(0, 3600, above=True), default=_D.timeout,
+    p.add_argument("--timeout", type=common.limit_range(_LIMITS["timeout"]), default=_D.timeout,
                    metavar="S",
                    help=f"memcached request deadline in seconds (default {flag_text(_D.timeout)})")
     common.add_seed(p, "seed of simulate's draws", default=_D.seed)

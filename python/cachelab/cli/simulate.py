@@ -14,9 +14,10 @@ from cachelab.errors import UsageError
 from cachelab.profile import ProfileSpec
 from cachelab.progress import Progress
 from cachelab.simulate.drill import DEFAULT_DISTRIBUTIONS, predict_drill
-from cachelab.simulate.flat_run import FlatSimulateSpec, parse_sizes, split_policies
+from cachelab.simulate.flat_run import FLAT_LIMITS, FlatSimulateSpec, parse_sizes, split_policies
+from cachelab.simulate.request import LIMITS
 from cachelab.simulate.streamed import CELLS_FROM
-from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
+from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_LIMIT, SYNTHETIC_QUICK
 from cachelab.units import flag_text
 
 #: Each flag's default as --help states it: the specs' (``SimulateSpec``'s and
@@ -106,17 +107,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "of --model; the profile is written under profile/ (docs/simulation.md)",
     )
     g.add_argument(
-        "--train", type=common.float_range(0, 1, below=True), default=_D.train, metavar="F",
+        "--train", type=common.limit_range(LIMITS["train"]), default=_D.train, metavar="F",
         help="share of requests (by time) that trains fixed sets and warms LRUs "
         f"(default {flag_text(_D.train)})",
     )
     g.add_argument(
-        "--draws", type=common.int_range(1, 1000), metavar="N",
+        "--draws", type=common.limit_range(LIMITS["draws"]), metavar="N",
         help=f"repeated latency draws for the confidence band (default {_D.draws}; {_Q.draws} "
         "with --quick)",
     )
     g.add_argument(
-        "--requests", type=common.int_range(1, 100_000_000), metavar="N",
+        "--requests", type=common.limit_range(SYNTHETIC_LIMIT), metavar="N",
         help=f"requests in the synthetic trace when no TRACE is given (default {SYNTHETIC}; "
         f"{SYNTHETIC_QUICK} with --quick)",
     )
@@ -144,7 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--mrc", action="store_true", help="also the exact LRU miss-ratio curve")
     f.add_argument(
-        "--shards", type=common.float_range(0, 1, above=True), metavar="R",
+        "--shards", type=common.limit_range(FLAT_LIMITS["shards"]), metavar="R",
         help="with --mrc: SHARDS spatial sampling at rate R (e.g. 0.01) for huge traces",
     )
     d = p.add_argument_group("failure drills")
@@ -156,7 +157,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"(default {_DRILL})")
     common.add_seed(p, "seed of the latency draws", default=_D.seed)
     p.add_argument(
-        "--threads", type=common.int_range(0, 1024), default=_D.threads, metavar="N",
+        "--threads", type=common.limit_range(LIMITS["threads"]), default=_D.threads, metavar="N",
         help=f"worker threads (default {_D.threads}: one per core)",
     )
     cluster.add_flags(p, shared_trace=True)

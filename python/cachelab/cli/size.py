@@ -9,6 +9,7 @@ import cachelab.size as lib
 from cachelab.cli import common, output
 from cachelab.errors import UsageError
 from cachelab.size import SizeSpec
+from cachelab.size.sizing import LIMITS
 from cachelab.units import parse_size
 
 #: Each flag's default as --help states it: the spec's (``SizeSpec``'s field defaults; the
@@ -75,15 +76,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--accounting", choices=("value", "memcached"),
                    help="count value bytes, or memcached's memory per item (default: "
                    "memcached for a capture, value otherwise)")
-    p.add_argument("--shards", type=common.float_range(0, 1, above=True), metavar="R",
-                   help="sample keys at rate R (SHARDS) for very large traces (default: exact)")
+    p.add_argument("--shards", type=common.limit_range(LIMITS["shards"]), metavar="R",
+                   help="sample keys at rate R, below 1 (SHARDS), for very large traces "
+                   "(default: exact)")
     common.finish_parser(p, "size", run, plots="skip the PNG/SVG plot")
 
 
 def run(args: argparse.Namespace) -> int:
     out = output.prepare_out(args, "size")
-    if args.shards is not None and args.shards >= 1:
-        raise UsageError("--shards: a rate below 1 (1 is the exact curve, the default)")
     spec = SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
                     hit_ratios=args.hit_ratios, accounting=args.accounting, shards=args.shards)
     result = lib.run(spec)

@@ -77,11 +77,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    default=_D.steps, help=f"steps to run (default {','.join(_D.steps)})")
     p.add_argument("--trace", metavar="FILE",
                    help="a request trace (.jsonl, .parquet) for simulate (default: synthetic)")
-    p.add_argument("--requests", type=common.int_range(100, 100_000_000), metavar="N",
+    p.add_argument("--requests", type=common.limit_range(lib.LIMITS["requests"]), metavar="N",
                    help=f"requests in the synthetic trace (default {SYNTHETIC}; {SYNTHETIC_QUICK} "
                    "with --quick)")
-    # The trace's seed is this one + 1, and traces take seeds below 2**63.
-    p.add_argument("--seed", type=common.int_range(0, 2**63 - 2), default=_D.seed,
+    # The trace's seed is this one + 1: one below the largest (RunSpec's range).
+    p.add_argument("--seed", type=common.limit_range(lib.LIMITS["seed"]), default=_D.seed,
                    help=f"seed of every random choice (default {_D.seed})")
     p.add_argument("--precision", type=_precision_or_off, metavar="P%|off",
                    default=lib.DEFAULT_PRECISION,

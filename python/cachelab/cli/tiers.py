@@ -9,7 +9,7 @@ from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
-from cachelab.tiers.spec import CODECS
+from cachelab.tiers.spec import CODECS, LIMITS
 from cachelab.units import flag_text
 
 DESCRIPTION = """\
@@ -42,7 +42,7 @@ _Q = lib.TiersSpec.quick()
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = common.verb_parser(sub, "tiers", help="store vs memcached (+codec, +compression) vs memory",
                            description=DESCRIPTION, examples=EXAMPLES)
-    p.add_argument("--reads", type=common.int_range(1, 1_000_000), metavar="N",
+    p.add_argument("--reads", type=common.limit_range(LIMITS["reads"]), metavar="N",
                    help=f"timed reads per method and shape (default {_D.reads}; {_Q.reads} with "
                    "--quick)")
     p.add_argument("--codec", default=_D.codec, choices=CODECS,

@@ -16,10 +16,18 @@ from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
 from cachelab.trace import CaptureFileSpec, ConvertSpec, InspectSpec, SynthSpec
+from cachelab.traces.capture_spec import LIMITS as _CAPTURE
 from cachelab.traces.capture_spec import READERS, CaptureSpec
 from cachelab.traces.formats import REQUEST_FORMATS, detect_format, format_name
 from cachelab.traces.inspect import INSPECT_FILE
-from cachelab.traces.synth import DEFAULT_PRESET, PRESETS, SYNTH_PART, SynthParams
+from cachelab.traces.synth import (
+    DEFAULT_PRESET,
+    PRESETS,
+    SYNTH_PART,
+    SYNTH_PART_LIMIT,
+    SynthParams,
+)
+from cachelab.traces.synth import LIMITS as _SYNTH
 from cachelab.units import flag_text
 
 #: Each flag's default as --help states it: the synthetic model's (``SynthParams``'s field
@@ -29,6 +37,9 @@ _S = SynthParams.preset(DEFAULT_PRESET)
 _SQ = SynthParams.quick()
 _HEAVY = SynthParams.preset("heavy-pages")
 _C = CaptureSpec()
+#: ``--max-mb``'s range: the capture's ``max_bytes``, in MiB.
+_MAX_MB = {**_CAPTURE["max_bytes"], "lo": _CAPTURE["max_bytes"]["lo"] // 2**20,
+           "hi": _CAPTURE["max_bytes"]["hi"] // 2**20, "unit": "MiB"}
 
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
@@ -147,27 +158,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("path", nargs="?", type=Path, metavar="PATH",
                    help="the trace to write (.jsonl, .jsonl.gz or .parquet)")
     s.add_argument("--to", metavar="FMT", help="jsonl or parquet (default: from the name)")
-    s.add_argument("--requests", type=common.int_range(0, 100_000_000), metavar="N",
+    s.add_argument("--requests", type=common.limit_range(_SYNTH["requests"]), metavar="N",
                    help=f"requests to generate (default {_S.requests}; {_SQ.requests} with "
                    "--quick)")
-    s.add_argument("--seed", type=common.int_range(0, 2**63 - 1), metavar="N",
+    s.add_argument("--seed", type=common.limit_range(_SYNTH["seed"]), metavar="N",
                    help=f"seed of every draw (default {_S.seed})")
     s.add_argument("--quick", action="store_true", help="a small trace of the same shape")
     s.add_argument("--preset", choices=tuple(PRESETS), default=None, metavar="NAME",
                    help="the shape to start from: " + ", ".join(PRESETS) + f" (default "
                    f"{DEFAULT_PRESET}, calibrated to the seed article; heavy-pages: the "
                    "shape before that calibration); flags and --set apply on top")
-    s.add_argument("--alpha", type=common.float_range(0, 5), metavar="A",
+    s.add_argument("--alpha", type=common.limit_range(_SYNTH["alpha"]), metavar="A",
                    help="Zipf exponent of page popularity within a route (default "
                    f"{flag_text(_S.alpha)}; heavy-pages {flag_text(_HEAVY.alpha)})")
-    s.add_argument("--instances", type=common.int_range(1, 100_000), metavar="N",
+    s.add_argument("--instances", type=common.limit_range(_SYNTH["instances"]), metavar="N",
                    help=f"app instances (default {_S.instances})")
-    s.add_argument("--duration", type=common.float_range(0, 366 * 86_400, above=True),
+    s.add_argument("--duration", type=common.limit_range(_SYNTH["duration_s"]),
                    metavar="S",
                    help=f"seconds the requests span (default {flag_text(_S.duration_s)}, one day)")
     s.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="set any model parameter (repeatable); VALUE is JSON or a bare string")
-    s.add_argument("--part", type=common.int_range(1, 100_000_000), default=SYNTH_PART,
+    s.add_argument("--part", type=common.limit_range(SYNTH_PART_LIMIT), default=SYNTH_PART,
                    metavar="N",
                    help=f"requests made and written at a time (default {SYNTH_PART:,}): memory "
                    "holds the catalog and one part; the trace is the same whatever N")
@@ -186,17 +197,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     k = _action(actions, "capture", "capture a live memcached's key stream into a trace",
                 CAPTURE_DESCRIPTION, CAPTURE_EXAMPLES)
-    k.add_argument("--duration", type=common.float_range(0, 7 * 86_400, above=True),
+    k.add_argument("--duration", type=common.limit_range(_CAPTURE["duration"]),
                    default=_C.duration, metavar="S",
                    help=f"seconds to capture (default {flag_text(_C.duration)})")
-    k.add_argument("--sample", type=common.float_range(0, 1, above=True), default=_C.sample,
+    k.add_argument("--sample", type=common.limit_range(_CAPTURE["sample"]), default=_C.sample,
                    metavar="R", help="keep this share of keys, every access of a kept key "
                    f"(default {flag_text(_C.sample)}: all)")
     k.add_argument("--keep-keys", action="store_true",
                    help="write the keys as they are (default: pseudonymised)")
-    k.add_argument("--max-events", type=common.int_range(1, 10**10), default=_C.max_events,
-                   metavar="N", help=f"stop after N accesses written (default {_C.max_events:,})")
-    k.add_argument("--max-mb", type=common.int_range(1, 2**20), default=_C.max_bytes // 2**20,
+    k.add_argument("--max-events", type=common.limit_range(_CAPTURE["max_events"]),
+                   default=_C.max_events, metavar="N",
+                   help=f"stop after N accesses written (default {_C.max_events:,})")
+    k.add_argument("--max-mb", type=common.limit_range(_MAX_MB), default=_C.max_bytes // 2**20,
                    metavar="MB", help="stop after MB of the server's stream (default "
                    f"{_C.max_bytes // 2**20})")
     k.add_argument("--reader", choices=READERS, default=_C.reader,

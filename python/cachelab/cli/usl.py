@@ -63,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"fitting method (default {_D.method})")
     p.add_argument("--predict", type=common.arg_type(_loads), metavar="N,...",
                    help="loads to predict X(N) and R(N) at")
-    p.add_argument("--level", type=common.float_range(0, 1, above=True, below=True),
+    p.add_argument("--level", type=common.limit_range(lib.LIMITS["level"]),
                    default=_D.level, metavar="L",
                    help="confidence level of every interval, a fraction above 0 and below 1 "
                    f"(default {flag_text(_D.level)})")

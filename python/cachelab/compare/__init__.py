@@ -29,7 +29,7 @@ Rooms: ``stats`` (intervals, verdicts and rows every comparison shares), one per
 ``profiles``, ``load``, ``scale``, ``simulation`` (request-level and flat), ``tiers`` —,
 ``engine`` (finding the results and dispatching by kind), ``servers`` (the live A/B),
 ``result`` (the result, its artifacts and its table), ``plots`` (the forest plot),
-``section`` (its part of the report).
+``section`` (its part of the report), ``spec`` (what to compare, its fields' ranges).
 """
 
 from cachelab.compare.engine import COMPARERS, compare, compare_artifacts, load_for_compare
@@ -43,10 +43,11 @@ from cachelab.compare.result import (
     summarize,
 )
 from cachelab.compare.servers import compare_servers, parse_server_cmd
+from cachelab.compare.spec import LIMITS
 from cachelab.compare.stats import MIN_TAIL, PERCENTILES
 from cachelab.compare.verb import CompareSpec, run
 
-__all__ = ["COMPARERS", "CSV_COLUMNS", "MIN_TAIL", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION",
-           "CompareResult", "CompareSpec", "compare", "compare_artifacts", "compare_plot",
-           "compare_servers", "load_for_compare", "parse_server_cmd", "render", "run",
-           "summarize"]
+__all__ = ["COMPARERS", "CSV_COLUMNS", "LIMITS", "MIN_TAIL", "PERCENTILES", "SCHEMA",
+           "SCHEMA_VERSION", "CompareResult", "CompareSpec", "compare", "compare_artifacts",
+           "compare_plot", "compare_servers", "load_for_compare", "parse_server_cmd", "render",
+           "run", "summarize"]

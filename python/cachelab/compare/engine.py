@@ -16,11 +16,12 @@ from cachelab.compare.profiles import compare_profiles, partial_profile
 from cachelab.compare.result import CompareResult, summarize
 from cachelab.compare.scale import compare_scales
 from cachelab.compare.simulation import compare_simulations
+from cachelab.compare.spec import LIMITS
 from cachelab.compare.tiers import compare_tiers
 from cachelab.errors import CachelabError, InputError, UsageError
 from cachelab.scale.result import partial_text
 from cachelab.tiers.result import partial_text as tiers_partial
-from cachelab.units import partial_note
+from cachelab.units import check_limit, partial_note
 
 __all__ = ["COMPARERS", "compare", "compare_artifacts", "load_for_compare"]
 
@@ -91,10 +92,8 @@ def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level:
         raise UsageError("compare needs at least two results")
     if len(arts) > 26:
         raise UsageError("compare takes at most 26 results")
-    if not 100 <= resamples <= 1_000_000:
-        raise UsageError(f"resamples must be 100 to 1,000,000, not {resamples}")
-    if not 0.5 <= level < 1:
-        raise UsageError(f"level must be in [0.5, 1), not {level}")
+    check_limit("resamples", LIMITS["resamples"], resamples)
+    check_limit("level", LIMITS["level"], level)
     kinds = [a.kind for a in arts]
     if len(set(kinds)) > 1:
         listing = ", ".join(f"{a.path} is a {_KIND_NAMES.get(a.kind, a.kind)}" for a in arts)

@@ -26,11 +26,13 @@ import cachelab._core as _core
 import cachelab.environment as environment
 from cachelab.artifacts import created_now
 from cachelab.compare.result import CompareResult, summarize
+from cachelab.compare.spec import LIMITS
 from cachelab.compare.stats import PERCENTILES, change_row, welch
 from cachelab.errors import ServerError, TlsHandshakeFailed, UsageError
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.servers import PrivateMemcached, find_memcached
 from cachelab.tls import TlsOptions, describe_tls, transport_of
+from cachelab.units import check_limit
 
 __all__ = ["compare_servers", "parse_server_cmd"]
 
@@ -132,13 +134,8 @@ def _check(commands: Sequence[str], repeats: int, duration: float, level: float,
            tls: TlsOptions | None) -> None:
     if not 2 <= len(commands) <= 26:
         raise UsageError(f"give 2 to 26 --server-cmd, not {len(commands)}")
-    if not 2 <= repeats <= 1000:
-        raise UsageError(f"--repeats must be 2 to 1000 (intervals need two rounds), not "
-                         f"{repeats}")
-    if not 0.2 <= duration <= 3600:
-        raise UsageError(f"--duration must be 0.2 to 3600 s, not {duration:g}")
-    if not 0.5 <= level < 1:
-        raise UsageError(f"level must be in [0.5, 1), not {level}")
+    for name, value in (("repeats", repeats), ("duration", duration), ("level", level)):
+        check_limit(name, LIMITS[name], value)
     if tls is not None:
         if not isinstance(tls, TlsOptions):
             raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")

@@ -68,16 +68,17 @@ from cachelab.replay.engine import (
     SERVER_THREADS,
     SYNTH_PRESET,
     SYNTHETIC,
+    SYNTHETIC_LIMIT,
     SYNTHETIC_QUICK,
     load_trace,
     replay,
     synthetic,
 )
 from cachelab.replay.result import SCHEMA, SCHEMA_VERSION, ReplayResult, render
-from cachelab.replay.spec import ReplaySpec, default_strategies, parse
+from cachelab.replay.spec import LIMITS, ReplaySpec, default_strategies, parse
 from cachelab.replay.verb import run
 
-__all__ = ["PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SERVER_THREADS", "SYNTHETIC",
-           "SYNTHETIC_QUICK", "SYNTH_PRESET", "TERMS",
+__all__ = ["LIMITS", "PERCENTILES", "SCHEMA", "SCHEMA_VERSION", "SERVER_THREADS", "SYNTHETIC",
+           "SYNTHETIC_LIMIT", "SYNTHETIC_QUICK", "SYNTH_PRESET", "TERMS",
            "TOLERANCE", "ReplayResult", "ReplaySpec", "calibrate", "default_strategies",
            "load_trace", "parse", "render", "replay", "run", "synthetic"]

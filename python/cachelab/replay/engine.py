@@ -21,7 +21,7 @@ import cachelab.environment as environment
 import cachelab.traces as traces
 from cachelab.artifacts import created_now
 from cachelab.capacity import Evicting, EvictionWatch, guard
-from cachelab.errors import Interrupted, ServerError, UsageError
+from cachelab.errors import Interrupted, ServerError
 from cachelab.load import server_side
 from cachelab.profile import delete_tier_cells, think_summary, tier_cells, tier_profile
 from cachelab.replay.calibrate import Calibrator, calibrate
@@ -43,12 +43,15 @@ from cachelab.servers import ServerOptions, on_this_machine, stats_or_none
 from cachelab.simulate import latency_model
 from cachelab.target import Target
 from cachelab.tiered import MemcachedTier, TieredCache
+from cachelab.units import check_limit, limit
 
-__all__ = ["SERVER_THREADS", "SYNTHETIC", "SYNTHETIC_QUICK", "SYNTH_PRESET", "load_trace", "replay",
-           "synthetic"]
+__all__ = ["SERVER_THREADS", "SYNTHETIC", "SYNTHETIC_LIMIT", "SYNTHETIC_QUICK", "SYNTH_PRESET",
+           "load_trace", "replay", "synthetic"]
 
 #: Requests of the synthetic trace replayed when no trace is given (``quick``: fewer).
 SYNTHETIC, SYNTHETIC_QUICK = 4_000, 2_000
+#: The requests a synthetic trace may have (``replay --requests``).
+SYNTHETIC_LIMIT = limit(10, 100_000_000)
 
 
 def load_trace(path: str | None, fmt: str | None = None, *, requests: int | None = None,
@@ -59,8 +62,8 @@ def load_trace(path: str | None, fmt: str | None = None, *, requests: int | None
     :data:`SYNTHETIC_QUICK` when ``quick``) of the :data:`SYNTH_PRESET` shape."""
     if path is not None:
         return traces.load_request_trace(path, fmt), {"source": str(path)}
-    if requests is not None and requests < 10:
-        raise UsageError(f"--requests must be at least 10, got {requests}")
+    if requests is not None:
+        check_limit("requests", SYNTHETIC_LIMIT, requests)
     trace = synthetic(requests or (SYNTHETIC_QUICK if quick else SYNTHETIC))
     return trace, {"source": "synthetic", "generator": trace.generator}
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
+from cachelab.units import check_limit, limited, limits_of
 
-__all__ = ["ReplaySpec", "default_strategies", "parse"]
+__all__ = ["LIMITS", "ReplaySpec", "default_strategies", "parse"]
 
 
 def parse(strategy: str) -> _core.Strategy:
@@ -37,25 +38,26 @@ class ReplaySpec:
     """What ``replay`` runs. ``strategies=None``: :func:`default_strategies`."""
 
     strategies: tuple[str, ...] | None = None
-    train: float = 0.5
-    draws: int = 5
+    train: float = limited(0.5, 0.0, 1.0, above=True, below=True)
+    draws: int = limited(5, 1, 100)
     seed: int = 0
     #: Samples per cell of each strategy's profile (split over the slices).
-    profile_samples: int = 1000
+    profile_samples: int = limited(1000, 50, 10_000_000)
     profile_warmup: int = 20
     #: Crafted requests per measurement of each library cost term, per slice.
-    calibration_reps: int = 200
+    calibration_reps: int = limited(200, 10, 100_000)
     #: When each strategy's profile samples are taken: ``interleaved`` — a few after each of
     #: its requests, with think time, so each sample follows the application's own work;
     #: ``slices`` — a slice's worth after each slice, back to back with think time. Measured on
     #: a quiet machine, interleaved predicts better (docs/tiered.md).
     profile_mode: str = "interleaved"
-    timeout: float = 1.0
+    #: memcached's request deadline.
+    timeout: float = limited(1.0, 0.0, 3600.0, above=True, unit="seconds")
     #: The evaluation is cut into this many slices; within each, every request runs under
     #: every strategy in turn (in ``interleaved`` mode each followed by its strategy's profile
     #: samples and calibration requests; in ``slices`` mode those come after the slice) — so
     #: the model and every strategy sample the same stretch of a machine whose load drifts.
-    slices: int = 4
+    slices: int = limited(4, 1, 100)
     #: Within a request, the simulator's draws follow the profile's rank sequence (the order
     #: its samples came in: consecutive calls' latencies are correlated, as the application's
     #: are). False: independent draws. Either way the other prediction is reported too.
@@ -67,16 +69,15 @@ class ReplaySpec:
                       "calibration_reps": 100, **overrides})
 
     def check(self) -> None:
-        if not 0.0 < self.train < 1.0:
-            raise UsageError(f"--train must be in (0, 1) for replay, got {self.train}")
-        if not 1 <= self.draws <= 100 or not 1 <= self.slices <= 100:
-            raise UsageError("--draws and --slices must be 1-100")
-        if self.profile_samples < 50:
-            raise UsageError("--profile-samples must be at least 50")
-        if not 10 <= self.calibration_reps <= 100_000:
-            raise UsageError("--calibration-reps must be 10-100000")
+        """Raises UsageError naming the first bad field."""
+        for name, limit in LIMITS.items():
+            check_limit(name, limit, getattr(self, name))
         if self.profile_mode not in ("interleaved", "slices"):
             raise UsageError(f"--profile-mode must be interleaved or slices, not "
                              f"{self.profile_mode!r}")
         for s in self.strategies or ():
             parse(s)
+
+
+#: The range of each numeric field only Python checks (the flags' too).
+LIMITS = limits_of(ReplaySpec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cachelab.run.result import (
     DEFAULT_PRECISION,
+    LIMITS,
     PRIVATE_ITEM_SIZE_MAX,
     PRIVATE_MEMORY_MB,
     SCHEMA,
@@ -17,6 +18,6 @@ from cachelab.run.steps import REFERENCE_MODEL
 from cachelab.run.study import run_study
 from cachelab.run.verb import run
 
-__all__ = ["DEFAULT_PRECISION", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMORY_MB", "REFERENCE_MODEL",
-           "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome", "run",
-           "run_study"]
+__all__ = ["DEFAULT_PRECISION", "LIMITS", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMORY_MB",
+           "REFERENCE_MODEL", "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec",
+           "StepOutcome", "run", "run_study"]

@@ -12,9 +12,11 @@ from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
 from cachelab.intervals import check_precision
 from cachelab.report.overview import run_partial, step_text
+from cachelab.traces.synth import LIMITS as SYNTH_LIMITS
+from cachelab.units import check_limit, limited, limits_of
 
-__all__ = ["DEFAULT_PRECISION", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMORY_MB", "SCHEMA",
-           "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome"]
+__all__ = ["DEFAULT_PRECISION", "LIMITS", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMORY_MB",
+           "SCHEMA", "SCHEMA_VERSION", "STEPS", "RunResult", "RunSpec", "StepOutcome"]
 
 SCHEMA = "cachelab.run"
 SCHEMA_VERSION = 1
@@ -34,12 +36,14 @@ class RunSpec:
 
     quick: bool = False
     steps: tuple[str, ...] = STEPS
-    seed: int = 0
+    #: The seed of every step; its synthetic trace's is this one + 1, so one below the
+    #: trace's largest (the engines' u64).
+    seed: int = limited(0, 0, SYNTH_LIMITS["seed"]["hi"] - 1)
     #: A request trace (.jsonl, .parquet) for simulate; None: a synthetic one.
     trace: str | None = None
     #: Requests in the synthetic trace (None: simulate's, ``simulate.verb.SYNTHETIC``; its
     #: ``SYNTHETIC_QUICK`` quick).
-    requests: int | None = None
+    requests: int | None = limited(None, 100, SYNTH_LIMITS["requests"]["hi"])
     report: bool = True
     #: The p99 precision of the profile's cells and of each scale run (their caps: the
     #: samples per cell and the window); None: fixed samples and windows.
@@ -51,11 +55,14 @@ class RunSpec:
             raise UsageError(f"unknown step(s) {', '.join(bad)}; the steps are {', '.join(STEPS)}")
         if not self.steps:
             raise UsageError("no steps to run")
-        if self.requests is not None and self.requests < 100:
-            raise UsageError(f"requests must be at least 100, not {self.requests}")
-        if self.seed < 0:
-            raise UsageError(f"seed must be 0 or more, not {self.seed}")
+        for name, limit in LIMITS.items():
+            if getattr(self, name) is not None:
+                check_limit(name, limit, getattr(self, name))
         check_precision(self.precision)
+
+
+#: The range of each numeric field (the flags' too).
+LIMITS = limits_of(RunSpec)
 
 
 @dataclass

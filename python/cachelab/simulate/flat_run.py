@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,12 @@ from cachelab.artifacts import created_now, write_json
 from cachelab.errors import UsageError
 from cachelab.simulate import flat
 from cachelab.simulate.render import render_flat
+from cachelab.simulate.request import LIMITS as REQUEST_LIMITS
 from cachelab.simulate.request import SCHEMA, SCHEMA_VERSION
-from cachelab.units import parse_size
+from cachelab.units import check_limit, limited, limits_of, parse_size
 
 __all__ = [
+    "FLAT_LIMITS",
     "FlatSimulateSpec",
     "FlatSimulationResult",
     "parse_sizes",
@@ -87,15 +89,16 @@ class FlatSimulateSpec:
     sizes: tuple[int | float, ...] = flat.DEFAULT_SIZES
     unit: str = "objects"
     mrc: bool = False
-    shards: float | None = None
-    threads: int = 0
+    shards: float | None = limited(None, 0.0, 1.0, above=True)
+    #: Worker threads (0: one per core), in the request-level simulation's range.
+    threads: int = field(default=0, metadata={"limit": REQUEST_LIMITS["threads"]})
     format: str | None = None
 
     def check(self) -> None:
-        if self.shards is not None and not 0.0 < self.shards <= 1.0:
-            raise UsageError(f"--shards must be in (0, 1], got {self.shards}")
-        if self.threads < 0:
-            raise UsageError(f"--threads must be 0 (all cores) or more, got {self.threads}")
+        """Raises UsageError naming the first bad field."""
+        for name, limit in FLAT_LIMITS.items():
+            if getattr(self, name) is not None:
+                check_limit(name, limit, getattr(self, name))
         known = flat.policies()
         unknown = [p for p in self.policies if p not in known]
         if unknown or not self.policies:
@@ -103,6 +106,10 @@ class FlatSimulateSpec:
                 f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
                 f"choose from {', '.join(known)}"
             )
+
+
+#: The range of each numeric field only Python checks (the flags' too).
+FLAT_LIMITS = limits_of(FlatSimulateSpec)
 
 
 @dataclass

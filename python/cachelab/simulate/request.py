@@ -40,9 +40,11 @@ from cachelab.simulate.summary import band_at
 from cachelab.simulate.terms import cost_terms
 from cachelab.tables import write_csv
 from cachelab.traces import RequestTrace
+from cachelab.units import check_limit, limited, limits_of
 
 __all__ = [
     "DEFAULT_MODEL",
+    "LIMITS",
     "PERCENTILES",
     "SCHEMA",
     "SCHEMA_VERSION",
@@ -82,10 +84,11 @@ class SimulateSpec:
 
     strategies: tuple[str, ...] | None = None
     model: str = DEFAULT_MODEL
-    train: float = 0.5
-    draws: int = 5
+    train: float = limited(0.5, 0.0, 1.0, below=True)
+    draws: int = limited(5, 1, 1000)
     seed: int = 0
-    threads: int = 0
+    #: Worker threads (0: one per core).
+    threads: int = limited(0, 0, 1024)
 
     @classmethod
     def quick(cls, **overrides: Any) -> SimulateSpec:
@@ -93,16 +96,18 @@ class SimulateSpec:
         return cls(**{"draws": 3, **overrides})
 
     def check(self) -> None:
-        if not 0.0 <= self.train < 1.0:
-            raise UsageError(f"--train must be in [0, 1), got {self.train}")
-        if not 1 <= self.draws <= 1000:
-            raise UsageError(f"--draws must be between 1 and 1000, got {self.draws}")
-        if self.threads < 0:
-            raise UsageError(f"--threads must be 0 (all cores) or more, got {self.threads}")
+        """Raises UsageError naming the first bad field."""
+        for name, limit in LIMITS.items():
+            check_limit(name, limit, getattr(self, name))
         if self.seed < 0:
             raise UsageError(f"--seed must be 0 or more, got {self.seed}")
         for s in self.strategies or ():
             _core.parse_strategy(s)
+
+
+#: The range of each numeric field only Python checks (the flags' too; ``threads`` is
+#: :class:`~cachelab.simulate.flat_run.FlatSimulateSpec`'s too).
+LIMITS = limits_of(SimulateSpec)
 
 
 @dataclass

@@ -24,11 +24,14 @@ from cachelab.simulate.flat_run import (
 from cachelab.simulate.request import SimulateSpec, SimulationResult, simulate
 from cachelab.simulate.streamed import measure_and_simulate_file, simulate_trace_file
 from cachelab.target import TargetLike, as_target
+from cachelab.units import check_limit, limit
 
 __all__ = ["run"]
 
 #: Requests of the synthetic trace simulated when no trace is given (``quick``: fewer).
 SYNTHETIC, SYNTHETIC_QUICK = 100_000, 20_000
+#: The requests a synthetic trace may have (``simulate --requests``).
+SYNTHETIC_LIMIT = limit(1, 100_000_000)
 
 
 def run(spec: SimulateSpec | FlatSimulateSpec | None = None, target: TargetLike = None, *,
@@ -98,6 +101,8 @@ def _request_trace(trace: str | os.PathLike[str] | traces.RequestTrace | None,
     if trace is not None:
         return (traces.load_request_trace(Path(trace), trace_format),
                 info or {"source": str(trace)})
+    if requests is not None:
+        check_limit("requests", SYNTHETIC_LIMIT, requests)
     n = requests or (SYNTHETIC_QUICK if quick else SYNTHETIC)
     made = traces.synthesize(traces.SynthParams(requests=n))
     return made, info or {"source": "synthetic", "generator": made.generator}

@@ -38,9 +38,9 @@ from cachelab.errors import UsageError
 from cachelab.simulate.flat import load_trace, miss_ratio_curve
 from cachelab.tables import write_json_and_csv
 from cachelab.traces.names import CAPTURE_FORMAT, detect_format
-from cachelab.units import human_bytes, pct
+from cachelab.units import check_limit, human_bytes, limited, limits_of, pct
 
-__all__ = ["MULTIPLES", "SCHEMA", "SCHEMA_VERSION", "SizeResult", "SizeSpec", "size"]
+__all__ = ["LIMITS", "MULTIPLES", "SCHEMA", "SCHEMA_VERSION", "SizeResult", "SizeSpec", "size"]
 
 SCHEMA = "cachelab.size"
 SCHEMA_VERSION = 1
@@ -61,9 +61,9 @@ class SizeSpec:
     hit_ratios: tuple[float, ...] = (0.90, 0.95, 0.99)
     #: ``value`` or ``memcached`` (default: memcached for a capture, value otherwise).
     accounting: str | None = None
-    #: SHARDS sampling rate for huge traces (None: exact).
-    shards: float | None = None
-    points: int = 200
+    #: SHARDS sampling rate for huge traces, below 1 (None: exact).
+    shards: float | None = limited(None, 0.0, 1.0, above=True, below=True)
+    points: int = limited(200, 10, 10_000)
 
     def check(self) -> None:
         if not self.hit_ratios or any(not 0 < h < 1 for h in self.hit_ratios):
@@ -72,10 +72,13 @@ class SizeSpec:
             raise UsageError(f"memory must be at least 1 byte, not {self.memory}")
         if self.accounting not in (None, "value", "memcached"):
             raise UsageError(f"accounting {self.accounting!r}: value or memcached")
-        if self.shards is not None and not 0 < self.shards < 1:
-            raise UsageError(f"shards must be in (0, 1), not {self.shards}")
-        if not 10 <= self.points <= 10_000:
-            raise UsageError(f"points must be 10 to 10000, not {self.points}")
+        for name, limit in LIMITS.items():
+            if getattr(self, name) is not None:
+                check_limit(name, limit, getattr(self, name))
+
+
+#: The range of each numeric field only Python checks (``--shards``' too).
+LIMITS = limits_of(SizeSpec)
 
 
 @dataclass

@@ -7,8 +7,9 @@ from typing import Any
 
 from cachelab.errors import UsageError
 from cachelab.tiered.codecs import COMPRESSORS
+from cachelab.units import check_limit, limited, limits_of
 
-__all__ = ["CODECS", "SHAPES", "SHAPE_TITLES", "TiersSpec"]
+__all__ = ["CODECS", "LIMITS", "SHAPES", "SHAPE_TITLES", "TiersSpec"]
 
 #: The two data shapes of the seed: one large record, and a list of small records.
 SHAPES = ("record", "list")
@@ -22,7 +23,8 @@ CODECS = ("msgpack", "orjson", "pickle")
 class TiersSpec:
     """What ``tiers`` measures."""
 
-    reads: int = 200
+    #: Timed reads per method and shape.
+    reads: int = limited(200, 1, 1_000_000)
     warmup: int = 10
     record_bytes: int = 60_000
     list_items: int = 1_000
@@ -38,8 +40,9 @@ class TiersSpec:
         return cls(**{"reads": 40, "warmup": 5, **overrides})
 
     def check(self) -> None:
-        if not 1 <= self.reads <= 1_000_000 or self.warmup < 0:
-            raise UsageError("reads must be 1 to 1,000,000 and warm-up 0 or more")
+        check_limit("reads", LIMITS["reads"], self.reads)
+        if self.warmup < 0:
+            raise UsageError("warm-up must be 0 or more")
         if not 100 <= self.record_bytes <= 900_000:
             raise UsageError("record size must be 100 B to 900 KB (memcached's 1 MB item)")
         if not 1 <= self.list_items <= 5_000 or not 20 <= self.item_bytes <= 10_000:
@@ -49,3 +52,7 @@ class TiersSpec:
         for c in self.compressions:
             if c not in COMPRESSORS or c == "none":
                 raise UsageError(f"unknown compression {c!r}; choose from zlib, zstd, lz4")
+
+
+#: The range of each numeric field written beside it (``--reads``' too).
+LIMITS = limits_of(TiersSpec)

@@ -4,12 +4,12 @@ reads its defaults without loading the capture itself."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from cachelab.errors import UsageError
+from cachelab.units import check_limit, limited, limits_of
 
-__all__ = ["READERS", "CaptureSpec"]
+__all__ = ["LIMITS", "READERS", "CaptureSpec"]
 
 #: The stream readers: the Rust one (``cachelab._core.CaptureReader``, the default) and
 #: the Python one it matches (:mod:`cachelab.traces.capture_lines`).
@@ -22,17 +22,17 @@ class CaptureSpec:
     watched at once, merged by time)."""
 
     server: str = ""
-    #: Seconds to capture.
-    duration: float = 60.0
+    #: Seconds to capture (at most a week).
+    duration: float = limited(60.0, 0.0, 7 * 86_400.0, above=True, unit="seconds")
     #: Stop after this many accesses written.
-    max_events: int = 50_000_000
-    #: Stop after this many bytes of the server's stream.
-    max_bytes: int = 8 * 2**30
+    max_events: int = limited(50_000_000, 1, 10**10)
+    #: Stop after this many bytes of the server's stream (whole MiB: ``--max-mb``).
+    max_bytes: int = limited(8 * 2**30, 2**20, 2**40, unit="bytes")
     #: The share of keys kept (all accesses of a key or none), in (0, 1].
-    sample: float = 1.0
+    sample: float = limited(1.0, 0.0, 1.0, above=True)
     #: Write the keys as they are rather than pseudonymised.
     keep_keys: bool = False
-    connect_timeout: float = 2.0
+    connect_timeout: float = limited(2.0, 0.0, 60.0, above=True, unit="seconds")
     #: A pool's members (HOST:PORT or unix:PATH each), instead of ``server``.
     servers: tuple[str, ...] = ()
     #: The stream reader: ``rust`` or ``python`` (:data:`READERS`).
@@ -50,17 +50,15 @@ class CaptureSpec:
             raise UsageError("a pool's servers must differ, and be at most 127")
         if self.reader not in READERS:
             raise UsageError(f"reader {self.reader!r}: {' or '.join(READERS)}")
-        if not (math.isfinite(self.duration) and 0 < self.duration <= 7 * 86_400):
-            raise UsageError(f"duration must be above 0 and at most a week, not {self.duration}")
-        if not 0 < self.sample <= 1:
-            raise UsageError(f"sample must be in (0, 1], not {self.sample}")
-        if self.max_events < 1 or self.max_bytes < 1:
-            raise UsageError("max_events and max_bytes must be at least 1")
-        if not 0 < self.connect_timeout <= 60:
-            raise UsageError(f"connect_timeout must be in (0, 60] s, not {self.connect_timeout}")
+        for name, limit in LIMITS.items():
+            check_limit(name, limit, getattr(self, name))
         for server in self.members:
             if server.startswith("unix:"):
                 continue
             host, sep, port = server.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise UsageError(f"server {server!r} is not HOST:PORT or unix:PATH")
+
+
+#: The range of each numeric field (the flags' too).
+LIMITS = limits_of(CaptureSpec)

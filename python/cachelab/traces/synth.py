@@ -24,7 +24,6 @@ once (a few thousand pages), so 100,000 requests take about a second.
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -32,17 +31,21 @@ from typing import Any
 
 import numpy as np
 
+import cachelab._core as _core
 from cachelab.errors import UsageError
 from cachelab.traces.formats import save_request_parts
 from cachelab.traces.request import RequestTrace
+from cachelab.units import check_limit, limit, limited, limits_of
 
 __all__ = [
     "DEFAULT_PRESET",
     "GENERATOR_NAME",
+    "LIMITS",
     "PRESETS",
     "ROUTES",
     "SynthParams",
     "SYNTH_PART",
+    "SYNTH_PART_LIMIT",
     "SynthParts",
     "concatenate",
     "render_synth_summary",
@@ -103,9 +106,10 @@ class SynthParams:
     """Parameters of :func:`synthesize`; see docs/traces.md for the model they drive."""
 
     #: Requests to generate.
-    requests: int = 100_000
-    #: Seed of every random draw (tree shape, sizes, popularity, requests).
-    seed: int = 1
+    requests: int = limited(100_000, 0, 100_000_000)
+    #: Seed of every random draw (tree shape, sizes, popularity, requests): the engines' range
+    #: (u64), as every verb's ``--seed`` (numpy's ``SeedSequence`` takes any).
+    seed: int = limited(1, 0, _core.LOAD_LIMITS["seed"]["hi"])
     # -- the content tree (counts per parent are 1 + Poisson(mean - 1)) --
     domains: int = 6
     subjects_per_domain: float = 5.0
@@ -122,7 +126,7 @@ class SynthParams:
     global_items: int = 2
     # -- popularity --
     #: Zipf exponent of page popularity within each route: weight of rank r is r^-alpha.
-    alpha: float = 1.25
+    alpha: float = limited(1.25, 0.0, 5.0)
     #: Popularity is inherited down the tree: a node's score is its parent's times a
     #: lognormal factor with this sigma (a domain's factor has sigma 1); pages are ranked by
     #: score. 0 = children of the most popular parent are the most popular pages.
@@ -139,13 +143,13 @@ class SynthParams:
     dashboard_items: float = 12.0
     # -- timing --
     #: Requests spread over this many seconds from t = 0.
-    duration_s: float = 86_400.0
+    duration_s: float = limited(86_400.0, 0.0, 366 * 86_400.0, above=True, unit="seconds")
     #: Rate ∝ 1 + amplitude·cos(2π(t - peak)/1 day); peak/trough ratio (1+a)/(1-a).
     diurnal_amplitude: float = 0.6
     #: Hour of the day (0-24, t = 0 is midnight) at which the rate peaks.
     peak_hour: float = 15.0
     #: App instances serving requests.
-    instances: int = 8
+    instances: int = limited(8, 1, 100_000)
     #: "random" (uniform) or "round-robin" (in time order) assignment to instances.
     assignment: str = "random"
     #: Base latency (without memcached) is lognormal with this median (ms) and sigma...
@@ -210,8 +214,8 @@ class SynthParams:
             if not ok:
                 raise UsageError(message)
 
-        need(0 <= self.requests <= 100_000_000, "requests must be between 0 and 100,000,000")
-        need(0 <= self.seed < 2**63, "seed must be a non-negative integer")
+        for name, bounds in LIMITS.items():
+            check_limit(name, bounds, getattr(self, name), dashes=False)
         need(1 <= self.domains <= 10_000, "domains must be between 1 and 10,000")
         for name in ("subjects_per_domain", "topics_per_subject", "tutorials_per_topic",
                      "items_per_tutorial"):
@@ -228,7 +232,6 @@ class SynthParams:
                  f"sizes[{kind!r}] must be [median bytes > 0, sigma >= 0]")
         need(1 <= self.max_item_size <= 2**40, "max_item_size must be between 1 and 2^40")
         need(0 <= self.global_items <= 1000, "global_items must be between 0 and 1000")
-        need(0 <= self.alpha <= 5, "alpha must be between 0 and 5")
         need(0 <= self.popularity_noise <= 10, "popularity_noise must be between 0 and 10")
         need(set(self.route_mix) <= set(ROUTES),
              f"route_mix keys must be among {', '.join(ROUTES)}")
@@ -237,11 +240,8 @@ class SynthParams:
         need(0 <= self.topic_page_depth <= 4, "topic_page_depth must be between 0 and 4")
         need(0 <= self.home_items <= 10_000, "home_items must be between 0 and 10,000")
         need(1 <= self.dashboard_items <= 10_000, "dashboard_items must be between 1 and 10,000")
-        need(0 < self.duration_s <= 366 * 86_400 and math.isfinite(self.duration_s),
-             "duration_s must be between 0 and a year")
         need(0 <= self.diurnal_amplitude < 1, "diurnal_amplitude must be in [0, 1)")
         need(0 <= self.peak_hour <= 24, "peak_hour must be between 0 and 24")
-        need(1 <= self.instances <= 100_000, "instances must be between 1 and 100,000")
         need(self.assignment in ("random", "round-robin"),
              "assignment must be 'random' or 'round-robin'")
         need(0 < self.base_ms_median <= 1e6, "base_ms_median must be > 0")
@@ -250,6 +250,11 @@ class SynthParams:
              f"base_ms_by_route keys must be among {', '.join(ROUTES)}")
         need(all(0 < v <= 1e6 for v in self.base_ms_by_route.values()),
              "base_ms_by_route medians must be > 0 (ms)")
+
+
+#: The range of each field written beside it (those ``trace synth``'s flags set, which read
+#: it); :meth:`SynthParams.check` checks these, and the other fields in its own words.
+LIMITS = limits_of(SynthParams)
 
 
 #: Named shapes of the synthetic site: the parameters each sets, the others keep their
@@ -431,6 +436,8 @@ def _pages(tree: _Tree, p: SynthParams) -> tuple[dict[str, np.ndarray], list[lis
 #: 250 MiB at peak for the default shape, most of it the interpreter and pyarrow), whatever the
 #: number of requests. One part is one Parquet row group (``parquet.ROW_GROUP``).
 SYNTH_PART = 1 << 16
+#: The requests a part may hold (``trace synth --part``).
+SYNTH_PART_LIMIT = limit(1, 100_000_000)
 
 #: The independent streams of the requests' random draws, one child of
 #: ``SeedSequence(seed)`` each, in this order. Each quantity draws from its own stream in
@@ -511,8 +518,7 @@ class SynthParts:
 
     def __init__(self, params: SynthParams, part_requests: int = SYNTH_PART) -> None:
         params.check()
-        if part_requests < 1:
-            raise UsageError("part_requests must be at least 1")
+        check_limit("part_requests", SYNTH_PART_LIMIT, part_requests, dashes=False)
         self.params = params
         self.part_requests = int(part_requests)
         self.n_requests = params.requests

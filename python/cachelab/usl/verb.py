@@ -25,14 +25,16 @@ class UslSpec:
     n: str | None = None
     x: str | None = None
     method: str = "bounded"
-    level: float = 0.95
+    #: The confidence level of every interval.
+    level: float = limited(0.95, 0.0, 1.0, above=True, below=True)
     #: Bootstrap resamples for Nmax and the peak (0: none).
     bootstrap: int = limited(1000, 0, 1_000_000)
     seed: int = 0
     predict: Sequence[float] = ()
 
 
-#: The range of each numeric field only Python checks (``usl --bootstrap``, ``scale``'s too).
+#: The range of each numeric field only Python checks (``usl --bootstrap`` and ``--level``;
+#: ``scale``'s bootstrap too).
 LIMITS = limits_of(UslSpec)
 
 
