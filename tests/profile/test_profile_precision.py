@@ -103,7 +103,8 @@ def test_a_scale_run_by_precision_stops_early_or_runs_to_its_cap(
         p = r["precision"]
         assert p["reached"] == (p["half_width"] <= 0.99), p
         stopped = p["stopped_at_s"]
-        assert stopped is None or (p["reached"] and 0.25 <= stopped < 2.25), p
+        # (the window's end is 2.25 s; the live check comes up to an interval after it)
+        assert stopped is None or (p["reached"] and 0.25 <= stopped < 2.25 + 0.25), p
         assert r["window_short"] is False
     assert all("precision" in row and row["precision"]["runs"] == 1 for row in loose.summary)
     assert [row["precision"]["runs_reached"] for row in loose.summary] == \

@@ -82,6 +82,10 @@ def spin_until(deadline_ns: int, *, cpu: bool = False) -> None:
             # what the loop runs at now, smoothed over bursts (the clock read is in it too)
             rate = _SPIN_RATE[key] = 0.5 * rate + 0.5 * n / (then - now)
         now = then
+    # The bursts ran out short of it (a loop far slower than its rate, preempted between
+    # bursts): the rest reading the clock, so that the think time is never cut short.
+    while clock() < deadline_ns:
+        pass
 
 
 def spin(ns: int, *, cpu: bool = False) -> None:
