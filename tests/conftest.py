@@ -64,8 +64,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
         return
     lost = [i.nodeid for i in session.items
-            if any(i.iter_markers("xdist_group")) and "@" not in i.nodeid.rpartition("]")[2]
-            and "@" not in i.nodeid.rpartition("::")[2]]
+            if (groups := {str(m.args[0]) for m in i.iter_markers("xdist_group")})
+            and not i.nodeid.endswith("@" + "_".join(sorted(groups)))]
     if lost:
         raise pytest.UsageError(
             f"pytest-xdist's --dist loadgroup does not group tests under pytest "
