@@ -12,6 +12,7 @@ import pytest
 
 import cachelab._core as _core
 from cachelab.errors import UsageError
+from cachelab.load.precision import precision_text
 from cachelab.profile import LatencyProfile, ProfileSpec, profile
 from cachelab.profile.pool import profile_pool
 from cachelab.profile.precise import FIRST_BATCH, next_batch
@@ -101,10 +102,17 @@ def test_a_scale_run_by_precision_stops_early_or_runs_to_its_cap(
         # machine delayed the check), never before the settle. A stall on a loaded machine can
         # widen the tail past ±99 %: then the run goes to its window and says so.
         p = r["precision"]
-        assert p["reached"] == (p["half_width"] <= 0.99), p
+        # (no final interval when the thinned samples leave too few beyond the p99: "why" says)
+        assert p["reached"] == (p["half_width"] is not None and p["half_width"] <= 0.99), p
+        assert (p["half_width"] is None) == (p["why"] is not None), p
         stopped = p["stopped_at_s"]
         # (the window's end is 2.25 s; the live check comes up to an interval after it)
-        assert stopped is None or (p["reached"] and 0.25 <= stopped < 2.25 + 0.25), p
+        assert stopped is None or 0.25 <= stopped < 2.25 + 0.25, p
+        if stopped is not None and not p["reached"]:
+            # The live check (samples taken as independent) saw the target; the final interval,
+            # thinned for their dependence on a loaded machine, did not: the run says both.
+            assert p["live_half_width"] <= 0.99, p
+            assert "precision NOT reached: stopped after" in precision_text(p), p
         assert r["window_short"] is False
     assert all("precision" in row and row["precision"]["runs"] == 1 for row in loose.summary)
     assert [row["precision"]["runs_reached"] for row in loose.summary] == \
