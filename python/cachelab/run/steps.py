@@ -41,6 +41,8 @@ __all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "profil
 
 #: The published profile every simulation is also run with, for reference.
 REFERENCE_MODEL = "appengine-2017"
+#: Requests in the replay step's synthetic trace (``--quick``, full).
+REPLAY_REQUESTS = {True: 1_000, False: 4_000}
 
 
 class Skip(Exception):
@@ -148,8 +150,7 @@ def tiers_spec(spec: RunSpec) -> tiers_lib.TiersSpec:
 
 def replay_setup(spec: RunSpec, strategies: tuple[str, ...]) -> tuple[Any, replay.ReplaySpec]:
     """The replay step's synthetic trace and spec, for ``strategies``."""
-    n = 1_000 if spec.quick else 4_000
-    trace = replay.synthetic(n, seed=spec.seed + 1)
+    trace = replay.synthetic(REPLAY_REQUESTS[spec.quick], seed=spec.seed + 1)
     rspec = (replay.ReplaySpec.quick(strategies=strategies, slices=2, seed=spec.seed)
              if spec.quick else replay.ReplaySpec(strategies=strategies, seed=spec.seed))
     return trace, rspec
