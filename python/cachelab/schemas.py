@@ -143,7 +143,7 @@ INTERVAL = obj("start_s", "duration_s", "replies", "uncorrected",
 STALL = obj("start_s", "end_s", start_s=NUM, end_s=NUM)
 VALIDITY = {
     **obj("verdict", "reasons", "checks", null=True, verdict=one_of("VALID", "INVALID"),
-          reasons=arr(STR), failed=arr(STR), throughput_reasons=arr(STR),
+          reasons=arr(STR), fixes=arr(STR), failed=arr(STR), throughput_reasons=arr(STR),
           not_checked=arr(STR), checks=mapping(obj(null=True, status=STR_, why=STR_))),
     # INVALID says why
     "if": {"properties": {"verdict": {"const": "INVALID"}}, "required": ["verdict"]},

@@ -337,7 +337,17 @@ def test_a_slowdown_late_in_the_run_is_in_the_headline_and_the_steady_window_is_
     assert saved["totals"]["duration_s"] >= 4.5
     window = saved["steady"]["window"]["duration_s"]
     assert saved["steady"]["short"] == (window < saved["totals"]["duration_s"] / 2)
-    assert saved["steady"]["short"] or not saved["steady"]["reached"], saved["steady"]
+    # Where the slowdown landed in the measured run (the intervals whose p50 is the 10 ms
+    # delay's): on a very busy machine the warm-up's end can come so late that the slow tail
+    # is more than half the run, and then it is the steady state, rightly.
+    measured = [iv for iv in saved["intervals"] if not iv["warmup"]]
+    slow = sum(iv["duration_s"] for iv in measured
+               if iv["uncorrected"]["percentiles"]["50"] >= 8e6)
+    assert slow > 0, measured
+    if slow >= saved["totals"]["duration_s"] / 2:
+        assert saved["steady"]["reference_p50_ns"] >= 8e6, (saved["steady"], slow)
+        return
+    assert saved["steady"]["short"] or not saved["steady"]["reached"], (saved["steady"], slow)
     assert "WARNING: the steady window is less than half the measured run" in run.stdout or \
         "WARNING: the run never reached a steady state" in run.stdout, run.stdout
     # The fast part is in the headline: its p50 is under the 10 ms the slow part takes.

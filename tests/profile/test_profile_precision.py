@@ -125,7 +125,9 @@ def test_a_scale_run_by_precision_stops_early_or_runs_to_its_cap(
     # In the headline, after the verdicts' lines (these short runs may fail latency checks).
     lines = tight.render().splitlines()
     head = lines[:next(i for i, line in enumerate(lines) if line.startswith("scale sweep: "))]
-    assert head[-1] == "precision NOT reached in 2 of 2 run(s) (p99 within ±0.01 %): N = 1, 2"
+    missed, fix = head[-1].split(" → ")
+    assert missed == "precision NOT reached in 2 of 2 run(s) (p99 within ±0.01 %): N = 1, 2"
+    assert fix.startswith("`--window "), fix
     assert all(line.startswith(("latencies INVALID", "1 of", "2 of")) for line in head[:-1])
     assert all(row["precision"]["runs_reached"] == 0 for row in tight.summary)
 

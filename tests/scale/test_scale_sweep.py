@@ -186,10 +186,16 @@ def test_the_headline_and_table_give_each_n_s_latency_verdict() -> None:
                          "repeat": rep})
     r = _result(spec, runs, {"address": "x"})
     lines = r.render().splitlines()
-    assert lines[0] == ("1 of 12 run(s) INVALID for their throughput, left out of the fit: "
-                        "N = 4 (reasons in the notes)")
-    assert lines[1] == ("latencies INVALID (percentiles shown, not certified): client saturated "
-                        "at N = 5, 6; not independent at N = 1, 2")
+    # Each INVALID line names its next step after an arrow: a stall, a longer window on a
+    # quiet machine; a saturated client, more client machines.
+    first, fix = lines[0].split(" → ")
+    assert first == ("1 of 12 run(s) INVALID for their throughput, left out of the fit: "
+                     "N = 4 (reasons in the notes)")
+    assert fix == f"a longer `--window {2 * spec.window:g}` on a quiet machine"
+    second, fix = lines[1].split(" → ")
+    assert second == ("latencies INVALID (percentiles shown, not certified): client saturated "
+                      "at N = 5, 6; not independent at N = 1, 2")
+    assert fix.startswith("more client machines (`--ray ray://HEAD:10001`)"), fix
     assert lines[2].startswith("scale sweep: ")
     verdict = {line.split()[0]: line.split("  ")[-1].strip() for line in lines
                if line.split()[:1] in (["1"], ["2"], ["3"], ["4"], ["5"], ["6"])}

@@ -27,6 +27,7 @@ from cachelab.artifacts import created_now
 from cachelab.capacity import PoolWatch, evicted_message, guard_pool
 from cachelab.errors import CachelabError, Interrupted, UsageError
 from cachelab.load.drill import FailPlan, drill_summary
+from cachelab.load.fixes import RunShape, with_fixes
 from cachelab.load.footprint import load_writes
 from cachelab.load.lives import DELTA_STATS, merged_reads, server_side
 from cachelab.load.precision import Watch, precision_verdict, with_intervals
@@ -410,6 +411,7 @@ def result_from_outcome(
         late_sends=int(outcome.get("late_sends") or 0), late_threshold_ns=late_threshold_ns,
         stalls=outcome["stalls"], warmup_s=float(spec.warmup), client=busy,
         busy_poll_us=spec.busy_poll_us)
+    verdict = with_fixes(verdict, RunShape.of(spec, busy, server))
     with_intervals(measured, verdict["checks"]["independent"], outcome.get("samples"))
     client = _client(outcome)
     client["busy"] = busy

@@ -18,7 +18,7 @@ reason is said instead.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cachelab._core as _core
@@ -207,6 +207,27 @@ def precision_verdict(target: float, entry: Mapping[str, Any], *, stopped_at_s: 
             "why": None if hw is not None else (why or "too few samples beyond the p99")}
 
 
+def round_up(n: int) -> int:
+    """``n`` rounded up to two significant digits (12,345 -> 13,000)."""
+    step = 10 ** max(0, len(str(n)) - 2)
+    return -(-n // step) * step
+
+
+def longer_fix(flag: str, cap_s: float, half_widths: Sequence[float | None],
+               target: float) -> str:
+    """The change that would let every run reach ``target``: a longer ``flag`` (``--duration``,
+    ``--window``) from the widest half-width (an interval narrows as 1/√n: the cap times
+    (widest / target)², with a margin; four times the cap when a run had no interval), or a
+    wider target the widest run met."""
+    known = [hw for hw in half_widths if hw is not None]
+    need = max([cap_s * (hw / target) ** 2 * 1.2 for hw in known]
+               + [4 * cap_s] * (len(known) < len(half_widths)) + [cap_s + 1])
+    text = f"`{flag} {round_up(math.ceil(need))}` (what the widest needs)"
+    if known:
+        text += f", or a wider `--precision {math.ceil(100 * max(known) * 1.1):g}%`"
+    return text
+
+
 def precision_text(p: Mapping[str, Any] | None) -> str | None:
     """One line: "p99 ±4.1 % reached after 6.5 s" or "precision NOT reached in 30 s: p99 ±9 %
     (target ±5 %)"."""
@@ -224,9 +245,14 @@ def precision_text(p: Mapping[str, Any] | None) -> str | None:
         live_text = "" if live is None else f"±{100 * live:.2g} %, "
         return (f"precision NOT reached: stopped after {p['stopped_at_s']:g} s on the live "
                 f"p99 interval ({live_text}samples taken as independent), "
-                f"but p99 {hw} (target ±{100 * p['target']:g} %)")
+                f"but p99 {hw} (target ±{100 * p['target']:g} %) → "
+                + (f"a wider `--precision {math.ceil(110 * p['half_width']):g}%`, or "
+                   if p["half_width"] is not None else "")
+                + "a quieter machine (latencies that depend on each other widen the final "
+                "interval)")
     return (f"precision NOT reached in {p['cap_s']:g} s: p99 {hw} "
-            f"(target ±{100 * p['target']:g} %)")
+            f"(target ±{100 * p['target']:g} %) → "
+            + longer_fix("--duration", float(p["cap_s"]), [p["half_width"]], float(p["target"])))
 
 
 def interval_lines(totals: Mapping[str, Any], open_loop: bool) -> list[str]:

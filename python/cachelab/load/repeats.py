@@ -154,15 +154,19 @@ def combined_validity(shown: Mapping[str, Any] | None, runs: Sequence[Mapping[st
     if shown is None:
         return None
     reasons = [comparison[k]["why"] for k in comparison.get("disagree", [])]
+    fixes = [f"run again on a quiet machine, or more repeats (`--repeats {2 * len(runs)}`): "
+             "the server's state or the machine changed between them"] * len(reasons)
     throughput = [comparison["throughput"]["why"]] if "throughput" in comparison.get(
         "disagree", []) else []
     for r in runs:
         res = r["result"].get("validity") or {}
-        reasons += [f"repeat {r['repeat']}: {why}" for why in res.get("reasons") or []]
+        why = res.get("reasons") or []
+        reasons += [f"repeat {r['repeat']}: {w}" for w in why]
+        fixes += (list(res.get("fixes") or []) + [""] * len(why))[:len(why)]
         throughput += [f"repeat {r['repeat']}: {why}"
                        for why in res.get("throughput_reasons") or []]
     return {**shown, "verdict": "INVALID" if reasons else "VALID", "reasons": reasons,
-            "throughput_reasons": throughput,
+            "fixes": fixes, "throughput_reasons": throughput,
             "checks": {**shown.get("checks", {}), "repeats": {
                 "status": "fail" if comparison.get("disagree") else "pass",
                 "why": "; ".join(comparison[k]["why"] for k in METRICS)}}}

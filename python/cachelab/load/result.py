@@ -19,7 +19,7 @@ from cachelab.load.probe import probe_lines
 from cachelab.load.repeats import repeat_lines
 from cachelab.load.spec import OPS
 from cachelab.load.timeline import stall_text
-from cachelab.load.validity import headline
+from cachelab.load.validity import headline, with_fix
 from cachelab.tables import write_json_and_csv
 from cachelab.units import us
 
@@ -99,7 +99,8 @@ class LoadResult:
         out = {}
         v = self.validity or {}
         if v.get("verdict") == "INVALID":
-            out["invalid"] = "the run is INVALID: " + "; ".join(v.get("reasons") or [])
+            out["invalid"] = "the run is INVALID: " + "; ".join(
+                with_fix(v, i) for i in range(len(v.get("reasons") or [])))
         if self.precision is not None and not self.precision.get("reached"):
             out["precision"] = precision_text(self.precision) or "precision NOT reached"
         return out
@@ -476,6 +477,18 @@ def _steady_lines(r: LoadResult) -> list[str]:
     return [line]
 
 
+def _rate_fix(r: LoadResult) -> str:
+    """What would let an open loop hold its rate: the verdict's fix for the rate (or late)
+    check, else a rate a tenth below what the run achieved."""
+    checks = (r.validity or {}).get("checks") or {}
+    for name in ("rate", "late"):
+        fix = (checks.get(name) or {}).get("fix")
+        if fix:
+            return str(fix)
+    achieved = float(r.schedule["achieved_rate"])
+    return f"`--rate {max(1.0, 0.9 * achieved):.0f}` (10 % below what the run achieved)"
+
+
 def _problem_lines(r: LoadResult) -> list[str]:
     """Whether an open loop held its rate in every interval; errors and lost requests over the
     measured run (and the warm-up's, said apart)."""
@@ -491,6 +504,7 @@ def _problem_lines(r: LoadResult) -> list[str]:
             + f", {sc['backlog_at_end']} due but unsent at the end"
             + (f", {sc['skipped_disconnected']} skipped while disconnected"
                if sc["skipped_disconnected"] else "")
+            + ("" if sc.get("held") else " → " + _rate_fix(r))
         )
     t, a = r.totals, r.all
     errors, warm_errors = sum(t["errors"].values()), sum(a["errors"].values())
@@ -580,7 +594,7 @@ def validity_lines(v: Mapping[str, Any] | None) -> list[str]:
     first = headline(v)
     if not first or v is None:
         return []
-    return [first] + [f"  also: {why}" for why in v["reasons"][1:]]
+    return [first] + [f"  also: {with_fix(v, i)}" for i in range(1, len(v["reasons"]))]
 
 
 def _saturated(r: LoadResult) -> bool:

@@ -11,7 +11,7 @@ from cachelab.load.probe import p99_ratio
 from cachelab.load.repeats import Z95, comparison_lines
 from cachelab.load.result import LoadResult, restart_lines, stopped_notes, stopped_text
 from cachelab.load.timeline import stall_text
-from cachelab.load.validity import headline
+from cachelab.load.validity import headline, with_fix
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, figures
@@ -57,8 +57,9 @@ def section(art: Artifact, ctx: Context) -> Section:
                         + esc("; ".join(v["reasons"]) if v["reasons"] else
                               (headline(v) or "").split(": ", 1)[-1]) + "</p>")
         if v["verdict"] == "INVALID":
-            sec.notes.append("the run is INVALID as a measurement: " + "; ".join(v["reasons"])
-                             + " (docs/load.md, \"Validity\")")
+            sec.notes.append("the run is INVALID as a measurement: " + "; ".join(
+                with_fix(v, i) for i in range(len(v["reasons"])))
+                + " (docs/load.md, \"Validity\")")
     steady = d["steady"]
     sec.body.append(
         f"<p>{esc(spec.get('connections'))} connection(s) × {esc(spec.get('threads'))} "

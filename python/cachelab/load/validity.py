@@ -45,7 +45,7 @@ import numpy as np
 __all__ = ["CHECKS", "CLIENT_BUSY", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "SHORT",
            "THROUGHPUT_CHECKS", "arrivals_check", "client_check", "full_intervals", "headline",
            "independence_check", "late_check", "rate_check", "series_blocks", "stationarity_check",
-           "stationary_family", "validity"]
+           "stationary_family", "validity", "with_fix"]
 
 #: The checks, worst first: the order of the reasons (a saturated client first: it explains
 #: the others).
@@ -227,8 +227,7 @@ def client_check(busy: Mapping[str, Any] | None, busy_poll_us: int = 0) -> dict[
         return {**busy, "status": "fail",
                 "why": f"CLIENT SATURATED: the load client's {threads} thread(s) were busy (on a "
                        f"CPU or waiting for one) {share:.0%} of their wall time: the client, "
-                       "not the server, set the pace (give it more --threads, or more machines "
-                       "with --ray)"}
+                       "not the server, set the pace"}
     return {**busy, "status": "pass",
             "why": f"the load client's {threads} thread(s) busy {share:.0%} of their wall time"}
 
@@ -393,14 +392,25 @@ def validity(
     }
 
 
+def with_fix(v: Mapping[str, Any], i: int, more: str = "") -> str:
+    """Reason ``i`` of verdict ``v``, then ``more``, then after an arrow the change that would
+    fix it ("as above" when an earlier reason has the same fix; a verdict written before
+    fixes existed shows the reason alone)."""
+    fixes = v.get("fixes") or []
+    fix = fixes[i] if i < len(fixes) else ""
+    if fix and fix in fixes[:i]:
+        fix = "as above"
+    return v["reasons"][i] + more + (f" → {fix}" if fix else "")
+
+
 def headline(v: Mapping[str, Any] | None) -> str | None:
     """The verdict as the table's first line: INVALID with its worst reason first."""
     if not v:
         return None
     if v["verdict"] == "INVALID":
         more = len(v["reasons"]) - 1
-        return ("INVALID: " + v["reasons"][0]
-                + (f" (and {more} more reason(s), below)" if more > 0 else ""))
+        return "INVALID: " + with_fix(v, 0, f" (and {more} more reason(s), below)"
+                                      if more > 0 else "")
     # (a load.json written before a check existed has no entry for it)
     status = {c: (v["checks"].get(c) or {}).get("status") for c in CHECKS}
     checked = [c for c in CHECKS if status[c] == "pass"]

@@ -12,6 +12,7 @@ from typing import Any
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.profile.cell import TABLE_ROWS, Cell
+from cachelab.profile.precise import samples_fix
 from cachelab.profile.render import render_profile
 from cachelab.tables import write_json_and_csv
 
@@ -67,7 +68,8 @@ class LatencyProfile:
         names = ", ".join(f"{c.op} {c.label}" for c in missed[:5]) + \
             (f" and {len(missed) - 5} more" if len(missed) > 5 else "")
         return {"precision": f"precision NOT reached in {len(missed)} of {len(self.cells)} "
-                f"cell(s): {names}"}
+                f"cell(s): {names} → " + samples_fix(missed, float(self.precision["target"]),
+                                                      int(self.precision["cap_samples"]))}
 
     def problems(self) -> dict[str, int]:
         """Counts ``--fail-on problems`` fails on: errors, mismatches, misses, keys left behind,

@@ -25,10 +25,11 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.intervals import relative_half_width, within
+from cachelab.load.precision import round_up
 from cachelab.profile.cell import Cell, with_percentiles
 
 __all__ = ["FIRST_BATCH", "MARGIN", "cell_precision", "next_batch", "not_reached", "precision_line",
-           "precision_text", "run_until_precise"]
+           "precision_text", "run_until_precise", "samples_fix", "wider"]
 
 #: Samples per cell in the first batch (a p99 interval needs a few hundred to exist at all).
 FIRST_BATCH = 1_000
@@ -173,7 +174,29 @@ def precision_line(precision: Mapping[str, Any] | None, cells: list[Cell]) -> st
         f"±{100 * c.precision['half_width']:.2g} %" if c.precision["half_width"] is not None
         else "no interval") for c in missed[:6]) + (" …" if len(missed) > 6 else "")
     return (f"precision NOT reached in {len(missed)} of {len(measured)} cells ({how}): "
-            f"{named}")
+            f"{named} → "
+            + samples_fix(missed, float(precision["target"]), int(precision["cap_samples"])))
+
+
+def samples_fix(missed: list[Cell], target: float, cap: int) -> str:
+    """The change that would let every missed cell reach ``target``: a ``--samples`` cap from
+    the widest cell's half-width (an interval narrows as 1/√n; a cell without an interval
+    has too few samples beyond its p99: four times the cap), or a wider target."""
+    needs = [cap + 1]
+    for c in missed:
+        hw = c.precision["half_width"]
+        needs.append(4 * cap if hw is None or not c.samples
+                     else math.ceil(c.samples * (hw / target) ** 2 * MARGIN))
+    return f"`--samples {round_up(max(needs))}` (what the widest cell needs){wider(missed, target)}"
+
+
+def wider(missed: list[Cell], target: float) -> str:
+    """", or a wider `--precision 9%`": a target the widest missed cell met (empty when no
+    missed cell has an interval)."""
+    widths = [c.precision["half_width"] for c in missed if c.precision["half_width"] is not None]
+    if not widths:
+        return ""
+    return f", or a wider `--precision {math.ceil(100 * max(widths) * 1.1):g}%`"
 
 
 def precision_text(cell: Cell) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from cachelab.artifacts import check_schema, from_fields, read_json, write_json
 from cachelab.errors import UsageError
 from cachelab.load import behind_lines, stopped_lines
-from cachelab.load.precision import p99_interval_text, point_precision_text
+from cachelab.load.precision import longer_fix, p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
 from cachelab.tables import write_json_and_csv
@@ -201,9 +201,12 @@ def precision_missed(spec: Mapping[str, Any], runs: list[dict[str, Any]]) -> str
               and not (r.get("precision") or {}).get("reached")]
     if not missed:
         return None
+    fix = longer_fix("--window", float(spec.get("window") or missed[0]["precision"]["cap_s"]),
+                     [r["precision"]["half_width"] for r in missed], float(target))
     return (f"precision NOT reached in {len(missed)} of {len(runs)} run(s) (p99 within "
             f"±{100 * target:g} %): N = " + ", ".join(str(n) for n in sorted({r["n"]
-                                                                             for r in missed})))
+                                                                             for r in missed}))
+            + f" → {fix}")
 
 
 def partial_text(d: Mapping[str, Any]) -> str | None:

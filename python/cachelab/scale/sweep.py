@@ -24,7 +24,7 @@ from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
 from cachelab.scale.result import ScaleResult, member_addresses
 from cachelab.scale.spec import ScaleSpec
-from cachelab.scale.verdicts import latency_verdict
+from cachelab.scale.verdicts import latency_verdict, scale_fix
 from cachelab.servers import ServerOptions, on_this_machine
 from cachelab.target import Live, Target
 from cachelab.tls import describe_tls
@@ -145,6 +145,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             ((result.latency().get("intervals") or {}).get("basis") or {}).get("factors"))
         point["invalid_reasons"] = list(v.get("reasons") or [])
         point["failed_checks"] = list(v.get("failed") or [])
+        point["fixes"] = {c: (v["checks"].get(c) or {}).get("fix") for c in point["failed_checks"]}
         point["throughput_reasons"] = list(v.get("throughput_reasons") or [])
         if result.members:
             point["members"] = [{"address": m["address"], "replies": m["replies"],
@@ -218,7 +219,7 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
                     and r not in invalid]
     if invalid and not spec.keep_invalid:
         notes += [f"left out of the fit, INVALID: N = {r['n']} (repeat {r['repeat'] + 1}): "
-                  f"{r['throughput_reasons'][0]}" for r in invalid]
+                  f"{r['throughput_reasons'][0]} → {scale_fix(r, spec.window)}" for r in invalid]
     elif invalid:
         notes.append(f"{len(invalid)} INVALID run(s) kept in the fit (--keep-invalid): N = "
                      + ", ".join(str(r["n"]) for r in invalid))
@@ -226,6 +227,7 @@ def _result(spec: ScaleSpec, runs: list[dict[str, Any]],
         notes.append(f"{len(latency_only)} run(s) INVALID for their latencies only, kept in the "
                      "throughput fit: " + "; ".join(
                          f"N = {r['n']}: {r['invalid_reasons'][0]}" for r in latency_only[:3])
+                     + f" → {scale_fix(latency_only[-1], spec.window)}"
                      + (" …" if len(latency_only) > 3 else ""))
     fit = None
     if len(usable) >= MIN_POINTS and len({r["n"] for r in usable}) >= 3:

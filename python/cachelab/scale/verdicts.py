@@ -8,7 +8,7 @@ from typing import Any
 
 from cachelab.load.validity import SHORT, THROUGHPUT_CHECKS
 
-__all__ = ["latency_failures", "latency_verdict", "series_name", "verdict_lines"]
+__all__ = ["latency_failures", "latency_verdict", "scale_fix", "series_name", "verdict_lines"]
 
 
 def latency_failures(run: Mapping[str, Any]) -> list[str]:
@@ -47,15 +47,39 @@ def verdict_lines(spec: Mapping[str, Any], runs: list[dict[str, Any]]) -> list[s
         what = ("kept in the fit (--keep-invalid)" if spec.get("keep_invalid")
                 else "left out of the fit")
         lines.append(f"{len(bad)} of {len(runs)} run(s) INVALID for their throughput, {what}: "
-                     f"N = {_ns(r['n'] for r in bad)} (reasons in the notes)")
+                     f"N = {_ns(r['n'] for r in bad)} (reasons in the notes) → "
+                     + scale_fix(bad[-1], spec.get("window")))
     at: dict[str, set[int]] = {}
     for r in runs:
         for label in latency_failures(r):
             at.setdefault(label, set()).add(r["n"])
     if at:
+        worst = [r for r in runs if latency_failures(r)][-1]
         lines.append("latencies INVALID (percentiles shown, not certified): " + "; ".join(
-            f"{label} at N = {_ns(at[label])}" for label in sorted(at, key=_worst_first)))
+            f"{label} at N = {_ns(at[label])}" for label in sorted(at, key=_worst_first))
+            + " → " + scale_fix(worst, spec.get("window"), latency=True))
     return lines
+
+
+def scale_fix(run: Mapping[str, Any], window: float | None, *, latency: bool = False) -> str:
+    """The change that would make an INVALID run of a sweep valid, in the sweep's own flags:
+    its load verdict's fix when that is to quiet the machine; more client machines when the
+    client set the pace (one box cannot both load memcached and measure it); a longer
+    ``--window`` when the series drifted. ``latency``: for its latency checks."""
+    failed = [c for c in run.get("failed_checks") or []
+              if not latency or c not in THROUGHPUT_CHECKS]
+    fixes = run.get("fixes") or {}
+    for c in failed:
+        if str(fixes.get(c) or "").startswith("quiet the machine"):
+            return str(fixes[c])
+    first = failed[0] if failed else None
+    if first in ("client", "late", "independent", "arrivals"):
+        return ("more client machines (`--ray ray://HEAD:10001`), or fewer connections "
+                "(`--points` up to where the client kept up)")
+    if first == "stationary":
+        return (f"a longer `--window {2 * window:g}`" if window else "a longer `--window`") + \
+            " on a quiet machine"
+    return "run the sweep again on a quiet machine"
 
 
 def series_name(row: Mapping[str, Any]) -> str:

@@ -1,0 +1,74 @@
+"""Every NOT and INVALID line a user reads names the change that would fix it, after an arrow
+(issue 31: "every NOT/INVALID line names the one change that would fix it"), written from
+the run's own figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cachelab.load.fixes import OVERSUBSCRIBED_WAIT, RunShape, fix_for
+from cachelab.servers import PrivateMemcached
+from clitools import InProcess
+
+
+def _verdict_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "INVALID" in line or " NOT " in line
+            or line.startswith("precision NOT")]
+
+
+def _shape(**kw: object) -> RunShape:
+    base = {"threads": 2, "connections": 8, "rate": 10_000.0, "duration": 10.0, "warmup": 1.0,
+            "max_outstanding": 100, "client_wait": 0.0, "server_wait": 0.0}
+    return RunShape(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_each_check_s_fix_names_a_flag_from_the_run_s_figures() -> None:
+    quiet = _shape()
+    assert fix_for("client", {}, quiet).startswith("`--threads 4`")
+    # The rate held at worst (10,000 × (1 − 0.3) = 7,000/s), and 10 % under it.
+    assert fix_for("rate", {"worst_deviation": -0.3}, quiet).startswith("`--rate 6300`")
+    assert fix_for("stationary", {"stalls": 0}, quiet).startswith("`--warmup 5` and "
+                                                                  "`--duration 20`")
+    assert "`--max-outstanding 200`" in fix_for("late", {"client_status": "pass"}, quiet)
+    assert fix_for("late", {"client_status": "fail"}, quiet) == "`--threads 4`"
+    assert "`--connections 4`" in fix_for("independent", {}, quiet)
+    assert fix_for("arrivals", {"zero_gaps": 9}, _shape(send_batch=4)) == "`--send-batch 1`"
+    # On an oversubscribed machine more threads only add to the queue: the fix is the machine.
+    busy = _shape(client_wait=OVERSUBSCRIBED_WAIT + 0.1)
+    for name in ("client", "rate", "late", "independent"):
+        fix = fix_for(name, {"worst_deviation": -0.3, "stalls": 1}, busy)
+        assert fix.startswith("quiet the machine (the client's threads waited for one of the "), \
+            (name, fix)
+        assert "`--ray " in fix
+
+
+def test_an_invalid_load_names_its_fix_on_every_verdict_line(
+        memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One request in flight at 200,000/s: sends must leave late (the late check fails).
+    run = InProcess(capsys)("load", "--server", memcached.address, "--rate", "200000",
+                            "--connections", "1", "--max-outstanding", "1", "--duration", "1",
+                            "--warmup", "0.25", "--key-space", "100", "--format", "table",
+                            "--no-plots", "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    lines = _verdict_lines(run.stdout)
+    assert lines and lines[0].startswith("INVALID: "), run.stdout
+    for line in lines:
+        assert " → " in line and line.split(" → ")[-1].strip(), line
+
+
+def test_a_profile_short_of_its_precision_names_the_samples_it_needs(
+        memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = InProcess(capsys)("profile", "--server", memcached.address, "--sizes", "100",
+                            "--no-multiget", "--samples", "2000", "--warmup", "10",
+                            "--precision", "0.5%", "--format", "table", "--no-plots",
+                            "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in _verdict_lines(run.stdout) if "precision NOT reached" in line]
+    assert lines, run.stdout
+    fix = lines[0].split(" → ")[1]
+    # The cap was 2000: the fix asks for more, and a target the widest cell met.
+    need = int(fix.split("`--samples ")[1].split("`")[0])
+    assert need > 2000, fix
+    assert "or a wider `--precision " in fix, fix
