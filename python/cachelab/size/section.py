@@ -23,7 +23,8 @@ _COUNTED = {"memcached": "memcached's memory (each item's slab chunk)",
 
 def section(art: Artifact, ctx: Context) -> Section:
     d = art.data
-    sec = Section(f"Memory for a hit ratio: {d['spec']['trace']}", "size", art.path)
+    trace = d["spec"]["trace"] or art.path.parent.name
+    sec = Section(f"Memory for a hit ratio: {trace}", "size", art.path)
     sec.findings += answers(d)
     how = _COUNTED.get(d.get("accounting"), str(d.get("accounting")))
     sampled = "exact LRU" if d.get("exact", True) else "LRU from a SHARDS sample of keys"
