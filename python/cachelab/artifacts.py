@@ -293,6 +293,7 @@ KINDS: dict[str, tuple[str, int]] = {
     "cachelab.scale": ("scale", 1),
     "cachelab.usl": ("usl", 1),
     "cachelab.simulation": ("simulation", 1),
+    "cachelab.size": ("size", 1),
     "cachelab.tiers": ("tiers", 1),
     "cachelab.replay": ("replay", 2),
     "cachelab.compare": ("compare", 1),

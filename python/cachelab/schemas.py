@@ -239,8 +239,9 @@ _REQUEST_SIM = obj("strategies", "spec", "trace",
                    trace=obj(source=STR_, requests=COUNT, items=COUNT,
                              generator=obj(null=True)),
                    model=obj(name=STR_), warnings=arr(STR))
-_FLAT_SIM = obj("trace", trace=obj(path=STR_, requests=COUNT_, unique_keys=COUNT_,
-                                   total_bytes=COUNT_),
+_FLAT_SIM = obj("trace", trace=obj(source=STR_, path=STR_, requests=COUNT_,
+                                   unique_keys=COUNT_, total_bytes=COUNT_,
+                                   working_set_bytes=COUNT_),
                 results=arr(obj("policy", "capacity", policy=STR, capacity=NUM,
                                 miss_ratio=NUM_, byte_miss_ratio=NUM_)),
                 mrc=obj("capacities", "miss_ratios", null=True, capacities=arr(NUM),
@@ -253,6 +254,22 @@ SIMULATION = {
     "if": {"properties": {"mode": {"const": "flat"}}, "required": ["mode"]},
     "then": _FLAT_SIM, "else": _REQUEST_SIM,
 }
+SIZE = obj(
+    "schema", "schema_version", "spec", "requests", "keys", "working_set_bytes",
+    "max_hit_ratio", "targets", "curve", **head("cachelab.size", 1),
+    spec=obj("trace", trace=STR), accounting=STR_, requests=COUNT, keys=COUNT,
+    working_set_bytes=SIZE, max_hit_ratio=NUM, exact=BOOL_,
+    targets=arr(obj("hit_ratio", "bytes", hit_ratio=NUM, bytes=SIZE_,
+                    bracket=pair(SIZE, null=True))),
+    memory=SIZE_,
+    at_memory=arr(obj("multiple", "bytes", "hit_ratio", multiple=NUM, bytes=SIZE,
+                      hit_ratio=NUM), null=True),
+    check=obj("memory", "observed", "predicted_cold", "predicted_warm", "verdict", null=True,
+              memory=SIZE, observed=NUM, predicted_cold=NUM, predicted_warm=NUM,
+              verdict=STR, lost_lines=COUNT_),
+    curve=obj("bytes", "miss_ratio", bytes=arr(SIZE), miss_ratio=arr(NUM)),
+    environment=ENVIRONMENT,
+)
 TIERS = obj(
     "schema", "schema_version", "spec", "rows", **head("cachelab.tiers", 1),
     spec=obj(), store=ANY,
@@ -307,7 +324,7 @@ RUN_SUMMARY = obj(
 #: Artifact kind (:data:`cachelab.artifacts.KINDS`) -> its schema.
 SCHEMAS: dict[str, Schema] = {
     "profile": PROFILE, "load": LOAD, "scale": SCALE, "usl": USL, "simulation": SIMULATION,
-    "tiers": TIERS, "replay": REPLAY, "compare": COMPARE, "run": RUN_SUMMARY,
+    "size": SIZE, "tiers": TIERS, "replay": REPLAY, "compare": COMPARE, "run": RUN_SUMMARY,
 }
 
 # -- checking -------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from cachelab.errors import UsageError
 __all__ = [
     "MISSING",
     "PARTIAL",
+    "byte_unit",
     "check_limit",
     "dur",
     "flag_text",
@@ -329,12 +330,26 @@ def per_second(rate: float) -> str:
     return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
 
 
-def human_bytes(n: int) -> str:
-    """Bytes with an SI prefix and three significant digits: ``66.6 MB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
+#: SI byte units, largest first.
+_BYTE_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+
+
+def byte_unit(n: float) -> tuple[str, float]:
+    """The unit :func:`human_bytes` shows ``n`` bytes in, and its size: ``("MB", 1e6)``; the
+    larger unit from where three significant digits would round up to 1,000 of the smaller."""
+    for unit, scale in _BYTE_UNITS:
+        if n >= 0.9995 * scale:
+            return unit, scale
+    return "B", 1.0
+
+
+def human_bytes(n: float) -> str:
+    """Bytes with an SI prefix and three significant digits: ``66.6 MB``, ``1 GB`` (never
+    ``1e+03 MB``); below a kilobyte, whole bytes."""
+    unit, scale = byte_unit(n)
+    if unit == "B":
+        return f"{n:.0f} B"
+    return f"{n / scale:.3g} {unit}"
 
 
 # -- incomplete results ------------------------------------------------------------------

@@ -49,8 +49,8 @@ DATA = Path(__file__).parents[1] / "data"
 #: Kind -> the result's file name in its directory.
 FILES = {"profile": "profile.json", "load": "load.json", "scale": "scale.json",
          "usl": "usl.json", "simulation": "simulate.json", "flat": "simulate.json",
-         "tiers": "tiers.json", "replay": "replay.json", "compare": "compare.json",
-         "run": "run.json"}
+         "size": "size.json", "tiers": "tiers.json", "replay": "replay.json",
+         "compare": "compare.json", "run": "run.json"}
 
 
 #: The per-test timeout of the tests that use :func:`saved`: making it takes ~30 s on a
@@ -85,6 +85,9 @@ def saved(tmp_path_factory: pytest.TempPathFactory, memcached) -> dict[str, Path
     assert cli_run(["simulate", str(DATA / "traces" / "cloudPhysicsIO.oracleGeneral.bin"),
                     "--policies", "lru,fifo", "--sizes", "500,5000", "--mrc", "--format",
                     "json", "--out", str(root / "flat")]) == 0
+    assert cli_run(["size", str(DATA / "traces" / "cloudPhysicsIO.oracleGeneral.bin"),
+                    "--memory", "500MB", "--hit-ratios", "20,40", "--format", "json",
+                    "--out", str(root / "size")]) == 0
     tiers_lib.tiers(tiers_lib.TiersSpec(reads=3, warmup=1, record_bytes=2_000, list_items=20,
                                         compressions=("zlib",)),
                     server=addr).write(root / "tiers")

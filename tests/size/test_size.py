@@ -18,6 +18,7 @@ from cachelab.servers import PrivateMemcached
 from cachelab.simulate.flat import simulate_flat
 from cachelab.size.sizing import SizeSpec, size
 from cachelab.traces.capture import CaptureSpec, capture
+from cachelab.units import human_bytes, pct, times
 from clitools import InProcess
 
 
@@ -116,3 +117,29 @@ def test_a_capture_predicts_what_the_server_did(tmp_path: Path) -> None:
     assert 0.3 < observed < 0.9                                       # it did evict
     assert abs(observed - k["predicted_warm"]) < 0.015, k
     assert abs(observed - k["predicted_warm"]) < abs(observed - kv["predicted_warm"])
+
+
+def test_the_table_opens_with_the_answers_and_the_advice(cli: InProcess, tmp_path: Path) -> None:
+    """Before the tables: the memory each target needs against the server's, what the
+    server's memory gets, and what doubling and halving it would — numbers as the tables
+    show them."""
+    trace = _zipf_csv(tmp_path / "z.csv")
+    p = cli("size", trace, "--memory", "200KB", "--hit-ratios", "30,99", "--format", "table",
+            "--no-plots", "--out", tmp_path / "out")
+    assert p.returncode == 0, p.stderr
+    d = json.loads((tmp_path / "out" / "size.json").read_text())
+    lines = p.stdout.splitlines()
+    table = next(i for i, line in enumerate(lines) if line.split() == ["hit", "ratio",
+                                                                       "memory", "needed"])
+    need = next(line for line in lines[:table] if line.startswith("Memory for a hit ratio:"))
+    low, high = d["targets"]
+    assert low["bytes"] is not None and high["bytes"] is None, d["targets"]
+    assert (f"30.0 % needs {human_bytes(low['bytes'])} "
+            f"({times(low['bytes'], 200_000)} the server's)") in need
+    assert "99.0 % is out of reach" in need and pct(d["max_hit_ratio"], 2) in need
+    at = {r["multiple"]: r["hit_ratio"] for r in d["at_memory"]}
+    advice = next(line for line in lines[:table] if line.startswith("At the server's 200 kB"))
+    assert f"an LRU gets {pct(at[1.0])} starting empty" in advice
+    assert (f"Doubling it to 400 kB gives {pct(at[2.0])} "
+            f"({100 * (at[2.0] - at[1.0]):+.1f} points); halving it to 100 kB, "
+            f"{pct(at[0.5])}.") in advice

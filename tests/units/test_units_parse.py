@@ -11,6 +11,7 @@ from cachelab.units import (
     MISSING,
     format_duration_ns,
     format_size,
+    human_bytes,
     ns_per_unit,
     parse_int_list,
     parse_size,
@@ -221,3 +222,14 @@ def test_pick_unit_uses_the_median() -> None:
 
 def test_pick_unit_accepts_any_iterable() -> None:
     assert pick_unit(v * 1e6 for v in (1, 2, 3)) == "ms"
+
+
+@pytest.mark.parametrize(("n", "text"), [
+    (0, "0 B"), (999, "999 B"), (999.6, "1 kB"), (66_600_000, "66.6 MB"),
+    (999_499, "999 kB"), (999_500, "1 MB"), (999_600_000, "1 GB"), (2**30, "1.07 GB"),
+    (1.5e12, "1.5 TB"),
+])
+def test_human_bytes_has_three_digits_and_never_an_exponent(n: float, text: str) -> None:
+    """Just under a unit, three significant digits would read 1e+03 of the smaller one: the
+    larger unit is used from there."""
+    assert human_bytes(n) == text

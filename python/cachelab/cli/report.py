@@ -16,7 +16,8 @@ PAGE = "report.html"
 
 DESCRIPTION = """\
 Find every cachelab result (profile.json, load.json, scale.json, usl.json, simulate.json,
-tiers.json, replay.json, run.json, compare.json: recognised by their schema, not their name)
+size.json, tiers.json, replay.json, run.json, compare.json: recognised by their schema, not
+their name)
 in the given files and directories (searched recursively) and render them into one HTML page:
 a section per result with its tables, its plots, plain-language findings and the warnings it
 carries, plus the environment (machine, versions, commit, server command lines).

@@ -82,7 +82,7 @@ def figures(art: Artifact, ctx: Context, names: Sequence[tuple[str, str]],
 
     beside: list[tuple[Path, str]] = []
     default_names = {"run.json", "profile.json", "load.json", "scale.json", "usl.json",
-                     "simulate.json", "tiers.json", "replay.json", "compare.json"}
+                     "simulate.json", "size.json", "tiers.json", "replay.json", "compare.json"}
     if not ctx.redraw and art.path.name in default_names:
         for base, caption in names:
             for ext in (".svg", ".png"):

@@ -24,7 +24,8 @@ from cachelab.units import PARTIAL, partial_note
 __all__ = ["Report", "render_report", "write_report"]
 
 #: Order of sections on the page.
-_ORDER = ("run", "profile", "scale", "usl", "load", "simulation", "replay", "tiers", "compare")
+_ORDER = ("run", "profile", "scale", "usl", "load", "size", "simulation", "replay", "tiers",
+          "compare")
 
 
 @dataclass

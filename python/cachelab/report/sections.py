@@ -13,6 +13,7 @@ from cachelab.replay import section as replay_section
 from cachelab.report import overview
 from cachelab.scale import section as scale_section
 from cachelab.simulate import section as simulation_section
+from cachelab.size import section as size_section
 from cachelab.tiers import section as tiers_section
 from cachelab.usl import section as usl_section
 
@@ -26,6 +27,7 @@ SECTIONS: dict[str, Callable[[Artifact, Context], Section]] = {
     "scale": scale_section.section,
     "usl": usl_section.section,
     "simulation": simulation_section.section,
+    "size": size_section.section,
     "tiers": tiers_section.section,
     "replay": replay_section.section,
     "compare": compare_section.section,

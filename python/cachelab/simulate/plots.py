@@ -129,33 +129,36 @@ def miss_ratio_plot(
     return finish(fig, ax, title, out_base, legend="lower left")
 
 
-def size_plot(result: Any, out_base: Path) -> list[Path]:
+def size_plot(d: dict[str, Any], out_base: Path) -> list[Path]:
     """``cachelab size``'s figure: hit ratio against memory (log scale) from the exact LRU
     curve, each target's memory marked, the server's memory as a vertical line and the
-    reachable maximum as a dotted ceiling. ``result`` is a
-    :class:`~cachelab.size.sizing.SizeResult`."""
+    reachable maximum as a dotted ceiling. ``d`` is a ``size.json`` (``SizeResult.to_dict``:
+    the report re-draws it from the file)."""
     fig = new_figure()
     ax = fig.add_subplot()
     ax.set_xscale("log")
-    pts = [(b, 1 - m) for b, m in zip(result.curve["bytes"], result.curve["miss_ratio"]) if b > 0]
+    curve = d["curve"]
+    pts = [(b, 1 - m) for b, m in zip(curve["bytes"], curve["miss_ratio"]) if b > 0]
     (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], color="tab:blue",
                       linewidth=1.6, label="LRU hit ratio")
     line.set_gid("cachelab-size-curve")
-    ax.axhline(result.max_hit_ratio, color="0.4", linestyle=":", linewidth=1.0,
-               label=f"best possible ({pct(result.max_hit_ratio)}: first accesses miss)")
-    for t in result.targets:
+    best = d["max_hit_ratio"]
+    ax.axhline(best, color="0.4", linestyle=":", linewidth=1.0,
+               label=f"best possible ({pct(best)}: first accesses miss)")
+    for t in d["targets"]:
         if t["bytes"]:
             ax.plot([t["bytes"]], [t["hit_ratio"]], marker="o", color="tab:green", zorder=4)
             ax.annotate(f"{pct(t['hit_ratio'], 0)}: {human_bytes(int(t['bytes']))}",
                         (t["bytes"], t["hit_ratio"]), textcoords="offset points",
                         xytext=(6, -12), fontsize="small")
-    if result.memory:
-        ax.axvline(result.memory, color="tab:red", linewidth=1.0,
-                   label=f"server memory {human_bytes(int(result.memory))}")
-        if result.check is not None:
-            ax.plot([result.memory], [result.check["observed"]], marker="D", color="tab:red",
-                    zorder=4, label=f"observed {pct(result.check['observed'])}")
-    unit = "memcached memory" if result.accounting == "memcached" else "value bytes"
+    memory, check = d.get("memory"), d.get("check")
+    if memory:
+        ax.axvline(memory, color="tab:red", linewidth=1.0,
+                   label=f"server memory {human_bytes(int(memory))}")
+        if check is not None:
+            ax.plot([memory], [check["observed"]], marker="D", color="tab:red",
+                    zorder=4, label=f"observed {pct(check['observed'])}")
+    unit = "memcached memory" if d.get("accounting") == "memcached" else "value bytes"
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(int(v))))
     ax.set_xlabel(f"cache size ({unit})")
     ax.set_ylabel("hit ratio (requests)")

@@ -11,7 +11,7 @@ from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, figures
 from cachelab.profile import builtin
 from cachelab.simulate.summary import band_at, best_strategy
-from cachelab.units import pct
+from cachelab.units import byte_unit, human_bytes, pct
 
 Spec = dict[str, Any]
 
@@ -85,12 +85,27 @@ def findings(d: dict[str, Any]) -> list[str]:
 
 def flat_section(art: Artifact, ctx: Context) -> Section:
     d = art.data
-    sec = Section(f"Miss-ratio simulation: {d.get('trace', {}).get('path', '')}", "simulation",
+    tr = d.get("trace") or {}
+    source = tr.get("source") or tr.get("path")
+    sec = Section("Miss-ratio simulation" + (f": {source}" if source else ""), "simulation",
                   art.path)
-    rows = d.get("results") or d.get("rows") or []
-    if rows and isinstance(rows, list) and isinstance(rows[0], dict):
-        keys = [k for k in rows[0] if not isinstance(rows[0][k], (list, dict))]
-        sec.body.append(table(keys, [[r.get(k, "") for k in keys] for r in rows], left=1))
+    unit = d.get("unit") or "objects"
+    facts = [f"{tr[k]:,} {what}" for k, what in (("requests", "requests"),
+                                                  ("unique_keys", "unique keys"))
+             if isinstance(tr.get(k), int)]
+    if isinstance(tr.get("working_set_bytes"), (int, float)):
+        facts.append(f"working set {human_bytes(tr['working_set_bytes'])}")
+    sizes = f"cache sizes in {unit}"
+    if unit == "bytes":
+        sizes += " of the items' sizes"
+        if str(source).endswith(".capture.parquet"):
+            sizes += (" (a capture's value bytes: cachelab size counts memcached's memory, slab "
+                      "chunks included)")
+    sec.body.append(f"<p>{esc('; '.join([', '.join(facts), sizes] if facts else [sizes]))}.</p>")
+    header, rows = flat_table(d)
+    if rows:
+        sec.body.append(table(header, rows))
+    sec.findings += flat_findings(d)
     figs = figures(art, ctx, [("simulate-miss-ratio", "miss ratio by cache size"),
                              ("simulate-byte-miss-ratio", "byte miss ratio by cache size")],
                   None, chart_specs(lambda: {"simulate-miss-ratio": flat_chart(d),
@@ -98,6 +113,56 @@ def flat_section(art: Artifact, ctx: Context) -> Section:
                                 sec))
     sec.add_figures(figs)
     return sec
+
+
+def _size(cap: float, unit: str) -> str:
+    return human_bytes(cap) if unit == "bytes" else f"{cap:,.0f}"
+
+
+def _by_size(d: dict[str, Any]) -> tuple[list[str], dict[float, dict[str, dict[str, Any]]]]:
+    """A flat result's policies, and its rows by capacity then policy (capacities sorted)."""
+    rows = [r for r in d.get("results") or [] if isinstance(r, dict)]
+    policies = list(dict.fromkeys(str(r["policy"]) for r in rows))
+    by: dict[float, dict[str, dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["capacity"]):
+        by.setdefault(r["capacity"], {})[str(r["policy"])] = r
+    return policies, by
+
+
+def flat_table(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The miss ratio (and byte miss ratio, by bytes) of each policy at each cache size, as
+    the terminal shows them, in percent."""
+    unit = d.get("unit") or "objects"
+    policies, by = _by_size(d)
+
+    def cell(r: dict[str, Any] | None) -> str:
+        if r is None:
+            return "—"
+        text = pct(r.get("miss_ratio"), 2)
+        return text + (f" ({pct(r.get('byte_miss_ratio'), 2)})" if unit == "bytes" else "")
+
+    what = "miss ratio (byte miss ratio)" if unit == "bytes" else "miss ratio"
+    return ([f"cache size ({unit})", *(f"{p}: {what}" for p in policies)],
+            [[_size(cap, unit), *(cell(at.get(p)) for p in policies)]
+             for cap, at in by.items()])
+
+
+def flat_findings(d: dict[str, Any]) -> list[str]:
+    """With more than one policy: the one that misses least at each cache size."""
+    unit = d.get("unit") or "objects"
+    policies, by = _by_size(d)
+    if len(policies) < 2:
+        return []
+    parts = []
+    for cap, at in by.items():
+        rated = sorted((r["miss_ratio"], p) for p, r in at.items()
+                       if isinstance(r.get("miss_ratio"), (int, float)))
+        if len(rated) < 2:
+            continue
+        (best, name), rest = rated[0], rated[1:]
+        others = ", ".join(f"{p} {pct(m, 2)}" for m, p in rest)
+        parts.append(f"at {_size(cap, unit)} {name} misses {pct(best, 2)} ({others})")
+    return ["Lowest miss ratio: " + "; ".join(parts) + "."] if parts else []
 
 
 def chart(d: dict[str, Any]) -> Spec | None:
@@ -129,26 +194,35 @@ def chart(d: dict[str, Any]) -> Spec | None:
 
 def flat_chart(d: dict[str, Any], byte_ratio: bool = False) -> Spec | None:
     """Miss ratio by cache size, a line per policy, the LRU miss-ratio curve overlaid (as
-    :func:`cachelab.simulate.plots.miss_ratio_plot`)."""
+    :func:`cachelab.simulate.plots.miss_ratio_plot`). Sizes in bytes are shown in the unit
+    that reads best for the largest (kB, MB, GB)."""
     rows = [r for r in d.get("results", []) if isinstance(r, dict) and r.get("capacity", 0) > 0]
     key = "byte_miss_ratio" if byte_ratio else "miss_ratio"
+    unit = d.get("unit") or "objects"
+    mrc = d.get("mrc")
+    scale = 1.0
+    if unit == "bytes":
+        caps = [r["capacity"] for r in rows]
+        caps += list(mrc.get("capacities", [])) if isinstance(mrc, dict) else []
+        unit, scale = byte_unit(max((c for c in caps if ch.finite(c)), default=0))
     series = []
     for name in dict.fromkeys(r.get("policy") for r in rows):
         rs = sorted((r for r in rows if r.get("policy") == name), key=lambda r: r["capacity"])
         series.append({"name": str(name), "type": "line", "marker": True,
-                       "points": ch.xy(((r["capacity"], r.get(key)) for r in rs), logx=True)})
-    mrc = d.get("mrc")
+                       "points": ch.xy(((r["capacity"] / scale, r.get(key)) for r in rs),
+                                       logx=True)})
     if isinstance(mrc, dict):
         label = "LRU miss-ratio curve (stack distances)"
         if not mrc.get("exact", True):
             label += f", SHARDS R={mrc.get('sample_rate'):g}"
         ys = mrc.get("byte_miss_ratios" if byte_ratio else "miss_ratios", [])
         series.append({"name": label, "type": "line", "dash": True, "color": -1,
-                       "points": ch.xy(zip(mrc.get("capacities", []), ys), logx=True)})
+                       "points": ch.xy(((c / scale, y) for c, y in
+                                        zip(mrc.get("capacities", []), ys)), logx=True)})
     if not any(s["points"] for s in series):
         return None
-    unit = d.get("unit") or "objects"
     return {"kind": "xy", "title": ("Byte miss ratio" if byte_ratio else "Miss ratio")
-            + " by cache size", "x": ch.axis(f"cache size ({unit})", "log"),
+            + " by cache size", "x": ch.axis(f"cache size ({unit})", "log",
+                                             unit="" if scale == 1 else unit),
             "y": ch.axis("byte miss ratio" if byte_ratio else "miss ratio"),
             "series": series, "zero": True}

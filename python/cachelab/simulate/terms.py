@@ -86,29 +86,36 @@ def _split(c: dict[str, np.ndarray], units: dict[str, float]) -> dict[str, np.nd
     return terms
 
 
+def _means(arrays: dict[str, np.ndarray]) -> dict[str, float]:
+    return {name: float(x.mean()) if len(x) else 0.0 for name, x in arrays.items()}
+
+
 def terms_of(c: dict[str, np.ndarray], units: dict[str, float],
-             summary: Any = None, means: dict[str, float] | None = None) -> dict[str, Any]:
+             summary: Any = None,
+             means: tuple[dict[str, float], dict[str, float]] | None = None) -> dict[str, Any]:
     """The terms from every evaluated request's :data:`COLUMNS` (float arrays). ``summary``
-    and ``means`` replace the percentiles and the means (for :class:`StreamedTerms`)."""
+    and ``means`` replace the percentiles and the means (for :class:`StreamedTerms`):
+    ``means`` is the columns' means (counts per request) and the terms' (ms per request),
+    apart, because a term shares its name with the column it counts (``round_trips``,
+    ``bytes``)."""
     terms = _split(c, units)
-    added = c["added_ms"]
     if summary is None:
         summary = _summary
-        means = {name: float(x.mean()) if len(x) else 0.0
-                 for name, x in {**c, **terms}.items()}
+        means = _means(c), _means(terms)
     assert means is not None
-    total = means["added_ms"]
+    counts, term_ms = means
+    total = counts["added_ms"]
     return {
         "unit_costs": {k: round(v, 9) for k, v in units.items()},
-        "ms": {name: summary(name, terms.get(name)) for name in TERMS},
-        "share": {name: (means[name] / total if total else 0.0) for name in TERMS},
-        "total_ms": summary("added_ms", added),
+        "ms": {name: summary(name, terms[name]) for name in TERMS},
+        "share": {name: (term_ms[name] / total if total else 0.0) for name in TERMS},
+        "total_ms": summary("added_ms", c["added_ms"]),
         "per_request": {
-            "round_trips": means["round_trips"],
-            "multiget_keys": means["multiget_keys"],
-            "kb": means["bytes"] / 1000,
-            "l1_hits": means["l1_hits"],
-            "prefetch_hits": means["prefetch_hits"],
+            "round_trips": counts["round_trips"],
+            "multiget_keys": counts["multiget_keys"],
+            "kb": counts["bytes"] / 1000,
+            "l1_hits": counts["l1_hits"],
+            "prefetch_hits": counts["prefetch_hits"],
         },
     }
 
@@ -151,14 +158,16 @@ class StreamedTerms:
         self.units, self.limit = units, limit
         self.parts: list[dict[str, np.ndarray]] = []
         self.n = 0
-        self.sums: dict[str, float] = {}
+        self.sums: dict[str, float] = {}  # the columns' sums
+        self.term_sums: dict[str, float] = {}  # the terms' (ms)
         self.hists: dict[str, np.ndarray] | None = None
 
     def add(self, costs: dict[str, Any]) -> None:
         c = {name: np.asarray(costs[name], dtype=np.float64) for name in COLUMNS}
         self.n += len(c["added_ms"])
-        for name, x in {**c, **_split(c, self.units)}.items():
-            self.sums[name] = self.sums.get(name, 0.0) + float(x.sum())
+        for sums, arrays in ((self.sums, c), (self.term_sums, _split(c, self.units))):
+            for name, x in arrays.items():
+                sums[name] = sums.get(name, 0.0) + float(x.sum())
         if self.hists is None:
             self.parts.append(c)
             if self.n <= self.limit:
@@ -182,7 +191,9 @@ class StreamedTerms:
             return terms_of(joined, self.units)
         hists = self.hists
         n = self.n
-        means = {name: s / n for name, s in self.sums.items()}
+        counts = {name: s / n for name, s in self.sums.items()}
+        term_ms = {name: s / n for name, s in self.term_sums.items()}
+        means = {**term_ms, "added_ms": counts["added_ms"]}  # what summary() is asked for
 
         def summary(name: str, _x: Any) -> dict[str, float]:
             cum = np.cumsum(hists[name])
@@ -193,7 +204,7 @@ class StreamedTerms:
             return out
 
         empty = {name: np.zeros(0) for name in COLUMNS}
-        return terms_of(empty, self.units, summary=summary, means=means)
+        return terms_of(empty, self.units, summary=summary, means=(counts, term_ms))
 
 
 def terms_text(strategies: list[dict[str, Any]]) -> list[str]:

@@ -25,6 +25,7 @@ traces count value bytes. The hit ratio is per request (a get), as memcached's
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,14 +34,15 @@ import numpy as np
 
 import cachelab._core as _core
 import cachelab.environment as environment
-from cachelab.artifacts import created_now, write_json
+from cachelab.artifacts import created_now, from_fields, write_json
 from cachelab.errors import UsageError
 from cachelab.simulate.flat import load_trace, miss_ratio_curve
 from cachelab.tables import write_json_and_csv
 from cachelab.traces.names import CAPTURE_FORMAT, detect_format
-from cachelab.units import check_limit, human_bytes, limited, limits_of, pct
+from cachelab.units import check_limit, human_bytes, limited, limits_of, pct, times
 
-__all__ = ["LIMITS", "MULTIPLES", "SCHEMA", "SCHEMA_VERSION", "SizeResult", "SizeSpec", "size"]
+__all__ = ["LIMITS", "MULTIPLES", "SCHEMA", "SCHEMA_VERSION", "SizeResult", "SizeSpec",
+           "answers", "hit_text", "size"]
 
 SCHEMA = "cachelab.size"
 SCHEMA_VERSION = 1
@@ -107,6 +109,11 @@ class SizeResult:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "size.json") -> SizeResult:
+        """The result of a ``size.json`` (as :meth:`to_dict` wrote it)."""
+        return from_fields(cls, d, where)
+
     def save(self, path: Path) -> Path:
         return write_json(path, self.to_dict())
 
@@ -123,7 +130,7 @@ class SizeResult:
             # deferred: matplotlib takes ~0.4 s to import; only drawing needs it
             from cachelab.simulate.plots import size_plot
 
-            written += size_plot(self, out_dir / "size")
+            written += size_plot(self.to_dict(), out_dir / "size")
         return written
 
     def render(self) -> str:
@@ -136,13 +143,14 @@ class SizeResult:
             f"the best any size does: {pct(self.max_hit_ratio, 2)} hit ratio (each key's first "
             "access misses)",
             "",
+            *answers(self.to_dict()),
+            "",
             f"{'hit ratio':>10}  {'memory needed':>16}",
         ]
         for t in self.targets:
             need = (human_bytes(int(t["bytes"])) if t["bytes"] is not None
                     else "out of reach")
-            lines.append(f"{pct(t['hit_ratio'], 2 if t['hit_ratio'] > 0.99 else 1):>10}  "
-                         f"{need:>16}")
+            lines.append(f"{hit_text(t['hit_ratio']):>10}  {need:>16}")
         if self.memory is not None:
             lines += ["", f"{'memory':>16}  {'hit ratio':>10}"]
             for row in self.at_memory:
@@ -154,6 +162,64 @@ class SizeResult:
                       f"observed {pct(k['observed'])}; predicted {pct(k['predicted_cold'])} "
                       f"cold, {pct(k['predicted_warm'])} warm — {k['verdict']}"]
         return "\n".join(lines)
+
+
+def hit_text(h: float) -> str:
+    """A target hit ratio as the tables show it: ``95.0 %``, ``99.50 %``."""
+    return pct(h, 2 if h > 0.99 else 1)
+
+
+def answers(d: Mapping[str, Any]) -> list[str]:
+    """A ``size.json``'s answers in words, numbers formatted: the memory each target hit ratio
+    needs (against the server's memory, when known); then what the server's memory gets and
+    what to do about it — more memory, less, or none (:func:`_advice`). The terminal prints
+    them first; the report's section has them as its findings."""
+    memory = d.get("memory")
+    best = float(d["max_hit_ratio"])
+    parts = []
+    for t in d["targets"]:
+        if t.get("bytes") is None:
+            parts.append(f"{hit_text(t['hit_ratio'])} is out of reach")
+            continue
+        need = f"{hit_text(t['hit_ratio'])} needs {human_bytes(t['bytes'])}"
+        parts.append(need + (f" ({times(t['bytes'], memory)} the server's)" if memory else ""))
+    line = "Memory for a hit ratio: " + "; ".join(parts)
+    if any(t.get("bytes") is None for t in d["targets"]):
+        line += f" (no size does better than {pct(best, 2)}: each key's first access misses)"
+    out = [line + "."]
+    rows = {float(r["multiple"]): r for r in d.get("at_memory") or []}
+    if memory and 1.0 in rows:
+        text = (f"At the server's {human_bytes(memory)} an LRU gets "
+                f"{hit_text(rows[1.0]['hit_ratio'])} starting empty")
+        check = d.get("check")
+        if check:
+            text += (f" ({pct(check['predicted_warm'])} warm; the server had "
+                     f"{pct(check['observed'])})")
+        out.append(f"{text}. {_advice(rows, best)}")
+    return out
+
+
+def _advice(rows: Mapping[float, Mapping[str, Any]], best: float) -> str:
+    """What the memory is worth: within half a point of the best any size does, more buys
+    nothing (and half may do as well); else what doubling it gives, and halving it."""
+    one = float(rows[1.0]["hit_ratio"])
+    half, two = rows.get(0.5), rows.get(2.0)
+    if best - one < 0.005:
+        text = (f"More memory buys nothing: that is within half a point of the best any size "
+                f"does ({pct(best, 2)}); the misses left are first accesses")
+        if half is not None and one - half["hit_ratio"] < 0.005:
+            text += (f", and half the memory ({human_bytes(half['bytes'])}) does as well "
+                     f"({hit_text(half['hit_ratio'])})")
+        return text + "."
+    text = ""
+    if two is not None:
+        gain = 100 * (two["hit_ratio"] - one)
+        text = (f"Doubling it to {human_bytes(two['bytes'])} gives "
+                f"{hit_text(two['hit_ratio'])} ({gain:+.1f} points)")
+    if half is not None:
+        text += ("; halving it to " if text else "Halving it to ") + (
+            f"{human_bytes(half['bytes'])}, {hit_text(half['hit_ratio'])}")
+    return text + "." if text else ""
 
 
 def size(spec: SizeSpec) -> SizeResult:
