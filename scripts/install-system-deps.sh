@@ -4,7 +4,9 @@
 # argument `test`, also chromium (for the report's headless-browser test), PostgreSQL (the
 # tests of `cachelab tiers --dsn` start a private cluster from its binaries) and twemproxy
 # (package nutcracker, installed in /usr/sbin: the pool tests check its key placement).
-# Rust (cargo) and Python 3.9+ must already be there; this says so if they are not.
+# Rust (cargo, at least Cargo.toml's rust-version) and Python 3.9+ must already be there; this
+# says so if they are not. (The wheel `make wheel` builds installs without Rust: its users need
+# Python and memcached only.)
 set -euo pipefail
 
 need=()
@@ -23,6 +25,13 @@ if [ "${#need[@]}" -gt 0 ]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-command -v cargo >/dev/null 2>&1 || { echo "cargo (Rust >= 1.85) is required: https://rustup.rs" >&2; exit 1; }
+# The oldest Rust that builds cachelab: the workspace's rust-version, stated once in Cargo.toml.
+rust_min=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$(dirname "$0")/../Cargo.toml")
+command -v cargo >/dev/null 2>&1 || { echo "cargo (Rust >= $rust_min) is required: https://rustup.rs" >&2; exit 1; }
+rust_now=$(rustc --version 2>/dev/null | awk '{print $2}') || true
+if [ "$(printf '%s\n' "$rust_min" "${rust_now:-0}" | sort -V | head -n 1)" != "$rust_min" ]; then
+  echo "Rust >= $rust_min is required (Cargo.toml's rust-version); rustc is ${rust_now:-missing}: rustup update" >&2
+  exit 1
+fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' || { echo "Python >= 3.9 is required" >&2; exit 1; }
 memcached -V >&2

@@ -30,7 +30,9 @@ def add_flags(p: argparse.ArgumentParser, *, agents: bool = False,
               shared_trace: bool = False) -> None:
     """Adds the Ray flags to ``p``; ``agents``: also the load-agent flags; ``shared_trace``:
     also ``--ray-shared-trace`` (simulate)."""
-    g = p.add_argument_group("Ray cluster (docs/scale-out.md; pip install 'cachelab[ray]')")
+    # cachelab is not on PyPI: pip takes the extra from the cachelab already installed
+    g = p.add_argument_group("Ray cluster (docs/scale-out.md; Ray is the [ray] extra: "
+                             "pip install 'cachelab[ray]' adds it to this cachelab)")
     g.add_argument("--ray", nargs="?", const=_AUTO, default=None, metavar="ADDRESS",
                    help="fan out on the Ray cluster at ADDRESS: HOST:PORT, the head's GCS port "
                    "(`ray start --head --port 6379`: HEAD:6379), or ray://HOST:PORT, Ray Client "
