@@ -14,8 +14,10 @@ from clitools import InProcess
 
 
 def _verdict_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if "INVALID" in line or " NOT " in line
-            or line.startswith("precision NOT")]
+    """The lines that say INVALID or NOT, but the answer card's (whose trust mark names the
+    verdict the lines above it fix)."""
+    return [line for line in text.splitlines() if ("INVALID" in line or " NOT " in line
+            or line.startswith("precision NOT")) and " — indicative (" not in line]
 
 
 def _shape(**kw: object) -> RunShape:

@@ -32,9 +32,11 @@ def _stale() -> str | None:
     built, deps = (ROOT / "target" / "release" / f"lib_core.{ext}" for ext in ("so", "d"))
     if not (built.exists() and deps.exists()):
         return "no release build in target/ (`make install` makes it)"
-    # cargo's own rule: the sources its dep-info lists, no newer than the library
+    # cargo's own rule: the sources its dep-info lists, no newer than the library; and the
+    # manifests (a changed [profile.release] recompiles every crate)
     listed = deps.read_text().split(": ", 1)[1].split()
-    sources = [Path(p) for p in listed] + [ROOT / "Cargo.lock"]
+    sources = [Path(p) for p in listed] + [ROOT / "Cargo.lock", ROOT / "Cargo.toml",
+                                           *sorted((ROOT / "crates").glob("*/Cargo.toml"))]
     newest = max(sources, key=lambda p: p.stat().st_mtime if p.exists() else float("inf"))
     if not newest.exists() or newest.stat().st_mtime > built.stat().st_mtime:
         return f"target/release is older than {newest} (`make build`)"

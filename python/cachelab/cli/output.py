@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cachelab.answers import with_card
 from cachelab.artifacts import describe_entry, in_the_way, write_through
 from cachelab.errors import Interrupted, UsageError
 from cachelab.tables import CsvTable, write_csv_rows
@@ -359,7 +360,10 @@ def finish(
         table: CsvTable = result  # a verb of CSV_TABLES: its results have one
         write_csv_rows(sys.stdout, *table.csv_table())
     else:
-        print(render(result) if render is not None else result.render())
+        text = render(result) if render is not None else result.render()
+        # The answer card after the verdicts and alarms, before the rest (issue 31).
+        answers = getattr(result, "answers", None)
+        print(with_card(text, answers()) if callable(answers) else text)
     if aborted is None:
         run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
         aborted = run.get("aborted") or None

@@ -10,7 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import atomic_file, check_schema, from_fields, write_json
+from cachelab.load.answers import load_answers
 from cachelab.load.drill import drill_headline, drill_lines
 from cachelab.load.lives import restart_text
 from cachelab.load.precision import interval_lines, precision_text
@@ -163,6 +165,13 @@ class LoadResult:
     def csv_table(self) -> tuple[list[str], list[list[object]]]:
         """``load.csv`` (and ``--format csv``): :data:`CSV_HEADER`, one row per interval."""
         return CSV_HEADER, csv_rows(self)
+
+    def answers(self) -> list[Answer]:
+        """The answer card (:mod:`cachelab.answers`): latency and throughput, each with its
+        interval and trust mark."""
+        return load_answers({"run": self.run, "validity": self.validity, "spec": self.spec,
+                             "precision": self.precision, "totals": self.totals},
+                            self.latency("best"))
 
     def render(self) -> str:
         """The human summary the CLI prints."""

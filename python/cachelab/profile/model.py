@@ -9,12 +9,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
+from cachelab.profile.answers import profile_answers
 from cachelab.profile.cell import TABLE_ROWS, Cell
 from cachelab.profile.precise import samples_fix
 from cachelab.profile.render import render_profile
 from cachelab.tables import write_json_and_csv
+from cachelab.units import partial_note
 
 SCHEMA = "cachelab.latency-profile"
 SCHEMA_VERSION = 1
@@ -67,9 +70,12 @@ class LatencyProfile:
             return {}
         names = ", ".join(f"{c.op} {c.label}" for c in missed[:5]) + \
             (f" and {len(missed) - 5} more" if len(missed) > 5 else "")
+        # (a profile saved before the run-level precision record: no target to write a fix
+        # from)
+        fix = ("" if not self.precision else " → " + samples_fix(
+            missed, float(self.precision["target"]), int(self.precision["cap_samples"])))
         return {"precision": f"precision NOT reached in {len(missed)} of {len(self.cells)} "
-                f"cell(s): {names} → " + samples_fix(missed, float(self.precision["target"]),
-                                                      int(self.precision["cap_samples"]))}
+                f"cell(s): {names}{fix}"}
 
     def problems(self) -> dict[str, int]:
         """Counts ``--fail-on problems`` fails on: errors, mismatches, misses, keys left behind,
@@ -157,6 +163,12 @@ class LatencyProfile:
 
             written += write_plots(self.name, self.cells, out)
         return written
+
+    def answers(self) -> list[Answer]:
+        """The answer card (:mod:`cachelab.answers`): a small get's and set's p50 and p99 and
+        the cost of each extra multi-get key, with their intervals and trust marks."""
+        return profile_answers(self, partial_note(self.run) if isinstance(self.run, dict)
+                               else None)
 
     def render(self) -> str:
         """The human report: a header, the floor, and one table per operation (with its

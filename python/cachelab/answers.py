@@ -1,0 +1,109 @@
+"""The answer card: the few numbers that answer a verb's question, each with its 95 % interval
+and a one-word trust mark, printed first (issue 31, "Answers first").
+
+A result offers ``answers() -> list[Answer]``; the CLI's output door prints
+:func:`card_lines` above the result's own table, ``run`` gathers its steps' answers into one
+card, and the report opens with them. The trust marks, best first:
+
+- **certified** — measured, every check of the measurement passed, and (when a precision was
+  asked for) its interval is within it;
+- **indicative** — measured, but a check failed or the precision was not reached: the number
+  is what happened, not what the system does; the card says why, and the line that says
+  INVALID or NOT below it says what would fix it;
+- **predicted** — computed by a model or a simulation from measured inputs, not measured;
+- **not measured** — the answer is missing (no fit, a failed step): the card says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["CERTIFIED", "INDICATIVE", "NOT_MEASURED", "PREDICTED", "TRUST", "Answer",
+           "card_lines", "interval_text", "trust_of", "with_card"]
+
+CERTIFIED = "certified"
+INDICATIVE = "indicative"
+PREDICTED = "predicted"
+NOT_MEASURED = "not measured"
+#: The trust marks, best first.
+TRUST = (CERTIFIED, INDICATIVE, PREDICTED, NOT_MEASURED)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One line of the card: what it answers, the number (with its interval in the text),
+    how far to trust it, and why not further (empty when certified)."""
+
+    #: What the line answers, in a few words: "get 1 KB", "peak throughput".
+    question: str
+    #: The answer: "p50 54.6 µs (95 % 52.1–57.0), p99 120 µs (110–135)".
+    value: str
+    #: One of :data:`TRUST`.
+    trust: str
+    #: Why the mark is not *certified*, in a few words ("client saturated").
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if self.trust not in TRUST:
+            raise ValueError(f"trust must be one of {', '.join(TRUST)}, not {self.trust!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Answer:
+        return cls(question=str(d["question"]), value=str(d["value"]), trust=str(d["trust"]),
+                   why=str(d.get("why") or ""))
+
+
+def trust_of(reasons: Iterable[str]) -> tuple[str, str]:
+    """(mark, why) of a measurement: *certified* without reasons, else *indicative* with the
+    first (worst) reason."""
+    first = next(iter(reasons), None)
+    return (CERTIFIED, "") if first is None else (INDICATIVE, first)
+
+
+def interval_text(value: str, interval: Sequence[str] | None) -> str:
+    """"54.6 µs (95 % 52.1–57.0)", or the value alone without an interval."""
+    if not interval:
+        return value
+    return f"{value} (95 % {interval[0]}–{interval[1]})"
+
+
+def card_lines(answers: Sequence[Answer], title: str = "answer") -> list[str]:
+    """The card as text: a title line, then one line per answer — the question, the value
+    and the trust mark with its reason — aligned; nothing without answers."""
+    if not answers:
+        return []
+    width = max(len(a.question) for a in answers)
+    lines = [f"{title}:"]
+    for a in answers:
+        mark = a.trust + (f" ({a.why})" if a.why else "")
+        lines.append(f"  {a.question.ljust(width)}  {a.value}  — {mark}")
+    return lines
+
+
+def _alarm(line: str) -> bool:
+    """Whether a line belongs to a table's leading block of verdicts and alarms: it starts
+    with a word in capitals (PARTIAL, INVALID, VALID:, WARNING:, SERVER RESTARTED), is
+    indented under one, or is a precision verdict."""
+    if not line.strip():
+        return False
+    first = line.split()[0].rstrip(":,")
+    return (line[0].isspace() or line.startswith("precision ")
+            or (len(first) > 1 and first.isupper()))
+
+
+def with_card(text: str, answers: Sequence[Answer]) -> str:
+    """``text`` (a result's table) with the card after its leading verdicts and alarms — the
+    worst is still what a user reads first — and before everything else."""
+    card = card_lines(answers)
+    if not card:
+        return text
+    lines = text.splitlines()
+    at = 0
+    while at < len(lines) and _alarm(lines[at]):
+        at += 1
+    return "\n".join([*lines[:at], *card, "", *lines[at:]])

@@ -1,0 +1,79 @@
+"""The answer card (issue 31): the numbers that answer a verb's question, with their 95 %
+intervals and a trust mark, after the verdicts and alarms (the worst is still read first) and
+before the rest of the table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cachelab.answers import CERTIFIED, INDICATIVE, TRUST, Answer, card_lines, with_card
+from cachelab.servers import PrivateMemcached
+from clitools import InProcess
+
+
+def test_the_card_follows_the_alarms_and_precedes_the_rest() -> None:
+    card = [Answer("latency", "p50 1 ms (95 % 0.9–1.1 ms)", CERTIFIED),
+            Answer("throughput", "10 replies/s", INDICATIVE, "client saturated")]
+    text = "\n".join(["PARTIAL (interrupted after 1 s)", "INVALID: not stationary → quiet it",
+                      "  also: late sends → as above", "memcached 1.6 at x", "", "table"])
+    lines = with_card(text, card).splitlines()
+    assert lines[:3] == text.splitlines()[:3]
+    assert lines[3] == "answer:"
+    assert lines[4].split() == ["latency", "p50", "1", "ms", "(95", "%", "0.9–1.1", "ms)", "—",
+                                "certified"]
+    assert lines[5].endswith("— indicative (client saturated)")
+    assert lines[6:] == ["", "memcached 1.6 at x", "", "table"]
+    # Without alarms the card is first; without answers the text is unchanged.
+    assert with_card("memcached 1.6 at x", card).splitlines()[0] == "answer:"
+    assert with_card(text, []) == text
+    assert card_lines([]) == []
+    with pytest.raises(ValueError, match="trust must be one of"):
+        Answer("x", "y", "sure")
+
+
+def _card(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = lines.index("answer:")
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("  "))
+    return lines[start + 1:end]
+
+
+def _mark(line: str) -> str:
+    return line.rsplit(" — ", 1)[1]
+
+
+def test_an_invalid_load_s_card_is_indicative_and_says_why(
+        memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One request in flight at 200,000/s: sends leave late, the run is INVALID.
+    run = InProcess(capsys)("load", "--server", memcached.address, "--rate", "200000",
+                            "--connections", "1", "--max-outstanding", "1", "--duration", "1",
+                            "--warmup", "0.25", "--key-space", "100", "--format", "table",
+                            "--no-plots", "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("INVALID: "), run.stdout  # the worst still first
+    card = _card(run.stdout)
+    latency = next(line for line in card if line.strip().startswith("latency at 200,000/s"))
+    assert re.search(r"p50 [\d.]+ (ns|µs|ms|s)", latency), latency
+    assert _mark(latency).startswith(f"{INDICATIVE} (INVALID: "), latency
+    assert all(_mark(line).split(" (")[0] in TRUST for line in card), card
+
+
+def test_a_profile_with_its_intervals_is_certified(
+        memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 2,000 samples: 20 beyond the p99, enough for its interval (and the p50's).
+    run = InProcess(capsys)("profile", "--server", memcached.address, "--sizes", "100,1000",
+                            "--keys", "1,10", "--multi-size", "100", "--samples", "2000",
+                            "--warmup", "10", "--format", "table", "--no-plots",
+                            "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    card = _card(run.stdout)
+    get = next(line for line in card if line.strip().startswith("get 1KB"))
+    assert re.search(r"p50 \S+ \S+ \(95 % [^)]+–[^)]+\), p99 \S+ \S+ \(95 % ", get), get
+    assert _mark(get) == CERTIFIED, get
+    assert any(line.strip().startswith("set 1KB") for line in card), card
+    per_key = next(line for line in card if "per extra key" in line)
+    assert "1 key" in per_key and "10 keys" in per_key, per_key
