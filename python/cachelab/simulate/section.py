@@ -11,7 +11,7 @@ from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section, chart_specs, figures
 from cachelab.profile import builtin
 from cachelab.simulate.summary import band_at, best_strategy
-from cachelab.units import pct
+from cachelab.units import num, pct
 
 Spec = dict[str, Any]
 
@@ -83,6 +83,14 @@ def findings(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _cell(v: object) -> str:
+    """A flat result's field in its table: counts with thousands separators, ratios to four
+    significant digits (never in exponent form), text as it is."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    return f"{v:,}" if isinstance(v, int) else num(v, 4)
+
+
 def flat_section(art: Artifact, ctx: Context) -> Section:
     d = art.data
     sec = Section(f"Miss-ratio simulation: {d.get('trace', {}).get('path', '')}", "simulation",
@@ -90,7 +98,7 @@ def flat_section(art: Artifact, ctx: Context) -> Section:
     rows = d.get("results") or d.get("rows") or []
     if rows and isinstance(rows, list) and isinstance(rows[0], dict):
         keys = [k for k in rows[0] if not isinstance(rows[0][k], (list, dict))]
-        sec.body.append(table(keys, [[r.get(k, "") for k in keys] for r in rows], left=1))
+        sec.body.append(table(keys, [[_cell(r.get(k, "")) for k in keys] for r in rows], left=1))
     figs = figures(art, ctx, [("simulate-miss-ratio", "miss ratio by cache size"),
                              ("simulate-byte-miss-ratio", "byte miss ratio by cache size")],
                   None, chart_specs(lambda: {"simulate-miss-ratio": flat_chart(d),
