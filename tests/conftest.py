@@ -22,7 +22,8 @@ from privatepg import PrivatePostgres  # noqa: E402
 
 #: Session fixtures too costly to start once in every pytest-xdist worker (``make test`` runs the
 #: suite in several): the tests that use one are sent to one worker (``--dist loadgroup``).
-SHARED_FIXTURES = {"postgresql_dsn": "postgres", "results": "report", "more": "report"}
+SHARED_FIXTURES = {"postgresql_dsn": "postgres", "results": "report", "more": "report",
+                   "swept": "report"}
 #: Module-scoped fixtures that measure or simulate for seconds (test_damaged_results' saved
 #: results, test_profiles_model's measured profile, test_load_merge's runs, the replay and
 #: calibration results), or that need fixed ports (test_twemproxy's members on port 11211):

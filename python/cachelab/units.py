@@ -60,6 +60,7 @@ __all__ = [
     "ns_per_unit",
     "num",
     "of_asked",
+    "p_value",
     "parse_int_list",
     "parse_size",
     "parse_size_list",
@@ -281,9 +282,24 @@ def pct(x: float | None, digits: int = 1) -> str:
 
 
 def num(x: float | None, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant digits, never in exponent form: ``0.589``, ``410``
+    (not ``4.1e+02``), ``0.000012``; from 1000 up, whole with thousands separators
+    (``15,781``)."""
     if x is None or not math.isfinite(float(x)):
         return "—"
-    return f"{float(x):,.{digits}g}" if abs(float(x)) < 1000 else f"{float(x):,.0f}"
+    v = float(f"{float(x):.{digits}g}") if abs(float(x)) < 1000 else float(x)
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    text = f"{v:.{max(0, digits - 1 - math.floor(math.log10(abs(v))))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def p_value(p: float) -> str:
+    """A test's p-value as read: ``p 0.035``, ``p 0.0012``, ``p < 0.0001`` (never an
+    exponent)."""
+    return "p < 0.0001" if p < 1e-4 else f"p {num(p, 2)}"
 
 
 def times(a: float, b: float) -> str:

@@ -25,6 +25,8 @@ from cachelab.compare import compare
 from cachelab.page.charts import chart_json, script
 from cachelab.profile import ProfileSpec, load_profile, profile
 from cachelab.report import render_report, write_report
+from cachelab.run import RunSpec, run_study
+from cachelab.scale import ScaleSpec, scale
 from cachelab.simulate import SimulateSpec, simulate
 from cachelab.units import dur
 from cachelab.usl import UslFit, fit_csv
@@ -195,6 +197,21 @@ def more(tmp_path_factory: pytest.TempPathFactory, results: Path, memcached) -> 
     p = cachelab("simulate", TRACES / "cloudPhysicsIO.oracleGeneral.bin", "--policies",
                  "lru,fifo", "--sizes", "500,2000,5000", "--mrc", "--out", root / "flat")
     assert p.returncode == 0, p.stderr
+    return root
+
+
+@pytest.fixture(scope="session")
+def swept(tmp_path_factory: pytest.TempPathFactory, memcached) -> Path:  # noqa: ANN001
+    """A small scale sweep (3 points, each run until its p99 is within ±5 % or 0.4 s: the
+    table's widest shape) and a run of one step (the run's table), as their verbs write
+    them: a few seconds."""
+    root = tmp_path_factory.mktemp("swept")
+    scale(ScaleSpec(points=[1, 2, 3], repeats=1, warmup=0.1, settle=0.1, window=0.3,
+                    interval=0.1, bootstrap=50, precision=0.05, workload={"key_space": 500}),
+          server=memcached.address).write(root / "scale")
+    run_study(RunSpec(quick=True, steps=("simulate",), requests=300, report=False,
+                      precision=None), root / "run", server=memcached.address,
+              log=lambda _line: None)
     return root
 
 
@@ -420,3 +437,38 @@ def test_every_kind_gets_its_charts(more: Path) -> None:
                              for r in sorted(flat["results"], key=lambda r: r["capacity"])
                              if r["policy"] == "lru"]
     assert any(s["name"].startswith("LRU miss-ratio curve") for s in spec["series"])
+
+
+class _Text(HTMLParser):
+    """The text a reader sees: every text node outside <script> and <style>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.inside = 0
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.inside += tag in ("script", "style")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.inside -= tag in ("script", "style")
+
+    def handle_data(self, data: str) -> None:
+        if not self.inside and data.strip():
+            self.text.append(data.strip())
+
+
+def test_numbers_on_the_page_have_no_exponent(results: Path, more: Path, swept: Path) -> None:
+    """Issue 31: the page read ``NOT ±3.2e+02 %``, ``[4.92e-05, 0.00016]`` and
+    ``γ = 1.578e+04``. No text a reader sees (the page's, and the titles, axis labels, legend
+    entries, marks and categories the charts draw) holds a number in exponent form."""
+    rep = render_report([results, more, swept])
+    reader = _Text()
+    reader.feed(rep.html)
+    texts = list(reader.text)
+    for spec in specs_of(parse(rep.html)):
+        texts += [spec["title"], spec["x"]["label"], (spec.get("y") or {}).get("label", "")]
+        texts += [s["name"] for s in spec["series"]] + [str(c) for c in spec.get("categories", [])]
+        texts += [m.get("label", "") for m in spec.get("marks", [])]
+    assert len(texts) > 1000
+    assert [t for t in texts if re.search(r"\d[eE][+-]\d", t)] == []

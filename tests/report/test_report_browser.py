@@ -505,3 +505,163 @@ def test_tables_in_the_browser_match_the_json(page: dict[str, Any], results: Pat
     for row, s in zip(table[1:], sim["strategies"]):
         hit = f"{100 * s['hit_ratio']:.1f}"
         assert any(c.startswith(hit) for c in row), (row, hit)
+
+
+# -- the page on real screens -------------------------------------------------------------------
+
+swept = tr.swept
+
+#: What does not fit the screen as the browser lays the page out: the page's width against the
+#: viewport's; every element (an SVG as a whole) and every line of text reaching past the
+#: viewport's left or right edge but inside a box that scrolls sideways (itself on screen); SVG
+#: text cut by the edge of its drawing; and every text (HTML or SVG) drawn under 9 px (an SVG
+#: label's font size times the drawing's scale on screen). Counts of what was looked at too.
+LAYOUT_JS = r"""(() => {
+  const vw = document.documentElement.clientWidth;
+  const past = r => r.right > vw + 1 || r.left < -1;
+  const scrolls = el => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (/auto|scroll/.test(getComputedStyle(a).overflowX)) {
+        return !past(a.getBoundingClientRect());
+      }
+    }
+    return false;
+  };
+  const what = (el, text) => el.tagName.toLowerCase() +
+    (el.getAttribute('class') ? '.' + el.getAttribute('class').trim().split(/\s+/).join('.') : '')
+    + ' "' + (text === undefined ? el.textContent : text).trim().slice(0, 60) + '"';
+  const overflow = [], small = [], cut = [];
+  let elements = 0, texts = 0, svgTexts = 0;
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('svg') && el.tagName.toLowerCase() !== 'svg') { continue; }
+    const r = el.getBoundingClientRect();
+    if (!(r.width > 0 || r.height > 0)) { continue; }
+    elements += 1;
+    if (past(r) && !scrolls(el)) {
+      overflow.push(what(el) + ` at ${Math.round(r.left)}..${Math.round(r.right)} px`);
+    }
+  }
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const range = document.createRange();
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    const el = n.parentElement, text = n.textContent.trim();
+    if (!text || !el || el.closest('script, style, title')) { continue; }
+    range.selectNodeContents(n);
+    const rects = [...range.getClientRects()].filter(r => r.width > 0 && r.height > 0);
+    const svg = el.closest('svg');
+    const box = svg ? el.getBoundingClientRect() : null;
+    if (!rects.length && !(box && box.width > 0)) { continue; }
+    texts += 1;
+    let size = parseFloat(getComputedStyle(el).fontSize);
+    if (svg) {
+      svgTexts += 1;
+      const m = el.getScreenCTM(), s = svg.getBoundingClientRect();
+      size *= Math.hypot(m.a, m.b);
+      if (box.left < s.left - 1 || box.right > s.right + 1 || box.top < s.top - 1 ||
+          box.bottom > s.bottom + 1) { cut.push(what(el, text)); }
+      if (past(box) && !scrolls(svg)) { overflow.push(what(el, text)); }
+    } else if (rects.some(past) && !scrolls(el)) {
+      overflow.push(what(el, text));
+    }
+    if (size < 9) { small.push(what(el, text) + ` ${size.toFixed(1)} px`); }
+  }
+  return {viewport: vw, inner: window.innerWidth, page: document.documentElement.scrollWidth,
+          overflow: overflow, cut: cut, small: small, elements: elements, texts: texts,
+          svg_texts: svgTexts};
+})()"""
+
+#: Per USL chart (a "measured" series beside "linear scaling γN"): the share of the plot's
+#: height between its highest and lowest measured point, as drawn.
+USL_SPAN_JS = r"""window.cachelabCharts.filter(c =>
+    c.spec.series.some(s => s.name.startsWith('linear scaling'))).map(c => {
+  const i = c.spec.series.findIndex(s => s.name === 'measured');
+  const dots = [...c.svg.querySelectorAll(`g.cl-series[data-series="${i}"] circle`)]
+    .map(e => { const r = e.getBoundingClientRect(); return r.top + r.height / 2; });
+  const plot = c.svg.querySelector('.cl-frame').getBoundingClientRect();
+  return {title: c.spec.title, points: dots.length,
+          span: (Math.max(...dots) - Math.min(...dots)) / plot.height,
+          inside: dots.every(y => y >= plot.top - 1 && y <= plot.bottom + 1)};
+})"""
+
+
+def _at_width(browser: Browser, url: str, width: int, js: str) -> Any:
+    """``js`` evaluated on the page at ``url`` loaded in a viewport ``width`` px wide (a
+    phone's, with its viewport meta honoured, below 600 px)."""
+    browser.send("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600})
+    try:
+        browser.load(url)
+        return browser.evaluate(js)
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+@pytest.fixture(scope="module")
+def full_page(results: Path, more: Path, swept: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The report of every saved result, a scale sweep and a run's table among them: its
+    URL."""
+    out = tmp_path_factory.mktemp("full") / "report.html"
+    rep = write_report([results, more, swept], out)
+    assert {"run", "profile", "load", "scale", "usl", "simulation", "tiers", "replay",
+            "compare"} <= {s.kind for s in rep.sections}
+    return out.resolve().as_uri()
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+def test_page_fits_the_screen(browser: Browser, full_page: str, page: dict[str, Any],
+                              width: int) -> None:
+    """Issue 31: tables ran off the page (at 390 px cut after their third column) and chart
+    labels were 5 px tall on a phone. Now: wide tables scroll in their own box, the page never
+    sideways, and every label is at least 9 px."""
+    try:
+        r = _at_width(browser, full_page, width, LAYOUT_JS)
+    finally:
+        browser.load(page["url"])  # the page the other tests use, at the usual size
+    assert r["viewport"] == r["inner"] == width
+    # Something was looked at: the page's elements, its text and the charts' labels.
+    assert r["elements"] > 500 and r["texts"] > 500 and r["svg_texts"] > 100, r
+    assert r["overflow"] == [], r["overflow"][:10]
+    assert r["page"] <= width
+    assert r["cut"] == [], r["cut"][:10]
+    assert r["small"] == [], r["small"][:10]
+
+
+def test_usl_chart_shows_the_measured_points_across_its_height(
+        browser: Browser, full_page: str, page: dict[str, Any], swept: Path) -> None:
+    """Issue 31: the linear-scaling line climbed to 440k/s and squashed the measured 57-77k/s
+    into the bottom fifth of the chart. The axes now follow the data (the line is clipped)."""
+    try:
+        charts = _at_width(browser, full_page, 1400, USL_SPAN_JS)
+    finally:
+        browser.load(page["url"])
+    # The USL fit's chart and the scale sweep's (when its 3 points had a fit).
+    has_fit = json.loads((swept / "scale" / "scale.json").read_text()).get("fit") is not None
+    assert len(charts) == 1 + has_fit, charts
+    for c in charts:
+        assert c["points"] >= 3 and c["inside"], c
+        assert c["span"] > 0.6, c
+
+
+def test_layout_checks_catch_overflow_cut_and_small_text(browser: Browser,
+                                                         tmp_path: Path) -> None:
+    """The checks above see a table running off the page, a 7 px line, an SVG label cut by
+    its drawing's edge (so they can fail), and let a wide table scroll in its own box."""
+    f = tmp_path / "bad.html"
+    def row(word: str) -> str:
+        return "<tr>" + "".join(f"<td>{word} {i}</td>" for i in range(40)) + "</tr>"
+    f.write_text(
+        '<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width">'
+        '</head><body style="margin:0">'
+        f'<div style="overflow-x:auto"><table>{row("scrolled")}</table></div>'
+        f'<table style="white-space:nowrap">{row("overflowing")}</table>'
+        '<p style="font-size:7px">too small to read</p>'
+        '<svg width="200" height="50" viewBox="0 0 200 50"><text x="150" y="30" '
+        'font-size="12">cut off at the edge</text></svg></body></html>')
+    r = _at_width(browser, f.resolve().as_uri(), 390, LAYOUT_JS)
+    assert r["page"] > 390
+    assert any(o.startswith("table ") for o in r["overflow"]), r["overflow"]
+    assert any(o.startswith('td "overflowing 39"') for o in r["overflow"]), r["overflow"]
+    assert not any("scrolled" in o or o.startswith("div") for o in r["overflow"]), r["overflow"]
+    assert [s.split(" px")[0] for s in r["small"]] == ['p "too small to read" 7.0']
+    assert r["cut"] == ['text "cut off at the edge"']

@@ -6,6 +6,9 @@
 * Lists of sizes and counts round-trip and refuse bad input with UsageError.
 * Durations: ``format_duration_ns`` shows a duration to within half its last decimal, in any
   spelling of the unit; ``pct_key`` reads back as the percentile it names.
+* Numbers: ``num`` shows any finite number to its significant digits (from 1000 up, whole)
+  and never in exponent form (issue 31: ``±3.2e+02 %``, ``γ = 1.578e+04`` on the page);
+  ``p_value`` neither.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from cachelab.units import (
     format_duration_ns,
     format_size,
     ns_per_unit,
+    num,
+    p_value,
     parse_int_list,
     parse_size,
     parse_size_list,
@@ -196,3 +201,31 @@ def test_pct_key_reads_back_as_its_percentile(p: float) -> None:
 def test_pct_key_refuses_what_is_not_a_percentile(p: float) -> None:
     with pytest.raises(ValueError):
         pct_key(p)
+
+
+@PROPERTIES
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15),
+       st.integers(1, 6))
+def test_num_shows_its_digits_and_never_an_exponent(x: float, digits: int) -> None:
+    text = num(x, digits)
+    assert re.fullmatch(r"-?[0-9]{1,3}(,[0-9]{3})*(\.[0-9]+)?", text), text
+    back = float(text.replace(",", ""))
+    if abs(x) >= 999.5:
+        assert back == pytest.approx(x, abs=0.5)  # whole from 1000 up
+    else:
+        assert back == pytest.approx(float(f"{x:.{digits}g}"), rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize(("x", "digits", "text"), [
+    (410.3, 2, "410"), (530.0, 2, "530"), (100.0, 2, "100"), (8.94, 2, "8.9"),
+    (15781.2, 4, "15,781"), (999.6, 3, "1,000"), (1.2e-5, 3, "0.000012"), (0.0146, 3, "0.0146"),
+    (0.5891646842317878, 3, "0.589"), (0.0, 3, "0"), (-0.004567, 3, "-0.00457")])
+def test_num_examples(x: float, digits: int, text: str) -> None:
+    assert num(x, digits) == text
+
+
+@PROPERTIES
+@given(st.floats(0.0, 1.0))
+def test_p_value_never_shows_an_exponent(p: float) -> None:
+    text = p_value(p)
+    assert re.fullmatch(r"p (< 0\.0001|[01](\.[0-9]+)?)", text), text

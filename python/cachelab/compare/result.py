@@ -11,7 +11,7 @@ from typing import Any
 from cachelab.artifacts import write_json
 from cachelab.compare.plots import compare_plot
 from cachelab.tables import text_table, write_json_and_csv
-from cachelab.units import dur
+from cachelab.units import dur, num
 
 __all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "CompareResult", "render", "summarize"]
 
@@ -94,7 +94,7 @@ def _fmt(v: float | None, unit: str) -> str:
         return dur(v)
     if unit == "/s":
         return f"{v:,.0f}/s"
-    return f"{v:.4g}"
+    return num(v, 4)
 
 
 def name_line(names: list[str], partial: dict[str, str], i: int) -> str:

@@ -34,7 +34,7 @@ from cachelab.intervals import (
     within,
 )
 from cachelab.load.validity import series_blocks
-from cachelab.units import us
+from cachelab.units import num, us
 
 __all__ = ["SHOWN", "Watch", "basis", "check_precision", "dependence_factors", "half_width",
            "interval_lines", "merged_p99_interval", "p99_interval_text", "parse_precision",
@@ -155,7 +155,7 @@ def point_precision_text(p: Mapping[str, Any] | None) -> str:
     reached the target on their own), "n/a 0/2" without an interval, "—" without a target."""
     if not p:
         return "—"
-    hw = "n/a" if p["half_width"] is None else f"±{100 * p['half_width']:.2g} %"
+    hw = "n/a" if p["half_width"] is None else f"±{num(100 * p['half_width'], 2)} %"
     return f"{hw} {p['runs_reached']}/{p['runs']}"
 
 
@@ -234,7 +234,7 @@ def precision_text(p: Mapping[str, Any] | None) -> str | None:
     if not p:
         return None
     hw = "interval not given: " + str(p["why"]) if p["half_width"] is None \
-        else f"±{100 * p['half_width']:.2g} %"
+        else f"±{num(100 * p['half_width'], 2)} %"
     if p["reached"]:
         when = p["stopped_at_s"] if p["stopped_at_s"] is not None else p["cap_s"]
         return (f"precision: p99 {hw} reached after {when:g} s "
@@ -242,7 +242,7 @@ def precision_text(p: Mapping[str, Any] | None) -> str | None:
     if p["stopped_at_s"] is not None:  # stopped on the live interval, which the final
         # verdict (thinned for independence) does not confirm
         live = p.get("live_half_width")
-        live_text = "" if live is None else f"±{100 * live:.2g} %, "
+        live_text = "" if live is None else f"±{num(100 * live, 2)} %, "
         return (f"precision NOT reached: stopped after {p['stopped_at_s']:g} s on the live "
                 f"p99 interval ({live_text}samples taken as independent), "
                 f"but p99 {hw} (target ±{100 * p['target']:g} %) → "

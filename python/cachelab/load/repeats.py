@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cachelab.load.validity import full_intervals
-from cachelab.units import us
+from cachelab.units import num, p_value, us
 
 __all__ = ["ALPHA", "METRICS", "Z95", "combined_validity", "comparison_lines", "repeat_lines",
            "repeat_summary", "spread", "worst"]
@@ -130,8 +130,7 @@ def spread(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _why(label: str, status: str, q: float, df: int, p: float, i2: float, low: float,
          high: float, log: bool) -> str:
     span = (f"{us(low)}–{us(high)} µs" if log else f"{low:,.0f}–{high:,.0f}/s")
-    p_text = f"p {p:.2g}" if p > 0 else "p < 1e-300"
-    stat = f"Cochran's Q {q:.3g} on {df} df, {p_text}; {i2:.0%} of the spread between runs"
+    stat = f"Cochran's Q {num(q)} on {df} df, {p_value(p)}; {i2:.0%} of the spread between runs"
     if status == "disagree":
         return (f"RUNS DISAGREE: {label} differs between repeats more than their within-run "
                 f"intervals allow ({span}; {stat})")

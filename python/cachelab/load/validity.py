@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from cachelab.units import num, p_value
+
 __all__ = ["CHECKS", "CLIENT_BUSY", "LATE_SHARE", "MIN_INTERVALS", "RATE_TOLERANCE", "SHORT",
            "THROUGHPUT_CHECKS", "arrivals_check", "client_check", "full_intervals", "headline",
            "independence_check", "late_check", "rate_check", "series_blocks", "stationarity_check",
@@ -206,8 +208,8 @@ def stationarity_check(throughput: Sequence[float], p99: Sequence[float],
     bad = [k for k, s in series.items() if not s["stationary"]]
     out = {"intervals": len(throughput), **series}
     if bad:
-        what = " and ".join(f"{k} (ADF p {series[k]['adf_p']:.2g}, KPSS p "
-                            f"{series[k]['kpss_p']:.2g})" for k in bad)
+        what = " and ".join(f"{k} (ADF {p_value(series[k]['adf_p'])}, KPSS "
+                            f"{p_value(series[k]['kpss_p'])})" for k in bad)
         return {**out, "status": "fail",
                 "why": f"not stationary: {what} over {len(throughput)} intervals"}
     return {**out, "status": "pass",
@@ -252,7 +254,7 @@ def late_check(sends: int, late: int, threshold_ns: int, worst_ns: int,
                  "the client could not keep up, or its connections were full")
         return {**out, "status": "fail",
                 "why": f"sends left late: {late} ({share:.1%}) left {threshold_ns / 1e6:g} ms or "
-                       f"more after their intended time (worst {worst_ns / 1e6:.3g} ms): "
+                       f"more after their intended time (worst {num(worst_ns / 1e6)} ms): "
                        + cause}
     return {**out, "status": "pass",
             "why": f"{late} send(s) ({share:.2%}) {threshold_ns / 1e6:g} ms or more late"}
@@ -284,7 +286,7 @@ def independence_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[
         if p >= ALPHA:
             return {"status": "pass", "thinning": k, "tried": tried,
                     "why": f"latencies independent at lag {k} (Spearman ρ {rho:+.3f}, "
-                           f"p {p:.2g}, {len(x)} pairs)"}
+                           f"{p_value(p)}, {len(x)} pairs)"}
         k *= 2
     if not tried:
         return _not_checked(f"too few consecutive latencies (needs {MIN_TESTED} pairs)")
@@ -295,7 +297,7 @@ def independence_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[
                 "tried": tried}
     return {"status": "fail", "thinning": None, "tried": tried,
             "why": f"latencies not independent: consecutive latencies correlated even 1 in "
-                   f"{last['k']} apart (Spearman ρ {last['rho']:+.3f}, p {last['p']:.2g})"}
+                   f"{last['k']} apart (Spearman ρ {last['rho']:+.3f}, {p_value(last['p'])})"}
 
 
 def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
@@ -317,9 +319,9 @@ def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str,
     if p <= ALPHA:
         return {**out, "status": "fail",
                 "why": f"arrivals not Poisson: the gaps between sends are not exponential "
-                       f"(Anderson–Darling A² {a2:.3g}, p ≤ {p:.2g}, {len(gaps)} gaps)"}
+                       f"(Anderson–Darling A² {num(a2)}, p ≤ {num(p, 2)}, {len(gaps)} gaps)"}
     return {**out, "status": "pass",
-            "why": f"send gaps exponential (A² {a2:.3g}, p {p:.2g}, {len(gaps)} gaps)"}
+            "why": f"send gaps exponential (A² {num(a2)}, {p_value(p)}, {len(gaps)} gaps)"}
 
 
 def _anderson_expon(x: np.ndarray) -> tuple[float, float]:

@@ -9,6 +9,9 @@
  * Each chart: axes with ticks (decades on log axes), a legend whose entries hide and show
  * their series, a readout of the point nearest the pointer (series, x, y in the axis units),
  * drag a rectangle to zoom (a mostly horizontal drag zooms x only), double-click to reset.
+ * A chart is drawn at its box's width (redrawn when the window is resized), so its labels keep
+ * their size on a phone; labels too long for it wrap or end in an ellipsis. The axes are
+ * scaled to the data series; reference series ("ref") are drawn clipped to them.
  * window.cachelabCharts lists the charts drawn (for scripting and for tests).
  */
 (function () {
@@ -17,8 +20,10 @@
   var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                  "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   var NEUTRAL = "#444";
-  var W = 760;
-  var M = {l: 70, r: 30, t: 34, b: 50};
+  // A chart is drawn at the width of its box (so its 11 px labels are 11 px on screen), at
+  // most W_MAX wide; below W_MIN it is drawn at W_MIN and scaled down.
+  var W_MAX = 760, W_MIN = 300, NARROW = 560;
+  var M = {l: 70, r: 30, t: 16, b: 50};
   var NS = (function () {
     var d = document.createElement("div");
     d.innerHTML = "<svg></svg>";  // the HTML parser knows the SVG namespace; no URL needed
@@ -71,13 +76,47 @@
 
   function round10(v) { return v === 0 ? 0 : parseFloat(v.toPrecision(10)); }
 
+  // -- labels that fit -----------------------------------------------------------------------
+
+  function shorten(t, text, room) {
+    // `text` in the SVG text element t, cut with an ellipsis to `room` user units (the whole
+    // text stays in a <title>, shown on hover).
+    t.textContent = text;
+    if (t.getComputedTextLength() <= room) { return; }
+    var n = text.length;
+    while (n > 1) {
+      n -= 1;
+      t.textContent = text.slice(0, n).replace(/\s+$/, "") + "\u2026";
+      if (t.getComputedTextLength() <= room) { break; }
+    }
+    el("title", {}, t).textContent = text;
+  }
+
+  function wrapped(t, text, room, x, lineHeight) {
+    // `text` in t on one line, or on two (split at the space nearest the middle) when it
+    // is longer than `room`; each line shortened if still too long. Returns the lines used.
+    t.textContent = text;
+    if (t.getComputedTextLength() <= room) { return 1; }
+    var words = text.split(" "), best = null;
+    for (var i = 1; i < words.length; i++) {
+      var a = words.slice(0, i).join(" "), b = words.slice(i).join(" ");
+      var d = Math.max(a.length, b.length);
+      if (best === null || d < best.d) { best = {a: a, b: b, d: d}; }
+    }
+    if (best === null) { shorten(t, text, room); return 1; }
+    t.textContent = "";
+    shorten(el("tspan", {x: x, dy: 0}, t), best.a, room);
+    shorten(el("tspan", {x: x, dy: lineHeight}, t), best.b, room);
+    return 2;
+  }
+
   // -- scales and ticks ----------------------------------------------------------------------
 
   function makeScale(log, d0, d1, p0, p1) {
     var t = log ? Math.log10 : function (v) { return v; };
     var a = t(d0), b = t(d1);
     return {
-      log: log, d0: d0, d1: d1,
+      log: log, d0: d0, d1: d1, len: Math.abs(p1 - p0),
       px: function (v) { return p0 + (t(v) - a) / (b - a) * (p1 - p0); },
       inv: function (p) {
         var u = a + (p - p0) / (p1 - p0) * (b - a);
@@ -99,10 +138,10 @@
     return out;
   }
 
-  function logTicks(lo, hi) {
+  function logTicks(lo, hi, count) {
     var a = Math.floor(Math.log10(lo) + 1e-9), b = Math.ceil(Math.log10(hi) - 1e-9);
-    var mant = (b - a) <= 2 ? [1, 2, 5] : [1];
-    var every = (b - a) > 8 ? 2 : 1;
+    var mant = 3 * (b - a) <= count ? [1, 2, 5] : [1];
+    var every = Math.max(1, Math.ceil((b - a) / count));
     var out = [];
     for (var k = a; k <= b; k++) {
       for (var i = 0; i < mant.length; i++) {
@@ -116,9 +155,11 @@
     return out;
   }
 
-  function ticks(s) {
+  function ticks(s, room) {
+    // About one tick per `room` pixels of the axis, 3 to 8 of them.
     var lo = Math.min(s.d0, s.d1), hi = Math.max(s.d0, s.d1);
-    return s.log ? logTicks(lo, hi) : linearTicks(lo, hi, 6);
+    var count = Math.max(3, Math.min(8, Math.floor(s.len / room)));
+    return s.log ? logTicks(lo, hi, count) : linearTicks(lo, hi, Math.min(6, count));
   }
 
   function niceLog(lo, hi) {
@@ -167,12 +208,11 @@
     this.hidden = spec.series.map(function () { return false; });
     this.box = box;
     this.bars = spec.kind === "bars";
-    var rows = this.bars ? spec.categories.length : 0;
-    this.H = this.bars ? M.t + M.b + Math.max(3, rows) * 26 : 420;
-    this.ml = this.bars ? Math.min(300, 30 + 6.2 * Math.max.apply(null, spec.categories.map(function (c) { return String(c).length; }))) : M.l;
-    this.svg = el("svg", {viewBox: "0 0 " + W + " " + this.H, "class": "cl-svg", role: "img",
-                          "aria-label": spec.title || "chart"}, box);
+    this.title = html("div", "cl-title", box, spec.title || "");
+    this.svg = el("svg", {"class": "cl-svg", role: "img", "aria-label": spec.title || "chart"},
+                  box);
     this.clip = "cl-clip-" + (++clipCount);
+    this.fit();
     this.legend = html("div", "cl-legend", box);
     this.readout = html("div", "cl-readout", box, "\u00a0");
     this.readout.setAttribute("aria-live", "polite");
@@ -181,6 +221,26 @@
     this.draw();
     this.listen();
   }
+
+  Chart.prototype.fit = function () {
+    // Size the drawing to its box: W user units = W pixels (from W_MIN to W_MAX), a lower
+    // chart and narrower margins on a narrow screen. True when the width changed.
+    var w = Math.max(W_MIN, Math.min(W_MAX, Math.round(this.box.clientWidth) || W_MAX));
+    if (w === this.W) { return false; }
+    var narrow = w < NARROW;
+    this.W = w;
+    this.xr = w - (narrow ? 16 : M.r);
+    if (this.bars) {
+      var longest = Math.max.apply(null, this.spec.categories.map(function (c) { return String(c).length; }));
+      this.H = M.t + M.b + Math.max(3, this.spec.categories.length) * 26;
+      this.ml = Math.round(Math.min(300, (narrow ? 0.5 : 0.42) * w, 30 + 6.2 * longest));
+    } else {
+      this.H = narrow ? Math.round(Math.max(260, 0.75 * w)) : 420;
+      this.ml = narrow ? 64 : M.l;
+    }
+    this.svg.setAttribute("viewBox", "0 0 " + w + " " + this.H);
+    return true;
+  };
 
   Chart.prototype.color = function (i) {
     var c = this.spec.series[i].color;
@@ -202,7 +262,10 @@
         this.home.x = [d[0] / 2, d[1] * 2];
       }
     } else {
-      spec.series.forEach(function (s) {
+      // A reference series (linear scaling, an ideal line, a fitted curve drawn past the
+      // data) is drawn and clipped to the plot, but the axes are scaled to the other series.
+      var data = spec.series.filter(function (s) { return !s.ref && s.points.length; });
+      (data.length ? data : spec.series).forEach(function (s) {
         s.points.forEach(function (p) { xs.push(p[0]); ys.push(p[1]); });
         (s.band || []).forEach(function (b) { xs.push(b[0]); ys.push(b[1], b[2]); });
         if (s.type === "bars") { ys.push(0); }
@@ -213,43 +276,44 @@
   };
 
   Chart.prototype.scales = function () {
-    var x = makeScale(this.spec.x.scale === "log", this.dom.x[0], this.dom.x[1], this.ml, W - M.r);
+    var x = makeScale(this.spec.x.scale === "log", this.dom.x[0], this.dom.x[1], this.ml, this.xr);
     var y = this.bars ? null :
       makeScale(this.spec.y.scale === "log", this.dom.y[0], this.dom.y[1], this.H - M.b, M.t);
     return {x: x, y: y};
   };
 
   Chart.prototype.draw = function () {
-    var svg = this.svg, spec = this.spec, H = this.H, ml = this.ml;
+    var svg = this.svg, spec = this.spec, H = this.H, ml = this.ml, xr = this.xr;
     while (svg.firstChild) { svg.removeChild(svg.firstChild); }
     var sc = this.scales();
     this.sc = sc;
     var defs = el("defs", {}, svg);
-    el("rect", {x: ml, y: M.t, width: W - M.r - ml, height: H - M.t - M.b}, el("clipPath", {id: this.clip}, defs));
-    el("rect", {x: ml, y: M.t, width: W - M.r - ml, height: H - M.t - M.b, fill: "#fff",
+    el("rect", {x: ml, y: M.t, width: xr - ml, height: H - M.t - M.b}, el("clipPath", {id: this.clip}, defs));
+    el("rect", {x: ml, y: M.t, width: xr - ml, height: H - M.t - M.b, fill: "#fff",
                 stroke: "#999", "class": "cl-frame"}, svg);
-    el("text", {x: (ml + W - M.r) / 2, y: 20, "text-anchor": "middle", "font-size": 14,
-                "font-weight": 600, "class": "cl-title"}, svg).textContent = spec.title || "";
     var axes = el("g", {"class": "cl-axes", "font-size": 11, fill: "#333"}, svg);
-    ticks(sc.x).forEach(function (v) {
+    ticks(sc.x, 80).forEach(function (v) {
       var p = sc.x.px(v);
       el("line", {x1: p, x2: p, y1: M.t, y2: H - M.b, stroke: "#e4e4e4"}, axes);
       el("text", {x: p, y: H - M.b + 15, "text-anchor": "middle"}, axes).textContent = tickLabel(spec.x, v);
     });
-    el("text", {x: (ml + W - M.r) / 2, y: H - 12, "text-anchor": "middle", "class": "cl-xlabel"},
-       axes).textContent = spec.x.label || "";
+    var cx = (ml + xr) / 2;  // centred under the plot, kept inside the drawing
+    var xl = el("text", {x: cx, y: H - 12, "text-anchor": "middle", "class": "cl-xlabel"}, axes);
+    if (wrapped(xl, spec.x.label || "", 2 * Math.min(cx, this.W - cx) - 6, cx, 13) > 1) {
+      xl.setAttribute("y", H - 19);
+    }
     var plot = el("g", {"clip-path": "url(#" + this.clip + ")"}, svg);
     if (this.bars) {
       this.drawBars(plot, axes, sc);
     } else {
-      ticks(sc.y).forEach(function (v) {
+      ticks(sc.y, 50).forEach(function (v) {
         var p = sc.y.px(v);
-        el("line", {x1: ml, x2: W - M.r, y1: p, y2: p, stroke: "#e4e4e4"}, axes);
+        el("line", {x1: ml, x2: xr, y1: p, y2: p, stroke: "#e4e4e4"}, axes);
         el("text", {x: ml - 6, y: p + 4, "text-anchor": "end"}, axes).textContent = tickLabel(spec.y, v);
       });
       var yl = el("text", {x: 0, y: 0, "text-anchor": "middle", "class": "cl-ylabel",
                            transform: "translate(16," + (M.t + H - M.b) / 2 + ") rotate(-90)"}, axes);
-      yl.textContent = spec.y.label || "";
+      shorten(yl, spec.y.label || "", H - M.t - M.b);
       this.drawMarks(plot, sc);
       this.drawSeries(plot, sc);
     }
@@ -259,6 +323,17 @@
                                 visibility: "hidden"}, svg);
   };
 
+  Chart.prototype.markLabel = function (plot, text, x, y, color) {
+    // A mark's label at x, inside the plot: it ends at the plot's right edge when it would
+    // run past it, and is shortened when the plot is narrower than it.
+    var t = el("text", {x: x, y: y, "font-size": 10, fill: color}, plot);
+    shorten(t, text, this.xr - this.ml - 8);
+    if (x + t.getComputedTextLength() > this.xr - 4) {
+      t.setAttribute("x", this.xr - 4);
+      t.setAttribute("text-anchor", "end");
+    }
+  };
+
   Chart.prototype.drawMarks = function (plot, sc) {
     var H = this.H, self = this;
     (this.spec.marks || []).forEach(function (m) {
@@ -266,12 +341,12 @@
         var a = sc.x.px(m.from), b = sc.x.px(m.to);
         el("rect", {x: Math.min(a, b), y: M.t, width: Math.abs(b - a), height: H - M.t - M.b,
                     fill: "#e2e2e2", "class": "cl-mark"}, plot);
-        el("text", {x: Math.max(self.ml, Math.min(a, b)) + 4, y: M.t + 13, "font-size": 10, fill: "#666"}, plot).textContent = m.label || "";
+        self.markLabel(plot, m.label || "", Math.max(self.ml, Math.min(a, b)) + 4, M.t + 13, "#666");
       } else if (m.type === "vline") {
         var p = sc.x.px(m.x);
         el("line", {x1: p, x2: p, y1: M.t, y2: H - M.b, stroke: "#2ca02c", "stroke-dasharray": "5 4",
                     "class": "cl-mark"}, plot);
-        el("text", {x: p + 4, y: H - M.b - 6, "font-size": 10, fill: "#2ca02c"}, plot).textContent = m.label || "";
+        self.markLabel(plot, m.label || "", p + 4, H - M.b - 6, "#2ca02c");
       }
     });
   };
@@ -329,7 +404,7 @@
     var x0 = sc.x.log ? ml : sc.x.px(0);
     spec.categories.forEach(function (c, r) {
       var g = self.rowGeometry(r, 0);
-      el("text", {x: ml - 6, y: g.y + 4, "text-anchor": "end"}, axes).textContent = c;
+      shorten(el("text", {x: ml - 6, y: g.y + 4, "text-anchor": "end"}, axes), String(c), ml - 10);
     });
     if (spec.zero_line && !sc.x.log) {
       el("line", {x1: x0, x2: x0, y1: M.t, y2: self.H - M.b, stroke: "#333"}, plot);
@@ -382,7 +457,7 @@
   };
 
   Chart.prototype.inPlot = function (u) {
-    return u.x >= this.ml && u.x <= W - M.r && u.y >= M.t && u.y <= this.H - M.b;
+    return u.x >= this.ml && u.x <= this.xr && u.y >= M.t && u.y <= this.H - M.b;
   };
 
   Chart.prototype.nearest = function (u) {
@@ -398,7 +473,7 @@
       } else {
         s.points.forEach(function (p, j) {
           var px = sc.x.px(p[0]), py = sc.y.px(p[1]);
-          if (px < self.ml - 1 || px > W - M.r + 1 || py < M.t - 1 || py > self.H - M.b + 1) { return; }
+          if (px < self.ml - 1 || px > self.xr + 1 || py < M.t - 1 || py > self.H - M.b + 1) { return; }
           var d = Math.hypot(px - u.x, py - u.y);
           if (best === null || d < best.d) { best = {d: d, i: i, j: j, px: px, py: py}; }
         });
@@ -479,7 +554,7 @@
   Chart.prototype.dragBox = function (drag) {
     var H = this.H;
     var clamp = function (v, lo, hi) { return Math.max(lo, Math.min(hi, v)); };
-    var x1 = clamp(drag.a.x, this.ml, W - M.r), x2 = clamp(drag.b.x, this.ml, W - M.r);
+    var x1 = clamp(drag.a.x, this.ml, this.xr), x2 = clamp(drag.b.x, this.ml, this.xr);
     var y1 = clamp(drag.a.y, M.t, H - M.b), y2 = clamp(drag.b.y, M.t, H - M.b);
     var yZoom = !this.bars && Math.abs(y2 - y1) >= 12 && Math.abs(y2 - y1) > 0.25 * Math.abs(x2 - x1);
     if (!yZoom) { y1 = M.t; y2 = H - M.b; }
@@ -513,6 +588,9 @@
       var specs = fig.querySelectorAll("script.cl-spec");
       if (!host || !specs.length) { return; }
       var made = [];
+      // Shown while drawing: a chart takes its box's width and measures its labels.
+      host.hidden = false;
+      fig.classList.add("cl-live");
       try {
         Array.prototype.forEach.call(specs, function (node) {
           var box = html("div", "cl-chart", host);
@@ -521,11 +599,11 @@
       } catch (err) {
         console.error("cachelab chart: " + (err && err.message ? err.message : err));
         while (host.firstChild) { host.removeChild(host.firstChild); }
+        host.hidden = true;
+        fig.classList.remove("cl-live");
         return;
       }
       made.forEach(function (c) { charts.push(c); });
-      host.hidden = false;
-      fig.classList.add("cl-live");
       var bar = html("div", "cl-tools", null);
       if (fig.querySelector("img")) {
         var toggle = html("button", "cl-toggle", bar, "static image");
@@ -539,6 +617,15 @@
       }
       html("span", "cl-hint", bar, "drag to zoom, double-click to reset, click a legend entry to hide it");
       fig.insertBefore(bar, host);
+    });
+    var queued = false;
+    window.addEventListener("resize", function () {
+      if (queued) { return; }
+      queued = true;
+      window.requestAnimationFrame(function () {
+        queued = false;
+        charts.forEach(function (c) { if (c.fit()) { c.draw(); } });
+      });
     });
   }
 

@@ -14,7 +14,9 @@ Two kinds of chart:
     SERIES is ``{"name", "type": "line"|"points"|"bars", "points": [[x, y], ...], "dash": bool,
     "band": [[x, lo, hi], ...] (optional), "widths": [bar width in x units, one per point]
     (bars only), "color": index into the palette (optional; -1 is a neutral grey; series
-    sharing one colour say so)}``.
+    sharing one colour say so), "ref": bool (optional: a reference line — linear scaling, an
+    ideal, a fitted curve drawn past the data — drawn clipped to the plot, but the axes are
+    scaled to the other series)}``. With ``"zero": true`` the y axis includes 0.
     MARK is ``{"type": "vspan", "from", "to", "label"}`` or ``{"type": "vline", "x", "label"}``.
 ``{"kind": "bars", "title", "categories": [str, ...], "x": AXIS, "series": [BARS, ...]}``
     Horizontal bars (or dots with an interval) per category: BARS is ``{"name", "style":

@@ -22,17 +22,20 @@ from typing import Any
 from cachelab.page.charts import chart_json
 from cachelab.page.charts import script as charts_script
 
-__all__ = ["CSS", "csp", "esc", "figure", "figure_data_uri", "page", "table"]
+__all__ = ["CSS", "PROSE", "csp", "esc", "figure", "figure_data_uri", "page", "table"]
 
 CSS = """
+html{-webkit-text-size-adjust:100%;text-size-adjust:100%}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232b;
- margin:0 auto;max-width:1100px;padding:1.5em 2em 4em}
+ margin:0 auto;max-width:1100px;padding:1.5em 2em 4em;overflow-wrap:break-word}
 h1{font-size:1.7em;margin:.2em 0 .1em}h2{font-size:1.3em;margin:2em 0 .4em;
  border-bottom:1px solid #d5dbe3;padding-bottom:.2em}h3{font-size:1.05em;margin:1.4em 0 .3em}
 p.sub{color:#5a6675;margin:0 0 1em}
-table{border-collapse:collapse;margin:.4em 0 1em;font-size:.86em}
+.tbl{overflow-x:auto;max-width:100%;margin:.4em 0 1em}
+table{border-collapse:collapse;font-size:.86em}
 th,td{padding:.22em .6em;border-bottom:1px solid #e3e7ec;text-align:right;white-space:nowrap}
-th{background:#f3f5f8;font-weight:600}td.l,th.l{text-align:left;white-space:normal}
+th{background:#f3f5f8;font-weight:600;white-space:normal;vertical-align:bottom}
+td.l,th.l,td.t,th.t{text-align:left;white-space:normal}td.t{min-width:16em;max-width:40em}
 tr.bad td{background:#fdecea}tr.good td{background:#eaf6ec}
 figure{margin:.6em 0 1.2em}figure img{max-width:100%;height:auto;border:1px solid #e3e7ec}
 figcaption{color:#5a6675;font-size:.85em}
@@ -41,28 +44,38 @@ ul.findings li{margin:.25em 0}
 .note{color:#7a4b00;background:#fff7e6;border-left:3px solid #f0b400}
 .err{color:#8a1c10;background:#fdecea;border-left:3px solid #d93025}
 .ok{color:#1e6b2d}.fail{color:#a3211a;font-weight:600}
-nav ol{columns:2;font-size:.9em}code{font-size:.9em}
-dl.env{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;font-size:.88em}
-dl.env dt{color:#5a6675}dl.env dd{margin:0}
+nav ol{columns:2;font-size:.9em}code{font-size:.9em;overflow-wrap:anywhere}
+dl.env{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.1em 1em;font-size:.88em}
+dl.env dt{color:#5a6675}dl.env dd{margin:0;overflow-wrap:anywhere}
 figure.cl-live>img{display:none}figure.cl-live.cl-static>img{display:block}
 figure.cl-live.cl-static>.cl-charts{display:none}
-.cl-chart{margin:.2em 0 .8em}.cl-chart svg{display:block;width:100%;max-width:760px;height:auto;
+.cl-chart{margin:.2em 0 .8em;max-width:760px}.cl-chart svg{display:block;width:100%;height:auto;
  font-family:inherit;user-select:none;cursor:crosshair}
-.cl-legend{display:flex;flex-wrap:wrap;gap:.15em .4em;max-width:760px;font-size:.82em}
+.cl-title{font-weight:600;font-size:.93em;text-align:center;margin:.2em 0 .1em}
+.cl-legend{display:flex;flex-wrap:wrap;gap:.15em .4em;font-size:.82em}
 .cl-key{font:inherit;border:1px solid #d5dbe3;background:#fff;border-radius:3px;
- padding:.05em .45em;cursor:pointer;display:inline-flex;align-items:center;gap:.35em}
+ padding:.05em .45em;cursor:pointer;display:inline-flex;align-items:center;gap:.35em;
+ text-align:left}
 .cl-key.off{opacity:.45;text-decoration:line-through}
-.cl-swatch{display:inline-block;width:14px;height:4px;border-radius:1px}
+.cl-swatch{display:inline-block;flex:none;width:14px;height:4px;border-radius:1px}
 .cl-readout{font-size:.85em;min-height:1.3em;color:#1d232b;font-variant-numeric:tabular-nums}
-.cl-tools{font-size:.8em;color:#5a6675;display:flex;gap:.8em;align-items:center}
+.cl-tools{font-size:.8em;color:#5a6675;display:flex;flex-wrap:wrap;gap:.3em .8em;
+ align-items:center}
 .cl-toggle{font:inherit;border:1px solid #d5dbe3;background:#f3f5f8;border-radius:3px;
  cursor:pointer}
+@media (max-width:640px){body{padding:1em .8em 3em}h1{font-size:1.45em}nav ol{columns:1}
+ ul.findings{padding-left:1.2em}td.t{min-width:12em}}
 """
 
 
 def esc(text: object) -> str:
     """``text`` as HTML text, quotes escaped too."""
     return html.escape(str(text), quote=True)
+
+
+#: A column holding a cell longer than this (characters) is prose: left-aligned and wrapped
+#: (``td.t``), so a long verdict or summary does not stretch its table across the page.
+PROSE = 40
 
 
 def table(
@@ -73,20 +86,24 @@ def table(
     row_classes: Sequence[str] | None = None,
     caption: str | None = None,
 ) -> str:
-    """A table of escaped cells; the first ``left`` columns are left-aligned."""
-    cls = [' class="l"' if i < left else "" for i in range(len(header))]
-    out = ["<table>"]
+    """A table of escaped cells in a box that scrolls sideways when the table is wider than
+    the page; the first ``left`` columns are left-aligned, a column with a cell longer than
+    :data:`PROSE` characters is left-aligned and wraps, the others are right-aligned and keep
+    each cell on one line."""
+    rows = [[str(v) for v in row] for row in rows]
+    prose = {j for row in rows for j, v in enumerate(row) if len(v) > PROSE}
+    cls = [' class="l"' if i < left else ' class="t"' if i in prose else ""
+           for i in range(max([len(header), *map(len, rows)]))]
+    out = ['<div class="tbl"><table>']
     if caption:
         out.append(f"<caption>{esc(caption)}</caption>")
     out.append("<tr>" + "".join(f"<th{c}>{esc(h)}</th>" for c, h in zip(cls, header)) + "</tr>")
     for i, row in enumerate(rows):
         rc = row_classes[i] if row_classes and i < len(row_classes) and row_classes[i] else ""
         attr = f' class="{esc(rc)}"' if rc else ""
-        cells = "".join(
-            f"<td{cls[j] if j < len(cls) else ''}>{esc(v)}</td>" for j, v in enumerate(row)
-        )
+        cells = "".join(f"<td{cls[j]}>{esc(v)}</td>" for j, v in enumerate(row))
         out.append(f"<tr{attr}>{cells}</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     return "\n".join(out)
 
 

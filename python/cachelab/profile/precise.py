@@ -27,6 +27,7 @@ import cachelab._core as _core
 from cachelab.intervals import relative_half_width, within
 from cachelab.load.precision import round_up
 from cachelab.profile.cell import Cell, with_percentiles
+from cachelab.units import num
 
 __all__ = ["FIRST_BATCH", "MARGIN", "cell_precision", "next_batch", "not_reached", "precision_line",
            "precision_text", "run_until_precise", "samples_fix", "wider"]
@@ -170,8 +171,8 @@ def precision_line(precision: Mapping[str, Any] | None, cells: list[Cell]) -> st
            f"{precision['batches']} batch(es)")
     if not missed:
         return f"precision: every cell's p99 reached ({how})"
-    named = ", ".join(f"{c.op} {c.label} " + (
-        f"±{100 * c.precision['half_width']:.2g} %" if c.precision["half_width"] is not None
+    named = ", ".join((c.label if c.op == "floor" else f"{c.op} {c.label}") + " " + (
+        f"±{num(100 * c.precision['half_width'], 2)} %" if c.precision["half_width"] is not None
         else "no interval") for c in missed[:6]) + (" …" if len(missed) > 6 else "")
     return (f"precision NOT reached in {len(missed)} of {len(measured)} cells ({how}): "
             f"{named} → "
@@ -205,5 +206,5 @@ def precision_text(cell: Cell) -> str:
     p = cell.precision
     if not p or not cell.samples:
         return "—"
-    hw = "n/a" if p["half_width"] is None else f"±{100 * p['half_width']:.2g} %"
+    hw = "n/a" if p["half_width"] is None else f"±{num(100 * p['half_width'], 2)} %"
     return hw if p["reached"] else f"NOT {hw}"

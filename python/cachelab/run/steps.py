@@ -34,6 +34,7 @@ from cachelab.servers import ServerOptions
 from cachelab.simulate.summary import band_at, best_strategy
 from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
 from cachelab.target import Target
+from cachelab.units import num
 from cachelab.usl import relative_se
 
 __all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "profile_spec",
@@ -212,12 +213,12 @@ def step_scale(st: State) -> tuple[str, bool]:
     if fit and fit["peak"].get("n_max") is not None and not fit["peak"].get("n_max_infinite"):
         pct = relative_se(fit["x"], fit.get("sigma"))
         text += f"; USL Nmax ≈ {fit['peak']['n_max']:.1f}" + (
-            f" (residual s.e. {pct:.2g} % of mean X)" if pct is not None else "")
+            f" (residual s.e. {num(pct, 2)} % of mean X)" if pct is not None else "")
     if fit and fit.get("superlinear"):
         sup = fit["superlinear"]
         cross = sup.get("n_cross")
         text += ("; superlinear start (α = "
-                 f"{sup['alpha']:.3g} unbounded" + (f", payback N× ≈ {cross:.1f}" if cross else "")
+                 f"{num(sup['alpha'])} unbounded" + (f", payback N× ≈ {cross:.1f}" if cross else "")
                  + ")")
     for line in verdict_lines(result.spec, result.runs):
         text += "; " + line

@@ -9,6 +9,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import CachelabError, UsageError
+from cachelab.units import num
 from cachelab.usl.result import UslFit, as_number
 from cachelab.usl.superlinear import BOUNDED_ALPHA, describe, detect
 
@@ -72,4 +73,4 @@ def fit_usl(
 
 def _sig(v: float | None) -> str:
     """Four significant digits, or — for none."""
-    return "—" if v is None else f"{v:.4g}"
+    return num(v, 4)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cachelab.plots.figure import new_figure, save
+from cachelab.units import num
 from cachelab.usl.quality import relative_se
 
 __all__ = ["usl_plot"]
@@ -40,10 +41,11 @@ def usl_plot(
     paths.
 
     ``points`` overrides the measured points drawn (default: the fit's own data). The x range
-    covers the data and any predictions, and Nmax when it is within 3x the largest load.
+    covers the data and any predictions, and Nmax when it is within 3x the largest load; the y
+    range covers the measured and predicted points and the peak, so they span the plot's
+    height: linear scaling, the curve and its band are clipped to it.
     """
     ns = np.asarray(fit.n, dtype=float)
-    xs = np.asarray(fit.x, dtype=float)
     right = float(ns.max())
     for p in fit.predictions:
         right = max(right, float(p["n"]))
@@ -66,11 +68,18 @@ def usl_plot(
                                label=f"{level} % confidence band")
         band.set_gid("cachelab-usl-band")
     (line,) = ax.plot(grid, curve, color="tab:blue", linewidth=1.8,
-                      label=f"USL fit ({fit.method}): α = {fit.alpha:.4g}, β = {fit.beta:.3g}, "
-                      f"γ = {fit.gamma:.4g}")
+                      label=f"USL fit ({fit.method}): α = {num(fit.alpha, 4)}, "
+                      f"β = {num(fit.beta)}, γ = {num(fit.gamma, 4)}")
     line.set_gid("cachelab-usl-fit")
-    top = max(float(np.nanmax(hi)) if np.all(np.isfinite(hi)) else float(np.nanmax(curve)),
-              float(xs.max())) * 1.12
+    shown = points if points is not None else list(zip(fit.n, fit.x))
+    pts = np.asarray(shown, dtype=float).reshape(-1, 2)
+    extra = [p for p in fit.predictions if p["n"] > float(ns.max())]
+    ys = [*pts[:, 1], *(p["x"] for p in extra)]
+    if show_peak and fit.peak.get("x_max") is not None:
+        ys.append(fit.peak["x_max"])
+    ys = [y for y in ys if math.isfinite(y)] or [0.0, float(np.nanmax(curve))]
+    pad = 0.08 * (max(ys) - min(ys)) or 0.1 * abs(max(ys)) or 1.0
+    bottom, top = max(0.0, min(ys) - pad), max(ys) + pad
     (ideal,) = ax.plot(grid, fit.gamma * grid, color="0.45", linestyle="--", linewidth=1.0,
                        label="linear scaling γN")
     ideal.set_gid("cachelab-usl-linear")
@@ -80,11 +89,8 @@ def usl_plot(
             ax.axhline(limit, color="0.45", linestyle=":", linewidth=1.0,
                        label=f"Amdahl ceiling γ/α = {_fmt(limit)}")
             top = max(top, limit * 1.05)
-    shown = points if points is not None else list(zip(fit.n, fit.x))
-    pts = np.asarray(shown, dtype=float).reshape(-1, 2)
     scatter = ax.scatter(pts[:, 0], pts[:, 1], color="black", s=18, zorder=3, label="measured")
     scatter.set_gid("cachelab-usl-measured")
-    extra = [p for p in fit.predictions if p["n"] > float(ns.max())]
     if extra:
         ax.errorbar([p["n"] for p in extra], [p["x"] for p in extra],
                     yerr=[[p["x"] - p["x_lo"] for p in extra], [p["x_hi"] - p["x"] for p in extra]],
@@ -94,17 +100,18 @@ def usl_plot(
         x_max = fit.peak["x_max"]
         ax.axvline(n_max, color="tab:red", linestyle="-.", linewidth=1.0)
         ax.plot([n_max], [x_max], marker="D", color="tab:red", zorder=4,
-                label=f"Nmax = {n_max:.3g} (X = {_fmt(x_max)})")
+                label=f"Nmax = {num(n_max)} (X = {_fmt(x_max)})")
     ax.set_xlim(0, right)
-    ax.set_ylim(0, top)
+    ax.set_ylim(bottom, top)
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)  # no "1e5" or "+6.8e4"
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title is None:
         pct = relative_se(fit.x, fit.sigma)
         title = "Universal Scalability Law fit" + (
-            f" (residual s.e. {pct:.2g} % of mean X)" if pct is not None else "")
+            f" (residual s.e. {num(pct, 2)} % of mean X)" if pct is not None else "")
     ax.set_title(title)
     ax.grid(True, linewidth=0.5, alpha=0.4)
-    ax.legend(loc="lower right", fontsize="small", framealpha=0.9)
+    ax.legend(loc="best", fontsize="small", framealpha=0.9)
 
     return save(fig, out_base)

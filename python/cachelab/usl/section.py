@@ -51,7 +51,7 @@ def fit_rows(f: dict[str, Any]) -> list[list[str]]:
 def _relative_se(f: dict[str, Any]) -> str:
     """The residual standard error of a fit's JSON as a share of its mean throughput."""
     pct = relative_se(f.get("x") or [], f.get("sigma"))
-    return "—" if pct is None else f"{pct:.2g} %"
+    return "—" if pct is None else f"{num(pct, 2)} %"
 
 
 def fit_findings(f: dict[str, Any], what: str) -> list[str]:
@@ -99,7 +99,10 @@ def section(art: Artifact, ctx: Context) -> Section:
 def chart(fit: dict[str, Any], *, xlabel: str = "load N", ylabel: str = "throughput",
           title: str = "USL fit", where: str = "usl") -> Spec:
     """Measured points, the fitted curve with its confidence band, linear scaling and the
-    peak (as :func:`cachelab.usl.plots.usl_plot`)."""
+    peak (as :func:`cachelab.usl.plots.usl_plot`). The axes are scaled to the measured and
+    predicted points and the peak: the curve, its band and linear scaling are reference
+    lines, clipped to that range (linear scaling would otherwise climb far above the data and
+    squash it into the bottom of the chart)."""
     f = UslFit.from_dict(fit, where)
     ns = [float(v) for v in f.n]
     right = max([*ns, *(float(p["n"]) for p in f.predictions)])
@@ -111,8 +114,8 @@ def chart(fit: dict[str, Any], *, xlabel: str = "load N", ylabel: str = "through
     lo_n = min(1.0, min(ns)) * 0.5
     grid = [lo_n + (right - lo_n) * i / 199 for i in range(200)]
     preds = f.predict(grid)
-    curve = {"name": f"USL fit ({f.method}): α = {f.alpha:.4g}, β = {f.beta:.3g}, "
-                     f"γ = {f.gamma:.4g}", "type": "line",
+    curve = {"name": f"USL fit ({f.method}): α = {num(f.alpha, 4)}, β = {num(f.beta)}, "
+                     f"γ = {num(f.gamma, 4)}", "type": "line", "ref": True,
              "color": 0, "points": ch.xy((g, p["x"]) for g, p in zip(grid, preds))}
     band = [[ch.r(g), ch.r(p["x_lo"]), ch.r(p["x_hi"])] for g, p in zip(grid, preds)
             if ch.finite(p.get("x_lo")) and ch.finite(p.get("x_hi"))]
@@ -122,7 +125,7 @@ def chart(fit: dict[str, Any], *, xlabel: str = "load N", ylabel: str = "through
     series = [
         {"name": "measured", "type": "points", "color": -1, "points": ch.xy(zip(f.n, f.x))},
         curve,
-        {"name": "linear scaling γN", "type": "line", "dash": True, "color": -1,
+        {"name": "linear scaling γN", "type": "line", "dash": True, "color": -1, "ref": True,
          "points": ch.xy((g, f.gamma * g) for g in (grid[0], grid[-1]))},
     ]
     extra = [p for p in f.predictions if p["n"] > max(ns)]
@@ -130,7 +133,7 @@ def chart(fit: dict[str, Any], *, xlabel: str = "load N", ylabel: str = "through
         series.append({"name": "predicted", "type": "points",
                        "points": ch.xy((p["n"], p["x"]) for p in extra)})
     if show_peak and f.peak.get("x_max") is not None:
-        series.append({"name": f"Nmax = {n_max:.3g}", "type": "points",
+        series.append({"name": f"Nmax = {num(n_max)}", "type": "points",
                        "points": ch.xy([(n_max, f.peak["x_max"])])})
     return {"kind": "xy", "title": title, "x": ch.axis(xlabel), "y": ch.axis(ylabel),
-            "series": series, "zero": True}
+            "series": series}
