@@ -1,0 +1,84 @@
+"""A sweep's answer card (issue 31): the peak measured throughput with its interval and N, and
+where throughput stops rising — the USL's Nmax with its interval, "not measured: no fit" with
+why, or, when the load client saturated on this one box, that one box cannot measure
+memcached's scaling and how to. Fake runs through the sweep's own result builder: the verdicts
+are chosen, not measured."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from test_scale_sweep import _fake_run
+
+from cachelab.answers import CERTIFIED, INDICATIVE, NOT_MEASURED, with_card
+from cachelab.artifacts import Artifact
+from cachelab.page.section import Context
+from cachelab.scale import ScaleSpec
+from cachelab.scale.result import ScaleResult
+from cachelab.scale.section import section
+from cachelab.scale.sweep import _result
+from cards import card_of
+
+POINTS = [1, 2, 4, 6, 8, 10, 12, 16]
+
+
+def x_of(n: int) -> float:
+    """A clean USL curve peaking at N ≈ 9.9."""
+    return 1000 * n / (1 + 0.02 * (n - 1) + 0.01 * n * (n - 1))
+
+
+def sweep(saturated_from: int | None = None, repeats: int = 2, bootstrap: int = 200,
+          stalled_from: int | None = None) -> ScaleResult:
+    runs = []
+    for rep in range(repeats):
+        for n in POINTS:
+            bad = ({"latency_bad": "CLIENT SATURATED", "latency_check": "client"}
+                   if saturated_from is not None and n >= saturated_from else {})
+            if stalled_from is not None and n >= stalled_from:
+                bad["throughput_bad"] = "not stationary: 1 stall(s)"
+            runs.append({**_fake_run(n, x_of(n) * (1 + 0.01 * rep), **bad), "repeat": rep})
+    return _result(ScaleSpec(points=POINTS, repeats=repeats, bootstrap=bootstrap), runs,
+                   {"address": "x"})
+
+
+def test_a_valid_sweep_s_card_is_certified_with_intervals() -> None:
+    r = sweep()
+    text = with_card(r.render(), r.answers())
+    assert text.splitlines()[0] == "answer:"
+    card = card_of(text)
+    value, mark = card["peak throughput"]
+    assert re.fullmatch(r"4,832 replies/s at N = 10 \(95 % [\d,]+–[\d,]+\)", value), value
+    assert mark == CERTIFIED
+    value, mark = card["stops scaling at"]
+    assert re.fullmatch(r"N ≈ 9\.9\d* \(95 % [\d.]+–[\d.]+\)", value), value
+    assert mark == CERTIFIED
+
+
+def test_a_client_saturated_on_one_box_is_named_not_fitted() -> None:
+    r = sweep(saturated_from=8)
+    card = card_of(with_card(r.render(), r.answers()))
+    value, mark = card["stops scaling at"]
+    assert value.startswith("one box cannot measure memcached's scaling here (the load client "
+                            "saturated at N = 10, 12, 16)"), value
+    assert "`--ray`" in value and "client on another host" in value, value
+    assert "N ≈" not in value  # the curve fitted to a saturated client is not the answer
+    assert mark == f"{INDICATIVE} (client saturated)"
+    assert card["peak throughput"][1] == f"{INDICATIVE} (INVALID: client saturated)"
+
+
+def test_no_fit_is_stated_in_the_card_and_the_findings(tmp_path: Path) -> None:
+    # One repeat, every run from N = 6 up stalled: 3 usable measurements, no fit.
+    r = sweep(repeats=1, bootstrap=0, stalled_from=6)
+    assert r.fit is None
+    card = card_of(with_card(r.render(), r.answers()))
+    value, mark = card["stops scaling at"]
+    assert value == "not measured: no fit — only 3 usable measurement(s)", value
+    assert mark.startswith(f"{NOT_MEASURED} (the USL needs 6 at 3 or more loads"), mark
+    assert card["peak throughput"][1] == f"{INDICATIVE} (one run at that N: no interval)"
+    # The report's findings say it too (the plot is not silently missing).
+    path = r.save(tmp_path / "scale.json")
+    sec = section(Artifact(path=path, schema="cachelab.scale", kind="scale", data=r.to_dict()),
+                  Context(scratch=tmp_path / "scratch"))
+    assert any(f.startswith("No USL fit, so where throughput stops rising is not measured: "
+                            "only 3 usable measurement(s)") for f in sec.findings), sec.findings
