@@ -9,41 +9,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from test_scale_sweep import _fake_run
-
 from cachelab.answers import CERTIFIED, INDICATIVE, NOT_MEASURED, with_card
 from cachelab.artifacts import Artifact
 from cachelab.page.section import Context
-from cachelab.scale import ScaleSpec
-from cachelab.scale.result import ScaleResult
 from cachelab.scale.section import section
-from cachelab.scale.sweep import _result
-from cards import card_of
-
-POINTS = [1, 2, 4, 6, 8, 10, 12, 16]
-
-
-def x_of(n: int) -> float:
-    """A clean USL curve peaking at N ≈ 9.9."""
-    return 1000 * n / (1 + 0.02 * (n - 1) + 0.01 * n * (n - 1))
-
-
-def sweep(saturated_from: int | None = None, repeats: int = 2, bootstrap: int = 200,
-          stalled_from: int | None = None) -> ScaleResult:
-    runs = []
-    for rep in range(repeats):
-        for n in POINTS:
-            bad = ({"latency_bad": "CLIENT SATURATED", "latency_check": "client"}
-                   if saturated_from is not None and n >= saturated_from else {})
-            if stalled_from is not None and n >= stalled_from:
-                bad["throughput_bad"] = "not stationary: 1 stall(s)"
-            runs.append({**_fake_run(n, x_of(n) * (1 + 0.01 * rep), **bad), "repeat": rep})
-    return _result(ScaleSpec(points=POINTS, repeats=repeats, bootstrap=bootstrap), runs,
-                   {"address": "x"})
+from cards import card_of, fake_sweep
 
 
 def test_a_valid_sweep_s_card_is_certified_with_intervals() -> None:
-    r = sweep()
+    r = fake_sweep()
     text = with_card(r.render(), r.answers())
     assert text.splitlines()[0] == "answer:"
     card = card_of(text)
@@ -56,7 +30,7 @@ def test_a_valid_sweep_s_card_is_certified_with_intervals() -> None:
 
 
 def test_a_client_saturated_on_one_box_is_named_not_fitted() -> None:
-    r = sweep(saturated_from=8)
+    r = fake_sweep(saturated_from=8)
     card = card_of(with_card(r.render(), r.answers()))
     value, mark = card["stops scaling at"]
     assert value.startswith("one box cannot measure memcached's scaling here (the load client "
@@ -69,7 +43,7 @@ def test_a_client_saturated_on_one_box_is_named_not_fitted() -> None:
 
 def test_no_fit_is_stated_in_the_card_and_the_findings(tmp_path: Path) -> None:
     # One repeat, every run from N = 6 up stalled: 3 usable measurements, no fit.
-    r = sweep(repeats=1, bootstrap=0, stalled_from=6)
+    r = fake_sweep(repeats=1, bootstrap=0, stalled_from=6)
     assert r.fit is None
     card = card_of(with_card(r.render(), r.answers()))
     value, mark = card["stops scaling at"]
