@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cachelab.answers import CERTIFIED, INDICATIVE
-from cachelab.usl import UslFit, fit_usl
+from cachelab.usl import UslFit, fit_csv, fit_usl
 from cachelab.usl.answers import NO_UPPER_BOUND
 from cachelab.usl.section import fit_rows
 from cards import card_of
@@ -73,3 +73,12 @@ def test_an_nmax_interval_without_an_upper_end_reads_the_same_everywhere(
         assert nmax.endswith(f", {NO_UPPER_BOUND}]"), nmax
     row = next(r for r in fit_rows(fresh.to_dict()) if r[0].startswith("Nmax"))
     assert row[2].endswith(f", {NO_UPPER_BOUND}]"), row
+
+
+def test_the_fit_s_summary_writes_no_exponent() -> None:
+    # psa_cisco_mysql peaks above 10,000/s, with a β below 0.001: "peak X = 1.234e+04" and
+    # "8.645e-05" before.
+    text = fit_csv(DATA / "psa_cisco_mysql.csv", "concurrency", "throughput",
+                   bootstrap=50).render()
+    assert not re.search(r"\de[+-]\d", text), text
+    assert re.search(r"^peak X = \d{2},\d{3}; ", text, re.M), text

@@ -15,6 +15,7 @@ from cachelab.answers import Answer
 from cachelab.artifacts import check_schema, created_now, read_json, write_json
 from cachelab.errors import InputError, UsageError
 from cachelab.tables import write_json_and_csv
+from cachelab.units import num
 from cachelab.usl.answers import bound_text, usl_answers
 from cachelab.usl.quality import relative_se
 
@@ -214,14 +215,15 @@ def csv_rows(f: UslFit) -> list[list[object]]:
 
 
 def _g(v: float | None, digits: int = 4) -> str:
-    """``v`` to ``digits`` significant digits; ∞ for infinity, — for none or NaN."""
+    """``v`` to ``digits`` significant digits (:func:`~cachelab.units.num`); ∞ for infinity, —
+    for none or NaN."""
     if v is None:
         return "—"
     if isinstance(v, float) and math.isinf(v):
         return "∞"
     if isinstance(v, float) and math.isnan(v):
         return "—"
-    return f"{v:.{digits}g}"
+    return num(v, digits)  # never an exponent: 12,340, not 1.234e+04
 
 
 def _summary_lines(f: UslFit) -> list[str]:
