@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any
 
 import cachelab._core as _core
+from cachelab.answers import TRUST
 from cachelab.errors import InputError
 
 __all__ = ["SCHEMAS", "check_fields", "field_problem"]
@@ -311,9 +312,13 @@ COMPARE = obj(
     kind=STR, names=arr(STR), sources=arr(STR), method=STR_, rows=arr(COMPARE_ROW),
     warnings=arr(STR), summary=arr(STR), partial=mapping(STR, null=True),
     environment=ENVIRONMENT,
+    trust=mapping(obj("trust", trust=one_of(*TRUST), why=STR_)),
 )
+#: One line of an answer card (:class:`cachelab.answers.Answer`).
+ANSWER = obj("question", "value", "trust", question=STR, value=STR,
+             trust=one_of(*TRUST), why=STR_)
 STEP = obj("name", "status", name=STR, status=STR, elapsed_s=NUM, summary=STR_, error=STR_,
-           dir=STR_)
+           dir=STR_, answers=arr(ANSWER))
 RUN_SUMMARY = obj(
     "schema", "schema_version", "steps",
     **head("cachelab.run", 1),

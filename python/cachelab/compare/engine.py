@@ -11,6 +11,7 @@ import numpy as np
 
 import cachelab.environment as environment
 from cachelab.artifacts import Artifact, created_now, find_artifacts, read_artifact
+from cachelab.compare.answers import side_trust
 from cachelab.compare.load import compare_loads, partial_load
 from cachelab.compare.profiles import compare_profiles, partial_profile
 from cachelab.compare.result import CompareResult, summarize
@@ -108,6 +109,7 @@ def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level:
     try:
         rows = COMPARERS[kind](arts, rng, resamples, level, problems, warnings)
         partial = _partial(arts)
+        trust = {chr(65 + i): side_trust(a) for i, a in enumerate(arts)}
     except CachelabError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
@@ -131,6 +133,7 @@ def compare_artifacts(arts: Sequence[Artifact], *, resamples: int = 2000, level:
         settings={"resamples": resamples, "level": level, "seed": seed,
                   "allow_different": allow_different},
         created=created_now(), environment=environment.facts(),
+        trust=trust,
     )
     result.summary = summarize(result)
     return result

@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import write_json
+from cachelab.compare.answers import compare_answers
 from cachelab.compare.plots import compare_plot
 from cachelab.tables import text_table, write_json_and_csv
 from cachelab.units import dur, num
@@ -39,6 +41,9 @@ class CompareResult:
     partial: dict[str, str] = field(default_factory=dict)
     created: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    #: Letter -> how far that result is trusted (``{"trust", "why"}``: its own card's worst
+    #: mark, :func:`cachelab.compare.answers.side_trust`).
+    trust: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -59,6 +64,11 @@ class CompareResult:
         if plots:
             paths += compare_plot(self, out_dir / "compare")
         return paths
+
+    def answers(self) -> list[Answer]:
+        """The answer card (:mod:`cachelab.answers`): each compared metric's change with its
+        interval, certified only when both results are and the interval excludes no change."""
+        return compare_answers(self.to_dict())
 
     def render(self) -> str:
         return render(self)

@@ -22,7 +22,8 @@ from typing import Any
 from cachelab.page.charts import chart_json
 from cachelab.page.charts import script as charts_script
 
-__all__ = ["CSS", "PROSE", "csp", "esc", "figure", "figure_data_uri", "page", "table"]
+__all__ = ["CSS", "PROSE", "answer_table", "csp", "esc", "figure", "figure_data_uri", "page",
+           "table"]
 
 CSS = """
 html{-webkit-text-size-adjust:100%;text-size-adjust:100%}
@@ -44,6 +45,12 @@ ul.findings li{margin:.25em 0}
 .note{color:#7a4b00;background:#fff7e6;border-left:3px solid #f0b400}
 .err{color:#8a1c10;background:#fdecea;border-left:3px solid #d93025}
 .ok{color:#1e6b2d}.fail{color:#a3211a;font-weight:600}
+.mark{display:inline-block;font-weight:600;font-size:.92em;padding:0 .4em;border-radius:3px;
+ white-space:nowrap}.mark.certified{background:#eaf6ec;color:#1e6b2d}
+.mark.indicative{background:#fff7e6;color:#7a4b00}.mark.predicted{background:#eef2fb;
+ color:#1f4e9c}.mark.not-measured{background:#fdecea;color:#8a1c10}
+table.answer td{vertical-align:top}table.answer .why{display:block;color:#5a6675;
+ font-size:.9em}
 nav ol{columns:2;font-size:.9em}code{font-size:.9em;overflow-wrap:anywhere}
 dl.env{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.1em 1em;font-size:.88em}
 dl.env dt{color:#5a6675}dl.env dd{margin:0;overflow-wrap:anywhere}
@@ -103,6 +110,22 @@ def table(
         attr = f' class="{esc(rc)}"' if rc else ""
         cells = "".join(f"<td{cls[j]}>{esc(v)}</td>" for j, v in enumerate(row))
         out.append(f"<tr{attr}>{cells}</tr>")
+    out.append("</table></div>")
+    return "\n".join(out)
+
+
+def answer_table(rows: Iterable[tuple[str, str, str, str, str, str]]) -> str:
+    """The answer card as a table: (question, link to its section, the link's text, value,
+    trust mark, why) per row; the mark styled by its kind (``.mark.certified`` …), its
+    reason under it."""
+    out = ['<div class="tbl"><table class="answer">',
+           '<tr><th class="l">question</th><th class="l">answer</th><th class="l">trust</th></tr>']
+    for question, href, label, value, trust, why in rows:
+        link = f' <a href="{esc(href)}">({esc(label)})</a>' if href else ""
+        reason = f'<span class="why">{esc(why)}</span>' if why else ""
+        out.append(f'<tr><td class="l">{esc(question)}{link}</td><td class="t">{esc(value)}'
+                   f'</td><td class="l"><span class="mark {esc(trust.replace(" ", "-"))}">'
+                   f"{esc(trust)}</span>{reason}</td></tr>")
     out.append("</table></div>")
     return "\n".join(out)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import Artifact
 from cachelab.page.html import figure
 from cachelab.units import partial_note
@@ -48,7 +49,7 @@ class Context:
 
 @dataclass
 class Section:
-    """A rendered section: its title, HTML body, findings and notes (plain text)."""
+    """A rendered section: its title, HTML body, findings, notes (plain text) and answers."""
 
     title: str
     kind: str
@@ -57,6 +58,9 @@ class Section:
     findings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     figures: int = 0
+    #: The result's answer card (:mod:`cachelab.answers`), shown first on the page; left
+    #: empty, the report fills it from the result (:mod:`cachelab.report.answers`).
+    answers: list[Answer] = field(default_factory=list)
 
     def add_figures(self, figs: Sequence[str]) -> None:
         """Append embedded figures (the HTML :func:`figures` returns) and count them."""

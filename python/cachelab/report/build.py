@@ -14,9 +14,10 @@ from typing import Any
 
 from cachelab.artifacts import KINDS, Artifact, atomic_file, find_artifacts
 from cachelab.errors import InputError
-from cachelab.page.html import esc, page
+from cachelab.page.html import answer_table, esc, page
 from cachelab.page.section import Context, Section
 from cachelab.profile import builtin
+from cachelab.report.answers import answers_of, recorded
 from cachelab.report.overview import environment
 from cachelab.report.sections import build_section
 from cachelab.units import PARTIAL, partial_note
@@ -80,6 +81,9 @@ def render_report(
     try:
         ctx = Context(scratch=tmp, redraw=redraw)
         sections = [marked(build_section(a, ctx), a.data) for a in arts]
+        steps = recorded(arts)
+        for a, sec in zip(arts, sections):
+            sec.answers = sec.answers or answers_of(a, steps)
         html = _page(title, paths, sections, arts, skipped)
         return Report(html=html, sections=sections, skipped=skipped, figures=list(ctx.used))
     finally:
@@ -109,6 +113,11 @@ def marked(sec: Section, data: dict[str, Any]) -> Section:
 def _page(title: str, paths: Sequence[Path], sections: Sequence[Section],
           arts: Sequence[Artifact], skipped: Sequence[str]) -> str:
     body: list[str] = []
+    answers = [(a.question, f"#{_anchor(i, s)}", s.kind, a.value, a.trust, a.why)
+               for i, s in enumerate(sections) for a in s.answers]
+    if answers:
+        body.append('<h2 id="answer">Answer</h2>')
+        body.append(answer_table(answers))
     partial = [(i, s, n) for i, s in enumerate(sections) for n in s.notes[:1]
                if n.startswith(PARTIAL)]
     if partial:

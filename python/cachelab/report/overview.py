@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cachelab.answers import CERTIFIED, INDICATIVE, NOT_MEASURED, Answer
 from cachelab.artifacts import Artifact
 from cachelab.page.html import esc, table
 from cachelab.page.section import Context, Section
 from cachelab.units import of_asked, partial_note
 
-__all__ = ["environment", "run_partial", "section", "step_text"]
+__all__ = ["environment", "run_answers", "run_partial", "section", "step_answers", "step_text"]
 
 
 def step_text(s: dict[str, Any]) -> str:
@@ -40,6 +41,32 @@ def run_partial(d: dict[str, Any]) -> str | None:
     run = {"cancelled": bool(interrupted), "elapsed_s": d.get("elapsed_s"),
            "aborted": None if interrupted else aborted}
     return partial_note(run, done)
+
+
+def step_answers(s: dict[str, Any]) -> list[Answer]:
+    """A step's lines of the run's card: the answers its result gave (``steps[].answers``,
+    each question after the step's name), a failed step's capped at *indicative*; a step
+    that failed without answers, or was skipped, is *not measured* with its reason."""
+    given = [Answer.from_dict(a) for a in s.get("answers") or []]
+    failed = s.get("status") == "failed"
+    if not given:
+        if failed or s.get("status") == "skipped":
+            what = "failed" if failed else "skipped"
+            return [Answer(s["name"], "not measured", NOT_MEASURED,
+                           f"{what}: {s.get('error') or 'no reason given'}")]
+        return []
+    out = []
+    for a in given:
+        trust, why = a.trust, a.why
+        if failed and trust == CERTIFIED:
+            trust, why = INDICATIVE, f"step failed: {s.get('error')}"
+        out.append(Answer(f"{s['name']}: {a.question}", a.value, trust, why))
+    return out
+
+
+def run_answers(d: dict[str, Any]) -> list[Answer]:
+    """The run's card (``run.json``'s content): every step's :func:`step_answers`, in order."""
+    return [a for s in d.get("steps") or [] for a in step_answers(s)]
 
 
 def section(art: Artifact, ctx: Context) -> Section:

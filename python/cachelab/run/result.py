@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import card_lines
 from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
 from cachelab.intervals import check_precision
-from cachelab.report.overview import run_partial, step_text
+from cachelab.report.overview import run_answers, run_partial, step_text
 from cachelab.traces.synth import LIMITS as SYNTH_LIMITS
 from cachelab.units import check_limit, limited, limits_of
 
@@ -82,6 +83,9 @@ class StepOutcome:
     #: The check a ``failed`` step failed (``replay``: its prediction vs the measurement),
     #: which ``run --fail-on`` names; None for a step that failed with an error.
     check: str | None = None
+    #: The answer card of the step's result (:meth:`cachelab.answers.Answer.to_dict` of each
+    #: of its ``answers()``), empty when its result has none or there is no result.
+    answers: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -128,8 +132,10 @@ class RunResult:
         return write_json(path, self.to_dict(), allow_nan=False)
 
     def render(self) -> str:
-        """The step table: status, time, summary and error of each step, and the total; a run
-        Ctrl-C stopped, or whose server failed, says so first
+        """The run's card — every step's answers (a failed or skipped step's as *not
+        measured*, with why: :func:`~cachelab.report.overview.run_answers`) — then the step
+        table: status, time, summary and error of each step, and the total; a run Ctrl-C
+        stopped, or whose server failed, says so first
         (:func:`~cachelab.report.overview.run_partial`)."""
         d = self.to_dict()
         header = ["step", "status", "time", "summary"]
@@ -138,6 +144,8 @@ class RunResult:
         widths = [max(len(x[i]) for x in [header, *rows]) for i in range(3)]
         partial = run_partial(d)
         lines = [partial] if partial else []
+        card = card_lines(run_answers(d))
+        lines += [*card, ""] if card else []
         for row in [header, ["-" * w for w in widths] + ["-" * 7], *rows]:
             lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
         lines.append(f"total {self.elapsed_s:.1f} s")

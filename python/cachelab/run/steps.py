@@ -24,6 +24,7 @@ import cachelab.scale as scale
 import cachelab.simulate as simulate_lib
 import cachelab.tiers as tiers_lib
 import cachelab.traces as traces
+from cachelab.answers import NOT_MEASURED, Answer
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.profile.precise import not_reached, precision_text, wider
 from cachelab.progress import Progress
@@ -37,7 +38,7 @@ from cachelab.target import Target
 from cachelab.units import num
 from cachelab.usl import relative_se
 
-__all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "profile_spec",
+__all__ = ["REFERENCE_MODEL", "RUNNERS", "CheckFailed", "Skip", "State", "card", "profile_spec",
            "replay_setup", "scale_spec", "tiers_spec"]
 
 #: The published profile every simulation is also run with, for reference.
@@ -78,6 +79,8 @@ class State:
     server_options: ServerOptions | None = None
     #: Directories this run wrote results into (the report shows these, and nothing older).
     produced: list[Path] = field(default_factory=list)
+    #: Step -> the answer card of its result (:func:`card`), for the run's own card.
+    answers: dict[str, list[Answer]] = field(default_factory=dict)
 
     def wrote(self, sub: str) -> Path:
         """The directory of a step's artifacts, remembered for the report."""
@@ -106,10 +109,26 @@ def _gave_up(run: dict[str, Any], step: str) -> None:
         raise ServerError(f"{step} gave up: {run['aborted']}")
 
 
+def card(st: State, step: str, result: Any) -> None:
+    """The answer card of a step's result, kept for the run's card: whatever its
+    ``answers()`` gives — any verb's result that has one (:mod:`cachelab.answers`); nothing
+    for one without."""
+    answers = getattr(result, "answers", None)
+    if not callable(answers):
+        return
+    try:
+        st.answers[step] = list(answers())
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # the card
+        # is no reason to lose the measurement: the card says it has no answer, and why
+        st.answers[step] = [Answer(step, "not measured", NOT_MEASURED,
+                                   f"its card failed ({type(e).__name__}: {e})")]
+
+
 def _keep(st: State, step: str, result: Any) -> None:
-    """The step's result written into its directory; a verb that gave up on the server then
-    fails the step (:func:`_gave_up`)."""
+    """The step's result written into its directory and its card kept (:func:`card`); a
+    verb that gave up on the server then fails the step (:func:`_gave_up`)."""
     result.write(st.wrote(step))
+    card(st, step, result)
     _gave_up(result.run, step)
 
 
@@ -175,6 +194,7 @@ def step_profile(st: State) -> tuple[str, bool]:
     # models a partial profile.
     out = st.wrote("profile")
     result.write(out)
+    card(st, "profile", result)
     st.profile_path = out / "profile.json"
     problems = result.problems()
     _gave_up(result.run, "profile")
@@ -262,6 +282,8 @@ def step_simulate(st: State) -> tuple[str, bool]:
             results.append(simulate_lib.run(spec, None, trace=st.trace,
                                             trace_info=st.trace_info))
         bar.update(len(models))
+    # The card: the first simulation's (with the measured profile when there is one).
+    card(st, "simulate", results[0])
     for (sub, model), result in zip(models, results):
         result.write(st.wrote(sub))
         best = best_strategy(result.to_dict())

@@ -9,11 +9,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import check_schema, from_fields, read_json, write_json
 from cachelab.errors import UsageError
 from cachelab.load import behind_lines, stopped_lines
 from cachelab.load.precision import longer_fix, p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
+from cachelab.scale.answers import scale_answers
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
 from cachelab.tables import write_json_and_csv
 from cachelab.units import of_asked, partial_note, us
@@ -74,6 +76,12 @@ class ScaleResult:
 
             written += write_plots(self.usl, self.summary, self.spec["vary"], out_dir)
         return written
+
+    def answers(self) -> list[Answer]:
+        """The answer card (:mod:`cachelab.answers`): the peak measured throughput with its
+        interval and N, and where throughput stops rising (or why that is not known)."""
+        d = self.to_dict()
+        return scale_answers(d, partial_text(d))
 
     def render(self) -> str:
         """The human summary: throughput and latency per N, the USL fit, and the notes on

@@ -66,6 +66,10 @@ def section(art: Artifact, ctx: Context) -> Section:
         sec.body.append(behind_table(behind, "every run, warm-up included"))
         sec.findings += [n[0].upper() + n[1:] + "." for n in stopped_notes(behind)]
     fit = d.get("fit")
+    if not fit:  # said, not left to a missing plot
+        sec.findings.append("No USL fit, so where throughput stops rising is not measured: "
+                            + next((n for n in d.get("limits") or [] if n.endswith("no fit")),
+                                   "too few usable measurements") + ".")
     if fit:
         sec.body.append("<h3>Universal Scalability Law fit</h3>")
         sec.body.append(table(["", "value", f"{int(100 * fit.get('level', 0.95))} % interval"],

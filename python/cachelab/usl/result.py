@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import cachelab._core as _core
+from cachelab.answers import Answer
 from cachelab.artifacts import check_schema, created_now, read_json, write_json
 from cachelab.errors import InputError, UsageError
 from cachelab.tables import write_json_and_csv
+from cachelab.units import num
+from cachelab.usl.answers import bound_text, usl_answers
 from cachelab.usl.quality import relative_se
 
 __all__ = ["CSV_HEADER", "PARAMS", "SCHEMA", "SCHEMA_VERSION", "UslFit", "csv_rows",
@@ -147,6 +150,11 @@ class UslFit:
                                 ylabel=f"throughput X ({src['x']})" if src else "throughput X(N)")
         return written
 
+    def answers(self) -> list[Answer]:
+        """The answer card (:mod:`cachelab.answers`): α, β, Nmax and the peak throughput,
+        each with the fit's interval and a trust mark from the fit's quality."""
+        return usl_answers(self)
+
     def render(self) -> str:
         """The human summary: coefficients with their intervals, fit quality, the peak,
         predictions and warnings."""
@@ -207,14 +215,15 @@ def csv_rows(f: UslFit) -> list[list[object]]:
 
 
 def _g(v: float | None, digits: int = 4) -> str:
-    """``v`` to ``digits`` significant digits; ∞ for infinity, — for none or NaN."""
+    """``v`` to ``digits`` significant digits (:func:`~cachelab.units.num`); ∞ for infinity, —
+    for none or NaN."""
     if v is None:
         return "—"
     if isinstance(v, float) and math.isinf(v):
         return "∞"
     if isinstance(v, float) and math.isnan(v):
         return "—"
-    return f"{v:.{digits}g}"
+    return num(v, digits)  # never an exponent: 12,340, not 1.234e+04
 
 
 def _summary_lines(f: UslFit) -> list[str]:
@@ -246,7 +255,8 @@ def _summary_lines(f: UslFit) -> list[str]:
     b = f.bootstrap or {}
     bn = b.get("n_max")
     bx = b.get("x_max")
-    boot_n = f"; bootstrap {level} [{_g(bn['lo'])}, {_g(bn['hi'])}]" if bn else ""
+    boot_n = (f"; bootstrap {level} [{_g(bn['lo'])}, {bound_text(bn['hi'], 4)}]" if bn
+              else "")
     boot_x = f"; bootstrap {level} [{_g(bx['lo'])}, {_g(bx['hi'])}]" if bx else ""
     if pk["n_max"] is None:
         lines.append("Nmax: none (throughput never rises with load)")

@@ -10,6 +10,7 @@ from cachelab.page import charts as ch
 from cachelab.page.html import table
 from cachelab.page.section import Context, Section, chart_specs, figures
 from cachelab.units import num
+from cachelab.usl.answers import bound_text
 from cachelab.usl.quality import relative_se
 from cachelab.usl.result import UslFit
 from cachelab.usl.superlinear import describe
@@ -36,7 +37,8 @@ def fit_rows(f: dict[str, Any]) -> list[list[str]]:
     nb = boot.get("n_max") or {}
     xb = boot.get("x_max") or {}
     nmax = "∞" if peak.get("n_max_infinite") else num(peak.get("n_max"))
-    rows.append(["Nmax (peak load)", nmax, iv(nb.get("lo"), nb.get("hi"))])
+    rows.append(["Nmax (peak load)", nmax, f"[{num(nb.get('lo'))}, {bound_text(nb.get('hi'))}]"
+                 if nb else "—"])
     rows.append(["peak throughput", num(peak.get("x_max")), iv(xb.get("lo"), xb.get("hi"))])
     rows.append(["residual standard error", num(f.get("sigma")), f"{_relative_se(f)} of mean X"])
     sup = f.get("superlinear")
