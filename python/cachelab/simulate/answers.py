@@ -1,8 +1,9 @@
 """A simulation's answer card (:mod:`cachelab.answers`), every line *predicted*:
 
-* request level — the best strategy (the lowest p90, as the table's routes) and what it saves against no cache in
-  added time per request, then its p50 and p90 added latency against no cache's, each with
-  the band the latency draws give (min–max of the draws), and which latency model;
+* request level — the best strategy (the lowest p90, as the table's routes) and what it
+  saves against no cache in added time per request, then its p50 and p90 added latency
+  against no cache's, each with the band the latency draws give (min–max of the draws), and
+  which latency model;
 * flat — the miss ratio of each policy at each size asked, the best first, and the policy
   that misses least at most sizes;
 * a failure drill — each membership change's hit-ratio dip, measured and predicted.
