@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from cachelab.units import times
+from cachelab.units import num, times
 
 __all__ = ["CERTIFIED", "INDICATIVE", "NOT_MEASURED", "PREDICTED", "TRUST", "Answer",
            "card_lines", "interval_text", "ratio_bounds", "ratio_text", "spans_one", "trust_of",
@@ -96,7 +96,11 @@ def ratio_text(a: float, b: float, bounds: Sequence[float] | None) -> str:
     """"3.6× (≥ 90 % 3.1×–4.2×)" (:func:`ratio_bounds`), or "3.6× (no interval)"."""
     if bounds is None:
         return f"{times(a, b)} (no interval)"
-    return f"{times(a, b)} (≥ 90 % {times(bounds[0], 1)}–{times(bounds[1], 1)})"
+    digits = 2  # more where two digits would show a narrow interval as one number
+    while digits < 4 and num(bounds[0], digits) == num(bounds[1], digits):
+        digits += 1
+    return (f"{times(a, b)} (≥ 90 % {num(bounds[0], digits)}×–"
+            f"{num(bounds[1], digits)}×)")
 
 
 def card_lines(answers: Sequence[Answer], title: str = "answer") -> list[str]:
