@@ -34,12 +34,12 @@ def _band(b: Mapping[str, float] | None, fmt: Any, what: str) -> str:
 
 
 def model_why(d: Mapping[str, Any]) -> str:
-    """Which latency model the numbers come from: a built-in one, or a profile measured
-    here."""
+    """Which latency model the numbers come from: a built-in one, or a measured profile (by
+    ``simulate --server``, or a saved one given as ``--model``)."""
     m = d.get("model") or {}
     name = str(m.get("name", "?"))
     return (f"model {name}" if name in builtin.PROFILES
-            else f"model: the profile measured here ({name})")
+            else f"model: measured profile {name}")
 
 
 def request_answers(d: Mapping[str, Any]) -> list[Answer]:
