@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from cachelab.answers import PREDICTED
+from cachelab.simulate.answers import request_answers
 from cachelab.simulate.drill import DrillPrediction
 from cachelab.units import dur, pct, share
 from clitools import InProcess
@@ -89,3 +90,22 @@ def test_a_drill_prediction_s_card_gives_each_dip() -> None:
     assert a.question == "hit-ratio dip, remove 127.0.0.1:1 at 5 s" and a.trust == PREDICTED
     assert a.value == ("measured 24.0 points; predicted (ketama) 25.5 points (+1.5 from the "
                        "measurement); the least dip: ketama 25.5 points")
+
+
+def _strategy(name: str, added_ms: float, p50: float, p90: float) -> dict:
+    def band(v: float) -> dict:
+        return {"median": v, "low": v, "high": v}  # one draw: no band
+
+    return {"strategy": name, "draws": 1, "band": "min-max", "mean_added_ms": band(added_ms),
+            "percentiles": [{**band(p50), "percentile": 50.0}, {**band(p90), "percentile": 90.0}],
+            "round_trips_per_request": 1.0}
+
+
+def test_a_measured_model_is_named_and_one_draw_has_no_band() -> None:
+    d = {"model": {"name": "memcached 1.6 at 10.0.0.5:11211"}, "spec": {"draws": 1},
+         "strategies": [_strategy("none", 20.0, 0.1, 0.5), _strategy("lru:10", 5.0, 0.0, 0.1)]}
+    best, p50, p90 = request_answers(d)
+    assert best.why == "model: measured profile memcached 1.6 at 10.0.0.5:11211"
+    assert best.value == "lru:10 saves 15 ms per request against no cache, 5 ms added instead " \
+                         "of 20 ms"
+    assert p90.value == "+10.0% of the base latency; no cache +50.0%"
