@@ -52,9 +52,10 @@ def request_answers(d: Mapping[str, Any]) -> list[Answer]:
     draws = int((d.get("spec") or {}).get("draws") or best.get("draws") or 1)
     what = f"{str(best.get('band', 'min-max')).replace('-', '–')} of {draws} draws"
     none = next((s for s in d.get("strategies", []) if s["strategy"] == "none"), None)
-    added = best["mean_added_ms"]
-    value = f"{best['strategy']}: {_ms(added['median'])} added per request"
-    if none is not None and none is not best:
+    added = best.get("mean_added_ms")
+    if added is None:  # a simulate.json without its mean added time
+        value = f"{best['strategy']}"
+    elif none is not None and none is not best and none.get("mean_added_ms"):
         base = none["mean_added_ms"]
         saved = base["median"] - added["median"]
         lo, hi = base["low"] - added["high"], base["high"] - added["low"]
@@ -62,8 +63,11 @@ def request_answers(d: Mapping[str, Any]) -> list[Answer]:
         value = (f"{best['strategy']} saves {_ms(saved)} per request against no cache"
                  + (f" (from the draws' bands: {_ms(lo)}–{_ms(hi)})" if hi > lo else "")
                  + f", {_ms(added['median'])} added instead of {_ms(base['median'])}")
-    elif none is None:
-        value += f"{_band(added, _ms, what)} (no cache not simulated: nothing to save against)"
+    else:
+        value = (f"{best['strategy']}: {_ms(added['median'])} added per request"
+                 f"{_band(added, _ms, what)}"
+                 + (" (no cache not simulated: nothing to save against)" if none is None
+                    else ""))
     out = [Answer("best strategy", value, PREDICTED, why)]
     for p in ("50", "90"):
         b = band_at(best, "percentiles", "percentile", float(p))
