@@ -20,8 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from cachelab.units import num, times
+
 __all__ = ["CERTIFIED", "INDICATIVE", "NOT_MEASURED", "PREDICTED", "TRUST", "Answer",
-           "card_lines", "interval_text", "trust_of", "with_card"]
+           "card_lines", "interval_text", "ratio_bounds", "ratio_text", "spans_one", "trust_of",
+           "with_card"]
 
 CERTIFIED = "certified"
 INDICATIVE = "indicative"
@@ -70,6 +73,34 @@ def interval_text(value: str, interval: Sequence[str] | None) -> str:
     if not interval:
         return value
     return f"{value} (95 % {interval[0]}–{interval[1]})"
+
+
+def ratio_bounds(a: float, a_iv: Sequence[float] | None, b: float,
+                 b_iv: Sequence[float] | None) -> tuple[float, float] | None:
+    """The interval of the ratio ``a / b`` from the 95 % intervals of ``a`` and ``b``: from
+    both ends, ``a_low / b_high`` to ``a_high / b_low``. Both intervals hold at once with at
+    least 90 % (Bonferroni), so this one covers the ratio with at least 90 % — wider than an
+    exact one, never narrower. None without both intervals (or with a bound at 0)."""
+    if not a_iv or not b_iv or b_iv[0] <= 0 or b_iv[1] <= 0:
+        return None
+    return a_iv[0] / b_iv[1], a_iv[1] / b_iv[0]
+
+
+def spans_one(bounds: Sequence[float] | None) -> bool:
+    """Whether a ratio's interval holds 1 (the two may be equal): a finding that one is
+    faster or larger than the other is then not shown."""
+    return bounds is not None and bounds[0] <= 1.0 <= bounds[1]
+
+
+def ratio_text(a: float, b: float, bounds: Sequence[float] | None) -> str:
+    """"3.6× (≥ 90 % 3.1×–4.2×)" (:func:`ratio_bounds`), or "3.6× (no interval)"."""
+    if bounds is None:
+        return f"{times(a, b)} (no interval)"
+    digits = 2  # more where two digits would show a narrow interval as one number
+    while digits < 4 and num(bounds[0], digits) == num(bounds[1], digits):
+        digits += 1
+    return (f"{times(a, b)} (≥ 90 % {num(bounds[0], digits)}×–"
+            f"{num(bounds[1], digits)}×)")
 
 
 def card_lines(answers: Sequence[Answer], title: str = "answer") -> list[str]:

@@ -20,11 +20,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cachelab.answers import ratio_bounds, ratio_text, spans_one
 from cachelab.load.precision import with_intervals
 from cachelab.load.validity import headline, validity
-from cachelab.units import us
+from cachelab.units import dur, us
 
-__all__ = ["client_busy", "p99_ratio", "probe_errors", "probe_lines", "probe_result"]
+__all__ = ["client_busy", "p99_ratio", "probe_errors", "probe_finding", "probe_lines",
+           "probe_result"]
 
 
 def client_busy(cpu_s: float, wait_s: float, elapsed_s: float,
@@ -117,6 +119,31 @@ def p99_ratio(probe: Mapping[str, Any] | None, load: Mapping[str, Any],
     mine = _p99(load.get("corrected") if open_loop else load.get("uncorrected"))
     theirs = _p99(t["corrected"] if open_loop else t["uncorrected"])
     return mine / theirs if mine and theirs else None
+
+
+def probe_finding(probe: Mapping[str, Any], load: Mapping[str, Any], open_loop: bool) -> str:
+    """The report's finding on the probe: its p50 and p99, and the load connections' p99 as a
+    multiple of it, like for like, with the ratio's ≥ 90 % interval from both p99s' 95 %
+    intervals (:func:`~cachelab.answers.ratio_bounds`) — left out when that interval holds 1
+    (the two cannot be told apart), "no interval" when the intervals were withheld."""
+    which = "corrected" if open_loop else "uncorrected"
+    t, mine = probe["totals"][which], load[which]
+    text = (f"The latency probe (1 connection at {probe['rate']:g}/s on its own thread) saw "
+            f"p50 {dur(t['percentiles']['50'])}")
+    ratio = p99_ratio(probe, load, open_loop)
+    if ratio is None:
+        return text + ("; too few of its samples lie beyond the p99 to compare it with the load "
+                       "connections'.")
+    a, b = mine["percentiles"]["99"], t["percentiles"]["99"]
+
+    def iv(h: Mapping[str, Any]) -> Any:
+        return ((h.get("intervals") or {}).get("ranges") or {}).get("99")
+
+    bounds = ratio_bounds(a, iv(mine), b, iv(t))
+    text += f", p99 {dur(b)}; the load connections' p99, {dur(a)}, "
+    if spans_one(bounds):
+        return text + "cannot be told from it (their intervals overlap)."
+    return text + f"is {ratio_text(a, b, bounds)} it."
 
 
 def probe_lines(probe: Mapping[str, Any] | None, load: Mapping[str, Any],

@@ -7,7 +7,7 @@ from typing import Any
 
 from cachelab.artifacts import Artifact
 from cachelab.load.precision import SHOWN, precision_text
-from cachelab.load.probe import p99_ratio
+from cachelab.load.probe import probe_finding
 from cachelab.load.repeats import Z95, comparison_lines
 from cachelab.load.result import LoadResult, restart_lines, stopped_notes, stopped_text
 from cachelab.load.timeline import stall_text
@@ -79,16 +79,7 @@ def section(art: Artifact, ctx: Context) -> Section:
     rows += _probe_rows(r.probe)
     sec.body.append(table(["", "measured run", "95 % interval"], rows))
     if r.probe:
-        ratio = p99_ratio(r.probe, tot, d["mode"] == "open")
-        which = "corrected" if d["mode"] == "open" else "uncorrected"
-        sec.findings.append(
-            f"The latency probe (1 connection at {r.probe['rate']:g}/s on its own thread) saw "
-            f"p50 {dur(r.probe['totals'][which]['percentiles']['50'])}"
-            + ("; too few of its samples lie beyond the p99 to compare it with the load "
-               "connections'." if ratio is None else
-               f", p99 {dur(r.probe['totals'][which]['percentiles']['99'])}; the load "
-               f"connections' p99, {dur(tot[which]['percentiles']['99'])}, is {ratio:.2f}× "
-               "it."))
+        sec.findings.append(probe_finding(r.probe, tot, d["mode"] == "open"))
     said = precision_text(r.precision)
     if said:
         sec.body.append(f"<p>{esc(said)}</p>")

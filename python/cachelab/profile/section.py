@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import ratio_bounds, ratio_text, spans_one
 from cachelab.artifacts import Artifact
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
@@ -134,9 +135,28 @@ def section(art: Artifact, ctx: Context) -> Section:
     return sec
 
 
+def _iv(c: dict[str, Any], key: str) -> list[float] | None:
+    """A stored cell's 95 % interval at percentile ``key``, None without one."""
+    return (c.get("intervals") or {}).get(key)
+
+
+def _ratio(a: float, a_iv: list[float] | None, b: float, b_iv: list[float] | None,
+           published: bool) -> str | None:
+    """``a / b`` with its ≥ 90 % interval (:func:`~cachelab.answers.ratio_bounds`); None when
+    that interval holds 1 (the finding is left out: the run cannot tell them apart); a
+    published profile's ratio says it has no interval."""
+    bounds = ratio_bounds(a, a_iv, b, b_iv)
+    if bounds is None:
+        return f"{times(a, b)} (published figures: no interval)" if published else None
+    return None if spans_one(bounds) else ratio_text(a, b, bounds)
+
+
 def findings(d: dict[str, Any]) -> list[str]:
-    """Plain-language facts from a profile's p50s."""
+    """Plain-language facts from a profile's p50s. Each ratio carries its interval, from both
+    ends of its cells' 95 % intervals (≥ 90 % when both hold); a ratio whose interval holds 1,
+    or a measured one without intervals, is left out."""
     out = []
+    published = d.get("source") == "published"
     cells = [c for c in d.get("cells", []) if c.get("samples")]
     gets = {c["value_size"]: c for c in cells if c["op"] == "get"}
     if gets:
@@ -144,20 +164,31 @@ def findings(d: dict[str, Any]) -> list[str]:
         big = max(gets)
         if big != small:
             a, b = gets[big]["percentiles"]["50"], gets[small]["percentiles"]["50"]
-            out.append(f"A {format_size(big)} get is {times(a, b)} slower than a "
-                       f"{format_size(small)} get at p50 ({dur(a)} vs {dur(b)}).")
+            r = _ratio(a, _iv(gets[big], "50"), b, _iv(gets[small], "50"), published)
+            if r is not None:
+                out.append(f"A {format_size(big)} get is {r} slower than a "
+                           f"{format_size(small)} get at p50 ({dur(a)} vs {dur(b)}).")
         c = gets[small]
-        out.append(f"A {format_size(small)} get: p50 {dur(c['percentiles']['50'])}, p99 "
-                   f"{dur(c['percentiles']['99'])} — the p99 is "
-                   f"{times(c['percentiles']['99'], c['percentiles']['50'])} the p50.")
+        p50, p99 = c["percentiles"]["50"], c["percentiles"]["99"]
+        r = _ratio(p99, _iv(c, "99"), p50, _iv(c, "50"), published)
+        out.append(f"A {format_size(small)} get: p50 {dur(p50)}, p99 {dur(p99)}"
+                   + (f" — the p99 is {r} the p50." if r is not None else "."))
     multi = {c["keys"]: c for c in cells if c["op"] == "multiget"}
     if len(multi) >= 2:
         lo, hi = min(multi), max(multi)
         a, b = multi[hi]["percentiles"]["50"], multi[lo]["percentiles"]["50"]
+        a_iv, b_iv = _iv(multi[hi], "50"), _iv(multi[lo], "50")
         per_key = a / hi
-        out.append(f"A {hi}-key multi-get takes {dur(a)} at p50, {times(a, b)} a {lo}-key one: "
-                   f"{dur(per_key)} per key, so one multi-get beats {hi} separate gets "
-                   f"by about {times(b * hi / lo, a)}.")
+        slower = _ratio(a, a_iv, b, b_iv, published)
+        # hi/lo separate lo-key multi-gets against one hi-key multi-get.
+        n = hi / lo
+        beats = _ratio(b * n, [v * n for v in b_iv] if b_iv else None, a, a_iv, published)
+        text = (f"A {hi}-key multi-get takes {dur(a)} at p50"
+                + (f", {slower} a {lo}-key one" if slower is not None else "")
+                + f": {dur(per_key)} per key")
+        if beats is not None and b * n > a:
+            text += f", so one multi-get beats {hi} separate gets by about {beats}"
+        out.append(text + ".")
     return out
 
 

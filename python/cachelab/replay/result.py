@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import write_json
+from cachelab.replay.answers import replay_answers
 from cachelab.replay.calibrate import TERMS
 from cachelab.replay.compare import PERCENTILES, TOLERANCE, pkey
 from cachelab.tables import text_table, write_json_and_csv
@@ -79,6 +81,12 @@ class ReplayResult:
     def render(self) -> str:
         """The human table (:func:`render`)."""
         return render(self)
+
+    def answers(self) -> list[Answer]:
+        """The answer card: each strategy's measured added time with its interval against
+        the prediction, the best one measured, and whether the replay confirms the
+        prediction (:func:`~cachelab.replay.answers.replay_answers`)."""
+        return replay_answers(self.to_dict(), failure(self.strategies))
 
     @property
     def within_tolerance(self) -> bool:

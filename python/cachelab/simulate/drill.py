@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import cachelab._core as _core
+from cachelab.answers import Answer
 from cachelab.artifacts import created_now, read_json, write_json
 from cachelab.errors import InputError
 from cachelab.load import LoadResult, LoadSpec
 from cachelab.load.drill import dip
 from cachelab.pool import DISTRIBUTIONS
+from cachelab.simulate.answers import drill_answers
 from cachelab.tables import write_json_and_csv
 
 __all__ = ["SCHEMA", "DrillPrediction", "predict_drill"]
@@ -70,6 +72,11 @@ class DrillPrediction:
         """``drill-prediction.json`` and ``drill-prediction.csv`` (:meth:`csv_table`)."""
         del plots  # a table, no figure
         return write_json_and_csv(self, Path(out_dir), "drill-prediction")
+
+    def answers(self) -> list[Answer]:
+        """The answer card: each membership change's dip, measured and predicted
+        (:func:`~cachelab.simulate.answers.drill_answers`)."""
+        return drill_answers(self.to_dict())
 
     def render(self) -> str:
         lines = [f"failure drill of {self.source} ({self.distribution}): hit ratio per "

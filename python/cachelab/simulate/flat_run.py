@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import created_now, write_json
 from cachelab.errors import UsageError
 from cachelab.simulate import flat
+from cachelab.simulate.answers import flat_answers
 from cachelab.simulate.render import render_flat
 from cachelab.simulate.request import LIMITS as REQUEST_LIMITS
 from cachelab.simulate.request import SCHEMA, SCHEMA_VERSION
@@ -149,6 +151,11 @@ class FlatSimulationResult:
     def render(self) -> str:
         """The tables ``cachelab simulate`` prints for a flat trace."""
         return render_flat(self.to_dict(), self.simulation)
+
+    def answers(self) -> list[Answer]:
+        """The answer card: each policy's miss ratio at each size asked and the best policy,
+        *predicted* (:func:`~cachelab.simulate.answers.flat_answers`)."""
+        return flat_answers(self.to_dict())
 
     def csv_table(self) -> tuple[list[str], list[list[Any]]]:
         """``simulate.csv`` (and ``--format csv``): a row per (policy, capacity)."""

@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 import cachelab._core as _core
+from cachelab.answers import Answer
 from cachelab.artifacts import created_now, write_json
 from cachelab.errors import UsageError
 from cachelab.profile import LatencyProfile
+from cachelab.simulate.answers import request_answers
 from cachelab.simulate.model import LatencyModel, latency_model
 from cachelab.simulate.render import PERCENTILES, SLOWED, render_request
 from cachelab.simulate.summary import band_at
@@ -156,6 +158,12 @@ class SimulationResult:
         """The tables ``cachelab simulate`` prints: every strategy's bands, and the routes
         that hurt most under the strategy with the lowest p90."""
         return render_request(self.to_dict())
+
+    def answers(self) -> list[Answer]:
+        """The answer card: the best strategy and what it saves against no cache, its p50
+        and p90 added latency, with the draws' bands — *predicted*, from the model it names
+        (:func:`~cachelab.simulate.answers.request_answers`)."""
+        return request_answers(self.to_dict())
 
     def csv_table(self) -> tuple[list[str], list[list[Any]]]:
         """``simulate.csv`` (and ``--format csv``): a row per strategy, with its bands."""

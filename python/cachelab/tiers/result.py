@@ -7,8 +7,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import Answer
 from cachelab.artifacts import write_json
 from cachelab.tables import text_table, write_json_and_csv
+from cachelab.tiers.answers import tiers_answers
 from cachelab.units import of_asked, partial_note
 
 __all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "TiersResult", "partial_text", "reads_text",
@@ -68,6 +70,11 @@ class TiersResult:
 
     def render(self) -> str:
         return render(self)
+
+    def answers(self) -> list[Answer]:
+        """The answer card: per shape the fastest read and the fastest through memcached,
+        each against the store (:func:`~cachelab.tiers.answers.tiers_answers`)."""
+        return tiers_answers(self.to_dict())
 
     def problems(self) -> dict[str, int]:
         """None to report: a benchmark's findings are its verdicts."""
