@@ -9,7 +9,7 @@ from cachelab.scale import ScaleSpec
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.sweep import _result
 
-__all__ = ["POINTS", "card_of", "fake_sweep", "x_of"]
+__all__ = ["POINTS", "card_of", "fake_sweep", "without_card", "x_of"]
 
 #: The loads of :func:`fake_sweep`.
 POINTS = [1, 2, 4, 6, 8, 10, 12, 16]
@@ -27,6 +27,21 @@ def card_of(stdout: str) -> dict[str, tuple[str, str]]:
         value, mark = rest.rsplit("  — ", 1)
         out[question] = (value, mark)
     return out
+
+
+def without_card(text: str) -> str:
+    """``text`` without its answer card (the "answer:" line, its indented lines and the blank
+    line after them): the table's own lines, as they read before the card existed."""
+    lines = text.splitlines()
+    if "answer:" not in lines:
+        return text
+    start = lines.index("answer:")
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("  "):
+        end += 1
+    if end < len(lines) and not lines[end].strip():
+        end += 1
+    return "\n".join(lines[:start] + lines[end:])
 
 
 def x_of(n: int) -> float:

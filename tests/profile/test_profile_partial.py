@@ -14,6 +14,7 @@ from cachelab.cli import run as cli
 from cachelab.errors import Interrupted
 from cachelab.profile.pool import profile_pool
 from cachelab.servers import PrivateMemcached
+from cards import without_card
 from partial_runs import interrupted_profile, sigint_when_busy
 
 TABLES = ("Get latency by value size", "Set latency by value size",
@@ -28,7 +29,8 @@ def counts_text(doc: dict) -> str:
 
 
 def assert_says_partial(text: str, doc: dict, asked: int, why: str) -> None:
-    lines = text.splitlines()
+    # (the answer card, after the PARTIAL line, says it too: tests/base/test_answer_card.py)
+    lines = without_card(text).splitlines()
     first = lines[0]
     assert first.startswith(f"PARTIAL ({why} after "), first
     assert f"samples per cell: {counts_text(doc)} of {asked:,} asked)" in first, first
@@ -74,7 +76,9 @@ def test_a_complete_profile_says_nothing_of_the_kind(memcached: PrivateMemcached
     assert code == 0
     text = capsys.readouterr().out
     assert "PARTIAL" not in text
-    assert "50 samples per cell after 0 warm-up" in text.splitlines()[0]
+    # The answer card first, then the heading.
+    assert text.splitlines()[0] == "answer:"
+    assert "50 samples per cell after 0 warm-up" in without_card(text).splitlines()[0]
 
 
 def test_a_profile_whose_server_went_away_says_it_gave_up(
