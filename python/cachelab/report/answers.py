@@ -31,6 +31,7 @@ from cachelab.replay import ReplayResult
 from cachelab.report.overview import step_answers
 from cachelab.scale.result import ScaleResult
 from cachelab.simulate import SimulationResult
+from cachelab.simulate.answers import flat_answers, request_answers
 from cachelab.size.sizing import SizeResult
 from cachelab.tiers import TiersResult
 from cachelab.usl import UslFit
@@ -40,7 +41,18 @@ __all__ = ["CARDS", "RESULTS", "answers_of", "recorded"]
 #: Kind -> the card made from the artifact's data, where no result object is needed.
 CARDS: dict[str, Callable[[Artifact], list[Answer]]] = {
     "compare": lambda a: compare_answers(a.data),
+    "simulation": lambda a: _simulation_card(a.data),
 }
+
+
+def _simulation_card(d: dict[str, Any]) -> list[Answer]:
+    """A ``simulate.json``'s card from its data (its result objects do not read back): flat
+    or request level; KeyError for another shape (the run's record is used instead)."""
+    if d.get("mode") == "flat":
+        return flat_answers(d)
+    if "strategies" in d:
+        return request_answers(d)
+    raise KeyError("mode")
 
 #: Kind -> the result class its data reads back into (``from_dict`` when it has one, else
 #: its dataclass fields), whose ``answers()`` is the card.
