@@ -25,7 +25,7 @@ import cachelab.simulate as simulate_lib
 import cachelab.tiers as tiers_lib
 import cachelab.traces as traces
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
-from cachelab.profile.precise import not_reached, precision_text, wider
+from cachelab.profile.precise import not_reached, precision_percentile, precision_text, wider
 from cachelab.progress import Progress
 from cachelab.run.result import RunSpec
 from cachelab.scale.result import precision_missed
@@ -184,15 +184,18 @@ def step_profile(st: State) -> tuple[str, bool]:
         small = min(gets, key=lambda s: abs(s - 1000))
         text = (f"get {gets[small].label} p50 {gets[small].percentiles['50'] / 1000:.1f} µs, "
                 f"p99 {gets[small].percentiles['99'] / 1000:.1f} µs"
-                + (f" ({precision_text(gets[small])})" if gets[small].precision else ""))
+                + (f" (p{precision_percentile(result.precision)} "
+                   f"{precision_text(gets[small])})" if gets[small].precision else ""))
     if result.precision is not None:
         missed = not_reached(result.cells)
-        text += (f"; precision NOT reached in {len(missed)} of {len(result.cells)} cells → "
+        text += (f"; precision NOT reached in {len(missed)} of {len(result.cells)} cells "
+                 f"(p{precision_percentile(result.precision)} within "
+                 f"±{100 * result.precision['target']:g} %) → "
                  + (wider(missed, float(result.precision["target"])).lstrip(", ") or
                     "a wider `--precision`") + " or `--precision off`"
                  + ("; the full study (no `--quick`) samples more" if st.spec.quick else "")
-                 if missed else "; every cell's p99 within "
-                 f"±{100 * result.precision['target']:g} %")
+                 if missed else f"; every cell's p{precision_percentile(result.precision)} "
+                 f"within ±{100 * result.precision['target']:g} %")
     if problems:
         text += "; problems: " + _problems_text(problems)
     return text, bool(problems)

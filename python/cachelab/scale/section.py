@@ -20,6 +20,7 @@ from cachelab.scale.result import (
     mean_text,
     partial_text,
     precision_missed,
+    target_percentile,
 )
 from cachelab.scale.verdicts import latency_verdict, series_name, verdict_lines
 from cachelab.units import dur
@@ -40,9 +41,9 @@ def section(art: Artifact, ctx: Context) -> Section:
         sec.notes.append(partial)
     target = spec.get("precision")
     measured = (f"{esc(spec['window'])} s measured from the steady state" if target is None
-                else f"each run until its p99 was within ±{100 * target:g} % (at most "
-                f"{spec['settle'] + spec['window']:g} s after the warm-up), measured from the "
-                "steady state to its end")
+                else f"each run until its {target_percentile(spec)} was within "
+                f"±{100 * target:g} % (at most {spec['settle'] + spec['window']:g} s after the "
+                "warm-up), measured from the steady state to its end")
     sec.body.append(f"<p>{len(d['runs'])} run(s): {esc(spec['repeats'])} repeat(s) of each "
                     f"point in interleaved order, {measured}.</p>")
     missed = precision_missed(spec, d["runs"])
