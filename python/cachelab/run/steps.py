@@ -227,9 +227,9 @@ def step_scale(st: State) -> tuple[str, bool]:
         text += "; " + line
     missed = precision_missed(result.spec, result.runs)
     if missed:
-        text += "; " + missed.split(" (p99")[0]
+        text += "; " + missed.split(" (p")[0] + f" (p{spec.precision_percentile})"
     elif spec.precision is not None:
-        text += f"; every run's p99 within ±{100 * spec.precision:g} %"
+        text += f"; every run's p{spec.precision_percentile} within ±{100 * spec.precision:g} %"
     bad = any(r["errors"] or r["lost"] for r in result.runs)
     return text + ("; some runs had errors" if bad else ""), bad
 
