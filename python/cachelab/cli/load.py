@@ -68,7 +68,7 @@ _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arr
             "remove", "fail")
 
 #: What ``--fail-on`` checks in a load run's result (and in a scale sweep's, whose points
-#: are load runs): its verdict INVALID, a p99 precision not reached, problems.
+#: are load runs): its verdict INVALID, a precision not reached, problems.
 CHECKS = ("invalid", "precision", "problems")
 
 #: Each numeric flag's range: the load engine's (``lib.LIMITS``, from crates/load/src/spec.rs),

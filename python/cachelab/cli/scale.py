@@ -114,11 +114,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--connections-per-agent", type=CONNECTIONS, metavar="C",
                    help=f"with --vary agents (default {_D.connections_per_agent})")
     p.add_argument("--precision", type=common.precision_arg, metavar="P%",
-                   help="each run stops once its p99's 95 %% interval is within ±P %% of it "
+                   help="each run stops once its p99's (or --precision-percentile's) 95 %% "
+                   "interval is within ±P %% of it "
                    "(as load --precision; above 0 and below 100, e.g. 5%%; below 1 the %% "
                    "sign is required), at most --settle + --window seconds after the warm-up; "
                    "the point is measured from the steady state to the run's end, and the "
-                   "table shows each point's p99 precision")
+                   "table shows each point's precision")
     p.add_argument("--precision-percentile", type=parse_precision_percentile, metavar="P",
                    help="the percentile --precision targets: "
                    f"{', '.join(k for k in SHOWN if float(k) >= 50)} "

@@ -92,10 +92,10 @@ class LoadSpec:
     #: out, or a connection down this long is listed as a stall (``stalls`` in load.json).
     stall_ms: float = 100.0
     seed: int | None = None
-    #: Run length by precision: stop once the measured p99's 95 % interval has a relative
-    #: half-width at or below this (0.05: ±5 %), checked at each interval end; ``duration``
-    #: is the cap. None: run the whole duration. See docs/load.md, "Percentile intervals
-    #: and precision".
+    #: Run length by precision: stop once the measured p99's (``precision_percentile``'s)
+    #: 95 % interval has a relative half-width at or below this (0.05: ±5 %), checked at each
+    #: interval end; ``duration`` is the cap. None: run the whole duration. See
+    #: docs/load.md, "Percentile intervals and precision".
     precision: float | None = None
     #: The percentile ``precision`` targets: one the table shows with an interval ("50",
     #: "90", "99", "99.9"). p99 by default: at 10,000 replies/s a 10 s run has ~1,000 beyond

@@ -68,10 +68,10 @@ class ProfileSpec:
     plain_port: int | None = limited(None, 1, 65535)
     #: New connections timed for the TLS cost table.
     tls_cost_connections: int = limited(200, 1, 100_000)
-    #: Run length by precision: each cell is sampled until its p99's 95 % interval has a
-    #: relative half-width at or below this (0.05: ±5 %), in batches; ``samples`` is then
-    #: the cap per cell. None: every cell takes ``samples``. See docs/profile.md (or the
-    #: profile section of docs/load.md), "Run length by precision".
+    #: Run length by precision: each cell is sampled until its p99's
+    #: (``precision_percentile``'s) 95 % interval has a relative half-width at or below this
+    #: (0.05: ±5 %), in batches; ``samples`` is then the cap per cell. None: every cell takes
+    #: ``samples``. See the profile section of docs/load.md, "Run length by precision".
     precision: float | None = None
     #: The percentile ``precision`` targets (a key of the table's rows, from the median up:
     #: "50", "75", "90", "95", "99", "99.9"): p99 by default, whose interval 10,000 samples

@@ -48,9 +48,10 @@ class ScaleSpec:
     workload: dict[str, Any] = field(default_factory=dict)
     #: TLS to the server (None: plain TCP); every run of the sweep connects with it.
     tls: TlsOptions | None = None
-    #: Run length by precision: each run stops once its p99's 95 % interval is within this
-    #: share of it (``load --precision``), capped by its ``settle + window``; the point is
-    #: then measured from the steady-state start to the run's end. None: fixed windows.
+    #: Run length by precision: each run stops once its p99's (``precision_percentile``'s)
+    #: 95 % interval is within this share of it (``load --precision``), capped by its
+    #: ``settle + window``; the point is then measured from the steady-state start to the
+    #: run's end. None: fixed windows.
     precision: float | None = None
     #: The percentile ``precision`` targets (``load --precision-percentile``): p99 by default;
     #: the p50 for ``quick``, whose runs of 0.75 s left the p99's interval wider than ±5 % in
