@@ -61,7 +61,8 @@ def section(art: Artifact, ctx: Context) -> Section:
     sec.body.append(table(["N", "throughput /s (mean of the runs in the fit)", "sd",
                            "runs in the fit (throughput VALID)", "p50", "p99",
                            "p99 95 % interval (µs)", "p99.9", "latency verdict",
-                           *(["p99 ±, runs reached"] if target else [])], rows))
+                           *([f"{target_percentile(spec)} ±, runs reached"] if target else [])],
+                          rows))
     behind = ScaleResult.from_dict(d, str(art.path)).behind_totals()
     if behind:
         sec.body.append(behind_table(behind, "every run, warm-up included"))
