@@ -27,8 +27,10 @@ import numpy as np
 import cachelab._core as _core
 from cachelab.errors import UsageError
 
-__all__ = ["LEVEL", "block_length", "check_precision", "dependence", "effective", "interval",
-           "intervals", "parse_precision", "ranks", "relative_half_width", "tail_samples", "within"]
+__all__ = ["LEVEL", "MIN_TAIL", "block_length", "certifiable", "check_precision",
+           "check_precision_percentile", "dependence", "effective", "highest_certifiable",
+           "interval", "intervals", "parse_precision", "parse_precision_percentile", "ranks",
+           "relative_half_width", "samples_to_certify", "tail_samples", "within"]
 
 #: The intervals' confidence level.
 LEVEL = 0.95
@@ -71,6 +73,69 @@ def tail_samples(n: int, percentile: float) -> int:
     """How many of ``n`` samples lie beyond ``percentile`` (at the far side from the median)."""
     share = 1.0 - percentile / 100.0 if percentile >= 50.0 else percentile / 100.0
     return math.floor(n * share + 1e-9)
+
+
+# -- which percentile a sample count can certify ------------------------------------------------
+#
+# A precision target ("p99 within ±5 %") is a bound on the interval's relative half-width, and
+# the interval's ends are order statistics. With k = n (1 − p) samples beyond the percentile,
+# the binomial puts the interval's outer rank about 1.96 √k ranks further out, so the outer end
+# is the latency at a tail share of about k (1 − 1.96/√k) / n: the tail share is known only to
+# within ±1.96/√k of itself. With k = 5 (the p99 of 500 samples) the outer rank is 499 of 500 —
+# the interval's end is the second-largest latency, a single outlier, and no target can be
+# reached but by luck. With k = 50 the outer end keeps ~37 samples beyond it and the tail share
+# is pinned to ±28 %; the interval then narrows as 1/√n like any other. So MIN_TAIL samples
+# beyond a percentile is what a target on it needs to be reachable at all: a p99 needs 5,000
+# samples, a p90 500, a p50 100. Whether ±5 % is then reached depends on how steep the latency
+# distribution is there, which only the measurement tells (a loaded machine's p90 sits where the
+# latencies are spread out: benches/runs/2026-11-29-quick-precision.md).
+
+#: The fewest samples beyond a percentile (at the far side from the median) with which its
+#: interval can certify a precision target (above).
+MIN_TAIL = 50
+
+
+def samples_to_certify(percentile: float) -> int:
+    """The fewest samples that put :data:`MIN_TAIL` beyond ``percentile`` (p99: 5,000)."""
+    share = 1.0 - percentile / 100.0 if percentile >= 50.0 else percentile / 100.0
+    return math.ceil(round(MIN_TAIL / share, 6))
+
+
+def certifiable(n: int, percentile: float) -> bool:
+    """Whether ``n`` samples can certify a precision target on ``percentile``: an interval
+    exists (:func:`ranks`) and :data:`MIN_TAIL` samples lie beyond the percentile."""
+    return ranks(n, percentile) is not None and tail_samples(n, percentile) >= MIN_TAIL
+
+
+def highest_certifiable(n: int, percentiles: Sequence[str]) -> str | None:
+    """The highest of ``percentiles`` (keys such as ``"90"``, from the median up) that ``n``
+    samples can certify; None when not even the lowest."""
+    ok = [k for k in percentiles if float(k) >= 50.0 and certifiable(n, float(k))]
+    return max(ok, key=float) if ok else None
+
+
+def parse_precision_percentile(text: str | float | None) -> str | None:
+    """``"p90"``, ``"90"`` or ``90`` -> ``"90"`` (the key the tables use; 99.9 stays
+    ``"99.9"``); None as None. The choice is checked against the verb's percentiles by
+    :func:`check_precision_percentile`."""
+    if text is None:
+        return None
+    raw = str(text).strip().lower().removeprefix("p")
+    try:
+        value = float(raw)
+    except ValueError:
+        return str(text)
+    return f"{value:g}"
+
+
+def check_precision_percentile(value: object, shown: Sequence[str]) -> None:
+    """A spec's ``precision_percentile``: one of the percentiles the verb's tables show with
+    an interval (``shown``, keys such as ``"99"``), from the median up; UsageError naming the
+    field otherwise."""
+    allowed = [k for k in shown if float(k) >= 50.0]
+    if not isinstance(value, str) or value not in allowed:
+        raise UsageError(f"precision_percentile must be one of the percentiles the tables show "
+                         f"with an interval ({', '.join(allowed)}), not {value!r}")
 
 
 def interval(histogram: str, n: int, percentile: float,

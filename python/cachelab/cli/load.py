@@ -10,6 +10,8 @@ import cachelab.load as lib
 from cachelab.cli import cluster, common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
+from cachelab.intervals import parse_precision_percentile
+from cachelab.load.precision import SHOWN
 from cachelab.progress import Progress
 from cachelab.units import flag_text
 
@@ -61,11 +63,12 @@ cachelab load --private-pool 3 --rate 20000 --remove 2@5 --fail-on invalid,probl
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-            "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision", "repeats",
-            "probe_rate", "on_member_down", "on_miss", "add", "remove", "fail")
+            "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision",
+            "precision_percentile", "repeats", "probe_rate", "on_member_down", "on_miss", "add",
+            "remove", "fail")
 
 #: What ``--fail-on`` checks in a load run's result (and in a scale sweep's, whose points
-#: are load runs): its verdict INVALID, a p99 precision not reached, problems.
+#: are load runs): its verdict INVALID, a precision not reached, problems.
 CHECKS = ("invalid", "precision", "problems")
 
 #: Each numeric flag's range: the load engine's (``lib.LIMITS``, from crates/load/src/spec.rs),
@@ -159,11 +162,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(from its intended time in open loop), a request timed out, or a connection "
                    f"was down that long (default {flag_text(_D.stall_ms)})")
     w.add_argument("--precision", type=common.precision_arg, metavar="P%",
-                   help="stop once the measured p99's 95 %% interval is within ±P %% of it "
-                   "(above 0 and below 100, e.g. 5%%; below 1 the %% sign is required), "
-                   "checked at each interval end; "
+                   help="stop once the measured percentile's 95 %% interval (the p99's, or "
+                   "--precision-percentile's) is within ±P %% of it (above 0 and below 100, "
+                   "e.g. 5%%; below 1 the %% sign is required), checked at each interval end; "
                    "--duration is the time cap (docs/load.md, \"Percentile intervals and "
                    "precision\")")
+    w.add_argument("--precision-percentile", type=parse_precision_percentile, metavar="P",
+                   help="the percentile --precision targets: "
+                   f"{', '.join(k for k in SHOWN if float(k) >= 50)} "
+                   f"(default {_D.precision_percentile})")
     w.add_argument("--repeats", type=_limit("repeats"), metavar="N",
                    help=f"run the measurement N times with one seed (default {_D.repeats}), "
                    "restarting the "

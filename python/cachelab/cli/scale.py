@@ -10,8 +10,10 @@ from cachelab.cli import cluster, common, output
 from cachelab.cli.load import CHECKS, CONNECTIONS, KEY_SPACE, PIPELINE
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
+from cachelab.intervals import parse_precision_percentile
 from cachelab.load import LIMITS as LOAD_LIMITS
 from cachelab.load import LoadSpec, parse_mix
+from cachelab.load.precision import SHOWN
 from cachelab.progress import Progress
 from cachelab.units import flag_text
 
@@ -112,11 +114,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--connections-per-agent", type=CONNECTIONS, metavar="C",
                    help=f"with --vary agents (default {_D.connections_per_agent})")
     p.add_argument("--precision", type=common.precision_arg, metavar="P%",
-                   help="each run stops once its p99's 95 %% interval is within ±P %% of it "
+                   help="each run stops once its p99's (or --precision-percentile's) 95 %% "
+                   "interval is within ±P %% of it "
                    "(as load --precision; above 0 and below 100, e.g. 5%%; below 1 the %% "
                    "sign is required), at most --settle + --window seconds after the warm-up; "
                    "the point is measured from the steady state to the run's end, and the "
-                   "table shows each point's p99 precision")
+                   "table shows each point's precision")
+    p.add_argument("--precision-percentile", type=parse_precision_percentile, metavar="P",
+                   help="the percentile --precision targets: "
+                   f"{', '.join(k for k in SHOWN if float(k) >= 50)} "
+                   f"(default {_D.precision_percentile}; {_Q.precision_percentile} with --quick)")
     w = p.add_argument_group("workload (as for cachelab load)")
     w.add_argument("--mix", metavar="OP=SHARE,...", help=f"default {flag_text(_W.mix)}")
     w.add_argument("--key-space", type=KEY_SPACE, metavar="N",
@@ -144,7 +151,8 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     over = {}
     for name in ("vary", "points", "repeats", "warmup", "settle", "window", "interval",
                  "connections_per_thread", "client_connections", "connections_per_agent",
-                 "method", "keep_invalid", "bootstrap", "seed", "precision"):
+                 "method", "keep_invalid", "bootstrap", "seed", "precision",
+                 "precision_percentile"):
         v = getattr(args, name)
         if v is not None:
             over[name] = v

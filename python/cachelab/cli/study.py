@@ -85,11 +85,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"seed of every random choice (default {_D.seed})")
     p.add_argument("--precision", type=_precision_or_off, metavar="P%|off",
                    default=lib.DEFAULT_PRECISION,
-                   help="the p99 precision profile and scale run to (as their --precision: "
+                   help="the precision profile and scale run to (as their --precision: "
                    "each profile cell sampled until its p99's 95 %% interval is within ±P %%, "
                    "its samples the cap; each scale run stopped once its p99 is, its window "
-                   f"the cap; default {100 * lib.DEFAULT_PRECISION:g}%%; off: fixed samples "
-                   "and windows); the report gives each number's precision")
+                   "the cap; --quick's target is the p50, which its samples can certify: 500 put "
+                   f"5 beyond a p99; default {100 * lib.DEFAULT_PRECISION:g}%%; off: fixed "
+                   "samples and windows); the report gives each number's precision")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
     common.finish_parser(p, "run", run, server=True, checks=("replay", "problems"),
                          server_memory=lib.PRIVATE_MEMORY_MB,

@@ -138,7 +138,8 @@ def measure(spec: LoadSpec, target: Target, *, server_pid: int | None = None,
                           private=bool(facts.get("private")))
         evicting: list[int] = []
         precise = (Watch(spec.precision, float(spec.interval),
-                         float(spec.warmup) + float(spec.precision_after))
+                         float(spec.warmup) + float(spec.precision_after),
+                         spec.precision_percentile)
                    if spec.precision is not None else None)
 
         def watched(progress: Any) -> None:
@@ -181,7 +182,8 @@ def measure(spec: LoadSpec, target: Target, *, server_pid: int | None = None,
         result.precision = precision_verdict(
             float(spec.precision), result.latency("best"), cap_s=float(spec.duration or 0),
             stopped_at_s=round(result.totals["duration_s"], 3)
-            if precise.reached_at_s is not None else None, live_half_width=precise.half_width)
+            if precise.reached_at_s is not None else None, live_half_width=precise.half_width,
+            percentile=spec.precision_percentile)
     if stopped and not evicting:  # stopped by the precision reached: a complete run
         result.run["cancelled"] = False
         result.run["stopped_by"] = "precision"

@@ -1,6 +1,7 @@
 """How precise a load run's percentiles are: their 95 % intervals (order statistics,
 :mod:`cachelab.intervals`) on the samples the run's validity verdict says are independent, and
-the run length by precision (``load --precision 5%``: stop once the p99's interval is tight).
+the run length by precision (``load --precision 5%``: stop once the interval of the targeted
+percentile — the spec's ``precision_percentile``, p99 by default — is tight).
 
 The order-statistic interval assumes independent samples. The ``independent`` check
 (:mod:`cachelab.load.validity`) finds the thinning *k* at which consecutive latencies are
@@ -46,9 +47,11 @@ MIN_BATCHES = 5
 #: ... each with at least this many latencies (a p99 with two beyond it).
 MIN_BATCH_SAMPLES = 200
 
-#: The percentiles shown with intervals (key -> percentile).
-SHOWN = {"50": 50.0, "99": 99.0, "99.9": 99.9}
-#: The percentile whose precision ``--precision`` targets.
+#: The percentiles shown with intervals (key -> percentile); a precision target may be on any
+#: of them.
+SHOWN = {"50": 50.0, "90": 90.0, "99": 99.0, "99.9": 99.9}
+#: The percentile whose precision ``--precision`` targets by default (the spec's
+#: ``precision_percentile``), and the one whose effective samples a basis names.
 TARGET_KEY = "99"
 
 
@@ -118,9 +121,10 @@ def run_intervals(entry: Mapping[str, Any], independence: Mapping[str, Any] | No
     return {"basis": basis_, "ranges": ranges, "tail": tail}
 
 
-def merged_p99_interval(histogram: str | None,
-                        bases: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The p99's interval of several runs' latencies merged (a scale point's repeats):
+def merged_p99_interval(histogram: str | None, bases: list[Mapping[str, Any]],
+                        percentile: float = 99.0) -> dict[str, Any]:
+    """The p99's (or ``percentile``'s) interval of several runs' latencies merged (a scale
+    point's repeats):
     ``{"range": [low, high] or None, "effective": n, "withheld": why or None}``; each run's
     samples count for their effective number (:func:`basis`), and one run whose latencies are
     not independent (or unchecked) withholds it."""
@@ -129,22 +133,25 @@ def merged_p99_interval(histogram: str | None,
         return {"range": None, "effective": None,
                 "withheld": withheld or "no latencies"}
     n = sum(int(b["effective"]) for b in bases)
-    rng = interval(histogram, n, 99.0)
+    rng = interval(histogram, n, percentile)
     return {"range": None if rng is None else [rng[0], rng[1]], "effective": n,
             "withheld": None if rng is not None
-            else f"n/a ({tail_samples(n, 99.0)} samples beyond the p99)"}
+            else f"n/a ({tail_samples(n, percentile)} samples beyond the p{percentile:g})"}
 
 
 def point_precision(target: float, latency: Mapping[str, Any],
-                    runs: list[Mapping[str, Any] | None]) -> dict[str, Any]:
+                    runs: list[Mapping[str, Any] | None], percentile: str = TARGET_KEY,
+                    merged: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A scale point's precision under ``scale --precision``: the target, the relative
-    half-width of the p99 interval of its runs merged (``latency``: ``p99_interval`` and
+    half-width of the ``percentile``'s interval of its runs merged (``merged``, as
+    :func:`merged_p99_interval` gives it; by default ``latency``'s ``p99_interval``; with
     ``percentiles_ns``; None when withheld), and how many of its runs reached the target on
     their own (each run's :func:`precision_verdict`)."""
-    rng = (latency.get("p99_interval") or {}).get("range")
-    p99 = (latency.get("percentiles_ns") or {}).get("99")
-    hw = relative_half_width(rng, p99)
-    return {"target": target, "half_width": None if hw is None else round(hw, 5),
+    rng = (merged or latency.get("p99_interval") or {}).get("range")
+    value = (latency.get("percentiles_ns") or {}).get(percentile)
+    hw = relative_half_width(rng, value)
+    return {"target": target, "percentile": percentile,
+            "half_width": None if hw is None else round(hw, 5),
             "reached": within(hw, target),
             "runs_reached": sum(bool(r and r.get("reached")) for r in runs),
             "runs": len(runs)}
@@ -193,18 +200,19 @@ def half_width(entry: Mapping[str, Any], key: str = TARGET_KEY) -> float | None:
 
 
 def precision_verdict(target: float, entry: Mapping[str, Any], *, stopped_at_s: float | None,
-                      cap_s: float, live_half_width: float | None = None) -> dict[str, Any]:
-    """``load.json``'s ``precision``: the target, the p99's final relative half-width (from the
-    run's own intervals, thinning included), whether it is at or below the target, and when
-    the run stopped for it (None: it ran to the cap)."""
-    hw = half_width(entry)
+                      cap_s: float, live_half_width: float | None = None,
+                      percentile: str = TARGET_KEY) -> dict[str, Any]:
+    """``load.json``'s ``precision``: the target, the targeted ``percentile``'s final relative
+    half-width (from the run's own intervals, thinning included), whether it is at or below
+    the target, and when the run stopped for it (None: it ran to the cap)."""
+    hw = half_width(entry, percentile)
     why = (entry.get("intervals") or {}).get("basis", {}).get("withheld")
     reached = within(hw, target)
-    return {"target": target, "percentile": TARGET_KEY,
+    return {"target": target, "percentile": percentile,
             "half_width": None if hw is None else round(hw, 5), "reached": reached,
             "stopped_at_s": stopped_at_s, "cap_s": cap_s,
             "live_half_width": None if live_half_width is None else round(live_half_width, 5),
-            "why": None if hw is not None else (why or "too few samples beyond the p99")}
+            "why": None if hw is not None else (why or f"too few samples beyond the p{percentile}")}
 
 
 def round_up(n: int) -> int:
@@ -230,27 +238,28 @@ def longer_fix(flag: str, cap_s: float, half_widths: Sequence[float | None],
 
 def precision_text(p: Mapping[str, Any] | None) -> str | None:
     """One line: "p99 ±4.1 % reached after 6.5 s" or "precision NOT reached in 30 s: p99 ±9 %
-    (target ±5 %)"."""
+    (target ±5 %)", of the percentile the target was on."""
     if not p:
         return None
+    pct = f"p{p.get('percentile') or TARGET_KEY}"
     hw = "interval not given: " + str(p["why"]) if p["half_width"] is None \
         else f"±{num(100 * p['half_width'], 2)} %"
     if p["reached"]:
         when = p["stopped_at_s"] if p["stopped_at_s"] is not None else p["cap_s"]
-        return (f"precision: p99 {hw} reached after {when:g} s "
+        return (f"precision: {pct} {hw} reached after {when:g} s "
                 f"(target ±{100 * p['target']:g} %)")
     if p["stopped_at_s"] is not None:  # stopped on the live interval, which the final
         # verdict (thinned for independence) does not confirm
         live = p.get("live_half_width")
         live_text = "" if live is None else f"±{num(100 * live, 2)} %, "
         return (f"precision NOT reached: stopped after {p['stopped_at_s']:g} s on the live "
-                f"p99 interval ({live_text}samples taken as independent), "
-                f"but p99 {hw} (target ±{100 * p['target']:g} %) → "
+                f"{pct} interval ({live_text}samples taken as independent), "
+                f"but {pct} {hw} (target ±{100 * p['target']:g} %) → "
                 + (f"a wider `--precision {math.ceil(110 * p['half_width']):g}%`, or "
                    if p["half_width"] is not None else "")
                 + "a quieter machine (latencies that depend on each other widen the final "
                 "interval)")
-    return (f"precision NOT reached in {p['cap_s']:g} s: p99 {hw} "
+    return (f"precision NOT reached in {p['cap_s']:g} s: {pct} {hw} "
             f"(target ±{100 * p['target']:g} %) → "
             + longer_fix("--duration", float(p["cap_s"]), [p["half_width"]], float(p["target"])))
 
@@ -293,12 +302,13 @@ def _basis_note(basis: Mapping[str, Any]) -> str:
 
 
 class Watch:
-    """Live, at each finished interval: whether the measured p99 is known to within
-    ``target`` (a share of it), by two intervals that must both be that tight —
+    """Live, at each finished interval: whether the measured ``percentile`` (p99 by default) is
+    known to within ``target`` (a share of it), by two intervals that must both be that
+    tight —
 
     * the order-statistic interval of the intervals after the warm-up merged, which takes the
       latencies as independent (the final verdict's thinning or block bootstrap may widen it);
-    * the batch-means interval: the intervals' own p99s taken as batches, ``t`` × their
+    * the batch-means interval: the intervals' own percentiles taken as batches, ``t`` × their
       standard deviation / √k (batch quantiles, Seila 1982), which sees the dependence the
       first one ignores. It needs :data:`MIN_BATCHES` intervals of at least
       :data:`MIN_BATCH_SAMPLES` latencies, so a run never stops before that many intervals.
@@ -306,13 +316,15 @@ class Watch:
     On a busy machine the first alone stopped 14 of 18 scale runs early that the final verdict
     did not confirm (benches/runs/2026-11-27-run-time-precision.md)."""
 
-    def __init__(self, target: float, interval_s: float, warmup_s: float) -> None:
+    def __init__(self, target: float, interval_s: float, warmup_s: float,
+                 percentile: str = TARGET_KEY) -> None:
         self.target, self.interval_s, self.warmup_s = target, interval_s, warmup_s
+        self.percentile = float(percentile)
         self.seen = 0
         #: The measured intervals' latencies so far, merged (one histogram, kept up to date:
         #: a long run does not re-merge every interval at every poll).
         self.merged: str | None = None
-        #: Each measured interval's p99 (ns), the batches of the batch-means interval.
+        #: Each measured interval's percentile (ns), the batches of the batch-means interval.
         self.batches: list[float] = []
         self.reached_at_s: float | None = None
         #: The live relative half-width at the latest finished interval (the wider of the
@@ -332,19 +344,19 @@ class Watch:
             self.merged = _core.hist_merge(([self.merged] if self.merged else []) + measured)
             for h in measured:
                 if int(_core.hist_summary(h)["count"]) >= MIN_BATCH_SAMPLES:
-                    self.batches.append(float(_core.hist_percentiles(h, [99.0])[0]))
+                    self.batches.append(float(_core.hist_percentiles(h, [self.percentile])[0]))
         if not measured or self.reached_at_s is not None:
             return self.reached_at_s is not None
         merged = self.merged
         n = int(_core.hist_summary(merged)["count"])
-        rng = interval(merged, n, 99.0)
-        p99 = _core.hist_percentiles(merged, [99.0])[0]
-        self.half_width = relative_half_width(rng, p99)
+        rng = interval(merged, n, self.percentile)
+        value = _core.hist_percentiles(merged, [self.percentile])[0]
+        self.half_width = relative_half_width(rng, value)
         k = len(self.batches)
         if self.half_width is not None and k >= MIN_BATCHES:
             mean = sum(self.batches) / k
             sd = math.sqrt(sum((b - mean) ** 2 for b in self.batches) / (k - 1))
-            batch_hw = float(self._t.ppf(0.975, k - 1)) * sd / math.sqrt(k) / p99
+            batch_hw = float(self._t.ppf(0.975, k - 1)) * sd / math.sqrt(k) / value
             self.half_width = max(self.half_width, batch_hw)
             if self.half_width <= self.target:
                 self.reached_at_s = round((max(i for i, _ in new) + 1) * self.interval_s, 3)

@@ -144,14 +144,15 @@ def _measure(
             done[0] += seen[0]
             return out
 
-        raw = run_until_precise(spec_dict, spec.precision, spec.samples, batch)
+        raw = run_until_precise(spec_dict, spec.precision, spec.samples, batch,
+                                spec.precision_percentile)
     lost = watch.poll(force=True) if watch is not None else None
     after = [_stats(a, timeout, required=False) for a in behind or ()]
     cells = [with_percentiles(Cell.from_dict(c, "profile run"), intervals=True)
              for c in raw["cells"]]
     if spec.precision is not None:
         for c in cells:
-            c.precision = cell_precision(c, spec.precision)
+            c.precision = cell_precision(c, spec.precision, spec.precision_percentile)
     client = {k: v for k, v in spec_dict.items() if k not in ("address", "tls")}
     client["tls"] = describe_tls(spec.tls)
     result = LatencyProfile(

@@ -14,7 +14,7 @@ from cachelab.artifacts import check_schema, write_json
 from cachelab.errors import InputError
 from cachelab.profile.answers import profile_answers
 from cachelab.profile.cell import TABLE_ROWS, Cell
-from cachelab.profile.precise import samples_fix
+from cachelab.profile.precise import precision_percentile, samples_fix
 from cachelab.profile.render import render_profile
 from cachelab.tables import write_json_and_csv
 from cachelab.units import partial_note
@@ -73,9 +73,12 @@ class LatencyProfile:
         # (a profile saved before the run-level precision record: no target to write a fix
         # from)
         fix = ("" if not self.precision else " → " + samples_fix(
-            missed, float(self.precision["target"]), int(self.precision["cap_samples"])))
+            missed, float(self.precision["target"]), int(self.precision["cap_samples"]),
+            precision_percentile(self.precision)))
+        what = (f" (p{precision_percentile(self.precision)} within "
+                f"±{100 * float(self.precision['target']):g} %)" if self.precision else "")
         return {"precision": f"precision NOT reached in {len(missed)} of {len(self.cells)} "
-                f"cell(s): {names}{fix}"}
+                f"cell(s){what}: {names}{fix}"}
 
     def problems(self) -> dict[str, int]:
         """Counts ``--fail-on problems`` fails on: errors, mismatches, misses, keys left behind,

@@ -1,16 +1,19 @@
 """Run length by precision for a profile (``profile --precision 5%``): each cell is sampled
-until its p99's 95 % interval (:mod:`cachelab.intervals`, the cell's ``intervals``) has a
-relative half-width ((high − low) / 2 / p99) at or below the target, with the spec's
+until the 95 % interval (:mod:`cachelab.intervals`, the cell's ``intervals``) of its targeted
+percentile (the spec's ``precision_percentile``: p99 by default, p50 for ``--quick``) has a
+relative half-width ((high − low) / 2 / value) at or below the target, with the spec's
 ``samples`` per cell as the cap.
 
 The engine (``_core.profile_run``) is run in batches, each with the sizes and key counts whose
 cells have not reached the target yet; a batch's cells are merged into the ones before
-(histograms merged, counts added). The first batch takes :data:`FIRST_BATCH` samples per cell
-(or the cap, when smaller); each next one what the widest open cell's half-width says it
-needs (the half-width shrinks as 1 / √n), times :data:`MARGIN`, at least a quarter and at most
-twice the samples so far, never past the cap. A get and a set of one size share their samples,
-so a size goes on while either of its cells is open. The floor (measured in every round of
-every batch) is a cell too: when it alone is open, the smallest cell rides along to carry it.
+(histograms merged, counts added). The first batch takes :func:`first_batch` samples per cell
+(enough for the percentile to be certifiable, :func:`cachelab.intervals.samples_to_certify`,
+within :data:`MIN_FIRST_BATCH`–:data:`FIRST_BATCH`, never past the cap); each next one what
+the widest open cell's half-width says it needs (the half-width shrinks as 1 / √n), times
+:data:`MARGIN`, at least a quarter and at most twice the samples so far, never past the cap. A
+get and a set of one size share their samples, so a size goes on while either of its cells is
+open. The floor (measured in every round of every batch) is a cell too: when it alone is open,
+the smallest cell rides along to carry it.
 
 Each batch is a new run of the engine: its own connections and warm-up (the spec's
 ``warmup``), keys under ``<prefix>:b<batch>`` after the first, deleted at its end. The cells of
@@ -24,33 +27,46 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import cachelab._core as _core
-from cachelab.intervals import relative_half_width, within
+from cachelab.intervals import relative_half_width, samples_to_certify, within
 from cachelab.load.precision import round_up
 from cachelab.profile.cell import Cell, with_percentiles
 from cachelab.units import num
 
-__all__ = ["FIRST_BATCH", "MARGIN", "cell_precision", "next_batch", "not_reached", "precision_line",
+__all__ = ["DEFAULT_PERCENTILE", "FIRST_BATCH", "MARGIN", "MIN_FIRST_BATCH", "cell_precision",
+           "first_batch", "next_batch", "not_reached", "precision_line", "precision_percentile",
            "precision_text", "run_until_precise", "samples_fix", "wider"]
 
-#: Samples per cell in the first batch (a p99 interval needs a few hundred to exist at all).
+#: The most samples per cell in the first batch (a p99's needs 5,000 to be certifiable; the
+#: batches after it grow towards that when its interval says so).
 FIRST_BATCH = 1_000
+#: The fewest samples per cell in the first batch (a p50's is certifiable from 100).
+MIN_FIRST_BATCH = 500
 #: The predicted samples are taken this much larger, so that the next check usually passes.
 MARGIN = 1.2
-#: The percentile (a cell's ``percentiles``/``intervals`` key) whose precision is targeted.
-TARGET_ROW = "99"
+#: The percentile (a cell's ``percentiles``/``intervals`` key) targeted when the run's
+#: record does not say (profiles saved before ``precision_percentile``).
+DEFAULT_PERCENTILE = "99"
 
 #: A raw cell's identity across batches.
 CellKey = tuple[str, int, int]
 
 
-def cell_half_width(cell: Cell) -> float | None:
-    """The relative half-width of ``cell``'s p99 interval; None without one."""
-    return relative_half_width(cell.intervals.get(TARGET_ROW), cell.percentiles.get(TARGET_ROW))
+def precision_percentile(precision: Mapping[str, Any] | None) -> str:
+    """The percentile a run's precision record targets (``"99"`` for a record that does not
+    say)."""
+    return str((precision or {}).get("percentile") or DEFAULT_PERCENTILE)
 
 
-def cell_precision(cell: Cell, target: float) -> dict[str, Any]:
-    """A cell's ``precision``: ``{"half_width": h or None, "reached": bool}``."""
-    hw = cell_half_width(cell)
+def cell_half_width(cell: Cell, percentile: str = DEFAULT_PERCENTILE) -> float | None:
+    """The relative half-width of ``cell``'s interval at ``percentile``; None without one."""
+    return relative_half_width(cell.intervals.get(percentile), cell.percentiles.get(percentile))
+
+
+def cell_precision(cell: Cell, target: float,
+                   percentile: str = DEFAULT_PERCENTILE) -> dict[str, Any]:
+    """A cell's ``precision``: ``{"half_width": h or None, "reached": bool}`` at
+    ``percentile``."""
+    hw = cell_half_width(cell, percentile)
     return {"half_width": None if hw is None else round(hw, 5),
             "reached": within(hw, target)}
 
@@ -86,19 +102,27 @@ def next_batch(n: int, widest: float | None, target: float, left: int) -> int:
     return max(1, min(left, max(n // 4, min(want, 2 * n))))
 
 
+def first_batch(cap: int, percentile: str) -> int:
+    """Samples per cell in the first batch: what makes ``percentile`` certifiable, within
+    :data:`MIN_FIRST_BATCH`–:data:`FIRST_BATCH`, at most ``cap``."""
+    return min(cap, max(MIN_FIRST_BATCH, min(FIRST_BATCH, samples_to_certify(float(percentile)))))
+
+
 def run_until_precise(
     spec_dict: dict[str, Any], target: float, cap: int,
     run_batch: Callable[[dict[str, Any]], dict[str, Any]],
+    percentile: str = DEFAULT_PERCENTILE,
 ) -> dict[str, Any]:
     """Runs ``run_batch`` (the engine, on a spec dict as ``_core.profile_run`` takes it) in
-    batches until every cell's p99 is within ``target`` or has ``cap`` samples; returns the
+    batches until every cell's ``percentile`` is within ``target`` or has ``cap`` samples;
+    returns the
     merged raw outcome, as one run's, with ``precision`` added: ``{"target", "percentile",
     "cap_samples", "batches", "cells": {(op, size, keys): cell precision}}``. A batch that
     was cancelled, gave up or was stopped (``evicting``) ends it."""
     sizes, counts = list(spec_dict["sizes"]), list(spec_dict["key_counts"])
     merged: dict[CellKey, dict[str, Any]] = {}
     total: dict[str, Any] = {}
-    n, batch, batches = 0, min(cap, FIRST_BATCH), 0
+    n, batch, batches = 0, first_batch(cap, percentile), 0
     while True:
         one = {**spec_dict, "sizes": sizes, "key_counts": counts, "samples": batch,
                "seed": (int(spec_dict["seed"]) + batches) % 2**63,
@@ -111,7 +135,7 @@ def run_until_precise(
         if raw["cancelled"] or raw["aborted"] or raw.get("evicting"):
             break
         status = {k: cell_precision(with_percentiles(Cell.from_dict(c, "profile run"),
-                                                     intervals=True), target)
+                                                     intervals=True), target, percentile)
                   for k, c in merged.items()}
         open_ = [k for k, s in status.items() if not s["reached"]]
         sizes = [s for s in spec_dict["sizes"]
@@ -127,7 +151,7 @@ def run_until_precise(
         widest = None if any(w is None for w in widths) else max(widths)
         batch = next_batch(n, widest, target, cap - n)
     total["cells"] = sorted(merged.values(), key=lambda c: _order(_key(c), spec_dict))
-    total["precision"] = {"target": target, "percentile": TARGET_ROW, "cap_samples": cap,
+    total["precision"] = {"target": target, "percentile": percentile, "cap_samples": cap,
                           "batches": batches}
     return total
 
@@ -161,32 +185,37 @@ def not_reached(cells: list[Cell]) -> list[Cell]:
 def precision_line(precision: Mapping[str, Any] | None, cells: list[Cell]) -> str | None:
     """The profile's precision, one line, the worst first: "precision NOT reached in 3 of 16
     cells (p99 within ±5 %, cap 10000 samples): get 1 MB ±8.1 %, …" or "precision: every
-    cell's p99 within ±5 % (...)"; None for a run without a target."""
+    cell's p50 reached (p50 within ±5 %, ...)"; None for a run without a target."""
     if not precision:
         return None
     target = 100 * float(precision["target"])
+    pct = precision_percentile(precision)
     measured = [c for c in cells if c.precision is not None]
     missed = not_reached(measured)
-    how = (f"p99 within ±{target:g} %, cap {precision['cap_samples']} samples per cell, "
+    how = (f"p{pct} within ±{target:g} %, cap {precision['cap_samples']} samples per cell, "
            f"{precision['batches']} batch(es)")
     if not missed:
-        return f"precision: every cell's p99 reached ({how})"
+        return f"precision: every cell's p{pct} reached ({how})"
     named = ", ".join((c.label if c.op == "floor" else f"{c.op} {c.label}") + " " + (
         f"±{num(100 * c.precision['half_width'], 2)} %" if c.precision["half_width"] is not None
         else "no interval") for c in missed[:6]) + (" …" if len(missed) > 6 else "")
     return (f"precision NOT reached in {len(missed)} of {len(measured)} cells ({how}): "
             f"{named} → "
-            + samples_fix(missed, float(precision["target"]), int(precision["cap_samples"])))
+            + samples_fix(missed, float(precision["target"]), int(precision["cap_samples"]),
+                          pct))
 
 
-def samples_fix(missed: list[Cell], target: float, cap: int) -> str:
+def samples_fix(missed: list[Cell], target: float, cap: int,
+                percentile: str = DEFAULT_PERCENTILE) -> str:
     """The change that would let every missed cell reach ``target``: a ``--samples`` cap from
     the widest cell's half-width (an interval narrows as 1/√n; a cell without an interval
-    has too few samples beyond its p99: four times the cap), or a wider target."""
+    has too few samples beyond its ``percentile``: four times the cap, and at least what
+    certifies it), or a wider target."""
     needs = [cap + 1]
     for c in missed:
         hw = c.precision["half_width"]
-        needs.append(4 * cap if hw is None or not c.samples
+        needs.append(max(4 * cap, samples_to_certify(float(percentile)))
+                     if hw is None or not c.samples
                      else math.ceil(c.samples * (hw / target) ** 2 * MARGIN))
     return f"`--samples {round_up(max(needs))}` (what the widest cell needs){wider(missed, target)}"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from cachelab.load import behind_lines, restart_text
 from cachelab.profile.cell import OPS, floor_p50, interval_text, shown_percentiles
-from cachelab.profile.precise import precision_line, precision_text
+from cachelab.profile.precise import precision_line, precision_percentile, precision_text
 from cachelab.profile.tlscost import render_tls_cost
 from cachelab.tables import percentile_table
 from cachelab.units import (
@@ -70,7 +70,8 @@ def render_profile(p: Any) -> str:
             footer += [(f"p{row} 95% CI", [interval_text(c, row) for c in cells])
                        for row in CI_ROWS]
         if any(c.precision for c in cells):
-            footer.append(("p99 precision", [precision_text(c) for c in cells]))
+            footer.append((f"p{precision_percentile(p.precision)} precision",
+                           [precision_text(c) for c in cells]))
         if floor_ns:
             footer.append(("p50/floor", [
                 f"{c.percentiles['50'] / floor_ns:.2f}x" if c.samples else "—" for c in cells

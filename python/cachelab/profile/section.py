@@ -22,7 +22,7 @@ from cachelab.profile.cell import (
     shown_percentiles,
 )
 from cachelab.profile.model import LatencyProfile
-from cachelab.profile.precise import precision_line, precision_text
+from cachelab.profile.precise import precision_line, precision_percentile, precision_text
 from cachelab.profile.render import CI_ROWS, floor_words, samples_per_cell
 from cachelab.profile.tlscost import tls_cost_rows
 from cachelab.units import PARTIAL, dur, format_size, partial_note, times
@@ -90,7 +90,8 @@ def section(art: Artifact, ctx: Context) -> Section:
         if any(c.intervals for c in parsed):
             rows += [[f"p{r} 95 % CI", *(interval_text(c, r) for c in parsed)] for r in CI_ROWS]
         if any(c.precision for c in parsed):
-            rows.append(["p99 precision", *(precision_text(c) for c in parsed)])
+            rows.append([f"p{precision_percentile(d.get('precision'))} precision",
+                         *(precision_text(c) for c in parsed)])
         if floor_ns:
             rows.append(["p50 / floor", *(times(c["percentiles"].get("50", 0), floor_ns)
                                           if c.get("samples") else "—" for c in cs)])

@@ -22,8 +22,9 @@ __all__ = ["DEFAULT_PRECISION", "LIMITS", "PRIVATE_ITEM_SIZE_MAX", "PRIVATE_MEMO
 SCHEMA = "cachelab.run"
 SCHEMA_VERSION = 1
 STEPS = ("profile", "scale", "simulate", "tiers", "replay")
-#: The p99 precision the study's profile and scale run to (docs/load.md, "Percentile
-#: intervals and precision"): ±5 %, with today's samples and windows as the caps.
+#: The precision the study's profile and scale run to (docs/load.md, "Percentile
+#: intervals and precision"): ±5 %, with today's samples and windows as the caps; on the p99,
+#: and on the p50 for a quick study (whose samples cannot certify a p99).
 DEFAULT_PRECISION = 0.05
 #: The run's private memcached: at least this much memory (-m) and this largest item (-I),
 #: big enough for replay's catalog and tiers' largest record.
@@ -46,8 +47,9 @@ class RunSpec:
     #: ``SYNTHETIC_QUICK`` quick).
     requests: int | None = limited(None, 100, SYNTH_LIMITS["requests"]["hi"])
     report: bool = True
-    #: The p99 precision of the profile's cells and of each scale run (their caps: the
-    #: samples per cell and the window); None: fixed samples and windows.
+    #: The precision of the profile's cells and of each scale run (their caps: the samples
+    #: per cell and the window), on their specs' ``precision_percentile``; None: fixed
+    #: samples and windows.
     precision: float | None = DEFAULT_PRECISION
 
     def check(self) -> None:

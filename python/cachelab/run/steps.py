@@ -26,7 +26,7 @@ import cachelab.tiers as tiers_lib
 import cachelab.traces as traces
 from cachelab.answers import NOT_MEASURED, Answer
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
-from cachelab.profile.precise import not_reached, precision_text, wider
+from cachelab.profile.precise import not_reached, precision_percentile, precision_text, wider
 from cachelab.progress import Progress
 from cachelab.run.result import RunSpec
 from cachelab.scale.result import precision_missed
@@ -204,15 +204,18 @@ def step_profile(st: State) -> tuple[str, bool]:
         small = min(gets, key=lambda s: abs(s - 1000))
         text = (f"get {gets[small].label} p50 {gets[small].percentiles['50'] / 1000:.1f} µs, "
                 f"p99 {gets[small].percentiles['99'] / 1000:.1f} µs"
-                + (f" ({precision_text(gets[small])})" if gets[small].precision else ""))
+                + (f" (p{precision_percentile(result.precision)} "
+                   f"{precision_text(gets[small])})" if gets[small].precision else ""))
     if result.precision is not None:
         missed = not_reached(result.cells)
-        text += (f"; precision NOT reached in {len(missed)} of {len(result.cells)} cells → "
+        text += (f"; precision NOT reached in {len(missed)} of {len(result.cells)} cells "
+                 f"(p{precision_percentile(result.precision)} within "
+                 f"±{100 * result.precision['target']:g} %) → "
                  + (wider(missed, float(result.precision["target"])).lstrip(", ") or
                     "a wider `--precision`") + " or `--precision off`"
                  + ("; the full study (no `--quick`) samples more" if st.spec.quick else "")
-                 if missed else "; every cell's p99 within "
-                 f"±{100 * result.precision['target']:g} %")
+                 if missed else f"; every cell's p{precision_percentile(result.precision)} "
+                 f"within ±{100 * result.precision['target']:g} %")
     if problems:
         text += "; problems: " + _problems_text(problems)
     return text, bool(problems)
@@ -244,9 +247,9 @@ def step_scale(st: State) -> tuple[str, bool]:
         text += "; " + line
     missed = precision_missed(result.spec, result.runs)
     if missed:
-        text += "; " + missed.split(" (p99")[0]
+        text += "; " + missed.split(" (p")[0] + f" (p{spec.precision_percentile})"
     elif spec.precision is not None:
-        text += f"; every run's p99 within ±{100 * spec.precision:g} %"
+        text += f"; every run's p{spec.precision_percentile} within ±{100 * spec.precision:g} %"
     bad = any(r["errors"] or r["lost"] for r in result.runs)
     return text + ("; some runs had errors" if bad else ""), bad
 

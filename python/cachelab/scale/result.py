@@ -92,8 +92,8 @@ class ScaleResult:
                  "behind it" if srv.get("proxy") else f"at {srv.get('address')}")
         target = s.get("precision")
         window = (f"window {s['window']:g} s from the steady state" if target is None else
-                  f"each run until its p99 is within ±{100 * target:g} % (at most "
-                  f"{s['settle'] + s['window']:g} s after the warm-up), measured from the "
+                  f"each run until its {target_percentile(s)} is within ±{100 * target:g} % "
+                  f"(at most {s['settle'] + s['window']:g} s after the warm-up), measured from the "
                   "steady state to its end")
         lines = [
             f"scale sweep: N = {s['vary']}, {len(self.runs)} run(s) "
@@ -109,7 +109,8 @@ class ScaleResult:
                      *([missed] if missed else [])]
         lines += ["", (f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'in fit':>8}{'p50 µs':>10}"
                   f"{'p99 µs':>10}{'p99 95 % µs':>18}{'p99.9 µs':>10}  {'latencies':<18}"
-                  + ("" if target is None else f"{'p99 ±, runs reached':>22}")).rstrip()]
+                  + ("" if target is None
+                     else f"{target_percentile(s) + ' ±, runs reached':>22}")).rstrip()]
         for row in self.summary:
             p = row["latency"]["percentiles_ns"]
             sd = row["throughput_sd"]
@@ -201,6 +202,12 @@ def csv_rows(r: ScaleResult) -> list[list[object]]:
     return rows
 
 
+def target_percentile(spec: Mapping[str, Any]) -> str:
+    """The percentile a sweep's ``precision`` targets, as "p99" (a scale.json written before
+    ``precision_percentile``: the p99)."""
+    return f"p{spec.get('precision_percentile') or '99'}"
+
+
 def precision_missed(spec: Mapping[str, Any], runs: list[dict[str, Any]]) -> str | None:
     """Under ``scale --precision``: "precision NOT reached in 3 of 12 run(s) (p99 within
     ±5 %): N = 1, 8" when some run did not reach it on its own; None otherwise."""
@@ -211,7 +218,8 @@ def precision_missed(spec: Mapping[str, Any], runs: list[dict[str, Any]]) -> str
         return None
     fix = longer_fix("--window", float(spec.get("window") or missed[0]["precision"]["cap_s"]),
                      [r["precision"]["half_width"] for r in missed], float(target))
-    return (f"precision NOT reached in {len(missed)} of {len(runs)} run(s) (p99 within "
+    return (f"precision NOT reached in {len(missed)} of {len(runs)} run(s) "
+            f"({target_percentile(spec)} within "
             f"±{100 * target:g} %): N = " + ", ".join(str(n) for n in sorted({r["n"]
                                                                              for r in missed}))
             + f" → {fix}")

@@ -20,6 +20,7 @@ from cachelab.scale.result import (
     mean_text,
     partial_text,
     precision_missed,
+    target_percentile,
 )
 from cachelab.scale.verdicts import latency_verdict, series_name, verdict_lines
 from cachelab.units import dur
@@ -40,9 +41,9 @@ def section(art: Artifact, ctx: Context) -> Section:
         sec.notes.append(partial)
     target = spec.get("precision")
     measured = (f"{esc(spec['window'])} s measured from the steady state" if target is None
-                else f"each run until its p99 was within ±{100 * target:g} % (at most "
-                f"{spec['settle'] + spec['window']:g} s after the warm-up), measured from the "
-                "steady state to its end")
+                else f"each run until its {target_percentile(spec)} was within "
+                f"±{100 * target:g} % (at most {spec['settle'] + spec['window']:g} s after the "
+                "warm-up), measured from the steady state to its end")
     sec.body.append(f"<p>{len(d['runs'])} run(s): {esc(spec['repeats'])} repeat(s) of each "
                     f"point in interleaved order, {measured}.</p>")
     missed = precision_missed(spec, d["runs"])
@@ -60,7 +61,8 @@ def section(art: Artifact, ctx: Context) -> Section:
     sec.body.append(table(["N", "throughput /s (mean of the runs in the fit)", "sd",
                            "runs in the fit (throughput VALID)", "p50", "p99",
                            "p99 95 % interval (µs)", "p99.9", "latency verdict",
-                           *(["p99 ±, runs reached"] if target else [])], rows))
+                           *([f"{target_percentile(spec)} ±, runs reached"] if target else [])],
+                          rows))
     behind = ScaleResult.from_dict(d, str(art.path)).behind_totals()
     if behind:
         sec.body.append(behind_table(behind, "every run, warm-up included"))

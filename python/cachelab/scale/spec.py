@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cachelab.errors import UsageError
-from cachelab.intervals import check_precision
+from cachelab.intervals import check_precision, check_precision_percentile
 from cachelab.load import LoadSpec
+from cachelab.load.precision import SHOWN
 from cachelab.tls import TlsOptions
 from cachelab.units import check_limit, limited, limits_of
 
@@ -47,17 +48,25 @@ class ScaleSpec:
     workload: dict[str, Any] = field(default_factory=dict)
     #: TLS to the server (None: plain TCP); every run of the sweep connects with it.
     tls: TlsOptions | None = None
-    #: Run length by precision: each run stops once its p99's 95 % interval is within this
-    #: share of it (``load --precision``), capped by its ``settle + window``; the point is
-    #: then measured from the steady-state start to the run's end. None: fixed windows.
+    #: Run length by precision: each run stops once its p99's (``precision_percentile``'s)
+    #: 95 % interval is within this share of it (``load --precision``), capped by its
+    #: ``settle + window``; the point is then measured from the steady-state start to the
+    #: run's end. None: fixed windows.
     precision: float | None = None
+    #: The percentile ``precision`` targets (``load --precision-percentile``): p99 by default;
+    #: the p50 for ``quick``, whose runs of 0.75 s left the p99's interval wider than ±5 % in
+    #: every run of a loaded 2-core machine, and the p50's in 2 of 12
+    #: (benches/runs/2026-11-29-quick-precision.md).
+    precision_percentile: str = "99"
 
     @classmethod
     def quick(cls, **overrides: Any) -> ScaleSpec:
-        """Six points, two repeats, 1.5 s per run: about 20 s against a local memcached."""
+        """Six points, two repeats, 1.5 s per run: about 20 s against a local memcached; a
+        precision target on the p50."""
         base: dict[str, Any] = {"points": [1, 2, 3, 4, 6, 8], "repeats": 2, "warmup": 0.25,
                                 "settle": 0.5, "window": 0.75, "interval": 0.25,
                                 "bootstrap": 500, "client_connections": 8,
+                                "precision_percentile": "50",
                                 "workload": {"key_space": 1000}}
         if overrides.get("vary") == "server-threads":
             base["points"] = [1, 2, 3, 4, 5, 6]
@@ -80,6 +89,7 @@ class ScaleSpec:
         if self.window < self.interval or self.interval <= 0:
             raise UsageError("window must be at least one interval, and interval above 0")
         check_precision(self.precision)
+        check_precision_percentile(self.precision_percentile, list(SHOWN))
         if self.precision is not None and self.vary == "agents":
             raise UsageError("precision is for runs from this machine: the agents' histograms "
                              "are merged only at the end (leave out --precision or "
@@ -106,6 +116,7 @@ class ScaleSpec:
                                    "warmup": self.warmup, "duration": self.settle + self.window,
                                    "interval": self.interval, "tls": self.tls,
                                    "precision": self.precision,
+                                   "precision_percentile": self.precision_percentile,
                                    "precision_after": self.settle,
                                    "seed": self.seed if self.seed is not None else 0})
         spec.check()

@@ -354,8 +354,10 @@ def _summary(runs: Sequence[Mapping[str, Any]], spec: ScaleSpec) -> list[dict[st
                            "p99_interval": merged_p99_interval(merged, bases),
                            "verdict": latency_verdict(list(rs), n)}}
         if spec.precision is not None:
-            row["precision"] = point_precision(spec.precision, row["latency"],
-                                               [r.get("precision") for r in rs])
+            pct = spec.precision_percentile
+            row["precision"] = point_precision(
+                spec.precision, row["latency"], [r.get("precision") for r in rs], pct,
+                None if pct == "99" else merged_p99_interval(merged, bases, float(pct)))
         out.append(row)
     return out
 
