@@ -71,9 +71,30 @@ def test_a_profile_with_its_intervals_is_certified(
                             "--out", tmp_path / "out")
     assert run.returncode == 0, run.stderr
     card = _card(run.stdout)
-    get = next(line for line in card if line.strip().startswith("get 1KB"))
-    assert re.search(r"p50 \S+ \S+ \(95 % [^)]+–[^)]+\), p99 \S+ \S+ \(95 % ", get), get
-    assert _mark(get) == CERTIFIED, get
+    for k in ("50", "99"):
+        get = next(line for line in card if line.strip().startswith(f"get 1KB p{k} "))
+        assert re.search(r"p\d+\s+[\d.]+ \S+ \(95 % [^)]+–[^)]+\)", get), get
+        assert _mark(get) == CERTIFIED, get
     assert any(line.strip().startswith("set 1KB") for line in card), card
     per_key = next(line for line in card if "per extra key" in line)
     assert "1 key" in per_key and "10 keys" in per_key, per_key
+
+
+def test_a_percentile_the_precision_did_not_aim_at_is_certified_only_within_the_target() -> None:
+    """``--quick`` aims at the p50: a p99 whose interval is wider than the target is not
+    certified by the p50's reaching it."""
+    from types import SimpleNamespace
+
+    from cachelab.profile.answers import profile_answers
+    from cachelab.profile.cell import Cell
+
+    get = Cell(op="get", value_size=1000, keys=1, samples=500, histogram="",
+               percentiles={"50": 100_000, "99": 1_000_000},
+               intervals={"50": [99_000, 101_000], "99": [500_000, 2_000_000]},
+               precision={"half_width": 0.01, "reached": True})
+    p = SimpleNamespace(precision={"target": 0.05, "percentile": "50", "cap_samples": 500},
+                        cells_of=lambda op: [get] if op == "get" else [])
+    card = {a.question: a for a in profile_answers(p)}
+    assert card["get 1KB p50"].trust == CERTIFIED
+    assert card["get 1KB p99"].trust == INDICATIVE
+    assert card["get 1KB p99"].why == "p99 not the precision target: ±75 %"
