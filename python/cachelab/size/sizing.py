@@ -38,7 +38,7 @@ from cachelab.answers import Answer
 from cachelab.artifacts import created_now, from_fields, write_json
 from cachelab.errors import UsageError
 from cachelab.simulate.flat import load_trace, miss_ratio_curve
-from cachelab.size.card import size_answers
+from cachelab.size.answers import size_answers
 from cachelab.tables import write_json_and_csv
 from cachelab.traces.names import CAPTURE_FORMAT, detect_format
 from cachelab.units import check_limit, human_bytes, limited, limits_of, pct, times
@@ -137,7 +137,7 @@ class SizeResult:
 
     def answers(self) -> list[Answer]:
         """The answer card: the memory each target needs and what the server's memory gets,
-        *predicted* (:func:`~cachelab.size.card.size_answers`)."""
+        *predicted* (:func:`~cachelab.size.answers.size_answers`)."""
         return size_answers(self.to_dict())
 
     def render(self) -> str:
