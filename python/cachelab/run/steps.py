@@ -247,7 +247,11 @@ def step_scale(st: State) -> tuple[str, bool]:
         text += "; " + line
     missed = precision_missed(result.spec, result.runs)
     if missed:
-        text += "; " + missed.split(" (p")[0] + f" (p{spec.precision_percentile})"
+        # (scale's own fix names its --window; run's flags are --precision and --quick)
+        text += ("; " + missed.split(" (p")[0] + f" (p{spec.precision_percentile}) → a wider "
+                 "`--precision` or `--precision off`"
+                 + ("; the full study (no `--quick`) measures longer windows"
+                    if st.spec.quick else ""))
     elif spec.precision is not None:
         text += f"; every run's p{spec.precision_percentile} within ±{100 * spec.precision:g} %"
     bad = any(r["errors"] or r["lost"] for r in result.runs)
