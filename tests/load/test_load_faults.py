@@ -383,9 +383,12 @@ def test_a_half_open_connection_times_out_and_the_run_gives_up(
     assert run.code == 3, run.stderr
     assert "the server went away: no request succeeded" in run.stderr
     # Clean-up gets the same budget, not a timeout per batch of deletes (it took 27 s): the
-    # run ends within the budget for the run, the budget for clean-up and some seconds more
-    # (the process's exit, on a busy machine).
-    assert time.monotonic() - gone < 1.5 + 1.5 + 12, run.stdout
+    # client last tries the server within the budget for the run, the budget for clean-up and
+    # some seconds more (a request's timeout, the stats read after the run, late wake-ups on
+    # a busy machine). Not the process's exit: after that its verdict's statistics (scipy,
+    # imported once the run is over) take seconds of a busy machine's CPU.
+    assert proxy.last_heard is not None
+    assert proxy.last_heard - gone < 1.5 + 1.5 + 6, (proxy.last_heard - gone, run.stdout)
     assert "COULD NOT be deleted" in run.stdout
     saved = run.saved
     assert saved["totals"]["errors"].get("timeout", 0) >= 2
