@@ -110,7 +110,7 @@ def proxy(fresh_memcached: PrivateMemcached) -> Iterator[FaultProxy]:
 
 
 def _pause(pid: int, seconds: float) -> None:
-    """SIGSTOP the server for ``seconds``, then SIGCONT."""
+    """SIGSTOP the process ``pid`` (a server, or the client) for ``seconds``, then SIGCONT."""
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(seconds)
@@ -400,6 +400,28 @@ def test_a_half_open_connection_times_out_and_the_run_gives_up(
     assert int(m.group(1)) == sum(kinds.values()) == sum(saved["totals"]["errors"].values())
     assert saved["stalls"] and saved["stalls"][-1]["timeouts"] >= 2
     assert run.stdout.startswith("PARTIAL")
+
+
+def test_replies_that_came_while_the_client_did_not_run_are_not_timeouts(
+    tmp_path: Path, fresh_memcached: PrivateMemcached
+) -> None:
+    """A loaded machine may not run the client for longer than the timeout, also between its
+    reading a socket and its looking for requests past their time: the replies that came in
+    meanwhile are read first, not counted as timeouts. The client (one connection kept busy
+    with deep pipelines: a stop lands between a read and that check more often) is stopped
+    (SIGSTOP) for 0.8 s six times, over a healthy server, with --timeout 0.5 (a server that is
+    itself not run for 0.5 s would be a real timeout)."""
+    run = Run(tmp_path, fresh_memcached.address, "--duration", "8", "--timeout", "0.5",
+              "--connections", "1", "--pipeline", "64")
+    run.wait_for_gets(fresh_memcached, 0.5 + 0.5)
+    for _ in range(6):
+        _pause(run.proc.pid, 0.8)
+        time.sleep(0.2)
+    run.finish()
+    assert run.code == 0, run.stderr
+    saved = run.saved
+    assert not saved["all"]["errors"], (saved["all"]["errors"], run.stdout)
+    assert saved["stalls"], run.stdout  # the client's pauses, seen as stalls
 
 
 def test_a_two_second_blackhole_is_one_stall_in_the_headline(
