@@ -407,18 +407,18 @@ def test_replies_that_came_while_the_client_did_not_run_are_not_timeouts(
 ) -> None:
     """A loaded machine may not run the client for longer than the timeout, also between its
     reading a socket and its looking for requests past their time: the replies that came in
-    meanwhile are read first, not counted as timeouts. The client (one connection kept busy
-    with deep pipelines: a stop lands between a read and that check more often) is stopped
+    meanwhile are read first, not counted as timeouts. The client (connections kept busy with
+    deep pipelines: a stop lands between a read and that check more often) is stopped
     (SIGSTOP) for 0.8 s six times, over a healthy server, with --timeout 0.5 (a server that is
     itself not run for 0.5 s would be a real timeout)."""
     run = Run(tmp_path, fresh_memcached.address, "--duration", "8", "--timeout", "0.5",
-              "--connections", "1", "--pipeline", "64")
+              "--connections", "2", "--pipeline", "64")
     run.wait_for_gets(fresh_memcached, 0.5 + 0.5)
     for _ in range(6):
         _pause(run.proc.pid, 0.8)
         time.sleep(0.2)
     run.finish()
-    assert run.code == 0, run.stderr
+    assert run.code == 0, (run.stderr, run.stdout)
     saved = run.saved
     assert not saved["all"]["errors"], (saved["all"]["errors"], run.stdout)
     assert saved["stalls"], run.stdout  # the client's pauses, seen as stalls
