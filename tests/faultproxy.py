@@ -50,6 +50,8 @@ class FaultProxy:
         self._trickle: tuple[int, float] | None = None
         self._rng = random.Random(1)
         self.connections = 0
+        #: When a client last connected or sent a byte (``time.monotonic()``; None: never).
+        self.last_heard: float | None = None
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind((LOOPBACK, 0))
         self._listener.listen(128)
@@ -147,6 +149,7 @@ class FaultProxy:
                 self._socks += [client, upstream]
                 self._clients.append(client)
                 self.connections += 1
+                self.last_heard = time.monotonic()
             self._pipe(client, upstream, replies=False)
             self._pipe(upstream, client, replies=True)
 
@@ -154,11 +157,11 @@ class FaultProxy:
         queue: collections.deque[tuple[float, bytes]] = collections.deque()
         ready = threading.Condition()
         done = threading.Event()
-        self._spawn(self._read, source, queue, ready, done)
+        self._spawn(self._read, source, queue, ready, done, not replies)
         self._spawn(self._write, sink, queue, ready, done, replies)
 
     def _read(self, source: socket.socket, queue: collections.deque[tuple[float, bytes]],
-              ready: threading.Condition, done: threading.Event) -> None:
+              ready: threading.Condition, done: threading.Event, requests: bool) -> None:
         while not self._stopped.is_set():
             try:
                 data = source.recv(65536)
@@ -168,6 +171,8 @@ class FaultProxy:
                 break
             if not data:
                 break
+            if requests:
+                self.last_heard = time.monotonic()
             with ready:
                 queue.append((time.monotonic(), data))
                 ready.notify()

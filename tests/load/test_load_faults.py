@@ -110,7 +110,7 @@ def proxy(fresh_memcached: PrivateMemcached) -> Iterator[FaultProxy]:
 
 
 def _pause(pid: int, seconds: float) -> None:
-    """SIGSTOP the server for ``seconds``, then SIGCONT."""
+    """SIGSTOP the process ``pid`` (a server, or the client) for ``seconds``, then SIGCONT."""
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(seconds)
@@ -383,9 +383,12 @@ def test_a_half_open_connection_times_out_and_the_run_gives_up(
     assert run.code == 3, run.stderr
     assert "the server went away: no request succeeded" in run.stderr
     # Clean-up gets the same budget, not a timeout per batch of deletes (it took 27 s): the
-    # run ends within the budget for the run, the budget for clean-up and some seconds more
-    # (the process's exit, on a busy machine).
-    assert time.monotonic() - gone < 1.5 + 1.5 + 12, run.stdout
+    # client last tries the server within the budget for the run, the budget for clean-up and
+    # some seconds more (a request's timeout, the stats read after the run, late wake-ups on
+    # a busy machine). Not the process's exit: after that its verdict's statistics (scipy,
+    # imported once the run is over) take seconds of a busy machine's CPU.
+    assert proxy.last_heard is not None
+    assert proxy.last_heard - gone < 1.5 + 1.5 + 6, (proxy.last_heard - gone, run.stdout)
     assert "COULD NOT be deleted" in run.stdout
     saved = run.saved
     assert saved["totals"]["errors"].get("timeout", 0) >= 2
@@ -397,6 +400,35 @@ def test_a_half_open_connection_times_out_and_the_run_gives_up(
     assert int(m.group(1)) == sum(kinds.values()) == sum(saved["totals"]["errors"].values())
     assert saved["stalls"] and saved["stalls"][-1]["timeouts"] >= 2
     assert run.stdout.startswith("PARTIAL")
+
+
+def test_replies_that_came_while_the_client_did_not_run_are_not_timeouts(
+    tmp_path: Path, fresh_memcached: PrivateMemcached
+) -> None:
+    """A loaded machine may not run the client for longer than the timeout, also between its
+    reading a socket and its looking for requests past their time: the replies that came in
+    meanwhile are read first, not counted as timeouts. The client (connections kept busy with
+    deep pipelines: a stop lands between a read and that check more often) is stopped
+    (SIGSTOP) for 1.2 s six times, over a healthy server, with --timeout 0.5."""
+    run = Run(tmp_path, fresh_memcached.address, "--duration", "10", "--timeout", "0.5",
+              "--connections", "2", "--pipeline", "64")
+    run.wait_for_gets(fresh_memcached, 0.5 + 0.5)
+    for _ in range(6):
+        _pause(run.proc.pid, 1.2)
+        time.sleep(0.2)
+    run.finish()
+    assert run.code == 0, (run.stderr, run.stdout)
+    saved = run.saved
+    # The stops are the run's stalls of a second or more: none has a timeout in it.
+    stops = [s for s in saved["stalls"] if s["end_s"] - s["start_s"] >= 1.0]
+    assert stops, run.stdout
+    assert not any(s["timeouts"] for s in stops), (stops, run.stdout)
+    # A timeout elsewhere (a stall of about the timeout, 0.5 s) is a loaded machine's own: the
+    # server not run for that long, which the run counts as its wait for a CPU.
+    errors = saved["all"]["errors"]
+    if errors:
+        assert set(errors) == {"timeout"}, (errors, run.stdout)
+        assert saved["server"]["schedstat"]["run_queue_wait_s"] >= 0.5, saved["server"]
 
 
 def test_a_two_second_blackhole_is_one_stall_in_the_headline(

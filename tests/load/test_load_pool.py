@@ -133,13 +133,18 @@ def _keys_on(server: PrivateMemcached) -> list[str]:
 def test_a_stopped_member_is_marked_down_and_the_others_go_on(
     tmp_path: Path, pool: list[PrivateMemcached],
 ) -> None:
+    """A member stopped for 3 s is marked down; the others answer everything. Timeouts of 1 s
+    (request and member health): a live member's server, or the client, not run for that
+    long on a loaded machine is a real timeout, and then what is checked of that member is
+    that its errors are timeouts the run's own run-queue waits account for."""
     stopped = pool[2]
     out = tmp_path / "out"
-    rate, seconds = 1500, 4.0
+    rate, seconds, timeout = 1500, 6.0, 1.0
     args = [*[a for s in pool for a in ("--server", s.address)],
             "--rate", rate, "--max-outstanding", "1000", "--connections", "2",
             "--duration", seconds, "--warmup", "0", "--interval", "0.5", "--key-space", "300",
-            "--timeout", "0.3", "--member-retry", "1", "--member-failure-limit", "2",
+            "--timeout", timeout, "--member-timeout", int(timeout * 1000),
+            "--member-retry", "1", "--member-failure-limit", "2",
             "--format", "table", "--no-plots", "--out", out]
     pid = stopped.pid
     assert pid is not None
@@ -149,13 +154,15 @@ def test_a_stopped_member_is_marked_down_and_the_others_go_on(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         # Once the run is measuring (its start-up and prefill over: seconds on a busy machine),
-        # the member stops answering for 2 s of the 4.
+        # the member stops answering for 3 s of the 6.
         await_gets(stopped.address, before, proc)
         os.kill(pid, signal.SIGSTOP)
+        paused = time.monotonic()
         try:
-            time.sleep(2.0)
+            time.sleep(3.0)
         finally:
             os.kill(pid, signal.SIGCONT)
+            paused = time.monotonic() - paused  # (a loaded machine oversleeps)
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
     finally:
         if proc.poll() is None:
@@ -170,12 +177,22 @@ def test_a_stopped_member_is_marked_down_and_the_others_go_on(
     down = members[2]
     assert down["down"], down
     assert down["errors"].get("member_down", 0) > 0 and down["errors"].get("timeout", 0) >= 1
-    assert 1.0 <= down["down_s"] <= 3.5, down["down"]
-    assert saved["all"]["errors"]["member_down"] == down["errors"]["member_down"]
+    # Down from its first timeout (within a timeout of the stop) until it answers again (the
+    # retry after the stop's end, and a timeout if that retry came while it was stopped).
+    assert paused - timeout <= down["down_s"] <= paused + 1 + timeout + 0.5, (paused, down["down"])
+    assert saved["all"]["errors"]["member_down"] == sum(
+        m["errors"].get("member_down", 0) for m in members)
     elapsed = saved["run"]["elapsed_s"]
     for m in members[:2]:  # the others answered everything, at their share of the rate
+        if m["errors"]:  # unless a loaded machine did not run their server, or the client
+            assert set(m["errors"]) <= {"timeout", "member_down"} and m["errors"].get(
+                "timeout"), m
+            waited = ((m["server"]["schedstat"] or {}).get("run_queue_wait_s", 0.0)
+                      + saved["client"]["run_queue_wait_s"])
+            assert waited >= timeout, (m, saved["client"])
+            continue
         share = m["keys"] / 300
-        assert not m["errors"] and not m["lost"] and not m["down"], m
+        assert not m["lost"] and not m["down"], m
         assert m["replies"] >= 0.85 * rate * share * elapsed, (m["replies"], share, elapsed)
     assert f"MEMBER DOWN: {stopped.address} was marked down" in stdout
     assert "member_down" in stdout and "members down" in stderr.replace("_", " ")

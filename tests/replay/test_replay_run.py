@@ -17,7 +17,7 @@ import pytest
 from cachelab import _core, profile, replay, traces
 from cachelab.errors import UsageError
 from cachelab.replay.calibrate import Calibrator
-from cachelab.replay.driver import Driver, Workload
+from cachelab.replay.driver import Driver, Workload, clock
 from cachelab.replay.result import CSV_COLUMNS
 from cachelab.servers import PrivateMemcached, ServerOptions, serve
 from cachelab.simulate import latency_model
@@ -147,17 +147,35 @@ def test_calibration_between_requests_is_kept_out_of_think_time(
     try:
         d.tier.recording = True
         cache.get(kc, 0)  # an application read: the think-time clock starts at its end
+        ended = shared["last"]
         pause = 50_000_000
         time.sleep(pause / 1e9)
         n = len(d.tier.gaps)
+        # The calibration's steps, timed here: its time is at least from the first one's start
+        # to the last one's end.
+        steps: list[int] = []
+        step = cal.step
+
+        def timed_step() -> None:
+            steps.append(clock())
+            step()
+            steps.append(clock())
+
+        cal.step = timed_step  # type: ignore[method-assign]
+        before = clock()
         cal.aside(2 * cal.per_round)
         assert len(d.tier.gaps) == n  # the calibration's own reads are not the application's
         assert all(len(v) == 2 for v in cal.raw.values())  # every kind ran, twice
         cache.get(kc, 1)
+        after = clock()
         assert len(d.tier.gaps) == n + 1
-        # The pause is think time; the calibration's time (its reads included) is not.
+        # The pause is think time; the calibration's time (its reads included) is not. Bounds
+        # from this test's own clock, not the sleep's length (a loaded machine oversleeps):
+        # at least the pause taken before the calibration, at most the whole time from the
+        # first read's end to the second's, less the calibration's.
         gap = d.tier.gaps[-1]
-        assert pause <= gap < pause + 20_000_000, gap
+        assert pause <= before - ended <= gap, (gap, before - ended)
+        assert gap <= (after - ended) - (steps[-1] - steps[0]), (gap, after - ended, steps)
     finally:
         d.tier.close()
         with _core.Client(memcached.address) as c:

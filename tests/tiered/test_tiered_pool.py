@@ -23,6 +23,7 @@ from tiered_history import SLACK, run_history
 
 from cachelab import _core
 from cachelab import pool as cpool
+from cachelab.errors import ServerError
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedPool, TieredCache
 from faultproxy import FaultProxy
@@ -225,25 +226,56 @@ def _member(cache: TieredCache, n: int) -> dict[str, Any]:
     return cache.stats()["pool"]["members"][n]  # type: ignore[no-any-return]
 
 
+def _count_failures(tier: Any) -> list[int]:
+    """Counts the ``ServerError`` a member's tier raises (a witness of its failures, kept
+    apart from the cache's breakers): ``[n]``, updated in place."""
+    failures = [0]
+    call = tier._call
+
+    def counted(method: str, *args: Any, **kw: Any) -> Any:
+        try:
+            return call(method, *args, **kw)
+        except ServerError:
+            failures[0] += 1
+            raise
+
+    tier._call = counted
+    return failures
+
+
 @pytest.mark.parametrize("fault", ["kill", "stop"])
 def test_one_member_down_under_load(members: list[PrivateMemcached], fault: str) -> None:
     """Member 1 (127.0.0.3, on a port of our choosing so it can come back on it) is killed
-    and restarted empty, or stopped and continued with its old values still in it."""
+    and restarted empty, or stopped and continued with its old values still in it.
+
+    On a loaded machine a healthy member's request can time out too (0.1 s), and three in a
+    row open its breaker: what is checked of the healthy members is then conditioned on the
+    failures they raised themselves (counted apart from the breakers), and each phase lasts
+    until what it is for has happened rather than for a fixed time."""
     port = free_port(HOSTS[1])
     truth = Truth()
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(memcached_on(port, HOSTS[1]))
         specs = [members[0].address, f"{HOSTS[1]}:{port}", members[2].address]
         pool = MemcachedPool(specs, timeout=TIMEOUT, connect_timeout=TIMEOUT)
+        own = [_count_failures(m) for m in pool.members]
         cache = TieredCache(pool, LRUMemory(max_items=KEYS // 4),
                             breaker=CircuitBreaker(3, 0.2), prefix=f"out{os.getpid()}{fault}")
         kc = cache.key_class("item", truth.load)
         on = [pool.member_of(cache.key_for(kc, k)) for k in range(KEYS)]
         load = Load(cache, kc, truth)
         with load.running():
-            time.sleep(0.3)  # healthy: fills every member, writes through them
-            before = [_member(cache, n) for n in range(3)]
-            assert before[1]["hits"] > 0 and before[1]["state"] == "closed"
+            # healthy: fills every member (every key loaded or written), writes through them
+            before: list[dict[str, Any]] = []
+            own_before: list[int] = []
+
+            def healthy() -> bool:
+                own_before[:] = [f[0] for f in own]  # (first: a failure in between is the
+                before[:] = [_member(cache, n) for n in range(3)]  # next phase's)
+                return len({*truth.loaded, *load.last_n}) == KEYS and all(
+                    m["hits"] > 0 for m in before)
+
+            wait_for(healthy, "every key in memcached, every member serving hits")
             if fault == "kill":
                 server.kill()
                 server.wait(5)
@@ -251,8 +283,15 @@ def test_one_member_down_under_load(members: list[PrivateMemcached], fault: str)
                 stop(server.pid)
             wait_for(lambda: _member(cache, 1)["state"] != "closed", "member 1 to be down")
             loaded_from = len(truth.loaded)
-            time.sleep(0.6)  # down: its keys bypass L2, the others keep hitting
+
+            def served() -> bool:  # down: its keys bypass L2, the others keep hitting
+                now = [_member(cache, n) for n in range(3)]
+                return (now[1]["bypassed"] - before[1]["bypassed"] > 20
+                        and all(now[n]["hits"] - before[n]["hits"] > 50 for n in (0, 2)))
+
+            wait_for(served, "member 1 read past, the others serving")
             during = [_member(cache, n) for n in range(3)]
+            own_during = [f[0] for f in own]  # (last: a failure in between is this phase's)
             loaded = truth.loaded[loaded_from:]
             if fault == "kill":
                 stack.enter_context(memcached_on(port, HOSTS[1]))  # empty, same address
@@ -262,19 +301,29 @@ def test_one_member_down_under_load(members: list[PrivateMemcached], fault: str)
         assert not load.errors, load.errors[:3]
         assert not load.stale, load.stale[:5]
         assert load.worst <= TIMEOUT + SLACK_CALL, load.worst
-        for n in (0, 2):  # the other members kept serving, and never went down
-            hits = during[n]["hits"] - before[n]["hits"]
-            assert hits > 50, (n, before[n], during[n])
-            assert during[n]["down_episodes"] == 0, during[n]
-            # A write to a healthy member can still time out (0.1 s) on this busy 2-core
-            # machine in a full test run: that key's delete is owed and the member is read
-            # past until it is replayed. Rare, and never an outage of the member.
-            assert during[n]["bypassed"] - before[n]["bypassed"] <= max(2, hits // 50), (
-                n, before[n], during[n])
-        assert during[1]["bypassed"] - before[1]["bypassed"] > 20, during[1]
+        # Each breaker counts its own member's failures, no other's.
+        for n, failures in enumerate(own):
+            assert _member(cache, n)["failed_calls"] <= failures[0], (n, failures)
+        healthy_failed = False
+        for n in (0, 2):  # the other members kept serving
+            failed = own_during[n] - own_before[n]
+            healthy_failed |= failed > 0 or before[n]["state"] != "closed"
+            if not failed and before[n]["state"] == "closed":
+                # and, answering every request in time, never went down
+                assert during[n]["down_episodes"] == before[n]["down_episodes"], during[n]
+                # Read past only now and then: a reader that meets an invalidation's delete
+                # queued a moment ago by another thread. Never an outage of the member.
+                hits = during[n]["hits"] - before[n]["hits"]
+                assert during[n]["bypassed"] - before[n]["bypassed"] <= max(2, hits // 50), (
+                    n, before[n], during[n])
+            else:  # a loaded machine's timeouts (0.1 s): each down episode a failure of its own
+                episodes = during[n]["down_episodes"] - before[n]["down_episodes"]
+                assert failed >= episodes, (n, failed, during[n])
         assert during[1]["pending_invalidations"] > 0, during[1]  # writes meant for it
         ones = sum(on[k] == 1 for k in loaded)  # the others' come from invalidations only
-        assert ones > 20 and ones > 3 * (len(loaded) - ones), (ones, len(loaded))
+        assert ones > 20, (ones, len(loaded))
+        if not healthy_failed:  # (and from their own timeouts, when they had some)
+            assert ones > 3 * (len(loaded) - ones), (ones, len(loaded))
         # Whatever is still owed goes out on the next call once its breaker allows one.
         wait_for(lambda: (cache.get(kc, 0), cache.events.pending_invalidations == 0)[1],
                  "the owed deletes")
@@ -283,7 +332,16 @@ def test_one_member_down_under_load(members: list[PrivateMemcached], fault: str)
         assert after["deletes_flushed"] > 0
         assert after["last_down"] is not None and after["last_up"] is not None
         assert after["last_up"] > after["last_down"]
-        assert cache.stats()["breaker"] == "closed"
+        # Every member answers: the cache says so once each has had a call (a healthy member
+        # whose breaker a loaded machine's timeouts opened is half-open until its next call).
+        probes = [on.index(n) for n in range(3)]
+
+        def closed() -> bool:
+            for k in probes:
+                cache.invalidate(kc, k)
+            return cache.stats()["breaker"] == "closed"
+
+        wait_for(closed, "every member's breaker to close")
         # No key reads older than its last write, from a cache that saw none of them
         # (stopped: member 1 kept its pre-outage values; only the replayed deletes hide them).
         fresh = TieredCache(MemcachedPool(specs), None, prefix=cache.prefix)

@@ -230,6 +230,19 @@ impl Conn {
                     }
                 }
             }
+            if (0..self.members.len()).any(|m| self.late(m, now, timeout)) {
+                // A reply already in the socket is not a timeout: read what came in first.
+                // This thread may not have run for a while (a loaded machine preempts it,
+                // also between reading a socket and this check); one turn of the reactor
+                // sees every byte that arrived by `now`.
+                tokio::task::yield_now().await;
+                poll_fn(|cx| {
+                    let _ = self.poll_ready(cx, timer.as_mut(), false);
+                    Poll::Ready(())
+                })
+                .await;
+                self.handle_events(Instant::now());
+            }
             self.check_timeouts(now, timeout);
             if !sending && self.members.iter().all(|m| m.waiting() == 0) {
                 break;
@@ -474,19 +487,28 @@ impl Conn {
         }
     }
 
+    /// Whether member `m`'s oldest request has waited longer than the timeout at `now`, or
+    /// the pool member has been silent longer than the member timeout with requests waiting.
+    fn late(&self, m: usize, now: Instant, timeout: Duration) -> bool {
+        let Some(p) = self.members[m].inflight.front() else {
+            return false;
+        };
+        let pool = &self.ctx.shared.spec.pool;
+        (pool.len() > 1 && silence(&self.members[m], now) > pool.member_timeout)
+            || now.saturating_duration_since(p.sent) > timeout
+    }
+
     /// A member whose oldest request has waited longer than the timeout has failed; so has
     /// a pool member with requests waiting that has been silent longer than the member
     /// timeout (the member-health deadline).
     fn check_timeouts(&mut self, now: Instant, timeout: Duration) {
-        let pool = &self.ctx.shared.spec.pool;
-        let health = (pool.len() > 1).then_some(pool.member_timeout);
         for m in 0..self.members.len() {
-            let Some(p) = self.members[m].inflight.front() else {
-                continue;
-            };
-            let silent = health.is_some_and(|h| silence(&self.members[m], now) > h);
-            if silent || now.saturating_duration_since(p.sent) > timeout {
-                let sent = p.sent;
+            if self.late(m, now, timeout) {
+                let sent = self.members[m]
+                    .inflight
+                    .front()
+                    .expect("late: waiting")
+                    .sent;
                 self.ctx.rec.borrow_mut().timed_out(sent, now);
                 if !self.members[m].up() {
                     self.members[m].link = Link::Idle(now);
