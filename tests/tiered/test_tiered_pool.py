@@ -60,7 +60,10 @@ def test_keys_land_on_the_member_the_distribution_picks(
     members: list[PrivateMemcached], kind: str, weights: tuple[int, ...]
 ) -> None:
     specs = [m.address if w == 1 else f"{m.address}:{w}" for m, w in zip(members, weights)]
-    cache = TieredCache(MemcachedPool(specs, distribution=kind), None)
+    # (generous timeouts: this is about where keys land, and a loaded machine can hold a
+    # member's reply past the library's default 0.25 s — a write is then skipped, by design)
+    cache = TieredCache(MemcachedPool(specs, distribution=kind, timeout=5, connect_timeout=5),
+                        None)
     kc = cache.key_class("row", _rows)
     idents = list(range(300))
     for i in idents[:150]:

@@ -96,9 +96,9 @@ def fix_for(name: str, check: Mapping[str, Any], shape: RunShape) -> str:
                     f"or `--threads {shape.threads * 2}`")
         return "a steady machine: intervals ran ahead of the rate after a pause"
     if name == "stationary":
+        if busy:  # a stall or a drift: what the other work on the machine did to the run
+            return _quiet(busy)
         if check.get("stalls"):
-            if busy:
-                return _quiet(busy)
             return ("find what paused the client or server (swap, a noisy neighbour, GC) and "
                     "run again; `--stall-ms` sets what counts as a stall")
         return (f"`--warmup {max(2 * shape.warmup, 5):g}` and {_longer(shape)}: the series "
