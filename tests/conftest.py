@@ -15,6 +15,16 @@ import pytest
 if importlib.util.find_spec("cachelab") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
+import signal  # noqa: E402
+
+# A shell that starts a command in the background (`make test &`, CI wrappers without job
+# control) starts it with SIGINT ignored, and an ignored signal stays ignored across exec: the
+# CLI processes the tests interrupt with SIGINT would never see it. Tests interrupt what they
+# start: give this process (each xdist worker too) Python's own handler, so their children
+# start with the default disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 from cachelab.servers import PrivateMemcached  # noqa: E402
 from clitools import InProcess  # noqa: E402
 from fakes import FakeServer  # noqa: E402
