@@ -19,7 +19,7 @@ from cachelab.profile import LatencyProfile
 from cachelab.scale.result import ScaleResult
 from cachelab.units import dur, num, partial_note
 
-__all__ = ["MAX_LINES", "compare_answers", "side_trust", "worst"]
+__all__ = ["MAX_LINES", "compare_answers", "side_trust", "value_text", "worst"]
 
 #: The most rows the card shows one by one (the largest changes first); the rest in one line.
 MAX_LINES = 6
@@ -61,7 +61,9 @@ def side_trust(art: Artifact) -> dict[str, str]:
                                                                     "why": ""}
 
 
-def _value(v: float | None, unit: str) -> str:
+def value_text(v: float | None, unit: str) -> str:
+    """A compared value in its unit: a duration, a rate, or a number (4 digits); "—" for
+    none."""
     if v is None:
         return "—"
     if unit == "ns":
@@ -79,7 +81,7 @@ def _change(r: Mapping[str, Any]) -> str:
     if lo is not None and hi is not None and lo != hi:
         text += f" (95 % {100 * lo:+.1f} % to {100 * hi:+.1f} %)"
     unit = str(r.get("unit") or "")
-    return f"{text}: {_value(r.get('a'), unit)} → {_value(r.get('b'), unit)}"
+    return f"{text}: {value_text(r.get('a'), unit)} → {value_text(r.get('b'), unit)}"
 
 
 def _sides(d: Mapping[str, Any], pair: str) -> tuple[str, str]:

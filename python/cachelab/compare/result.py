@@ -10,10 +10,9 @@ from typing import Any
 
 from cachelab.answers import Answer
 from cachelab.artifacts import write_json
-from cachelab.compare.answers import compare_answers
+from cachelab.compare.answers import compare_answers, value_text
 from cachelab.compare.plots import compare_plot
 from cachelab.tables import text_table, write_json_and_csv
-from cachelab.units import dur, num
 
 __all__ = ["CSV_COLUMNS", "SCHEMA", "SCHEMA_VERSION", "CompareResult", "render", "summarize"]
 
@@ -97,16 +96,6 @@ def summarize(r: CompareResult) -> list[str]:
     return out
 
 
-def _fmt(v: float | None, unit: str) -> str:
-    if v is None:
-        return "—"
-    if unit == "ns":
-        return dur(v)
-    if unit == "/s":
-        return f"{v:,.0f}/s"
-    return num(v, 4)
-
-
 def name_line(names: list[str], partial: dict[str, str], i: int) -> str:
     """``A = before/profile.json``, with its partial note when it has one."""
     letter = chr(65 + i) if i < 26 else "?"
@@ -121,8 +110,8 @@ def render(r: CompareResult) -> str:
     for x in r.rows:
         iv = ("—" if x["ci_low"] is None or x["ci_high"] is None
               else f"[{100 * x['ci_low']:+.1f}%, {100 * x['ci_high']:+.1f}%]")
-        rows.append([x["item"], x["metric"], x["versus"], _fmt(x["a"], x["unit"]),
-                     _fmt(x["b"], x["unit"]),
+        rows.append([x["item"], x["metric"], x["versus"], value_text(x["a"], x["unit"]),
+                     value_text(x["b"], x["unit"]),
                      "—" if x["relative"] is None else f"{100 * x['relative']:+.1f}%", iv,
                      x["verdict"] + (f" ({x['direction']})" if x["direction"] else "")])
     lines = [*(name_line(r.names, r.partial, i) for i in range(len(r.names))), r.method, ""]
