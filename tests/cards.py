@@ -9,7 +9,7 @@ from cachelab.scale import ScaleSpec
 from cachelab.scale.result import ScaleResult
 from cachelab.scale.sweep import _result
 
-__all__ = ["POINTS", "card_of", "fake_sweep", "without_card", "x_of"]
+__all__ = ["POINTS", "card_of", "fake_sweep", "invalid_load", "without_card", "x_of"]
 
 #: The loads of :func:`fake_sweep`.
 POINTS = [1, 2, 4, 6, 8, 10, 12, 16]
@@ -27,6 +27,14 @@ def card_of(stdout: str) -> dict[str, tuple[str, str]]:
         value, mark = rest.rsplit("  — ", 1)
         out[question] = (value, mark)
     return out
+
+
+def invalid_load(cli: Any, address: str, out: Any) -> Any:
+    """``cachelab load`` certain to be INVALID: one request in flight at 200,000/s, so sends
+    leave late (``cli``: a :class:`clitools.InProcess`)."""
+    return cli("load", "--server", address, "--rate", "200000", "--connections", "1",
+               "--max-outstanding", "1", "--duration", "1", "--warmup", "0.25",
+               "--key-space", "100", "--format", "table", "--no-plots", "--out", out)
 
 
 def without_card(text: str) -> str:

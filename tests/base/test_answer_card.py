@@ -11,6 +11,7 @@ import pytest
 
 from cachelab.answers import CERTIFIED, INDICATIVE, TRUST, Answer, card_lines, with_card
 from cachelab.servers import PrivateMemcached
+from cards import invalid_load
 from clitools import InProcess
 
 
@@ -47,11 +48,7 @@ def _mark(line: str) -> str:
 
 def test_an_invalid_load_s_card_is_indicative_and_says_why(
         memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # One request in flight at 200,000/s: sends leave late, the run is INVALID.
-    run = InProcess(capsys)("load", "--server", memcached.address, "--rate", "200000",
-                            "--connections", "1", "--max-outstanding", "1", "--duration", "1",
-                            "--warmup", "0.25", "--key-space", "100", "--format", "table",
-                            "--no-plots", "--out", tmp_path / "out")
+    run = invalid_load(InProcess(capsys), memcached.address, tmp_path / "out")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("INVALID: "), run.stdout  # the worst still first

@@ -10,6 +10,7 @@ import pytest
 
 from cachelab.load.fixes import OVERSUBSCRIBED_WAIT, RunShape, fix_for
 from cachelab.servers import PrivateMemcached
+from cards import invalid_load
 from clitools import InProcess
 
 
@@ -48,11 +49,7 @@ def test_each_check_s_fix_names_a_flag_from_the_run_s_figures() -> None:
 
 def test_an_invalid_load_names_its_fix_on_every_verdict_line(
         memcached: PrivateMemcached, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # One request in flight at 200,000/s: sends must leave late (the late check fails).
-    run = InProcess(capsys)("load", "--server", memcached.address, "--rate", "200000",
-                            "--connections", "1", "--max-outstanding", "1", "--duration", "1",
-                            "--warmup", "0.25", "--key-space", "100", "--format", "table",
-                            "--no-plots", "--out", tmp_path / "out")
+    run = invalid_load(InProcess(capsys), memcached.address, tmp_path / "out")
     assert run.returncode == 0, run.stderr
     lines = _verdict_lines(run.stdout)
     assert lines and lines[0].startswith("INVALID: "), run.stdout

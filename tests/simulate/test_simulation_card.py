@@ -11,27 +11,10 @@ from cachelab.answers import PREDICTED
 from cachelab.simulate.answers import request_answers
 from cachelab.simulate.drill import DrillPrediction
 from cachelab.units import dur, pct, share
+from cards import card_of
 from clitools import InProcess
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "traces"
-
-
-def card(stdout: str) -> dict[str, str]:
-    """The card's lines by question (the text before the two-space gap)."""
-    lines = stdout.splitlines()
-    start = lines.index("answer:")
-    out = {}
-    for line in lines[start + 1:]:
-        if not line.startswith("  "):
-            break
-        question, rest = line.strip().split("  ", 1)
-        out[question] = rest.strip()
-    return out
-
-
-def value_and_mark(line: str) -> tuple[str, str]:
-    value, mark = line.rsplit(" — ", 1)
-    return value.strip(), mark
 
 
 def test_the_card_names_the_best_strategy_and_what_it_saves(cli: InProcess,
@@ -48,15 +31,15 @@ def test_the_card_names_the_best_strategy_and_what_it_saves(cli: InProcess,
 
     best = min(d["strategies"], key=p90)["strategy"]
     assert best != "none"
-    got = card(p.stdout)
-    value, mark = value_and_mark(got["best strategy"])
+    got = card_of(p.stdout)
+    value, mark = got["best strategy"]
     assert mark == f"{PREDICTED} (model appengine-2017)"
     saved = by["none"]["mean_added_ms"]["median"] - by[best]["mean_added_ms"]["median"]
     assert value.startswith(f"{best} saves {dur(saved * 1e6)} per request against no cache")
     assert "from the draws' bands: " in value  # 3 draws: a band
     assert value.endswith(f"{dur(by[best]['mean_added_ms']['median'] * 1e6)} added instead of "
                           f"{dur(by['none']['mean_added_ms']['median'] * 1e6)}")
-    value, mark = value_and_mark(got["p90 added, best"])
+    value, mark = got["p90 added, best"]
     assert value.startswith(f"+{share(p90(by[best]))}") and "min–max of 3 draws: " in value
     assert f"no cache +{share(p90(by['none']))}" in value
     assert mark.startswith(PREDICTED)
@@ -71,13 +54,13 @@ def test_the_flat_card_gives_each_policys_miss_ratio_and_the_best(cli: InProcess
     d = json.loads((tmp_path / "o" / "simulate.json").read_text())
     miss = {(r["policy"], r["capacity"]): r["miss_ratio"] for r in d["results"]}
     assert miss[("lru", 100)] < miss[("fifo", 100)]
-    got = card(p.stdout)
-    value, mark = value_and_mark(got["miss ratio at 100 objects"])
+    got = card_of(p.stdout)
+    value, mark = got["miss ratio at 100 objects"]
     assert value == f"lru {pct(miss[('lru', 100)], 2)}, fifo {pct(miss[('fifo', 100)], 2)}"
     assert mark == f"{PREDICTED} (simulated on the trace)"
     assert "miss ratio at 1,000 objects" in got
     # The tie at 1,000 is nobody's win.
-    assert value_and_mark(got["best policy"])[0] == "lru: the lowest miss ratio at 1 of 2 size(s)"
+    assert got["best policy"][0] == "lru: the lowest miss ratio at 1 of 2 size(s)"
 
 
 def test_a_drill_prediction_s_card_gives_each_dip() -> None:
