@@ -6,22 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
+from test_size import _zipf_csv  # the same Zipf trace as the size tests
 
 from cachelab.answers import PREDICTED
 from cachelab.units import human_bytes, pct, times
+from cards import card_of
 from clitools import InProcess
-
-
-def _zipf_csv(path: Path, requests: int = 20_000, keys: int = 4_000) -> Path:
-    rng = np.random.default_rng(3)
-    p = np.arange(1, keys + 1, dtype=float) ** -0.8
-    p /= p.sum()
-    picks = rng.choice(keys, size=requests, p=p)
-    sizes = 100 + (np.arange(keys) * 7919) % 4000
-    lines = ["time,key,size"] + [f"{i // 100},{k},{sizes[k]}" for i, k in enumerate(picks)]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_the_card_gives_the_memory_each_target_needs(cli: InProcess, tmp_path: Path) -> None:
@@ -32,12 +22,9 @@ def test_the_card_gives_the_memory_each_target_needs(cli: InProcess, tmp_path: P
     d = json.loads((tmp_path / "out" / "size.json").read_text())
     lines = p.stdout.splitlines()
     assert lines[0] == "answer:", p.stdout
-    card = {}
-    for line in lines[1:lines.index("")]:
-        question, rest = line.strip().split("  ", 1)
-        value, mark = rest.strip().rsplit(" — ", 1)
-        card[question] = value.strip()
-        assert mark == f"{PREDICTED} (an LRU simulated on the trace)", line
+    card = {q: value for q, (value, mark) in card_of(p.stdout).items()}
+    for q, (_, mark) in card_of(p.stdout).items():
+        assert mark == f"{PREDICTED} (an LRU simulated on the trace)", q
     low, high = d["targets"]
     assert low["bytes"] is not None and high["bytes"] is None, d["targets"]
     assert card["memory for 30.0 % hits"] == (f"{human_bytes(low['bytes'])} "
