@@ -151,6 +151,16 @@ def test_a_killed_agent_ends_the_run_with_the_others(ray_cluster, ray_memcached)
     assert result.run["leftover_keys"] == 0 and _gone(result, ray_memcached.address)
 
 
+def test_sets_without_a_prefill_are_deleted_by_the_driver(ray_cluster, ray_memcached) -> None:
+    """No engine deletes on its own (one ending first would delete keys the other still
+    reads): what the agents set is deleted by the driver once both are done."""
+    result = load_on_ray(_spec(mix={"set": 1.0}, duration=1.0), ray_cluster.options(agents=2),
+                         server=ray_memcached.address)
+    assert result.run["prefilled_keys"] == 0 and result.all["ops"]["set"] > 0
+    assert result.run["deleted_keys"] == 500 and result.run["leftover_keys"] == 0
+    assert _gone(result, ray_memcached.address)
+
+
 def test_load_cli_with_ray_writes_a_load_json_report_and_compare_read(
         ray_cluster, ray_memcached, tmp_path: Path) -> None:
     common = ["--server", ray_memcached.address, "--rate", "1500", "--connections", "2",

@@ -68,10 +68,9 @@ def test_two_agents_on_a_pool_count_what_each_member_counted(ray_cluster, pool) 
         # driver, after the prefill and after the agents were done).
         assert m["sent"] == m["replies"] > 0 and not m["errors"] and not m["lost"], m
         assert m["hits"] == _delta(m, "get_hits") and m["misses"] == _delta(m, "get_misses")
-        # (Misses are counted, above, not required to be 0: each agent's engine deletes the
-        # keys it set when it ends, and an agent that ends a few ms before the other deletes
-        # keys the other may still get — a known race, in the stop note of 2026-11-29: the
-        # engines should leave a prefilled key space to the driver's delete.)
+        # A prefilled key space that nothing deletes until every agent is done: no get
+        # misses (an agent that ended first once deleted keys the other still read).
+        assert m["misses"] == 0, m
         assert m["sent"] == _delta(m, "cmd_get") + _delta(m, "cmd_set")
         # Its histogram is the merge of both agents' (one entry per part replied).
         assert m["latency"]["count"] == m["replies"]

@@ -228,8 +228,11 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
     let probe_lost = probe_run
         .as_ref()
         .is_some_and(|p| p.intervals.iter().any(|i| i.lost > 0));
-    let (deleted_keys, leftover_keys) =
-        setup::cleanup(spec, &routes, &written, all.lost > 0 || probe_lost);
+    let (deleted_keys, leftover_keys) = if spec.cleanup {
+        setup::cleanup(spec, &routes, &written, all.lost > 0 || probe_lost)
+    } else {
+        (0, 0)
+    };
 
     let steady = steady::detect(&run.intervals, spec);
     let after_warmup = run

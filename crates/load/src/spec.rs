@@ -530,6 +530,15 @@ pub struct Spec {
     /// this low open-loop Poisson rate (requests/s) beside the load connections, its
     /// latencies kept apart (see [`Spec::probe`]). None: no probe.
     pub probe_rate: Option<f64>,
+    /// Delete what the run wrote once it ends (the default). False when a driver runs many
+    /// engines on one key space (Ray agents): an engine that ends first would delete keys
+    /// the others still read, so the driver deletes the key space once all are done.
+    #[serde(default = "yes")]
+    pub cleanup: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The probe connection's seed is the run's, changed by this (its keys differ from every

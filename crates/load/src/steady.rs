@@ -136,6 +136,7 @@ pub(crate) mod tests {
             behind: Vec::new(),
             on_miss_set: false,
             probe_rate: None,
+            cleanup: true,
         }
     }
 

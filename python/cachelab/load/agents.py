@@ -13,9 +13,10 @@ the same distribution) or a proxy. docs/scale-out.md sets out the design; in sho
   own seed, derived from the run's.
 * **Keys.** One run id and key prefix for all agents. The agents prefill the key space
   before the start, each its stripe (index ``k``, ``k + agents``, …), each key on the member
-  the distribution names; the engines then run without a prefill and each deletes the keys
-  it set; when the run prefilled, or an agent was lost, the driver deletes the whole key
-  space at the end, each key from its member.
+  the distribution names; the engines then run without a prefill and delete nothing (one
+  that ends first would delete keys the others still read); when the run prefilled or its
+  requests set keys, the driver deletes the whole key space once every agent is done (or
+  lost), each key from its member.
 * **Servers.** The driver checks every server for room first (each pool member, or each
   server behind a proxy, for its share of the keys) and watches for evictions. On a pool or
   through a proxy it reads each member's (or each server behind the proxy's) ``stats`` itself,
@@ -360,6 +361,9 @@ class _Run:
             spec.check()
             c = spec.to_core(self.core["servers"][0][0], "x")
             c.update({k: self.core[k] for k in ("prefix", "servers", "behind")})
+            # An agent that ends first must not delete keys the others still read: the
+            # driver deletes the key space once every agent is done (result()).
+            c["cleanup"] = False
             self.cores.append(c)
         if self.core["prefill"]:
             self.prefilling = True
@@ -494,7 +498,7 @@ class _Run:
         merged["probe"] = self.done[0]["outcome"].get("probe") if 0 in self.done else None
         merged["prefilled_keys"] = self.prefilled
         merged["prefill_s"] = self.prefill_s
-        if self.prefilled or self.lost:
+        if self.prefilled or _writes(self.core):
             merged["deleted_keys"], merged["leftover_keys"] = _delete_key_space(self.core)
         result = result_from_outcome(merged, self.spec, self.core, address=address,
                                      server_facts=facts, started=self.start_unix,
@@ -632,6 +636,11 @@ class _Clients:
     def __exit__(self, *exc: object) -> None:
         for member in list(self.open):
             self.drop(member)
+
+
+def _writes(core: Mapping[str, Any]) -> bool:
+    """Whether the run's requests may set keys (its mix, or a set after each miss)."""
+    return core["mix"].get("set", 0) > 0 or core.get("on_miss") == "set"
 
 
 def _delete_key_space(core: Mapping[str, Any]) -> tuple[int, int]:
