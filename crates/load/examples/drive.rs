@@ -82,6 +82,7 @@ fn main() {
         probe_rate: std::env::var("DRIVE_PROBE_RATE")
             .ok()
             .map(|v| v.parse().expect("requests/s")),
+        cleanup: true,
     };
     let out = run(&spec, &Progress::new()).expect("run");
     let t = &out.all;
