@@ -354,17 +354,15 @@ def finish(
     for warning in getattr(result, "warnings", None) or []:
         print(f"cachelab: warning: {warning}", file=sys.stderr)
     doc = result if isinstance(result, dict) else result.to_dict()
-    answers = getattr(result, "answers", None)
     if fmt == "json":
-        # The answer card too (issue 31), derived from the document: the file stays as is.
-        card = {"answers": [a.to_dict() for a in answers()]} if callable(answers) else {}
-        print(json.dumps({**doc, **card}, indent=1))
+        print(json.dumps(doc, indent=1))
     elif fmt == "csv":
         table: CsvTable = result  # a verb of CSV_TABLES: its results have one
         write_csv_rows(sys.stdout, *table.csv_table())
     else:
         text = render(result) if render is not None else result.render()
         # The answer card after the verdicts and alarms, before the rest (issue 31).
+        answers = getattr(result, "answers", None)
         print(with_card(text, answers()) if callable(answers) else text)
     if aborted is None:
         run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
