@@ -88,31 +88,32 @@ def test_the_servers_behind_count_every_request_the_spec_implies_and_keep_no_key
     r = profile(spec, server=proxy.address, behind=[m.address for m in members])
     after = _counters(members)
     # The proxy refused nothing profile sent (it closes the connection on a command it does
-    # not pass on, counted as client_err), over the 4 connections the run opened (version,
-    # the floor's probe, the measuring connection and its floor).
-    proxy_after = _proxy_counts_after(proxy, proxy_before, closed=4)
+    # not pass on, counted as client_err), over the 3 connections the run opened (version,
+    # the floor's probe, and the measuring connection, which carries the floor too).
+    proxy_after = _proxy_counts_after(proxy, proxy_before, closed=3)
     assert proxy_after["client_err"] == proxy_before["client_err"]
     assert r.client["floor_command"] == "get-miss"
     assert r.server["proxy"] and r.server["address"] == proxy.address
     assert r.server["behind"] == [m.address for m in members]
     for c in r.cells:
         assert (c.samples, c.errors, c.mismatches, c.misses) == (40, {}, 0, 0), c
-    # From the spec alone: each of the 45 rounds (5 warm-up) reads the floor's key, one key
-    # per size, the untimed primer's key and 1 + 5 multi-get keys, and writes one value per
-    # size and per multi-get key; the floor probe reads once more. Only the floor's and the
-    # primer's reads (keys never written) miss; every value is deleted.
+    # From the spec alone: each of the 45 rounds (5 warm-up) reads the floor's key twice (an
+    # untimed read, then the timed one), one key per size, the untimed primer's key and 1 + 5
+    # multi-get keys, and writes one value per size and per multi-get key; the floor probe
+    # reads once more. Only the floor's and the primer's reads (keys never written) miss;
+    # every value is deleted.
     rounds = 45
     sets = rounds * (2 + 1 + 5)
-    gets = 1 + rounds * (1 + 2 + 1 + 1 + 5)
+    gets = 1 + rounds * (2 + 2 + 1 + 1 + 5)
     delta = {k: sum(a[k] - b[k] for a, b in zip(after, before)) for k in COUNTERS}
-    assert delta == {"cmd_get": gets, "get_misses": 2 * rounds + 1, "cmd_set": sets,
+    assert delta == {"cmd_get": gets, "get_misses": 3 * rounds + 1, "cmd_set": sets,
                      "delete_hits": sets, "curr_items": 0}
     assert [a["curr_items"] for a in after] == [b["curr_items"] for b in before]
     # The requests the client sent through the proxy: version, the probe, and per round the
-    # floor, a set and a get per size, the 6 multi-get values' sets, the primer, 2 multi-gets
+    # floor's 2, a set and a get per size, the 6 multi-get values' sets, the primer, 2 multi-gets
     # and the deletes of the 8 values written (the last round's at the end). The proxy sent
     # the servers more, all answered: it split the 5-key multi-gets by server.
-    client_requests = 2 + rounds * (1 + 2 * 2 + 6 + 1 + 2 + 8)
+    client_requests = 2 + rounds * (2 + 2 * 2 + 6 + 1 + 2 + 8)
     forwarded = proxy_after["requests"] - proxy_before["requests"]
     assert forwarded > client_requests
     assert forwarded == proxy_after["responses"] - proxy_before["responses"]
@@ -189,10 +190,11 @@ def test_every_miss_of_the_run_lands_on_the_one_server_the_floor_key_maps_to(
     r = profile(spec, server=proxy.address, behind=addresses)
     after = _counters(members)
     misses = [a["get_misses"] - b["get_misses"] for a, b in zip(after, before)]
-    # Every floor sample, every round's untimed read before its multi-gets (22 rounds, warm-up
-    # included) and the probe, all on the floor's server; none anywhere else.
+    # Every floor sample (an untimed and a timed read), every round's untimed read before its
+    # multi-gets (22 rounds, warm-up included) and the probe, all on the floor's server; none
+    # anywhere else.
     rounds = 22
-    assert misses == [2 * rounds + 1 if i == floor else 0 for i in range(len(members))]
+    assert misses == [3 * rounds + 1 if i == floor else 0 for i in range(len(members))]
     assert [b["server"]["deltas"]["get_misses"] for b in r.behind or []] == misses
 
 

@@ -222,7 +222,7 @@ def test_unix_socket(
     assert doc["server"]["transport"] == "unix"
     code = in_process("profile", "--show", out, "--format", "table")
     assert code == 0
-    assert "loopback floor (mn on a raw Unix socket)" in capsys.readouterr().out
+    assert "loopback floor (mn on the measuring Unix connection)" in capsys.readouterr().out
 
 
 @pytest.mark.slow

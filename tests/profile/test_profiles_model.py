@@ -150,7 +150,8 @@ def test_render_prints_the_header_the_floor_and_a_table_per_operation(
     first = text.splitlines()[0]
     assert first.startswith(f"memcached {measured.server['version']} at ")
     assert "text protocol, 1 connection(s), 20 samples per cell after 2 warm-up" in first
-    assert re.search(r"^loopback floor \(mn on a raw socket\): p50 .*p99 .*max ", text, re.M)
+    assert re.search(r"^loopback floor \(mn on the measuring connection\): p50 .*p99 .*max ",
+                     text, re.M)
     for title in ("Get latency by value size", "Set latency by value size",
                   "Multi-get latency by key count, 1KB values"):
         assert title in text

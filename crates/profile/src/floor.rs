@@ -1,6 +1,7 @@
-//! The loopback floor: the smallest request/response the server knows, on a raw blocking
-//! socket, with no client library in the way — over the same transport as the samples (TCP,
-//! TLS or a Unix socket), so that it is the floor under them.
+//! The loopback floor's request: the smallest request/response the server knows. The profile
+//! sends it on the measuring connection, through the same client as every sample
+//! ([`FloorRequest::command`]); the raw blocking socket here ([`Floor`]) finds which request
+//! that is ([`probe`]) and times new connections ([`connection_cost`]).
 //!
 //! Through a proxy (twemproxy) the floor is a `get` of a key never written: the proxy closes
 //! the connection on `mn`, and answers `version` from one server, but a get crosses the proxy
@@ -15,6 +16,7 @@ use cachelab_client::rustls::{ClientConnection, StreamOwned};
 use cachelab_client::tls::handshake_reason;
 use cachelab_client::{Address, Error, Options, Tls};
 use cachelab_metrics::Latency;
+use cachelab_proto::{Command, Key, MetaStatus, Response};
 
 enum Raw {
     Tcp(TcpStream),
@@ -81,6 +83,7 @@ pub struct FloorRequest {
     /// `"mn"`, `"version"` or `"get-miss"`.
     pub name: &'static str,
     bytes: Vec<u8>,
+    command: Command,
 }
 
 impl FloorRequest {
@@ -89,6 +92,7 @@ impl FloorRequest {
         FloorRequest {
             name: "mn",
             bytes: b"mn\r\n".to_vec(),
+            command: Command::MetaNoop,
         }
     }
 
@@ -97,15 +101,33 @@ impl FloorRequest {
         FloorRequest {
             name: "version",
             bytes: b"version\r\n".to_vec(),
+            command: Command::Version,
         }
     }
 
     /// `get <prefix>:floor`, a key the run never writes (answered `END`): through a proxy,
     /// the smallest request that reaches a server behind it.
     pub fn miss(prefix: &str) -> FloorRequest {
+        let key = Key::new(miss_key(prefix)).expect("prefix validated");
         FloorRequest {
             name: "get-miss",
             bytes: format!("get {}\r\n", miss_key(prefix)).into_bytes(),
+            command: Command::Get(vec![key]),
+        }
+    }
+
+    /// The request as the client sends it, on the measuring connection.
+    pub fn command(&self) -> &Command {
+        &self.command
+    }
+
+    /// Whether `reply` is this request's answer: `MN`, `VERSION …`, or `END` (no value).
+    pub fn answered(&self, reply: &Response) -> bool {
+        match (&self.command, reply) {
+            (Command::MetaNoop, Response::Meta { status, .. }) => *status == MetaStatus::Mn,
+            (Command::Version, Response::Version(_)) => true,
+            (Command::Get(_), Response::Values(values)) => values.is_empty(),
+            _ => false,
         }
     }
 }

@@ -11,8 +11,9 @@
 //! A round's keys are deleted in the next round's write batch (and at the end of the run), so
 //! the untimed work costs one round trip per round rather than one per sample.
 //! * **the floor** — a minimal request/response (`mn`, or `version` on servers without the meta
-//!   protocol; through a proxy, a `get` of a key never written) on a raw blocking socket: how
-//!   much of any request is just the round trip.
+//!   protocol; through a proxy, a `get` of a key never written) on the measuring connection,
+//!   timed right after an untimed one as a get is timed right after its set: how much of any
+//!   request is just the round trip.
 //!
 //! All cells run interleaved, round-robin, so drift over the run affects them alike. Warm-up
 //! rounds are run and discarded. With `concurrency` N, N threads each hold their own
@@ -93,7 +94,6 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     let miss = spec.proxy.then_some(spec.prefix.as_str());
     let floor_request =
         floor::probe(&spec.address, &spec.options, miss).map_err(SpecError::Server)?;
-    let server_threads = server.threads().unwrap_or(1).clamp(1, 1024);
 
     let tasks = spec.cells().len() - spec.sizes.len(); // get and set share a sample
     let rounds: u64 = spec.samples + spec.warmup;
@@ -109,7 +109,6 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
                     samples: spec.share(spec.samples, w),
                     warmup: spec.share(spec.warmup, w),
                     floor_request: floor_request.clone(),
-                    server_threads,
                 };
                 s.spawn(move || worker::run(spec, plan, progress))
             })

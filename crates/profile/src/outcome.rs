@@ -30,16 +30,6 @@ pub struct ServerFacts {
     pub stats: Vec<(String, String)>,
 }
 
-impl ServerFacts {
-    /// Worker threads, from `stats settings`.
-    pub fn threads(&self) -> Option<usize> {
-        self.settings
-            .iter()
-            .find(|(k, _)| k == "num_threads")
-            .and_then(|(_, v)| v.parse().ok())
-    }
-}
-
 /// A finished (or stopped) profile run.
 #[derive(Debug, Clone)]
 pub struct Outcome {

@@ -73,6 +73,29 @@ fn every_cell_gets_its_samples_and_nothing_is_left_behind() {
     }
 }
 
+/// The floor is measured on the measuring connection, not on a socket of its own: a run opens
+/// one connection per measuring thread, plus one for the server's facts and one for the probe
+/// of the floor's command, however many threads the server has (the floor's own socket, lined
+/// up on the same server thread by throwaway connections, cost 1 + threads per measuring
+/// thread).
+#[test]
+fn the_floor_goes_on_the_measuring_connection() {
+    let mc = Memcached::start_with(&["-t", "4"]);
+    for concurrency in [1, 3] {
+        let before = stat(&mc, "total_connections");
+        let out = run(
+            &spec(&mc.address, Protocol::Text, concurrency),
+            &Progress::new(),
+        )
+        .unwrap();
+        assert_eq!(out.cells[0].op, Op::Floor);
+        assert_eq!(out.cells[0].hist.len(), 50);
+        // `stat` opens a connection of its own to read the count after the run.
+        let opened = stat(&mc, "total_connections") - before - 1;
+        assert_eq!(opened, 2 + concurrency as u64);
+    }
+}
+
 #[test]
 fn through_a_proxy_the_floor_is_a_get_of_a_key_never_written() {
     let mc = Memcached::start();
@@ -87,14 +110,15 @@ fn through_a_proxy_the_floor_is_a_get_of_a_key_never_written() {
         assert_eq!(c.hist.len(), 50, "{:?} {} {}", c.op, c.value_size, c.keys);
         assert_eq!((c.error_count(), c.mismatches, c.misses), (0, 0, 0));
     }
-    // The probe, every floor sample (warm-up too) and every round's untimed primer (a key
-    // never written) missed; every other get hit. The keys read: the floor's and 3 sizes' per
-    // round, the primer's 1 and 1 + 5 + 20 per round's multi-gets.
+    // The probe, every floor sample (warm-up too, each an untimed and a timed get) and every
+    // round's untimed primer (a key never written) missed; every other get hit. The keys
+    // read: the floor's 2 and 3 sizes' per round, the primer's 1 and 1 + 5 + 20 per round's
+    // multi-gets.
     let rounds = 50 + 5;
-    assert_eq!(stat(&mc, "get_misses") - misses, 2 * rounds + 1);
+    assert_eq!(stat(&mc, "get_misses") - misses, 3 * rounds + 1);
     assert_eq!(
         stat(&mc, "cmd_get") - gets,
-        1 + rounds * (1 + 3 + 1 + 1 + 5 + 20)
+        1 + rounds * (2 + 3 + 1 + 1 + 5 + 20)
     );
     assert_eq!(curr_items(&mc), 0, "every key written was deleted");
     s.protocol = Protocol::Meta;

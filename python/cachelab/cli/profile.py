@@ -20,9 +20,9 @@ DESCRIPTION = """\
 Measure a memcached server's latency the way Khan Academy's "Profiling App Engine Memcached"
 did, with care: each sample writes a fresh random value under a unique per-run key, times the
 read, checks every byte, and deletes the key. Cells run interleaved; warm-up samples are
-discarded; a raw-socket round trip (the loopback floor) is measured alongside. Results: the
-percentile tables, profile.json (the latency profile simulate uses), profile.csv, and
-inverted-percentile plots (PNG and SVG).
+discarded; the smallest request (the loopback floor, mn) is timed on the same connection in
+every round. Results: the percentile tables, profile.json (the latency profile simulate uses),
+profile.csv, and inverted-percentile plots (PNG and SVG).
 
 Through twemproxy (--proxy HOST:PORT, with the memcached servers behind it given by --server
 repeated or --servers-file): every request goes to the proxy, text protocol only. The floor is

@@ -104,9 +104,11 @@ def render_profile(p: Any) -> str:
 
 
 def floor_words(command: str | None, transport: str | None) -> str:
-    """What the floor was: ``loopback floor (mn on a raw socket)``; through a proxy, a get of
-    a key never written (``get-miss``), which crosses the proxy to one server behind it."""
-    where = f"on a raw {_transport_word(transport)}socket"
+    """What the floor was: ``loopback floor (mn on the measuring connection)``; through a
+    proxy, a get of a key never written (``get-miss``), which crosses the proxy to one server
+    behind it. The floor goes on the connection that carries every sample (same socket, same
+    server thread, same client), timed right after an untimed one as a get is after its set."""
+    where = f"on the measuring {_transport_word(transport)}connection"
     if command == "get-miss":
         return (f"floor (get-miss: a get of a key never written, through the proxy to the one "
                 f"server behind it that the key maps to, {where})")
@@ -114,8 +116,8 @@ def floor_words(command: str | None, transport: str | None) -> str:
 
 
 def _transport_word(transport: str | None) -> str:
-    """The floor's transport (the samples'), as a word before "socket": ``TLS ``, ``Unix ``,
-    or nothing for TCP."""
+    """The floor's transport (the samples'), as a word before "connection": ``TLS ``,
+    ``Unix ``, or nothing for TCP."""
     return {"tls": "TLS ", "unix": "Unix "}.get(transport or "", "")
 
 

@@ -85,7 +85,7 @@ def tls_cost_rows(d: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     req = d.get("request") or {}
     items = [(f"new connection to first reply ({d.get('connections')}x)",
               d["new_connection"]["tls"], d["new_connection"].get("tcp")),
-             ("floor (raw round trip)", (req.get("tls") or {}).get("floor"),
+             ("floor (minimal request)", (req.get("tls") or {}).get("floor"),
               (req.get("tcp") or {}).get("floor")),
              (f"get {req.get('value_size', REQUEST_SIZE)} B", (req.get("tls") or {}).get("get"),
               (req.get("tcp") or {}).get("get"))]
