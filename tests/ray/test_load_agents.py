@@ -53,7 +53,10 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     # Held, or (a machine too busy to keep the schedule) not held with the backlog to show it.
     assert result.schedule["held"] or result.schedule["backlog_at_end"] > 0, result.schedule
     assert result.schedule["target_rate"] == RATE
-    assert result.totals["throughput"] == pytest.approx(RATE, rel=0.06)
+    if result.schedule["held"]:
+        assert result.totals["throughput"] == pytest.approx(RATE, rel=0.06)
+    else:  # behind its schedule: fewer replies than asked for, never more
+        assert result.totals["throughput"] < RATE * 1.06, result.totals
 
     # The server saw exactly what the agents and the probe counted.
     deltas = result.server["deltas"]
