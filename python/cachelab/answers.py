@@ -23,8 +23,8 @@ from typing import Any
 from cachelab.units import num, times
 
 __all__ = ["CERTIFIED", "INDICATIVE", "NOT_MEASURED", "PREDICTED", "TRUST", "Answer",
-           "card_lines", "interval_text", "leading_alarms", "ratio_bounds", "ratio_text",
-           "spans_one", "trust_layout", "trust_of", "with_card"]
+           "card_lines", "interval_text", "is_caveat", "leading_alarms", "ratio_bounds",
+           "ratio_text", "spans_one", "trust_layout", "trust_of", "with_card"]
 
 CERTIFIED = "certified"
 INDICATIVE = "indicative"
@@ -138,6 +138,14 @@ def _caveat(line: str) -> bool:
     return ((len(first) > 2 and first.endswith(":") and first[:-1].isupper())
             or line.startswith("precision NOT")
             or (" → " in line and bool(words & {"NOT", "INVALID"})))
+
+
+def is_caveat(line: str) -> bool:
+    """Whether a sentence (a report's finding or note) is a verdict to weigh the numbers by:
+    it says NOT or INVALID (in capitals), as a precision miss or a failed check does, with
+    its fix after the arrow."""
+    words = set(line.split(" → ", 1)[0].replace(":", " ").replace(",", " ").split())
+    return bool(words & {"NOT", "INVALID"})
 
 
 def leading_alarms(text: str) -> int:

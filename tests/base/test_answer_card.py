@@ -71,6 +71,16 @@ def test_an_invalid_load_s_card_is_indicative_and_says_why(
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("INVALID: "), run.stdout  # the worst still first
+    # its own "also:" lines, then the card, then what to trust: the verdicts said after the
+    # figures (one request in flight cannot hold 200,000/s), each with its fix
+    start = lines.index("answer:")
+    assert all(line.startswith("  also: ") for line in lines[1:start]), run.stdout
+    block = lines.index("what to trust:")
+    assert block == start + 1 + len(_card(run.stdout)), run.stdout
+    end = lines.index("", block)
+    rate = next(line for line in lines[block + 1:end] if "NOT held" in line)
+    assert rate.startswith("  target rate 200000/s NOT held: ") and " → " in rate, rate
+    assert not any("NOT held" in line for line in lines[end:]), run.stdout  # said once
     card = _card(run.stdout)
     latency = next(line for line in card if line.strip().startswith("latency at 200,000/s"))
     assert re.search(r"p50 [\d.]+ (ns|µs|ms|s)", latency), latency

@@ -139,8 +139,8 @@ class RunResult:
     def render(self) -> str:
         """The run's table laid out as every verb's (:func:`~cachelab.answers.trust_layout`):
         a run Ctrl-C stopped, or whose server failed, says so first
-        (:func:`~cachelab.report.overview.run_partial`), else its first caveat; then the card — every step's
-        answers (a failed or skipped step's as *not measured*, with why:
+        (:func:`~cachelab.report.overview.run_partial`), else its first caveat; then the
+        card — every step's answers (a failed or skipped step's as *not measured*, with why:
         :func:`~cachelab.report.overview.run_answers`) —; then "what to trust:", each
         step's verdict and precision lines after its name; then the step table: status,
         time, summary (without those lines) and error of each step, and the total."""
