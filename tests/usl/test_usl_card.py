@@ -5,7 +5,6 @@ the report's."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -34,19 +33,6 @@ def test_a_converged_fit_with_finite_intervals_is_certified(
         assert re.search(r"\(95 % [\d.,]+–[\d.,]+\)", value), (question, value)
     assert card["stops scaling at"][0].startswith("N ≈ 96.5 (95 % "), card
     assert "e-0" not in run.stdout.split("\n\n")[0]  # the card: no exponent
-
-
-def test_format_json_prints_the_card_as_answers_beside_the_document(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = InProcess(capsys)("usl", DATA / "specsdm91.csv", "--format", "json",
-                            "--out", tmp_path / "out")
-    assert run.returncode == 0, run.stderr
-    doc = json.loads(run.stdout)
-    answers = {a["question"]: a for a in doc.pop("answers")}
-    assert answers["stops scaling at"]["value"].startswith("N ≈ 96.5 (95 % ")
-    assert {a["trust"] for a in answers.values()} == {CERTIFIED}
-    # The rest is the written usl.json, which holds no card.
-    assert doc == json.loads((tmp_path / "out" / "usl.json").read_text())
 
 
 def test_an_amdahl_fit_says_it_has_no_peak_and_is_indicative(

@@ -356,11 +356,8 @@ def finish(
     for warning in warnings:  # on stderr, which scripts read; the table's block has them too
         print(f"cachelab: warning: {warning}", file=sys.stderr)
     doc = result if isinstance(result, dict) else result.to_dict()
-    answers = getattr(result, "answers", None)
     if fmt == "json":
-        # The answer card too (issue 31), derived from the document: the file stays as is.
-        card = {"answers": [a.to_dict() for a in answers()]} if callable(answers) else {}
-        print(json.dumps({**doc, **card}, indent=1))
+        print(json.dumps(doc, indent=1))
     elif fmt == "csv":
         table: CsvTable = result  # a verb of CSV_TABLES: its results have one
         write_csv_rows(sys.stdout, *table.csv_table())
@@ -368,6 +365,7 @@ def finish(
         text = render(result) if render is not None else result.render()
         # The headline, the answer card, "what to trust:" (the other verdicts and alarms,
         # the warnings), then the rest (issue 31).
+        answers = getattr(result, "answers", None)
         print(with_card(text, answers() if callable(answers) else [], warnings))
     if aborted is None:
         run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
