@@ -129,15 +129,12 @@ def _alarm(line: str) -> bool:
 
 def _caveat(line: str) -> bool:
     """Whether a line of a table's body is a verdict said after its figures: not indented,
-    and a WARNING: (a word in capitals and a colon), a precision miss, or a NOT or INVALID
-    with its ``→ fix`` ("target rate 200000/s NOT held: … → fix")."""
+    and a WARNING:, a precision miss, or a NOT or INVALID with its ``→ fix`` ("target rate
+    200000/s NOT held: … → fix")."""
     if not line.strip() or line[0].isspace():
         return False
-    first = line.split()[0]
-    words = set(line.split(" → ", 1)[0].replace(":", " ").split())
-    return ((len(first) > 2 and first.endswith(":") and first[:-1].isupper())
-            or line.startswith("precision NOT")
-            or (" → " in line and bool(words & {"NOT", "INVALID"})))
+    return (line.startswith(("WARNING:", "precision NOT"))
+            or (" → " in line and is_caveat(line)))
 
 
 def is_caveat(line: str) -> bool:
