@@ -38,14 +38,15 @@ def invalid_load(cli: Any, address: str, out: Any) -> Any:
 
 
 def without_card(text: str) -> str:
-    """``text`` without its answer card (the "answer:" line, its indented lines and the blank
-    line after them): the table's own lines, as they read before the card existed."""
+    """``text`` without its answer card and its "what to trust:" block (the "answer:" line,
+    the block's, their indented lines and the blank line after them): the headline, then the
+    table's own lines."""
     lines = text.splitlines()
     if "answer:" not in lines:
         return text
     start = lines.index("answer:")
     end = start + 1
-    while end < len(lines) and lines[end].startswith("  "):
+    while end < len(lines) and (lines[end].startswith("  ") or lines[end] == "what to trust:"):
         end += 1
     if end < len(lines) and not lines[end].strip():
         end += 1

@@ -23,8 +23,8 @@ from typing import Any
 from cachelab.units import num, times
 
 __all__ = ["CERTIFIED", "INDICATIVE", "NOT_MEASURED", "PREDICTED", "TRUST", "Answer",
-           "card_lines", "interval_text", "ratio_bounds", "ratio_text", "spans_one", "trust_of",
-           "with_card"]
+           "card_lines", "interval_text", "is_caveat", "leading_alarms", "ratio_bounds",
+           "ratio_text", "spans_one", "trust_layout", "trust_of", "with_card"]
 
 CERTIFIED = "certified"
 INDICATIVE = "indicative"
@@ -127,14 +127,75 @@ def _alarm(line: str) -> bool:
             or (len(first) > 1 and first.isupper()))
 
 
-def with_card(text: str, answers: Sequence[Answer]) -> str:
-    """``text`` (a result's table) with the card after its leading verdicts and alarms — the
-    worst is still what a user reads first — and before everything else."""
-    card = card_lines(answers)
-    if not card:
-        return text
+def _caveat(line: str) -> bool:
+    """Whether a line of a table's body is a verdict said after its figures: not indented,
+    and a WARNING:, a precision miss, or a NOT or INVALID with its ``→ fix`` ("target rate
+    200000/s NOT held: … → fix")."""
+    if not line.strip() or line[0].isspace():
+        return False
+    return (line.startswith(("WARNING:", "precision NOT"))
+            or (" → " in line and is_caveat(line)))
+
+
+def is_caveat(line: str) -> bool:
+    """Whether a sentence (a report's finding or note) is a verdict to weigh the numbers by:
+    it says NOT or INVALID (in capitals), as a precision miss or a failed check does, with
+    its fix after the arrow."""
+    words = set(line.split(" → ", 1)[0].replace(":", " ").replace(",", " ").split())
+    return bool(words & {"NOT", "INVALID"})
+
+
+def leading_alarms(text: str) -> int:
+    """How many of ``text``'s first lines are its verdicts and alarms (the capital-word
+    heuristic of :func:`with_card`, for a result that does not declare them)."""
     lines = text.splitlines()
     at = 0
     while at < len(lines) and _alarm(lines[at]):
         at += 1
-    return "\n".join([*lines[:at], *card, "", *lines[at:]])
+    return at
+
+
+def trust_layout(alarms: Sequence[str], answers: Sequence[Answer], rest: Sequence[str],
+                 warnings: Iterable[str] = (), title: str = "answer") -> list[str]:
+    """The layout of every table that has a card (issue 31, "Answers first"): the headline
+    (the first of ``alarms``, with its indented continuation lines) — the worst is read
+    first —, then the card, then ``what to trust:`` with every other alarm and verdict line
+    (unchanged, each keeping its ``→ fix``) and the ``warnings`` (``warning: …``), then a
+    blank line and ``rest``. No block without caveats; ``alarms`` and ``rest`` alone without
+    a card or warnings."""
+    card = card_lines(answers, title)
+    said = [f"warning: {w}" for w in warnings]
+    if not card and not said:
+        return [*alarms, *rest]
+    head = 1 if alarms else 0
+    while head < len(alarms) and alarms[head][:1].isspace():
+        head += 1
+    caveats = [*alarms[head:], *said]
+    block = ["what to trust:", *(f"  {c}" for c in caveats)] if caveats else []
+    # A warning the table also closes with ("warning: …", "note: …") is said once, here.
+    twice = {f"{word}: {w}" for w in warnings for word in ("warning", "note")}
+    rest = [line for line in rest if line.strip() not in twice]
+    while rest and not rest[0].strip():
+        rest.pop(0)
+    while rest and not rest[-1].strip():
+        rest.pop()
+    return [*alarms[:head], *card, *block, *([""] if rest else []), *rest]
+
+
+def with_card(text: str, answers: Sequence[Answer], warnings: Iterable[str] = ()) -> str:
+    """``text`` (a result's table) laid out by :func:`trust_layout`: its headline, the card,
+    the "what to trust:" block (its other leading verdicts and alarms, the verdicts its body
+    says after the figures — a WARNING:, a NOT or INVALID with its fix — and ``warnings``),
+    then the rest. Its leading alarms are found by :func:`leading_alarms`. Without answers
+    or warnings the text is unchanged."""
+    warnings = list(warnings)
+    if not answers and not warnings:
+        return text
+    lines = text.splitlines()
+    at = leading_alarms(text)
+    later = [line for line in lines[at:] if _caveat(line)]
+    rest: list[str] = []
+    for line in lines[at:]:  # the verdicts said after the figures join the block
+        if line not in later and (line.strip() or (rest and rest[-1].strip())):
+            rest.append(line)
+    return "\n".join(trust_layout([*lines[:at], *later], answers, rest, warnings))

@@ -30,7 +30,7 @@ CRATES = ROOT / "crates"
 LAYERS: list[tuple[str, ...]] = [
     ("cachelab._core", "cachelab.errors", "cachelab._lazy"),
     ("cachelab.units", "cachelab.environment", "cachelab.progress", "cachelab.tls",
-     "cachelab.intervals", "cachelab.answers"),
+     "cachelab.intervals", "cachelab.answers", "cachelab.glossary"),
     ("cachelab.tables", "cachelab.artifacts", "cachelab.schemas", "cachelab.childproc",
      "cachelab.pool", "cachelab.raycluster"),
     ("cachelab.servers",),

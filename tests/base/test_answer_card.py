@@ -15,21 +15,40 @@ from cards import invalid_load
 from clitools import InProcess
 
 
-def test_the_card_follows_the_alarms_and_precedes_the_rest() -> None:
+def test_the_headline_then_the_card_then_what_to_trust_then_the_rest() -> None:
     card = [Answer("latency", "p50 1 ms (95 % 0.9–1.1 ms)", CERTIFIED),
             Answer("throughput", "10 replies/s", INDICATIVE, "client saturated")]
-    text = "\n".join(["PARTIAL (interrupted after 1 s)", "INVALID: not stationary → quiet it",
-                      "  also: late sends → as above", "memcached 1.6 at x", "", "table"])
-    lines = with_card(text, card).splitlines()
-    assert lines[:3] == text.splitlines()[:3]
-    assert lines[3] == "answer:"
-    assert lines[4].split() == ["latency", "p50", "1", "ms", "(95", "%", "0.9–1.1", "ms)", "—",
+    text = "\n".join(["PARTIAL (interrupted after 1 s)", "  cut short: run 3",
+                      "INVALID: not stationary → quiet it", "  also: late sends → as above",
+                      "precision NOT reached in 2 s: p99 ±9 % (target ±5 %) → `--duration 8`",
+                      "memcached 1.6 at x", "", "table", "note: few keys"])
+    lines = with_card(text, card, ["few keys", "trace out of order"]).splitlines()
+    # The worst first, with its own continuation line.
+    assert lines[:2] == ["PARTIAL (interrupted after 1 s)", "  cut short: run 3"]
+    assert lines[2] == "answer:"
+    assert lines[3].split() == ["latency", "p50", "1", "ms", "(95", "%", "0.9–1.1", "ms)", "—",
                                 "certified"]
-    assert lines[5].endswith("— indicative (client saturated)")
-    assert lines[6:] == ["", "memcached 1.6 at x", "", "table"]
-    # Without alarms the card is first; without answers the text is unchanged.
-    assert with_card("memcached 1.6 at x", card).splitlines()[0] == "answer:"
+    assert lines[4].endswith("— indicative (client saturated)")
+    # Every other verdict, unchanged (each keeps its fix), and the warnings.
+    assert lines[5:12] == ["what to trust:",
+                           "  INVALID: not stationary → quiet it",
+                           "    also: late sends → as above",
+                           "  precision NOT reached in 2 s: p99 ±9 % (target ±5 %) → "
+                           "`--duration 8`",
+                           "  warning: few keys", "  warning: trace out of order", ""]
+    # The rest, where a warning it closed with is not said twice.
+    assert lines[12:] == ["memcached 1.6 at x", "", "table"]
+    # Without alarms: the card, then the block of warnings, then the rest.
+    plain = with_card("memcached 1.6 at x", card, ["few keys"]).splitlines()
+    assert plain == ["answer:", *plain[1:3], "what to trust:", "  warning: few keys", "",
+                     "memcached 1.6 at x"]
+    # Without warnings nor other alarms there is no block; without answers the text is
+    # unchanged, unless it has warnings to say.
+    assert "what to trust:" not in with_card("INVALID: x → y\nrest", card)
+    assert with_card("INVALID: x → y\nrest", card).splitlines()[:2] == ["INVALID: x → y",
+                                                                        "answer:"]
     assert with_card(text, []) == text
+    assert "  warning: few keys" in with_card(text, [], ["few keys"]).splitlines()
     assert card_lines([]) == []
     with pytest.raises(ValueError, match="trust must be one of"):
         Answer("x", "y", "sure")
@@ -52,6 +71,16 @@ def test_an_invalid_load_s_card_is_indicative_and_says_why(
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("INVALID: "), run.stdout  # the worst still first
+    # its own "also:" lines, then the card, then what to trust: the verdicts said after the
+    # figures (one request in flight cannot hold 200,000/s), each with its fix
+    start = lines.index("answer:")
+    assert all(line.startswith("  also: ") for line in lines[1:start]), run.stdout
+    block = lines.index("what to trust:")
+    assert block == start + 1 + len(_card(run.stdout)), run.stdout
+    end = lines.index("", block)
+    rate = next(line for line in lines[block + 1:end] if "NOT held" in line)
+    assert rate.startswith("  target rate 200000/s NOT held: ") and " → " in rate, rate
+    assert not any("NOT held" in line for line in lines[end:]), run.stdout  # said once
     card = _card(run.stdout)
     latency = next(line for line in card if line.strip().startswith("latency at 200,000/s"))
     assert re.search(r"p50 [\d.]+ (ns|µs|ms|s)", latency), latency

@@ -40,8 +40,11 @@ def test_a_partial_profile_is_named_partial_with_its_real_counts(
     assert re.fullmatch(r"B = cut/profile\.json \u2014 PARTIAL \(interrupted after [\d.]+ m?s; "
                         rf"samples per cell: {counts} of 1,000,000 asked\)", b_line), b_line
     note = b_line.split(" \u2014 ", 1)[1]
-    assert f"note: B is {note}: it stopped before the end, so it covers less than was asked" \
-        in lines
+    # said once, under "what to trust:" (and on stderr)
+    said = f"B is {note}: it stopped before the end, so it covers less than was asked"
+    block = lines.index("what to trust:")
+    assert f"  warning: {said}" in lines[block:], lines
+    assert not any(line.endswith(said) for line in lines[:block]), lines
     saved = json.loads((out / "compare.json").read_text())
     assert saved["partial"] == {"B": note}
 

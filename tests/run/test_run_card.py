@@ -66,3 +66,24 @@ def test_an_unreachable_server_s_steps_are_not_measured_in_the_card_and_the_repo
     first = html.index("<h2")
     assert html[first:].startswith('<h2 id="answer">Answer</h2>'), html[first:first + 200]
     assert '<span class="mark not-measured">not measured</span>' in html
+
+
+def test_the_steps_verdicts_are_said_once_under_what_to_trust() -> None:
+    # A scale step whose latencies were INVALID and whose precision was missed: its lines
+    # (each with its fix) leave its summary for the headline and the block.
+    invalid = "latencies INVALID (percentiles shown, not certified): client saturated at " \
+        "N = 8 → run the client on more machines (`--ray`)"
+    missed = "precision NOT reached in 2 of 16 run(s) (p99) → a wider `--precision` or " \
+        "`--precision off`"
+    peak = [Answer("peak throughput", "4,832 replies/s at N = 10", CERTIFIED)]
+    result = RunResult(created="now", spec={}, server={}, steps=[
+        StepOutcome("scale", "ok", summary=f"peak measured 4,832/s at N = 10; {invalid}; "
+                    f"{missed}", answers=[a.to_dict() for a in peak],
+                    caveats=[invalid, missed])])
+    lines = result.render().splitlines()
+    assert lines[0] == f"scale: {invalid}", lines  # the worst first
+    assert lines[1] == "answer:" and lines[3] == "what to trust:", lines
+    assert lines[4] == f"  scale: {missed}", lines
+    row = next(line for line in lines if line.startswith("scale "))
+    assert row.endswith("peak measured 4,832/s at N = 10"), row  # said once
+    assert sum(missed in line for line in lines) == 1

@@ -351,7 +351,9 @@ def finish(
         saved = save(result, out, verb, **(write or {}))
     else:
         saved = None
-    for warning in getattr(result, "warnings", None) or []:
+    warnings = [str(w["message"]) if isinstance(w, dict) else str(w)
+                for w in getattr(result, "warnings", None) or []]
+    for warning in warnings:  # on stderr, which scripts read; the table's block has them too
         print(f"cachelab: warning: {warning}", file=sys.stderr)
     doc = result if isinstance(result, dict) else result.to_dict()
     if fmt == "json":
@@ -361,9 +363,10 @@ def finish(
         write_csv_rows(sys.stdout, *table.csv_table())
     else:
         text = render(result) if render is not None else result.render()
-        # The answer card after the verdicts and alarms, before the rest (issue 31).
+        # The headline, the answer card, "what to trust:" (the other verdicts and alarms,
+        # the warnings), then the rest (issue 31).
         answers = getattr(result, "answers", None)
-        print(with_card(text, answers()) if callable(answers) else text)
+        print(with_card(text, answers() if callable(answers) else [], warnings))
     if aborted is None:
         run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
         aborted = run.get("aborted") or None

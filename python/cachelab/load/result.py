@@ -476,7 +476,7 @@ def _steady_lines(r: LoadResult) -> list[str]:
     start = ivs[st["start_index"]]["start_s"] if st["start_index"] < len(ivs) else 0.0
     if not st["reached"]:
         return ["\nWARNING: the run never reached a steady state (throughput and p50 kept "
-                "changing); the figures above cover all of it"]
+                "changing); the figures cover all of the measured run"]
     p = (w.get("corrected") or w["uncorrected"])["percentiles"]
     line = (f"\nsteady state from {start:g} s ({w['duration_s']:.2f} s): {w['throughput']:.0f} "
             f"replies/s, p50 {us(p['50'])} µs, p99 {us(p['99'])} µs")

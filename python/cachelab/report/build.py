@@ -3,7 +3,9 @@ the contents, the environment; written atomically (see :mod:`cachelab.report`)."
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -12,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachelab.answers import is_caveat
 from cachelab.artifacts import KINDS, Artifact, atomic_file, find_artifacts
 from cachelab.errors import InputError
+from cachelab.glossary import used_in
 from cachelab.page.html import answer_table, esc, page
 from cachelab.page.section import Context, Section
 from cachelab.profile import builtin
@@ -125,7 +129,17 @@ def _page(title: str, paths: Sequence[Path], sections: Sequence[Section],
         body += [f'<li><a href="#{_anchor(i, s)}">{esc(s.title.removesuffix(_SUFFIX))}</a>: '
                  f"{esc(n)}</li>" for i, s, n in partial]
         body.append("</ul>")
-    findings = [(i, s, f) for i, s in enumerate(sections) for f in s.findings]
+    # What to trust: every section's verdicts and precision misses (its findings and notes
+    # that say NOT or INVALID, each with its fix), once; the other findings below.
+    caveats = [(i, s, c) for i, s in enumerate(sections)
+               for c in dict.fromkeys([*s.findings, *s.notes]) if is_caveat(c)]
+    if caveats:
+        body.append('<h2 id="trust">What to trust</h2><ul class="err">')
+        body += [f'<li>{esc(c)} <a href="#{_anchor(i, s)}">({esc(s.kind)})</a></li>'
+                 for i, s, c in caveats]
+        body.append("</ul>")
+    findings = [(i, s, f) for i, s in enumerate(sections) for f in s.findings
+                if not is_caveat(f)]
     if findings:
         body.append('<h2 id="findings">Findings</h2><ul class="findings">')
         body += [f'<li>{esc(f)} <a href="#{_anchor(i, s)}">({esc(s.kind)})</a></li>'
@@ -138,7 +152,8 @@ def _page(title: str, paths: Sequence[Path], sections: Sequence[Section],
     body.append("<nav><h2>Contents</h2><ol>")
     body += [f'<li><a href="#{_anchor(i, s)}">{esc(s.title)}</a></li>'
              for i, s in enumerate(sections)]
-    body.append('<li><a href="#environment">Environment</a></li></ol></nav>')
+    body.append('<li><a href="#environment">Environment</a></li>'
+                '<li><a href="#glossary">Glossary</a></li></ol></nav>')
     for i, s in enumerate(sections):
         body.append(f'<section id="{_anchor(i, s)}"><h2>{esc(s.title)}</h2>')
         body.append(f'<p class="sub">from <code>{esc(s.source)}</code></p>')
@@ -153,6 +168,7 @@ def _page(title: str, paths: Sequence[Path], sections: Sequence[Section],
         body.append("<h3>Files not included</h3><ul>")
         body += [f"<li>{esc(m)}</li>" for m in skipped]
         body.append("</ul>")
+    body += glossary(body)
     if len(paths) > 2:
         where = f"{os.path.commonpath([str(p.resolve()) for p in paths])}"
     else:
@@ -160,6 +176,20 @@ def _page(title: str, paths: Sequence[Path], sections: Sequence[Section],
     sub = (f"{len(sections)} result(s) from {where}; "
            f"rendered {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     return page(title, sub, body)
+
+
+def glossary(body: Sequence[str]) -> list[str]:
+    """The page's last section: the terms of :mod:`cachelab.glossary` its text uses, each
+    with its meaning (`code` as code)."""
+    text = html.unescape(re.sub(r"<[^>]*>", " ", re.sub(
+        r"<script\b.*?</script>", " ", "\n".join(body), flags=re.S)))
+    out = ['<h2 id="glossary">Glossary</h2>',
+           "<p>The words this page uses, in plain words (docs/glossary.md has them all).</p>",
+           '<dl class="env">']
+    for t in used_in(text):
+        meaning = re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(t.text))
+        out.append(f"<dt>{esc(t.term)}</dt><dd>{meaning}</dd>")
+    return [*out, "</dl>"]
 
 
 def write_report(

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab.answers import card_lines
+from cachelab.answers import trust_layout
 from cachelab.artifacts import write_json
 from cachelab.errors import UsageError
 from cachelab.intervals import check_precision
@@ -88,6 +88,9 @@ class StepOutcome:
     #: The answer card of the step's result (:meth:`cachelab.answers.Answer.to_dict` of each
     #: of its ``answers()``), empty when its result has none or there is no result.
     answers: list[dict[str, str]] = field(default_factory=list)
+    #: Its verdict and precision lines (NOT, INVALID, each ending in its ``→ fix``), also
+    #: in ``summary``: the run's table says them once, under "what to trust:".
+    caveats: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -134,21 +137,30 @@ class RunResult:
         return write_json(path, self.to_dict(), allow_nan=False)
 
     def render(self) -> str:
-        """The run's card — every step's answers (a failed or skipped step's as *not
-        measured*, with why: :func:`~cachelab.report.overview.run_answers`) — then the step
-        table: status, time, summary and error of each step, and the total; a run Ctrl-C
-        stopped, or whose server failed, says so first
-        (:func:`~cachelab.report.overview.run_partial`)."""
+        """The run's table laid out as every verb's (:func:`~cachelab.answers.trust_layout`):
+        a run Ctrl-C stopped, or whose server failed, says so first
+        (:func:`~cachelab.report.overview.run_partial`), else its first caveat; then the
+        card — every step's answers (a failed or skipped step's as *not measured*, with why:
+        :func:`~cachelab.report.overview.run_answers`) —; then "what to trust:", each
+        step's verdict and precision lines after its name; then the step table: status,
+        time, summary (without those lines) and error of each step, and the total."""
         d = self.to_dict()
         header = ["step", "status", "time", "summary"]
-        rows = [[s["name"], s["status"], f"{s['elapsed_s']:.1f} s", step_text(s)]
+        rows = [[s["name"], s["status"], f"{s['elapsed_s']:.1f} s", step_text(_told(s))]
                 for s in d["steps"]]
         widths = [max(len(x[i]) for x in [header, *rows]) for i in range(3)]
         partial = run_partial(d)
-        lines = [partial] if partial else []
-        card = card_lines(run_answers(d))
-        lines += [*card, ""] if card else []
-        for row in [header, ["-" * w for w in widths] + ["-" * 7], *rows]:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
-        lines.append(f"total {self.elapsed_s:.1f} s")
-        return "\n".join(lines)
+        alarms = [partial] if partial else []
+        alarms += [f"{s['name']}: {c}" for s in d["steps"] for c in s.get("caveats") or []]
+        table = ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3]
+                 for row in [header, ["-" * w for w in widths] + ["-" * 7], *rows]]
+        table.append(f"total {self.elapsed_s:.1f} s")
+        return "\n".join(trust_layout(alarms, run_answers(d), table))
+
+
+def _told(step: dict[str, Any]) -> dict[str, Any]:
+    """A step without the caveats its summary holds: the run's block says them."""
+    summary = step.get("summary") or ""
+    for c in step.get("caveats") or []:
+        summary = summary.replace("; " + c, "").replace(c, "")
+    return {**step, "summary": summary.strip("; ")}

@@ -81,6 +81,9 @@ class State:
     produced: list[Path] = field(default_factory=list)
     #: Step -> the answer card of its result (:func:`card`), for the run's own card.
     answers: dict[str, list[Answer]] = field(default_factory=dict)
+    #: Step -> its verdict and precision lines (NOT, INVALID, each with its ``→ fix``), also
+    #: in its summary: the run's "what to trust:" block says them once.
+    caveats: dict[str, list[str]] = field(default_factory=dict)
 
     def wrote(self, sub: str) -> Path:
         """The directory of a step's artifacts, remembered for the report."""
@@ -208,14 +211,19 @@ def step_profile(st: State) -> tuple[str, bool]:
                    f"{precision_text(gets[small])})" if gets[small].precision else ""))
     if result.precision is not None:
         missed = not_reached(result.cells)
-        text += (f"; precision NOT reached in {len(missed)} of {len(result.cells)} cells "
-                 f"(p{precision_percentile(result.precision)} within "
-                 f"±{100 * result.precision['target']:g} %) → "
-                 + (wider(missed, float(result.precision["target"])).lstrip(", ") or
-                    "a wider `--precision`") + " or `--precision off`"
-                 + ("; the full study (no `--quick`) samples more" if st.spec.quick else "")
-                 if missed else f"; every cell's p{precision_percentile(result.precision)} "
-                 f"within ±{100 * result.precision['target']:g} %")
+        if missed:
+            line = (f"precision NOT reached in {len(missed)} of {len(result.cells)} cells "
+                    f"(p{precision_percentile(result.precision)} within "
+                    f"±{100 * result.precision['target']:g} %) → "
+                    + (wider(missed, float(result.precision["target"])).lstrip(", ") or
+                       "a wider `--precision`") + " or `--precision off`"
+                    + ("; the full study (no `--quick`) samples more" if st.spec.quick
+                       else ""))
+            st.caveats.setdefault("profile", []).append(line)
+            text += "; " + line
+        else:
+            text += (f"; every cell's p{precision_percentile(result.precision)} "
+                     f"within ±{100 * result.precision['target']:g} %")
     if problems:
         text += "; problems: " + _problems_text(problems)
     return text, bool(problems)
@@ -243,16 +251,18 @@ def step_scale(st: State) -> tuple[str, bool]:
         text += ("; superlinear start (α = "
                  f"{num(sup['alpha'])} unbounded" + (f", payback N× ≈ {cross:.1f}" if cross else "")
                  + ")")
-    for line in verdict_lines(result.spec, result.runs):
-        text += "; " + line
+    caveats = st.caveats.setdefault("scale", [])
+    caveats += verdict_lines(result.spec, result.runs)
     missed = precision_missed(result.spec, result.runs)
     if missed:
         # (scale's own fix names its --window; run's flags are --precision and --quick)
-        text += ("; " + missed.split(" (p")[0] + f" (p{spec.precision_percentile}) → a wider "
-                 "`--precision` or `--precision off`"
-                 + ("; the full study (no `--quick`) measures longer windows"
-                    if st.spec.quick else ""))
-    elif spec.precision is not None:
+        caveats.append(missed.split(" (p")[0] + f" (p{spec.precision_percentile}) → a wider "
+                       "`--precision` or `--precision off`"
+                       + ("; the full study (no `--quick`) measures longer windows"
+                          if st.spec.quick else ""))
+    for line in caveats:
+        text += "; " + line
+    if not missed and spec.precision is not None:
         text += f"; every run's p{spec.precision_percentile} within ±{100 * spec.precision:g} %"
     bad = any(r["errors"] or r["lost"] for r in result.runs)
     return text + ("; some runs had errors" if bad else ""), bad

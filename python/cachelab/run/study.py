@@ -87,6 +87,7 @@ def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
             tb = traceback.format_exc(limit=-3).strip().splitlines()
             st.log(f"{name} failed: {tb[-1]}")
     outcome.answers = [a.to_dict() for a in st.answers.get(name, [])]
+    outcome.caveats = list(st.caveats.get(name, []))
     outcome.elapsed_s = round(time.perf_counter() - t0, 2)
     return outcome
 
