@@ -155,6 +155,27 @@ def leading_alarms(text: str) -> int:
     return at
 
 
+#: First words of leading lines that tell what happened, not what went wrong (a drill's
+#: membership change, a VALID verdict): never the headline while an alarm follows them.
+_NEWS = ("DRILL", "VALID")
+
+
+def _worst_first(alarms: Sequence[str]) -> list[str]:
+    """``alarms`` with the first line that is an alarm (not :data:`_NEWS`), and its indented
+    continuation lines, moved to the front; the others keep their order."""
+    groups: list[list[str]] = []
+    for line in alarms:
+        if groups and line[:1].isspace():
+            groups[-1].append(line)
+        else:
+            groups.append([line])
+    worst = next((g for g in groups if (g[0].split() or [""])[0].rstrip(":,") not in _NEWS),
+                 None)
+    if worst is None:
+        return list(alarms)
+    return [*worst, *(line for g in groups if g is not worst for line in g)]
+
+
 def trust_layout(alarms: Sequence[str], answers: Sequence[Answer], rest: Sequence[str],
                  warnings: Iterable[str] = (), title: str = "answer") -> list[str]:
     """The layout of every table that has a card (issue 31, "Answers first"): the headline
@@ -167,6 +188,7 @@ def trust_layout(alarms: Sequence[str], answers: Sequence[Answer], rest: Sequenc
     said = [f"warning: {w}" for w in warnings]
     if not card and not said:
         return [*alarms, *rest]
+    alarms = _worst_first(alarms)
     head = 1 if alarms else 0
     while head < len(alarms) and alarms[head][:1].isspace():
         head += 1

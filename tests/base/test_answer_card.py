@@ -54,6 +54,20 @@ def test_the_headline_then_the_card_then_what_to_trust_then_the_rest() -> None:
         Answer("x", "y", "sure")
 
 
+def test_a_drill_s_news_never_heads_an_alarm() -> None:
+    """A drill's membership changes lead its table, but the headline is the worst line: the
+    verdict after them; a VALID run's DRILL line stays first."""
+    card = [Answer("throughput", "10 replies/s", INDICATIVE, "INVALID")]
+    text = "\n".join(["DRILL add m3 at 1 s: 1/3 of the keys moved", "  hit ratio 0.61 after",
+                      "INVALID: not stationary → quiet it", "", "table"])
+    lines = with_card(text, card).splitlines()
+    assert lines[:2] == ["INVALID: not stationary → quiet it", "answer:"]
+    assert lines[3:6] == ["what to trust:", "  DRILL add m3 at 1 s: 1/3 of the keys moved",
+                          "    hit ratio 0.61 after"]
+    valid = with_card("DRILL add m3 at 1 s\nVALID: every check passed\n\ntable", card)
+    assert valid.splitlines()[:2] == ["DRILL add m3 at 1 s", "answer:"]
+
+
 def _card(stdout: str) -> list[str]:
     lines = stdout.splitlines()
     start = lines.index("answer:")
