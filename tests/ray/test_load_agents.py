@@ -53,10 +53,11 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     # Held, or (a machine too busy to keep the schedule) not held with the backlog to show it.
     assert result.schedule["held"] or result.schedule["backlog_at_end"] > 0, result.schedule
     assert result.schedule["target_rate"] == RATE
-    if result.schedule["held"]:
-        assert result.totals["throughput"] == pytest.approx(RATE, rel=0.06)
-    else:  # behind its schedule: fewer replies than asked for, never more
-        assert result.totals["throughput"] < RATE * 1.06, result.totals
+    # The replies per second are the asked rate's, give or take: a Poisson schedule's draws,
+    # its first sends waiting for the connections, a loaded machine (5-6 % below it seen with
+    # the schedule held) — not half of it (an agent's share lost) nor twice (counted twice).
+    low = 0.85 if result.schedule["held"] else 0.6
+    assert low * RATE <= result.totals["throughput"] < RATE * 1.06, result.totals
 
     # The server saw exactly what the agents and the probe counted.
     deltas = result.server["deltas"]
