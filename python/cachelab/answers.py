@@ -122,9 +122,14 @@ def _alarm(line: str) -> bool:
     indented under one, or is a precision verdict."""
     if not line.strip():
         return False
-    first = line.split()[0].rstrip(":,")
+    first = _first_word(line)
     return (line[0].isspace() or line.startswith("precision ")
             or (len(first) > 1 and first.isupper()))
+
+
+def _first_word(line: str) -> str:
+    """A line's first word without its trailing colon or comma ("" for a blank line)."""
+    return (line.split() or [""])[0].rstrip(":,")
 
 
 def _caveat(line: str) -> bool:
@@ -160,20 +165,20 @@ def leading_alarms(text: str) -> int:
 _NEWS = ("DRILL", "VALID")
 
 
-def _worst_first(alarms: Sequence[str]) -> list[str]:
-    """``alarms`` with the first line that is an alarm (not :data:`_NEWS`), and its indented
-    continuation lines, moved to the front; the others keep their order."""
+def _headline(alarms: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the headline, the other alarm lines): the headline is the first line that is an
+    alarm (not :data:`_NEWS`; else the first line) with its indented continuation lines;
+    the others keep their order."""
     groups: list[list[str]] = []
     for line in alarms:
         if groups and line[:1].isspace():
             groups[-1].append(line)
         else:
             groups.append([line])
-    worst = next((g for g in groups if (g[0].split() or [""])[0].rstrip(":,") not in _NEWS),
-                 None)
-    if worst is None:
-        return list(alarms)
-    return [*worst, *(line for g in groups if g is not worst for line in g)]
+    if not groups:
+        return [], []
+    worst = next((g for g in groups if _first_word(g[0]) not in _NEWS), groups[0])
+    return worst, [line for g in groups if g is not worst for line in g]
 
 
 def trust_layout(alarms: Sequence[str], answers: Sequence[Answer], rest: Sequence[str],
@@ -188,11 +193,8 @@ def trust_layout(alarms: Sequence[str], answers: Sequence[Answer], rest: Sequenc
     said = [f"warning: {w}" for w in warnings]
     if not card and not said:
         return [*alarms, *rest]
-    alarms = _worst_first(alarms)
-    head = 1 if alarms else 0
-    while head < len(alarms) and alarms[head][:1].isspace():
-        head += 1
-    caveats = [*alarms[head:], *said]
+    headline, others = _headline(alarms)
+    caveats = [*others, *said]
     block = ["what to trust:", *(f"  {c}" for c in caveats)] if caveats else []
     # A warning the table also closes with ("warning: …", "note: …") is said once, here.
     twice = {f"{word}: {w}" for w in warnings for word in ("warning", "note")}
@@ -201,7 +203,7 @@ def trust_layout(alarms: Sequence[str], answers: Sequence[Answer], rest: Sequenc
         rest.pop(0)
     while rest and not rest[-1].strip():
         rest.pop()
-    return [*alarms[:head], *card, *block, *([""] if rest else []), *rest]
+    return [*headline, *card, *block, *([""] if rest else []), *rest]
 
 
 def with_card(text: str, answers: Sequence[Answer], warnings: Iterable[str] = ()) -> str:
