@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,12 @@ def _left(prefix: str, key_space: int, pool: list[PrivateMemcached]) -> int:
 
 
 def test_two_agents_on_a_pool_count_what_each_member_counted(ray_cluster, pool) -> None:
+    # Generous timeouts: this test checks the counting, and a machine busy enough to keep a
+    # member from running for the default 0.3 s would mark it down (its requests failing at
+    # once, sent but not replied), as it should.
     spec = LoadSpec(connections=4, rate=2000.0, duration=1.5, warmup=0.5, interval=0.5,
-                    key_space=600, mix={"get": 0.8, "set": 0.2}, seed=11)
+                    key_space=600, mix={"get": 0.8, "set": 0.2}, seed=11,
+                    timeout=5.0, member_timeout=5.0)
     r = load_on_ray(spec, ray_cluster.options(agents=2), server=_addresses(pool))
     agents = r.agents["list"]
     assert [a["status"] for a in agents if a["status"] == "lost"] == []
@@ -134,7 +139,8 @@ def test_a_member_stopped_under_ray_is_marked_down_by_the_agents(
             *[x for a in _addresses(pool) for x in ("--server", a)],
             "--rate", "1500", "--max-outstanding", "1000", "--connections", "2",
             "--duration", "4", "--warmup", "0", "--interval", "0.5", "--key-space", "300",
-            "--timeout", "0.8", "--member-retry", "1", "--member-failure-limit", "2",
+            "--timeout", "0.8", "--member-timeout", "800", "--member-retry", "1",
+            "--member-failure-limit", "2",
             "--format", "table", "--no-plots", "--out", out]
     proc = subprocess.Popen([sys.executable, "-m", "cachelab", "load", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -179,6 +185,9 @@ def test_a_member_stopped_under_ray_is_marked_down_by_the_agents(
 def test_scale_over_agents_on_a_pool_and_through_a_proxy(ray_cluster, pool) -> None:
     spec = ScaleSpec.quick(vary="agents", points=[1, 2], repeats=1, connections_per_agent=2,
                            settle=0.0, window=0.5)
+    # Generous timeouts: no member may fail here, and a busy machine can keep one from
+    # running for the default member timeout (0.3 s).
+    spec = replace(spec, workload={**spec.workload, "timeout": 5.0, "member_timeout": 5.0})
     result = scale(spec, server=_addresses(pool), ray=ray_cluster.options())
     assert [(r["n"], r["connections"]) for r in result.runs] == [(1, 2), (2, 4)]
     for r in result.runs:
