@@ -94,12 +94,14 @@ def test_bad_precision_flags_exit_2_with_one_line(cli: InProcess, args: list[str
 
 
 def test_a_loose_target_stops_early_and_says_reached(memcached: PrivateMemcached) -> None:
-    spec = LoadSpec(duration=20, warmup=0.2, interval=0.25, connections=2, key_space=500,
+    # Reached in 1-3 s on a quiet machine; 15.5 s seen while a build took both cores. The cap
+    # is far enough that only a target never reached runs to it.
+    spec = LoadSpec(duration=40, warmup=0.2, interval=0.25, connections=2, key_space=500,
                     precision=0.5)
     r = load(spec, server=memcached.address)
     p = r.precision
-    assert p is not None and p["stopped_at_s"] is not None and p["stopped_at_s"] < 10, p
-    assert r.run["elapsed_s"] < 12 and not r.run["cancelled"] and not r.run["aborted"]
+    assert p is not None and p["stopped_at_s"] is not None and p["stopped_at_s"] < 35, p
+    assert r.run["elapsed_s"] < 37 and not r.run["cancelled"] and not r.run["aborted"]
     assert r.run.get("stopped_by") == "precision"
     text = r.render()
     assert "PARTIAL" not in text

@@ -70,7 +70,9 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     # Clocks on one machine agree to well within a millisecond or so; starts were common.
     for a in agents:
         assert abs(a["clock"]["offset_ms"]) < 20
-        assert abs(a["start_skew_ms"]) < 100
+        # Told the start 1 s ahead: a busy machine can deliver the call late (238 ms seen while
+        # a build took both cores); a start computed wrongly is off by seconds.
+        assert abs(a["start_skew_ms"]) < 1000
         assert a["cpu_us_per_op"] > 0
     assert result.run["prefilled_keys"] == 500
     assert result.run["leftover_keys"] == 0 and _gone(result, ray_memcached.address)
