@@ -139,16 +139,19 @@ class AsyncTieredCache:
 
     # -- lifetime -----------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Shuts the worker pool down (if it was made here); calls in flight finish."""
+    def close(self) -> Awaitable[None]:
+        """Shuts the worker pool down (if it was made here): no new call starts, calls queued
+        are cancelled, calls in flight finish. Takes effect at once; ``await acache.close()``
+        also waits, without blocking the loop, until the pool's threads have finished."""
         if self._own:
             self._executor.shutdown(wait=False, cancel_futures=True)
+        return _Closing(self._executor if self._own else None)
 
     async def __aenter__(self) -> AsyncTieredCache:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        await self.close()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -166,3 +169,21 @@ class AsyncTieredCache:
                 serving.ctx = None
 
         return loop.run_in_executor(self._executor, contextvars.copy_context().run, work)
+
+
+class _Closing:
+    """What :meth:`AsyncTieredCache.close` returns: awaiting it waits for the pool's threads
+    (in the loop's default executor); not awaiting it is fine (no coroutine is made until
+    then)."""
+
+    __slots__ = ("_executor",)
+
+    def __init__(self, executor: concurrent.futures.Executor | None) -> None:
+        self._executor = executor
+
+    def __await__(self) -> Any:
+        return self._wait().__await__()
+
+    async def _wait(self) -> None:
+        if self._executor is not None:
+            await asyncio.to_thread(self._executor.shutdown, True)
