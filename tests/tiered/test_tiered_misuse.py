@@ -72,6 +72,11 @@ def test_async_loader_result_checked() -> None:
         with pytest.raises(TypeError, match=r"load_things of key class 'thing' returned "
                                              r"NoneType None: expected a mapping"):
             await acache.get(kc, 1)
+        with pytest.raises(TypeError, match=r"AsyncTieredCache.get: kc must be a KeyClass .* "
+                                            r"got str 'user'"):
+            await acache.get("user", 1)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="ttl must be whole seconds"):
+            await acache.get(kc, 1, ttl="1")
         await acache.close()
 
     asyncio.run(main())
@@ -92,6 +97,10 @@ def test_key_class_argument_named(call: str) -> None:
         getattr(cache, call)(*args)
     with pytest.raises(TypeError, match=r"this is a cached function: pass its .key_class"):
         getattr(cache, call)(square, *args[1:])
+    with cache.request() as req:  # the request scope's, where it has the call
+        if hasattr(req, call):
+            with pytest.raises(TypeError, match=rf"RequestScope.{call}: kc must be a KeyClass"):
+                getattr(req, call)(*args)
 
 
 def test_fractional_ttl_rounds_up() -> None:
@@ -142,6 +151,11 @@ def test_bad_idents_name_the_key_class(l1: bool) -> None:
     unhashable = r"key class 'user': ident \[1\] is a list, which cannot be hashed"
     with pytest.raises(TypeError, match=unhashable):
         cache.get_many(users, [2, [1]])
+    with pytest.raises(TypeError, match=unhashable), cache.request() as req:
+        req.get_many(users, [2, [1]])
+    with pytest.raises(TypeError, match=r"RequestScope.prefetch\(key class 'user'\): idents "
+                                        r"must be a list"), cache.request() as req:
+        req.prefetch(users, "ab")
     with pytest.raises(TypeError, match=unhashable):
         cache.put(users, [1], "x")
     with pytest.raises(TypeError, match=unhashable):

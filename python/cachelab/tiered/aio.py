@@ -38,6 +38,7 @@ from typing import Any, TypeVar, overload
 from cachelab.errors import UsageError
 from cachelab.tiered.asyncbridge import serving
 from cachelab.tiered.cache import TieredCache
+from cachelab.tiered.checks import bad_key_class, ttl_seconds
 from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, cached, cached_many
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.memory import MISS
@@ -105,6 +106,10 @@ class AsyncTieredCache:
                   ttl: int | None = None) -> Any:
         """:meth:`TieredCache.get <cachelab.tiered.TieredCache.get>` without blocking the loop:
         an L1 hit here, the rest in a worker thread."""
+        if ttl is not None or kc.__class__ is not KeyClass:
+            if kc.__class__ is not KeyClass:
+                bad_key_class("AsyncTieredCache.get", kc)
+            ttl = ttl_seconds(ttl)
         c = self.cache
         l1 = c.l1
         if l1 is not None and kc.plain_l1:

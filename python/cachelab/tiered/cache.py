@@ -250,8 +250,8 @@ class TieredCache:
         """The object for ``ident``: L1, else memcached, else the loader; ``default`` if the
         loader does not know it. ``ttl`` (seconds) replaces the class's memcached TTL for a
         value this call loads."""
-        if type(kc) is not KeyClass or ttl is not None:  # checks.py: the common case inline
-            if type(kc) is not KeyClass:
+        if ttl is not None or kc.__class__ is not KeyClass:  # checks.py; ~15 ns inline
+            if kc.__class__ is not KeyClass:
                 bad_key_class("TieredCache.get", kc)
             ttl = ttl_seconds(ttl)
         hot = self._hot
@@ -284,7 +284,7 @@ class TieredCache:
                  ttl: int | None = None) -> dict[Any, T]:
         """{ident: object} for the idents found; one memcached round trip for L1's misses.
         ``ttl`` as in :meth:`get`."""
-        if type(kc) is not KeyClass:
+        if kc.__class__ is not KeyClass:
             bad_key_class("TieredCache.get_many", kc)
         idents = idents_list("get_many", kc.name, idents)
         try:
@@ -314,7 +314,7 @@ class TieredCache:
         value (fills under way are not admitted to L1, threads waiting on them fetch again).
         When memcached cannot take the set (breaker open, error, timeout) the key's delete is
         queued instead and, by default (``write_errors="swallow"``), nothing is raised."""
-        if type(kc) is not KeyClass:
+        if kc.__class__ is not KeyClass:
             bad_key_class("TieredCache.put", kc)
         kc = with_ttl(kc, ttl)
         enc = kc.format.encode(obj)
@@ -339,7 +339,7 @@ class TieredCache:
 
         L1 is dropped (and the epoch bumped) *after* the delete: a fill that read memcached
         before the delete is not admitted, and one that begins after the drop reads past it."""
-        if type(kc) is not KeyClass:
+        if kc.__class__ is not KeyClass:
             bad_key_class("TieredCache.invalidate", kc)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
