@@ -126,15 +126,14 @@ class _Calls:
         return e[1], e[2]
 
 
-#: How a decorated function binds when read from a class or an instance (``__get__``):
-#: "function" (as a plain function does: the instance becomes the first argument, and part of
-#: the key), "method" (the same, left out of the key), "class" (the class, left out of the
-#: key, also when read from an instance), "static" (no binding).
-_KINDS = ("function", "method", "class", "static")
+# How a decorated function binds when read from a class or an instance (its kind, used by
+# ``__get__``): "function" (as a plain function does: the instance becomes the first argument,
+# and part of the key), "method" (the same, left out of the key), "class" (the class, left out
+# of the key, also when read from an instance), "static" (no binding).
 
 
 def _unwrap(fn: Any) -> tuple[Callable[..., Any], str]:
-    """The function under ``fn`` and how it binds (see ``_KINDS``)."""
+    """The function under ``fn`` and its kind (see above)."""
     if isinstance(fn, classmethod):
         return fn.__func__, "class"
     if isinstance(fn, staticmethod):
@@ -223,7 +222,7 @@ class Bound:
 
 
 class _Binding:
-    """``__get__`` per ``_KINDS`` (shared by every wrapper)."""
+    """``__get__`` by the wrapper's kind (see :func:`_unwrap`), shared by every wrapper."""
 
     _kind = "function"
 

@@ -137,12 +137,6 @@ def with_ttl(kc: KeyClass[T], ttl: float | None) -> KeyClass[T]:
     return kc if seconds == kc.ttl else replace(kc, ttl=seconds)
 
 
-def check_ttl(ttl: Any) -> None:
-    """Raises unless ``ttl`` is a memcached TTL this library accepts (see
-    :func:`~cachelab.tiered.checks.ttl_seconds`)."""
-    ttl_seconds(ttl)
-
-
 class Keyring:
     """One cache's key classes, the memcached keys of their idents, and the versions of their
     namespaces. ``prefix`` starts every key; without it a unique one is made
