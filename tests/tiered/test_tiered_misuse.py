@@ -153,6 +153,8 @@ def test_bad_idents_name_the_key_class(l1: bool) -> None:
         cache.get_many(users, [2, [1]])
     with pytest.raises(TypeError, match=unhashable), cache.request() as req:
         req.get_many(users, [2, [1]])
+    with pytest.raises(TypeError, match=unhashable), cache.request() as req:
+        req.get(users, [1])
     with pytest.raises(TypeError, match=r"RequestScope.prefetch\(key class 'user'\): idents "
                                         r"must be a list"), cache.request() as req:
         req.prefetch(users, "ab")

@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
 from cachelab.errors import UsageError
-from cachelab.tiered.checks import bad_key_class, idents_list, unhashable_in
+from cachelab.tiered.checks import bad_key_class, idents_list, unhashable_ident, unhashable_in
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.memory import MISS, Memory
 from cachelab.tiered.stats import TierStats
@@ -59,9 +59,12 @@ class RequestScope:
         return (kc.name, ident) in self._values
 
     def get(self, kc: KeyClass, ident: Any, default: Any = None) -> Any:
-        if kc.__class__ is not KeyClass:
+        try:  # free unless it raises: the scope's hit path pays nothing for the checks
+            v = self._values.get((kc.name, ident), MISS)
+        except AttributeError:
             bad_key_class("RequestScope.get", kc)
-        v = self._values.get((kc.name, ident), MISS)
+        except TypeError:
+            raise unhashable_ident(kc.name, ident) from None
         if v is not MISS:
             return default if v is NOT_FOUND else v
         return self._cache._lookup(kc, [ident], self._values).get(ident, default)
