@@ -77,6 +77,9 @@ def test_async_loader_result_checked() -> None:
             await acache.get("user", 1)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="ttl must be whole seconds"):
             await acache.get(kc, 1, ttl="1")
+        with pytest.raises(TypeError, match=r"AsyncTieredCache.get_many\(key class 'thing'\): "
+                                            r"idents must be a list .* got the str 'ab'"):
+            await acache.get_many(kc, "ab")
         await acache.close()
 
     asyncio.run(main())

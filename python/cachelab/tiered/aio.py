@@ -38,7 +38,7 @@ from typing import Any, TypeVar, overload
 from cachelab.errors import UsageError
 from cachelab.tiered.asyncbridge import serving
 from cachelab.tiered.cache import TieredCache
-from cachelab.tiered.checks import bad_key_class, ttl_seconds
+from cachelab.tiered.checks import bad_key_class, idents_list, ttl_seconds
 from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, cached, cached_many
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.memory import MISS
@@ -122,8 +122,10 @@ class AsyncTieredCache:
     async def get_many(self, kc: KeyClass[T], idents: Iterable[Hashable], *,
                        ttl: int | None = None) -> dict[Any, T]:
         """:meth:`TieredCache.get_many <cachelab.tiered.TieredCache.get_many>` in a worker."""
-        return await self._run(functools.partial(self.cache.get_many, kc, list(idents),
-                                                 ttl=ttl))
+        if kc.__class__ is not KeyClass:
+            bad_key_class("AsyncTieredCache.get_many", kc)
+        idents = idents_list("AsyncTieredCache.get_many", kc.name, idents)
+        return await self._run(functools.partial(self.cache.get_many, kc, idents, ttl=ttl))
 
     async def put(self, kc: KeyClass[T], ident: Any, obj: T, ttl: int | None = None) -> None:
         """:meth:`TieredCache.put <cachelab.tiered.TieredCache.put>` in a worker."""
