@@ -129,6 +129,13 @@ def test_key_may_keep_the_instance(memcached) -> None:
     assert Tenant("x").setting(1) == "x:1" and Tenant("y").setting(1) == "y:1"
     assert Tenant("x").setting.ident(1) == ("x", 1)
 
+    class Repo:  # issue 32: this raised "<lambda>() missing 1 required positional argument"
+        @cache.cached(key=lambda self, i: i)
+        def item(self, i: int) -> int:
+            return i * 2
+
+    assert Repo().item(5) == 10 and Repo().item.ident(5) == 5
+
 
 def test_cached_many_method(memcached) -> None:
     cache = _cache(memcached.address)
@@ -169,7 +176,12 @@ def test_async_methods(memcached) -> None:
                 loads.append((self, tuple(ids)))
                 return {i: f"m{i}" for i in ids}
 
+            @acache.cached_many()
+            def sync_many(self, ids: list[int]) -> dict[int, str]:  # run in a worker
+                return {i: f"s{i}:{type(self).__name__}" for i in ids}
+
         r = Repo()
+        assert await r.sync_many([4]) == {4: "s4:Repo"}
         assert await r.item(1) == "item 1" and await Repo.item(r, 1) == "item 1"
         assert r.item.ident(1) == 1
         assert await r.many([1, 2]) == {1: "m1", 2: "m2"}
