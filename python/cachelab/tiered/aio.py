@@ -38,6 +38,7 @@ from typing import Any, TypeVar, overload
 from cachelab.errors import UsageError
 from cachelab.tiered.asyncbridge import serving
 from cachelab.tiered.cache import TieredCache
+from cachelab.tiered.checks import bad_key_class, idents_list, ttl_seconds
 from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, cached, cached_many
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.memory import MISS
@@ -105,6 +106,10 @@ class AsyncTieredCache:
                   ttl: int | None = None) -> Any:
         """:meth:`TieredCache.get <cachelab.tiered.TieredCache.get>` without blocking the loop:
         an L1 hit here, the rest in a worker thread."""
+        if ttl is not None or kc.__class__ is not KeyClass:
+            if kc.__class__ is not KeyClass:
+                bad_key_class("AsyncTieredCache.get", kc)
+            ttl = ttl_seconds(ttl)
         c = self.cache
         l1 = c.l1
         if l1 is not None and kc.plain_l1:
@@ -117,8 +122,10 @@ class AsyncTieredCache:
     async def get_many(self, kc: KeyClass[T], idents: Iterable[Hashable], *,
                        ttl: int | None = None) -> dict[Any, T]:
         """:meth:`TieredCache.get_many <cachelab.tiered.TieredCache.get_many>` in a worker."""
-        return await self._run(functools.partial(self.cache.get_many, kc, list(idents),
-                                                 ttl=ttl))
+        if kc.__class__ is not KeyClass:
+            bad_key_class("AsyncTieredCache.get_many", kc)
+        idents = idents_list("AsyncTieredCache.get_many", kc.name, idents)
+        return await self._run(functools.partial(self.cache.get_many, kc, idents, ttl=ttl))
 
     async def put(self, kc: KeyClass[T], ident: Any, obj: T, ttl: int | None = None) -> None:
         """:meth:`TieredCache.put <cachelab.tiered.TieredCache.put>` in a worker."""
@@ -139,16 +146,19 @@ class AsyncTieredCache:
 
     # -- lifetime -----------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Shuts the worker pool down (if it was made here); calls in flight finish."""
+    def close(self) -> Awaitable[None]:
+        """Shuts the worker pool down (if it was made here): no new call starts, calls queued
+        are cancelled, calls in flight finish. Takes effect at once; ``await acache.close()``
+        also waits, without blocking the loop, until the pool's threads have finished."""
         if self._own:
             self._executor.shutdown(wait=False, cancel_futures=True)
+        return _Closing(self._executor if self._own else None)
 
     async def __aenter__(self) -> AsyncTieredCache:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        await self.close()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -166,3 +176,21 @@ class AsyncTieredCache:
                 serving.ctx = None
 
         return loop.run_in_executor(self._executor, contextvars.copy_context().run, work)
+
+
+class _Closing:
+    """What :meth:`AsyncTieredCache.close` returns: awaiting it waits for the pool's threads
+    (in the loop's default executor); not awaiting it is fine (no coroutine is made until
+    then)."""
+
+    __slots__ = ("_executor",)
+
+    def __init__(self, executor: concurrent.futures.Executor | None) -> None:
+        self._executor = executor
+
+    def __await__(self) -> Any:
+        return self._wait().__await__()
+
+    async def _wait(self) -> None:
+        if self._executor is not None:
+            await asyncio.to_thread(self._executor.shutdown, True)

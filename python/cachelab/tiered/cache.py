@@ -70,6 +70,7 @@ from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.asyncbridge import sync_loader
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
+from cachelab.tiered.checks import bad_key_class, idents_list, ttl_seconds, unhashable_in
 from cachelab.tiered.decorators import Cached, CachedMany, cached, cached_many
 from cachelab.tiered.flight import SingleFlight, fill, l2_failed
 from cachelab.tiered.keys import KeyClass, Keyring, Loader, RandomPrefixWarning, with_ttl
@@ -249,6 +250,10 @@ class TieredCache:
         """The object for ``ident``: L1, else memcached, else the loader; ``default`` if the
         loader does not know it. ``ttl`` (seconds) replaces the class's memcached TTL for a
         value this call loads."""
+        if ttl is not None or kc.__class__ is not KeyClass:  # checks.py; ~15 ns inline
+            if kc.__class__ is not KeyClass:
+                bad_key_class("TieredCache.get", kc)
+            ttl = ttl_seconds(ttl)
         hot = self._hot
         if hot is not None and kc.plain_l1:
             # LRUMemory.get inlined: the hit path is most of what an L1 hit costs.
@@ -279,7 +284,14 @@ class TieredCache:
                  ttl: int | None = None) -> dict[Any, T]:
         """{ident: object} for the idents found; one memcached round trip for L1's misses.
         ``ttl`` as in :meth:`get`."""
-        return self._lookup(with_ttl(kc, ttl), list(idents), None)
+        if kc.__class__ is not KeyClass:
+            bad_key_class("TieredCache.get_many", kc)
+        idents = idents_list("get_many", kc.name, idents)
+        try:
+            return self._lookup(with_ttl(kc, ttl), idents, None)
+        except TypeError:
+            unhashable_in(kc.name, idents)  # raises the error naming the key class, if that
+            raise
 
     # -- decorators (cachelab.tiered.decorators) ----------------------------------------------
 
@@ -302,6 +314,8 @@ class TieredCache:
         value (fills under way are not admitted to L1, threads waiting on them fetch again).
         When memcached cannot take the set (breaker open, error, timeout) the key's delete is
         queued instead and, by default (``write_errors="swallow"``), nothing is raised."""
+        if kc.__class__ is not KeyClass:
+            bad_key_class("TieredCache.put", kc)
         kc = with_ttl(kc, ttl)
         enc = kc.format.encode(obj)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
@@ -325,6 +339,8 @@ class TieredCache:
 
         L1 is dropped (and the epoch bumped) *after* the delete: a fill that read memcached
         before the delete is not admitted, and one that begins after the drop reads past it."""
+        if kc.__class__ is not KeyClass:
+            bad_key_class("TieredCache.invalidate", kc)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:

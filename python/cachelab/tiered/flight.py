@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.backends import Tier, ValueTooLarge
 from cachelab.tiered.breaker import CircuitBreaker
+from cachelab.tiered.checks import loaded_mapping
 from cachelab.tiered.codecs import CorruptValue, Encoded
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.stats import BreakerStats, TierStats
@@ -401,7 +402,7 @@ def _load(cache: FillHost, kc: KeyClass, idents: list[Any]) -> Mapping[Any, Any]
     """The loader (L3) for ``idents``, timed and counted."""
     t0 = _now_ns()
     try:
-        loaded = kc.loader(idents)
+        loaded = loaded_mapping(kc, kc.loader(idents))
     except BaseException:
         cache.l3_stats.add(errors=1)
         raise

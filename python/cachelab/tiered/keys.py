@@ -34,6 +34,7 @@ import cachelab._core as _core
 from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
+from cachelab.tiered.checks import ttl_seconds, unhashable_ident, unhashable_in, unstable_ident
 from cachelab.tiered.codecs import ValueFormat
 
 __all__ = ["KeyClass", "Keyring", "Loader", "RandomPrefixWarning", "ident_text"]
@@ -86,6 +87,15 @@ def ident_text(ident: Any) -> str:
     return f"o:{t.__module__}.{t.__qualname__}:{ident}"
 
 
+def _addressed(ident: Any) -> bool:
+    """Whether ``ident``'s text is ``object``'s default (its memory address), which differs in
+    every process: a key made of it would never be shared, nor found again after a restart."""
+    if isinstance(ident, (tuple, frozenset)):
+        return any(_addressed(x) for x in ident)
+    t = type(ident)
+    return t.__str__ is object.__str__ and t.__repr__ is object.__repr__
+
+
 def _sized(text: str) -> str:
     """``text`` with its length in front, so that a sequence of them reads one way only."""
     return f"{len(text)}:{text}"
@@ -118,18 +128,13 @@ class RandomPrefixWarning(UserWarning):
     one, so no other process (nor this one after a restart) shares its entries."""
 
 
-def with_ttl(kc: KeyClass[T], ttl: int | None) -> KeyClass[T]:
-    """``kc``, or a copy that stores with ``ttl`` (same name, loader, format, keys)."""
-    if ttl is None or ttl == kc.ttl:
+def with_ttl(kc: KeyClass[T], ttl: float | None) -> KeyClass[T]:
+    """``kc``, or a copy that stores with ``ttl`` (same name, loader, format, keys); ``ttl``
+    is checked and rounded up to whole seconds (:func:`~cachelab.tiered.checks.ttl_seconds`)."""
+    if ttl is None:
         return kc
-    check_ttl(ttl)
-    return replace(kc, ttl=ttl)
-
-
-def check_ttl(ttl: int) -> None:
-    """Raises UsageError unless ``ttl`` is a memcached TTL this library accepts."""
-    if not 0 <= ttl <= 30 * 86400:
-        raise UsageError(f"ttl must be 0 (none) to 30 days in seconds, got {ttl!r}")
+    seconds = ttl_seconds(ttl)
+    return kc if seconds == kc.ttl else replace(kc, ttl=seconds)
 
 
 class Keyring:
@@ -159,13 +164,17 @@ class Keyring:
         ttl: int, l1: bool, namespace: str | None,
     ) -> KeyClass[T]:
         """A new key class (see :meth:`cachelab.tiered.TieredCache.key_class`)."""
-        if not _NAME.fullmatch(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise UsageError(f"key class name {name!r}: 1-40 letters, digits, _ or -")
-        if namespace is not None and not _NAME.fullmatch(namespace):
+        if namespace is not None and (not isinstance(namespace, str)
+                                      or not _NAME.fullmatch(namespace)):
             raise UsageError(f"namespace {namespace!r}: 1-40 letters, digits, _ or -")
         if name in self.classes:
             raise UsageError(f"key class {name!r} is already registered")
-        check_ttl(ttl)
+        ttl = ttl_seconds(ttl)
+        if not callable(loader):
+            raise TypeError(f"key class {name!r}: loader must be a function of a list of "
+                            f"idents returning {{ident: value}}, got {type(loader).__qualname__}")
         kc = KeyClass(name, loader, ValueFormat(codec, compression, threshold), ttl, l1,
                       namespace)
         self.classes[name] = kc
@@ -176,7 +185,10 @@ class Keyring:
     def key_for(self, kc: KeyClass, ident: Any, version: int) -> str:
         """The memcached key of ``ident`` under namespace ``version`` (0 if not versioned)."""
         memo = self._memo(kc.name, version)
-        key = memo.get(ident)
+        try:
+            key = memo.get(ident)
+        except TypeError:
+            raise unhashable_ident(kc.name, ident) from None
         if key is None:
             key = self._make_key(kc, ident, version, memo)
         return key
@@ -184,7 +196,11 @@ class Keyring:
     def keys_of(self, kc: KeyClass, idents: list[Any], version: int) -> list[str]:
         """The memcached keys of ``idents``, in their order (memo lookups run in C)."""
         memo = self._memo(kc.name, version)
-        keys = list(map(memo.get, idents))
+        try:
+            keys = list(map(memo.get, idents))
+        except TypeError:
+            unhashable_in(kc.name, idents)
+            raise
         if not all(keys):  # keys are never empty: a falsy one is a None, not memoised yet
             make = self._make_key
             keys = [k or make(kc, i, version, memo) for k, i in zip(keys, idents)]
@@ -203,6 +219,8 @@ class Keyring:
         else:
             head = f"{self.prefix}:{kc.name}:"
         text = ident_text(ident)
+        if "o:" in text and _addressed(ident):
+            raise unstable_ident(kc.name, ident)
         if _SAFE.fullmatch(text) and len(head) + len(text) <= _MAX_KEY:
             key = head + text
         else:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
 from cachelab.errors import UsageError
+from cachelab.tiered.checks import bad_key_class, idents_list, unhashable_ident, unhashable_in
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.memory import MISS, Memory
 from cachelab.tiered.stats import TierStats
@@ -58,17 +59,32 @@ class RequestScope:
         return (kc.name, ident) in self._values
 
     def get(self, kc: KeyClass, ident: Any, default: Any = None) -> Any:
-        v = self._values.get((kc.name, ident), MISS)
+        try:  # free unless it raises: the scope's hit path pays nothing for the checks
+            v = self._values.get((kc.name, ident), MISS)
+        except AttributeError:
+            bad_key_class("RequestScope.get", kc)
+        except TypeError:
+            raise unhashable_ident(kc.name, ident) from None
         if v is not MISS:
             return default if v is NOT_FOUND else v
         return self._cache._lookup(kc, [ident], self._values).get(ident, default)
 
     def get_many(self, kc: KeyClass, idents: Iterable[Any]) -> dict[Any, Any]:
-        return self._cache._lookup(kc, list(idents), self._values)
+        if kc.__class__ is not KeyClass:
+            bad_key_class("RequestScope.get_many", kc)
+        idents = idents_list("RequestScope.get_many", kc.name, idents)
+        try:
+            return self._cache._lookup(kc, idents, self._values)
+        except TypeError:
+            unhashable_in(kc.name, idents)
+            raise
 
     def prefetch(self, kc: KeyClass, idents: Iterable[Any]) -> int:
         """Fetches the idents neither in this request nor in L1 with one multi-get (and the
         loader for what memcached lacks); returns how many keys that multi-get asked for."""
+        if kc.__class__ is not KeyClass:
+            bad_key_class("RequestScope.prefetch", kc)
+        idents = idents_list("RequestScope.prefetch", kc.name, idents)
         cache = self._cache
         version = cache._ns_version(kc.namespace) if kc.namespace else 0
         l1 = cache.l1 if kc.l1 else None
