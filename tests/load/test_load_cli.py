@@ -79,9 +79,13 @@ def test_table_output(cli: InProcess, tmp_path: Path, memcached: PrivateMemcache
             "--busy-poll", "300", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "open loop" in p.stdout and "corrected" in p.stdout
-    assert "target rate 500/s held" in p.stdout
-    assert "busy polling: " in p.stdout
     result = json.loads((tmp_path / "o" / "load.json").read_text())
+    # Held, or (a machine too busy to keep even 500/s) said not to be, here and on stderr.
+    if result["schedule"]["held"]:
+        assert "target rate 500/s held" in p.stdout
+    else:
+        assert "target rate 500/s NOT held" in p.stdout and "rate not held" in p.stderr
+    assert "busy polling: " in p.stdout
     assert result["spec"]["busy_poll_us"] == 300
     assert 0 < result["client"]["busy_caught"] <= result["client"]["busy_polls"]
 

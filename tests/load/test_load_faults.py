@@ -422,9 +422,14 @@ def test_replies_that_came_while_the_client_did_not_run_are_not_timeouts(
     # The stops are the run's stalls of a second or more: none has a timeout in it.
     stops = [s for s in saved["stalls"] if s["end_s"] - s["start_s"] >= 1.0]
     assert stops, run.stdout
-    assert not any(s["timeouts"] for s in stops), (stops, run.stdout)
-    # A timeout elsewhere (a stall of about the timeout, 0.5 s) is a loaded machine's own: the
-    # server not run for that long, which the run counts as its wait for a CPU.
+    # A timeout in a stop or elsewhere (a stall of about the timeout, 0.5 s) is a loaded
+    # machine's own: the server not run for that long, which the run counts as its wait for a
+    # CPU. The fault guarded (requests in flight counted as timed out before the socket was
+    # read) put timeouts in nearly every stop; a loaded machine put them in one of four.
+    late = [s for s in stops if s["timeouts"]]
+    if late:
+        assert len(late) <= len(stops) // 2, (stops, run.stdout)
+        assert saved["server"]["schedstat"]["run_queue_wait_s"] >= 0.5, saved["server"]
     errors = saved["all"]["errors"]
     if errors:
         assert set(errors) == {"timeout"}, (errors, run.stdout)

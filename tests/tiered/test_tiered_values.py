@@ -102,10 +102,12 @@ class Setup:
 
     def cache(self) -> TieredCache:
         l2: Any = None
+        # Generous timeouts: a set timed out on a busy machine (0.25 s by default) is a write
+        # skipped, and the reader then loads; this test is about the values.
         if "memcached" in self.kind:
-            l2 = MemcachedTier(self.address)
+            l2 = MemcachedTier(self.address, timeout=5.0, connect_timeout=5.0)
         elif "pymemcache" in self.kind:
-            l2 = PymemcacheTier.connect(self.address)
+            l2 = PymemcacheTier.connect(self.address, timeout=5.0, connect_timeout=5.0)
         l1 = LRUMemory(max_items=1000) if "l1" in self.kind else None
         return TieredCache(l2, l1, prefix=self.prefix)
 
