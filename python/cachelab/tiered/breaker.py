@@ -57,6 +57,14 @@ class CircuitBreaker:
             return "half-open"
         return "open"
 
+    def retry_in(self) -> float:
+        """Seconds until :meth:`allow` may let a call through again: 0 when closed or when the
+        trial is due (it may still be refused while another caller's trial is under way)."""
+        opened = self._opened_at
+        if opened is None:
+            return 0.0
+        return max(0.0, self.reset_after - (self._clock() - opened))
+
     def allow(self) -> bool:
         if self._opened_at is None:
             return True

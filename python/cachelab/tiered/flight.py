@@ -34,11 +34,13 @@ from cachelab.tiered.codecs import CorruptValue, Encoded
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.stats import BreakerStats, TierStats
 
-__all__ = ["Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
+__all__ = ["LEASE_POLL_MAX", "Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
 
 _now_ns = time.perf_counter_ns
 _allocate_lock = threading.Lock
 _log = logging.getLogger("cachelab.tiered")
+#: The longest pause between a lease waiter's polls (seconds): 1 ms doubling up to it.
+LEASE_POLL_MAX = 0.05
 #: Key classes whose unencodable or oversize values have been logged (once each).
 _logged: set[tuple[str, str]] = set()
 
@@ -356,7 +358,7 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
         if key in cache._pending:
             break  # the placeholder is this process's own, from a lost request: nobody fills it
         time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+        pause = min(pause * 2, LEASE_POLL_MAX)
         try:
             lease = cache.l2.lease_get(key, cache.lease_ttl)
         except ServerError:
