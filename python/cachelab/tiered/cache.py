@@ -430,7 +430,7 @@ class TieredCache:
             f"a write whose delete or set could not reach its memcached (stopped, killed, "
             f"unreachable) has its key's delete sent by a background thread at the breaker's "
             f"trial cadence: it reaches memcached within {owed:g} s after memcached answers "
-            f"again (reset_after {self.breaker.reset_after:g} s + two attempts of "
+            f"again (reset_after {self.breaker.reset_after:g} s + three attempts of "
             f"connect_timeout + timeout), whatever this process does next; other processes "
             f"stop serving the older value within "
             + ("no bound (see cross_process_s)" if after is None
@@ -443,14 +443,14 @@ class TieredCache:
     def _owed_delivery_s(self) -> float | None:
         """Seconds after memcached answers again within which the owed deletes reach it
         (None: the tier's timeouts are unknown): the breaker's pause, plus the trial under
-        way when it came back (it may still fail, a connect and a request), plus the next
-        one."""
+        way when it came back (it may still fail, a connect and a request), the next one, and
+        the delete that confirms it (:meth:`Lane.flush <cachelab.tiered.lanes.Lane.flush>`)."""
         l2 = self.l2
         timeout = getattr(l2, "timeout", None)
         connect = getattr(l2, "connect_timeout", None)
         if not isinstance(timeout, (int, float)) or not isinstance(connect, (int, float)):
             return None
-        return round(self.breaker.reset_after + 2 * (timeout + connect), 3)
+        return round(self.breaker.reset_after + 3 * (timeout + connect), 3)
 
     def close(self) -> None:
         """Stops the background replay of owed deletes after one last try of each server

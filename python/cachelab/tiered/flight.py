@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from itertools import repeat
 from typing import Any, Protocol
 
@@ -168,7 +168,7 @@ class FillHost(Protocol):
     l2_stats: TierStats
     l3_stats: TierStats
     events: BreakerStats
-    _pending: set[str]
+    _pending: Container[str]
 
     def _queue_delete(self, key: str) -> None:
         """Queues ``key``'s delete with the pending invalidations (sent when memcached is

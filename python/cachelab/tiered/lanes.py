@@ -18,6 +18,7 @@ server answers again, whatever the cache's callers do next (nothing at all, or o
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -64,8 +65,8 @@ class Lane:
     or the read failed; ``hits`` / ``misses`` of its reads; ``deletes_flushed``; and the
     breaker's ``opened``, ``failed_calls``, ``last_opened``, ``last_closed``."""
 
-    __slots__ = ("_flushing", "_owner", "_pending", "address", "breaker", "bypassed",
-                 "deletes_flushed", "hits", "l2", "misses", "weight")
+    __slots__ = ("_flushing", "_owner", "_pending", "_queueing", "_seq", "address", "breaker",
+                 "bypassed", "deletes_flushed", "hits", "l2", "misses", "weight")
 
     def __init__(self, owner: LaneOwner, l2: Tier, breaker: CircuitBreaker,
                  address: str | None = None, weight: int = 1) -> None:
@@ -74,8 +75,13 @@ class Lane:
         self.breaker = breaker
         self.address = address
         self.weight = weight
-        #: Keys whose delete has not reached this server yet (read past it until it does).
-        self._pending: set[str] = set()
+        #: Keys whose delete has not reached this server yet (read past it until it does),
+        #: each with the number of its latest queueing: a flush takes a key off only if no
+        #: one queued it again after the flush read the queue (its delete went out before).
+        self._pending: dict[str, int] = {}
+        self._seq = itertools.count()
+        #: Held to queue a key or take one off (a compare-and-delete).
+        self._queueing = threading.Lock()
         #: Held while a flush is under way: a write's set (or a fill) that follows a flush
         #: never overtakes a delete of its key that another thread (the replay) sent first.
         self._flushing = threading.Lock()
@@ -135,19 +141,30 @@ class Lane:
         :meth:`~cachelab.tiered.backends.Tier.delete_many` (the breaker has allowed a call;
         the batch bounds how long one call spends draining the queue after an outage);
         False if it failed: that counts against the breaker and keeps them all (deleting twice
-        is harmless); with ``raise_errors`` the error is raised instead. One flush at a time:
-        a second waits for the first (one tier timeout at most) and sends what is left."""
+        is harmless); with ``raise_errors`` the error is raised instead. A flush that follows a
+        failure keeps its keys queued for one more (the first may have overtaken a request
+        sent before the failure, still waiting in a stopped server). One flush at a time: a
+        second waits for the first (its one request is bounded by the tier's timeout), then
+        sends what is still owed, so nothing a caller sends after a flush can overtake a
+        delete still in flight."""
         if not self._flushing.acquire(timeout=_FLUSH_WAIT):
-            return False  # (not seen: the holder's one request is bounded by the timeout)
+            return False
         try:
             return self._flush_locked(raise_errors)
         finally:
             self._flushing.release()
 
     def _flush_locked(self, raise_errors: bool) -> bool:
-        keys = list(self._pending)[:self.l2.delete_batch]
+        with self._queueing:
+            batch = list(itertools.islice(self._pending.items(), self.l2.delete_batch))
+        keys = [k for k, _ in batch]
         events = self.events
         if keys:
+            # After a failure, requests sent before on a dropped connection (a set, a lease
+            # request) may still wait in a stopped server's socket and run after this delete
+            # when it resumes: such a flush is confirmed by a second one, once this has
+            # succeeded (deleting twice is harmless).
+            shaky = not self.breaker.healthy
             t0 = _now_ns()
             try:
                 self.l2.delete_many(keys)
@@ -161,9 +178,16 @@ class Lane:
             st.record(_now_ns() - t0)
             st.add(calls=1, keys=len(keys))
             self.breaker.success()
-            self._pending.difference_update(keys)
-            events.deletes_flushed += len(keys)
-            self.deletes_flushed += len(keys)
+            if not shaky:
+                pending = self._pending
+                done = 0
+                with self._queueing:
+                    for k, n in batch:
+                        if pending.get(k) == n:
+                            del pending[k]
+                            done += 1
+                events.deletes_flushed += done
+                self.deletes_flushed += done
         self._owner._count_pending()
         return True
 
@@ -190,8 +214,8 @@ class Lane:
         try:
             self.l2.set(key, data, flags, ttl)
         except ServerError:
+            l2_failed(self)  # first: the replay the queue starts waits for the breaker
             self._queue_delete(key)
-            l2_failed(self)
             self.events.write_errors += 1
             if raising:
                 raise
@@ -203,7 +227,7 @@ class Lane:
     def delete(self, key: str) -> None:
         """An invalidation's delete: queued, then sent (with any others owed) if the breaker
         allows a call; otherwise it stays queued."""
-        self._pending.add(key)  # counted below: the background replay only if still owed
+        self._enqueue(key)  # counted below: the background replay only if still owed
         try:
             if self.breaker.allow():
                 self.flush(raise_errors=self._owner.write_errors == "raise")
@@ -217,8 +241,12 @@ class Lane:
         lease placeholder a fill could neither fill nor release: it must not keep other
         processes waiting once the server is back; deleting a real value instead is
         harmless)."""
-        self._pending.add(key)
+        self._enqueue(key)
         self._owner._count_pending()
+
+    def _enqueue(self, key: str) -> None:
+        with self._queueing:
+            self._pending[key] = next(self._seq)
 
     def skip_write(self) -> None:
         """A write not sent: the breaker is open (its key is already queued)."""
@@ -246,11 +274,13 @@ class Lane:
 
 class OwedReplay:
     """A daemon thread per cache that sends the deletes owed to its servers as soon as each
-    server's breaker lets a call through: at once while the breaker is closed, else at its
-    trial, every ``reset_after`` seconds. So the deletes a write could not deliver during an
-    outage reach memcached within ``reset_after`` plus two attempts (each one
-    ``connect_timeout`` + ``timeout``: the trial under way when the server came back may still
-    fail) after it answers again, even if the writer makes no further call.
+    server's breaker lets a call through: at once while the last call succeeded, else
+    ``reset_after`` seconds after the last failure (the breaker's trial, when it is open). So
+    the deletes a write could not deliver during an outage reach memcached within
+    ``reset_after`` plus three attempts (each one ``connect_timeout`` + ``timeout``: the trial
+    under way when the server came back may still fail, the next succeeds, and a last one
+    confirms it, see :meth:`Lane.flush`) after it answers again, even if the writer makes no
+    further call.
 
     Started by :meth:`poke` when a delete becomes owed; it ends when none is owed (a later
     one starts it again), when its cache is garbage-collected (it holds it weakly), or on
@@ -258,6 +288,8 @@ class OwedReplay:
 
     #: Shortest pause between two passes (a trial held by another thread, a next batch).
     MIN_PAUSE = 0.02
+    #: Longest (a long ``reset_after``): how soon a collected cache's thread notices.
+    MAX_PAUSE = 1.0
 
     def __init__(self, cache: Any) -> None:
         self._cache = weakref.ref(cache)
@@ -288,6 +320,14 @@ class OwedReplay:
             t.join(timeout)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None
+
+    def _loop(self) -> None:
         while not self._stopped.is_set():
             cache = self._cache()
             if cache is None:
@@ -304,7 +344,7 @@ class OwedReplay:
                         return
                 pause = 0.0
             del cache
-            self._stopped.wait(max(pause, self.MIN_PAUSE))
+            self._stopped.wait(min(max(pause, self.MIN_PAUSE), self.MAX_PAUSE))
 
     def replay(self, lanes: Sequence[Lane]) -> float | None:
         """One pass: flushes every lane owed deletes whose breaker allows a call; returns
@@ -314,7 +354,7 @@ class OwedReplay:
         for lane in lanes:
             if not lane._pending:
                 continue
-            if lane.breaker.allow():
+            if lane.breaker.retry_in() == 0.0 and lane.breaker.allow():
                 lane.flush()
             if lane._pending:
                 wait = lane.breaker.retry_in()
