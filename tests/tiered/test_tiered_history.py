@@ -189,7 +189,8 @@ def test_an_outage_leaves_no_read_staler_nor_wait_longer_than_stated(
           "latest stale read", max((round(r.start - end, 3) for r, _ in rep.cross_process),
                                    default=None), "s after the fault ended; longest read after it",
           max((round(op.end - max(op.start, end), 3) for op in h.ops if op.kind == "r"),
-              default=None), "s;", out.writer["facts"])
+              default=None), "s; reader's lease waits",
+          out.reader["facts"]["events"]["lease_waits"], "; writer", out.writer["facts"])
     assert not h.errors, h.error_kinds()  # reads never raise, in an outage or after it
     assert rep.reads > 100 and not rep.unknown and rep.same_process == []
     facts = out.writer["facts"]

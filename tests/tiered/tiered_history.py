@@ -250,9 +250,11 @@ def _stopping_tier(pid: int) -> Any:
 
 def outage_worker(cfg: dict[str, Any]) -> None:
     """One process of :func:`run_outage`: the ``reader`` (threads reading keys 0 and 1, and 2
-    from ``key2_from`` on, until ``end_at``) or the ``writer`` (at ``act_at``: reads other
-    keys until its breaker opens, then puts key 0 and invalidates key 1 — or, ``lease``, reads
-    key 2 through a tier that stops memcached before its lease request — then stays idle)."""
+    from ``key2_from`` on, until ``end_at``; quiet from ``quiet_from`` until then in the lease
+    scenario, so that it meets the placeholder as soon as memcached is back) or the ``writer``
+    (at ``act_at``: reads other keys until its breaker opens, then puts key 0 and invalidates
+    key 1 — or, ``lease``, reads key 2 through a tier that stops memcached before its lease
+    request — then stays idle)."""
     db = Db(cfg["db"])
     tier: dict[str, Any] = {"timeout": OUTAGE_TIMEOUT, "connect_timeout": OUTAGE_TIMEOUT}
     writer = cfg["role"] == "writer"
@@ -283,6 +285,9 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             for _ in range(MAX_OPS_PER_THREAD):
                 if now() >= cfg["end_at"]:
                     return
+                if cfg["kind"] == "lease" and cfg["quiet_from"] <= now() < cfg["key2_from"]:
+                    time.sleep(0.01)  # its breaker stays closed: it reads key 2 at once after
+                    continue
                 k = 2 if cfg["kind"] == "lease" and now() >= cfg["key2_from"] and \
                     rng.random() < 0.5 else rng.choice((0, 1))
                 read(k, t)
@@ -352,11 +357,16 @@ def run_outage(kind: str, address: str, pid: int, tmp: Path, prefix: str, *,
     proxy = FaultProxy(address) if kind == "partition" else None
     base = {"db": str(db), "prefix": prefix, "ttl": "default", "reset_after": OUTAGE_RESET,
             "kind": kind, "pid": pid, "start_at": start_at, "act_at": stop_at + 0.1,
-            "key2_from": stop_at + OUTAGE, "end_at": end_at, "threads": threads}
+            "quiet_from": stop_at, "key2_from": stop_at + 0.1 + OUTAGE + 0.05, "end_at": end_at,
+            "threads": threads}
     roles = {"writer": proxy.address if proxy else address, "reader": address}
     children = []
     for role, l2 in roles.items():
         cfg = {**base, "role": role, "l2": l2, "out": str(tmp / f"outage-{role}.json")}
+        if kind == "lease" and role == "writer":
+            # its replay's next try comes well after memcached is back (not while it is still
+            # stopped, answered at once when it continues): the reader meets the placeholder
+            cfg["reset_after"] = 2.0
         children.append(subprocess.Popen([sys.executable, __file__, "outage", json.dumps(cfg)],
                                          env=os.environ.copy()))
     s = r = float("nan")
