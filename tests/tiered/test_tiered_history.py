@@ -136,9 +136,13 @@ def test_staleness_is_stated(memcached: PrivateMemcached) -> None:
     assert TieredCache(tier, LRUMemory(max_items=1, ttl=None)).staleness()[
         "cross_process_s"] is None
     assert TieredCache(tier, None).staleness()["cross_process_s"] == 0.0
-    # The exception is stated: a write made during an outage waits for the writer's replay.
+    # After an outage: the background replay's bound (defaults: reset_after 1 s, timeouts
+    # 0.25 s), plus the L1 ttl for what other processes serve.
     stated = TieredCache(tier, LRUMemory(max_items=1)).staleness()
-    assert stated["after_outage"] and stated["after_outage_s"] is not None
+    assert stated["after_outage"] and "partition" in stated["after_outage"]
+    assert (stated["owed_delivery_s"], stated["after_outage_s"], stated["orphan_lease_s"]) == (
+        2.5, 3.5, 2.55)
+    assert TieredCache(tier, None).staleness()["after_outage_s"] == 2.5
     assert TieredCache(tier, LRUMemory(max_items=1), leases=False).staleness()[
         "cross_process_s"] is None
 
