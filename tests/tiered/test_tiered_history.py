@@ -7,8 +7,9 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
 from tiered_helpers import Store, make, wait_for
-from tiered_history import SLACK, History, run_history
+from tiered_history import OUTAGE_SLACK, SLACK, History, run_history, run_outage
 
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
@@ -28,7 +29,7 @@ def test_history_has_no_read_staler_than_the_stated_bound(
     procs, threads, seconds = (4, 8, 30.0) if FULL else (2, 4, 3.0)
     with FaultProxy(memcached.address) as proxy:
         proxy.delay(0.0005)
-        h = run_history(proxy.address, memcached.address, f"hist{os.getpid()}", tmp_path,
+        h = run_history(proxy.address, tmp_path / "db.sqlite", f"hist{os.getpid()}", tmp_path,
                         procs=procs, threads=threads, seconds=seconds)
     rep = h.check()
     print(rep.summary(bound + SLACK))
@@ -135,9 +136,13 @@ def test_staleness_is_stated(memcached: PrivateMemcached) -> None:
     assert TieredCache(tier, LRUMemory(max_items=1, ttl=None)).staleness()[
         "cross_process_s"] is None
     assert TieredCache(tier, None).staleness()["cross_process_s"] == 0.0
-    # The exception is stated: a write made during an outage waits for the writer's replay.
+    # After an outage: the background replay's bound (defaults: reset_after 1 s, timeouts
+    # 0.25 s), plus the L1 ttl for what other processes serve.
     stated = TieredCache(tier, LRUMemory(max_items=1)).staleness()
-    assert stated["after_outage"] and stated["after_outage_s"] is None
+    assert stated["after_outage"] and "partition" in stated["after_outage"]
+    assert (stated["owed_delivery_s"], stated["after_outage_s"], stated["orphan_lease_s"]) == (
+        2.5, 3.5, 2.55)
+    assert TieredCache(tier, None).staleness()["after_outage_s"] == 2.5
     assert TieredCache(tier, LRUMemory(max_items=1), leases=False).staleness()[
         "cross_process_s"] is None
 
@@ -161,3 +166,42 @@ def test_the_checker_flags_only_definitely_stale_reads() -> None:
     assert [(r.value, round(a, 3)) for r, a in rep.cross_process] == [("b", 0.5)]
     assert rep.over(0.4) == rep.cross_process and rep.over(0.6) == []
     assert [r.value for r in rep.unknown] == ["zzz"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["stop", "lease", "partition"])
+def test_an_outage_leaves_no_read_staler_nor_wait_longer_than_stated(
+    kind: str, fresh_memcached: PrivateMemcached, tmp_path: Path
+) -> None:
+    """Issue 32. ``stop``: memcached stopped while the writer, its breaker open, puts key 0
+    and invalidates key 1, then makes no call at all; ``lease``: the writer's lease request is
+    in flight when memcached stops (the placeholder it leaves is filled by nobody);
+    ``partition``: the writer alone cut off (a fault proxy holding its traffic), the reader
+    still reaching memcached. The reader's reads are checked against the bounds the writer
+    states (``staleness()``), with OUTAGE_SLACK for a loaded machine."""
+    out = run_outage(kind, fresh_memcached.address, fresh_memcached.pid, tmp_path,
+                     f"outage{os.getpid()}")
+    stated = out.writer["staleness"]
+    cross, owed, after = (stated.get(k) for k in ("cross_process_s", "owed_delivery_s",
+                                                   "after_outage_s"))
+    assert owed is not None and after is not None, stated
+    h = out.history
+    rep = h.check()
+    past = rep.over_outages(cross, out.outages, owed, after, OUTAGE_SLACK)
+    end = out.outages[0][1]
+    print(kind, rep.summary(), f"; stated after-outage bound {after} s, {len(past)} past it; "
+          "latest stale read", max((round(r.start - end, 3) for r, _ in rep.cross_process),
+                                   default=None), "s after the fault ended; longest read after it",
+          max((round(op.end - max(op.start, end), 3) for op in h.ops if op.kind == "r"),
+              default=None), "s; reader's lease waits",
+          out.reader["facts"]["events"]["lease_waits"], "; writer", out.writer["facts"])
+    assert not h.errors, h.error_kinds()  # reads never raise, in an outage or after it
+    assert rep.reads > 100 and not rep.unknown and rep.same_process == []
+    facts = out.writer["facts"]
+    if kind == "lease":  # the lost lease request's placeholder is owed a delete
+        assert facts["owed_after_fill"] >= 1, facts
+        waits = h.waits_over(out.outages, stated["orphan_lease_s"] + OUTAGE_SLACK)
+        assert waits == [], [(op.key, round(op.end - op.start, 3)) for op in waits[:5]]
+    else:  # the writes met the open breaker: their deletes were owed
+        assert facts["breaker_at_write"] != "closed" and facts["owed_after_writes"] == 2, facts
+    assert past == [], [(r.key, r.value, round(x, 3)) for r, x in past[:5]]

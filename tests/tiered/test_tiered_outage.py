@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from tiered_helpers import free_port, memcached_on, wait_for
+from tiered_helpers import free_port, memcached_on, stop, wait_for
 
 from cachelab import _core
 from cachelab.errors import ServerError
@@ -206,3 +206,88 @@ def test_delete_many_deletes_present_and_missing_keys(memcached: Any, tier_name:
     tier.delete_many([])
     tier.close()
 
+
+
+#: Seconds allowed over a stated after-outage bound (a loaded 2-core machine can keep the
+#: replay thread from a CPU for a few hundred ms).
+BOUND_SLACK = 1.0
+
+
+def _owed_writes_then_idle(port: int, pid: int, store: Rows) -> tuple[TieredCache, Any, float]:
+    """A writer whose breaker is open puts key 1 and invalidates key 2 while memcached is
+    stopped, and then makes no call at all; returns it, its key class and when memcached
+    was continued."""
+    address = f"127.0.0.1:{port}"
+    writer = TieredCache(MemcachedTier(address, timeout=TIMEOUT, connect_timeout=TIMEOUT),
+                         LRUMemory(max_items=10), breaker=CircuitBreaker(3, 0.3))
+    kc = writer.key_class("item", store.load)
+    writer.get_many(kc, [1, 2])  # both in memcached
+    stop(pid)
+    try:
+        for i in range(20):  # bounded: one timeout each
+            if writer.breaker.state != "closed":
+                break
+            writer.get(kc, 100 + i)
+        assert writer.breaker.state != "closed"
+        store.write(1, "body of 1", 7)
+        writer.put(kc, 1, {"id": "1", "body": "body of 1", "n": 7})
+        store.write(2, "body of 2", 8)
+        writer.invalidate(kc, 2)
+        assert writer.events.pending_invalidations == 2 and writer.events.writes_skipped == 2
+        time.sleep(0.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    return writer, kc, time.monotonic()
+
+
+def test_an_idle_writers_owed_deletes_reach_memcached_within_the_stated_bound() -> None:
+    """Issue 32: another process read the older values from memcached for as long as the
+    writer made no further call; now they are gone within ``owed_delivery_s``."""
+    store = Rows()
+    port = free_port()
+    with memcached_on(port) as server:
+        writer, kc, resumed = _owed_writes_then_idle(port, server.pid, store)
+        bound = writer.staleness()["owed_delivery_s"]
+        assert bound == pytest.approx(0.3 + 3 * 2 * TIMEOUT)
+        reader = TieredCache(MemcachedTier(f"127.0.0.1:{port}"), None, prefix=writer.prefix)
+        rkc = reader.key_class("item", store.load)
+        seen: dict[int, float] = {}
+        deadline = resumed + bound + BOUND_SLACK
+        while len(seen) < 2 and time.monotonic() < deadline + 1.0:  # bounded
+            got = reader.get_many(rkc, [1, 2])
+            for k, n in ((1, 7), (2, 8)):
+                if got[k]["n"] == n:
+                    seen.setdefault(k, time.monotonic() - resumed)
+            time.sleep(0.01)
+        assert set(seen) == {1, 2} and max(seen.values()) <= bound + BOUND_SLACK, (seen, bound)
+        wait_for(lambda: writer.events.pending_invalidations == 0, "the confirming deletes")
+        wait_for(lambda: not writer._replay.running, "the replay thread to end")
+        assert writer.events.deletes_flushed == 2
+
+
+def test_the_replay_thread_runs_only_while_deletes_are_owed() -> None:
+    port = free_port()  # nothing listens: every connect is refused
+    down = TieredCache(MemcachedTier(f"127.0.0.1:{port}", timeout=TIMEOUT,
+                                     connect_timeout=TIMEOUT),
+                       None, breaker=CircuitBreaker(1, 60.0))
+    kc = down.key_class("item", Rows().load)
+    down.invalidate(kc, 1)
+    thread = down._replay._thread
+    assert thread is not None and thread.daemon and thread.name == "cachelab-owed-deletes"
+    with down:  # close(): one last try (the breaker refuses it), and the thread ends
+        pass
+    thread.join(5)
+    assert not thread.is_alive()
+    assert down.events.pending_invalidations == 1  # dropped with the cache: stated
+    down.invalidate(kc, 2)  # a closed cache starts no thread; its calls still flush
+    assert not down._replay.running
+    store = Rows()
+    up_port = free_port()
+    with memcached_on(up_port):
+        up = TieredCache(MemcachedTier(f"127.0.0.1:{up_port}"), None)
+        ukc = up.key_class("item", store.load)
+        up.get(ukc, 1)
+        up.invalidate(ukc, 1)  # delivered at once: nothing owed, no thread
+        up.put(ukc, 2, {"n": 2})
+        assert not up._replay.running and up.events.pending_invalidations == 0
+        up.close()

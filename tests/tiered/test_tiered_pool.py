@@ -368,7 +368,7 @@ def test_history_over_a_pool_has_no_read_staler_than_the_bound(
         proxies = [stack.enter_context(FaultProxy(m.address)) for m in members]
         for p in proxies:
             p.delay(0.0005)
-        h = run_history([p.address for p in proxies], members[0].address,
+        h = run_history([p.address for p in proxies], tmp_path / "db.sqlite",
                         f"phist{os.getpid()}", tmp_path, procs=2, threads=3, seconds=2.0,
                         keys=9)
     rep = h.check()

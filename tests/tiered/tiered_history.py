@@ -5,13 +5,22 @@ end (``time.monotonic()``, one clock for all processes on Linux), and every read
 against the writes.
 
 Each key is written by the threads of one process and read by all. A *write* sets the
-"database" (keys of the same memcached, read directly, not through the
-proxy: the loader reads them) to a value unique to it (``"<proc>:<thread>:<n>"``), then either
-``put``s it or ``invalidate``s the key. A *read* is ``get``. Write ``a`` is *definitely older*
-than write ``b`` when ``a`` ended before ``b`` began (concurrent writes are not ordered). A read
-of ``a``'s value is *stale* when a write definitely newer than ``a`` ended before the read
-began; its *age* is the time from the earliest such write's end to the read's start. It is a
-*same-process* stale read when such a write was made by the reader's process.
+"database" (a SQLite file shared by the processes: the loader reads it, and it knows nothing of
+memcached, so it keeps answering through a memcached outage) to a value unique to it
+(``"<proc>:<thread>:<n>"``), then either ``put``s it or ``invalidate``s the key. A *read* is
+``get``. Write ``a`` is *definitely older* than write ``b`` when ``a`` ended before ``b`` began
+(concurrent writes are not ordered). A read of ``a``'s value is *stale* when a write definitely
+newer than ``a`` ended before the read began; its *age* is the time from the earliest such
+write's end to the read's start. It is a *same-process* stale read when such a write was made
+by the reader's process.
+
+Outages (:func:`run_outage`): a writer process and a reader process around one scripted fault
+— memcached stopped (SIGSTOP) while the writer, its breaker open, puts one key and
+invalidates another and then stays idle; a fill whose lease request is in flight when memcached
+stops (a placeholder nobody will fill); the writer alone cut off by a fault proxy (a partition).
+A stale read whose newer write ended during the fault (or before the owed deletes can have
+gone out after it) is allowed until the fault's end plus the stated ``after_outage_s``; every
+other one ``cross_process_s`` after the write (:meth:`Report.over_outages`).
 
 Run by the test (tests/tiered/test_tiered_history.py, short), or alone for the full run::
 
@@ -27,6 +36,8 @@ import bisect
 import json
 import os
 import random
+import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -41,28 +52,65 @@ _HERE = Path(__file__).resolve().parent
 MAX_OPS_PER_THREAD = 200_000
 
 
+# -- the database -----------------------------------------------------------------------------
+
+
+class Db:
+    """The source of truth: a SQLite file shared by the processes (one connection per process,
+    under a lock; WAL, so readers do not wait for a writer; patient when busy)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
+                                    check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=OFF")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS kv (k INTEGER PRIMARY KEY, v TEXT)")
+        self.lock = threading.Lock()
+
+    def set(self, k: int, v: str) -> None:
+        with self.lock:
+            self.conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (k, v))
+
+    def load(self, idents: list[Any]) -> dict[Any, Any]:
+        with self.lock:
+            marks = ",".join("?" * len(idents))
+            rows = self.conn.execute(f"SELECT k, v FROM kv WHERE k IN ({marks})",
+                                     list(idents)).fetchall()
+        return dict(rows)
+
+
+def seed(db: str | Path, keys: list[int], h: History) -> None:
+    """Writes each key's first value (``init:<k>``), recorded in ``h`` as written forever ago."""
+    d = Db(db)
+    for k in keys:
+        v = f"init:{k}"
+        d.set(k, v)
+        h.add("w", -1, 0, k, v, float("-inf"), float("-inf"))
+    d.conn.close()
+
+
 # -- the workers ------------------------------------------------------------------------------
+
+
+def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, **tier: Any) -> tuple[Any, Any]:
+    """The worker's cache over ``l2`` (one server, or a pool's members) and its key class."""
+    from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedPool, MemcachedTier, TieredCache
+
+    l1 = LRUMemory(max_items=100) if cfg["ttl"] == "default" else \
+        LRUMemory(max_items=100, ttl=cfg["ttl"])
+    maker = tier.pop("tier", MemcachedTier)
+    t = MemcachedPool(l2, **tier) if isinstance(l2, list) else maker(l2, **tier)
+    reset = cfg.get("reset_after")
+    cache = TieredCache(t, l1, prefix=cfg["prefix"],
+                        breaker=None if reset is None else CircuitBreaker(3, reset))
+    return cache, cache.key_class("h", db.load)
 
 
 def worker(cfg: dict[str, Any]) -> None:
     """One process: ``cfg["threads"]`` threads for ``cfg["seconds"]``, its history written as
     JSON to ``cfg["out"]``: ``[[kind, key, value, start, end, thread], ...]``."""
-    from cachelab.tiered import LRUMemory, MemcachedPool, MemcachedTier, TieredCache
-
-    # The "database": a patient client, so a busy machine does not fail the loader.
-    db = MemcachedTier(cfg["db"], timeout=5.0, connect_timeout=5.0)
-    dbkey = (cfg["prefix"] + "-db:{}").format
-
-    def load(idents: list[Any]) -> dict[Any, Any]:
-        got = db.get_multi([dbkey(i) for i in idents])
-        return {i: got[dbkey(i)].decode() for i in idents if dbkey(i) in got}
-
-    l1 = LRUMemory(max_items=100) if cfg["ttl"] == "default" else \
-        LRUMemory(max_items=100, ttl=cfg["ttl"])
-    l2 = cfg["l2"]  # one server, or a pool's members
-    tier = MemcachedPool(l2) if isinstance(l2, list) else MemcachedTier(l2)
-    cache = TieredCache(tier, l1, prefix=cfg["prefix"])
-    kc = cache.key_class("h", load)
+    db = Db(cfg["db"])
+    cache, kc = _cache(cfg, cfg["l2"], db)
     proc = cfg["proc"]
     keys = list(range(cfg["keys"]))
     # Each key is written by one process only (all its threads), read by all: the others keep
@@ -86,7 +134,7 @@ def worker(cfg: dict[str, Any]) -> None:
                 v = f"{proc}:{t}:{n}"
                 op = "put" if r < cfg["writes"] / 2 else "invalidate"
                 t0 = now()
-                db.set(dbkey(k), v.encode(), 0, 0)
+                db.set(k, v)
                 try:
                     if op == "put":
                         cache.put(kc, k, v)
@@ -123,24 +171,18 @@ def worker(cfg: dict[str, Any]) -> None:
 # -- running them -----------------------------------------------------------------------------
 
 
-def run_history(l2: str | list[str], db: str, prefix: str, tmp: Path, *, procs: int, threads: int,
-                seconds: float, keys: int = 4, writes: float = 0.1, pause: float = 0.0002,
-                ttl: float | str = "default") -> History:
-    """Seeds the keys, runs ``procs`` worker processes against ``l2`` (the proxy, or a list:
-    a pool of them, ``MemcachedPool``), and returns their merged history."""
-    from cachelab.tiered import MemcachedTier
-
-    seed = MemcachedTier(db)
+def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, procs: int,
+                threads: int, seconds: float, keys: int = 4, writes: float = 0.1,
+                pause: float = 0.0002, ttl: float | str = "default") -> History:
+    """Seeds the keys in the SQLite file ``db``, runs ``procs`` worker processes against ``l2``
+    (the proxy, or a list: a pool of them, ``MemcachedPool``), and returns their merged
+    history."""
     h = History()
-    for k in range(keys):
-        v = f"init:{k}"
-        seed.set(f"{prefix}-db:{k}", v.encode(), 0, 0)
-        h.add("w", -1, 0, k, v, float("-inf"), float("-inf"))
-    seed.close()
+    seed(db, list(range(keys)), h)
     start_at = time.monotonic() + 1.0
     children = []
     for p in range(procs):
-        cfg = {"l2": l2, "db": db, "prefix": prefix, "proc": p, "procs": procs,
+        cfg = {"l2": l2, "db": str(db), "prefix": prefix, "proc": p, "procs": procs,
                "threads": threads,
                "seconds": seconds, "keys": keys, "writes": writes, "pause": pause, "ttl": ttl,
                "start_at": start_at, "out": str(tmp / f"history-{p}.json")}
@@ -156,6 +198,214 @@ def run_history(l2: str | list[str], db: str, prefix: str, tmp: Path, *, procs: 
         for kind, k, v, t0, t1, t in got["ops"]:
             h.add(kind, p, t, k, v, t0, t1)
     return h
+
+
+# -- outages ---------------------------------------------------------------------------------
+
+#: Seconds each scripted fault lasts.
+OUTAGE = 1.2
+#: Seconds allowed over a stated after-outage bound. Generous: on a loaded 2-core machine the
+#: replay thread, the reader and the harness (which times the fault) can each be kept from a CPU
+#: for a few hundred ms; still far below what an unbounded case shows (its whole tail).
+OUTAGE_SLACK = 1.0
+#: Seconds the readers go on after the fault ends (the stated bound and the slack fit in it).
+TAIL = 4.0
+#: The outage workers' tier timeouts and breaker pause (the bounds they state follow from them).
+OUTAGE_TIMEOUT = 0.1
+OUTAGE_RESET = 0.5
+#: Key 0 is put during the fault, key 1 invalidated; key 2 is the lease scenario's.
+OUTAGE_KEYS = [0, 1, 2]
+#: The writer reads keys from here on to open its breaker (absent, and not in the history).
+OTHER = 100
+
+
+def _wait_stopped(pid: int, seconds: float = 5.0) -> bool:
+    """Waits (at most ``seconds``) until the kernel has stopped ``pid`` (state ``T``)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return True
+        time.sleep(0.001)
+    return False
+
+
+def _stopping_tier(pid: int) -> Any:
+    """A MemcachedTier that stops memcached (SIGSTOP ``pid``) just before its first lease
+    request for key 2: that request is in flight, unanswered, while the server is stopped."""
+    from cachelab.tiered import MemcachedTier
+
+    class StopsAtLease(MemcachedTier):
+        armed = True
+
+        def lease_get(self, key: str, lease_ttl: int) -> Any:
+            if self.armed and key.endswith(":2"):
+                self.armed = False
+                os.kill(pid, signal.SIGSTOP)
+                _wait_stopped(pid)
+            return super().lease_get(key, lease_ttl)
+
+    return StopsAtLease
+
+
+def outage_worker(cfg: dict[str, Any]) -> None:
+    """One process of :func:`run_outage`: the ``reader`` (threads reading keys 0 and 1, and 2
+    from ``key2_from`` on, until ``end_at``; quiet from ``quiet_from`` until then in the lease
+    scenario, so that it meets the placeholder as soon as memcached is back) or the ``writer``
+    (at ``act_at``: reads other keys until its breaker opens, then puts key 0 and invalidates
+    key 1 — or, ``lease``, reads key 2 through a tier that stops memcached before its lease
+    request — then stays idle)."""
+    db = Db(cfg["db"])
+    tier: dict[str, Any] = {"timeout": OUTAGE_TIMEOUT, "connect_timeout": OUTAGE_TIMEOUT}
+    writer = cfg["role"] == "writer"
+    if writer and cfg["kind"] == "lease":
+        tier["tier"] = _stopping_tier(cfg["pid"])
+    cache, kc = _cache(cfg, cfg["l2"], db, **tier)
+    now = time.monotonic
+    ops: list[list[Any]] = []
+    errors: list[str] = []
+    facts: dict[str, Any] = {}
+
+    def at(t: float) -> None:
+        time.sleep(min(max(0.0, t - now()), 30.0))
+
+    def read(k: int, t: int) -> None:
+        t0 = now()
+        try:
+            v = cache.get(kc, k)
+        except Exception as e:  # noqa: BLE001 - reported with the history
+            errors.append(f"get: {type(e).__name__}: {e}")
+        else:
+            ops.append(["r", k, v, t0, now(), t])
+
+    at(cfg["start_at"])
+    if not writer:
+        def run(t: int) -> None:
+            rng = random.Random(t)
+            for _ in range(MAX_OPS_PER_THREAD):
+                if now() >= cfg["end_at"]:
+                    return
+                if cfg["kind"] == "lease" and cfg["quiet_from"] <= now() < cfg["key2_from"]:
+                    time.sleep(0.01)  # its breaker stays closed: it reads key 2 at once after
+                    continue
+                k = 2 if cfg["kind"] == "lease" and now() >= cfg["key2_from"] and \
+                    rng.random() < 0.5 else rng.choice((0, 1))
+                read(k, t)
+                time.sleep(rng.random() * 0.002)
+
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(cfg["threads"])]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(cfg["end_at"] - now() + 60)
+    else:
+        for k in (0, 1):
+            read(k, 0)
+        at(cfg["act_at"])
+        if cfg["kind"] == "lease":
+            read(2, 0)  # its lease request is lost: memcached is stopped while it waits
+            facts["owed_after_fill"] = cache.events.pending_invalidations
+        else:
+            for i in range(40):  # bounded: each read waits one timeout at most
+                if cache.breaker.state != "closed":
+                    break
+                cache.get(kc, OTHER + i)
+            facts["breaker_at_write"] = cache.breaker.state
+            for k, op in ((0, "put"), (1, "invalidate")):
+                v = f"0:0:{k}"
+                t0 = now()
+                db.set(k, v)
+                if op == "put":
+                    cache.put(kc, k, v)
+                else:
+                    cache.invalidate(kc, k)
+                ops.append(["w", k, v, t0, now(), 0])
+            facts["owed_after_writes"] = cache.events.pending_invalidations
+        at(cfg["end_at"])  # idle: no call of any kind from here on
+    facts["events"] = cache.stats()["events"]
+    stated = cache.staleness() if hasattr(cache, "staleness") else {}
+    Path(cfg["out"]).write_text(json.dumps(
+        {"ops": ops, "errors": errors, "facts": facts, "staleness": stated}, allow_nan=True))
+
+
+@dataclass
+class Outage:
+    """What :func:`run_outage` saw: the merged history, the fault's ``(start, end)``, and each
+    process's ``facts`` and stated ``staleness`` (``writer``, ``reader``)."""
+
+    history: History
+    outages: list[tuple[float, float]]
+    writer: dict[str, Any]
+    reader: dict[str, Any]
+
+
+def run_outage(kind: str, address: str, pid: int, tmp: Path, prefix: str, *,
+               threads: int = 3) -> Outage:
+    """One scripted fault (``stop``, ``lease`` or ``partition``: see the module docstring)
+    against the memcached at ``address`` (process ``pid``, which this stops and continues:
+    it must be the caller's own), with a writer and a reader process; returns what happened.
+    memcached is always continued, whatever fails."""
+    sys.path.insert(0, str(_HERE.parent))
+    from faultproxy import FaultProxy
+
+    h = History()
+    db = tmp / "db.sqlite"
+    seed(db, OUTAGE_KEYS, h)
+    start_at = time.monotonic() + 2.0  # the processes start (and import) meanwhile
+    stop_at = start_at + 0.6  # both have read keys 0 and 1 by then
+    end_at = stop_at + OUTAGE + TAIL
+    proxy = FaultProxy(address) if kind == "partition" else None
+    base = {"db": str(db), "prefix": prefix, "ttl": "default", "reset_after": OUTAGE_RESET,
+            "kind": kind, "pid": pid, "start_at": start_at, "act_at": stop_at + 0.1,
+            "quiet_from": stop_at, "key2_from": stop_at + 0.1 + OUTAGE + 0.05, "end_at": end_at,
+            "threads": threads}
+    roles = {"writer": proxy.address if proxy else address, "reader": address}
+    children = []
+    for role, l2 in roles.items():
+        cfg = {**base, "role": role, "l2": l2, "out": str(tmp / f"outage-{role}.json")}
+        if kind == "lease" and role == "writer":
+            # its replay's next try comes well after memcached is back (not while it is still
+            # stopped, answered at once when it continues): the reader meets the placeholder
+            cfg["reset_after"] = 2.0
+        children.append(subprocess.Popen([sys.executable, __file__, "outage", json.dumps(cfg)],
+                                         env=os.environ.copy()))
+    s = r = float("nan")
+    try:
+        time.sleep(max(0.0, stop_at - time.monotonic()))
+        if kind == "stop":
+            os.kill(pid, signal.SIGSTOP)
+            if not _wait_stopped(pid):
+                raise AssertionError("memcached did not stop")
+        elif kind == "partition":
+            assert proxy is not None
+            proxy.blackhole(OUTAGE)
+        elif not _wait_stopped(pid, 10.0):  # the writer stops it at its lease request
+            raise AssertionError("the writer's lease request never stopped memcached")
+        s = time.monotonic()
+        time.sleep(OUTAGE)
+    finally:
+        if kind != "partition":
+            os.kill(pid, signal.SIGCONT)
+        r = time.monotonic()
+        try:
+            for c in children:
+                rc = c.wait(timeout=end_at - time.monotonic() + 60)
+                if rc != 0:
+                    raise AssertionError(f"outage worker exited {rc}")
+        finally:
+            for c in children:
+                if c.poll() is None:
+                    c.kill()
+                    c.wait(5)
+            if proxy is not None:
+                proxy.stop()
+    got = {}
+    for p, role in enumerate(roles):
+        got[role] = out = json.loads((tmp / f"outage-{role}.json").read_text())
+        h.errors += out["errors"]
+        for kind_, k, v, t0, t1, t in out["ops"]:
+            h.add(kind_, p, t, k, v, t0, t1)
+    return Outage(h, [(s, r)], got["writer"], got["reader"])
 
 
 # -- the checker ------------------------------------------------------------------------------
@@ -186,6 +436,23 @@ class Report:
     def over(self, bound: float) -> list[tuple[Op, float]]:
         return [(r, a) for r, a in self.cross_process if a > bound]
 
+    def over_outages(self, cross: float, outages: list[tuple[float, float]], owed: float,
+                     after: float, slack: float) -> list[tuple[Op, float]]:
+        """The stale reads past their bound, as ``(read, seconds past it)``: ``cross``
+        seconds after the newer write ended, or, for a write that ended during an outage
+        ``(start, end)`` or within ``owed`` seconds after it (its delete may have been owed),
+        ``after`` seconds after the outage ended — plus ``slack``."""
+        out = []
+        for r, age in self.cross_process:
+            ended = r.start - age
+            deadline = ended + cross
+            for start, end in outages:
+                if start <= ended <= end + owed:
+                    deadline = max(deadline, end + after)
+            if r.start > deadline + slack:
+                out.append((r, r.start - deadline))
+        return out
+
     def summary(self, bound: float | None = None) -> str:
         worst = max((a for _, a in self.cross_process), default=0.0)
         s = (f"{self.reads} reads, {self.writes} writes: {len(self.same_process)} same-process "
@@ -199,6 +466,21 @@ class History:
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.errors: list[str] = []
+
+    def waits_over(self, outages: list[tuple[float, float]], bound: float) -> list[Op]:
+        """The reads that went on more than ``bound`` seconds past their start, or past the
+        end of an outage they began before."""
+        out = []
+        for op in self.ops:
+            if op.kind != "r":
+                continue
+            since = op.start
+            for _, end in outages:
+                if op.start < end:
+                    since = max(since, end)
+            if op.end - since > bound:
+                out.append(op)
+        return out
 
     def error_kinds(self) -> Counter[str]:
         """``"<op>: <exception type>"`` -> how many times."""
@@ -270,7 +552,8 @@ def _run_standalone(args: argparse.Namespace) -> int:
     with PrivateMemcached() as mc, FaultProxy(mc.address) as proxy, \
             tempfile.TemporaryDirectory() as tmp:
         proxy.delay(args.delay)
-        h = run_history(proxy.address, mc.address, "hist", Path(tmp), procs=args.procs,
+        h = run_history(proxy.address, Path(tmp) / "db.sqlite", "hist", Path(tmp),
+                        procs=args.procs,
                         threads=args.threads, seconds=args.seconds, ttl=ttl)
     rep = h.check()
     print(f"stated: {stated}")
@@ -293,6 +576,8 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("worker")
     w.add_argument("cfg")
+    o = sub.add_parser("outage")
+    o.add_argument("cfg")
     r = sub.add_parser("run")
     r.add_argument("--procs", type=int, default=4)
     r.add_argument("--threads", type=int, default=8)
@@ -302,6 +587,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.cmd == "worker":
         worker(json.loads(args.cfg))
+        return 0
+    if args.cmd == "outage":
+        outage_worker(json.loads(args.cfg))
         return 0
     return _run_standalone(args)
 

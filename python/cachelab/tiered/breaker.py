@@ -37,6 +37,8 @@ class CircuitBreaker:
         self._consecutive = 0
         self._opened_at: float | None = None
         self._trial = False
+        #: When the last failure was counted (``clock()``).
+        self._failed_at = 0.0
         #: Times the breaker opened.
         self.opened = 0
         #: Failures counted (every call that failed, whether or not it opened the breaker).
@@ -56,6 +58,20 @@ class CircuitBreaker:
         if self._clock() - self._opened_at >= self.reset_after:
             return "half-open"
         return "open"
+
+    @property
+    def healthy(self) -> bool:
+        """Closed, and the last call did not fail."""
+        return self._opened_at is None and self._consecutive == 0
+
+    def retry_in(self) -> float:
+        """Seconds until a call made only to retry (a background one) is due: ``reset_after``
+        after the last failure — open (its trial) or not (fewer than ``failures``); 0 when
+        the last call succeeded. :meth:`allow` may still refuse it while another caller's
+        trial is under way."""
+        if self._consecutive == 0 and self._opened_at is None:
+            return 0.0
+        return max(0.0, self.reset_after - (self._clock() - self._failed_at))
 
     def allow(self) -> bool:
         if self._opened_at is None:
@@ -82,6 +98,7 @@ class CircuitBreaker:
         with self._lock:
             self._consecutive += 1
             self.failed_calls += 1
+            self._failed_at = self._clock()
             if self._trial or (self._opened_at is None and self._consecutive >= self.failures):
                 if self._opened_at is None:
                     self.last_opened = time.time()

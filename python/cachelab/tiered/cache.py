@@ -39,7 +39,10 @@ Writes go through the same breaker: a ``put`` or ``invalidate`` that cannot reac
 ``write_errors`` / ``writes_skipped``); its key is queued for deletion instead, so no older
 value stays readable there after the outage. Queued deletes go out in bulk
 (:meth:`Tier.delete_many <cachelab.tiered.backends.Tier.delete_many>`) on the next call the
-breaker allows. A write blocks at most one tier timeout; none while the breaker is open.
+breaker allows, or sooner from a background thread (:class:`~cachelab.tiered.lanes.OwedReplay`)
+at the breaker's trial cadence, so they reach memcached within a stated time after it answers
+again whatever the writer does next (``staleness()["owed_delivery_s"]``). A write blocks at
+most one tier timeout; none while the breaker is open.
 
 Invalidation: :meth:`TieredCache.invalidate` deletes the key from memcached and then drops it
 from this process's L1. A fill that began before the invalidation is not admitted to L1, and
@@ -72,9 +75,9 @@ from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.checks import bad_key_class, idents_list, ttl_seconds, unhashable_in
 from cachelab.tiered.decorators import Cached, CachedMany, cached, cached_many
-from cachelab.tiered.flight import SingleFlight, fill, l2_failed
+from cachelab.tiered.flight import LEASE_POLL_MAX, SingleFlight, fill, l2_failed
 from cachelab.tiered.keys import KeyClass, Keyring, Loader, RandomPrefixWarning, with_ttl
-from cachelab.tiered.lanes import Lane
+from cachelab.tiered.lanes import Lane, OwedReplay
 from cachelab.tiered.memory import MISS, LRUMemory, Memory
 from cachelab.tiered.pool import MemcachedPool
 from cachelab.tiered.scope import NOT_FOUND, RequestScope
@@ -166,6 +169,8 @@ class TieredCache:
         self._admit = threading.Lock()
         #: Deletes owed, over all lanes (the sum of ``events.pending_invalidations``).
         self._owed = 0
+        #: The background thread that sends them once their server answers again.
+        self._replay = OwedReplay(self)
 
     def __repr__(self) -> str:
         return f"TieredCache(l2={self.l2!r}, l1={self.l1!r}, prefix={self.prefix!r})"
@@ -390,8 +395,16 @@ class TieredCache:
         """The staleness bound this configuration guarantees (also in :meth:`stats`):
         ``same_process`` (what a read in the writing process may see), ``cross_process_s``
         (seconds after a put/invalidate returns until no other process serves the older
-        value; None: no bound), ``namespace_s`` (the same for ``invalidate_namespace``), and
-        ``why``."""
+        value; None: no bound), ``namespace_s`` (the same for ``invalidate_namespace``),
+        ``why``; and for outages (None without an L2, or when the tier's timeouts are not
+        known): ``owed_delivery_s`` (seconds after memcached answers again until the deletes
+        a write could not deliver have reached it, for up to ``delete_batch`` of them per
+        server), ``after_outage_s`` (seconds after memcached answers again until no other
+        process serves a value older than a write made during the outage: that plus
+        ``cross_process_s``), ``orphan_lease_s`` (seconds after memcached answers again that
+        a get may wait on a lease placeholder this process left and nobody fills: that plus
+        one lease poll) and ``after_outage`` (the same in words, with what a partition cannot
+        guarantee)."""
         l1 = self.l1
         ttl = None if l1 is None else l1.ttl
         leases = self.l2 is None or (self.leases and self.l2.supports_leases)
@@ -412,16 +425,65 @@ class TieredCache:
                    "in memcached until the class ttl"
             if self.l2 is not None:
                 cross = None
-        outage = None
-        if self.l2 is not None:
-            outage = ("a write whose delete could not reach its memcached is deleted there only "
-                      "when this process replays it: on its first call after the server is "
-                      "back and its breaker lets one through; until then another process that "
-                      "can reach that memcached (a partition cutting off only this one) may "
-                      "read the older value")
-        return {"same_process": same, "cross_process_s": cross,
-                "namespace_s": self.ns_refresh, "why": why, "after_outage": outage,
-                "after_outage_s": None if outage else cross}
+        out: dict[str, Any] = {
+            "same_process": same, "cross_process_s": cross, "namespace_s": self.ns_refresh,
+            "why": why, "after_outage": None, "owed_delivery_s": None, "after_outage_s": None,
+            "orphan_lease_s": None}
+        if self.l2 is None:
+            out["after_outage_s"] = cross
+            return out
+        owed = self._owed_delivery_s()
+        if owed is None:
+            out["after_outage"] = (
+                "a write whose delete could not reach its memcached is deleted there by a "
+                "background thread at the breaker's trial cadence; this tier's timeouts are "
+                "not known, so no bound is stated")
+            return out
+        after = None if cross is None else round(owed + cross, 3)
+        out.update(owed_delivery_s=owed, after_outage_s=after,
+                   orphan_lease_s=round(owed + LEASE_POLL_MAX, 3) if leases else None)
+        out["after_outage"] = (
+            f"a write whose delete or set could not reach its memcached (stopped, killed, "
+            f"unreachable) has its key's delete sent by a background thread at the breaker's "
+            f"trial cadence: it reaches memcached within {owed:g} s after memcached answers "
+            f"again (reset_after {self.breaker.reset_after:g} s + three attempts of "
+            f"connect_timeout + timeout), whatever this process does next; other processes "
+            f"stop serving the older value within "
+            + ("no bound (see cross_process_s)" if after is None
+               else f"{after:g} s after it answers again (adding their L1 ttl)")
+            + ". A partition that cuts off only this process cannot be bounded: "
+            "processes that still reach memcached may read the older value for as long as "
+            "it lasts, plus that bound once it heals")
+        return out
+
+    def _owed_delivery_s(self) -> float | None:
+        """Seconds after memcached answers again within which the owed deletes reach it
+        (None: the tier's timeouts are unknown): the breaker's pause, plus the trial under
+        way when it came back (it may still fail, a connect and a request), the next one, and
+        the delete that confirms it (:meth:`Lane.flush <cachelab.tiered.lanes.Lane.flush>`)."""
+        l2 = self.l2
+        timeout = getattr(l2, "timeout", None)
+        connect = getattr(l2, "connect_timeout", None)
+        if not isinstance(timeout, (int, float)) or not isinstance(connect, (int, float)):
+            return None
+        return round(self.breaker.reset_after + 3 * (timeout + connect), 3)
+
+    def close(self) -> None:
+        """Stops the background replay of owed deletes after one last try of each server
+        whose breaker allows a call (each bounded by the tier's timeout). Deletes still owed
+        then are dropped: their keys' older values stay in memcached until their TTL. The
+        tiers are not closed (they may be shared). The cache stays usable; owed deletes then
+        go out only with calls."""
+        self._replay.stop()
+        for lane in self._lanes:
+            if lane.pending and lane.breaker.allow():
+                lane.flush()
+
+    def __enter__(self) -> TieredCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def reset_stats(self) -> None:
         for s in (self.l1_stats, self.l2_stats, self.l3_stats):
@@ -464,6 +526,8 @@ class TieredCache:
         lanes = self._lanes
         n = lanes[0].pending if len(lanes) == 1 else sum(lane.pending for lane in lanes)
         self._owed = self.events.pending_invalidations = n
+        if n:
+            self._replay.poke()
 
     def _replay_owed(self) -> None:
         """Sends the deletes owed to every *pool member* whose breaker allows a call (a trial,

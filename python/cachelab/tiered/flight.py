@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from itertools import repeat
 from typing import Any, Protocol
 
@@ -35,11 +35,13 @@ from cachelab.tiered.codecs import CorruptValue, Encoded
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.stats import BreakerStats, TierStats
 
-__all__ = ["Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
+__all__ = ["LEASE_POLL_MAX", "Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
 
 _now_ns = time.perf_counter_ns
 _allocate_lock = threading.Lock
 _log = logging.getLogger("cachelab.tiered")
+#: The longest pause between a lease waiter's polls (seconds): 1 ms doubling up to it.
+LEASE_POLL_MAX = 0.05
 #: Key classes whose unencodable or oversize values have been logged (once each).
 _logged: set[tuple[str, str]] = set()
 
@@ -167,7 +169,7 @@ class FillHost(Protocol):
     l2_stats: TierStats
     l3_stats: TierStats
     events: BreakerStats
-    _pending: set[str]
+    _pending: Container[str]
 
     def _queue_delete(self, key: str) -> None:
         """Queues ``key``'s delete with the pending invalidations (sent when memcached is
@@ -357,7 +359,7 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
         if key in cache._pending:
             break  # the placeholder is this process's own, from a lost request: nobody fills it
         time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+        pause = min(pause * 2, LEASE_POLL_MAX)
         try:
             lease = cache.l2.lease_get(key, cache.lease_ttl)
         except ServerError:

@@ -11,11 +11,19 @@ see docs/tiered.md, "Pools".
 A lane is what :func:`cachelab.tiered.flight.fill` works on (a
 :class:`~cachelab.tiered.flight.FillHost`): the tier, breaker and queue are its own; the lease
 settings and the counters are its cache's.
+
+:class:`OwedReplay` is the background thread that sends a cache's owed deletes once their
+server answers again, whatever the cache's callers do next (nothing at all, or only L1 hits).
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
+import threading
 import time
+import weakref
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from cachelab.errors import ServerError, ServerUnreachable
@@ -24,9 +32,12 @@ from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.flight import l2_failed
 from cachelab.tiered.stats import BreakerStats, TierStats
 
-__all__ = ["Lane", "LaneOwner"]
+__all__ = ["Lane", "LaneOwner", "OwedReplay"]
 
 _now_ns = time.perf_counter_ns
+_log = logging.getLogger("cachelab.tiered")
+#: Seconds a flush waits for another one under way (that one makes one bounded request).
+_FLUSH_WAIT = 10.0
 
 
 class LaneOwner(Protocol):
@@ -54,8 +65,8 @@ class Lane:
     or the read failed; ``hits`` / ``misses`` of its reads; ``deletes_flushed``; and the
     breaker's ``opened``, ``failed_calls``, ``last_opened``, ``last_closed``."""
 
-    __slots__ = ("_owner", "_pending", "address", "breaker", "bypassed", "deletes_flushed",
-                 "hits", "l2", "misses", "weight")
+    __slots__ = ("_flushing", "_owner", "_pending", "_queueing", "_seq", "address", "breaker",
+                 "bypassed", "deletes_flushed", "hits", "l2", "misses", "weight")
 
     def __init__(self, owner: LaneOwner, l2: Tier, breaker: CircuitBreaker,
                  address: str | None = None, weight: int = 1) -> None:
@@ -64,8 +75,16 @@ class Lane:
         self.breaker = breaker
         self.address = address
         self.weight = weight
-        #: Keys whose delete has not reached this server yet (read past it until it does).
-        self._pending: set[str] = set()
+        #: Keys whose delete has not reached this server yet (read past it until it does),
+        #: each with the number of its latest queueing: a flush takes a key off only if no
+        #: one queued it again after the flush read the queue (its delete went out before).
+        self._pending: dict[str, int] = {}
+        self._seq = itertools.count()
+        #: Held to queue a key or take one off (a compare-and-delete).
+        self._queueing = threading.Lock()
+        #: Held while a flush is under way: a write's set (or a fill) that follows a flush
+        #: never overtakes a delete of its key that another thread (the replay) sent first.
+        self._flushing = threading.Lock()
         self.bypassed = 0
         self.hits = 0
         self.misses = 0
@@ -122,10 +141,30 @@ class Lane:
         :meth:`~cachelab.tiered.backends.Tier.delete_many` (the breaker has allowed a call;
         the batch bounds how long one call spends draining the queue after an outage);
         False if it failed: that counts against the breaker and keeps them all (deleting twice
-        is harmless); with ``raise_errors`` the error is raised instead."""
-        keys = list(self._pending)[:self.l2.delete_batch]
+        is harmless); with ``raise_errors`` the error is raised instead. A flush that follows a
+        failure keeps its keys queued for one more (the first may have overtaken a request
+        sent before the failure, still waiting in a stopped server). One flush at a time: a
+        second waits for the first (its one request is bounded by the tier's timeout), then
+        sends what is still owed, so nothing a caller sends after a flush can overtake a
+        delete still in flight."""
+        if not self._flushing.acquire(timeout=_FLUSH_WAIT):
+            return False
+        try:
+            return self._flush_locked(raise_errors)
+        finally:
+            self._flushing.release()
+
+    def _flush_locked(self, raise_errors: bool) -> bool:
+        with self._queueing:
+            batch = list(itertools.islice(self._pending.items(), self.l2.delete_batch))
+        keys = [k for k, _ in batch]
         events = self.events
         if keys:
+            # After a failure, requests sent before on a dropped connection (a set, a lease
+            # request) may still wait in a stopped server's socket and run after this delete
+            # when it resumes: such a flush is confirmed by a second one, once this has
+            # succeeded (deleting twice is harmless).
+            shaky = not self.breaker.healthy
             t0 = _now_ns()
             try:
                 self.l2.delete_many(keys)
@@ -139,9 +178,16 @@ class Lane:
             st.record(_now_ns() - t0)
             st.add(calls=1, keys=len(keys))
             self.breaker.success()
-            self._pending.difference_update(keys)
-            events.deletes_flushed += len(keys)
-            self.deletes_flushed += len(keys)
+            if not shaky:
+                pending = self._pending
+                done = 0
+                with self._queueing:
+                    for k, n in batch:
+                        if pending.get(k) == n:
+                            del pending[k]
+                            done += 1
+                events.deletes_flushed += done
+                self.deletes_flushed += done
         self._owner._count_pending()
         return True
 
@@ -168,8 +214,8 @@ class Lane:
         try:
             self.l2.set(key, data, flags, ttl)
         except ServerError:
+            l2_failed(self)  # first: the replay the queue starts waits for the breaker
             self._queue_delete(key)
-            l2_failed(self)
             self.events.write_errors += 1
             if raising:
                 raise
@@ -181,19 +227,26 @@ class Lane:
     def delete(self, key: str) -> None:
         """An invalidation's delete: queued, then sent (with any others owed) if the breaker
         allows a call; otherwise it stays queued."""
-        self._queue_delete(key)
-        if self.breaker.allow():
-            self.flush(raise_errors=self._owner.write_errors == "raise")
-        else:
-            self.skip_write()
+        self._enqueue(key)  # counted below: the background replay only if still owed
+        try:
+            if self.breaker.allow():
+                self.flush(raise_errors=self._owner.write_errors == "raise")
+            else:
+                self.skip_write()
+        finally:
+            self._owner._count_pending()
 
     def _queue_delete(self, key: str) -> None:
         """Queues ``key``'s delete (an invalidation, a write that may not have landed, or a
         lease placeholder a fill could neither fill nor release: it must not keep other
         processes waiting once the server is back; deleting a real value instead is
         harmless)."""
-        self._pending.add(key)
+        self._enqueue(key)
         self._owner._count_pending()
+
+    def _enqueue(self, key: str) -> None:
+        with self._queueing:
+            self._pending[key] = next(self._seq)
 
     def skip_write(self) -> None:
         """A write not sent: the breaker is open (its key is already queued)."""
@@ -217,3 +270,93 @@ class Lane:
 
     def reset_stats(self) -> None:
         self.bypassed = self.hits = self.misses = self.deletes_flushed = 0
+
+
+class OwedReplay:
+    """A daemon thread per cache that sends the deletes owed to its servers as soon as each
+    server's breaker lets a call through: at once while the last call succeeded, else
+    ``reset_after`` seconds after the last failure (the breaker's trial, when it is open). So
+    the deletes a write could not deliver during an outage reach memcached within
+    ``reset_after`` plus three attempts (each one ``connect_timeout`` + ``timeout``: the trial
+    under way when the server came back may still fail, the next succeeds, and a last one
+    confirms it, see :meth:`Lane.flush`) after it answers again, even if the writer makes no
+    further call.
+
+    Started by :meth:`poke` when a delete becomes owed; it ends when none is owed (a later
+    one starts it again), when its cache is garbage-collected (it holds it weakly), or on
+    :meth:`stop`. A daemon: it never keeps the process alive. Every wait has a timeout."""
+
+    #: Shortest pause between two passes (a trial held by another thread, a next batch).
+    MIN_PAUSE = 0.02
+    #: Longest (a long ``reset_after``): how soon a collected cache's thread notices.
+    MAX_PAUSE = 1.0
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = weakref.ref(cache)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+        #: Passes made (for the tests and the curious).
+        self.passes = 0
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def poke(self) -> None:
+        """Something is owed: start the thread unless it runs (or the cache was closed)."""
+        with self._lock:  # always: the thread decides to end under it
+            if self._thread is None and not self._stopped.is_set():
+                t = threading.Thread(target=self._run, name="cachelab-owed-deletes",
+                                     daemon=True)
+                self._thread = t
+                t.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ends the thread (waiting at most ``timeout`` seconds for a flush under way)."""
+        self._stopped.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            cache = self._cache()
+            if cache is None:
+                return
+            try:
+                pause = self.replay(cache._lanes)
+            except Exception as e:  # noqa: BLE001 - a bug must not end the replays for good
+                _log.warning("replaying owed deletes failed: %r", e)
+                pause = cache.breaker.reset_after
+            if pause is None:
+                with self._lock:  # a delete owed from now on finds no thread and starts one
+                    if not cache._owed:
+                        self._thread = None
+                        return
+                pause = 0.0
+            del cache
+            self._stopped.wait(min(max(pause, self.MIN_PAUSE), self.MAX_PAUSE))
+
+    def replay(self, lanes: Sequence[Lane]) -> float | None:
+        """One pass: flushes every lane owed deletes whose breaker allows a call; returns
+        the seconds until the next trial of those still owed some (None: nothing owed)."""
+        self.passes += 1
+        pause: float | None = None
+        for lane in lanes:
+            if not lane._pending:
+                continue
+            if lane.breaker.retry_in() == 0.0 and lane.breaker.allow():
+                lane.flush()
+            if lane._pending:
+                wait = lane.breaker.retry_in()
+                pause = wait if pause is None else min(pause, wait)
+        return pause
