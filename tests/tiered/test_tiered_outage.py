@@ -5,6 +5,7 @@ once memcached is back no key reads a value older than its last put."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -20,7 +21,13 @@ from tiered_helpers import free_port, memcached_on, stop, wait_for
 
 from cachelab import _core
 from cachelab.errors import ServerError
-from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedTier, TieredCache
+from cachelab.tiered import (
+    AsyncTieredCache,
+    CircuitBreaker,
+    LRUMemory,
+    MemcachedTier,
+    TieredCache,
+)
 
 TIMEOUT = 0.1  # the tier's request and connect timeouts
 # What a call may take beyond one timeout (GIL, loader, scheduling: on a loaded 2-core machine,
@@ -291,3 +298,22 @@ def test_the_replay_thread_runs_only_while_deletes_are_owed() -> None:
         up.put(ukc, 2, {"n": 2})
         assert not up._replay.running and up.events.pending_invalidations == 0
         up.close()
+
+
+def test_awaiting_the_async_close_stops_the_wrapped_caches_replay() -> None:
+    port = free_port()  # nothing listens: the invalidate's delete stays owed
+    cache = TieredCache(MemcachedTier(f"127.0.0.1:{port}", timeout=TIMEOUT,
+                                      connect_timeout=TIMEOUT),
+                        None, breaker=CircuitBreaker(1, 60.0))
+    acache = AsyncTieredCache(cache)
+    kc = cache.key_class("item", Rows().load)
+    cache.invalidate(kc, 1)
+    thread = cache._replay._thread
+    assert thread is not None and thread.is_alive()
+
+    async def main() -> None:
+        await acache.close()
+
+    asyncio.run(main())
+    thread.join(5)
+    assert not thread.is_alive() and not cache._replay.running

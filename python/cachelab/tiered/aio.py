@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
@@ -149,10 +150,15 @@ class AsyncTieredCache:
     def close(self) -> Awaitable[None]:
         """Shuts the worker pool down (if it was made here): no new call starts, calls queued
         are cancelled, calls in flight finish. Takes effect at once; ``await acache.close()``
-        also waits, without blocking the loop, until the pool's threads have finished."""
+        also waits, without blocking the loop, until the pool's threads have finished. The
+        wrapped cache is closed too (:meth:`TieredCache.close`: its replay of owed deletes
+        stops after one last try, bounded by the tier's timeouts), in a thread of its own
+        that the await also waits for."""
         if self._own:
             self._executor.shutdown(wait=False, cancel_futures=True)
-        return _Closing(self._executor if self._own else None)
+        closing = threading.Thread(target=self.cache.close, name="cachelab-close", daemon=True)
+        closing.start()
+        return _Closing(self._executor if self._own else None, closing)
 
     async def __aenter__(self) -> AsyncTieredCache:
         return self
@@ -183,10 +189,12 @@ class _Closing:
     (in the loop's default executor); not awaiting it is fine (no coroutine is made until
     then)."""
 
-    __slots__ = ("_executor",)
+    __slots__ = ("_closing", "_executor")
 
-    def __init__(self, executor: concurrent.futures.Executor | None) -> None:
+    def __init__(self, executor: concurrent.futures.Executor | None,
+                 closing: threading.Thread) -> None:
         self._executor = executor
+        self._closing = closing
 
     def __await__(self) -> Any:
         return self._wait().__await__()
@@ -194,3 +202,4 @@ class _Closing:
     async def _wait(self) -> None:
         if self._executor is not None:
             await asyncio.to_thread(self._executor.shutdown, True)
+        await asyncio.to_thread(self._closing.join)
