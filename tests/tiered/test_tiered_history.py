@@ -145,6 +145,12 @@ def test_staleness_is_stated(memcached: PrivateMemcached) -> None:
     assert TieredCache(tier, None).staleness()["after_outage_s"] == 2.5
     assert TieredCache(tier, LRUMemory(max_items=1), leases=False).staleness()[
         "cross_process_s"] is None
+    # docs/tiered.md opens with these numbers: each row's bound is the stated default.
+    docs = (Path(__file__).parents[2] / "docs" / "tiered.md").read_text()
+    rows = {line.split("`")[-2]: line for line in docs.splitlines()
+            if line.startswith("| ") and line.rstrip().endswith("` |")}
+    for key in ("cross_process_s", "after_outage_s", "orphan_lease_s"):
+        assert f"**{stated[key]:g} s**" in rows[key], (key, rows.get(key))
 
 
 def test_the_checker_flags_only_definitely_stale_reads() -> None:
