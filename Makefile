@@ -51,23 +51,13 @@ demo: install ## the main job on the embedded default: the quick study, ending i
 	$(VENV)/bin/cachelab run --quick --format table --out cachelab-out/demo
 
 # cachelab-py (the bindings) has no Rust tests of its own: `install` builds it, and pytest tests it.
-# `test` does what `install` does while the Rust tests build (a debug build: its own lock, beside
-# the release one): pip spends its first 40 s on one core unpacking the dependencies. The Rust
-# tests then run beside pytest: they wait on servers (faults, timers) far more than they
-# compute (33 s of wall, seconds of CPU), so they cost the suite no time. Their output is
-# printed once both are done, and either one failing fails `test`.
-RUST_BUILD_LOG := target/rust-tests-build.log
+# The Rust tests are built first, then run beside pytest: they wait on servers (faults, timers)
+# far more than they compute (33 s of wall, seconds of CPU), so they cost the suite no time. Their
+# output is printed once both are done, and either one failing fails `test`.
 RUST_TESTS_LOG := target/rust-tests.log
-test: system-deps $(PY) ## run every test: Rust (unit, property, real memcached), fuzz target check, Python
+test: install ## run every test: Rust (unit, property, real memcached), fuzz target check, Python
 	@scripts/install-system-deps.sh test
-	@mkdir -p target
-	@echo "$(CARGO) test --workspace --exclude cachelab-py --no-run (beside the install)"
-	@( $(CARGO) test --workspace --exclude cachelab-py --quiet --no-run > $(RUST_BUILD_LOG) 2>&1; \
-	   echo $$? > $(RUST_BUILD_LOG).rc ) & \
-	$(PY) -m pip install -q -e '.[test]'; pip=$$?; wait; \
-	cat $(RUST_BUILD_LOG); build=$$(cat $(RUST_BUILD_LOG).rc); \
-	test "$$pip" = 0 || { echo "pip install failed (exit $$pip)"; exit 1; }; \
-	test "$$build" = 0 || { echo "the Rust tests did not build (exit $$build)"; exit 1; }
+	$(CARGO) test --workspace --exclude cachelab-py --quiet --no-run
 	$(MAKE) --no-print-directory fuzz-check
 	@echo "$(CARGO) test --workspace --exclude cachelab-py (beside pytest; output below when done)"
 	@( $(CARGO) test --workspace --exclude cachelab-py --quiet > $(RUST_TESTS_LOG) 2>&1; \
