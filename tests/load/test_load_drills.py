@@ -86,7 +86,13 @@ def test_a_stopped_member_is_marked_down_within_the_stated_time_and_not_in_the_o
     for m in r.members:
         if m["address"] == stop["member"]:
             continue
-        assert not m["down"] and not m["errors"] and not m["lost"], m
+        if m["down"] or m["errors"] or m["lost"]:
+            # Only a machine that kept this member's server or the client from a CPU for the
+            # member timeout (0.3 s) may fail a healthy member: seen once beside a CPU hog,
+            # marked down right after the stopped member continued. Otherwise a failure.
+            waited = (m["server"]["schedstat"]["run_queue_wait_s"]
+                      + r.client["run_queue_wait_s"])
+            assert waited >= spec.member_timeout, (m, r.client)
         # Not of the stop's order: on main this was ~1.1 s (the stopped member's requests
         # held every connection's slots until the 1 s timeout).
         assert m["latency"]["percentiles"]["99"] < stop_s / 2 * 1e9, m["latency"]
