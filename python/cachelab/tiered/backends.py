@@ -90,6 +90,15 @@ class Tier:
     _item_limit: int | None = None
     _limit_retry = 0.0
 
+    def request_bound_s(self) -> float | None:
+        """The longest one request may take: its connect plus request timeout, when the tier
+        has both (``connect_timeout``, ``timeout``); None when it does not say."""
+        timeout = getattr(self, "timeout", None)
+        connect = getattr(self, "connect_timeout", None)
+        if isinstance(timeout, (int, float)) and isinstance(connect, (int, float)):
+            return timeout + connect
+        return None
+
     def item_size_max(self) -> int | None:
         """memcached's item size limit: the one given to the tier, else read from ``stats
         settings`` once (None while it cannot be read; tried again after 30 s)."""

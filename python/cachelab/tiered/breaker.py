@@ -69,7 +69,7 @@ class CircuitBreaker:
         after the last failure — open (its trial) or not (fewer than ``failures``); 0 when
         the last call succeeded. :meth:`allow` may still refuse it while another caller's
         trial is under way."""
-        if self._consecutive == 0 and self._opened_at is None:
+        if self.healthy:
             return 0.0
         return max(0.0, self.reset_after - (self._clock() - self._failed_at))
 

@@ -461,12 +461,8 @@ class TieredCache:
         (None: the tier's timeouts are unknown): the breaker's pause, plus the trial under
         way when it came back (it may still fail, a connect and a request), the next one, and
         the delete that confirms it (:meth:`Lane.flush <cachelab.tiered.lanes.Lane.flush>`)."""
-        l2 = self.l2
-        timeout = getattr(l2, "timeout", None)
-        connect = getattr(l2, "connect_timeout", None)
-        if not isinstance(timeout, (int, float)) or not isinstance(connect, (int, float)):
-            return None
-        return round(self.breaker.reset_after + 3 * (timeout + connect), 3)
+        bound = self.l2.request_bound_s() if self.l2 is not None else None
+        return None if bound is None else round(self.breaker.reset_after + 3 * bound, 3)
 
     def close(self) -> None:
         """Stops the background replay of owed deletes after one last try of each server

@@ -159,11 +159,8 @@ class Lane:
         and request timeouts), so no call waits on another's flush longer than on its own
         (a wait of 9.6 s was seen beside a CPU hog with 0.1 s timeouts and a 10 s wait);
         ``_FLUSH_WAIT`` when the tier does not say its timeouts."""
-        timeout = getattr(self.l2, "timeout", None)
-        connect = getattr(self.l2, "connect_timeout", None)
-        if isinstance(timeout, (int, float)) and isinstance(connect, (int, float)):
-            return 2.0 * (timeout + connect)
-        return _FLUSH_WAIT
+        bound = self.l2.request_bound_s()
+        return _FLUSH_WAIT if bound is None else 2.0 * bound
 
     def _flush_locked(self, raise_errors: bool) -> bool:
         with self._queueing:
