@@ -106,6 +106,19 @@ def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, **tier: Any) -> tup
     return cache, cache.key_class("h", db.load)
 
 
+def read(cache: Any, kc: Any, k: int, t: int, log: list[list[Any]], errors: list[str]
+         ) -> None:
+    """Reads key ``k`` in thread ``t``: the read into ``log`` (its start and end on the
+    monotonic clock), or its error into ``errors``."""
+    t0 = time.monotonic()
+    try:
+        v = cache.get(kc, k)
+    except Exception as e:  # noqa: BLE001 - reported with the history
+        errors.append(f"get: {type(e).__name__}: {e}")
+    else:
+        log.append(["r", k, v, t0, time.monotonic(), t])
+
+
 def worker(cfg: dict[str, Any]) -> None:
     """One process: ``cfg["threads"]`` threads for ``cfg["seconds"]``, its history written as
     JSON to ``cfg["out"]``: ``[[kind, key, value, start, end, thread], ...]``."""
@@ -147,13 +160,7 @@ def worker(cfg: dict[str, Any]) -> None:
                 else:
                     log.append(["w", k, v, t0, now(), t])
             else:
-                t0 = now()
-                try:
-                    v = cache.get(kc, k)
-                except Exception as e:  # noqa: BLE001 - reported with the history
-                    errors.append(f"get: {type(e).__name__}: {e}")
-                else:
-                    log.append(["r", k, v, t0, now(), t])
+                read(cache, kc, k, t, log, errors)
             time.sleep(rng.random() * cfg["pause"])
 
     start_at = cfg["start_at"]
@@ -269,15 +276,6 @@ def outage_worker(cfg: dict[str, Any]) -> None:
     def at(t: float) -> None:
         time.sleep(min(max(0.0, t - now()), 30.0))
 
-    def read(k: int, t: int) -> None:
-        t0 = now()
-        try:
-            v = cache.get(kc, k)
-        except Exception as e:  # noqa: BLE001 - reported with the history
-            errors.append(f"get: {type(e).__name__}: {e}")
-        else:
-            ops.append(["r", k, v, t0, now(), t])
-
     at(cfg["start_at"])
     if not writer:
         def run(t: int) -> None:
@@ -290,7 +288,7 @@ def outage_worker(cfg: dict[str, Any]) -> None:
                     continue
                 k = 2 if cfg["kind"] == "lease" and now() >= cfg["key2_from"] and \
                     rng.random() < 0.5 else rng.choice((0, 1))
-                read(k, t)
+                read(cache, kc, k, t, ops, errors)
                 time.sleep(rng.random() * 0.002)
 
         threads = [threading.Thread(target=run, args=(t,)) for t in range(cfg["threads"])]
@@ -300,10 +298,11 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             th.join(cfg["end_at"] - now() + 60)
     else:
         for k in (0, 1):
-            read(k, 0)
+            read(cache, kc, k, 0, ops, errors)
         at(cfg["act_at"])
         if cfg["kind"] == "lease":
-            read(2, 0)  # its lease request is lost: memcached is stopped while it waits
+            # its lease request is lost: memcached is stopped while it waits
+            read(cache, kc, 2, 0, ops, errors)
             facts["owed_after_fill"] = cache.events.pending_invalidations
         else:
             for i in range(40):  # bounded: each read waits one timeout at most
