@@ -117,7 +117,10 @@ _CHILD = textwrap.dedent("""
         time.sleep(1.0)  # slower than the old 0.5 s lease_wait
         return {i: {"n": i} for i in idents}
 
-    cache = TieredCache(MemcachedTier(address), None, prefix=prefix)
+    # Generous timeouts: a waiter's lease request timed out on a busy machine (0.25 s by
+    # default) is queued for deletion, which frees the winner's placeholder for another load.
+    cache = TieredCache(MemcachedTier(address, timeout=5.0, connect_timeout=5.0), None,
+                        prefix=prefix)
     kc = cache.key_class("slow", load)
     print("ready", flush=True)
     deadline = time.monotonic() + 20
