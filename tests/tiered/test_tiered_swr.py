@@ -20,6 +20,7 @@ from cachelab import _core
 from cachelab.errors import UsageError
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import LRUMemory, MemcachedTier, PymemcacheTier, TieredCache
+from cachelab.tiered.codecs import MAGIC, STAMP, read_stamp
 
 #: Seconds a value is fresh in these tests, and a wait that makes it stale.
 SOFT = 1
@@ -259,3 +260,32 @@ def test_soft_ttl_needs_leases(memcached: PrivateMemcached,
                                          r"leases"):
         cache.key_class("row", Db().load, ttl=60, soft_ttl=30)
     cache.key_class("row", Db().load, ttl=60)  # without it: fine
+
+
+@pytest.mark.parametrize(("codec", "compression"), [("msgpack", "none"), ("orjson", "zstd"),
+                                                    ("raw", "none")])
+def test_the_stamp_travels_with_the_value(memcached: PrivateMemcached, codec: str,
+                                          compression: str) -> None:
+    """On the server a value is the stamp (0xCC, flags, soft and hard expiry as Unix times)
+    then the usual header; the client flags stay the format byte; every codec and compression
+    reads through it."""
+    value: Any = b"x" * 3000 if codec == "raw" else {"text": "lorem ipsum " * 300}
+    cache = TieredCache(MemcachedTier(memcached.address), None,
+                        prefix=f"swr9{time.monotonic_ns()}")
+    kc = cache.key_class("row", lambda ids: {i: value for i in ids}, codec=codec,
+                         compression=compression, ttl=300, soft_ttl=60)
+    before = time.time()
+    cache.put(kc, 1, value)
+    key = cache.key_for(kc, 1)
+    with _core.Client(memcached.address) as c:
+        status, flags, data = c.meta_get(key, "v f")
+    stamp, rest = read_stamp(data)
+    assert status == "VA" and data[0] == STAMP and rest[0] == MAGIC
+    assert stamp is not None and not stamp.revalidating
+    assert before + 60 <= stamp.soft_at <= time.time() + 60
+    assert stamp.hard_at - stamp.soft_at == pytest.approx(240)
+    assert f"f{rest[1]}" in flags.split()
+    assert (rest[1] >> 4 != 0) == (compression != "none")
+    other = TieredCache(MemcachedTier(memcached.address), None, prefix=cache.prefix)
+    okc = other.key_class("row", Db().load, codec=codec, ttl=300, soft_ttl=60)
+    assert other.get(okc, 1) == value and other.get_many(okc, [1]) == {1: value}
