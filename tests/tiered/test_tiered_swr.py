@@ -20,7 +20,7 @@ from cachelab import _core
 from cachelab.errors import UsageError
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import LRUMemory, MemcachedTier, PymemcacheTier, TieredCache
-from cachelab.tiered.codecs import MAGIC, STAMP, read_stamp
+from cachelab.tiered.codecs import MAGIC, STAMP, Stamp, read_stamp
 
 #: Seconds a value is fresh in these tests, and a wait that makes it stale.
 SOFT = 1
@@ -289,3 +289,17 @@ def test_the_stamp_travels_with_the_value(memcached: PrivateMemcached, codec: st
     other = TieredCache(MemcachedTier(memcached.address), None, prefix=cache.prefix)
     okc = other.key_class("row", Db().load, codec=codec, ttl=300, soft_ttl=60)
     assert other.get(okc, 1) == value and other.get_many(okc, [1]) == {1: value}
+
+
+def test_a_stamped_value_that_does_not_decode_is_a_miss(memcached: PrivateMemcached) -> None:
+    db = Db()
+    cache = TieredCache(MemcachedTier(memcached.address), None,
+                        prefix=f"swr10{time.monotonic_ns()}")
+    kc = cache.key_class("row", db.load, ttl=300, soft_ttl=60)
+    now = time.time()
+    with _core.Client(memcached.address) as c:
+        for i, body in ((1, bytes((MAGIC, 1)) + b"\xc1"), (2, b"junk")):  # msgpack's unused byte
+            c.set(cache.key_for(kc, i), Stamp(now + 60, now + 300).pack(body), flags=1,
+                  exptime=300)
+    assert cache.get_many(kc, [1, 2]) == {1: "v1 of 1", 2: "v1 of 2"}
+    assert cache.events.corrupt >= 2 and db.calls == [[1, 2]]  # (the lease get reads it too)

@@ -41,7 +41,7 @@ import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cachelab.errors import UsageError
 
@@ -65,6 +65,9 @@ STAMP = 0xCC
 _STAMP = struct.Struct(">BBdd")
 #: Bytes of a stamp in front of a value.
 STAMP_LEN = _STAMP.size
+_unpack_stamp = _STAMP.unpack_from
+#: Where the payload of a stamped value starts (after the stamp and the 2-byte header).
+_OWN_AT = STAMP_LEN + 2
 
 # Lazy imports: the libraries behind the codecs and compressors (msgpack, orjson, zstandard,
 # lz4) are imported when one is first instantiated (by the first ValueFormat naming it), not
@@ -393,11 +396,11 @@ class Encoded:
     plain_size: int
 
 
-@dataclass(frozen=True)
-class Stamp:
+class Stamp(NamedTuple):
     """A stamped value's times (see the module docstring): stale from ``soft_at``, gone from
     ``hard_at`` (Unix times); ``revalidating`` while a caller that claimed it reloads it (its
-    ``soft_at`` is then when that claim lapses and another caller may try)."""
+    ``soft_at`` is then when that claim lapses and another caller may try). A named tuple:
+    one is made per stamped value read."""
 
     soft_at: float
     hard_at: float
@@ -412,8 +415,8 @@ def read_stamp(data: bytes) -> tuple[Stamp | None, bytes]:
     """(its stamp, the value without it) of a stored value; (None, ``data``) when it has none."""
     if len(data) < STAMP_LEN or data[0] != STAMP:
         return None, data
-    _, flags, soft_at, hard_at = _STAMP.unpack_from(data)
-    return Stamp(soft_at, hard_at, bool(flags & 1)), data[STAMP_LEN:]
+    _, flags, soft_at, hard_at = _unpack_stamp(data)
+    return Stamp(soft_at, hard_at, flags & 1 == 1), data[STAMP_LEN:]
 
 
 class ValueFormat:
@@ -528,14 +531,27 @@ class ValueFormat:
                         nbytes -= len(p) + len(self.own_header)
         sizes.update(zip(plain_ids, map(len, payloads)))
         decode = self.decode_sized
+        own = self.own_header
         for i, data in rest:
             if not data:  # a lease placeholder: a miss
                 continue
             size = len(data)
-            if stamps is not None and data[0] == STAMP:
-                stamp, data = read_stamp(data)
-                if stamp is not None:
-                    stamps[i] = stamp
+            if stamps is not None and data[0] == STAMP and size > _OWN_AT:
+                _, flags, soft_at, hard_at = _unpack_stamp(data)
+                stamps[i] = Stamp(soft_at, hard_at, flags & 1 == 1)
+                if loads is not None and data[STAMP_LEN:_OWN_AT] == own:
+                    # the class's own uncompressed format behind the stamp: read at once
+                    try:
+                        objs[i] = loads(data[_OWN_AT:])
+                    except Exception:
+                        del stamps[i]
+                        corrupt += 1
+                        continue
+                    sizes[i] = size - _OWN_AT
+                    hits += 1
+                    nbytes += size
+                    continue
+                data = data[STAMP_LEN:]
             try:
                 objs[i], sizes[i] = decode(data)
             except CorruptValue:
