@@ -193,7 +193,8 @@ def test_staleness_is_stated(memcached: PrivateMemcached) -> None:
     docs = (Path(__file__).parents[2] / "docs" / "tiered.md").read_text()
     rows = {line.split("`")[-2]: line for line in docs.splitlines()
             if line.startswith("| ") and line.rstrip().endswith("` |")}
-    for key in ("cross_process_s", "after_outage_s", "orphan_lease_s"):
+    assert stated["stale_serve_s"] == 0.0  # no key class with a soft_ttl
+    for key in ("cross_process_s", "after_outage_s", "orphan_lease_s", "stale_serve_s"):
         assert f"**{stated[key]:g} s**" in rows[key], (key, rows.get(key))
 
 

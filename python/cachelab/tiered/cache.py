@@ -23,6 +23,10 @@ How a lookup goes, for each key not already fetched in the request:
    poll L2 for its value while the lease lives — at most ``lease_ttl`` seconds, or
    ``lease_wait`` if given — then load it themselves without storing).
 
+Stale-while-revalidate (a key class's ``soft_ttl``, :mod:`cachelab.tiered.swr`): a value
+past its soft TTL found in step 2 is returned at once while one caller across processes
+claims and reloads it; L1 holds such a value only while it is fresh.
+
 Failures: a memcached error or timeout (``MemcachedTier(timeout=...)``) counts against a
 :class:`CircuitBreaker`; the keys are read from the loader instead (``fallbacks``). While the
 breaker is open, L2 is skipped entirely (``skipped``) until a trial call succeeds.
