@@ -303,3 +303,17 @@ def test_a_stamped_value_that_does_not_decode_is_a_miss(memcached: PrivateMemcac
                   exptime=300)
     assert cache.get_many(kc, [1, 2]) == {1: "v1 of 1", 2: "v1 of 2"}
     assert cache.events.corrupt >= 2 and db.calls == [[1, 2]]  # (the lease get reads it too)
+
+
+def test_a_stale_value_the_loader_no_longer_knows_is_gone(memcached: PrivateMemcached) -> None:
+    """Its reload finds nothing: not found (the default), deleted from memcached, and the
+    loader is not asked again for it in the same call."""
+    db = Db()
+    (a, ka), (b, kb) = _two(memcached.address, db, f"swr11{time.monotonic_ns()}", l1=None)
+    assert a.get_many(ka, [1, 2]) == {1: "v1 of 1", 2: "v1 of 2"}
+    del db.rows[1]
+    time.sleep(PAST_SOFT)
+    assert b.get(kb, 1, "none") == "none" and db.calls[1:] == [[1]]
+    with _core.Client(memcached.address) as c:
+        assert c.get_multi([b.key_for(kb, 1)]) == {}
+    assert a.get(ka, 1, "none") == "none" and db.calls[2:] == [[1]]  # a miss: loaded again

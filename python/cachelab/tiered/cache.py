@@ -650,6 +650,7 @@ class TieredCache:
         lane = self._lanes[0] if self._lanes else None
         l2_ok = lane is not None and lane.usable()
         found = 0
+        gone: set = set()  # stale values whose reload the loader no longer knows
         if lane is not None and l2_ok:
             fmt = kc.format
             t0 = _now_ns()
@@ -669,8 +670,8 @@ class TieredCache:
                 if corrupt:
                     self.events.corrupt += corrupt
                 if stamps:
-                    settle(lane, kc, stamps, objs, sizes, dict(zip(idents, keys)),
-                           lambda i: lane)
+                    gone = settle(lane, kc, stamps, objs, sizes, dict(zip(idents, keys)),
+                                  lambda i: lane)
             st = self.l2_stats  # plain increments: counters may drift by one under threads
             st.keys += n
             if l2_ok:
@@ -679,7 +680,7 @@ class TieredCache:
                 st.misses += n - hits
                 st.bytes_read += nbytes
         if len(objs) < n:
-            missing = [i for i in idents if i not in objs]
+            missing = [i for i in idents if i not in objs and i not in gone]
             if not l2_ok and lane is not None:
                 self.events.fallbacks += len(missing)
             filled = fill(lane or self, kc, missing, dict(zip(idents, keys)), l2_ok)
@@ -710,6 +711,7 @@ class TieredCache:
         values: list[bytes | None] = [None] * n
         others: list[int] = []
         found = nbytes = 0
+        gone: set = set()  # as in _fetch_leading
         read: dict[int, bool] = {}  # member -> whether it answered
         bypassed = 0
         for m, positions in self._pool.split(keys).items():
@@ -746,8 +748,8 @@ class TieredCache:
             st.bytes_read += nbytes
             if stamps:
                 where = dict(zip(idents, self._pool.members_of(keys)))
-                settle(self, kc, stamps, objs, sizes, dict(zip(idents, keys)),
-                       lambda i: lanes[where[i]])
+                gone = settle(self, kc, stamps, objs, sizes, dict(zip(idents, keys)),
+                              lambda i: lanes[where[i]])
         st.keys += n
         st.hits += hits
         st.misses += n - hits  # a down member's keys are misses too
@@ -759,7 +761,8 @@ class TieredCache:
                         lanes[m].hits += 1
                     else:
                         lanes[m].misses += 1
-            routes = {i: (lanes[m], read[m]) for m, i in zip(members, idents) if i not in objs}
+            routes = {i: (lanes[m], read[m]) for m, i in zip(members, idents)
+                      if i not in objs and i not in gone}
             if bypassed:
                 self.events.fallbacks += bypassed
             filled = fill(self, kc, list(routes), dict(zip(idents, keys)), True, routes)

@@ -53,13 +53,16 @@ _log = logging.getLogger("cachelab.tiered")
 
 
 def settle(cache: FillHost, kc: KeyClass, stamps: Mapping[Any, Stamp], objs: dict,
-           sizes: dict, keys: Mapping[Any, str], host_of: Callable[[Any], FillHost]) -> None:
+           sizes: dict, keys: Mapping[Any, str],
+           host_of: Callable[[Any], FillHost]) -> set[Any]:
     """Sorts the stamped values a multi-get found (``stamps``, by ident; ``objs`` and
     ``sizes`` as the fetch returns them; ``keys`` their memcached keys, ``host_of(ident)`` the
     lane holding it). A fresh value's L1 weight becomes ``(weight, until)``: L1 holds it until
     its soft expiry (``time.monotonic()``). A stale one is returned as it is, not held by L1;
     those nobody is revalidating are claimed, and the claims won reloaded (see the module
-    docstring): their new values replace the stale ones in ``objs``."""
+    docstring): their new values replace the stale ones in ``objs``. Returns the idents whose
+    reload the loader no longer knows (taken out of ``objs``: not found, not to be loaded
+    again)."""
     now = time.time()
     to_mono = time.monotonic() - now
     events = cache.events
@@ -75,15 +78,17 @@ def settle(cache: FillHost, kc: KeyClass, stamps: Mapping[Any, Stamp], objs: dic
             events.stale_hits += 1  # another caller reloads it
         else:
             claim.append(i)
-    if claim:
-        _revalidate(cache, kc, claim, stamps, objs, sizes, keys, host_of)
+    if not claim:
+        return set()
+    return _revalidate(cache, kc, claim, stamps, objs, sizes, keys, host_of)
 
 
 def _revalidate(cache: FillHost, kc: KeyClass, idents: list[Any], stamps: Mapping[Any, Stamp],
                 objs: dict, sizes: dict, keys: Mapping[Any, str],
-                host_of: Callable[[Any], FillHost]) -> None:
+                host_of: Callable[[Any], FillHost]) -> set[Any]:
     """Claims the stale values of ``idents``, reloads those won in one loader call and stores
-    them; every other one is served stale (counted in ``events.stale_hits``)."""
+    them; every other one is served stale (counted in ``events.stale_hits``). Returns the
+    idents the loader no longer knows."""
     events = cache.events
     won: dict[Any, tuple[FillHost, int]] = {}
     failed: set[int] = set()  # hosts that failed in this call: not asked again
@@ -104,8 +109,9 @@ def _revalidate(cache: FillHost, kc: KeyClass, idents: list[Any], stamps: Mappin
                 events.stale_hits += 1
             continue
         won[i] = (h, cas)
+    gone: set[Any] = set()
     if not won:
-        return
+        return gone
     events.revalidations += len(won)
     try:
         loaded = _load(cache, kc, list(won))
@@ -115,12 +121,13 @@ def _revalidate(cache: FillHost, kc: KeyClass, idents: list[Any], stamps: Mappin
         _log.warning("key class %r: reloading %d stale value(s) failed (served stale; the "
                      "next try in %d s, never past the ttl): %r", kc.name, len(won),
                      cache.lease_ttl, e)
-        return
+        return gone
     for i, (h, cas) in won.items():
         key = keys[i]
         if i not in loaded:  # the loader no longer knows it: gone (the stale item too)
             del objs[i]
             sizes.pop(i, None)
+            gone.add(i)
             _release(h, key, cas)
             continue
         objs[i] = loaded[i]
@@ -132,6 +139,7 @@ def _revalidate(cache: FillHost, kc: KeyClass, idents: list[Any], stamps: Mappin
         sizes[i] = enc.plain_size  # fresh: L1 holds it for soft_ttl at most
         if key not in h._pending:
             _store(h, kc, key, enc, cas)
+    return gone
 
 
 def _claim(h: FillHost, kc: KeyClass, ident: Any, key: str, seen: Stamp, objs: dict,
