@@ -384,3 +384,30 @@ def test_history_over_a_pool_has_no_read_staler_than_the_bound(
     assert not rep.unknown
     assert rep.same_process == []
     assert rep.over(bound + SLACK) == []
+
+
+def test_stale_values_on_a_pool_are_claimed_on_their_members(
+    members: list[PrivateMemcached],
+) -> None:
+    """Stale-while-revalidate over a pool: one get_many of keys on every member reloads the
+    stale ones in one loader call, each claim and store on its key's member; another cache
+    then reads the reloads as fresh."""
+    specs = [m.address for m in members]
+    rows = {i: f"v1 {i}" for i in range(12)}
+    calls: list[list[Any]] = []
+
+    def load(ids: list[Any]) -> dict[Any, Any]:
+        calls.append(list(ids))
+        return {i: rows[i] for i in ids}
+
+    a = TieredCache(MemcachedPool(specs), None)
+    ka = a.key_class("row", load, ttl=30, soft_ttl=1)
+    b = TieredCache(MemcachedPool(specs), None, prefix=a.prefix)
+    kb = b.key_class("row", load, ttl=30, soft_ttl=1)
+    assert a.get_many(ka, range(12)) == rows
+    assert len({b._pool.member_of(b.key_for(kb, i)) for i in range(12)}) == 3  # type: ignore[union-attr]
+    rows.update({i: f"v2 {i}" for i in range(12)})
+    time.sleep(1.15)  # past the soft ttl
+    assert a.get_many(ka, range(12)) == rows and calls[1:] == [list(range(12))]
+    assert a.events.revalidations == 12
+    assert b.get_many(kb, range(12)) == rows and len(calls) == 2 and b.events.stale_hits == 0

@@ -22,6 +22,14 @@ A stale read whose newer write ended during the fault (or before the owed delete
 gone out after it) is allowed until the fault's end plus the stated ``after_outage_s``; every
 other one ``cross_process_s`` after the write (:meth:`Report.over_outages`).
 
+Stale-while-revalidate (``run_history(..., soft_ttl=...)``): the key class has a soft TTL, only
+the first ``written`` keys are written (the others only go stale and are revalidated), and the
+loader tags every value with when it read it (``<value>@<time.monotonic()>``, as a ``put``
+with its start), so that a read's *age* — how long ago its value left the database — is known
+(``History.ages``), as is every loader call (``History.loads``): writes are checked as above,
+ages against the hard ``ttl``, and the reloads of a key that is never written against the
+soft TTL (one per soft period across all processes, not one per process).
+
 Run by the test (tests/tiered/test_tiered_history.py, short), or alone for the full run::
 
     PYTHONPATH=python python tests/tiered/tiered_history.py run --procs 4 --threads 8 --seconds 30
@@ -92,8 +100,10 @@ def seed(db: str | Path, keys: list[int], h: History) -> None:
 # -- the workers ------------------------------------------------------------------------------
 
 
-def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, **tier: Any) -> tuple[Any, Any]:
-    """The worker's cache over ``l2`` (one server, or a pool's members) and its key class."""
+def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, loader: Any = None,
+           **tier: Any) -> tuple[Any, Any]:
+    """The worker's cache over ``l2`` (one server, or a pool's members) and its key class
+    (with ``cfg["soft_ttl"]``, if given: stale-while-revalidate, its loader ``loader``)."""
     from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedPool, MemcachedTier, TieredCache
 
     l1 = LRUMemory(max_items=100) if cfg["ttl"] == "default" else \
@@ -101,8 +111,12 @@ def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, **tier: Any) -> tup
     maker = tier.pop("tier", MemcachedTier)
     t = MemcachedPool(l2, **tier) if isinstance(l2, list) else maker(l2, **tier)
     reset = cfg.get("reset_after")
+    soft = cfg.get("soft_ttl")
     cache = TieredCache(t, l1, prefix=cfg["prefix"],
-                        breaker=None if reset is None else CircuitBreaker(3, reset))
+                        breaker=None if reset is None else CircuitBreaker(3, reset),
+                        **({"lease_ttl": cfg["lease_ttl"]} if soft else {}))
+    if soft:
+        return cache, cache.key_class("h", loader, ttl=cfg["hard_ttl"], soft_ttl=soft)
     return cache, cache.key_class("h", db.load)
 
 
@@ -123,12 +137,24 @@ def worker(cfg: dict[str, Any]) -> None:
     """One process: ``cfg["threads"]`` threads for ``cfg["seconds"]``, its history written as
     JSON to ``cfg["out"]``: ``[[kind, key, value, start, end, thread], ...]``."""
     db = Db(cfg["db"])
-    cache, kc = _cache(cfg, cfg["l2"], db)
+    loads: list[list[Any]] = []  # [key, time.monotonic()] of every ident a loader call read
+    swr = bool(cfg.get("soft_ttl"))
+
+    def tagged(idents: list[Any]) -> dict[Any, Any]:
+        """The database's values, each tagged with when it was read."""
+        at = time.monotonic()
+        loads.extend([k, at] for k in idents)
+        got = db.load(idents)
+        time.sleep(cfg["load_s"])  # a slow database: others are served stale meanwhile
+        return {k: f"{v}@{at}" for k, v in got.items()}
+
+    cache, kc = _cache(cfg, cfg["l2"], db, tagged)
     proc = cfg["proc"]
     keys = list(range(cfg["keys"]))
     # Each key is written by one process only (all its threads), read by all: the others keep
     # it in L1 until it expires, so the cross-process bound is actually exercised.
-    mine = [k for k in keys if k % cfg["procs"] == proc] or keys
+    written = keys[:cfg["written"]] if swr else keys
+    mine = [k for k in written if k % cfg["procs"] == proc] or written
     logs: list[list[list[Any]]] = []
     errors: list[str] = []
 
@@ -150,7 +176,7 @@ def worker(cfg: dict[str, Any]) -> None:
                 db.set(k, v)
                 try:
                     if op == "put":
-                        cache.put(kc, k, v)
+                        cache.put(kc, k, f"{v}@{t0}" if swr else v)
                     else:
                         cache.invalidate(kc, k)
                 except Exception as e:  # noqa: BLE001 - reported with the history
@@ -171,8 +197,14 @@ def worker(cfg: dict[str, Any]) -> None:
     for th in threads:
         th.join(cfg["seconds"] + 60)
     ops = [op for log in logs for op in log]
-    Path(cfg["out"]).write_text(json.dumps({"proc": proc, "ops": ops, "errors": errors},
-                                           allow_nan=True))
+    ages = []  # [key, when its value was read from the database, the read's start]
+    for op in ops:
+        if op[0] == "r" and isinstance(op[2], str) and "@" in op[2]:
+            op[2], born = op[2].rsplit("@", 1)
+            ages.append([op[1], float(born), op[3]])
+    Path(cfg["out"]).write_text(json.dumps(
+        {"proc": proc, "ops": ops, "errors": errors, "loads": loads, "ages": ages,
+         "events": cache.stats()["events"]}, allow_nan=True))
 
 
 # -- running them -----------------------------------------------------------------------------
@@ -180,10 +212,12 @@ def worker(cfg: dict[str, Any]) -> None:
 
 def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, procs: int,
                 threads: int, seconds: float, keys: int = 4, writes: float = 0.1,
-                pause: float = 0.0002, ttl: float | str = "default") -> History:
+                pause: float = 0.0002, ttl: float | str = "default",
+                swr: dict[str, Any] | None = None) -> History:
     """Seeds the keys in the SQLite file ``db``, runs ``procs`` worker processes against ``l2``
     (the proxy, or a list: a pool of them, ``MemcachedPool``), and returns their merged
-    history."""
+    history. ``swr``: stale-while-revalidate (``soft_ttl``, ``hard_ttl``, ``lease_ttl``,
+    ``written``, ``load_s`` — each loader call's extra seconds: see the module docstring)."""
     h = History()
     seed(db, list(range(keys)), h)
     start_at = time.monotonic() + 1.0
@@ -192,7 +226,7 @@ def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, 
         cfg = {"l2": l2, "db": str(db), "prefix": prefix, "proc": p, "procs": procs,
                "threads": threads,
                "seconds": seconds, "keys": keys, "writes": writes, "pause": pause, "ttl": ttl,
-               "start_at": start_at, "out": str(tmp / f"history-{p}.json")}
+               "start_at": start_at, "out": str(tmp / f"history-{p}.json"), **(swr or {})}
         children.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(cfg)],
                                          env=os.environ.copy()))
     for c in children:
@@ -202,6 +236,9 @@ def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, 
     for p in range(procs):
         got = json.loads((tmp / f"history-{p}.json").read_text())
         h.errors += got["errors"]
+        h.loads += [(k, at, p) for k, at in got["loads"]]
+        h.ages += [(k, born, start) for k, born, start in got["ages"]]
+        h.events.append(got["events"])
         for kind, k, v, t0, t1, t in got["ops"]:
             h.add(kind, p, t, k, v, t0, t1)
     return h
@@ -465,6 +502,25 @@ class History:
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.errors: list[str] = []
+        #: (key, when its value was read from the database, the read's start), for values a
+        #: stale-while-revalidate run tagged
+        self.ages: list[tuple[Any, float, float]] = []
+        #: (key, when, process) of every ident a loader call read (stale-while-revalidate runs)
+        self.loads: list[tuple[Any, float, int]] = []
+        #: each process's ``stats()["events"]`` at its end
+        self.events: list[dict[str, int]] = []
+
+    def oldest(self) -> float:
+        """The age of the oldest value read (0.0 without tagged values)."""
+        return max((start - born for _, born, start in self.ages), default=0.0)
+
+    def reload_gaps(self, keys: list[Any]) -> list[float]:
+        """The seconds between consecutive loads of each of ``keys``, over all processes."""
+        gaps = []
+        for k in keys:
+            times = sorted(at for key, at, _ in self.loads if key == k)
+            gaps += [b - a for a, b in zip(times, times[1:])]
+        return gaps
 
     def waits_over(self, outages: list[tuple[float, float]], bound: float) -> list[Op]:
         """The reads that went on more than ``bound`` seconds past their start, or past the

@@ -14,6 +14,7 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
   front of L2, and the counters;
 * :mod:`~cachelab.tiered.keys` — key classes, memcached keys, namespace versions;
 * :mod:`~cachelab.tiered.flight` — stampede protection: single flight and leases;
+* :mod:`~cachelab.tiered.swr` — stale-while-revalidate (a key class's ``soft_ttl``);
 * :mod:`~cachelab.tiered.lanes` — one memcached server as the cache sees it: its breaker and
   its queue of owed deletes (one per pool member);
 * :mod:`~cachelab.tiered.scope` — the request scope (:class:`RequestScope`);

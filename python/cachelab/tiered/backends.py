@@ -183,6 +183,17 @@ class Tier:
     def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
         raise NotImplementedError  # pragma: no cover - interface
 
+    def get_cas(self, key: str) -> tuple[bytes, int, int, int] | None:  # pragma: no cover
+        """``(value, flags, cas, seconds to live)`` of ``key`` (-1: no expiry), or None if
+        absent: what a stale-while-revalidate claim reads (tiers with leases only)."""
+        raise NotImplementedError
+
+    def set_cas(self, key: str, value: bytes, flags: int, ttl: int,
+                cas: int) -> int | None:  # pragma: no cover - interface
+        """Stores ``value`` if ``key``'s CAS is still ``cas``: its new CAS, or None when it
+        changed (or is gone) meanwhile (tiers with leases only)."""
+        raise NotImplementedError
+
     def lease_release(self, key: str, cas: int) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -319,6 +330,22 @@ class MemcachedTier(Tier):
 
     def lease_release(self, key: str, cas: int) -> None:
         self._call("meta_delete", key, f"C{cas}")
+
+    def get_cas(self, key: str) -> tuple[bytes, int, int, int] | None:
+        status, flags, value = self._call("meta_get", key, "v f c t")
+        if status != "VA" or not value:
+            return None
+        tokens = flags.split()
+        return (value, int(_flag(tokens, "f") or 0), int(_flag(tokens, "c") or 0),
+                int(_flag(tokens, "t") or -1))
+
+    def set_cas(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> int | None:
+        self.check_size(key, value)
+        status, got, _ = self._call("meta_set", key, value, f"C{cas} F{flags} T{ttl} c")
+        if status != "HD":
+            return None
+        cas_now = _flag(got.split(), "c")
+        return int(cas_now) if cas_now else None
 
     def close(self) -> None:
         c = getattr(self._local, "client", None)

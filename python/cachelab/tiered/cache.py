@@ -23,6 +23,10 @@ How a lookup goes, for each key not already fetched in the request:
    poll L2 for its value while the lease lives — at most ``lease_ttl`` seconds, or
    ``lease_wait`` if given — then load it themselves without storing).
 
+Stale-while-revalidate (a key class's ``soft_ttl``, :mod:`cachelab.tiered.swr`): a value
+past its soft TTL found in step 2 is returned at once while one caller across processes
+claims and reloads it; L1 holds such a value only while it is fresh.
+
 Failures: a memcached error or timeout (``MemcachedTier(timeout=...)``) counts against a
 :class:`CircuitBreaker`; the keys are read from the loader instead (``fallbacks``). While the
 breaker is open, L2 is skipped entirely (``skipped``) until a trial call succeeds.
@@ -82,6 +86,7 @@ from cachelab.tiered.memory import MISS, LRUMemory, Memory
 from cachelab.tiered.pool import MemcachedPool
 from cachelab.tiered.scope import NOT_FOUND, RequestScope
 from cachelab.tiered.stats import BreakerStats, TierStats
+from cachelab.tiered.swr import settle
 
 __all__ = ["KeyClass", "Loader", "RequestScope", "TieredCache"]
 
@@ -209,15 +214,26 @@ class TieredCache:
         ttl: int = 3600,
         l1: bool = True,
         namespace: str | None = None,
+        soft_ttl: int | None = None,
     ) -> KeyClass[T]:
         """Registers a key class: its loader, codec (``raw``, ``msgpack``, ``orjson``, or
         ``pickle`` — opt-in, it executes what it reads), compression (``none``, ``zlib``,
         ``zstd``, ``lz4``) for encoded values of at least ``threshold`` bytes, memcached TTL in
         seconds, whether L1 may hold it, and an optional versioned ``namespace``. The loader
-        may be a coroutine function (``async def``): see :mod:`cachelab.tiered.aio`."""
+        may be a coroutine function (``async def``): see :mod:`cachelab.tiered.aio`.
+
+        ``soft_ttl`` (seconds, 1 to ``ttl`` - 1) turns on stale-while-revalidate: a value is
+        fresh for ``soft_ttl``; after that a read returns it at once while one caller (across
+        processes) reloads it, until ``ttl`` (:mod:`cachelab.tiered.swr`). It needs memcached
+        with leases (``MemcachedTier`` or ``MemcachedPool``, ``leases=True``)."""
         loader = sync_loader(loader)
+        if soft_ttl is not None and not (self.l2 is not None and self.leases
+                                         and self.l2.supports_leases):
+            raise UsageError(f"key class {name!r}: soft_ttl needs memcached with leases "
+                             "(MemcachedTier or MemcachedPool, leases=True): one caller across "
+                             "processes claims a stale value through its CAS")
         return self._keys.register(name, loader, codec, compression, threshold, ttl, l1,
-                                   namespace)
+                                   namespace, soft_ttl)
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -322,7 +338,7 @@ class TieredCache:
         if kc.__class__ is not KeyClass:
             bad_key_class("TieredCache.put", kc)
         kc = with_ttl(kc, ttl)
-        enc = kc.format.encode(obj)
+        enc = kc.encode(obj)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:
@@ -333,8 +349,11 @@ class TieredCache:
             l1 = self.l1 if kc.l1 else None
             with self._admit:
                 self._epoch += 1
-                if l1 is not None:
+                if l1 is not None and kc.soft_ttl is None:
                     l1.put((kc.name, ident), obj, enc.plain_size, version)
+                elif l1 is not None:  # held while fresh
+                    l1.put((kc.name, ident), obj, enc.plain_size, version,
+                           until=_monotonic() + min(kc.soft_ttl, kc.ttl or kc.soft_ttl))
             self._flights.mark_stale(key)
 
     def invalidate(self, kc: KeyClass, ident: Any) -> None:
@@ -404,7 +423,10 @@ class TieredCache:
         ``cross_process_s``), ``orphan_lease_s`` (seconds after memcached answers again that
         a get may wait on a lease placeholder this process left and nobody fills: that plus
         one lease poll) and ``after_outage`` (the same in words, with what a partition cannot
-        guarantee)."""
+        guarantee). ``stale_serve_s``: the most seconds a value of a key class with a
+        ``soft_ttl`` may be served past it (``ttl - soft_ttl``, the worst over the classes;
+        0.0 with none), by class in ``stale_serve``: by *age* only — writes stay bounded as
+        above."""
         l1 = self.l1
         ttl = None if l1 is None else l1.ttl
         leases = self.l2 is None or (self.leases and self.l2.supports_leases)
@@ -425,10 +447,18 @@ class TieredCache:
                    "in memcached until the class ttl"
             if self.l2 is not None:
                 cross = None
+        swr = {n: k.ttl - k.soft_ttl for n, k in self._classes.items() if k.soft_ttl}
+        if swr:
+            why += ("; stale-while-revalidate (" + ", ".join(f"{n}: {s} s" for n, s in
+                                                         swr.items())
+                    + "): a value past its class's soft_ttl is served at most ttl - soft_ttl "
+                    "seconds more (its age never over ttl) while one caller reloads it; a "
+                    "put or invalidate is not delayed by it")
         out: dict[str, Any] = {
             "same_process": same, "cross_process_s": cross, "namespace_s": self.ns_refresh,
             "why": why, "after_outage": None, "owed_delivery_s": None, "after_outage_s": None,
-            "orphan_lease_s": None}
+            "orphan_lease_s": None, "stale_serve_s": float(max(swr.values(), default=0)),
+            "stale_serve": swr}
         if self.l2 is None:
             out["after_outage_s"] = cross
             return out
@@ -586,11 +616,18 @@ class TieredCache:
                 values[(name, i)] = obj
         if l1 is not None and objs:
             since = born[0]
+            soft = kc.soft_ttl
             with self._admit:  # no write's epoch bump + L1 change can come in between
-                if self._epoch == epoch:
+                if self._epoch == epoch and soft is None:
                     for i, obj in objs.items():
                         if l1.admits((name, i)):
                             l1.put((name, i), obj, sizes[i], version, since)
+                elif self._epoch == epoch:  # held while fresh: (weight, until) from memcached
+                    for i, obj in objs.items():  # (swr.settle), a fill's for soft_ttl
+                        w = sizes[i]
+                        w, until = w if type(w) is tuple else (w, since + soft)
+                        if l1.admits((name, i)):
+                            l1.put((name, i), obj, w, version, since, until)
         return out
 
     def _fetch(self, kc: KeyClass, idents: list[Any], version: int,
@@ -613,6 +650,7 @@ class TieredCache:
         lane = self._lanes[0] if self._lanes else None
         l2_ok = lane is not None and lane.usable()
         found = 0
+        gone: set = set()  # stale values whose reload the loader no longer knows
         if lane is not None and l2_ok:
             fmt = kc.format
             t0 = _now_ns()
@@ -626,10 +664,14 @@ class TieredCache:
                 lane.breaker.success()
             hits = 0
             if found:
+                stamps: dict | None = {} if kc.soft_ttl else None
                 hits, nbytes, corrupt = fmt.decode_list(idents, values, found, others, nbytes,
-                                                        objs, sizes)
+                                                        objs, sizes, stamps)
                 if corrupt:
                     self.events.corrupt += corrupt
+                if stamps:
+                    gone = settle(lane, kc, stamps, objs, sizes, dict(zip(idents, keys)),
+                                  lambda i: lane)
             st = self.l2_stats  # plain increments: counters may drift by one under threads
             st.keys += n
             if l2_ok:
@@ -638,7 +680,7 @@ class TieredCache:
                 st.misses += n - hits
                 st.bytes_read += nbytes
         if len(objs) < n:
-            missing = [i for i in idents if i not in objs]
+            missing = [i for i in idents if i not in objs and i not in gone]
             if not l2_ok and lane is not None:
                 self.events.fallbacks += len(missing)
             filled = fill(lane or self, kc, missing, dict(zip(idents, keys)), l2_ok)
@@ -669,6 +711,7 @@ class TieredCache:
         values: list[bytes | None] = [None] * n
         others: list[int] = []
         found = nbytes = 0
+        gone: set = set()  # as in _fetch_leading
         read: dict[int, bool] = {}  # member -> whether it answered
         bypassed = 0
         for m, positions in self._pool.split(keys).items():
@@ -697,11 +740,16 @@ class TieredCache:
         hits = 0
         if found:
             others.sort()
+            stamps: dict | None = {} if kc.soft_ttl else None
             hits, nbytes, corrupt = fmt.decode_list(idents, values, found, others, nbytes,
-                                                    objs, sizes)
+                                                    objs, sizes, stamps)
             if corrupt:
                 self.events.corrupt += corrupt
             st.bytes_read += nbytes
+            if stamps:
+                where = dict(zip(idents, self._pool.members_of(keys)))
+                gone = settle(self, kc, stamps, objs, sizes, dict(zip(idents, keys)),
+                              lambda i: lanes[where[i]])
         st.keys += n
         st.hits += hits
         st.misses += n - hits  # a down member's keys are misses too
@@ -713,7 +761,8 @@ class TieredCache:
                         lanes[m].hits += 1
                     else:
                         lanes[m].misses += 1
-            routes = {i: (lanes[m], read[m]) for m, i in zip(members, idents) if i not in objs}
+            routes = {i: (lanes[m], read[m]) for m, i in zip(members, idents)
+                      if i not in objs and i not in gone}
             if bypassed:
                 self.events.fallbacks += bypassed
             filled = fill(self, kc, list(routes), dict(zip(idents, keys)), True, routes)

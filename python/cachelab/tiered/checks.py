@@ -18,8 +18,8 @@ from typing import Any, NoReturn
 
 from cachelab.errors import UsageError
 
-__all__ = ["bad_key_class", "idents_list", "loaded_mapping", "short", "ttl_seconds",
-           "unhashable_ident", "unhashable_in", "unstable_ident"]
+__all__ = ["bad_key_class", "idents_list", "loaded_mapping", "short", "soft_ttl_seconds",
+           "ttl_seconds", "unhashable_ident", "unhashable_in", "unstable_ident"]
 
 #: Longest memcached TTL this library accepts: memcached reads a larger number as a Unix time.
 MAX_TTL = 30 * 86400
@@ -71,6 +71,26 @@ def ttl_seconds(ttl: Any, name: str = "ttl") -> int:
         raise UsageError(f"{name} must be 0 (none) to 30 days in seconds ({MAX_TTL}), "
                          f"got {short(ttl)}")
     return seconds
+
+
+def soft_ttl_seconds(soft_ttl: Any, ttl: int) -> int | None:
+    """A key class's ``soft_ttl`` (stale-while-revalidate) as whole seconds, or None: checked
+    and rounded up as ``ttl`` is (:func:`ttl_seconds`), then at least 1 s and less than the
+    class's (hard) ``ttl``, which must not be 0."""
+    if soft_ttl is None:
+        return None
+    soft = ttl_seconds(soft_ttl, "soft_ttl")
+    if soft < 1:
+        raise UsageError(f"soft_ttl must be at least 1 s (0 would make every value stale at "
+                         f"once), got {short(soft_ttl)}; None turns it off")
+    if ttl == 0:
+        raise UsageError("soft_ttl needs a hard ttl: with ttl=0 (no expiry) a stale value could "
+                         "be served forever; give ttl > soft_ttl")
+    if soft >= ttl:
+        raise UsageError(f"soft_ttl must be less than ttl: values are fresh for soft_ttl, then "
+                         f"served stale while one caller reloads them, up to ttl; got "
+                         f"soft_ttl={short(soft_ttl)}, ttl={ttl}")
+    return soft
 
 
 def idents_list(where: str, kc_name: str, idents: Iterable[Any]) -> list[Any]:

@@ -18,6 +18,17 @@ below — so tuples, sets, datetimes, decimals, UUIDs come back as themselves), 
 ``pickle`` runs code chosen by whoever can write to the cache when it decodes; it is only used
 when a key class names it explicitly. Compressors: ``none``, ``zlib``, ``zstd``, ``lz4`` (frame
 format).
+
+A value of a key class with a soft TTL (stale-while-revalidate, :mod:`cachelab.tiered.swr`)
+carries a *stamp* in front of that: ``0xCC``, a flags byte (bit 0: a revalidation is under
+way), then when the value turns stale and when it expires (``soft_at``, ``hard_at``: Unix
+times, big-endian doubles; ``hard_at`` is inf for no expiry) — 18 bytes in all::
+
+    0xCC  flags  soft_at  hard_at  0xCB  format  payload...
+
+Every reader strips it (:meth:`ValueFormat.decode_sized`, :meth:`ValueFormat.decode_list`);
+the soft expiry travels with the value, so every process sees the time its writer set. A
+value without a stamp is fresh until memcached expires it.
 """
 
 from __future__ import annotations
@@ -25,11 +36,12 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import pickle
+import struct
 import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cachelab.errors import UsageError
 
@@ -37,6 +49,8 @@ __all__ = [
     "CODECS",
     "COMPRESSORS",
     "MAGIC",
+    "STAMP",
+    "Stamp",
     "Codec",
     "Compressor",
     "CorruptValue",
@@ -46,6 +60,14 @@ __all__ = [
 ]
 
 MAGIC = 0xCB
+#: The first byte of a stamped value (see the module docstring).
+STAMP = 0xCC
+_STAMP = struct.Struct(">BBdd")
+#: Bytes of a stamp in front of a value.
+STAMP_LEN = _STAMP.size
+_unpack_stamp = _STAMP.unpack_from
+#: Where the payload of a stamped value starts (after the stamp and the 2-byte header).
+_OWN_AT = STAMP_LEN + 2
 
 # Lazy imports: the libraries behind the codecs and compressors (msgpack, orjson, zstandard,
 # lz4) are imported when one is first instantiated (by the first ValueFormat naming it), not
@@ -374,6 +396,29 @@ class Encoded:
     plain_size: int
 
 
+class Stamp(NamedTuple):
+    """A stamped value's times (see the module docstring): stale from ``soft_at``, gone from
+    ``hard_at`` (Unix times); ``revalidating`` while a caller that claimed it reloads it (its
+    ``soft_at`` is then when that claim lapses and another caller may try). A named tuple:
+    one is made per stamped value read."""
+
+    soft_at: float
+    hard_at: float
+    revalidating: bool = False
+
+    def pack(self, data: bytes) -> bytes:
+        """``data`` (an unstamped value) with this stamp in front."""
+        return _STAMP.pack(STAMP, int(self.revalidating), self.soft_at, self.hard_at) + data
+
+
+def read_stamp(data: bytes) -> tuple[Stamp | None, bytes]:
+    """(its stamp, the value without it) of a stored value; (None, ``data``) when it has none."""
+    if len(data) < STAMP_LEN or data[0] != STAMP:
+        return None, data
+    _, flags, soft_at, hard_at = _unpack_stamp(data)
+    return Stamp(soft_at, hard_at, flags & 1 == 1), data[STAMP_LEN:]
+
+
 class ValueFormat:
     """One key class's way of storing values: a codec, and a compressor used for encoded values
     of at least ``threshold`` bytes when it makes them smaller."""
@@ -418,6 +463,8 @@ class ValueFormat:
     def decode_sized(self, data: bytes) -> tuple[Any, int]:
         """(object, plain size) of a value in our format, whichever codec wrote it (the header
         says how) — except pickle, refused unless this format's own codec is pickle."""
+        if data[:1] == b"\xcc":  # a stamp (stale-while-revalidate): the value follows it
+            data = read_stamp(data)[1]
         if len(data) < 2 or data[0] != MAGIC:
             raise CorruptValue("not a cachelab.tiered value (no header)")
         fmt = data[1]
@@ -444,14 +491,16 @@ class ValueFormat:
 
     def decode_list(
         self, idents: list[Any], values: list[bytes | None], found: int, others: list[int],
-        nbytes: int, objs: dict, sizes: dict,
+        nbytes: int, objs: dict, sizes: dict, stamps: dict | None = None,
     ) -> tuple[int, int, int]:
         """Fills ``objs`` and ``sizes`` (plain sizes) from a multi-get's ``values``, aligned with
         ``idents`` as :meth:`Tier.get_list <cachelab.tiered.backends.Tier.get_list>` answers
         with ``strip=``:attr:`own_header`: ``found`` values, those at ``others`` still with
         their header, the rest without it (``nbytes`` of them, headers included). Values in
         this format's own uncompressed form are read with one C-level ``map``; an empty one is
-        a lease placeholder (a miss). Returns (hits, bytes read of the hits, corrupt values)."""
+        a lease placeholder (a miss). Stamped values (stale-while-revalidate) are among the
+        others: their :class:`Stamp` goes to ``stamps[ident]`` when ``stamps`` is given.
+        Returns (hits, bytes read of the hits, corrupt values)."""
         corrupt = 0
         rest = [(idents[x], values[x]) for x in others]
         if rest:
@@ -482,16 +531,36 @@ class ValueFormat:
                         nbytes -= len(p) + len(self.own_header)
         sizes.update(zip(plain_ids, map(len, payloads)))
         decode = self.decode_sized
+        own = self.own_header
         for i, data in rest:
             if not data:  # a lease placeholder: a miss
                 continue
+            size = len(data)
+            if stamps is not None and data[0] == STAMP and size > _OWN_AT:
+                _, flags, soft_at, hard_at = _unpack_stamp(data)
+                stamps[i] = Stamp(soft_at, hard_at, flags & 1 == 1)
+                if loads is not None and data[STAMP_LEN:_OWN_AT] == own:
+                    # the class's own uncompressed format behind the stamp: read at once
+                    try:
+                        objs[i] = loads(data[_OWN_AT:])
+                    except Exception:
+                        del stamps[i]
+                        corrupt += 1
+                        continue
+                    sizes[i] = size - _OWN_AT
+                    hits += 1
+                    nbytes += size
+                    continue
+                data = data[STAMP_LEN:]
             try:
                 objs[i], sizes[i] = decode(data)
             except CorruptValue:
+                if stamps is not None:
+                    stamps.pop(i, None)
                 corrupt += 1
                 continue
             hits += 1
-            nbytes += len(data)
+            nbytes += size
         if len(sizes) > len(objs):  # drop the sizes of corrupt payloads
             for i in [i for i in sizes if i not in objs]:
                 del sizes[i]

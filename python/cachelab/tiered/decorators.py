@@ -418,7 +418,8 @@ def _is_async(target: Target) -> bool:
 def cached(target: Target, name: str | None = None, *,
            ttl: int = 3600, key: Callable[..., Hashable] | None = None,
            codec: str = "msgpack", compression: str = "none", threshold: int = 1024,
-           l1: bool = True, namespace: str | None = None) -> Callable[[Callable[..., Any]], Any]:
+           l1: bool = True, namespace: str | None = None,
+           soft_ttl: int | None = None) -> Callable[[Callable[..., Any]], Any]:
     """The decorator behind ``target.cached(...)`` (see the module docstring): a key class
     named ``name`` (default: from the function) with these options, whose loader calls the
     function for each ident."""
@@ -453,7 +454,7 @@ def cached(target: Target, name: str | None = None, *,
 
         kc = target.key_class(name or class_name(fn), loader, codec=codec,
                               compression=compression, threshold=threshold, ttl=ttl, l1=l1,
-                              namespace=namespace)
+                              namespace=namespace, soft_ttl=soft_ttl)
         wrapper: _Base[Any] = (AsyncCached if is_async else Cached)(  # type: ignore[arg-type]
             target, fn, kc, ident, kind)
         holder.append(wrapper)
@@ -464,8 +465,8 @@ def cached(target: Target, name: str | None = None, *,
 
 def cached_many(target: Target, name: str | None = None, *,
                 ttl: int = 3600, codec: str = "msgpack", compression: str = "none",
-                threshold: int = 1024, l1: bool = True,
-                namespace: str | None = None) -> Callable[[Callable[..., Any]], Any]:
+                threshold: int = 1024, l1: bool = True, namespace: str | None = None,
+                soft_ttl: int | None = None) -> Callable[[Callable[..., Any]], Any]:
     """The decorator behind ``target.cached_many(...)``: the function, ``fn(idents) ->
     {ident: value}``, is the key class's loader; calls go through ``get_many``."""
     is_async = _is_async(target)
@@ -478,7 +479,7 @@ def cached_many(target: Target, name: str | None = None, *,
         loader = _headed_loader(fn) if kind in ("method", "class") else fn
         kc = target.key_class(name or class_name(fn), loader, codec=codec,
                               compression=compression, threshold=threshold, ttl=ttl, l1=l1,
-                              namespace=namespace)
+                              namespace=namespace, soft_ttl=soft_ttl)
         return (AsyncCachedMany if is_async else CachedMany)(target, fn, kc, kind)
 
     return decorate

@@ -291,7 +291,7 @@ def _encode(cache: FillHost, kc: KeyClass, obj: Any) -> Encoded | None:
     """``obj`` encoded, or None (counted, logged once per key class) if its codec cannot: a
     fill still returns what the loader gave."""
     try:
-        return kc.format.encode(obj)
+        return kc.encode(obj)
     except UsageError as e:
         cache.events.unencodable += 1
         _log_once(kc, "unencodable", e)

@@ -22,6 +22,7 @@ seconds. Bumping it (:meth:`Keyring.bump`) changes every key of the namespace at
 from __future__ import annotations
 
 import hashlib
+import math
 import numbers
 import re
 import secrets
@@ -34,8 +35,14 @@ import cachelab._core as _core
 from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
-from cachelab.tiered.checks import ttl_seconds, unhashable_ident, unhashable_in, unstable_ident
-from cachelab.tiered.codecs import ValueFormat
+from cachelab.tiered.checks import (
+    soft_ttl_seconds,
+    ttl_seconds,
+    unhashable_ident,
+    unhashable_in,
+    unstable_ident,
+)
+from cachelab.tiered.codecs import Encoded, Stamp, ValueFormat
 
 __all__ = ["KeyClass", "Keyring", "Loader", "RandomPrefixWarning", "ident_text"]
 
@@ -105,7 +112,11 @@ def _sized(text: str) -> str:
 class KeyClass(Generic[T]):
     """A family of keys with one loader, one value format, one TTL. Made by
     :meth:`TieredCache.key_class <cachelab.tiered.TieredCache.key_class>`; generic in the
-    loader's value type, so ``cache.get(users, 1)`` is typed ``User | None``."""
+    loader's value type, so ``cache.get(users, 1)`` is typed ``User | None``.
+
+    ``soft_ttl`` (seconds, less than ``ttl``; None: off) turns on stale-while-revalidate
+    (:mod:`cachelab.tiered.swr`): a value is fresh for ``soft_ttl``, then served stale while one
+    caller reloads it, until ``ttl``."""
 
     name: str
     loader: Loader[T]
@@ -113,6 +124,7 @@ class KeyClass(Generic[T]):
     ttl: int
     l1: bool
     namespace: str | None
+    soft_ttl: int | None = None
     #: In L1 and not versioned: an L1 hit needs no namespace version (the hit path's test).
     plain_l1: bool = field(init=False, repr=False)
 
@@ -120,7 +132,21 @@ class KeyClass(Generic[T]):
         object.__setattr__(self, "plain_l1", self.l1 and self.namespace is None)
 
     def __repr__(self) -> str:
-        return f"KeyClass({self.name!r}, {self.format!r}, ttl={self.ttl}, l1={self.l1})"
+        soft = "" if self.soft_ttl is None else f", soft_ttl={self.soft_ttl}"
+        return f"KeyClass({self.name!r}, {self.format!r}, ttl={self.ttl}{soft}, l1={self.l1})"
+
+    def encode(self, obj: Any) -> Encoded:
+        """``obj`` as stored in memcached: its format's encoding, with a stamp in front when
+        the class has a ``soft_ttl`` (stale from ``soft_ttl`` seconds on, gone at ``ttl``)."""
+        enc = self.format.encode(obj)
+        soft = self.soft_ttl
+        if soft is None:
+            return enc
+        now = time.time()
+        ttl = self.ttl
+        stamp = Stamp(now + min(soft, ttl) if ttl else now + soft,
+                      now + ttl if ttl else math.inf)
+        return Encoded(stamp.pack(enc.data), enc.flags, enc.plain_size)
 
 
 class RandomPrefixWarning(UserWarning):
@@ -161,7 +187,7 @@ class Keyring:
 
     def register(
         self, name: str, loader: Loader[T], codec: str, compression: str, threshold: int,
-        ttl: int, l1: bool, namespace: str | None,
+        ttl: int, l1: bool, namespace: str | None, soft_ttl: int | None = None,
     ) -> KeyClass[T]:
         """A new key class (see :meth:`cachelab.tiered.TieredCache.key_class`)."""
         if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -172,11 +198,12 @@ class Keyring:
         if name in self.classes:
             raise UsageError(f"key class {name!r} is already registered")
         ttl = ttl_seconds(ttl)
+        soft = soft_ttl_seconds(soft_ttl, ttl)
         if not callable(loader):
             raise TypeError(f"key class {name!r}: loader must be a function of a list of "
                             f"idents returning {{ident: value}}, got {type(loader).__qualname__}")
         kc = KeyClass(name, loader, ValueFormat(codec, compression, threshold), ttl, l1,
-                      namespace)
+                      namespace, soft)
         self.classes[name] = kc
         return kc
 

@@ -89,10 +89,11 @@ class Memory:
         return True
 
     def put(self, key: Hashable, obj: Any, weight: int | None, version: int = 0,
-            since: float | None = None) -> None:
+            since: float | None = None, until: float | None = None) -> None:
         """Holds ``obj`` (``weight``: its encoded size; None — no encoding — is not held);
         ``since`` is the ``time.monotonic()`` its value is known to be current at (default:
-        now), from which its ``ttl`` counts."""
+        now), from which its ``ttl`` counts; ``until`` (a ``time.monotonic()``) ends it sooner
+        (a value of a key class with a soft TTL is held only while it is fresh)."""
         raise NotImplementedError  # pragma: no cover - interface
 
     def discard(self, key: Hashable) -> None:
@@ -115,14 +116,16 @@ class Memory:
     copy: bool = False
 
     def _add(self, key: Hashable, obj: Any, weight: int, version: int,
-             since: float | None) -> None:
+             since: float | None, until: float | None = None) -> None:
         """Stores a new entry; the caller holds the lock and has made room."""
         if self.copy:
             obj = _own(obj)
         if self.ttl is None:
-            expires = None
+            expires = until
         else:
             expires = (time.monotonic() if since is None else since) + self.ttl
+            if until is not None and until < expires:
+                expires = until
         self._d[key] = [obj, weight, version, expires]
         self.items += 1
         self.bytes += weight
@@ -175,7 +178,7 @@ class LRUMemory(Memory):
         return _own(e[0]) if self.copy else e[0]
 
     def put(self, key: Hashable, obj: Any, weight: int | None, version: int = 0,
-            since: float | None = None) -> None:
+            since: float | None = None, until: float | None = None) -> None:
         if weight is None:  # no encoding (a value its codec cannot store): not admitted
             return
         w = max(1, int(weight))
@@ -191,7 +194,7 @@ class LRUMemory(Memory):
                 self.items -= 1
                 self.bytes -= victim[1]
                 self.evictions += 1
-            self._add(key, obj, w, version, since)
+            self._add(key, obj, w, version, since, until)
 
 
 class FixedMemory(Memory):
@@ -224,9 +227,9 @@ class FixedMemory(Memory):
         return key in self.pins
 
     def put(self, key: Hashable, obj: Any, weight: int | None, version: int = 0,
-            since: float | None = None) -> None:
+            since: float | None = None, until: float | None = None) -> None:
         if key not in self.pins or weight is None:
             return
         with self._lock:
             self._drop(key)
-            self._add(key, obj, max(1, int(weight)), version, since)
+            self._add(key, obj, max(1, int(weight)), version, since, until)

@@ -75,9 +75,10 @@ class TierStats:
 class BreakerStats:
     """Fallbacks: L2 calls skipped while the breaker was open, loader reads that replaced a
     failed L2 read, lease outcomes, values refused as corrupt, filled values not stored
-    (over the item size limit, or not encodable). Writes: ``write_errors`` (a set or delete
-    that failed), ``writes_skipped`` (a put or invalidate not sent while the breaker was open),
-    ``deletes_flushed`` (queued deletes that reached memcached)."""
+    (over the item size limit, or not encodable), stale-while-revalidate's stale hits and
+    reloads. Writes: ``write_errors`` (a set or delete that failed), ``writes_skipped`` (a put
+    or invalidate not sent while the breaker was open), ``deletes_flushed`` (queued deletes
+    that reached memcached)."""
 
     opened: int = 0
     skipped: int = 0
@@ -97,6 +98,12 @@ class BreakerStats:
     oversize: int = 0
     #: Filled values the key class's codec cannot encode: returned, stored in no tier.
     unencodable: int = 0
+    #: Stale-while-revalidate (key classes with ``soft_ttl``): stale values returned from
+    #: memcached, reloads run by the caller that claimed a stale value, and reloads (or claims)
+    #: that failed — the loader raised or memcached did — after which stale is served.
+    stale_hits: int = 0
+    revalidations: int = 0
+    revalidation_errors: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
