@@ -5,8 +5,9 @@
   fetching them again.
 * **Leases**, across processes (:func:`fill`): for keys missing from memcached, the first
   client to miss a key gets a lease (memcached ``mg ... N``) and loads it; the others poll
-  memcached for its value as long as the lease is held (memcached answers ``Z``), then load it
-  themselves without storing. The winner stores with the lease's CAS, so a fill that raced an
+  memcached for its value as long as the lease is held (memcached answers ``Z``; a poll asks
+  for no lease, so a lost one leaves nothing to delete), then load it themselves without
+  storing. The winner stores with the lease's CAS, so a fill that raced an
   invalidation (a delete in between) is not stored.
 
 Leases cannot hurt: a winner whose loader (or the value's encoding) raises deletes its lease
@@ -360,11 +361,24 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
             break  # the placeholder is this process's own, from a lost request: nobody fills it
         time.sleep(pause)
         pause = min(pause * 2, LEASE_POLL_MAX)
+        # Only a request that may have *won* may leave an orphan placeholder, so only its
+        # lost reply owes a delete. A poll only reads (no lease asked): whatever became of
+        # it, it made no placeholder — the one there is the holder's, and a delete queued
+        # for it would remove the holder's placeholder once sent, so that the next caller
+        # wins and loads the key again (extra loader calls under load). The lease is asked
+        # for only once the key is gone (its holder released it, or it expired or was
+        # deleted); that request may have won, so its lost reply is treated as fill's.
         try:
-            lease = cache.l2.lease_get(key, cache.lease_ttl)
+            lease = cache.l2.lease_peek(key)
+            if lease is None:
+                cache.l2_stats.add(calls=1, keys=1)
+                try:
+                    lease = cache.l2.lease_get(key, cache.lease_ttl)
+                except ServerError:
+                    cache._queue_delete(key)  # it may have won: as in fill
+                    raise
         except ServerError:
             l2_failed(cache)
-            cache._queue_delete(key)  # as in fill: it may still run and leave a placeholder
             break
         cache.l2_stats.add(calls=1, keys=1)
         if lease.value is not None:
