@@ -18,8 +18,9 @@ from typing import Any, NoReturn
 
 from cachelab.errors import UsageError
 
-__all__ = ["bad_key_class", "idents_list", "loaded_mapping", "short", "soft_ttl_seconds",
-           "ttl_seconds", "unhashable_ident", "unhashable_in", "unstable_ident"]
+__all__ = ["bad_key_class", "hashable", "idents_list", "loaded_mapping", "short",
+           "soft_ttl_seconds", "ttl_seconds", "unhashable_ident", "unhashable_in",
+           "unstable_ident"]
 
 #: Longest memcached TTL this library accepts: memcached reads a larger number as a Unix time.
 MAX_TTL = 30 * 86400
@@ -109,21 +110,33 @@ def idents_list(where: str, kc_name: str, idents: Iterable[Any]) -> list[Any]:
                         f"iterable) of idents, got {_what(idents)}") from None
 
 
-def unhashable_ident(kc_name: str, ident: Any) -> TypeError:
-    """The TypeError for an ident the key class cannot key (it cannot be hashed)."""
-    return TypeError(f"key class {kc_name!r}: ident {short(ident)} is a "
-                     f"{type(ident).__qualname__}, which cannot be hashed; an ident is an int, "
-                     "str, bytes, float, None, or a tuple or frozenset of them")
+def unhashable_ident(kc_name: str, ident: Any, where: str | None = None) -> TypeError:
+    """The TypeError for an ident the key class cannot key (it cannot be hashed), naming the
+    method it was passed to (``where``, e.g. ``"TieredCache.get"``), the ident and its type."""
+    what = (f"ident {short(ident)} ({type(ident).__qualname__}) is not hashable: an ident is "
+            "an int, str, bytes, float, None, or a tuple or frozenset of them")
+    if where is None:
+        return TypeError(f"key class {kc_name!r}: {what}")
+    return TypeError(f"{where}: {what} (key class {kc_name!r})")
 
 
-def unhashable_in(kc_name: str, idents: list[Any]) -> None:
+def unhashable_in(kc_name: str, idents: Iterable[Any], where: str | None = None) -> None:
     """Raises :func:`unhashable_ident`'s error for the first ident of ``idents`` that cannot
     be hashed (after a TypeError, to tell whether that was the cause); else returns."""
     for i in idents:
         try:
             hash(i)
         except TypeError:
-            raise unhashable_ident(kc_name, i) from None
+            raise unhashable_ident(kc_name, i, where) from None
+
+
+def hashable(where: str, kc_name: str, ident: Any) -> None:
+    """Raises :func:`unhashable_ident`'s error if ``ident`` cannot be hashed (a write checks
+    its one ident first: cheap beside its round trip)."""
+    try:
+        hash(ident)
+    except TypeError:
+        raise unhashable_ident(kc_name, ident, where) from None
 
 
 def unstable_ident(kc_name: str, ident: Any) -> UsageError:
