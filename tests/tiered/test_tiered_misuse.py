@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from cachelab.errors import UsageError
-from cachelab.tiered import AsyncTieredCache, LRUMemory, MemcachedTier, TieredCache
+from cachelab.tiered import (
+    AsyncTieredCache,
+    LoaderKeysWarning,
+    LRUMemory,
+    MemcachedTier,
+    TieredCache,
+)
 
 
 def _cache(l1: bool = True) -> TieredCache:
@@ -46,6 +52,34 @@ def test_loader_result_must_be_a_mapping(returned: Any, shown: str, hint: str,
     assert "expected a mapping {ident: value}" in msg
     assert f"returned {shown}" in msg and hint in msg
     assert "\n" not in msg
+
+
+def test_a_loader_keyed_by_another_type_is_warned_of_once(memcached) -> None:
+    """Asked for [1, 2], a loader returns {"1": .., "2": ..}: every ident was a silent miss."""
+    cache = TieredCache(MemcachedTier(memcached.address), None)
+
+    def load_users(ids: list[int]) -> dict[str, Any]:
+        return {str(i): {"id": i} for i in ids}
+
+    users = cache.key_class("user", load_users)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")  # Python's own: each message once
+        assert cache.get_many(users, [1, 2]) == {}
+        assert cache.get(users, 3) is None  # the same message: not shown again
+        assert cache.get(users, 4, "none") == "none"
+        assert cache.get_many(users, [5, 6]) == {}
+    msgs = [str(w.message) for w in seen if issubclass(w.category, LoaderKeysWarning)]
+    assert len(msgs) == 1, msgs
+    assert "load_users" in msgs[0] and "'user'" in msgs[0]
+    assert "idents of type int and returned values under keys of type str" in msgs[0], msgs[0]
+    assert "\n" not in msgs[0]
+    # a loader that knows none of them (returns {}), or some of them, is not warned of
+    partial = cache.key_class("partial", lambda ids: {ids[0]: 1, "x": 2})
+    empty = cache.key_class("empty", lambda ids: {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.get_many(partial, [7, 8]) == {7: 1}
+        assert cache.get_many(empty, [7, 8]) == {}
 
 
 def test_loader_result_checked_on_the_memcached_path_too(memcached) -> None:

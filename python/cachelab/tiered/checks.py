@@ -13,14 +13,15 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 from cachelab.errors import UsageError
 
-__all__ = ["bad_key_class", "hashable", "idents_list", "loaded_mapping", "short",
-           "soft_ttl_seconds", "ttl_seconds", "unhashable_ident", "unhashable_in",
-           "unstable_ident"]
+__all__ = ["LoaderKeysWarning", "bad_key_class", "foreign_keys", "hashable", "idents_list",
+           "loaded_mapping", "short", "soft_ttl_seconds", "ttl_seconds", "unhashable_ident",
+           "unhashable_in", "unstable_ident"]
 
 #: Longest memcached TTL this library accepts: memcached reads a larger number as a Unix time.
 MAX_TTL = 30 * 86400
@@ -173,3 +174,24 @@ def loaded_mapping(kc: Any, loaded: Any) -> Mapping[Any, Any]:
     raise TypeError(f"loader {_loader_name(kc.loader)} of key class {kc.name!r} returned "
                     f"{_what(loaded)}: expected a mapping {{ident: value}} of the idents it "
                     f"was given (those it does not know left out){hint}")
+
+
+class LoaderKeysWarning(UserWarning):
+    """A loader returned values, none of them under an ident it was asked for (keyed by
+    another type, e.g. ``"1"`` for ``1``): they are not used, every ident is a miss."""
+
+
+def foreign_keys(kc: Any, idents: list[Any], loaded: Mapping[Any, Any]) -> None:
+    """Warns (:class:`LoaderKeysWarning`) that the loader of ``kc`` returned ``loaded``, none
+    of whose keys is among ``idents``, naming the loader, the type asked and the type
+    returned (no values: Python's default filter shows each message once, so once per key
+    class and pair of types)."""
+    asked = type(idents[0]).__qualname__
+    got = type(next(iter(loaded))).__qualname__
+    if got == asked:
+        got += " (other idents)"
+    warnings.warn(
+        f"loader {_loader_name(kc.loader)} of key class {kc.name!r} was asked for idents of "
+        f"type {asked} and returned values under keys of type {got}, none of them an ident "
+        "asked: they are not used (every ident is a miss); key the mapping by the idents the "
+        "loader was given", LoaderKeysWarning, stacklevel=2)

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.backends import Tier, ValueTooLarge
 from cachelab.tiered.breaker import CircuitBreaker
-from cachelab.tiered.checks import loaded_mapping
+from cachelab.tiered.checks import foreign_keys, loaded_mapping
 from cachelab.tiered.codecs import CorruptValue, Encoded
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.stats import BreakerStats, TierStats
@@ -424,5 +424,7 @@ def _load(cache: FillHost, kc: KeyClass, idents: list[Any]) -> Mapping[Any, Any]
         raise
     cache.l3_stats.record(_now_ns() - t0)
     found = sum(1 for i in idents if i in loaded)
+    if not found and loaded:
+        foreign_keys(kc, idents, loaded)  # e.g. {"1": ...} for [1]: silent misses otherwise
     cache.l3_stats.add(calls=1, keys=len(idents), hits=found, misses=len(idents) - found)
     return loaded
