@@ -36,11 +36,14 @@ from cachelab.tiered.codecs import CorruptValue, Encoded
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.stats import BreakerStats, TierStats
 
-__all__ = ["LEASE_POLL_MAX", "Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
+__all__ = ["LEASE_POLL_MAX", "Fetch", "FillHost", "Flight", "SingleFlight", "fill", "hand_out",
+           "l2_failed"]
 
 _now_ns = time.perf_counter_ns
 _allocate_lock = threading.Lock
 _log = logging.getLogger("cachelab.tiered")
+#: ``.flight``: the :class:`Flight` this thread leads now (for :func:`hand_out`)
+_leading = threading.local()
 #: The longest pause between a lease waiter's polls (seconds): 1 ms doubling up to it.
 LEASE_POLL_MAX = 0.05
 #: Key classes whose unencodable or oversize values have been logged (once each).
@@ -55,7 +58,7 @@ class Flight:
     it. The lock is held by the filling thread until it is done (one lock per batch, not per
     key: a 100-key multi-get makes one)."""
 
-    __slots__ = ("error", "lock", "results", "stale", "started", "waiters")
+    __slots__ = ("early", "error", "lock", "rest", "results", "stale", "started", "waiters")
 
     def __init__(self, started: float) -> None:
         #: ``time.monotonic()`` when its leader began the lookup: its values are no older
@@ -70,6 +73,11 @@ class Flight:
         self.results: dict[str, tuple] | None = None
         self.waiters = 0
         self.error: BaseException | None = None
+        #: memcached key -> (object, weight) handed out before the flight ends (see
+        #: :func:`hand_out`); then ``lock`` is released at once and ``rest`` is held instead
+        #: until the flight ends, for the threads waiting on its other keys
+        self.early: dict[str, tuple] | None = None
+        self.rest: threading.Lock | None = None
 
 
 class SingleFlight:
@@ -117,7 +125,12 @@ class SingleFlight:
         sizes: dict[Any, int] = {}
         try:
             if led:
-                objs, sizes = lead(kc, led, led_keys)
+                outer = getattr(_leading, "flight", None)  # a loader may read another cache
+                _leading.flight = mine
+                try:
+                    objs, sizes = lead(kc, led, led_keys)
+                finally:
+                    _leading.flight = outer
         except BaseException as e:
             mine.error = e
             raise
@@ -126,7 +139,7 @@ class SingleFlight:
             if mine.waiters:  # no one can start waiting on us after the pops
                 key_of = dict(zip(led, led_keys))
                 mine.results = {key_of[i]: (o, sizes[i]) for i, o in objs.items()}
-            mine.lock.release()
+            (mine.rest or mine.lock).release()
         if not follow:
             return objs, sizes
         late: list[Any] = []
@@ -136,6 +149,14 @@ class SingleFlight:
             f.waiters += 1
             f.lock.acquire()
             f.lock.release()
+            early = f.early
+            r = None if early is None else early.get(k)
+            if r is not None and not f.stale:
+                objs[i], sizes[i] = r  # handed out while its leader reloads (hand_out)
+                continue
+            if f.rest is not None:
+                f.rest.acquire()
+                f.rest.release()
             if f.error is not None:
                 raise f.error
             if f.results is None or f.stale:
@@ -152,6 +173,22 @@ class SingleFlight:
             objs.update(more[0])
             sizes.update(more[1])
         return {i: objs[i] for i in idents if i in objs}, sizes
+
+
+def hand_out(values: Mapping[str, tuple]) -> None:
+    """Called by a flight's leader about to reload stale values (stale-while-revalidate,
+    :mod:`cachelab.tiered.swr`): ``values`` (memcached key -> (object, L1 weight): the stale
+    values and whatever else it has found) go at once to the threads of this process waiting
+    on its flight, and to those that join it until it ends, instead of waiting for the reload;
+    those waiting on its other keys still wait for the end. Nothing outside a flight."""
+    f: Flight | None = getattr(_leading, "flight", None)
+    if f is None or f.rest is not None:
+        return
+    rest = _allocate_lock()
+    rest.acquire()
+    f.early = dict(values)
+    f.rest = rest  # set before the release: a waiter that wakes sees both
+    f.lock.release()
 
 
 # -- leases -----------------------------------------------------------------------------------
