@@ -180,10 +180,12 @@ class Tier:
     def lease_get(self, key: str, lease_ttl: int) -> Lease:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def lease_peek(self, key: str) -> Lease | None:  # pragma: no cover - interface
+    def lease_peek(self, key: str) -> Lease | None:
         """What :meth:`lease_get` would answer, without asking for the lease: None if ``key``
-        is absent (no placeholder is made, so a request whose reply is lost leaves none)."""
-        raise NotImplementedError
+        is absent (no placeholder is made, so a request whose reply is lost leaves none).
+        This default says None: a tier that cannot peek is asked for the lease at every poll
+        of a lease waiter."""
+        return None
 
     def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
         raise NotImplementedError  # pragma: no cover - interface

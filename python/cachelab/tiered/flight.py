@@ -2,7 +2,8 @@
 
 * **Single flight**, in process (:class:`SingleFlight`): the first thread to miss a batch of
   keys fetches it; other threads wanting any of those keys wait for its results instead of
-  fetching them again.
+  fetching them again (or, when it reloads stale values, take what it found at once:
+  :func:`hand_out`).
 * **Leases**, across processes (:func:`fill`): for keys missing from memcached, the first
   client to miss a key gets a lease (memcached ``mg ... N``) and loads it; the others poll
   memcached for its value as long as the lease is held (memcached answers ``Z``; a poll asks
