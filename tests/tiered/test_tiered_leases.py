@@ -169,8 +169,8 @@ _CHILD = textwrap.dedent("""
         time.sleep(1.0)  # slower than the old 0.5 s lease_wait
         return {i: {"n": i} for i in idents}
 
-    # Generous timeouts: a waiter's lease request timed out on a busy machine (0.25 s by
-    # default) is queued for deletion, which frees the winner's placeholder for another load.
+    # Generous timeouts: a waiter whose poll times out on a busy machine (0.25 s by default)
+    # loads the key itself (the holder's placeholder stays: it owes no delete).
     cache = TieredCache(MemcachedTier(address, timeout=5.0, connect_timeout=5.0), None,
                         prefix=prefix)
     kc = cache.key_class("slow", load)
