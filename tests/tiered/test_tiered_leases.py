@@ -20,6 +20,7 @@ from tiered_helpers import Store, free_port, make, memcached_on, stop, wait_for
 from cachelab import _core
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import MemcachedTier, TieredCache
+from faultproxy import FaultProxy
 
 #: The old fixed wait: a caller that waited this long was held by a lease nobody filled.
 OLD_LEASE_WAIT = 0.5
@@ -104,6 +105,57 @@ def test_a_waiter_wins_as_soon_as_the_holder_fails(
     assert store.calls == [[8]]
 
 
+def test_a_waiters_lost_poll_leaves_the_holders_placeholder(
+    memcached: PrivateMemcached,
+) -> None:
+    """A waiter whose poll of another's lease times out did not win that lease: it owes no
+    delete. One queued would remove the holder's placeholder once sent, and the next caller
+    would win and load the key a third time (issue 32: extra loader calls under load)."""
+    entered, go = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def load(who: str) -> Any:
+        def loader(idents: list[Any]) -> dict[Any, Any]:
+            calls.append(who)
+            if who == "holder":
+                entered.set()
+                go.wait(10)
+            return {i: {"n": i} for i in idents}
+        return loader
+
+    prefix = f"lost-poll{time.monotonic_ns()}"
+    holder, hkc = _cache_with(memcached.address, prefix, load("holder"))
+    with FaultProxy(memcached.address) as proxy:
+        waiter = TieredCache(MemcachedTier(proxy.address, timeout=0.2, connect_timeout=0.2),
+                             None, prefix=prefix)
+        wkc = waiter.key_class("item", load("waiter"))
+        third, tkc = _cache_with(memcached.address, prefix, load("third"))
+        got: list[Any] = []
+        threads = [threading.Thread(target=lambda: got.append(holder.get(hkc, 5)))]
+        threads[0].start()
+        assert entered.wait(10)  # the holder won the lease; its loader runs
+        threads.append(threading.Thread(target=lambda: got.append(waiter.get(wkc, 5))))
+        threads[1].start()
+        wait_for(lambda: waiter.events.lease_waits == 1, "the waiter to see the lease")
+        proxy.half_open()  # the waiter's next poll reaches memcached; its reply never comes
+        threads[1].join(10)
+        assert waiter.l2_stats.errors >= 1  # its poll timed out; it loaded without storing
+        assert waiter.events.pending_invalidations == 0  # ... and owes no delete
+        waiter.close()
+    key = holder.key_for(hkc, 5)
+    with _core.Client(memcached.address, timeout=2.0) as raw:
+        assert raw.get(key) == b""  # the holder's placeholder is still there
+    threads.append(threading.Thread(target=lambda: got.append(third.get(tkc, 5))))
+    threads[2].start()
+    wait_for(lambda: third.events.lease_waits == 1, "the third caller to wait on the lease")
+    go.set()
+    for t in threads:
+        t.join(10)
+    assert got == [{"n": 5}] * 3
+    assert sorted(calls) == ["holder", "waiter"]  # the third read the holder's value
+    assert holder.events.lease_lost == 0 and third.events.lease_wins == 0
+
+
 _CHILD = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
@@ -117,8 +169,8 @@ _CHILD = textwrap.dedent("""
         time.sleep(1.0)  # slower than the old 0.5 s lease_wait
         return {i: {"n": i} for i in idents}
 
-    # Generous timeouts: a waiter's lease request timed out on a busy machine (0.25 s by
-    # default) is queued for deletion, which frees the winner's placeholder for another load.
+    # Generous timeouts: a waiter whose poll times out on a busy machine (0.25 s by default)
+    # loads the key itself (the holder's placeholder stays: it owes no delete).
     cache = TieredCache(MemcachedTier(address, timeout=5.0, connect_timeout=5.0), None,
                         prefix=prefix)
     kc = cache.key_class("slow", load)

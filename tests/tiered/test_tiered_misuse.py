@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from cachelab.errors import UsageError
-from cachelab.tiered import AsyncTieredCache, LRUMemory, MemcachedTier, TieredCache
+from cachelab.tiered import (
+    AsyncTieredCache,
+    LoaderKeysWarning,
+    LRUMemory,
+    MemcachedTier,
+    TieredCache,
+)
 
 
 def _cache(l1: bool = True) -> TieredCache:
@@ -46,6 +52,34 @@ def test_loader_result_must_be_a_mapping(returned: Any, shown: str, hint: str,
     assert "expected a mapping {ident: value}" in msg
     assert f"returned {shown}" in msg and hint in msg
     assert "\n" not in msg
+
+
+def test_a_loader_keyed_by_another_type_is_warned_of_once(memcached) -> None:
+    """Asked for [1, 2], a loader returns {"1": .., "2": ..}: every ident was a silent miss."""
+    cache = TieredCache(MemcachedTier(memcached.address), None)
+
+    def load_users(ids: list[int]) -> dict[str, Any]:
+        return {str(i): {"id": i} for i in ids}
+
+    users = cache.key_class("user", load_users)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")  # Python's own: each message once
+        assert cache.get_many(users, [1, 2]) == {}
+        assert cache.get(users, 3) is None  # the same message: not shown again
+        assert cache.get(users, 4, "none") == "none"
+        assert cache.get_many(users, [5, 6]) == {}
+    msgs = [str(w.message) for w in seen if issubclass(w.category, LoaderKeysWarning)]
+    assert len(msgs) == 1, msgs
+    assert "load_users" in msgs[0] and "'user'" in msgs[0]
+    assert "idents of type int and returned values under keys of type str" in msgs[0], msgs[0]
+    assert "\n" not in msgs[0]
+    # a loader that knows none of them (returns {}), or some of them, is not warned of
+    partial = cache.key_class("partial", lambda ids: {ids[0]: 1, "x": 2})
+    empty = cache.key_class("empty", lambda ids: {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.get_many(partial, [7, 8]) == {7: 1}
+        assert cache.get_many(empty, [7, 8]) == {}
 
 
 def test_loader_result_checked_on_the_memcached_path_too(memcached) -> None:
@@ -142,6 +176,31 @@ def test_bad_ttl_named(ttl: Any, error: type[Exception], text: str) -> None:
             call()
 
 
+_UNHASHABLE_CALLS = {
+    "TieredCache.get": lambda cache, kc: cache.get(kc, [1]),
+    "TieredCache.get_many": lambda cache, kc: cache.get_many(kc, [2, [1]]),
+    "TieredCache.put": lambda cache, kc: cache.put(kc, [1], "x"),
+    "TieredCache.invalidate": lambda cache, kc: cache.invalidate(kc, [1]),
+    "TieredCache.key_for": lambda cache, kc: cache.key_for(kc, [1]),
+    "RequestScope.get": lambda cache, kc: cache.request().get(kc, [1]),
+    "RequestScope.get_many": lambda cache, kc: cache.request().get_many(kc, [2, [1]]),
+    "RequestScope.prefetch": lambda cache, kc: cache.request().prefetch(kc, [2, [1]]),
+}
+
+
+@pytest.mark.parametrize("l1", [True, False])
+@pytest.mark.parametrize("where", list(_UNHASHABLE_CALLS))
+def test_an_unhashable_ident_names_the_method_the_ident_and_its_type(
+    where: str, l1: bool
+) -> None:
+    cache = _cache(l1)
+    users = cache.key_class("user", lambda ids: {i: i for i in ids})
+    text = (rf"^{where}: ident \[1\] \(list\) is not hashable: an ident is an int, str, .* "
+            r"\(key class 'user'\)$")
+    with pytest.raises(TypeError, match=text):
+        _UNHASHABLE_CALLS[where](cache, users)
+
+
 @pytest.mark.parametrize("l1", [True, False])
 def test_bad_idents_name_the_key_class(l1: bool) -> None:
     cache = _cache(l1)
@@ -151,20 +210,9 @@ def test_bad_idents_name_the_key_class(l1: bool) -> None:
         cache.get_many(users, "abc")
     with pytest.raises(TypeError, match=r"get_many\(key class 'user'\): .* got int 5"):
         cache.get_many(users, 5)  # type: ignore[arg-type]
-    unhashable = r"key class 'user': ident \[1\] is a list, which cannot be hashed"
-    with pytest.raises(TypeError, match=unhashable):
-        cache.get_many(users, [2, [1]])
-    with pytest.raises(TypeError, match=unhashable), cache.request() as req:
-        req.get_many(users, [2, [1]])
-    with pytest.raises(TypeError, match=unhashable), cache.request() as req:
-        req.get(users, [1])
     with pytest.raises(TypeError, match=r"RequestScope.prefetch\(key class 'user'\): idents "
                                         r"must be a list"), cache.request() as req:
         req.prefetch(users, "ab")
-    with pytest.raises(TypeError, match=unhashable):
-        cache.put(users, [1], "x")
-    with pytest.raises(TypeError, match=unhashable):
-        cache.invalidate(users, [1])
     # an object whose text is its address would make a key no other process shares
     with pytest.raises(UsageError, match=r"key class 'user': ident <object object at .* has no "
                                          r"stable text"):

@@ -300,6 +300,51 @@ def test_the_replay_thread_runs_only_while_deletes_are_owed() -> None:
         up.close()
 
 
+class _SlowDeletes(MemcachedTier):
+    """Its ``delete_many`` waits for ``go``: a flush under way that holds the flush lock."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.entered, self.go = threading.Event(), threading.Event()
+
+    def delete_many(self, keys: list[str]) -> None:
+        self.entered.set()
+        self.go.wait(10)
+        super().delete_many(keys)
+
+
+def test_a_flush_held_up_by_another_names_the_holder(
+    memcached: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call that waits out its bound for another's flush logs which thread holds it and for
+    how long (a call once waited 9.5 s on one and nothing said why), once per 10 s."""
+    tier = _SlowDeletes(memcached.address, timeout=TIMEOUT, connect_timeout=TIMEOUT)
+    cache = TieredCache(tier, None, prefix=f"held{time.monotonic_ns()}")
+    cache.close()  # no replay thread: the flushes here are the test's own
+    kc = cache.key_class("item", Rows().load)
+    lane = cache._lanes[0]
+    lane._enqueue(cache.key_for(kc, 1))
+    holder = threading.Thread(target=lane.flush, name="slow-flusher")
+    holder.start()
+    try:
+        assert tier.entered.wait(10)
+        bound = 2 * tier.request_bound_s()
+        with caplog.at_level("WARNING", logger="cachelab.tiered"):
+            t0 = time.monotonic()
+            cache.invalidate(kc, 2)  # waits for the holder's flush, then gives up
+            assert time.monotonic() - t0 >= bound * 0.9
+            cache.invalidate(kc, 3)  # held up again: not logged a second time
+        held = [r.getMessage() for r in caplog.records if "held" in r.getMessage()]
+        assert len(held) == 1, held
+        assert "by thread 'slow-flusher'" in held[0], held[0]
+        seconds = float(held[0].split("held it for ")[1].split(" s")[0])
+        assert seconds >= bound * 0.9, held[0]
+        assert cache.events.pending_invalidations == 3  # their deletes stay owed
+    finally:
+        tier.go.set()
+        holder.join(10)
+
+
 def test_awaiting_the_async_close_stops_the_wrapped_caches_replay() -> None:
     port = free_port()  # nothing listens: the invalidate's delete stays owed
     cache = TieredCache(MemcachedTier(f"127.0.0.1:{port}", timeout=TIMEOUT,

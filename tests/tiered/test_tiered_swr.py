@@ -100,6 +100,43 @@ def test_a_stale_value_is_reloaded_once_while_another_process_gets_it_at_once(
     assert b.stats()["events"]["revalidations"] == 1
 
 
+@pytest.mark.parametrize("l1", [True, False], ids=["l1", "no-l1"])
+def test_threads_of_the_reloading_process_get_the_stale_value_at_once(
+    memcached: PrivateMemcached, l1: bool,
+) -> None:
+    """Single flight hands the stale value to the reloader's own threads (they waited for the
+    reload, as on a miss); a thread wanting another key of that fetch still waits for it."""
+    db = Db()
+    (a, ka), _ = _two(memcached.address, db, f"swr-own{time.monotonic_ns()}",
+                      l1=LRUMemory(max_items=100) if l1 else None)
+    assert a.get(ka, 1) == "v1 of 1" and len(db.calls) == 1
+    db.rows[1] = "v2 of 1"
+    time.sleep(PAST_SOFT)
+    entered, release = _held(db)
+    got: dict[str, Any] = {}
+    reloader = threading.Thread(target=lambda: got.update(r=a.get_many(ka, [1, 2])))
+    reloader.start()
+    other = threading.Thread(target=lambda: got.update(other=a.get(ka, 2)))
+    try:
+        assert entered.wait(10)  # the reloader claimed key 1 and its loader is held
+        stale = threading.Thread(target=lambda: got.update(stale=a.get(ka, 1)))
+        stale.start()
+        stale.join(5)
+        assert not stale.is_alive(), "a thread of the reloading process waited for the reload"
+        assert got["stale"] == "v1 of 1"
+        other.start()  # key 2 was a miss in the reloader's fetch: it waits for that fill
+    finally:
+        release.set()
+        reloader.join(10)
+        if other.ident is not None:  # started
+            other.join(10)
+    assert got["r"] == {1: "v2 of 1", 2: "v1 of 2"}
+    assert got["other"] == "v1 of 2"
+    assert db.calls == [[1], [1], [2]]  # the first load, the reload, key 2: no other
+    assert a.events.singleflight_waits == 2 and a.events.revalidations == 1
+    assert a.get(ka, 1) == "v2 of 1" and len(db.calls) == 3
+
+
 def test_many_stale_values_of_one_get_many_are_reloaded_in_one_loader_call(
     memcached: PrivateMemcached,
 ) -> None:

@@ -29,6 +29,7 @@ from cachelab.tiered.aio import AsyncTieredCache
 from cachelab.tiered.backends import Lease, MemcachedTier, PymemcacheTier, Tier, ValueTooLarge
 from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.cache import KeyClass, Loader, RequestScope, TieredCache
+from cachelab.tiered.checks import LoaderKeysWarning
 from cachelab.tiered.codecs import (
     CODECS,
     COMPRESSORS,
@@ -59,6 +60,7 @@ __all__ = [
     "LRUMemory",
     "Lease",
     "Loader",
+    "LoaderKeysWarning",
     "MemcachedPool",
     "MemcachedTier",
     "Memory",

@@ -180,6 +180,13 @@ class Tier:
     def lease_get(self, key: str, lease_ttl: int) -> Lease:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def lease_peek(self, key: str) -> Lease | None:
+        """What :meth:`lease_get` would answer, without asking for the lease: None if ``key``
+        is absent (no placeholder is made, so a request whose reply is lost leaves none).
+        This default says None: a tier that cannot peek is asked for the lease at every poll
+        of a lease waiter."""
+        return None
+
     def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
         raise NotImplementedError  # pragma: no cover - interface
 
@@ -199,6 +206,20 @@ class Tier:
 
     def close(self) -> None:
         pass
+
+
+def _lease(status: str, flags: str, value: bytes) -> Lease:
+    """A lease get's reply (``mg <key> v c [N<ttl>]``) as a :class:`Lease`."""
+    tokens = flags.split()
+    if status != "VA":  # EN cannot happen with N; treat anything else as "someone fills"
+        return Lease()
+    cas = _flag(tokens, "c")
+    if "W" in tokens:
+        return Lease(win=True, cas=int(cas) if cas else None)
+    filling = "Z" in tokens
+    if value and "X" not in tokens and not filling:
+        return Lease(value=value)
+    return Lease(filling=filling)
 
 
 def _flag(tokens: list[str], letter: str) -> str | None:
@@ -304,19 +325,14 @@ class MemcachedTier(Tier):
         return int(n or 1)
 
     def lease_get(self, key: str, lease_ttl: int) -> Lease:
-        status, flags, value = self._call("meta_get", key, f"v c N{lease_ttl}")
-        tokens = flags.split()
-        if status != "VA":  # EN cannot happen with N; treat anything else as "someone fills"
-            return Lease()
-        win = "W" in tokens
-        stale = "X" in tokens
-        cas = _flag(tokens, "c")
-        if win:
-            return Lease(win=True, cas=int(cas) if cas else None)
-        filling = "Z" in tokens
-        if value and not stale and not filling:
-            return Lease(value=value)
-        return Lease(filling=filling)
+        return _lease(*self._call("meta_get", key, f"v c N{lease_ttl}"))
+
+    def lease_peek(self, key: str) -> Lease | None:
+        # memcached reports another's lease (Z) on a plain meta get too; without N a miss
+        # stays a miss. (It would hand out a win, W, only for an item marked stale by a
+        # delete or set with I, which this library never sends.)
+        status, flags, value = self._call("meta_get", key, "v c")
+        return None if status == "EN" else _lease(status, flags, value)
 
     def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
         self.check_size(key, value)

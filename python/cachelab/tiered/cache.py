@@ -77,7 +77,7 @@ from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.asyncbridge import sync_loader
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
-from cachelab.tiered.checks import bad_key_class, idents_list, ttl_seconds, unhashable_in
+from cachelab.tiered.checks import bad_key_class, hashable, idents_list, ttl_seconds, unhashable_in
 from cachelab.tiered.decorators import Cached, CachedMany, cached, cached_many
 from cachelab.tiered.flight import LEASE_POLL_MAX, SingleFlight, fill, l2_failed
 from cachelab.tiered.keys import KeyClass, Keyring, Loader, RandomPrefixWarning, with_ttl
@@ -275,31 +275,35 @@ class TieredCache:
             if kc.__class__ is not KeyClass:
                 bad_key_class("TieredCache.get", kc)
             ttl = ttl_seconds(ttl)
-        hot = self._hot
-        if hot is not None and kc.plain_l1:
-            # LRUMemory.get inlined: the hit path is most of what an L1 hit costs.
-            sk = (kc.name, ident)
-            e = hot.get(sk)
-            if e is not None:
-                x = e[3]
-                if e[2] == 0 and (x is None or x >= _monotonic()):
-                    try:  # noqa: SIM105 - cheaper than contextlib.suppress on the hit path
-                        hot.move_to_end(sk)
-                    except KeyError:  # evicted by another thread in between
-                        pass
-                    self.l1_stats.hits += 1
-                    return e[0]
-                # expired: _lookup below drops it and counts the miss
-        else:
-            l1 = self._l1
-            if l1 is not None and kc.l1:
-                v = l1.get((kc.name, ident),
-                           self._ns_version(kc.namespace) if kc.namespace else 0)
-                if v is not MISS:
-                    self.l1_stats.hits += 1
-                    return v
-        found = self._lookup(with_ttl(kc, ttl), [ident], None)
-        return found.get(ident, default)
+        try:  # free unless it raises: the hit path pays nothing for the check below
+            hot = self._hot
+            if hot is not None and kc.plain_l1:
+                # LRUMemory.get inlined: the hit path is most of what an L1 hit costs.
+                sk = (kc.name, ident)
+                e = hot.get(sk)
+                if e is not None:
+                    x = e[3]
+                    if e[2] == 0 and (x is None or x >= _monotonic()):
+                        try:  # noqa: SIM105 - cheaper than contextlib.suppress on the hit path
+                            hot.move_to_end(sk)
+                        except KeyError:  # evicted by another thread in between
+                            pass
+                        self.l1_stats.hits += 1
+                        return e[0]
+                    # expired: _lookup below drops it and counts the miss
+            else:
+                l1 = self._l1
+                if l1 is not None and kc.l1:
+                    v = l1.get((kc.name, ident),
+                               self._ns_version(kc.namespace) if kc.namespace else 0)
+                    if v is not MISS:
+                        self.l1_stats.hits += 1
+                        return v
+            found = self._lookup(with_ttl(kc, ttl), [ident], None)
+            return found.get(ident, default)
+        except TypeError:
+            unhashable_in(kc.name, (ident,), "TieredCache.get")  # raises it, if that was it
+            raise
 
     def get_many(self, kc: KeyClass[T], idents: Iterable[Any], *,
                  ttl: int | None = None) -> dict[Any, T]:
@@ -311,7 +315,7 @@ class TieredCache:
         try:
             return self._lookup(with_ttl(kc, ttl), idents, None)
         except TypeError:
-            unhashable_in(kc.name, idents)  # raises the error naming the key class, if that
+            unhashable_in(kc.name, idents, "TieredCache.get_many")  # raises it, if that
             raise
 
     # -- decorators (cachelab.tiered.decorators) ----------------------------------------------
@@ -337,6 +341,7 @@ class TieredCache:
         queued instead and, by default (``write_errors="swallow"``), nothing is raised."""
         if kc.__class__ is not KeyClass:
             bad_key_class("TieredCache.put", kc)
+        hashable("TieredCache.put", kc.name, ident)
         kc = with_ttl(kc, ttl)
         enc = kc.encode(obj)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
@@ -365,6 +370,7 @@ class TieredCache:
         before the delete is not admitted, and one that begins after the drop reads past it."""
         if kc.__class__ is not KeyClass:
             bad_key_class("TieredCache.invalidate", kc)
+        hashable("TieredCache.invalidate", kc.name, ident)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
         try:

@@ -13,13 +13,15 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 from cachelab.errors import UsageError
 
-__all__ = ["bad_key_class", "idents_list", "loaded_mapping", "short", "soft_ttl_seconds",
-           "ttl_seconds", "unhashable_ident", "unhashable_in", "unstable_ident"]
+__all__ = ["LoaderKeysWarning", "bad_key_class", "foreign_keys", "hashable", "idents_list",
+           "loaded_mapping", "short", "soft_ttl_seconds", "ttl_seconds", "unhashable_ident",
+           "unhashable_in", "unstable_ident"]
 
 #: Longest memcached TTL this library accepts: memcached reads a larger number as a Unix time.
 MAX_TTL = 30 * 86400
@@ -109,21 +111,33 @@ def idents_list(where: str, kc_name: str, idents: Iterable[Any]) -> list[Any]:
                         f"iterable) of idents, got {_what(idents)}") from None
 
 
-def unhashable_ident(kc_name: str, ident: Any) -> TypeError:
-    """The TypeError for an ident the key class cannot key (it cannot be hashed)."""
-    return TypeError(f"key class {kc_name!r}: ident {short(ident)} is a "
-                     f"{type(ident).__qualname__}, which cannot be hashed; an ident is an int, "
-                     "str, bytes, float, None, or a tuple or frozenset of them")
+def unhashable_ident(kc_name: str, ident: Any, where: str | None = None) -> TypeError:
+    """The TypeError for an ident the key class cannot key (it cannot be hashed), naming the
+    method it was passed to (``where``, e.g. ``"TieredCache.get"``), the ident and its type."""
+    what = (f"ident {short(ident)} ({type(ident).__qualname__}) is not hashable: an ident is "
+            "an int, str, bytes, float, None, or a tuple or frozenset of them")
+    if where is None:
+        return TypeError(f"key class {kc_name!r}: {what}")
+    return TypeError(f"{where}: {what} (key class {kc_name!r})")
 
 
-def unhashable_in(kc_name: str, idents: list[Any]) -> None:
+def unhashable_in(kc_name: str, idents: Iterable[Any], where: str | None = None) -> None:
     """Raises :func:`unhashable_ident`'s error for the first ident of ``idents`` that cannot
     be hashed (after a TypeError, to tell whether that was the cause); else returns."""
     for i in idents:
         try:
             hash(i)
         except TypeError:
-            raise unhashable_ident(kc_name, i) from None
+            raise unhashable_ident(kc_name, i, where) from None
+
+
+def hashable(where: str, kc_name: str, ident: Any) -> None:
+    """Raises :func:`unhashable_ident`'s error if ``ident`` cannot be hashed (a write checks
+    its one ident first: cheap beside its round trip)."""
+    try:
+        hash(ident)
+    except TypeError:
+        raise unhashable_ident(kc_name, ident, where) from None
 
 
 def unstable_ident(kc_name: str, ident: Any) -> UsageError:
@@ -160,3 +174,24 @@ def loaded_mapping(kc: Any, loaded: Any) -> Mapping[Any, Any]:
     raise TypeError(f"loader {_loader_name(kc.loader)} of key class {kc.name!r} returned "
                     f"{_what(loaded)}: expected a mapping {{ident: value}} of the idents it "
                     f"was given (those it does not know left out){hint}")
+
+
+class LoaderKeysWarning(UserWarning):
+    """A loader returned values, none of them under an ident it was asked for (keyed by
+    another type, e.g. ``"1"`` for ``1``): they are not used, every ident is a miss."""
+
+
+def foreign_keys(kc: Any, idents: list[Any], loaded: Mapping[Any, Any]) -> None:
+    """Warns (:class:`LoaderKeysWarning`) that the loader of ``kc`` returned ``loaded``, none
+    of whose keys is among ``idents``, naming the loader, the type asked and the type
+    returned (no values: Python's default filter shows each message once, so once per key
+    class and pair of types)."""
+    asked = type(idents[0]).__qualname__
+    got = type(next(iter(loaded))).__qualname__
+    if got == asked:
+        got += " (other idents)"
+    warnings.warn(
+        f"loader {_loader_name(kc.loader)} of key class {kc.name!r} was asked for idents of "
+        f"type {asked} and returned values under keys of type {got}, none of them an ident "
+        "asked: they are not used (every ident is a miss); key the mapping by the idents the "
+        "loader was given", LoaderKeysWarning, stacklevel=2)

@@ -2,11 +2,13 @@
 
 * **Single flight**, in process (:class:`SingleFlight`): the first thread to miss a batch of
   keys fetches it; other threads wanting any of those keys wait for its results instead of
-  fetching them again.
+  fetching them again (or, when it reloads stale values, take what it found at once:
+  :func:`hand_out`).
 * **Leases**, across processes (:func:`fill`): for keys missing from memcached, the first
   client to miss a key gets a lease (memcached ``mg ... N``) and loads it; the others poll
-  memcached for its value as long as the lease is held (memcached answers ``Z``), then load it
-  themselves without storing. The winner stores with the lease's CAS, so a fill that raced an
+  memcached for its value as long as the lease is held (memcached answers ``Z``; a poll asks
+  for no lease, so a lost one leaves nothing to delete), then load it themselves without
+  storing. The winner stores with the lease's CAS, so a fill that raced an
   invalidation (a delete in between) is not stored.
 
 Leases cannot hurt: a winner whose loader (or the value's encoding) raises deletes its lease
@@ -30,16 +32,19 @@ from typing import Any, Protocol
 from cachelab.errors import ServerError, UsageError
 from cachelab.tiered.backends import Tier, ValueTooLarge
 from cachelab.tiered.breaker import CircuitBreaker
-from cachelab.tiered.checks import loaded_mapping
+from cachelab.tiered.checks import foreign_keys, loaded_mapping
 from cachelab.tiered.codecs import CorruptValue, Encoded
 from cachelab.tiered.keys import KeyClass
 from cachelab.tiered.stats import BreakerStats, TierStats
 
-__all__ = ["LEASE_POLL_MAX", "Fetch", "FillHost", "Flight", "SingleFlight", "fill", "l2_failed"]
+__all__ = ["LEASE_POLL_MAX", "Fetch", "FillHost", "Flight", "SingleFlight", "fill", "hand_out",
+           "l2_failed"]
 
 _now_ns = time.perf_counter_ns
 _allocate_lock = threading.Lock
 _log = logging.getLogger("cachelab.tiered")
+#: ``.flight``: the :class:`Flight` this thread leads now (for :func:`hand_out`)
+_leading = threading.local()
 #: The longest pause between a lease waiter's polls (seconds): 1 ms doubling up to it.
 LEASE_POLL_MAX = 0.05
 #: Key classes whose unencodable or oversize values have been logged (once each).
@@ -54,7 +59,7 @@ class Flight:
     it. The lock is held by the filling thread until it is done (one lock per batch, not per
     key: a 100-key multi-get makes one)."""
 
-    __slots__ = ("error", "lock", "results", "stale", "started", "waiters")
+    __slots__ = ("early", "error", "lock", "rest", "results", "stale", "started", "waiters")
 
     def __init__(self, started: float) -> None:
         #: ``time.monotonic()`` when its leader began the lookup: its values are no older
@@ -69,6 +74,11 @@ class Flight:
         self.results: dict[str, tuple] | None = None
         self.waiters = 0
         self.error: BaseException | None = None
+        #: memcached key -> (object, weight) handed out before the flight ends (see
+        #: :func:`hand_out`); then ``lock`` is released at once and ``rest`` is held instead
+        #: until the flight ends, for the threads waiting on its other keys
+        self.early: dict[str, tuple] | None = None
+        self.rest: threading.Lock | None = None
 
 
 class SingleFlight:
@@ -116,7 +126,12 @@ class SingleFlight:
         sizes: dict[Any, int] = {}
         try:
             if led:
-                objs, sizes = lead(kc, led, led_keys)
+                outer = getattr(_leading, "flight", None)  # a loader may read another cache
+                _leading.flight = mine
+                try:
+                    objs, sizes = lead(kc, led, led_keys)
+                finally:
+                    _leading.flight = outer
         except BaseException as e:
             mine.error = e
             raise
@@ -125,7 +140,7 @@ class SingleFlight:
             if mine.waiters:  # no one can start waiting on us after the pops
                 key_of = dict(zip(led, led_keys))
                 mine.results = {key_of[i]: (o, sizes[i]) for i, o in objs.items()}
-            mine.lock.release()
+            (mine.rest or mine.lock).release()
         if not follow:
             return objs, sizes
         late: list[Any] = []
@@ -135,6 +150,14 @@ class SingleFlight:
             f.waiters += 1
             f.lock.acquire()
             f.lock.release()
+            early = f.early
+            r = None if early is None else early.get(k)
+            if r is not None and not f.stale:
+                objs[i], sizes[i] = r  # handed out while its leader reloads (hand_out)
+                continue
+            if f.rest is not None:
+                f.rest.acquire()
+                f.rest.release()
             if f.error is not None:
                 raise f.error
             if f.results is None or f.stale:
@@ -151,6 +174,22 @@ class SingleFlight:
             objs.update(more[0])
             sizes.update(more[1])
         return {i: objs[i] for i in idents if i in objs}, sizes
+
+
+def hand_out(values: Mapping[str, tuple]) -> None:
+    """Called by a flight's leader about to reload stale values (stale-while-revalidate,
+    :mod:`cachelab.tiered.swr`): ``values`` (memcached key -> (object, L1 weight): the stale
+    values and whatever else it has found) go at once to the threads of this process waiting
+    on its flight, and to those that join it until it ends, instead of waiting for the reload;
+    those waiting on its other keys still wait for the end. Nothing outside a flight."""
+    f: Flight | None = getattr(_leading, "flight", None)
+    if f is None or f.rest is not None:
+        return
+    rest = _allocate_lock()
+    rest.acquire()
+    f.early = dict(values)
+    f.rest = rest  # set before the release: a waiter that wakes sees both
+    f.lock.release()
 
 
 # -- leases -----------------------------------------------------------------------------------
@@ -360,11 +399,24 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
             break  # the placeholder is this process's own, from a lost request: nobody fills it
         time.sleep(pause)
         pause = min(pause * 2, LEASE_POLL_MAX)
+        # Only a request that may have *won* may leave an orphan placeholder, so only its
+        # lost reply owes a delete. A poll only reads (no lease asked): whatever became of
+        # it, it made no placeholder — the one there is the holder's, and a delete queued
+        # for it would remove the holder's placeholder once sent, so that the next caller
+        # wins and loads the key again (extra loader calls under load). The lease is asked
+        # for only once the key is gone (its holder released it, or it expired or was
+        # deleted); that request may have won, so its lost reply is treated as fill's.
         try:
-            lease = cache.l2.lease_get(key, cache.lease_ttl)
+            lease = cache.l2.lease_peek(key)
+            if lease is None:
+                cache.l2_stats.add(calls=1, keys=1)
+                try:
+                    lease = cache.l2.lease_get(key, cache.lease_ttl)
+                except ServerError:
+                    cache._queue_delete(key)  # it may have won: as in fill
+                    raise
         except ServerError:
             l2_failed(cache)
-            cache._queue_delete(key)  # as in fill: it may still run and leave a placeholder
             break
         cache.l2_stats.add(calls=1, keys=1)
         if lease.value is not None:
@@ -410,5 +462,7 @@ def _load(cache: FillHost, kc: KeyClass, idents: list[Any]) -> Mapping[Any, Any]
         raise
     cache.l3_stats.record(_now_ns() - t0)
     found = sum(1 for i in idents if i in loaded)
+    if not found and loaded:
+        foreign_keys(kc, idents, loaded)  # e.g. {"1": ...} for [1]: silent misses otherwise
     cache.l3_stats.add(calls=1, keys=len(idents), hits=found, misses=len(idents) - found)
     return loaded

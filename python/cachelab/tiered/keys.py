@@ -215,7 +215,7 @@ class Keyring:
         try:
             key = memo.get(ident)
         except TypeError:
-            raise unhashable_ident(kc.name, ident) from None
+            raise unhashable_ident(kc.name, ident, "TieredCache.key_for") from None
         if key is None:
             key = self._make_key(kc, ident, version, memo)
         return key

@@ -38,6 +38,8 @@ _now_ns = time.perf_counter_ns
 _log = logging.getLogger("cachelab.tiered")
 #: Seconds a flush waits for another one under way (that one makes one bounded request).
 _FLUSH_WAIT = 10.0
+#: Seconds between two warnings of a lane that a flush under way held up another.
+_HELD_LOG_EVERY = 10.0
 
 
 class LaneOwner(Protocol):
@@ -65,8 +67,9 @@ class Lane:
     or the read failed; ``hits`` / ``misses`` of its reads; ``deletes_flushed``; and the
     breaker's ``opened``, ``failed_calls``, ``last_opened``, ``last_closed``."""
 
-    __slots__ = ("_flushing", "_owner", "_pending", "_queueing", "_seq", "address", "breaker",
-                 "bypassed", "deletes_flushed", "hits", "l2", "misses", "weight")
+    __slots__ = ("_flusher", "_flushing", "_held_logged", "_owner", "_pending", "_queueing",
+                 "_seq", "address", "breaker", "bypassed", "deletes_flushed", "hits", "l2",
+                 "misses", "weight")
 
     def __init__(self, owner: LaneOwner, l2: Tier, breaker: CircuitBreaker,
                  address: str | None = None, weight: int = 1) -> None:
@@ -85,6 +88,10 @@ class Lane:
         #: Held while a flush is under way: a write's set (or a fill) that follows a flush
         #: never overtakes a delete of its key that another thread (the replay) sent first.
         self._flushing = threading.Lock()
+        #: (thread name, ``time.monotonic()`` it took ``_flushing``) while a flush is under way
+        self._flusher: tuple[str, float] | None = None
+        #: When a flush held up by another was last logged (``time.monotonic()``)
+        self._held_logged = -_HELD_LOG_EVERY
         self.bypassed = 0
         self.hits = 0
         self.misses = 0
@@ -147,12 +154,31 @@ class Lane:
         second waits for the first (its one request is bounded by the tier's timeout), then
         sends what is still owed, so nothing a caller sends after a flush can overtake a
         delete still in flight."""
-        if not self._flushing.acquire(timeout=self._flush_wait()):
+        wait = self._flush_wait()
+        if not self._flushing.acquire(timeout=wait):
+            self._log_held(wait)
             return False  # as a failed flush: the caller's delete stays owed, its write queued
+        self._flusher = (threading.current_thread().name, time.monotonic())
         try:
             return self._flush_locked(raise_errors)
         finally:
+            self._flusher = None
             self._flushing.release()
+
+    def _log_held(self, waited: float) -> None:
+        """Warns (at most once per ``_HELD_LOG_EVERY`` seconds per server of a cache) that a
+        flush gave up waiting for another, naming the thread that holds it and for how long,
+        so a long wait names its cause."""
+        now = time.monotonic()
+        if now - self._held_logged < _HELD_LOG_EVERY:
+            return
+        self._held_logged = now
+        holder = self._flusher  # one read: the holder may finish meanwhile
+        by = ("by a flush that has just ended" if holder is None else
+              f"by thread {holder[0]!r}, which has held it for {now - holder[1]:.2f} s")
+        _log.warning("a flush of owed deletes to %s waited %.2f s for another under way, held "
+                     "%s; going on as a failed flush (its deletes stay owed)",
+                     self.address or self.l2, waited, by)
 
     def _flush_wait(self) -> float:
         """How long a flush waits for another under way: two of the tier's requests (connect

@@ -160,6 +160,9 @@ class MemcachedPool(Tier):
     def lease_get(self, key: str, lease_ttl: int) -> Lease:
         return self.tier_for(key).lease_get(key, lease_ttl)
 
+    def lease_peek(self, key: str) -> Lease | None:
+        return self.tier_for(key).lease_peek(key)
+
     def lease_set(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> bool:
         return self.tier_for(key).lease_set(key, value, flags, ttl, cas)
 

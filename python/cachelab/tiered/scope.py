@@ -64,7 +64,7 @@ class RequestScope:
         except AttributeError:
             bad_key_class("RequestScope.get", kc)
         except TypeError:
-            raise unhashable_ident(kc.name, ident) from None
+            raise unhashable_ident(kc.name, ident, "RequestScope.get") from None
         if v is not MISS:
             return default if v is NOT_FOUND else v
         return self._cache._lookup(kc, [ident], self._values).get(ident, default)
@@ -76,7 +76,7 @@ class RequestScope:
         try:
             return self._cache._lookup(kc, idents, self._values)
         except TypeError:
-            unhashable_in(kc.name, idents)
+            unhashable_in(kc.name, idents, "RequestScope.get_many")
             raise
 
     def prefetch(self, kc: KeyClass, idents: Iterable[Any]) -> int:
@@ -90,7 +90,12 @@ class RequestScope:
         l1 = cache.l1 if kc.l1 else None
         name = kc.name
         wanted = []
-        for i in dict.fromkeys(idents):
+        try:
+            unique = dict.fromkeys(idents)
+        except TypeError:
+            unhashable_in(kc.name, idents, "RequestScope.prefetch")
+            raise
+        for i in unique:
             sk = (name, i)
             if sk in self._values:
                 continue

@@ -21,6 +21,9 @@ new value with the claim's CAS: a ``put`` or ``invalidate`` that landed meanwhil
 CAS, so the reload is not stored over it (``events.lease_lost``). If the loader raises, or
 memcached fails, the stale value keeps being served (the error is counted, and logged); once
 the claim lapses (``lease_ttl``), the next reader tries again — never past the hard TTL.
+Threads of the winner's own process that want the value meanwhile get the stale value at once
+too: single flight hands it to them (:func:`~cachelab.tiered.flight.hand_out`) instead of
+making them wait for the reload, as it does for a miss.
 
 L1 holds a fresh value only until its soft expiry, and a stale one not at all: every read of
 a stale value goes to memcached, where it sees the reload as soon as it lands. So the oldest
@@ -44,7 +47,15 @@ from typing import Any
 
 from cachelab.errors import ServerError
 from cachelab.tiered.codecs import CorruptValue, Stamp, read_stamp
-from cachelab.tiered.flight import FillHost, _encode, _load, _release, _store, l2_failed
+from cachelab.tiered.flight import (
+    FillHost,
+    _encode,
+    _load,
+    _release,
+    _store,
+    hand_out,
+    l2_failed,
+)
 from cachelab.tiered.keys import KeyClass
 
 __all__ = ["settle"]
@@ -113,6 +124,9 @@ def _revalidate(cache: FillHost, kc: KeyClass, idents: list[Any], stamps: Mappin
     if not won:
         return gone
     events.revalidations += len(won)
+    # Threads of this process waiting on this fetch (single flight) take the stale values
+    # (and whatever else was found) now, as other processes do, instead of the reload's wait.
+    hand_out({keys[i]: (o, sizes[i]) for i, o in objs.items()})
     try:
         loaded = _load(cache, kc, list(won))
     except Exception as e:  # noqa: BLE001 - served stale until the claim lapses, then retried
