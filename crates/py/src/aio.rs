@@ -1,18 +1,32 @@
-//! `AsyncClient`: memcached from asyncio. Its methods return awaitables (asyncio futures made by
-//! `pyo3-async-runtimes`) whose work runs on one tokio runtime shared by the module (one worker
-//! thread, `cachelab-aio`), over one [`SharedConnection`] per client: concurrent awaits are
-//! pipelined on one socket, not one thread or socket each.
+//! `AsyncClient`: memcached from asyncio. Its methods return asyncio futures of the running
+//! loop; the requests run on one tokio runtime shared by the module (one worker thread,
+//! `cachelab-aio`), over one [`SharedConnection`] per client: concurrent awaits are pipelined
+//! on one socket, not one thread or socket each.
+//!
+//! How an answer reaches its future (made by hand rather than with `pyo3-async-runtimes`,
+//! which takes the GIL on a thread of its own and calls `call_soon_threadsafe` once per
+//! answer: with a hundred awaits in flight those hand-offs fought the loop for the GIL — 5-7
+//! thousand calls a second and 16-20 ms loop stalls, about aiomcache's rate): each loop has a
+//! *mailbox*, a queue of (future, outcome) and a socket pair whose read end the loop watches
+//! (`add_reader`). The tokio task that got an answer queues it and, if the queue was empty,
+//! writes one byte; the loop, when it next polls, drains the queue on its own thread (the GIL
+//! already held), making the Python objects and completing the futures in one go. So no thread
+//! but the loop's touches Python objects, and nothing waits for the GIL.
 //!
 //! Keys are checked and copied with the GIL held, before anything is sent; the request runs
-//! without it; the answer (or the error, as a `cachelab.errors` class) becomes Python objects
-//! in the runtime's blocking pool, which then completes the asyncio future on its loop.
+//! without it. A future cancelled in the meantime is skipped; its request still ends within
+//! the timeout.
 
-use std::sync::Arc;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use tokio::sync::Mutex;
+use tokio::runtime::Runtime;
 
 use cachelab_client::{Address, Error, Options, SharedConnection};
 use cachelab_proto::{Key, Value};
@@ -21,11 +35,19 @@ use crate::client::{key, seconds, ListReply};
 use crate::errors::{client_error, parse_address, raise};
 use crate::tls::tls_from;
 
-/// The connection of a client: made on first use, made again after it broke.
-#[derive(Default)]
-struct State {
-    conn: Option<Arc<SharedConnection>>,
-    closed: bool,
+/// The runtime every client's requests run on, made on first use.
+fn runtime() -> PyResult<&'static Runtime> {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("cachelab-aio")
+        .enable_all()
+        .build()
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+    Ok(RUNTIME.get_or_init(|| rt))
 }
 
 /// Why a call failed: the client's error, or a client closed before.
@@ -49,15 +71,11 @@ enum Answer {
     Nothing,
 }
 
-/// A call's outcome, made into Python objects (or raised) once it is handed to its loop.
+/// A call's outcome, made into Python objects (or an exception) on the loop's thread.
 struct Done(Result<Answer, Failure>);
 
-impl<'py> IntoPyObject<'py> for Done {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+impl Done {
+    fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         match self.0 {
             Ok(Answer::List(r)) => r.into_tuple(py)?.into_pyobject(py).map(Bound::into_any),
             Ok(Answer::Found(found)) => {
@@ -67,8 +85,8 @@ impl<'py> IntoPyObject<'py> for Done {
                 }
                 Ok(out.into_any())
             }
-            Ok(Answer::Flags(f)) => f.into_pyobject(py),
             Ok(Answer::Flag(f)) => Ok(f.into_pyobject(py)?.to_owned().into_any()),
+            Ok(Answer::Flags(f)) => f.into_pyobject(py),
             Ok(Answer::Nothing) => Ok(py.None().into_bound(py)),
             Err(Failure::Client(e)) => Err(client_error(py, e)),
             Err(Failure::Closed) => Err(raise(py, "ConnectionClosed", "client is closed".into())),
@@ -76,36 +94,216 @@ impl<'py> IntoPyObject<'py> for Done {
     }
 }
 
+/// The part of a mailbox the runtime's tasks post to (no Python object is touched there:
+/// the futures are only moved).
+struct Slot {
+    done: Mutex<Vec<(Py<PyAny>, Done)>>,
+    bell: UnixStream,
+    /// Requests posted to this mailbox and not answered yet.
+    pending: AtomicUsize,
+    /// Its client is closed or gone: the loop stops watching once nothing is pending.
+    retired: AtomicBool,
+}
+
+impl Slot {
+    fn post(&self, future: Py<PyAny>, done: Done) {
+        let mut q = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        let ring = q.is_empty();
+        q.push((future, done));
+        drop(q);
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+        if ring {
+            // A full socket buffer means a byte is already waiting: nothing is lost.
+            let _ = (&self.bell).write(&[1]);
+        }
+    }
+
+    fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+        let _ = (&self.bell).write(&[1]);
+    }
+}
+
+/// One event loop's mailbox (see the module docs): the loop calls it when its socket is
+/// readable.
+#[pyclass(module = "cachelab._core", frozen)]
+struct Mailbox {
+    slot: Arc<Slot>,
+    ear: UnixStream,
+    event_loop: Py<PyAny>,
+}
+
+#[pymethods]
+impl Mailbox {
+    fn __call__(&self, py: Python<'_>) {
+        // The bell first, then the queue: a post after this read rings again.
+        let mut buf = [0u8; 512];
+        while matches!((&self.ear).read(&mut buf), Ok(n) if n > 0) {}
+        let done = std::mem::take(
+            &mut *self
+                .slot
+                .done
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for (future, outcome) in done {
+            let future = future.bind(py);
+            // A cancelled future (its task cancelled, or timed out by the caller) is skipped.
+            if future
+                .call_method0("done")
+                .and_then(|d| d.is_truthy())
+                .unwrap_or(true)
+            {
+                continue;
+            }
+            let _ = match outcome.into_py(py) {
+                Ok(v) => future.call_method1("set_result", (v,)),
+                Err(e) => future.call_method1("set_exception", (e.into_value(py),)),
+            };
+        }
+        if self.slot.retired.load(Ordering::Acquire)
+            && self.slot.pending.load(Ordering::Acquire) == 0
+        {
+            let _ = self
+                .event_loop
+                .bind(py)
+                .call_method1("remove_reader", (self.ear.as_raw_fd(),));
+        }
+    }
+}
+
 /// A memcached client for asyncio over TCP (`host:port`), TLS or a Unix socket (`unix:/path`):
-/// every method returns an awaitable. One connection, made on the first call (within
-/// `connect_timeout`) and again after a failure; concurrent calls share it, their requests
-/// pipelined. Each call waits at most `timeout` for its reply once connected.
+/// every method returns an asyncio future of the running loop. One connection, made on the
+/// first call (within `connect_timeout`) and again after a failure; concurrent calls share
+/// it, their requests pipelined. Each call waits at most `timeout` for its reply once
+/// connected.
 #[pyclass(module = "cachelab._core", frozen)]
 struct AsyncClient {
     address: Address,
     options: Options,
-    state: Arc<Mutex<State>>,
+    state: Arc<tokio::sync::Mutex<State>>,
+    /// One mailbox per event loop the client was used from (a loop closed since is dropped).
+    mailboxes: Mutex<Vec<(Py<PyAny>, Py<Mailbox>)>>,
+    closed: AtomicBool,
+}
+
+/// The connection of a client: made on first use, made again after it broke.
+#[derive(Default)]
+struct State {
+    conn: Option<Arc<SharedConnection>>,
+    closed: bool,
 }
 
 impl AsyncClient {
-    /// Runs `call` on the client's connection as an awaitable.
+    /// The running loop's mailbox (made, and watched by the loop, on first use). No Python
+    /// code runs while the list is locked (it could wait for a thread that waits for it).
+    fn slot<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Arc<Slot>)> {
+        let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+        let known: Vec<(Py<PyAny>, Arc<Slot>)> = {
+            let boxes = self
+                .mailboxes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some((_, m)) = boxes.iter().find(|(l, _)| l.is(&event_loop)) {
+                return Ok((event_loop, Arc::clone(&m.get().slot)));
+            }
+            boxes
+                .iter()
+                .map(|(l, m)| (l.clone_ref(py), Arc::clone(&m.get().slot)))
+                .collect()
+        };
+        // Loops closed since are forgotten.
+        let closed: Vec<Py<PyAny>> = known
+            .into_iter()
+            .filter(|(l, _)| {
+                l.bind(py)
+                    .call_method0("is_closed")
+                    .and_then(|c| c.is_truthy())
+                    .unwrap_or(true)
+            })
+            .map(|(l, _)| l)
+            .collect();
+        let (bell, ear) = UnixStream::pair()?;
+        bell.set_nonblocking(true)?;
+        ear.set_nonblocking(true)?;
+        let fd = ear.as_raw_fd();
+        let slot = Arc::new(Slot {
+            done: Mutex::new(Vec::new()),
+            bell,
+            pending: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+        });
+        let mailbox = Py::new(
+            py,
+            Mailbox {
+                slot: Arc::clone(&slot),
+                ear,
+                event_loop: event_loop.clone().unbind(),
+            },
+        )?;
+        event_loop.call_method1("add_reader", (fd, mailbox.clone_ref(py)))?;
+        let mut boxes = self
+            .mailboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        boxes.retain(|(l, _)| !closed.iter().any(|c| c.is(l)));
+        boxes.push((event_loop.clone().unbind(), mailbox));
+        Ok((event_loop, slot))
+    }
+
+    /// Runs `call` on the client's connection; returns the future it completes.
     fn run<'py, F, Fut>(&self, py: Python<'py>, call: F) -> PyResult<Bound<'py, PyAny>>
     where
         F: FnOnce(Arc<SharedConnection>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<Answer, Error>> + Send,
     {
+        if self.closed.load(Ordering::Acquire) {
+            return self.at_once(py, Done(Err(Failure::Closed)));
+        }
+        let (event_loop, slot) = self.slot(py)?;
+        let future = event_loop.call_method0("create_future")?;
+        let handle = future.clone().unbind();
         let (address, options, state) = (
             self.address.clone(),
             self.options.clone(),
             Arc::clone(&self.state),
         );
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        slot.pending.fetch_add(1, Ordering::AcqRel);
+        runtime()?.spawn(async move {
             let outcome = match connection(&address, options, &state).await {
                 Ok(conn) => call(conn).await.map_err(Failure::Client),
                 Err(f) => Err(f),
             };
-            Ok(Done(outcome))
-        })
+            slot.post(handle, Done(outcome));
+        });
+        Ok(future)
+    }
+}
+
+impl AsyncClient {
+    /// A future of the running loop that is already done (a closed client's answer).
+    fn at_once<'py>(&self, py: Python<'py>, done: Done) -> PyResult<Bound<'py, PyAny>> {
+        let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+        let future = event_loop.call_method0("create_future")?;
+        match done.into_py(py) {
+            Ok(v) => future.call_method1("set_result", (v,))?,
+            Err(e) => future.call_method1("set_exception", (e.into_value(py),))?,
+        };
+        Ok(future)
+    }
+}
+
+impl Drop for AsyncClient {
+    fn drop(&mut self) {
+        // Each loop stops watching this client's mailbox once its answers are delivered.
+        for (_, m) in self
+            .mailboxes
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            m.get().slot.retire();
+        }
     }
 }
 
@@ -114,7 +312,7 @@ impl AsyncClient {
 async fn connection(
     address: &Address,
     options: Options,
-    state: &Mutex<State>,
+    state: &tokio::sync::Mutex<State>,
 ) -> Result<Arc<SharedConnection>, Failure> {
     let mut s = state.lock().await;
     if s.closed {
@@ -154,6 +352,8 @@ impl AsyncClient {
                 tls: tls_from(py, tls)?,
             },
             state: Arc::default(),
+            mailboxes: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -216,11 +416,28 @@ impl AsyncClient {
     }
 
     /// Closes the connection: later calls raise ConnectionClosed. Awaiting it waits until the
-    /// calls under way have their answers (at most the timeout) and the socket is closed.
+    /// calls under way have their answers (at most the timeout) and the socket is closed; then
+    /// the loops stop watching the client's mailboxes.
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if self.closed.load(Ordering::Acquire) {
+            return self.at_once(py, Done(Ok(Answer::Nothing)));
+        }
+        let (event_loop, slot) = self.slot(py)?;
+        let future = event_loop.call_method0("create_future")?;
+        let handle = future.clone().unbind();
         let state = Arc::clone(&self.state);
         let wait = self.options.request_timeout + Duration::from_secs(1);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        self.closed.store(true, Ordering::Release);
+        for (_, m) in self
+            .mailboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            m.get().slot.retired.store(true, Ordering::Release);
+        }
+        slot.pending.fetch_add(1, Ordering::AcqRel);
+        runtime()?.spawn(async move {
             let conn = {
                 let mut s = state.lock().await;
                 s.closed = true;
@@ -229,8 +446,15 @@ impl AsyncClient {
             if let Some(c) = conn {
                 c.close(wait).await;
             }
-            Ok(Done(Ok(Answer::Nothing)))
-        })
+            slot.post(handle, Done(Ok(Answer::Nothing)));
+        });
+        Ok(future)
+    }
+
+    /// Whether :meth:`close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     fn __repr__(&self) -> String {
@@ -239,12 +463,6 @@ impl AsyncClient {
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder
-        .worker_threads(1)
-        .thread_name("cachelab-aio")
-        .enable_all();
-    pyo3_async_runtimes::tokio::init(builder);
     m.add_class::<AsyncClient>()?;
     Ok(())
 }
