@@ -6,7 +6,7 @@ L2 hits (no L1), ``--waves`` times in a row; the contenders take turns within ea
 ``--rounds`` rounds (the order alternating), each on a fresh event loop, after one untimed
 wave. Reported per contender: get_many calls per second (median over rounds) and the longest
 interval between the wake-ups of a ticker task sleeping 1 ms in a loop while the waves run
-(how long the event loop was held; a free loop wakes it every ~1.1 ms).
+(how long the event loop was held; a free loop wakes it every ~1.1 ms), and their p99.
 
 Contenders, reading the same objects (``--value`` random bytes each, pickled by both):
 
@@ -59,19 +59,18 @@ def load_peer(path: str | None) -> tuple[Any, str] | None:
     return aiocache, f"aiocache {aiocache.__version__}, aiomcache {aiomcache.__version__}"
 
 
-async def ticked(work: Any) -> tuple[Any, float]:
-    """``await work`` while a task sleeps 1 ms in a loop; the result and the longest interval
-    between the ticker's wake-ups, in ms."""
+async def ticked(work: Any) -> tuple[Any, list[float]]:
+    """``await work`` while a task sleeps 1 ms in a loop; the result and the intervals between
+    the ticker's wake-ups, in ms."""
     done = asyncio.Event()
-    longest = 0.0
+    intervals: list[float] = []
 
     async def ticker() -> None:
-        nonlocal longest
         last = time.perf_counter()
         while not done.is_set():
             await asyncio.sleep(0.001)
             now = time.perf_counter()
-            longest = max(longest, now - last)
+            intervals.append((now - last) * 1000)
             last = now
 
     t = asyncio.create_task(ticker())
@@ -81,7 +80,7 @@ async def ticked(work: Any) -> tuple[Any, float]:
     finally:
         done.set()
         await t
-    return result, longest * 1000
+    return result, intervals
 
 
 async def waves(get_many: Any, groups: list[list[int]], n: int, keys: int) -> float:
@@ -96,7 +95,7 @@ async def waves(get_many: Any, groups: list[list[int]], n: int, keys: int) -> fl
 
 
 async def run_tiered(address: str, native: bool, groups: list[list[int]],
-                     args: argparse.Namespace) -> tuple[float, float]:
+                     args: argparse.Namespace) -> tuple[float, list[float]]:
     cache = TieredCache(MemcachedTier(address, timeout=5, connect_timeout=5), prefix=PREFIX)
     kc = cache.key_class("v", lambda ids: {}, codec="pickle")
     acache = AsyncTieredCache(cache, native=native)
@@ -112,7 +111,7 @@ async def run_tiered(address: str, native: bool, groups: list[list[int]],
 
 
 async def run_aiocache(aiocache: Any, address: str, groups: list[list[int]],
-                       args: argparse.Namespace) -> tuple[float, float]:
+                       args: argparse.Namespace) -> tuple[float, list[float]]:
     host, port = address.rsplit(":", 1)
     cache = aiocache.Cache(aiocache.Cache.MEMCACHED, endpoint=host, port=int(port),
                            serializer=aiocache.serializers.PickleSerializer(),
@@ -183,14 +182,18 @@ def main() -> int:
                     took, gap = asyncio.run(
                         run_tiered(mc.address, name == "native", groups, args))
                 calls = args.tasks * args.waves / took
-                rows[name].append({"calls_per_s": calls, "longest_tick_ms": gap,
+                p99 = (statistics.quantiles(gap, n=100, method="inclusive")[98] if len(gap) > 1
+                       else max(gap))
+                rows[name].append({"calls_per_s": calls, "longest_tick_ms": max(gap),
+                                   "p99_tick_ms": p99, "ticks": len(gap),
                                    "load1": os.getloadavg()[0]})
-                print(f"round {r + 1} {name:8} {calls:9.0f} get_many/s, longest loop "
-                      f"interval {gap:6.2f} ms", file=sys.stderr)
+                print(f"round {r + 1} {name:8} {calls:9.0f} get_many/s, loop intervals: "
+                      f"p99 {p99:6.2f} ms, longest {max(gap):6.2f} ms", file=sys.stderr)
     med = {c: statistics.median(x["calls_per_s"] for x in rows[c]) for c in contenders}
     gaps = {c: max(x["longest_tick_ms"] for x in rows[c]) for c in contenders}
     table = [[c, f"{med[c]:,.0f}",
               " / ".join(f"{x['calls_per_s']:,.0f}" for x in rows[c]),
+              f"{statistics.median(x['p99_tick_ms'] for x in rows[c]):.2f}",
               f"{statistics.median(x['longest_tick_ms'] for x in rows[c]):.2f}",
               f"{gaps[c]:.2f}"] for c in contenders]
     versions = [f"memcached {tool_version(['memcached', '-V'])}"]
@@ -206,7 +209,8 @@ def main() -> int:
                                      else "; not pinned"),
          "; ".join(versions)])
     md += markdown_table(["contender", "get_many/s (median)", "per round",
-                          "longest loop interval ms (median)", "(max)"], table)
+                          "loop interval p99 ms (median)", "longest ms (median)", "(max)"],
+                         table)
     lines = ["", "Ratios of the medians:"]
     if "aiocache" in med:
         lines.append(f"- native / aiocache: {med['native'] / med['aiocache']:.2f}x "
