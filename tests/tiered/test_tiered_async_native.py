@@ -194,6 +194,9 @@ def test_a_stopped_server_ends_each_await_within_the_timeout_and_opens_the_break
         finally:
             os.kill(fresh_memcached.pid, signal.SIGCONT)
         assert cache.l2._aclient is not None, "read through the asyncio client"
+        # The breaker open: reads skip memcached (in a worker, as the synchronous path does).
+        assert await acache.get_many(kc, [500]) == {500: "loaded 500"}
+        assert cache.stats()["events"]["skipped"] >= 1
         await acache.close()
         return [g for g, _ in done], [s for _, s in done], cache
 

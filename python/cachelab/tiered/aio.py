@@ -215,7 +215,7 @@ class AsyncTieredCache:
         a class without a namespace (its version may need a read), a closed breaker and no
         owed deletes (a worker sends those first; a half-open breaker's trial is a worker's)."""
         lane = self._native
-        return (lane is not None and kc.namespace is None and not lane._pending
+        return (lane is not None and kc.namespace is None and not lane.pending
                 and lane.breaker.state == "closed")
 
     async def _lookup(self, kc: KeyClass, idents: list[Any]) -> dict:
