@@ -91,7 +91,7 @@ fuzz: fuzz-build ## fuzz the decoder for FUZZ_SECONDS (default 30)
 	mkdir -p fuzz/corpus/decode
 	fuzz/target/$(HOST)/release/decode -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/decode fuzz/seeds
 
-bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEMTIER= paths to the peers)
+bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEMTIER=, AIO_PEER= paths to the peers)
 	$(PY) benches/profile_overhead.py
 	$(PY) benches/flat_sim.py $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
 	$(PY) benches/flat_sim.py --block-trace $(BLOCK_TRACE) $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
@@ -111,6 +111,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/cold_values.py
 	$(PY) benches/part_costs.py
 	$(PY) benches/hand_vs_library.py
+	$(PY) benches/aio_get_many.py $(if $(AIO_PEER),--peer $(AIO_PEER))
 
 bench-%: install ## one benchmark: bench-profile_overhead, bench-flat_sim, bench-request_sim, ...
 	$(PY) benches/$*.py

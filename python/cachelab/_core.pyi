@@ -1,5 +1,6 @@
 """Type stubs for cachelab._core, the Rust extension (crates/py). Keep in step with it."""
 
+from collections.abc import Awaitable
 from typing import Any
 
 __version__: str
@@ -20,6 +21,9 @@ class Client:
         "sni"}`` (``cachelab.tls.TlsOptions.to_core()``)."""
     def get(self, key: str | bytes) -> bytes | None: ...
     def get_multi(self, keys: list[str | bytes]) -> dict[bytes, bytes]: ...
+    def get_multi_list(
+        self, keys: list[str | bytes], strip: bytes | None = None,
+    ) -> tuple[list[bytes | None], int, list[int], int]: ...
     def set(
         self, key: str | bytes, value: bytes, *, flags: int = 0, exptime: int = 0
     ) -> bool: ...
@@ -42,6 +46,29 @@ class Client:
     def close(self) -> None: ...
     def __enter__(self) -> Client: ...
     def __exit__(self, *exc: object) -> None: ...
+
+class AsyncClient:
+    """memcached for asyncio: every method returns an awaitable. One connection (made on the
+    first call, again after a failure) that concurrent awaits share, pipelined; each await ends
+    within ``timeout`` (plus ``connect_timeout`` when it connects). Raises the classes of
+    cachelab.errors, as :class:`Client` does.
+    """
+
+    def __init__(
+        self, address: str, *, connect_timeout: float = 2.0, timeout: float = 1.0,
+        tls: dict[str, Any] | None = None,
+    ) -> None: ...
+    def get_multi(self, keys: list[str | bytes]) -> Awaitable[dict[bytes, bytes]]: ...
+    def get_multi_list(
+        self, keys: list[str | bytes], strip: bytes | None = None,
+    ) -> Awaitable[tuple[list[bytes | None], int, list[int], int]]: ...
+    def set(
+        self, key: str | bytes, value: bytes, *, flags: int = 0, exptime: int = 0,
+    ) -> Awaitable[bool]: ...
+    def delete_many(self, keys: list[str | bytes]) -> Awaitable[list[bool]]: ...
+    def close(self) -> Awaitable[None]: ...
+    @property
+    def closed(self) -> bool: ...
 
 class Progress:
     """Progress of a running profile, shared with the run; ``cancel()`` stops it early."""

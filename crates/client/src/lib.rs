@@ -8,11 +8,13 @@
 //!
 //! Pipelining: [`Connection::pipeline`] writes many commands at once and reads their replies in
 //! order. Each command gets exactly one reply; the quiet meta flag is refused for that reason.
+//! [`SharedConnection`] pipelines concurrent callers' requests over one connection.
 
 mod address;
 mod blocking;
 mod error;
 pub mod pool;
+mod shared;
 pub mod spec;
 pub mod tls;
 
@@ -28,6 +30,7 @@ pub use blocking::BlockingConnection;
 pub use cachelab_proto as proto;
 pub use error::{Error, ErrorKind, StartError};
 pub use rustls;
+pub use shared::SharedConnection;
 pub use tls::{Tls, TlsConfig};
 
 use cachelab_proto::response::{complete_len, parse};

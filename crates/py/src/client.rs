@@ -7,12 +7,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use cachelab_client::{BlockingConnection, Error, Options};
-use cachelab_proto::{Key, MetaFlags};
+use cachelab_proto::{Key, MetaFlags, Value};
 
 use crate::errors::{client_error, parse_address, raise};
 use crate::tls::tls_from;
 
-fn key(py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<Key> {
+pub(crate) fn key(py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<Key> {
     let bytes: Vec<u8> = if let Ok(s) = k.extract::<String>() {
         s.into_bytes()
     } else {
@@ -25,7 +25,7 @@ fn meta_flags(py: Python<'_>, flags: &str) -> PyResult<MetaFlags> {
     MetaFlags::new(flags).map_err(|e| raise(py, "UsageError", e.to_string()))
 }
 
-fn seconds(py: Python<'_>, what: &str, s: f64) -> PyResult<Duration> {
+pub(crate) fn seconds(py: Python<'_>, what: &str, s: f64) -> PyResult<Duration> {
     if s.is_finite() && s > 0.0 && s <= 3600.0 {
         Ok(Duration::from_secs_f64(s))
     } else {
@@ -34,6 +34,70 @@ fn seconds(py: Python<'_>, what: &str, s: f64) -> PyResult<Duration> {
             "UsageError",
             format!("{what} must be between 0 and 3600 seconds, got {s}"),
         ))
+    }
+}
+
+/// A multi-get's values in the order of its keys (see `Client.get_multi_list`), built without
+/// the GIL; `into_tuple` makes the Python answer.
+pub(crate) struct ListReply {
+    values: Vec<Option<Bytes>>,
+    found: usize,
+    others: Vec<usize>,
+    stripped: usize,
+}
+
+impl ListReply {
+    pub(crate) fn new(ks: &[Key], found: Vec<Value>, strip: &[u8]) -> ListReply {
+        // The server answers in the order asked, leaving misses out: one forward walk
+        // aligns them. A reply out of that order is placed by a search from the start.
+        let mut slot: Vec<Option<Bytes>> = vec![None; ks.len()];
+        let mut next = 0;
+        for v in found {
+            let at = match ks[next..].iter().position(|k| k.as_bytes() == &v.key[..]) {
+                Some(p) => Some(next + p),
+                None => {
+                    (0..ks.len()).find(|&i| slot[i].is_none() && ks[i].as_bytes() == &v.key[..])
+                }
+            };
+            if let Some(i) = at {
+                slot[i] = Some(v.data);
+                next = i + 1;
+            }
+        }
+        let mut others = Vec::new();
+        let mut stripped = 0;
+        let mut found = 0;
+        for (i, s) in slot.iter_mut().enumerate() {
+            let Some(d) = s else { continue };
+            found += 1;
+            if !strip.is_empty() && d.starts_with(strip) {
+                stripped += d.len();
+                *d = d.slice(strip.len()..);
+            } else {
+                others.push(i);
+            }
+        }
+        ListReply {
+            values: slot,
+            found,
+            others,
+            stripped,
+        }
+    }
+
+    /// `(values, found, others, stripped_bytes)`.
+    pub(crate) fn into_tuple(
+        self,
+        py: Python<'_>,
+    ) -> PyResult<(Bound<'_, PyList>, usize, Vec<usize>, usize)> {
+        let values = PyList::empty(py);
+        for v in &self.values {
+            match v {
+                None => values.append(py.None())?,
+                Some(d) => values.append(PyBytes::new(py, d))?,
+            }
+        }
+        Ok((values, self.found, self.others, self.stripped))
     }
 }
 
@@ -139,43 +203,12 @@ impl Client {
             .iter()
             .map(|k| self::key(py, k))
             .collect::<PyResult<Vec<_>>>()?;
-        let found = self.with(py, |c| c.get_multi(&ks))?;
-        // The server answers in the order asked, leaving misses out: one forward walk
-        // aligns them. A reply out of that order is placed by a search from the start.
-        let mut slot: Vec<Option<Bytes>> = vec![None; ks.len()];
-        let mut next = 0;
-        for v in found {
-            let at = match ks[next..].iter().position(|k| k.as_bytes() == &v.key[..]) {
-                Some(p) => Some(next + p),
-                None => {
-                    (0..ks.len()).find(|&i| slot[i].is_none() && ks[i].as_bytes() == &v.key[..])
-                }
-            };
-            if let Some(i) = at {
-                slot[i] = Some(v.data);
-                next = i + 1;
-            }
-        }
         let strip = strip.unwrap_or_default();
-        let mut others = Vec::new();
-        let mut stripped = 0;
-        let mut found = 0;
-        let values = PyList::empty(py);
-        for (i, s) in slot.iter().enumerate() {
-            found += usize::from(s.is_some());
-            match s {
-                None => values.append(py.None())?,
-                Some(d) if !strip.is_empty() && d.starts_with(&strip) => {
-                    stripped += d.len();
-                    values.append(PyBytes::new(py, &d[strip.len()..]))?;
-                }
-                Some(d) => {
-                    others.push(i);
-                    values.append(PyBytes::new(py, d))?;
-                }
-            }
-        }
-        Ok((values, found, others, stripped))
+        let reply = self.with(py, |c| {
+            c.get_multi(&ks)
+                .map(|found| ListReply::new(&ks, found, &strip))
+        })?;
+        reply.into_tuple(py)
     }
 
     /// `set`: True when stored.

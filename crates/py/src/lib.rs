@@ -8,12 +8,14 @@
 //! (`spec.rs`: a dict deserialized into the engine's `Spec`).
 //!
 //! One file per core crate or area, each registering its own names: `client.rs` (the blocking
-//! client), `hist.rs` (histograms), `profile.rs`, `load.rs`, `request.rs` (request-level
-//! simulation), `flat.rs` (miss-ratio simulation), `usl.rs`, `pool.rs` (key -> server
-//! distributions), `capture.rs` (the capture reader); `tls.rs` reads TLS settings.
+//! client), `aio.rs` (the asyncio client), `hist.rs` (histograms), `profile.rs`, `load.rs`,
+//! `request.rs` (request-level simulation), `flat.rs` (miss-ratio simulation), `usl.rs`,
+//! `pool.rs` (key -> server distributions), `capture.rs` (the capture reader); `tls.rs` reads
+//! TLS settings.
 
 use pyo3::prelude::*;
 
+mod aio;
 mod capture;
 mod client;
 mod convert;
@@ -32,6 +34,7 @@ mod usl;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     client::register(m)?;
+    aio::register(m)?;
     capture::register(m)?;
     profile::register(m)?;
     hist::register(m)?;

@@ -23,7 +23,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,6 +258,13 @@ class MemcachedTier(Tier):
         # A subclass that wraps get_multi (to count or alter round trips) keeps seeing every
         # multi-get: get_list then goes through it.
         self._direct_list = type(self).get_multi is MemcachedTier.get_multi
+        #: Whether an asyncio caller may read through :meth:`get_list_async` (the native path
+        #: of :class:`~cachelab.tiered.AsyncTieredCache`): not for a subclass that wraps
+        #: ``get_multi`` or ``get_list`` (it keeps seeing every read, in a worker thread).
+        self.native_async = (self._direct_list
+                             and type(self).get_list is MemcachedTier.get_list)
+        self._aclient: _core.AsyncClient | None = None
+        self._aclient_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"MemcachedTier({self.address!r}, timeout={self.timeout})"
@@ -291,6 +298,32 @@ class MemcachedTier(Tier):
         if not self._direct_list:
             return super().get_list(keys, strip)
         return self._call("get_multi_list", keys, strip)  # type: ignore[no-any-return]
+
+    def get_list_async(
+        self, keys: list[str], strip: bytes | None = None,
+    ) -> Awaitable[tuple[list[bytes | None], int, list[int], int]]:
+        """:meth:`get_list` as an awaitable, for asyncio callers: one connection of this tier
+        (``_core.AsyncClient``, made on first use, again after a failure) carries every
+        awaiting task's reads, pipelined; each await ends within ``timeout`` (plus
+        ``connect_timeout`` when it connects) with the answer or a
+        :class:`~cachelab.errors.ServerError`."""
+        c = self._aclient
+        if c is None:
+            with self._aclient_lock:
+                c = self._aclient
+                if c is None:
+                    c = self._aclient = _core.AsyncClient(
+                        self.address, connect_timeout=self.connect_timeout,
+                        timeout=self.timeout, tls=self._tls_core)
+        return c.get_multi_list(keys, strip)
+
+    def take_async_client(self) -> _core.AsyncClient | None:
+        """Takes the asyncio connection (:meth:`get_list_async`'s) out of the tier, for the
+        caller to close (``await client.close()``); a later async read opens another. Dropped
+        without that, its socket closes once the reads under way have their answers."""
+        with self._aclient_lock:
+            c, self._aclient = self._aclient, None
+        return c
 
     def _read_item_size_max(self) -> int:
         return int(self._call("stats", "settings")["item_size_max"])
@@ -368,6 +401,7 @@ class MemcachedTier(Tier):
         if c is not None:
             c.close()
             self._local.client = None
+        self.take_async_client()  # dropped: its socket closes once its reads are answered
 
 
 class PymemcacheTier(Tier):

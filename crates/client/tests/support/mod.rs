@@ -117,6 +117,24 @@ impl Memcached {
         self.child.id()
     }
 
+    /// SIGSTOP: the server keeps its sockets but answers nothing until [`Memcached::resume`].
+    pub fn stop(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill {sig} of our memcached failed");
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

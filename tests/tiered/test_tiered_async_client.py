@@ -1,0 +1,102 @@
+"""``_core.AsyncClient``, the asyncio client under AsyncTieredCache's native path: answers,
+errors, cancellation, several event loops, and a loop that stops watching it once closed."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+import cachelab._core as _core
+from cachelab.errors import ConnectionClosed, InvalidKey, ServerUnreachable
+
+
+def _prefix() -> str:
+    return f"aclient:{uuid.uuid4().hex[:8]}:"
+
+
+@pytest.mark.parametrize("server", ["memcached", "memcached_unix"])
+def test_answers_over_tcp_and_a_unix_socket(server: str, request: pytest.FixtureRequest) -> None:
+    address = request.getfixturevalue(server).address
+    p = _prefix()
+    blob = bytes(range(256)) + b"\r\nEND\r\n"
+
+    async def main() -> None:
+        c = _core.AsyncClient(address, timeout=5)
+        assert await c.set(p + "a", blob) is True
+        assert await c.set(p + "b", b"hdr:rest") is True
+        assert await c.get_multi([p + "a", p + "missing"]) == {(p + "a").encode(): blob}
+        values, found, others, stripped = await c.get_multi_list(
+            [p + "missing", p + "b", p + "a"], b"hdr:")
+        assert (values, found, others, stripped) == ([None, b"rest", blob], 2, [2], 8)
+        assert await c.delete_many([p + "a", p + "missing", p + "b"]) == [True, False, True]
+        with pytest.raises(InvalidKey):  # refused before anything is sent
+            c.get_multi_list(["has space"])
+        await c.close()
+        await c.close()  # twice is fine
+        assert c.closed
+        with pytest.raises(ConnectionClosed):
+            await c.get_multi([p + "a"])
+
+    asyncio.run(main())
+
+
+def test_an_unreachable_server_and_no_running_loop() -> None:
+    c = _core.AsyncClient("127.0.0.1:1", connect_timeout=1)
+
+    async def main() -> None:
+        with pytest.raises(ServerUnreachable):
+            await c.get_multi(["k"])
+
+    asyncio.run(main())
+    with pytest.raises(RuntimeError):  # an awaitable needs the running loop
+        c.get_multi(["k"])
+
+
+def test_cancelled_awaits_leave_the_others_and_the_client_working(memcached) -> None:
+    p = _prefix()
+
+    async def main() -> None:
+        c = _core.AsyncClient(memcached.address, timeout=5)
+        for i in range(50):
+            await c.set(f"{p}{i}", str(i).encode())
+        tasks = [asyncio.ensure_future(c.get_multi_list([f"{p}{i}"])) for i in range(50)]
+        for t in tasks[::2]:
+            t.cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        for i, d in enumerate(done):
+            if i % 2:
+                assert d == ([str(i).encode()], 1, [0], 0), i
+            else:
+                assert isinstance(d, asyncio.CancelledError), i
+        assert await c.get_multi([f"{p}7"]) == {f"{p}7".encode(): b"7"}
+        await c.close()
+
+    asyncio.run(main())
+
+
+def test_one_client_serves_loops_in_turn_and_each_stops_watching_it_once_closed(
+        memcached) -> None:
+    p = _prefix()
+    c = _core.AsyncClient(memcached.address, timeout=5)
+
+    async def use(n: int) -> None:
+        loop = asyncio.get_running_loop()
+        watched = len(loop._selector.get_map())  # type: ignore[attr-defined]
+        assert await c.set(f"{p}{n}", b"x") is True
+        assert len(loop._selector.get_map()) == watched + 1  # type: ignore[attr-defined]
+        assert await c.get_multi([f"{p}{n}"]) == {f"{p}{n}".encode(): b"x"}
+
+    asyncio.run(use(1))
+    asyncio.run(use(2))  # a new loop: a mailbox of its own
+
+    async def close() -> None:
+        loop = asyncio.get_running_loop()
+        await c.get_multi([f"{p}1"])
+        watched = len(loop._selector.get_map())  # type: ignore[attr-defined]
+        await c.close()
+        await asyncio.sleep(0)
+        assert len(loop._selector.get_map()) == watched - 1  # type: ignore[attr-defined]
+
+    asyncio.run(close())
