@@ -8,6 +8,7 @@ waiting past a 1 s ``soft_ttl`` (waits are lower bounds, so a busy machine canno
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +20,13 @@ from tiered_helpers import wait_for
 from cachelab import _core
 from cachelab.errors import UsageError
 from cachelab.servers import PrivateMemcached
-from cachelab.tiered import LRUMemory, MemcachedTier, PymemcacheTier, TieredCache
+from cachelab.tiered import (
+    AsyncTieredCache,
+    LRUMemory,
+    MemcachedTier,
+    PymemcacheTier,
+    TieredCache,
+)
 from cachelab.tiered.codecs import MAGIC, STAMP, Stamp, read_stamp
 
 #: Seconds a value is fresh in these tests, and a wait that makes it stale.
@@ -354,3 +361,23 @@ def test_a_stale_value_the_loader_no_longer_knows_is_gone(memcached: PrivateMemc
     with _core.Client(memcached.address) as c:
         assert c.get_multi([b.key_for(kb, 1)]) == {}
     assert a.get(ka, 1, "none") == "none" and db.calls[2:] == [[1]]  # a miss: loaded again
+
+
+def test_the_asyncio_cache_reloads_a_stale_value_too(memcached: PrivateMemcached) -> None:
+    """AsyncTieredCache reads memcached from the loop for most classes (its native path); a
+    class with a soft TTL is read in a worker, where a stale value is claimed and reloaded."""
+    db = Db()
+    (a, ka), _ = _two(memcached.address, db, f"swr-aio{time.monotonic_ns()}")
+    acache = AsyncTieredCache(a)
+
+    async def reads() -> list[Any]:
+        try:
+            first = await acache.get(ka, 1)
+            db.rows[1] = "v2 of 1"
+            await asyncio.sleep(PAST_SOFT)
+            return [first, await acache.get(ka, 1), await acache.get(ka, 1)]
+        finally:
+            await acache.close()
+
+    assert asyncio.run(reads()) == ["v1 of 1", "v2 of 1", "v2 of 1"]
+    assert len(db.calls) == 2 and a.events.revalidations == 1, (db.calls, a.events)

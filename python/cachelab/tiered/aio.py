@@ -22,8 +22,9 @@ and the keys fall back to the loader, as in the synchronous path.
 Everything else is the synchronous :class:`TieredCache` run in a worker thread of a bounded
 pool (``max_workers``), one connection per thread: the keys L2 lacks (single flight, leases,
 loaders, stores), every read while the breaker is not closed or deletes are owed, namespaced
-key classes, and all reads over a :class:`~cachelab.tiered.PymemcacheTier`, a
-:class:`~cachelab.tiered.MemcachedPool` or a tier subclass that wraps its reads; and every
+key classes and those with a soft TTL (stale-while-revalidate), and all reads over a
+:class:`~cachelab.tiered.PymemcacheTier`, a :class:`~cachelab.tiered.MemcachedPool` or a tier
+subclass that wraps its reads; and every
 write (``put``, ``invalidate``, ``invalidate_namespace``: they carry the owed-delete
 machinery). ``native=False`` sends all reads to the worker path, as before the native path.
 
@@ -212,11 +213,13 @@ class AsyncTieredCache:
 
     def _reads_native(self, kc: KeyClass) -> bool:
         """Whether a read of ``kc`` goes to memcached from the loop now: a tier that allows it,
-        a class without a namespace (its version may need a read), a closed breaker and no
-        owed deletes (a worker sends those first; a half-open breaker's trial is a worker's)."""
+        a class without a namespace (its version may need a read) and without a soft TTL (a
+        stale value is claimed and reloaded: :mod:`cachelab.tiered.swr`, a worker's), a closed
+        breaker and no owed deletes (a worker sends those first; a half-open breaker's trial is
+        a worker's)."""
         lane = self._native
-        return (lane is not None and kc.namespace is None and not lane.pending
-                and lane.breaker.state == "closed")
+        return (lane is not None and kc.namespace is None and kc.soft_ttl is None
+                and not lane.pending and lane.breaker.state == "closed")
 
     async def _lookup(self, kc: KeyClass, idents: list[Any]) -> dict:
         """:meth:`TieredCache._lookup` (without a request scope) with the L2 read awaited:
