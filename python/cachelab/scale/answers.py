@@ -1,8 +1,10 @@
 """A scale sweep's answer card (:mod:`cachelab.answers`): the highest throughput measured,
 with its 95 % interval over the repeats and the N where it occurs, and where throughput stops
-rising (the USL fit's Nmax with its bootstrap interval), or why that is not known: no fit
-(too few usable measurements), or a load client that saturated on this one box — then the
-curve describes the client, not memcached, and the card says how to measure it instead."""
+rising (the USL fit's Nmax with its bootstrap interval, and where the server and the client
+ran when ``scale`` pinned them), or why that is not known: no fit (too few usable
+measurements), or a load client that saturated on this one box — then scaling is not
+measurable on this machine (the curve is the client's ceiling, not memcached's), and the card,
+the table's first lines (:func:`ceiling_line`) and the report say how to measure it instead."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from cachelab.answers import CERTIFIED, INDICATIVE, NOT_MEASURED, Answer
+from cachelab.scale.pinning import layout_text
 from cachelab.usl import MIN_POINTS, t_quantile
 from cachelab.usl.answers import nmax_answer
 
-__all__ = ["saturated_at", "scale_answers"]
+__all__ = ["ceiling_line", "saturated_at", "scale_answers"]
 
 #: The question of the second line.
 STOPS = "stops scaling at"
@@ -80,9 +83,9 @@ def _stops(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> A
             return Answer(STOPS, f"not measurable with these agents (they saturated at N = "
                           f"{at}): measure with more agents on more nodes", INDICATIVE,
                           "client saturated")
-        return Answer(STOPS, "one box cannot measure memcached's scaling here (the load client "
-                      f"saturated at N = {at}): measure with `--ray` or run the client on "
-                      "another host", INDICATIVE, "client saturated")
+        return Answer(STOPS, f"not measurable on this machine: {_client_first(d, at)}: "
+                      "measure with `--ray` or run the client on another host", INDICATIVE,
+                      "client saturated")
     fit = d.get("fit")
     if not fit:
         usable = [r for r in d.get("runs") or [] if r["throughput"] > 0
@@ -91,9 +94,47 @@ def _stops(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> A
                       "measurement(s)", NOT_MEASURED,
                       f"the USL needs {MIN_POINTS} at 3 or more loads")
     a = nmax_answer(fit, STOPS, unit=" replies/s")
+    layout = (d.get("server") or {}).get("cpus") or {}
+    if layout.get("pinned") or layout.get("usable") == 1:  # where it was measured
+        a = Answer(a.question, f"{a.value} ({_layout(layout)})", a.trust, a.why)
     if partial and a.trust == CERTIFIED:
         return Answer(a.question, a.value, INDICATIVE, "PARTIAL")
     return a
+
+
+def _layout(layout: Mapping[str, Any]) -> str:
+    """The layout on the card: "server on CPU 0, client on CPU 1" or "1 CPU, not pinned:
+    the client and the server share it"."""
+    if layout.get("pinned"):
+        return str(layout_text(layout))
+    return f"not pinned: {layout.get('reason')}"
+
+
+def _client_first(d: Mapping[str, Any], at: str, curve: str = "the curve") -> str:
+    """"the load client (on CPU 1; the server on CPU 0) saturated at N = 4 before memcached
+    did", with the sweep's layout when it recorded one."""
+    layout = (d.get("server") or {}).get("cpus") or {}
+    where = ""
+    if layout.get("pinned"):
+        where = f" ({_layout(layout).replace('server on', 'memcached on')})"
+    elif layout.get("usable") == 1 or layout.get("reason") == "--no-pin":
+        where = f" ({_layout(layout)})"
+    return (f"the load client saturated at N = {at}{where}, so {curve} is the client's "
+            "ceiling, not memcached's")
+
+
+def ceiling_line(d: Mapping[str, Any]) -> str | None:
+    """The table's and the report's headline when the load client saturated from the peak
+    up (:func:`saturated_at`): scaling NOT measurable on this machine, the USL fit (if any)
+    the client's ceiling, with the way out; None otherwise, and for Ray agents (whose card
+    says to add agents)."""
+    at = saturated_at(d)
+    if not at or (d.get("spec") or {}).get("vary") == "agents":
+        return None
+    curve = "the curve (and the USL fit's Nmax)" if d.get("fit") else "the curve"
+    return ("scaling NOT measurable on this machine: "
+            f"{_client_first(d, ', '.join(map(str, at)), curve)} → measure with `--ray` or run "
+            "the client on another host")
 
 
 def scale_answers(d: Mapping[str, Any], partial: str | None = None) -> list[Answer]:
