@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import cachelab.scale.pinning as pinning
+from cachelab.answers import with_card
 from cachelab.errors import Interrupted
 from cachelab.load.fixes import RunShape
 from cachelab.run import RunSpec
@@ -120,7 +121,7 @@ def test_the_split_leaves_the_client_the_rest() -> None:
     assert split([0, 1, 2, 3]) == ([0, 1], [2, 3])
     assert split([0, 1, 2, 3], threads=1) == ([0], [1, 2, 3])  # --server-threads 1
     assert split([2, 5]) == ([2], [5])  # the CPUs this process may use, not 0..n
-    assert split([0]) == "1 CPU: the client and the server share it"
+    assert split([0]) == "1 CPU, shared by the client and the server"
     assert pinning.plan(pin=False, private=True, ray=False, server_threads=4,
                         cpus=[0, 1])["reason"] == "--no-pin"
     assert "never pinned" in pinning.plan(pin=True, private=False, ray=False,
@@ -161,6 +162,10 @@ def test_a_private_server_and_the_client_run_on_separate_cpus(cli: InProcess,
     # The table's first line says where each ran.
     line = next(x for x in run.stdout.splitlines() if x.startswith("scale sweep: "))
     assert line.endswith("; " + pinning.layout_text(layout)), line
+    if USABLE == [0, 1]:  # as the issue asks it said on a 2-CPU machine
+        assert line.endswith("; server on CPU 0, client on CPU 1"), line
+    peak = next(x for x in run.stdout.splitlines() if x.lstrip().startswith("peak throughput"))
+    assert "; " + pinning.layout_text(layout) in peak, peak
     # Every thread is back on the CPUs it had.
     after = _affinities()
     assert {t: after[t] for t in before if t in after} == {t: c for t, c in before.items()
@@ -196,6 +201,27 @@ def test_a_server_given_is_never_pinned(memcached: PrivateMemcached) -> None:
     assert r.server["cpus"]["pinned"] is False
     assert "never pinned" in r.server["cpus"]["reason"]
     assert seen and all(mine == set(USABLE) and server == theirs for mine, server in seen), seen
+
+
+def test_on_one_cpu_nothing_is_pinned_and_the_card_says_so() -> None:
+    before = os.sched_getaffinity(0)
+    one = {min(before)}
+    seen: list[set[int]] = []
+    try:
+        os.sched_setaffinity(0, one)  # this thread starts the sweep: a 1-CPU machine to it
+        r = scale(ScaleSpec.quick(**TINY),
+                  on_run=lambda *_: seen.append(os.sched_getaffinity(0)))
+    finally:
+        os.sched_setaffinity(0, before)
+    assert r.server["cpus"] == {"pinned": False, "usable": 1,
+                                "reason": "1 CPU, shared by the client and the server"}
+    assert not any("taskset" in a for a in r.server["argv"]), r.server["argv"]
+    assert seen == [one, one]
+    card = with_card(r.render(), r.answers()).split("answer:\n")[1].splitlines()
+    peak = next(line for line in card if line.lstrip().startswith("peak throughput"))
+    assert "; not pinned: 1 CPU, shared by the client and the server" in peak, peak
+    line = next(x for x in r.render().splitlines() if x.startswith("scale sweep: "))
+    assert line.endswith("; not pinned: 1 CPU, shared by the client and the server"), line
 
 
 @needs_two

@@ -17,7 +17,7 @@ from cachelab.scale.pinning import layout_text
 from cachelab.usl import MIN_POINTS, t_quantile
 from cachelab.usl.answers import nmax_answer
 
-__all__ = ["ceiling_line", "saturated_at", "scale_answers"]
+__all__ = ["card_layout", "ceiling_line", "saturated_at", "scale_answers"]
 
 #: The question of the second line.
 STOPS = "stops scaling at"
@@ -59,6 +59,7 @@ def _peak(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> An
             and r["throughput"] > 0 and (spec.get("keep_invalid")
                                          or not r.get("throughput_reasons"))]
     value = f"{mean:,.0f} replies/s at N = {n}"
+    layout = card_layout(d)  # where it was measured
     why = ""
     if len(used) >= 2:
         m = sum(used) / len(used)
@@ -68,6 +69,8 @@ def _peak(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> An
     else:
         value += " (one run: no interval)"
         why = "one run at that N: no interval"
+    if layout:
+        value += f"; {layout}"
     if n in saturated:
         why = "INVALID: client saturated"
     if partial:
@@ -94,31 +97,28 @@ def _stops(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> A
                       "measurement(s)", NOT_MEASURED,
                       f"the USL needs {MIN_POINTS} at 3 or more loads")
     a = nmax_answer(fit, STOPS, unit=" replies/s")
-    layout = (d.get("server") or {}).get("cpus") or {}
-    if layout.get("pinned") or layout.get("usable") == 1:  # where it was measured
-        a = Answer(a.question, f"{a.value} ({_layout(layout)})", a.trust, a.why)
     if partial and a.trust == CERTIFIED:
         return Answer(a.question, a.value, INDICATIVE, "PARTIAL")
     return a
 
 
-def _layout(layout: Mapping[str, Any]) -> str:
-    """The layout on the card: "server on CPU 0, client on CPU 1" or "1 CPU, not pinned:
-    the client and the server share it"."""
-    if layout.get("pinned"):
-        return str(layout_text(layout))
-    return f"not pinned: {layout.get('reason')}"
+def card_layout(d: Mapping[str, Any]) -> str | None:
+    """Where a private server and the client ran, for the card: "server on CPU 0, client on
+    CPU 1"; "not pinned: 1 CPU, shared by …" or "not pinned: --no-pin" when they shared the
+    CPUs of a small machine; None otherwise (a server given, a large machine, a sweep saved
+    before layouts were recorded)."""
+    layout = (d.get("server") or {}).get("cpus") or {}
+    if layout.get("pinned") or layout.get("usable") == 1 or layout.get("reason") == "--no-pin":
+        return layout_text(layout)
+    return None
 
 
 def _client_first(d: Mapping[str, Any], at: str, curve: str = "the curve") -> str:
-    """"the load client (on CPU 1; the server on CPU 0) saturated at N = 4 before memcached
-    did", with the sweep's layout when it recorded one."""
-    layout = (d.get("server") or {}).get("cpus") or {}
-    where = ""
-    if layout.get("pinned"):
-        where = f" ({_layout(layout).replace('server on', 'memcached on')})"
-    elif layout.get("usable") == 1 or layout.get("reason") == "--no-pin":
-        where = f" ({_layout(layout)})"
+    """"the load client saturated at N = 4 (memcached on CPU 0, client on CPU 1), so the
+    curve is the client's ceiling, not memcached's", with the sweep's layout when the card
+    shows one."""
+    layout = card_layout(d)
+    where = f" ({layout.replace('server on', 'memcached on')})" if layout else ""
     return (f"the load client saturated at N = {at}{where}, so {curve} is the client's "
             "ceiling, not memcached's")
 

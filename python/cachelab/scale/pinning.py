@@ -53,7 +53,7 @@ def plan(*, pin: bool, private: bool, ray: bool, server_threads: int,
     if not pin:
         return why("--no-pin")
     if len(have) < 2:
-        return why(f"{len(have)} CPU: the client and the server share it")
+        return why(f"{len(have)} CPU, shared by the client and the server")
     if len(have) > PIN_MAX_CPUS:
         return why(f"{len(have)} CPUs (pinned only on {PIN_MAX_CPUS} or fewer)")
     if not hasattr(os, "sched_setaffinity"):
