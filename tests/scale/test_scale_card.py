@@ -1,8 +1,8 @@
 """A sweep's answer card (issue 31): the peak measured throughput with its interval and N, and
 where throughput stops rising — the USL's Nmax with its interval, "not measured: no fit" with
-why, or, when the load client saturated on this one box, that one box cannot measure
-memcached's scaling and how to. Fake runs through the sweep's own result builder: the verdicts
-are chosen, not measured."""
+why, or, when the load client saturated on this one box, that scaling is not measurable on
+this machine and how to measure it. Fake runs through the sweep's own result builder: the
+verdicts are chosen, not measured."""
 
 from __future__ import annotations
 
