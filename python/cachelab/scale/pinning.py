@@ -92,6 +92,8 @@ def layout_text(layout: Mapping[str, Any] | None) -> str | None:
     if not layout:
         return None
     if layout.get("pinned"):
+        if not layout.get("server") or not layout.get("client"):
+            return "pinned (the CPU sets not recorded)"
         return (f"server on {_cpus_word(layout['server'])}, "
                 f"client on {_cpus_word(layout['client'])}")
     return f"not pinned: {layout.get('reason') or 'no reason recorded'}"
