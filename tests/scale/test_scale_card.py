@@ -65,8 +65,9 @@ def test_a_fit_to_a_saturated_client_is_marked_in_the_table_and_the_report(
                   Context(scratch=tmp_path / "scratch"))
     assert any(f.startswith("Scaling NOT measurable on this machine: the load client saturated")
                for f in sec.findings), sec.findings
-    peaks = [f for f in sec.findings if "fit peaks at" in f or "fit has no peak" in f]
-    assert peaks and all("the load client's ceiling, not memcached's" in f for f in peaks), peaks
+    peaks = [f for f in sec.findings if f.startswith("The USL fit")]
+    assert peaks and all(f.startswith("The USL fit (the load client's ceiling, not "
+                                      "memcached's) ") for f in peaks), peaks
     # A sweep whose client kept up says nothing of the kind.
     ok = fake_sweep()
     assert "NOT measurable" not in ok.render()

@@ -84,8 +84,9 @@ def section(art: Artifact, ctx: Context) -> Section:
             "findings).</p>" if ceiling else ""))
         sec.body.append(table(["", "value", f"{int(100 * fit.get('level', 0.95))} % interval"],
                               usl_section.fit_rows(fit)))
-        sec.findings += usl_section.fit_findings(
-            fit, "USL (the load client's ceiling, not memcached's)" if ceiling else "USL")
+        sec.findings += [f.replace("The USL fit ", "The USL fit (the load client's ceiling, not "
+                                   "memcached's) ", 1) if ceiling else f
+                         for f in usl_section.fit_findings(fit, "USL")]
         sec.notes += [w["message"] for w in fit.get("warnings", [])]
     best = max((r for r in d["summary"] if r["throughput_mean"] is not None),
                key=lambda r: r["throughput_mean"], default=None)
