@@ -220,6 +220,9 @@ SCALE = obj(
              settle=NUM, precision=_t("number", "null", exclusiveMinimum=0),
              keep_invalid=BOOL_, workload=ANY),
     runs=arr(SCALE_RUN), summary=arr(SCALE_ROW), fit=USL_FIT, limits=arr(STR),
+    # where a private server and the client ran (cachelab.scale.pinning)
+    server=obj(cpus=obj(null=True, pinned=BOOL_, usable=COUNT_, reason=STR_,
+                        server=arr(COUNT, null=True), client=arr(COUNT, null=True))),
     environment=ENVIRONMENT, run=RUN,
 )
 USL = {**USL_FIT, "type": "object"}

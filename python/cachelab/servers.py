@@ -103,12 +103,14 @@ def serve(
     threads: int | None = None,
     default_threads: int = DEFAULT_THREADS,
     item_size_max: str | None = None,
+    cpus: str | None = None,
 ) -> Iterator[Target]:
     """The one place a verb gets its server: ``server`` itself (``host:port`` or
     ``unix:/path``), or, when it is None, a private memcached started from ``options`` with
     at least ``memory_mb`` of memory (and ``threads``, ``item_size_max`` when the verb sets
-    them; ``default_threads`` when neither the verb nor the options say), stopped when the
-    block ends — also on an error or Ctrl-C."""
+    them; ``default_threads`` when neither the verb nor the options say; pinned to ``cpus``,
+    ``taskset -c`` style, when given), stopped when the block ends — also on an error or
+    Ctrl-C. A server given is never pinned."""
     if server is not None:
         yield Target(address=server)
         return
@@ -116,7 +118,7 @@ def serve(
     workers = threads if threads is not None else (
         opts.threads if opts.threads is not None else default_threads)
     mc = PrivateMemcached(memory_mb=max(opts.memory_mb, memory_mb), threads=workers,
-                          item_size_max=item_size_max, extra_args=opts.extra_args)
+                          item_size_max=item_size_max, extra_args=opts.extra_args, cpus=cpus)
     with mc:
         yield Target(address=mc.address, pid=mc.pid, facts={"private": True, "argv": mc.argv},
                      private=mc)

@@ -159,14 +159,16 @@ class Target:
     @contextlib.contextmanager
     def open(self, *, memory_mb: int = 0, threads: int | None = None,
              default_threads: int = DEFAULT_THREADS, item_size_max: str | None = None,
-             spares: int = 0, proxy: Mapping[str, Any] | None = None) -> Iterator[Live]:
+             spares: int = 0, proxy: Mapping[str, Any] | None = None,
+             cpus: str | None = None) -> Iterator[Live]:
         """Opens the target for a run: a private memcached (with at least ``memory_mb``, and
         ``threads``/``item_size_max``/``default_threads`` as :func:`~cachelab.servers.serve`
         takes them), or a private pool (:attr:`private_pool` servers, and ``spares`` more
         for members added during the run) with, when :attr:`private_proxy`, a private
         twemproxy in front of it made with the keywords ``proxy`` (PrivateTwemproxy's);
-        stopped when the block ends, also on an error or Ctrl-C. A server, pool or proxy
-        that was given is yielded as it is."""
+        ``cpus`` pins the private memcached (``taskset -c`` style; ``scale`` on a small
+        machine, :mod:`cachelab.scale.pinning`); stopped when the block ends, also on an
+        error or Ctrl-C. A server, pool or proxy that was given is yielded as it is."""
         with contextlib.ExitStack() as stack:
             owned: list[PrivateMemcached] = []
             spare: list[str] = []
@@ -186,7 +188,7 @@ class Target:
             first = _address(given[0]) if given else None
             served = stack.enter_context(serve(
                 first, self.options, memory_mb=memory_mb, threads=threads,
-                default_threads=default_threads, item_size_max=item_size_max))
+                default_threads=default_threads, item_size_max=item_size_max, cpus=cpus))
             facts = {**served.facts, **self.facts}
             if owned:
                 facts.update(private=True, argv=owned[0].argv)

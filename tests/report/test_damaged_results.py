@@ -225,6 +225,9 @@ CASES = [
     ("load", ["totals", "corrected"], 5, "field totals.corrected: expected an object or null, "
      "got 5"),
     ("load", ["totals"], ..., "field totals: missing"),
+    # where scale's private server and client ran (issue 33)
+    ("scale", ["server", "cpus", "server"], "0", "field server.cpus.server: expected a list or "
+     "null, got \"0\""),
 ]
 
 

@@ -25,6 +25,7 @@ from cachelab.intervals import parse_precision
 from cachelab.load.engine import PROXY_DISTRIBUTION
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
 from cachelab.progress import Progress
+from cachelab.scale.pinning import PIN_MAX_CPUS
 from cachelab.servers import DEFAULT_THREADS, SERVER_LIMITS, ServerOptions
 from cachelab.tls import TlsOptions
 
@@ -162,6 +163,17 @@ def measure(args: argparse.Namespace, verb: str, bar: Progress,
     with bar:
         result, interrupted = measured(lambda: work(bar))
     return out, result, interrupted
+
+
+def add_no_pin(p: argparse.ArgumentParser | Any, what: str = "the sweep") -> None:
+    """``--no-pin``: on a machine with at most :data:`PIN_MAX_CPUS` CPUs, ``scale`` (and
+    ``run``'s scale step) pins its private memcached and the load client to separate CPUs
+    (``what`` names the sweep in the help)."""
+    p.add_argument("--no-pin", dest="pin", action="store_false",
+                   help=f"let the private memcached and the load client share every CPU in "
+                   f"{what} (default: with {PIN_MAX_CPUS} CPUs or fewer, the server is pinned "
+                   "to the first CPUs and the client to the rest, e.g. server on CPU 0, client "
+                   "on CPU 1; a server given by --server is never pinned)")
 
 
 def add_seed(p: argparse.ArgumentParser | Any, what: str, default: int | None = 0) -> None:

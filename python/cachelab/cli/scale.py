@@ -33,8 +33,13 @@ Each run: a warm-up, then the steady state is detected and a fixed --window is m
 its start. --repeats runs every point several times in interleaved order (all points, then all
 again, alternately ascending and descending) so drift cancels.
 
-On a small machine the client and a local server compete for the same cores; the report says
-so and what it means for the fit.
+On a small machine the client and a local server compete for the same cores. With 2 to 4
+CPUs, a private memcached is pinned to the first CPUs (as many as its --server-threads, at
+most half) and the load client to the rest, for the sweep only (--no-pin to share them; a
+--server is never pinned): the first line says "server on CPU 0, client on CPU 1" and
+scale.json records the sets (server.cpus). When the client saturates from the peak up, the
+card and the first lines say scaling is NOT measurable on this machine (the curve is the
+client's ceiling, not memcached's): measure with --ray, or run the client on another host.
 
 Every run carries its load verdict. A run whose throughput is INVALID (rate not held, not
 stationary) is left out of the fit and named; where only its latencies are INVALID (client
@@ -57,9 +62,9 @@ PARTIAL, why, and how many of the runs asked it kept.
 """
 
 EXAMPLES = """\
-cachelab scale --quick
+cachelab scale --quick          # on 2-4 CPUs: server on CPU 0, client on the rest
 cachelab scale --points 1,2,4,8,16,32 --repeats 3 --fail-on invalid
-cachelab scale --vary server-threads --points 1,2,3,4,6,8 --connections 16
+cachelab scale --vary server-threads --points 1,2,3,4 --no-pin   # memcached on every CPU
 cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 """
 
@@ -140,6 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--bootstrap", type=common.limit_range(usl_lib.LIMITS["bootstrap"]), metavar="R",
                    help=f"bootstrap resamples (default {_D.bootstrap}; quick {_Q.bootstrap})")
     common.add_seed(p, "workload and bootstrap seed", default=_D.seed)
+    common.add_no_pin(p)
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
                          plots="skip the PNG/SVG plots", server=True, pool=True, tls=True,
@@ -152,7 +158,7 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     for name in ("vary", "points", "repeats", "warmup", "settle", "window", "interval",
                  "connections_per_thread", "client_connections", "connections_per_agent",
                  "method", "keep_invalid", "bootstrap", "seed", "precision",
-                 "precision_percentile"):
+                 "precision_percentile", "pin"):
         v = getattr(args, name)
         if v is not None:
             over[name] = v

@@ -92,6 +92,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"5 beyond a p99; default {100 * lib.DEFAULT_PRECISION:g}%%; off: fixed "
                    "samples and windows); the report gives each number's precision")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
+    common.add_no_pin(p, "the scale step")
     common.finish_parser(p, "run", run, server=True, checks=("replay", "problems"),
                          server_memory=lib.PRIVATE_MEMORY_MB,
                          server_note=f"-I {lib.PRIVATE_ITEM_SIZE_MAX}: replay's catalog and "
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give --trace or --requests, not both")
     spec = lib.RunSpec(quick=args.quick, steps=args.steps, seed=args.seed, trace=args.trace,
                        requests=args.requests, report=not args.no_report,
-                       precision=args.precision)
+                       precision=args.precision, pin=args.pin)
     spec.check()
     target = target_from(args)
     out = output.prepare_out(args, "run")

@@ -37,6 +37,10 @@ class RunShape:
     #: The server's threads' run-queue wait over the wall time, summed over its threads
     #: (a private server on this machine; None elsewhere).
     server_wait: float | None = None
+    #: The CPUs the client's threads may run on (this thread's affinity, which the engine's
+    #: threads inherit: fewer than the machine's under ``taskset`` or a pinned ``scale``);
+    #: None: the machine's.
+    client_cpus: int | None = None
 
     @classmethod
     def of(cls, spec: Any, client: Mapping[str, Any] | None,
@@ -47,7 +51,8 @@ class RunShape:
         if client and client.get("wall_s"):
             wait = float(client["run_queue_wait_s"]) / float(client["wall_s"])
         sched = (server or {}).get("scheduler") or {}
-        return cls(threads=int(spec.threads), connections=int(spec.connections),
+        return cls(client_cpus=_cpus_of(0), threads=int(spec.threads),
+                   connections=int(spec.connections),
                    rate=None if spec.rate is None else float(spec.rate),
                    duration=None if spec.duration is None else float(spec.duration),
                    warmup=float(spec.warmup), max_outstanding=int(spec.max_outstanding),
@@ -55,15 +60,33 @@ class RunShape:
                    server_wait=sched.get("wait_per_wall"))
 
     def oversubscribed(self) -> str | None:
-        """Why the machine's CPUs were oversubscribed during the run, or None."""
-        cpus = os.cpu_count() or 1
+        """Why the CPUs the client or the server may use were oversubscribed during the run,
+        or None."""
         if self.client_wait is not None and self.client_wait >= OVERSUBSCRIBED_WAIT:
-            return (f"the client's threads waited for one of the {cpus} CPUs "
+            return (f"the client's threads waited for {_cpus_text(self.client_cpus)} "
                     f"{self.client_wait:.0%} of their time")
         if self.server_wait is not None and self.server_wait >= OVERSUBSCRIBED_WAIT:
-            return (f"the server's threads waited for one of the {cpus} CPUs "
+            return (f"the server's threads waited for {_cpus_text(None)} "
                     f"{self.server_wait:.0%} of the run")
         return None
+
+
+def _cpus_of(pid: int) -> int | None:
+    """How many CPUs process ``pid`` (0: this thread) may run on; None when unknown."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    try:
+        return len(os.sched_getaffinity(pid))
+    except OSError:  # gone, or not ours to read
+        return None
+
+
+def _cpus_text(cpus: int | None) -> str:
+    """"one of the 2 CPUs" (all the machine's), or "their 1 CPU (of 2: pinned)"."""
+    total = os.cpu_count() or 1
+    if cpus is None or cpus >= total:
+        return f"one of the {total} CPUs"
+    return f"their {cpus} CPU{'s' if cpus > 1 else ''} (of {total}: pinned)"
 
 
 def _quiet(busy: str) -> str:

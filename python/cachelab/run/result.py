@@ -51,6 +51,9 @@ class RunSpec:
     #: per cell and the window), on their specs' ``precision_percentile``; None: fixed
     #: samples and windows.
     precision: float | None = DEFAULT_PRECISION
+    #: The scale step pins its private memcached and the load client to separate CPUs on a
+    #: small machine (``ScaleSpec.pin``); False: ``--no-pin``.
+    pin: bool = True
 
     def check(self) -> None:
         bad = [s for s in self.steps if s not in STEPS]

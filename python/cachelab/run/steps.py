@@ -29,6 +29,7 @@ from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.profile.precise import not_reached, precision_percentile, precision_text, wider
 from cachelab.progress import Progress
 from cachelab.run.result import RunSpec
+from cachelab.scale.answers import ceiling_line
 from cachelab.scale.result import precision_missed
 from cachelab.scale.verdicts import verdict_lines
 from cachelab.servers import ServerOptions
@@ -160,8 +161,9 @@ def profile_spec(spec: RunSpec) -> profiles.ProfileSpec:
 
 def scale_spec(spec: RunSpec) -> scale.ScaleSpec:
     """The scale step's spec."""
-    return (scale.ScaleSpec.quick(repeats=1, seed=spec.seed, precision=spec.precision)
-            if spec.quick else scale.ScaleSpec(repeats=2, seed=spec.seed,
+    return (scale.ScaleSpec.quick(repeats=1, seed=spec.seed, precision=spec.precision,
+                                  pin=spec.pin)
+            if spec.quick else scale.ScaleSpec(repeats=2, seed=spec.seed, pin=spec.pin,
                                                precision=spec.precision))
 
 
@@ -241,9 +243,11 @@ def step_scale(st: State) -> tuple[str, bool]:
     text = (f"peak measured {best['throughput_mean']:,.0f}/s at N = {best['n']}" if best
             else "no N had a run in the fit")
     fit = result.fit
+    ceiling = ceiling_line(result.to_dict())
     if fit and fit["peak"].get("n_max") is not None and not fit["peak"].get("n_max_infinite"):
         pct = relative_se(fit["x"], fit.get("sigma"))
         text += f"; USL Nmax ≈ {fit['peak']['n_max']:.1f}" + (
+            " (the load client's ceiling, not memcached's)" if ceiling else
             f" (residual s.e. {num(pct, 2)} % of mean X)" if pct is not None else "")
     if fit and fit.get("superlinear"):
         sup = fit["superlinear"]
@@ -252,7 +256,7 @@ def step_scale(st: State) -> tuple[str, bool]:
                  f"{num(sup['alpha'])} unbounded" + (f", payback N× ≈ {cross:.1f}" if cross else "")
                  + ")")
     caveats = st.caveats.setdefault("scale", [])
-    caveats += verdict_lines(result.spec, result.runs)
+    caveats += [*verdict_lines(result.spec, result.runs), *([ceiling] if ceiling else [])]
     missed = precision_missed(result.spec, result.runs)
     if missed:
         # (scale's own fix names its --window; run's flags are --precision and --quick)

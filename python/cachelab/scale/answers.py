@@ -1,8 +1,10 @@
 """A scale sweep's answer card (:mod:`cachelab.answers`): the highest throughput measured,
 with its 95 % interval over the repeats and the N where it occurs, and where throughput stops
-rising (the USL fit's Nmax with its bootstrap interval), or why that is not known: no fit
-(too few usable measurements), or a load client that saturated on this one box — then the
-curve describes the client, not memcached, and the card says how to measure it instead."""
+rising (the USL fit's Nmax with its bootstrap interval, and where the server and the client
+ran when ``scale`` pinned them), or why that is not known: no fit (too few usable
+measurements), or a load client that saturated on this one box — then scaling is not
+measurable on this machine (the curve is the client's ceiling, not memcached's), and the card,
+the table's first lines (:func:`ceiling_line`) and the report say how to measure it instead."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from cachelab.answers import CERTIFIED, INDICATIVE, NOT_MEASURED, Answer
+from cachelab.scale.pinning import layout_text
 from cachelab.usl import MIN_POINTS, t_quantile
 from cachelab.usl.answers import nmax_answer
 
-__all__ = ["saturated_at", "scale_answers"]
+__all__ = ["card_layout", "ceiling_line", "saturated_at", "scale_answers"]
 
 #: The question of the second line.
 STOPS = "stops scaling at"
@@ -56,6 +59,7 @@ def _peak(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> An
             and r["throughput"] > 0 and (spec.get("keep_invalid")
                                          or not r.get("throughput_reasons"))]
     value = f"{mean:,.0f} replies/s at N = {n}"
+    layout = card_layout(d)  # where it was measured
     why = ""
     if len(used) >= 2:
         m = sum(used) / len(used)
@@ -65,6 +69,8 @@ def _peak(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> An
     else:
         value += " (one run: no interval)"
         why = "one run at that N: no interval"
+    if layout:
+        value += f"; {layout}"
     if n in saturated:
         why = "INVALID: client saturated"
     if partial:
@@ -80,9 +86,9 @@ def _stops(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> A
             return Answer(STOPS, f"not measurable with these agents (they saturated at N = "
                           f"{at}): measure with more agents on more nodes", INDICATIVE,
                           "client saturated")
-        return Answer(STOPS, "one box cannot measure memcached's scaling here (the load client "
-                      f"saturated at N = {at}): measure with `--ray` or run the client on "
-                      "another host", INDICATIVE, "client saturated")
+        return Answer(STOPS, f"not measurable on this machine: {_client_first(d, at)}: "
+                      "measure with `--ray` or run the client on another host", INDICATIVE,
+                      "client saturated")
     fit = d.get("fit")
     if not fit:
         usable = [r for r in d.get("runs") or [] if r["throughput"] > 0
@@ -94,6 +100,41 @@ def _stops(d: Mapping[str, Any], partial: str | None, saturated: list[int]) -> A
     if partial and a.trust == CERTIFIED:
         return Answer(a.question, a.value, INDICATIVE, "PARTIAL")
     return a
+
+
+def card_layout(d: Mapping[str, Any]) -> str | None:
+    """Where a private server and the client ran, for the card: "server on CPU 0, client on
+    CPU 1"; "not pinned: 1 CPU, shared by …" or "not pinned: --no-pin" when they shared the
+    CPUs of a small machine; None otherwise (a server given, a large machine, a sweep saved
+    before layouts were recorded)."""
+    layout = (d.get("server") or {}).get("cpus") or {}
+    if layout.get("pinned") or layout.get("usable") == 1 or layout.get("reason") == "--no-pin":
+        return layout_text(layout)
+    return None
+
+
+def _client_first(d: Mapping[str, Any], at: str, curve: str = "the curve") -> str:
+    """"the load client saturated at N = 4 (memcached on CPU 0, client on CPU 1), so the
+    curve is the client's ceiling, not memcached's", with the sweep's layout when the card
+    shows one."""
+    layout = card_layout(d)
+    where = f" ({layout.replace('server on', 'memcached on')})" if layout else ""
+    return (f"the load client saturated at N = {at}{where}, so {curve} is the client's "
+            "ceiling, not memcached's")
+
+
+def ceiling_line(d: Mapping[str, Any]) -> str | None:
+    """The table's and the report's headline when the load client saturated from the peak
+    up (:func:`saturated_at`): scaling NOT measurable on this machine, the USL fit (if any)
+    the client's ceiling, with the way out; None otherwise, and for Ray agents (whose card
+    says to add agents)."""
+    at = saturated_at(d)
+    if not at or (d.get("spec") or {}).get("vary") == "agents":
+        return None
+    curve = "the curve (and the USL fit's Nmax)" if d.get("fit") else "the curve"
+    return ("scaling NOT measurable on this machine: "
+            f"{_client_first(d, ', '.join(map(str, at)), curve)} → measure with `--ray` or run "
+            "the client on another host")
 
 
 def scale_answers(d: Mapping[str, Any], partial: str | None = None) -> list[Answer]:

@@ -15,7 +15,8 @@ from cachelab.errors import UsageError
 from cachelab.load import behind_lines, stopped_lines
 from cachelab.load.precision import longer_fix, p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
-from cachelab.scale.answers import scale_answers
+from cachelab.scale.answers import ceiling_line, scale_answers
+from cachelab.scale.pinning import layout_text
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
 from cachelab.tables import write_json_and_csv
 from cachelab.units import of_asked, partial_note, us
@@ -95,18 +96,20 @@ class ScaleResult:
                   f"each run until its {target_percentile(s)} is within ±{100 * target:g} % "
                   f"(at most {s['settle'] + s['window']:g} s after the warm-up), measured from the "
                   "steady state to its end")
+        layout = layout_text(srv.get("cpus"))
         lines = [
             f"scale sweep: N = {s['vary']}, {len(self.runs)} run(s) "
             f"({s['repeats']} repeat(s), interleaved), {window}; "
-            f"memcached {srv.get('version', '?')} {where}",
+            f"memcached {srv.get('version', '?')} {where}" + (f"; {layout}" if layout else ""),
         ]
+        ceiling = ceiling_line(self.to_dict())
         missed = precision_missed(s, self.runs)
         # The headline tells the worst: runs left out of the fit, latencies not certified,
         # precision missed.
         partial = partial_text({"spec": s, "runs": self.runs, "run": self.run})
         lines[:0] = [*([partial] if partial else []), *stopped_lines(self.behind_totals()),
-                     *verdict_lines(s, self.runs),
-                     *([missed] if missed else [])]
+                     *verdict_lines(s, self.runs), *([missed] if missed else []),
+                     *([ceiling] if ceiling else [])]
         lines += ["", (f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'in fit':>8}{'p50 µs':>10}"
                   f"{'p99 µs':>10}{'p99 95 % µs':>18}{'p99.9 µs':>10}  {'latencies':<18}"
                   + ("" if target is None
@@ -130,7 +133,9 @@ class ScaleResult:
         lines += behind_lines(self.behind_totals(), "every run, warm-up included")
         fit = self.usl
         if fit is not None:
-            lines += ["", fit.render()]
+            lines += ["", *(["the load client's ceiling, not memcached's (the client "
+                             "saturated; see the first lines):"] if ceiling else []),
+                      fit.render()]
         if self.limits:
             lines += ["", *[f"note: {m}" for m in self.limits]]
         return "\n".join(lines)

@@ -14,6 +14,8 @@ from cachelab.load.section import behind_table
 from cachelab.page import charts as ch
 from cachelab.page.html import esc, table
 from cachelab.page.section import ChartSpecs, Context, Section, chart_specs, figures
+from cachelab.scale.answers import ceiling_line
+from cachelab.scale.pinning import layout_text
 from cachelab.scale.result import (
     ScaleResult,
     in_fit_text,
@@ -44,10 +46,14 @@ def section(art: Artifact, ctx: Context) -> Section:
                 else f"each run until its {target_percentile(spec)} was within "
                 f"±{100 * target:g} % (at most {spec['settle'] + spec['window']:g} s after the "
                 "warm-up), measured from the steady state to its end")
+    layout = layout_text(d.get("server", {}).get("cpus"))
     sec.body.append(f"<p>{len(d['runs'])} run(s): {esc(spec['repeats'])} repeat(s) of each "
-                    f"point in interleaved order, {measured}.</p>")
+                    f"point in interleaved order, {measured}"
+                    + (f"; {esc(layout)}" if layout else "") + ".</p>")
     missed = precision_missed(spec, d["runs"])
-    for line in [*verdict_lines(spec, d["runs"]), *([missed] if missed else [])]:
+    ceiling = ceiling_line(d)
+    for line in [*verdict_lines(spec, d["runs"]), *([missed] if missed else []),
+                 *([ceiling] if ceiling else [])]:
         sec.findings.append(line[0].upper() + line[1:] + ".")
     rows = []
     for row in d["summary"]:
@@ -73,10 +79,14 @@ def section(art: Artifact, ctx: Context) -> Section:
                             + next((n for n in d.get("limits") or [] if n.endswith("no fit")),
                                    "too few usable measurements") + ".")
     if fit:
-        sec.body.append("<h3>Universal Scalability Law fit</h3>")
+        sec.body.append("<h3>Universal Scalability Law fit</h3>" + (
+            "<p>The load client's ceiling, not memcached's: the client saturated (see the "
+            "findings).</p>" if ceiling else ""))
         sec.body.append(table(["", "value", f"{int(100 * fit.get('level', 0.95))} % interval"],
                               usl_section.fit_rows(fit)))
-        sec.findings += usl_section.fit_findings(fit, "USL")
+        sec.findings += [f.replace("The USL fit ", "The USL fit (the load client's ceiling, not "
+                                   "memcached's) ", 1) if ceiling else f
+                         for f in usl_section.fit_findings(fit, "USL")]
         sec.notes += [w["message"] for w in fit.get("warnings", [])]
     best = max((r for r in d["summary"] if r["throughput_mean"] is not None),
                key=lambda r: r["throughput_mean"], default=None)

@@ -58,6 +58,10 @@ class ScaleSpec:
     #: every run of a loaded 2-core machine, and the p50's in 2 of 12
     #: (benches/runs/2026-11-29-quick-precision.md).
     precision_percentile: str = "99"
+    #: On a machine with few CPUs, pin a private memcached and the load client (this
+    #: process) to separate CPUs for the sweep (:mod:`cachelab.scale.pinning`); False:
+    #: ``--no-pin``, they share every CPU.
+    pin: bool = True
 
     @classmethod
     def quick(cls, **overrides: Any) -> ScaleSpec:

@@ -22,10 +22,11 @@ from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
 from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
+from cachelab.scale.pinning import cpu_list, layout_text, pinned_client, plan
 from cachelab.scale.result import ScaleResult, member_addresses
 from cachelab.scale.spec import ScaleSpec
 from cachelab.scale.verdicts import latency_verdict, scale_fix
-from cachelab.servers import ServerOptions, on_this_machine
+from cachelab.servers import DEFAULT_THREADS, ServerOptions, on_this_machine
 from cachelab.target import Live, Target
 from cachelab.tls import describe_tls
 from cachelab.units import pct_key
@@ -108,6 +109,12 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
     if behind is not None:
         # keyed by host:port, as each run's servers behind are (a weight is no part of it)
         server_facts.update(proxy=True, behind=member_addresses(behind))
+    # A private server and this process (the load client) on separate CPUs of a small box.
+    layout = plan(pin=spec.pin, private=server is None, ray=ray is not None,
+                  server_threads=max(spec.points) if spec.vary == "server-threads" else
+                  (server_options or ServerOptions()).threads or DEFAULT_THREADS)
+    server_facts["cpus"] = layout
+    pin = cpu_list(layout["server"]) if layout["pinned"] else None
 
     def measure(rep: int, n: int, target: Live | None) -> None:
         current[:] = [n]
@@ -164,7 +171,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         if spec.vary == "server-threads":
             for rep, n in order:
                 with Target(options=server_options or ServerOptions()).open(
-                        memory_mb=memory_mb(spec.run_spec(n)), threads=n) as target:
+                        memory_mb=memory_mb(spec.run_spec(n)), threads=n, cpus=pin) as target:
                     measure(rep, n, target)
                 server_facts.update(address="private (restarted per point)")
         elif isinstance(server, list) or behind is not None:
@@ -172,7 +179,8 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
                 measure(rep, n, None)
         else:
             need = memory_mb(spec.run_spec(max(spec.points)))
-            with Target.of(server, options=server_options).open(memory_mb=need) as target:
+            with Target.of(server, options=server_options).open(memory_mb=need,
+                                                                cpus=pin) as target:
                 if target.private is not None:
                     server_facts.update(address=target.address, argv=target.private.argv,
                                         threads=target.private.threads)
@@ -181,7 +189,8 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
 
     stop: dict[str, Any] = {"cancelled": False, "aborted": None}
     try:
-        sweep()
+        with pinned_client(layout):  # each thread's affinity restored after, whatever happens
+            sweep()
     except (KeyboardInterrupt, Interrupted):
         # The point under way is cut short and left out; the runs finished are kept.
         stop["cancelled"] = True
@@ -301,17 +310,30 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cpus = cpus or 1
     local = server.get("private") or on_this_machine(str(server.get("address", "")))
+    layout = server.get("cpus") or {}
     out = []
     if spec.vary == "server-threads":
         top = max(spec.points)
-        if top > cpus:
-            out.append(f"memcached gets up to {top} worker threads but this machine has {cpus} "
-                       f"CPU(s): beyond N = {cpus} the threads time-share cores, so the fitted "
+        own = len(layout["server"]) if layout.get("pinned") else cpus
+        where = f"is pinned to {own}" if layout.get("pinned") else f"this machine has {cpus}"
+        if top > own:
+            out.append(f"memcached gets up to {top} worker threads but {where} "
+                       f"CPU(s): beyond N = {own} the threads time-share cores, so the fitted "
                        "β measures CPU oversubscription, not memcached's locks.")
-    if local:
-        client_threads = max(spec.points) if spec.vary == "threads" else 1
-        server_threads = (max(spec.points) if spec.vary == "server-threads"
-                          else server.get("threads") or "?")
+    client_threads = max(spec.points) if spec.vary == "threads" else 1
+    server_threads = (max(spec.points) if spec.vary == "server-threads"
+                      else server.get("threads") or "?")
+    if layout.get("pinned"):
+        words = layout_text(layout)
+        out.append(
+            f"{words} for the sweep (this machine has {layout['usable']} usable CPUs; "
+            f"--no-pin to share them): memcached's {server_threads} worker thread(s) run on "
+            f"its {len(layout['server'])} CPU(s) and the client's {client_threads} load "
+            f"thread(s) on its {len(layout['client'])}, so neither takes the other's cores; "
+            "once the client saturates its CPUs the curve is the client's ceiling, not "
+            "memcached's. Measure from another machine (`--ray`) for more client."
+        )
+    elif local:
         client = f"client ({client_threads} load thread(s))"
         sharing, taken = f"{client} and server ({server_threads} worker thread(s))", "memcached"
         if server.get("proxy"):
