@@ -331,13 +331,22 @@ impl Watch {
     }
 }
 
-impl Drop for Watch {
-    fn drop(&mut self) {
+impl Watch {
+    /// Stops reading the socket (the drain thread and the waker end; the connection is shut):
+    /// what was read is still there for [`Watch::read`], which says [`Status::Closed`] once
+    /// it has parsed all of it.
+    pub fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.stream.shutdown();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

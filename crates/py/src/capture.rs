@@ -116,6 +116,14 @@ impl PyCaptureReader {
         py.detach(|| lines.feed(data, state, cols, max_rows))
     }
 
+    /// Stops reading the connection: what was read stays to be parsed (`read` says "closed"
+    /// once all of it is).
+    fn stop_reading(&mut self, py: Python<'_>) {
+        if let Some(w) = self.watch.as_mut() {
+            py.detach(|| w.stop());
+        }
+    }
+
     /// Closes the connection (and stops its threads).
     fn close(&mut self, py: Python<'_>) {
         let w = self.watch.take();

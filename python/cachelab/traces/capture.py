@@ -480,6 +480,7 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
                 ended = "interrupted"
             if ended != "max_events":
                 for i, reader in enumerate(readers):
+                    _parse_the_rest(i, reader, members[i], merge, spec)
                     reader.flush()
                     merge.add(i, batch_table(reader.take(), members[i]))
             merge.finish()
@@ -527,6 +528,23 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
         server={**facts, "deltas": deltas}, members=per_member if pool else [],
         aborted=aborted,
     )
+
+
+def _parse_the_rest(i: int, reader: Any, member: str, merge: _Merge,
+                    spec: CaptureSpec) -> None:
+    """The stream a Rust reader drained before the capture ended, parsed (its socket is no
+    longer read): a capture ends with every line the server sent until then."""
+    if not hasattr(reader, "stop_reading"):
+        return
+    reader.stop_reading()
+    for _ in range(100_000):      # bounded: each pass parses a chunk or ends
+        room = spec.max_events - merge.writer.rows
+        if room <= 0:
+            return
+        status = reader.read(0.0, _ROW_GROUP, room, spec.max_bytes)
+        merge.add(i, batch_table(reader.take(), member))
+        if status != "more" or not reader.buffered:
+            return
 
 
 #: How long a capture waits for the servers' logger threads to wake before its clock starts.
