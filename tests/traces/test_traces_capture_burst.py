@@ -82,3 +82,29 @@ def test_a_burst_after_a_quiet_spell_is_captured_whole(tmp_path: Path) -> None:
         assert head.startswith(f"PARTIAL: {r.lost:,} lines lost ("), head
     else:
         assert "lost" not in head, head
+
+
+def _result(**fields: object) -> CaptureResult:
+    base: dict[str, object] = dict(
+        path="t.capture.parquet", spec={"max_buffer": 2**30}, ended="duration", elapsed_s=5.0,
+        ops={"get": 3}, gets=3, hits=3, misses=0, stores=0, requests=3, multi_get_requests=0,
+        keys=3, lost=0, store_lookups=0, sampled_out=0,
+        server={"address": "127.0.0.1:11211", "version": "1.6.18", "deltas": {}})
+    return CaptureResult(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_the_headline_names_the_lines_lost_first_by_cause() -> None:
+    r = _result(lost=2_190, lost_by={"skipped": 12, "worker_dropped": 2_178})
+    assert r.render().splitlines()[0].startswith(
+        "PARTIAL: 2,190 lines lost (2,178 dropped by the server's worker threads, 12 skipped "
+        "by the server for this capture); capture of 127.0.0.1:11211")
+    assert r.to_dict()["lost_by"] == {"skipped": 12, "worker_dropped": 2_178}
+    assert not _result().render().startswith("PARTIAL")
+
+
+def test_a_capture_stopped_by_its_memory_cap_warns() -> None:
+    r = _result(ended="max_buffer")
+    assert r.partial
+    (w,) = r.warnings
+    assert w.startswith("the capture stopped after 5.0 s: it fell 1,024 MiB behind the "
+                        "server's stream (its cap, max_buffer)"), w
