@@ -176,9 +176,9 @@ def main() -> int:
             rs = [r for r in rows if r["rate"] == rate and r["contender"] == name]
             table.append([f"{rate:,.0f}", name, cell(rs, "achieved", "{:,.0f}"),
                           f"{sum(r['held'] for r in rs)}/{len(rs)}",
-                          cell(rs, "produced", "{:,}"), cell(rs, "lost", "{:,}"),
-                          cell(rs, "lost_steady", "{:,}"), cell(rs, "lost_bursts", "{:,}"),
-                          cell(rs, "worker_dropped", "{:,}"), cell(rs, "skipped", "{:,}"),
+                          cell(rs, "produced", "{:,.0f}"), cell(rs, "lost", "{:,.0f}"),
+                          cell(rs, "lost_steady", "{:,.0f}"), cell(rs, "lost_bursts", "{:,.0f}"),
+                          cell(rs, "worker_dropped", "{:,.0f}"), cell(rs, "skipped", "{:,.0f}"),
                           cell(rs, "cpu_per_load_s", "{:.2f}"),
                           cell(rs, "cpu_ns_per_line", "{:,.0f}"),
                           cell(rs, "buffer_peak_mib", "{:.1f}"),
