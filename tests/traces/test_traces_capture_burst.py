@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from pymemcache.client.base import Client
 
-from cachelab.servers import PrivateMemcached
+from cachelab.servers import PrivateMemcached, read_stats
 from cachelab.traces.capture import CaptureResult, CaptureSpec, capture, read_capture
+from clitools import InProcess
 
 SETS, GETS = 2_000, 3_000
 #: The log lines the burst makes: a store is the server's lookup and the store.
@@ -118,3 +119,29 @@ def test_a_capture_stopped_by_its_memory_cap_warns() -> None:
     (w,) = r.warnings
     assert w.startswith("the capture stopped after 5.0 s: it fell 1,024 MiB behind the "
                         "server's stream (its cap, max_buffer)"), w
+
+
+def test_the_logger_is_woken_unless_asked_not_to(cli: InProcess, tmp_path: Path) -> None:
+    """By default a capture opens and closes a connection every 10 ms (the server counts them)
+    and waits for the server to log them promptly before its clock starts; --no-wake does
+    neither. Both write the same kind of file; --buffer-mb is recorded in the spec."""
+    import json
+
+    def connections(address: str) -> int:
+        return int(read_stats(address)["total_connections"])
+
+    with PrivateMemcached(memory_mb=8, threads=1) as server:
+        counts = {}
+        for flags in ((), ("--no-wake", "--buffer-mb", "16")):
+            before = connections(server.address)
+            p = cli("trace", "capture", "--server", server.address, "--duration", "0.5",
+                    "--out", tmp_path / ("quiet" if flags else "woken"), "--format", "json",
+                    *flags)
+            assert p.returncode == 0, p.stderr
+            counts[bool(flags)] = connections(server.address) - before
+            spec = json.loads(p.stdout)["spec"]
+    # The capture's own: its watch, its reads of stats before and after (6 here).
+    assert counts[True] <= 10, counts
+    # At least the five pokes logged promptly before the clock starts, and more during it.
+    assert counts[False] >= counts[True] + 5, counts
+    assert (spec["wake"], spec["max_buffer"]) == (False, 16 * 2**20)

@@ -40,6 +40,9 @@ _C = CaptureSpec()
 #: ``--max-mb``'s range: the capture's ``max_bytes``, in MiB.
 _MAX_MB = {**_CAPTURE["max_bytes"], "lo": _CAPTURE["max_bytes"]["lo"] // 2**20,
            "hi": _CAPTURE["max_bytes"]["hi"] // 2**20, "unit": "MiB"}
+#: ``--buffer-mb``'s range: the capture's ``max_buffer``, in MiB.
+_BUFFER_MB = {**_CAPTURE["max_buffer"], "lo": _CAPTURE["max_buffer"]["lo"] // 2**20,
+              "hi": _CAPTURE["max_buffer"]["hi"] // 2**20, "unit": "MiB"}
 
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
@@ -217,6 +220,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--max-mb", type=common.limit_range(_MAX_MB), default=_C.max_bytes // 2**20,
                    metavar="MB", help="stop after MB of the server's stream (default "
                    f"{_C.max_bytes // 2**20})")
+    k.add_argument("--buffer-mb", type=common.limit_range(_BUFFER_MB),
+                   default=_C.max_buffer // 2**20, metavar="MB",
+                   help="the most stream read from the server and not parsed yet; past it the "
+                   "capture stops with a warning rather than lose lines (default "
+                   f"{_C.max_buffer // 2**20}; the rust reader)")
+    k.add_argument("--no-wake", action="store_true",
+                   help="do not keep the server's logger thread awake (by default a "
+                   "connection is opened and closed every 10 ms and seen through 'watch "
+                   "connevents'; without it a burst after a quiet spell can lose lines in "
+                   "the server)")
     k.add_argument("--reader", choices=READERS, default=_C.reader,
                    help=f"the stream reader: {_C.reader} (default; drains the socket in a "
                    "thread of its own, parses with the GIL released, keeps the server's "
@@ -369,7 +382,8 @@ def run_capture(args: argparse.Namespace) -> int:
     target = target_from(args)
     what = CaptureSpec(duration=args.duration, sample=args.sample, keep_keys=args.keep_keys,
                        max_events=args.max_events, max_bytes=args.max_mb * 2**20,
-                       reader=args.reader)
+                       reader=args.reader, max_buffer=args.buffer_mb * 2**20,
+                       wake=not args.no_wake)
     spec = CaptureFileSpec(capture=what, path=capture_path(args))
     with Progress(total=None, label="capture") as bar:
         result = lib.run(spec, target, progress=bar)
