@@ -177,6 +177,20 @@ struct Shared {
     buffered: AtomicU64,
     /// The server's logger answers at once (or there is no waker): see [`Watch::awake`].
     awake: AtomicBool,
+    /// When the drain thread last read stream bytes: microseconds since `epoch`.
+    last_data_us: AtomicU64,
+    epoch: Option<Instant>,
+}
+
+impl Shared {
+    fn since_epoch_us(&self) -> u64 {
+        self.epoch.map_or(0, |e| e.elapsed().as_micros() as u64)
+    }
+    /// Whether the stream brought bytes within `d` (the server's logger is then awake).
+    fn flowing_within(&self, d: Duration) -> bool {
+        let last = self.last_data_us.load(Ordering::Relaxed);
+        last > 0 && self.since_epoch_us().saturating_sub(last) < d.as_micros() as u64
+    }
 }
 
 /// How long the drain thread's read blocks before it looks at the stop flag.
@@ -234,6 +248,7 @@ impl Watch {
             .map_err(no_reply)?;
         let shared = Arc::new(Shared {
             awake: AtomicBool::new(!wake),
+            epoch: Some(Instant::now()),
             ..Shared::default()
         });
         let (tx, rx) = channel();
@@ -419,6 +434,9 @@ fn drain(mut stream: Stream, tx: Sender<Chunk>, shared: Arc<Shared>, max_buffer:
                 return;
             }
         };
+        shared
+            .last_data_us
+            .store(shared.since_epoch_us().max(1), Ordering::Relaxed);
         let held = shared.buffered.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         if tx.send(Chunk::Data(buf[..n].to_vec())).is_err() {
             return;
@@ -439,7 +457,9 @@ fn drain(mut stream: Stream, tx: Sender<Chunk>, shared: Arc<Shared>, max_buffer:
 /// request burst in 0.3 s. So a second watcher asks for connection events (`watch
 /// connevents`) and this thread opens and closes a connection every [`WAKE_EVERY`]: the
 /// logger finds a line at each and never sleeps more than a few milliseconds. Its own lines
-/// are read and dropped. Best effort: a server that refuses is left as it is.
+/// are read and dropped. No poke while the key stream itself brought bytes within the last
+/// [`WAKE_EVERY`] (the logger is awake then): a busy server sees none. Best effort: a server
+/// that refuses is left as it is.
 fn waker(address: &str, timeout: Duration, shared: &Shared) {
     let Ok(mut events) = connect(address, timeout) else {
         shared.awake.store(true, Ordering::Relaxed);
@@ -452,6 +472,12 @@ fn waker(address: &str, timeout: Duration, shared: &Shared) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut streak = 0;
     while !shared.stop.load(Ordering::Relaxed) {
+        // A stream that flows shows the logger awake: no poke needed (none on a busy server).
+        if shared.flowing_within(WAKE_EVERY) {
+            shared.awake.store(true, Ordering::Relaxed);
+            std::thread::sleep(WAKE_EVERY);
+            continue;
+        }
         if let Ok(poke) = connect(address, timeout) {
             poke.shutdown();
         }

@@ -123,13 +123,13 @@ are pseudonymised with a keyed hash whose secret is random per capture and never
 (--keep-keys to keep them). The capture is a flat trace of its gets for `trace inspect`,
 `trace convert` and `simulate`. The server's own counters over the capture are recorded
 beside it and compared with what was captured. A thread of the capture drains the stream
-into memory as fast as the server writes (at most 1 GiB waiting to be parsed, then it stops,
-with a warning), and it keeps the server's logger thread awake (a connection opened and
-closed every 10 ms, seen through `watch connevents`), which otherwise sleeps up to a second
-when idle and drops much of a burst; it waits (at most 3 s) for the logger to answer before
-its clock starts. Lines the server still loses (its worker threads' log buffers full, or
-skipped because the capture fell behind) are counted by cause and said first in the
-headline and on stderr (exit 1 with --fail-on problems).
+into memory as fast as the server writes (at most 1 GiB waiting to be parsed, then it
+stops, with a warning), and it keeps the server's logger thread awake (a connection opened
+and closed every 10 ms while the stream is quiet, seen through `watch connevents`), which
+otherwise sleeps up to a second when idle and drops much of a burst; it waits (at most 3 s)
+for the logger to answer before its clock starts. Lines the server still loses (its worker
+threads' log buffers full, or skipped because the capture fell behind) are counted by cause
+and said first in the headline and on stderr (exit 1 with --fail-on problems).
 Ctrl-C (or SIGTERM) at any moment ends it early and keeps what was read (exit 130, PARTIAL);
 so does a server whose stream closes mid-capture, stopped or restarted (exit 3, one line on
 stderr naming it). An empty capture exits 0 with a warning on stderr. Costs the server a
@@ -227,9 +227,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"{_C.max_buffer // 2**20}; the rust reader)")
     k.add_argument("--no-wake", action="store_true",
                    help="do not keep the server's logger thread awake (by default a "
-                   "connection is opened and closed every 10 ms and seen through 'watch "
-                   "connevents'; without it a burst after a quiet spell can lose lines in "
-                   "the server)")
+                   "connection is opened and closed every 10 ms while the stream is quiet, "
+                   "seen through 'watch connevents'; without it a burst after a quiet "
+                   "spell can lose lines in the server)")
     k.add_argument("--reader", choices=READERS, default=_C.reader,
                    help=f"the stream reader: {_C.reader} (default; drains the socket in a "
                    "thread of its own, parses with the GIL released, keeps the server's "

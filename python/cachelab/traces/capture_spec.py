@@ -42,8 +42,9 @@ class CaptureSpec:
     #: far behind stops the capture, ``max_buffer``, rather than let the server drop lines).
     max_buffer: int = limited(2**30, 2**20, 2**40, unit="bytes")
     #: Keep the server's logger thread awake (the Rust reader: a second watcher, of connection
-    #: events, and a connection opened and closed every 10 ms), so that a burst after a quiet
-    #: spell does not overflow its worker threads' log buffers (docs/traces.md).
+    #: events, and a connection opened and closed every 10 ms while the stream is quiet), so
+    #: that a burst after a quiet spell does not overflow its worker threads' log buffers
+    #: (docs/traces.md).
     wake: bool = True
 
     @property
