@@ -221,6 +221,7 @@ ONE_DEFINITION: dict[str, dict[str, tuple[Any, Any]]] = {
         "sample": (_CAPTURE.sample, None),
         "max_events": (_CAPTURE.max_events, None),
         "max_mb": (_CAPTURE.max_bytes / 2**20, None),
+        "buffer_mb": (_CAPTURE.max_buffer / 2**20, None),
     },
     "run": {
         "steps": (_RUN.steps, None),

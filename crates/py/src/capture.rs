@@ -57,11 +57,22 @@ impl PyCaptureReader {
     }
 
     /// Connects to `address` (HOST:PORT or unix:PATH) and sends `watch fetchers mutations`;
-    /// ServerUnreachable or ServerError when it cannot.
-    fn watch(&mut self, py: Python<'_>, address: &str, connect_timeout: f64) -> PyResult<()> {
+    /// ServerUnreachable or ServerError when it cannot. From then on a thread of its own
+    /// drains the stream into memory; `max_buffer` caps the bytes read and not parsed yet
+    /// (`read` then says "max_buffer"); `wake` keeps the server's logger awake (a second
+    /// watcher, of connection events, and a connection opened and closed every 10 ms).
+    #[pyo3(signature = (address, connect_timeout, max_buffer = 1 << 30, wake = true))]
+    fn watch(
+        &mut self,
+        py: Python<'_>,
+        address: &str,
+        connect_timeout: f64,
+        max_buffer: u64,
+        wake: bool,
+    ) -> PyResult<()> {
         let t = Duration::from_secs_f64(connect_timeout.clamp(0.001, 600.0));
         let address = address.to_string();
-        match py.detach(|| Watch::open(&address, t)) {
+        match py.detach(|| Watch::open(&address, t, max_buffer, wake)) {
             Ok(w) => {
                 self.watch = Some(w);
                 Ok(())
@@ -71,9 +82,9 @@ impl PyCaptureReader {
         }
     }
 
-    /// Reads the stream for up to `wait` seconds, or until `batch` rows are waiting, the rows
-    /// waiting reach `max_rows`, or `max_bytes` of stream have come. Returns "more",
-    /// "closed", "max_events" or "max_bytes".
+    /// Parses the stream drained so far, waiting up to `wait` seconds for more, until `batch`
+    /// rows are waiting, the rows waiting reach `max_rows`, or `max_bytes` of stream were
+    /// parsed. Returns "more", "closed", "max_events", "max_bytes" or "max_buffer".
     fn read(
         &mut self,
         py: Python<'_>,
@@ -93,6 +104,7 @@ impl PyCaptureReader {
             Ok(Status::Closed) => Ok("closed"),
             Ok(Status::MaxEvents) => Ok("max_events"),
             Ok(Status::MaxBytes) => Ok("max_bytes"),
+            Ok(Status::MaxBuffer) => Ok("max_buffer"),
             Err(e) => Err(raise(py, "ServerError", format!("the stream failed: {e}"))),
         }
     }
@@ -104,9 +116,18 @@ impl PyCaptureReader {
         py.detach(|| lines.feed(data, state, cols, max_rows))
     }
 
-    /// Closes the connection.
-    fn close(&mut self) {
-        self.watch = None;
+    /// Stops reading the connection: what was read stays to be parsed (`read` says "closed"
+    /// once all of it is).
+    fn stop_reading(&mut self, py: Python<'_>) {
+        if let Some(w) = self.watch.as_mut() {
+            py.detach(|| w.stop());
+        }
+    }
+
+    /// Closes the connection (and stops its threads).
+    fn close(&mut self, py: Python<'_>) {
+        let w = self.watch.take();
+        py.detach(|| drop(w));
     }
 
     /// Writes the fetches still held back (at the end of a capture).
@@ -172,10 +193,25 @@ impl PyCaptureReader {
     fn sampled_out(&self) -> u64 {
         self.state.sampled_out
     }
-    /// Stream bytes read from the connection.
+    /// Stream bytes parsed.
     #[getter]
     fn received(&self) -> u64 {
         self.watch.as_ref().map_or(0, |w| w.received)
+    }
+    /// Whether the server's logger thread is awake (see `watch`'s `wake`; true without it).
+    #[getter]
+    fn awake(&self) -> bool {
+        self.watch.as_ref().is_none_or(|w| w.awake())
+    }
+    /// Stream bytes read from the connection and not parsed yet.
+    #[getter]
+    fn buffered(&self) -> u64 {
+        self.watch.as_ref().map_or(0, |w| w.buffered())
+    }
+    /// The most stream bytes held read and not parsed yet at once.
+    #[getter]
+    fn peak_buffered(&self) -> u64 {
+        self.watch.as_ref().map_or(0, |w| w.peak_buffered)
     }
     /// The time subtracted from the stream's timestamps (None before the first line).
     #[getter]

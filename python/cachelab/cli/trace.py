@@ -40,6 +40,9 @@ _C = CaptureSpec()
 #: ``--max-mb``'s range: the capture's ``max_bytes``, in MiB.
 _MAX_MB = {**_CAPTURE["max_bytes"], "lo": _CAPTURE["max_bytes"]["lo"] // 2**20,
            "hi": _CAPTURE["max_bytes"]["hi"] // 2**20, "unit": "MiB"}
+#: ``--buffer-mb``'s range: the capture's ``max_buffer``, in MiB.
+_BUFFER_MB = {**_CAPTURE["max_buffer"], "lo": _CAPTURE["max_buffer"]["lo"] // 2**20,
+              "hi": _CAPTURE["max_buffer"]["hi"] // 2**20, "unit": "MiB"}
 
 DESCRIPTION = """\
 Request traces (a content catalog plus requests that each touch an ordered list of items;
@@ -119,8 +122,14 @@ slab class, client connection, and a request id grouping the keys of one multi-g
 are pseudonymised with a keyed hash whose secret is random per capture and never written
 (--keep-keys to keep them). The capture is a flat trace of its gets for `trace inspect`,
 `trace convert` and `simulate`. The server's own counters over the capture are recorded
-beside it and compared with what was captured; lines the server skipped because the
-capture fell behind are reported as lost (on stderr; exit 1 with --fail-on problems).
+beside it and compared with what was captured. A thread of the capture drains the stream
+into memory as fast as the server writes (at most 1 GiB waiting to be parsed, then it
+stops, with a warning), and it keeps the server's logger thread awake (a connection opened
+and closed every 10 ms while the stream is quiet, seen through `watch connevents`), which
+otherwise sleeps up to a second when idle and drops much of a burst; it waits (at most 3 s)
+for the logger to answer before its clock starts. Lines the server still loses (its worker
+threads' log buffers full, or skipped because the capture fell behind) are counted by cause
+and said first in the headline and on stderr (exit 1 with --fail-on problems).
 Ctrl-C (or SIGTERM) at any moment ends it early and keeps what was read (exit 130, PARTIAL);
 so does a server whose stream closes mid-capture, stopped or restarted (exit 3, one line on
 stderr naming it). An empty capture exits 0 with a warning on stderr. Costs the server a
@@ -211,10 +220,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--max-mb", type=common.limit_range(_MAX_MB), default=_C.max_bytes // 2**20,
                    metavar="MB", help="stop after MB of the server's stream (default "
                    f"{_C.max_bytes // 2**20})")
+    k.add_argument("--buffer-mb", type=common.limit_range(_BUFFER_MB),
+                   default=_C.max_buffer // 2**20, metavar="MB",
+                   help="the most stream read from the server and not parsed yet; past it the "
+                   "capture stops with a warning rather than lose lines (default "
+                   f"{_C.max_buffer // 2**20}; the rust reader)")
+    k.add_argument("--no-wake", action="store_true",
+                   help="do not keep the server's logger thread awake (by default a "
+                   "connection is opened and closed every 10 ms while the stream is quiet, "
+                   "seen through 'watch connevents'; without it a burst after a quiet "
+                   "spell can lose lines in the server)")
     k.add_argument("--reader", choices=READERS, default=_C.reader,
-                   help=f"the stream reader: {_C.reader} (default; parses with the GIL "
-                   "released) or python (the reference it matches row for row; at 20,000 "
-                   "req/s on a shared core it lost 34 %% of lines where rust lost 24 %%, "
+                   help=f"the stream reader: {_C.reader} (default; drains the socket in a "
+                   "thread of its own, parses with the GIL released, keeps the server's "
+                   "logger awake) or python (the reference it matches row for row; no "
+                   "drain thread, no waker: it loses lines at rates the rust one does not, "
                    "docs/traces.md)")
     output.add_output_options(
         k, "capture", checks=("problems",),
@@ -362,7 +382,8 @@ def run_capture(args: argparse.Namespace) -> int:
     target = target_from(args)
     what = CaptureSpec(duration=args.duration, sample=args.sample, keep_keys=args.keep_keys,
                        max_events=args.max_events, max_bytes=args.max_mb * 2**20,
-                       reader=args.reader)
+                       reader=args.reader, max_buffer=args.buffer_mb * 2**20,
+                       wake=not args.no_wake)
     spec = CaptureFileSpec(capture=what, path=capture_path(args))
     with Progress(total=None, label="capture") as bar:
         result = lib.run(spec, target, progress=bar)

@@ -113,7 +113,8 @@ class CaptureResult:
     requests: int
     multi_get_requests: int
     keys: int
-    #: Lines the server skipped because the watcher fell behind.
+    #: Log lines lost: skipped by the server because the watcher fell behind, or dropped by
+    #: its worker threads before any watcher saw them (``lost_by`` says which).
     lost: int
     #: Fetches dropped as the server's own lookup before a store.
     store_lookups: int
@@ -126,6 +127,12 @@ class CaptureResult:
     #: ``stats`` deltas; empty for one server.
     members: list[dict[str, Any]] = field(default_factory=list)
     created: str = field(default_factory=created_now)
+    #: The lines lost by cause: ``skipped`` (the server's ``skipped=N`` notices to this
+    #: watcher, or its ``log_watcher_skipped``, the larger) and ``worker_dropped`` (its
+    #: ``log_worker_dropped``: its worker threads' log buffers were full).
+    lost_by: dict[str, int] = field(default_factory=dict)
+    #: The most stream bytes the Rust reader held read and not parsed yet (0: the Python one).
+    buffer_peak_bytes: int = 0
     #: Why the capture ended early because of the server (its stream closed or failed: the
     #: server stopped, restarted or dropped the watcher), naming it; None otherwise.
     aborted: str | None = None
@@ -142,7 +149,13 @@ class CaptureResult:
 
     @property
     def warnings(self) -> list[str]:
-        """A capture that recorded nothing says so (the server may be idle)."""
+        """A capture stopped by its memory cap says so; one that recorded nothing says so (the
+        server may be idle)."""
+        if self.ended == "max_buffer":
+            cap = self.spec.get("max_buffer", 0) / 2**20
+            return [f"the capture stopped after {self.elapsed_s:.1f} s: it fell {cap:,.0f} MiB "
+                    "behind the server's stream (its cap, max_buffer) and stopped rather than "
+                    "lose lines; what it parsed is kept"]
         if self.requests or self.ended == "interrupted" or self.aborted:
             return []
         d = self.server.get("deltas") or {}
@@ -190,6 +203,13 @@ class CaptureResult:
                    if self.spec.get("sample", 1.0) < 1 else "")
         names = "keys as they are" if self.spec.get("keep_keys") else "keys pseudonymised"
         head = "PARTIAL: " if self.partial else ""
+        if self.lost:   # the worst first: lines lost, by cause
+            by = self.lost_by or {}
+            causes = [f"{n:,} {why}" for n, why in (
+                (by.get("worker_dropped", 0), "dropped by the server's worker threads"),
+                (by.get("skipped", 0), "skipped by the server for this capture")) if n]
+            head = (f"PARTIAL: {self.lost:,} lines lost"
+                    + (f" ({', '.join(causes)})" if causes else "") + "; ")
         ended = self.aborted or self.ended
         lines = [
             f"{head}capture of {self._what()} (memcached "
@@ -381,7 +401,7 @@ def _member_loop(i: int, reader: Any, spec: CaptureSpec, out: queue.Queue[Any],
 
 
 _ENDED = {"closed": "server closed the stream", "max_events": "max_events",
-          "max_bytes": "max_bytes"}
+          "max_bytes": "max_bytes", "max_buffer": "max_buffer"}
 
 
 class _Signals:
@@ -446,7 +466,11 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
             readers += [_new_reader(spec.reader, secret, spec.keep_keys, spec.sample,
                                     0.0 if pool else None) for _ in members]
             for reader, m in zip(readers, members):
-                reader.watch(m, spec.connect_timeout)
+                if spec.reader == "python":
+                    reader.watch(m, spec.connect_timeout)
+                else:
+                    reader.watch(m, spec.connect_timeout, spec.max_buffer, spec.wake)
+            _await_logger(readers, lambda: signals.count > 0 or (stop is not None and stop()))
             started = time.monotonic()
             writer = _Writer(tmp, meta)
             merge = _Merge(writer, members, spec.max_events)
@@ -456,6 +480,7 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
                 ended = "interrupted"
             if ended != "max_events":
                 for i, reader in enumerate(readers):
+                    _parse_the_rest(i, reader, members[i], merge, spec)
                     reader.flush()
                     merge.add(i, batch_table(reader.take(), members[i]))
             merge.finish()
@@ -469,6 +494,8 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
                 deltas = stats_deltas(before, after)
                 per_member.append({"address": m, "deltas": deltas,
                                    "lost": _lost(reader.lost, deltas),
+                                   "skipped_lines": reader.lost,
+                                   "buffer_peak_bytes": getattr(reader, "peak_buffered", 0),
                                    "store_lookups": reader.store_lookups,
                                    "sampled_out": reader.sampled_out})
             if signals.count:
@@ -494,11 +521,45 @@ def capture(spec: CaptureSpec, path: str | os.PathLike[str], *,
         path=str(path), spec=asdict(spec), ended=ended, elapsed_s=elapsed, ops=t["ops"],
         gets=t["gets"], hits=t["hits"], misses=t["misses"], stores=t["stores"],
         requests=tally["requests"], multi_get_requests=tally["multi"], keys=tally["keys"],
-        lost=lost, store_lookups=sum(p["store_lookups"] for p in per_member),
+        lost=lost, lost_by=_lost_by(per_member),
+        buffer_peak_bytes=max(p["buffer_peak_bytes"] for p in per_member),
+        store_lookups=sum(p["store_lookups"] for p in per_member),
         sampled_out=sum(p["sampled_out"] for p in per_member),
         server={**facts, "deltas": deltas}, members=per_member if pool else [],
         aborted=aborted,
     )
+
+
+def _parse_the_rest(i: int, reader: Any, member: str, merge: _Merge,
+                    spec: CaptureSpec) -> None:
+    """The stream a Rust reader drained before the capture ended, parsed (its socket is no
+    longer read): a capture ends with every line the server sent until then."""
+    if not hasattr(reader, "stop_reading"):
+        return
+    reader.stop_reading()
+    for _ in range(100_000):      # bounded: each pass parses a chunk or ends
+        room = spec.max_events - merge.writer.rows
+        if room <= 0:
+            return
+        status = reader.read(0.0, _ROW_GROUP, room, spec.max_bytes)
+        merge.add(i, batch_table(reader.take(), member))
+        if status != "more" or not reader.buffered:
+            return
+
+
+#: How long a capture waits for the servers' logger threads to wake before its clock starts.
+_WAKE_S = 3.0
+
+
+def _await_logger(readers: list[Any], stop: Callable[[], bool]) -> None:
+    """Waits (at most :data:`_WAKE_S`) until every server's logger thread is awake: one that
+    slept up to a second while the server was quiet takes about as long again to answer at
+    once, and until then a burst can overflow its worker threads' log buffers (the Rust
+    reader's waker, docs/traces.md). What comes meanwhile is captured too."""
+    until = time.monotonic() + _WAKE_S
+    while (time.monotonic() < until and not stop()
+           and not all(getattr(r, "awake", True) for r in readers)):
+        time.sleep(0.01)
 
 
 def _run(readers: list[Any], members: list[str], spec: CaptureSpec, merge: _Merge,
@@ -607,6 +668,12 @@ def _tally(path: Path) -> dict[str, Any]:
     for m in {r["member"] for r in counts}:
         out["members"][m] = counted([r for r in counts if r["member"] == m])
     return out
+
+
+def _lost_by(per_member: list[dict[str, Any]]) -> dict[str, int]:
+    """The lines lost, summed over the members, by cause (:attr:`CaptureResult.lost_by`)."""
+    dropped = sum(p["deltas"].get("log_worker_dropped", 0) for p in per_member)
+    return {"skipped": sum(p["lost"] for p in per_member) - dropped, "worker_dropped": dropped}
 
 
 def _lost(skipped_lines: int, deltas: dict[str, int]) -> int:

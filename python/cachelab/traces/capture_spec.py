@@ -37,6 +37,15 @@ class CaptureSpec:
     servers: tuple[str, ...] = ()
     #: The stream reader: ``rust`` or ``python`` (:data:`READERS`).
     reader: str = "rust"
+    #: The Rust reader's cap on the stream read from the server and not parsed yet (its
+    #: drain thread reads as fast as the server writes; a parser or writer that falls this
+    #: far behind stops the capture, ``max_buffer``, rather than let the server drop lines).
+    max_buffer: int = limited(2**30, 2**20, 2**40, unit="bytes")
+    #: Keep the server's logger thread awake (the Rust reader: a second watcher, of connection
+    #: events, and a connection opened and closed every 10 ms while the stream is quiet), so
+    #: that a burst after a quiet spell does not overflow its worker threads' log buffers
+    #: (docs/traces.md).
+    wake: bool = True
 
     @property
     def members(self) -> tuple[str, ...]:
