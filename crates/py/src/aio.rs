@@ -10,9 +10,8 @@
 //! *mailbox*, a queue of (future, outcome) and a socket pair whose read end the loop watches
 //! (`add_reader`). The tokio task that got an answer queues it and, if the queue was empty,
 //! writes one byte; the loop, when it next polls, drains the queue on its own thread (the GIL
-//! already held), making the Python objects and completing the futures — at most `PER_PASS`
-//! a pass, so the tasks they wake do not hold the loop for long at once. So no thread but the
-//! loop's touches Python objects, and nothing waits for the GIL.
+//! already held), making the Python objects and completing the futures in one go. So no thread
+//! but the loop's touches Python objects, and nothing waits for the GIL.
 //!
 //! Keys are checked and copied with the GIL held, before anything is sent; the request runs
 //! without it. A future cancelled in the meantime is skipped; its request still ends within
@@ -125,11 +124,6 @@ impl Slot {
     }
 }
 
-/// Answers a mailbox hands out per pass of its loop; the rest wait for the next pass. Each
-/// answer wakes a task that runs some tens of microseconds of Python in the loop's next pass:
-/// a hundred at once held the loop for 3-4 ms (quiet) before its timers and other I/O.
-const PER_PASS: usize = 16;
-
 /// One event loop's mailbox (see the module docs): the loop calls it when its socket is
 /// readable.
 #[pyclass(module = "cachelab._core", frozen)]
@@ -145,20 +139,13 @@ impl Mailbox {
         // The bell first, then the queue: a post after this read rings again.
         let mut buf = [0u8; 512];
         while matches!((&self.ear).read(&mut buf), Ok(n) if n > 0) {}
-        let (done, more) = {
-            let mut q = self
+        let done = std::mem::take(
+            &mut *self
                 .slot
                 .done
                 .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let n = q.len().min(PER_PASS);
-            let done: Vec<_> = q.drain(..n).collect();
-            (done, !q.is_empty())
-        };
-        if more {
-            // The rest in the loop's next pass: after the tasks these answers wake.
-            let _ = (&self.slot.bell).write(&[1]);
-        }
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         for (future, outcome) in done {
             let future = future.bind(py);
             // A cancelled future (its task cancelled, or timed out by the caller) is skipped.
@@ -174,8 +161,7 @@ impl Mailbox {
                 Err(e) => future.call_method1("set_exception", (e.into_value(py),)),
             };
         }
-        if !more
-            && self.slot.retired.load(Ordering::Acquire)
+        if self.slot.retired.load(Ordering::Acquire)
             && self.slot.pending.load(Ordering::Acquire) == 0
         {
             let _ = self
