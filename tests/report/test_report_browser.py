@@ -665,3 +665,22 @@ def test_layout_checks_catch_overflow_cut_and_small_text(browser: Browser,
     assert not any("scrolled" in o or o.startswith("div") for o in r["overflow"]), r["overflow"]
     assert [s.split(" px")[0] for s in r["small"]] == ['p "too small to read" 7.0']
     assert r["cut"] == ['text "cut off at the edge"']
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+def test_an_axis_label_at_the_drawings_edge_stays_inside_it(browser: Browser, tmp_path: Path,
+                                                           width: int) -> None:
+    """The last x tick's label centred on it ran past a phone's narrow right margin ("10,000"
+    cut, seen with a loaded machine's wider latencies)."""
+    from cachelab.page.charts import axis
+    from cachelab.page.html import figure, page
+
+    spec = {"kind": "xy", "title": "a wide tick label at the right edge",
+            "x": axis("requests/s"), "y": axis("latency", unit="µs"),
+            "series": [{"name": "measured", "type": "line",
+                        "points": [[0.0, 1.0], [50_000.0, 2.0], [97_000.0, 3.0]]}]}
+    f = tmp_path / "edge.html"
+    f.write_text(page("edge", "one chart", [figure(None, "a chart", [spec])]))
+    r = _at_width(browser, f.resolve().as_uri(), width, LAYOUT_JS)
+    assert r["svg_texts"] >= 5, r  # the chart was drawn, its ticks labelled
+    assert r["cut"] == [], r["cut"][:10]

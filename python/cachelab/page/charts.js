@@ -292,10 +292,22 @@
     el("rect", {x: ml, y: M.t, width: xr - ml, height: H - M.t - M.b, fill: "#fff",
                 stroke: "#999", "class": "cl-frame"}, svg);
     var axes = el("g", {"class": "cl-axes", "font-size": 11, fill: "#333"}, svg);
+    var W = this.W;
     ticks(sc.x, 80).forEach(function (v) {
       var p = sc.x.px(v);
       el("line", {x1: p, x2: p, y1: M.t, y2: H - M.b, stroke: "#e4e4e4"}, axes);
-      el("text", {x: p, y: H - M.b + 15, "text-anchor": "middle"}, axes).textContent = tickLabel(spec.x, v);
+      var t = el("text", {x: p, y: H - M.b + 15, "text-anchor": "middle"}, axes);
+      t.textContent = tickLabel(spec.x, v);
+      // A label centred on a tick near the drawing's edge is kept inside it (a phone's
+      // narrow right margin cut "10,000" at the last tick).
+      var half = t.getComputedTextLength() / 2;
+      if (p + half > W - 1) {
+        t.setAttribute("text-anchor", "end");
+        t.setAttribute("x", W - 1);
+      } else if (p - half < 1) {
+        t.setAttribute("text-anchor", "start");
+        t.setAttribute("x", 1);
+      }
     });
     var cx = (ml + xr) / 2;  // centred under the plot, kept inside the drawing
     var xl = el("text", {x: cx, y: H - 12, "text-anchor": "middle", "class": "cl-xlabel"}, axes);
