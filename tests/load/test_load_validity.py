@@ -218,13 +218,22 @@ def test_a_real_closed_loop_run_is_valid_and_an_open_loop_one_is_valid_or_says_t
     opened = stationary_run(rate=2000)
     v = opened.validity
     q = opened.client["queueing"]
-    assert v is not None and v["checks"]["rate"]["status"] == "pass", v
+    assert v is not None
+    rate = v["checks"]["rate"]
+    if rate["status"] != "pass":
+        # Beside a CPU hog one 0.2 s interval was 28 % short: sends missed while the client
+        # (or the server) waited for a CPU. Allowed only when the run recorded at least that
+        # much waiting; a pacer that does not hold the rate misses it without waiting.
+        waited = opened.client["run_queue_wait_s"] + (
+            ((opened.server or {}).get("schedstat") or {}).get("run_queue_wait_s") or 0.0)
+        short = abs(rate["worst_deviation"]) * 0.2 * len(rate["off"])
+        assert rate["status"] == "fail" and waited >= short, (rate, waited)
     assert v["checks"]["late"]["late"] == q["late_sends"] and q["sends"] > 0
     assert q["p50_ns"] <= q["p99_ns"] <= q["max_ns"]
     # On a quiet machine VALID; on a busy one the client itself may fall behind, and then
     # the verdict must say so (and only the client's checks may fail).
     failed = {c for c, x in v["checks"].items() if x["status"] == "fail"}
-    assert failed <= {"client", "late", "arrivals", "independent", *machine_blamed(v)}, \
-        v["reasons"]
+    assert failed <= {"client", "late", "arrivals", "independent", *machine_blamed(v),
+                      *({"rate"} if rate["status"] != "pass" else ())}, v["reasons"]
     if "late" in failed:
         assert "the CLIENT could not keep up" in opened.render()
