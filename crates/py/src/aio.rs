@@ -31,9 +31,8 @@ use tokio::runtime::Runtime;
 use cachelab_client::{Address, Error, Options, SharedConnection};
 use cachelab_proto::{Key, Value};
 
-use crate::client::{key, seconds, ListReply};
+use crate::client::{key, options, ListReply};
 use crate::errors::{client_error, parse_address, raise};
-use crate::tls::tls_from;
 
 /// The runtime every client's requests run on, made on first use.
 fn runtime() -> PyResult<&'static Runtime> {
@@ -346,11 +345,7 @@ impl AsyncClient {
     ) -> PyResult<AsyncClient> {
         Ok(AsyncClient {
             address: parse_address(py, address)?,
-            options: Options {
-                connect_timeout: seconds(py, "connect_timeout", connect_timeout)?,
-                request_timeout: seconds(py, "timeout", timeout)?,
-                tls: tls_from(py, tls)?,
-            },
+            options: options(py, connect_timeout, timeout, tls)?,
             state: Arc::default(),
             mailboxes: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),

@@ -137,6 +137,20 @@ fn meta_tuple(
     (status, flags, r.data.map(|d| PyBytes::new(py, &d).unbind()))
 }
 
+/// A client's options from its constructor's arguments (the blocking and the asyncio one).
+pub(crate) fn options(
+    py: Python<'_>,
+    connect_timeout: f64,
+    timeout: f64,
+    tls: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Options> {
+    Ok(Options {
+        connect_timeout: seconds(py, "connect_timeout", connect_timeout)?,
+        request_timeout: seconds(py, "timeout", timeout)?,
+        tls: tls_from(py, tls)?,
+    })
+}
+
 #[pymethods]
 impl Client {
     #[new]
@@ -149,11 +163,7 @@ impl Client {
         tls: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Client> {
         let address = parse_address(py, address)?;
-        let options = Options {
-            connect_timeout: seconds(py, "connect_timeout", connect_timeout)?,
-            request_timeout: seconds(py, "timeout", timeout)?,
-            tls: tls_from(py, tls)?,
-        };
+        let options = options(py, connect_timeout, timeout, tls)?;
         let conn = py
             .detach(|| BlockingConnection::connect(&address, options))
             .map_err(|e| client_error(py, e))?;

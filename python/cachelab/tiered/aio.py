@@ -250,12 +250,7 @@ class AsyncTieredCache:
             if i in objs:
                 out[i] = objs[i]
         if objs:
-            since = born[0]
-            with c._admit:  # held briefly by writers (an epoch bump and an L1 change)
-                if c._epoch == epoch:
-                    for i, obj in objs.items():
-                        if l1.admits((name, i)):
-                            l1.put((name, i), obj, sizes[i], 0, since)
+            c._admit_l1(l1, kc, objs, sizes, 0, born[0], epoch)
         return out
 
     async def _fetch(self, kc: KeyClass, idents: list[Any],

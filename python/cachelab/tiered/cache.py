@@ -621,20 +621,25 @@ class TieredCache:
             if values is not None:
                 values[(name, i)] = obj
         if l1 is not None and objs:
-            since = born[0]
-            soft = kc.soft_ttl
-            with self._admit:  # no write's epoch bump + L1 change can come in between
-                if self._epoch == epoch and soft is None:
-                    for i, obj in objs.items():
-                        if l1.admits((name, i)):
-                            l1.put((name, i), obj, sizes[i], version, since)
-                elif self._epoch == epoch:  # held while fresh: (weight, until) from memcached
-                    for i, obj in objs.items():  # (swr.settle), a fill's for soft_ttl
-                        w = sizes[i]
-                        w, until = w if type(w) is tuple else (w, since + soft)
-                        if l1.admits((name, i)):
-                            l1.put((name, i), obj, w, version, since, until)
+            self._admit_l1(l1, kc, objs, sizes, version, born[0], epoch)
         return out
+
+    def _admit_l1(self, l1: Memory, kc: KeyClass, objs: dict, sizes: dict, version: int,
+                  since: float, epoch: int) -> None:
+        """Puts what a fetch begun at ``since`` (``_monotonic()``) read into L1, unless a write
+        came in between (``epoch``); also the asyncio path's (:mod:`cachelab.tiered.aio`)."""
+        name, soft = kc.name, kc.soft_ttl
+        with self._admit:  # no write's epoch bump + L1 change can come in between
+            if self._epoch == epoch and soft is None:
+                for i, obj in objs.items():
+                    if l1.admits((name, i)):
+                        l1.put((name, i), obj, sizes[i], version, since)
+            elif self._epoch == epoch:  # held while fresh: (weight, until) from memcached
+                for i, obj in objs.items():  # (swr.settle), a fill's for soft_ttl
+                    w = sizes[i]
+                    w, until = w if type(w) is tuple else (w, since + soft)
+                    if l1.admits((name, i)):
+                        l1.put((name, i), obj, w, version, since, until)
 
     def _fetch(self, kc: KeyClass, idents: list[Any], version: int,
                born: list[float] | None = None) -> tuple[dict, dict]:
