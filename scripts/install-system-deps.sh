@@ -3,7 +3,9 @@
 # memcached (the server every verb can start privately) and Python's venv module; with the
 # argument `test`, also chromium (for the report's headless-browser test), PostgreSQL (the
 # tests of `cachelab tiers --dsn` start a private cluster from its binaries) and twemproxy
-# (package nutcracker, installed in /usr/sbin: the pool tests check its key placement).
+# (package nutcracker, installed in /usr/sbin: the pool tests check its key placement), and
+# redis-server (the RESP tests start private servers; the package's own daemon is stopped, as
+# the tests never use it).
 # Rust (cargo, at least Cargo.toml's rust-version) and Python 3.9+ must already be there; this
 # says so if they are not. (The wheel `make wheel` builds installs without Rust: its users need
 # Python and memcached only.)
@@ -15,6 +17,7 @@ if [ "${1:-}" = "test" ]; then
   command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || need+=(nutcracker)
+  command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 fi
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
@@ -24,6 +27,10 @@ if [ "${#need[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+  # Debian's redis-server package starts a daemon on 6379 where services may start: stop it.
+  if [[ " ${need[*]} " == *" redis-server "* ]]; then
+    $sudo service redis-server stop >/dev/null 2>&1 || true
+  fi
 fi
 # The oldest Rust that builds cachelab: the workspace's rust-version, stated once in Cargo.toml.
 rust_min=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$(dirname "$0")/../Cargo.toml")
