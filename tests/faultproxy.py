@@ -7,6 +7,8 @@ faults on command, for the faults this machine's kernel cannot make (it has no `
         proxy.reset()                     # every open connection gets a TCP reset
         proxy.half_open()                 # replies vanish; connections stay open
         proxy.trickle(16, 0.01)           # replies come 16 bytes every 10 ms
+        proxy.hold_next(b" N10", 0.6)     # the next request holding b" N10" (and what follows
+                                          # it on its connection) reaches the server 0.6 s late
         proxy.clear()                     # back to a plain proxy
 
 Each accepted connection gets an upstream connection and, per direction, a reader thread
@@ -48,6 +50,7 @@ class FaultProxy:
         self._hold_until = 0.0
         self._swallow = False
         self._trickle: tuple[int, float] | None = None
+        self._hold_next: tuple[bytes, float] | None = None
         self._rng = random.Random(1)
         self.connections = 0
         #: When a client last connected or sent a byte (``time.monotonic()``; None: never).
@@ -95,6 +98,15 @@ class FaultProxy:
         with self._lock:
             self._trickle = (chunk, every)
 
+    def hold_next(self, pattern: bytes, seconds: float) -> None:
+        """The next request bytes that hold ``pattern`` (one read of a connection: a request
+        sent alone) reach the server ``seconds`` after they arrived, and whatever follows them
+        on that connection after them; other connections flow. Once: a request stuck in a
+        slow server's socket while the server still answers new connections. What a client
+        that timed out sent is still delivered when it closes (its delete may overtake it)."""
+        with self._lock:
+            self._hold_next = (pattern, seconds)
+
     def clear(self) -> None:
         """Back to a plain proxy (held bytes are released)."""
         with self._lock:
@@ -102,6 +114,7 @@ class FaultProxy:
             self._hold_until = 0.0
             self._swallow = False
             self._trickle = None
+            self._hold_next = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -192,11 +205,16 @@ class FaultProxy:
                     continue
                 arrived, data = queue.popleft()
             with self._lock:
+                hold = self._hold_next
+                if not replies and hold is not None and hold[0] in data:
+                    self._hold_next = None
+                    release = max(release, arrived + hold[1])
                 delay, jitter = (self._delay, self._jitter) if replies else (0.0, 0.0)
                 swallow = self._swallow and replies
                 trickle = self._trickle if replies else None
             if delay or jitter:
                 release = max(release, arrived + delay + self._rng.uniform(-jitter, jitter))
+            if release:
                 self._sleep_until(release)
             self._wait_out_blackhole()
             if swallow:

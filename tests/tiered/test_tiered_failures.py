@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
 from tiered_helpers import Store, free_port, make, memcached_on, stop, wait_for
 
+from cachelab import _core
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedTier, TieredCache
+from faultproxy import FaultProxy
+
+#: Seconds allowed over a stated bound on a loaded 2-core machine.
+SLACK = 1.0
 
 
 class ManualClock:
@@ -80,3 +86,41 @@ def test_pending_invalidation_survives_a_hang(
     wait_for(lambda: cache.stats()["events"]["pending_invalidations"] == 0, "the confirmation")
     other, okc, _ = make(fresh_memcached.address, store, prefix=cache.prefix)
     assert other.get(okc, 1)["body"] == "new body"
+
+
+def test_a_set_run_late_by_a_slow_server_is_deleted_again(
+    memcached: PrivateMemcached, store: Store
+) -> None:
+    """A put whose set times out on a server that is only slow queues the key's delete; the
+    set may still run after that delete went out, and after another process's newer put:
+    memcached would serve the older value until the class TTL. A second delete follows
+    ``lost_request_s`` after the loss, with no call from the cache."""
+    with FaultProxy(memcached.address) as proxy:
+        # (the breaker's retry after 0.2 s: the owed delete goes out before the held set)
+        cache = TieredCache(MemcachedTier(proxy.address, timeout=0.25, connect_timeout=0.25),
+                            None, prefix=f"late-set{time.monotonic_ns()}",
+                            breaker=CircuitBreaker(3, 0.2))
+        kc = cache.key_class("item", store.load)
+        other = TieredCache(MemcachedTier(memcached.address), None, prefix=cache.prefix)
+        okc = other.key_class("item", store.load)
+        assert cache.get(kc, 1)["n"] == 1  # connected
+        key = cache.key_for(kc, 7)
+        settle = cache.staleness()["lost_request_s"]
+        assert settle >= 2 * 0.5  # two request bounds at least: the hold below is one
+        proxy.hold_next(key.encode(), settle / 2)
+        lost = time.monotonic()
+        cache.put(kc, 7, {"n": "old"})  # the set times out; its key's delete is owed
+        assert cache.l2_stats.errors == 1 and cache.events.pending_invalidations == 1
+        wait_for(lambda: cache.events.pending_invalidations == 0, "the owed delete")
+        other.put(okc, 7, {"n": "new"})  # another process's newer write lands first
+        with _core.Client(memcached.address, timeout=2.0) as raw:
+            newer = raw.get(key)
+            wait_for(lambda: raw.get(key) != newer, "the late set")  # the older value lands
+            assert other.get(okc, 7) == {"n": "old"}  # served stale ...
+            deadline = lost + settle + SLACK
+            while raw.get(key) is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert raw.get(key) is None, f"older value still there {settle} + {SLACK} s after"
+        assert other.get(okc, 7) == store.load([7])[7]  # ... until the second delete
+        cache.close()
+        other.close()

@@ -184,8 +184,8 @@ def test_staleness_is_stated(memcached: PrivateMemcached) -> None:
     # 0.25 s), plus the L1 ttl for what other processes serve.
     stated = TieredCache(tier, LRUMemory(max_items=1)).staleness()
     assert stated["after_outage"] and "partition" in stated["after_outage"]
-    assert (stated["owed_delivery_s"], stated["after_outage_s"], stated["orphan_lease_s"]) == (
-        2.5, 3.5, 2.55)
+    assert (stated["owed_delivery_s"], stated["after_outage_s"], stated["orphan_lease_s"],
+            stated["lost_request_s"]) == (2.5, 3.5, 2.55, 2.0)
     assert TieredCache(tier, None).staleness()["after_outage_s"] == 2.5
     assert TieredCache(tier, LRUMemory(max_items=1), leases=False).staleness()[
         "cross_process_s"] is None
@@ -194,7 +194,8 @@ def test_staleness_is_stated(memcached: PrivateMemcached) -> None:
     rows = {line.split("`")[-2]: line for line in docs.splitlines()
             if line.startswith("| ") and line.rstrip().endswith("` |")}
     assert stated["stale_serve_s"] == 0.0  # no key class with a soft_ttl
-    for key in ("cross_process_s", "after_outage_s", "orphan_lease_s", "stale_serve_s"):
+    for key in ("cross_process_s", "after_outage_s", "orphan_lease_s", "lost_request_s",
+                "stale_serve_s"):
         assert f"**{stated[key]:g} s**" in rows[key], (key, rows.get(key))
 
 

@@ -19,7 +19,7 @@ from tiered_helpers import Store, free_port, make, memcached_on, stop, wait_for
 
 from cachelab import _core
 from cachelab.servers import PrivateMemcached
-from cachelab.tiered import MemcachedTier, TieredCache
+from cachelab.tiered import CircuitBreaker, MemcachedTier, TieredCache
 from faultproxy import FaultProxy
 
 #: The old fixed wait: a caller that waited this long was held by a lease nobody filled.
@@ -259,4 +259,40 @@ def test_a_lease_request_lost_to_a_stopped_server_leaves_no_placeholder(store: S
                 time.sleep(0.01)
             assert raw.get(key) is None, f"placeholder still there {bound} + {SLACK} s after"
         wait_for(lambda: cache.events.pending_invalidations == 0, "the confirming delete")
+        cache.close()
+
+
+def test_a_lease_request_run_late_by_a_slow_server_is_deleted_again(
+    memcached: PrivateMemcached, store: Store
+) -> None:
+    """A lease request that times out on a server that still answers (stuck in its socket:
+    the server is only slow) may run after the delete its loss queued has gone out, and leave
+    a placeholder nobody fills. A second delete follows ``lost_request_s`` after the loss, with
+    no call from the cache; meanwhile this process's gets do not wait on the key (issue 32:
+    beside a CPU hog one get waited 9.9 s, the lease's TTL, on such a placeholder)."""
+    with FaultProxy(memcached.address) as proxy:
+        # (the breaker's retry after 0.2 s: the owed delete goes out before the held request)
+        cache = TieredCache(MemcachedTier(proxy.address, timeout=0.25, connect_timeout=0.25),
+                            None, breaker=CircuitBreaker(3, 0.2))
+        kc = cache.key_class("item", store.load)
+        assert cache.get(kc, 1)["n"] == 1  # connected
+        key = cache.key_for(kc, 2)
+        settle = cache.staleness()["lost_request_s"]
+        assert settle >= 2 * 0.5  # two request bounds at least: the hold below is one
+        proxy.hold_next(f" N{cache.lease_ttl}".encode(), settle / 2)
+        lost = time.monotonic()
+        assert cache.get(kc, 2)["n"] == 2  # the lease request times out; loaded all the same
+        assert cache.l2_stats.errors == 1
+        with _core.Client(memcached.address, timeout=2.0) as raw:
+            # The delete the loss queued goes out first, then the held request runs.
+            wait_for(lambda: cache.events.pending_invalidations == 0, "the owed delete")
+            wait_for(lambda: raw.get(key) is not None, "the late lease request's placeholder")
+            t0 = time.monotonic()
+            assert cache.get(kc, 2)["n"] == 2  # no wait on what may be its own placeholder
+            assert time.monotonic() - t0 < SLACK and cache.events.lease_timeouts == 0
+            deadline = lost + settle + SLACK
+            while raw.get(key) is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert raw.get(key) is None, f"placeholder still there {settle} + {SLACK} s after"
+        assert len(store.calls) == 3  # keys 1 and 2, and 2 again (its placeholder not waited on)
         cache.close()

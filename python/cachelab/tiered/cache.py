@@ -428,11 +428,13 @@ class TieredCache:
         process serves a value older than a write made during the outage: that plus
         ``cross_process_s``), ``orphan_lease_s`` (seconds after memcached answers again that
         a get may wait on a lease placeholder this process left and nobody fills: that plus
-        one lease poll) and ``after_outage`` (the same in words, with what a partition cannot
-        guarantee). ``stale_serve_s``: the most seconds a value of a key class with a
-        ``soft_ttl`` may be served past it (``ttl - soft_ttl``, the worst over the classes;
-        0.0 with none), by class in ``stale_serve``: by *age* only — writes stay bounded as
-        above."""
+        one lease poll), ``lost_request_s`` (a set or lease request that timed out on a server
+        that is only slow may still run there after the delete its loss queued: if it runs
+        within this many seconds of timing out, a second delete undoes it then) and
+        ``after_outage`` (the same in words, with what a partition cannot guarantee).
+        ``stale_serve_s``: the most seconds a value of a key class with a ``soft_ttl`` may be
+        served past it (``ttl - soft_ttl``, the worst over the classes; 0.0 with none), by
+        class in ``stale_serve``: by *age* only — writes stay bounded as above."""
         l1 = self.l1
         ttl = None if l1 is None else l1.ttl
         leases = self.l2 is None or (self.leases and self.l2.supports_leases)
@@ -463,8 +465,8 @@ class TieredCache:
         out: dict[str, Any] = {
             "same_process": same, "cross_process_s": cross, "namespace_s": self.ns_refresh,
             "why": why, "after_outage": None, "owed_delivery_s": None, "after_outage_s": None,
-            "orphan_lease_s": None, "stale_serve_s": float(max(swr.values(), default=0)),
-            "stale_serve": swr}
+            "orphan_lease_s": None, "lost_request_s": None,
+            "stale_serve_s": float(max(swr.values(), default=0)), "stale_serve": swr}
         if self.l2 is None:
             out["after_outage_s"] = cross
             return out
@@ -476,8 +478,10 @@ class TieredCache:
                 "not known, so no bound is stated")
             return out
         after = None if cross is None else round(owed + cross, 3)
+        lost = max(lane.lost_request_s() for lane in self._lanes)
         out.update(owed_delivery_s=owed, after_outage_s=after,
-                   orphan_lease_s=round(owed + LEASE_POLL_MAX, 3) if leases else None)
+                   orphan_lease_s=round(owed + LEASE_POLL_MAX, 3) if leases else None,
+                   lost_request_s=round(lost, 3))
         out["after_outage"] = (
             f"a write whose delete or set could not reach its memcached (stopped, killed, "
             f"unreachable) has its key's delete sent by a background thread at the breaker's "
@@ -489,7 +493,11 @@ class TieredCache:
                else f"{after:g} s after it answers again (adding their L1 ttl)")
             + ". A partition that cuts off only this process cannot be bounded: "
             "processes that still reach memcached may read the older value for as long as "
-            "it lasts, plus that bound once it heals")
+            "it lasts, plus that bound once it heals. A set or lease request that timed out "
+            "on a server that still answers (only slow) may run there after the delete its "
+            f"loss queued: a second delete follows {lost:g} s after the loss (a request "
+            "later still can leave an older value until the class TTL, or a lease "
+            "placeholder that other processes wait on up to lease_wait)")
         return out
 
     def _owed_delivery_s(self) -> float | None:
@@ -532,10 +540,14 @@ class TieredCache:
         """The keys whose delete is owed, over all lanes (a copy)."""
         return set().union(*(lane._pending for lane in self._lanes))
 
-    def _queue_delete(self, key: str) -> None:
+    def _queue_delete(self, key: str, lost: bool = True) -> None:
         """Queues ``key``'s delete on the lane that holds it (none without an L2)."""
         if self._lanes:
-            self._lane_for(key)._queue_delete(key)
+            self._lane_for(key)._queue_delete(key, lost)
+
+    def lost_lately(self, key: str) -> bool:
+        """:meth:`Lane.lost_lately <cachelab.tiered.lanes.Lane.lost_lately>` of its lane."""
+        return bool(self._lanes) and self._lane_for(key).lost_lately(key)
 
     def _lane_for(self, key: str) -> Lane:
         """The lane (memcached server) that holds ``key``; the cache has an L2."""
@@ -558,7 +570,7 @@ class TieredCache:
         lanes = self._lanes
         n = lanes[0].pending if len(lanes) == 1 else sum(lane.pending for lane in lanes)
         self._owed = self.events.pending_invalidations = n
-        if n:
+        if n or any(lane._confirm for lane in lanes):  # (or a second delete, see Lane)
             self._replay.poke()
 
     def _replay_owed(self) -> None:

@@ -210,9 +210,13 @@ class FillHost(Protocol):
     events: BreakerStats
     _pending: Container[str]
 
-    def _queue_delete(self, key: str) -> None:
+    def _queue_delete(self, key: str, lost: bool = True) -> None:
         """Queues ``key``'s delete with the pending invalidations (sent when memcached is
-        back; reads go past it until then)."""
+        back; reads go past it until then). ``lost``: a request of the key was sent and its
+        reply lost (it may still run: a second delete follows the first)."""
+
+    def lost_lately(self, key: str) -> bool:
+        """Whether a request of ``key`` was lost lately: a placeholder there may be ours."""
 
 def l2_failed(cache: FillHost) -> None:
     """Counts a failed L2 call (against the breaker, and in the L2 errors)."""
@@ -298,14 +302,14 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
                     if cas is not None and r.ok:
                         r.ok = _release(h, keys[i], cas)
                     elif cas is not None:
-                        h._queue_delete(keys[i])
+                        h._queue_delete(keys[i], lost=False)
                     settled.add(i)
                     continue
                 result[i] = (loaded[i], enc.plain_size)
                 if r.ok and keys[i] not in h._pending:
                     r.ok = _store(h, kc, keys[i], enc, cas)
                 elif cas is not None and not r.ok:
-                    h._queue_delete(keys[i])  # our placeholder: not left for lease_ttl
+                    h._queue_delete(keys[i], lost=False)  # our placeholder: not left for lease_ttl
                 settled.add(i)
         except BaseException:
             # A loader or encoding error: free every lease still held (after a server's first
@@ -316,7 +320,7 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
                     if r.ok:
                         r.ok = _release(r.host, keys[i], cas)
                     else:
-                        r.host._queue_delete(keys[i])
+                        r.host._queue_delete(keys[i], lost=False)
             raise
     for i in waiters:
         cache.events.lease_waits += 1
@@ -395,8 +399,10 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
     deadline = time.monotonic() + (cache.lease_ttl + 1.0 if wait is None else wait)
     pause = 0.001
     while time.monotonic() < deadline:
-        if key in cache._pending:
-            break  # the placeholder is this process's own, from a lost request: nobody fills it
+        if key in cache._pending or cache.lost_lately(key):
+            # The placeholder may be this process's own, from a lost request (which may
+            # have run after the delete its loss queued): nobody fills it.
+            break
         time.sleep(pause)
         pause = min(pause * 2, LEASE_POLL_MAX)
         # Only a request that may have *won* may leave an orphan placeholder, so only its

@@ -40,6 +40,10 @@ _log = logging.getLogger("cachelab.tiered")
 _FLUSH_WAIT = 10.0
 #: Seconds between two warnings of a lane that a flush under way held up another.
 _HELD_LOG_EVERY = 10.0
+#: The shortest wait before a lost request's key is deleted a second time (see
+#: :meth:`Lane.lost_request_s`), and how many of the tier's request bounds it is at least.
+LOST_REQUEST_MIN_S = 1.0
+LOST_REQUEST_BOUNDS = 4
 
 
 class LaneOwner(Protocol):
@@ -67,9 +71,9 @@ class Lane:
     or the read failed; ``hits`` / ``misses`` of its reads; ``deletes_flushed``; and the
     breaker's ``opened``, ``failed_calls``, ``last_opened``, ``last_closed``."""
 
-    __slots__ = ("_flusher", "_flushing", "_held_logged", "_owner", "_pending", "_queueing",
-                 "_seq", "address", "breaker", "bypassed", "deletes_flushed", "hits", "l2",
-                 "misses", "weight")
+    __slots__ = ("_confirm", "_flusher", "_flushing", "_held_logged", "_lost", "_owner",
+                 "_pending", "_queueing", "_seq", "address", "breaker", "bypassed",
+                 "deletes_flushed", "hits", "l2", "misses", "weight")
 
     def __init__(self, owner: LaneOwner, l2: Tier, breaker: CircuitBreaker,
                  address: str | None = None, weight: int = 1) -> None:
@@ -83,6 +87,15 @@ class Lane:
         #: one queued it again after the flush read the queue (its delete went out before).
         self._pending: dict[str, int] = {}
         self._seq = itertools.count()
+        #: Keys whose request was lost once sent (a set, a lease request that timed out), by
+        #: when (``time.monotonic()``), kept ``lease_ttl`` + 1 s: a server that is only slow
+        #: may still run it after the delete its loss queued, leaving an older value or a
+        #: lease placeholder nobody fills. A fill does not wait on such a key's placeholder
+        #: (it may be this process's own). Oldest first.
+        self._lost: dict[str, float] = {}
+        #: Keys whose delete went out after such a loss, with when a second one is due (the
+        #: loss plus :meth:`lost_request_s`); sent by the background replay. Oldest first.
+        self._confirm: dict[str, float] = {}
         #: Held to queue a key or take one off (a compare-and-delete).
         self._queueing = threading.Lock()
         #: Held while a flush is under way: a write's set (or a fill) that follows a flush
@@ -132,6 +145,26 @@ class Lane:
     def pending(self) -> int:
         """Deletes owed to this server."""
         return len(self._pending)
+
+    def lost_request_s(self) -> float:
+        """Seconds after a request is lost (timed out, the server maybe only slow) within
+        which its running late is undone: its key is deleted again then. The tier's request
+        bound (connect and request timeouts) times ``LOST_REQUEST_BOUNDS``, at least
+        ``LOST_REQUEST_MIN_S``."""
+        bound = self.l2.request_bound_s()
+        return max(LOST_REQUEST_MIN_S, LOST_REQUEST_BOUNDS * (bound or 0.0))
+
+    def lost_lately(self, key: str) -> bool:
+        """Whether a request of ``key`` was lost within the lease's TTL and a second: a lease
+        placeholder there may be this process's own, which nobody fills."""
+        at = self._lost.get(key)
+        return at is not None and time.monotonic() - at < self._owner.lease_ttl + 1.0
+
+    def confirm_in(self) -> float | None:
+        """Seconds until the next second delete is due (0.0: due now; None: none is)."""
+        with self._queueing:
+            first = next(iter(self._confirm.values()), None)
+        return None if first is None else max(0.0, first - time.monotonic())
 
     def usable(self) -> bool:
         """Whether a read may go to this server now: its breaker allows a call (else counted
@@ -189,9 +222,12 @@ class Lane:
         return _FLUSH_WAIT if bound is None else 2.0 * bound
 
     def _flush_locked(self, raise_errors: bool) -> bool:
+        now = time.monotonic()
         with self._queueing:
             batch = list(itertools.islice(self._pending.items(), self.l2.delete_batch))
-        keys = [k for k, _ in batch]
+            room = self.l2.delete_batch - len(batch)
+            due = [(k, t) for k, t in itertools.islice(self._confirm.items(), room) if t <= now]
+        keys = [k for k, _ in batch] + [k for k, _ in due if k not in self._pending]
         events = self.events
         if keys:
             # After a failure, requests sent before on a dropped connection (a set, a lease
@@ -212,18 +248,42 @@ class Lane:
             st.record(_now_ns() - t0)
             st.add(calls=1, keys=len(keys))
             self.breaker.success()
+            with self._queueing:
+                confirm = self._confirm
+                for k, t in due:
+                    if confirm.get(k) == t:
+                        del confirm[k]
             if not shaky:
                 pending = self._pending
                 done = 0
+                settle = self.lost_request_s()
                 with self._queueing:
+                    self._forget_lost(now)
                     for k, n in batch:
                         if pending.get(k) == n:
                             del pending[k]
                             done += 1
+                            # Lost lately: it may still run after this delete (the server only
+                            # slow); a second delete follows.
+                            at = self._lost.get(k)
+                            if at is not None and at + settle > now:
+                                self._confirm.pop(k, None)  # oldest first: re-inserted
+                                self._confirm[k] = at + settle
                 events.deletes_flushed += done
                 self.deletes_flushed += done
         self._owner._count_pending()
         return True
+
+    def _forget_lost(self, now: float) -> None:
+        """Drops the lost requests older than the lease's TTL and a second (oldest first;
+        ``_queueing`` held)."""
+        lost = self._lost
+        keep = self._owner.lease_ttl + 1.0
+        while lost:
+            k = next(iter(lost))
+            if now - lost[k] < keep:
+                return
+            del lost[k]
 
     def write(self, key: str, data: bytes, flags: int, ttl: int) -> None:
         """A put's set, through the breaker. Whenever the set may not have landed, ``key`` is
@@ -231,7 +291,7 @@ class Lane:
         older value after the outage. Queued deletes go first; one queued for this very key
         may still follow the set (a later miss, never a stale read)."""
         if not self.breaker.allow():
-            self._queue_delete(key)
+            self._queue_delete(key, lost=False)
             self.skip_write()
             return
         raising = self._owner.write_errors == "raise"
@@ -239,10 +299,10 @@ class Lane:
             try:
                 sent = self.flush(raise_errors=raising)
             except ServerError:
-                self._queue_delete(key)
+                self._queue_delete(key, lost=False)
                 raise
             if not sent:  # the server is away: do not wait for it a second time
-                self._queue_delete(key)
+                self._queue_delete(key, lost=False)
                 return
         t0 = _now_ns()
         try:
@@ -270,17 +330,21 @@ class Lane:
         finally:
             self._owner._count_pending()
 
-    def _queue_delete(self, key: str) -> None:
-        """Queues ``key``'s delete (an invalidation, a write that may not have landed, or a
-        lease placeholder a fill could neither fill nor release: it must not keep other
-        processes waiting once the server is back; deleting a real value instead is
-        harmless)."""
-        self._enqueue(key)
+    def _queue_delete(self, key: str, lost: bool = True) -> None:
+        """Queues ``key``'s delete (a write that may not have landed, or a lease placeholder a
+        fill could neither fill nor release: it must not keep other processes waiting once
+        the server is back; deleting a real value instead is harmless). ``lost``: a request
+        of the key was sent and its reply lost (it may still run; see ``_lost``), not merely
+        left unsent."""
+        self._enqueue(key, lost)
         self._owner._count_pending()
 
-    def _enqueue(self, key: str) -> None:
+    def _enqueue(self, key: str, lost: bool = False) -> None:
         with self._queueing:
             self._pending[key] = next(self._seq)
+            if lost:
+                self._lost.pop(key, None)  # oldest first: re-inserted
+                self._lost[key] = time.monotonic()
 
     def skip_write(self) -> None:
         """A write not sent: the breaker is open (its key is already queued)."""
@@ -373,7 +437,7 @@ class OwedReplay:
                 pause = cache.breaker.reset_after
             if pause is None:
                 with self._lock:  # a delete owed from now on finds no thread and starts one
-                    if not cache._owed:
+                    if not cache._owed and not any(ln._confirm for ln in cache._lanes):
                         self._thread = None
                         return
                 pause = 0.0
@@ -381,16 +445,23 @@ class OwedReplay:
             self._stopped.wait(min(max(pause, self.MIN_PAUSE), self.MAX_PAUSE))
 
     def replay(self, lanes: Sequence[Lane]) -> float | None:
-        """One pass: flushes every lane owed deletes whose breaker allows a call; returns
-        the seconds until the next trial of those still owed some (None: nothing owed)."""
+        """One pass: flushes every lane owed deletes, or a second delete now due, whose
+        breaker allows a call; returns the seconds until the next trial of those still owed
+        some, or until the next second delete (None: nothing owed)."""
         self.passes += 1
         pause: float | None = None
         for lane in lanes:
-            if not lane._pending:
+            confirm = lane.confirm_in()
+            if not lane._pending and confirm is None:
                 continue
-            if lane.breaker.retry_in() == 0.0 and lane.breaker.allow():
+            if ((lane._pending or confirm == 0.0) and lane.breaker.retry_in() == 0.0
+                    and lane.breaker.allow()):
                 lane.flush()
             if lane._pending:
                 wait = lane.breaker.retry_in()
+                pause = wait if pause is None else min(pause, wait)
+            confirm = lane.confirm_in()
+            if confirm is not None:
+                wait = max(confirm, lane.breaker.retry_in())
                 pause = wait if pause is None else min(pause, wait)
         return pause
