@@ -119,8 +119,8 @@ class FaultProxy:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def stop(self) -> None:
-        self._stopped.set()
-        with self._lock:
+        with self._lock:  # a connection accepted meanwhile sees the flag and closes itself
+            self._stopped.set()
             socks = list(self._socks)
         for s in socks:
             with contextlib.suppress(OSError):
@@ -159,6 +159,10 @@ class FaultProxy:
                 s.settimeout(_TICK)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
+                if self._stopped.is_set():  # stop() has taken the list: these are not in it
+                    client.close()
+                    upstream.close()
+                    return
                 self._socks += [client, upstream]
                 self._clients.append(client)
                 self.connections += 1

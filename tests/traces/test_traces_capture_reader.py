@@ -69,24 +69,23 @@ def _workload(server: PrivateMemcached) -> None:
 
 def _record(server: PrivateMemcached) -> bytes:
     """The raw `watch fetchers mutations` stream while the workload runs."""
-    sock = socket.create_connection((server.host, server.port), timeout=2)
-    sock.sendall(b"watch fetchers mutations\r\n")
-    reply = b""
-    while b"\r\n" not in reply:
-        reply += sock.recv(4096)
-    first, _, data = reply.partition(b"\r\n")
-    assert first == b"OK"
-    _workload(server)
-    sock.settimeout(0.3)
-    try:
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except TimeoutError:
-        pass
-    sock.close()
+    with socket.create_connection((server.host, server.port), timeout=2) as sock:
+        sock.sendall(b"watch fetchers mutations\r\n")
+        reply = b""
+        while b"\r\n" not in reply:
+            reply += sock.recv(4096)
+        first, _, data = reply.partition(b"\r\n")
+        assert first == b"OK"
+        _workload(server)
+        sock.settimeout(0.3)
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            pass
     return data
 
 
