@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cachelab.load import LoadSpec
 from cachelab.load.fixes import OVERSUBSCRIBED_WAIT, RunShape, fix_for
 from cachelab.servers import PrivateMemcached
 from cards import invalid_load
@@ -45,6 +46,24 @@ def test_each_check_s_fix_names_a_flag_from_the_run_s_figures() -> None:
         assert fix.startswith("quiet the machine (the client's threads waited for one of the "), \
             (name, fix)
         assert "`--ray " in fix
+
+
+def test_a_private_server_s_run_queue_wait_is_read_per_worker_thread() -> None:
+    """The server's share of the run spent waiting for a CPU, as the engine records it
+    (``schedstat``, summed over memcached's threads), over its worker threads: 2 workers that
+    waited 60 % of the run between them waited 30 % each (issue 33: the check read a key the
+    engine never wrote, so a starved server was never named)."""
+    spec = LoadSpec(threads=2, connections=8, duration=10.0)
+    starved = {"schedstat": {"wait_per_wall": 0.6, "threads": 10}, "stats_after": {"threads": 2}}
+    shape = RunShape.of(spec, None, starved)
+    assert shape.server_wait == pytest.approx(0.3)
+    assert "the server's worker threads waited for one of the" in str(shape.oversubscribed())
+    assert "30% of the run each" in str(shape.oversubscribed())
+    # 4 workers that waited 60 % between them (15 % each) are not starved; nor is one with no
+    # schedstat (a server elsewhere)
+    assert RunShape.of(spec, None, {**starved, "stats_after": {"threads": 4}}
+                       ).oversubscribed() is None
+    assert RunShape.of(spec, None, {"schedstat": None}).server_wait is None
 
 
 def test_an_invalid_load_names_its_fix_on_every_verdict_line(

@@ -34,8 +34,8 @@ class RunShape:
     send_batch: int = 1
     #: The client threads' run-queue wait over their wall time (None: not measured).
     client_wait: float | None = None
-    #: The server's threads' run-queue wait over the wall time, summed over its threads
-    #: (a private server on this machine; None elsewhere).
+    #: The server's run-queue wait over the wall time per worker thread (summed over its
+    #: threads, over its ``threads`` stat: a private server on this machine; None elsewhere).
     server_wait: float | None = None
     #: The CPUs the client's threads may run on (this thread's affinity, which the engine's
     #: threads inherit: fewer than the machine's under ``taskset`` or a pinned ``scale``);
@@ -50,14 +50,18 @@ class RunShape:
         wait = None
         if client and client.get("wall_s"):
             wait = float(client["run_queue_wait_s"]) / float(client["wall_s"])
-        sched = (server or {}).get("scheduler") or {}
+        sched = (server or {}).get("schedstat") or {}
+        server_wait = sched.get("wait_per_wall")
+        if server_wait is not None:  # per worker (memcached's other threads mostly sleep)
+            workers = ((server or {}).get("stats_after") or {}).get("threads")
+            server_wait = float(server_wait) / max(1, int(workers or sched.get("threads") or 1))
         return cls(client_cpus=_cpus_of(0), threads=int(spec.threads),
                    connections=int(spec.connections),
                    rate=None if spec.rate is None else float(spec.rate),
                    duration=None if spec.duration is None else float(spec.duration),
                    warmup=float(spec.warmup), max_outstanding=int(spec.max_outstanding),
                    send_batch=int(getattr(spec, "send_batch", 1) or 1), client_wait=wait,
-                   server_wait=sched.get("wait_per_wall"))
+                   server_wait=server_wait)
 
     def oversubscribed(self) -> str | None:
         """Why the CPUs the client or the server may use were oversubscribed during the run,
@@ -66,8 +70,8 @@ class RunShape:
             return (f"the client's threads waited for {_cpus_text(self.client_cpus)} "
                     f"{self.client_wait:.0%} of their time")
         if self.server_wait is not None and self.server_wait >= OVERSUBSCRIBED_WAIT:
-            return (f"the server's threads waited for {_cpus_text(None)} "
-                    f"{self.server_wait:.0%} of the run")
+            return (f"the server's worker threads waited for {_cpus_text(None)} "
+                    f"{self.server_wait:.0%} of the run each")
         return None
 
 
