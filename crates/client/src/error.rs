@@ -51,6 +51,19 @@ pub enum Error {
     ServerError(String),
     /// The connection failed earlier and can't be used; reconnect.
     Broken(ErrorKind),
+    /// A RESP server's error reply, its text as sent (`ERR unknown command ...`,
+    /// `WRONGPASS ...`, `NOAUTH ...`). Counted as `server_error`.
+    Redis(String),
+    /// The RESP server at `address` sent bytes that are not RESP; as [`Error::Protocol`].
+    RespProtocol {
+        address: String,
+        error: DecodeError,
+        head: String,
+        first: bool,
+    },
+    /// RESP3 was required but the server at `address` refused `HELLO 3` (a Redis before 6):
+    /// `reply` is its error text. Counted as `server_error`.
+    NoResp3 { address: String, reply: String },
 }
 
 /// The kind of an [`Error`], for counting errors by kind.
@@ -129,11 +142,15 @@ impl Error {
                 ErrorKind::Reset
             }
             Error::Io(_) => ErrorKind::Io,
-            Error::Protocol { .. } | Error::Unexpected { .. } => ErrorKind::Protocol,
+            Error::Protocol { .. } | Error::Unexpected { .. } | Error::RespProtocol { .. } => {
+                ErrorKind::Protocol
+            }
             Error::Key(_) => ErrorKind::Key,
             Error::UnknownCommand => ErrorKind::UnknownCommand,
             Error::ClientError(_) => ErrorKind::ClientError,
-            Error::ServerError(_) => ErrorKind::ServerError,
+            Error::ServerError(_) | Error::Redis(_) | Error::NoResp3 { .. } => {
+                ErrorKind::ServerError
+            }
             Error::Broken(_) => ErrorKind::Broken,
         }
     }
@@ -164,9 +181,23 @@ impl Error {
     }
 
     pub(crate) fn unexpected(command: &'static str, reply: &Response) -> Error {
-        let mut reply = format!("{reply:?}");
-        reply.truncate(120);
+        Error::unexpected_reply(command, reply)
+    }
+
+    /// A valid reply that `command` cannot get (any protocol's reply, shown by `Debug`).
+    pub(crate) fn unexpected_reply(command: &'static str, reply: &impl fmt::Debug) -> Error {
+        let reply: String = format!("{reply:?}").chars().take(120).collect();
         Error::Unexpected { command, reply }
+    }
+
+    /// A RESP protocol error from `address`, whose reply began with `bytes`.
+    pub fn resp_protocol(address: &str, error: DecodeError, bytes: &[u8], first: bool) -> Error {
+        Error::RespProtocol {
+            address: address.to_string(),
+            error,
+            head: reply_head(bytes),
+            first,
+        }
     }
 }
 
@@ -241,6 +272,30 @@ impl fmt::Display for Error {
                 "connection unusable after an earlier {} error",
                 k.as_str()
             ),
+            Error::Redis(m) => write!(f, "the server answered: {m}"),
+            Error::RespProtocol {
+                address,
+                head,
+                first: true,
+                ..
+            } => write!(
+                f,
+                "{address} is not a Redis or Valkey: it answered '{head}' (RESP was expected)"
+            ),
+            Error::RespProtocol {
+                address,
+                error,
+                head,
+                ..
+            } => write!(
+                f,
+                "{address}: RESP protocol error: {error} (the reply began '{head}')"
+            ),
+            Error::NoResp3 { address, reply } => write!(
+                f,
+                "{address} does not speak RESP3: HELLO 3 was answered '{reply}' (it needs \
+                 Redis 6 or later, or Valkey; RESP2 works with any)"
+            ),
         }
     }
 }
@@ -250,7 +305,7 @@ impl std::error::Error for Error {
         match self {
             Error::Connect { source, .. } => Some(source),
             Error::Io(e) => Some(e),
-            Error::Protocol { error, .. } => Some(error),
+            Error::Protocol { error, .. } | Error::RespProtocol { error, .. } => Some(error),
             Error::Key(e) => Some(e),
             _ => None,
         }
