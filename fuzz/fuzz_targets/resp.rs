@@ -40,7 +40,10 @@ fuzz_target!(|data: &[u8]| {
         if let Ok((v, n)) = parsed {
             assert!(n > 0 && n <= data.len());
             // Any strict prefix of a complete reply is incomplete.
-            assert_eq!(complete_len(&data[..n - 1], &limits), Err(DecodeError::Incomplete));
+            assert_eq!(
+                complete_len(&data[..n - 1], &limits),
+                Err(DecodeError::Incomplete)
+            );
             // The reply re-encodes to bytes that decode to the same reply.
             let mut wire = Vec::new();
             v.encode(&mut wire);

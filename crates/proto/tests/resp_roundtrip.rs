@@ -13,8 +13,11 @@ fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
 
 /// A line's text: no `\r` or `\n`.
 fn line() -> impl Strategy<Value = Bytes> {
-    prop::collection::vec(any::<u8>().prop_filter("no CR/LF", |b| *b != b'\r' && *b != b'\n'), 0..40)
-        .prop_map(Bytes::from)
+    prop::collection::vec(
+        any::<u8>().prop_filter("no CR/LF", |b| *b != b'\r' && *b != b'\n'),
+        0..40,
+    )
+    .prop_map(Bytes::from)
 }
 
 fn leaf() -> impl Strategy<Value = Value> {
@@ -28,7 +31,9 @@ fn leaf() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Boolean),
         // Any double but NaN, which is not equal to itself (its encoding is tested apart).
-        any::<f64>().prop_filter("not NaN", |d| !d.is_nan()).prop_map(Value::Double),
+        any::<f64>()
+            .prop_filter("not NaN", |d| !d.is_nan())
+            .prop_map(Value::Double),
         ("-?[0-9]{1,60}").prop_map(|s| Value::BigNumber(Bytes::from(s))),
         bytes(80).prop_map(Value::BulkError),
         ("[a-z]{3}", bytes(80)).prop_map(|(f, t)| Value::Verbatim {
@@ -167,7 +172,7 @@ fn nan_and_infinities_encode_as_resp3_spells_them() {
         assert_eq!(w, text);
         let (back, _) = parse(&Bytes::from(w), &Limits::default()).unwrap();
         let Value::Double(b) = back else { panic!() };
-        assert_eq!(b.to_bits() == d.to_bits() || (b.is_nan() && d.is_nan()), true);
+        assert!(b.to_bits() == d.to_bits() || (b.is_nan() && d.is_nan()));
     }
     let mut out = Vec::new();
     cachelab_proto::resp::frame::encode(&Frame::Double(-0.5), &mut out);

@@ -168,7 +168,8 @@ impl RespConnection {
                 v => {
                     let reply = v.error().map(text).unwrap_or_else(|| format!("{v:?}"));
                     // A server without HELLO (before Redis 6), or without protocol 3.
-                    let old = reply.starts_with("ERR unknown command") || reply.starts_with("NOPROTO");
+                    let old =
+                        reply.starts_with("ERR unknown command") || reply.starts_with("NOPROTO");
                     if !old || resp.protocol == Protocol::Resp3 {
                         return Err(if old {
                             Error::NoResp3 {

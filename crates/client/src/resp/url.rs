@@ -213,8 +213,14 @@ mod tests {
         let u = url("redis://:secret@localhost/0");
         assert_eq!(u.auth, Some(Auth::password("secret")));
         assert_eq!(u.address, Address::Tcp("localhost:6379".into()));
-        assert_eq!(url("redis://[::1]").address, Address::Tcp("[::1]:6379".into()));
-        assert_eq!(url("redis://[::1]:7000/").address, Address::Tcp("[::1]:7000".into()));
+        assert_eq!(
+            url("redis://[::1]").address,
+            Address::Tcp("[::1]:6379".into())
+        );
+        assert_eq!(
+            url("redis://[::1]:7000/").address,
+            Address::Tcp("[::1]:7000".into())
+        );
     }
 
     #[test]

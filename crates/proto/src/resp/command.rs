@@ -68,7 +68,12 @@ impl fmt::Debug for RespKey {
 /// At most `max` bytes, quoted, with anything unprintable escaped.
 fn printable(b: &[u8], max: usize) -> String {
     let mut out = String::from("\"");
-    out.extend(b.iter().take(max).flat_map(|&c| std::ascii::escape_default(c)).map(char::from));
+    out.extend(
+        b.iter()
+            .take(max)
+            .flat_map(|&c| std::ascii::escape_default(c))
+            .map(char::from),
+    );
     if b.len() > max {
         out.push_str("\"…");
     } else {
@@ -193,7 +198,10 @@ mod tests {
         let k = RespKey::new(&b"a\r\n*1\r\n$8\r\nFLUSHALL\r\n"[..]).unwrap();
         let mut out = Vec::new();
         Command::new("GET").key(&k).encode(&mut out);
-        assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$21\r\na\r\n*1\r\n$8\r\nFLUSHALL\r\n\r\n");
+        assert_eq!(
+            out,
+            b"*2\r\n$3\r\nGET\r\n$21\r\na\r\n*1\r\n$8\r\nFLUSHALL\r\n\r\n"
+        );
     }
 
     #[test]

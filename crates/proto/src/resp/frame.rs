@@ -223,7 +223,12 @@ pub fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<(Frame<'a>, usize), 
         b'>' => Frame::Push(count(false)?.unwrap_or(0)),
         // The bulk types: `$` (nullable), `!` and `=`.
         _ => {
-            let len = length(line, limits.max_bulk, InvalidKind::ValueTooLarge, kind == b'$')?;
+            let len = length(
+                line,
+                limits.max_bulk,
+                InvalidKind::ValueTooLarge,
+                kind == b'$',
+            )?;
             let Some(len) = len else {
                 return Ok((Frame::NullBulk, used));
             };
@@ -311,14 +316,8 @@ mod tests {
             Frame::Error(b"ERR unknown command")
         );
         assert_eq!(one(b":-42\r\n"), Frame::Integer(-42));
-        assert_eq!(
-            one(b":9223372036854775807\r\n"),
-            Frame::Integer(i64::MAX)
-        );
-        assert_eq!(
-            one(b":-9223372036854775808\r\n"),
-            Frame::Integer(i64::MIN)
-        );
+        assert_eq!(one(b":9223372036854775807\r\n"), Frame::Integer(i64::MAX));
+        assert_eq!(one(b":-9223372036854775808\r\n"), Frame::Integer(i64::MIN));
         assert_eq!(one(b"$5\r\na\r\nbc\r\n"), Frame::Bulk(b"a\r\nbc"));
         assert_eq!(one(b"$0\r\n\r\n"), Frame::Bulk(b""));
         assert_eq!(one(b"$-1\r\n"), Frame::NullBulk);
@@ -440,6 +439,9 @@ mod tests {
         ] {
             encode(&f, &mut out);
         }
-        assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$-1\r\n,inf\r\n,0.25\r\n=6\r\ntxt:hi\r\n");
+        assert_eq!(
+            out,
+            b"*2\r\n$3\r\nGET\r\n$-1\r\n,inf\r\n,0.25\r\n=6\r\ntxt:hi\r\n"
+        );
     }
 }
