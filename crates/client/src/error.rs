@@ -275,12 +275,13 @@ impl fmt::Display for Error {
             Error::Redis(m) => write!(f, "the server answered: {m}"),
             Error::RespProtocol {
                 address,
+                error,
                 head,
                 first: true,
-                ..
             } => write!(
                 f,
-                "{address} is not a Redis or Valkey: it answered '{head}' (RESP was expected)"
+                "{address} is not a Redis or Valkey: it answered '{head}' (RESP was expected; \
+                 {error})"
             ),
             Error::RespProtocol {
                 address,
@@ -379,6 +380,25 @@ mod tests {
             after: Duration::from_secs(1),
         };
         assert_eq!(e.at_first_reply("h:1").kind(), ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn a_resp_reply_that_is_not_resp_names_the_address_and_why() {
+        let later = Error::resp_protocol("h:6379", invalid(), b"+OK\n", false);
+        assert_eq!(
+            later.to_string(),
+            format!(
+                "h:6379: RESP protocol error: {} (the reply began '+OK')",
+                invalid()
+            )
+        );
+        assert_eq!(later.kind(), ErrorKind::Protocol);
+        let e = Error::Redis("WRONGPASS invalid username-password pair".into());
+        assert_eq!(
+            e.to_string(),
+            "the server answered: WRONGPASS invalid username-password pair"
+        );
+        assert_eq!(e.kind(), ErrorKind::ServerError);
     }
 
     #[test]

@@ -397,7 +397,8 @@ fn a_memcached_is_named_as_not_a_redis() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{} is not a Redis or Valkey: it answered 'ERROR' (RESP was expected)",
+            "{} is not a Redis or Valkey: it answered 'ERROR' (RESP was expected; invalid \
+             frame: unknown RESP type byte at byte 0)",
             mc.address
         )
     );
@@ -420,4 +421,62 @@ fn nothing_listening_is_a_connect_error_naming_the_address() {
             .starts_with(&format!("cannot connect to {address}")),
         "{e}"
     );
+}
+
+#[test]
+fn push_messages_between_replies_are_set_aside_not_taken_for_replies() {
+    let r = Redis::start();
+    let mut c = resp3(&r);
+    let k = key("tracked");
+    let on = c.call(&Command::new("CLIENT").arg("TRACKING").arg("ON"));
+    assert_eq!(on.unwrap(), Value::Simple(b("OK")));
+    assert_eq!(c.get(&k).unwrap(), None); // now tracked
+                                          // Another client's write: the server queues an invalidation push to `c` before it reads
+                                          // c's next command, so the push arrives ahead of that command's reply.
+    resp2(&r).set(&k, b("v"), SetOptions::default()).unwrap();
+    assert_eq!(c.get(&k).unwrap(), Some(b("v")));
+    let (pushes, dropped) = c.take_pushes();
+    assert_eq!(dropped, 0);
+    assert_eq!(
+        pushes,
+        vec![Value::Push(vec![
+            Value::Bulk(b("invalidate")),
+            Value::Array(vec![Value::Bulk(b("tracked"))])
+        ])]
+    );
+    assert!(c.take_pushes().0.is_empty());
+}
+
+#[test]
+fn an_absurd_length_is_refused_at_once_not_waited_for() {
+    // A fault no real server produces: a fake that announces a 100 GB bulk string.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = l.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 256];
+        let _ = s.read(&mut buf);
+        s.write_all(b"$100000000000\r\nabc").unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    let options = Options {
+        request_timeout: Duration::from_secs(10),
+        ..Options::default()
+    };
+    let mut c =
+        RespClient::connect(&address.parse().unwrap(), options, &RespOptions::default()).unwrap();
+    let start = Instant::now();
+    let e = c.get(&key("k")).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(5), "waited for it");
+    assert_eq!(e.kind(), ErrorKind::Protocol);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{address} is not a Redis or Valkey: it answered '$100000000000' (RESP was \
+             expected; invalid frame: value too large at byte 1)"
+        )
+    );
+    assert_eq!(c.broken(), Some(ErrorKind::Protocol));
+    server.join().unwrap();
 }
