@@ -185,9 +185,14 @@ impl Error {
     }
 
     /// A valid reply that `command` cannot get (any protocol's reply, shown by `Debug`).
+    /// Formats at most 120 characters: a reply may hold megabytes.
     pub(crate) fn unexpected_reply(command: &'static str, reply: &impl fmt::Debug) -> Error {
-        let reply: String = format!("{reply:?}").chars().take(120).collect();
-        Error::Unexpected { command, reply }
+        let mut shown = Bounded(String::new(), 120);
+        let _ = fmt::write(&mut shown, format_args!("{reply:?}"));
+        Error::Unexpected {
+            command,
+            reply: shown.0,
+        }
     }
 
     /// A RESP protocol error from `address`, whose reply began with `bytes`.
@@ -198,6 +203,22 @@ impl Error {
             head: reply_head(bytes),
             first,
         }
+    }
+}
+
+/// A `String` that takes at most `.1` characters, then fails the formatting that fills it.
+struct Bounded(String, usize);
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            if self.1 == 0 {
+                return Err(fmt::Error);
+            }
+            self.0.push(c);
+            self.1 -= 1;
+        }
+        Ok(())
     }
 }
 
@@ -380,6 +401,17 @@ mod tests {
             after: Duration::from_secs(1),
         };
         assert_eq!(e.at_first_reply("h:1").kind(), ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn an_unexpected_reply_is_shown_cut_short() {
+        let big = vec![7u8; 1 << 20];
+        let Error::Unexpected { command, reply } = Error::unexpected_reply("GET", &big) else {
+            panic!()
+        };
+        assert_eq!(command, "GET");
+        assert_eq!(reply.chars().count(), 120);
+        assert!(reply.starts_with("[7, 7, "), "{reply}");
     }
 
     #[test]

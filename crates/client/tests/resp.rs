@@ -99,6 +99,25 @@ fn every_command_against_a_real_redis_in_resp2_and_resp3() {
 }
 
 #[test]
+fn over_a_unix_socket() {
+    let sock = std::env::temp_dir().join(format!(
+        "cachelab-redis-{}-{}.sock",
+        std::process::id(),
+        support::free_port()
+    ));
+    let path = sock.to_str().unwrap();
+    let r = Redis::start_with(&["--unixsocket", path, "--unixsocketperm", "700"]);
+    let address = format!("unix:{path}").parse().unwrap();
+    let mut c = RespClient::connect(&address, Options::default(), &RespOptions::default()).unwrap();
+    assert!(c
+        .set(&key("u"), b("over unix"), SetOptions::default())
+        .unwrap());
+    assert_eq!(r.cli(&["GET", "u"]).trim(), "over unix");
+    drop(r);
+    let _ = std::fs::remove_file(&sock);
+}
+
+#[test]
 fn a_pipeline_gets_every_reply_in_order_and_an_error_stays_in_its_slot() {
     let r = Redis::start();
     let mut c = resp2(&r);
