@@ -499,3 +499,94 @@ fn an_absurd_length_is_refused_at_once_not_waited_for() {
     assert_eq!(c.broken(), Some(ErrorKind::Protocol));
     server.join().unwrap();
 }
+
+/// A raw socket to the server, its replies cut by the codec.
+struct Raw {
+    s: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    /// Sends `command` (may be empty) and returns the next whole reply's bytes.
+    fn reply(&mut self, command: &str) -> Vec<u8> {
+        use cachelab_client::proto::resp::{complete_len, Limits};
+        use std::io::{Read, Write};
+        self.s.write_all(command.as_bytes()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(n) = complete_len(&self.buf, &Limits::default()) {
+                return self.buf.drain(..n).collect();
+            }
+            assert!(Instant::now() < deadline, "no whole reply to {command:?}");
+            let mut chunk = [0u8; 4096];
+            let n = self.s.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+#[test]
+fn every_resp3_type_a_real_redis_sends_decodes_and_re_encodes_to_its_bytes() {
+    use cachelab_client::proto::resp::{parse, Limits};
+    // DEBUG PROTOCOL <type> answers with one reply of each RESP3 type.
+    let r = Redis::start_with(&["--enable-debug-command", "yes"]);
+    let s = std::net::TcpStream::connect(&r.address).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut raw = Raw { s, buf: Vec::new() };
+    raw.reply("HELLO 3\r\n");
+    let types = [
+        "string", "integer", "double", "bignum", "null", "array", "set", "map", "attrib", "push",
+        "verbatim", "true", "false",
+    ];
+    let mut kinds = Vec::new();
+    for t in types {
+        let wire = raw.reply(&format!("DEBUG PROTOCOL {t}\r\n"));
+        let (v, n) = parse(&Bytes::from(wire.clone()), &Limits::default()).unwrap();
+        assert_eq!(n, wire.len());
+        let mut again = Vec::new();
+        v.encode(&mut again);
+        assert_eq!(again, wire, "{t}");
+        kinds.push(match v {
+            Value::Bulk(_) => "bulk",
+            Value::Integer(_) => "integer",
+            Value::Double(_) => "double",
+            Value::BigNumber(_) => "bignum",
+            Value::Null => "null",
+            Value::Array(_) => "array",
+            Value::Set(_) => "set",
+            Value::Map(_) => "map",
+            Value::Attributed { .. } => "attrib",
+            Value::Push(_) => "push",
+            Value::Verbatim { .. } => "verbatim",
+            Value::Boolean(true) => "true",
+            Value::Boolean(false) => "false",
+            _ => "other",
+        });
+        if t == "push" {
+            // The reply that follows the push message.
+            let wire = raw.reply("");
+            assert!(
+                wire.starts_with(b"$"),
+                "{:?}",
+                String::from_utf8_lossy(&wire)
+            );
+        }
+    }
+    let mut want = types.to_vec();
+    want[0] = "bulk";
+    assert_eq!(kinds, want);
+    // Through the client: the attribute is dropped by a typed command, kept by `call`; the
+    // push is set aside and the reply after it returned.
+    let mut c = resp3(&r);
+    let attrib = Command::new("DEBUG").arg("PROTOCOL").arg("attrib");
+    assert!(matches!(c.call(&attrib).unwrap(), Value::Attributed { .. }));
+    let push = Command::new("DEBUG").arg("PROTOCOL").arg("push");
+    let after = c.call(&push).unwrap();
+    assert!(
+        matches!(&after, Value::Bulk(b) if b.starts_with(b"Some real reply")),
+        "{after:?}"
+    );
+    let (pushes, _) = c.take_pushes();
+    assert_eq!(pushes.len(), 1);
+}

@@ -316,6 +316,16 @@ impl RespConnection {
         }
     }
 
+    /// [`RespConnection::call`] for the typed commands: a reply's RESP3 attributes (which
+    /// Redis 7 sends none of) are dropped.
+    async fn typed(&mut self, cmd: &Command) -> Result<Value, Error> {
+        let mut v = self.call(cmd).await?;
+        while let Value::Attributed { value, .. } = v {
+            v = *value;
+        }
+        check(v)
+    }
+
     /// `AUTH [user] password`.
     pub async fn auth(&mut self, auth: &Auth) -> Result<(), Error> {
         let mut cmd = Command::new("AUTH");
@@ -332,7 +342,7 @@ impl RespConnection {
     }
 
     async fn ok(&mut self, name: &'static str, cmd: &Command) -> Result<(), Error> {
-        match self.call(cmd).await? {
+        match self.typed(cmd).await? {
             Value::Simple(s) if &s[..] == b"OK" => Ok(()),
             v => Err(Error::unexpected_reply(name, &v)),
         }
@@ -340,7 +350,7 @@ impl RespConnection {
 
     /// `PING`: a round trip that does nothing on the server.
     pub async fn ping(&mut self) -> Result<(), Error> {
-        match self.call(&Command::new("PING")).await? {
+        match self.typed(&Command::new("PING")).await? {
             Value::Simple(s) if &s[..] == b"PONG" => Ok(()),
             v => Err(Error::unexpected_reply("PING", &v)),
         }
@@ -348,7 +358,7 @@ impl RespConnection {
 
     /// `GET`: `None` on a miss.
     pub async fn get(&mut self, key: &RespKey) -> Result<Option<Bytes>, Error> {
-        let v = self.call(&Command::new("GET").key(key)).await?;
+        let v = self.typed(&Command::new("GET").key(key)).await?;
         string_or_null("GET", v)
     }
 
@@ -359,7 +369,7 @@ impl RespConnection {
         data: Bytes,
         opts: SetOptions,
     ) -> Result<bool, Error> {
-        match self.call(&set_command(key, data, opts)).await? {
+        match self.typed(&set_command(key, data, opts)).await? {
             Value::Simple(s) if &s[..] == b"OK" => Ok(true),
             v if v.is_null() => Ok(false),
             v => Err(Error::unexpected_reply("SET", &v)),
@@ -371,7 +381,7 @@ impl RespConnection {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        match self.call(&with_keys("MGET", keys)).await? {
+        match self.typed(&with_keys("MGET", keys)).await? {
             Value::Array(items) if items.len() == keys.len() => items
                 .into_iter()
                 .map(|v| string_or_null("MGET", v))
@@ -394,7 +404,7 @@ impl RespConnection {
         if keys.is_empty() {
             return Ok(0);
         }
-        match self.call(&with_keys(name, keys)).await? {
+        match self.typed(&with_keys(name, keys)).await? {
             Value::Integer(n) if n >= 0 => Ok(n as u64),
             v => Err(Error::unexpected_reply(name, &v)),
         }
@@ -406,7 +416,7 @@ impl RespConnection {
         if let Some(s) = section {
             cmd = cmd.arg(s.to_string());
         }
-        match self.call(&cmd).await? {
+        match self.typed(&cmd).await? {
             Value::Bulk(b) | Value::Verbatim { text: b, .. } => Ok(Info::parse(&text(&b))),
             v => Err(Error::unexpected_reply("INFO", &v)),
         }
@@ -416,7 +426,7 @@ impl RespConnection {
     /// RESP3's map), sorted by name.
     pub async fn config_get(&mut self, pattern: &str) -> Result<Vec<(String, String)>, Error> {
         let cmd = Command::new("CONFIG").arg("GET").arg(pattern.to_string());
-        let v = self.call(&cmd).await?;
+        let v = self.typed(&cmd).await?;
         let pairs: Vec<(Value, Value)> = match v {
             Value::Map(pairs) => pairs,
             Value::Array(flat) if flat.len() % 2 == 0 => {
