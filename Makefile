@@ -60,7 +60,7 @@ demo: install ## the main job on the embedded default: the quick study, ending i
 # far more than they compute (33 s of wall, seconds of CPU), so they cost the suite no time. Their
 # output is printed once both are done, and either one failing fails `test`.
 RUST_TESTS_LOG := target/rust-tests.log
-test: install ## run every test: Rust (unit, property, real memcached), fuzz target check, Python
+test: install ## run every test: Rust (unit, property, real memcached and redis-server), fuzz targets check, Python
 	@scripts/install-system-deps.sh test
 	$(CARGO) test --workspace --exclude cachelab-py --quiet --no-run
 	$(MAKE) --no-print-directory fuzz-check
