@@ -60,7 +60,7 @@ demo: install ## the main job on the embedded default: the quick study, ending i
 # far more than they compute (33 s of wall, seconds of CPU), so they cost the suite no time. Their
 # output is printed once both are done, and either one failing fails `test`.
 RUST_TESTS_LOG := target/rust-tests.log
-test: install ## run every test: Rust (unit, property, real memcached), fuzz target check, Python
+test: install ## run every test: Rust (unit, property, real memcached and redis-server), fuzz targets check, Python
 	@scripts/install-system-deps.sh test
 	$(CARGO) test --workspace --exclude cachelab-py --quiet --no-run
 	$(MAKE) --no-print-directory fuzz-check
@@ -81,15 +81,18 @@ lint: $(PY) ## rustfmt, clippy (warnings are errors), ruff
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
 
-fuzz-check: ## type-check the decoder fuzz target (no libFuzzer, no instrumentation: seconds)
+fuzz-check: ## type-check the decoder fuzz targets (no libFuzzer, no instrumentation: seconds)
 	cd fuzz && $(CARGO) check --quiet --no-default-features
 
-fuzz-build: ## build the decoder fuzz target (libFuzzer, coverage instrumentation, stable Rust)
+fuzz-build: ## build the decoder fuzz targets (libFuzzer, coverage instrumentation, stable Rust)
 	cd fuzz && RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --quiet --release --target $(HOST)
 
-fuzz: fuzz-build ## fuzz the decoder for FUZZ_SECONDS (default 30)
-	mkdir -p fuzz/corpus/decode
+# Both targets, FUZZ_SECONDS each: decode (memcached; every seed, RESP's too: libFuzzer reads
+# fuzz/seeds recursively) and resp (RESP2/RESP3, fuzz/seeds/resp).
+fuzz: fuzz-build ## fuzz the decoders (memcached, RESP) for FUZZ_SECONDS each (default 30)
+	mkdir -p fuzz/corpus/decode fuzz/corpus/resp
 	fuzz/target/$(HOST)/release/decode -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/decode fuzz/seeds
+	fuzz/target/$(HOST)/release/resp -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/resp fuzz/seeds/resp
 
 bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEMTIER=, AIO_PEER= paths to the peers)
 	$(PY) benches/profile_overhead.py

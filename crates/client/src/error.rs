@@ -51,6 +51,19 @@ pub enum Error {
     ServerError(String),
     /// The connection failed earlier and can't be used; reconnect.
     Broken(ErrorKind),
+    /// A RESP server's error reply, its text as sent (`ERR unknown command ...`,
+    /// `WRONGPASS ...`, `NOAUTH ...`). Counted as `server_error`.
+    Redis(String),
+    /// The RESP server at `address` sent bytes that are not RESP; as [`Error::Protocol`].
+    RespProtocol {
+        address: String,
+        error: DecodeError,
+        head: String,
+        first: bool,
+    },
+    /// RESP3 was required but the server at `address` refused `HELLO 3` (a Redis before 6):
+    /// `reply` is its error text. Counted as `server_error`.
+    NoResp3 { address: String, reply: String },
 }
 
 /// The kind of an [`Error`], for counting errors by kind.
@@ -129,11 +142,15 @@ impl Error {
                 ErrorKind::Reset
             }
             Error::Io(_) => ErrorKind::Io,
-            Error::Protocol { .. } | Error::Unexpected { .. } => ErrorKind::Protocol,
+            Error::Protocol { .. } | Error::Unexpected { .. } | Error::RespProtocol { .. } => {
+                ErrorKind::Protocol
+            }
             Error::Key(_) => ErrorKind::Key,
             Error::UnknownCommand => ErrorKind::UnknownCommand,
             Error::ClientError(_) => ErrorKind::ClientError,
-            Error::ServerError(_) => ErrorKind::ServerError,
+            Error::ServerError(_) | Error::Redis(_) | Error::NoResp3 { .. } => {
+                ErrorKind::ServerError
+            }
             Error::Broken(_) => ErrorKind::Broken,
         }
     }
@@ -164,9 +181,44 @@ impl Error {
     }
 
     pub(crate) fn unexpected(command: &'static str, reply: &Response) -> Error {
-        let mut reply = format!("{reply:?}");
-        reply.truncate(120);
-        Error::Unexpected { command, reply }
+        Error::unexpected_reply(command, reply)
+    }
+
+    /// A valid reply that `command` cannot get (any protocol's reply, shown by `Debug`).
+    /// Formats at most 120 characters: a reply may hold megabytes.
+    pub(crate) fn unexpected_reply(command: &'static str, reply: &impl fmt::Debug) -> Error {
+        let mut shown = Bounded(String::new(), 120);
+        let _ = fmt::write(&mut shown, format_args!("{reply:?}"));
+        Error::Unexpected {
+            command,
+            reply: shown.0,
+        }
+    }
+
+    /// A RESP protocol error from `address`, whose reply began with `bytes`.
+    pub fn resp_protocol(address: &str, error: DecodeError, bytes: &[u8], first: bool) -> Error {
+        Error::RespProtocol {
+            address: address.to_string(),
+            error,
+            head: reply_head(bytes),
+            first,
+        }
+    }
+}
+
+/// A `String` that takes at most `.1` characters, then fails the formatting that fills it.
+struct Bounded(String, usize);
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            if self.1 == 0 {
+                return Err(fmt::Error);
+            }
+            self.0.push(c);
+            self.1 -= 1;
+        }
+        Ok(())
     }
 }
 
@@ -241,6 +293,31 @@ impl fmt::Display for Error {
                 "connection unusable after an earlier {} error",
                 k.as_str()
             ),
+            Error::Redis(m) => write!(f, "the server answered: {m}"),
+            Error::RespProtocol {
+                address,
+                error,
+                head,
+                first: true,
+            } => write!(
+                f,
+                "{address} is not a Redis or Valkey: it answered '{head}' (RESP was expected; \
+                 {error})"
+            ),
+            Error::RespProtocol {
+                address,
+                error,
+                head,
+                ..
+            } => write!(
+                f,
+                "{address}: RESP protocol error: {error} (the reply began '{head}')"
+            ),
+            Error::NoResp3 { address, reply } => write!(
+                f,
+                "{address} does not speak RESP3: HELLO 3 was answered '{reply}' (it needs \
+                 Redis 6 or later, or Valkey; RESP2 works with any)"
+            ),
         }
     }
 }
@@ -250,7 +327,7 @@ impl std::error::Error for Error {
         match self {
             Error::Connect { source, .. } => Some(source),
             Error::Io(e) => Some(e),
-            Error::Protocol { error, .. } => Some(error),
+            Error::Protocol { error, .. } | Error::RespProtocol { error, .. } => Some(error),
             Error::Key(e) => Some(e),
             _ => None,
         }
@@ -324,6 +401,36 @@ mod tests {
             after: Duration::from_secs(1),
         };
         assert_eq!(e.at_first_reply("h:1").kind(), ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn an_unexpected_reply_is_shown_cut_short() {
+        let big = vec![7u8; 1 << 20];
+        let Error::Unexpected { command, reply } = Error::unexpected_reply("GET", &big) else {
+            panic!()
+        };
+        assert_eq!(command, "GET");
+        assert_eq!(reply.chars().count(), 120);
+        assert!(reply.starts_with("[7, 7, "), "{reply}");
+    }
+
+    #[test]
+    fn a_resp_reply_that_is_not_resp_names_the_address_and_why() {
+        let later = Error::resp_protocol("h:6379", invalid(), b"+OK\n", false);
+        assert_eq!(
+            later.to_string(),
+            format!(
+                "h:6379: RESP protocol error: {} (the reply began '+OK')",
+                invalid()
+            )
+        );
+        assert_eq!(later.kind(), ErrorKind::Protocol);
+        let e = Error::Redis("WRONGPASS invalid username-password pair".into());
+        assert_eq!(
+            e.to_string(),
+            "the server answered: WRONGPASS invalid username-password pair"
+        );
+        assert_eq!(e.kind(), ErrorKind::ServerError);
     }
 
     #[test]

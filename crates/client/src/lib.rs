@@ -1,4 +1,5 @@
-//! A memcached client: one connection, text and meta protocol, over TCP, TLS or a Unix socket.
+//! A memcached client: one connection, text and meta protocol, over TCP, TLS or a Unix socket;
+//! and a RESP client for Redis and Valkey over the same transports ([`resp`]).
 //!
 //! [`Connection`] is async (tokio); [`BlockingConnection`] wraps it with a private
 //! current-thread runtime. Every wait — connecting, writing, reading — has a deadline, and a
@@ -14,6 +15,7 @@ mod address;
 mod blocking;
 mod error;
 pub mod pool;
+pub mod resp;
 mod shared;
 pub mod spec;
 pub mod tls;
@@ -72,14 +74,31 @@ impl Default for Options {
     }
 }
 
-enum Stream {
+pub(crate) enum Stream {
     Tcp(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
     Unix(UnixStream),
 }
 
 impl Stream {
-    async fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+    /// Connects over `options`' transport: TCP, TLS over TCP, or a Unix socket.
+    pub(crate) async fn open(address: &Address, options: &Options) -> Result<Stream, Error> {
+        Ok(match (address, &options.tls) {
+            (_, Some(tls)) => Stream::Tls(Box::new(connect_tls(address, options, tls).await?)),
+            (Address::Tcp(hostport), None) => {
+                Stream::Tcp(connect_tcp(hostport, address, options).await?)
+            }
+            (Address::Unix(path), None) => {
+                Stream::Unix(connect_unix(path, address, options).await?)
+            }
+        })
+    }
+
+    pub(crate) fn is_plain_tcp(&self) -> bool {
+        matches!(self, Stream::Tcp(_))
+    }
+
+    pub(crate) async fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.write_all(buf).await,
             Stream::Tls(s) => {
@@ -91,7 +110,7 @@ impl Stream {
         }
     }
 
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+    pub(crate) async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read_buf(buf).await,
             Stream::Tls(s) => s.read_buf(buf).await,
@@ -191,20 +210,12 @@ pub struct Connection {
     replies: u64,
 }
 
-const READ_CHUNK: usize = 64 * 1024;
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
 impl Connection {
     /// Connects within `options.connect_timeout` (and, over TLS, shakes hands within it too).
     pub async fn connect(address: &Address, options: Options) -> Result<Connection, Error> {
-        let stream = match (address, &options.tls) {
-            (_, Some(tls)) => Stream::Tls(Box::new(connect_tls(address, &options, tls).await?)),
-            (Address::Tcp(hostport), None) => {
-                Stream::Tcp(connect_tcp(hostport, address, &options).await?)
-            }
-            (Address::Unix(path), None) => {
-                Stream::Unix(connect_unix(path, address, &options).await?)
-            }
-        };
+        let stream = Stream::open(address, &options).await?;
         Ok(Connection {
             stream,
             address: address.clone(),

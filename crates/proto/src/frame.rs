@@ -160,6 +160,15 @@ pub enum InvalidKind {
     ValueTooLarge,
     /// A data block is not followed by `\r\n`.
     MissingDataTerminator,
+    /// RESP: the first byte is not a type this decoder knows.
+    UnknownType,
+    /// RESP: an aggregate announces more elements than the decoder's limit.
+    TooManyElements,
+    /// RESP: aggregates nested deeper than the decoder's limit.
+    TooDeep,
+    /// RESP: a frame that breaks its type's rules (a boolean other than `t`/`f`, a verbatim
+    /// string without its `xxx:` format, a null with a payload, a `\r` without `\n`).
+    Malformed,
 }
 
 impl fmt::Display for DecodeError {
@@ -175,6 +184,10 @@ impl fmt::Display for DecodeError {
                     InvalidKind::BadNumber => "bad number",
                     InvalidKind::ValueTooLarge => "value too large",
                     InvalidKind::MissingDataTerminator => "data block not followed by \\r\\n",
+                    InvalidKind::UnknownType => "unknown RESP type byte",
+                    InvalidKind::TooManyElements => "aggregate longer than the limit",
+                    InvalidKind::TooDeep => "aggregates nested deeper than the limit",
+                    InvalidKind::Malformed => "malformed RESP value",
                 };
                 write!(f, "invalid frame: {what} at byte {}", inv.offset)
             }

@@ -20,6 +20,8 @@ pub enum KeyError {
     Empty,
     /// The key is longer than [`MAX_KEY_LEN`] bytes.
     TooLong { len: usize },
+    /// A RESP key is longer than [`crate::resp::MAX_RESP_KEY_LEN`] bytes.
+    RespTooLong { len: usize },
     /// The byte at `pos` is a space, a control byte (including `\r` and `\n`) or DEL.
     BadByte { pos: usize, byte: u8 },
 }
@@ -31,6 +33,11 @@ impl fmt::Display for KeyError {
             KeyError::TooLong { len } => {
                 write!(f, "key is {len} bytes long; memcached allows at most {MAX_KEY_LEN}")
             }
+            KeyError::RespTooLong { len } => write!(
+                f,
+                "key is {len} bytes long; cachelab sends RESP keys of at most {} bytes",
+                crate::resp::MAX_RESP_KEY_LEN
+            ),
             KeyError::BadByte { pos, byte } => write!(
                 f,
                 "key byte {pos} is 0x{byte:02x}; keys may not contain whitespace or control characters"

@@ -1,4 +1,4 @@
-//! memcached text and meta protocol codecs, without I/O.
+//! memcached text and meta protocol codecs, and RESP's ([`resp`]), without I/O.
 //!
 //! Layers, bottom up: [`key`] (validated keys), [`command`] (what a client sends, encoded),
 //! [`frame`] (one server line plus its data block, decoded without allocating), and
@@ -8,6 +8,7 @@
 pub mod command;
 pub mod frame;
 pub mod key;
+pub mod resp;
 pub mod response;
 
 pub use command::{Command, Expect, MetaFlags, MetaFlagsError, Store};

@@ -1,4 +1,5 @@
-//! A real memcached for tests: the OS package, on a free loopback port, killed on drop.
+//! A real memcached for tests: the OS package, on a free loopback port, killed on drop; a real
+//! Redis in [`redis`].
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -7,13 +8,15 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod redis;
+
 pub struct Memcached {
     child: Child,
     pub address: String,
     pub socket: Option<PathBuf>,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
