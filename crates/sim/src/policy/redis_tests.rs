@@ -105,7 +105,8 @@ fn lru_with_five_samples_is_near_exact_lru_and_worse_when_time_stands_still() {
 /// The counter's first read always counts (p = 1 at the initial 5), and reads then raise it
 /// with probability 1/((c - 5) * 10 + 1), so about 5m² - 4m reads take it from 5 to 5 + m:
 /// a counter near 10 after 100 reads (redis.conf's table says 10) and 19.5 after 1,000
-/// (redis.conf says 18, measured over a benchmark run long enough for a minute's decay), and
+/// (redis.conf's table says 18; the formula gives 19.5, and its coin flips are what is
+/// modelled), and
 /// the expected number of reads from 5 to 10 is the sum of 1/p = 1 + 11 + 21 + 31 + 41 = 105.
 #[test]
 fn lfu_counter_grows_as_redis_publishes() {
