@@ -206,7 +206,7 @@ ONE_DEFINITION: dict[str, dict[str, tuple[Any, Any]]] = {
         "bootstrap": (_USL.bootstrap, None),
         "seed": (_USL.seed, None),
     },
-    "size": {"hit_ratios": (_SIZE.hit_ratios, None)},
+    "size": {"hit_ratios": (_SIZE.hit_ratios, None), "key_length": (_SIZE.key_length, None)},
     "trace synth": {
         "requests": (_SYNTH.requests, _SYNTH_Q.requests),
         "seed": (_SYNTH.seed, None),

@@ -263,7 +263,11 @@ fn flat_simulate<'py>(
         let st = match &source {
             Ok(t) => SimTrace::new(t),
             Err(path) => {
-                owned = SimTrace::load(path, format).map_err(|e| e.to_string())?;
+                // The policies whose clocks are the trace's timestamps keep them.
+                let times = policies
+                    .iter()
+                    .any(|p| policy::lookup(p).is_some_and(|i| i.clock));
+                owned = SimTrace::load_with(path, format, times).map_err(|e| e.to_string())?;
                 owned
             }
         };

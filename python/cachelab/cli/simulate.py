@@ -69,6 +69,7 @@ EXAMPLES = """\
 cachelab simulate --quick                           # a synthetic content site
 cachelab simulate trace.jsonl --strategies none,lru:1000 --server 127.0.0.1:11211
 cachelab simulate trace.csv --policies lru,s3fifo --sizes 1%,10%
+cachelab simulate trace.csv --policies redis-lru,redis-lfu --sizes 10K,100K
 cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5 \\
     --out drill && cachelab simulate --drill drill/load.json
 """
@@ -132,7 +133,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument(
         "--policies", metavar="LIST",
         help=f"eviction policies (default {flag_text(_F.policies)}; also belady, the "
-        "optimal bound)",
+        "optimal bound, and Redis's redis-lru, redis-lfu, redis-random, clocked by the "
+        "trace's timestamps)",
     )
     f.add_argument(
         "--sizes", metavar="LIST",

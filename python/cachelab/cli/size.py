@@ -9,7 +9,7 @@ import cachelab.size as lib
 from cachelab.cli import common, output
 from cachelab.errors import UsageError
 from cachelab.size import SizeSpec
-from cachelab.size.sizing import LIMITS
+from cachelab.size.sizing import ACCOUNTINGS, LIMITS
 from cachelab.units import parse_size
 
 #: Each flag's default as --help states it: the spec's (``SizeSpec``'s field defaults; the
@@ -32,6 +32,13 @@ A capture's sizes count what memcached spends per item by default (its slab chun
 key, value), so capacities compare with memcached -m; --accounting value counts value bytes.
 Hit ratios are per get, as memcached's get_hits / cmd_get.
 
+For Redis: --policy redis-lru (allkeys-lru, and volatile-lru when every key has a TTL),
+redis-lfu (allkeys-lfu) or redis-random (allkeys-random) simulates Redis's own sampled
+eviction at each size, on the trace's timestamps as its clock, and --accounting redis counts
+what Redis spends per key (dict entry, key and value strings in jemalloc's size classes, the
+hash table) plus an empty server's baseline, so memory compares with maxmemory; keys are
+taken as --key-length bytes. Any other flat policy works too (docs/simulation.md).
+
 Artifacts: size.json (schema cachelab.size v1), size.csv (the curve), size.png/svg.
 """
 
@@ -40,6 +47,7 @@ cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day
 cachelab size day/trace.capture.parquet
 cachelab size trace.bin --memory 4GB --hit-ratios 95,99 --shards 0.01
 cachelab size trace.bin --format csv > curve.csv   # bytes,hit_ratio,miss_ratio
+cachelab size trace.csv --policy redis-lfu --accounting redis --memory 256MB
 """
 
 
@@ -73,9 +81,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hit-ratios", type=common.arg_type(_ratios), default=_D.hit_ratios,
                    metavar="LIST", help="target hit ratios in %% (default "
                    f"{','.join(f'{100 * h:g}' for h in _D.hit_ratios)})")
-    p.add_argument("--accounting", choices=("value", "memcached"),
-                   help="count value bytes, or memcached's memory per item (default: "
-                   "memcached for a capture, value otherwise)")
+    p.add_argument("--accounting", choices=ACCOUNTINGS,
+                   help="count value bytes, memcached's memory per item, or Redis's per key "
+                   "with its baseline (default: memcached for a capture, value otherwise)")
+    p.add_argument("--policy", default=_D.policy, metavar="NAME",
+                   help="eviction policy: lru (the exact curve, default) or a flat policy "
+                   "simulated at each size: redis-lru, redis-lfu, redis-random, s3fifo, ...")
+    p.add_argument("--key-length", type=common.limit_range(LIMITS["key_length"]),
+                   default=_D.key_length, metavar="N",
+                   help=f"with --accounting redis: key length in bytes (default "
+                   f"{_D.key_length})")
     p.add_argument("--shards", type=common.limit_range(LIMITS["shards"]), metavar="R",
                    help="sample keys at rate R, below 1 (SHARDS), for very large traces "
                    "(default: exact)")
@@ -85,7 +100,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     out = output.prepare_out(args, "size")
     spec = SizeSpec(trace=str(args.trace), format=args.from_format, memory=args.memory,
-                    hit_ratios=args.hit_ratios, accounting=args.accounting, shards=args.shards)
+                    hit_ratios=args.hit_ratios, accounting=args.accounting, shards=args.shards,
+                    policy=args.policy.strip().lower(), key_length=args.key_length)
     result = lib.run(spec)
     return output.finish(args, result, out, verb="size", write={"plots": not args.no_plots},
                          wrote="size.json, size.csv" + ("" if args.no_plots else " and plots"))

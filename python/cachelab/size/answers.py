@@ -20,7 +20,9 @@ def _hit(h: float) -> str:
 
 def size_answers(d: Mapping[str, Any]) -> list[Answer]:
     """The card of a ``size.json``."""
-    why = "an LRU simulated on the " + ("capture" if d.get("check") is not None else "trace")
+    policy = d.get("policy", "lru")
+    who = "an LRU" if policy == "lru" else str(policy)
+    why = f"{who} simulated on the " + ("capture" if d.get("check") is not None else "trace")
     if not d.get("exact", True):
         why += " (SHARDS sample)"
     memory = d.get("memory")

@@ -37,7 +37,8 @@ import cachelab.environment as environment
 from cachelab.answers import Answer
 from cachelab.artifacts import created_now, from_fields, write_json
 from cachelab.errors import UsageError
-from cachelab.simulate.flat import load_trace, miss_ratio_curve
+from cachelab.simulate import redis_memory
+from cachelab.simulate.flat import load_trace, miss_ratio_curve, policies, simulate_flat
 from cachelab.size.answers import size_answers
 from cachelab.tables import write_json_and_csv
 from cachelab.traces.names import CAPTURE_FORMAT, detect_format
@@ -52,6 +53,13 @@ SCHEMA_VERSION = 1
 MULTIPLES = (0.5, 1.0, 2.0, 4.0)
 #: Capacities evaluated inside a target's bracket to refine it.
 _REFINE = 64
+#: With a policy other than LRU (one simulation per capacity, no one-pass curve): the curve's
+#: capacities, and those inside a target's bracket.
+_POLICY_POINTS = 40
+_POLICY_REFINE = 12
+#: Accountings of a flat trace's sizes: value bytes, memcached's slab chunks (a capture),
+#: Redis's bytes per key (:mod:`cachelab.simulate.redis_memory`).
+ACCOUNTINGS = ("value", "memcached", "redis")
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,14 @@ class SizeSpec:
     #: The server's memory in bytes (default: what a capture recorded, else none).
     memory: int | None = None
     hit_ratios: tuple[float, ...] = (0.90, 0.95, 0.99)
-    #: ``value`` or ``memcached`` (default: memcached for a capture, value otherwise).
+    #: ``value``, ``memcached`` or ``redis`` (default: memcached for a capture, value
+    #: otherwise).
     accounting: str | None = None
+    #: The eviction policy: ``lru`` (the exact curve in one pass) or any flat policy, e.g.
+    #: ``redis-lru`` (simulated at each size).
+    policy: str = "lru"
+    #: Key length in bytes for ``redis`` accounting (a flat trace has ids, not keys).
+    key_length: int = limited(16, 1, 512 * 1024 * 1024)
     #: SHARDS sampling rate for huge traces, below 1 (None: exact).
     shards: float | None = limited(None, 0.0, 1.0, above=True, below=True)
     points: int = limited(200, 10, 10_000)
@@ -74,8 +88,13 @@ class SizeSpec:
             raise UsageError("hit ratios must be above 0 % and below 100 %")
         if self.memory is not None and self.memory < 1:
             raise UsageError(f"memory must be at least 1 byte, not {self.memory}")
-        if self.accounting not in (None, "value", "memcached"):
-            raise UsageError(f"accounting {self.accounting!r}: value or memcached")
+        if self.accounting not in (None, *ACCOUNTINGS):
+            raise UsageError(f"accounting {self.accounting!r}: {', '.join(ACCOUNTINGS)}")
+        if self.policy not in policies():
+            raise UsageError(f"--policy {self.policy!r}: choose from {', '.join(policies())}")
+        if self.policy != "lru" and self.shards is not None:
+            raise UsageError("--shards samples the LRU curve; other policies are simulated "
+                             "whole")
         for name, limit in LIMITS.items():
             if getattr(self, name) is not None:
                 check_limit(name, limit, getattr(self, name))
@@ -107,6 +126,8 @@ class SizeResult:
     curve: dict[str, list[float]]
     created: str = field(default_factory=created_now)
     environment: dict[str, Any] = field(default_factory=environment.facts)
+    #: The eviction policy simulated (``lru``: the exact one-pass curve).
+    policy: str = "lru"
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -141,12 +162,14 @@ class SizeResult:
         return size_answers(self.to_dict())
 
     def render(self) -> str:
-        how = ("memcached's memory (slab chunks)" if self.accounting == "memcached"
-               else "value bytes")
+        how = {"memcached": "memcached's memory (slab chunks)",
+               "redis": "Redis's memory per key"}.get(self.accounting, "value bytes")
+        model = ("exact LRU" + ("" if self.exact else " (SHARDS sample)")
+                 if self.policy == "lru" else f"{self.policy} simulated at each size")
         lines = [
             f"cache size for {self.spec['trace']}: {self.requests:,} requests, "
             f"{self.keys:,} keys, working set {human_bytes(self.working_set_bytes)} "
-            f"(counted in {how}); exact LRU" + ("" if self.exact else " (SHARDS sample)"),
+            f"(counted in {how}); {model}",
             f"the best any size does: {pct(self.max_hit_ratio, 2)} hit ratio (each key's first "
             "access misses)",
             "",
@@ -196,7 +219,8 @@ def answers(d: Mapping[str, Any]) -> list[str]:
     out = [line + "."]
     rows = {float(r["multiple"]): r for r in d.get("at_memory") or []}
     if memory and 1.0 in rows:
-        text = (f"At the server's {human_bytes(memory)} an LRU gets "
+        who = "an LRU" if d.get("policy", "lru") == "lru" else str(d["policy"])
+        text = (f"At the server's {human_bytes(memory)} {who} gets "
                 f"{hit_text(rows[1.0]['hit_ratio'])} starting empty")
         check = d.get("check")
         if check:
@@ -236,6 +260,8 @@ def size(spec: SizeSpec) -> SizeResult:
     is_capture = fmt == CAPTURE_FORMAT
     accounting = spec.accounting or ("memcached" if is_capture else "value")
     meta: dict[str, Any] = {}
+    if is_capture and accounting == "redis":
+        raise UsageError("--accounting redis is for a flat trace (a capture is memcached's)")
     if is_capture:
         # deferred: capture imports pyarrow, which takes ~0.1 s
         from cachelab.traces.capture import capture_accesses, read_capture
@@ -248,6 +274,8 @@ def size(spec: SizeSpec) -> SizeResult:
             raise UsageError("--accounting memcached needs a capture (it knows the keys' "
                              "lengths and the server's slab settings)")
         trace = load_trace(spec.trace, spec.format)
+        if accounting == "redis":
+            trace = _redis_sizes(trace, spec.key_length)
     info = trace.inspect()
     n, keys = int(info["requests"]), int(info["unique_keys"])
     if n == 0:
@@ -260,18 +288,27 @@ def size(spec: SizeSpec) -> SizeResult:
     # A capture that kept a sample of keys stands for 1/sample of the cache.
     scale = float(meta.get("sample", 1.0)) if meta else 1.0
 
-    curve = miss_ratio_curve(trace, "bytes", sample_rate=spec.shards, points=spec.points)
-    caps = np.asarray(curve.capacities, dtype=np.int64)
-    miss = np.asarray(curve.miss_ratios, dtype=float)
-    targets = [_target(trace, h, caps, miss, spec.shards) for h in spec.hit_ratios]
+    # Redis's maxmemory also counts its baseline and hash table: the simulated capacity is
+    # what is left of a memory for the keys.
+    fixed = _RedisOverhead(keys, wss) if accounting == "redis" else None
+    curve = _Curve(trace, spec)
+    caps, miss = curve.caps, curve.miss
+    targets = [_target(curve, h) for h in spec.hit_ratios]
     at_memory: list[dict[str, Any]] = []
     if memory is not None:
         wanted = [max(1, int(memory * m * scale)) for m in MULTIPLES]
-        exact = miss_ratio_curve(trace, "bytes", sample_rate=spec.shards, sizes=wanted)
-        # The curve's capacities come back sorted and without repeats: look each one up.
-        by_cap = dict(zip(exact.capacities, exact.miss_ratios))
+        if fixed is not None:
+            wanted = [max(1, fixed.room(w)) for w in wanted]
+        by_cap = curve.at(wanted)
         at_memory = [{"multiple": m, "bytes": memory * m, "hit_ratio": 1 - by_cap[c]}
                      for m, c in zip(MULTIPLES, wanted)]
+    if fixed is not None:
+        for t in targets:
+            if t["bytes"] is not None:
+                t["bytes"] = float(fixed.memory(int(t["bytes"])))
+                t["bracket"] = [float(fixed.memory(int(b))) for b in t["bracket"]]
+        caps = np.asarray([fixed.memory(int(c)) for c in caps], dtype=np.int64)
+        wss = fixed.memory(wss)
     check = None
     if is_capture and memory is not None:
         check = _check(table, meta, at_memory[MULTIPLES.index(1.0)]["hit_ratio"], n, memory)
@@ -284,31 +321,103 @@ def size(spec: SizeSpec) -> SizeResult:
         working_set_bytes=int(wss / scale), max_hit_ratio=1 - keys / n,
         exact=curve.exact, targets=targets, memory=memory, at_memory=at_memory, check=check,
         curve={"bytes": [c / scale for c in caps.tolist()], "miss_ratio": miss.tolist()},
+        policy=spec.policy,
     )
 
 
-def _target(trace: Any, hit: float, caps: np.ndarray, miss: np.ndarray,
-            shards: float | None) -> dict[str, Any]:
+class _Curve:
+    """The miss ratio by capacity in bytes of the spec's policy: LRU's exact curve in one pass
+    (or its SHARDS sample), any other policy simulated at :data:`_POLICY_POINTS` log-spaced
+    capacities up to the working set."""
+
+    def __init__(self, trace: Any, spec: SizeSpec) -> None:
+        self.trace, self.policy, self.shards = trace, spec.policy, spec.shards
+        if self.policy == "lru":
+            c = miss_ratio_curve(trace, "bytes", sample_rate=spec.shards, points=spec.points)
+            self.caps = np.asarray(c.capacities, dtype=np.int64)
+            self.miss = np.asarray(c.miss_ratios, dtype=float)
+            self.exact = c.exact
+            return
+        wss = int(trace.inspect()["working_set_bytes"])
+        grid = np.unique(np.geomspace(max(1, wss // 1000), max(1, wss), _POLICY_POINTS)
+                         .astype(np.int64))
+        by = self.at(grid.tolist())
+        self.caps = grid
+        self.miss = np.asarray([by[int(c)] for c in grid], dtype=float)
+        self.exact = True
+
+    def at(self, capacities: list[int]) -> dict[int, float]:
+        """The miss ratio at each capacity (bytes)."""
+        if self.policy == "lru":
+            c = miss_ratio_curve(self.trace, "bytes", sample_rate=self.shards,
+                                 sizes=capacities)
+            return dict(zip(c.capacities, c.miss_ratios))
+        sim = simulate_flat(self.trace, [self.policy], sorted(set(capacities)), "bytes")
+        return {r.capacity: r.miss_ratio for r in sim.results}
+
+
+def _target(curve: _Curve, hit: float) -> dict[str, Any]:
     """The least memory with at least ``hit`` hit ratio: bracketed on the curve, then refined
-    with :data:`_REFINE` capacities inside the bracket (an LRU's hit ratio never falls as it
-    grows, so the first capacity that reaches the target is the answer to that resolution)."""
+    with capacities inside the bracket (an LRU's hit ratio never falls as it grows, so the
+    first capacity that reaches the target is the answer to that resolution; a sampled
+    policy's nearly never does)."""
+    caps, miss = curve.caps, curve.miss
     ok = np.nonzero(1 - miss >= hit - 1e-12)[0]
     if len(ok) == 0:
         return {"hit_ratio": hit, "bytes": None, "bracket": None}
     i = int(ok[0])
     lo = int(caps[i - 1]) if i > 0 else 0
     hi = int(caps[i])
+    steps = _REFINE if curve.policy == "lru" else _POLICY_REFINE
     if hi - lo > 1:
-        grid = sorted({int(v) for v in np.linspace(lo, hi, _REFINE + 2)[1:-1]} - {lo, hi})
+        grid = sorted({int(v) for v in np.linspace(lo, hi, steps + 2)[1:-1]} - {lo, hi})
         if grid:
-            fine = miss_ratio_curve(trace, "bytes", sample_rate=shards, sizes=grid)
-            for c, m in zip(grid, fine.miss_ratios):
-                if 1 - m >= hit - 1e-12:
+            fine = curve.at(grid)
+            for c in grid:
+                if 1 - fine[c] >= hit - 1e-12:
                     hi = c
                     break
                 lo = c
     return {"hit_ratio": hit, "bytes": float(hi), "bracket": [float(lo), float(hi)]}
 
+
+def _redis_sizes(trace: Any, key_length: int) -> Any:
+    """The trace with each request's size replaced by what its key costs Redis
+    (:func:`~cachelab.simulate.redis_memory.key_bytes`, a ``key_length``-byte key)."""
+    sizes = np.frombuffer(trace.sizes_bytes(), dtype="<u4")
+    values, where = np.unique(sizes, return_inverse=True)
+    cost = np.asarray([redis_memory.key_bytes(key_length, int(v)) if v else 0
+                       for v in values], dtype=np.int64)[where]
+    return _core.FlatTrace.from_arrays(np.frombuffer(trace.ids_bytes(), dtype="<u8").tolist(),
+                                       cost.tolist(),
+                                       np.frombuffer(trace.times_bytes(), dtype="<u4").tolist())
+
+
+class _RedisOverhead:
+    """What Redis's ``maxmemory`` counts beyond the keys: the server's baseline and the
+    hash table, for the trace's mean bytes per key (capacities in bytes either way)."""
+
+    def __init__(self, keys: int, wss: int) -> None:
+        self.per_key = max(1.0, wss / max(1, keys))
+
+    def _table(self, room: int) -> int:
+        return redis_memory.table_bytes(int(room / self.per_key))
+
+    def memory(self, room: int) -> int:
+        """The maxmemory whose keys take ``room`` bytes."""
+        return room + redis_memory.BASELINE + self._table(room)
+
+    def room(self, memory: int) -> int:
+        """The most bytes of keys whose :meth:`memory` is within ``memory`` (0 when the
+        baseline takes it all); :meth:`memory` never falls as the keys grow."""
+        lo, hi = 0, max(0, memory - redis_memory.BASELINE)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.memory(mid) <= memory:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
 def _check(table: Any, meta: dict[str, Any], predicted_cold: float, n: int,
            memory: int) -> dict[str, Any]:

@@ -114,6 +114,10 @@ pub struct SimTrace<'a> {
     pub skip: Option<Vec<bool>>,
     /// Number of distinct objects.
     pub n_objects: usize,
+    /// Time of every request (the trace's unit, seconds for the policies that read it), when
+    /// kept: [`SimTrace::new`] borrows the trace's, [`SimTrace::load`] keeps them only when
+    /// asked (the Redis policies read them as their clocks; see [`crate::policy::PolicyInfo`]).
+    pub times: Option<Cow<'a, [u32]>>,
 }
 
 fn zero_size_mask(sizes: &[u32], deletes: Option<Vec<bool>>) -> Option<Vec<bool>> {
@@ -141,6 +145,7 @@ impl<'a> SimTrace<'a> {
             sizes: Cow::Borrowed(&trace.sizes),
             skip: zero_size_mask(&trace.sizes, trace.deletes()),
             n_objects: numberer.count(),
+            times: Some(Cow::Borrowed(&trace.times)),
         }
     }
 
@@ -151,6 +156,16 @@ impl<'a> SimTrace<'a> {
         path: impl AsRef<Path>,
         format: Option<Format>,
     ) -> Result<SimTrace<'static>, TraceError> {
+        Self::load_with(path, format, false)
+    }
+
+    /// [`SimTrace::load`], keeping the request times too when `times` (4 more bytes per
+    /// request), for policies whose clocks read them.
+    pub fn load_with(
+        path: impl AsRef<Path>,
+        format: Option<Format>,
+        times: bool,
+    ) -> Result<SimTrace<'static>, TraceError> {
         let path = path.as_ref();
         if format.or_else(|| Format::from_path(path)) == Some(Format::Oracle) {
             let shown = path.display().to_string();
@@ -158,9 +173,16 @@ impl<'a> SimTrace<'a> {
             let mut numberer = Numberer::new(n);
             let mut slots = Vec::with_capacity(n);
             let mut sizes = Vec::with_capacity(n);
-            super::oracle::stream(file, n, &shown, |id, size| {
-                slots.push(numberer.number(id));
-                sizes.push(size);
+            let mut kept = Vec::with_capacity(if times { n } else { 0 });
+            super::oracle::chunks(file, n, &shown, |data| {
+                for r in data.chunks_exact(super::ORACLE_RECORD) {
+                    let (id, size) = super::oracle::id_size(r);
+                    slots.push(numberer.number(id));
+                    sizes.push(size);
+                    if times {
+                        kept.push(super::oracle::time_size_next(r).0);
+                    }
+                }
             })?;
             let skip = zero_size_mask(&sizes, None);
             return Ok(SimTrace {
@@ -168,6 +190,7 @@ impl<'a> SimTrace<'a> {
                 sizes: Cow::Owned(sizes),
                 skip,
                 n_objects: numberer.count(),
+                times: times.then_some(Cow::Owned(kept)),
             });
         }
         let t = FlatTrace::load(path, format)?;
@@ -177,6 +200,7 @@ impl<'a> SimTrace<'a> {
             sizes: Cow::Owned(t.sizes.clone()),
             skip: st.skip,
             n_objects: st.n_objects,
+            times: times.then(|| Cow::Owned(t.times.clone())),
         })
     }
 

@@ -21,6 +21,7 @@ mod idmap;
 mod lfu;
 mod links;
 mod lru;
+pub mod redis;
 mod s3fifo;
 mod sieve;
 
@@ -219,8 +220,11 @@ pub struct PolicyInfo {
     /// One line on what it is and which variant.
     pub about: &'static str,
     pub build: Build,
-    /// Whether it can run on a trace streamed from a file (Belady needs the future).
+    /// Whether it can run on a trace streamed from a file (Belady needs the future, the Redis
+    /// policies the request times).
     pub streams: bool,
+    /// Whether it reads the request times (its clocks are the trace's timestamps).
+    pub clock: bool,
     /// A dedicated loop over an oracleGeneral file keyed by the file's ids, when the policy
     /// has one (same results as [`Self::build`] over the loaded trace, less work per request).
     pub stream_oracle: Option<StreamOracle>,
@@ -244,6 +248,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "least recently used (libCacheSim LRU, exact)",
         build: lru::build,
         streams: true,
+        clock: false,
         stream_oracle: Some(lru::stream_oracle),
     },
     PolicyInfo {
@@ -252,6 +257,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "first in, first out (libCacheSim FIFO, exact)",
         build: fifo::build,
         streams: true,
+        clock: false,
         stream_oracle: None,
     },
     PolicyInfo {
@@ -261,6 +267,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
                 (libCacheSim LFU)",
         build: lfu::build,
         streams: true,
+        clock: false,
         stream_oracle: None,
     },
     PolicyInfo {
@@ -269,6 +276,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "adaptive replacement cache, ghosts sized in bytes (libCacheSim ARC)",
         build: arc::build,
         streams: true,
+        clock: false,
         stream_oracle: None,
     },
     PolicyInfo {
@@ -278,6 +286,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
                 (libCacheSim S3FIFO defaults)",
         build: s3fifo::build,
         streams: true,
+        clock: false,
         stream_oracle: None,
     },
     PolicyInfo {
@@ -286,6 +295,7 @@ pub static REGISTRY: &[PolicyInfo] = &[
         about: "SIEVE: FIFO with a visited bit and a moving hand (libCacheSim Sieve)",
         build: sieve::build,
         streams: true,
+        clock: false,
         stream_oracle: None,
     },
     PolicyInfo {
@@ -295,6 +305,38 @@ pub static REGISTRY: &[PolicyInfo] = &[
                 is used last; optimal with capacity in objects, a heuristic in bytes",
         build: belady::build,
         streams: false,
+        clock: false,
+        stream_oracle: None,
+    },
+    PolicyInfo {
+        name: "redis-lru",
+        aliases: &["allkeys-lru", "volatile-lru"],
+        about: "Redis 7's allkeys-lru (and volatile-lru when every key has a TTL): 5 random \
+                samples a pass into a 16-entry eviction pool, idle times in whole seconds \
+                of the trace's clock (maxmemory-samples 5)",
+        build: redis::build_lru,
+        streams: false,
+        clock: true,
+        stream_oracle: None,
+    },
+    PolicyInfo {
+        name: "redis-lfu",
+        aliases: &["allkeys-lfu", "volatile-lfu"],
+        about: "Redis 7's allkeys-lfu: the eviction pool ranked by the logarithmic counter \
+                (maxmemory-samples 5, lfu-log-factor 10, lfu-decay-time 1 minute of the \
+                trace's clock)",
+        build: redis::build_lfu,
+        streams: false,
+        clock: true,
+        stream_oracle: None,
+    },
+    PolicyInfo {
+        name: "redis-random",
+        aliases: &["allkeys-random", "volatile-random"],
+        about: "Redis 7's allkeys-random: evict a key drawn uniformly at random",
+        build: redis::build_random,
+        streams: false,
+        clock: false,
         stream_oracle: None,
     },
 ];
@@ -380,6 +422,7 @@ pub fn simulate_file(
         sizes: std::borrow::Cow::Borrowed(&[]),
         skip: None,
         n_objects: 0,
+        times: None,
     };
     let mut p = (info.build)(capacity, &empty);
     let mut numberer = Numberer::new(n);
