@@ -545,9 +545,9 @@ class TieredCache:
         if self._lanes:
             self._lane_for(key)._queue_delete(key, lost)
 
-    def lost_lately(self, key: str) -> bool:
-        """:meth:`Lane.lost_lately <cachelab.tiered.lanes.Lane.lost_lately>` of its lane."""
-        return bool(self._lanes) and self._lane_for(key).lost_lately(key)
+    def lost_until(self, key: str) -> float | None:
+        """:meth:`Lane.lost_until <cachelab.tiered.lanes.Lane.lost_until>` of its lane."""
+        return self._lane_for(key).lost_until(key) if self._lanes else None
 
     def _lane_for(self, key: str) -> Lane:
         """The lane (memcached server) that holds ``key``; the cache has an L2."""

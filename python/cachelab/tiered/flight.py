@@ -215,8 +215,9 @@ class FillHost(Protocol):
         back; reads go past it until then). ``lost``: a request of the key was sent and its
         reply lost (it may still run: a second delete follows the first)."""
 
-    def lost_lately(self, key: str) -> bool:
-        """Whether a request of ``key`` was lost lately: a placeholder there may be ours."""
+    def lost_until(self, key: str) -> float | None:
+        """Until when a placeholder of ``key`` may be this process's own, from a lost request
+        (its second delete still to come); None if it may not."""
 
 def l2_failed(cache: FillHost) -> None:
     """Counts a failed L2 call (against the breaker, and in the L2 errors)."""
@@ -397,12 +398,15 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
     assert cache.l2 is not None
     wait = cache.lease_wait
     deadline = time.monotonic() + (cache.lease_ttl + 1.0 if wait is None else wait)
+    # A placeholder left by this process's own lost request is gone at its second delete:
+    # wait no longer than that for it (another's is filled meanwhile: no second load).
+    lost = cache.lost_until(key)
+    if lost is not None:
+        deadline = min(deadline, lost)
     pause = 0.001
     while time.monotonic() < deadline:
-        if key in cache._pending or cache.lost_lately(key):
-            # The placeholder may be this process's own, from a lost request (which may
-            # have run after the delete its loss queued): nobody fills it.
-            break
+        if key in cache._pending:
+            break  # the placeholder is this process's own, from a lost request: nobody fills it
         time.sleep(pause)
         pause = min(pause * 2, LEASE_POLL_MAX)
         # Only a request that may have *won* may leave an orphan placeholder, so only its
@@ -450,7 +454,8 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
         if not lease.filling:
             break  # an empty value that is no lease: nobody will fill it
     else:
-        cache.events.lease_timeouts += 1
+        if lost is None or deadline != lost:  # (not the end of a lost request's window)
+            cache.events.lease_timeouts += 1
     loaded = _load(cache, kc, [ident])
     if ident not in loaded:
         return None

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from cachelab.errors import ServerError, ServerUnreachable
 from cachelab.tiered.backends import Tier
 from cachelab.tiered.breaker import CircuitBreaker
-from cachelab.tiered.flight import l2_failed
+from cachelab.tiered.flight import LEASE_POLL_MAX, l2_failed
 from cachelab.tiered.stats import BreakerStats, TierStats
 
 __all__ = ["Lane", "LaneOwner", "OwedReplay"]
@@ -88,10 +88,10 @@ class Lane:
         self._pending: dict[str, int] = {}
         self._seq = itertools.count()
         #: Keys whose request was lost once sent (a set, a lease request that timed out), by
-        #: when (``time.monotonic()``), kept ``lease_ttl`` + 1 s: a server that is only slow
-        #: may still run it after the delete its loss queued, leaving an older value or a
-        #: lease placeholder nobody fills. A fill does not wait on such a key's placeholder
-        #: (it may be this process's own). Oldest first.
+        #: when (``time.monotonic()``), kept :meth:`lost_request_s`: a server that is only
+        #: slow may still run it after the delete its loss queued, leaving an older value or a
+        #: lease placeholder nobody fills, until the second delete. A fill waits on such a
+        #: key's placeholder only until then (it may be this process's own). Oldest first.
         self._lost: dict[str, float] = {}
         #: Keys whose delete went out after such a loss, with when a second one is due (the
         #: loss plus :meth:`lost_request_s`); sent by the background replay. Oldest first.
@@ -154,11 +154,16 @@ class Lane:
         bound = self.l2.request_bound_s()
         return max(LOST_REQUEST_MIN_S, LOST_REQUEST_BOUNDS * (bound or 0.0))
 
-    def lost_lately(self, key: str) -> bool:
-        """Whether a request of ``key`` was lost within the lease's TTL and a second: a lease
-        placeholder there may be this process's own, which nobody fills."""
+    def lost_until(self, key: str) -> float | None:
+        """When (``time.monotonic()``) the second delete after a lost request of ``key`` has
+        had time to land (it is sent :meth:`lost_request_s` after the loss; two lease polls
+        more), if that is still to come: until then a lease placeholder there may be this
+        process's own, which nobody fills. None otherwise."""
         at = self._lost.get(key)
-        return at is not None and time.monotonic() - at < self._owner.lease_ttl + 1.0
+        if at is None:
+            return None
+        until = at + self.lost_request_s() + 2 * LEASE_POLL_MAX
+        return until if time.monotonic() < until else None
 
     def confirm_in(self) -> float | None:
         """Seconds until the next second delete is due (0.0: due now; None: none is)."""
@@ -275,10 +280,10 @@ class Lane:
         return True
 
     def _forget_lost(self, now: float) -> None:
-        """Drops the lost requests older than the lease's TTL and a second (oldest first;
-        ``_queueing`` held)."""
+        """Drops the lost requests older than :meth:`lost_request_s` and two lease polls
+        (oldest first; ``_queueing`` held)."""
         lost = self._lost
-        keep = self._owner.lease_ttl + 1.0
+        keep = self.lost_request_s() + 2 * LEASE_POLL_MAX
         while lost:
             k = next(iter(lost))
             if now - lost[k] < keep:
