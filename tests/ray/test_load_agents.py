@@ -69,9 +69,12 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     assert deltas["cmd_set"] == result.all["ops"]["set"] + probe_ops["set"]
     assert deltas["get_hits"] + deltas["get_misses"] == deltas["cmd_get"]
 
-    # Clocks on one machine agree to well within a millisecond or so; starts were common.
+    # Clocks on one machine are one clock: its true offset, 0, lies within the estimate's
+    # stated uncertainty (half the best round trip; 20.5 ms was seen on a loaded machine, so
+    # no fixed bound); starts were common.
     for a in agents:
-        assert abs(a["clock"]["offset_ms"]) < 20
+        clock = a["clock"]
+        assert abs(clock["offset_ms"]) <= clock["uncertainty_ms"] + 0.002, clock
         # Told the start 1 s ahead: a busy machine can deliver the call late (238 ms seen while
         # a build took both cores); a start computed wrongly is off by seconds.
         assert abs(a["start_skew_ms"]) < 1000
