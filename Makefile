@@ -56,17 +56,26 @@ demo: install ## the main job on the embedded default: the quick study, ending i
 	$(VENV)/bin/cachelab run --quick --format table --out cachelab-out/demo
 
 # cachelab-py (the bindings) has no Rust tests of its own: `install` builds it, and pytest tests it.
-# The Rust tests are built first, then run beside pytest: they wait on servers (faults, timers)
-# far more than they compute (33 s of wall, seconds of CPU), so they cost the suite no time. Their
-# output is printed once both are done, and either one failing fails `test`.
+# The Rust tests (and the fuzz targets' check) are built while `install` builds the extension,
+# in a build directory of their own (cargo locks one per build): the release build's last,
+# link-time-optimising phase and pip's unpacking use one core, so the debug build takes the
+# other. Then they run beside pytest: they wait on servers (faults, timers) far more than they
+# compute (33 s of wall, seconds of CPU), so they cost the suite no time. Their output is
+# printed once both are done, and either one failing fails `test`.
+RUST_TESTS_DIR := target/tests
 RUST_TESTS_LOG := target/rust-tests.log
-test: install ## run every test: Rust (unit, property, real memcached and redis-server), fuzz targets check, Python
+RUST_BUILD_LOG := target/rust-tests-build.log
+test: system-deps $(PY) ## run every test: Rust (unit, property, real servers), fuzz target check, Python
 	@scripts/install-system-deps.sh test
-	$(CARGO) test --workspace --exclude cachelab-py --quiet --no-run
-	$(MAKE) --no-print-directory fuzz-check
+	@mkdir -p target
+	@echo "$(CARGO) test --workspace --exclude cachelab-py --no-run, and make fuzz-check (beside make install)"
+	@( CARGO_TARGET_DIR=$(RUST_TESTS_DIR) $(CARGO) test --workspace --exclude cachelab-py \
+	     --quiet --no-run && $(MAKE) --no-print-directory fuzz-check ) > $(RUST_BUILD_LOG) 2>&1 & \
+	build=$$!; $(MAKE) --no-print-directory install; installed=$$?; wait $$build; built=$$?; \
+	cat $(RUST_BUILD_LOG); test "$$installed" = 0 && test "$$built" = 0
 	@echo "$(CARGO) test --workspace --exclude cachelab-py (beside pytest; output below when done)"
-	@( $(CARGO) test --workspace --exclude cachelab-py --quiet > $(RUST_TESTS_LOG) 2>&1; \
-	   echo $$? > $(RUST_TESTS_LOG).rc ) & \
+	@( CARGO_TARGET_DIR=$(RUST_TESTS_DIR) $(CARGO) test --workspace --exclude cachelab-py \
+	     --quiet > $(RUST_TESTS_LOG) 2>&1; echo $$? > $(RUST_TESTS_LOG).rc ) & \
 	$(PY) -m pytest -q -n $(TEST_WORKERS); py=$$?; wait; \
 	cat $(RUST_TESTS_LOG); rust=$$(cat $(RUST_TESTS_LOG).rc); \
 	echo "Rust tests: exit $$rust; Python tests: exit $$py"; \
