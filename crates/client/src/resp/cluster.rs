@@ -19,8 +19,8 @@ use tokio::task::JoinSet;
 
 use super::slot::key_slot;
 use super::slotmap::{Redirect, SlotMap};
-use super::{check, set_command, string_or_null, text, with_keys, RespConnection, RespOptions};
 use super::SetOptions;
+use super::{check, set_command, string_or_null, text, with_keys, RespConnection, RespOptions};
 use crate::{Address, Error, Options};
 
 /// How a [`RespCluster`] connects and how far it follows redirections.
@@ -140,7 +140,13 @@ impl RespCluster {
 
     fn refresh_from(&mut self, first: Option<&Address>) -> Result<(), Error> {
         let mut order: Vec<Address> = first.into_iter().cloned().collect();
-        for a in self.map.nodes().iter().map(|n| &n.address).chain(&self.seeds) {
+        for a in self
+            .map
+            .nodes()
+            .iter()
+            .map(|n| &n.address)
+            .chain(&self.seeds)
+        {
             if !order.contains(a) {
                 order.push(a.clone());
             }
@@ -279,7 +285,10 @@ impl RespCluster {
     }
 
     fn owner(&self, slot: u16) -> Result<Address, Error> {
-        self.map.owner(slot).cloned().ok_or(Error::NoSlotOwner { slot })
+        self.map
+            .owner(slot)
+            .cloned()
+            .ok_or(Error::NoSlotOwner { slot })
     }
 
     /// Any command whose keys are all in `key`'s slot, sent to its master; an error reply

@@ -27,9 +27,9 @@ use cachelab_proto::DecodeError;
 
 pub use blocking::RespClient;
 pub use cluster::{ClusterOptions, ClusterStats, RespCluster};
+pub use info::{subfields, Info, InfoSection};
 pub use slot::key_slot;
 pub use slotmap::{ClusterNode, Redirect, SlotMap};
-pub use info::{subfields, Info, InfoSection};
 pub use url::{redact, Auth, RespUrl, Secret, DEFAULT_PORT};
 
 use crate::{Address, Error, ErrorKind, Options, Stream, READ_CHUNK};
