@@ -219,8 +219,22 @@ fn ask_during_a_migration_then_moved_after_it() {
     // The migration finishes; the client, still on the old map, is told MOVED.
     assert_eq!(from.cli(&[&migrate[..], &["{mig}:2"]].concat()), "OK");
     c.on_all(&["CLUSTER", "SETSLOT", &slot, "NODE", &to.id]);
+    // An MGET whose {mig} part is sent to the old owner: MOVED, followed, values in order.
+    let elsewhere = key("mig:elsewhere");
+    client
+        .set(&elsewhere, Bytes::from("e"), SetOptions::default())
+        .unwrap();
     let before = client.stats();
-    assert_eq!(client.get(&k2).unwrap(), Some(Bytes::from("v")));
+    assert_eq!(
+        client
+            .mget(&[k2.clone(), elsewhere.clone(), k1.clone()])
+            .unwrap(),
+        vec![
+            Some(Bytes::from("v")),
+            Some(Bytes::from("e")),
+            Some(Bytes::from("v"))
+        ]
+    );
     let after = client.stats();
     assert_eq!(after.moved, before.moved + 1);
     assert!(after.refreshes > before.refreshes);
@@ -231,7 +245,7 @@ fn ask_during_a_migration_then_moved_after_it() {
         vec![Some(Bytes::from("v")); 2]
     );
     assert_eq!(client.stats().moved, after.moved);
-    assert_eq!(client.unlink(&[k1, k2]).unwrap(), 2);
+    assert_eq!(client.unlink(&[k1, k2, elsewhere]).unwrap(), 3);
 }
 
 #[test]

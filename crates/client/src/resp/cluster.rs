@@ -272,9 +272,11 @@ impl RespCluster {
             } else {
                 self.stats.moved += 1;
                 let to = redirect.to();
-                // The map is stale: read it anew once per command (the first node to ask is
-                // the one the slot moved to), and keep what this MOVED says whatever it read.
-                if !refreshed {
+                // The map is stale: read it anew, at most once per command and not when an
+                // earlier MOVED taught it this one (the parts of an MGET sent together), first
+                // from the node the slot moved to; keep what this MOVED says whatever it read.
+                // A map that can't be read is no failure: the MOVED itself is enough to go on.
+                if !refreshed && self.map.owner(redirect.slot()) != Some(to) {
                     refreshed = true;
                     let _ = self.refresh_from(Some(to));
                 }
@@ -429,4 +431,36 @@ fn plain(mut v: Value) -> Value {
         v = *value;
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(s: &str) -> Value {
+        Value::Error(Bytes::from(s.to_string()))
+    }
+
+    #[test]
+    fn tryagain_and_clusterdown_are_named_other_errors_stay_the_server_s() {
+        let at: Address = "127.0.0.21:7000".parse().unwrap();
+        let e = named(error("CLUSTERDOWN Hash slot not served"), &at).unwrap_err();
+        assert!(matches!(e, Error::ClusterDown { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "127.0.0.21:7000 answered 'CLUSTERDOWN Hash slot not served': the cluster cannot \
+             serve (a slot without a master, or a lost majority)"
+        );
+        let e = named(
+            error("TRYAGAIN Multiple keys request during rehashing"),
+            &at,
+        );
+        assert!(matches!(e, Err(Error::TryAgain { .. })));
+        let e = named(
+            error("CROSSSLOT Keys in request don't hash to the same slot"),
+            &at,
+        );
+        assert!(matches!(e, Err(Error::Redis(m)) if m.starts_with("CROSSSLOT")));
+        assert_eq!(named(Value::Integer(1), &at).unwrap(), Value::Integer(1));
+    }
 }
