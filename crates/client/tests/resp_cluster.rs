@@ -7,9 +7,10 @@ mod support;
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use cachelab_client::proto::resp::{Command, RespKey};
+use cachelab_client::proto::resp::{Command, RespKey, Value};
 use cachelab_client::resp::{
-    key_slot, ClusterOptions, Protocol, RespClient, RespCluster, RespOptions, SetOptions, SlotMap,
+    key_slot, ClusterOptions, Protocol, RespClient, RespCluster, RespOptions, RespUrl, SetOptions,
+    SlotMap,
 };
 use cachelab_client::{Address, Error, ErrorKind, Options};
 use support::cluster::{shared, Cluster};
@@ -151,6 +152,28 @@ fn mget_over_the_three_masters_returns_values_in_key_order() {
         .collect();
     assert_eq!(got, want);
     assert_eq!(client.mget(&[]).unwrap(), Vec::<Option<Bytes>>::new());
+    // Each master holds its own share.
+    let mut total = 0;
+    let masters: Vec<Address> = client
+        .slot_map()
+        .nodes()
+        .iter()
+        .map(|n| n.address.clone())
+        .collect();
+    for m in &masters {
+        let here = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, k)| i % 3 != 0 && client.node_for(k.as_bytes()) == Some(m))
+            .count();
+        let cmd = Command::new("KEYS").arg("mget:*");
+        match client.call_node(m, &cmd).unwrap() {
+            Value::Array(found) => assert_eq!(found.len(), here, "{m}"),
+            v => panic!("{v:?}"),
+        }
+        total += here;
+    }
+    assert_eq!(total, 40);
     assert_eq!(client.del(&keys).unwrap(), 40);
     assert_eq!(client.mget(&keys[..5]).unwrap(), vec![None; 5]);
 }
@@ -251,7 +274,9 @@ fn ask_during_a_migration_then_moved_after_it() {
 #[test]
 fn a_redirection_loop_ends_in_a_clear_error() {
     let (_lock, c) = shared();
-    let mut client = connect(c, Protocol::Resp2);
+    let url: RespUrl = format!("redis://{}", c.nodes[1].address).parse().unwrap();
+    let mut client =
+        RespCluster::connect_url(&url, Options::default(), &ClusterOptions::default()).unwrap();
     let slot = key_slot(b"{loop}").to_string();
     let from = c.node(&client.node_for(b"{loop}").unwrap().to_string());
     let to = other(c, &from.address);

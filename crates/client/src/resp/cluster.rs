@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 
 use super::slot::key_slot;
 use super::slotmap::{Redirect, SlotMap};
+use super::RespUrl;
 use super::SetOptions;
 use super::{check, set_command, string_or_null, text, with_keys, RespConnection, RespOptions};
 use crate::{Address, Error, Options};
@@ -115,6 +116,29 @@ impl RespCluster {
         };
         c.refresh()?;
         Ok(c)
+    }
+
+    /// Connects through a `redis://` or `rediss://` URL naming one node: its TLS and
+    /// credentials for every node (a cluster has no database but 0).
+    pub fn connect_url(
+        url: &RespUrl,
+        options: Options,
+        cluster: &ClusterOptions,
+    ) -> Result<RespCluster, Error> {
+        let options = url.options(options).map_err(|reason| Error::Tls {
+            address: url.address.to_string(),
+            reason,
+        })?;
+        let mut cluster = cluster.clone();
+        cluster.resp.auth = url.auth.clone().or(cluster.resp.auth);
+        cluster.resp.db = url.db.or(cluster.resp.db);
+        RespCluster::connect(std::slice::from_ref(&url.address), options, &cluster)
+    }
+
+    /// Sends `cmd` to the master at `node` (`INFO`, `CONFIG GET`, `DBSIZE` on each of
+    /// [`SlotMap::nodes`]), no redirection followed; an error reply is an error.
+    pub fn call_node(&mut self, node: &Address, cmd: &Command) -> Result<Value, Error> {
+        check(self.exchange(node, cmd, false)?)
     }
 
     /// The slot map as last read (and corrected by `MOVED`).
