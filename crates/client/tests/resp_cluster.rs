@@ -329,4 +329,23 @@ fn no_seed_that_answers_is_the_connect_error() {
         .err()
         .unwrap();
     assert_eq!(e.kind(), ErrorKind::ConnectRefused, "{e}");
+    let e = RespCluster::connect(&[], Options::default(), &ClusterOptions::default())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("no cluster node to connect to"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_seed_that_does_not_answer_is_passed_over() {
+    let (_lock, c) = shared();
+    let dead: Address = format!("127.0.0.1:{}", support::free_port())
+        .parse()
+        .unwrap();
+    let seeds = [dead, c.seeds()[2].clone()];
+    let client =
+        RespCluster::connect(&seeds, Options::default(), &ClusterOptions::default()).unwrap();
+    assert_eq!(client.slot_map().covered(), 16384);
 }

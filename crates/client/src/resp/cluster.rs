@@ -156,8 +156,8 @@ impl RespCluster {
     }
 
     /// Reads the slot map again: from the masters it knows, then the seeds, the first that
-    /// answers. A node that answers but is no cluster node is [`Error::NotCluster`]; when
-    /// none answers, the last node's error.
+    /// gives one. When none does, the last node's error: a connection's, or
+    /// [`Error::NotCluster`] for a node that answered but is no cluster node.
     pub fn refresh(&mut self) -> Result<(), Error> {
         self.refresh_from(None)
     }
@@ -175,7 +175,7 @@ impl RespCluster {
                 order.push(a.clone());
             }
         }
-        let mut last = Error::NoSlotOwner { slot: 0 };
+        let mut last = None;
         for a in order {
             match self.read_map(&a) {
                 Ok(map) => {
@@ -183,11 +183,13 @@ impl RespCluster {
                     self.stats.refreshes += 1;
                     return Ok(());
                 }
-                Err(e @ Error::NotCluster { .. }) => return Err(e),
-                Err(e) => last = e,
+                Err(e) => last = Some(e),
             }
         }
-        Err(last)
+        Err(last.unwrap_or_else(|| {
+            let none = "no cluster node to connect to: give at least one seed address";
+            Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, none))
+        }))
     }
 
     fn read_map(&mut self, at: &Address) -> Result<SlotMap, Error> {
