@@ -19,9 +19,8 @@ use tokio::task::JoinSet;
 
 use super::slot::key_slot;
 use super::slotmap::{Redirect, SlotMap};
-use super::RespUrl;
-use super::SetOptions;
-use super::{check, set_command, string_or_null, text, with_keys, RespConnection, RespOptions};
+use super::{check, set_command, string_or_null, text, with_keys};
+use super::{RespConnection, RespOptions, RespUrl, SetOptions};
 use crate::{Address, Error, Options};
 
 /// How a [`RespCluster`] connects and how far it follows redirections.
