@@ -81,8 +81,8 @@ pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
 pub use shared::Progress;
 pub use spec::{
-    caps, limits, Arrivals, Change, Defaults, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError,
-    Stop, DEFAULTS, LIMITS, MEMBER_TIMEOUT,
+    caps, limits, Arrivals, Change, Defaults, DistSpec, Member, Mix, Mode, Password, Pool,
+    Protocol, RespLogin, Spec, SpecError, Stop, DEFAULTS, LIMITS, MEMBER_TIMEOUT,
 };
 pub use stalls::Stall;
 pub use steady::Steady;
