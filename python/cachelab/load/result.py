@@ -550,7 +550,15 @@ def _server_lines(srv: Mapping[str, Any]) -> list[str]:
     restart = srv.get("restart")
     label = (f"server ({restart['counted']}, pid {' -> '.join(map(str, restart['pids']))})"
              if restart else "server")
-    if d:
+    if d and "keyspace_hits" in d:  # a Redis or Valkey: INFO's counters
+        clients = d.get("connected_clients", {})
+        lines.append(
+            f"\n{label}: commands +{d.get('total_commands_processed', 0)}, keyspace_hits "
+            f"+{d.get('keyspace_hits', 0)}, keyspace_misses +{d.get('keyspace_misses', 0)}, "
+            f"evicted_keys +{d.get('evicted_keys', 0)}, clients "
+            f"{clients.get('before')}→{clients.get('after')}"
+            f", CPU {d.get('used_cpu_user_s', 0) + d.get('used_cpu_sys_s', 0):.2f} s")
+    elif d:
         lines.append(
             f"\n{label}: get_hits +{d.get('get_hits', 0)}, get_misses +{d.get('get_misses', 0)}, "
             f"evictions +{d.get('evictions', 0)}, connections "
