@@ -213,3 +213,80 @@ def test_a_stopped_server_is_exit_3_with_the_stall_in_the_headline(tmp_path: Pat
     assert saved["run"]["aborted"], saved["run"]
     assert saved["stalls"] and "timeout" in saved["all"]["errors"], saved["all"]["errors"]
     assert any(line.startswith("stalls (") for line in stdout.splitlines()), stdout
+
+
+@pytest.mark.slow
+def test_keys_evicted_during_the_run_stop_it_and_are_named_first(
+    tmp_path: Path, redis: PrivateRedis
+) -> None:
+    """The run fits below maxmemory when it starts; then another client (the user) fills the
+    server, which evicts keys (allkeys-lru): the run stops itself, says so first and exits 3,
+    and what it wrote is still deleted."""
+    c = redis.client()
+    c.config_set("maxmemory-policy", "allkeys-lru")
+    c.config_set("maxmemory", "8mb")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cachelab", "load", "--server", redis.url, "--format", "table",
+         "--out", str(out), "--no-plots", "--warmup", "0.5", "--interval", "0.5",
+         "--duration", "20", "--key-space", "1000", "--rate", "500"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while _calls(c.info("commandstats"), "get") == 0:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        # The user's writes: 16 MiB into 8, until the run has stopped.
+        value = b"u" * 65536
+        for i in range(256):
+            if proc.poll() is not None:
+                break
+            c.set(f"user-test:{i}", value)
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+        evicted = int(c.info("stats")["evicted_keys"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        c.config_set("maxmemory", "0")
+        c.config_set("maxmemory-policy", "noeviction")
+        users = list(c.scan_iter("user-test:*"))
+        if users:
+            c.unlink(*users)
+    assert "Traceback" not in stderr, stderr
+    assert evicted > 0
+    assert proc.returncode == 3, stderr
+    assert "the server evicted" in one_error_line(stderr), stderr
+    assert stdout.startswith("PARTIAL"), stdout
+    saved = _saved(out)
+    assert saved["run"]["aborted"].startswith("stopped: the server evicted")
+    assert 0 < saved["run"]["user_items_lost"] <= evicted
+    assert saved["run"]["leftover_keys"] == 0
+    assert not list(c.scan_iter(f"{saved['spec']['prefix_used']}:*"))
+
+
+def test_a_pool_of_redis_servers_spreads_the_keys_by_the_distribution(
+    tmp_path: Path, redis: PrivateRedis
+) -> None:
+    """Two redis:// members (one login) as a client-side pool: each member's own counters
+    (its GETs, MGETs and SETs) are the parts the run says it sent that member plus the
+    prefill of the keys ketama puts there; both hold keys; nothing is left on either."""
+    with PrivateRedis(password=redis.password) as other:
+        servers = [redis, other]
+        before = [s.client().info("commandstats") for s in servers]
+        proc, out = _load(tmp_path, "--server", redis.url, "--server", other.url,
+                          "--duration", "1", "--key-space", "300",
+                          "--mix", "get=70,multiget=20,set=10")
+        assert proc.returncode == 0, proc.stderr
+        after = [s.client().info("commandstats") for s in servers]
+        saved = _saved(out)
+        assert [s.client().dbsize() for s in servers] == [0, 0]
+    members = saved["members"]
+    assert [m["address"] for m in members] == [s.address for s in servers]
+    for m, b, a in zip(members, before, after):
+        # Every part the run sent this member is one command the member ran.
+        parts = sum(_calls(a, c) - _calls(b, c) for c in ("get", "mget", "set"))
+        prefill = m["keys"]
+        assert parts == m["sent"] + prefill, (m["address"], parts, m["sent"], prefill)
+        assert m["server"]["deltas"]["keyspace_hits"] > 0
+    assert sum(m["keys"] for m in members) == 300 and all(m["keys"] for m in members)
+    _no_secret(redis.password or "", proc, out)
