@@ -8,7 +8,8 @@ A target is one of
   and member failure settings (None: the verb's, or its spec's, defaults);
 * a proxy (twemproxy, :attr:`Target.proxy`) with the servers behind it
   (:attr:`Target.servers`: their stats are read and their room checked);
-* a private memcached cachelab starts from :attr:`Target.options` (no server given);
+* a private memcached cachelab starts from :attr:`Target.options` (no server given), or a
+  private redis-server when the target speaks RESP (:class:`~cachelab.servers.PrivateRedis`);
 * a private pool of :attr:`Target.private_pool` memcached servers (load's failure drills),
   optionally behind a private twemproxy (:attr:`Target.private_proxy`);
 * any of the servers given as Redis or Valkey (:attr:`Target.resp`, the login: a
@@ -37,6 +38,7 @@ from cachelab.resp import RespLogin, is_url, parse_url
 from cachelab.servers import (
     DEFAULT_THREADS,
     PrivateMemcached,
+    PrivateRedis,
     ServerOptions,
     private_pool,
     serve,
@@ -205,10 +207,13 @@ class Target:
                         owned[:self.private_pool], **dict(proxy or {})))
                     hidden, given = given, [twemproxy.address]
             first = _address(given[0]) if given else None
-            if first is None and self.resp is not None:
-                raise UsageError("--protocol resp needs the Redis or Valkey to measure: "
-                                 "--server redis://HOST:PORT (cachelab starts no private "
-                                 "Redis yet)")
+            if first is None and self.resp is not None:  # a private Redis
+                redis = stack.enter_context(PrivateRedis(
+                    memory_mb=max(self.options.memory_mb, memory_mb),
+                    extra_args=self.options.extra_args))
+                yield Live(address=redis.address, given=[], pid=redis.pid,
+                           facts={**self.facts, "private": True, "argv": redis.argv})
+                return
             served = stack.enter_context(serve(
                 first, self.options, memory_mb=memory_mb, threads=threads,
                 default_threads=default_threads, item_size_max=item_size_max, cpus=cpus))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis as redis_py
 
 from clitools import one_error_line
 from privateredis import PrivateRedis, secret
@@ -175,10 +176,20 @@ def test_a_wrong_password_is_one_line_without_it(tmp_path: Path, redis: PrivateR
     _no_secret(redis.password or "", proc, out)
 
 
-def test_protocol_resp_without_a_server_is_a_usage_error(tmp_path: Path) -> None:
-    proc, _ = _load(tmp_path, "--protocol", "resp", "--duration", "1")
-    assert proc.returncode == 2
-    assert "--server redis://" in one_error_line(proc.stderr)
+def test_protocol_resp_alone_runs_a_private_redis_and_stops_it(tmp_path: Path) -> None:
+    proc, out = _load(tmp_path, "--protocol", "resp", "--duration", "1", "--key-space", "200")
+    assert proc.returncode == 0, proc.stderr
+    saved = _saved(out)
+    _verdict(proc.stdout.splitlines(), saved)
+    server = saved["server"]
+    assert server["private"] is True and server["protocol"] == "resp"
+    assert Path(server["argv"][0]).name == "redis-server" and "--save" in server["argv"]
+    assert server["version"].startswith("redis ")
+    assert server["deltas"]["keyspace_hits"] > 0
+    # Stopped at the end: its port answers no more.
+    host, port = server["address"].rsplit(":", 1)
+    with pytest.raises(redis_py.exceptions.ConnectionError):
+        redis_py.Redis(host=host, port=int(port), socket_timeout=2).ping()
 
 
 @pytest.mark.slow

@@ -405,8 +405,10 @@ def add_protocol_option(p: argparse.ArgumentParser) -> None:
     RESP without it)."""
     p.add_argument("--protocol", choices=PROTOCOLS, default=None,
                    help="what the servers speak: memcached's text protocol, or resp (Redis, "
-                   "Valkey: RESP2) for a --server HOST:PORT; a --server redis://… or "
-                   "rediss://… speaks resp without it (default memcached; docs/resp.md)")
+                   "Valkey: RESP2) for a --server HOST:PORT, or a private redis-server when "
+                   "no --server is given (--server-memory its maxmemory, allkeys-lru); a "
+                   "--server redis://… or rediss://… speaks resp without it (default "
+                   "memcached; docs/resp.md)")
 
 
 def protocol_of(args: argparse.Namespace) -> str | None:
