@@ -22,13 +22,16 @@ class PrivateRedis:
     ``password`` (``--requirepass``) when given. :meth:`client` is redis-py's (the third
     party the tests check cachelab against)."""
 
-    def __init__(self, *extra: str, password: str | None = None) -> None:
+    def __init__(self, *extra: str, password: str | None = None,
+                 tls: tuple[str, str, str] | None = None) -> None:
         self.binary = shutil.which(os.environ.get("CACHELAB_REDIS", "redis-server"))
         if self.binary is None:
             raise RuntimeError("redis-server is not installed")
         self.extra, self.password = list(extra), password
+        #: ``(certificate, key, CA)``: a TLS listener on :attr:`tls_port` beside the plain one.
+        self.tls = tls
         self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
+        self.port = self.tls_port = 0
         self.dir = ""
 
     @property
@@ -52,6 +55,12 @@ class PrivateRedis:
                     "--appendonly", "no", "--dir", self.dir, "--logfile", ""]
             if self.password:
                 args += ["--requirepass", self.password]
+            if self.tls:
+                self.tls_port = free_port()
+                cert, key, ca = self.tls
+                args += ["--tls-port", str(self.tls_port), "--tls-cert-file", cert,
+                         "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                         "--tls-auth-clients", "no"]
             self.proc = subprocess.Popen(args + self.extra, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 10

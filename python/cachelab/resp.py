@@ -67,16 +67,8 @@ def parse_url(url: str) -> tuple[str, RespLogin]:
 
 
 def redact(url: str) -> str:
-    """``url`` with its password, if any, as ``***``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    authority, slash, path = rest.partition("/")
-    if "@" not in authority:
-        return url
-    creds, _, host = authority.rpartition("@")
-    user = creds.split(":", 1)[0] if ":" in creds else ""
-    return f"{scheme}://{user}:***@{host}{slash}{path}"
+    """``url`` with its password, if any, as ``***`` (the Rust client's redaction)."""
+    return str(_core.redact_resp_url(url))
 
 
 def read_info(address: str, login: RespLogin, *, timeout: float = 2.0,

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import redis as redis_py
 
+from cachelab.capacity import RESP_KEY_OVERHEAD, RespMemory, WontFit, Writes
 from clitools import one_error_line
 from privateredis import PrivateRedis, secret
 
@@ -236,6 +237,7 @@ def test_keys_evicted_during_the_run_stop_it_and_are_named_first(
     c = redis.client()
     c.config_set("maxmemory-policy", "allkeys-lru")
     c.config_set("maxmemory", "8mb")
+    gets = _calls(c.info("commandstats"), "get")  # (earlier tests' too: the server is shared)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "cachelab", "load", "--server", redis.url, "--format", "table",
@@ -244,7 +246,7 @@ def test_keys_evicted_during_the_run_stop_it_and_are_named_first(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         deadline = time.monotonic() + RUN_TIMEOUT
-        while _calls(c.info("commandstats"), "get") == 0:
+        while _calls(c.info("commandstats"), "get") == gets:  # the run's first get
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.02)
         # The user's writes: 16 MiB into 8, until the run has stopped.
@@ -301,3 +303,22 @@ def test_a_pool_of_redis_servers_spreads_the_keys_by_the_distribution(
         assert m["server"]["deltas"]["keyspace_hits"] > 0
     assert sum(m["keys"] for m in members) == 300 and all(m["keys"] for m in members)
     _no_secret(redis.password or "", proc, out)
+
+
+def test_the_room_check_names_what_redis_would_do() -> None:
+    """In process: what does not fit below maxmemory is refused with the policy's
+    consequence and the fix; no maxmemory (0) never evicts: it fits."""
+    writes = Writes("load", "values", shrink="use fewer keys (--key-space)",
+                    sizes_flag="--value-size").add(1000, 1000, key_len=24)
+    need = 1000 * (24 + 1000 + RESP_KEY_OVERHEAD)
+    roomy = RespMemory("h:1", limit=10 * need, used=0, policy="allkeys-lru", evictions=0)
+    assert roomy.check(writes) == need
+    assert RespMemory("h:1", limit=0, used=10**12, policy="noeviction",
+                      evictions=0).check(writes) == need
+    for policy, says in (("allkeys-lru", "evict the user's keys (maxmemory-policy allkeys-lru)"),
+                         ("noeviction", "refuse the run's writes (maxmemory-policy noeviction)")):
+        tight = RespMemory("h:1", limit=need, used=need // 4, policy=policy, evictions=0)
+        with pytest.raises(WontFit) as e:
+            tight.check(writes)
+        assert says in str(e.value) and "--key-space" in str(e.value) and "maxmemory" in str(
+            e.value)

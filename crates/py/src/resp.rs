@@ -1,11 +1,12 @@
 //! `RespClient`: a blocking connection to one Redis or Valkey (what Python needs of it around a
 //! run: `INFO`, `CONFIG GET`, `PING`, `DBSIZE`, `UNLINK` of the run's keys), and
-//! `parse_resp_url` (the client crate's `redis://` / `rediss://` parser, the only one).
+//! `parse_resp_url` and `redact_resp_url` (the client crate's `redis://` / `rediss://` parser
+//! and redaction, the only ones).
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use cachelab_client::resp::{Auth, RespClient as Blocking, RespOptions, RespUrl};
+use cachelab_client::resp::{redact, Auth, RespClient as Blocking, RespOptions, RespUrl};
 use cachelab_client::Error;
 use cachelab_proto::resp::{Command, RespKey, Value};
 
@@ -27,6 +28,12 @@ fn parse_resp_url<'py>(py: Python<'py>, url: &str) -> PyResult<Bound<'py, PyDict
     d.set_item("password", u.auth.as_ref().map(|a| a.password.expose()))?;
     d.set_item("db", u.db)?;
     Ok(d)
+}
+
+/// `url` with its password, if any, as `***` (what an error or a log line may show).
+#[pyfunction]
+fn redact_resp_url(url: &str) -> String {
+    redact(url)
 }
 
 /// A blocking RESP2 connection to one server: `AUTH` (when a password is given) and `SELECT`
@@ -148,5 +155,6 @@ impl RespClient {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RespClient>()?;
     m.add_function(wrap_pyfunction!(parse_resp_url, m)?)?;
+    m.add_function(wrap_pyfunction!(redact_resp_url, m)?)?;
     Ok(())
 }

@@ -381,14 +381,16 @@ def add_tls_options(p: argparse.ArgumentParser, *, needs: str = "--server",
 
 def tls_options(args: argparse.Namespace) -> TlsOptions | None:
     """The TLS settings from the flags of :func:`add_tls_options`, checked (files exist and
-    are readable, --cert with --key), or None without ``--tls``. UsageError for a TLS flag
-    without ``--tls``, and for ``--tls`` with ``--socket``."""
+    are readable, --cert with --key), or None without ``--tls``. A ``rediss://`` server is
+    TLS without ``--tls``. UsageError for a TLS flag without ``--tls``, and for ``--tls`` with
+    ``--socket``."""
     given = [flag for flag, value in (("--cacert", args.cacert), ("--cert", args.cert),
                                       ("--key", args.key), ("--sni", args.sni),
                                       ("--tls-skip-verify", args.tls_skip_verify)) if value]
-    if not args.tls:
+    rediss = any(s.startswith("rediss://") for s in getattr(args, "server", None) or [])
+    if not args.tls and not rediss:
         if given:
-            raise UsageError(f"{given[0]} needs --tls")
+            raise UsageError(f"{given[0]} needs --tls (or a rediss:// server)")
         return None
     if getattr(args, "socket", None):
         raise UsageError("--tls is for TCP servers (--server HOST:PORT), not --socket")
