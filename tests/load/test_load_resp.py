@@ -187,6 +187,7 @@ def test_protocol_resp_alone_runs_a_private_redis_and_stops_it(tmp_path: Path) -
     assert Path(server["argv"][0]).name == "redis-server" and "--save" in server["argv"]
     assert server["version"].startswith("redis ")
     assert server["deltas"]["keyspace_hits"] > 0
+    assert f"{server['version']} at {server['address']} (private)" in proc.stdout.splitlines()
     # Stopped at the end: its port answers no more.
     host, port = server["address"].rsplit(":", 1)
     with pytest.raises(redis_py.exceptions.ConnectionError):

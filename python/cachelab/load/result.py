@@ -236,7 +236,9 @@ def _summary_lines(r: LoadResult) -> list[str]:
         *validity_lines(r.validity),
         (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
          f"{srv.get('version', '?')}" if r.behind else
-         f"memcached {srv.get('version', '?')} at {srv.get('address')}")
+         # (a Redis's version says which: "redis 7.0.15", "valkey 8.0.1")
+         f"{'' if srv.get('protocol') == 'resp' else 'memcached '}{srv.get('version', '?')} "
+         f"at {srv.get('address')}")
         + (" (private)" if srv.get("private") else ""),
         f"{r.mode} loop, {s['connections']} connection(s) on {s['threads']} thread(s), "
         + (f"target {s['rate']:.0f}/s ({s['arrivals']})" if r.mode == "open"
