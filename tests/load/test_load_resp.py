@@ -21,7 +21,7 @@ import pytest
 import redis as redis_py
 
 from cachelab.capacity import RESP_KEY_OVERHEAD, RespMemory, WontFit, Writes
-from clitools import one_error_line
+from clitools import InProcess, one_error_line
 from privateredis import PrivateRedis, secret
 
 RUN_TIMEOUT = 60
@@ -323,3 +323,24 @@ def test_the_room_check_names_what_redis_would_do() -> None:
             tight.check(writes)
         assert says in str(e.value) and "--key-space" in str(e.value) and "maxmemory" in str(
             e.value)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["profile", "--server", "redis://:PW@127.0.0.1:1"],
+     "this verb measures memcached only for now: a redis:// server is for cachelab load"),
+    (["load", "--protocol", "memcached", "--server", "redis://:PW@127.0.0.1:1"],
+     "--protocol memcached, but --server redis://:***@127.0.0.1:1 is a Redis URL"),
+    (["load", "--server", "redis://:PW@127.0.0.1:1/x"], 'database "x" is not a number'),
+    (["load", "--protocol", "resp", "--private-pool", "2"], "not with --ray or --private-pool"),
+    (["load", "--server", "redis://:PW@127.0.0.1:1", "--server", "127.0.0.1:2"],
+     "give every server as a redis:// URL, or none"),
+])
+def test_redis_usage_errors_are_one_line_without_the_password(
+        cli: InProcess, tmp_path: Path, args: list[str], message: str) -> None:
+    password = secret()
+    r = cli(*[a.replace("PW", password) for a in args], "--out", tmp_path / "out")
+    assert r.returncode == 2, r.stderr
+    line = one_error_line(r)
+    assert message in line, line
+    assert password not in r.stdout + r.stderr
+    assert not (tmp_path / "out").exists()

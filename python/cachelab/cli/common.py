@@ -411,6 +411,7 @@ def add_protocol_option(p: argparse.ArgumentParser) -> None:
                    "no --server is given (--server-memory its maxmemory, allkeys-lru); a "
                    "--server redis://… or rediss://… speaks resp without it (default "
                    "memcached; docs/resp.md)")
+    p.set_defaults(speaks_resp=True)  # (the verbs without it refuse a redis:// server)
 
 
 def protocol_of(args: argparse.Namespace) -> str | None:
