@@ -53,10 +53,9 @@ private pool: --private-pool 3 --remove 2@5, --fail 2@5:stop:2 --on-member-down 
 
 EXAMPLES = """\
 cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
-cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
 cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
 # a Redis or Valkey (RESP; the password is never printed or written)
-cachelab load --server redis://:PASSWORD@127.0.0.1:6379/0 --rate 20000 --mix get=90,set=10
+cachelab load --server redis://:PASSWORD@127.0.0.1:6379/0 --rate 50000 --key-dist zipf:0.99
 # a private pool of 3, member 2 removed at 5 s; exit 1 if the run is INVALID or had errors
 cachelab load --private-pool 3 --rate 20000 --remove 2@5 --fail-on invalid,problems
 """
