@@ -2,8 +2,8 @@
 counters (redis-py reads them: a third party) against what the run says it sent, the keys
 deleted, the ``maxmemory`` refusal, a SIGSTOP'd server, and the password never shown.
 
-One password-protected server per module (``redis``); the SIGSTOP case stops a server of its
-own. Runs are short; the assertions are on counts and verdicts, not on speed."""
+One password-protected server for the module (conftest's ``redis``); the SIGSTOP case stops
+a server of its own. Runs are short; the assertions are on counts and verdicts, not on speed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,6 @@ from clitools import InProcess, one_error_line
 from privateredis import PrivateRedis, secret
 
 RUN_TIMEOUT = 60
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[PrivateRedis]:
-    """A private redis-server with a password, shared by this module: its tests leave it
-    empty (every run deletes what it wrote)."""
-    try:
-        server = PrivateRedis(password=secret())
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with server:
-        yield server
 
 
 def _load(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
