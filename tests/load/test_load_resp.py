@@ -331,3 +331,43 @@ def test_redis_usage_errors_are_one_line_without_the_password(
     assert message in line, line
     assert password not in r.stdout + r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_open_loop_counts_a_sigstop_stall_from_the_intended_send_times(tmp_path: Path) -> None:
+    """A Redis stopped for 1.5 s mid-run, then continued: the open loop's requests due
+    meanwhile waited from their intended time (the corrected headline's max is the stall, the
+    rate not held); the uncorrected figures would hide it. Exit 0: slow, not failed."""
+    with PrivateRedis() as server:
+        assert server.proc is not None
+        out = tmp_path / "out"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cachelab", "load", "--server", server.url, "--format",
+             "table", "--out", str(out), "--no-plots", "--warmup", "0.5", "--interval", "0.5",
+             "--rate", "2000", "--duration", "4", "--timeout", "5", "--max-outstanding", "50"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        c = server.client()
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while _calls(c.info("commandstats"), "get") == 0:
+            assert proc.poll() is None and time.monotonic() < deadline, "no get was sent"
+            time.sleep(0.02)
+        time.sleep(1.5)
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(1.5)
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 0, stderr
+    assert "rate not held" in stderr, stderr
+    row = next(line for line in stdout.splitlines() if line.startswith("corrected "))
+    assert float(row.split()[-1]) / 1e6 >= 1.2, stdout  # its max: the stall
+    saved = _saved(out)
+    assert saved["schedule"]["held"] is False
+    assert saved["totals"]["corrected"]["percentiles"]["99"] >= 0.5e9
+    # Most requests due during the stop were sent after it (4 connections × 50 in flight):
+    # quick from their send, slow from their intended time.
+    p90 = {k: saved["totals"][k]["percentiles"]["90"] for k in ("corrected", "uncorrected")}
+    assert p90["corrected"] > 5 * p90["uncorrected"], p90
+    assert saved["run"]["leftover_keys"] == 0
