@@ -52,7 +52,8 @@ from cachelab.units import human_bytes
 
 __all__ = ["CLEANUP_BUDGET", "ITEM_OVERHEAD", "MARGIN", "PAGE", "POLL_EVERY", "RESP_KEY_OVERHEAD",
            "EvictionWatch", "Evicting", "PoolWatch", "RespMemory", "ServerMemory", "WontFit",
-           "Writes", "delete_keys", "evicted_message", "guard", "guard_pool", "guard_resp"]
+           "Writes", "delete_keys", "evicted_message", "guard", "guard_pool", "guard_resp",
+           "jemalloc_size"]
 
 #: Bytes of an item beside its key and value: the item header (48), CAS (8), the key's
 #: terminator (1), the value's CRLF (2) and the client flags (4).
@@ -324,11 +325,22 @@ def guard_pool(members: Iterable[tuple[str, Writes]], *, private: bool, timeout:
     return PoolWatch(watches)
 
 
-#: Bytes a Redis key takes beside its key and value: the keyspace's hash-table entry (24), the
-#: value's object header (16), the two strings' headers and jemalloc's rounding (~24), the
-#: table's own slot (8) and, with a TTL, an entry in the expiry table (32): 104, rounded up to
-#: 128 for the estimate to err on the safe side.
-RESP_KEY_OVERHEAD = 128
+#: Bytes a Redis key takes beside its key and value strings: the keyspace's hash-table entry
+#: (24, in a 32-byte allocation), the value's object header (16), the table's slots (8, twice
+#: while it rehashes: 16), and an entry in the expiry table with its slots (48) — counted for
+#: every key, TTL or not, to err on the safe side.
+RESP_KEY_OVERHEAD = 32 + 16 + 16 + 48
+
+
+def jemalloc_size(n: int) -> int:
+    """The allocation jemalloc (Redis's allocator) makes for ``n`` bytes: its size class —
+    8, then multiples of 16 up to 128, then four classes per doubling."""
+    if n <= 8:
+        return 8
+    if n <= 128:
+        return -(-n // 16) * 16
+    step = 1 << ((n - 1).bit_length() - 3)
+    return -(-n // step) * step
 
 
 @dataclass(frozen=True)
@@ -352,8 +364,12 @@ class RespMemory:
 
     @staticmethod
     def need(writes: Writes) -> int:
-        """Bytes the writes take: key, value and :data:`RESP_KEY_OVERHEAD` each."""
-        return sum(n * (k + v + RESP_KEY_OVERHEAD) for (k, v), n in writes.items.items())
+        """Bytes the writes take: the key's and the value's strings (each with its 4-byte
+        header and terminator, in jemalloc's size class) and :data:`RESP_KEY_OVERHEAD` each.
+        (Measured on redis-server 7.0 with 27-byte keys and 1000-byte values: 1,121 bytes a
+        key without a TTL, 1,149 with one; this counts 1,168.)"""
+        return sum(n * (jemalloc_size(k + 4) + jemalloc_size(v + 4) + RESP_KEY_OVERHEAD)
+                   for (k, v), n in writes.items.items())
 
     def check(self, writes: Writes) -> int:
         """Raises :class:`WontFit` when the writes do not fit below ``maxmemory`` less

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis as redis_py
 
-from cachelab.capacity import RESP_KEY_OVERHEAD, RespMemory, WontFit, Writes
+from cachelab.capacity import RESP_KEY_OVERHEAD, RespMemory, WontFit, Writes, jemalloc_size
 from clitools import InProcess, one_error_line
 from privateredis import PrivateRedis, secret
 
@@ -293,12 +293,17 @@ def test_a_pool_of_redis_servers_spreads_the_keys_by_the_distribution(
     _no_secret(redis.password or "", proc, out)
 
 
+def test_jemalloc_size_classes() -> None:
+    assert [jemalloc_size(n) for n in (1, 8, 9, 16, 17, 128, 129, 160, 161, 1004, 1025, 4097)] \
+        == [8, 8, 16, 16, 32, 128, 160, 160, 192, 1024, 1280, 5120]
+
+
 def test_the_room_check_names_what_redis_would_do() -> None:
     """In process: what does not fit below maxmemory is refused with the policy's
     consequence and the fix; no maxmemory (0) never evicts: it fits."""
     writes = Writes("load", "values", shrink="use fewer keys (--key-space)",
                     sizes_flag="--value-size").add(1000, 1000, key_len=24)
-    need = 1000 * (24 + 1000 + RESP_KEY_OVERHEAD)
+    need = 1000 * (32 + 1024 + RESP_KEY_OVERHEAD)  # (28 and 1004 bytes: jemalloc's classes)
     roomy = RespMemory("h:1", limit=10 * need, used=0, policy="allkeys-lru", evictions=0)
     assert roomy.check(writes) == need
     assert RespMemory("h:1", limit=0, used=10**12, policy="noeviction",
