@@ -23,7 +23,6 @@ from cachelab.cli.output import (
 from cachelab.errors import UsageError
 from cachelab.intervals import parse_precision
 from cachelab.load.engine import PROXY_DISTRIBUTION
-from cachelab.load.spec import PROTOCOLS
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
 from cachelab.progress import Progress
 from cachelab.resp import is_url, redact
@@ -402,15 +401,20 @@ def tls_options(args: argparse.Namespace) -> TlsOptions | None:
     return tls
 
 
+#: ``--protocol``'s values, one vocabulary for every verb: memcached's text or meta protocol,
+#: or RESP (Redis, Valkey). Each verb refuses in one line those it does not speak.
+PROTOCOL_CHOICES = ("text", "meta", "resp")
+
+
 def add_protocol_option(p: argparse.ArgumentParser) -> None:
-    """``--protocol memcached|resp``: what the servers speak (a ``redis://`` server speaks
-    RESP without it)."""
-    p.add_argument("--protocol", choices=PROTOCOLS, default=None,
-                   help="what the servers speak: memcached's text protocol, or resp (Redis, "
-                   "Valkey: RESP2) for a --server HOST:PORT, or a private redis-server when "
-                   "no --server is given (--server-memory its maxmemory, allkeys-lru); a "
-                   "--server redis://… or rediss://… speaks resp without it (default "
-                   "memcached; docs/resp.md)")
+    """``--protocol text|resp`` for ``load``: what the servers speak (a ``redis://`` server
+    speaks RESP without it; ``meta`` is refused: load speaks memcached's text protocol)."""
+    p.add_argument("--protocol", choices=PROTOCOL_CHOICES, default=None,
+                   help="what the servers speak: text (memcached's text protocol), or resp "
+                   "(Redis, Valkey: RESP2) for a --server HOST:PORT, or a private "
+                   "redis-server when no --server is given (--server-memory its maxmemory, "
+                   "allkeys-lru); a --server redis://… or rediss://… speaks resp without it "
+                   "(default text; meta is profile's; docs/resp.md)")
     p.set_defaults(speaks_resp=True)  # (the verbs without it refuse a redis:// server)
 
 
@@ -419,9 +423,13 @@ def protocol_of(args: argparse.Namespace) -> str | None:
     server, ``memcached`` when asked, None when neither says; UsageError when they disagree."""
     urls = [s for s in (getattr(args, "server", None) or []) if is_url(s)]
     asked = getattr(args, "protocol", None)
-    if urls and asked == "memcached":
-        raise UsageError(f"--protocol memcached, but --server {redact(urls[0])} is a Redis "
+    if asked == "meta":
+        raise UsageError("--protocol meta: load speaks memcached's text protocol (meta is "
+                         "profile's); give --protocol text or resp")
+    if urls and asked == "text":
+        raise UsageError(f"--protocol text, but --server {redact(urls[0])} is a Redis "
                          "URL: give HOST:PORT, or --protocol resp")
+    asked = "memcached" if asked == "text" else asked
     return "resp" if urls else asked
 
 
