@@ -420,7 +420,8 @@ def add_protocol_option(p: argparse.ArgumentParser) -> None:
 
 def protocol_of(args: argparse.Namespace) -> str | None:
     """The protocol the flags name: ``resp`` for ``--protocol resp`` or a ``redis://``
-    server, ``memcached`` when asked, None when neither says; UsageError when they disagree."""
+    server, ``text`` when asked, None when neither says; UsageError when they disagree (or
+    for ``meta``, which load does not speak)."""
     urls = [s for s in (getattr(args, "server", None) or []) if is_url(s)]
     asked = getattr(args, "protocol", None)
     if asked == "meta":
@@ -429,7 +430,6 @@ def protocol_of(args: argparse.Namespace) -> str | None:
     if urls and asked == "text":
         raise UsageError(f"--protocol text, but --server {redact(urls[0])} is a Redis "
                          "URL: give HOST:PORT, or --protocol resp")
-    asked = "memcached" if asked == "text" else asked
     return "resp" if urls else asked
 
 

@@ -34,7 +34,7 @@ __all__ = ["KEY_DISTS", "LIMITS", "MAX_PROBE_RATE", "OPS", "PROTOCOLS", "SIZE_DI
 
 OPS = ("get", "multiget", "set", "delete")
 #: The protocols a load speaks (``LoadSpec.protocol``; the engine's ``Protocol``).
-PROTOCOLS = ("memcached", "resp")
+PROTOCOLS = ("text", "resp")
 KEY_DISTS = ("uniform", "zipf", "gaussian", "sequential", "hotset")
 SIZE_DISTS = ("fixed", "uniform", "lognormal", "histogram")
 
@@ -125,10 +125,10 @@ class LoadSpec:
     #: reported apart (``probe`` in load.json). None: no probe. See docs/load.md, "Latency
     #: probe and client saturation".
     probe_rate: float | None = None
-    #: The protocol spoken: ``memcached`` (its text protocol) or ``resp`` (Redis, Valkey:
+    #: The protocol spoken: ``text`` (memcached's text protocol) or ``resp`` (Redis, Valkey:
     #: RESP2, ``GET``/``MGET``/``SET … EX``/``DEL``). A ``redis://`` or ``rediss://`` server
     #: speaks ``resp`` whatever this says. See docs/resp.md, "load".
-    protocol: str = "memcached"
+    protocol: str = "text"
     #: TLS to a memcached started with ``-Z`` (None: plain TCP). Not part of the workload:
     #: how it reaches the server. See docs/load.md, "TLS".
     tls: TlsOptions | None = None
