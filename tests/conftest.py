@@ -1,4 +1,5 @@
-"""Shared fixtures: private memcached (and PostgreSQL) servers and fake misbehaving servers."""
+"""Shared fixtures: private memcached (and Redis, PostgreSQL) servers and fake misbehaving
+servers."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from cachelab.servers import PrivateMemcached  # noqa: E402
 from clitools import InProcess  # noqa: E402
 from fakes import FakeServer  # noqa: E402
 from privatepg import PrivatePostgres  # noqa: E402
+from privateredis import PrivateRedis, secret  # noqa: E402
 
 #: Session fixtures too costly to start once in every pytest-xdist worker (``make test`` runs the
 #: suite in several): the tests that use one are sent to one worker (``--dist loadgroup``).
@@ -95,6 +97,19 @@ def memcached() -> Iterator[PrivateMemcached]:
 def memcached_unix() -> Iterator[PrivateMemcached]:
     """A private memcached over a Unix socket, shared by the whole session."""
     with PrivateMemcached(unix_socket=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[PrivateRedis]:
+    """A private redis-server with a password (in ``redis.url``; redis-py's ``redis.client()``
+    has it too), one per test module: its tests leave it empty, and do not stop or flush it.
+    Skips the test when redis-server is not installed."""
+    try:
+        server = PrivateRedis(password=secret())
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    with server:
         yield server
 
 

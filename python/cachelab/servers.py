@@ -39,15 +39,16 @@ from cachelab.childproc import LOOPBACK, ChildProcess, ExitRegistry, free_port
 from cachelab.errors import (
     MemcachedNotInstalled,
     ServerError,
+    ServerUnreachable,
     TlsHandshakeFailed,
     UsageError,
 )
 from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import limited, limits_of
 
-__all__ = ["LOOPBACK", "SERVER_LIMITS", "STATS_TIMEOUT", "PrivateMemcached", "ServerOptions",
-           "Target", "find_memcached", "on_this_machine", "proxy_message", "read_stats",
-           "restarted", "serve", "started_unix", "stats_or_none", "stop_all"]
+__all__ = ["LOOPBACK", "SERVER_LIMITS", "STATS_TIMEOUT", "PrivateMemcached", "PrivateRedis",
+           "ServerOptions", "Target", "find_memcached", "on_this_machine", "proxy_message",
+           "read_stats", "restarted", "serve", "started_unix", "stats_or_none", "stop_all"]
 
 _INSTALL_HINT = "memcached is not installed; install it with: apt-get install -y memcached"
 _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the server
@@ -512,10 +513,69 @@ def _read_until(sock: socket.socket, terminator: bytes) -> bytes:
     return data
 
 
+class PrivateRedis(ChildProcess):
+    """A redis-server started by us on a free loopback TCP port (``load --protocol resp``
+    without ``--server``): no persistence (``--save ''``, ``--appendonly no``), in a private
+    directory, at most ``memory_mb`` of data (``--maxmemory``) evicted by ``allkeys-lru`` past
+    it, as a private memcached evicts its oldest items. ``start()`` returns once it answers
+    ``PING`` and its ``INFO`` names our process."""
+
+    program = "redis-server"
+    label = "redis-server"
+
+    def __init__(self, *, memory_mb: int = 64, extra_args: Sequence[str] = (),
+                 binary: str | None = None, start_timeout: float = 5.0) -> None:
+        super().__init__(start_timeout=start_timeout, binary=binary)
+        if memory_mb < 1:
+            raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
+        self.memory_mb = memory_mb
+        self.extra_args = tuple(extra_args)
+        self._port: int | None = None
+
+    @property
+    def address(self) -> str:
+        if self._port is None:
+            raise RuntimeError("the server has not been started")
+        return f"{self._host}:{self._port}"
+
+    def _command(self) -> list[str]:
+        found = shutil.which(self.binary or os.environ.get("CACHELAB_REDIS", "redis-server"))
+        if found is None:
+            raise ServerUnreachable("redis-server is not installed: apt-get install -y "
+                                    "redis-server (or give --server redis://HOST:PORT)")
+        return [found]
+
+    def _launch(self, command: list[str]) -> None:
+        self._port = free_port(self._host)
+        self._dir = tempfile.mkdtemp(prefix="cachelab-redis-")
+        self._spawn([*command, "--bind", self._host, "--port", str(self._port), "--save", "",
+                     "--appendonly", "no", "--dir", self._dir, "--logfile", "",
+                     "--maxmemory", f"{self.memory_mb}mb", "--maxmemory-policy", "allkeys-lru",
+                     *self.extra_args])
+
+    def _ready(self, deadline: float) -> bool:
+        """``PING`` answered and ``INFO server`` naming this process (not another program
+        that took the port between our choosing it and redis-server's bind)."""
+        timeout = max(0.001, min(_PROBE_TIMEOUT, deadline - time.monotonic()))
+        try:
+            with socket.create_connection((self._host, self._port or 0), timeout=timeout) as s:
+                s.sendall(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+                reply = b""
+                while b"\r\nprocess_id:" not in reply or not reply.endswith(b"\r\n\r\n"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        return False
+                    reply += chunk
+        except OSError:
+            return False
+        return reply.startswith(b"+PONG") and f"process_id:{self.pid}\r\n".encode() in reply
+
+
 # -- the registry of running servers, stopped at exit -----------------------------------------
 
 _registry = ExitRegistry()
 PrivateMemcached.registry = _registry
+PrivateRedis.registry = _registry
 
 
 def stop_all() -> None:

@@ -8,9 +8,12 @@ A target is one of
   and member failure settings (None: the verb's, or its spec's, defaults);
 * a proxy (twemproxy, :attr:`Target.proxy`) with the servers behind it
   (:attr:`Target.servers`: their stats are read and their room checked);
-* a private memcached cachelab starts from :attr:`Target.options` (no server given);
+* a private memcached cachelab starts from :attr:`Target.options` (no server given), or a
+  private redis-server when the target speaks RESP (:class:`~cachelab.servers.PrivateRedis`);
 * a private pool of :attr:`Target.private_pool` memcached servers (load's failure drills),
   optionally behind a private twemproxy (:attr:`Target.private_proxy`);
+* any of the servers given as Redis or Valkey (:attr:`Target.resp`, the login: a
+  ``redis://`` or ``rediss://`` URL given as the server, or ``--protocol resp``);
 
 optionally driven from Ray agents (:attr:`Target.ray`). :meth:`Target.open` opens it —
 starts the private server, pool or proxy, stops them when the block ends — and yields the
@@ -31,9 +34,11 @@ from cachelab.errors import UsageError
 from cachelab.pool import parse_server
 from cachelab.proxies import PrivateTwemproxy
 from cachelab.raycluster import RayOptions
+from cachelab.resp import RespLogin, is_url, parse_url
 from cachelab.servers import (
     DEFAULT_THREADS,
     PrivateMemcached,
+    PrivateRedis,
     ServerOptions,
     private_pool,
     serve,
@@ -72,8 +77,24 @@ class Target:
     #: :meth:`Live.handed`): a verb records them, and treats the server as its own private
     #: one (no room check), but neither starts nor stops it.
     facts: Mapping[str, Any] = field(default_factory=dict)
+    #: The servers speak RESP (Redis, Valkey): the login each connection sends (user,
+    #: password, database; TLS for ``rediss://``). None: memcached. Servers given as
+    #: ``redis://`` URLs set it (and are kept as ``host:port``).
+    resp: RespLogin | None = None
 
     def __post_init__(self) -> None:
+        urls = [s for s in self.servers if is_url(s)]
+        if urls:
+            if len(urls) != len(self.servers) or self.proxy is not None:
+                raise UsageError("give every server as a redis:// URL, or none (and no "
+                                 "--proxy: RESP goes straight to the servers)")
+            parsed = [parse_url(u) for u in urls]
+            logins = {login for _, login in parsed}
+            if len(logins) > 1:
+                raise UsageError("the redis:// servers of a pool share one login: give "
+                                 "each the same user, password, database and scheme")
+            object.__setattr__(self, "servers", tuple(a for a, _ in parsed))
+            object.__setattr__(self, "resp", parsed[0][1])
         object.__setattr__(self, "servers", tuple(self.servers))
         unknown = sorted(set(self.pool) - set(POOL_SETTINGS))
         if unknown:
@@ -186,6 +207,13 @@ class Target:
                         owned[:self.private_pool], **dict(proxy or {})))
                     hidden, given = given, [twemproxy.address]
             first = _address(given[0]) if given else None
+            if first is None and self.resp is not None:  # a private Redis
+                redis = stack.enter_context(PrivateRedis(
+                    memory_mb=max(self.options.memory_mb, memory_mb),
+                    extra_args=self.options.extra_args))
+                yield Live(address=redis.address, given=[], pid=redis.pid,
+                           facts={**self.facts, "private": True, "argv": redis.argv})
+                return
             served = stack.enter_context(serve(
                 first, self.options, memory_mb=memory_mb, threads=threads,
                 default_threads=default_threads, item_size_max=item_size_max, cpus=cpus))

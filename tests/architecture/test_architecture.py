@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
      "cachelab.intervals", "cachelab.answers", "cachelab.glossary"),
     ("cachelab.tables", "cachelab.artifacts", "cachelab.schemas", "cachelab.childproc",
      "cachelab.pool", "cachelab.raycluster"),
-    ("cachelab.servers",),
+    ("cachelab.servers", "cachelab.resp"),
     ("cachelab.capacity",),
     ("cachelab.proxies",),
     ("cachelab.target",),

@@ -8,6 +8,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
 from cachelab.tiered.backends import PymemcacheTier
 from cachelab.tls import TlsOptions
 from clitools import InProcess, cachelab, one_error_line
+from privateredis import PrivateRedis
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
                                 reason="the openssl command makes the test certificates")
@@ -346,3 +348,29 @@ def test_compare_tls_usage_errors(cli: InProcess, certs: dict[str, Path], tmp_pa
     assert r.returncode == 2, r.stderr
     assert message in one_error_line(r)
     assert not (tmp_path / "ab").exists()
+
+
+@pytest.mark.slow
+def test_load_over_rediss_verifies_the_redis_servers_certificate(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    """``--server rediss://…`` is RESP over TLS: verified against --cacert (the run's
+    requests counted by the server's TLS listener), refused against another CA."""
+    tls = (str(certs["server_cert"]), str(certs["server_key"]), str(certs["ca"]))
+    with PrivateRedis(tls=tls) as server:
+        url = f"rediss://127.0.0.1:{server.tls_port}"
+        base = [sys.executable, "-m", "cachelab", "load", "--server", url, "--duration", "1",
+                "--warmup", "0.5", "--key-space", "100", "--no-plots", "--format", "json"]
+        ok = subprocess.run([*base, "--cacert", str(certs["ca"]), "--out", str(tmp_path / "a")],
+                            capture_output=True, text=True, timeout=120)
+        assert ok.returncode == 0, ok.stderr
+        saved = json.loads((tmp_path / "a" / "load.json").read_text())
+        assert saved["server"]["transport"].startswith("tls"), saved["server"]["transport"]
+        assert saved["server"]["protocol"] == "resp" and saved["all"]["errors"] == {}
+        assert saved["server"]["deltas"]["keyspace_hits"] > 0
+        assert server.client().dbsize() == 0
+        bad = subprocess.run([*base, "--cacert", str(certs["other_ca"]),
+                              "--out", str(tmp_path / "b")],
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 3, bad.stderr
+        assert "certificate" in bad.stderr.lower(), bad.stderr

@@ -64,6 +64,26 @@ pub enum Error {
     /// RESP3 was required but the server at `address` refused `HELLO 3` (a Redis before 6):
     /// `reply` is its error text. Counted as `server_error`.
     NoResp3 { address: String, reply: String },
+    /// A Redis Cluster kept redirecting a command (`-MOVED`, `-ASK`) past the client's bound:
+    /// `count` redirections for `slot`, the last one `last`. Counted as `server_error`.
+    Redirections {
+        command: String,
+        slot: u16,
+        count: u32,
+        last: String,
+    },
+    /// `-TRYAGAIN …` from `address`: the keys of a multi-key command are split between two
+    /// nodes by a slot migration in progress; retry later. Counted as `server_error`.
+    TryAgain { address: String, message: String },
+    /// `-CLUSTERDOWN …` from `address`: the cluster cannot serve (a slot without a master, a
+    /// lost majority). Counted as `server_error`.
+    ClusterDown { address: String, message: String },
+    /// No master is known for `slot`: the cluster does not cover it, or announced no endpoint
+    /// for its master. Counted as `server_error`.
+    NoSlotOwner { slot: u16 },
+    /// `address` is not a Redis Cluster node: `reply` is what it answered for its slot map.
+    /// Counted as `server_error`.
+    NotCluster { address: String, reply: String },
 }
 
 /// The kind of an [`Error`], for counting errors by kind.
@@ -148,9 +168,14 @@ impl Error {
             Error::Key(_) => ErrorKind::Key,
             Error::UnknownCommand => ErrorKind::UnknownCommand,
             Error::ClientError(_) => ErrorKind::ClientError,
-            Error::ServerError(_) | Error::Redis(_) | Error::NoResp3 { .. } => {
-                ErrorKind::ServerError
-            }
+            Error::ServerError(_)
+            | Error::Redis(_)
+            | Error::NoResp3 { .. }
+            | Error::Redirections { .. }
+            | Error::TryAgain { .. }
+            | Error::ClusterDown { .. }
+            | Error::NoSlotOwner { .. }
+            | Error::NotCluster { .. } => ErrorKind::ServerError,
             Error::Broken(_) => ErrorKind::Broken,
         }
     }
@@ -317,6 +342,37 @@ impl fmt::Display for Error {
                 f,
                 "{address} does not speak RESP3: HELLO 3 was answered '{reply}' (it needs \
                  Redis 6 or later, or Valkey; RESP2 works with any)"
+            ),
+            Error::Redirections {
+                command,
+                slot,
+                count,
+                last,
+            } => write!(
+                f,
+                "{command} (slot {slot}): still redirected after {count} redirections, the \
+                 last '{last}': the cluster's nodes disagree on the slot's owner (a migration \
+                 left half done?)"
+            ),
+            Error::TryAgain { address, message } => write!(
+                f,
+                "{address} answered '{message}': a slot migration in progress splits the \
+                 command's keys between two nodes; retry later"
+            ),
+            Error::ClusterDown { address, message } => write!(
+                f,
+                "{address} answered '{message}': the cluster cannot serve (a slot without a \
+                 master, or a lost majority)"
+            ),
+            Error::NoSlotOwner { slot } => write!(
+                f,
+                "no master is known for hash slot {slot}: the cluster does not cover it, or \
+                 announced no endpoint for its master"
+            ),
+            Error::NotCluster { address, reply } => write!(
+                f,
+                "{address} is not a Redis Cluster node: asked for its slot map, it answered \
+                 '{reply}'"
             ),
         }
     }

@@ -86,6 +86,7 @@ fn main() {
             .ok()
             .map(|v| v.parse().expect("requests/s")),
         cleanup: true,
+        protocol: Default::default(),
     };
     let out = run(&spec, &Progress::new()).expect("run");
     let t = &out.all;

@@ -40,8 +40,9 @@
 //! * `drill` — a failure drill's predicted hit ratio per interval, from the run's route
 //!   tables;
 //! * [`steady`], `series` (intervals and totals), `fault`, `setup` (value pool, prefill,
-//!   clean-up), [`server`] (stats and schedstat), `shared` (progress and run state), `spec`
-//!   (the workload and its checks), [`busy`], [`keys`], [`sizes`].
+//!   clean-up), [`server`] (stats or INFO, and schedstat), `shared` (progress and run state),
+//!   `spec` (the workload and its checks), `protocol` (memcached or RESP, and RESP's login),
+//!   [`busy`], [`keys`], [`sizes`].
 
 pub mod busy;
 mod conn;
@@ -52,6 +53,7 @@ pub mod keys;
 mod member;
 mod outcome;
 mod pacing;
+mod protocol;
 mod record;
 mod recorder;
 mod route;
@@ -81,8 +83,8 @@ pub use series::{Interval, Totals, OPS};
 pub use server::ServerView;
 pub use shared::Progress;
 pub use spec::{
-    caps, limits, Arrivals, Change, Defaults, DistSpec, Member, Mix, Mode, Pool, Spec, SpecError,
-    Stop, DEFAULTS, LIMITS, MEMBER_TIMEOUT,
+    caps, limits, Arrivals, Change, Defaults, DistSpec, Member, Mix, Mode, Password, Pool,
+    Protocol, RespLogin, Spec, SpecError, Stop, DEFAULTS, LIMITS, MEMBER_TIMEOUT,
 };
 pub use stalls::Stall;
 pub use steady::Steady;

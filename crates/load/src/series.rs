@@ -10,6 +10,7 @@ pub const OPS: [&str; 4] = ["get", "multiget", "set", "delete"];
 pub(crate) const GET: usize = 0;
 pub(crate) const MULTIGET: usize = 1;
 pub(crate) const SET: usize = 2;
+pub(crate) const DELETE: usize = 3;
 
 /// One interval of the time series.
 #[derive(Debug, Clone)]

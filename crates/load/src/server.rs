@@ -9,10 +9,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use cachelab_client::resp::{RespClient, RespOptions};
 use cachelab_client::{Address, BlockingConnection, Error};
 use serde::Serialize;
 
-use crate::spec::Spec;
+use crate::spec::{Protocol, Spec};
 
 /// Scheduler counters summed over a process's threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -83,13 +84,51 @@ fn local_pid(
     }
     let pid: u32 = stats.get("pid")?.parse().ok()?;
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    (comm.trim() == "memcached" && Path::new(&format!("/proc/{pid}/task")).exists()).then_some(pid)
+    let server = matches!(comm.trim(), "memcached" | "redis-server" | "valkey-server");
+    (server && Path::new(&format!("/proc/{pid}/task")).exists()).then_some(pid)
 }
 
+/// memcached's `stats`, or a RESP server's `INFO` (its default sections) as one map of
+/// fields, with memcached's names for the process's identity added — `pid`
+/// (`process_id`), `uptime` (`uptime_in_seconds`) and `time` (`server_time_usec`, in
+/// seconds) — so that a restart is told the same way.
 fn stats(address: &Address, spec: &Spec) -> Result<(String, BTreeMap<String, String>), Error> {
-    let mut c = BlockingConnection::connect(address, spec.options.clone())?;
-    let version = c.version()?;
-    let s = c.stats(None)?.into_iter().collect();
+    let login = match &spec.protocol {
+        Protocol::Memcached => {
+            let mut c = BlockingConnection::connect(address, spec.options.clone())?;
+            let version = c.version()?;
+            let s = c.stats(None)?.into_iter().collect();
+            return Ok((version, s));
+        }
+        Protocol::Resp(login) => login,
+    };
+    let resp = RespOptions {
+        auth: login.auth(),
+        db: login.db,
+        ..RespOptions::default()
+    };
+    let mut c = RespClient::connect(address, spec.options.clone(), &resp)?;
+    let info = c.info(None)?;
+    let mut s: BTreeMap<String, String> = info
+        .sections
+        .into_iter()
+        .flat_map(|section| section.fields)
+        .collect();
+    for (alias, field) in [("pid", "process_id"), ("uptime", "uptime_in_seconds")] {
+        if let Some(v) = s.get(field).cloned() {
+            s.insert(alias.into(), v);
+        }
+    }
+    if let Some(us) = s
+        .get("server_time_usec")
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        s.insert("time".into(), (us / 1_000_000).to_string());
+    }
+    let version = ["valkey_version", "redis_version"]
+        .iter()
+        .find_map(|f| s.get(*f).map(|v| format!("{} {v}", &f[..f.len() - 8])))
+        .unwrap_or_default();
     Ok((version, s))
 }
 

@@ -8,13 +8,93 @@ use bytes::{Bytes, BytesMut};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
-use cachelab_client::{Address, Connection};
+use cachelab_client::resp::{self, RespConnection, RespOptions};
+use cachelab_client::{Address, Connection, Error};
+use cachelab_proto::resp::{Command as RespCommand, RespKey, Value};
 use cachelab_proto::{Command, Key, Response, Store};
 
 use crate::route::Routes;
 use crate::shared::Progress;
 use crate::sizes;
-use crate::spec::Spec;
+use crate::spec::{Protocol, Spec};
+
+/// A set-up or clean-up request in either protocol, and its reply.
+pub(crate) enum Request {
+    Memcached(Command),
+    Resp(RespCommand),
+}
+
+pub(crate) enum Reply {
+    Memcached(Response),
+    Resp(Value),
+}
+
+/// One connection of the set-up or the clean-up: memcached's or RESP's (logged in).
+enum Link {
+    Memcached(Connection),
+    Resp(RespConnection),
+}
+
+impl Link {
+    async fn open(spec: &Spec, address: &Address) -> Result<Link, Error> {
+        match &spec.protocol {
+            Protocol::Memcached => Connection::connect(address, spec.options.clone())
+                .await
+                .map(Link::Memcached),
+            Protocol::Resp(login) => {
+                let resp = RespOptions {
+                    auth: login.auth(),
+                    db: login.db,
+                    ..RespOptions::default()
+                };
+                RespConnection::connect(address, spec.options.clone(), &resp)
+                    .await
+                    .map(Link::Resp)
+            }
+        }
+    }
+
+    fn broken(&self) -> bool {
+        match self {
+            Link::Memcached(c) => c.broken().is_some(),
+            Link::Resp(c) => c.broken().is_some(),
+        }
+    }
+
+    /// The requests of one protocol (this link's), pipelined.
+    async fn pipeline(&mut self, batch: &[Request]) -> Result<Vec<Reply>, Error> {
+        match self {
+            Link::Memcached(c) => {
+                let cmds: Vec<Command> = batch
+                    .iter()
+                    .filter_map(|r| match r {
+                        Request::Memcached(c) => Some(c.clone()),
+                        Request::Resp(_) => None,
+                    })
+                    .collect();
+                Ok(c.pipeline(&cmds)
+                    .await?
+                    .into_iter()
+                    .map(Reply::Memcached)
+                    .collect())
+            }
+            Link::Resp(c) => {
+                let cmds: Vec<RespCommand> = batch
+                    .iter()
+                    .filter_map(|r| match r {
+                        Request::Resp(c) => Some(c.clone()),
+                        Request::Memcached(_) => None,
+                    })
+                    .collect();
+                Ok(c.pipeline(&cmds)
+                    .await?
+                    .into_iter()
+                    .map(Reply::Resp)
+                    .collect())
+            }
+        }
+    }
+}
 
 /// Requests per pipelined batch in prefill and clean-up.
 const BATCH: usize = 256;
@@ -72,6 +152,36 @@ pub(crate) fn key(spec: &Spec, index: u64) -> Key {
     Key::new(format!("{}:{index}", spec.prefix)).expect("prefix validated, index is digits")
 }
 
+fn resp_key(spec: &Spec, index: u64) -> RespKey {
+    RespKey::new(format!("{}:{index}", spec.prefix)).expect("prefix validated, index is digits")
+}
+
+/// Deletes key `i`: memcached's `delete`, RESP's `UNLINK` (freed off the server's main
+/// thread).
+fn delete(spec: &Spec, i: u64) -> Request {
+    match spec.protocol {
+        Protocol::Memcached => Request::Memcached(Command::Delete(key(spec, i))),
+        Protocol::Resp(_) => Request::Resp(RespCommand::new("UNLINK").key(&resp_key(spec, i))),
+    }
+}
+
+/// The key was deleted, or was not there.
+fn gone(r: &Reply) -> bool {
+    matches!(
+        r,
+        Reply::Memcached(Response::Deleted | Response::NotFound)
+            | Reply::Resp(Value::Integer(0 | 1))
+    )
+}
+
+/// The key was there, and is deleted.
+fn found(r: &Reply) -> bool {
+    matches!(
+        r,
+        Reply::Memcached(Response::Deleted) | Reply::Resp(Value::Integer(1))
+    )
+}
+
 /// Runs `work(thread, indices)` on `spec.threads` threads, each with a share of `indices`,
 /// and returns the sum of what they return.
 fn in_parallel(spec: &Spec, indices: Vec<u64>, work: impl Fn(&[u64]) -> u64 + Sync) -> u64 {
@@ -96,8 +206,8 @@ fn batches(
     spec: &Spec,
     address: &Address,
     part: &[u64],
-    mut cmd: impl FnMut(u64) -> Command,
-    ok: fn(&Response) -> bool,
+    mut cmd: impl FnMut(u64) -> Request,
+    ok: fn(&Reply) -> bool,
     missed: &dyn Fn(u64),
     stop: &dyn Fn() -> bool,
 ) -> u64 {
@@ -114,7 +224,7 @@ fn batches(
         usize::MAX
     };
     rt.block_on(async {
-        let mut conn: Option<Connection> = None;
+        let mut conn: Option<Link> = None;
         let mut good = 0u64;
         // A server that has gone away is given the run's reconnect budget, not one timeout
         // per batch: set-up and clean-up stop once no batch has succeeded for that long.
@@ -142,10 +252,8 @@ fn batches(
                 if attempt >= 2 && (last_ok.elapsed() >= spec.give_up_after || stop()) {
                     break;
                 }
-                if conn.as_ref().is_none_or(|c| c.broken().is_some()) {
-                    conn = Connection::connect(address, spec.options.clone())
-                        .await
-                        .ok();
+                if conn.as_ref().is_none_or(Link::broken) {
+                    conn = Link::open(spec, address).await.ok();
                 }
                 if let Some(c) = conn.as_mut() {
                     if let Ok(replies) = c.pipeline(&batch).await {
@@ -180,9 +288,10 @@ fn batches(
 }
 
 /// A command's bytes on the wire, near enough to size a batch.
-fn approx_len(c: &Command) -> usize {
+fn approx_len(c: &Request) -> usize {
     match c {
-        Command::Set(s) => s.key.len() + s.data.len() + 32,
+        Request::Memcached(Command::Set(s)) => s.key.len() + s.data.len() + 32,
+        Request::Resp(c) => c.args().iter().map(|a| a.len() + 16).sum(),
         _ => 64,
     }
 }
@@ -232,14 +341,26 @@ pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc
         let set = |i| {
             let len = sizes.next(&mut rng);
             let at = (rng.next_u64() % (pool.len() - len + 1) as u64) as usize;
-            Command::Set(Store {
-                key: key(spec, i),
-                flags: 0,
-                exptime: spec.ttl,
-                data: pool.slice(at..at + len),
-            })
+            let data = pool.slice(at..at + len);
+            match spec.protocol {
+                Protocol::Memcached => Request::Memcached(Command::Set(Store {
+                    key: key(spec, i),
+                    flags: 0,
+                    exptime: spec.ttl,
+                    data,
+                })),
+                Protocol::Resp(_) => {
+                    let expire = (spec.ttl > 0).then(|| resp::Expire::Seconds(spec.ttl.into()));
+                    let opts = resp::SetOptions { expire, nx: false };
+                    Request::Resp(resp::set_command(&resp_key(spec, i), data, opts))
+                }
+            }
         };
-        let stored = |r: &Response| matches!(r, Response::Stored);
+        let stored = |r: &Reply| match r {
+            Reply::Memcached(r) => matches!(r, Response::Stored),
+            Reply::Resp(Value::Simple(ok)) => ok.as_ref() == b"OK",
+            Reply::Resp(_) => false,
+        };
         batches(spec, address, part, set, stored, &|_| {}, &stop)
     })
 }
@@ -259,14 +380,14 @@ const RESWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written, lost: bool) -> (u64, u64) {
     let indices = written.indices(spec.key_space);
     let total = indices.len() as u64;
-    let sweep = |indices: Vec<u64>, ok: fn(&Response) -> bool, missed: &(dyn Fn(u64) + Sync)| {
+    let sweep = |indices: Vec<u64>, ok: fn(&Reply) -> bool, missed: &(dyn Fn(u64) + Sync)| {
         let never = || false;
         by_member(
             spec,
             indices,
             |i| routes.holders(i),
             |address, part| {
-                let delete = |i| Command::Delete(key(spec, i));
+                let delete = |i| delete(spec, i);
                 batches(spec, address, part, delete, ok, missed, &never)
             },
         )
@@ -282,7 +403,6 @@ pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written, lost: boo
             left_n.fetch_add(1, Ordering::Relaxed);
         }
     };
-    let gone = |r: &Response| matches!(r, Response::Deleted | Response::NotFound);
     sweep(indices.clone(), gone, &missed);
     let done = total - left_n.load(Ordering::Relaxed);
     // (Not when the first sweep could not delete everything: the server is not answering,
@@ -291,7 +411,6 @@ pub(crate) fn cleanup(spec: &Spec, routes: &Routes, written: &Written, lost: boo
         for n in 0..RESWEEPS {
             std::thread::sleep(RESWEEP_PAUSE * (1 << n));
             // The keys found there again (and deleted now).
-            let found = |r: &Response| matches!(r, Response::Deleted);
             if sweep(indices.clone(), found, &|_| {}) == 0 {
                 break;
             }
@@ -337,8 +456,7 @@ mod tests {
         let address: Address = at.to_string().parse().unwrap();
         spec.pool = crate::spec::Pool::single(address.clone());
         spec.give_up_after = Duration::from_secs(1);
-        let delete = |i| Command::Delete(key(&spec, i));
-        let gone = |r: &Response| matches!(r, Response::Deleted | Response::NotFound);
+        let delete = |i| delete(&spec, i);
         let missed = AtomicU64::new(0);
         let miss = |_| {
             missed.fetch_add(1, Ordering::Relaxed);

@@ -15,6 +15,7 @@ use cachelab_client::spec::{self as de, Limit};
 use cachelab_client::{Address, Options};
 use cachelab_proto::Key;
 
+pub use crate::protocol::{Password, Protocol, RespLogin};
 use crate::{keys, sizes};
 
 /// Hard caps: a spec beyond them is refused with a message naming the cap.
@@ -543,6 +544,9 @@ pub struct Spec {
     /// the others still read, so the driver deletes the key space once all are done.
     #[serde(default = "yes")]
     pub cleanup: bool,
+    /// memcached's text protocol, or RESP (Redis, Valkey) with its login.
+    #[serde(default)]
+    pub protocol: Protocol,
 }
 
 fn yes() -> bool {
@@ -572,6 +576,13 @@ impl Spec {
             return bad(
                 "a run through a proxy sends to the proxy alone; the servers behind \
                         it are read for their stats"
+                    .to_string(),
+            );
+        }
+        if matches!(self.protocol, Protocol::Resp(_)) && !self.behind.is_empty() {
+            return bad(
+                "a run through a proxy is for memcached today: RESP goes straight to the \
+                 servers"
                     .to_string(),
             );
         }

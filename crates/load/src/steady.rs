@@ -138,6 +138,7 @@ pub(crate) mod tests {
             on_miss_set: false,
             probe_rate: None,
             cleanup: true,
+            protocol: Default::default(),
         }
     }
 

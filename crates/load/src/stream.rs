@@ -122,6 +122,80 @@ impl Stream {
         }
     }
 
+    /// RESP: sends `commands` (the login: `AUTH`, `SELECT`) and reads their `replies`, all
+    /// within the connect timeout. An error reply (`WRONGPASS …`, `NOAUTH …`) is
+    /// [`Error::Redis`] with the server's text (which never holds the password).
+    pub async fn login(
+        &self,
+        commands: &[u8],
+        replies: usize,
+        address: &Address,
+        options: &Options,
+    ) -> Result<(), Error> {
+        use cachelab_proto::resp::{complete_len, Limits};
+        use cachelab_proto::DecodeError;
+        let exchange = async {
+            let mut at = 0;
+            while at < commands.len() || self.pending() {
+                std::future::poll_fn(|cx| self.poll_write_ready(cx))
+                    .await
+                    .map_err(Error::Io)?;
+                if at < commands.len() {
+                    match self.try_write(&commands[at..]) {
+                        Ok(n) => at += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(Error::Io(e)),
+                    }
+                }
+                self.send_pending().map_err(Error::Io)?;
+            }
+            let mut buf = BytesMut::with_capacity(4096);
+            let mut got = 0;
+            while got < replies {
+                match complete_len(&buf, &Limits::default()) {
+                    Ok(n) => {
+                        let reply = buf.split_to(n);
+                        if let Some(text) = reply.strip_prefix(b"-") {
+                            let text = String::from_utf8_lossy(text);
+                            return Err(Error::Redis(text.trim_end().to_string()));
+                        }
+                        got += 1;
+                        continue;
+                    }
+                    Err(DecodeError::Incomplete) => {}
+                    Err(error) => {
+                        return Err(Error::RespProtocol {
+                            address: address.to_string(),
+                            error,
+                            first: got == 0,
+                            head: String::from_utf8_lossy(&buf[..buf.len().min(120)]).into_owned(),
+                        })
+                    }
+                }
+                std::future::poll_fn(|cx| self.poll_read_ready(cx))
+                    .await
+                    .map_err(Error::Io)?;
+                if buf.capacity() - buf.len() < 1024 {
+                    buf.reserve(4096);
+                }
+                match self.read_some(&mut buf) {
+                    Ok(0) => return Err(Error::Closed),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(Error::Io(e)),
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(options.connect_timeout, exchange).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::ConnectTimeout {
+                address: address.to_string(),
+                after: options.connect_timeout,
+            }),
+        }
+    }
+
     /// Ready when the socket may have something to read; otherwise `cx` is woken when it
     /// may (only the task that polled last is). Lets one task wait on several sockets at once
     /// without a future per socket.

@@ -123,6 +123,7 @@ fn spec(address: &str) -> Spec {
         on_miss_set: false,
         probe_rate: None,
         cleanup: true,
+        protocol: Default::default(),
     }
 }
 

@@ -26,6 +26,7 @@ mod load;
 mod pool;
 mod profile;
 mod request;
+mod resp;
 mod spec;
 mod tls;
 mod usl;
@@ -43,5 +44,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     request::register(m)?;
     usl::register(m)?;
     pool::register(m)?;
+    resp::register(m)?;
     Ok(())
 }

@@ -25,6 +25,7 @@ from cachelab.intervals import parse_precision
 from cachelab.load.engine import PROXY_DISTRIBUTION
 from cachelab.pool import DISTRIBUTIONS, parse_members, read_servers_file
 from cachelab.progress import Progress
+from cachelab.resp import is_url, redact
 from cachelab.scale.pinning import PIN_MAX_CPUS
 from cachelab.servers import DEFAULT_THREADS, SERVER_LIMITS, ServerOptions
 from cachelab.tls import TlsOptions
@@ -246,7 +247,8 @@ def add_server_options(p: argparse.ArgumentParser, *, memory: int = ServerOption
     g.add_argument(
         "--server", action="append", metavar="HOST:PORT",
         help="the memcached to measure (repeatable for a pool, where the verb supports one: "
-        "HOST:PORT[:WEIGHT])",
+        "HOST:PORT[:WEIGHT]); where the verb speaks RESP, a Redis or Valkey as "
+        "redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… (TLS)",
     )
     g.add_argument("--socket", metavar="PATH", help="a memcached listening on a Unix socket")
     g.add_argument(
@@ -334,6 +336,8 @@ def server_members(args: argparse.Namespace) -> list[str] | None:
     if len(listed) > 1:
         if args.socket:
             raise UsageError("give --server or --socket, not both")
+        if any(is_url(s) for s in listed):  # Redis servers: the target parses them
+            return list(listed)
         parse_members(listed)  # names a bad one, and two that are the same server
         return list(listed)
     address = server_address(args)
@@ -376,14 +380,16 @@ def add_tls_options(p: argparse.ArgumentParser, *, needs: str = "--server",
 
 def tls_options(args: argparse.Namespace) -> TlsOptions | None:
     """The TLS settings from the flags of :func:`add_tls_options`, checked (files exist and
-    are readable, --cert with --key), or None without ``--tls``. UsageError for a TLS flag
-    without ``--tls``, and for ``--tls`` with ``--socket``."""
+    are readable, --cert with --key), or None without ``--tls``. A ``rediss://`` server is
+    TLS without ``--tls``. UsageError for a TLS flag without ``--tls``, and for ``--tls`` with
+    ``--socket``."""
     given = [flag for flag, value in (("--cacert", args.cacert), ("--cert", args.cert),
                                       ("--key", args.key), ("--sni", args.sni),
                                       ("--tls-skip-verify", args.tls_skip_verify)) if value]
-    if not args.tls:
+    rediss = any(s.startswith("rediss://") for s in getattr(args, "server", None) or [])
+    if not args.tls and not rediss:
         if given:
-            raise UsageError(f"{given[0]} needs --tls")
+            raise UsageError(f"{given[0]} needs --tls (or a rediss:// server)")
         return None
     if getattr(args, "socket", None):
         raise UsageError("--tls is for TCP servers (--server HOST:PORT), not --socket")
@@ -395,8 +401,40 @@ def tls_options(args: argparse.Namespace) -> TlsOptions | None:
     return tls
 
 
+#: ``--protocol``'s values, one vocabulary for every verb: memcached's text or meta protocol,
+#: or RESP (Redis, Valkey). Each verb refuses in one line those it does not speak.
+PROTOCOL_CHOICES = ("text", "meta", "resp")
+
+
+def add_protocol_option(p: argparse.ArgumentParser) -> None:
+    """``--protocol text|resp`` for ``load``: what the servers speak (a ``redis://`` server
+    speaks RESP without it; ``meta`` is refused: load speaks memcached's text protocol)."""
+    p.add_argument("--protocol", choices=PROTOCOL_CHOICES, default=None,
+                   help="what the servers speak: text (memcached's text protocol), or resp "
+                   "(Redis, Valkey: RESP2) for a --server HOST:PORT, or a private "
+                   "redis-server when no --server is given (--server-memory its maxmemory, "
+                   "allkeys-lru); a --server redis://… or rediss://… speaks resp without it "
+                   "(default text; meta is profile's; docs/resp.md)")
+    p.set_defaults(speaks_resp=True)  # (the verbs without it refuse a redis:// server)
+
+
+def protocol_of(args: argparse.Namespace) -> str | None:
+    """The protocol the flags name: ``resp`` for ``--protocol resp`` or a ``redis://``
+    server, ``memcached`` when asked, None when neither says; UsageError when they disagree."""
+    urls = [s for s in (getattr(args, "server", None) or []) if is_url(s)]
+    asked = getattr(args, "protocol", None)
+    if asked == "meta":
+        raise UsageError("--protocol meta: load speaks memcached's text protocol (meta is "
+                         "profile's); give --protocol text or resp")
+    if urls and asked == "text":
+        raise UsageError(f"--protocol text, but --server {redact(urls[0])} is a Redis "
+                         "URL: give HOST:PORT, or --protocol resp")
+    asked = "memcached" if asked == "text" else asked
+    return "resp" if urls else asked
+
+
 def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | None:
-    """The one address to use, or None for a private server."""
+    """The one address to use (a ``redis://`` URL as given), or None for a private server."""
     servers = args.server or []
     if args.socket and servers:
         raise UsageError("give --server or --socket, not both")
@@ -404,6 +442,8 @@ def server_address(args: argparse.Namespace, *, pool: bool = False) -> str | Non
         raise UsageError(f"this verb measures one server; got {len(servers)} --server options")
     if args.socket:
         return f"unix:{args.socket}"
+    if servers and is_url(servers[0]):
+        return str(servers[0])
     if servers:
         s = servers[0]
         if ":" not in s or not s.rsplit(":", 1)[1].isdigit():

@@ -16,7 +16,8 @@ from cachelab.progress import Progress
 from cachelab.units import flag_text
 
 DESCRIPTION = """\
-Drive memcached with a workload and report throughput and latency per interval.
+Drive memcached, or a Redis or Valkey (--server redis://HOST:PORT, or --protocol resp), with a
+workload and report throughput and latency per interval.
 
 Closed loop (default): every connection keeps --pipeline requests outstanding.
 Open loop (--rate R): requests are due at R per second over all connections (Poisson or
@@ -52,8 +53,9 @@ private pool: --private-pool 3 --remove 2@5, --fail 2@5:stop:2 --on-member-down 
 
 EXAMPLES = """\
 cachelab load --duration 30 --connections 8 --pipeline 4 --mix get=90,set=10
-cachelab load --rate 50000 --key-dist zipf:0.99 --value-size lognormal:1K:0.5
 cachelab load --server 10.0.0.1:11211 --server 10.0.0.2:11211:2 --mix get=80,multiget=20
+# a Redis or Valkey (RESP; the password is never printed or written)
+cachelab load --server redis://:PASSWORD@127.0.0.1:6379/0 --rate 50000 --key-dist zipf:0.99
 # a private pool of 3, member 2 removed at 5 s; exit 1 if the run is INVALID or had errors
 cachelab load --private-pool 3 --rate 20000 --remove 2@5 --fail-on invalid,problems
 """
@@ -249,6 +251,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "server_failure_limit --member-failure-limit, server_retry_timeout "
                    "--member-retry and timeout --member-timeout; --distribution ketama or "
                    "twemproxy-*")
+    common.add_protocol_option(p)
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True,
@@ -284,6 +287,9 @@ def spec_from(args: argparse.Namespace) -> lib.LoadSpec:
             setattr(base, k, v)
         spec = base
     spec.tls = common.tls_options(args)
+    protocol = common.protocol_of(args)
+    if protocol is not None:
+        spec.protocol = protocol
     # Checked as the run's first step (lib.run: with the target's pool settings and private
     # pool, before anything starts), since what may go with what depends on them.
     return spec

@@ -103,8 +103,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     common.deprecated(p, "--concurrency", "--connections", dest="connections",
                       type=_limit("concurrency"), metavar="N")
     p.add_argument(
-        "--protocol", choices=("text", "meta"),
-        help=f"text: set/get/delete; meta: ms/mg/md (default {_D.protocol})",
+        "--protocol", choices=common.PROTOCOL_CHOICES,
+        help=f"text: set/get/delete; meta: ms/mg/md (default {_D.protocol}); resp (Redis) is "
+        "load's only, for now",
     )
     p.add_argument(
         "--timeout", type=_limit("timeout"), metavar="S",
@@ -150,6 +151,9 @@ def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
         base.sizes = ()
     if args.no_multiget:
         base.key_counts = ()
+    if args.protocol == "resp":
+        raise UsageError("--protocol resp: profile measures memcached only for now (text or "
+                         "meta); `cachelab load --protocol resp` measures a Redis")
     for name, value in (("multi_value_size", args.multi_size), ("concurrency", args.connections),
                         ("protocol", args.protocol), ("timeout", args.timeout)):
         if value is not None:

@@ -68,8 +68,7 @@ same route tables the load engine uses, beside the dip the run measured (docs/po
 EXAMPLES = """\
 cachelab simulate --quick                           # a synthetic content site
 cachelab simulate trace.jsonl --strategies none,lru:1000 --server 127.0.0.1:11211
-cachelab simulate trace.csv --policies lru,s3fifo --sizes 1%,10%
-cachelab simulate trace.csv --policies redis-lru,redis-lfu --sizes 10K,100K
+cachelab simulate trace.csv --policies lru,s3fifo,redis-lru --sizes 1%,10%   # redis-*: Redis's
 cachelab load --private-pool 3 --rate 20000 --mix get=100 --on-miss set --remove 2@5 \\
     --out drill && cachelab simulate --drill drill/load.json
 """

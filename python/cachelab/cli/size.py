@@ -45,9 +45,8 @@ Artifacts: size.json (schema cachelab.size v1), size.csv (the curve), size.png/s
 EXAMPLES = """\
 cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day
 cachelab size day/trace.capture.parquet
-cachelab size trace.bin --memory 4GB --hit-ratios 95,99 --shards 0.01
-cachelab size trace.bin --format csv > curve.csv   # bytes,hit_ratio,miss_ratio
-cachelab size trace.csv --policy redis-lfu --accounting redis --memory 256MB
+cachelab size trace.bin --memory 4GB --hit-ratios 95,99 --format csv > curve.csv
+cachelab size trace.csv --policy redis-lfu --accounting redis --memory 256MB   # a Redis
 """
 
 

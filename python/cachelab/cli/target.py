@@ -11,6 +11,7 @@ import argparse
 
 from cachelab.cli import cluster, common
 from cachelab.errors import UsageError
+from cachelab.resp import is_url
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
 
@@ -44,6 +45,9 @@ def target_from(args: argparse.Namespace) -> Target:
         members = None if address is None else [address]
     else:
         members = None
+    if any(is_url(m) for m in members or ()) and not getattr(args, "speaks_resp", False):
+        raise UsageError("this verb measures memcached only for now: a redis:// server is "
+                         "for cachelab load (docs/resp.md)")
     options = (common.server_options(args) if hasattr(args, "server_memory")
                else ServerOptions())
     return Target(servers=tuple(members or ()), proxy=proxy, options=options,

@@ -24,7 +24,7 @@ from typing import Any
 import cachelab._core as _core
 import cachelab.environment as environment
 from cachelab.artifacts import created_now
-from cachelab.capacity import PoolWatch, evicted_message, guard_pool
+from cachelab.capacity import PoolWatch, evicted_message, guard_pool, guard_resp
 from cachelab.errors import CachelabError, Interrupted, UsageError
 from cachelab.load.drill import FailPlan, drill_summary
 from cachelab.load.fixes import RunShape, with_fixes
@@ -40,6 +40,7 @@ from cachelab.load.timeline import RATE_BACKLOG, liveness, schedule_verdict
 from cachelab.load.validity import validity
 from cachelab.pool import Distribution, distribution
 from cachelab.progress import run_cancellable
+from cachelab.resp import RespLogin
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
 from cachelab.tls import describe_tls, transport_of
@@ -130,12 +131,16 @@ def measure(spec: LoadSpec, target: Target, *, server_pid: int | None = None,
         members = pool_members(given) if given else [(live.address, 1)]
         run_id = secrets.token_hex(6)
         core = spec.to_core(given or live.address, run_id, spares=live.spares)
+        login = target.resp or (RespLogin() if spec.protocol == "resp" else None)
+        if login is not None:
+            # (the password goes to the engine alone: never into the spec or the result)
+            core["protocol"] = login.to_core()
         plan = FailPlan(events, owned, hidden or core["servers"]) if owned else None
         stack.callback(lambda: plan and plan.finish())
         if hidden:
             core["behind"] = [a for a, _ in hidden]
         watch = guard_run(spec, members, hidden, core["prefix"],
-                          private=bool(facts.get("private")))
+                          private=bool(facts.get("private")), resp=login)
         evicting: list[int] = []
         precise = (Watch(spec.precision, float(spec.interval),
                          float(spec.warmup) + float(spec.precision_after),
@@ -259,11 +264,13 @@ def _distribution(kind: str, members: Sequence[Sequence[Any]]) -> Distribution:
 
 def guard_run(spec: LoadSpec, members: list[tuple[str, int]],
               hidden: list[tuple[str, int]] | None, prefix: str, *,
-              private: bool) -> PoolWatch | None:
+              private: bool, resp: RespLogin | None = None) -> PoolWatch | None:
     """On servers cachelab did not start: refuses a run that does not fit
     (:class:`~cachelab.capacity.WontFit`), each member of a pool — or each server ``hidden``
     behind a proxy — checked for its share of the keys ``<prefix>:<index>``; returns the
-    watch that stops the run when one evicts (None for a private server)."""
+    watch that stops the run when one evicts (None for a private server). Redis or Valkey
+    servers (``resp``, their login) are checked against their ``maxmemory`` and watched for
+    ``evicted_keys`` (:func:`~cachelab.capacity.guard_resp`)."""
     writes = load_writes(spec)
     checked = hidden or members
     shares = _key_shares(
@@ -272,8 +279,11 @@ def guard_run(spec: LoadSpec, members: list[tuple[str, int]],
         spec if not hidden or spec.distribution.startswith("twemproxy-")
         else dataclasses.replace(spec, distribution=PROXY_DISTRIBUTION),
         checked, prefix)
-    return guard_pool([(a, writes.part(share)) for (a, _), share in zip(checked, shares)],
-                      private=private, timeout=spec.connect_timeout, tls=spec.tls)
+    parts = [(a, writes.part(share)) for (a, _), share in zip(checked, shares)]
+    if resp is not None:
+        return guard_resp(parts, resp, private=private, timeout=spec.connect_timeout,
+                          tls=spec.tls)
+    return guard_pool(parts, private=private, timeout=spec.connect_timeout, tls=spec.tls)
 
 
 def _key_shares(spec: LoadSpec, members: list[tuple[str, int]], prefix: str) -> list[float]:
@@ -385,6 +395,7 @@ def result_from_outcome(
     server = {
         "address": address,
         "transport": transport_of(address, spec.tls),
+        "protocol": spec.protocol,
         "private": False,
         **dict(server_facts),
         **server_view(seen, outcome["elapsed_s"], read.get(address, ())),

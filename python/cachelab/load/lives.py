@@ -21,12 +21,16 @@ from cachelab.servers import restarted, started_unix
 
 __all__ = ["DELTA_STATS", "counter_deltas", "merged_reads", "restart_text", "server_side"]
 
-#: ``stats`` fields whose change over the run is reported.
+#: ``stats`` fields whose change over the run is reported; for Redis and Valkey, ``INFO``'s
+#: (commands processed, keyspace hits and misses, evicted keys, connections, bytes).
 DELTA_STATS = ("get_hits", "get_misses", "cmd_get", "cmd_set", "delete_hits", "delete_misses",
-               "evictions", "total_connections", "bytes_read", "bytes_written")
+               "evictions", "total_connections", "bytes_read", "bytes_written",
+               "total_commands_processed", "keyspace_hits", "keyspace_misses", "evicted_keys",
+               "total_connections_received", "total_net_input_bytes", "total_net_output_bytes")
 #: Gauges: shown as they were before and after, never subtracted.
-_GAUGES = ("curr_connections", "curr_items")
-_RUSAGE = ("rusage_user", "rusage_system")
+_GAUGES = ("curr_connections", "curr_items", "connected_clients")
+#: CPU seconds: memcached's ``rusage_*``, Redis's ``used_cpu_*``.
+_RUSAGE = ("rusage_user", "rusage_system", "used_cpu_user", "used_cpu_sys")
 
 
 def counter_deltas(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, Any]:

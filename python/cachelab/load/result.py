@@ -236,7 +236,9 @@ def _summary_lines(r: LoadResult) -> list[str]:
         *validity_lines(r.validity),
         (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
          f"{srv.get('version', '?')}" if r.behind else
-         f"memcached {srv.get('version', '?')} at {srv.get('address')}")
+         # (a Redis's version says which: "redis 7.0.15", "valkey 8.0.1")
+         f"{'' if srv.get('protocol') == 'resp' else 'memcached '}{srv.get('version', '?')} "
+         f"at {srv.get('address')}")
         + (" (private)" if srv.get("private") else ""),
         f"{r.mode} loop, {s['connections']} connection(s) on {s['threads']} thread(s), "
         + (f"target {s['rate']:.0f}/s ({s['arrivals']})" if r.mode == "open"
@@ -550,7 +552,15 @@ def _server_lines(srv: Mapping[str, Any]) -> list[str]:
     restart = srv.get("restart")
     label = (f"server ({restart['counted']}, pid {' -> '.join(map(str, restart['pids']))})"
              if restart else "server")
-    if d:
+    if d and "keyspace_hits" in d:  # a Redis or Valkey: INFO's counters
+        clients = d.get("connected_clients", {})
+        lines.append(
+            f"\n{label}: commands +{d.get('total_commands_processed', 0)}, keyspace_hits "
+            f"+{d.get('keyspace_hits', 0)}, keyspace_misses +{d.get('keyspace_misses', 0)}, "
+            f"evicted_keys +{d.get('evicted_keys', 0)}, clients "
+            f"{clients.get('before')}→{clients.get('after')}"
+            f", CPU {d.get('used_cpu_user_s', 0) + d.get('used_cpu_sys_s', 0):.2f} s")
+    elif d:
         lines.append(
             f"\n{label}: get_hits +{d.get('get_hits', 0)}, get_misses +{d.get('get_misses', 0)}, "
             f"evictions +{d.get('evictions', 0)}, connections "

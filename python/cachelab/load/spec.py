@@ -29,10 +29,12 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["KEY_DISTS", "LIMITS", "MAX_PROBE_RATE", "OPS", "SIZE_DISTS", "LoadSpec", "memory_mb",
-           "parse_key_dist", "parse_mix", "parse_value_size"]
+__all__ = ["KEY_DISTS", "LIMITS", "MAX_PROBE_RATE", "OPS", "PROTOCOLS", "SIZE_DISTS", "LoadSpec",
+           "memory_mb", "parse_key_dist", "parse_mix", "parse_value_size"]
 
 OPS = ("get", "multiget", "set", "delete")
+#: The protocols a load speaks (``LoadSpec.protocol``; the engine's ``Protocol``).
+PROTOCOLS = ("memcached", "resp")
 KEY_DISTS = ("uniform", "zipf", "gaussian", "sequential", "hotset")
 SIZE_DISTS = ("fixed", "uniform", "lognormal", "histogram")
 
@@ -129,6 +131,10 @@ class LoadSpec:
     #: reported apart (``probe`` in load.json). None: no probe. See docs/load.md, "Latency
     #: probe and client saturation".
     probe_rate: float | None = None
+    #: The protocol spoken: ``memcached`` (its text protocol) or ``resp`` (Redis, Valkey:
+    #: RESP2, ``GET``/``MGET``/``SET … EX``/``DEL``). A ``redis://`` or ``rediss://`` server
+    #: speaks ``resp`` whatever this says. See docs/resp.md, "load".
+    protocol: str = "memcached"
     #: TLS to a memcached started with ``-Z`` (None: plain TCP). Not part of the workload:
     #: how it reaches the server. See docs/load.md, "TLS".
     tls: TlsOptions | None = None
@@ -278,6 +284,9 @@ class LoadSpec:
             raise UsageError(
                 f"key prefix {self.prefix!r} must be 1-80 characters of letters, digits and _.:-"
             )
+        if self.protocol not in PROTOCOLS:
+            raise UsageError(f"protocol {self.protocol!r}: expected one of "
+                             f"{', '.join(PROTOCOLS)}")
         mix = parse_mix(self.mix)
         prefill = self.prefill
         if prefill is None:
@@ -290,6 +299,8 @@ class LoadSpec:
             value_size=parse_value_size(self.value_size), prefix=f"{self.prefix}:{run_id}",
             prefill=bool(prefill), seed=self.seed if self.seed is not None else 0,
             server_pid=None, behind=None, tls=core_tls(self.tls),
+            # (the login, when there is one, is the target's: added by the engine's caller)
+            protocol={"resp": {}} if self.protocol == "resp" else "memcached",
         )
         return core
 

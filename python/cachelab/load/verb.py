@@ -7,12 +7,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from cachelab.errors import UsageError
 from cachelab.load.agents import measure_on_ray
 from cachelab.load.engine import measure
 from cachelab.load.result import LoadResult
 from cachelab.load.spec import LoadSpec
 from cachelab.progress import Progress
+from cachelab.resp import RespLogin
 from cachelab.target import Target, TargetLike, as_target
+from cachelab.tls import TlsOptions
 from cachelab.units import format_duration_ns
 
 __all__ = ["run"]
@@ -40,6 +43,14 @@ def settle(spec: LoadSpec, target: Target) -> tuple[LoadSpec, Target]:
     spec (recorded with the result), and the spec's own servers or private pool (a TOML
     spec's) as the target when it names none."""
     spec = target.with_pool(spec)
+    if target.resp is not None:  # a redis:// server: RESP, and TLS for rediss://
+        spec = dataclasses.replace(spec, protocol="resp", tls=spec.tls or (
+            TlsOptions() if target.resp.tls else None))
+    elif spec.protocol == "resp":  # --protocol resp with HOST:PORT
+        target = dataclasses.replace(target, resp=RespLogin())
+    if spec.protocol == "resp" and (target.ray is not None or target.private_pool is not None):
+        raise UsageError("a load over RESP runs from this machine against the servers given: "
+                         "not with --ray or --private-pool yet")
     if target.private_pool is not None:
         spec = dataclasses.replace(spec, private_pool=target.private_pool,
                                    private_proxy=target.private_proxy)

@@ -8,9 +8,15 @@
 //! connection broken, as for memcached. Pipelining: [`RespConnection::pipeline`] writes many
 //! commands at once and reads one reply for each, in order. RESP3 push messages that arrive
 //! between replies are set aside ([`RespConnection::take_pushes`]), never taken for a reply.
+//!
+//! [`RespCluster`] talks to a Redis Cluster: a connection per master, commands routed by hash
+//! slot ([`key_slot`]), redirections followed (see `cluster.rs`).
 
 mod blocking;
+mod cluster;
 mod info;
+pub mod slot;
+mod slotmap;
 mod url;
 
 use std::collections::VecDeque;
@@ -20,7 +26,10 @@ use cachelab_proto::resp::{complete_len, parse, Command, Limits, RespKey, Value}
 use cachelab_proto::DecodeError;
 
 pub use blocking::RespClient;
+pub use cluster::{ClusterOptions, ClusterStats, RespCluster};
 pub use info::{subfields, Info, InfoSection};
+pub use slot::key_slot;
+pub use slotmap::{ClusterNode, Redirect, SlotMap};
 pub use url::{redact, Auth, RespUrl, Secret, DEFAULT_PORT};
 
 use crate::{Address, Error, ErrorKind, Options, Stream, READ_CHUNK};

@@ -1,5 +1,5 @@
 //! A real memcached for tests: the OS package, on a free loopback port, killed on drop; a real
-//! Redis in [`redis`].
+//! Redis in [`redis`], a 3-master Redis Cluster in [`cluster`].
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod cluster;
 pub mod redis;
 
 pub struct Memcached {

@@ -19,7 +19,7 @@ pub struct Redis {
 }
 
 /// True when the plain port answers a RESP `PING` (`+PONG`, or `-NOAUTH` with a password).
-fn answers(address: &str) -> bool {
+pub fn answers(address: &str) -> bool {
     let Ok(mut s) = TcpStream::connect(address) else {
         return false;
     };

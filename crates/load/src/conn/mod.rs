@@ -45,8 +45,9 @@ use crate::pacing::{Pacer, Timetable};
 use crate::recorder::Recorder;
 use crate::shared::Shared;
 use crate::sizes::{self, SizeDist};
-use crate::spec::Mode;
+use crate::spec::{Mode, Protocol};
 use crate::stream::Stream;
+use crate::wire::Wire;
 
 mod membership;
 mod reply;
@@ -118,6 +119,8 @@ pub(crate) struct Conn {
     /// other members' requests go out on time — a member that stops answering holds up only
     /// its own requests, not the connection's.
     per_member_cap: bool,
+    /// The protocol spoken.
+    wire: Wire,
 }
 
 impl Conn {
@@ -189,6 +192,10 @@ impl Conn {
             remap: None,
             refills: Vec::new(),
             per_member_cap: open && n > 1,
+            wire: match spec.protocol {
+                Protocol::Memcached => Wire::Memcached,
+                Protocol::Resp(_) => Wire::Resp,
+            },
             ctx,
         }
     }
@@ -383,8 +390,16 @@ impl Conn {
             if matches!(member.link, Link::Idle(at) if now >= at) {
                 let address = spec.pool.members[m].address.clone();
                 let options = spec.options.clone();
+                let login = match &spec.protocol {
+                    Protocol::Resp(login) => Some(login.handshake()),
+                    Protocol::Memcached => None,
+                };
                 member.link = Link::Connecting(Box::pin(async move {
-                    Stream::connect(&address, &options).await
+                    let s = Stream::connect(&address, &options).await?;
+                    if let Some((commands, replies)) = login.filter(|(_, n)| *n > 0) {
+                        s.login(&commands, replies, &address, &options).await?;
+                    }
+                    Ok(s)
                 }));
             }
         }

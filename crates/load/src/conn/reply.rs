@@ -14,7 +14,7 @@ use crate::group::finish_group;
 use crate::member::{Link, ALONE, READ_CHUNK};
 use crate::pacing::ns;
 use crate::series::{GET, MULTIGET, SET};
-use crate::wire::{parse_reply, Reply};
+use crate::wire::Reply;
 
 impl Conn {
     pub(super) fn read(&mut self, m: usize) -> Result<(), Fault> {
@@ -42,7 +42,7 @@ impl Conn {
             rec.tick(now);
             while let Some(&p) = member.inflight.front() {
                 let is_get = p.op as usize == GET || p.op as usize == MULTIGET;
-                match parse_reply(is_get, &member.rbuf[pos..]) {
+                match self.wire.parse_reply(p.op as usize, &member.rbuf[pos..]) {
                     Ok(None) => break,
                     Ok(Some((n, reply))) => {
                         pos += n;

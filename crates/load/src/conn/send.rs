@@ -13,10 +13,9 @@ use crate::busy;
 use crate::fault::Fault;
 use crate::group::finish_group;
 use crate::member::{Link, Pending, ALONE};
-use crate::series::{GET, MULTIGET, SET};
+use crate::series::{DELETE, GET, MULTIGET, SET};
 use crate::shared::Shared;
 use crate::spec::Stop;
-use crate::wire;
 
 /// Requests that fail at once (their member marked down) a closed-loop fill may take, per slot
 /// of its pipeline (see [`Conn::fill`]).
@@ -154,35 +153,28 @@ impl Conn {
                 let n = spec.multiget_keys;
                 keys = n as u16;
                 let w = &mut self.members[0].wbuf;
-                w.extend_from_slice(b"get");
+                self.wire.put_multiget_start(w, n);
                 for _ in 0..n {
-                    w.push(b' ');
                     let k = self.keys.next(&mut self.rng);
-                    wire::put_key(w, prefix, k);
+                    self.wire.put_multiget_key(w, prefix, k);
                 }
+                self.wire.put_multiget_end(w);
                 (0, None)
             }
             Some((k, m)) => (m, Some(k)),
         };
         if let Some(k) = k {
             match op {
-                GET => {
-                    let w = self.members[m].buf(hold);
-                    w.extend_from_slice(b"get ");
-                    wire::put_key(w, prefix, k);
-                }
+                GET => self.wire.put_get(self.members[m].buf(hold), prefix, k),
                 SET => self.encode_set(m, hold, k),
                 _ => {
-                    // DELETE
-                    let w = self.members[m].buf(hold);
-                    w.extend_from_slice(b"delete ");
-                    wire::put_key(w, prefix, k);
+                    debug_assert_eq!(op, DELETE);
+                    self.wire.put_delete(self.members[m].buf(hold), prefix, k);
                 }
             }
         }
         let member = &mut self.members[m];
         let w = member.buf(hold);
-        w.extend_from_slice(b"\r\n");
         let len = w.len() - start;
         let p = Pending {
             op: op as u8,
@@ -213,7 +205,7 @@ impl Conn {
         rec.part_fault(m, f, 1);
     }
 
-    /// Encodes a set of key `k`, but for its final `\r\n`, into member `m`'s buffer
+    /// Encodes a whole set of key `k` into member `m`'s buffer
     /// ([`buf(hold)`](crate::member::Member::buf)): a value of the next size, cut from the
     /// value pool. The key is noted as written (to delete at the end).
     #[inline]
@@ -221,11 +213,13 @@ impl Conn {
         let sh: &Shared = &self.ctx.shared;
         let len = self.sizes.next(&mut self.rng);
         let w = self.members[m].buf(hold);
-        wire::put_set_header(w, sh.spec.prefix.as_bytes(), k, sh.spec.ttl, len);
+        self.wire
+            .put_set_header(w, sh.spec.prefix.as_bytes(), k, sh.spec.ttl, len);
         if self.pool_off + len > sh.pool.len() {
             self.pool_off = 0;
         }
         w.extend_from_slice(&sh.pool[self.pool_off..self.pool_off + len]);
+        self.wire.put_set_end(w, sh.spec.ttl);
         self.pool_off += 1 + (len & 0xff);
         if let Some(bits) = self.ctx.written.borrow_mut().as_mut() {
             bits[(k / 64) as usize] |= 1 << (k % 64);
@@ -246,9 +240,7 @@ impl Conn {
             let hold = self.members[m].must_hold(cap);
             let start = self.members[m].buf(hold).len();
             self.encode_set(m, hold, k);
-            let w = self.members[m].buf(hold);
-            w.extend_from_slice(b"\r\n");
-            let bytes = w.len() - start;
+            let bytes = self.members[m].buf(hold).len() - start;
             // (keys 0: a refill, not one of the workload's requests.)
             let p = Pending {
                 op: SET as u8,
@@ -312,14 +304,13 @@ impl Conn {
             let hold = member.must_hold(cap);
             let w = member.buf(hold);
             let start = w.len();
-            w.extend_from_slice(b"get");
+            self.wire.put_multiget_start(w, usize::from(count));
             for &(k, km) in &self.mkeys {
                 if usize::from(km) == m {
-                    w.push(b' ');
-                    wire::put_key(w, prefix, k);
+                    self.wire.put_multiget_key(w, prefix, k);
                 }
             }
-            w.extend_from_slice(b"\r\n");
+            self.wire.put_multiget_end(w);
             let len = w.len() - start;
             let p = Pending {
                 op: MULTIGET as u8,
