@@ -36,6 +36,7 @@ RUN_TIMEOUT = 60
         (["--spec", "/nonexistent.toml"], "no such file"),
         (["--busy-poll", "2000"], "--busy-poll: must be an integer from 0 to 1000, got 2000"),
         (["--busy-poll", "-1"], "--busy-poll: must be an integer from 0 to 1000, got -1"),
+        (["--spin-us", "1001"], "--spin-us: must be an integer from 0 to 1000, got 1001"),
         (["--send-batch", "0"], "--send-batch: must be an integer from 1 to 1024, got 0"),
         (["--pipeline", "4", "--send-batch", "5"],
          "send-batch must be at most the pipeline depth (4), not 5"),
@@ -106,6 +107,30 @@ def test_send_batch_makes_every_write_carry_a_batch(
     # the kernel take a write in two parts).
     assert 0 < c["writes"] <= sent // 4 + 2
     assert c["requests_per_write"] == pytest.approx(sent / c["writes"], abs=1e-3)
+
+
+def test_spinning_to_sends_is_reported_as_pacing(
+    cli: InProcess, tmp_path: Path, memcached: PrivateMemcached
+) -> None:
+    """--spin-us: the open loop's threads wait awake for sends due within the window; that
+    time is in load.json (``client.spins``, ``pacing_s``) and on its own table line, and is
+    not the client's work (its busy share leaves it out)."""
+    p = cli("load", "--server", memcached.address, "--connections", "2", "--rate", "1000",
+            "--duration", "1", "--warmup", "0.2", "--spin-us", "500", "--no-plots",
+            "--out", tmp_path / "o", "--format", "table", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    result = json.loads((tmp_path / "o" / "load.json").read_text())
+    c = result["client"]
+    assert result["spec"]["spin_us"] == 500
+    assert c["spins"] > 0 and 0 < c["pacing_s"] <= c["cpu_user_s"] + c["cpu_system_s"] + 0.05
+    line = next(x for x in p.stdout.splitlines() if x.startswith("pacing: "))
+    assert f"({c['spins']} waits; --spin-us 500)" in line
+    # Without it, no pacing at all.
+    q = cli("load", "--server", memcached.address, "--connections", "2", "--rate", "1000",
+            "--duration", "0.5", "--warmup", "0", "--no-plots", "--out", tmp_path / "p",
+            "--format", "json", cwd=tmp_path)
+    assert q.returncode == 0, q.stderr
+    assert json.loads((tmp_path / "p" / "load.json").read_text())["client"]["spins"] == 0
 
 
 def test_silent_server_exits_3_without_hanging(

@@ -76,6 +76,9 @@ fn main() {
         busy_poll: Duration::from_micros(
             std::env::var("DRIVE_BUSY_POLL_US").map_or(0, |v| v.parse().expect("µs")),
         ),
+        spin: Duration::from_micros(
+            std::env::var("DRIVE_SPIN_US").map_or(0, |v| v.parse().expect("µs")),
+        ),
         send_batch: std::env::var("DRIVE_SEND_BATCH").map_or(1, |v| v.parse().expect("batch")),
         behind: Vec::new(),
         on_miss_set: false,
@@ -93,7 +96,7 @@ fn main() {
         cachelab_metrics::percentiles(h, &[q])[0] as f64 / 1000.0
     };
     println!(
-        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op busy polls {} caught {} requests/write {:.2}",
+        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op busy polls {} caught {} requests/write {:.2} lateness p50 {:.2} us p99 {:.2} us late(>1ms) {} spins {} spun {:.3}s",
         t.throughput(),
         replies,
         t.misses,
@@ -112,5 +115,10 @@ fn main() {
         out.client_sched.busy_polls,
         out.client_sched.busy_caught,
         t.sent as f64 / out.client_sched.writes.max(1) as f64,
+        pc(&out.client_samples.lateness, 50.0),
+        pc(&out.client_samples.lateness, 99.0),
+        out.client_samples.late,
+        out.client_sched.spins,
+        out.client_sched.spun_s,
     );
 }

@@ -40,6 +40,10 @@ pub struct ClientSched {
     /// open-loop timer) ended before the budget ran out.
     pub busy_polls: u64,
     pub busy_caught: u64,
+    /// Open loop, spinning to sends: times a thread waited awake for a send's due time, and
+    /// the seconds it spent so (pacing: part of the threads' CPU time, not their work).
+    pub spins: u64,
+    pub spun_s: f64,
     /// Writes that sent requests (requests sent / writes: the requests one write carried).
     pub writes: u64,
 }

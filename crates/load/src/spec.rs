@@ -33,6 +33,7 @@ pub mod caps {
     pub const MAX_PREFIX: usize = 120;
     /// The longest busy-poll budget, µs: past this a sleep's wake-up no longer dominates.
     pub const MAX_BUSY_POLL_US: u64 = 1000;
+    pub const MAX_SPIN_US: u64 = 1000;
     /// The most members of a pool (a logical connection has a socket to each).
     pub const MAX_MEMBERS: usize = 64;
     /// The most consecutive failures before a member is marked down.
@@ -73,6 +74,7 @@ pub mod limits {
     pub const STALL_MS: Limit =
         Limit::above("stall_ms", 0.0, MAX_TIMEOUT_S * 1000.0, "milliseconds");
     pub const BUSY_POLL_US: Limit = Limit::int("busy_poll_us", 0, MAX_BUSY_POLL_US, "µs");
+    pub const SPIN_US: Limit = Limit::int("spin_us", 0, MAX_SPIN_US, "µs");
     pub const PROBE_RATE: Limit = Limit::above("probe_rate", 0.0, MAX_PROBE_RATE, "requests/s");
     pub const MEMBER_FAILURE_LIMIT: Limit =
         Limit::int("member_failure_limit", 1, MAX_FAILURE_LIMIT as u64, "");
@@ -104,6 +106,7 @@ pub const LIMITS: &[Limit] = &{
         GIVE_UP_AFTER,
         STALL_MS,
         BUSY_POLL_US,
+        SPIN_US,
         PROBE_RATE,
         MEMBER_FAILURE_LIMIT,
         MEMBER_RETRY,
@@ -512,6 +515,11 @@ pub struct Spec {
     /// this long before it sleeps (zero: never; see [`busy`](crate::busy)).
     #[serde(rename = "busy_poll_us", deserialize_with = "de::micros")]
     pub busy_poll: Duration,
+    /// Open loop: a client thread whose next send is due within this long waits for it
+    /// awake, reading the clock, and sends it on time (zero: it sleeps until its timer
+    /// signals; see [`busy`](crate::busy)). The time spent so is counted as pacing.
+    #[serde(rename = "spin_us", deserialize_with = "de::micros")]
+    pub spin: Duration,
     /// Closed loop: a connection sends new requests only once at least this many of its
     /// `pipeline` slots are free (1: after every reply), so each write carries that many.
     /// Fewer, larger writes cost client and server less per request; the requests
@@ -674,6 +682,7 @@ impl Spec {
             Stop::Requests(n) => REQUESTS.check_int(n),
         }
         .and_then(|()| BUSY_POLL_US.check_int(self.busy_poll.as_micros() as u64))
+        .and_then(|()| SPIN_US.check_int(self.spin.as_micros() as u64))
         .and_then(|()| WARMUP.check_duration(self.warmup, 1.0))
         .and_then(|()| INTERVAL.check_duration(self.interval, 1.0))
         .and_then(|()| TIMEOUT.check_duration(self.options.request_timeout, 1.0))

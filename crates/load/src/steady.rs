@@ -132,6 +132,7 @@ pub(crate) mod tests {
             seed: 1,
             server_pid: None,
             busy_poll: Duration::ZERO,
+            spin: Duration::ZERO,
             send_batch: 1,
             behind: Vec::new(),
             on_miss_set: false,

@@ -83,6 +83,8 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         sched.preempted += r.sched.preempted;
         sched.busy_polls += r.sched.busy_polls;
         sched.busy_caught += r.sched.busy_caught;
+        sched.spins += r.sched.spins;
+        sched.spun_s += r.sched.spun_s;
         sched.writes += r.sched.writes;
         written = written.merge(r.written);
         user += r.cpu_s.0;
@@ -130,6 +132,8 @@ fn thread_usage() -> ((f64, f64), ClientSched) {
                 sleeps: u.voluntary_context_switches().max(0) as u64,
                 preempted: u.involuntary_context_switches().max(0) as u64,
                 busy_polls: busy.polls,
+                spins: busy.spins,
+                spun_s: busy.spun_ns as f64 / 1e9,
                 busy_caught: busy.caught,
                 writes: 0,
             };
@@ -152,7 +156,7 @@ fn run_thread(
     let mut builder = tokio::runtime::Builder::new_current_thread();
     // A busy-polling slot per member socket of every connection, then the timer.
     let sockets = conns.len() * spec.pool.len();
-    busy::install(builder.enable_all(), spec.busy_poll, sockets);
+    busy::install(builder.enable_all(), spec.busy_poll, spec.spin, sockets);
     let (cpu0, sched0) = thread_usage();
     let rt = builder.build().expect("a tokio runtime");
     let track = spec.mix.set > 0.0 && !spec.prefill;
@@ -161,7 +165,7 @@ fn run_thread(
         Mode::Open { .. } => {
             // Inside the runtime: registering the timerfd needs its reactor.
             let _guard = rt.enter();
-            match Pacer::new(conns.len(), shared.t0, spec.busy_poll) {
+            match Pacer::new(conns.len(), shared.t0, spec.busy_poll.max(spec.spin)) {
                 Ok(p) => {
                     busy::watch(sockets, p.fd());
                     Some(p)
@@ -226,6 +230,8 @@ fn run_thread(
             preempted: sched1.preempted.saturating_sub(sched0.preempted),
             busy_polls: sched1.busy_polls - sched0.busy_polls,
             busy_caught: sched1.busy_caught - sched0.busy_caught,
+            spins: sched1.spins - sched0.spins,
+            spun_s: sched1.spun_s - sched0.spun_s,
             writes: ctx.writes.get(),
         },
         backlog_at_end: ctx.backlog.get(),

@@ -48,6 +48,7 @@ fn spec(address: &str, login: RespLogin) -> Spec {
         seed: 7,
         server_pid: None,
         busy_poll: Duration::ZERO,
+        spin: Duration::ZERO,
         send_batch: 1,
         behind: Vec::new(),
         on_miss_set: false,

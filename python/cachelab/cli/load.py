@@ -65,7 +65,7 @@ cachelab load --private-pool 3 --rate 20000 --remove 2@5 --fail-on invalid,probl
 _FIELDS = ("connections", "threads", "pipeline", "max_outstanding", "rate", "arrivals", "mix",
            "multiget_keys", "key_space", "key_dist", "value_size", "prefix", "ttl", "duration",
            "requests", "warmup", "prefill", "interval", "timeout", "seed",
-            "busy_poll_us", "send_batch", "give_up_after", "stall_ms", "precision",
+            "busy_poll_us", "spin_us", "send_batch", "give_up_after", "stall_ms", "precision",
             "precision_percentile", "repeats", "probe_rate", "on_member_down", "on_miss", "add",
             "remove", "fail")
 
@@ -187,6 +187,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    f"sleeping ({_range(lib.LIMITS['busy_poll_us'])}; default {_D.busy_poll_us}): "
                    "a thread woken from sleep adds its wake-up to "
                    "the latency it measures, polling spends CPU instead")
+    w.add_argument("--spin-us", type=_limit("spin_us"), metavar="US", dest="spin_us",
+                   help="open loop: a thread whose next send is due within US µs waits for it "
+                   "awake and sends it on time rather than when its timer's signal reaches it "
+                   f"({_range(lib.LIMITS['spin_us'])}; default {_D.spin_us}); the time is "
+                   "reported as pacing, apart from the client's work")
     w.add_argument("--send-batch", type=PIPELINE, metavar="N",
                    help="closed loop: send new requests only once N of a connection's pipeline "
                    f"slots are free (1 to --pipeline; default {_D.send_batch}: after every reply); "

@@ -413,8 +413,11 @@ def result_from_outcome(
                   for a, v in zip(core["behind"], outcome["behind"])]
         server = {**_pool_server(server, behind), "address": address, "proxy": True,
                   "behind": [b["address"] for b in behind]}
+    # The threads' work: their CPU time but the pacing (waiting awake for sends, --spin-us),
+    # which a thread would otherwise have slept through.
     busy = None if outcome.get("samples") is None else client_busy(
-        outcome["client_cpu_user_s"] + outcome["client_cpu_system_s"],
+        max(0.0, outcome["client_cpu_user_s"] + outcome["client_cpu_system_s"]
+            - outcome.get("client_spun_s", 0.0)),
         outcome["client_wait_s"], outcome["elapsed_s"], spec.threads)
     late_threshold_ns = int(outcome.get("late_threshold_ns") or 0)
     verdict = validity(
@@ -578,6 +581,9 @@ def _client(outcome: Mapping[str, Any]) -> dict[str, Any]:
         "preempted": outcome["client_preempted"],
         "busy_polls": outcome["client_busy_polls"],
         "busy_caught": outcome["client_busy_caught"],
+        # Open loop: waiting awake for sends due (--spin-us), part of the threads' CPU.
+        "spins": outcome.get("client_spins", 0),
+        "pacing_s": round(outcome.get("client_spun_s", 0.0), 6),
         "writes": writes,
         "requests_per_write": round(outcome["all"]["sent"] / writes, 3) if writes else None,
         "queueing": _queueing(outcome),

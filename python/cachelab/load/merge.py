@@ -39,8 +39,8 @@ _PERCENTILES = (("50", 50.0), ("90", 90.0), ("99", 99.0), ("99.9", 99.9), ("max"
 
 #: The client counters summed over agents.
 _CLIENT_SUMS = ("client_cpu_user_s", "client_cpu_system_s", "client_wait_s", "client_sleeps",
-                "client_preempted", "client_busy_polls", "client_busy_caught", "client_writes",
-                "process_cpu_s")
+                "client_preempted", "client_busy_polls", "client_busy_caught", "client_spins",
+                "client_spun_s", "client_writes", "process_cpu_s")
 
 
 def latency_entry(histogram: str) -> dict[str, Any]:

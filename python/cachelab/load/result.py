@@ -662,4 +662,8 @@ def _client_lines(r: LoadResult) -> list[str]:
     if c.get("busy_polls"):
         lines.append(f"busy polling: {c['busy_polls']} polls before sleeping, "
                      f"{c['busy_caught']} ended by a reply or the timer")
+    if c.get("spins"):
+        lines.append(f"pacing: {c['pacing_s']:.3f} s of the threads' CPU spent waiting awake "
+                     f"for sends due ({c['spins']} waits; --spin-us "
+                     f"{r.spec.get('spin_us')}), not counted as the client's work")
     return lines

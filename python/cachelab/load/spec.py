@@ -115,6 +115,12 @@ class LoadSpec:
     #: before it sleeps (0: never): removes the thread's own wake-up from the latencies it
     #: measures, at the price of the CPU spent polling. See docs/load.md.
     busy_poll_us: int = 0
+    #: Open loop: a client thread whose next send is due within this many µs waits for it
+    #: awake, reading the clock, and sends it on time instead of when its timer's signal
+    #: reaches it (tens of µs late on a virtual machine, and every send due meanwhile at
+    #: once). The time spent so is pacing, reported apart from the client's work (0: off).
+    #: See docs/load.md, "Sending on time".
+    spin_us: int = 0
     #: Closed loop: a connection sends new requests only once this many of its ``pipeline``
     #: slots are free (1: after every reply), so each write carries that many requests.
     #: Fewer, larger writes cost client and server less CPU per request. See docs/load.md.
