@@ -103,7 +103,7 @@ fuzz: fuzz-build ## fuzz the decoders (memcached, RESP) for FUZZ_SECONDS each (d
 	fuzz/target/$(HOST)/release/decode -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/decode fuzz/seeds
 	fuzz/target/$(HOST)/release/resp -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/resp fuzz/seeds/resp
 
-bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEMTIER=, AIO_PEER= paths to the peers)
+bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEMTIER=, AIO_PEER=, REDIS_BENCHMARK= paths to the peers)
 	$(PY) benches/profile_overhead.py
 	$(PY) benches/flat_sim.py $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
 	$(PY) benches/flat_sim.py --block-trace $(BLOCK_TRACE) $(if $(LIBCACHESIM),--libcachesim $(LIBCACHESIM))
@@ -111,6 +111,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/request_sim.py
 	$(PY) benches/usl_fit.py
 	$(PY) benches/load_vs_memtier.py $(if $(MEMTIER),--memtier $(MEMTIER))
+	$(PY) benches/load_vs_redis.py $(if $(REDIS_BENCHMARK),--redis-benchmark $(REDIS_BENCHMARK)) $(if $(MEMTIER),--memtier $(MEMTIER))
 	$(PY) benches/tiered.py
 	$(PY) benches/replay_accuracy.py
 	$(PY) benches/run_time.py

@@ -10,7 +10,7 @@ all its threads) while each client, in turn, runs pinned to core 0. Every client
 - cachelab prefills its own keys (its run prefix) and deletes them after;
 - redis-benchmark (``-t get -d 100 -r 10000``) asks for ``key:NNNNNNNNNNNN`` (its
   ``key:__rand_int__``, the number zero-padded to 12 digits, 0..9999): this script writes
-  those 10,000 keys (pipelined ``SET``s on one socket) before the runs and ``UNLINK``s them
+  those 10,000 keys (redis-py, pipelined ``SET``s) before the runs and ``UNLINK``s them
   after, so its gets hit (``keyspace_hits``/``keyspace_misses`` deltas around each of its runs
   are recorded to show it);
 - memtier (``--protocol redis``, ``--key-prefix=memtier-``) likewise over ``memtier-1..10000``.
@@ -47,7 +47,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,6 +55,8 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+import redis
 
 import records
 from cachelab.resp import RespLogin
@@ -80,23 +81,16 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return {r[0]: {k: float(v) for k, v in zip(head[1:], r[1:])} for r in rows[1:] if r}
 
 
-def resp_command(*parts: bytes) -> bytes:
-    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
-
-
-def pipelined(address: str, commands: list[bytes], timeout: float = 10.0) -> None:
-    """Sends ``commands`` on one connection and reads one reply line each (``+OK``, ``:1``)."""
+def write_keys(address: str, keys: list[str], value: bytes | None) -> None:
+    """``SET`` each key to ``value`` (``UNLINK`` each when None), pipelined in batches of 1,000
+    with redis-py; an error reply raises."""
     host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.sendall(b"".join(commands))
-        got = b""
-        while got.count(b"\r\n") < len(commands):
-            chunk = s.recv(65536)
-            if not chunk:
-                raise OSError("redis-server closed the connection")
-            got += chunk
-    if got.startswith(b"-") or b"\r\n-" in got:
-        raise OSError(f"an error reply: {got[:200]!r}")
+    with redis.Redis(host=host, port=int(port), socket_timeout=10) as r:
+        for i in range(0, len(keys), 1000):
+            pipe = r.pipeline(transaction=False)
+            for k in keys[i:i + 1000]:
+                pipe.set(k, value) if value is not None else pipe.unlink(k)
+            pipe.execute()
 
 
 def server_counters(address: str) -> dict[str, float]:
@@ -273,7 +267,7 @@ def main() -> int:
         addr = srv.address
         value = b"x" * SIZE
         keys = [bench_key(i) for i in range(KEYS)] + [f"memtier-{i}" for i in range(1, KEYS + 1)]
-        pipelined(addr, [resp_command(b"SET", k.encode(), value) for k in keys])
+        write_keys(addr, keys, value)
         with RespLogin().client(addr) as c:
             version = dict(c.info("server"))["redis_version"]
         # redis-benchmark counts requests: calibrate -n to about --seconds per scenario.
@@ -303,7 +297,7 @@ def main() -> int:
                 stalls.append(r)
                 raw.append({"run": rep + 1, "scenario": "stall", "tool": "cachelab", **r})
         finally:
-            pipelined(addr, [resp_command(b"UNLINK", k.encode()) for k in keys])
+            write_keys(addr, keys, None)
     load_after = os.getloadavg()
     versions = {"redis-server": version}
     for name, path in peers.items():
@@ -325,8 +319,8 @@ def report(args: argparse.Namespace, peers: dict[str, str], notes: list[str],
              f"{load_before[0]:.2f}, after {load_after[0]:.2f}",
              f"workload: 100% GET, {SIZE} B values, {KEYS} keys uniform, prefilled (cachelab "
              "its own prefix; redis-benchmark's `key:%012d` 0..9999 and memtier's `memtier-N` "
-             f"written by this script with pipelined SETs); {args.seconds} s per client per "
-             f"scenario; {args.runs} alternations, medians below"]
+             f"written by this script with redis-py's pipelined SETs); {args.seconds} s per "
+             f"client per scenario; {args.runs} alternations, medians below"]
     lines, _ = records.header("cachelab load vs redis-benchmark on Redis", "load_vs_redis.py",
                               argv, facts)
     head = ["scenario", "tool", "ops/s", "client CPU µs/op", "while sending µs/op",
