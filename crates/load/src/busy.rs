@@ -160,12 +160,7 @@ fn before_park() {
         if INFLIGHT.get() == 0 && !timer_soon {
             return;
         }
-        let mut set: Vec<PollFd<'_>> = s
-            .fds
-            .iter()
-            .flatten()
-            .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN))
-            .collect();
+        let mut set = watched(&s.fds);
         if set.is_empty() {
             return;
         }
@@ -190,12 +185,7 @@ fn before_park() {
 fn spin_to(s: &mut State, due: Instant) {
     s.counts.spins += 1;
     let start = thread_cpu_ns();
-    let mut set: Vec<PollFd<'_>> = s
-        .fds
-        .iter()
-        .flatten()
-        .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN))
-        .collect();
+    let mut set = watched(&s.fds);
     loop {
         if Instant::now() >= due {
             TIMER_DUE.set(None);
@@ -212,6 +202,14 @@ fn spin_to(s: &mut State, due: Instant) {
         std::hint::spin_loop();
     }
     s.counts.spun_ns += thread_cpu_ns().saturating_sub(start);
+}
+
+/// The descriptors watched (the connections' sockets and the timer), to poll for reading.
+fn watched(fds: &[Option<OwnedFd>]) -> Vec<PollFd<'_>> {
+    fds.iter()
+        .flatten()
+        .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN))
+        .collect()
 }
 
 /// This thread's CPU time, ns (0 if it cannot be read).

@@ -136,6 +136,20 @@ pub enum DecodeError {
     Invalid(Invalid),
 }
 
+impl DecodeError {
+    /// The same error, its offset counted `by` bytes further on (a frame decoded from
+    /// `buf[by..]`, told of as an offset into `buf`).
+    pub fn shifted(self, by: usize) -> DecodeError {
+        match self {
+            DecodeError::Invalid(mut i) => {
+                i.offset += by;
+                DecodeError::Invalid(i)
+            }
+            inc => inc,
+        }
+    }
+}
+
 /// Where and why a frame is invalid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Invalid {

@@ -61,7 +61,7 @@ fn is_error(f: &Frame<'_>) -> bool {
 pub fn complete_len(expect: Expect, buf: &[u8]) -> Result<usize, DecodeError> {
     let mut pos = 0;
     loop {
-        let (f, n) = frame::decode(&buf[pos..]).map_err(|e| shift(e, pos))?;
+        let (f, n) = frame::decode(&buf[pos..]).map_err(|e| e.shifted(pos))?;
         let start = pos;
         pos += n;
         let ok = match (expect, &f) {
@@ -76,7 +76,7 @@ pub fn complete_len(expect: Expect, buf: &[u8]) -> Result<usize, DecodeError> {
         return if ok {
             Ok(pos)
         } else {
-            Err(shift(unexpected(), start))
+            Err(unexpected().shifted(start))
         };
     }
 }
@@ -86,16 +86,6 @@ fn unexpected() -> DecodeError {
         kind: frame::InvalidKind::UnknownReply,
         offset: 0,
     })
-}
-
-fn shift(e: DecodeError, by: usize) -> DecodeError {
-    match e {
-        DecodeError::Invalid(mut i) => {
-            i.offset += by;
-            DecodeError::Invalid(i)
-        }
-        inc => inc,
-    }
 }
 
 fn text(b: &[u8]) -> String {
@@ -108,7 +98,7 @@ pub fn parse(expect: Expect, bytes: &Bytes) -> Result<Response, DecodeError> {
     let mut values = Vec::new();
     let mut stats = Vec::new();
     loop {
-        let (f, n) = frame::decode(&bytes[pos..]).map_err(|e| shift(e, pos))?;
+        let (f, n) = frame::decode(&bytes[pos..]).map_err(|e| e.shifted(pos))?;
         pos += n;
         let single = match f {
             Frame::Value {

@@ -119,16 +119,6 @@ fn encode_pairs(pairs: &[(Value, Value)], out: &mut Vec<u8>) {
     }
 }
 
-fn shift(e: DecodeError, by: usize) -> DecodeError {
-    match e {
-        DecodeError::Invalid(mut i) => {
-            i.offset += by;
-            DecodeError::Invalid(i)
-        }
-        inc => inc,
-    }
-}
-
 /// The number of bytes at the start of `buf` that make up one complete reply (an aggregate
 /// with everything in it, attributes included), or `Incomplete` / `Invalid`. Allocates
 /// nothing.
@@ -140,7 +130,7 @@ pub fn complete_len(buf: &[u8], limits: &Limits) -> Result<usize, DecodeError> {
     let mut depth = 0;
     let mut pos = 0;
     loop {
-        let (f, n) = frame::decode(&buf[pos..], limits).map_err(|e| shift(e, pos))?;
+        let (f, n) = frame::decode(&buf[pos..], limits).map_err(|e| e.shifted(pos))?;
         let start = pos;
         pos += n;
         // An attribute describes the value after it: that value is still owed.
@@ -179,7 +169,7 @@ fn parse_at(
     depth: usize,
 ) -> Result<Value, DecodeError> {
     let start = *pos;
-    let (f, n) = frame::decode(&bytes[start..], limits).map_err(|e| shift(e, start))?;
+    let (f, n) = frame::decode(&bytes[start..], limits).map_err(|e| e.shifted(start))?;
     *pos += n;
     if f.children() > 0 && depth == limits.max_depth.min(MAX_DEPTH) {
         return Err(invalid(InvalidKind::TooDeep, start));
