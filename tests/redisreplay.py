@@ -25,8 +25,6 @@ keys the server held at the end) against ``Target.keys`` is the memory model's e
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,58 +33,29 @@ from typing import Any
 import numpy as np
 import redis
 
-from cachelab.childproc import LOOPBACK, ChildProcess, ExitRegistry, free_port
-from cachelab.errors import ServerUnreachable
+from cachelab import servers
 from cachelab.simulate.redis_memory import PIPELINING_CLIENT, dataset_bytes
 
 SCRIPT = ("local v = redis.call('GET', KEYS[1]) "
           "if v then return 1 end "
           "redis.call('SET', KEYS[1], string.rep('x', tonumber(ARGV[1]))) return 0")
 
-REDIS_SERVER = "/usr/bin/redis-server"
+class PrivateRedis(servers.PrivateRedis):
+    """:class:`cachelab.servers.PrivateRedis` with no memory limit until the replay sets one,
+    the policy under test, ``hz 100``; and redis-py's client (the third party the replay
+    reads the server's counters through)."""
 
-
-class PrivateRedis(ChildProcess):
-    """A redis-server on a free loopback port: no persistence, ``hz 100``, no memory limit
-    until :meth:`limit` sets one."""
-
-    program = "redis-server"
-    label = "redis-server"
-    registry = ExitRegistry()
-
-    def __init__(self, policy: str, *, binary: str | None = None) -> None:
-        super().__init__(start_timeout=10.0, binary=binary)
-        self.policy = policy
-        self.port = 0
+    def __init__(self, policy: str) -> None:
+        super().__init__(start_timeout=10.0, extra_args=(
+            "--maxmemory", "0", "--maxmemory-policy", policy, "--hz", "100"))
         self.client: redis.Redis | None = None
 
-    @property
-    def address(self) -> str:
-        return f"{self._host}:{self.port}"
-
-    def _command(self) -> list[str]:
-        path = self.binary or shutil.which("redis-server") or REDIS_SERVER
-        if not shutil.which(path):
-            raise ServerUnreachable(f"redis-server not found ({path})")
-        return [path]
-
-    def _launch(self, command: list[str]) -> None:
-        self.port = free_port(self._host)
-        self._dir = tempfile.mkdtemp(prefix="cachelab-redis-")
-        self._spawn([*command, "--port", str(self.port), "--bind", self._host,
-                     "--save", "", "--appendonly", "no", "--dir", self._dir,
-                     "--maxmemory", "0", "--maxmemory-policy", self.policy, "--hz", "100",
-                     "--logfile", ""])
-
-    def _ready(self, deadline: float) -> bool:
-        try:
-            c = redis.Redis(host=self._host, port=self.port, socket_timeout=5.0,
-                            socket_connect_timeout=1.0)
-            c.ping()
-        except redis.ConnectionError:
-            return False
-        self.client = c
-        return True
+    def start(self) -> PrivateRedis:
+        super().start()
+        host, port = self.address.rsplit(":", 1)
+        self.client = redis.Redis(host=host, port=int(port), socket_timeout=5.0,
+                                  socket_connect_timeout=1.0)
+        return self
 
     def stop(self) -> None:
         if self.client is not None:
@@ -204,4 +173,4 @@ def zipf_ids(n: int, keys: int, alpha: float, seed: int) -> np.ndarray:
     return rng.permutation(keys)[rng.choice(keys, size=n, p=p)]
 
 
-__all__ = ["LOOPBACK", "SCRIPT", "PrivateRedis", "Replay", "Target", "replay", "zipf_ids"]
+__all__ = ["SCRIPT", "PrivateRedis", "Replay", "Target", "replay", "zipf_ids"]
