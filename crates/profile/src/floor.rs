@@ -80,10 +80,11 @@ fn shake_hands(
 /// The floor's request: its bytes, and its name in the record (`floor_command`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FloorRequest {
-    /// `"mn"`, `"version"` or `"get-miss"`.
+    /// `"mn"`, `"version"`, `"get-miss"` or, over RESP, `"PING"`.
     pub name: &'static str,
     bytes: Vec<u8>,
-    command: Command,
+    /// The memcached command (None for RESP's `PING`, which the RESP client sends).
+    command: Option<Command>,
 }
 
 impl FloorRequest {
@@ -92,7 +93,7 @@ impl FloorRequest {
         FloorRequest {
             name: "mn",
             bytes: b"mn\r\n".to_vec(),
-            command: Command::MetaNoop,
+            command: Some(Command::MetaNoop),
         }
     }
 
@@ -101,7 +102,7 @@ impl FloorRequest {
         FloorRequest {
             name: "version",
             bytes: b"version\r\n".to_vec(),
-            command: Command::Version,
+            command: Some(Command::Version),
         }
     }
 
@@ -112,21 +113,31 @@ impl FloorRequest {
         FloorRequest {
             name: "get-miss",
             bytes: format!("get {}\r\n", miss_key(prefix)).into_bytes(),
-            command: Command::Get(vec![key]),
+            command: Some(Command::Get(vec![key])),
         }
     }
 
-    /// The request as the client sends it, on the measuring connection.
-    pub fn command(&self) -> &Command {
-        &self.command
+    /// RESP's `PING` (answered `+PONG`): a round trip that does nothing on the server.
+    pub fn ping() -> FloorRequest {
+        FloorRequest {
+            name: "PING",
+            bytes: b"*1\r\n$4\r\nPING\r\n".to_vec(),
+            command: None,
+        }
+    }
+
+    /// The memcached request as the client sends it, on the measuring connection (None for
+    /// RESP's `PING`).
+    pub fn command(&self) -> Option<&Command> {
+        self.command.as_ref()
     }
 
     /// Whether `reply` is this request's answer: `MN`, `VERSION …`, or `END` (no value).
     pub fn answered(&self, reply: &Response) -> bool {
         match (&self.command, reply) {
-            (Command::MetaNoop, Response::Meta { status, .. }) => *status == MetaStatus::Mn,
-            (Command::Version, Response::Version(_)) => true,
-            (Command::Get(_), Response::Values(values)) => values.is_empty(),
+            (Some(Command::MetaNoop), Response::Meta { status, .. }) => *status == MetaStatus::Mn,
+            (Some(Command::Version), Response::Version(_)) => true,
+            (Some(Command::Get(_)), Response::Values(values)) => values.is_empty(),
             _ => false,
         }
     }

@@ -24,6 +24,7 @@
 //! into the record that its module sets out.
 
 mod cell;
+mod conn;
 mod floor;
 mod outcome;
 mod progress;
@@ -33,6 +34,7 @@ mod worker;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use cachelab_client::resp::RespClient;
 use cachelab_client::{Address, BlockingConnection, Error, Options};
 
 pub use cachelab_client;
@@ -41,8 +43,8 @@ pub use floor::FloorRequest;
 pub use outcome::{Outcome, ServerFacts};
 pub use progress::Progress;
 pub use spec::{
-    limits, Protocol, Spec, SpecError, LIMITS, MAX_KEY_COUNT, MAX_PREFIX, MAX_SAMPLES,
-    MAX_VALUE_SIZE,
+    limits, Password, Protocol, RespLogin, Spec, SpecError, LIMITS, MAX_KEY_COUNT, MAX_PREFIX,
+    MAX_SAMPLES, MAX_VALUE_SIZE,
 };
 
 /// Reads the server's version and settings; through a proxy (`proxy`), its version alone (a
@@ -81,6 +83,37 @@ pub fn connection_cost(
     floor::connection_cost(address, options, &request, n)
 }
 
+/// A Redis or Valkey's facts: its version (`redis 7.0.15`, `valkey 8.0.1`), the settings a
+/// profile reads it by (`CONFIG GET` of `maxmemory`, `maxmemory-policy` and `io-threads`;
+/// none where `CONFIG` is renamed away), and `INFO` (its default sections) before the run.
+pub fn resp_facts(
+    address: &Address,
+    options: &Options,
+    login: &RespLogin,
+) -> Result<ServerFacts, Error> {
+    let mut c = RespClient::connect(address, options.clone(), &conn::resp_options(login))?;
+    let info = c.info(None)?;
+    let stats: Vec<(String, String)> = info
+        .sections
+        .into_iter()
+        .flat_map(|section| section.fields)
+        .collect();
+    let field = |name: &str| stats.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    let version = ["valkey_version", "redis_version"]
+        .iter()
+        .find_map(|f| field(f).map(|v| format!("{} {v}", &f[..f.len() - 8])))
+        .unwrap_or_default();
+    let mut settings = Vec::new();
+    for pattern in ["maxmemory", "maxmemory-policy", "io-threads"] {
+        settings.extend(c.config_get(pattern).unwrap_or_default());
+    }
+    Ok(ServerFacts {
+        version,
+        settings,
+        stats,
+    })
+}
+
 /// Runs the profile. Blocks until done, cancelled, or the server is gone.
 ///
 /// Fails only when the spec is invalid or the server cannot be reached at the start; once
@@ -89,11 +122,20 @@ pub fn connection_cost(
 pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     spec.validate()?;
     let started = Instant::now();
-    let server =
-        server_facts(&spec.address, &spec.options, spec.proxy).map_err(SpecError::Server)?;
-    let miss = spec.proxy.then_some(spec.prefix.as_str());
-    let floor_request =
-        floor::probe(&spec.address, &spec.options, miss).map_err(SpecError::Server)?;
+    let (server, floor_request) = match &spec.protocol {
+        Protocol::Resp(login) => (
+            resp_facts(&spec.address, &spec.options, login).map_err(SpecError::Server)?,
+            FloorRequest::ping(),
+        ),
+        _ => {
+            let miss = spec.proxy.then_some(spec.prefix.as_str());
+            (
+                server_facts(&spec.address, &spec.options, spec.proxy)
+                    .map_err(SpecError::Server)?,
+                floor::probe(&spec.address, &spec.options, miss).map_err(SpecError::Server)?,
+            )
+        }
+    };
 
     let tasks = spec.cells().len() - spec.sizes.len(); // get and set share a sample
     let rounds: u64 = spec.samples + spec.warmup;
@@ -122,7 +164,9 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     let mut cells = spec.cells();
     let mut leftovers = Vec::new();
     let mut aborted = None;
+    let mut sent = conn::Sent::new();
     for r in results {
+        worker::add_sent(&mut sent, r.sent);
         for (total, part) in cells.iter_mut().zip(&r.cells) {
             total.merge(part);
         }
@@ -130,11 +174,18 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
         aborted = aborted.or(r.aborted);
     }
     let cleaned_up_keys = leftovers.len() as u64;
-    let leftover_keys = worker::delete_all(&spec.address, &spec.options, &leftovers);
+    let leftover_keys = worker::delete_all(
+        &spec.address,
+        &spec.options,
+        &spec.protocol,
+        &leftovers,
+        &mut sent,
+    );
     Ok(Outcome {
         cells,
         server,
         floor_command: floor_request.name,
+        commands: sent,
         transport: spec.options.transport(&spec.address),
         leftover_keys,
         cleaned_up_keys: cleaned_up_keys - leftover_keys,

@@ -8,7 +8,8 @@
 //!              "samples", "histogram" (V2 compressed, base64), "errors": {kind: count},
 //!              "mismatches", "misses"}, ...],
 //!   "server": {"version", "settings": {name: str}, "stats": {name: str}},
-//!   "floor_command": "mn" | "version" | "get-miss", "transport": "tcp" | "tls" | "unix",
+//!   "floor_command": "mn" | "version" | "get-miss" | "PING",
+//!   "commands": {name: count}, "transport": "tcp" | "tls" | "unix",
 //!   "leftover_keys", "cleaned_up_keys", "cancelled", "aborted": str | null, "elapsed_s"
 //! }
 //! ```
@@ -38,6 +39,11 @@ pub struct Outcome {
     /// How the floor was measured: `"mn"`, `"version"` or, through a proxy, `"get-miss"` (a
     /// get of a key never written).
     pub floor_command: &'static str,
+    /// Every command the measurement sent (samples, warm-up, floor, the untimed writes,
+    /// reads and deletes, the final clean-up), by name (`get`, `ms`, `SET`, `MGET`,
+    /// `UNLINK`, `PING` …): what the server's own counters can be held against. The reads
+    /// of the server's facts (`stats`, `INFO`, `CONFIG GET`) are not counted.
+    pub commands: BTreeMap<&'static str, u64>,
     /// What the samples and the floor ran over: `"tcp"`, `"tls"` or `"unix"`.
     pub transport: &'static str,
     /// Keys written and not deleted, even after the final clean-up.
@@ -61,6 +67,7 @@ impl Serialize for Outcome {
                 stats: by_name(&self.server.stats),
             },
             floor_command: self.floor_command,
+            commands: &self.commands,
             transport: self.transport,
             leftover_keys: self.leftover_keys,
             cleaned_up_keys: self.cleaned_up_keys,
@@ -77,6 +84,7 @@ struct OutcomeRecord<'a> {
     cells: Vec<CellRecord<'a>>,
     server: ServerRecord<'a>,
     floor_command: &'static str,
+    commands: &'a BTreeMap<&'static str, u64>,
     transport: &'static str,
     leftover_keys: u64,
     cleaned_up_keys: u64,
@@ -156,6 +164,7 @@ mod tests {
                 stats: vec![("pid".into(), "1".into())],
             },
             floor_command: "mn",
+            commands: [("mn", 2), ("set", 5)].into_iter().collect(),
             transport: "tcp",
             leftover_keys: 0,
             cleaned_up_keys: 3,
@@ -176,6 +185,7 @@ mod tests {
             "server": {"version": "1.6.21", "settings": {"evictions": "on", "num_threads": "4"},
                        "stats": {"pid": "1"}},
             "floor_command": "mn",
+            "commands": {"mn": 2, "set": 5},
             "transport": "tcp",
             "leftover_keys": 0,
             "cleaned_up_keys": 3,

@@ -8,20 +8,54 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use cachelab_client::resp::{Auth, Secret};
 use cachelab_client::spec::{self as de, Limit};
 use cachelab_client::{Address, Options};
 use cachelab_proto::Key;
 
 use crate::cell::{Cell, Op};
 
-/// Which protocol the timed commands use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// Which protocol the timed commands use. From Python: `"text"`, `"meta"`, or
+/// `{"resp": {"user", "password", "db"}}` (each optional), as the load engine's.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// `set` / `get` / `get k1 … kn` / `delete`.
     Text,
     /// `ms` / `mg … v` / pipelined `mg` for a multi-get / `md`.
     Meta,
+    /// RESP2 (Redis, Valkey): `SET` / `GET` / `MGET k1 … kn` / `UNLINK`; the floor `PING`.
+    Resp(RespLogin),
+}
+
+/// What a RESP connection sends before its requests: `AUTH [user] password`, `SELECT db`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RespLogin {
+    pub user: Option<String>,
+    pub password: Option<Password>,
+    pub db: Option<u32>,
+}
+
+impl RespLogin {
+    /// The client's credentials, when a password is given.
+    pub fn auth(&self) -> Option<Auth> {
+        self.password.as_ref().map(|p| Auth {
+            user: self.user.clone(),
+            password: p.0.clone(),
+        })
+    }
+}
+
+/// A password that never shows (`Debug` prints `<secret>`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub struct Password(pub Secret);
+
+impl From<String> for Password {
+    fn from(s: String) -> Password {
+        Password(Secret::new(s))
+    }
 }
 
 /// The most samples (or warm-up samples) per cell.
@@ -142,14 +176,15 @@ impl Spec {
             .and_then(|()| CONNECT_TIMEOUT.check_duration(self.options.connect_timeout, 1.0))
             .and_then(|()| GIVE_UP_AFTER.check_duration(self.give_up_after, 1.0))
             .map_err(SpecError::Invalid)?;
-        if self.proxy && self.protocol == Protocol::Meta {
-            return bad(
-                "the meta protocol through a proxy: twemproxy closes the connection on meta \
-                 commands; use the text protocol"
-                    .into(),
-            );
+        match (&self.protocol, self.proxy) {
+            (Protocol::Meta, true) => bad("the meta protocol through a proxy: twemproxy closes \
+                 the connection on meta commands; use the text protocol"
+                .into()),
+            (Protocol::Resp(_), true) => bad("RESP through a proxy: a profile over RESP goes \
+                 straight to the server"
+                .into()),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The cells in the order they are reported.

@@ -7,10 +7,11 @@ use bytes::{Bytes, BytesMut};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 
-use cachelab_client::{Address, BlockingConnection, Error, ErrorKind, Options};
-use cachelab_proto::{Command, Key, MetaFlags, MetaStatus, Response, Store};
+use cachelab_client::{Address, Error, ErrorKind, Options};
+use cachelab_proto::Key;
 
 use crate::cell::Cell;
+use crate::conn::{Conn, Gone, Sent};
 use crate::floor::{self, FloorRequest};
 use crate::progress::Progress;
 use crate::spec::{Protocol, Spec};
@@ -30,13 +31,17 @@ pub struct Report {
     /// Keys that may still be on the server.
     pub leftovers: Vec<Key>,
     pub aborted: Option<String>,
+    /// Commands sent, by name.
+    pub sent: Sent,
 }
 
 struct Worker<'a> {
     spec: &'a Spec,
     plan: Plan,
     progress: &'a Progress,
-    conn: Option<BlockingConnection>,
+    conn: Option<Conn>,
+    /// Commands sent on connections since dropped.
+    sent: Sent,
     rng: SmallRng,
     cells: Vec<Cell>,
     leftovers: Vec<Key>,
@@ -48,8 +53,6 @@ struct Worker<'a> {
     last_success: Instant,
     failures_in_a_row: u32,
     aborted: Option<String>,
-    value_flag: MetaFlags,
-    no_flags: MetaFlags,
 }
 
 pub fn run(spec: &Spec, plan: Plan, progress: &Progress) -> Report {
@@ -59,6 +62,7 @@ pub fn run(spec: &Spec, plan: Plan, progress: &Progress) -> Report {
         plan,
         progress,
         conn: None,
+        sent: Sent::new(),
         rng: SmallRng::seed_from_u64(seed),
         cells: spec.cells(),
         leftovers: Vec::new(),
@@ -68,16 +72,16 @@ pub fn run(spec: &Spec, plan: Plan, progress: &Progress) -> Report {
         last_success: Instant::now(),
         failures_in_a_row: 0,
         aborted: None,
-        value_flag: MetaFlags::new("v").expect("valid flag"),
-        no_flags: MetaFlags::default(),
     };
     w.run();
     w.flush_deletes();
     w.leftovers.append(&mut w.pending);
+    w.drop_conn();
     Report {
         cells: w.cells,
         leftovers: w.leftovers,
         aborted: w.aborted,
+        sent: w.sent,
     }
 }
 
@@ -159,7 +163,7 @@ impl Worker<'_> {
         if is_reply_error(e) {
             return;
         }
-        self.conn = None;
+        self.drop_conn();
         self.failures_in_a_row += 1;
         if self.last_success.elapsed() >= self.spec.give_up_after {
             self.aborted = Some(format!(
@@ -173,7 +177,14 @@ impl Worker<'_> {
         std::thread::sleep(backoff);
     }
 
-    fn connection(&mut self, cell: usize) -> Option<&mut BlockingConnection> {
+    /// Closes the measuring connection, keeping the count of what was sent on it.
+    fn drop_conn(&mut self) {
+        if let Some(mut c) = self.conn.take() {
+            add_sent(&mut self.sent, c.take_sent());
+        }
+    }
+
+    fn connection(&mut self, cell: usize) -> Option<&mut Conn> {
         if self.connect(cell) {
             self.conn.as_mut()
         } else {
@@ -186,7 +197,7 @@ impl Worker<'_> {
         if self.conn.is_some() {
             return true;
         }
-        match BlockingConnection::connect(&self.spec.address, self.spec.options.clone()) {
+        match Conn::connect(&self.spec.address, &self.spec.options, &self.spec.protocol) {
             Ok(conn) => {
                 self.conn = Some(conn);
                 true
@@ -206,19 +217,20 @@ impl Worker<'_> {
     /// memcached `-t 4`): the first request after a pause or a large reply waits longer for
     /// the threads to wake, and the floor would be above what it is the floor of.
     fn floor_sample(&mut self, keep: bool) {
-        let command = self.plan.floor_request.command().clone();
+        let request = self.plan.floor_request.clone();
         let Some(conn) = self.connection(0) else {
             return;
         };
-        let primed = conn.send(&command);
+        let primed = conn.floor(&request);
         let timed = primed.and_then(|_| {
             let t0 = Instant::now();
-            conn.send(&command).map(|reply| (reply, t0.elapsed()))
+            conn.floor(&request)
+                .map(|answered| (answered, t0.elapsed()))
         });
         match timed {
-            Ok((reply, took)) => {
+            Ok((answered, took)) => {
                 self.ok();
-                if !self.plan.floor_request.answered(&reply) {
+                if !answered {
                     self.cells[0].mismatches += 1;
                 } else if keep {
                     cachelab_metrics::record(&mut self.cells[0].hist, took.as_nanos() as u64);
@@ -233,22 +245,12 @@ impl Worker<'_> {
         let (get_cell, set_cell) = (1 + i, 1 + self.spec.sizes.len() + i);
         let key = self.key(&format!("g{size}"));
         let value = self.random(size);
-        let (protocol, vflag, noflag) = (
-            self.spec.protocol,
-            self.value_flag.clone(),
-            self.no_flags.clone(),
-        );
         let Some(conn) = self.connection(set_cell) else {
             return;
         };
 
         let t0 = Instant::now();
-        let stored = match protocol {
-            Protocol::Text => conn.set(&key, value.clone(), 0, 0),
-            Protocol::Meta => conn
-                .meta_set(&key, value.clone(), &noflag)
-                .map(|r| r.status == MetaStatus::Hd),
-        };
+        let stored = conn.set(&key, value.clone());
         let set_took = t0.elapsed();
         match stored {
             Ok(true) => {
@@ -272,10 +274,7 @@ impl Worker<'_> {
 
         let conn = self.conn.as_mut().expect("connected above");
         let t1 = Instant::now();
-        let got = match protocol {
-            Protocol::Text => conn.get(&key).map(|v| v.map(|v| v.data)),
-            Protocol::Meta => conn.meta_get(&key, &vflag).map(|r| r.data),
-        };
+        let got = conn.get(&key);
         let get_took = t1.elapsed();
         match got {
             Ok(Some(data)) => {
@@ -299,32 +298,6 @@ impl Worker<'_> {
         self.pending.push(key);
     }
 
-    fn delete_command(&self, key: &Key) -> Command {
-        match self.spec.protocol {
-            Protocol::Text => Command::Delete(key.clone()),
-            Protocol::Meta => Command::MetaDelete {
-                key: key.clone(),
-                flags: self.no_flags.clone(),
-            },
-        }
-    }
-
-    fn write_command(&self, key: &Key, data: &Bytes) -> Command {
-        match self.spec.protocol {
-            Protocol::Text => Command::Set(Store {
-                key: key.clone(),
-                flags: 0,
-                exptime: 0,
-                data: data.clone(),
-            }),
-            Protocol::Meta => Command::MetaSet {
-                key: key.clone(),
-                data: data.clone(),
-                flags: self.no_flags.clone(),
-            },
-        }
-    }
-
     /// One multi-get sample per key count. The values for all of them are written in one
     /// untimed pipeline, which also carries the deletes of the previous round's keys; then each
     /// multi-get is timed on its own and verified.
@@ -341,27 +314,20 @@ impl Worker<'_> {
             batches.push((keys, values));
         }
         let deleted = std::mem::take(&mut self.pending);
-        let mut cmds: Vec<Command> = deleted.iter().map(|k| self.delete_command(k)).collect();
-        for (keys, values) in &batches {
-            cmds.extend(
-                keys.iter()
-                    .zip(values)
-                    .map(|(k, v)| self.write_command(k, v)),
-            );
-        }
-        let written: Vec<Key> = batches
+        let writes: Vec<(Key, Bytes)> = batches
             .iter()
-            .flat_map(|(k, _)| k.iter().cloned())
+            .flat_map(|(k, v)| k.iter().cloned().zip(v.iter().cloned()))
             .collect();
+        let written: Vec<Key> = writes.iter().map(|(k, _)| k.clone()).collect();
         let outcome = match self.connection(first_cell) {
-            Some(conn) => conn.pipeline(&cmds),
+            Some(conn) => conn.batch(&deleted, &writes),
             None => {
                 self.pending = deleted;
                 self.leftovers.extend(written);
                 return self.ticks(counts.len());
             }
         };
-        let replies = match outcome {
+        let (gone, bad) = match outcome {
             Ok(replies) => replies,
             Err(e) => {
                 self.leftovers.extend(deleted);
@@ -370,14 +336,13 @@ impl Worker<'_> {
                 return self.ticks(counts.len());
             }
         };
-        let (gone, stored) = replies.split_at(deleted.len());
-        for (r, k) in gone.iter().zip(deleted) {
-            if !is_gone(r) {
+        for (g, k) in gone.iter().zip(deleted) {
+            if !g.is_gone() {
                 self.leftovers.push(k);
             }
         }
-        if let Some(bad) = stored.iter().find(|r| !is_stored(r)) {
-            let e = Error::ServerError(format!("write before multi-get failed: {bad:?}"));
+        if let Some(bad) = bad {
+            let e = Error::ServerError(format!("write before multi-get failed: {bad}"));
             self.leftovers.extend(written);
             self.fail(first_cell, &e);
             return self.ticks(counts.len());
@@ -390,7 +355,7 @@ impl Worker<'_> {
         // land on the floor's server, not on a second one.
         let primer = Key::new(floor::miss_key(&self.spec.prefix)).expect("prefix validated");
         let conn = self.conn.as_mut().expect("connected above");
-        if let Err(e) = conn.get_multi(std::slice::from_ref(&primer)) {
+        if let Err(e) = conn.read_miss(&primer) {
             self.leftovers.extend(written);
             self.fail(first_cell, &e);
             return self.ticks(counts.len());
@@ -423,35 +388,9 @@ impl Worker<'_> {
         values: &[Bytes],
         keep: bool,
     ) -> Result<(), Error> {
-        let (protocol, vflag) = (self.spec.protocol, self.value_flag.clone());
         let conn = self.conn.as_mut().expect("connected by the caller");
         let t0 = Instant::now();
-        let found: Vec<(Bytes, Bytes)> = match protocol {
-            Protocol::Text => conn
-                .get_multi(keys)?
-                .into_iter()
-                .map(|v| (v.key, v.data))
-                .collect(),
-            Protocol::Meta => {
-                let reads: Vec<Command> = keys
-                    .iter()
-                    .map(|key| Command::MetaGet {
-                        key: key.clone(),
-                        flags: vflag.clone(),
-                    })
-                    .collect();
-                conn.pipeline(&reads)?
-                    .into_iter()
-                    .zip(keys)
-                    .filter_map(|(r, key)| match r {
-                        Response::Meta { data: Some(d), .. } => {
-                            Some((Bytes::copy_from_slice(key.as_bytes()), d))
-                        }
-                        _ => None,
-                    })
-                    .collect()
-            }
-        };
+        let found = conn.multi_get(keys)?;
         let took = t0.elapsed();
         self.ok();
         let c = &mut self.cells[cell];
@@ -476,12 +415,11 @@ impl Worker<'_> {
             return;
         }
         let keys = std::mem::take(&mut self.pending);
-        let cmds: Vec<Command> = keys.iter().map(|k| self.delete_command(k)).collect();
         let conn = self.conn.as_mut().expect("checked above");
-        match conn.pipeline(&cmds) {
-            Ok(replies) => {
-                for (r, k) in replies.iter().zip(keys) {
-                    if !is_gone(r) {
+        match conn.delete(&keys) {
+            Ok(gone) => {
+                for (g, k) in gone.iter().zip(keys) {
+                    if !g.is_gone() {
                         self.leftovers.push(k);
                     }
                 }
@@ -491,27 +429,11 @@ impl Worker<'_> {
     }
 }
 
-fn is_stored(r: &Response) -> bool {
-    matches!(
-        r,
-        Response::Stored
-            | Response::Meta {
-                status: MetaStatus::Hd,
-                ..
-            }
-    )
-}
-
-fn is_gone(r: &Response) -> bool {
-    matches!(
-        r,
-        Response::Deleted
-            | Response::NotFound
-            | Response::Meta {
-                status: MetaStatus::Hd | MetaStatus::Nf,
-                ..
-            }
-    )
+/// Adds the counts of `more` to `into`.
+pub fn add_sent(into: &mut Sent, more: Sent) {
+    for (name, n) in more {
+        *into.entry(name).or_default() += n;
+    }
 }
 
 /// Sweeps of [`delete_all`], and the pause before the second (doubled before each next one).
@@ -526,13 +448,25 @@ const SWEEP_PAUSE: Duration = Duration::from_millis(50);
 /// after a pause, and again, until a sweep finds none of them there (every reply `NOT_FOUND`),
 /// at most [`SWEEPS`] times; keys it could not delete, or found again in the last sweep, are
 /// counted.
-pub fn delete_all(address: &Address, options: &Options, keys: &[Key]) -> u64 {
+pub fn delete_all(
+    address: &Address,
+    options: &Options,
+    protocol: &Protocol,
+    keys: &[Key],
+    sent: &mut Sent,
+) -> u64 {
     if keys.is_empty() {
         return 0;
     }
-    let Ok(mut conn) = BlockingConnection::connect(address, options.clone()) else {
+    let Ok(mut conn) = Conn::connect(address, options, protocol) else {
         return keys.len() as u64;
     };
+    let left = sweep(&mut conn, keys);
+    add_sent(sent, conn.take_sent());
+    left
+}
+
+fn sweep(conn: &mut Conn, keys: &[Key]) -> u64 {
     let mut suspects = keys.to_vec();
     for sweep in 0..SWEEPS {
         if sweep > 0 {
@@ -540,14 +474,12 @@ pub fn delete_all(address: &Address, options: &Options, keys: &[Key]) -> u64 {
         }
         let mut found = Vec::new();
         for chunk in suspects.chunks(100) {
-            let cmds: Vec<Command> = chunk.iter().map(|k| Command::Delete(k.clone())).collect();
-            match conn.pipeline(&cmds) {
+            match conn.delete(chunk) {
                 // Deleted now (it was there) or not deleted: look again next sweep.
-                Ok(replies) => found.extend(
-                    replies
-                        .iter()
+                Ok(gone) => found.extend(
+                    gone.iter()
                         .zip(chunk)
-                        .filter(|(r, _)| !matches!(r, Response::NotFound))
+                        .filter(|(g, _)| **g != Gone::NotFound)
                         .map(|(_, k)| k.clone()),
                 ),
                 Err(_) => return suspects.len() as u64,
@@ -571,6 +503,7 @@ mod support;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cachelab_client::BlockingConnection;
 
     fn present(address: &Address, keys: &[Key]) -> usize {
         let mut c = BlockingConnection::connect(address, Options::default()).unwrap();
@@ -596,7 +529,17 @@ mod tests {
                 }
             })
         };
-        assert_eq!(delete_all(&address, &Options::default(), &keys), 0);
+        let mut sent = Sent::new();
+        assert_eq!(
+            delete_all(
+                &address,
+                &Options::default(),
+                &Protocol::Text,
+                &keys,
+                &mut sent
+            ),
+            0
+        );
         late.join().unwrap();
         assert_eq!(present(&address, &keys), 0);
     }
@@ -607,7 +550,18 @@ mod tests {
         let address: Address = mc.address.parse().unwrap();
         let keys = vec![Key::new("cachelab-test:never").unwrap()];
         let t0 = Instant::now();
-        assert_eq!(delete_all(&address, &Options::default(), &keys), 0);
+        let mut sent = Sent::new();
+        assert_eq!(
+            delete_all(
+                &address,
+                &Options::default(),
+                &Protocol::Text,
+                &keys,
+                &mut sent
+            ),
+            0
+        );
+        assert_eq!(sent.get("delete"), Some(&2), "two sweeps of one delete");
         assert!(t0.elapsed() >= SWEEP_PAUSE);
     }
 }

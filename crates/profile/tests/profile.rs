@@ -190,3 +190,64 @@ fn bad_specs_are_refused_before_anything_is_sent() {
     s.key_counts = vec![0];
     assert!(run(&s, &Progress::new()).is_err());
 }
+
+/// Each command's `calls` in the server's `INFO commandstats`.
+fn calls(c: &mut cachelab_client::resp::RespClient, command: &str) -> u64 {
+    let info = c.info(Some("commandstats")).unwrap();
+    info.get(&format!("cmdstat_{command}"))
+        .and_then(|v| {
+            cachelab_client::resp::subfields(v)
+                .into_iter()
+                .find(|(k, _)| *k == "calls")
+                .map(|(_, n)| n.parse().unwrap())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn over_resp_every_cell_is_measured_and_the_server_counts_each_command_sent() {
+    use cachelab_client::resp::{Auth, RespClient, RespOptions};
+    use cachelab_profile::{Password, RespLogin};
+
+    let redis = support::redis::Redis::start_with(&["--requirepass", "pw-profile"]);
+    let login = RespLogin {
+        user: None,
+        password: Some(Password::from("pw-profile".to_string())),
+        db: Some(3),
+    };
+    let address = redis.address.parse().unwrap();
+    let resp = RespOptions {
+        auth: Some(Auth::password("pw-profile")),
+        db: Some(3),
+        ..RespOptions::default()
+    };
+    let mut c = RespClient::connect(&address, Options::default(), &resp).unwrap();
+    let names = ["get", "set", "mget", "unlink", "ping"];
+    let before: Vec<u64> = names.iter().map(|n| calls(&mut c, n)).collect();
+    let s = spec(&redis.address, Protocol::Resp(login), 2);
+    let out = run(&s, &Progress::new()).unwrap();
+    assert_eq!(out.floor_command, "PING");
+    assert!(
+        out.server.version.starts_with("redis "),
+        "{}",
+        out.server.version
+    );
+    for cell in &out.cells {
+        assert_eq!(cell.hist.len(), 50, "{:?} {}", cell.op, cell.value_size);
+        assert_eq!(
+            (cell.error_count(), cell.mismatches, cell.misses),
+            (0, 0, 0)
+        );
+    }
+    assert_eq!(out.leftover_keys, 0);
+    for (name, b) in names.iter().zip(before) {
+        let sent = out.commands.get(name.to_uppercase().as_str()).copied();
+        assert_eq!(Some(calls(&mut c, name) - b), sent, "{name}");
+    }
+    // 55 rounds (5 warm-up), two workers: a timed and an untimed PING each round.
+    assert_eq!(out.commands["PING"], 2 * 55);
+    let dbsize = c
+        .call(&cachelab_proto::resp::Command::new("DBSIZE"))
+        .unwrap();
+    assert_eq!(dbsize, cachelab_proto::resp::Value::Integer(0));
+}

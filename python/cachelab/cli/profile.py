@@ -14,15 +14,16 @@ from cachelab.profile.pool import ROUNDS, ROUNDS_LIMIT, PoolProfile
 from cachelab.profile.spec import LIMITS as PROFILE_LIMITS
 from cachelab.profile.spec import SHOWN_PERCENTILES
 from cachelab.progress import Progress
+from cachelab.resp import is_url, redact
 from cachelab.units import flag_text, parse_int_list, parse_size, parse_size_list
 
 DESCRIPTION = """\
-Measure a memcached server's latency the way Khan Academy's "Profiling App Engine Memcached"
-did, with care: each sample writes a fresh random value under a unique per-run key, times the
-read, checks every byte, and deletes the key. Cells run interleaved; warm-up samples are
-discarded; the smallest request (the loopback floor, mn) is timed on the same connection in
-every round. Results: the percentile tables, profile.json (the latency profile simulate uses),
-profile.csv, and inverted-percentile plots (PNG and SVG).
+Measure a memcached server's (or a Redis's or Valkey's) latency the way Khan Academy's
+"Profiling App Engine Memcached" did, with care: each sample writes a fresh random value
+under a unique per-run key, times the read, checks every byte, and deletes the key. Cells run
+interleaved; warm-up samples are discarded; the smallest request (the loopback floor, mn) is
+timed on the same connection in every round. Results: the percentile tables, profile.json
+(the latency profile simulate uses), profile.csv, and inverted-percentile plots (PNG and SVG).
 
 Through twemproxy (--proxy HOST:PORT, with the memcached servers behind it given by --server
 repeated or --servers-file): every request goes to the proxy, text protocol only. The floor is
@@ -30,6 +31,12 @@ then a get of a key never written (get-miss: twemproxy closes the connection on 
 crosses the proxy to one server behind it; a multi-get is split by the proxy over the servers
 and answered as one. Each server behind is checked for room for the whole run, watched for
 evictions and read for its stats; profile.json gets a "behind" section (docs/pools.md).
+
+A Redis or Valkey (--server redis://[user:password@]HOST:PORT[/db], rediss:// for TLS, or
+--protocol resp; a private redis-server when no --server is given): SET, GET and MGET, the
+floor PING, keys deleted with UNLINK; the server's maxmemory and policy checked before
+anything is written, evicted_keys watched, and INFO's counters (commandstats too) read
+before and after (docs/resp.md, "profile").
 
 Sizes take K/M (powers of 1000) or Ki/Mi (powers of 1024): --sizes 1,100,1K,1M.
 """
@@ -39,6 +46,7 @@ cachelab profile --server 10.0.0.1:11211 --sizes 100,10K --keys 1,10 --connectio
 cachelab profile --precision 5% --fail-on precision   # exit 1 if a cell's p99 is not ±5 %
 cachelab profile --quick --precision 5%   # each cell's p50 to ±5 % (up to 5000 samples)
 cachelab profile --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
+cachelab profile --server redis://127.0.0.1:6379 --quick   # a Redis (or --protocol resp)
 """
 
 
@@ -104,9 +112,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       type=_limit("concurrency"), metavar="N")
     p.add_argument(
         "--protocol", choices=common.PROTOCOL_CHOICES,
-        help=f"text: set/get/delete; meta: ms/mg/md (default {_D.protocol}); resp (Redis) is "
-        "load's only, for now",
+        help=f"text: set/get/delete; meta: ms/mg/md (default {_D.protocol}); resp: a Redis "
+        "or Valkey, SET/GET/MGET/UNLINK (a --server redis://… speaks resp without it; no "
+        "--server: a private redis-server)",
     )
+    p.set_defaults(speaks_resp=True)  # (a redis:// server is a Redis to profile)
     p.add_argument(
         "--timeout", type=_limit("timeout"), metavar="S",
         help=f"deadline per request in seconds (default {flag_text(_D.timeout)})",
@@ -151,9 +161,12 @@ def spec_from(args: argparse.Namespace) -> lib.ProfileSpec:
         base.sizes = ()
     if args.no_multiget:
         base.key_counts = ()
-    if args.protocol == "resp":
-        raise UsageError("--protocol resp: profile measures memcached only for now (text or "
-                         "meta); `cachelab load --protocol resp` measures a Redis")
+    urls = [s for s in (args.server or []) if is_url(s)]
+    if urls and args.protocol in ("text", "meta"):
+        raise UsageError(f"--protocol {args.protocol}, but --server {redact(urls[0])} is a "
+                         "Redis URL: give HOST:PORT, or --protocol resp")
+    if urls:
+        args.protocol = "resp"
     for name, value in (("multi_value_size", args.multi_size), ("concurrency", args.connections),
                         ("protocol", args.protocol), ("timeout", args.timeout)):
         if value is not None:

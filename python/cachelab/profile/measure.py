@@ -1,8 +1,10 @@
 """Measuring a latency profile (:func:`profile`): the Rust engine against a memcached, given
-or private."""
+or private, or a Redis or Valkey (RESP, given or a private redis-server; the server's side
+from ``INFO``: :mod:`cachelab.profile.resp`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -12,13 +14,21 @@ import cachelab._core as _core
 import cachelab.environment as environment
 import cachelab.servers as servers
 from cachelab.artifacts import created_now
-from cachelab.capacity import EvictionWatch, PoolWatch, evicted_message, guard, guard_pool
+from cachelab.capacity import (
+    EvictionWatch,
+    PoolWatch,
+    evicted_message,
+    guard,
+    guard_pool,
+    guard_resp,
+)
 from cachelab.errors import Interrupted, UsageError
 from cachelab.load import server_view
 from cachelab.pool import parse_server
 from cachelab.profile.cell import Cell, with_percentiles
 from cachelab.profile.model import LatencyProfile
 from cachelab.profile.precise import cell_precision, run_until_precise
+from cachelab.profile.resp import memory_mb_for, resp_server, snapshot
 from cachelab.profile.spec import (
     ProfileSpec,
     item_size_for,
@@ -27,9 +37,10 @@ from cachelab.profile.spec import (
 )
 from cachelab.profile.tlscost import measure_tls_cost
 from cachelab.progress import run_cancellable
+from cachelab.resp import RespLogin
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
-from cachelab.tls import describe_tls
+from cachelab.tls import TlsOptions, core_tls, describe_tls
 
 
 def profile(
@@ -40,6 +51,7 @@ def profile(
     server_facts: Mapping[str, Any] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     behind: Sequence[str] | None = None,
+    resp: RespLogin | None = None,
 ) -> LatencyProfile:
     """Measures a latency profile of the memcached at ``server`` (``host:port`` or
     ``unix:/path``), or of a private memcached started for the run (from ``server_options``,
@@ -64,8 +76,17 @@ def profile(
     the proxy to the one server its key maps to. Each server behind is checked for room for
     the run's whole footprint (any key may land on any of them), watched for evictions, and
     its ``stats`` read before and after (``behind`` in the result, as in ``load.json``).
+
+    A Redis or Valkey (``spec.protocol`` ``resp``, or ``resp``: the login each connection
+    sends; ``server`` None starts a private redis-server) is profiled with ``SET``, ``GET``,
+    ``MGET`` and ``UNLINK``, the floor ``PING``; checked first against its ``maxmemory``,
+    watched for ``evicted_keys``, and read for ``INFO`` before and after
+    (:mod:`cachelab.profile.resp`).
     """
     spec = spec or ProfileSpec()
+    if resp is not None or spec.protocol == "resp":
+        return _profile_resp(spec, server, server_options, server_facts, on_progress, behind,
+                             resp or RespLogin())
     spec.check()
     hidden = _behind(spec, server, behind)
     with Target.of(server, options=server_options).open(memory_mb=memory_for(spec, 0),
@@ -86,6 +107,28 @@ def profile(
         if spec.tls is not None and not result.run.get("aborted"):
             result.tls_cost = measure_tls_cost(spec, target.address)
         return result
+
+
+def _profile_resp(spec: ProfileSpec, server: str | None, server_options: ServerOptions | None,
+                  server_facts: Mapping[str, Any] | None,
+                  on_progress: Callable[[int, int], None] | None,
+                  behind: Sequence[str] | None, login: RespLogin) -> LatencyProfile:
+    """:func:`profile` of a Redis or Valkey."""
+    if behind is not None:
+        raise UsageError("a profile over RESP goes straight to the server: not through a proxy")
+    if spec.plain_port is not None:
+        raise UsageError("--plain-port: the TLS cost table is memcached's, not for a profile "
+                         "over RESP")
+    spec = dataclasses.replace(spec, protocol="resp", tls=spec.tls or (
+        TlsOptions() if login.tls else None))
+    spec.check()
+    writes = profile_writes(spec)
+    target = Target.of(server, options=server_options, resp=login)
+    with target.open(memory_mb=memory_mb_for(writes)) as live:
+        facts = {**live.facts, **dict(server_facts or {})}
+        watch = guard_resp([(live.address, writes)], login, private=bool(facts.get("private")),
+                           timeout=spec.connect_timeout, tls=spec.tls)
+        return _measure(spec, live.address, facts, on_progress, watch, resp=login)
 
 
 def _behind(spec: ProfileSpec, server: str | None,
@@ -121,11 +164,18 @@ def _measure(
     spec: ProfileSpec, address: str, facts: Mapping[str, Any],
     on_progress: Callable[[int, int], None] | None,
     watch: EvictionWatch | PoolWatch | None = None, behind: list[str] | None = None,
+    resp: RespLogin | None = None,
 ) -> LatencyProfile:
     seed = spec.seed if spec.seed is not None else secrets.randbits(63)
     spec_dict = spec.to_core(address, seed=seed, proxy=behind is not None)
     timeout = spec.connect_timeout
     before = [_stats(a, timeout, required=True) for a in behind or ()]
+    info_before: dict[str, str] = {}
+    if resp is not None:
+        info_before = snapshot(address, resp, timeout=timeout, tls=core_tls(spec.tls),
+                               required=True)
+        # (the password goes to the engine alone: never into the spec or the result)
+        spec_dict["protocol"] = resp.to_core()
     started = time.time()
     if spec.precision is None:
         raw = _run_with_progress(spec_dict, on_progress, watch)
@@ -148,15 +198,22 @@ def _measure(
                                 spec.precision_percentile)
     lost = watch.poll(force=True) if watch is not None else None
     after = [_stats(a, timeout, required=False) for a in behind or ()]
+    side = None if resp is None else resp_server(
+        info_before, snapshot(address, resp, timeout=timeout, tls=core_tls(spec.tls),
+                              required=False), raw["elapsed_s"])
     cells = [with_percentiles(Cell.from_dict(c, "profile run"), intervals=True)
              for c in raw["cells"]]
     if spec.precision is not None:
         for c in cells:
             c.precision = cell_precision(c, spec.precision, spec.precision_percentile)
     client = {k: v for k, v in spec_dict.items() if k not in ("address", "tls")}
-    client["tls"] = describe_tls(spec.tls)
+    client.update(tls=describe_tls(spec.tls), protocol=spec.protocol,
+                  commands=dict(raw.get("commands") or {}))
+    if resp is not None:
+        client["login"] = resp.described()
     result = LatencyProfile(
-        name=f"memcached {raw['server']['version']} "
+        name=(raw["server"]["version"] if resp is not None
+              else f"memcached {raw['server']['version']}") + " "
         + ("through the proxy at " if behind is not None else "at ") + address,
         source="measured",
         created=created_now(),
@@ -168,6 +225,7 @@ def _measure(
             **facts,
             "version": raw["server"]["version"],
             "settings": raw["server"]["settings"],
+            **({} if side is None else {"protocol": "resp", **side}),
         },
         client={**client, "floor_command": raw["floor_command"]},
         environment=environment.facts(),

@@ -13,6 +13,7 @@ from typing import Any
 from cachelab.load import behind_lines, restart_text
 from cachelab.profile.cell import OPS, floor_p50, interval_text, shown_percentiles
 from cachelab.profile.precise import precision_line, precision_percentile, precision_text
+from cachelab.profile.resp import server_lines
 from cachelab.profile.tlscost import render_tls_cost
 from cachelab.tables import percentile_table
 from cachelab.units import (
@@ -97,6 +98,8 @@ def render_profile(p: Any) -> str:
         lines += ["", "errors by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(errors.items()))]
     if p.run.get("leftover_keys"):
         lines.append(f"keys that could not be deleted: {p.run['leftover_keys']}")
+    if p.server.get("protocol") == "resp":
+        lines += ["", *server_lines(p.server, p.client)]
     lines += behind_lines(p.behind, "the whole profile, warm-up and clean-up included")
     if p.tls_cost:
         lines += ["", *render_tls_cost(p.tls_cost)]
@@ -131,6 +134,14 @@ def heading(p: Any) -> str:
     facts = [f"{settings['num_threads']} threads"] if "num_threads" in settings else []
     if "maxbytes" in settings:
         facts.append(f"{int(settings['maxbytes']) // 2**20} MB")
+    resp = srv.get("protocol") == "resp"
+    if resp:  # a Redis or Valkey: CONFIG GET's settings, where it answered
+        if "maxmemory" in settings:
+            limit = int(settings["maxmemory"])
+            facts.append(f"maxmemory {limit // 2**20} MB" if limit else "no maxmemory")
+        facts += [f"{settings['maxmemory-policy']}"] if "maxmemory-policy" in settings else []
+        facts += ([f"io-threads {settings['io-threads']}"] if "io-threads" in settings
+                  else [])
     if srv.get("private"):
         facts.insert(0, "private")
     where = (srv.get("address") or "—") + (f" ({', '.join(facts)})" if facts else "")
@@ -138,7 +149,8 @@ def heading(p: Any) -> str:
         where = (f"the proxy at {where} to {len(srv.get('behind') or [])} server(s) behind "
                  "it")
     return (
-        f"memcached {srv.get('version', '?')} {'through' if srv.get('proxy') else 'at'} "
+        f"{'' if resp else 'memcached '}{srv.get('version', '?')} "
+        f"{'through' if srv.get('proxy') else 'at'} "
         f"{where}; {c.get('protocol')} protocol, "
         f"{c.get('concurrency')} connection(s), "
         f"{samples_per_cell(c.get('samples'), (cell.samples for cell in p.cells), c.get('warmup'))}"

@@ -51,6 +51,8 @@ class ProfileSpec:
     samples: int = 10_000
     warmup: int = 200
     concurrency: int = 1
+    #: ``text`` or ``meta`` (memcached), or ``resp`` (Redis, Valkey: SET, GET, MGET, UNLINK;
+    #: the floor PING).
     protocol: str = "text"
     timeout: float = 1.0
     connect_timeout: float = 2.0
@@ -113,6 +115,8 @@ class ProfileSpec:
         core.update(address=address, sizes=list(self.sizes), key_counts=list(self.key_counts),
                     seed=seed, prefix=self.prefix or new_prefix(), tls=core_tls(self.tls),
                     proxy=proxy)
+        if self.protocol == "resp":  # the engine's {"resp": login}; the caller adds the login
+            core["protocol"] = {"resp": {}}
         core.update(overrides)
         return core
 

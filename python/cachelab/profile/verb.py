@@ -23,7 +23,9 @@ _FLAGS = {"member_failure_limit": "--member-failure-limit", "member_retry": "--m
 
 def run(spec: ProfileSpec | None = None, target: TargetLike = None, *,
         progress: Progress | None = None, rounds: int = ROUNDS) -> LatencyProfile | PoolProfile:
-    """Profiles ``target`` (default: a private memcached) with ``spec``: one server, a pool
+    """Profiles ``target`` (default: a private memcached; a private redis-server for a spec
+    whose protocol is ``resp``) with ``spec``: one server (a Redis or Valkey when the target
+    has a RESP login, ``target.resp``), a pool
     (every member in ``rounds`` rounds, their order rotated; a
     :class:`~cachelab.profile.pool.PoolProfile`), or through a proxy. ``progress`` shows it.
     Raises as :func:`cachelab.profile.measure.profile` and
@@ -31,6 +33,16 @@ def run(spec: ProfileSpec | None = None, target: TargetLike = None, *,
     spec = spec or ProfileSpec()
     target = as_target(target)
     track = None if progress is None else progress.track
+    if target.resp is not None or spec.protocol == "resp":
+        if target.is_pool:
+            raise UsageError("a profile over RESP measures one server: give one --server "
+                             "(each member of a Redis pool on its own)")
+        if target.proxy is not None:
+            raise UsageError("--proxy: a profile over RESP goes straight to the server")
+        _refuse(target, spec, "a Redis or Valkey (one server)")
+        return profile(spec, server=target.address, server_options=target.options,
+                       server_facts=target.facts or None, on_progress=track,
+                       resp=target.resp)
     if target.proxy is not None:
         _refuse(target, spec, "through a proxy (the proxy places the keys)", proxy=True)
         return profile(spec, server=target.proxy, server_options=target.options,

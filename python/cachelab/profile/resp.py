@@ -1,0 +1,103 @@
+"""A profile of a Redis or Valkey (RESP): the server's side of the run, from ``INFO``.
+
+The engine speaks RESP itself (``SET``, ``GET``, ``MGET``, ``UNLINK``; the floor ``PING``:
+crates/profile/src/conn.rs) and counts every command it sends (``client.commands``). Here,
+around the run, ``INFO`` (its default sections and ``commandstats``) is read before and after:
+the counters' deltas (commands, keyspace hits and misses, evicted keys, CPU, clients), as
+``load`` shows them, and each command's calls — which the server counts on its own, so the
+two can be held against each other (:func:`calls_agree`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cachelab.capacity import RespMemory, Writes
+from cachelab.errors import ServerError
+from cachelab.load import server_view
+from cachelab.resp import RespLogin, with_identity
+
+__all__ = ["DATA_COMMANDS", "calls_agree", "memory_mb_for", "resp_server", "server_lines",
+           "snapshot"]
+
+#: The commands a profile sends over RESP, as ``commandstats`` names them (lower case).
+DATA_COMMANDS = ("get", "set", "mget", "unlink", "ping")
+
+
+def snapshot(address: str, login: RespLogin, *, timeout: float,
+             tls: dict[str, Any] | None = None, required: bool) -> dict[str, str]:
+    """``INFO`` and ``INFO commandstats`` of the server, flat, with memcached's names for
+    the process's identity (:func:`cachelab.resp.with_identity`); empty when it cannot be
+    read and not ``required`` (a ServerError when it is)."""
+    try:
+        with login.client(address, timeout=timeout, tls=tls) as c:
+            info = dict(c.info(None))
+            info.update(dict(c.info("commandstats")))
+    except ServerError:
+        if required:
+            raise
+        return {}
+    return with_identity(info)
+
+
+def _calls(info: Mapping[str, str]) -> dict[str, int]:
+    """Each command's ``calls`` in ``commandstats`` (``cmdstat_get:calls=3,usec=…``)."""
+    out = {}
+    for k, v in info.items():
+        if k.startswith("cmdstat_"):
+            fields = dict(p.split("=", 1) for p in v.split(",") if "=" in p)
+            if fields.get("calls", "").isdigit():
+                out[k[len("cmdstat_"):]] = int(fields["calls"])
+    return out
+
+
+def resp_server(before: Mapping[str, str], after: Mapping[str, str],
+                elapsed: float) -> dict[str, Any]:
+    """The server's side of the run: ``load``'s view (version, ``deltas``, restart) and
+    ``calls``, each command's calls over the run (those the server counted at all)."""
+    view = server_view({"version": "", "before": dict(before), "after": dict(after)}, elapsed)
+    b, a = _calls(before), _calls(after)
+    calls = ({k: max(0, n - b.get(k, 0)) for k, n in sorted(a.items()) if n - b.get(k, 0)}
+             if before and after and not view["restart"] else None)
+    return {"deltas": view["deltas"], "restart": view["restart"], "calls": calls}
+
+
+def calls_agree(sent: Mapping[str, int], calls: Mapping[str, int] | None) -> bool | None:
+    """Whether the server counted each data command (:data:`DATA_COMMANDS`) as often as
+    the profile sent it; None when the server's counts are unknown."""
+    if calls is None:
+        return None
+    mine = {k.lower(): int(n) for k, n in sent.items()}
+    return all(mine.get(c, 0) == calls.get(c, 0) for c in DATA_COMMANDS)
+
+
+def server_lines(server: Mapping[str, Any], client: Mapping[str, Any]) -> list[str]:
+    """The report's lines about the server's side: its counters' deltas, and whether its
+    own count of each command matches what the profile sent."""
+    d = server.get("deltas") or {}
+    if not d:
+        return []
+    clients = d.get("connected_clients", {})
+    lines = [f"server: commands +{d.get('total_commands_processed', 0)}, keyspace_hits "
+             f"+{d.get('keyspace_hits', 0)}, keyspace_misses +{d.get('keyspace_misses', 0)}, "
+             f"evicted_keys +{d.get('evicted_keys', 0)}, clients "
+             f"{clients.get('before')}→{clients.get('after')}, CPU "
+             f"{d.get('used_cpu_user_s', 0) + d.get('used_cpu_sys_s', 0):.2f} s"]
+    calls, sent = server.get("calls"), client.get("commands") or {}
+    agree = calls_agree(sent, calls)
+    if agree is not None:
+        shown = ", ".join(f"{c.upper()} {calls.get(c, 0):,}" for c in DATA_COMMANDS
+                          if calls.get(c) or sent.get(c.upper()))
+        lines.append(f"server's commandstats over the run: {shown}: "
+                     + ("the commands the profile sent, each counted once" if agree else
+                        "NOT what the profile sent (" + ", ".join(
+                            f"{k} {n:,}" for k, n in sorted(sent.items())) +
+                        "): another client was busy on the server, or requests were lost"))
+    return lines
+
+
+def memory_mb_for(writes: Writes) -> int:
+    """A private redis-server's ``maxmemory`` (MB) for a profile's writes: twice what they
+    take (:meth:`~cachelab.capacity.RespMemory.need`) and 16 MB more for the server's own."""
+    return 16 + -(-2 * RespMemory.need(writes) // 2**20)
