@@ -52,6 +52,12 @@ does: the servers behind are checked for room, watched for evictions and read fo
 stats, and each run in scale.json records their deltas (runs[].behind) beside its requests
 (runs[].ops). Not with --vary server-threads.
 
+A Redis or Valkey (--server redis://HOST:PORT, rediss:// for TLS, or --protocol resp; a
+private redis-server, not pinned, when no --server is given): every point is a load run over
+RESP (load --protocol resp: maxmemory checked, evicted_keys watched, INFO's deltas), and the
+first line names the server's io-threads where CONFIG GET answers (docs/resp.md, "scale").
+Not with --vary server-threads, a pool, --proxy or --ray yet.
+
 Artifacts: scale.json (schema cachelab.scale v1), scale.csv (one row per run), scale-usl.png/svg
 (throughput vs N with the fit), scale-latency.png/svg (each point's latency distribution).
 
@@ -66,6 +72,7 @@ cachelab scale --quick          # on 2-4 CPUs: server on CPU 0, client on the re
 cachelab scale --points 1,2,4,8,16,32 --repeats 3 --fail-on invalid
 cachelab scale --vary server-threads --points 1,2,3,4 --no-pin   # memcached on every CPU
 cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
+cachelab scale --server redis://127.0.0.1:6379 --points 1,2,4,8 --quick   # a Redis
 """
 
 
@@ -145,6 +152,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--bootstrap", type=common.limit_range(usl_lib.LIMITS["bootstrap"]), metavar="R",
                    help=f"bootstrap resamples (default {_D.bootstrap}; quick {_Q.bootstrap})")
     common.add_seed(p, "workload and bootstrap seed", default=_D.seed)
+    common.add_protocol_option(p)
     common.add_no_pin(p)
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",
@@ -169,6 +177,9 @@ def spec_from(args: argparse.Namespace) -> lib.ScaleSpec:
     for name in ("key_space", "value_size", "pipeline"):
         if getattr(args, name) is not None:
             workload[name] = getattr(args, name)
+    protocol = common.protocol_of(args)
+    if protocol is not None:
+        workload["protocol"] = protocol
     spec.workload = workload
     spec.tls = common.tls_options(args)
     spec.check()

@@ -100,7 +100,10 @@ class ScaleResult:
         lines = [
             f"scale sweep: N = {s['vary']}, {len(self.runs)} run(s) "
             f"({s['repeats']} repeat(s), interleaved), {window}; "
-            f"memcached {srv.get('version', '?')} {where}" + (f"; {layout}" if layout else ""),
+            + (f"{srv.get('version', '?')} {where}, resp protocol"
+             + (f", io-threads {srv['io_threads']}" if srv.get("io_threads") else "")
+             if srv.get("protocol") == "resp" else f"memcached {srv.get('version', '?')} {where}")
+            + (f"; {layout}" if layout else ""),
         ]
         ceiling = ceiling_line(self.to_dict())
         missed = precision_missed(s, self.runs)

@@ -20,15 +20,17 @@ import cachelab.environment as environment
 from cachelab.artifacts import created_now
 from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
+from cachelab.load.engine import measure as measure_load
 from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
+from cachelab.resp import RespLogin
 from cachelab.scale.pinning import cpu_list, layout_text, pinned_client, plan
 from cachelab.scale.result import ScaleResult, member_addresses
 from cachelab.scale.spec import ScaleSpec
 from cachelab.scale.verdicts import latency_verdict, scale_fix
 from cachelab.servers import DEFAULT_THREADS, ServerOptions, on_this_machine
 from cachelab.target import Live, Target
-from cachelab.tls import describe_tls
+from cachelab.tls import TlsOptions, core_tls, describe_tls
 from cachelab.units import pct_key
 from cachelab.usl import MIN_POINTS, fit_usl
 
@@ -46,6 +48,7 @@ def scale(
     on_run: Callable[[int, int, int, dict[str, Any]], None] | None = None,
     ray: RayOptions | None = None,
     behind: Sequence[str] | None = None,
+    resp: RespLogin | None = None,
 ) -> ScaleResult:
     """Runs the sweep against ``server`` (``host:port``/``unix:/path``; a list of
     ``host:port[:weight]`` is a pool, hashed by the workload's ``distribution`` as ``load``
@@ -64,8 +67,23 @@ def scale(
     Through a proxy (twemproxy), ``server`` is the proxy and ``behind`` the memcached servers
     behind it (``host:port[:weight]``): every point is a :func:`cachelab.load.load` through
     the proxy, which checks those servers for room, watches them and reads their ``stats``;
-    each run records their deltas (``runs[].behind``) beside its requests (``runs[].ops``)."""
+    each run records their deltas (``runs[].behind``) beside its requests (``runs[].ops``).
+
+    A Redis or Valkey (``resp``, the login; or a workload whose ``protocol`` is ``resp``):
+    every point is a load over RESP against the one ``server`` (a private redis-server when
+    None, not pinned), and the server's ``io-threads`` (``CONFIG GET``) is recorded where it
+    answers."""
     spec = spec or ScaleSpec()
+    if resp is None and spec.workload.get("protocol") == "resp":
+        resp = RespLogin()
+    if resp is not None:
+        spec = dataclasses.replace(spec, workload={**spec.workload, "protocol": "resp"})
+        if behind is not None or ray is not None or not isinstance(server, (str, type(None))):
+            raise UsageError("a sweep over RESP runs from this machine against one server: "
+                             "not through a proxy, on a pool or with --ray yet")
+        if spec.vary == "server-threads":
+            raise UsageError("--vary server-threads restarts a private memcached per point; "
+                             "over RESP, vary connections or threads")
     spec.check()
     if behind is not None:
         if not isinstance(server, str):
@@ -86,13 +104,14 @@ def scale(
         server = members[0] if len(members) == 1 else members
     with connected(ray) if ray is not None else contextlib.nullcontext():
         return _sweep(spec, server, server_options, on_run, ray,
-                      None if behind is None else list(behind))
+                      None if behind is None else list(behind), resp)
 
 
 def _sweep(spec: ScaleSpec, server: str | list[str] | None,
            server_options: ServerOptions | None,
            on_run: Callable[[int, int, int, dict[str, Any]], None] | None,
-           ray: RayOptions | None, behind: list[str] | None = None) -> ScaleResult:
+           ray: RayOptions | None, behind: list[str] | None = None,
+           resp: RespLogin | None = None) -> ScaleResult:
     if spec.vary == "server-threads" and server is not None:
         raise UsageError("--vary server-threads needs a private memcached (no --server): "
                          "cachelab restarts it with -t N for every point")
@@ -110,9 +129,12 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         # keyed by host:port, as each run's servers behind are (a weight is no part of it)
         server_facts.update(proxy=True, behind=member_addresses(behind))
     # A private server and this process (the load client) on separate CPUs of a small box.
-    layout = plan(pin=spec.pin, private=server is None, ray=ray is not None,
+    # (a private redis-server is not pinned: it runs where the kernel puts it)
+    layout = plan(pin=spec.pin, private=server is None and resp is None, ray=ray is not None,
                   server_threads=max(spec.points) if spec.vary == "server-threads" else
                   (server_options or ServerOptions()).threads or DEFAULT_THREADS)
+    if resp is not None and server is None:
+        layout = {**layout, "reason": "a private redis-server is not pinned"}
     server_facts["cpus"] = layout
     pin = cpu_list(layout["server"]) if layout["pinned"] else None
 
@@ -128,6 +150,11 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             result = load(run_spec, server=server, behind=behind)
         elif target is None:  # a pool: load hashes keys over its members
             result = load(run_spec, server=server)
+        elif resp is not None:  # a Redis or Valkey, with its login (TLS for rediss://)
+            run_spec = dataclasses.replace(run_spec, protocol="resp", tls=run_spec.tls or (
+                TlsOptions() if resp.tls else None))
+            result = measure_load(run_spec, Target(servers=(target.address,), resp=resp),
+                                  server_pid=target.pid, server_facts=target.facts)
         else:
             result = load(run_spec, server=target.address, server_pid=target.pid,
                           server_facts=target.facts)
@@ -179,11 +206,13 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
                 measure(rep, n, None)
         else:
             need = memory_mb(spec.run_spec(max(spec.points)))
-            with Target.of(server, options=server_options).open(memory_mb=need,
-                                                                cpus=pin) as target:
+            with Target.of(server, options=server_options, resp=resp).open(
+                    memory_mb=need, cpus=pin) as target:
                 if target.private is not None:
                     server_facts.update(address=target.address, argv=target.private.argv,
                                         threads=target.private.threads)
+                if resp is not None:
+                    server_facts.update(protocol="resp", **resp_settings(target, resp))
                 for rep, n in order:
                     measure(rep, n, target)
 
@@ -210,6 +239,23 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
     if stop["cancelled"]:
         raise Interrupted("stopped by a signal; partial results kept", partial=result)
     return result
+
+
+def resp_settings(target: Live, login: RespLogin) -> dict[str, Any]:
+    """A Redis or Valkey's facts for the sweep's record: its address (a private one's
+    command line) and ``io-threads`` (``CONFIG GET``; left out where it does not answer)."""
+    out: dict[str, Any] = {"address": target.address}
+    if target.facts.get("private"):
+        out["argv"] = target.facts.get("argv")
+    try:
+        with login.client(target.address,
+                          tls=core_tls(TlsOptions()) if login.tls else None) as c:
+            found = dict(c.config_get("io-threads"))
+    except ServerError:
+        found = {}
+    if str(found.get("io-threads", "")).isdigit():
+        out["io_threads"] = int(found["io-threads"])
+    return out
 
 
 class _Stopped(Exception):
@@ -336,6 +382,11 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
     elif local:
         client = f"client ({client_threads} load thread(s))"
         sharing, taken = f"{client} and server ({server_threads} worker thread(s))", "memcached"
+        alone = "memcached"
+        if server.get("protocol") == "resp":  # Redis: one main thread, io-threads beside it
+            sharing = (f"{client} and redis-server (io-threads "
+                       f"{server.get('io_threads') or '?'})")
+            taken, alone = "redis-server", "the server"
         if server.get("proxy"):
             here = [b for b in server.get("behind", []) if on_this_machine(b)]
             sharing = (f"{client}, the proxy and {len(here)} server(s) behind it" if here
@@ -344,7 +395,7 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
         out.append(
             f"{sharing} share this machine's {cpus} CPU(s): every core the client uses is "
             f"taken from {taken}, so α and β describe client + server on this box, not "
-            "memcached alone; the curve flattens once both together saturate the CPUs. "
+            f"{alone} alone; the curve flattens once both together saturate the CPUs. "
             "Measure from another machine to separate them."
         )
     return out

@@ -28,7 +28,7 @@ def run(spec: ScaleSpec | None = None, target: TargetLike = None, *,
         spec = dataclasses.replace(spec, workload={**spec.workload, **target.pool})
     on_run = None if progress is None else _said_on(progress)
     return scale(spec, server=target.server(), server_options=target.options, on_run=on_run,
-                 ray=target.ray, behind=target.behind)
+                 ray=target.ray, behind=target.behind, resp=target.resp)
 
 
 def _said_on(progress: Progress) -> Any:
