@@ -524,12 +524,16 @@ class PrivateRedis(ChildProcess):
     label = "redis-server"
 
     def __init__(self, *, memory_mb: int = 64, extra_args: Sequence[str] = (),
-                 binary: str | None = None, start_timeout: float = 5.0) -> None:
+                 binary: str | None = None, start_timeout: float = 5.0,
+                 wrapper: Sequence[str] = ()) -> None:
         super().__init__(start_timeout=start_timeout, binary=binary)
         if memory_mb < 1:
             raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
         self.memory_mb = memory_mb
         self.extra_args = tuple(extra_args)
+        #: Programs that exec redis-server (``chrt -f 50``, ``taskset -c 0``), as
+        #: PrivateMemcached's: ``compare --server-cmd``.
+        self.wrapper = tuple(wrapper)
         self._port: int | None = None
 
     @property
@@ -543,7 +547,7 @@ class PrivateRedis(ChildProcess):
         if found is None:
             raise ServerUnreachable("redis-server is not installed: apt-get install -y "
                                     "redis-server (or give --server redis://HOST:PORT)")
-        return [found]
+        return [*self.wrapper, found]
 
     def _launch(self, command: list[str]) -> None:
         self._port = free_port(self._host)

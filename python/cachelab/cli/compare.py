@@ -36,6 +36,13 @@ compares throughput, p50/p90/p99 and the server's run-queue wait read from
 /proc/PID/task/*/schedstat, with Welch's t intervals over the rounds. Each command must end in
 a memcached invocation; wrappers that exec it come first (see the examples).
 
+A Redis or Valkey A/B: commands that end in redis-server (or valkey-server) and its own
+--flag value arguments (e.g. --io-threads 4) are each started as a private redis-server
+(adding --port PORT --bind 127.0.0.1 --save '' --appendonly no, maxmemory 64 MB unless the
+command sets --maxmemory), and every round is a load over RESP; compare.json records each
+server's io-threads (docs/resp.md, "compare"). The commands of one A/B are all memcached or
+all redis-server; not with --tls yet.
+
 Over TLS: with --tls (and --cacert, --cert/--key, --tls-skip-verify, --sni as for load),
 every command must listen over TLS itself (-Z and its certificate, valid for 127.0.0.1 unless
 --sni names it); each server is checked ready over TLS with those options and every round's
@@ -51,6 +58,7 @@ cachelab compare --server-cmd 'memcached -t 2' --server-cmd 'chrt -f 50 memcache
 cachelab compare --tls --cacert ca.pem \\
   --server-cmd 'memcached -t 2 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key' \\
   --server-cmd 'memcached -t 4 -Z -o ssl_chain_cert=server.pem,ssl_key=server.key'
+cachelab compare --server-cmd redis-server --server-cmd 'redis-server --io-threads 4'
 """
 
 
@@ -67,8 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="*", type=Path, metavar="RESULT",
                    help="result files (or directories holding one result); the first is A")
     p.add_argument("--server-cmd", action="append", metavar="CMD", default=[],
-                   help="a memcached command line to start and measure (give two or more; "
-                   "instead of RESULTs)")
+                   help="a memcached (or redis-server) command line to start and measure "
+                   "(give two or more; instead of RESULTs)")
     p.add_argument("--repeats", type=common.limit_range(_LIMITS["repeats"]), default=None,
                    metavar="N",
                    help="with --server-cmd: interleaved rounds per server (default "

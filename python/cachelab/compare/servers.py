@@ -8,6 +8,11 @@ wrapper such as ``chrt`` or ``taskset``, memcached's own binary and flags), seve
 run side by side for the whole comparison, and a server that does not start is named with its
 command and the reason.
 
+A command may start a Redis or Valkey instead (``redis-server --io-threads 4``, the
+program ``redis-server`` or ``valkey-server`` with its own ``--flag value`` arguments): it
+runs as :class:`~cachelab.servers.PrivateRedis` does, and each round is a load over RESP
+(docs/resp.md, "compare"). The commands of one comparison speak one protocol.
+
 Over TLS (``tls``): each command listens with ``-Z`` and its certificate; the start waits for
 it to answer over TLS with the same options the rounds use, and every round's load — its
 requests and its ``stats`` — goes over TLS.
@@ -15,6 +20,7 @@ requests and its ``stats`` — goes over TLS.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import shutil
 import statistics
@@ -30,7 +36,10 @@ from cachelab.compare.spec import LIMITS
 from cachelab.compare.stats import PERCENTILES, change_row, welch
 from cachelab.errors import ServerError, TlsHandshakeFailed, UsageError
 from cachelab.load import LoadResult, LoadSpec, load
-from cachelab.servers import PrivateMemcached, find_memcached
+from cachelab.load.engine import measure as measure_load
+from cachelab.resp import RespLogin
+from cachelab.servers import PrivateMemcached, PrivateRedis, find_memcached
+from cachelab.target import Target
 from cachelab.tls import TlsOptions, describe_tls, transport_of
 from cachelab.units import check_limit
 
@@ -42,6 +51,11 @@ _OWN_FLAGS = ("-p", "--port", "-l", "--listen", "-U", "--udp-port", "-s", "--uni
               "-d", "--daemon")
 #: memcached's flag for TLS listeners.
 _TLS_FLAGS = ("-Z", "--enable-ssl")
+#: The programs of a Redis or Valkey command, and the flags the A/B sets itself or cannot
+#: allow (its port and address, no persistence in a private directory, the foreground).
+_REDIS = ("redis-server", "valkey-server")
+_REDIS_OWN = ("--port", "--bind", "--unixsocket", "--daemonize", "--dir", "--tls-port",
+              "--save", "--appendonly", "--logfile")
 _HIGHER_IS_BETTER = {"throughput": True}
 _UNITS = {"throughput": "/s", "p50": "ns", "p90": "ns", "p99": "ns"}
 
@@ -57,11 +71,24 @@ def parse_server_cmd(text: str) -> tuple[list[str], list[str]]:
         words = shlex.split(text)
     except ValueError as e:
         raise UsageError(f"--server-cmd {text!r}: {e}") from None
-    at = next((i for i, w in enumerate(words) if Path(w).name == "memcached"), None)
+    at = next((i for i, w in enumerate(words)
+               if Path(w).name in ("memcached", *_REDIS)), None)
     if at is None:
-        raise UsageError(f"--server-cmd {text!r} does not end in a memcached invocation "
-                         "(e.g. 'chrt -f 50 memcached -t 2')")
+        raise UsageError(f"--server-cmd {text!r} does not end in a memcached invocation (or "
+                         "a redis-server one; e.g. 'chrt -f 50 memcached -t 2')")
     flags = words[at + 1:]
+    if Path(words[at]).name in _REDIS:
+        own = [f for f in flags if f.split("=", 1)[0] in _REDIS_OWN]
+        if own:
+            raise UsageError(f"--server-cmd {text!r}: leave out {' '.join(own)} (the A/B "
+                             "listens on a private loopback port, without persistence, in "
+                             "the foreground)")
+        binary = shutil.which(words[at])
+        if binary is None:
+            raise UsageError(f"--server-cmd {text!r}: {words[at]} is not installed")
+        if words[:at] and shutil.which(words[0]) is None:
+            raise UsageError(f"--server-cmd {text!r}: {words[0]} is not installed")
+        return [*words[:at], binary], flags
     own = [f for f in flags if f.split("=", 1)[0] in _OWN_FLAGS
            or (len(f) > 2 and f[:2] in ("-p", "-l", "-U", "-s") and not f.startswith("--"))]
     if own:
@@ -74,16 +101,26 @@ def parse_server_cmd(text: str) -> tuple[list[str], list[str]]:
     return [*wrappers, binary], flags
 
 
+def _is_redis(text: str) -> bool:
+    """Whether the command ``text`` starts a Redis or Valkey (see :func:`parse_server_cmd`)."""
+    return Path(parse_server_cmd(text)[0][-1]).name in _REDIS
+
+
 def _listens_tls(flags: Sequence[str]) -> bool:
     """Whether memcached's ``flags`` make its listener speak TLS (``-Z``)."""
     return any(f in _TLS_FLAGS for f in flags)
 
 
-def _server_for(text: str, tls: TlsOptions | None = None) -> PrivateMemcached:
+def _server_for(text: str, tls: TlsOptions | None = None) -> PrivateMemcached | PrivateRedis:
     """A PrivateMemcached that runs the command ``text`` (see :func:`parse_server_cmd`): its
     wrapper and binary on a private loopback port, with the command's ``-t`` and ``-m`` (or
-    the private server's defaults) and its other flags; with ``tls``, probed over TLS."""
+    the private server's defaults) and its other flags; with ``tls``, probed over TLS. A
+    Redis or Valkey command: a PrivateRedis with the command's flags after its own (so a
+    ``--maxmemory`` given wins)."""
     prefix, flags = parse_server_cmd(text)
+    if Path(prefix[-1]).name in _REDIS:
+        return PrivateRedis(wrapper=prefix[:-1], binary=prefix[-1], extra_args=flags,
+                            start_timeout=10.0)
     settings = {"-t": 4, "-m": 64}  # the private server's defaults, unless the command sets them
     rest: list[str] = []
     words = iter(flags)
@@ -101,12 +138,14 @@ def _server_for(text: str, tls: TlsOptions | None = None) -> PrivateMemcached:
     )
 
 
-def _start(text: str, label: str, tls: TlsOptions | None = None) -> PrivateMemcached:
+def _start(text: str, label: str,
+           tls: TlsOptions | None = None) -> PrivateMemcached | PrivateRedis:
     mc = _server_for(text, tls)
     try:
         return mc.start()
     except ServerError as e:
-        why = str(e).replace("memcached did not start: ", "")
+        why = str(e).replace("memcached did not start: ", "").replace(
+            "redis-server did not start: ", "")
         hint = (" (real-time scheduling needs root or CAP_SYS_NICE)"
                 if "not permitted" in why and "chrt" in text else "")
         if isinstance(e, TlsHandshakeFailed) and not _listens_tls(parse_server_cmd(text)[1]):
@@ -140,6 +179,12 @@ def _check(commands: Sequence[str], repeats: int, duration: float, level: float,
         if not isinstance(tls, TlsOptions):
             raise UsageError("tls must be a TlsOptions (cachelab.tls) or None")
         tls.check()
+    if len({_is_redis(c) for c in commands}) > 1:
+        raise UsageError("every --server-cmd speaks one protocol: all memcached, or all "
+                         "redis-server (or valkey-server)")
+    if tls is not None and _is_redis(commands[0]):
+        raise UsageError("--tls with redis-server commands: not yet (compare a Redis over "
+                         "plain TCP)")
     for c in commands:
         flags = parse_server_cmd(c)[1]
         if tls is None and _listens_tls(flags):
@@ -176,7 +221,9 @@ def compare_servers(
     labels = [chr(65 + i) for i in range(len(commands))]
     per: list[list[dict[str, float | None]]] = [[] for _ in commands]
     runs: list[dict[str, Any]] = []
-    started: list[PrivateMemcached] = []
+    started: list[PrivateMemcached | PrivateRedis] = []
+    resp = _is_redis(commands[0])
+    versions: list[str | None] = [None] * len(commands)
     try:
         for c, lab in zip(commands, labels):
             started.append(_start(c, lab, tls))
@@ -191,17 +238,24 @@ def compare_servers(
                     on_run(done, total, f"{labels[i]} round {rep + 1}")
                 spec = LoadSpec.quick(duration=duration, warmup=0.5, interval=0.5,
                                       seed=seed + rep, tls=tls)
-                r = load(spec, server=mc.address, server_pid=mc.pid,
-                         server_facts={"private": True, "argv": mc.argv,
-                                       "command": commands[i]})
+                facts = {"private": True, "argv": mc.argv, "command": commands[i]}
+                if resp:  # a Redis or Valkey: the same load over RESP
+                    r = measure_load(dataclasses.replace(spec, protocol="resp"),
+                                     Target(servers=(mc.address,), resp=RespLogin()),
+                                     server_pid=mc.pid, server_facts=facts)
+                else:
+                    r = load(spec, server=mc.address, server_pid=mc.pid, server_facts=facts)
+                versions[i] = versions[i] or r.server.get("version")
                 done += 1
                 per[i].append(_round_metrics(r))
                 runs.append({"server": labels[i], "round": rep + 1, **per[i][-1]})
                 if out is not None:
                     r.save(Path(out) / "rounds" / f"{labels[i]}-{rep + 1}" / "load.json")
-        facts = [{"command": c, "argv": mc.argv, "version": mc.version,
-                  "transport": transport_of(mc.address, tls)}
-                 for c, mc in zip(commands, started)]
+        facts = [{"command": c, "argv": mc.argv,
+                  "version": v if resp else getattr(mc, "version", None),
+                  "transport": transport_of(mc.address, tls),
+                  **({"protocol": "resp", **_io_threads(mc.address)} if resp else {})}
+                 for c, mc, v in zip(commands, started, versions)]
     finally:
         for mc in started:
             mc.stop()
@@ -222,6 +276,17 @@ def compare_servers(
     )
     result.summary = summarize(result)
     return result
+
+
+def _io_threads(address: str) -> dict[str, int]:
+    """A Redis's ``io-threads`` (``CONFIG GET``), ``{}`` where it does not answer."""
+    try:
+        with RespLogin().client(address) as c:
+            found = dict(c.config_get("io-threads"))
+    except ServerError:
+        return {}
+    value = str(found.get("io-threads", ""))
+    return {"io_threads": int(value)} if value.isdigit() else {}
 
 
 def _rows(per: list[list[dict[str, float | None]]], labels: list[str],
