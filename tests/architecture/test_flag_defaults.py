@@ -230,6 +230,9 @@ ONE_DEFINITION: dict[str, dict[str, tuple[Any, Any]]] = {
         "precision": (_RUN.precision, None),
         "server_threads": (DEFAULT_THREADS, None),
         "server_memory": (PRIVATE_MEMORY_MB, None),
+        # memcached's text protocol unless --protocol resp or a redis:// server (the load
+        # flag's own help: cli/common.py, add_protocol_option)
+        "protocol": ("text", None),
     },
 }
 

@@ -318,13 +318,15 @@ def test_the_room_check_names_what_redis_would_do() -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["profile", "--server", "redis://:PW@127.0.0.1:1"],
-     "this verb measures memcached only for now: a redis:// server is for cachelab load"),
+    (["tiers", "--server", "redis://:PW@127.0.0.1:1"],
+     "this verb measures memcached only for now: a redis:// server is for cachelab load, "
+     "profile, scale and run"),
     (["load", "--protocol", "text", "--server", "redis://:PW@127.0.0.1:1"],
      "--protocol text, but --server redis://:***@127.0.0.1:1 is a Redis URL"),
     # One --protocol vocabulary (text, meta, resp): each verb refuses what it does not speak.
     (["load", "--protocol", "meta"], "load speaks memcached's text protocol (meta is profile's)"),
-    (["profile", "--protocol", "resp"], "profile measures memcached only for now"),
+    (["profile", "--protocol", "text", "--server", "redis://:PW@127.0.0.1:1"],
+     "--protocol text, but --server redis://:***@127.0.0.1:1 is a Redis URL"),
     (["load", "--server", "redis://:PW@127.0.0.1:1/x"], 'database "x" is not a number'),
     (["load", "--protocol", "resp", "--private-pool", "2"], "not with --ray or --private-pool"),
     (["load", "--server", "redis://:PW@127.0.0.1:1", "--server", "127.0.0.1:2"],

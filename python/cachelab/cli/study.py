@@ -7,6 +7,7 @@ function that runs a command line, once imported.)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import cachelab.run as lib
@@ -14,6 +15,7 @@ from cachelab.cli import common, output
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.resp import RespLogin
 from cachelab.simulate.verb import SYNTHETIC, SYNTHETIC_QUICK
 
 DESCRIPTION = """\
@@ -30,6 +32,11 @@ One memcached serves every step: the one given, or a private one started for the
 step writes its artifacts into a subdirectory of --out; a step that fails is reported and the
 run goes on. The end: run.json (the step table) and report.html (every result on one page,
 viewable offline). --quick takes about a minute; the default about four.
+
+A Redis or Valkey (--server redis://…, rediss://…, or --protocol resp: a private
+redis-server when no --server is given): profile and scale over RESP, simulate with the
+Redis profile as its latency model; tiers and replay, which measure memcached through
+cachelab.tiered, are skipped with the reason (docs/resp.md, "run").
 
 A step that reports problems, or whose check fails (replay's prediction off by more than 15 %,
 likely on a busy machine), is marked in the table and the run exits 0: --fail-on replay,
@@ -48,6 +55,7 @@ EXAMPLES = """\
 cachelab run --quick
 cachelab run --server 127.0.0.1:11211 --steps profile,scale --out study
 cachelab run --quick --fail-on replay,problems   # for CI: exit 1 when a step's check fails
+cachelab run --quick --protocol resp   # the study of a private redis-server
 """
 
 
@@ -93,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "samples and windows); the report gives each number's precision")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
     common.add_no_pin(p, "the scale step")
+    common.add_protocol_option(p)
     common.finish_parser(p, "run", run, server=True, checks=("replay", "problems"),
                          server_memory=lib.PRIVATE_MEMORY_MB,
                          server_note=f"-I {lib.PRIVATE_ITEM_SIZE_MAX}: replay's catalog and "
@@ -107,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
                        precision=args.precision, pin=args.pin)
     spec.check()
     target = target_from(args)
+    if common.protocol_of(args) == "resp" and target.resp is None:
+        target = dataclasses.replace(target, resp=RespLogin())
     out = output.prepare_out(args, "run")
     try:
         # A line per stage on stderr (no bar).

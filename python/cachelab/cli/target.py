@@ -47,7 +47,7 @@ def target_from(args: argparse.Namespace) -> Target:
         members = None
     if any(is_url(m) for m in members or ()) and not getattr(args, "speaks_resp", False):
         raise UsageError("this verb measures memcached only for now: a redis:// server is "
-                         "for cachelab load (docs/resp.md)")
+                         "for cachelab load, profile, scale and run (docs/resp.md)")
     options = (common.server_options(args) if hasattr(args, "server_memory")
                else ServerOptions())
     return Target(servers=tuple(members or ()), proxy=proxy, options=options,

@@ -146,7 +146,15 @@ def _own_or(st: State, given: Target) -> Target:
     """A private server of the step's own, with the run's options, when the run started its
     own (scale then reads the server's scheduler statistics through its pid; replay's
     strategies all meet one server thread); else the server given."""
-    return given if st.server_options is None else Target(options=st.server_options)
+    return (given if st.server_options is None
+            else Target(options=st.server_options, resp=given.resp))
+
+
+def _memcached_only(target: Target, step: str) -> None:
+    """Skips a step that measures memcached alone when the study's server is a Redis."""
+    if target.resp is not None:
+        raise Skip(f"{step} measures memcached (cachelab.tiered's tier), not a Redis yet: "
+                   f"`cachelab run` on a memcached has it")
 
 
 def _problems_text(problems: dict[str, int]) -> str:
@@ -322,6 +330,7 @@ def step_simulate(st: State) -> tuple[str, bool]:
 
 def step_tiers(st: State) -> tuple[str, bool]:
     target = _need_server(st)
+    _memcached_only(target, "tiers")
     spec = tiers_spec(st.spec)
     with Progress(spec.reads, "tiers") as bar, _keeping_partial(st, "tiers"):
         result = tiers_lib.run(spec, target, progress=bar)
@@ -332,6 +341,7 @@ def step_tiers(st: State) -> tuple[str, bool]:
 
 def step_replay(st: State) -> tuple[str, bool]:
     given = _need_server(st)
+    _memcached_only(given, "replay")
     if st.spec.trace:
         raise Skip("replay runs on the synthetic trace; for your trace run "
                    f"`cachelab replay {st.spec.trace}`")

@@ -13,7 +13,9 @@ Steps, each writing its verb's artifacts into a subdirectory of ``out``:
 
 One memcached serves every step: the one given, or a private one started for the run (the
 scale sweep then starts its own private server with the same flags, so that it can read the
-server's scheduler statistics). A step
+server's scheduler statistics). A Redis or Valkey (``resp``, its login) serves profile, scale
+and simulate the same way (a private redis-server when none is given); tiers and replay,
+which measure memcached, are skipped with the reason (docs/resp.md, "run"). A step
 that fails — raises, or ran but failed its check (replay's prediction vs measurement) — is
 recorded as ``failed`` (with its error) and the run goes on; the steps after it that need its
 result fall back (simulate uses the reference model alone without a profile) or are skipped
@@ -24,18 +26,21 @@ with the reason. At the end come ``run.json`` (schema ``cachelab.run`` v1, the s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import cachelab._core as _core
 import cachelab.environment as environment
 from cachelab.artifacts import created_now
-from cachelab.capacity import EvictionWatch, evicted_message
+from cachelab.capacity import EvictionWatch, PoolWatch, Writes, evicted_message, guard_resp
 from cachelab.errors import CachelabError, Interrupted, ServerError, UsageError
 from cachelab.report import write_report
+from cachelab.resp import RespLogin, read_info
 from cachelab.run.fits import check_study
 from cachelab.run.result import (
     PRIVATE_ITEM_SIZE_MAX,
@@ -47,6 +52,7 @@ from cachelab.run.result import (
 from cachelab.run.steps import RUNNERS, CheckFailed, Skip, State
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
+from cachelab.tls import TlsOptions, core_tls
 
 __all__ = ["run_study"]
 
@@ -92,6 +98,27 @@ def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
     return outcome
 
 
+def _open_resp(stack: contextlib.ExitStack, server: str | None,
+               options: ServerOptions | None, login: RespLogin,
+               result: RunResult) -> tuple[Any, PoolWatch | None]:
+    """The study's Redis or Valkey, opened in ``stack``: the one given (read for its version;
+    its ``evicted_keys`` watched from now) or a private redis-server; ``result.server`` gets
+    its facts."""
+    tls = core_tls(TlsOptions()) if login.tls else None
+    target = stack.enter_context(Target.of(server, options=options or ServerOptions(),
+                                           resp=login).open(memory_mb=PRIVATE_MEMORY_MB))
+    info = read_info(target.address, login, tls=tls)
+    version = next((f"{k[:-8]} {info[k]}" for k in ("valkey_version", "redis_version")
+                    if k in info), "?")
+    result.server.update(address=target.address, version=version, protocol="resp")
+    if server is None:
+        result.server["argv"] = target.facts["argv"]
+        return target, None
+    # (each step checks its own writes against maxmemory: nothing to add here but the watch)
+    return target, guard_resp([(target.address, Writes("run", "keys", "", ""))], login,
+                              private=False, tls=TlsOptions() if login.tls else None)
+
+
 def run_study(
     spec: RunSpec | None = None,
     out: str | Path = "cachelab-out/run",
@@ -99,6 +126,7 @@ def run_study(
     server: str | None = None,
     server_options: ServerOptions | None = None,
     log: Callable[[str], None] | None = None,
+    resp: RespLogin | None = None,
 ) -> RunResult:
     """Runs the steps of ``spec`` against ``server`` (``host:port`` / ``unix:/path``) or a
     private memcached (started from ``server_options``), writing into ``out``; returns the
@@ -110,7 +138,9 @@ def run_study(
     first: a study with a step that would not fit raises
     :class:`~cachelab.capacity.WontFit` before any step runs (:mod:`cachelab.run.fits`); and
     once it evicts items, the steps left are skipped (``server.user_items_lost`` counts
-    them)."""
+    them). With ``resp`` (a login), the server is a Redis or Valkey (a private redis-server
+    when ``server`` is None): each step checks its own writes against ``maxmemory`` before
+    it writes, and the run watches ``evicted_keys``."""
     spec = spec or RunSpec()
     spec.check()
     out = Path(out)
@@ -122,11 +152,15 @@ def run_study(
     st = State(out=out, target=None, spec=spec, log=say)
     server_error: str | None = None
     #: A server cachelab did not start: checked before the first step, its evictions watched.
-    watch: EvictionWatch | None = None
+    watch: EvictionWatch | PoolWatch | None = None
     stopped: str | None = None
     with contextlib.ExitStack() as stack:
         try:
-            if server is None:
+            if resp is not None:
+                target, watch = _open_resp(stack, server, server_options, resp, result)
+                say(f"{'private ' if server is None else ''}{result.server['version']} at "
+                    f"{target.address}")
+            elif server is None:
                 # Big enough for replay's catalog and tiers' largest record.
                 target = stack.enter_context(Target(
                     options=server_options or ServerOptions()).open(
@@ -140,7 +174,9 @@ def run_study(
                 result.server["version"] = _check_server(server)
                 watch = check_study(spec, server)
                 target = stack.enter_context(Target.of(server).open())
-            st.target = target.handed()
+            st.target = dataclasses.replace(target.handed(), resp=resp)
+            if resp is not None and server is None:
+                st.server_options = server_options or ServerOptions()
         except ServerError as e:
             server_error = _one_line(e)
             say(f"no server: {server_error}")

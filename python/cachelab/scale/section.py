@@ -106,12 +106,15 @@ def section(art: Artifact, ctx: Context) -> Section:
     if fit:
         names.insert(0, ("scale-usl", "throughput vs N with the USL fit and its band"))
 
+    server_name = ("Redis" if (d.get("server") or {}).get("protocol") == "resp"
+                   else "memcached")
+
     def specs() -> ChartSpecs:
         out: ChartSpecs = {"scale-latency": latency_chart(d["summary"], spec["vary"])}
         if fit:
             out["scale-usl"] = usl_section.chart(
                 fit, xlabel=f"N ({spec['vary']})", ylabel="throughput (replies/s)",
-                title=f"memcached scalability: N = {spec['vary']}", where=str(art.path))
+                title=f"{server_name} scalability: N = {spec['vary']}", where=str(art.path))
         return out
 
     figs = figures(art, ctx, names, redraw, chart_specs(specs, sec))
