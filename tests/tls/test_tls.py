@@ -374,3 +374,24 @@ def test_load_over_rediss_verifies_the_redis_servers_certificate(
                              capture_output=True, text=True, timeout=120)
         assert bad.returncode == 3, bad.stderr
         assert "certificate" in bad.stderr.lower(), bad.stderr
+
+
+@pytest.mark.slow
+def test_profile_over_rediss_measures_every_cell_over_tls(
+    tmp_path: Path, certs: dict[str, Path], cli: InProcess
+) -> None:
+    """``profile --server rediss://…`` is RESP over TLS: every cell and the floor (PING) over
+    the TLS listener, verified against --cacert, the server's INFO read over it too."""
+    tls = (str(certs["server_cert"]), str(certs["server_key"]), str(certs["ca"]))
+    with PrivateRedis(tls=tls) as server:
+        out = tmp_path / "p"
+        p = cli("profile", "--server", f"rediss://127.0.0.1:{server.tls_port}", "--quick",
+                "--samples", "20", "--warmup", "2", "--sizes", "100", "--keys", "1,3",
+                "--cacert", certs["ca"], "--no-plots", "--format", "json", "--out", out)
+        assert p.returncode == 0, p.stderr
+        saved = json.loads((out / "profile.json").read_text())
+        assert saved["server"]["transport"] == "tls" and saved["server"]["protocol"] == "resp"
+        assert saved["client"]["floor_command"] == "PING"
+        assert all(c["samples"] == 20 and not c["errors"] for c in saved["cells"])
+        assert saved["server"]["calls"]["get"] == saved["client"]["commands"]["GET"]
+        assert server.client().dbsize() == 0
