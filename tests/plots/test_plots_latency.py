@@ -102,6 +102,21 @@ def test_plot_is_deterministic(tmp_path: Path) -> None:
     assert first[0].read_bytes() == second[0].read_bytes()
 
 
+def test_inside_svg_only_a_plot_is_its_svg_alone(tmp_path: Path) -> None:
+    """A page re-drawing plots from the JSON embeds SVGs only: no PNG is drawn for it, and the
+    SVG is the one drawn beside a PNG."""
+    from cachelab.plots.figure import svg_only
+
+    both = inverted_percentile_plot(SERIES[:2], title="t", out_base=tmp_path / "a" / "p")
+    with svg_only():
+        alone = inverted_percentile_plot(SERIES[:2], title="t", out_base=tmp_path / "b" / "p")
+    assert alone == [tmp_path / "b" / "p.svg"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["p.svg"]
+    assert alone[0].read_bytes() == both[1].read_bytes()
+    again = inverted_percentile_plot(SERIES[:2], title="t", out_base=tmp_path / "c" / "p")
+    assert len(again) == 2 and again[0].is_file()  # both again once outside
+
+
 def test_plot_unit_and_ylabel(tmp_path: Path) -> None:
     series = [("loopback", [(0.0, 20_000.0), (50.0, 40_000.0), (99.0, 90_000.0)])]
     svg = inverted_percentile_plot(

@@ -96,7 +96,11 @@ def figures(art: Artifact, ctx: Context, names: Sequence[tuple[str, str]],
                     break
     if (names and len(beside) == len(names)) or redraw is None:
         return [ctx.figure(f, c, specs(f.stem)) for f, c in beside]
-    drawn = redraw(ctx.new_dir())
+    # Drawing needs matplotlib (deferred: ~0.4 s to import); the page embeds SVGs only.
+    from cachelab.plots.figure import svg_only
+
+    with svg_only():
+        drawn = redraw(ctx.new_dir())
     captions = dict(names)
     out = []
     for f in drawn:
