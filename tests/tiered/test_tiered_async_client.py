@@ -4,6 +4,8 @@ errors, cancellation, several event loops, and a loop that stops watching it onc
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 import uuid
 
 import pytest
@@ -100,3 +102,39 @@ def test_one_client_serves_loops_in_turn_and_each_stops_watching_it_once_closed(
         assert len(loop._selector.get_map()) == watched - 1  # type: ignore[attr-defined]
 
     asyncio.run(close())
+
+
+def test_a_batch_of_answers_resumes_at_most_16_tasks_in_one_pass_of_the_loop(memcached) -> None:
+    """Issue 32: a hundred answers that came in together completed a hundred futures in one
+    pass of the loop, and their tasks all ran in the next: a hold of milliseconds that timers
+    and other tasks waited out. A drain of the mailbox now completes at most 16 futures, and
+    calls itself again for the rest on the loop's next pass."""
+    p = _prefix()
+
+    async def main() -> tuple[list[str], list[object]]:
+        c = _core.AsyncClient(memcached.address, timeout=5)
+        assert await c.set(p + "k", b"v") is True
+        loop = asyncio.get_running_loop()
+        events: list[str] = []
+        futures = [c.get_multi([p + "k"]) for _ in range(100)]
+        for f in futures:
+            f.add_done_callback(lambda _f: events.append("done"))
+        time.sleep(0.5)  # the loop held: the answers queue up in its mailbox meanwhile
+        running = [True]
+
+        def tick() -> None:  # once a pass of the loop
+            events.append("tick")
+            if running[0]:
+                loop.call_soon(tick)
+
+        loop.call_soon(tick)
+        results = await asyncio.gather(*futures)
+        running[0] = False
+        await c.close()
+        return events, results
+
+    events, results = asyncio.run(main())
+    assert results == [{(p + "k").encode(): b"v"}] * 100
+    runs = [len(list(g)) for kind, g in itertools.groupby(events) if kind == "done"]
+    assert sum(runs) == 100
+    assert max(runs) <= 16, runs
