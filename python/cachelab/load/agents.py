@@ -340,7 +340,7 @@ class _Run:
         except exc.GetTimeoutError:
             raise AgentsLost(f"the agents did not {what} within {timeout:g} s") from None
         except exc.RayTaskError as e:
-            raise e.as_instanceof_cause() from None
+            raise agent_error(e) from None
         except exc.RayError as e:
             raise AgentsLost(f"an agent was lost before the start (while they were to "
                                 f"{what}): {_first_line(e)}") from None
@@ -421,7 +421,7 @@ class _Run:
                         self.done[k] = ray.get(ref)
                     except ray.exceptions.RayTaskError as e:  # raised in the agent's code
                         self._cancel_all()
-                        raise e.as_instanceof_cause() from None
+                        raise agent_error(e) from None
                     except ray.exceptions.RayError as e:  # the actor died, or its node did
                         self._lose(k, _first_line(e))
                 self._poll()
@@ -665,6 +665,14 @@ def _delete_key_space(core: Mapping[str, Any]) -> tuple[int, int]:
                     failed.add(member)
                     clients.drop(member)
     return done, n - done
+
+
+def agent_error(e: BaseException) -> BaseException:
+    """The error an agent's own code raised, out of Ray's wrapper (``RayTaskError``): its
+    class and message as raised (a ServerTimeout stays exit 3 with its one line), not Ray's
+    remote traceback, which the wrapper's text is."""
+    cause = getattr(e, "cause", None)
+    return cause if isinstance(cause, Exception) else e
 
 
 def _first_line(e: BaseException) -> str:
