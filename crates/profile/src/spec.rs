@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use cachelab_client::resp::{Auth, Secret};
+pub use cachelab_client::resp::{Password, RespLogin};
 use cachelab_client::spec::{self as de, Limit};
 use cachelab_client::{Address, Options};
 use cachelab_proto::Key;
@@ -26,36 +26,6 @@ pub enum Protocol {
     Meta,
     /// RESP2 (Redis, Valkey): `SET` / `GET` / `MGET k1 … kn` / `UNLINK`; the floor `PING`.
     Resp(RespLogin),
-}
-
-/// What a RESP connection sends before its requests: `AUTH [user] password`, `SELECT db`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RespLogin {
-    pub user: Option<String>,
-    pub password: Option<Password>,
-    pub db: Option<u32>,
-}
-
-impl RespLogin {
-    /// The client's credentials, when a password is given.
-    pub fn auth(&self) -> Option<Auth> {
-        self.password.as_ref().map(|p| Auth {
-            user: self.user.clone(),
-            password: p.0.clone(),
-        })
-    }
-}
-
-/// A password that never shows (`Debug` prints `<secret>`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(from = "String")]
-pub struct Password(pub Secret);
-
-impl From<String> for Password {
-    fn from(s: String) -> Password {
-        Password(Secret::new(s))
-    }
 }
 
 /// The most samples (or warm-up samples) per cell.

@@ -15,6 +15,7 @@
 mod blocking;
 mod cluster;
 mod info;
+mod login;
 pub mod slot;
 mod slotmap;
 mod url;
@@ -28,6 +29,7 @@ use cachelab_proto::DecodeError;
 pub use blocking::RespClient;
 pub use cluster::{ClusterOptions, ClusterStats, RespCluster};
 pub use info::{subfields, Info, InfoSection};
+pub use login::{Password, RespLogin};
 pub use slot::key_slot;
 pub use slotmap::{ClusterNode, Redirect, SlotMap};
 pub use url::{redact, Auth, RespUrl, Secret, DEFAULT_PORT};
