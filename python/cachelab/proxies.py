@@ -97,6 +97,7 @@ class PrivateTwemproxy(ChildProcess):
         stats_interval: float = 1.0,
         binary: str | None = None,
         start_timeout: float = 5.0,
+        redis: bool = False,
     ) -> None:
         """Describe the proxy; nothing runs until ``start()``.
 
@@ -109,7 +110,8 @@ class PrivateTwemproxy(ChildProcess):
         ``auto_eject_hosts`` and friends. timeout: seconds twemproxy waits for a member (its
         ``timeout``; None: for ever, its default). server_connections: connections to each
         member. stats_interval: seconds between twemproxy's stats aggregations (``-i``).
-        start_timeout: seconds ``start()`` may take in all.
+        start_timeout: seconds ``start()`` may take in all. redis: the pool speaks RESP to
+        Redis or Valkey members (twemproxy's ``redis: true``) rather than memcached's text.
         """
         super().__init__(host=host, start_timeout=start_timeout, binary=binary)
         if distribution not in DISTRIBUTIONS:
@@ -139,6 +141,7 @@ class PrivateTwemproxy(ChildProcess):
         self.timeout = timeout
         self.server_connections = server_connections
         self.stats_interval = stats_interval
+        self.redis = redis
         self.pool_name = f"cachelab_{secrets.token_hex(4)}"
         self._port: int | None = None
         self._stats_port: int | None = None
@@ -147,7 +150,8 @@ class PrivateTwemproxy(ChildProcess):
 
     @property
     def address(self) -> str:
-        """``host:port`` where clients talk memcached's text protocol to the pool."""
+        """``host:port`` where clients talk to the pool: memcached's text protocol, or RESP
+        with ``redis``."""
         if self._port is None:
             raise RuntimeError("the proxy has not been started")
         return f"{self._host}:{self._port}"
@@ -168,7 +172,8 @@ class PrivateTwemproxy(ChildProcess):
                  f"  auto_eject_hosts: {'true' if self.auto_eject else 'false'}",
                  f"  server_failure_limit: {self.server_failure_limit}",
                  f"  server_retry_timeout: {_ms(self.server_retry_timeout)}",
-                 f"  server_connections: {self.server_connections}"]
+                 f"  server_connections: {self.server_connections}",
+                 f"  redis: {'true' if self.redis else 'false'}"]
         if self.timeout is not None:
             lines.append(f"  timeout: {_ms(self.timeout)}")
         lines.append("  servers:")

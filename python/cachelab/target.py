@@ -85,14 +85,16 @@ class Target:
     def __post_init__(self) -> None:
         urls = [s for s in self.servers if is_url(s)]
         if urls:
-            if len(urls) != len(self.servers) or self.proxy is not None:
-                raise UsageError("give every server as a redis:// URL, or none (and no "
-                                 "--proxy: RESP goes straight to the servers)")
+            if len(urls) != len(self.servers):
+                raise UsageError("give every server as a redis:// URL, or none")
             parsed = [parse_url(u) for u in urls]
             logins = {login for _, login in parsed}
             if len(logins) > 1:
                 raise UsageError("the redis:// servers of a pool share one login: give "
                                  "each the same user, password, database and scheme")
+            if self.proxy is not None and parsed[0][1].tls:
+                raise UsageError("twemproxy speaks no TLS: give rediss:// servers without "
+                                 "--proxy, or redis:// ones behind it")
             object.__setattr__(self, "servers", tuple(a for a, _ in parsed))
             object.__setattr__(self, "resp", parsed[0][1])
         object.__setattr__(self, "servers", tuple(self.servers))

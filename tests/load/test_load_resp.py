@@ -20,6 +20,7 @@ import pytest
 import redis as redis_py
 
 from cachelab.capacity import RESP_KEY_OVERHEAD, RespMemory, WontFit, Writes, jemalloc_size
+from cachelab.proxies import PrivateTwemproxy
 from clitools import InProcess, one_error_line
 from privateredis import PrivateRedis, secret
 
@@ -291,6 +292,43 @@ def test_a_pool_of_redis_servers_spreads_the_keys_by_the_distribution(
         assert m["server"]["deltas"]["keyspace_hits"] > 0
     assert sum(m["keys"] for m in members) == 300 and all(m["keys"] for m in members)
     _no_secret(redis.password or "", proc, out)
+
+
+def test_through_twemproxy_in_redis_mode_each_server_behind_counts_its_share(
+    tmp_path: Path,
+) -> None:
+    """twemproxy's ``redis: true`` in front of two redis-servers: the run sends RESP to the
+    proxy alone, reads each server's INFO behind it, and deletes its keys through it. The
+    servers' own counters (redis-py) show both took GETs, the table says what each counted,
+    and nothing is left on either. A database other than 0 is refused in one line (twemproxy
+    closes the connection on SELECT)."""
+    with PrivateRedis() as a, PrivateRedis() as b, \
+            PrivateTwemproxy([a.address, b.address], redis=True) as proxy:
+        servers = [a, b]
+        before = [s.client().info("commandstats") for s in servers]
+        proc, out = _load(tmp_path, "--server", a.address, "--server", b.address,
+                          "--proxy", proxy.address, "--protocol", "resp",
+                          "--duration", "1", "--key-space", "300", "--mix", "get=90,set=10")
+        assert proc.returncode == 0, proc.stderr
+        after = [s.client().info("commandstats") for s in servers]
+        assert [s.client().dbsize() for s in servers] == [0, 0]
+        refused, _ = _load(tmp_path, "--server", f"redis://{a.address}/3", "--server",
+                           f"redis://{b.address}/3", "--proxy", proxy.address)
+    gets = [_calls(y, "get") - _calls(x, "get") for x, y in zip(before, after)]
+    assert all(g > 0 for g in gets), gets
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith(f"through the proxy at {proxy.address} to 2 redis ")
+               for line in lines), lines[:12]
+    head = next(i for i, line in enumerate(lines) if line.startswith("behind the proxy"))
+    assert "INFO deltas" in lines[head] and lines[head + 1].split()[1:4] == [
+        "commands", "hits", "misses"]
+    rows = {line.split()[0]: line.split() for line in lines[head + 2:head + 4]}
+    assert set(rows) == {a.address, b.address}
+    assert all(int(r[1]) > 0 and int(r[2]) > 0 for r in rows.values()), rows
+    behind = _saved(out)["behind"]
+    assert [x["address"] for x in behind] == [a.address, b.address]
+    assert refused.returncode == 2
+    assert "redis_db" in one_error_line(refused.stderr)
 
 
 def test_jemalloc_size_classes() -> None:

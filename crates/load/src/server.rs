@@ -141,13 +141,26 @@ fn watched(spec: &Spec) -> Vec<&Address> {
     }
 }
 
-/// A proxy's side of a run through it: it answers (`version`, which a proxy passes on to a
-/// server behind it), and has no `stats` of its own.
+/// A proxy's side of a run through it: it answers, and has no `stats` of its own. Over
+/// memcached's protocol its `version` (which a proxy passes on to a server behind it); over
+/// RESP a `PING` (twemproxy's redis mode answers neither `INFO` nor `HELLO`), and no version.
 pub(crate) fn proxy_view(spec: &Spec) -> Result<ServerView, Error> {
     let address = &spec.pool.members[0].address;
-    let mut c = BlockingConnection::connect(address, spec.options.clone())?;
+    let version = match &spec.protocol {
+        Protocol::Memcached => {
+            BlockingConnection::connect(address, spec.options.clone())?.version()?
+        }
+        Protocol::Resp(login) => {
+            let resp = RespOptions {
+                auth: login.auth(),
+                ..RespOptions::default()
+            };
+            RespClient::connect(address, spec.options.clone(), &resp)?.ping()?;
+            String::new()
+        }
+    };
     Ok(ServerView {
-        version: c.version()?,
+        version,
         ..ServerView::default()
     })
 }

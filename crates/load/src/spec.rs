@@ -579,10 +579,11 @@ impl Spec {
                     .to_string(),
             );
         }
-        if matches!(self.protocol, Protocol::Resp(_)) && !self.behind.is_empty() {
+        if matches!(&self.protocol, Protocol::Resp(l) if l.db.is_some()) && !self.behind.is_empty()
+        {
             return bad(
-                "a run through a proxy is for memcached today: RESP goes straight to the \
-                 servers"
+                "a RESP run through a proxy cannot choose a database: twemproxy closes the \
+                 connection on SELECT (set redis_db in its pool's configuration instead)"
                     .to_string(),
             );
         }

@@ -43,8 +43,7 @@ Sizes take K/M (powers of 1000) or Ki/Mi (powers of 1024): --sizes 1,100,1K,1M.
 
 EXAMPLES = """\
 cachelab profile --server 10.0.0.1:11211 --sizes 100,10K --keys 1,10 --connections 4
-cachelab profile --precision 5% --fail-on precision   # exit 1 if a cell's p99 is not ±5 %
-cachelab profile --quick --precision 5%   # each cell's p50 to ±5 % (up to 5000 samples)
+cachelab profile --quick --precision 5% --fail-on precision   # exit 1 if a cell's p50 is not ±5 %
 cachelab profile --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
 cachelab profile --server redis://127.0.0.1:6379 --quick   # a Redis (or --protocol resp)
 """

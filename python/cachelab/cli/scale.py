@@ -69,10 +69,9 @@ PARTIAL, why, and how many of the runs asked it kept.
 
 EXAMPLES = """\
 cachelab scale --quick          # on 2-4 CPUs: server on CPU 0, client on the rest
-cachelab scale --points 1,2,4,8,16,32 --repeats 3 --fail-on invalid
 cachelab scale --vary server-threads --points 1,2,3,4 --no-pin   # memcached on every CPU
 cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
-cachelab scale --server redis://127.0.0.1:6379 --points 1,2,4,8 --quick   # a Redis
+cachelab scale --server redis://127.0.0.1:6379 --points 1,2,4,8 --repeats 3 --fail-on invalid
 """
 
 

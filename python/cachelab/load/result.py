@@ -234,8 +234,9 @@ def _summary_lines(r: LoadResult) -> list[str]:
         *restart_lines(r),
         *drill_headline(r.drill),
         *validity_lines(r.validity),
-        (f"through the proxy at {srv.get('address')} to {len(r.behind)} memcached "
-         f"{srv.get('version', '?')}" if r.behind else
+        (f"through the proxy at {srv.get('address')} to {len(r.behind)} "
+         f"{'' if srv.get('protocol') == 'resp' else 'memcached '}{srv.get('version', '?')}"
+         if r.behind else
          # (a Redis's version says which: "redis 7.0.15", "valkey 8.0.1")
          f"{'' if srv.get('protocol') == 'resp' else 'memcached '}{srv.get('version', '?')} "
          f"at {srv.get('address')}")
@@ -348,16 +349,20 @@ def behind_lines(behind: list[dict[str, Any]] | None, over: str = "the run") -> 
     ``behind`` section of load.json (or profile.json): ``address`` and ``server.deltas``."""
     if not behind:
         return []
-    lines = ["", f"behind the proxy, as each server counted (stats deltas over {over}):",
-             f"{'server':24}{'cmd_get':>10}{'get_hits':>10}{'cmd_set':>10}{'share':>8}"]
-    gets = [int(b["server"]["deltas"].get("cmd_get", 0)) for b in behind]
-    total = sum(gets) or 1
-    for b, g in zip(behind, gets):
-        d = b["server"]["deltas"]
+    resp = any("keyspace_hits" in b["server"]["deltas"] for b in behind)
+    # memcached's stats, or a Redis's INFO (commands, keyspace hits and misses)
+    names = (("total_commands_processed", "keyspace_hits", "keyspace_misses") if resp
+             else ("cmd_get", "get_hits", "cmd_set"))
+    heads = ("commands", "hits", "misses") if resp else names
+    what = "INFO" if resp else "stats"
+    lines = ["", f"behind the proxy, as each server counted ({what} deltas over {over}):",
+             f"{'server':24}" + "".join(f"{h:>10}" for h in heads) + f"{'share':>8}"]
+    counts = [[int(b["server"]["deltas"].get(n, 0)) for n in names] for b in behind]
+    total = sum(c[0] for c in counts) or 1
+    for b, c in zip(behind, counts):
         mark = stopped_text(b.get("stopped"))
-        lines.append(f"{b['address']:24}{g:>10}{int(d.get('get_hits', 0)):>10}"
-                     f"{int(d.get('cmd_set', 0)):>10}{g / total:>8.1%}"
-                     + (f"  {mark}" if mark else ""))
+        lines.append(f"{b['address']:24}" + "".join(f"{v:>10}" for v in c)
+                     + f"{c[0] / total:>8.1%}" + (f"  {mark}" if mark else ""))
     return lines
 
 
