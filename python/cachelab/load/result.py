@@ -558,13 +558,7 @@ def _server_lines(srv: Mapping[str, Any]) -> list[str]:
     label = (f"server ({restart['counted']}, pid {' -> '.join(map(str, restart['pids']))})"
              if restart else "server")
     if d and "keyspace_hits" in d:  # a Redis or Valkey: INFO's counters
-        clients = d.get("connected_clients", {})
-        lines.append(
-            f"\n{label}: commands +{d.get('total_commands_processed', 0)}, keyspace_hits "
-            f"+{d.get('keyspace_hits', 0)}, keyspace_misses +{d.get('keyspace_misses', 0)}, "
-            f"evicted_keys +{d.get('evicted_keys', 0)}, clients "
-            f"{clients.get('before')}→{clients.get('after')}"
-            f", CPU {d.get('used_cpu_user_s', 0) + d.get('used_cpu_sys_s', 0):.2f} s")
+        lines.append(f"\n{label}: {resp_counters(d)}")
     elif d:
         lines.append(
             f"\n{label}: get_hits +{d.get('get_hits', 0)}, get_misses +{d.get('get_misses', 0)}, "
@@ -579,6 +573,17 @@ def _server_lines(srv: Mapping[str, Any]) -> list[str]:
             f"threads ({sch['wait_per_wall']:.1%} of wall time)"
         )
     return lines
+
+
+def resp_counters(d: Mapping[str, Any]) -> str:
+    """A Redis's or Valkey's side of a run, from its ``INFO`` deltas ``d``: commands,
+    keyspace hits and misses, evicted keys, clients before and after, CPU."""
+    clients = d.get("connected_clients", {})
+    return (f"commands +{d.get('total_commands_processed', 0)}, keyspace_hits "
+            f"+{d.get('keyspace_hits', 0)}, keyspace_misses +{d.get('keyspace_misses', 0)}, "
+            f"evicted_keys +{d.get('evicted_keys', 0)}, clients "
+            f"{clients.get('before')}→{clients.get('after')}, CPU "
+            f"{d.get('used_cpu_user_s', 0) + d.get('used_cpu_sys_s', 0):.2f} s")
 
 
 def _lost_lines(run: Mapping[str, Any]) -> list[str]:

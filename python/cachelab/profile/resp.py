@@ -16,6 +16,7 @@ from typing import Any
 from cachelab.capacity import RespMemory, Writes
 from cachelab.errors import ServerError
 from cachelab.load import server_view
+from cachelab.load.result import resp_counters
 from cachelab.resp import RespLogin, with_identity
 
 __all__ = ["DATA_COMMANDS", "calls_agree", "memory_mb_for", "resp_server", "server_lines",
@@ -78,12 +79,7 @@ def server_lines(server: Mapping[str, Any], client: Mapping[str, Any]) -> list[s
     d = server.get("deltas") or {}
     if not d:
         return []
-    clients = d.get("connected_clients", {})
-    lines = [f"server: commands +{d.get('total_commands_processed', 0)}, keyspace_hits "
-             f"+{d.get('keyspace_hits', 0)}, keyspace_misses +{d.get('keyspace_misses', 0)}, "
-             f"evicted_keys +{d.get('evicted_keys', 0)}, clients "
-             f"{clients.get('before')}→{clients.get('after')}, CPU "
-             f"{d.get('used_cpu_user_s', 0) + d.get('used_cpu_sys_s', 0):.2f} s"]
+    lines = [f"server: {resp_counters(d)}"]
     calls, sent = server.get("calls"), client.get("commands") or {}
     agree = calls_agree(sent, calls)
     if agree is not None:
