@@ -518,19 +518,21 @@ class PrivateRedis(ChildProcess):
     without ``--server``): no persistence (``--save ''``, ``--appendonly no``), in a private
     directory, at most ``memory_mb`` of data (``--maxmemory``) evicted by ``allkeys-lru`` past
     it, as a private memcached evicts its oldest items. ``start()`` returns once it answers
-    ``PING`` and its ``INFO`` names our process."""
+    ``PING`` and its ``INFO`` names our process. ``password``: ``--requirepass`` (on the
+    command line, where ``ps`` shows it: for tests of a login, not for secrets)."""
 
     program = "redis-server"
     label = "redis-server"
 
     def __init__(self, *, memory_mb: int = 64, extra_args: Sequence[str] = (),
                  binary: str | None = None, start_timeout: float = 5.0,
-                 wrapper: Sequence[str] = ()) -> None:
+                 wrapper: Sequence[str] = (), password: str | None = None) -> None:
         super().__init__(start_timeout=start_timeout, binary=binary)
         if memory_mb < 1:
             raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
         self.memory_mb = memory_mb
         self.extra_args = tuple(extra_args)
+        self.password = password
         #: Programs that exec redis-server (``chrt -f 50``, ``taskset -c 0``), as
         #: PrivateMemcached's: ``compare --server-cmd``.
         self.wrapper = tuple(wrapper)
@@ -555,15 +557,21 @@ class PrivateRedis(ChildProcess):
         self._spawn([*command, "--bind", self._host, "--port", str(self._port), "--save", "",
                      "--appendonly", "no", "--dir", self._dir, "--logfile", "",
                      "--maxmemory", f"{self.memory_mb}mb", "--maxmemory-policy", "allkeys-lru",
+                     *(("--requirepass", self.password) if self.password else ()),
                      *self.extra_args])
 
     def _ready(self, deadline: float) -> bool:
         """``PING`` answered and ``INFO server`` naming this process (not another program
-        that took the port between our choosing it and redis-server's bind)."""
+        that took the port between our choosing it and redis-server's bind); ``AUTH`` first
+        with a password."""
         timeout = max(0.001, min(_PROBE_TIMEOUT, deadline - time.monotonic()))
+        login = b""
+        if self.password:
+            pw = self.password.encode()
+            login = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(pw), pw)
         try:
             with socket.create_connection((self._host, self._port or 0), timeout=timeout) as s:
-                s.sendall(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+                s.sendall(login + b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
                 reply = b""
                 while b"\r\nprocess_id:" not in reply or not reply.endswith(b"\r\n\r\n"):
                     chunk = s.recv(65536)
@@ -572,6 +580,10 @@ class PrivateRedis(ChildProcess):
                     reply += chunk
         except OSError:
             return False
+        if login:
+            if not reply.startswith(b"+OK\r\n"):
+                return False
+            reply = reply[len(b"+OK\r\n"):]
         return reply.startswith(b"+PONG") and f"process_id:{self.pid}\r\n".encode() in reply
 
 

@@ -187,7 +187,7 @@ def test_a_stopped_server_is_exit_3_with_the_stall_in_the_headline(tmp_path: Pat
     """A Redis SIGSTOP'd mid-run and left stopped: the run gives up on it (exit 3) and says
     so first, with the partial results saved. Plain host:port with --protocol resp."""
     with PrivateRedis() as server:
-        assert server.proc is not None
+        assert server.pid is not None
         out = tmp_path / "out"
         proc = subprocess.Popen(
             [sys.executable, "-m", "cachelab", "load", "--server", server.address,
@@ -201,11 +201,11 @@ def test_a_stopped_server_is_exit_3_with_the_stall_in_the_headline(tmp_path: Pat
             assert proc.poll() is None and time.monotonic() < deadline, "no get was sent"
             time.sleep(0.02)
         time.sleep(1.0)
-        os.kill(server.proc.pid, signal.SIGSTOP)
+        os.kill(server.pid, signal.SIGSTOP)
         try:
             stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
         finally:
-            os.kill(server.proc.pid, signal.SIGCONT)
+            os.kill(server.pid, signal.SIGCONT)
     assert "Traceback" not in stderr, stderr
     assert proc.returncode == 3, stderr
     assert one_error_line(stderr).startswith("cachelab: error: "), stderr
@@ -387,7 +387,7 @@ def test_open_loop_counts_a_sigstop_stall_from_the_intended_send_times(tmp_path:
     meanwhile waited from their intended time (the corrected headline's max is the stall, the
     rate not held); the uncorrected figures would hide it. Exit 0: slow, not failed."""
     with PrivateRedis() as server:
-        assert server.proc is not None
+        assert server.pid is not None
         out = tmp_path / "out"
         proc = subprocess.Popen(
             [sys.executable, "-m", "cachelab", "load", "--server", server.url, "--format",
@@ -400,11 +400,11 @@ def test_open_loop_counts_a_sigstop_stall_from_the_intended_send_times(tmp_path:
             assert proc.poll() is None and time.monotonic() < deadline, "no get was sent"
             time.sleep(0.02)
         time.sleep(1.5)
-        os.kill(server.proc.pid, signal.SIGSTOP)
+        os.kill(server.pid, signal.SIGSTOP)
         try:
             time.sleep(1.5)
         finally:
-            os.kill(server.proc.pid, signal.SIGCONT)
+            os.kill(server.pid, signal.SIGCONT)
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
     assert "Traceback" not in stderr, stderr
     assert proc.returncode == 0, stderr
