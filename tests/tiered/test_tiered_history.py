@@ -83,8 +83,13 @@ def test_history_with_stale_while_revalidate_keeps_writes_and_ages_bounded(
     # stored; 1 s for a busy machine between the loader's clock read and the store).
     assert h.oldest() <= hard + 1.0, h.oldest()
     # One reload per soft period across both processes: a new value is fresh for soft_ttl
-    # from its store, after its load.
-    assert len(gaps) >= 2 and min(gaps) >= soft - 0.05, sorted(gaps)[:5]
+    # from its store, after its load. A request to memcached that failed (a timeout on a
+    # machine that stalls the server: seen at load 8) has its key deleted (issue 32's second
+    # delete), and the next read reloads it sooner: one early reload at most for each.
+    failed = sum(e.get(k, 0) for e in h.events
+                 for k in ("write_errors", "lease_timeouts", "revalidation_errors"))
+    early = [g for g in gaps if g < soft - 0.05]
+    assert len(gaps) >= 2 and len(early) <= failed, (sorted(gaps)[:5], failed, events)
 
 
 def _held_loader(store: Store) -> tuple[threading.Event, threading.Event]:
