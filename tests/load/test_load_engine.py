@@ -343,4 +343,9 @@ def test_write_makes_every_artifact_and_render_summarises(
     assert lines[where] == f"memcached {r.server['version']} at {memcached.address}"
     assert all(line.startswith("  also: ") for line in lines[1:where]), lines[:where]
     assert "closed loop, 4 connection(s) on 1 thread(s), pipeline 1" in text
+    # The verdict's own CPU (issue 33: its statistics libraries cost the client seconds).
+    cpu = next(line for line in lines if line.startswith("client CPU: "))
+    spent = r.client["verdict_cpu_s"]
+    assert spent > 0 and cpu.endswith(f"; the verdict {spent:.2f} s (its statistics "
+                                      "libraries' import included)"), cpu
     assert text.splitlines()[-1] == "keys: 100 prefilled, 100 deleted at the end"

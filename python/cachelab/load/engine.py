@@ -420,6 +420,9 @@ def result_from_outcome(
             - outcome.get("client_spun_s", 0.0)),
         outcome["client_wait_s"], outcome["elapsed_s"], spec.threads)
     late_threshold_ns = int(outcome.get("late_threshold_ns") or 0)
+    # The verdict's own cost, this process's CPU (its statistics libraries' import the most:
+    # statsmodels and scipy.stats, ~2.5 s on this machine's first run), reported apart.
+    started = time.process_time()
     verdict = validity(
         mode="open" if spec.rate is not None else "closed", arrivals=spec.arrivals,
         rate=spec.rate, interval_s=float(spec.interval), intervals=outcome["intervals"],
@@ -431,6 +434,7 @@ def result_from_outcome(
     with_intervals(measured, verdict["checks"]["independent"], outcome.get("samples"))
     client = _client(outcome)
     client["busy"] = busy
+    client["verdict_cpu_s"] = round(time.process_time() - started, 3)
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),

@@ -648,8 +648,11 @@ def _client_lines(r: LoadResult) -> list[str]:
     c = r.client
     if c.get("cpu_us_per_op") is not None:
         whole = c.get("process_cpu_us_per_op")
+        verdict = c.get("verdict_cpu_s")
         lines.append(f"client CPU: {c['cpu_us_per_op']:.2f} µs per reply in the load threads"
-                     + (f", {whole:.2f} in the whole process" if whole is not None else ""))
+                     + (f", {whole:.2f} in the whole process" if whole is not None else "")
+                     + (f"; the verdict {verdict:.2f} s (its statistics libraries' import "
+                        "included)" if verdict is not None else ""))
     busy = c.get("busy")
     if busy:
         lines.append(f"client threads busy (on a CPU or waiting for one): {busy['share']:.0%} of "
