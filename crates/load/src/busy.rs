@@ -63,6 +63,9 @@ struct State {
     fds: Vec<Option<OwnedFd>>,
     /// Requests staged for the spin to send, by connection slot (see [`stage`]).
     stages: Vec<Stage>,
+    /// Each staged request written, in the order written: when, and its due time (for the
+    /// recorder, in that order: see [`drain_sends`]).
+    sends: Vec<(Instant, Instant)>,
     counts: Counts,
 }
 
@@ -134,6 +137,7 @@ pub(crate) fn install(
             spin,
             fds: (0..=slots).map(|_| None).collect(),
             stages: Vec::new(),
+            sends: Vec::new(),
             counts: Counts::default(),
         };
     });
@@ -322,6 +326,7 @@ fn write_next(s: &mut State, slot: usize) {
     match nix::unistd::write(fd, bytes) {
         Ok(n) => {
             e.sent = Some((at, n));
+            s.sends.push((at, e.due));
             stage.written += 1;
             stage.written_bytes += e.len;
             if n < e.len {
@@ -332,6 +337,18 @@ fn write_next(s: &mut State, slot: usize) {
         }
         Err(_) => stage.blocked = true,
     }
+}
+
+/// Hands every staged request written so far, in the order written, to `f` (its write's
+/// time and its due time): the gaps between sends are those of the writes, whichever
+/// connection takes its request into flight first.
+pub(crate) fn drain_sends(mut f: impl FnMut(Instant, Instant)) {
+    STATE.with_borrow_mut(|s| {
+        for &(at, due) in &s.sends {
+            f(at, due);
+        }
+        s.sends.clear();
+    });
 }
 
 /// Stages a request of connection `slot` (its bytes, whole) for the spin to write at `due`,

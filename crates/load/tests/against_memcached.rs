@@ -396,8 +396,24 @@ fn open_loop_spinning_at_a_higher_rate_with_every_kind_of_request_never_batches_
     let sched = &out.client_sched;
     assert!(sched.spin_sends > 0, "{sched:?}");
     assert!(sched.writes >= out.all.sent, "{sched:?} {}", out.all.sent);
-    // Every send's lateness was measured.
+    // Every send's lateness was measured, and the send times are those of separate writes
+    // in the order written: within a block of consecutive sends, each later than the last
+    // (requests sent together in one write would share a time).
     assert_eq!(out.client_samples.lateness.len(), out.all.sent);
+    let sends = &out.client_samples.sends;
+    assert!(sends.t_ns.len() > 1000, "{}", sends.t_ns.len());
+    if sched.spin_fallbacks == 0 {
+        for i in 1..sends.t_ns.len() {
+            if sends.block[i] == sends.block[i - 1] {
+                assert!(
+                    sends.t_ns[i] > sends.t_ns[i - 1],
+                    "send {i} at {} ns, the one before at {} ns",
+                    sends.t_ns[i],
+                    sends.t_ns[i - 1]
+                );
+            }
+        }
+    }
     assert_eq!(out.deleted_keys, 2000);
 }
 

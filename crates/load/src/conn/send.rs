@@ -110,6 +110,9 @@ impl Conn {
                 if due > now {
                     break;
                 }
+                // With staging, a send's time is its write's, in the order written (after
+                // those the spin recorded); otherwise the wake-up's, for all that are due.
+                let now = if self.spin_send { Instant::now() } else { now };
                 self.ctx.rec.borrow_mut().send_at(now, due);
                 self.push(due, now);
                 self.timetable
@@ -277,6 +280,10 @@ impl Conn {
         if keep {
             busy::send_due();
         }
+        {
+            let mut rec = self.ctx.rec.borrow_mut();
+            busy::drain_sends(|at, due| rec.send_at(at, due));
+        }
         while !self.staged.is_empty() {
             let Some(at) = busy::take_written(self.slot, &mut self.members[0].wbuf) else {
                 break;
@@ -300,6 +307,7 @@ impl Conn {
             0
         };
         busy::unstage(self.slot, take, &mut self.members[0].wbuf);
+        let now = Instant::now(); // (after any write of send_due's)
         for _ in 0..take {
             let p = self.staged.pop_front().expect("staged");
             self.commit_staged(p, now, false);
@@ -314,7 +322,8 @@ impl Conn {
         self.staged.clear();
     }
 
-    /// A staged request sent at `at` (`by_spin`: by the spin's own write): in flight.
+    /// A staged request sent at `at` (`by_spin`: by the spin's own write, whose lateness
+    /// [`busy::drain_sends`] recorded): in flight.
     fn commit_staged(&mut self, mut p: Pending, at: Instant, by_spin: bool) {
         if let Some(q) = self.quota.as_mut() {
             *q -= 1;
@@ -324,11 +333,12 @@ impl Conn {
         self.members[0].inflight.push_back(p);
         let mut rec = self.ctx.rec.borrow_mut();
         rec.part_sent(0, 1);
-        rec.send_at(at, p.intended);
         rec.sent(1);
         busy::sent(1);
         if by_spin {
             self.ctx.writes.set(self.ctx.writes.get() + 1);
+        } else {
+            rec.send_at(at, p.intended);
         }
     }
 
