@@ -40,11 +40,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{send, MsgFlags};
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
@@ -312,8 +313,8 @@ pub(crate) fn send_due() {
     }
 }
 
-/// Writes connection `slot`'s next staged request, alone, on its socket; the time is taken
-/// right before the write. A write that would block, is partial or fails blocks the stage.
+/// Writes connection `slot`'s next staged request, alone, on its socket (one `send`); the
+/// time is taken right before the write. A write that would block, is partial or fails blocks the stage.
 fn write_next(s: &mut State, slot: usize) {
     let stage = &mut s.stages[slot];
     let Some(fd) = s.fds.get(slot).and_then(Option::as_ref) else {
@@ -323,7 +324,8 @@ fn write_next(s: &mut State, slot: usize) {
     let e = &mut stage.entries[stage.written];
     let bytes = &stage.buf[stage.written_bytes..stage.written_bytes + e.len];
     let at = Instant::now();
-    match nix::unistd::write(fd, bytes) {
+    // `send` rather than `write`: a peer gone raises an error here, never SIGPIPE.
+    match send(fd.as_raw_fd(), bytes, MsgFlags::MSG_NOSIGNAL) {
         Ok(n) => {
             e.sent = Some((at, n));
             s.sends.push((at, e.due));
