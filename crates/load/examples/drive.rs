@@ -96,7 +96,7 @@ fn main() {
         cachelab_metrics::percentiles(h, &[q])[0] as f64 / 1000.0
     };
     println!(
-        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op busy polls {} caught {} requests/write {:.2} lateness p50 {:.2} us p99 {:.2} us late(>1ms) {} spins {} spun {:.3}s",
+        "ops/s {:.0} replies {} misses {} errors {} cpu_us/op {:.2} (user {:.2}s sys {:.2}s) p50 corr {:.1} us uncorr {:.1} us p99 corr {:.1} uncorr {:.1} backlog {:?} sleeps/op {:.2} preempted/op {:.3} run-queue wait {:.1} us/op busy polls {} caught {} requests/write {:.2} lateness p50 {:.2} us p99 {:.2} us late(>1ms) {} spins {} spun {:.3}s spin sends {} fallbacks {}",
         t.throughput(),
         replies,
         t.misses,
@@ -120,5 +120,7 @@ fn main() {
         out.client_samples.late,
         out.client_sched.spins,
         out.client_sched.spun_s,
+        out.client_sched.spin_sends,
+        out.client_sched.spin_fallbacks,
     );
 }

@@ -44,6 +44,11 @@ pub struct ClientSched {
     /// the seconds it spent so (pacing: part of the threads' CPU time, not their work).
     pub spins: u64,
     pub spun_s: f64,
+    /// Open loop, spinning on a single server: requests the spin itself wrote at their due
+    /// time (one write each), and those staged for it that the connection task sent instead
+    /// (the socket would block, or the task came first).
+    pub spin_sends: u64,
+    pub spin_fallbacks: u64,
     /// Writes that sent requests (requests sent / writes: the requests one write carried).
     pub writes: u64,
 }

@@ -63,6 +63,11 @@ impl Timetable {
         };
     }
 
+    /// Makes `next_ns` the next send time again (staged requests dropped unsent).
+    pub fn rewind(&mut self, next_ns: f64) {
+        self.next_ns = next_ns;
+    }
+
     /// Passes over the send times before `limit_ns`, at most `most` of them; how many.
     pub fn skip_before(&mut self, limit_ns: f64, most: Option<u64>, rng: &mut SmallRng) -> u64 {
         let mut skipped = 0;
@@ -128,12 +133,18 @@ pub(crate) struct Pacer {
     /// and the thread stays awake through the rest instead of being woken late from sleep
     /// (0: off; see [`busy`]).
     lead_ns: u64,
+    /// Spinning: the thread waits awake through the lead and the spin sends or wakes this
+    /// task at the due time itself, so the timer's second setting is a backstop, `lead_ns`
+    /// after the due time, not the due time: its interrupt, on a virtual machine, would take
+    /// tens of µs from the spin right when it is due to send.
+    spin: bool,
 }
 
 impl Pacer {
     /// A pacer for `conns` connections; with a `lead` the timer first expires that long
-    /// before each due time, and the thread busy-polls through the rest.
-    pub fn new(conns: usize, t0: Instant, lead: Duration) -> io::Result<Pacer> {
+    /// before each due time, and the thread busy-polls (or with `spin`, spins) through the
+    /// rest.
+    pub fn new(conns: usize, t0: Instant, lead: Duration, spin: bool) -> io::Result<Pacer> {
         let fd = TimerFd::new(
             ClockId::CLOCK_MONOTONIC,
             TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
@@ -155,6 +166,7 @@ impl Pacer {
             dirty: Cell::new(false),
             waker: RefCell::new(None),
             lead_ns: lead.as_nanos() as u64,
+            spin,
         })
     }
 
@@ -220,11 +232,13 @@ impl Pacer {
             // Nothing to wait for: a stale expiry only makes the task look and re-arm.
             return;
         }
-        // With a lead, expire early unless that time has passed (then this is the second,
-        // exact setting, and the thread polls until it expires).
+        // With a lead, expire early unless that time has passed (then this is the second
+        // setting: exact, and the thread polls until it expires; or spinning, a backstop).
         let early = min.saturating_sub(self.lead_ns);
         let expiry = if early > ns(Instant::now(), self.t0) {
             early
+        } else if self.spin {
+            min.saturating_add(self.lead_ns)
         } else {
             min
         };
@@ -340,7 +354,7 @@ mod tests {
             .unwrap();
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
-            let p = Rc::new(Pacer::new(slots, Instant::now(), lead).unwrap());
+            let p = Rc::new(Pacer::new(slots, Instant::now(), lead, false).unwrap());
             let task = {
                 let p = Rc::clone(&p);
                 tokio::task::spawn_local(async move { p.run().await })
@@ -405,7 +419,7 @@ mod tests {
         let rt = builder.build().unwrap();
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
-            let p = Rc::new(Pacer::new(2, Instant::now(), Duration::from_millis(2)).unwrap());
+            let p = Rc::new(Pacer::new(2, Instant::now(), Duration::from_millis(2), true).unwrap());
             let task = {
                 let p = Rc::clone(&p);
                 tokio::task::spawn_local(async move { p.run().await })

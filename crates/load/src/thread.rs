@@ -85,6 +85,8 @@ pub(crate) fn drive(shared: &Arc<Shared>) -> RunData {
         sched.busy_caught += r.sched.busy_caught;
         sched.spins += r.sched.spins;
         sched.spun_s += r.sched.spun_s;
+        sched.spin_sends += r.sched.spin_sends;
+        sched.spin_fallbacks += r.sched.spin_fallbacks;
         sched.writes += r.sched.writes;
         written = written.merge(r.written);
         user += r.cpu_s.0;
@@ -134,6 +136,8 @@ fn thread_usage() -> ((f64, f64), ClientSched) {
                 busy_polls: busy.polls,
                 spins: busy.spins,
                 spun_s: busy.spun_ns as f64 / 1e9,
+                spin_sends: busy.spin_sends,
+                spin_fallbacks: busy.spin_fallbacks,
                 busy_caught: busy.caught,
                 writes: 0,
             };
@@ -165,7 +169,12 @@ fn run_thread(
         Mode::Open { .. } => {
             // Inside the runtime: registering the timerfd needs its reactor.
             let _guard = rt.enter();
-            match Pacer::new(conns.len(), shared.t0, spec.busy_poll.max(spec.spin)) {
+            match Pacer::new(
+                conns.len(),
+                shared.t0,
+                spec.busy_poll.max(spec.spin),
+                !spec.spin.is_zero(),
+            ) {
                 Ok(p) => {
                     busy::watch(sockets, p.fd());
                     Some(p)
@@ -232,6 +241,8 @@ fn run_thread(
             busy_caught: sched1.busy_caught - sched0.busy_caught,
             spins: sched1.spins - sched0.spins,
             spun_s: sched1.spun_s - sched0.spun_s,
+            spin_sends: sched1.spin_sends - sched0.spin_sends,
+            spin_fallbacks: sched1.spin_fallbacks - sched0.spin_fallbacks,
             writes: ctx.writes.get(),
         },
         backlog_at_end: ctx.backlog.get(),

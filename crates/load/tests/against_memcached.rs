@@ -356,6 +356,80 @@ fn open_loop_spinning_to_its_sends_holds_its_rate_and_counts_its_pacing() {
     );
     assert_eq!(sched.busy_polls, 0, "{sched:?}"); // no busy polling asked for
     assert_eq!(out.deleted_keys, 2000);
+    // Sent from the spin itself (some at least: a loaded machine may leave others to the
+    // task), and never two requests in one write, whoever sent them.
+    assert!(sched.spin_sends > 0, "{sched:?}");
+    assert!(
+        sched.spin_sends + sched.spin_fallbacks <= out.all.sent,
+        "{sched:?} {}",
+        out.all.sent
+    );
+    assert!(sched.writes >= out.all.sent, "{sched:?} {}", out.all.sent);
+    assert_eq!(out.all.replies(), out.all.sent);
+}
+
+#[test]
+fn open_loop_spinning_at_a_higher_rate_with_every_kind_of_request_never_batches_them() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    // Sets, deletes and multi-gets are staged too; requests due 1 ms apart on average on each
+    // of 4 connections on one thread (ties between connections are common).
+    let mut s = open_loop_gets(&server.address);
+    s.mix = Mix {
+        get: 0.6,
+        multiget: 0.1,
+        set: 0.2,
+        delete: 0.1,
+    };
+    s.threads = 1;
+    s.mode = Mode::Open {
+        rate: 4000.0,
+        arrivals: cachelab_load::Arrivals::Poisson,
+    };
+    s.stop = Stop::Duration(Duration::from_secs(1));
+    s.spin = Duration::from_micros(300);
+    let out = run(&s, &Progress::new()).unwrap();
+    assert_eq!(out.all.error_count(), 0, "{:?}", out.all.errors);
+    assert_eq!(out.all.replies(), out.all.sent);
+    let sched = &out.client_sched;
+    assert!(sched.spin_sends > 0, "{sched:?}");
+    assert!(sched.writes >= out.all.sent, "{sched:?} {}", out.all.sent);
+    // Every send's lateness was measured, and the send times are those of separate writes
+    // in the order written: within a block of consecutive sends, each later than the last
+    // (requests sent together in one write would share a time).
+    assert_eq!(out.client_samples.lateness.len(), out.all.sent);
+    let sends = &out.client_samples.sends;
+    assert!(sends.t_ns.len() > 1000, "{}", sends.t_ns.len());
+    if sched.spin_fallbacks == 0 {
+        for i in 1..sends.t_ns.len() {
+            if sends.block[i] == sends.block[i - 1] {
+                assert!(
+                    sends.t_ns[i] > sends.t_ns[i - 1],
+                    "send {i} at {} ns, the one before at {} ns",
+                    sends.t_ns[i],
+                    sends.t_ns[i - 1]
+                );
+            }
+        }
+    }
+    assert_eq!(out.deleted_keys, 2000);
+}
+
+#[test]
+fn closed_loop_with_a_spin_asked_for_never_stages() {
+    let Some(server) = memcached() else {
+        eprintln!("memcached not installed: skipped");
+        return;
+    };
+    let out = counts_match_and_keys_are_deleted(&server, |s| s.spin = Duration::from_micros(300));
+    let sched = &out.client_sched;
+    assert_eq!(
+        (sched.spin_sends, sched.spin_fallbacks),
+        (0, 0),
+        "{sched:?}"
+    );
 }
 
 #[test]

@@ -144,6 +144,37 @@ fn every_count_is_the_servers_and_the_keys_go_to_the_database_asked() {
     assert_eq!(c.unlink(&keys).unwrap(), left as u64);
 }
 
+/// Open loop with a spin: the requests staged and written by the spin itself (every kind, in
+/// RESP) are the server's count exactly, and a counted run sends no more than asked.
+#[test]
+fn spun_sends_in_resp_are_the_servers_count_and_keep_to_the_quota() {
+    let r = start(&ALL);
+    let mut c = admin(&r, 0);
+    let before = c.info(Some("commandstats")).unwrap();
+    let mut s = spec(&r.address, login(None));
+    s.threads = 1;
+    s.mode = Mode::Open {
+        rate: 4000.0,
+        arrivals: cachelab_load::Arrivals::Poisson,
+    };
+    s.stop = Stop::Requests(3000);
+    s.spin = Duration::from_micros(300);
+    let out = run(&s, &Progress::new()).expect("run");
+    let after = c.info(Some("commandstats")).unwrap();
+    assert!(out.all.errors.is_empty(), "{:?}", out.all.errors);
+    assert_eq!((out.all.sent, out.all.replies()), (3000, 3000));
+    let d = |cmd| calls(&after, cmd) - calls(&before, cmd);
+    let [get, multiget, set, delete] = out.all.ops;
+    assert_eq!(d("get"), get);
+    assert_eq!(d("mget"), multiget);
+    assert_eq!(d("set"), set + out.prefilled_keys);
+    assert_eq!(d("del"), delete);
+    let sched = &out.client_sched;
+    assert!(sched.spin_sends > 0, "{sched:?}");
+    assert!(sched.writes >= out.all.sent, "{sched:?}");
+    assert_eq!((out.leftover_keys, dbsize(&mut c)), (0, 0));
+}
+
 #[test]
 fn an_error_reply_is_a_failed_request_on_a_connection_kept() {
     // The user may not DEL: each delete is answered -NOPERM, counted as a server error; the

@@ -189,9 +189,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the latency it measures, polling spends CPU instead")
     w.add_argument("--spin-us", type=_limit("spin_us"), metavar="US", dest="spin_us",
                    help="open loop: a thread whose next send is due within US µs waits for it "
-                   "awake and sends it on time rather than when its timer's signal reaches it "
+                   "awake and writes it itself at its time, one write per request, rather than "
+                   "when its timer's signal reaches it "
                    f"({_range(lib.LIMITS['spin_us'])}; default {_D.spin_us}); the time is "
-                   "reported as pacing, apart from the client's work")
+                   "reported as pacing, apart from the client's work; for a client with a core "
+                   "of its own (on a shared core it can make sends later)")
     w.add_argument("--send-batch", type=PIPELINE, metavar="N",
                    help="closed loop: send new requests only once N of a connection's pipeline "
                    f"slots are free (1 to --pipeline; default {_D.send_batch}: after every reply); "

@@ -25,6 +25,7 @@
 //! connected the task sends nothing, as a single server's connection waits to reconnect.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::os::fd::AsFd;
 use std::pin::Pin;
@@ -40,7 +41,7 @@ use crate::busy;
 use crate::fault::Fault;
 use crate::group::{finish_group, Groups};
 use crate::keys::{self, KeyDist};
-use crate::member::{silence, Down, Link, Member, ALONE};
+use crate::member::{silence, Down, Link, Member, Pending, ALONE};
 use crate::pacing::{Pacer, Timetable};
 use crate::recorder::Recorder;
 use crate::shared::Shared;
@@ -121,6 +122,10 @@ pub(crate) struct Conn {
     per_member_cap: bool,
     /// The protocol spoken.
     wire: Wire,
+    /// Open loop with a spin on a single server: requests are staged for the spin to send
+    /// ([`busy`]); those staged, in order, not yet in flight.
+    spin_send: bool,
+    staged: VecDeque<Pending>,
 }
 
 impl Conn {
@@ -196,6 +201,8 @@ impl Conn {
                 Protocol::Memcached => Wire::Memcached,
                 Protocol::Resp(_) => Wire::Resp,
             },
+            spin_send: open && n == 1 && !spec.spin.is_zero() && !spec.on_miss_set,
+            staged: VecDeque::new(),
             ctx,
         }
     }
@@ -222,6 +229,9 @@ impl Conn {
                 self.change_membership(now);
             }
             let sending = !self.done_sending(now);
+            if self.spin_send {
+                self.settle_staged(now, sending);
+            }
             if sending {
                 self.start_connects(now);
                 if self.up > 0 {
@@ -253,6 +263,9 @@ impl Conn {
             self.check_timeouts(now, timeout);
             if !sending && self.members.iter().all(|m| m.waiting() == 0) {
                 break;
+            }
+            if self.spin_send && sending && self.up == 1 {
+                self.stage_ahead(Instant::now());
             }
             let timer_on = self.want_timer(sending);
             let mut wake = next_tick;
@@ -349,6 +362,10 @@ impl Conn {
 
     /// Acts on what the wait found: finished connects, socket errors, replies.
     fn handle_events(&mut self, now: Instant) {
+        // The spin may have sent staged requests meanwhile: in flight before any reply.
+        if self.spin_send {
+            self.settle_staged(now, true);
+        }
         for m in 0..self.members.len() {
             if let Some(r) = self.members[m].landed.take() {
                 match r {
@@ -423,6 +440,10 @@ impl Conn {
     /// out): the requests on it are lost, and it reconnects after a back-off — or, in a pool,
     /// once it has failed `failure_limit` times in a row, is marked down until `retry`.
     fn fail(&mut self, m: usize, f: Fault, now: Instant) {
+        if self.spin_send {
+            // Those the spin sent are lost with the others; the rest are not sent.
+            self.settle_staged(now, false);
+        }
         let sh = Arc::clone(&self.ctx.shared);
         if self.members[m].up() {
             busy::unwatch(self.busy_slot(m));

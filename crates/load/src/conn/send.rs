@@ -16,10 +16,14 @@ use crate::member::{Link, Pending, ALONE};
 use crate::series::{DELETE, GET, MULTIGET, SET};
 use crate::shared::Shared;
 use crate::spec::Stop;
+use crate::stream::Stream;
 
 /// Requests that fail at once (their member marked down) a closed-loop fill may take, per slot
 /// of its pipeline (see [`Conn::fill`]).
 const FAILED_AT_ONCE: usize = 64;
+
+/// Requests a connection stages ahead for the spin at most (see [`Conn::stage_ahead`]).
+const STAGED: usize = 8;
 
 impl Conn {
     pub(super) fn due(&self, ns: f64) -> Instant {
@@ -62,9 +66,15 @@ impl Conn {
         let (Some(t), Some(p)) = (self.timetable.as_ref(), self.ctx.pacer.as_ref()) else {
             return false;
         };
+        // A staged request comes first (the timetable is past it).
+        let next = self.staged.front().map_or(t.next_ns() as u64, |s| {
+            s.intended
+                .saturating_duration_since(self.ctx.shared.t0)
+                .as_nanos() as u64
+        });
         let due =
             (sending && self.up > 0 && (self.per_member_cap || self.outstanding < self.depth))
-                .then_some(t.next_ns() as u64);
+                .then_some(next);
         p.want(self.slot, due);
         due.is_some()
     }
@@ -100,6 +110,9 @@ impl Conn {
                 if due > now {
                     break;
                 }
+                // With staging, a send's time is its write's, in the order written (after
+                // those the spin recorded); otherwise the wake-up's, for all that are due.
+                let now = if self.spin_send { Instant::now() } else { now };
                 self.ctx.rec.borrow_mut().send_at(now, due);
                 self.push(due, now);
                 self.timetable
@@ -107,6 +120,12 @@ impl Conn {
                     .expect("open loop")
                     .advance(&mut self.rng);
                 n += 1;
+                if self.spin_send {
+                    // Behind (or not yet staging): still one write per request, never a
+                    // batch of requests due at different times. An error shows again at the
+                    // flush after the fill, which handles it.
+                    let _ = self.flush(0);
+                }
             }
         }
         if n > 0 {
@@ -138,16 +157,45 @@ impl Conn {
                 return false;
             }
         }
-        // Borrowed, not cloned: no atomic reference count per request.
-        let sh: &Shared = &self.ctx.shared;
-        let spec = &sh.spec;
-        let prefix = spec.prefix.as_bytes();
-        let mut keys = 1u16;
         let cap = self.per_member_cap.then_some(self.depth);
         let hold = routed.is_some_and(|(_, m)| self.members[m].must_hold(cap));
         let start = routed.map_or(self.members[0].wbuf.len(), |(_, m)| {
             self.members[m].buf(hold).len()
         });
+        let (m, k, keys) = self.encode(op, routed, hold);
+        let member = &mut self.members[m];
+        let w = member.buf(hold);
+        let len = w.len() - start;
+        let p = Pending {
+            op: op as u8,
+            keys,
+            group: ALONE,
+            key: k.unwrap_or(u64::MAX),
+            intended,
+            sent: now,
+        };
+        member.enqueue(p, hold, len);
+        self.ctx.rec.borrow_mut().part_sent(m, 1);
+        busy::sent(1);
+        true
+    }
+
+    /// Encodes a request of `op` for its member (`routed`: its key and member; `None`: a
+    /// multi-get, for the first member) into that member's buffer ([`buf(hold)`]); its
+    /// member, key (single-key requests) and keys.
+    ///
+    /// [`buf(hold)`]: crate::member::Member::buf
+    fn encode(
+        &mut self,
+        op: usize,
+        routed: Option<(u64, usize)>,
+        hold: bool,
+    ) -> (usize, Option<u64>, u16) {
+        // Borrowed, not cloned: no atomic reference count per request.
+        let sh: &Shared = &self.ctx.shared;
+        let spec = &sh.spec;
+        let prefix = spec.prefix.as_bytes();
+        let mut keys = 1u16;
         let (m, k) = match routed {
             None => {
                 let n = spec.multiget_keys;
@@ -173,21 +221,125 @@ impl Conn {
                 }
             }
         }
-        let member = &mut self.members[m];
-        let w = member.buf(hold);
-        let len = w.len() - start;
-        let p = Pending {
-            op: op as u8,
-            keys,
-            group: ALONE,
-            key: k.unwrap_or(u64::MAX),
-            intended,
-            sent: now,
+        (m, k, keys)
+    }
+
+    /// Open loop with a spin, on a single server: stages the next requests for the spin to
+    /// write at their due times (see [`busy`]) — the next one, and those after it due within
+    /// the spin window, at most [`STAGED`]; only with nothing else to write on a plain socket.
+    /// A staged request is not yet in flight (nor counted as sent): [`Conn::settle_staged`]
+    /// takes it there.
+    pub(super) fn stage_ahead(&mut self, now: Instant) {
+        let member = &self.members[0];
+        let Link::Up(s) = &member.link else {
+            return;
         };
-        member.enqueue(p, hold, len);
-        self.ctx.rec.borrow_mut().part_sent(m, 1);
+        if matches!(s, Stream::Tls(_)) || !member.wbuf.is_empty() || s.pending() {
+            return;
+        }
+        let spec = &self.ctx.shared.spec;
+        let (window, until) = (spec.spin, self.ctx.shared.send_until);
+        while self.staged.len() < STAGED
+            && self.outstanding + self.staged.len() < self.depth
+            && self.quota.is_none_or(|q| q > self.staged.len() as u64)
+        {
+            let t = self.timetable.as_ref().expect("open loop");
+            let due = self.due(t.next_ns());
+            if until.is_some_and(|u| due >= u) || (!self.staged.is_empty() && due > now + window) {
+                break;
+            }
+            let x: f64 = self.rng.random();
+            let op = self.mix.iter().position(|&c| x < c).unwrap_or(GET);
+            let routed = (op != MULTIGET).then(|| (self.keys.next(&mut self.rng), 0));
+            let (_, k, keys) = self.encode(op, routed, false);
+            busy::stage(self.slot, due, &self.members[0].wbuf);
+            self.members[0].wbuf.clear();
+            self.staged.push_back(Pending {
+                op: op as u8,
+                keys,
+                group: ALONE,
+                key: k.unwrap_or(u64::MAX),
+                intended: due,
+                sent: due,
+            });
+            self.timetable
+                .as_mut()
+                .expect("open loop")
+                .advance(&mut self.rng);
+        }
+    }
+
+    /// Takes the staged requests the spin wrote into flight, each with the time of its write;
+    /// with `keep`, first writes those due that the spin has not (this task got there first:
+    /// each alone all the same, see [`busy::send_due`]). The task takes the rest over on a
+    /// fallback (a write that would block or was partial), or when `keep` is false (sending
+    /// ended, the socket failed): those due by `now` (none without `keep`) go to the write
+    /// buffer, sent now; the others are dropped, and their send times come again from the
+    /// timetable.
+    pub(super) fn settle_staged(&mut self, now: Instant, keep: bool) {
+        if keep {
+            busy::send_due();
+        }
+        {
+            let mut rec = self.ctx.rec.borrow_mut();
+            busy::drain_sends(|at, due| rec.send_at(at, due));
+        }
+        while !self.staged.is_empty() {
+            let Some(at) = busy::take_written(self.slot, &mut self.members[0].wbuf) else {
+                break;
+            };
+            let p = self.staged.pop_front().expect("staged");
+            self.commit_staged(p, at, true);
+        }
+        let Some(first) = self.staged.front() else {
+            return;
+        };
+        if keep
+            && first.intended > now
+            && self.members[0].wbuf.is_empty()
+            && !busy::blocked(self.slot)
+        {
+            return;
+        }
+        let take = if keep {
+            self.staged.iter().take_while(|p| p.intended <= now).count()
+        } else {
+            0
+        };
+        busy::unstage(self.slot, take, &mut self.members[0].wbuf);
+        let now = Instant::now(); // (after any write of send_due's)
+        for _ in 0..take {
+            let p = self.staged.pop_front().expect("staged");
+            self.commit_staged(p, now, false);
+        }
+        if let Some(p) = self.staged.front() {
+            let ns = p.intended.saturating_duration_since(self.ctx.shared.t0);
+            self.timetable
+                .as_mut()
+                .expect("open loop")
+                .rewind(ns.as_nanos() as f64);
+        }
+        self.staged.clear();
+    }
+
+    /// A staged request sent at `at` (`by_spin`: by the spin's own write, whose lateness
+    /// [`busy::drain_sends`] recorded): in flight.
+    fn commit_staged(&mut self, mut p: Pending, at: Instant, by_spin: bool) {
+        if let Some(q) = self.quota.as_mut() {
+            *q -= 1;
+        }
+        self.outstanding += 1;
+        p.sent = at;
+        self.members[0].inflight.push_back(p);
+        let mut rec = self.ctx.rec.borrow_mut();
+        rec.part_sent(0, 1);
+        rec.sent(1);
         busy::sent(1);
-        true
+        if by_spin {
+            self.ctx.writes.set(self.ctx.writes.get() + 1);
+        } else {
+            rec.send_at(at, p.intended);
+        }
     }
 
     /// Why member `m` takes no request now: it is marked down.
