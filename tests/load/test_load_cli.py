@@ -125,12 +125,19 @@ def test_spinning_to_sends_is_reported_as_pacing(
     assert c["spins"] > 0 and 0 < c["pacing_s"] <= c["cpu_user_s"] + c["cpu_system_s"] + 0.05
     line = next(x for x in p.stdout.splitlines() if x.startswith("pacing: "))
     assert f"({c['spins']} waits; --spin-us 500)" in line
+    # The requests the spin wrote itself, and those it left to their connection.
+    assert c["spin_sends"] + c["spin_fallbacks"] > 0, c
+    sent = next(x for x in p.stdout.splitlines() if x.startswith("sent by the spin"))
+    assert sent == (f"sent by the spin at their due time: {c['spin_sends']} request(s); left "
+                    f"to their connection (a write that would block, or the connection came "
+                    f"first): {c['spin_fallbacks']}")
     # Without it, no pacing at all.
     q = cli("load", "--server", memcached.address, "--connections", "2", "--rate", "1000",
             "--duration", "0.5", "--warmup", "0", "--no-plots", "--out", tmp_path / "p",
             "--format", "json", cwd=tmp_path)
     assert q.returncode == 0, q.stderr
-    assert json.loads((tmp_path / "p" / "load.json").read_text())["client"]["spins"] == 0
+    plain = json.loads((tmp_path / "p" / "load.json").read_text())["client"]
+    assert (plain["spins"], plain["spin_sends"], plain["spin_fallbacks"]) == (0, 0, 0)
 
 
 def test_silent_server_exits_3_without_hanging(

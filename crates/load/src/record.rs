@@ -18,7 +18,9 @@
 //!   "schedule": {"target_rate", "backlog_at_end", "skipped_disconnected"} | null (closed loop),
 //!   "client_cpu_user_s", "client_cpu_system_s", "client_wait_s", "client_sleeps",
 //!   "client_preempted", "client_busy_polls", "client_busy_caught", "client_spins",
-//!   "client_spun_s" (pacing: spinning to open-loop sends), "client_writes",
+//!   "client_spun_s" (pacing: spinning to open-loop sends), "client_spin_sends",
+//!   "client_spin_fallbacks" (requests the spin wrote itself, and those it left to the
+//!   connection task), "client_writes",
 //!   "process_cpu_s" (user + system), "prefilled_keys", "prefill_s", "deleted_keys",
 //!   "leftover_keys", "cancelled", "aborted": str | null, "elapsed_s",
 //!   "send_lateness": Hist | null (closed loop; after the warm-up), "late_sends",
@@ -89,6 +91,8 @@ struct OutcomeRecord<'a> {
     client_busy_caught: u64,
     client_spins: u64,
     client_spun_s: f64,
+    client_spin_sends: u64,
+    client_spin_fallbacks: u64,
     client_writes: u64,
     process_cpu_s: f64,
     prefilled_keys: u64,
@@ -215,6 +219,8 @@ impl<'a> OutcomeRecord<'a> {
             client_busy_caught: o.client_sched.busy_caught,
             client_spins: o.client_sched.spins,
             client_spun_s: o.client_sched.spun_s,
+            client_spin_sends: o.client_sched.spin_sends,
+            client_spin_fallbacks: o.client_sched.spin_fallbacks,
             client_writes: o.client_sched.writes,
             process_cpu_s: o.process_cpu_s.0 + o.process_cpu_s.1,
             prefilled_keys: o.prefilled_keys,
@@ -573,7 +579,8 @@ mod tests {
              schedule:{schedule},\
              client_cpu_user_s:float,client_cpu_system_s:float,client_wait_s:float,\
              client_sleeps:int,client_preempted:int,client_busy_polls:int,client_busy_caught:int,\
-             client_spins:int,client_spun_s:float,client_writes:int,process_cpu_s:float,prefilled_keys:int,prefill_s:float,\
+             client_spins:int,client_spun_s:float,client_spin_sends:int,\
+             client_spin_fallbacks:int,client_writes:int,process_cpu_s:float,prefilled_keys:int,prefill_s:float,\
              deleted_keys:int,leftover_keys:int,cancelled:bool,aborted:str,elapsed_s:float,\
              send_lateness:{lateness},late_sends:int,late_threshold_ns:int,\
              samples:{{block:int,\

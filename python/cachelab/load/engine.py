@@ -588,6 +588,8 @@ def _client(outcome: Mapping[str, Any]) -> dict[str, Any]:
         # Open loop: waiting awake for sends due (--spin-us), part of the threads' CPU.
         "spins": outcome.get("client_spins", 0),
         "pacing_s": round(outcome.get("client_spun_s", 0.0), 6),
+        "spin_sends": outcome.get("client_spin_sends", 0),
+        "spin_fallbacks": outcome.get("client_spin_fallbacks", 0),
         "writes": writes,
         "requests_per_write": round(outcome["all"]["sent"] / writes, 3) if writes else None,
         "queueing": _queueing(outcome),

@@ -679,4 +679,8 @@ def _client_lines(r: LoadResult) -> list[str]:
         lines.append(f"pacing: {c['pacing_s']:.3f} s of the threads' CPU spent waiting awake "
                      f"for sends due ({c['spins']} waits; --spin-us "
                      f"{r.spec.get('spin_us')}), not counted as the client's work")
+        if c.get("spin_sends") or c.get("spin_fallbacks"):
+            lines.append(f"sent by the spin at their due time: {c['spin_sends']} request(s); "
+                         f"left to their connection (a write that would block, or the "
+                         f"connection came first): {c.get('spin_fallbacks', 0)}")
     return lines
