@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::state::{Columns, State};
+use crate::state::{Columns, Sink};
 
 const READ_CHUNK: usize = 1 << 20;
 
@@ -51,10 +51,10 @@ pub struct Lines {
 impl Lines {
     /// Feeds `chunk`'s complete lines to `state`; false when `out` reached `max_rows` (the
     /// remaining lines are dropped, as the Python reader drops them).
-    pub fn feed(
+    pub fn feed<S: Sink + ?Sized>(
         &mut self,
         chunk: &[u8],
-        state: &mut State,
+        state: &mut S,
         out: &mut Columns,
         max_rows: usize,
     ) -> bool {
@@ -239,6 +239,63 @@ impl Watch {
             b"watch fetchers mutations\r\n",
             timeout,
         )?;
+        Watch::start(stream, rest, address, timeout, max_buffer, wake)
+    }
+
+    /// Opens Redis's `MONITOR` stream at `address` (HOST:PORT or unix:PATH): `AUTH` with
+    /// `login` (user, password) first when given, then `MONITOR`, answered `+OK`. The
+    /// password is never in an error. Drained as [`Watch::open`]'s stream is (no waker).
+    pub fn monitor(
+        address: &str,
+        timeout: Duration,
+        max_buffer: u64,
+        login: Option<(Option<&str>, &str)>,
+    ) -> Result<Watch, WatchError> {
+        let mut stream = connect(address, timeout)
+            .map_err(|e| WatchError::Unreachable(format!("{address}: cannot connect: {e}")))?;
+        if let Some((user, password)) = login {
+            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(u) = user {
+                args.push(u.as_bytes());
+            }
+            args.push(password.as_bytes());
+            let (first, _) = command(&mut stream, address, &args, timeout)?;
+            if first != b"+OK" {
+                return Err(WatchError::Refused(format!(
+                    "{address}: the server refused the login (AUTH): {}",
+                    said(&first)
+                )));
+            }
+        }
+        let (first, rest) = command(&mut stream, address, &[b"MONITOR"], timeout)?;
+        if first != b"+OK" {
+            return Err(WatchError::Refused(format!(
+                "{address}: the server refused MONITOR: {}",
+                said(&first)
+            )));
+        }
+        Watch::start(stream, rest, address, timeout, max_buffer, false)
+    }
+
+    /// The local address of the watching connection (`127.0.0.1:5555`; empty for a Unix
+    /// socket): how the server names it as a client.
+    pub fn local_address(&self) -> String {
+        match &self.stream {
+            Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Unix(_) => String::new(),
+        }
+    }
+
+    /// A stream that said OK, drained by a thread of its own from now on (and its logger
+    /// kept awake with `wake`).
+    fn start(
+        stream: Stream,
+        rest: Vec<u8>,
+        address: &str,
+        timeout: Duration,
+        max_buffer: u64,
+        wake: bool,
+    ) -> Result<Watch, WatchError> {
         let no_reply = |e: std::io::Error| {
             WatchError::Refused(format!("{address}: cannot read the stream: {e}"))
         };
@@ -297,9 +354,9 @@ impl Watch {
     /// Parses what the drain thread read, waiting up to `wait` for more, until `out` holds
     /// `batch` rows, `max_rows` rows, or `max_bytes` of stream were parsed; the stream's I/O
     /// error is returned as it is.
-    pub fn read(
+    pub fn read<S: Sink + ?Sized>(
         &mut self,
-        state: &mut State,
+        state: &mut S,
         out: &mut Columns,
         wait: Duration,
         batch: usize,
@@ -363,6 +420,55 @@ impl Drop for Watch {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// What a server answered, for an error: at most 80 bytes of its first line, quoted.
+fn said(first: &[u8]) -> String {
+    let said = String::from_utf8_lossy(&first[..first.len().min(80)])
+        .trim()
+        .to_string();
+    if said.is_empty() {
+        "nothing".to_string()
+    } else {
+        format!("{said:?}")
+    }
+}
+
+/// Sends `args` as a RESP command and reads the first line of the answer (without its
+/// `\r\n`), and the bytes that came after it.
+fn command(
+    stream: &mut Stream,
+    address: &str,
+    args: &[&[u8]],
+    timeout: Duration,
+) -> Result<(Vec<u8>, Vec<u8>), WatchError> {
+    let no_reply = |e: std::io::Error| {
+        WatchError::Refused(format!(
+            "{address}: no reply to {}: {e}",
+            String::from_utf8_lossy(args[0])
+        ))
+    };
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    stream.set_read_timeout(Some(timeout)).map_err(no_reply)?;
+    stream.write_all(&out).map_err(no_reply)?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !reply.windows(2).any(|w| w == b"\r\n") && reply.len() < 4096 {
+        let n = stream.read(&mut buf).map_err(no_reply)?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    Ok(match reply.windows(2).position(|w| w == b"\r\n") {
+        Some(i) => (reply[..i].to_vec(), reply[i + 2..].to_vec()),
+        None => (reply, Vec::new()),
+    })
 }
 
 /// Sends `command` and reads its OK; the stream bytes that came with it.
@@ -509,6 +615,7 @@ fn waker(address: &str, timeout: Duration, shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::State;
     use std::net::TcpListener;
 
     /// A server that answers `watch` with OK, then writes `lines` item_get lines at once and
