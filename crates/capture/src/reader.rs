@@ -709,4 +709,78 @@ mod tests {
         drop(w);
         t.join().unwrap();
     }
+
+    /// A Redis that answers AUTH with `auth` and MONITOR with +OK followed by two lines;
+    /// what it was sent comes back through the handle.
+    fn redis(auth: &'static [u8]) -> (String, JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = l.local_addr().unwrap().to_string();
+        let t = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 256];
+            let n = c.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+            c.write_all(auth).unwrap();
+            if auth != b"+OK\r\n" {
+                return got;
+            }
+            let n = c.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+            c.write_all(
+                b"+OK\r\n+1.000001 [0 127.0.0.1:7] \"GET\" \"a\"\r\n\
+                  +1.000002 [0 127.0.0.1:7] \"SET\" \"a\" \"vv\"\r\n",
+            )
+            .unwrap();
+            let _ = c.read(&mut buf); // until the watch is closed
+            got
+        });
+        (address, t)
+    }
+
+    #[test]
+    fn monitor_logs_in_then_streams_and_a_refused_login_hides_the_password() {
+        let (address, t) = redis(b"+OK\r\n");
+        let mut w = Watch::monitor(
+            &address,
+            Duration::from_secs(5),
+            1 << 20,
+            Some((Some("u"), "pw1")),
+        )
+        .unwrap();
+        let mut m = crate::Monitor::new(b"s", true, 1.0, None, None);
+        let mut out = Columns::new();
+        let until = Instant::now() + Duration::from_secs(20);
+        while out.len() < 2 && Instant::now() < until {
+            w.read(
+                &mut m,
+                &mut out,
+                Duration::from_millis(50),
+                100,
+                100,
+                u64::MAX,
+            )
+            .unwrap();
+        }
+        assert_eq!(out.size, [0, 2]);
+        assert!(!w.local_address().is_empty());
+        drop(w);
+        let sent = t.join().unwrap();
+        assert_eq!(
+            sent,
+            b"*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$3\r\npw1\r\n*1\r\n$7\r\nMONITOR\r\n"
+        );
+
+        let (address, t) = redis(b"-WRONGPASS invalid username-password pair\r\n");
+        let Err(WatchError::Refused(e)) = Watch::monitor(
+            &address,
+            Duration::from_secs(5),
+            1 << 20,
+            Some((None, "pw2")),
+        ) else {
+            panic!("a refused login opened the stream");
+        };
+        assert!(e.contains("WRONGPASS") && !e.contains("pw2"), "{e}");
+        t.join().unwrap();
+    }
 }
