@@ -179,7 +179,7 @@ def test_an_idle_capture_warns_and_refusals_are_one_line(
     bad = redis.url.replace(redis.password, "wrong-" + redis.password)
     for args, code, said in [
         (("--server", bad), 3, "WRONGPASS"),
-        (("--server", redis.url.replace("redis://", "rediss://")), 2, "rediss://"),
+        (("--server", "127.0.0.1:1", "--tls"), 2, "plain TCP"),     # a memcached
         (("--server", redis.url, "--protocol", "text"), 2, "--protocol text"),
         (("--server", redis.url, "--reader", "python"), 2, "--reader python"),
         (("--server", redis.url, "--server", redis.url.replace(str(redis.port), "1")), 2,

@@ -14,5 +14,5 @@ pub mod reader;
 pub mod state;
 
 pub use monitor::Monitor;
-pub use reader::{Lines, Status, Watch, WatchError};
+pub use reader::{Lines, Status, TlsSettings, Watch, WatchError};
 pub use state::{Columns, Sink, State, SAME_REQUEST_US};

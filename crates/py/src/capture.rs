@@ -9,7 +9,10 @@ use pyo3::types::{PyBytes, PyDict};
 
 use cachelab_capture::{Columns, Lines, Monitor, Sink, State, Status, Watch, WatchError};
 
+use cachelab_client::Address;
+
 use crate::errors::raise;
+use crate::tls::tls_from;
 
 /// What the rows come from: memcached's watcher stream or Redis's `MONITOR`.
 enum Parser {
@@ -109,7 +112,9 @@ impl PyCaptureReader {
     /// password` when a password is given) and sends `MONITOR`; ServerUnreachable or
     /// ServerError (never showing the password) when it cannot. Drained as `watch`'s stream
     /// is; the connection's own address is excluded from the rows (`local_address`).
-    #[pyo3(signature = (address, connect_timeout, max_buffer = 1 << 30, user = None, password = None))]
+    #[pyo3(signature = (address, connect_timeout, max_buffer = 1 << 30, user = None,
+                        password = None, tls = None))]
+    #[allow(clippy::too_many_arguments)]
     fn monitor(
         &mut self,
         py: Python<'_>,
@@ -118,6 +123,7 @@ impl PyCaptureReader {
         max_buffer: u64,
         user: Option<String>,
         password: Option<String>,
+        tls: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         if !matches!(self.state, Parser::Monitor(_)) {
             return Err(raise(
@@ -126,11 +132,20 @@ impl PyCaptureReader {
                 "monitor() on a reader made without monitor=True".into(),
             ));
         }
+        let settings = match tls_from(py, tls)? {
+            Some(tls) => {
+                let name = tls
+                    .server_name(&Address::Tcp(address.to_string()))
+                    .map_err(|e| raise(py, "UsageError", e.to_string()))?;
+                Some((tls.config(), name))
+            }
+            None => None,
+        };
         let t = Duration::from_secs_f64(connect_timeout.clamp(0.001, 600.0));
         let address = address.to_string();
         let opened = py.detach(|| {
             let login = password.as_deref().map(|p| (user.as_deref(), p));
-            Watch::monitor(&address, t, max_buffer, login)
+            Watch::monitor(&address, t, max_buffer, login, settings)
         });
         match opened {
             Ok(w) => {

@@ -79,6 +79,7 @@ cachelab trace capture --servers-file pool.txt --duration 60 --sample 0.1 --out 
 cachelab trace capture --socket /run/memcached.sock --fail-on problems   # exit 1 on lost lines
 cachelab trace capture --server redis://:PASSWORD@10.0.0.6:6379 --duration 60 --out redis
 cachelab trace capture --server 10.0.0.6:6379 --protocol resp --max-events 100000
+cachelab trace capture --server rediss://:PASSWORD@10.0.0.6:6380 --cacert ca.pem --duration 30
 """
 
 CONVERT_EXAMPLES = """\
@@ -148,7 +149,7 @@ resp) is captured through MONITOR into the same file: a row per key of each GET,
 the URL keeps that database alone); hits are not in the stream (the server's keyspace_hits
 and misses are shown beside it). MONITOR is dear: the server copies every command to the
 capture, and the table's second line states the cost measured (docs/resp.md, "trace
-capture"). Not yet over rediss:// (TLS).
+capture"); rediss:// (or --tls) reads it over TLS.
 """
 
 CONVERT_DESCRIPTION = """\
@@ -258,6 +259,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "fetchers mutations'; the default) or resp (a Redis or Valkey at --server "
                    "HOST:PORT, captured through MONITOR); a --server redis://[user:pass@]"
                    "HOST:PORT[/db] is resp without it (docs/resp.md)")
+    common.add_tls_options(k, needs="a Redis: --server rediss://… is TLS without it",
+                           sni_default="the host of --server")
     k.set_defaults(func=run_capture, speaks_resp=True)
 
     c = _action(actions, "convert", "convert a trace to another format", CONVERT_DESCRIPTION,
@@ -421,7 +424,7 @@ def run_capture(args: argparse.Namespace) -> int:
                        max_events=args.max_events, max_bytes=args.max_mb * 2**20,
                        reader=args.reader, max_buffer=args.buffer_mb * 2**20,
                        wake=not args.no_wake)
-    spec = CaptureFileSpec(capture=what, path=capture_path(args))
+    spec = CaptureFileSpec(capture=what, path=capture_path(args), tls=common.tls_options(args))
     with Progress(total=None, label="capture") as bar:
         result = lib.run(spec, target, progress=bar)
     kept = f"{result.gets + result.stores:,} accesses kept in {result.path} (PARTIAL)"

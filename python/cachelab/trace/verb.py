@@ -103,11 +103,12 @@ def _capture(spec: CaptureFileSpec, target: TargetLike,
              progress: Progress | None) -> CaptureResult:
     # deferred: capture and capture_monitor import pyarrow, which takes ~0.1 s
     from cachelab.traces.capture import capture
-    from cachelab.traces.capture_monitor import capture_monitor, check_login
+    from cachelab.traces.capture_monitor import capture_monitor
 
     login = None if target is None else as_target(target).resp
-    if login is not None:
-        check_login(login)
+    if login is None and spec.tls is not None:
+        raise UsageError("trace capture reads a memcached's stream over plain TCP: TLS (--tls) "
+                         "is for a Redis (rediss://HOST:PORT)")
     what = capture_servers(spec.capture, target)
     what.check()
     if progress is not None:
@@ -115,7 +116,7 @@ def _capture(spec: CaptureFileSpec, target: TargetLike,
     shown = None if progress is None else \
         lambda elapsed, _events: progress.update(int(elapsed * 1000))
     if login is not None:   # a Redis: through MONITOR
-        return capture_monitor(what, spec.path, login, on_progress=shown)
+        return capture_monitor(what, spec.path, login, tls=spec.tls, on_progress=shown)
     return capture(what, spec.path, on_progress=shown)
 
 

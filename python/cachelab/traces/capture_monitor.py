@@ -40,6 +40,7 @@ import cachelab._core as _core
 from cachelab.artifacts import atomic_file, created_now
 from cachelab.errors import InputError, Interrupted, ServerError, UsageError
 from cachelab.resp import RespLogin, read_info
+from cachelab.tls import TlsOptions, core_tls, describe_tls, transport_of
 from cachelab.traces.capture import (
     _COLUMNS,
     SCHEMA,
@@ -98,9 +99,10 @@ def _calls(info: dict[str, str]) -> dict[str, int]:
     return out
 
 
-def _state(address: str, login: RespLogin, timeout: float) -> dict[str, str]:
+def _state(address: str, login: RespLogin, timeout: float,
+           tls: dict[str, Any] | None) -> dict[str, str]:
     """INFO's every section (``everything``: commandstats too), flat."""
-    return read_info(address, login, timeout=timeout, section="everything")
+    return read_info(address, login, timeout=timeout, tls=tls, section="everything")
 
 
 def server_deltas(before: dict[str, str], after: dict[str, str]) -> dict[str, Any]:
@@ -205,14 +207,8 @@ class MonitorResult(CaptureResult):
         return "\n".join(lines)
 
 
-def check_login(login: RespLogin) -> None:
-    """UsageError for what a MONITOR capture cannot do yet: TLS."""
-    if login.tls:
-        raise UsageError("trace capture over rediss:// (TLS) is not supported yet: its "
-                         "MONITOR stream is read over plain TCP; give redis://HOST:PORT")
-
-
 def capture_monitor(spec: CaptureSpec, path: str | os.PathLike[str], login: RespLogin, *,
+                    tls: TlsOptions | None = None,
                     on_progress: Callable[[float, int], None] | None = None,
                     stop: Callable[[], bool] | None = None) -> MonitorResult:
     """Captures the commands of ``spec``'s Redis through ``MONITOR`` into the capture file
@@ -220,9 +216,11 @@ def capture_monitor(spec: CaptureSpec, path: str | os.PathLike[str], login: Resp
     memcached: the same stops (``duration``, ``max_events``, ``max_bytes``, ``max_buffer``,
     ``stop()``, Ctrl-C or SIGTERM keeping what was read), the same errors. ``login``'s
     database, when given, keeps that database's commands alone; its password is sent, never
-    written."""
+    written. ``tls``: over TLS (a ``rediss://`` login without it: the default settings)."""
     spec.check()
-    check_login(login)
+    if tls is None and login.tls:
+        tls = TlsOptions()
+    core = core_tls(tls)
     if spec.servers:
         raise UsageError("trace capture of a Redis watches one server: give one --server "
                          "redis://HOST:PORT")
@@ -231,7 +229,7 @@ def capture_monitor(spec: CaptureSpec, path: str | os.PathLike[str], login: Resp
                          "not --reader python")
     address = spec.server
     try:
-        before = _state(address, login, spec.connect_timeout)
+        before = _state(address, login, spec.connect_timeout, core)
     except KeyboardInterrupt:
         raise Interrupted("interrupted before the capture began: nothing captured") from None
     facts = {"address": address, "protocol": "resp", "version": before.get("redis_version"),
@@ -239,7 +237,8 @@ def capture_monitor(spec: CaptureSpec, path: str | os.PathLike[str], login: Resp
              "maxmemory_policy": before.get("maxmemory_policy"),
              "used_memory": int(before.get("used_memory", 0) or 0),
              "limit_maxbytes": int(before.get("maxmemory", 0) or 0),
-             "login": login.described(), "db": login.db, "via": "MONITOR"}
+             "login": login.described(), "db": login.db, "via": "MONITOR",
+             "transport": transport_of(address, tls), "tls": describe_tls(tls)}
     meta = {b"cachelab": _json({"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
                                 "pseudonymised": not spec.keep_keys, "sample": spec.sample,
                                 "server": facts, "members": [facts], "reader": "rust",
@@ -249,7 +248,7 @@ def capture_monitor(spec: CaptureSpec, path: str | os.PathLike[str], login: Resp
     try:
         with _Signals() as signals, atomic_file(path) as tmp:
             reader.monitor(address, spec.connect_timeout, spec.max_buffer, user=login.user,
-                           password=login.password)
+                           password=login.password, tls=core)
             started = time.monotonic()
             writer = _Writer(tmp, meta, COLUMNS)
             merge = _Merge(writer, [address], spec.max_events)
@@ -264,7 +263,7 @@ def capture_monitor(spec: CaptureSpec, path: str | os.PathLike[str], login: Resp
             elapsed = time.monotonic() - started
             after: dict[str, str] = {}
             try:   # (a Ctrl-C meanwhile leaves them out; the capture is kept either way)
-                after = _state(address, login, spec.connect_timeout)
+                after = _state(address, login, spec.connect_timeout, core)
             except (ServerError, KeyboardInterrupt):
                 after = {}
             if signals.count:
