@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, ...]] = [
 #: need (its start-up counts in the flat-simulation bench: tests/architecture/
 #: test_lean_imports.py).
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
-                        r"cachelab\.traces\.(jsonl|parquet|capture|stream|names)|pyarrow(\..*)?|"
+                        r"cachelab\.traces\.(jsonl|parquet|capture|capture_monitor|stream|names)|pyarrow(\..*)?|"
                         r"csv|pathlib|cachelab\.artifacts|jsonschema(\..*)?|psycopg|"
                         r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
                         r"ray(\..*)?|scipy(\..*)?|statsmodels(\..*)?)$")

@@ -9,6 +9,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -395,3 +396,43 @@ def test_profile_over_rediss_measures_every_cell_over_tls(
         assert all(c["samples"] == 20 and not c["errors"] for c in saved["cells"])
         assert saved["server"]["calls"]["get"] == saved["client"]["commands"]["GET"]
         assert server.client().dbsize() == 0
+
+
+@pytest.mark.slow
+def test_trace_capture_over_rediss_reads_monitor_over_tls(
+    tmp_path: Path, certs: dict[str, Path], cli: InProcess
+) -> None:
+    """``trace capture --server rediss://…`` reads MONITOR over the TLS listener (verified
+    against --cacert) while a client sends over the plain one; refused against another CA."""
+    tls = (str(certs["server_cert"]), str(certs["server_key"]), str(certs["ca"]))
+    with PrivateRedis(tls=tls) as server:
+        url = f"rediss://127.0.0.1:{server.tls_port}"
+        stop = threading.Event()
+
+        def traffic() -> None:
+            c = server.client()
+            deadline, i = time.monotonic() + 30, 0
+            while not stop.is_set() and time.monotonic() < deadline:   # until captured
+                c.set(f"tls-capture:{i % 20}", b"v" * 9)
+                i += 1
+                time.sleep(0.001)
+            c.delete(*[f"tls-capture:{i}" for i in range(20)])
+            c.close()
+
+        t = threading.Thread(target=traffic)
+        t.start()
+        try:
+            ok = cli("trace", "capture", "--server", url, "--cacert", certs["ca"],
+                     "--max-events", "30", "--duration", "20", "--out", tmp_path / "a",
+                     "--format", "json")
+        finally:
+            stop.set()
+            t.join(30)
+        assert ok.returncode == 0, ok.stderr
+        d = json.loads(ok.stdout)
+        assert d["server"]["transport"] == "tls" and d["ended"] == "max_events"
+        assert d["ops"] == {"set": 30}
+        bad = cli("trace", "capture", "--server", url, "--cacert", certs["other_ca"],
+                  "--duration", "1", "--out", tmp_path / "b", "--format", "json")
+        assert bad.returncode == 3, bad.stderr
+        assert "certificate" in bad.stderr.lower(), bad.stderr

@@ -1,5 +1,6 @@
-//! Reading memcached's key stream (`watch fetchers mutations`, memcached 1.6+) into the rows
-//! of a cachelab capture file: the hot path of `cachelab trace capture`.
+//! Reading memcached's key stream (`watch fetchers mutations`, memcached 1.6+), or Redis's
+//! `MONITOR` stream ([`monitor`]), into the rows of a cachelab capture file: the hot path of
+//! `cachelab trace capture`.
 //!
 //! Layered as the protocol is: [`line`] parses one line (no I/O), [`state`] turns lines into
 //! rows (store lookups dropped, multi-gets grouped, keys pseudonymised with [`blake2b`] and
@@ -8,8 +9,10 @@
 
 pub mod blake2b;
 pub mod line;
+pub mod monitor;
 pub mod reader;
 pub mod state;
 
-pub use reader::{Lines, Status, Watch, WatchError};
-pub use state::{Columns, State, SAME_REQUEST_US};
+pub use monitor::Monitor;
+pub use reader::{Lines, Status, TlsSettings, Watch, WatchError};
+pub use state::{Columns, Sink, State, SAME_REQUEST_US};

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::state::{Columns, State};
+use crate::state::{Columns, Sink};
 
 const READ_CHUNK: usize = 1 << 20;
 
@@ -51,10 +51,10 @@ pub struct Lines {
 impl Lines {
     /// Feeds `chunk`'s complete lines to `state`; false when `out` reached `max_rows` (the
     /// remaining lines are dropped, as the Python reader drops them).
-    pub fn feed(
+    pub fn feed<S: Sink + ?Sized>(
         &mut self,
         chunk: &[u8],
-        state: &mut State,
+        state: &mut S,
         out: &mut Columns,
         max_rows: usize,
     ) -> bool {
@@ -80,9 +80,19 @@ impl Lines {
     }
 }
 
+/// The rustls settings of a TLS connection (`rediss://`): its configuration and the name
+/// sent and verified.
+pub type TlsSettings = (
+    std::sync::Arc<rustls::ClientConfig>,
+    rustls::pki_types::ServerName<'static>,
+);
+
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
@@ -90,18 +100,22 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => s.sock.set_read_timeout(t),
         }
     }
     fn set_nonblocking(&self, yes: bool) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_nonblocking(yes),
             Stream::Unix(s) => s.set_nonblocking(yes),
+            Stream::Tls(s) => s.sock.set_nonblocking(yes),
         }
     }
+    /// A second handle on the connection; for TLS, on its socket alone (enough to shut it).
     fn try_clone(&self) -> std::io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tcp(s.sock.try_clone()?),
         })
     }
     /// Both directions shut (a read blocked in another thread returns at once).
@@ -109,6 +123,7 @@ impl Stream {
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => s.sock.shutdown(Shutdown::Both),
         };
     }
 }
@@ -118,6 +133,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -127,10 +143,14 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        match self {
+            Stream::Tls(s) => s.flush(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -239,10 +259,91 @@ impl Watch {
             b"watch fetchers mutations\r\n",
             timeout,
         )?;
+        Watch::start(stream, rest, address, timeout, max_buffer, wake)
+    }
+
+    /// Opens Redis's `MONITOR` stream at `address` (HOST:PORT or unix:PATH), over TLS with
+    /// `tls`: `AUTH` with `login` (user, password) first when given, then `MONITOR`, answered
+    /// `+OK`. The password is never in an error. Drained as [`Watch::open`]'s stream is (no
+    /// waker).
+    pub fn monitor(
+        address: &str,
+        timeout: Duration,
+        max_buffer: u64,
+        login: Option<(Option<&str>, &str)>,
+        tls: Option<TlsSettings>,
+    ) -> Result<Watch, WatchError> {
+        let mut stream = connect(address, timeout)
+            .map_err(|e| WatchError::Unreachable(format!("{address}: cannot connect: {e}")))?;
+        if let Some((config, name)) = tls {
+            let Stream::Tcp(tcp) = stream else {
+                return Err(WatchError::Refused(format!(
+                    "{address}: TLS over a Unix socket is not supported"
+                )));
+            };
+            let conn = rustls::ClientConnection::new(config, name)
+                .map_err(|e| WatchError::Refused(format!("{address}: TLS: {e}")))?;
+            stream = Stream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp)));
+        }
+        if let Some((user, password)) = login {
+            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(u) = user {
+                args.push(u.as_bytes());
+            }
+            args.push(password.as_bytes());
+            let (first, _) = command(&mut stream, address, &args, timeout)?;
+            if first != b"+OK" {
+                return Err(WatchError::Refused(format!(
+                    "{address}: the server refused the login (AUTH): {}",
+                    said(&first)
+                )));
+            }
+        }
+        let (first, rest) = command(&mut stream, address, &[b"MONITOR"], timeout)?;
+        if first != b"+OK" {
+            return Err(WatchError::Refused(format!(
+                "{address}: the server refused MONITOR: {}",
+                said(&first)
+            )));
+        }
+        Watch::start(stream, rest, address, timeout, max_buffer, false)
+    }
+
+    /// The local address of the watching connection (`127.0.0.1:5555`; empty for a Unix
+    /// socket): how the server names it as a client.
+    pub fn local_address(&self) -> String {
+        match &self.stream {
+            Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Tls(s) => s
+                .sock
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            Stream::Unix(_) => String::new(),
+        }
+    }
+
+    /// A stream that said OK, drained by a thread of its own from now on (and its logger
+    /// kept awake with `wake`).
+    fn start(
+        stream: Stream,
+        rest: Vec<u8>,
+        address: &str,
+        timeout: Duration,
+        max_buffer: u64,
+        wake: bool,
+    ) -> Result<Watch, WatchError> {
         let no_reply = |e: std::io::Error| {
             WatchError::Refused(format!("{address}: cannot read the stream: {e}"))
         };
-        let reading = stream.try_clone().map_err(no_reply)?;
+        // The drain thread reads the connection, the watch keeps a handle to shut it; a TLS
+        // stream cannot be shared: the thread takes it, the watch keeps its socket.
+        let (reading, stream) = if matches!(stream, Stream::Tls(_)) {
+            let handle = stream.try_clone().map_err(no_reply)?;
+            (stream, handle)
+        } else {
+            (stream.try_clone().map_err(no_reply)?, stream)
+        };
         reading
             .set_read_timeout(Some(DRAIN_POLL))
             .map_err(no_reply)?;
@@ -297,9 +398,9 @@ impl Watch {
     /// Parses what the drain thread read, waiting up to `wait` for more, until `out` holds
     /// `batch` rows, `max_rows` rows, or `max_bytes` of stream were parsed; the stream's I/O
     /// error is returned as it is.
-    pub fn read(
+    pub fn read<S: Sink + ?Sized>(
         &mut self,
-        state: &mut State,
+        state: &mut S,
         out: &mut Columns,
         wait: Duration,
         batch: usize,
@@ -363,6 +464,55 @@ impl Drop for Watch {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// What a server answered, for an error: at most 80 bytes of its first line, quoted.
+fn said(first: &[u8]) -> String {
+    let said = String::from_utf8_lossy(&first[..first.len().min(80)])
+        .trim()
+        .to_string();
+    if said.is_empty() {
+        "nothing".to_string()
+    } else {
+        format!("{said:?}")
+    }
+}
+
+/// Sends `args` as a RESP command and reads the first line of the answer (without its
+/// `\r\n`), and the bytes that came after it.
+fn command(
+    stream: &mut Stream,
+    address: &str,
+    args: &[&[u8]],
+    timeout: Duration,
+) -> Result<(Vec<u8>, Vec<u8>), WatchError> {
+    let no_reply = |e: std::io::Error| {
+        WatchError::Refused(format!(
+            "{address}: no reply to {}: {e}",
+            String::from_utf8_lossy(args[0])
+        ))
+    };
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    stream.set_read_timeout(Some(timeout)).map_err(no_reply)?;
+    stream.write_all(&out).map_err(no_reply)?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !reply.windows(2).any(|w| w == b"\r\n") && reply.len() < 4096 {
+        let n = stream.read(&mut buf).map_err(no_reply)?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    Ok(match reply.windows(2).position(|w| w == b"\r\n") {
+        Some(i) => (reply[..i].to_vec(), reply[i + 2..].to_vec()),
+        None => (reply, Vec::new()),
+    })
 }
 
 /// Sends `command` and reads its OK; the stream bytes that came with it.
@@ -507,99 +657,5 @@ fn waker(address: &str, timeout: Duration, shared: &Shared) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::TcpListener;
-
-    /// A server that answers `watch` with OK, then writes `lines` item_get lines at once and
-    /// keeps the connection open until the test ends.
-    fn streamer(lines: usize) -> (String, JoinHandle<()>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = l.local_addr().unwrap().to_string();
-        let t = std::thread::spawn(move || {
-            let (mut c, _) = l.accept().unwrap();
-            let mut buf = [0u8; 256];
-            let _ = c.read(&mut buf).unwrap();
-            c.write_all(b"OK\r\n").unwrap();
-            let mut out = Vec::new();
-            for i in 0..lines {
-                out.extend_from_slice(
-                    format!(
-                        "ts=1795596440.{:06} gid={} type=item_get key=k{i} status=found \
-                         clsid=1 cfd=24 size=5\n",
-                        i % 1_000_000,
-                        i + 1
-                    )
-                    .as_bytes(),
-                );
-            }
-            let _ = c.write_all(&out);
-            let _ = c.read(&mut buf); // until the watch is closed
-        });
-        (address, t)
-    }
-
-    #[test]
-    fn the_drain_thread_reads_while_nobody_parses_and_nothing_is_lost() {
-        let (address, t) = streamer(50_000);
-        let mut w = Watch::open(&address, Duration::from_secs(5), 1 << 30, false).unwrap();
-        // Nothing parsed: the drain thread alone empties the socket into memory.
-        let until = Instant::now() + Duration::from_secs(20);
-        while w.buffered() < 50_000 * 60 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(w.buffered() > 50_000 * 60, "{}", w.buffered());
-        let mut state = State::new(b"s", true, 1.0, None);
-        let mut out = Columns::new();
-        // Every chunk read is parsed (the last get waits for its connection's next line).
-        while w.buffered() > 0 && Instant::now() < until {
-            let s = w
-                .read(
-                    &mut state,
-                    &mut out,
-                    Duration::from_millis(50),
-                    1 << 20,
-                    1 << 20,
-                    u64::MAX,
-                )
-                .unwrap();
-            assert_eq!(s, Status::More);
-        }
-        state.flush(&mut out);
-        assert_eq!(out.len(), 50_000);
-        assert_eq!(w.buffered(), 0);
-        assert!(w.peak_buffered > 50_000 * 60);
-        drop(w);
-        t.join().unwrap();
-    }
-
-    #[test]
-    fn a_parser_that_falls_behind_past_the_cap_stops_the_watch() {
-        let (address, t) = streamer(50_000);
-        let mut w = Watch::open(&address, Duration::from_secs(5), 1 << 20, false).unwrap();
-        let mut state = State::new(b"s", true, 1.0, None);
-        let mut out = Columns::new();
-        let until = Instant::now() + Duration::from_secs(20);
-        while w.buffered() <= 1 << 20 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let mut status = Status::More;
-        while status == Status::More && Instant::now() < until {
-            status = w
-                .read(
-                    &mut state,
-                    &mut out,
-                    Duration::from_secs(1),
-                    1 << 30,
-                    1 << 30,
-                    u64::MAX,
-                )
-                .unwrap();
-        }
-        assert_eq!(status, Status::MaxBuffer);
-        // What was read before the cap is parsed, none of it dropped.
-        assert!(out.len() > (1 << 20) / 100, "{}", out.len());
-        drop(w);
-        t.join().unwrap();
-    }
-}
+#[path = "reader_tests.rs"]
+mod tests;

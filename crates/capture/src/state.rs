@@ -70,6 +70,47 @@ impl Columns {
     }
 }
 
+/// What turns a stream's lines into rows: memcached's [`State`], Redis's
+/// [`crate::monitor::Monitor`].
+pub trait Sink {
+    /// One line of the stream, without its `\n`.
+    fn line(&mut self, line: &[u8], out: &mut Columns);
+}
+
+impl Sink for State {
+    fn line(&mut self, line: &[u8], out: &mut Columns) {
+        State::line(self, line, out);
+    }
+}
+
+/// Whether `key` is sampled in (its keyed hash / 2^64 below `sample`; `sampled_out` counts
+/// those that are not); writes its name to `out` if so: `k` + the hash's 16 hex digits, or
+/// the key itself with `keep_keys`.
+pub(crate) fn write_name(
+    hasher: &Keyed,
+    keep_keys: bool,
+    sample: f64,
+    key: &[u8],
+    out: &mut Columns,
+    sampled_out: &mut u64,
+) -> bool {
+    let word = hasher.word(key);
+    if word as f64 / 18_446_744_073_709_551_616.0 >= sample {
+        *sampled_out += 1;
+        return false;
+    }
+    if keep_keys {
+        out.keys
+            .extend_from_slice(String::from_utf8_lossy(key).as_bytes());
+    } else {
+        out.keys.push(b'k');
+        out.keys
+            .extend_from_slice(format!("{word:016x}").as_bytes());
+    }
+    out.offsets.push(out.keys.len() as i32);
+    true
+}
+
 /// A fetch held back: (time, key, status, size, clsid).
 type Held = (f64, Vec<u8>, Vec<u8>, u32, u16);
 
@@ -148,21 +189,14 @@ impl State {
 
     /// Whether `key` is sampled in; writes its name (pseudonym or the key) to `out` if so.
     fn name(&mut self, key: &[u8], out: &mut Columns) -> bool {
-        let word = self.hasher.word(key);
-        if word as f64 / 18_446_744_073_709_551_616.0 >= self.sample {
-            self.sampled_out += 1;
-            return false;
-        }
-        if self.keep_keys {
-            out.keys
-                .extend_from_slice(String::from_utf8_lossy(key).as_bytes());
-        } else {
-            out.keys.push(b'k');
-            out.keys
-                .extend_from_slice(format!("{word:016x}").as_bytes());
-        }
-        out.offsets.push(out.keys.len() as i32);
-        true
+        write_name(
+            &self.hasher,
+            self.keep_keys,
+            self.sample,
+            key,
+            out,
+            &mut self.sampled_out,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]

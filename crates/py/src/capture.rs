@@ -7,14 +7,33 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use cachelab_capture::{Columns, Lines, State, Status, Watch, WatchError};
+use cachelab_capture::{Columns, Lines, Monitor, Sink, State, Status, Watch, WatchError};
+
+use cachelab_client::Address;
 
 use crate::errors::raise;
+use crate::tls::tls_from;
 
-/// A capture reader: a [`State`] and, once `watch` is called, its connection.
+/// What the rows come from: memcached's watcher stream or Redis's `MONITOR`.
+enum Parser {
+    Watch(State),
+    Monitor(Monitor),
+}
+
+impl Sink for Parser {
+    fn line(&mut self, line: &[u8], out: &mut Columns) {
+        match self {
+            Parser::Watch(s) => s.line(line, out),
+            Parser::Monitor(m) => m.line(line, out),
+        }
+    }
+}
+
+/// A capture reader: a [`State`] (or, `monitor=True`, a [`Monitor`]) and, once `watch`
+/// (or `monitor`) is called, its connection.
 #[pyclass(module = "cachelab._core", name = "CaptureReader")]
 pub struct PyCaptureReader {
-    state: State,
+    state: Parser,
     cols: Columns,
     lines: Lines,
     watch: Option<Watch>,
@@ -31,15 +50,18 @@ fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
 #[pymethods]
 impl PyCaptureReader {
     /// `secret`: the pseudonyms' key (at most 64 bytes); `sample` in (0, 1]; `t0`: the time
-    /// subtracted from the stream's timestamps (default: the first line's).
+    /// subtracted from the stream's timestamps (default: the first line's). `monitor`: the
+    /// stream is Redis's `MONITOR` (rows of its cache commands; `db` keeps one database's).
     #[new]
-    #[pyo3(signature = (secret, keep_keys, sample, t0 = None))]
+    #[pyo3(signature = (secret, keep_keys, sample, t0 = None, monitor = false, db = None))]
     fn new(
         py: Python<'_>,
         secret: &[u8],
         keep_keys: bool,
         sample: f64,
         t0: Option<f64>,
+        monitor: bool,
+        db: Option<u32>,
     ) -> PyResult<Self> {
         if secret.len() > 64 || !(sample > 0.0 && sample <= 1.0) {
             return Err(raise(
@@ -49,7 +71,11 @@ impl PyCaptureReader {
             ));
         }
         Ok(PyCaptureReader {
-            state: State::new(secret, keep_keys, sample, t0),
+            state: if monitor {
+                Parser::Monitor(Monitor::new(secret, keep_keys, sample, db, t0))
+            } else {
+                Parser::Watch(State::new(secret, keep_keys, sample, t0))
+            },
             cols: Columns::new(),
             lines: Lines::default(),
             watch: None,
@@ -79,6 +105,102 @@ impl PyCaptureReader {
             }
             Err(WatchError::Unreachable(m)) => Err(raise(py, "ServerUnreachable", m)),
             Err(WatchError::Refused(m)) => Err(raise(py, "ServerError", m)),
+        }
+    }
+
+    /// Connects to a Redis at `address` (HOST:PORT or unix:PATH), logs in (`AUTH [user]
+    /// password` when a password is given) and sends `MONITOR`; ServerUnreachable or
+    /// ServerError (never showing the password) when it cannot. Drained as `watch`'s stream
+    /// is; the connection's own address is excluded from the rows (`local_address`).
+    #[pyo3(signature = (address, connect_timeout, max_buffer = 1 << 30, user = None,
+                        password = None, tls = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn monitor(
+        &mut self,
+        py: Python<'_>,
+        address: &str,
+        connect_timeout: f64,
+        max_buffer: u64,
+        user: Option<String>,
+        password: Option<String>,
+        tls: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        if !matches!(self.state, Parser::Monitor(_)) {
+            return Err(raise(
+                py,
+                "UsageError",
+                "monitor() on a reader made without monitor=True".into(),
+            ));
+        }
+        let settings = match tls_from(py, tls)? {
+            Some(tls) => {
+                let name = tls
+                    .server_name(&Address::Tcp(address.to_string()))
+                    .map_err(|e| raise(py, "UsageError", e.to_string()))?;
+                Some((tls.config(), name))
+            }
+            None => None,
+        };
+        let t = Duration::from_secs_f64(connect_timeout.clamp(0.001, 600.0));
+        let address = address.to_string();
+        let opened = py.detach(|| {
+            let login = password.as_deref().map(|p| (user.as_deref(), p));
+            Watch::monitor(&address, t, max_buffer, login, settings)
+        });
+        match opened {
+            Ok(w) => {
+                if let Parser::Monitor(m) = &mut self.state {
+                    m.exclude(w.local_address().as_bytes());
+                }
+                self.watch = Some(w);
+                Ok(())
+            }
+            Err(WatchError::Unreachable(m)) => Err(raise(py, "ServerUnreachable", m)),
+            Err(WatchError::Refused(m)) => Err(raise(py, "ServerError", m)),
+        }
+    }
+
+    /// The commands of `client` (as MONITOR names it, e.g. `127.0.0.1:5555`) are counted,
+    /// not written (cachelab's own connections).
+    fn exclude(&mut self, client: &str) {
+        if let Parser::Monitor(m) = &mut self.state {
+            m.exclude(client.as_bytes());
+        }
+    }
+
+    /// The local address of the reader's connection (empty before one, or over a Unix
+    /// socket).
+    #[getter]
+    fn local_address(&self) -> String {
+        self.watch
+            .as_ref()
+            .map_or(String::new(), |w| w.local_address())
+    }
+
+    /// MONITOR: the commands seen and not written, by command, in the order first seen
+    /// (empty for memcached's stream).
+    #[getter]
+    fn other(&self) -> Vec<(String, u64)> {
+        match &self.state {
+            Parser::Monitor(m) => m.other.clone(),
+            Parser::Watch(_) => Vec::new(),
+        }
+    }
+
+    /// MONITOR: the commands written (an MGET of 3 keys is one), and the lines that were
+    /// not a command.
+    #[getter]
+    fn commands(&self) -> u64 {
+        match &self.state {
+            Parser::Monitor(m) => m.commands,
+            Parser::Watch(_) => 0,
+        }
+    }
+    #[getter]
+    fn malformed(&self) -> u64 {
+        match &self.state {
+            Parser::Monitor(m) => m.malformed,
+            Parser::Watch(_) => 0,
         }
     }
 
@@ -132,7 +254,9 @@ impl PyCaptureReader {
 
     /// Writes the fetches still held back (at the end of a capture).
     fn flush(&mut self) {
-        self.state.flush(&mut self.cols);
+        if let Parser::Watch(s) = &mut self.state {
+            s.flush(&mut self.cols);
+        }
     }
 
     /// Rows waiting.
@@ -174,24 +298,39 @@ impl PyCaptureReader {
     /// Accesses written so far by op, in the order first seen.
     #[getter]
     fn ops(&self) -> Vec<(String, u64)> {
-        self.state.ops.clone()
+        match &self.state {
+            Parser::Watch(s) => s.ops.clone(),
+            Parser::Monitor(m) => m.ops.clone(),
+        }
     }
     #[getter]
     fn hits(&self) -> u64 {
-        self.state.hits
+        match &self.state {
+            Parser::Watch(s) => s.hits,
+            Parser::Monitor(_) => 0,
+        }
     }
     /// Lines the server said it skipped (`skipped=N`).
     #[getter]
     fn lost(&self) -> u64 {
-        self.state.lost
+        match &self.state {
+            Parser::Watch(s) => s.lost,
+            Parser::Monitor(_) => 0,
+        }
     }
     #[getter]
     fn store_lookups(&self) -> u64 {
-        self.state.store_lookups
+        match &self.state {
+            Parser::Watch(s) => s.store_lookups,
+            Parser::Monitor(_) => 0,
+        }
     }
     #[getter]
     fn sampled_out(&self) -> u64 {
-        self.state.sampled_out
+        match &self.state {
+            Parser::Watch(s) => s.sampled_out,
+            Parser::Monitor(m) => m.sampled_out,
+        }
     }
     /// Stream bytes parsed.
     #[getter]
@@ -216,7 +355,10 @@ impl PyCaptureReader {
     /// The time subtracted from the stream's timestamps (None before the first line).
     #[getter]
     fn t0(&self) -> Option<f64> {
-        self.state.t0
+        match &self.state {
+            Parser::Watch(s) => s.t0,
+            Parser::Monitor(m) => m.t0,
+        }
     }
 }
 

@@ -15,6 +15,7 @@ from cachelab.cli.common import Parser
 from cachelab.cli.target import target_from
 from cachelab.errors import UsageError
 from cachelab.progress import Progress
+from cachelab.resp import is_url, redact
 from cachelab.trace import CaptureFileSpec, ConvertSpec, InspectSpec, SynthSpec
 from cachelab.traces.capture_spec import LIMITS as _CAPTURE
 from cachelab.traces.capture_spec import READERS, CaptureSpec
@@ -76,6 +77,9 @@ CAPTURE_EXAMPLES = """\
 cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day
 cachelab trace capture --servers-file pool.txt --duration 60 --sample 0.1 --out pool
 cachelab trace capture --socket /run/memcached.sock --fail-on problems   # exit 1 on lost lines
+cachelab trace capture --server redis://:PASSWORD@10.0.0.6:6379 --duration 60 --out redis
+cachelab trace capture --server 10.0.0.6:6379 --protocol resp --max-events 100000
+cachelab trace capture --server rediss://:PASSWORD@10.0.0.6:6380 --cacert ca.pem --duration 30
 """
 
 CONVERT_EXAMPLES = """\
@@ -138,6 +142,14 @@ little per request while it runs (docs/traces.md). Give --server more than once 
 pseudonym on any member), merged by time into one file with a member column; lost lines are
 counted per member. A proxy has no key stream: capture the servers behind it. See
 docs/traces.md, "Capturing a trace".
+
+A Redis or Valkey (--server redis://[user:pass@]HOST:PORT[/db], or HOST:PORT with --protocol
+resp) is captured through MONITOR into the same file: a row per key of each GET, MGET, SET
+(its value's length as the size), SETEX, GETEX, DEL, UNLINK, ... with its database (a /db in
+the URL keeps that database alone); hits are not in the stream (the server's keyspace_hits
+and misses are shown beside it). MONITOR is dear: the server copies every command to the
+capture, and the table's second line states the cost measured (docs/resp.md, "trace
+capture"); rediss:// (or --tls) reads it over TLS.
 """
 
 CONVERT_DESCRIPTION = """\
@@ -204,7 +216,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     output.add_output_options(i, "trace", out_help=f"also write DIR/{INSPECT_FILE}")
     i.set_defaults(func=run_inspect)
 
-    k = _action(actions, "capture", "capture a live memcached's key stream into a trace",
+    k = _action(actions, "capture", "capture a live memcached's key stream (or a Redis's "
+                "commands, through MONITOR) into a trace",
                 CAPTURE_DESCRIPTION, CAPTURE_EXAMPLES)
     k.add_argument("--duration", type=common.limit_range(_CAPTURE["duration"]),
                    default=_C.duration, metavar="S",
@@ -241,7 +254,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         out_help="a directory to write trace.capture.parquet into (default: "
         "cachelab-out/capture-<date>-<time>/; a *.capture.parquet path is deprecated)")
     _add_capture_target(k)
-    k.set_defaults(func=run_capture)
+    k.add_argument("--protocol", choices=("text", "resp"), default=None,
+                   help="what the server speaks: text (memcached, watched with 'watch "
+                   "fetchers mutations'; the default) or resp (a Redis or Valkey at --server "
+                   "HOST:PORT, captured through MONITOR); a --server redis://[user:pass@]"
+                   "HOST:PORT[/db] is resp without it (docs/resp.md)")
+    common.add_tls_options(k, needs="a Redis: --server rediss://… is TLS without it",
+                           sni_default="the host of --server")
+    k.set_defaults(func=run_capture, speaks_resp=True)
 
     c = _action(actions, "convert", "convert a trace to another format", CONVERT_DESCRIPTION,
                 CONVERT_EXAMPLES)
@@ -261,9 +281,11 @@ def _add_capture_target(p: argparse.ArgumentParser) -> None:
     for a pool), --servers-file, --socket, and --proxy, refused with what to give instead."""
     g = p.add_argument_group("server", textwrap.fill(
         "The memcached to capture (1.6+): --server, or --socket; a pool: --server repeated, "
-        "or --servers-file, every member watched at once.", width=78))
+        "or --servers-file, every member watched at once. A Redis: --server redis://... "
+        "(or HOST:PORT with --protocol resp).", width=78))
     g.add_argument("--server", action="append", metavar="HOST:PORT",
-                   help="the memcached to capture (HOST:PORT); give it more than once to "
+                   help="the memcached to capture (HOST:PORT), or a Redis "
+                   "(redis://[user:pass@]HOST:PORT[/db]); give a memcached more than once to "
                    "capture a pool: every member at once, merged by time into one file with a "
                    "member column (a member's :WEIGHT is ignored)")
     g.add_argument("--servers-file", type=Path, metavar="FILE",
@@ -378,13 +400,31 @@ def capture_path(args: argparse.Namespace) -> Path:
     return path
 
 
+def _capture_protocol(args: argparse.Namespace) -> None:
+    """``--protocol resp`` makes each --server HOST:PORT a ``redis://`` URL; UsageError when
+    the flags disagree."""
+    urls = [s for s in args.server or [] if is_url(s)]
+    if args.protocol == "text" and urls:
+        raise UsageError(f"--protocol text, but --server {redact(urls[0])} is a Redis URL: "
+                         "give HOST:PORT, or --protocol resp")
+    if args.protocol == "resp":
+        if args.socket or args.servers_file:
+            raise UsageError("--protocol resp captures one Redis at --server HOST:PORT (or "
+                             "redis://…): not --socket or --servers-file")
+        if not args.server:
+            raise UsageError("--protocol resp captures a running Redis: give --server "
+                             "HOST:PORT or redis://[user:pass@]HOST:PORT[/db]")
+        args.server = [s if is_url(s) else f"redis://{s}" for s in args.server]
+
+
 def run_capture(args: argparse.Namespace) -> int:
+    _capture_protocol(args)
     target = target_from(args)
     what = CaptureSpec(duration=args.duration, sample=args.sample, keep_keys=args.keep_keys,
                        max_events=args.max_events, max_bytes=args.max_mb * 2**20,
                        reader=args.reader, max_buffer=args.buffer_mb * 2**20,
                        wake=not args.no_wake)
-    spec = CaptureFileSpec(capture=what, path=capture_path(args))
+    spec = CaptureFileSpec(capture=what, path=capture_path(args), tls=common.tls_options(args))
     with Progress(total=None, label="capture") as bar:
         result = lib.run(spec, target, progress=bar)
     kept = f"{result.gets + result.stores:,} accesses kept in {result.path} (PARTIAL)"

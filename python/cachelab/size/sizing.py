@@ -258,15 +258,22 @@ def size(spec: SizeSpec) -> SizeResult:
     spec.check()
     fmt = detect_format(spec.trace, spec.format)
     is_capture = fmt == CAPTURE_FORMAT
-    accounting = spec.accounting or ("memcached" if is_capture else "value")
     meta: dict[str, Any] = {}
-    if is_capture and accounting == "redis":
-        raise UsageError("--accounting redis is for a flat trace (a capture is memcached's)")
+    resp = False   # a Redis capture (MONITOR): value bytes, no hits to check against
     if is_capture:
         # deferred: capture imports pyarrow, which takes ~0.1 s
         from cachelab.traces.capture import capture_accesses, read_capture
 
         table, meta = read_capture(spec.trace)
+        resp = (meta.get("server") or {}).get("protocol") == "resp"
+    accounting = spec.accounting or ("memcached" if is_capture and not resp else "value")
+    if is_capture and accounting == "redis":
+        raise UsageError("--accounting redis is for a flat trace (a capture counts value "
+                         "bytes, or memcached's memory)")
+    if resp and accounting == "memcached":
+        raise UsageError(f"{spec.trace}: a Redis capture (MONITOR) is sized in value bytes: "
+                         "--accounting memcached is for a memcached's capture")
+    if is_capture:
         ids, sizes, times = capture_accesses(spec.trace, accounting, read=(table, meta))
         trace = _core.FlatTrace.from_arrays(ids.tolist(), sizes.tolist(), times.tolist())
     else:
@@ -310,7 +317,7 @@ def size(spec: SizeSpec) -> SizeResult:
         caps = np.asarray([fixed.memory(int(c)) for c in caps], dtype=np.int64)
         wss = fixed.memory(wss)
     check = None
-    if is_capture and memory is not None:
+    if is_capture and memory is not None and not resp:   # MONITOR shows no hits
         check = _check(table, meta, at_memory[MULTIPLES.index(1.0)]["hit_ratio"], n, memory)
     for t in targets:
         if t["bytes"] is not None:

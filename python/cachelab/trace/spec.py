@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Union
 from cachelab.traces.synth import DEFAULT_PRESET, SYNTH_PART, SynthParams
 
 if TYPE_CHECKING:
+    from cachelab.tls import TlsOptions
     from cachelab.traces.capture import CaptureSpec
 
 __all__ = ["CaptureFileSpec", "ConvertSpec", "InspectSpec", "SynthSpec", "TraceSpec"]
@@ -46,6 +47,8 @@ class CaptureFileSpec:
 
     capture: CaptureSpec
     path: Path
+    #: TLS to a ``rediss://`` server (a Redis capture; memcached's stream is plain TCP).
+    tls: TlsOptions | None = None
 
 
 @dataclass(frozen=True)

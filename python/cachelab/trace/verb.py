@@ -1,6 +1,7 @@
 """``cachelab.trace.run``: the verb's one entry — the subcommand the spec's kind names:
 synthesize a trace, inspect one, capture a live memcached's key stream (the target's
-server, or each member of its pool), or convert between formats."""
+server, or each member of its pool) or a Redis's commands (``MONITOR``), or convert between
+formats."""
 
 from __future__ import annotations
 
@@ -100,15 +101,23 @@ def capture_servers(spec: CaptureSpec, target: TargetLike) -> CaptureSpec:
 
 def _capture(spec: CaptureFileSpec, target: TargetLike,
              progress: Progress | None) -> CaptureResult:
-    # deferred: capture imports pyarrow, which takes ~0.1 s
+    # deferred: capture and capture_monitor import pyarrow, which takes ~0.1 s
     from cachelab.traces.capture import capture
+    from cachelab.traces.capture_monitor import capture_monitor
 
+    login = None if target is None else as_target(target).resp
+    if login is None and spec.tls is not None:
+        raise UsageError("trace capture reads a memcached's stream over plain TCP: TLS (--tls) "
+                         "is for a Redis (rediss://HOST:PORT)")
     what = capture_servers(spec.capture, target)
     what.check()
     if progress is not None:
         progress.begin(int(what.duration * 1000))
-    return capture(what, spec.path, on_progress=None if progress is None else
-                   lambda elapsed, _events: progress.update(int(elapsed * 1000)))
+    shown = None if progress is None else \
+        lambda elapsed, _events: progress.update(int(elapsed * 1000))
+    if login is not None:   # a Redis: through MONITOR
+        return capture_monitor(what, spec.path, login, tls=spec.tls, on_progress=shown)
+    return capture(what, spec.path, on_progress=shown)
 
 
 _ACTIONS: dict[type, Callable[[Any, TargetLike, Progress | None], Any]] = {

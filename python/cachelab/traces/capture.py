@@ -240,8 +240,12 @@ class _Writer:
     :data:`_ROW_GROUP` rows, whatever the batches' sizes, so both readers write the same file
     from the same stream."""
 
-    def __init__(self, path: Path, metadata: dict[bytes, bytes]) -> None:
-        self._writer = pq.ParquetWriter(str(path), _COLUMNS.with_metadata(metadata),
+    def __init__(self, path: Path, metadata: dict[bytes, bytes],
+                 columns: pa.Schema | None = None) -> None:
+        #: The file's columns: a capture's, or a MONITOR capture's (``db`` where a capture
+        #: has ``clsid``).
+        self.columns = _COLUMNS if columns is None else columns
+        self._writer = pq.ParquetWriter(str(path), self.columns.with_metadata(metadata),
                                         compression="zstd")
         self._pending: list[pa.Table] = []
         self._waiting = 0
@@ -264,10 +268,11 @@ class _Writer:
         while table.num_rows - at >= _ROW_GROUP or (final and at < table.num_rows):
             part = table.slice(at, _ROW_GROUP).combine_chunks()
             at += part.num_rows
-            arrays = [part[f.name].combine_chunks() for f in _COLUMNS]
+            # By position: a MONITOR capture's db is the rows' clsid column.
+            arrays = [part.column(i).combine_chunks() for i in range(len(self.columns))]
             arrays = [a.dictionary_encode().cast(f.type) if pa.types.is_dictionary(f.type)
-                      else a.cast(f.type) for a, f in zip(arrays, _COLUMNS)]
-            self._writer.write_table(pa.Table.from_arrays(arrays, schema=_COLUMNS))
+                      else a.cast(f.type) for a, f in zip(arrays, self.columns)]
+            self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.columns))
         rest = table.slice(at)
         self._pending = [rest] if rest.num_rows else []
         self._waiting = rest.num_rows

@@ -15,13 +15,16 @@ import pyarrow.parquet as pq
 
 from cachelab.errors import InputError, UsageError
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "UNKNOWN_SIZE", "capture_accesses", "memcached_bytes",
-           "read_capture", "slab_classes"]
+__all__ = ["READS", "SCHEMA", "SCHEMA_VERSION", "UNKNOWN_SIZE", "capture_accesses",
+           "memcached_bytes", "read_capture", "slab_classes"]
 
 SCHEMA = "cachelab.capture"
 SCHEMA_VERSION = 1
 #: The size given, as a flat trace, to a key the capture never saw a size of.
 UNKNOWN_SIZE = 1
+#: The ops a capture's flat trace reads as gets: memcached's ``get``, and a Redis capture's
+#: reads (MGET's keys are ``get`` rows; GETEX and GETDEL return the value too).
+READS = ("get", "getex", "getdel")
 
 
 def read_capture(path: str | os.PathLike[str]) -> tuple[pa.Table, dict[str, Any]]:
@@ -90,8 +93,9 @@ _ITEM_HEADER = 48  # sizeof(item) on 64-bit memcached 1.6
 def capture_accesses(path: str | os.PathLike[str], accounting: str = "value", *,
                      read: tuple[pa.Table, dict[str, Any]] | None = None,
                      ) -> tuple[Any, Any, Any]:
-    """The gets of a capture as a flat trace's columns (numpy arrays): key ids (numbered by
-    first access, as the flat readers number keys), sizes, and whole-second times.
+    """The gets (:data:`READS`) of a capture as a flat trace's columns (numpy arrays): key
+    ids (numbered by first access, as the flat readers number keys), sizes, and whole-second
+    times.
 
     ``accounting``: ``value`` (sizes are value bytes, as the stream gives them) or
     ``memcached`` (what each item takes in the server's memory: :func:`memcached_bytes`,
@@ -137,7 +141,7 @@ def capture_accesses(path: str | os.PathLike[str], accounting: str = "value", *,
         # real items out of the simulated cache, which memcached never stores.
         sized = memcached_bytes(out_sizes, table["key_bytes"].to_numpy(), meta["server"])
         out_sizes = np.where(unknown, UNKNOWN_SIZE, sized)
-    is_get = table["op"].cast(pa.string()).to_numpy(zero_copy_only=False) == "get"
+    is_get = np.isin(table["op"].cast(pa.string()).to_numpy(zero_copy_only=False), READS)
     times = table["time"].to_numpy()
     return (ids[is_get].astype(np.uint64), out_sizes[is_get].astype(np.uint32),
             np.floor(np.maximum(times[is_get], 0.0)).astype(np.uint32))
