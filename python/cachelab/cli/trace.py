@@ -77,9 +77,7 @@ CAPTURE_EXAMPLES = """\
 cachelab trace capture --server 10.0.0.5:11211 --duration 600 --out day
 cachelab trace capture --servers-file pool.txt --duration 60 --sample 0.1 --out pool
 cachelab trace capture --socket /run/memcached.sock --fail-on problems   # exit 1 on lost lines
-cachelab trace capture --server redis://:PASSWORD@10.0.0.6:6379 --duration 60 --out redis
-cachelab trace capture --server 10.0.0.6:6379 --protocol resp --max-events 100000
-cachelab trace capture --server rediss://:PASSWORD@10.0.0.6:6380 --cacert ca.pem --duration 30
+cachelab trace capture --server redis://:PASSWORD@10.0.0.6:6379 --duration 60   # MONITOR
 """
 
 CONVERT_EXAMPLES = """\
