@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray")
+if importlib.util.find_spec("ray") is None:  # (not imported here: ~1 s of every worker's start)
+    pytest.skip("Ray is not installed (pip install 'cachelab[ray]')", allow_module_level=True)
 
 import cachelab  # noqa: E402
 from cachelab.raycluster import RayOptions  # noqa: E402
@@ -52,6 +53,7 @@ class RayCluster:
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     """``NODES`` raylets on this machine, the driver (this process) connected to the head."""
+    import ray
     from ray.cluster_utils import Cluster
 
     # The workers import cachelab from wherever this process does (installed or the tree).
