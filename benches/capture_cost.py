@@ -37,7 +37,7 @@ from typing import Any
 import cachelab
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.servers import PrivateMemcached
-from records import header, markdown_table, write_record
+from records import header, markdown_table, median_range, write_record
 
 CONTENDERS = ("no watcher", "watched, python reader", "watched, rust reader")
 
@@ -106,11 +106,7 @@ def main() -> int:
         argv = " ".join(mc.argv)
 
     def cell(name: str, key: str, fmt: str = "{:.1f}") -> str:
-        vals = [r[key] for r in rows[name] if r.get(key) is not None]
-        if not vals:
-            return "—"
-        return (f"{fmt.format(statistics.median(vals))} "
-                f"({fmt.format(min(vals))}–{fmt.format(max(vals))})")
+        return median_range([r[key] for r in rows[name] if r.get(key) is not None], fmt)
 
     head = ["contender", "achieved/s", "held", "server CPU µs/op", "p50 µs", "p99 µs",
             "p99.9 µs", "lines lost / produced (of them dropped in the server's worker buffers)"]

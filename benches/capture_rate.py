@@ -25,7 +25,6 @@ import json
 import os
 import resource
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 import cachelab
 from cachelab.load import LoadSpec, load
 from cachelab.servers import PrivateMemcached, read_stats
-from records import header, markdown_table, write_record
+from records import header, markdown_table, median_range, write_record
 
 
 def children_cpu() -> float:
@@ -162,9 +161,7 @@ def main() -> int:
         loads = [r["load1"] for r in rows]
 
     def cell(rs: list[dict[str, Any]], key: str, fmt: str) -> str:
-        vals = [r[key] for r in rs]
-        med = fmt.format(statistics.median(vals))
-        return med if len(vals) == 1 else f"{med} ({fmt.format(min(vals))}–{fmt.format(max(vals))})"
+        return median_range([r[key] for r in rs], fmt)
 
     head = ["rate/s", "capture", "achieved/s", "held", "lines produced", "lost",
             "lost at the rate", "lost in the load's prefill / clean-up bursts",

@@ -37,7 +37,7 @@ import cachelab
 from cachelab.load import LoadResult, LoadSpec, load
 from cachelab.resp import RespLogin, read_info
 from cachelab.servers import PrivateRedis
-from records import header, markdown_table, write_record
+from records import header, markdown_table, median_range, write_record
 
 CONTENDERS = ("no capture", "MONITOR capture")
 
@@ -129,11 +129,7 @@ def main() -> int:
         argv = " ".join(getattr(srv, "argv", None) or ["redis-server"])
 
     def cell(key: str, field: str, fmt: str = "{:.1f}") -> str:
-        vals = [r[field] for r in rows[key] if r.get(field) is not None]
-        if not vals:
-            return "—"
-        return (f"{fmt.format(statistics.median(vals))} "
-                f"({fmt.format(min(vals))}–{fmt.format(max(vals))})")
+        return median_range([r[field] for r in rows[key] if r.get(field) is not None], fmt)
 
     head = ["contender", "achieved/s", "held", "server CPU µs/op", "server CPU %", "p50 µs",
             "p99 µs", "captured / counted commands"]

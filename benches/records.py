@@ -7,7 +7,9 @@ The scripts run as ``python benches/NAME.py``, so this directory is on ``sys.pat
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +71,12 @@ def header(title: str, script: str, argv: list[str], facts: list[str]) -> tuple[
              f"- commit {commit}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs; load "
              f"average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}", ""],
             commit)
+
+
+def median_range(vals: Sequence[float], fmt: str = "{:.1f}") -> str:
+    """The median of ``vals`` and their range, ``12.3 (11.0–14.2)``: the median alone for one
+    value, "—" for none."""
+    if not vals:
+        return "—"
+    med = fmt.format(statistics.median(vals))
+    return med if len(vals) == 1 else f"{med} ({fmt.format(min(vals))}–{fmt.format(max(vals))})"
