@@ -28,6 +28,7 @@ from cachelab.units import per_second
 __all__ = ["Progress", "run_cancellable", "stage_logger"]
 
 _REDRAW_INTERVAL = 0.1  # seconds between redraws
+_WAKE_INTERVAL = 0.005  # seconds between looks at a run's end (run_cancellable)
 _BAR_WIDTH = 24
 
 
@@ -205,8 +206,11 @@ def run_cancellable(
     a second. Ctrl-C calls ``cancel`` — the run stops early and returns what it has, marked
     ``"cancelled": True``. An exception from ``work`` is raised here.
 
-    It waits on an Event, not on ``Thread.join``: a KeyboardInterrupt inside ``join()`` can
-    leave the thread looking finished while the Rust run goes on.
+    It sleeps and looks at an Event, waiting on neither the Event nor ``Thread.join``: a
+    KeyboardInterrupt inside ``join()`` can leave the thread looking finished while the Rust
+    run goes on, and one inside ``Event.wait()`` can come while its lock is being taken back
+    and break it ("RuntimeError: release unlocked lock" instead of the interrupt: a pool
+    profile's Ctrl-C beside a CPU hog). ``time.sleep`` is interrupted cleanly.
     """
     box: dict[str, Any] = {}
     finished = threading.Event()
@@ -221,10 +225,12 @@ def run_cancellable(
 
     threading.Thread(target=run, name=name, daemon=True).start()
     interrupted = False
+    next_poll = time.monotonic() + _REDRAW_INTERVAL
     while not finished.is_set():
         try:
-            finished.wait(_REDRAW_INTERVAL)
-            if poll:
+            time.sleep(_WAKE_INTERVAL)
+            if poll and time.monotonic() >= next_poll:
+                next_poll += _REDRAW_INTERVAL
                 poll()
         except KeyboardInterrupt:
             interrupted = True
