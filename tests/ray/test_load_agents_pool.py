@@ -174,8 +174,12 @@ def test_a_member_stopped_under_ray_is_marked_down_by_the_agents(
     assert down["down"] and {e["agent"] for e in down["down"]} <= {0, 1}, down["down"]
     assert down["errors"].get("member_down", 0) > 0
     assert 0.5 <= down["down_s"] <= 4.0, down["down"]
+    # The healthy members are never marked down; a timeout of theirs only where the agents'
+    # threads waited for a CPU at least a timeout's length in all (5 s in a 4 s run seen in
+    # a fresh clone's make test: two timeouts on a healthy member).
+    starved = doc["client"]["run_queue_wait_s"] >= 0.8
     for m in (doc["members"][0], doc["members"][2]):
-        assert not m["errors"] and not m["down"], m
+        assert not m["down"] and set(m["errors"]) <= ({"timeout"} if starved else set()), m
     agents = sorted({e["agent"] for e in down["down"]})
     assert (f"MEMBER DOWN: {stopped.address} was marked down {len(down['down'])} time(s) "
             f"by agent(s) {', '.join(map(str, agents))}") in stdout
