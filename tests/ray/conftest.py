@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-if importlib.util.find_spec("ray") is None:  # (not imported here: ~1 s of every worker's start)
+if importlib.util.find_spec("ray") is None:  # (imported where the cluster starts, not here)
     pytest.skip("Ray is not installed (pip install 'cachelab[ray]')", allow_module_level=True)
 
 import cachelab  # noqa: E402
