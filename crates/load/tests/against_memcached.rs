@@ -1,10 +1,13 @@
 //! Runs against a real memcached on a free loopback port (skipped when none is installed).
 
+mod common;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cachelab_load::{run, DistSpec, Mix, Mode, Pool, Progress, Spec, Stop};
+use cachelab_load::{run, Mix, Mode, Progress, Spec, Stop};
+use common::spec;
 
 struct Server {
     child: Child,
@@ -79,52 +82,6 @@ fn memcached() -> Option<Server> {
         let _ = child.wait();
     }
     None
-}
-
-fn spec(address: &str) -> Spec {
-    Spec {
-        pool: Pool::single(address.parse().unwrap()),
-        connections: 4,
-        threads: 2,
-        pipeline: 4,
-        max_outstanding: 64,
-        mode: Mode::Closed,
-        mix: Mix {
-            get: 0.6,
-            multiget: 0.1,
-            set: 0.2,
-            delete: 0.1,
-        },
-        multiget_keys: 5,
-        key_space: 2000,
-        key_dist: DistSpec {
-            name: "zipf".into(),
-            params: vec![0.9],
-        },
-        value_size: DistSpec {
-            name: "uniform".into(),
-            params: vec![10.0, 500.0],
-        },
-        prefix: "cachelab-test:load".into(),
-        ttl: 0,
-        stop: Stop::Requests(20_000),
-        warmup: Duration::ZERO,
-        prefill: false,
-        interval: Duration::from_millis(200),
-        options: Default::default(),
-        give_up_after: Duration::from_secs(5),
-        stall: Duration::from_millis(100),
-        seed: 42,
-        server_pid: None,
-        busy_poll: Duration::ZERO,
-        spin: Duration::ZERO,
-        send_batch: 1,
-        behind: Vec::new(),
-        on_miss_set: false,
-        probe_rate: None,
-        cleanup: true,
-        protocol: Default::default(),
-    }
 }
 
 fn stat(m: &std::collections::BTreeMap<String, String>, k: &str) -> u64 {

@@ -3,58 +3,27 @@
 //! user and its password, a database), every count against the server's own, an error reply
 //! counted as a failed request on a connection that stays in use.
 
+mod common;
 #[path = "../../client/tests/support/mod.rs"]
 mod support;
 
 use std::time::Duration;
 
 use cachelab_client::resp::{Info, RespClient, RespOptions};
-use cachelab_load::{run, DistSpec, Mix, Mode, Pool, Progress, Protocol, RespLogin, Spec, Stop};
+use cachelab_load::{run, Mode, Progress, Protocol, RespLogin, Spec, Stop};
 use support::redis::Redis;
 
 fn spec(address: &str, login: RespLogin) -> Spec {
     Spec {
-        pool: Pool::single(address.parse().unwrap()),
         connections: 3,
-        threads: 2,
-        pipeline: 4,
-        max_outstanding: 64,
-        mode: Mode::Closed,
-        mix: Mix {
-            get: 0.6,
-            multiget: 0.1,
-            set: 0.2,
-            delete: 0.1,
-        },
-        multiget_keys: 5,
         key_space: 1000,
-        key_dist: DistSpec {
-            name: "zipf".into(),
-            params: vec![0.9],
-        },
-        value_size: DistSpec {
-            name: "uniform".into(),
-            params: vec![10.0, 500.0],
-        },
         prefix: "cachelab-test:resp".into(),
         ttl: 300,
         stop: Stop::Requests(10_000),
-        warmup: Duration::ZERO,
         prefill: true,
-        interval: Duration::from_millis(200),
-        options: Default::default(),
-        give_up_after: Duration::from_secs(5),
-        stall: Duration::from_millis(100),
         seed: 7,
-        server_pid: None,
-        busy_poll: Duration::ZERO,
-        spin: Duration::ZERO,
-        send_batch: 1,
-        behind: Vec::new(),
-        on_miss_set: false,
-        probe_rate: None,
-        cleanup: true,
         protocol: Protocol::Resp(login),
+        ..common::spec(address)
     }
 }
 
