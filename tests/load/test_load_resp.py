@@ -46,6 +46,16 @@ def _calls(info: dict[str, Any], command: str) -> int:
     return int(stat["calls"]) if stat else 0
 
 
+def _await_first_get(server: PrivateRedis, proc: subprocess.Popen[str]) -> None:
+    """Waits until the run ``proc`` has a GET counted by ``server`` (its start-up and prefill
+    are over); fails the test if it exits first or none comes within RUN_TIMEOUT."""
+    c = server.client()
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while _calls(c.info("commandstats"), "get") == 0:
+        assert proc.poll() is None and time.monotonic() < deadline, "no get was sent"
+        time.sleep(0.02)
+
+
 #: The checks a run may fail on a machine shared with other work (this one: 2 CPUs, a CPU hog
 #: beside the suite), as tests/load/test_load_validity.py allows for memcached: the client's
 #: own (busy, late or batched sends, correlated latencies as both sides wait for CPUs) and a
@@ -195,11 +205,7 @@ def test_a_stopped_server_is_exit_3_with_the_stall_in_the_headline(tmp_path: Pat
              "--warmup", "0.5", "--interval", "0.5", "--duration", "6", "--timeout", "0.3",
              "--give-up", "1.5", "--connections", "2"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-        c = server.client()
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while _calls(c.info("commandstats"), "get") == 0:
-            assert proc.poll() is None and time.monotonic() < deadline, "no get was sent"
-            time.sleep(0.02)
+        _await_first_get(server, proc)
         time.sleep(1.0)
         os.kill(server.pid, signal.SIGSTOP)
         try:
@@ -394,11 +400,7 @@ def test_open_loop_counts_a_sigstop_stall_from_the_intended_send_times(tmp_path:
              "table", "--out", str(out), "--no-plots", "--warmup", "0.5", "--interval", "0.5",
              "--rate", "2000", "--duration", "4", "--timeout", "5", "--max-outstanding", "50"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-        c = server.client()
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while _calls(c.info("commandstats"), "get") == 0:
-            assert proc.poll() is None and time.monotonic() < deadline, "no get was sent"
-            time.sleep(0.02)
+        _await_first_get(server, proc)
         time.sleep(1.5)
         os.kill(server.pid, signal.SIGSTOP)
         try:
