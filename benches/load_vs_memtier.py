@@ -55,6 +55,7 @@ from pathlib import Path
 
 from cachelab import _core
 from cachelab.servers import PrivateMemcached
+from records import memtier_argv
 
 KEYS, SIZE = 10_000, 100
 
@@ -85,14 +86,10 @@ def server_cpu(address: str) -> tuple[float, int]:
 
 def memtier(path: str, address: str, seconds: int, conns: int, pipeline: int,
             rate_per_conn: int | None) -> dict:
-    host, port = address.rsplit(":", 1)
     with tempfile.TemporaryDirectory() as d:
         js = Path(d) / "m.json"
-        argv = [path, "-P", "memcache_text", "-s", host, "-p", port, "-t", "1", "-c", str(conns),
-                f"--pipeline={pipeline}", "--ratio=0:1", "--key-prefix=memtier-",
-                "--key-minimum=1", f"--key-maximum={KEYS}", "--key-pattern=R:R",
-                f"--test-time={seconds}", "-d", str(SIZE), "--hide-histogram",
-                f"--json-out-file={js}"]
+        argv = memtier_argv(path, ["-P", "memcache_text"], address, conns=conns, pipeline=pipeline,
+                            keys=KEYS, seconds=seconds, size=SIZE, json_out=js)
         if rate_per_conn:
             argv.append(f"--rate-limiting={rate_per_conn}")
         s_cpu0, s_gets0 = server_cpu(address)

@@ -146,14 +146,11 @@ def redis_benchmark(path: str, address: str, conns: int, pipeline: int, n: int) 
 
 
 def memtier(path: str, address: str, conns: int, pipeline: int, seconds: int) -> dict:
-    host, port = address.rsplit(":", 1)
     with tempfile.TemporaryDirectory() as d:
         js = Path(d) / "m.json"
-        argv = [path, "--protocol", "redis", "-s", host, "-p", port, "-t", "1", "-c", str(conns),
-                f"--pipeline={pipeline}", "--ratio=0:1", "--key-prefix=memtier-",
-                "--key-minimum=1", f"--key-maximum={KEYS}", "--key-pattern=R:R",
-                f"--test-time={seconds}", "-d", str(SIZE), "--hide-histogram",
-                f"--json-out-file={js}"]
+        argv = records.memtier_argv(path, ["--protocol", "redis"], address, conns=conns,
+                                    pipeline=pipeline, keys=KEYS, seconds=seconds, size=SIZE,
+                                    json_out=js)
         r = peer_run(argv, address, seconds)
         t = json.loads(js.read_text())["ALL STATS"]["Totals"]
     r.pop("text")

@@ -80,3 +80,17 @@ def median_range(vals: Sequence[float], fmt: str = "{:.1f}") -> str:
         return "—"
     med = fmt.format(statistics.median(vals))
     return med if len(vals) == 1 else f"{med} ({fmt.format(min(vals))}–{fmt.format(max(vals))})"
+
+
+def memtier_argv(path: str, protocol: list[str], address: str, *, conns: int, pipeline: int,
+                 keys: int, seconds: int, size: int, json_out: Path) -> list[str]:
+    """memtier_benchmark's command line for the load benches: one thread, ``conns``
+    connections, gets only of ``size``-byte values over keys 1..``keys`` at random,
+    ``seconds`` long, its figures to ``json_out``; ``protocol`` its protocol flags
+    (``["-P", "memcache_text"]``, ``["--protocol", "redis"]``)."""
+    host, port = address.rsplit(":", 1)
+    return [path, *protocol, "-s", host, "-p", port, "-t", "1", "-c", str(conns),
+            f"--pipeline={pipeline}", "--ratio=0:1", "--key-prefix=memtier-",
+            "--key-minimum=1", f"--key-maximum={keys}", "--key-pattern=R:R",
+            f"--test-time={seconds}", "-d", str(size), "--hide-histogram",
+            f"--json-out-file={json_out}"]
