@@ -434,7 +434,7 @@ def result_from_outcome(
     with_intervals(measured, verdict["checks"]["independent"], outcome.get("samples"))
     client = _client(outcome)
     client["busy"] = busy
-    client["verdict_cpu_s"] = round(time.process_time() - started, 3)
+    client["verdict_cpu_s"] = round(time.process_time() - started, 6)
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),
