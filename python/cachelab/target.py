@@ -95,6 +95,10 @@ class Target:
             if self.proxy is not None and parsed[0][1].tls:
                 raise UsageError("twemproxy speaks no TLS: give rediss:// servers without "
                                  "--proxy, or redis:// ones behind it")
+            if self.proxy is not None and parsed[0][1].db is not None:
+                raise UsageError("a RESP run through a proxy cannot choose a database: "
+                                 "twemproxy closes the connection on SELECT (set redis_db in "
+                                 "its pool's configuration instead)")
             object.__setattr__(self, "servers", tuple(a for a, _ in parsed))
             object.__setattr__(self, "resp", parsed[0][1])
         object.__setattr__(self, "servers", tuple(self.servers))
