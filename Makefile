@@ -129,6 +129,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/latency_model.py
 	$(PY) benches/cold_values.py
 	$(PY) benches/part_costs.py
+	$(PY) benches/plot_formats.py
 	$(PY) benches/hand_vs_library.py
 	$(PY) benches/aio_get_many.py $(if $(AIO_PEER),--peer $(AIO_PEER))
 
