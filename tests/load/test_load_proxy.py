@@ -12,12 +12,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cachelab import _core
 from cachelab.errors import ServerError
-from cachelab.load import LoadSpec, load
+from cachelab.load import LoadSpec, behind_headline, load, unused_notes
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.report import render_report
 from cachelab.servers import PrivateMemcached
@@ -166,3 +167,27 @@ def test_a_server_killed_behind_the_proxy_is_named_with_its_counts_up_to_then(
     marked = next(r for r in report_behind_rows(html) if r[0] == victim.address)
     assert marked[1] == f"{gets:,}" and marked[-1] == f"stopped at {stopped['at_s']:.1f} s"
     assert f"Server {victim.address} behind the proxy stopped answering at" in html
+
+
+def test_a_server_behind_that_counted_no_get_is_named_in_the_headline() -> None:
+    """memcached's ``cmd_get`` or a Redis's hits and misses: a server behind that counted no
+    GET while another did is SERVER UNUSED, with the fix; a server that stopped answering is
+    said to have stopped, not to be unused, and a run without GETs names none."""
+    def server(address: str, stopped: bool = False, **deltas: int) -> dict[str, Any]:
+        return {"address": address, "server": {"deltas": deltas},
+                **({"stopped": {"at_s": 1.0, "last_answer_s": 0.5}} if stopped else {})}
+
+    lines = behind_headline([server("a:1", cmd_get=900, cmd_set=100),
+                             server("b:2", cmd_get=0, cmd_set=0),
+                             server("c:3", stopped=True, cmd_get=0)])
+    assert [line.split(":")[0] for line in lines] == ["SERVER STOPPED", "SERVER UNUSED"]
+    assert lines[1].startswith("SERVER UNUSED: server b:2 behind the proxy answered none")
+    assert "every key on the other server, so the run measured it alone" in lines[1]
+    assert "--key-space of 1000" in lines[1]
+    redis = [server("a:1", keyspace_hits=5, keyspace_misses=0),
+             server("b:2", keyspace_hits=0, keyspace_misses=3),
+             server("c:3", keyspace_hits=0, keyspace_misses=0, total_commands_processed=9)]
+    assert [n.split()[1] for n in unused_notes(redis)] == ["c:3"]
+    assert unused_notes([server("a:1", cmd_get=0, cmd_set=50),
+                         server("b:2", cmd_get=0, cmd_set=40)]) == []
+    assert unused_notes([server("a:1", cmd_get=7)]) == [] and unused_notes(None) == []

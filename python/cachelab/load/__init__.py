@@ -37,12 +37,13 @@ from cachelab.load.result import (
     SCHEMA,
     SCHEMA_VERSION,
     LoadResult,
+    behind_headline,
     behind_lines,
     csv_rows,
     hlog_text,
-    stopped_lines,
     stopped_notes,
     stopped_text,
+    unused_notes,
 )
 from cachelab.load.spec import (
     KEY_DISTS,
@@ -71,6 +72,7 @@ __all__ = [
     "SIZE_DISTS",
     "LoadResult",
     "LoadSpec",
+    "behind_headline",
     "behind_lines",
     "csv_rows",
     "hlog_text",
@@ -88,7 +90,7 @@ __all__ = [
     "server_deltas",
     "server_side",
     "server_view",
-    "stopped_lines",
     "stopped_notes",
     "stopped_text",
+    "unused_notes",
 ]

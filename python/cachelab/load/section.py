@@ -9,7 +9,13 @@ from cachelab.artifacts import Artifact
 from cachelab.load.precision import SHOWN, precision_text
 from cachelab.load.probe import probe_finding
 from cachelab.load.repeats import Z95, comparison_lines
-from cachelab.load.result import LoadResult, restart_lines, stopped_notes, stopped_text
+from cachelab.load.result import (
+    LoadResult,
+    restart_lines,
+    stopped_notes,
+    stopped_text,
+    unused_notes,
+)
 from cachelab.load.timeline import stall_text
 from cachelab.load.validity import headline, with_fix
 from cachelab.page import charts as ch
@@ -103,7 +109,8 @@ def section(art: Artifact, ctx: Context) -> Section:
                 f"{skew['ratio']:.2f}× its fair share ({skew['fair_share']:.1%}).")
     if r.behind:
         sec.body.append(behind_table(r.behind, "the run"))
-        sec.findings += [n[0].upper() + n[1:] + "." for n in stopped_notes(r.behind)]
+        sec.findings += [n[0].upper() + n[1:] + "."
+                         for n in [*stopped_notes(r.behind), *unused_notes(r.behind)]]
     if r.stalls:
         sec.body.append("<p>Stalls (requests waiting "
                         f"{esc(spec.get('stall_ms', 100))} ms or more):</p><ul>"

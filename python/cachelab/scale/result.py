@@ -12,7 +12,7 @@ from typing import Any
 from cachelab.answers import Answer
 from cachelab.artifacts import check_schema, from_fields, read_json, write_json
 from cachelab.errors import UsageError
-from cachelab.load import behind_lines, stopped_lines
+from cachelab.load import behind_headline, behind_lines
 from cachelab.load.precision import longer_fix, p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
 from cachelab.scale.answers import ceiling_line, scale_answers
@@ -110,7 +110,7 @@ class ScaleResult:
         # The headline tells the worst: runs left out of the fit, latencies not certified,
         # precision missed.
         partial = partial_text({"spec": s, "runs": self.runs, "run": self.run})
-        lines[:0] = [*([partial] if partial else []), *stopped_lines(self.behind_totals()),
+        lines[:0] = [*([partial] if partial else []), *behind_headline(self.behind_totals()),
                      *verdict_lines(s, self.runs), *([missed] if missed else []),
                      *([ceiling] if ceiling else [])]
         lines += ["", (f"{'N':>6}{'X mean /s':>14}{'sd':>10}{'in fit':>8}{'p50 µs':>10}"

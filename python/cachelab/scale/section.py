@@ -8,7 +8,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.artifacts import Artifact
-from cachelab.load import stopped_notes
+from cachelab.load import stopped_notes, unused_notes
 from cachelab.load.precision import p99_interval_text, point_precision_text
 from cachelab.load.section import behind_table
 from cachelab.page import charts as ch
@@ -72,7 +72,8 @@ def section(art: Artifact, ctx: Context) -> Section:
     behind = ScaleResult.from_dict(d, str(art.path)).behind_totals()
     if behind:
         sec.body.append(behind_table(behind, "every run, warm-up included"))
-        sec.findings += [n[0].upper() + n[1:] + "." for n in stopped_notes(behind)]
+        sec.findings += [n[0].upper() + n[1:] + "."
+                         for n in [*stopped_notes(behind), *unused_notes(behind)]]
     fit = d.get("fit")
     if not fit:  # said, not left to a missing plot
         sec.findings.append("No USL fit, so where throughput stops rising is not measured: "
