@@ -345,7 +345,10 @@ def test_a_slowdown_late_in_the_run_is_in_the_headline_and_the_steady_window_is_
                if iv["uncorrected"]["percentiles"]["50"] >= 8e6)
     assert slow > 0, measured
     if slow >= saved["totals"]["duration_s"] / 2:
-        assert saved["steady"]["reference_p50_ns"] >= 8e6, (saved["steady"], slow)
+        # The reference (the last half) is mostly slow: its p50 near the 10 ms delay, far
+        # from the fast part's fraction of a millisecond (a busy machine's reference held
+        # 7.9 ms: an interval of the fast part in it).
+        assert saved["steady"]["reference_p50_ns"] >= 5e6, (saved["steady"], slow)
         return
     assert saved["steady"]["short"] or not saved["steady"]["reached"], (saved["steady"], slow)
     assert "WARNING: the steady window is less than half the measured run" in run.stdout or \
@@ -400,6 +403,29 @@ def test_a_half_open_connection_times_out_and_the_run_gives_up(
     assert int(m.group(1)) == sum(kinds.values()) == sum(saved["totals"]["errors"].values())
     assert saved["stalls"] and saved["stalls"][-1]["timeouts"] >= 2
     assert run.stdout.startswith("PARTIAL")
+
+
+def test_timeouts_up_to_the_end_of_a_run_are_a_stall_not_a_server_gone(
+    tmp_path: Path, proxy: FaultProxy, fresh_memcached: PrivateMemcached
+) -> None:
+    """Replies held from 1.5 s before the end of a run with --timeout 0.2: every request
+    times out, connections reconnect and time out again, and often every one is down,
+    waiting to reconnect, when the run ends. Nothing was closed or refused (the proxy
+    accepts): the run is measured (exit 0) with the stall in its headline, not "the server
+    went away" (exit 3), which a client starved past its timeout on a loaded machine also
+    used to get."""
+    run = Run(tmp_path, proxy.address, "--duration", "3", "--timeout", "0.2",
+              "--give-up", "6", "--connections", "2")
+    run.wait_for_gets(fresh_memcached, 0.5 + 1.5)
+    proxy.blackhole(2.5)
+    run.finish()
+    assert run.code == 0, (run.stderr, run.stdout)
+    assert "went away" not in run.stderr + run.stdout
+    saved = run.saved
+    assert saved["all"]["errors"].get("timeout", 0) >= 2, saved["all"]["errors"]
+    assert saved["stalls"] and saved["stalls"][-1]["timeouts"] >= 1, saved["stalls"]
+    assert re.search(r"no replies at all for [\d.]+ s", run.stdout), run.stdout
+    assert re.search(r"stall\(s\) in the measured run", run.stdout), run.stdout
 
 
 def test_replies_that_came_while_the_client_did_not_run_are_not_timeouts(

@@ -101,20 +101,32 @@ fn process_cpu() -> (f64, f64) {
 /// Why the run ended with the server gone, when every connection was down at the end: the
 /// run's time was up before the reconnect budget (`give_up_after`) was spent, but the server
 /// was not answering when it ended.
+///
+/// Gone needs the server's word for it: a connection it closed or reset, or a connect that
+/// failed. Connections dropped by our own request timeouts alone, with no reconnect tried
+/// before the end, are not: a client that waited for a CPU past the timeout (a loaded
+/// machine) drops every connection the same way, and those timeouts are the run's errors
+/// and stalls, not a server gone.
 fn gone(shared: &Shared, all: &Totals, cancelled: bool) -> Option<String> {
     let down = shared.conns_down.load(Ordering::Relaxed);
     if cancelled || down < shared.spec.connections {
         return None;
     }
-    let last = shared.last_success_ms.load(Ordering::Relaxed) as f64 / 1e3;
-    let attempts: u64 = [
+    let count = |faults: &[Fault]| -> u64 {
+        faults
+            .iter()
+            .filter_map(|f| all.errors.get(f.as_str()))
+            .sum()
+    };
+    let attempts = count(&[
         Fault::ConnectRefused,
         Fault::ConnectFailed,
         Fault::ConnectTimeout,
-    ]
-    .iter()
-    .filter_map(|f| all.errors.get(f.as_str()))
-    .sum();
+    ]);
+    if attempts == 0 && count(&[Fault::Closed, Fault::Reset, Fault::Io]) == 0 {
+        return None;
+    }
+    let last = shared.last_success_ms.load(Ordering::Relaxed) as f64 / 1e3;
     Some(format!(
         "the server went away: every connection was down when the run ended, the last reply \
          came {last:.1} s into the run, and {attempts} connection attempts failed"
