@@ -66,6 +66,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                          None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # Longest first: xdist hands out the tests (a group as one unit) in this order as workers
+    # free up, so a long unit started last is the suite's tail. The Ray group (one worker,
+    # minutes), then the other groups (a costly fixture each), then the `slow` tests, then the
+    # rest, each in collection order.
+    items.sort(key=_dispatch_rank)
+
+
+def _dispatch_rank(item: pytest.Item) -> int:
+    groups = [m.args[0] for m in item.iter_markers("xdist_group") if m.args]
+    if "ray" in groups:
+        return 0
+    if groups:
+        return 1
+    return 2 if item.get_closest_marker("slow") else 3
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
