@@ -20,8 +20,9 @@ Contenders, reading the same objects (``--value`` random bytes each, pickled by 
   aiomcache (its default pool of 2 connections; ``--aiocache-pool`` changes it), ``multi_get``.
 
 aiocache and aiomcache are a peer, not a dependency: install them apart
-(``pip install --target /tmp/aio-peer aiocache aiomcache``) and pass that directory with
-``--peer PATH`` or ``CACHELAB_AIO_PEER``; without them that contender is "skipped".
+(``pip install --target /tmp/aio-peer aiocache aiomcache``, or a virtualenv there of the same
+Python version) and pass that directory with ``--peer PATH`` or ``CACHELAB_AIO_PEER``; without
+them that contender is "skipped".
 
 One private memcached (``-t 1``); ``--pin`` puts it on CPU 0 and this process (the loop and
 every thread it starts, the Rust runtime's included) on CPU 1. Goal (issue 32): native ≥ 2×
@@ -50,9 +51,12 @@ PREFIX = "aiobench"
 
 
 def load_peer(path: str | None) -> tuple[Any, str] | None:
-    """aiocache's ``Cache`` and its version, from ``path`` (or the environment), or None."""
+    """aiocache's ``Cache`` and its version, from ``path`` (a directory holding the packages,
+    or a virtualenv: its site-packages for this Python), or None."""
     if path:
-        sys.path.insert(0, path)
+        venv = os.path.join(path, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                            "site-packages")
+        sys.path.insert(0, venv if os.path.isdir(venv) else path)
     try:
         import aiocache
         import aiomcache
@@ -171,7 +175,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--aiocache-pool", type=int, default=2)
     ap.add_argument("--peer", default=os.environ.get("CACHELAB_AIO_PEER"),
-                    help="directory holding aiocache and aiomcache (or CACHELAB_AIO_PEER)")
+                    help="directory (or virtualenv) holding aiocache and aiomcache "
+                         "(or CACHELAB_AIO_PEER)")
     ap.add_argument("--pin", action="store_true", help="memcached on CPU 0, this on CPU 1")
     ap.add_argument("--record", action="store_true")
     args = ap.parse_args()
