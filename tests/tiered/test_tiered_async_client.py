@@ -175,8 +175,9 @@ def test_close_in_the_pass_that_made_calls_answers_them_first(memcached) -> None
     """Calls queued in this pass reach the runtime with close() (it flushes them ahead of its
     own task): close still waits for them to be sent and answered; later calls raise
     ConnectionClosed. 500 of them: the runtime's thread looks at its shared queue (where close's
-    task waits) every 61 tasks it runs, so without the gate close holds against the requests
-    before it, close overtook some (1 run in 2 failed)."""
+    task waits) every 61 tasks it runs, so close's task can start before the requests' tasks
+    have; without the gate it waits on first (each request holds it until its command is
+    queued), close overtook some of them (1 run in 2 failed)."""
     p = _prefix()
 
     async def main() -> None:
