@@ -487,7 +487,10 @@ class TieredCache:
             f"unreachable) has its key's delete sent by a background thread at the breaker's "
             f"trial cadence: it reaches memcached within {owed:g} s after memcached answers "
             f"again (reset_after {self.breaker.reset_after:g} s + three attempts of "
-            f"connect_timeout + timeout), whatever this process does next; other processes "
+            f"connect_timeout + timeout"
+            + ("" if len(self._lanes) == 1 else
+               f" for each of the pool's {len(self._lanes)} members: they are tried in turn")
+            + "), whatever this process does next; other processes "
             f"stop serving the older value within "
             + ("no bound (see cross_process_s)" if after is None
                else f"{after:g} s after it answers again (adding their L1 ttl)")
@@ -504,9 +507,14 @@ class TieredCache:
         """Seconds after memcached answers again within which the owed deletes reach it
         (None: the tier's timeouts are unknown): the breaker's pause, plus the trial under
         way when it came back (it may still fail, a connect and a request), the next one, and
-        the delete that confirms it (:meth:`Lane.flush <cachelab.tiered.lanes.Lane.flush>`)."""
+        the delete that confirms it (:meth:`Lane.flush <cachelab.tiered.lanes.Lane.flush>`).
+        Over a pool, one thread tries the members that are owed deletes in turn: each of those
+        three attempts may wait behind one attempt on every other member (all of them down
+        too), so the bound is that many request bounds per member."""
         bound = self.l2.request_bound_s() if self.l2 is not None else None
-        return None if bound is None else round(self.breaker.reset_after + 3 * bound, 3)
+        if bound is None:
+            return None
+        return round(self.breaker.reset_after + 3 * len(self._lanes) * bound, 3)
 
     def close(self) -> None:
         """Stops the background replay of owed deletes after one last try of each server
