@@ -491,7 +491,7 @@ class TieredCache:
             + ("" if len(self._lanes) == 1 else
                f" for each of the pool's {len(self._lanes)} members: they are tried in turn")
             + "), whatever this process does next; other processes "
-            f"stop serving the older value within "
+            "stop serving the older value within "
             + ("no bound (see cross_process_s)" if after is None
                else f"{after:g} s after it answers again (adding their L1 ttl)")
             + ". A partition that cuts off only this process cannot be bounded: "
