@@ -180,6 +180,8 @@ impl Slot {
 #[pyclass(module = "cachelab._core", frozen)]
 struct Mailbox {
     slot: Arc<Slot>,
+    /// What the loop calls to flush the outbox (made once).
+    flush: Py<Flush>,
     ear: UnixStream,
     event_loop: Py<PyAny>,
 }
@@ -258,9 +260,8 @@ impl Flush {
 #[pyclass(module = "cachelab._core", frozen)]
 struct AsyncClient {
     core: Arc<Core>,
-    /// One mailbox (and its flush) per event loop the client was used from (a loop closed
-    /// since is dropped).
-    mailboxes: Mutex<Vec<(Py<PyAny>, Py<Mailbox>, Py<Flush>)>>,
+    /// One mailbox per event loop the client was used from (a loop closed since is dropped).
+    mailboxes: Mutex<Vec<(Py<PyAny>, Py<Mailbox>)>>,
     closed: AtomicBool,
 }
 
@@ -285,7 +286,6 @@ struct State {
 impl AsyncClient {
     /// The running loop's mailbox (made, and watched by the loop, on first use). No Python
     /// code runs while the list is locked (it could wait for a thread that waits for it).
-    #[allow(clippy::type_complexity)]
     fn slot<'py>(
         &self,
         py: Python<'py>,
@@ -296,16 +296,13 @@ impl AsyncClient {
                 .mailboxes
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if let Some((_, m, f)) = boxes.iter().find(|(l, _, _)| l.is(&event_loop)) {
-                return Ok((
-                    event_loop,
-                    Arc::clone(&m.get().slot),
-                    f.bind(py).clone(),
-                ));
+            if let Some((_, m)) = boxes.iter().find(|(l, _)| l.is(&event_loop)) {
+                let m = m.get();
+                return Ok((event_loop, Arc::clone(&m.slot), m.flush.bind(py).clone()));
             }
             boxes
                 .iter()
-                .map(|(l, m, _)| (l.clone_ref(py), Arc::clone(&m.get().slot)))
+                .map(|(l, m)| (l.clone_ref(py), Arc::clone(&m.get().slot)))
                 .collect()
         };
         // Loops closed since are forgotten.
@@ -330,18 +327,19 @@ impl AsyncClient {
             retired: AtomicBool::new(false),
             outbox: Mutex::new(Vec::new()),
         });
-        let mailbox = Py::new(
-            py,
-            Mailbox {
-                slot: Arc::clone(&slot),
-                ear,
-                event_loop: event_loop.clone().unbind(),
-            },
-        )?;
         let flush = Bound::new(
             py,
             Flush {
                 slot: Arc::clone(&slot),
+            },
+        )?;
+        let mailbox = Py::new(
+            py,
+            Mailbox {
+                slot: Arc::clone(&slot),
+                flush: flush.clone().unbind(),
+                ear,
+                event_loop: event_loop.clone().unbind(),
             },
         )?;
         event_loop.call_method1("add_reader", (fd, mailbox.clone_ref(py)))?;
@@ -349,12 +347,8 @@ impl AsyncClient {
             .mailboxes
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        boxes.retain(|(l, _, _)| !closed.iter().any(|c| c.is(l)));
-        boxes.push((
-            event_loop.clone().unbind(),
-            mailbox,
-            flush.clone().unbind(),
-        ));
+        boxes.retain(|(l, _)| !closed.iter().any(|c| c.is(l)));
+        boxes.push((event_loop.clone().unbind(), mailbox));
         Ok((event_loop, slot, flush))
     }
 
@@ -418,7 +412,7 @@ impl AsyncClient {
 impl Drop for AsyncClient {
     fn drop(&mut self) {
         // Each loop stops watching this client's mailbox once its answers are delivered.
-        for (_, m, _) in self
+        for (_, m) in self
             .mailboxes
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
@@ -551,7 +545,7 @@ impl AsyncClient {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .map(|(_, m, _)| Arc::clone(&m.get().slot))
+            .map(|(_, m)| Arc::clone(&m.get().slot))
             .collect();
         for s in &slots {
             s.retired.store(true, Ordering::Release);
