@@ -119,6 +119,7 @@ def test_a_batch_of_answers_resumes_at_most_16_tasks_in_one_pass_of_the_loop(mem
         futures = [c.get_multi([p + "k"]) for _ in range(100)]
         for f in futures:
             f.add_done_callback(lambda _f: events.append("done"))
+        await asyncio.sleep(0)  # the pass that sends them
         time.sleep(0.5)  # the loop held: the answers queue up in its mailbox meanwhile
         running = [True]
 
@@ -138,3 +139,60 @@ def test_a_batch_of_answers_resumes_at_most_16_tasks_in_one_pass_of_the_loop(mem
     runs = [len(list(g)) for kind, g in itertools.groupby(events) if kind == "done"]
     assert sum(runs) == 100
     assert max(runs) <= 16, runs
+
+
+def _gets(address: str) -> int:
+    c = _core.Client(address, timeout=5)
+    try:
+        return int(c.stats()["cmd_get"])
+    finally:
+        c.close()
+
+
+def test_a_pass_of_the_loop_sends_its_requests_together_on_the_next(memcached) -> None:
+    """Issue 32: each call handed its request to the runtime's thread at once, waking it once
+    a call — 100 tasks starting a read in one pass woke it 100 times while the loop was busy.
+    A call now queues its request, and the loop's next pass hands the whole queue over at
+    once: nothing is sent while the pass that made the calls still holds the loop."""
+    p = _prefix()
+
+    async def main() -> None:
+        c = _core.AsyncClient(memcached.address, timeout=5)
+        assert await c.set(p + "k", b"v") is True
+        before = _gets(memcached.address)
+        futures = [c.get_multi([p + "k"]) for _ in range(100)]
+        time.sleep(0.3)  # this pass goes on: nothing has reached the runtime
+        assert _gets(memcached.address) == before
+        assert not any(f.done() for f in futures)
+        assert await asyncio.gather(*futures) == [{(p + "k").encode(): b"v"}] * 100
+        assert _gets(memcached.address) >= before + 100
+        await c.close()
+
+    asyncio.run(main())
+
+
+def test_close_in_the_pass_that_made_calls_answers_them_first(memcached) -> None:
+    """Calls queued in this pass reach the runtime with close() (it flushes them ahead of its
+    own task): close still waits for them to be sent and answered; later calls raise
+    ConnectionClosed. 500 of them: the runtime's thread looks at its shared queue (where close's
+    task waits) every 61 tasks it runs, so close's task can start before the requests' tasks
+    have; without the gate it waits on first (each request holds it until its command is
+    queued), close overtook some of them (1 run in 2 failed)."""
+    p = _prefix()
+
+    async def main() -> None:
+        c = _core.AsyncClient(memcached.address, timeout=5)
+        assert await c.set(p + "k", b"v") is True
+        fresh = _core.AsyncClient(memcached.address, timeout=5)  # connects in the batch
+        for client in (c, fresh):
+            futures = [client.get_multi_list([p + "k"]) for _ in range(500)]
+            closing = client.close()
+            assert await asyncio.gather(*futures) == [([b"v"], 1, [0], 0)] * 500
+            await closing
+            with pytest.raises(ConnectionClosed):
+                await client.get_multi([p + "k"])
+        c2 = _core.AsyncClient(memcached.address, timeout=5)
+        assert await c2.delete_many([p + "k"]) == [True]
+        await c2.close()
+
+    asyncio.run(main())

@@ -12,7 +12,7 @@ from tiered_helpers import Store, make, wait_for
 from tiered_history import OUTAGE_SLACK, SLACK, History, run_history, run_outage
 
 from cachelab.servers import PrivateMemcached
-from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
+from cachelab.tiered import LRUMemory, MemcachedPool, MemcachedTier, TieredCache
 from faultproxy import FaultProxy
 
 #: CACHELAB_HISTORY_FULL=1: the issue's full run (4 processes × 8 threads × 30 s).
@@ -192,6 +192,11 @@ def test_staleness_is_stated(memcached: PrivateMemcached) -> None:
     assert (stated["owed_delivery_s"], stated["after_outage_s"], stated["orphan_lease_s"],
             stated["lost_request_s"]) == (2.5, 3.5, 2.55, 2.0)
     assert TieredCache(tier, None).staleness()["after_outage_s"] == 2.5
+    # A pool's replay tries its members in turn: 3 attempts, each behind one on each member.
+    pool = TieredCache(MemcachedPool([memcached.address, "127.0.0.1:1"]),
+                       LRUMemory(max_items=1)).staleness()
+    assert (pool["owed_delivery_s"], pool["after_outage_s"]) == (4.0, 5.0)
+    assert "for each of the pool's 2 members, tried in turn)" in pool["after_outage"]
     assert TieredCache(tier, LRUMemory(max_items=1), leases=False).staleness()[
         "cross_process_s"] is None
     # docs/tiered.md opens with these numbers: each row's bound is the stated default.
@@ -226,18 +231,25 @@ def test_the_checker_flags_only_definitely_stale_reads() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["stop", "lease", "partition"])
+@pytest.mark.parametrize("kind", ["stop", "pool", "lease", "partition"])
 def test_an_outage_leaves_no_read_staler_nor_wait_longer_than_stated(
     kind: str, fresh_memcached: PrivateMemcached, tmp_path: Path
 ) -> None:
     """Issue 32. ``stop``: memcached stopped while the writer, its breaker open, puts key 0
-    and invalidates key 1, then makes no call at all; ``lease``: the writer's lease request is
+    and invalidates key 1, then makes no call at all; ``pool``: the same over a pool of two
+    memcached, the member holding keys 0 and 1 stopped (its own breaker opens, its deletes are
+    owed on its own lane, the other member stays in use); ``lease``: the writer's lease request is
     in flight when memcached stops (the placeholder it leaves is filled by nobody);
     ``partition``: the writer alone cut off (a fault proxy holding its traffic), the reader
     still reaching memcached. The reader's reads are checked against the bounds the writer
     states (``staleness()``), with OUTAGE_SLACK for a loaded machine."""
-    out = run_outage(kind, fresh_memcached.address, fresh_memcached.pid, tmp_path,
-                     f"outage{os.getpid()}")
+    if kind == "pool":
+        with PrivateMemcached() as other:
+            out = run_outage(kind, [fresh_memcached.address, other.address],
+                             [fresh_memcached.pid, other.pid], tmp_path, f"outage{os.getpid()}")
+    else:
+        out = run_outage(kind, fresh_memcached.address, fresh_memcached.pid, tmp_path,
+                         f"outage{os.getpid()}")
     stated = out.writer["staleness"]
     cross, owed, after = (stated.get(k) for k in ("cross_process_s", "owed_delivery_s",
                                                    "after_outage_s"))

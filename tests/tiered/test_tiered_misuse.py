@@ -202,6 +202,33 @@ def test_an_unhashable_ident_names_the_method_the_ident_and_its_type(
 
 
 @pytest.mark.parametrize("l1", [True, False])
+@pytest.mark.parametrize("native", [True, False])
+def test_an_unhashable_ident_in_the_async_api_names_the_method(
+    native: bool, l1: bool, memcached
+) -> None:
+    """AsyncTieredCache.get over memcached (its native read, or a worker's) said only Python's
+    "unhashable type: 'list'"; get_many named no method. Nothing is sent first."""
+    cache = TieredCache(MemcachedTier(memcached.address, timeout=5),
+                        LRUMemory(max_items=100) if l1 else None, prefix="misuse-unhashable")
+    users = cache.key_class("user", lambda ids: {i: i for i in ids})
+
+    async def main() -> None:
+        acache = AsyncTieredCache(cache, native=native)
+        assert (acache._native is not None) is native
+        for where, call in [("AsyncTieredCache.get", lambda: acache.get(users, [1])),
+                            ("AsyncTieredCache.get_many",
+                             lambda: acache.get_many(users, [2, [1]]))]:
+            with pytest.raises(TypeError, match=(
+                    rf"^{where}: ident \[1\] \(list\) is not hashable: an ident is an int, "
+                    r"str, .* \(key class 'user'\)$")):
+                await call()
+        assert cache.l2_stats.calls == 0
+        await acache.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("l1", [True, False])
 def test_bad_idents_name_the_key_class(l1: bool) -> None:
     cache = _cache(l1)
     users = cache.key_class("user", lambda ids: {i: i for i in ids})

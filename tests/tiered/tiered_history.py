@@ -16,7 +16,8 @@ by the reader's process.
 
 Outages (:func:`run_outage`): a writer process and a reader process around one scripted fault
 — memcached stopped (SIGSTOP) while the writer, its breaker open, puts one key and
-invalidates another and then stays idle; a fill whose lease request is in flight when memcached
+invalidates another and then stays idle; the same on a pool of two memcached, the member that
+holds both keys stopped (``pool``); a fill whose lease request is in flight when memcached
 stops (a placeholder nobody will fill); the writer alone cut off by a fault proxy (a partition).
 A stale read whose newer write ended during the fault (or before the owed deletes can have
 gone out after it) is allowed until the fault's end plus the stated ``after_outage_s``; every
@@ -342,11 +343,14 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             read(cache, kc, 2, 0, ops, errors)
             facts["owed_after_fill"] = cache.events.pending_invalidations
         else:
+            # a pool's stopped member has a breaker of its own (the cache's is a template)
+            breaker = cache.breaker if cfg.get("member") is None else \
+                cache._lanes[cfg["member"]].breaker
             for i in range(40):  # bounded: each read waits one timeout at most
-                if cache.breaker.state != "closed":
+                if breaker.state != "closed":
                     break
                 cache.get(kc, OTHER + i)
-            facts["breaker_at_write"] = cache.breaker.state
+            facts["breaker_at_write"] = breaker.state
             for k, op in ((0, "put"), (1, "invalidate")):
                 v = f"0:0:{k}"
                 t0 = now()
@@ -375,14 +379,38 @@ class Outage:
     reader: dict[str, Any]
 
 
-def run_outage(kind: str, address: str, pid: int, tmp: Path, prefix: str, *,
-               threads: int = 3) -> Outage:
-    """One scripted fault (``stop``, ``lease`` or ``partition``: see the module docstring)
-    against the memcached at ``address`` (process ``pid``, which this stops and continues:
-    it must be the caller's own), with a writer and a reader process; returns what happened.
-    memcached is always continued, whatever fails."""
+def _pool_member(servers: list[str], prefix: str) -> tuple[str, int]:
+    """A prefix (``prefix`` or ``prefix-<n>``) under which keys 0 and 1 of the workers' key
+    class live on one member of a pool of ``servers``, and that member's index."""
+    from cachelab.tiered import MemcachedPool, TieredCache
+
+    pool = MemcachedPool(servers)
+    for n in range(1000):
+        p = prefix if n == 0 else f"{prefix}-{n}"
+        cache = TieredCache(pool, None, prefix=p)
+        kc = cache.key_class("h", lambda ids: {})
+        m = {pool.member_of(cache.key_for(kc, k)) for k in (0, 1)}
+        if len(m) == 1:
+            return p, m.pop()
+    raise AssertionError("no prefix puts keys 0 and 1 on one member")
+
+
+def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: Path,
+               prefix: str, *, threads: int = 3) -> Outage:
+    """One scripted fault (``stop``, ``pool``, ``lease`` or ``partition``: see the module
+    docstring) against the memcached at ``address`` (process ``pid``, which this stops and
+    continues: it must be the caller's own; for ``pool``, the lists of both members' addresses
+    and processes: the member holding keys 0 and 1 is stopped), with a writer and a reader
+    process; returns what happened. memcached is always continued, whatever fails."""
     sys.path.insert(0, str(_HERE.parent))
     from faultproxy import FaultProxy
+
+    member = None
+    if kind == "pool":
+        assert isinstance(address, list) and isinstance(pid, list) and len(address) == 2
+        prefix, member = _pool_member(address, prefix)
+        pid = pid[member]
+    assert isinstance(pid, int)
 
     h = History()
     db = tmp / "db.sqlite"
@@ -394,7 +422,7 @@ def run_outage(kind: str, address: str, pid: int, tmp: Path, prefix: str, *,
     base = {"db": str(db), "prefix": prefix, "ttl": "default", "reset_after": OUTAGE_RESET,
             "kind": kind, "pid": pid, "start_at": start_at, "act_at": stop_at + 0.1,
             "quiet_from": stop_at, "key2_from": stop_at + 0.1 + OUTAGE + 0.05, "end_at": end_at,
-            "threads": threads}
+            "threads": threads, "member": member}
     roles = {"writer": proxy.address if proxy else address, "reader": address}
     children = []
     for role, l2 in roles.items():
@@ -408,7 +436,7 @@ def run_outage(kind: str, address: str, pid: int, tmp: Path, prefix: str, *,
     s = r = float("nan")
     try:
         time.sleep(max(0.0, stop_at - time.monotonic()))
-        if kind == "stop":
+        if kind in ("stop", "pool"):
             os.kill(pid, signal.SIGSTOP)
             if not _wait_stopped(pid):
                 raise AssertionError("memcached did not stop")

@@ -17,9 +17,14 @@
 //! one batch are a hundred tasks resumed in one pass if drained at once — a hold of the loop of
 //! several milliseconds, which timers and other tasks wait out.
 //!
-//! Keys are checked and copied with the GIL held, before anything is sent; the request runs
-//! without it. A future cancelled in the meantime is skipped; its request still ends within
-//! the timeout.
+//! The way out is batched the same way: a call checks and copies its keys (the GIL held) and
+//! queues its request in the mailbox's *outbox*; the first call of a pass of the loop also
+//! schedules one flush (`call_soon`), which hands the whole outbox to the runtime in one spawn
+//! (one wake-up of its thread a pass, not one a call: a wave of a hundred tasks each sending a
+//! read no longer wakes that thread a hundred times while the loop is busy). The requests start
+//! on the loop's next pass; the runtime's thread makes a task of each (cheap there: no wake-up)
+//! and sends them together. A future cancelled in the meantime is skipped; its request still
+//! ends within the timeout.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -29,7 +34,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 use tokio::runtime::Runtime;
 
@@ -53,6 +60,17 @@ fn runtime() -> PyResult<&'static Runtime> {
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
     Ok(RUNTIME.get_or_init(|| rt))
 }
+
+/// The running event loop (`asyncio.get_running_loop()`, the function looked up once).
+fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    GET_RUNNING_LOOP
+        .import(py, "asyncio", "get_running_loop")?
+        .call0()
+}
+
+/// A queued request: called on the runtime's thread, it spawns the request's task there.
+type Job = Box<dyn FnOnce() + Send>;
 
 /// Why a call failed: the client's error, or a client closed before.
 enum Failure {
@@ -113,9 +131,32 @@ struct Slot {
     pending: AtomicUsize,
     /// Its client is closed or gone: the loop stops watching once nothing is pending.
     retired: AtomicBool,
+    /// Requests made on the loop and not yet handed to the runtime (see the module docs).
+    outbox: Mutex<Vec<Job>>,
 }
 
 impl Slot {
+    /// Queues a request; true when it is the first since the last flush (the caller schedules
+    /// one).
+    fn queue(&self, job: Job) -> bool {
+        let mut out = self.outbox.lock().unwrap_or_else(PoisonError::into_inner);
+        out.push(job);
+        out.len() == 1
+    }
+
+    /// Hands the queued requests to the runtime in one spawn (one wake-up of its thread).
+    fn flush(&self) -> PyResult<()> {
+        let jobs = std::mem::take(&mut *self.outbox.lock().unwrap_or_else(PoisonError::into_inner));
+        if !jobs.is_empty() {
+            runtime()?.spawn(async move {
+                for job in jobs {
+                    job();
+                }
+            });
+        }
+        Ok(())
+    }
+
     fn post(&self, future: Py<PyAny>, done: Done) {
         let mut q = self.done.lock().unwrap_or_else(PoisonError::into_inner);
         let ring = q.is_empty();
@@ -139,6 +180,8 @@ impl Slot {
 #[pyclass(module = "cachelab._core", frozen)]
 struct Mailbox {
     slot: Arc<Slot>,
+    /// What the loop calls to flush the outbox (made once).
+    flush: Py<Flush>,
     ear: UnixStream,
     event_loop: Py<PyAny>,
 }
@@ -166,21 +209,24 @@ impl Mailbox {
             let future = future.bind(py);
             // A cancelled future (its task cancelled, or timed out by the caller) is skipped.
             if future
-                .call_method0("done")
+                .call_method0(intern!(py, "done"))
                 .and_then(|d| d.is_truthy())
                 .unwrap_or(true)
             {
                 continue;
             }
             let _ = match outcome.into_py(py) {
-                Ok(v) => future.call_method1("set_result", (v,)),
-                Err(e) => future.call_method1("set_exception", (e.into_value(py),)),
+                Ok(v) => future.call_method1(intern!(py, "set_result"), (v,)),
+                Err(e) => future.call_method1(intern!(py, "set_exception"), (e.into_value(py),)),
             };
         }
         let event_loop = this.event_loop.bind(py);
         if more {
             // After the tasks just woken have run (they were scheduled first).
-            if event_loop.call_method1("call_soon", (slf,)).is_ok() {
+            if event_loop
+                .call_method1(intern!(py, "call_soon"), (slf,))
+                .is_ok()
+            {
                 return;
             }
             // A loop that no longer takes callbacks is closing: nothing left to deliver to.
@@ -193,6 +239,19 @@ impl Mailbox {
     }
 }
 
+/// What the loop calls (`call_soon`) to flush a mailbox's outbox once a pass.
+#[pyclass(module = "cachelab._core", frozen)]
+struct Flush {
+    slot: Arc<Slot>,
+}
+
+#[pymethods]
+impl Flush {
+    fn __call__(&self) -> PyResult<()> {
+        self.slot.flush()
+    }
+}
+
 /// A memcached client for asyncio over TCP (`host:port`), TLS or a Unix socket (`unix:/path`):
 /// every method returns an asyncio future of the running loop. One connection, made on the
 /// first call (within `connect_timeout`) and again after a failure; concurrent calls share
@@ -200,12 +259,21 @@ impl Mailbox {
 /// connected.
 #[pyclass(module = "cachelab._core", frozen)]
 struct AsyncClient {
-    address: Address,
-    options: Options,
-    state: Arc<tokio::sync::Mutex<State>>,
+    core: Arc<Core>,
     /// One mailbox per event loop the client was used from (a loop closed since is dropped).
     mailboxes: Mutex<Vec<(Py<PyAny>, Py<Mailbox>)>>,
     closed: AtomicBool,
+}
+
+/// What a client's requests share on the runtime.
+struct Core {
+    address: Address,
+    options: Options,
+    state: tokio::sync::Mutex<State>,
+    /// Read-held by each request from the call until its command is queued on the connection;
+    /// `close` write-locks it first, so the requests made before it are sent before it closes
+    /// (they may reach the runtime in a flush after close's task, or be spawned behind it).
+    gate: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// The connection of a client: made on first use, made again after it broke.
@@ -218,15 +286,19 @@ struct State {
 impl AsyncClient {
     /// The running loop's mailbox (made, and watched by the loop, on first use). No Python
     /// code runs while the list is locked (it could wait for a thread that waits for it).
-    fn slot<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Arc<Slot>)> {
-        let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+    fn slot<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, Arc<Slot>, Bound<'py, Flush>)> {
+        let event_loop = running_loop(py)?;
         let known: Vec<(Py<PyAny>, Arc<Slot>)> = {
             let boxes = self
                 .mailboxes
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             if let Some((_, m)) = boxes.iter().find(|(l, _)| l.is(&event_loop)) {
-                return Ok((event_loop, Arc::clone(&m.get().slot)));
+                let m = m.get();
+                return Ok((event_loop, Arc::clone(&m.slot), m.flush.bind(py).clone()));
             }
             boxes
                 .iter()
@@ -253,11 +325,19 @@ impl AsyncClient {
             bell,
             pending: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
+            outbox: Mutex::new(Vec::new()),
         });
+        let flush = Bound::new(
+            py,
+            Flush {
+                slot: Arc::clone(&slot),
+            },
+        )?;
         let mailbox = Py::new(
             py,
             Mailbox {
                 slot: Arc::clone(&slot),
+                flush: flush.clone().unbind(),
                 ear,
                 event_loop: event_loop.clone().unbind(),
             },
@@ -269,34 +349,49 @@ impl AsyncClient {
             .unwrap_or_else(PoisonError::into_inner);
         boxes.retain(|(l, _)| !closed.iter().any(|c| c.is(l)));
         boxes.push((event_loop.clone().unbind(), mailbox));
-        Ok((event_loop, slot))
+        Ok((event_loop, slot, flush))
     }
 
-    /// Runs `call` on the client's connection; returns the future it completes.
+    /// Queues `call` to run on the client's connection (see the module docs); returns the
+    /// future it completes.
     fn run<'py, F, Fut>(&self, py: Python<'py>, call: F) -> PyResult<Bound<'py, PyAny>>
     where
         F: FnOnce(Arc<SharedConnection>) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<Answer, Error>> + Send,
+        Fut: std::future::Future<Output = Result<Answer, Error>> + Send + 'static,
     {
         if self.closed.load(Ordering::Acquire) {
             return self.at_once(py, Done(Err(Failure::Closed)));
         }
-        let (event_loop, slot) = self.slot(py)?;
-        let future = event_loop.call_method0("create_future")?;
+        // Fails only once close has begun (its task holds or waits for the write lock).
+        let Ok(gate) = Arc::clone(&self.core.gate).try_read_owned() else {
+            return self.at_once(py, Done(Err(Failure::Closed)));
+        };
+        let (event_loop, slot, flush) = self.slot(py)?;
+        let future = event_loop.call_method0(intern!(py, "create_future"))?;
         let handle = future.clone().unbind();
-        let (address, options, state) = (
-            self.address.clone(),
-            self.options.clone(),
-            Arc::clone(&self.state),
-        );
+        let core = Arc::clone(&self.core);
+        let mailbox = Arc::clone(&slot);
         slot.pending.fetch_add(1, Ordering::AcqRel);
-        runtime()?.spawn(async move {
-            let outcome = match connection(&address, options, &state).await {
-                Ok(conn) => call(conn).await.map_err(Failure::Client),
-                Err(f) => Err(f),
-            };
-            slot.post(handle, Done(outcome));
-        });
+        let first = slot.queue(Box::new(move || {
+            tokio::spawn(async move {
+                let outcome = match connection(&core).await {
+                    Ok(conn) => {
+                        // The command is queued in this poll, before close's task can run.
+                        drop(gate);
+                        call(conn).await.map_err(Failure::Client)
+                    }
+                    Err(f) => Err(f),
+                };
+                mailbox.post(handle, Done(outcome));
+            });
+        }));
+        if first
+            && event_loop
+                .call_method1(intern!(py, "call_soon"), (flush,))
+                .is_err()
+        {
+            slot.flush()?;
+        }
         Ok(future)
     }
 }
@@ -304,7 +399,7 @@ impl AsyncClient {
 impl AsyncClient {
     /// A future of the running loop that is already done (a closed client's answer).
     fn at_once<'py>(&self, py: Python<'py>, done: Done) -> PyResult<Bound<'py, PyAny>> {
-        let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+        let event_loop = running_loop(py)?;
         let future = event_loop.call_method0("create_future")?;
         match done.into_py(py) {
             Ok(v) => future.call_method1("set_result", (v,))?,
@@ -330,12 +425,8 @@ impl Drop for AsyncClient {
 
 /// The client's connection: the one open, else a new one (one caller connects, the others
 /// wait for it: at most the connect timeout).
-async fn connection(
-    address: &Address,
-    options: Options,
-    state: &tokio::sync::Mutex<State>,
-) -> Result<Arc<SharedConnection>, Failure> {
-    let mut s = state.lock().await;
+async fn connection(core: &Core) -> Result<Arc<SharedConnection>, Failure> {
+    let mut s = core.state.lock().await;
     if s.closed {
         return Err(Failure::Closed);
     }
@@ -345,7 +436,7 @@ async fn connection(
         }
     }
     s.conn = None;
-    let c = Arc::new(SharedConnection::connect(address, options).await?);
+    let c = Arc::new(SharedConnection::connect(&core.address, core.options.clone()).await?);
     s.conn = Some(Arc::clone(&c));
     Ok(c)
 }
@@ -366,9 +457,12 @@ impl AsyncClient {
         tls: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<AsyncClient> {
         Ok(AsyncClient {
-            address: parse_address(py, address)?,
-            options: options(py, connect_timeout, timeout, tls)?,
-            state: Arc::default(),
+            core: Arc::new(Core {
+                address: parse_address(py, address)?,
+                options: options(py, connect_timeout, timeout, tls)?,
+                state: tokio::sync::Mutex::default(),
+                gate: Arc::default(),
+            }),
             mailboxes: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
         })
@@ -439,27 +533,34 @@ impl AsyncClient {
         if self.closed.load(Ordering::Acquire) {
             return self.at_once(py, Done(Ok(Answer::Nothing)));
         }
-        let (event_loop, slot) = self.slot(py)?;
-        let future = event_loop.call_method0("create_future")?;
+        let (event_loop, slot, _) = self.slot(py)?;
+        let future = event_loop.call_method0(intern!(py, "create_future"))?;
         let handle = future.clone().unbind();
-        let state = Arc::clone(&self.state);
-        let wait = self.options.request_timeout + Duration::from_secs(1);
+        let core = Arc::clone(&self.core);
+        let wait = self.core.options.request_timeout + Duration::from_secs(1);
         self.closed.store(true, Ordering::Release);
-        for (_, m) in self
+        // The requests queued on any loop go to the runtime now, ahead of close's task.
+        let slots: Vec<Arc<Slot>> = self
             .mailboxes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-        {
-            m.get().slot.retired.store(true, Ordering::Release);
+            .map(|(_, m)| Arc::clone(&m.get().slot))
+            .collect();
+        for s in &slots {
+            s.retired.store(true, Ordering::Release);
+            s.flush()?;
         }
         slot.pending.fetch_add(1, Ordering::AcqRel);
         runtime()?.spawn(async move {
+            // Once every request made before has its command queued (or failed to connect).
+            let gate = core.gate.write().await;
             let conn = {
-                let mut s = state.lock().await;
+                let mut s = core.state.lock().await;
                 s.closed = true;
                 s.conn.take()
             };
+            drop(gate);
             if let Some(c) = conn {
                 c.close(wait).await;
             }
@@ -475,7 +576,7 @@ impl AsyncClient {
     }
 
     fn __repr__(&self) -> String {
-        format!("AsyncClient({:?})", self.address.to_string())
+        format!("AsyncClient({:?})", self.core.address.to_string())
     }
 }
 

@@ -140,16 +140,20 @@ class AsyncTieredCache:
                 bad_key_class("AsyncTieredCache.get", kc)
             ttl = ttl_seconds(ttl)
         c = self.cache
-        if self._reads_native(kc):
-            found = await self._lookup(with_ttl(kc, ttl), [ident])
-            return found.get(ident, default)
-        l1 = c.l1
-        if l1 is not None and kc.plain_l1:
-            v = l1.get((kc.name, ident), 0)
-            if v is not MISS:
-                c.l1_stats.hits += 1
-                return v
-        return await self._run(functools.partial(c.get, kc, ident, default, ttl=ttl))
+        try:  # free unless it raises: the hit path pays nothing for the check below
+            if self._reads_native(kc):
+                found = await self._lookup(with_ttl(kc, ttl), [ident])
+                return found.get(ident, default)
+            l1 = c.l1
+            if l1 is not None and kc.plain_l1:
+                v = l1.get((kc.name, ident), 0)
+                if v is not MISS:
+                    c.l1_stats.hits += 1
+                    return v
+            return await self._run(functools.partial(c.get, kc, ident, default, ttl=ttl))
+        except TypeError:
+            unhashable_in(kc.name, (ident,), "AsyncTieredCache.get")  # raises it, if that was it
+            raise
 
     async def get_many(self, kc: KeyClass[T], idents: Iterable[Hashable], *,
                        ttl: int | None = None) -> dict[Any, T]:
@@ -157,13 +161,13 @@ class AsyncTieredCache:
         if kc.__class__ is not KeyClass:
             bad_key_class("AsyncTieredCache.get_many", kc)
         idents = idents_list("AsyncTieredCache.get_many", kc.name, idents)
-        if self._reads_native(kc):
-            try:
+        try:
+            if self._reads_native(kc):
                 return await self._lookup(with_ttl(kc, ttl), idents)
-            except TypeError:
-                unhashable_in(kc.name, idents)  # raises the error naming the key class, if that
-                raise
-        return await self._run(functools.partial(self.cache.get_many, kc, idents, ttl=ttl))
+            return await self._run(functools.partial(self.cache.get_many, kc, idents, ttl=ttl))
+        except TypeError:
+            unhashable_in(kc.name, idents, "AsyncTieredCache.get_many")  # if that was it
+            raise
 
     async def put(self, kc: KeyClass[T], ident: Any, obj: T, ttl: int | None = None) -> None:
         """:meth:`TieredCache.put <cachelab.tiered.TieredCache.put>` in a worker."""

@@ -81,7 +81,7 @@ from cachelab.tiered.checks import bad_key_class, hashable, idents_list, ttl_sec
 from cachelab.tiered.decorators import Cached, CachedMany, cached, cached_many
 from cachelab.tiered.flight import LEASE_POLL_MAX, SingleFlight, fill, l2_failed
 from cachelab.tiered.keys import KeyClass, Keyring, Loader, RandomPrefixWarning, with_ttl
-from cachelab.tiered.lanes import Lane, OwedReplay
+from cachelab.tiered.lanes import Lane, OwedReplay, per_member
 from cachelab.tiered.memory import MISS, LRUMemory, Memory
 from cachelab.tiered.pool import MemcachedPool
 from cachelab.tiered.scope import NOT_FOUND, RequestScope
@@ -487,8 +487,8 @@ class TieredCache:
             f"unreachable) has its key's delete sent by a background thread at the breaker's "
             f"trial cadence: it reaches memcached within {owed:g} s after memcached answers "
             f"again (reset_after {self.breaker.reset_after:g} s + three attempts of "
-            f"connect_timeout + timeout), whatever this process does next; other processes "
-            f"stop serving the older value within "
+            f"connect_timeout + timeout{per_member(len(self._lanes))}), whatever this "
+            "process does next; other processes stop serving the older value within "
             + ("no bound (see cross_process_s)" if after is None
                else f"{after:g} s after it answers again (adding their L1 ttl)")
             + ". A partition that cuts off only this process cannot be bounded: "
@@ -502,11 +502,11 @@ class TieredCache:
 
     def _owed_delivery_s(self) -> float | None:
         """Seconds after memcached answers again within which the owed deletes reach it
-        (None: the tier's timeouts are unknown): the breaker's pause, plus the trial under
-        way when it came back (it may still fail, a connect and a request), the next one, and
-        the delete that confirms it (:meth:`Lane.flush <cachelab.tiered.lanes.Lane.flush>`)."""
-        bound = self.l2.request_bound_s() if self.l2 is not None else None
-        return None if bound is None else round(self.breaker.reset_after + 3 * bound, 3)
+        (None: the tier's timeouts are unknown): the breaker's pause, plus the trial under way
+        when it came back (it may still fail), the next one, and the delete that confirms it
+        (:meth:`~cachelab.tiered.lanes.Lane.flush`), each behind one on every other member."""
+        bound, n = self.l2.request_bound_s() if self.l2 is not None else None, len(self._lanes)
+        return None if bound is None else round(self.breaker.reset_after + 3 * n * bound, 3)
 
     def close(self) -> None:
         """Stops the background replay of owed deletes after one last try of each server

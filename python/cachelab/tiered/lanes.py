@@ -32,7 +32,7 @@ from cachelab.tiered.breaker import CircuitBreaker
 from cachelab.tiered.flight import LEASE_POLL_MAX, l2_failed
 from cachelab.tiered.stats import BreakerStats, TierStats
 
-__all__ = ["Lane", "LaneOwner", "OwedReplay"]
+__all__ = ["Lane", "LaneOwner", "OwedReplay", "per_member"]
 
 _now_ns = time.perf_counter_ns
 _log = logging.getLogger("cachelab.tiered")
@@ -470,3 +470,9 @@ class OwedReplay:
                 wait = max(confirm, lane.breaker.retry_in())
                 pause = wait if pause is None else min(pause, wait)
         return pause
+
+
+def per_member(members: int) -> str:
+    """What the after-outage statement adds for a pool of ``members`` ("" for one server):
+    :class:`OwedReplay` tries the members owed deletes in turn, one thread for all."""
+    return "" if members == 1 else f" for each of the pool's {members} members, tried in turn"

@@ -74,6 +74,11 @@ class MemcachedPool(Tier):
             for s in members]
         self._one = len(self.members) == 1
 
+    def request_bound_s(self) -> float | None:
+        """The longest one request to a member may take: its connect plus request timeout
+        (every member has the same)."""
+        return self.members[0].request_bound_s()
+
     @classmethod
     def from_file(cls, path: str | Path, **options: object) -> MemcachedPool:
         """A pool of the members listed in a servers file (one ``host:port[:weight]`` a line,
