@@ -7,10 +7,47 @@
 //!
 //! [`caps::MAX_KEY_SPACE`]: crate::caps::MAX_KEY_SPACE
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
+
+use cachelab_client::resp::key_slot;
+use cachelab_client::resp::slot::SLOTS;
 
 use crate::spec::{Pool, Spec};
 use crate::wire;
+
+/// A Redis Cluster's routing: each key's hash slot, worked out once, and each slot's master
+/// (a member), which a `-MOVED` changes during the run.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    of_key: Vec<u16>,
+    owner: Vec<AtomicU8>,
+}
+
+/// The master (member index) of every slot of `pool`'s cluster: an error names a slot no
+/// member serves, or a member index out of range.
+pub(crate) fn cluster_owners(pool: &Pool) -> Result<Vec<u8>, String> {
+    const NONE: u8 = u8::MAX;
+    let mut owner = vec![NONE; SLOTS as usize];
+    for &(start, end, m) in &pool.slots {
+        if m >= pool.len() || start > end || end >= SLOTS {
+            return Err(format!(
+                "cluster_slots: ({start}, {end}, {m}) is not a slot range (0 to {}) of one of \
+                 the {} members",
+                SLOTS - 1,
+                pool.len()
+            ));
+        }
+        owner[start as usize..=end as usize].fill(m as u8);
+    }
+    if let Some(slot) = owner.iter().position(|&o| o == NONE) {
+        return Err(format!(
+            "hash slot {slot} has no master: the cluster does not serve every slot \
+             (cluster_state:fail); fix the cluster before loading it"
+        ));
+    }
+    Ok(owner)
+}
 
 /// One membership of the pool: from when, its members, and its key -> member table.
 #[derive(Debug, Clone)]
@@ -25,7 +62,7 @@ pub(crate) struct Epoch {
 
 /// The key -> member tables of a run, one per membership (one unless the run adds or removes
 /// members), and how many keys each member holds at the start.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Routes {
     pub epochs: Vec<Epoch>,
     /// Keys of the key space per member at the start, in the pool's order.
@@ -34,6 +71,8 @@ pub(crate) struct Routes {
     members: usize,
     /// The pool's `remap`: a key of a member marked down goes to another member.
     remap: bool,
+    /// A Redis Cluster: keys go by hash slot (the epochs' tables are then empty).
+    slots: Option<Slots>,
 }
 
 /// The table of `pool`'s members `active` over `spec`'s key space, computed on up to
@@ -67,6 +106,35 @@ impl Routes {
     /// The tables for `spec`'s pool, each membership's, and key space.
     pub fn build(spec: &Spec) -> Result<Routes, String> {
         let members = spec.pool.len();
+        if spec.pool.is_cluster() {
+            let owner = cluster_owners(&spec.pool)?;
+            let prefix = spec.prefix.as_bytes();
+            let mut key = Vec::with_capacity(prefix.len() + 24);
+            let mut keys = vec![0u64; members];
+            let of_key = (0..spec.key_space)
+                .map(|i| {
+                    key.clear();
+                    wire::put_key(&mut key, prefix, i);
+                    let slot = key_slot(&key);
+                    keys[owner[slot as usize] as usize] += 1;
+                    slot
+                })
+                .collect();
+            return Ok(Routes {
+                epochs: vec![Epoch {
+                    from: Duration::ZERO,
+                    active: (0..members).collect(),
+                    table: Vec::new(),
+                }],
+                keys,
+                members,
+                remap: false,
+                slots: Some(Slots {
+                    of_key,
+                    owner: owner.into_iter().map(AtomicU8::new).collect(),
+                }),
+            });
+        }
         if members == 1 {
             return Ok(Routes {
                 epochs: vec![Epoch {
@@ -77,6 +145,7 @@ impl Routes {
                 keys: vec![spec.key_space],
                 members,
                 remap: spec.pool.remap,
+                slots: None,
             });
         }
         let epochs = spec
@@ -101,7 +170,22 @@ impl Routes {
             keys,
             members,
             remap: spec.pool.remap,
+            slots: None,
         })
+    }
+
+    /// A cluster's: the hash slot of key `index`.
+    #[inline]
+    pub fn slot(&self, index: u64) -> Option<u16> {
+        self.slots.as_ref().map(|s| s.of_key[index as usize])
+    }
+
+    /// A cluster's: slot `slot` now lives on member `member` (a `-MOVED`, or the slot map
+    /// read again).
+    pub fn moved(&self, slot: u16, member: usize) {
+        if let Some(s) = &self.slots {
+            s.owner[slot as usize].store(member as u8, Ordering::Relaxed);
+        }
     }
 
     /// The member that holds key `index` at the start.
@@ -113,6 +197,9 @@ impl Routes {
     /// The member that holds key `index` in membership `epoch`.
     #[inline]
     pub fn member_in(&self, epoch: usize, index: u64) -> usize {
+        if let Some(s) = &self.slots {
+            return s.owner[s.of_key[index as usize] as usize].load(Ordering::Relaxed) as usize;
+        }
         let t = &self.epochs[epoch].table;
         if t.is_empty() {
             0
@@ -135,6 +222,11 @@ impl Routes {
     /// each membership — or every member under `remap`, where a key of a member marked down
     /// goes to another.
     pub fn holders(&self, index: u64) -> u64 {
+        if self.slots.is_some() {
+            // A cluster's master answers -MOVED for a key it does not serve: only the one
+            // serving it now.
+            return 1 << self.member(index);
+        }
         if self.remap {
             return u64::MAX >> (64 - self.members);
         }
