@@ -60,3 +60,48 @@ class PrivateRedis(servers.PrivateRedis):
 def secret() -> str:
     """A password no output could contain by chance."""
     return "pw-" + secrets.token_hex(8)
+
+
+class PrivateRedisCluster(servers.PrivateRedisCluster):
+    """:class:`cachelab.servers.PrivateRedisCluster` for tests (3 masters on 127.0.0.31-33, no
+    memory limit), with redis-py's client to each node and slot moves. Raises RuntimeError
+    when redis-server or redis-cli is not installed (the fixture skips on it)."""
+
+    def __init__(self) -> None:
+        import shutil
+
+        if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+            raise RuntimeError("redis-server and redis-cli are not installed: apt-get install "
+                               "-y redis-server")
+        super().__init__(3, extra_args=("--maxmemory", "0"))
+
+    @property
+    def url(self) -> str:
+        """The first node, a seed, as ``load --cluster`` takes it."""
+        return f"redis://{self.addresses[0]}"
+
+    def client(self, node: int) -> redis.Redis:
+        host, port = self.addresses[node].rsplit(":", 1)
+        return redis.Redis(host=host, port=int(port), socket_timeout=5)
+
+    def node_id(self, node: int) -> str:
+        return self.cli(node, "CLUSTER", "MYID")
+
+    def move(self, slots: range, to: int) -> None:
+        """Gives ``slots`` (holding no keys) to node ``to``: ``CLUSTER SETSLOT s NODE id`` on
+        the new owner first, then on every other node."""
+        target = self.node_id(to)
+        for node in [to, *(i for i in range(len(self.nodes)) if i != to)]:
+            c = self.client(node)
+            for s in slots:
+                assert c.execute_command("CLUSTER", "SETSLOT", s, "NODE", target) in (b"OK", "OK", True)
+
+    def owners(self) -> dict[int, str]:
+        """Each slot's master (``host:port``), as redis-py reads ``CLUSTER SLOTS`` from the
+        first node."""
+        owner = {}
+        for start, end, master, *_ in self.client(0).execute_command("CLUSTER", "SLOTS"):
+            host = master[0].decode() if isinstance(master[0], bytes) else master[0]
+            for s in range(start, end + 1):
+                owner[s] = f"{host}:{master[1]}"
+        return owner
