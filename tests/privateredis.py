@@ -6,6 +6,7 @@ and redis-py's client (the third party the tests check cachelab against)."""
 from __future__ import annotations
 
 import secrets
+import time
 from typing import Any
 
 import redis
@@ -88,13 +89,58 @@ class PrivateRedisCluster(servers.PrivateRedisCluster):
         return self.cli(node, "CLUSTER", "MYID")
 
     def move(self, slots: range, to: int) -> None:
-        """Gives ``slots`` (holding no keys) to node ``to``: ``CLUSTER SETSLOT s NODE id`` on
-        the new owner first, then on every other node."""
+        """Gives ``slots`` (holding no keys) to node ``to`` as ``redis-cli --cluster reshard``
+        does: ``IMPORTING`` on it, ``MIGRATING`` on their owner, then ``NODE`` on it (which
+        bumps its config epoch, so its claim wins), on their owner, on the others."""
+        owner = self.owners()
+        index = {a: i for i, a in enumerate(self.addresses)}
         target = self.node_id(to)
-        for node in [to, *(i for i in range(len(self.nodes)) if i != to)]:
-            c = self.client(node)
+        ids = {i: self.node_id(i) for i in range(len(self.nodes))}
+        sources = {s: index[owner[s]] for s in slots}
+
+        def each(node: int, command: list[object]) -> None:
+            p = self.client(node).pipeline(transaction=False)
             for s in slots:
-                assert c.execute_command("CLUSTER", "SETSLOT", s, "NODE", target) in (b"OK", "OK", True)
+                p.execute_command("CLUSTER", "SETSLOT", s, *command)
+            p.execute()
+
+        for src in set(sources.values()) - {to}:
+            p = self.client(to).pipeline(transaction=False)
+            q = self.client(src).pipeline(transaction=False)
+            for s in slots:
+                if sources[s] == src:
+                    p.execute_command("CLUSTER", "SETSLOT", s, "IMPORTING", ids[src])
+                    q.execute_command("CLUSTER", "SETSLOT", s, "MIGRATING", target)
+            p.execute()
+            q.execute()
+        each(to, ["NODE", target])
+        for node in range(len(self.nodes)):
+            if node != to:
+                each(node, ["NODE", target])
+        deadline = time.monotonic() + 10
+        while any(o != self.addresses[to] for s, o in self.owners().items() if s in slots):
+            assert time.monotonic() < deadline, "the slots did not move"
+            time.sleep(0.05)
+
+    def migrating(self, slots: range, source: int, target: int) -> None:
+        """Marks ``slots`` as migrating from node ``source`` to node ``target`` (the source
+        then answers ``-ASK`` for their keys it does not hold)."""
+        src, dst = self.node_id(source), self.node_id(target)
+        p = self.client(target).pipeline(transaction=False)
+        q = self.client(source).pipeline(transaction=False)
+        for s in slots:
+            p.execute_command("CLUSTER", "SETSLOT", s, "IMPORTING", src)
+            q.execute_command("CLUSTER", "SETSLOT", s, "MIGRATING", dst)
+        p.execute()
+        q.execute()
+
+    def stable(self, slots: range, *nodes: int) -> None:
+        """Ends any migration of ``slots`` on ``nodes``."""
+        for node in nodes:
+            p = self.client(node).pipeline(transaction=False)
+            for s in slots:
+                p.execute_command("CLUSTER", "SETSLOT", s, "STABLE")
+            p.execute()
 
     def owners(self) -> dict[int, str]:
         """Each slot's master (``host:port``), as redis-py reads ``CLUSTER SLOTS`` from the

@@ -146,6 +146,38 @@ def test_slots_moved_during_a_run_are_followed_and_counted(
     _empty(cluster)
 
 
+def test_a_slot_being_migrated_is_asked_of_its_new_master(
+        cluster: PrivateRedisCluster, tmp_path: Path) -> None:
+    owner = cluster.owners()
+    last = cluster.addresses[2]
+    start = min(s for s, a in owner.items() if a == last)
+    slots = range(start, start + 1000)
+    assert all(owner[s] == last for s in slots)
+    # Migrating from the third master to the second: the third holds none of the run's keys
+    # (no prefill, gets only), so it answers -ASK for each, and the second serves it after
+    # ASKING.
+    cluster.migrating(slots, source=2, target=1)
+    before = _counts(cluster)
+    try:
+        proc = subprocess.run(
+            _load(tmp_path, "--cluster", "--server", cluster.url, "--duration", "1",
+                  "--mix", "get=100", "--no-prefill", "--key-space", "2000"),
+            capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=tmp_path)
+    finally:
+        cluster.stable(slots, 1, 2)
+    assert proc.returncode == 0, proc.stderr
+    after = _counts(cluster)
+    members = _saved(tmp_path)["members"]
+    assert members[2]["redirects"]["ask"] > 0, members[2]
+    assert [m["redirects"]["ask"] for m in members[:2]] == [0, 0]
+    assert all(m["redirects"]["moved"] == 0 for m in members)
+    assert all(m["errors"] == {} for m in members), [m["errors"] for m in members]
+    # The second master's GETs include those asked after ASKING: what it counted itself.
+    assert [m["replies"] for m in members] == [a[0] - b[0] for a, b in zip(after, before)]
+    assert _saved(tmp_path)["pool"]["redirects"]["ask"] == members[2]["redirects"]["ask"]
+    _empty(cluster)
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--server", "redis://127.0.0.1:1", "--proxy", "127.0.0.1:2"], "not with --proxy"),
     (["--server", "redis://127.0.0.1:1", "--distribution", "modula"], "not with --distribution"),
