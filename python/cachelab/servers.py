@@ -47,8 +47,9 @@ from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import limited, limits_of
 
 __all__ = ["LOOPBACK", "SERVER_LIMITS", "STATS_TIMEOUT", "PrivateMemcached", "PrivateRedis",
-           "PrivateRedisCluster", "ServerOptions", "Target", "find_memcached", "on_this_machine", "proxy_message",
-           "read_stats", "restarted", "serve", "started_unix", "stats_or_none", "stop_all"]
+           "PrivateRedisCluster", "ServerOptions", "Target", "find_memcached",
+           "on_this_machine", "proxy_message", "read_stats", "restarted", "serve",
+           "started_unix", "stats_or_none", "stop_all"]
 
 _INSTALL_HINT = "memcached is not installed; install it with: apt-get install -y memcached"
 _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the server

@@ -343,4 +343,34 @@ pub(crate) mod tests {
         let r = Routes::build(&s).unwrap();
         assert!((0..3000).all(|i| r.holders(i) == 0b111));
     }
+
+    #[test]
+    fn a_cluster_s_keys_go_to_their_slot_s_master_until_the_slot_moves() {
+        let hosts = ["127.0.0.31:7000", "127.0.0.32:7000", "127.0.0.33:7000"];
+        let mut s = spec(Kind::Ketama, &hosts, 3000);
+        s.pool.slots = vec![(0, 5460, 0), (5461, 10922, 1), (10923, 16383, 2)];
+        let r = Routes::build(&s).unwrap();
+        let owner = |slot: u16| match slot {
+            0..=5460 => 0,
+            5461..=10922 => 1,
+            _ => 2,
+        };
+        for i in 0..3000u64 {
+            let slot = key_slot(format!("p:run:{i}").as_bytes());
+            assert_eq!(r.slot(i), Some(slot));
+            assert_eq!((r.member(i), r.holders(i)), (owner(slot), 1 << owner(slot)));
+        }
+        assert_eq!(r.keys.iter().sum::<u64>(), 3000);
+        assert!(r.keys.iter().all(|&k| k > 800), "{:?}", r.keys);
+        let slot = r.slot(7).unwrap();
+        let to = (owner(slot) + 1) % 3;
+        r.moved(slot, to);
+        assert_eq!((r.member(7), r.holders(7)), (to, 1 << to));
+        // A slot no master serves, or a member that is not one, is refused.
+        s.pool.slots.pop();
+        let e = Routes::build(&s).unwrap_err();
+        assert!(e.starts_with("hash slot 10923 has no master"), "{e}");
+        s.pool.slots.push((10923, 16383, 3));
+        assert!(Routes::build(&s).unwrap_err().contains("(10923, 16383, 3)"));
+    }
 }

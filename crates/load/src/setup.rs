@@ -373,7 +373,12 @@ pub(crate) fn refresh_slots(spec: &Spec, routes: &Routes) {
     let Protocol::Resp(login) = &spec.protocol else {
         return;
     };
-    let seeds: Vec<Address> = spec.pool.members.iter().map(|m| m.address.clone()).collect();
+    let seeds: Vec<Address> = spec
+        .pool
+        .members
+        .iter()
+        .map(|m| m.address.clone())
+        .collect();
     let cluster = resp::ClusterOptions {
         resp: RespOptions {
             auth: login.auth(),

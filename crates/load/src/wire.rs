@@ -427,12 +427,32 @@ mod tests {
         let Reply::Redirect { ask, slot, to } = r else {
             panic!("{r:?}")
         };
-        assert_eq!((ask, slot, &moved[to.0..to.1]), (false, 3999, &b"127.0.0.22:7001"[..]));
-        let (_, r) = w.parse_reply(MULTIGET, b"-ASK 1 :7002\r\n").unwrap().unwrap();
-        assert!(matches!(r, Reply::Redirect { ask: true, slot: 1, to: (9, 14) }), "{r:?}");
+        assert_eq!(
+            (ask, slot, &moved[to.0..to.1]),
+            (false, 3999, &b"127.0.0.22:7001"[..])
+        );
+        let (_, r) = w
+            .parse_reply(MULTIGET, b"-ASK 1 :7002\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(
+                r,
+                Reply::Redirect {
+                    ask: true,
+                    slot: 1,
+                    to: (9, 14)
+                }
+            ),
+            "{r:?}"
+        );
         // Not a redirection: a slot past the last, or another error.
-        for e in [&b"-MOVED 99999 a:1\r\n"[..], b"-MOVEDX 1 a:1\r\n", b"-ERR MOVED\r\n"] {
-            let (_, r) = w.parse_reply(SET, e).unwrap().unwrap();
+        for e in [
+            &b"-MOVED 99999 a:1\r\n"[..],
+            b"-MOVEDX 1 a:1\r\n",
+            b"-ERR MOVED\r\n",
+        ] {
+            let (_, r) = w.parse_reply(crate::series::SET, e).unwrap().unwrap();
             assert_eq!(r, Reply::Failed(Fault::ServerError), "{e:?}");
         }
     }

@@ -620,7 +620,9 @@ impl Conn {
                 self.wire.put_multiget_key(w, prefix, p.key);
                 self.wire.put_multiget_end(w);
             }
-            _ => self.wire.put_delete(self.members[to].buf(hold), prefix, p.key),
+            _ => self
+                .wire
+                .put_delete(self.members[to].buf(hold), prefix, p.key),
         }
         let len = self.members[to].buf(hold).len() - start;
         self.members[to].enqueue(p, hold, len);
