@@ -441,7 +441,7 @@ mod tests {
                 Reply::Redirect {
                     ask: true,
                     slot: 1,
-                    to: (9, 14)
+                    to: (7, 12)
                 }
             ),
             "{r:?}"
