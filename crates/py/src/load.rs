@@ -119,6 +119,9 @@ fn load_predict(
     Ok(p.into_iter().map(|x| (x.keys, x.hits)).collect())
 }
 
+/// A master's `host:port` and the slot ranges it serves.
+type Master = (String, Vec<(u16, u16)>);
+
 /// A Redis Cluster's masters as `seed` (`host:port`, one of its nodes) tells: each
 /// master's `host:port` and the slot ranges (inclusive) it serves, masters in the order of
 /// their first slot. A node that is no cluster node raises `ServerError`; one that cannot be
@@ -135,7 +138,7 @@ fn load_cluster_masters(
     connect_timeout: f64,
     timeout: f64,
     tls: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Vec<(String, Vec<(u16, u16)>)>> {
+) -> PyResult<Vec<Master>> {
     use cachelab_client::resp::{Auth, ClusterOptions, RespCluster, RespOptions};
     let address = crate::errors::parse_address(py, seed)?;
     let options = crate::client::options(py, connect_timeout, timeout, tls)?;
@@ -153,7 +156,7 @@ fn load_cluster_masters(
     let c = py
         .detach(|| RespCluster::connect(&[address], options, &cluster))
         .map_err(|e| crate::errors::client_error(py, e))?;
-    let mut masters: Vec<(String, Vec<(u16, u16)>)> = c
+    let mut masters: Vec<Master> = c
         .slot_map()
         .nodes()
         .iter()
