@@ -28,6 +28,7 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -642,8 +643,6 @@ class PrivateRedisCluster:
     def cli(self, node: int, *args: str, timeout: float = 10.0) -> str:
         """What ``redis-cli -h HOST -p PORT ARGS`` prints for node ``node`` (redirections
         shown, not followed)."""
-        import subprocess
-
         host, port = self.nodes[node].address.rsplit(":", 1)
         out = subprocess.run(["redis-cli", "-h", host, "-p", port, *args], check=True,
                              capture_output=True, text=True, timeout=timeout,
@@ -651,8 +650,6 @@ class PrivateRedisCluster:
         return out.stdout.strip()
 
     def start(self) -> PrivateRedisCluster:
-        import subprocess
-
         try:
             for n in self.nodes:
                 n.start()

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+import cachelab._core as _core
 from cachelab.errors import CachelabError, ServerUnreachable, UsageError
 from cachelab.pool import parse_server
 from cachelab.proxies import PrivateTwemproxy
@@ -45,6 +46,7 @@ from cachelab.servers import (
     private_pool,
     serve,
 )
+from cachelab.tls import TlsOptions, core_tls
 
 __all__ = ["POOL_SETTINGS", "Live", "Target", "TargetLike", "as_target", "recorded"]
 
@@ -284,9 +286,6 @@ def cluster_masters(seed: str, login: RespLogin, *,
                     timeout: float = 2.0) -> list[tuple[str, list[tuple[int, int]]]]:
     """A Redis Cluster's masters, from ``seed`` (``host:port``): each one's ``host:port``
     and the slot ranges it serves (inclusive), in the order of their first slot."""
-    from cachelab import _core
-    from cachelab.tls import TlsOptions, core_tls
-
     tls = core_tls(TlsOptions()) if login.tls else None
     try:
         return list(_core.load_cluster_masters(

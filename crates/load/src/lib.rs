@@ -166,6 +166,7 @@ fn members(
 /// that every failure is counted and the outcome carries the partial results.
 pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> {
     spec.validate()?;
+    route::check_cluster(spec).map_err(SpecError::Invalid)?;
     let proxy = if spec.behind.is_empty() {
         None
     } else {

@@ -13,8 +13,38 @@ use std::time::Duration;
 use cachelab_client::resp::key_slot;
 use cachelab_client::resp::slot::SLOTS;
 
-use crate::spec::{Pool, Spec};
+use crate::spec::{Pool, Protocol, Spec};
 use crate::wire;
+
+impl Pool {
+    /// Whether the pool is a Redis Cluster's masters, keys routed by hash slot.
+    pub fn is_cluster(&self) -> bool {
+        !self.slots.is_empty()
+    }
+}
+
+/// A Redis Cluster run's own checks (none for a pool): RESP, database 0, no proxy, no
+/// membership changes, every slot served by a member.
+pub(crate) fn check_cluster(spec: &Spec) -> Result<(), String> {
+    if !spec.pool.is_cluster() {
+        return Ok(());
+    }
+    match &spec.protocol {
+        Protocol::Memcached => return Err("a Redis Cluster speaks RESP".into()),
+        Protocol::Resp(l) if l.db.is_some_and(|d| d != 0) => {
+            return Err("a Redis Cluster has only database 0".into())
+        }
+        Protocol::Resp(_) => {}
+    }
+    if !spec.pool.changes.is_empty() || !spec.behind.is_empty() {
+        return Err(
+            "a Redis Cluster's members are its masters: no membership changes, no \
+                    proxy"
+                .into(),
+        );
+    }
+    cluster_owners(&spec.pool).map(|_| ())
+}
 
 /// A Redis Cluster's routing: each key's hash slot, worked out once, and each slot's master
 /// (a member), which a `-MOVED` changes during the run.

@@ -166,10 +166,8 @@ pub struct Pool {
     pub remap: bool,
     /// Membership changes, in any order (applied in time order).
     pub changes: Vec<Change>,
-    /// A Redis Cluster: the slot ranges (inclusive) each member, a master, serves, as read
-    /// from the cluster before the run (`distribution` is then not used). Keys go to the
-    /// master of their hash slot; a `-MOVED` moves the slot to the member it names, an `-ASK`
-    /// sends that one request there after `ASKING`. Empty: no cluster.
+    /// A Redis Cluster: the slot ranges (inclusive) each member, a master, serves (checked
+    /// and routed by [`route`](crate::route); `distribution` unused). Empty: no cluster.
     #[serde(default, rename = "cluster_slots")]
     pub slots: Vec<(u16, u16, usize)>,
 }
@@ -267,11 +265,6 @@ impl Pool {
             changes: Vec::new(),
             slots: Vec::new(),
         }
-    }
-
-    /// Whether the pool is a Redis Cluster's masters, keys routed by hash slot.
-    pub fn is_cluster(&self) -> bool {
-        !self.slots.is_empty()
     }
 
     pub fn len(&self) -> usize {
@@ -616,21 +609,7 @@ impl Spec {
             .and_then(|()| MEMBER_RETRY.check_duration(self.pool.retry, 1.0))
             .and_then(|()| MEMBER_TIMEOUT.check_duration(self.pool.member_timeout, 1.0))
             .map_err(SpecError::Invalid)?;
-        if self.pool.is_cluster() {
-            if !matches!(self.protocol, Protocol::Resp(_)) {
-                return bad("a Redis Cluster speaks RESP: give its seed as a redis:// URL".into());
-            }
-            if matches!(&self.protocol, Protocol::Resp(l) if l.db.is_some_and(|d| d != 0)) {
-                return bad("a Redis Cluster has only database 0".into());
-            }
-            if !self.pool.changes.is_empty() || !self.behind.is_empty() {
-                return bad(
-                    "a Redis Cluster's members are its masters: no membership changes, no proxy"
-                        .into(),
-                );
-            }
-            crate::route::cluster_owners(&self.pool).map_err(SpecError::Invalid)?;
-        } else if self.pool.len() > 1 {
+        if self.pool.len() > 1 && !self.pool.is_cluster() {
             self.pool.distribution().map_err(SpecError::Invalid)?;
             // (Each membership is a non-empty subset of the members, whose distribution is
             // built above: its own cannot fail.)
