@@ -3,8 +3,9 @@
 PID): each key sent to its hash slot's master (placement checked against redis-py's
 ``key_slot`` and ``CLUSTER SLOTS``), each master's GETs and MGETs as its own ``INFO
 commandstats`` counts them (redis-py reads them: a third party), nothing left behind; slots
-moved during a run (``CLUSTER SETSLOT … NODE``): the MOVED replies followed and counted; and
-the contradictions refused in one line with exit 2.
+moved during a run (``CLUSTER SETSLOT … NODE``): the MOVED replies followed and counted; slots
+being migrated: the ASKs followed; a master without room for its share of the keys named before
+anything is written; and the contradictions refused in one line with exit 2.
 
 Runs are short; the assertions are on counts, never on speed."""
 
@@ -180,6 +181,23 @@ def test_a_slot_being_migrated_is_asked_of_its_new_master(
     # The second master's GETs include those asked after ASKING: what it counted itself.
     assert [m["replies"] for m in members] == [a[0] - b[0] for a, b in zip(after, before)]
     assert _saved(tmp_path)["pool"]["redirects"]["ask"] == members[2]["redirects"]["ask"]
+    _empty(cluster)
+
+
+def test_a_master_without_room_for_its_share_is_named_and_nothing_is_written(
+        cluster: PrivateRedisCluster, tmp_path: Path) -> None:
+    second = cluster.client(1)
+    second.config_set("maxmemory", str(int(second.info("memory")["used_memory"]) + 100_000))
+    try:
+        proc = subprocess.run(
+            _load(tmp_path, "--cluster", "--server", cluster.url, "--duration", "1",
+                  "--mix", "get=90,set=10", "--key-space", "30000", "--value-size", "100"),
+            capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=tmp_path)
+    finally:
+        second.config_set("maxmemory", "0")
+    assert proc.returncode == 2
+    line = one_error_line(proc.stderr)
+    assert f"the server at {cluster.addresses[1]} has " in line, line
     _empty(cluster)
 
 
