@@ -28,6 +28,7 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,8 +48,9 @@ from cachelab.tls import TlsOptions, core_tls
 from cachelab.units import limited, limits_of
 
 __all__ = ["LOOPBACK", "SERVER_LIMITS", "STATS_TIMEOUT", "PrivateMemcached", "PrivateRedis",
-           "ServerOptions", "Target", "find_memcached", "on_this_machine", "proxy_message",
-           "read_stats", "restarted", "serve", "started_unix", "stats_or_none", "stop_all"]
+           "PrivateRedisCluster", "ServerOptions", "Target", "find_memcached",
+           "on_this_machine", "proxy_message", "read_stats", "restarted", "serve",
+           "started_unix", "stats_or_none", "stop_all"]
 
 _INSTALL_HINT = "memcached is not installed; install it with: apt-get install -y memcached"
 _PROBE_TIMEOUT = 0.25  # seconds per socket operation while waiting for the server
@@ -585,6 +587,104 @@ class PrivateRedis(ChildProcess):
                 return False
             reply = reply[len(b"+OK\r\n"):]
         return reply.startswith(b"+PONG") and f"process_id:{self.pid}\r\n".encode() in reply
+
+
+class _ClusterNode(PrivateRedis):
+    """One node of a :class:`PrivateRedisCluster`: cluster mode, its ``nodes.conf`` in its own
+    directory, on a port whose cluster bus port (port + 10000) is free too."""
+
+    def _launch(self, command: list[str]) -> None:
+        for _ in range(200):
+            port = free_port(self._host)
+            if port < 55_000:
+                with contextlib.suppress(OSError), socket.socket() as s:
+                    s.bind((self._host, port + 10_000))
+                    break
+        self._port = port
+        self._dir = tempfile.mkdtemp(prefix="cachelab-redis-cluster-")
+        self._spawn([*command, "--bind", self._host, "--port", str(port), "--save", "",
+                     "--appendonly", "no", "--dir", self._dir, "--logfile", "",
+                     "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     # The cluster bus connects from this address, so peers can call back.
+                     "--bind-source-addr", self._host,
+                     "--maxmemory", f"{self.memory_mb}mb", "--maxmemory-policy", "noeviction",
+                     *self.extra_args])
+
+
+class PrivateRedisCluster:
+    """A Redis Cluster started by us for tests and trials: ``masters`` OS redis-servers in
+    cluster mode, one on each of ``hosts`` (loopback addresses, 127.0.0.31 and on by
+    default), no replicas, no persistence, joined by ``redis-cli --cluster create``;
+    ``start()`` returns once every node says ``cluster_state:ok``. Stopped by PID (each
+    node's), never by name. ``memory_mb``: each node's ``maxmemory`` (``noeviction``)."""
+
+    def __init__(self, masters: int = 3, *, hosts: Sequence[str] | None = None,
+                 memory_mb: int = 64, extra_args: Sequence[str] = (),
+                 start_timeout: float = 60.0) -> None:
+        if masters < 1:
+            raise UsageError(f"a cluster needs at least one master, not {masters}")
+        hosts = list(hosts or [f"127.0.0.{31 + i}" for i in range(masters)])
+        if len(hosts) != masters:
+            raise UsageError(f"{masters} masters need {masters} hosts, not {len(hosts)}")
+        self.start_timeout = start_timeout
+        self.nodes = [_ClusterNode(memory_mb=memory_mb, extra_args=extra_args)
+                      for _ in hosts]
+        for node, host in zip(self.nodes, hosts):
+            ChildProcess.__init__(node, host=host, start_timeout=10.0)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [n.address for n in self.nodes]
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [n.pid for n in self.nodes]
+
+    def cli(self, node: int, *args: str, timeout: float = 10.0) -> str:
+        """What ``redis-cli -h HOST -p PORT ARGS`` prints for node ``node`` (redirections
+        shown, not followed)."""
+        host, port = self.nodes[node].address.rsplit(":", 1)
+        out = subprocess.run(["redis-cli", "-h", host, "-p", port, *args], check=True,
+                             capture_output=True, text=True, timeout=timeout,
+                             stdin=subprocess.DEVNULL)
+        return out.stdout.strip()
+
+    def start(self) -> PrivateRedisCluster:
+        try:
+            for n in self.nodes:
+                n.start()
+            if shutil.which("redis-cli") is None:
+                raise ServerUnreachable("redis-cli is not installed (it comes with "
+                                        "redis-server: apt-get install -y redis-server)")
+            done = subprocess.run(["redis-cli", "--cluster", "create", *self.addresses,
+                                   "--cluster-replicas", "0", "--cluster-yes"],
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                  timeout=self.start_timeout)
+            if done.returncode != 0:
+                raise ServerUnreachable("redis-cli --cluster create failed: "
+                                        + (done.stdout + done.stderr).strip()[-400:])
+            deadline = time.monotonic() + self.start_timeout
+            for i in range(len(self.nodes)):
+                while "cluster_state:ok" not in self.cli(i, "CLUSTER", "INFO"):
+                    if time.monotonic() > deadline:
+                        raise ServerUnreachable(f"cluster node {self.nodes[i].address}: not "
+                                                f"cluster_state:ok within "
+                                                f"{self.start_timeout:g} s")
+                    time.sleep(0.05)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+    def __enter__(self) -> PrivateRedisCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 # -- the registry of running servers, stopped at exit -----------------------------------------

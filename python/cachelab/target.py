@@ -14,6 +14,8 @@ A target is one of
   optionally behind a private twemproxy (:attr:`Target.private_proxy`);
 * any of the servers given as Redis or Valkey (:attr:`Target.resp`, the login: a
   ``redis://`` or ``rediss://`` URL given as the server, or ``--protocol resp``);
+* a Redis Cluster (:attr:`Target.cluster`): the servers given are seed nodes; its masters,
+  read from the first seed that answers, are driven as a pool whose keys go by hash slot;
 
 optionally driven from Ray agents (:attr:`Target.ray`). :meth:`Target.open` opens it —
 starts the private server, pool or proxy, stops them when the block ends — and yields the
@@ -30,7 +32,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from cachelab.errors import UsageError
+import cachelab._core as _core
+from cachelab.errors import CachelabError, ServerUnreachable, UsageError
 from cachelab.pool import parse_server
 from cachelab.proxies import PrivateTwemproxy
 from cachelab.raycluster import RayOptions
@@ -43,6 +46,7 @@ from cachelab.servers import (
     private_pool,
     serve,
 )
+from cachelab.tls import TlsOptions, core_tls
 
 __all__ = ["POOL_SETTINGS", "Live", "Target", "TargetLike", "as_target", "recorded"]
 
@@ -81,6 +85,9 @@ class Target:
     #: password, database; TLS for ``rediss://``). None: memcached. Servers given as
     #: ``redis://`` URLs set it (and are kept as ``host:port``).
     resp: RespLogin | None = None
+    #: The servers given are seed nodes of a Redis Cluster (``load --cluster``): its masters
+    #: are read from them when the target opens, and keys go to each slot's master.
+    cluster: bool = False
 
     def __post_init__(self) -> None:
         urls = [s for s in self.servers if is_url(s)]
@@ -116,6 +123,27 @@ class Target:
                              "--ray or --proxy")
         if self.private_proxy and self.private_pool is None:
             raise UsageError("--private-proxy goes with --private-pool")
+        if self.cluster:
+            self._check_cluster()
+
+    def _check_cluster(self) -> None:
+        """A Redis Cluster target's contradictions, each refused in one line."""
+        if self.proxy is not None:
+            raise UsageError("--cluster sends each request to its slot's master itself: "
+                             "not with --proxy")
+        if "distribution" in self.pool:
+            raise UsageError("--cluster places keys by hash slot, as the cluster does: not "
+                             "with --distribution")
+        if self.private_pool is not None or not self.servers:
+            raise UsageError("--cluster needs a seed node of the cluster: --server "
+                             "redis://HOST:PORT (its masters are read from it)")
+        if self.ray is not None:
+            raise UsageError("--cluster runs from this machine: not with --ray yet")
+        if self.resp is not None and self.resp.db not in (None, 0):
+            raise UsageError(f"a Redis Cluster has only database 0, not {self.resp.db}: "
+                             "drop the /DB from the URL")
+        if self.resp is None:  # a HOST:PORT seed: a cluster speaks RESP
+            object.__setattr__(self, "resp", RespLogin())
 
     @classmethod
     def of(cls, server: str | Sequence[str] | None = None, *,
@@ -196,6 +224,9 @@ class Target:
         ``cpus`` pins the private memcached (``taskset -c`` style; ``scale`` on a small
         machine, :mod:`cachelab.scale.pinning`); stopped when the block ends, also on an
         error or Ctrl-C. A server, pool or proxy that was given is yielded as it is."""
+        if self.cluster:
+            yield self._open_cluster()
+            return
         with contextlib.ExitStack() as stack:
             owned: list[PrivateMemcached] = []
             spare: list[str] = []
@@ -229,6 +260,41 @@ class Target:
             yield Live(address=served.address, given=given, behind=hidden, pid=served.pid,
                        facts=facts, private=served.private, owned=owned, spares=spare,
                        proxy=twemproxy)
+
+
+    def _open_cluster(self) -> Live:
+        """The cluster's masters as a pool (:attr:`Live.slots`: the slots each serves), read
+        from the first seed that answers; a ServerUnreachable naming each seed otherwise."""
+        login = self.resp or RespLogin()
+        failures = []
+        for seed in self.servers:
+            try:
+                masters = cluster_masters(seed, login)
+            except CachelabError as e:
+                failures.append(f"{seed}: {e}")
+                continue
+            slots = [(start, end, i) for i, (_, ranges) in enumerate(masters)
+                     for start, end in ranges]
+            return Live(address=masters[0][0], given=[a for a, _ in masters],
+                        facts={**self.facts, "private": False,
+                               "cluster": {"seed": seed, "masters": len(masters)}},
+                        slots=slots)
+        raise ServerUnreachable("could not read the cluster's slot map: " + "; ".join(failures))
+
+
+def cluster_masters(seed: str, login: RespLogin, *,
+                    timeout: float = 2.0) -> list[tuple[str, list[tuple[int, int]]]]:
+    """A Redis Cluster's masters, from ``seed`` (``host:port``): each one's ``host:port``
+    and the slot ranges it serves (inclusive), in the order of their first slot."""
+    tls = core_tls(TlsOptions()) if login.tls else None
+    try:
+        return list(_core.load_cluster_masters(
+            seed, user=login.user, password=login.password, connect_timeout=timeout,
+            timeout=timeout, tls=tls))
+    except CachelabError:
+        raise
+    except Exception as e:  # (a binding error that is not one of ours)
+        raise ServerUnreachable(str(e)) from None
 
 
 #: What a verb's ``target`` argument takes: a :class:`Target`, an address, a pool's members,
@@ -271,6 +337,9 @@ class Live:
     spares: list[str] = field(default_factory=list)
     #: The private twemproxy (None otherwise).
     proxy: PrivateTwemproxy | None = None
+    #: A Redis Cluster: the slot ranges each master of :attr:`given` serves, as
+    #: ``(start, end, index)`` (None otherwise).
+    slots: list[tuple[int, int, int]] | None = None
 
     def handed(self) -> Target:
         """This opened server as the target of the calls made inside the block (``run``'s

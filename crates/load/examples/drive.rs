@@ -40,6 +40,7 @@ fn main() {
             member_timeout: cachelab_load::MEMBER_TIMEOUT,
             remap: false,
             changes: Vec::new(),
+            slots: Vec::new(),
         },
         connections: conns,
         threads: 1,

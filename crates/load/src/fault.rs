@@ -26,9 +26,12 @@ pub enum Fault {
     UnknownCommand,
     /// A request for a pool member that is marked down: failed at once, never sent.
     MemberDown,
+    /// A Redis Cluster's redirection not followed: to a node that is not one of the masters
+    /// read before the run, past the bound, or for a multi-get part of several keys.
+    Redirected,
 }
 
-pub(crate) const FAULTS: usize = 12;
+pub(crate) const FAULTS: usize = 13;
 
 impl Fault {
     pub const ALL: [Fault; FAULTS] = [
@@ -44,6 +47,7 @@ impl Fault {
         Fault::ClientError,
         Fault::UnknownCommand,
         Fault::MemberDown,
+        Fault::Redirected,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +64,7 @@ impl Fault {
             Fault::ClientError => "client_error",
             Fault::UnknownCommand => "unknown_command",
             Fault::MemberDown => "member_down",
+            Fault::Redirected => "redirect_unfollowed",
         }
     }
 

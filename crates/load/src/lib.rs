@@ -139,6 +139,7 @@ fn members(
     routes: &route::Routes,
     tallies: Vec<recorder::MemberTally>,
     views: &[ServerView],
+    redirects: Option<Vec<(u64, u64)>>,
 ) -> Vec<MemberOutcome> {
     let mut tallies = tallies.into_iter();
     spec.pool
@@ -165,6 +166,7 @@ fn members(
                 latency: t.latency,
                 down: t.down,
                 server: view.clone(),
+                redirects: redirects.as_ref().map(|r| r[m]),
             }
         })
         .collect()
@@ -176,6 +178,7 @@ fn members(
 /// that every failure is counted and the outcome carries the partial results.
 pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> {
     spec.validate()?;
+    route::check_cluster(spec).map_err(SpecError::Invalid)?;
     let proxy = if spec.behind.is_empty() {
         None
     } else {
@@ -242,6 +245,10 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
     let probe_lost = probe_run
         .as_ref()
         .is_some_and(|p| p.intervals.iter().any(|i| i.lost > 0));
+    if spec.cleanup && spec.pool.is_cluster() {
+        // Slots may have moved during the run: each key is deleted from its master now.
+        setup::refresh_slots(spec, &routes);
+    }
     let (deleted_keys, leftover_keys) = if spec.cleanup {
         setup::cleanup(spec, &routes, &written, all.lost > 0 || probe_lost)
     } else {
@@ -270,11 +277,20 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         .expect("not poisoned")
         .clone()
         .or_else(|| gone(&shared, &all, progress.cancelled()));
+    let redirects = spec.pool.is_cluster().then(|| {
+        let mut r = shared.redirections();
+        if let Some(p) = &probe_shared {
+            for (a, b) in r.iter_mut().zip(p.redirections()) {
+                *a = (a.0 + b.0, a.1 + b.1);
+            }
+        }
+        r
+    });
     let probe = probe_run
         .zip(probe_shared)
         .map(|(r, p)| probe_outcome(r, &p));
-    let members = if spec.pool.len() > 1 {
-        members(spec, &routes, run.members, &views)
+    let members = if spec.pool.len() > 1 || spec.pool.is_cluster() {
+        members(spec, &routes, run.members, &views, redirects)
     } else {
         Vec::new()
     };

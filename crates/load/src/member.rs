@@ -33,6 +33,8 @@ pub(crate) struct Pending {
     pub key: u64,
     pub intended: Instant,
     pub sent: Instant,
+    /// A cluster's redirections (`-MOVED`, `-ASK`) this request has followed.
+    pub hops: u8,
 }
 
 /// The member's silence that counts against the member timeout at `now`: from the latest of
@@ -255,6 +257,7 @@ mod tests {
 
     fn pending(sent: Instant) -> Pending {
         Pending {
+            hops: 0,
             op: 0,
             keys: 1,
             group: ALONE,

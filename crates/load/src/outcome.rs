@@ -78,6 +78,9 @@ pub struct MemberOutcome {
     /// When it was marked down, merged over the connections.
     pub down: Vec<Episode>,
     pub server: ServerView,
+    /// A Redis Cluster's master: the redirections it sent (`-MOVED`, `-ASK`); None in a
+    /// pool.
+    pub redirects: Option<(u64, u64)>,
 }
 
 /// The latency probe's part of a run (see [`Spec::probe_rate`](crate::Spec::probe_rate)):

@@ -14,7 +14,9 @@
 //!   "members": [{"address", "weight", "keys", "sent", "replies", "hits", "misses",
 //!                "errors": {fault: count}, "lost", "latency": Hist,
 //!                "down": [{"start_s", "end_s", "failures", "connections", "open"}, ...],
-//!                "server": Server}, ...] (a pool's members in order; [] for one server),
+//!                "server": Server, "moved", "ask" (a Redis Cluster's masters: the
+//!                redirections each sent)}, ...] (a pool's members in order; [] for one
+//!                server),
 //!   "schedule": {"target_rate", "backlog_at_end", "skipped_disconnected"} | null (closed loop),
 //!   "client_cpu_user_s", "client_cpu_system_s", "client_wait_s", "client_sleeps",
 //!   "client_preempted", "client_busy_polls", "client_busy_caught", "client_spins",
@@ -253,6 +255,11 @@ struct MemberRecord<'a> {
     latency: HistSummary,
     down: &'a [Episode],
     server: &'a ServerView,
+    /// A cluster's master: the `-MOVED` and `-ASK` it sent (absent in a pool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    moved: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ask: Option<u64>,
 }
 
 impl<'a> MemberRecord<'a> {
@@ -270,6 +277,8 @@ impl<'a> MemberRecord<'a> {
             latency: HistSummary::of(&m.latency),
             down: &m.down,
             server: &m.server,
+            moved: m.redirects.map(|r| r.0),
+            ask: m.redirects.map(|r| r.1),
         }
     }
 }
@@ -488,6 +497,7 @@ mod tests {
                     open: false,
                 }],
                 server: ServerView::default(),
+                redirects: None,
             }],
             schedule: open.then_some(Schedule {
                 target_rate: 4.0,

@@ -7,10 +7,77 @@
 //!
 //! [`caps::MAX_KEY_SPACE`]: crate::caps::MAX_KEY_SPACE
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use crate::spec::{Pool, Spec};
+use cachelab_client::resp::key_slot;
+use cachelab_client::resp::slot::SLOTS;
+
+use crate::spec::{Pool, Protocol, Spec};
 use crate::wire;
+
+impl Pool {
+    /// Whether the pool is a Redis Cluster's masters, keys routed by hash slot.
+    pub fn is_cluster(&self) -> bool {
+        !self.slots.is_empty()
+    }
+}
+
+/// A Redis Cluster run's own checks (none for a pool): RESP, database 0, no proxy, no
+/// membership changes, every slot served by a member.
+pub(crate) fn check_cluster(spec: &Spec) -> Result<(), String> {
+    if !spec.pool.is_cluster() {
+        return Ok(());
+    }
+    match &spec.protocol {
+        Protocol::Memcached => return Err("a Redis Cluster speaks RESP".into()),
+        Protocol::Resp(l) if l.db.is_some_and(|d| d != 0) => {
+            return Err("a Redis Cluster has only database 0".into())
+        }
+        Protocol::Resp(_) => {}
+    }
+    if !spec.pool.changes.is_empty() || !spec.behind.is_empty() {
+        return Err(
+            "a Redis Cluster's members are its masters: no membership changes, no \
+                    proxy"
+                .into(),
+        );
+    }
+    cluster_owners(&spec.pool).map(|_| ())
+}
+
+/// A Redis Cluster's routing: each key's hash slot, worked out once, and each slot's master
+/// (a member), which a `-MOVED` changes during the run.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    of_key: Vec<u16>,
+    owner: Vec<AtomicU8>,
+}
+
+/// The master (member index) of every slot of `pool`'s cluster: an error names a slot no
+/// member serves, or a member index out of range.
+pub(crate) fn cluster_owners(pool: &Pool) -> Result<Vec<u8>, String> {
+    const NONE: u8 = u8::MAX;
+    let mut owner = vec![NONE; SLOTS as usize];
+    for &(start, end, m) in &pool.slots {
+        if m >= pool.len() || start > end || end >= SLOTS {
+            return Err(format!(
+                "cluster_slots: ({start}, {end}, {m}) is not a slot range (0 to {}) of one of \
+                 the {} members",
+                SLOTS - 1,
+                pool.len()
+            ));
+        }
+        owner[start as usize..=end as usize].fill(m as u8);
+    }
+    if let Some(slot) = owner.iter().position(|&o| o == NONE) {
+        return Err(format!(
+            "hash slot {slot} has no master: the cluster does not serve every slot \
+             (cluster_state:fail); fix the cluster before loading it"
+        ));
+    }
+    Ok(owner)
+}
 
 /// One membership of the pool: from when, its members, and its key -> member table.
 #[derive(Debug, Clone)]
@@ -25,7 +92,7 @@ pub(crate) struct Epoch {
 
 /// The key -> member tables of a run, one per membership (one unless the run adds or removes
 /// members), and how many keys each member holds at the start.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Routes {
     pub epochs: Vec<Epoch>,
     /// Keys of the key space per member at the start, in the pool's order.
@@ -34,6 +101,8 @@ pub(crate) struct Routes {
     members: usize,
     /// The pool's `remap`: a key of a member marked down goes to another member.
     remap: bool,
+    /// A Redis Cluster: keys go by hash slot (the epochs' tables are then empty).
+    slots: Option<Slots>,
 }
 
 /// The table of `pool`'s members `active` over `spec`'s key space, computed on up to
@@ -67,6 +136,35 @@ impl Routes {
     /// The tables for `spec`'s pool, each membership's, and key space.
     pub fn build(spec: &Spec) -> Result<Routes, String> {
         let members = spec.pool.len();
+        if spec.pool.is_cluster() {
+            let owner = cluster_owners(&spec.pool)?;
+            let prefix = spec.prefix.as_bytes();
+            let mut key = Vec::with_capacity(prefix.len() + 24);
+            let mut keys = vec![0u64; members];
+            let of_key = (0..spec.key_space)
+                .map(|i| {
+                    key.clear();
+                    wire::put_key(&mut key, prefix, i);
+                    let slot = key_slot(&key);
+                    keys[owner[slot as usize] as usize] += 1;
+                    slot
+                })
+                .collect();
+            return Ok(Routes {
+                epochs: vec![Epoch {
+                    from: Duration::ZERO,
+                    active: (0..members).collect(),
+                    table: Vec::new(),
+                }],
+                keys,
+                members,
+                remap: false,
+                slots: Some(Slots {
+                    of_key,
+                    owner: owner.into_iter().map(AtomicU8::new).collect(),
+                }),
+            });
+        }
         if members == 1 {
             return Ok(Routes {
                 epochs: vec![Epoch {
@@ -77,6 +175,7 @@ impl Routes {
                 keys: vec![spec.key_space],
                 members,
                 remap: spec.pool.remap,
+                slots: None,
             });
         }
         let epochs = spec
@@ -101,7 +200,22 @@ impl Routes {
             keys,
             members,
             remap: spec.pool.remap,
+            slots: None,
         })
+    }
+
+    /// A cluster's: the hash slot of key `index`.
+    #[inline]
+    pub fn slot(&self, index: u64) -> Option<u16> {
+        self.slots.as_ref().map(|s| s.of_key[index as usize])
+    }
+
+    /// A cluster's: slot `slot` now lives on member `member` (a `-MOVED`, or the slot map
+    /// read again).
+    pub fn moved(&self, slot: u16, member: usize) {
+        if let Some(s) = &self.slots {
+            s.owner[slot as usize].store(member as u8, Ordering::Relaxed);
+        }
     }
 
     /// The member that holds key `index` at the start.
@@ -113,6 +227,9 @@ impl Routes {
     /// The member that holds key `index` in membership `epoch`.
     #[inline]
     pub fn member_in(&self, epoch: usize, index: u64) -> usize {
+        if let Some(s) = &self.slots {
+            return s.owner[s.of_key[index as usize] as usize].load(Ordering::Relaxed) as usize;
+        }
         let t = &self.epochs[epoch].table;
         if t.is_empty() {
             0
@@ -135,6 +252,11 @@ impl Routes {
     /// each membership — or every member under `remap`, where a key of a member marked down
     /// goes to another.
     pub fn holders(&self, index: u64) -> u64 {
+        if self.slots.is_some() {
+            // A cluster's master answers -MOVED for a key it does not serve: only the one
+            // serving it now.
+            return 1 << self.member(index);
+        }
         if self.remap {
             return u64::MAX >> (64 - self.members);
         }
@@ -250,5 +372,35 @@ pub(crate) mod tests {
         s.pool.remap = true;
         let r = Routes::build(&s).unwrap();
         assert!((0..3000).all(|i| r.holders(i) == 0b111));
+    }
+
+    #[test]
+    fn a_cluster_s_keys_go_to_their_slot_s_master_until_the_slot_moves() {
+        let hosts = ["127.0.0.31:7000", "127.0.0.32:7000", "127.0.0.33:7000"];
+        let mut s = spec(Kind::Ketama, &hosts, 3000);
+        s.pool.slots = vec![(0, 5460, 0), (5461, 10922, 1), (10923, 16383, 2)];
+        let r = Routes::build(&s).unwrap();
+        let owner = |slot: u16| match slot {
+            0..=5460 => 0,
+            5461..=10922 => 1,
+            _ => 2,
+        };
+        for i in 0..3000u64 {
+            let slot = key_slot(format!("p:run:{i}").as_bytes());
+            assert_eq!(r.slot(i), Some(slot));
+            assert_eq!((r.member(i), r.holders(i)), (owner(slot), 1 << owner(slot)));
+        }
+        assert_eq!(r.keys.iter().sum::<u64>(), 3000);
+        assert!(r.keys.iter().all(|&k| k > 800), "{:?}", r.keys);
+        let slot = r.slot(7).unwrap();
+        let to = (owner(slot) + 1) % 3;
+        r.moved(slot, to);
+        assert_eq!((r.member(7), r.holders(7)), (to, 1 << to));
+        // A slot no master serves, or a member that is not one, is refused.
+        s.pool.slots.pop();
+        let e = Routes::build(&s).unwrap_err();
+        assert!(e.starts_with("hash slot 10923 has no master"), "{e}");
+        s.pool.slots.push((10923, 16383, 3));
+        assert!(Routes::build(&s).unwrap_err().contains("(10923, 16383, 3)"));
     }
 }

@@ -365,6 +365,41 @@ pub(crate) fn prefill(spec: &Spec, routes: &Routes, pool: &Bytes, progress: &Arc
     })
 }
 
+/// A Redis Cluster's slot map read again (from its masters, the first that answers) into
+/// `routes`: the slots that moved during the run, to a master of the pool, are deleted from
+/// there. Nothing changes when none answers (the clean-up then counts what it could not
+/// delete).
+pub(crate) fn refresh_slots(spec: &Spec, routes: &Routes) {
+    let Protocol::Resp(login) = &spec.protocol else {
+        return;
+    };
+    let seeds: Vec<Address> = spec
+        .pool
+        .members
+        .iter()
+        .map(|m| m.address.clone())
+        .collect();
+    let cluster = resp::ClusterOptions {
+        resp: RespOptions {
+            auth: login.auth(),
+            ..RespOptions::default()
+        },
+        ..resp::ClusterOptions::default()
+    };
+    let Ok(c) = resp::RespCluster::connect(&seeds, spec.options.clone(), &cluster) else {
+        return;
+    };
+    for slot in 0..resp::slot::SLOTS {
+        if let Some(m) = c
+            .slot_map()
+            .owner(slot)
+            .and_then(|a| seeds.iter().position(|s| s == a))
+        {
+            routes.moved(slot, m);
+        }
+    }
+}
+
 /// Sweeps again after requests were lost (see [`cleanup`]): at most this many, the first
 /// after this pause, each next one after twice the pause before it.
 const RESWEEPS: u32 = 3;

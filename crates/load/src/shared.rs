@@ -62,6 +62,8 @@ pub(crate) struct Shared {
     pub pool: bytes::Bytes,
     /// Which pool member each key goes to.
     pub routes: Arc<Routes>,
+    /// A Redis Cluster's redirections, by the member that sent them: `-MOVED`, `-ASK`.
+    pub redirects: Vec<[AtomicU64; 2]>,
 }
 
 impl Shared {
@@ -84,6 +86,9 @@ impl Shared {
             aborted: Mutex::new(None),
             pool,
             routes,
+            redirects: (0..spec.pool.len())
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
         })
     }
 
@@ -97,6 +102,14 @@ impl Shared {
             *a = Some(why);
         }
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// The redirections each member sent: (`-MOVED`, `-ASK`), in the pool's order.
+    pub fn redirections(&self) -> Vec<(u64, u64)> {
+        self.redirects
+            .iter()
+            .map(|[m, a]| (m.load(Ordering::Relaxed), a.load(Ordering::Relaxed)))
+            .collect()
     }
 
     pub fn since_success(&self, now: Instant) -> Duration {

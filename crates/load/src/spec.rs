@@ -166,6 +166,10 @@ pub struct Pool {
     pub remap: bool,
     /// Membership changes, in any order (applied in time order).
     pub changes: Vec<Change>,
+    /// A Redis Cluster: the slot ranges (inclusive) each member, a master, serves (checked
+    /// and routed by [`route`](crate::route); `distribution` unused). Empty: no cluster.
+    #[serde(default, rename = "cluster_slots")]
+    pub slots: Vec<(u16, u16, usize)>,
 }
 
 /// A membership change: member `member` (an index into [`Pool::members`]) joins (`add`) or
@@ -259,6 +263,7 @@ impl Pool {
             member_timeout: MEMBER_TIMEOUT,
             remap: false,
             changes: Vec::new(),
+            slots: Vec::new(),
         }
     }
 
@@ -604,7 +609,7 @@ impl Spec {
             .and_then(|()| MEMBER_RETRY.check_duration(self.pool.retry, 1.0))
             .and_then(|()| MEMBER_TIMEOUT.check_duration(self.pool.member_timeout, 1.0))
             .map_err(SpecError::Invalid)?;
-        if self.pool.len() > 1 {
+        if self.pool.len() > 1 && !self.pool.is_cluster() {
             self.pool.distribution().map_err(SpecError::Invalid)?;
             // (Each membership is a non-empty subset of the members, whose distribution is
             // built above: its own cannot fail.)

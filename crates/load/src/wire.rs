@@ -194,6 +194,31 @@ pub(crate) enum Reply {
     Done { hits: u32 },
     /// An error reply; the connection is still usable.
     Failed(Fault),
+    /// A Redis Cluster's `-MOVED slot host:port` (`ask` false) or `-ASK slot host:port`:
+    /// `to` is where `host:port` sits in the buffer parsed.
+    Redirect {
+        ask: bool,
+        slot: u16,
+        to: (usize, usize),
+    },
+}
+
+/// The redirection in RESP error `e` (a slice of `buf`), if it is one.
+fn redirect(e: &[u8], buf: &[u8]) -> Option<Reply> {
+    let (ask, rest) = if let Some(r) = e.strip_prefix(b"MOVED ") {
+        (false, r)
+    } else {
+        (true, e.strip_prefix(b"ASK ")?)
+    };
+    let space = rest.iter().position(|&b| b == b' ')?;
+    let slot: u16 = std::str::from_utf8(&rest[..space]).ok()?.parse().ok()?;
+    let addr = &rest[space + 1..];
+    let start = addr.as_ptr() as usize - buf.as_ptr() as usize;
+    Some(Reply::Redirect {
+        ask,
+        slot,
+        to: (start, start + addr.len()),
+    })
 }
 
 /// Decodes one whole memcached reply from the start of `buf`: `None` until all of it has
@@ -259,7 +284,8 @@ fn parse_resp_reply(op: usize, buf: &[u8]) -> Result<Option<(usize, Reply)>, Dec
         Err(e) => return Err(e),
     };
     let reply = match (f, op) {
-        (RespFrame::Error(_) | RespFrame::BulkError(_), _) => Reply::Failed(Fault::ServerError),
+        (RespFrame::Error(e), _) => redirect(e, buf).unwrap_or(Reply::Failed(Fault::ServerError)),
+        (RespFrame::BulkError(_), _) => Reply::Failed(Fault::ServerError),
         (RespFrame::Bulk(_), GET) => Reply::Done { hits: 1 },
         (RespFrame::NullBulk | RespFrame::Null, GET) => Reply::Done { hits: 0 },
         (RespFrame::Array(count), MULTIGET) => {
@@ -390,6 +416,45 @@ mod tests {
         assert!(w.parse_reply(SET, b"$1\r\nx\r\n").is_err());
         assert!(w.parse_reply(MULTIGET, b"*1\r\n:1\r\n").is_err());
         assert!(w.parse_reply(GET, b"VALUE a 0 1\r\n").is_err());
+    }
+
+    #[test]
+    fn a_cluster_s_redirections_name_their_slot_and_node() {
+        let w = Wire::Resp;
+        let moved = b"-MOVED 3999 127.0.0.22:7001\r\n";
+        let (n, r) = w.parse_reply(GET, moved).unwrap().unwrap();
+        assert_eq!(n, moved.len());
+        let Reply::Redirect { ask, slot, to } = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(
+            (ask, slot, &moved[to.0..to.1]),
+            (false, 3999, &b"127.0.0.22:7001"[..])
+        );
+        let (_, r) = w
+            .parse_reply(MULTIGET, b"-ASK 1 :7002\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(
+                r,
+                Reply::Redirect {
+                    ask: true,
+                    slot: 1,
+                    to: (7, 12)
+                }
+            ),
+            "{r:?}"
+        );
+        // Not a redirection: a slot past the last, or another error.
+        for e in [
+            &b"-MOVED 99999 a:1\r\n"[..],
+            b"-MOVEDX 1 a:1\r\n",
+            b"-ERR MOVED\r\n",
+        ] {
+            let (_, r) = w.parse_reply(crate::series::SET, e).unwrap().unwrap();
+            assert_eq!(r, Reply::Failed(Fault::ServerError), "{e:?}");
+        }
     }
 
     #[test]

@@ -119,6 +119,87 @@ fn load_predict(
     Ok(p.into_iter().map(|x| (x.keys, x.hits)).collect())
 }
 
+/// A master's `host:port` and the slot ranges it serves.
+type Master = (String, Vec<(u16, u16)>);
+
+/// A Redis Cluster's masters as `seed` (`host:port`, one of its nodes) tells: each
+/// master's `host:port` and the slot ranges (inclusive) it serves, masters in the order of
+/// their first slot. A node that is no cluster node raises `ServerError`; one that cannot be
+/// reached the connection's error.
+#[pyfunction]
+#[pyo3(signature = (seed, *, user = None, password = None, connect_timeout = 2.0,
+                    timeout = 2.0, tls = None))]
+#[allow(clippy::too_many_arguments)]
+fn load_cluster_masters(
+    py: Python<'_>,
+    seed: &str,
+    user: Option<String>,
+    password: Option<String>,
+    connect_timeout: f64,
+    timeout: f64,
+    tls: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<Master>> {
+    use cachelab_client::resp::{Auth, ClusterOptions, RespCluster, RespOptions};
+    let address = crate::errors::parse_address(py, seed)?;
+    let options = crate::client::options(py, connect_timeout, timeout, tls)?;
+    let auth = password.map(|p| Auth {
+        user,
+        ..Auth::password(p)
+    });
+    let cluster = ClusterOptions {
+        resp: RespOptions {
+            auth,
+            ..RespOptions::default()
+        },
+        ..ClusterOptions::default()
+    };
+    let c = py
+        .detach(|| RespCluster::connect(&[address], options, &cluster))
+        .map_err(|e| crate::errors::client_error(py, e))?;
+    let mut masters: Vec<Master> = c
+        .slot_map()
+        .nodes()
+        .iter()
+        .filter(|n| !n.slots.is_empty())
+        .map(|n| {
+            let mut slots = n.slots.clone();
+            slots.sort_unstable();
+            (n.address.to_string(), slots)
+        })
+        .collect();
+    masters.sort_by_key(|(_, s)| s[0]);
+    Ok(masters)
+}
+
+/// How many of the keys `<prefix>:0` to `<prefix>:<key_space - 1>` each of `members`
+/// masters holds, by hash slot, the slots given as `(start, end, member)`.
+#[pyfunction]
+fn load_cluster_key_counts(
+    slots: Vec<(u16, u16, usize)>,
+    members: usize,
+    prefix: &str,
+    key_space: u64,
+) -> PyResult<Vec<u64>> {
+    let mut owner = vec![usize::MAX; cachelab_client::resp::slot::SLOTS as usize];
+    for (start, end, m) in slots {
+        if m >= members || start > end || end as usize >= owner.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "({start}, {end}, {m}) is not a slot range of one of {members} members"
+            )));
+        }
+        owner[start as usize..=end as usize].fill(m);
+    }
+    let mut counts = vec![0u64; members];
+    for i in 0..key_space {
+        let key = format!("{prefix}:{i}");
+        let o = owner[cachelab_client::resp::key_slot(key.as_bytes()) as usize];
+        if o != usize::MAX {
+            counts[o] += 1;
+        }
+    }
+    Ok(counts)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LoadProgress>()?;
     // Each numeric field's range: {field: {"lo", "hi", "above", "unit"}}.
@@ -128,5 +209,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_predict, m)?)?;
     m.add_function(wrap_pyfunction!(load_run, m)?)?;
     m.add_function(wrap_pyfunction!(load_check, m)?)?;
+    m.add_function(wrap_pyfunction!(load_cluster_masters, m)?)?;
+    m.add_function(wrap_pyfunction!(load_cluster_key_counts, m)?)?;
     Ok(())
 }

@@ -24,6 +24,9 @@ Open loop (--rate R): requests are due at R per second over all connections (Poi
 evenly spaced arrivals per connection); latency is counted from the time a request was due
 (corrected) and from the time it was sent (uncorrected), so queueing is never hidden.
 
+A Redis Cluster (--cluster --server redis://SEED:PORT): its masters, read from the seed, are
+the pool; each key goes to its hash slot's master, a multi-get is split by slot.
+
 A pool (--server repeated, or --servers-file): every connection has a socket to each member,
 each key goes to the member the --distribution picks, a multi-get is split into one get per
 member; a member that fails --member-failure-limit times in a row is marked down for
@@ -254,6 +257,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "--member-retry and timeout --member-timeout; --distribution ketama or "
                    "twemproxy-*")
     common.add_protocol_option(p)
+    p.add_argument("--cluster", action="store_true", default=None,
+                   help="the --server (repeatable) is a seed node of a Redis Cluster "
+                   "(redis://HOST:PORT, or HOST:PORT): its masters are read from it and "
+                   "driven as a pool, each key sent to its hash slot's master, MOVED and ASK "
+                   "followed and counted per master (not with --proxy, --distribution or a "
+                   "database other than 0; docs/resp.md, \"Redis Cluster\")")
     cluster.add_flags(p, agents=True)
     common.finish_parser(p, "load", run, quick="a small run of the same shape",
                          plots="skip the PNG/SVG plot", server=True, pool=True, tls=True,

@@ -52,4 +52,5 @@ def target_from(args: argparse.Namespace) -> Target:
                else ServerOptions())
     return Target(servers=tuple(members or ()), proxy=proxy, options=options,
                   pool=common.pool_settings(args), private_pool=private_pool,
-                  private_proxy=bool(getattr(args, "private_proxy", None)), ray=ray)
+                  private_proxy=bool(getattr(args, "private_proxy", None)), ray=ray,
+                  cluster=bool(getattr(args, "cluster", None)))

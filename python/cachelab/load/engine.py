@@ -131,6 +131,8 @@ def measure(spec: LoadSpec, target: Target, *, server_pid: int | None = None,
         members = pool_members(given) if given else [(live.address, 1)]
         run_id = secrets.token_hex(6)
         core = spec.to_core(given or live.address, run_id, spares=live.spares)
+        if live.slots:
+            core["cluster_slots"] = live.slots
         login = target.resp or (RespLogin() if spec.protocol == "resp" else None)
         if login is not None:
             # (the password goes to the engine alone: never into the spec or the result)
@@ -140,7 +142,7 @@ def measure(spec: LoadSpec, target: Target, *, server_pid: int | None = None,
         if hidden:
             core["behind"] = [a for a, _ in hidden]
         watch = guard_run(spec, members, hidden, core["prefix"],
-                          private=bool(facts.get("private")), resp=login)
+                          private=bool(facts.get("private")), resp=login, slots=live.slots)
         evicting: list[int] = []
         precise = (Watch(spec.precision, float(spec.interval),
                          float(spec.warmup) + float(spec.precision_after),
@@ -264,16 +266,19 @@ def _distribution(kind: str, members: Sequence[Sequence[Any]]) -> Distribution:
 
 def guard_run(spec: LoadSpec, members: list[tuple[str, int]],
               hidden: list[tuple[str, int]] | None, prefix: str, *,
-              private: bool, resp: RespLogin | None = None) -> PoolWatch | None:
+              private: bool, resp: RespLogin | None = None,
+              slots: Sequence[tuple[int, int, int]] | None = None) -> PoolWatch | None:
     """On servers cachelab did not start: refuses a run that does not fit
     (:class:`~cachelab.capacity.WontFit`), each member of a pool — or each server ``hidden``
     behind a proxy — checked for its share of the keys ``<prefix>:<index>``; returns the
     watch that stops the run when one evicts (None for a private server). Redis or Valkey
     servers (``resp``, their login) are checked against their ``maxmemory`` and watched for
-    ``evicted_keys`` (:func:`~cachelab.capacity.guard_resp`)."""
+    ``evicted_keys`` (:func:`~cachelab.capacity.guard_resp`). A Redis Cluster's masters
+    (``slots``: the slot ranges each serves) are checked for their share by hash slot."""
     writes = load_writes(spec)
     checked = hidden or members
-    shares = _key_shares(
+    shares = [c / spec.key_space for c in _core.load_cluster_key_counts(
+        list(slots), len(members), prefix, spec.key_space)] if slots else _key_shares(
         # Behind a proxy, keys are placed by the proxy: twemproxy's default placement
         # unless a twemproxy distribution is given (docs/pools.md).
         spec if not hidden or spec.distribution.startswith("twemproxy-")
@@ -405,6 +410,10 @@ def result_from_outcome(
         members = [_member(m, outcome["elapsed_s"], read.get(m["address"], ()))
                    for m in outcome["members"]]
         pool = _pool(members, spec)
+        if core.get("cluster_slots"):
+            pool["distribution"] = "cluster"
+            pool["redirects"] = {k: sum(m["redirects"][k] for m in members)
+                                 for k in ("moved", "ask")}
         server = _pool_server(server, members)
     if outcome.get("behind"):
         behind = [{"address": a, "server": server_view(v, outcome["elapsed_s"],
@@ -491,6 +500,8 @@ def _member(m: Mapping[str, Any], elapsed: float,
         "down": m["down"],
         "down_s": round(down_seconds(m["down"]), 3),
         "server": server_view(view, elapsed, samples),
+        # A Redis Cluster's master: the redirections it answered.
+        **({"redirects": {"moved": m["moved"], "ask": m["ask"]}} if "moved" in m else {}),
     }
 
 

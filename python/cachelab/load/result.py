@@ -341,6 +341,12 @@ def _member_lines(r: LoadResult) -> list[str]:
         lines.append(f"key skew: the hottest member, {skew['hottest']}, took {skew['share']:.1%} "
                      f"of the requests against a fair share of {skew['fair_share']:.1%} "
                      f"({skew['ratio']:.2f}×)")
+    redirects = pool.get("redirects")
+    if redirects is not None:  # a Redis Cluster: what each master redirected
+        lines.append(f"cluster redirections: {redirects['moved']} MOVED, {redirects['ask']} ASK"
+                     + "".join(f"; {m['address']} {m['redirects']['moved']} MOVED, "
+                               f"{m['redirects']['ask']} ASK" for m in r.members
+                               if any(m["redirects"].values())))
     return lines
 
 
@@ -397,8 +403,9 @@ def unused_notes(behind: list[dict[str, Any]] | None) -> list[str]:
     others = "the other server, so the run measured it" if fed == 1 else \
         f"{fed} other servers, so the run measured them"
     return [f"server {b['address']} behind the proxy answered none of the run's GETs: the "
-            f"proxy placed every key on {others} alone; a --key-space of 1000 or more spreads the keys (twemproxy's default hash "
-            "places keys that differ only at their end close together)"
+            f"proxy placed every key on {others} alone; a --key-space of 1000 or more spreads "
+            "the keys (twemproxy's default hash places keys that differ only at their end "
+            "close together)"
             for b, g in zip(behind or [], gets) if g == 0 and not b.get("stopped")]
 
 

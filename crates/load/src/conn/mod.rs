@@ -93,6 +93,13 @@ pub(crate) struct Conn {
     /// A multi-get's keys and their members, and the keys per member (reused).
     mkeys: Vec<(u64, u8)>,
     mcount: Vec<u16>,
+    /// A Redis Cluster: keys go by hash slot, a multi-get is split by slot ([`Conn::follow`]
+    /// takes the redirections); a multi-get's slots and keys (reused).
+    cluster: bool,
+    skeys: Vec<(u16, u64)>,
+    /// Redirections read, to follow once the read is done: the request, the member that sent
+    /// it, the member named (None: not one of the pool's), whether an `-ASK`.
+    redirected: Vec<(Pending, usize, Option<usize>, bool)>,
     /// Requests this connection may still send (counted runs).
     quota: Option<u64>,
     depth: usize,
@@ -185,6 +192,13 @@ impl Conn {
             outstanding: 0,
             mkeys: Vec::with_capacity(if n > 1 { spec.multiget_keys } else { 0 }),
             mcount: vec![0; n],
+            cluster: spec.pool.is_cluster(),
+            skeys: Vec::with_capacity(if spec.pool.is_cluster() {
+                spec.multiget_keys
+            } else {
+                0
+            }),
+            redirected: Vec::new(),
             quota,
             depth,
             batch,
@@ -486,14 +500,23 @@ impl Conn {
         }
         let now = Instant::now();
         let mut rec = self.ctx.rec.borrow_mut();
-        rec.part_lost(m, n);
         let member = &mut self.members[m];
+        // (an ASKING before a redirected request is no request of the run's)
+        let asking = member
+            .inflight
+            .iter()
+            .chain(member.held.iter().map(|(p, _)| p))
+            .filter(|p| p.op == send::ASKING)
+            .count() as u64;
+        rec.part_lost(m, n - asking);
         let mut alone = 0;
         // Held requests (never sent) are lost with those in flight: the client's queue for
         // a connection that failed.
         let held = member.held.drain(..).map(|(p, _)| p);
         for p in member.inflight.drain(..).chain(held) {
-            if p.group == ALONE {
+            if p.op == send::ASKING {
+                continue;
+            } else if p.group == ALONE {
                 alone += 1;
             } else if let Some((done, g)) = self.groups.part_done(p.group, None) {
                 finish_group(&mut rec, now, done, g);

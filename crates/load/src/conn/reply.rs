@@ -14,7 +14,28 @@ use crate::group::finish_group;
 use crate::member::{Link, ALONE, READ_CHUNK};
 use crate::pacing::ns;
 use crate::series::{GET, MULTIGET, SET};
+use crate::spec::Pool;
 use crate::wire::Reply;
+
+use super::send::ASKING;
+
+/// The member of `pool` a redirection's `host:port` names (an empty host: `from`'s), if any.
+fn member_at(pool: &Pool, at: &[u8], from: usize) -> Option<usize> {
+    let at = std::str::from_utf8(at).ok()?;
+    let same = |a: &cachelab_client::Address, host_port: &str| match a {
+        cachelab_client::Address::Tcp(hp) => hp == host_port,
+        cachelab_client::Address::Unix(_) => false,
+    };
+    if let Some(port) = at.strip_prefix(':') {
+        let cachelab_client::Address::Tcp(hp) = &pool.members[from].address else {
+            return None;
+        };
+        let host = hp.rsplit_once(':')?.0;
+        let full = format!("{host}:{port}");
+        return pool.members.iter().position(|m| same(&m.address, &full));
+    }
+    pool.members.iter().position(|m| same(&m.address, at))
+}
 
 impl Conn {
     pub(super) fn read(&mut self, m: usize) -> Result<(), Fault> {
@@ -41,9 +62,35 @@ impl Conn {
             let mut rec = self.ctx.rec.borrow_mut();
             rec.tick(now);
             while let Some(&p) = member.inflight.front() {
+                if p.op == ASKING {
+                    // Its +OK (or an error: the request after it says what came of it).
+                    match self.wire.parse_reply(SET, &member.rbuf[pos..]) {
+                        Ok(None) => break,
+                        Ok(Some((n, _))) => {
+                            pos += n;
+                            member.inflight.pop_front();
+                            parts += 1;
+                            continue;
+                        }
+                        Err(_) => return Err(Fault::Protocol),
+                    }
+                }
                 let is_get = p.op as usize == GET || p.op as usize == MULTIGET;
                 match self.wire.parse_reply(p.op as usize, &member.rbuf[pos..]) {
                     Ok(None) => break,
+                    Ok(Some((n, Reply::Redirect { ask, slot, to }))) => {
+                        let at = &member.rbuf[pos + to.0..pos + to.1];
+                        let to = member_at(&self.ctx.shared.spec.pool, at, m);
+                        let sh = &self.ctx.shared;
+                        sh.redirects[m][usize::from(ask)].fetch_add(1, Ordering::Relaxed);
+                        if let (false, Some(to)) = (ask, to) {
+                            sh.routes.moved(slot, to);
+                        }
+                        pos += n;
+                        member.inflight.pop_front();
+                        parts += 1;
+                        self.redirected.push((p, m, to, ask));
+                    }
                     Ok(Some((n, reply))) => {
                         pos += n;
                         member.inflight.pop_front();
@@ -71,6 +118,7 @@ impl Conn {
                                 }
                                 Ok(hits)
                             }
+                            Reply::Redirect { .. } => unreachable!("taken above"),
                             Reply::Failed(f) => {
                                 rec.part_fault(m, f, 1);
                                 if p.group == ALONE {
@@ -103,6 +151,9 @@ impl Conn {
             return Err(Fault::Protocol); // bytes nobody asked for
         }
         member.rbuf.advance(pos);
+        for (p, from, to, ask) in std::mem::take(&mut self.redirected) {
+            self.follow(p, from, to, ask);
+        }
         self.outstanding -= finished as usize;
         busy::settled(parts);
         if parts > 0 {

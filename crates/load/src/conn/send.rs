@@ -25,6 +25,14 @@ const FAILED_AT_ONCE: usize = 64;
 /// Requests a connection stages ahead for the spin at most (see [`Conn::stage_ahead`]).
 const STAGED: usize = 8;
 
+/// The most redirections (`-MOVED`, `-ASK`) one request follows, as redis-cli and the
+/// cluster clients bound them.
+pub(super) const MAX_HOPS: u8 = 5;
+
+/// A request's `op` for the `ASKING` sent before a request an `-ASK` redirected: its `+OK`
+/// is read and counted nowhere.
+pub(crate) const ASKING: u8 = u8::MAX;
+
 impl Conn {
     pub(super) fn due(&self, ns: f64) -> Instant {
         self.ctx.shared.t0 + Duration::from_nanos(ns as u64)
@@ -142,6 +150,9 @@ impl Conn {
             *q -= 1;
         }
         self.outstanding += 1;
+        if op == MULTIGET && self.cluster {
+            return self.push_slot_multiget(intended, now);
+        }
         if op == MULTIGET && self.members.len() > 1 {
             return self.push_split_multiget(intended, now);
         }
@@ -173,6 +184,7 @@ impl Conn {
             key: k.unwrap_or(u64::MAX),
             intended,
             sent: now,
+            hops: 0,
         };
         member.enqueue(p, hold, len);
         self.ctx.rec.borrow_mut().part_sent(m, 1);
@@ -261,6 +273,7 @@ impl Conn {
                 key: k.unwrap_or(u64::MAX),
                 intended: due,
                 sent: due,
+                hops: 0,
             });
             self.timetable
                 .as_mut()
@@ -401,6 +414,7 @@ impl Conn {
                 key: k,
                 intended: now,
                 sent: now,
+                hops: 0,
             };
             self.members[m].enqueue(p, hold, bytes);
             self.outstanding += 1;
@@ -471,12 +485,149 @@ impl Conn {
                 key: u64::MAX,
                 intended,
                 sent: now,
+                hops: 0,
             };
             member.enqueue(p, hold, len);
             busy::sent(1);
             sent_any = true;
         }
         sent_any
+    }
+
+    /// A multi-get over a Redis Cluster: one `MGET` per hash slot among its keys (a cluster
+    /// refuses one across slots: `-CROSSSLOT`), each to the slot's master, grouped.
+    pub(super) fn push_slot_multiget(&mut self, intended: Instant, now: Instant) -> bool {
+        let n = self.ctx.shared.spec.multiget_keys;
+        self.skeys.clear();
+        for _ in 0..n {
+            let k = self.keys.next(&mut self.rng);
+            let slot = self.ctx.shared.routes.slot(k).expect("a cluster");
+            self.skeys.push((slot, k));
+        }
+        self.skeys.sort_unstable();
+        let parts = 1 + self.skeys.windows(2).filter(|w| w[0].0 != w[1].0).count();
+        let group = if parts > 1 {
+            self.groups.open(n as u32, parts as u32, intended, now)
+        } else {
+            ALONE
+        };
+        let cap = self.per_member_cap.then_some(self.depth);
+        let mut sent_any = false;
+        let mut at = 0;
+        while at < self.skeys.len() {
+            let slot = self.skeys[at].0;
+            let end = at + self.skeys[at..].iter().take_while(|s| s.0 == slot).count();
+            let first = self.skeys[at].1;
+            let m = self.route(first);
+            let sh: &Shared = &self.ctx.shared;
+            let prefix = sh.spec.prefix.as_bytes();
+            let mut rec = self.ctx.rec.borrow_mut();
+            rec.part_sent(m, 1);
+            let member = &mut self.members[m];
+            if member.marked {
+                let f = Fault::MemberDown;
+                rec.part_fault(m, f, 1);
+                if group == ALONE {
+                    rec.fault(f);
+                    self.outstanding -= 1;
+                } else if let Some((done, g)) = self.groups.part_done(group, Some(Err(f))) {
+                    finish_group(&mut rec, now, done, g);
+                    self.outstanding -= 1;
+                }
+                at = end;
+                continue;
+            }
+            let hold = member.must_hold(cap);
+            let w = member.buf(hold);
+            let start = w.len();
+            self.wire.put_multiget_start(w, end - at);
+            for &(_, k) in &self.skeys[at..end] {
+                self.wire.put_multiget_key(w, prefix, k);
+            }
+            self.wire.put_multiget_end(w);
+            let len = w.len() - start;
+            let p = Pending {
+                op: MULTIGET as u8,
+                keys: (end - at) as u16,
+                group,
+                // (its first key: a part of one key can follow a redirection)
+                key: first,
+                intended,
+                sent: now,
+                hops: 0,
+            };
+            member.enqueue(p, hold, len);
+            busy::sent(1);
+            sent_any = true;
+            at = end;
+        }
+        sent_any
+    }
+
+    /// A Redis Cluster's `-MOVED` or `-ASK` for request `p`, from member `from`: sent again
+    /// to member `to` (after `ASKING` for an `-ASK`), with its first send and intended times
+    /// (its latency counts from them). `None` (the node named is not one of the masters read
+    /// before the run), too many redirections, or a multi-key part (its keys are not kept)
+    /// fail the request as `redirect_unfollowed`.
+    pub(super) fn follow(&mut self, mut p: Pending, from: usize, to: Option<usize>, ask: bool) {
+        let now = Instant::now();
+        let single = p.key != u64::MAX && (p.op as usize != MULTIGET || p.keys == 1);
+        let to = match to {
+            Some(to) if single && p.hops < MAX_HOPS => to,
+            _ => {
+                let f = Fault::Redirected;
+                let mut rec = self.ctx.rec.borrow_mut();
+                rec.part_fault(from, f, 1);
+                if p.group == ALONE {
+                    rec.fault(f);
+                    self.outstanding -= 1;
+                    drop(rec);
+                    self.done(1);
+                } else if let Some((done, g)) = self.groups.part_done(p.group, Some(Err(f))) {
+                    finish_group(&mut rec, now, done, g);
+                    self.outstanding -= 1;
+                    drop(rec);
+                    self.done(1);
+                }
+                return;
+            }
+        };
+        p.hops += 1;
+        let cap = self.per_member_cap.then_some(self.depth);
+        let hold = self.members[to].must_hold(cap);
+        if ask {
+            let w = self.members[to].buf(hold);
+            w.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
+            let asking = Pending {
+                op: ASKING,
+                keys: 0,
+                group: ALONE,
+                key: u64::MAX,
+                ..p
+            };
+            self.members[to].enqueue(asking, hold, 16);
+            busy::sent(1);
+        }
+        let start = self.members[to].buf(hold).len();
+        let sh: &Shared = &self.ctx.shared;
+        let prefix = sh.spec.prefix.as_bytes();
+        match p.op as usize {
+            GET => self.wire.put_get(self.members[to].buf(hold), prefix, p.key),
+            SET => self.encode_set(to, hold, p.key),
+            MULTIGET => {
+                let w = self.members[to].buf(hold);
+                self.wire.put_multiget_start(w, 1);
+                self.wire.put_multiget_key(w, prefix, p.key);
+                self.wire.put_multiget_end(w);
+            }
+            _ => self
+                .wire
+                .put_delete(self.members[to].buf(hold), prefix, p.key),
+        }
+        let len = self.members[to].buf(hold).len() - start;
+        self.members[to].enqueue(p, hold, len);
+        self.ctx.rec.borrow_mut().part_sent(to, 1);
+        busy::sent(1);
     }
 
     /// `n` requests finished (answered or failed): progress of a counted run.
