@@ -327,9 +327,14 @@ def test_write_makes_every_artifact_and_render_summarises(
     memcached: PrivateMemcached, tmp_path: Path
 ) -> None:
     spec = lib.LoadSpec(duration=1, warmup=0, interval=0.5, key_space=100, seed=4)
+    before = time.time()
     r = lib.load(spec, server=memcached.address)
     written = r.write(tmp_path / "o", plots=False)
     assert [p.name for p in written] == ["load.json", "load.csv", "load.hlog"]
+    # The run's start as a Unix time, also the interval log's StartTime (it was once this
+    # process's CPU seconds).
+    assert before - 1 <= r.run["started_unix"] <= time.time(), r.run["started_unix"]
+    assert f"#[StartTime: {r.run['started_unix']:.3f} " in written[2].read_text()
     back = lib.LoadResult.from_dict(json.loads(written[0].read_text()))
     assert back.to_dict() == json.loads(json.dumps(r.to_dict()))  # tuples become lists
     text = r.render()

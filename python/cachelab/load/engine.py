@@ -431,7 +431,7 @@ def result_from_outcome(
     late_threshold_ns = int(outcome.get("late_threshold_ns") or 0)
     # The verdict's own cost, this process's CPU (its statistics libraries' import the most:
     # statsmodels and scipy.stats, ~2.5 s on this machine's first run), reported apart.
-    started = time.process_time()
+    verdict_from = time.process_time()  # (`started`, the run's Unix start, is kept for run)
     verdict = validity(
         mode="open" if spec.rate is not None else "closed", arrivals=spec.arrivals,
         rate=spec.rate, interval_s=float(spec.interval), intervals=outcome["intervals"],
@@ -443,7 +443,7 @@ def result_from_outcome(
     with_intervals(measured, verdict["checks"]["independent"], outcome.get("samples"))
     client = _client(outcome)
     client["busy"] = busy
-    client["verdict_cpu_s"] = round(time.process_time() - started, 6)
+    client["verdict_cpu_s"] = round(time.process_time() - verdict_from, 6)
     return LoadResult(
         created=created_now(),
         spec={**asdict(spec), "tls": describe_tls(spec.tls),
