@@ -61,6 +61,13 @@ from cachelab.tiered.keys import KeyClass
 __all__ = ["settle"]
 
 _log = logging.getLogger("cachelab.tiered")
+#: The fewest whole seconds a stale item must have left to be claimed. memcached's clock ticks
+#: in whole seconds, so an item rewritten with ``T1`` may expire at any moment of the next
+#: second — during the reload, whose store (with the claim's CAS) then finds nothing and is
+#: dropped, and the next reader misses and loads again: two loads within a second (seen beside
+#: a CPU hog). With one second or less left the stale value is served until it expires, and
+#: the miss that follows loads once.
+_CLAIM_LEFT_S = 2
 
 
 def settle(cache: FillHost, kc: KeyClass, stamps: Mapping[Any, Stamp], objs: dict,
@@ -185,7 +192,7 @@ def _claim(h: FillHost, kc: KeyClass, ident: Any, key: str, seen: Stamp, objs: d
                            math.ceil(st.hard_at - now) if math.isfinite(st.hard_at) else None)
                if x is not None]
     ttl = min(left_by) if left_by else 0  # 0: it was stored without expiry, and stays so
-    if left_by and ttl < 1:
-        return None  # about to expire: not worth a reload stored for under a second
+    if left_by and ttl < _CLAIM_LEFT_S:
+        return None  # about to expire: served stale, then missed and loaded once
     claimed = Stamp(now + h.lease_ttl, st.hard_at, True).pack(plain)
     return h.l2.set_cas(key, claimed, flags, ttl, cas)
