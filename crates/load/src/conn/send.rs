@@ -11,8 +11,9 @@ use rand::Rng;
 use super::Conn;
 use crate::busy;
 use crate::fault::Fault;
-use crate::group::finish_group;
+use crate::group::{finish_group, Groups};
 use crate::member::{Link, Pending, ALONE};
+use crate::recorder::Recorder;
 use crate::series::{DELETE, GET, MULTIGET, SET};
 use crate::shared::Shared;
 use crate::spec::Stop;
@@ -456,15 +457,7 @@ impl Conn {
             rec.part_sent(m, 1);
             let member = &mut self.members[m];
             if member.marked {
-                let f = Fault::MemberDown;
-                rec.part_fault(m, f, 1);
-                if group == ALONE {
-                    rec.fault(f);
-                    self.outstanding -= 1;
-                } else if let Some((done, g)) = self.groups.part_done(group, Some(Err(f))) {
-                    finish_group(&mut rec, now, done, g);
-                    self.outstanding -= 1;
-                }
+                self.outstanding -= member_down(&mut rec, &mut self.groups, m, group, now);
                 continue;
             }
             let hold = member.must_hold(cap);
@@ -525,15 +518,7 @@ impl Conn {
             rec.part_sent(m, 1);
             let member = &mut self.members[m];
             if member.marked {
-                let f = Fault::MemberDown;
-                rec.part_fault(m, f, 1);
-                if group == ALONE {
-                    rec.fault(f);
-                    self.outstanding -= 1;
-                } else if let Some((done, g)) = self.groups.part_done(group, Some(Err(f))) {
-                    finish_group(&mut rec, now, done, g);
-                    self.outstanding -= 1;
-                }
+                self.outstanding -= member_down(&mut rec, &mut self.groups, m, group, now);
                 at = end;
                 continue;
             }
@@ -660,5 +645,30 @@ impl Conn {
             s.send_pending().map_err(|e| Fault::from_io(&e))?;
         }
         Ok(())
+    }
+}
+
+/// A part for member `m`, marked down: failed at once, never sent (`member_down`), and its
+/// request (or, its group's last part, the multi-get) settled. The requests no longer
+/// outstanding: 1 or 0.
+fn member_down(
+    rec: &mut Recorder,
+    groups: &mut Groups,
+    m: usize,
+    group: u32,
+    now: Instant,
+) -> usize {
+    let f = Fault::MemberDown;
+    rec.part_fault(m, f, 1);
+    if group == ALONE {
+        rec.fault(f);
+        return 1;
+    }
+    match groups.part_done(group, Some(Err(f))) {
+        Some((done, g)) => {
+            finish_group(rec, now, done, g);
+            1
+        }
+        None => 0,
     }
 }
