@@ -343,13 +343,16 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             read(cache, kc, 2, 0, ops, errors)
             facts["owed_after_fill"] = cache.events.pending_invalidations
         else:
-            # a pool's stopped member has a breaker of its own (the cache's is a template)
-            breaker = cache.breaker if cfg.get("member") is None else \
-                cache._lanes[cfg["member"]].breaker
-            for i in range(40):  # bounded: each read waits one timeout at most
+            # a pool's stopped member has a breaker of its own (the cache's is a template),
+            # which only the reads of keys on that member open: those are the ones read
+            member = cfg.get("member")
+            breaker = cache.breaker if member is None else cache._lanes[member].breaker
+            others = [OTHER + i for i in range(4000) if member is None
+                      or cache.l2.member_of(cache.key_for(kc, OTHER + i)) == member][:40]
+            for k in others:  # bounded: each read waits one timeout at most
                 if breaker.state != "closed":
                     break
-                cache.get(kc, OTHER + i)
+                cache.get(kc, k)
             facts["breaker_at_write"] = breaker.state
             for k, op in ((0, "put"), (1, "invalidate")):
                 v = f"0:0:{k}"
