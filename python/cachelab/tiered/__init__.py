@@ -7,6 +7,8 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
 * :mod:`~cachelab.tiered.memory` — L1, in process (:class:`LRUMemory`, :class:`FixedMemory`);
 * :mod:`~cachelab.tiered.backends` — L2, memcached (:class:`MemcachedTier`,
   :class:`PymemcacheTier`);
+* :mod:`~cachelab.tiered.redis` — L2 on Redis or Valkey (:class:`RedisTier`, over redis-py:
+  ``cachelab[redis]``);
 * :mod:`~cachelab.tiered.pool` — L2 over a memcached pool (:class:`MemcachedPool`: each key on
   the member ``cachelab.pool.distribution`` picks);
 * :mod:`~cachelab.tiered.codecs` — how values are stored (:class:`ValueFormat`);
@@ -41,6 +43,7 @@ from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, Cached, Cac
 from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
 from cachelab.tiered.pool import MemcachedPool
+from cachelab.tiered.redis import RedisTier
 from cachelab.tiered.stats import BreakerStats, TierStats
 
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "Memory",
     "PymemcacheTier",
     "RandomPrefixWarning",
+    "RedisTier",
     "RequestScope",
     "Tier",
     "TieredCache",
