@@ -3,7 +3,8 @@
 leases through ``SET <key> lease <token> NX PX`` (one filler wins; a put or invalidate during a
 fill makes the fill not stored), stale-while-revalidate claims, and the history checker
 (tests/tiered/tiered_history.py) over Redis: the put/invalidate run and a SIGSTOPped
-redis-server, with no read staler than the stated bounds."""
+redis-server, with no read staler than the stated bounds; and other processes' L1 told of
+writes through CLIENT TRACKING (RedisTracking), measured by the history checker."""
 
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ from tiered_helpers import Store, wait_for
 from tiered_history import OUTAGE_SLACK, SLACK, run_history, run_outage
 
 from cachelab.errors import ServerError, ServerReplyError, ServerTimeout, UsageError
-from cachelab.tiered import CircuitBreaker, LRUMemory, RedisTier, TieredCache, ValueTooLarge
+from cachelab.tiered import (
+    CircuitBreaker,
+    LRUMemory,
+    RedisTier,
+    RedisTracking,
+    TieredCache,
+    ValueTooLarge,
+)
 from cachelab.tiered.redis import LEASE_SUFFIX
 from faultproxy import FaultProxy
 
@@ -354,3 +362,106 @@ def test_history_over_a_stopped_redis_is_bounded_after_it_answers_again(
     else:  # the writes met the open breaker: their deletes were owed
         assert facts["breaker_at_write"] != "closed" and facts["owed_after_writes"] == 2, facts
     assert past == [], [(r.key, r.value, round(x, 3)) for r, x in past[:5]]
+
+
+# -- L1 invalidation through CLIENT TRACKING ------------------------------------------------
+
+
+def _healthy(tracking: RedisTracking) -> None:
+    wait_for(lambda: tracking.healthy, "tracking to be on")
+
+
+def test_tracking_drops_another_process_l1_entry_within_its_bound(
+    redis: PrivateRedis, store: Store, prefix: str
+) -> None:
+    """Three caches as three processes, L1 without ttl: B runs RedisTracking, C does not. A
+    writes: B serves the new value within the stated bound; C (the control) keeps the old one
+    from its L1 — without tracking nothing else would tell it."""
+    a, ka = _cache(redis.url, store, prefix)
+    b, kb = _cache(redis.url, store, prefix)
+    c, kc = _cache(redis.url, store, prefix)
+    tracking = RedisTracking(b)
+    _healthy(tracking)
+    bound = b.staleness()["cross_process_s"]
+    assert bound == tracking.bound_s() == pytest.approx(1.5 * 0.05 + 1.0)
+    assert "CLIENT TRACKING" in b.staleness()["why"]
+    assert c.staleness()["cross_process_s"] is None  # ttl=None, no tracking: no bound
+    odd = "an ident with spaces"  # a hashed key: mapped back through the key memo
+    store.write(odd, "w1")
+    for cache, k in ((b, kb), (c, kc)):
+        for _ in range(2):  # B's fill is not admitted to its L1: its own store's push came in
+            assert cache.get(k, 4)["body"].startswith("body of 4")
+            assert cache.get(k, odd)["body"] == "w1"
+    assert b.l1.contains((kb.name, 4)) and b.l1.contains((kb.name, odd))
+    store.write(4, "v2", 4)
+    a.put(ka, 4, store.load([4])[4])
+    store.write(odd, "w2")
+    a.invalidate(ka, odd)
+    done = time.monotonic()
+    wait_for(lambda: b.get(kb, 4)["body"] == "v2" and b.get(kb, odd)["body"] == "w2",
+             "B to see the writes")
+    assert time.monotonic() - done <= bound + 1.0  # generous: a loaded machine
+    assert c.get(kc, 4)["body"].startswith("body of 4")  # the control: still the old value
+    assert tracking.pushes >= 2 and tracking.dropped >= 2
+    b.close()
+    assert not tracking._thread.is_alive() and b.staleness()["cross_process_s"] is None
+
+
+def test_tracking_clears_l1_while_blind_and_trusts_it_again_after(
+    redis: PrivateRedis, store: Store, prefix: str
+) -> None:
+    b = TieredCache(RedisTier(redis.url, timeout=0.2, connect_timeout=0.2),
+                    LRUMemory(max_items=100, ttl=None), prefix=prefix,
+                    breaker=CircuitBreaker(100, 0.1))
+    kb = b.key_class("item", store.load)
+    tracking = RedisTracking(b, interval=0.05)
+    _healthy(tracking)
+    b.get(kb, 1)  # a fill: its own store's push keeps it out of L1
+    b.get(kb, 1)  # an L2 hit: in L1
+    assert b.l1.contains((kb.name, 1))
+    os.kill(redis.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: not tracking.healthy, "the stopped server to be noticed")
+        assert not b.l1.contains((kb.name, 1))  # cleared: its pushes may be lost
+    finally:
+        os.kill(redis.pid, signal.SIGCONT)
+    _healthy(tracking)
+    assert tracking.reconnects >= 1
+    b.get(kb, 1)
+    b.get(kb, 1)
+    assert b.l1.contains((kb.name, 1))  # trusted again
+    b.close()
+
+
+def test_tracking_refuses_what_it_cannot_track(redis: PrivateRedis, prefix: str) -> None:
+    with pytest.raises(UsageError, match="RedisTier"):
+        RedisTracking(TieredCache(None, LRUMemory(max_items=1), prefix=prefix))
+    cache = TieredCache(RedisTier(redis.url), LRUMemory(max_items=1), prefix=prefix)
+    with pytest.raises(UsageError, match="interval"):
+        RedisTracking(cache, interval=0)
+
+
+def test_history_with_tracking_bounds_other_processes_below_the_l1_ttl(
+    redis: PrivateRedis, tmp_path: Path, prefix: str
+) -> None:
+    """The put/invalidate history with an L1 ttl of 30 s and RedisTracking in every process:
+    no read staler than the tracking bound (0.325 s here), far below the ttl."""
+    ttl = 30.0
+    cache = TieredCache(RedisTier(redis.url), LRUMemory(max_items=10, ttl=ttl), prefix="x")
+    tracking = RedisTracking(cache)
+    bound = cache.staleness()["cross_process_s"]
+    cache.close()
+    assert bound == tracking.bound_s() < ttl
+    with FaultProxy(redis.address) as proxy:
+        proxy.delay(0.0005)
+        url = f"redis://:{redis.password}@{proxy.address}"
+        h = run_history(url, tmp_path / "db.sqlite", prefix, tmp_path, procs=2, threads=4,
+                        seconds=3.0, ttl=ttl, tracking=True)
+    rep = h.check()
+    print(rep.summary(bound))
+    assert all(k.startswith("put: Server") for k in h.error_kinds()), h.error_kinds()
+    assert rep.reads > 1000 and rep.writes > 100
+    assert not rep.unknown and rep.same_process == []
+    # Generous on top of the bound (a loaded machine may keep the tracking thread from the
+    # CPU a while); without tracking, stale reads here would last up to the 30 s ttl.
+    assert rep.over(bound + 0.2) == [], rep.over(bound + 0.2)[:3]

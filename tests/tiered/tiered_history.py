@@ -128,6 +128,10 @@ def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, loader: Any = None,
     cache = TieredCache(t, l1, prefix=cfg["prefix"],
                         breaker=None if reset is None else CircuitBreaker(3, reset),
                         **({"lease_ttl": cfg["lease_ttl"]} if soft else {}))
+    if cfg.get("tracking"):
+        from cachelab.tiered import RedisTracking
+
+        RedisTracking(cache)  # stopped by cache.close(); a daemon thread otherwise
     if soft:
         return cache, cache.key_class("h", loader, ttl=cfg["hard_ttl"], soft_ttl=soft)
     return cache, cache.key_class("h", db.load)
@@ -226,11 +230,13 @@ def worker(cfg: dict[str, Any]) -> None:
 def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, procs: int,
                 threads: int, seconds: float, keys: int = 4, writes: float = 0.1,
                 pause: float = 0.0002, ttl: float | str = "default",
-                swr: dict[str, Any] | None = None) -> History:
+                swr: dict[str, Any] | None = None, tracking: bool = False) -> History:
     """Seeds the keys in the SQLite file ``db``, runs ``procs`` worker processes against ``l2``
     (the proxy, or a list: a pool of them, ``MemcachedPool``), and returns their merged
     history. ``swr``: stale-while-revalidate (``soft_ttl``, ``hard_ttl``, ``lease_ttl``,
-    ``written``, ``load_s`` — each loader call's extra seconds: see the module docstring)."""
+    ``written``, ``load_s`` — each loader call's extra seconds: see the module docstring).
+    ``tracking``: every process's L1 told of writes by a
+    :class:`~cachelab.tiered.RedisTracking` (``l2`` a ``redis://`` URL)."""
     h = History()
     seed(db, list(range(keys)), h)
     start_at = time.monotonic() + 1.0
@@ -239,7 +245,8 @@ def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, 
         cfg = {"l2": l2, "db": str(db), "prefix": prefix, "proc": p, "procs": procs,
                "threads": threads,
                "seconds": seconds, "keys": keys, "writes": writes, "pause": pause, "ttl": ttl,
-               "start_at": start_at, "out": str(tmp / f"history-{p}.json"), **(swr or {})}
+               "start_at": start_at, "out": str(tmp / f"history-{p}.json"),
+               "tracking": tracking, **(swr or {})}
         children.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(cfg)],
                                          env=os.environ.copy()))
     for c in children:

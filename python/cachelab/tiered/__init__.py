@@ -8,7 +8,8 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
 * :mod:`~cachelab.tiered.backends` — L2, memcached (:class:`MemcachedTier`,
   :class:`PymemcacheTier`);
 * :mod:`~cachelab.tiered.redis` — L2 on Redis or Valkey (:class:`RedisTier`, over redis-py:
-  ``cachelab[redis]``);
+  ``cachelab[redis]``), and :mod:`~cachelab.tiered.tracking` (:class:`RedisTracking`: other
+  processes' L1 told of writes through ``CLIENT TRACKING``);
 * :mod:`~cachelab.tiered.pool` — L2 over a memcached pool (:class:`MemcachedPool`: each key on
   the member ``cachelab.pool.distribution`` picks);
 * :mod:`~cachelab.tiered.codecs` — how values are stored (:class:`ValueFormat`);
@@ -44,6 +45,7 @@ from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
 from cachelab.tiered.pool import MemcachedPool
 from cachelab.tiered.redis import RedisTier
+from cachelab.tiered.tracking import RedisTracking
 from cachelab.tiered.stats import BreakerStats, TierStats
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "PymemcacheTier",
     "RandomPrefixWarning",
     "RedisTier",
+    "RedisTracking",
     "RequestScope",
     "Tier",
     "TieredCache",

@@ -176,6 +176,8 @@ class TieredCache:
         self._owed = 0
         #: The background thread that sends them once their server answers again.
         self._replay = OwedReplay(self)
+        #: A :class:`~cachelab.tiered.tracking.RedisTracking` telling L1 of writes, if any.
+        self._tracking: Any = None
 
     def __repr__(self) -> str:
         return f"TieredCache(l2={self.l2!r}, l1={self.l1!r}, prefix={self.prefix!r})"
@@ -448,6 +450,15 @@ class TieredCache:
             cross = float(ttl)
             why = (f"other processes' L1 entries expire {ttl:g} s after the read that "
                    "filled them began")
+        tracking = self._tracking
+        if tracking is not None and l1 is not None:
+            bound = tracking.bound_s()
+            if cross is None or bound < cross:
+                cross = bound
+                why = (f"Redis CLIENT TRACKING (RedisTracking) drops other processes' L1 "
+                       f"entries within {bound:g} s of a write (ping interval + timeout + "
+                       "half an interval; their L1 is cleared while its connection is blind), "
+                       "when every process runs it")
         same = "none after put/invalidate returns"
         if not leases:
             same += " (invalidate: a fill racing it may store the old value in memcached)"
@@ -513,8 +524,10 @@ class TieredCache:
         whose breaker allows a call (each bounded by the tier's timeout). Deletes still owed
         then are dropped: their keys' older values stay in memcached until their TTL. The
         tiers are not closed (they may be shared). The cache stays usable; owed deletes then
-        go out only with calls."""
+        go out only with calls. A :class:`~cachelab.tiered.RedisTracking` is stopped too."""
         self._replay.stop()
+        if self._tracking is not None:
+            self._tracking.close()
         for lane in self._lanes:
             if lane.pending and lane.breaker.allow():
                 lane.flush()
