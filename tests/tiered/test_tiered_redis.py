@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import redis as redispy
-from privateredis import PrivateRedis
 from tiered_helpers import Store, wait_for
 from tiered_history import OUTAGE_SLACK, SLACK, run_history, run_outage
 
@@ -33,6 +32,7 @@ from cachelab.tiered import (
 )
 from cachelab.tiered.redis import LEASE_SUFFIX
 from faultproxy import FaultProxy
+from privateredis import PrivateRedis
 
 
 @pytest.fixture

@@ -45,8 +45,8 @@ from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
 from cachelab.tiered.pool import MemcachedPool
 from cachelab.tiered.redis import RedisTier
-from cachelab.tiered.tracking import RedisTracking
 from cachelab.tiered.stats import BreakerStats, TierStats
+from cachelab.tiered.tracking import RedisTracking
 
 __all__ = [
     "CODECS",
