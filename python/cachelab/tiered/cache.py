@@ -126,8 +126,7 @@ class TieredCache:
         *,
         prefix: str | None = None,
         breaker: CircuitBreaker | None = None,
-        leases: bool = True,
-        lease_ttl: int = 10,
+        leases: bool = True, lease_ttl: int = 10,
         lease_wait: float | None = None,
         ns_refresh: float = 1.0,
         write_errors: str = "swallow",
@@ -176,8 +175,7 @@ class TieredCache:
         self._owed = 0
         #: The background thread that sends them once their server answers again.
         self._replay = OwedReplay(self)
-        #: A :class:`~cachelab.tiered.tracking.RedisTracking` telling L1 of writes, if any.
-        self._tracking: Any = None
+        self._tracking: Any = None  #: a RedisTracking telling L1 of writes (tracking.py)
 
     def __repr__(self) -> str:
         return f"TieredCache(l2={self.l2!r}, l1={self.l1!r}, prefix={self.prefix!r})"
@@ -210,12 +208,8 @@ class TieredCache:
         loader: Callable[[list[Any]], Mapping[Any, T]]
         | Callable[[list[Any]], Awaitable[Mapping[Any, T]]],
         *,
-        codec: str = "msgpack",
-        compression: str = "none",
-        threshold: int = 1024,
-        ttl: int = 3600,
-        l1: bool = True,
-        namespace: str | None = None,
+        codec: str = "msgpack", compression: str = "none", threshold: int = 1024,
+        ttl: int = 3600, l1: bool = True, namespace: str | None = None,
         soft_ttl: int | None = None,
     ) -> KeyClass[T]:
         """Registers a key class: its loader, codec (``raw``, ``msgpack``, ``orjson``, or
@@ -450,15 +444,8 @@ class TieredCache:
             cross = float(ttl)
             why = (f"other processes' L1 entries expire {ttl:g} s after the read that "
                    "filled them began")
-        tracking = self._tracking
-        if tracking is not None and l1 is not None:
-            bound = tracking.bound_s()
-            if cross is None or bound < cross:
-                cross = bound
-                why = (f"Redis CLIENT TRACKING (RedisTracking) drops other processes' L1 "
-                       f"entries within {bound:g} s of a write (ping interval + timeout + "
-                       "half an interval; their L1 is cleared while its connection is blind), "
-                       "when every process runs it")
+        if self._tracking is not None and l1 is not None:
+            cross, why = self._tracking.tighten(cross, why)
         same = "none after put/invalidate returns"
         if not leases:
             same += " (invalidate: a fill racing it may store the old value in memcached)"

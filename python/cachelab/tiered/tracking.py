@@ -176,6 +176,17 @@ class RedisTracking:
         value (while this tracking runs): ``interval + timeout + interval / 2``."""
         return round(self.interval * 1.5 + self.timeout, 6)
 
+    def tighten(self, cross: float | None, why: str) -> tuple[float | None, str]:
+        """:meth:`TieredCache.staleness`'s ``cross_process_s`` and its ``why`` with this
+        tracking: its bound, when tighter than the L1 ttl's."""
+        bound = self.bound_s()
+        if cross is not None and cross <= bound:
+            return cross, why
+        return bound, (f"Redis CLIENT TRACKING (RedisTracking) drops other processes' L1 "
+                       f"entries within {bound:g} s of a write (ping interval + timeout + "
+                       "half an interval; their L1 is cleared while its connection is blind), "
+                       "when every process runs it")
+
     def close(self) -> None:
         """Stops the thread (within ``timeout``) and its connection; L1 is then bounded by its
         ttl again."""
