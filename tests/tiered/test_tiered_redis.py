@@ -452,6 +452,10 @@ def test_tracking_refuses_what_it_cannot_track(redis: PrivateRedis, prefix: str)
     cache = TieredCache(RedisTier(redis.url), LRUMemory(max_items=1), prefix=prefix)
     with pytest.raises(UsageError, match="interval"):
         RedisTracking(cache, interval=0)
+    tls = TieredCache(RedisTier("rediss://127.0.0.1:1"), LRUMemory(max_items=1), prefix=prefix)
+    with pytest.raises(UsageError, match=r"plain TCP only: not rediss://"):
+        RedisTracking(tls)
+    assert tls.staleness()["cross_process_s"] == 1.0  # the L1 ttl, as without it
 
 
 def test_history_with_tracking_bounds_other_processes_below_the_l1_ttl(

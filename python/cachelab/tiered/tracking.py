@@ -144,8 +144,8 @@ class RedisTracking:
         if not isinstance(tier, RedisTier):
             raise UsageError("RedisTracking needs a TieredCache whose l2 is a RedisTier")
         ckw = tier.client.connection_pool.connection_kwargs
-        if "host" not in ckw or ckw.get("ssl") or "SSL" in type(
-                tier.client.connection_pool.connection_class).__name__:
+        kind = getattr(tier.client.connection_pool, "connection_class", None)
+        if "host" not in ckw or getattr(kind, "__name__", "") != "Connection":
             raise UsageError("RedisTracking speaks plain TCP only: not rediss:// or a Unix "
                              "socket yet (the L1 ttl still bounds other processes)")
         if interval <= 0:
