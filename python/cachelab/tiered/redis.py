@@ -7,7 +7,8 @@
 The same interface and guarantees as :class:`~cachelab.tiered.MemcachedTier`: every request
 bounded (``connect_timeout`` + ``timeout``, redis-py's retries off), redis-py's errors raised as
 :class:`cachelab.errors.ServerError` subclasses (``TimeoutError`` → ``ServerTimeout``,
-``ConnectionError`` → ``ConnectionClosed``, ``ResponseError`` → ``ServerReplyError``), so the
+``ConnectionError`` → ``ConnectionClosed`` or, for TLS, ``TlsHandshakeFailed``,
+``ResponseError`` → ``ServerReplyError``), so the
 cache falls back to the loader exactly as with memcached.
 
 **Leases.** A miss asks for ``SET <key> lease <token> NX PX <lease_ttl ms>`` (the lease lives in
@@ -54,6 +55,7 @@ from cachelab.errors import (
     ServerReplyError,
     ServerTimeout,
     ServerUnreachable,
+    TlsHandshakeFailed,
     UsageError,
 )
 from cachelab.tiered.backends import Lease, Tier, ValueTooLarge
@@ -259,6 +261,8 @@ class RedisTier(Tier):
         except e.AuthenticationError as x:
             raise ServerUnreachable(f"redis {self.address}: {x}") from x
         except e.ConnectionError as x:
+            if "certificate" in str(x).lower() or "ssl" in str(x).lower():
+                raise TlsHandshakeFailed(f"redis {self.address}: {x}") from x
             raise ConnectionClosed(f"redis {self.address}: {x}") from x
         except e.ResponseError as x:
             raise ServerReplyError(f"redis {self.address}: {x}") from x
