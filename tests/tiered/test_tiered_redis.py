@@ -535,3 +535,43 @@ def test_history_with_tracking_bounds_other_processes_below_the_l1_ttl(
     # CPU a while); without tracking, 1,814 of 5,983 reads of a 5 s run were staler than
     # 0.325 s, the oldest 0.97 s.
     assert rep.over(bound + 0.5) == [], rep.over(bound + 0.5)[:3]
+
+
+@pytest.mark.slow
+def test_history_with_stale_while_revalidate_over_redis(
+    redis: PrivateRedis, tmp_path: Path, prefix: str
+) -> None:
+    """tests/tiered/test_tiered_history.py's stale-while-revalidate run over Redis (claims by
+    content version): writes bounded by cross_process_s, no value older than the hard ttl,
+    and a key never written reloaded once per soft period across both processes."""
+    soft, hard = 1, 3
+    cache = TieredCache(RedisTier(redis.url), LRUMemory(max_items=10), prefix="x")
+    cache.key_class("h", lambda ids: {}, ttl=hard, soft_ttl=soft)
+    stated = cache.staleness()
+    cross = stated["cross_process_s"]
+    assert stated["stale_serve_s"] == hard - soft and cross is not None
+    with FaultProxy(redis.address) as proxy:
+        proxy.delay(0.0005)
+        url = f"redis://:{redis.password}@{proxy.address}"
+        h = run_history(url, tmp_path / "db.sqlite", prefix, tmp_path, procs=2, threads=3,
+                        seconds=6.0, writes=0.002, pause=0.002,
+                        swr={"soft_ttl": soft, "hard_ttl": hard, "lease_ttl": 2, "written": 2,
+                             "load_s": 0.2})
+    rep = h.check()
+    gaps = h.reload_gaps([2, 3])
+    events = {k: sum(e[k] for e in h.events) for k in ("stale_hits", "revalidations",
+                                                          "revalidation_errors")}
+    print(rep.summary(cross + SLACK), f"; oldest value read {h.oldest():.3f} s (ttl {hard} s);"
+          f" reloads of unwritten keys {len(gaps) + 2}, shortest gap "
+          f"{min(gaps, default=float('nan')):.3f} s (soft_ttl {soft} s); {events}")
+    assert all(k.startswith("put: Server") for k in h.error_kinds()), h.error_kinds()
+    assert rep.reads > 100 and rep.writes > 2 and not rep.unknown
+    assert rep.same_process == []
+    assert rep.over(cross + SLACK) == []
+    assert events["stale_hits"] > 0 and events["revalidations"] > 0, events
+    assert max(start - born for _, born, start in h.ages) > soft
+    assert h.oldest() <= hard + 1.0, h.oldest()  # Redis expires to the millisecond
+    failed = sum(e.get(k, 0) for e in h.events
+                 for k in ("write_errors", "lease_timeouts", "revalidation_errors"))
+    early = [g for g in gaps if g < soft - 0.05]
+    assert len(gaps) >= 2 and len(early) <= failed, (sorted(gaps)[:5], failed, events)

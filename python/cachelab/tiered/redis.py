@@ -378,7 +378,9 @@ class RedisTier(Tier):
         if not got or not got[0]:
             return None
         value, pttl = got
-        return value, 0, _version(value), (-1 if pttl < 0 else int(pttl) // 1000)
+        # Seconds left, rounded up: Redis expires to the millisecond (memcached's whole-second
+        # clock is why a claim wants 2 s left), and a claim keeps the expiry (KEEPTTL).
+        return value, 0, _version(value), (-1 if pttl < 0 else -(-int(pttl) // 1000))
 
     def set_cas(self, key: str, value: bytes, flags: int, ttl: int, cas: int) -> int | None:
         self.check_size(key, value)
