@@ -119,6 +119,21 @@ def test_construction_checks_and_hides_the_password(redis: PrivateRedis) -> None
     assert RedisTier(unbounded).request_bound_s() is None  # it would wait forever
 
 
+def test_the_stated_bounds_follow_the_tier_request_bound(redis: PrivateRedis) -> None:
+    """staleness() over a RedisTier: the memcached formulas with Redis's request bound (a
+    password adds AUTH's request to a connect), and the words name Redis."""
+    plain = RedisTier(redis.url.replace(f":{redis.password}@", ""))
+    auth = RedisTier(redis.url)
+    assert (plain.request_bound_s(), auth.request_bound_s()) == (0.5, 0.75)
+    stated = [TieredCache(t, LRUMemory(max_items=1), prefix="x").staleness()
+              for t in (plain, auth)]
+    assert [(s["owed_delivery_s"], s["after_outage_s"], s["orphan_lease_s"]) for s in stated] \
+        == [(2.5, 3.5, 2.55), (3.25, 4.25, 3.3)]  # reset_after 1 s + 3 request bounds, ...
+    words = stated[1]["after_outage"]
+    assert "reaches Redis within 3.25 s" in words and "request_bound_s()" in words
+    assert "memcached" not in words
+
+
 def test_without_redis_py_the_error_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:

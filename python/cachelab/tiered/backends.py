@@ -88,6 +88,8 @@ class Tier:
 
     supports_leases = False
     name = "memcached"
+    #: The server, as ``staleness()`` names it; the words for :meth:`request_bound_s`.
+    server, bound_words = "memcached", "connect_timeout + timeout"
     #: Keys a caller should hand :meth:`delete_many` at once to keep one call short.
     delete_batch = 500
 

@@ -468,7 +468,7 @@ class TieredCache:
         if self.l2 is None:
             out["after_outage_s"] = cross
             return out
-        owed = self._owed_delivery_s()
+        owed, srv = self._owed_delivery_s(), getattr(self.l2, "server", "memcached")
         if owed is None:
             out["after_outage"] = (
                 "a write whose delete could not reach its memcached is deleted there by a "
@@ -481,16 +481,16 @@ class TieredCache:
                    orphan_lease_s=round(owed + LEASE_POLL_MAX, 3) if leases else None,
                    lost_request_s=round(lost, 3))
         out["after_outage"] = (
-            f"a write whose delete or set could not reach its memcached (stopped, killed, "
+            f"a write whose delete or set could not reach its {srv} (stopped, killed, "
             f"unreachable) has its key's delete sent by a background thread at the breaker's "
-            f"trial cadence: it reaches memcached within {owed:g} s after memcached answers "
+            f"trial cadence: it reaches {srv} within {owed:g} s after it answers "
             f"again (reset_after {self.breaker.reset_after:g} s + three attempts of "
-            f"connect_timeout + timeout{per_member(len(self._lanes))}), whatever this "
+            f"{self.l2.bound_words}{per_member(len(self._lanes))}), whatever this "
             "process does next; other processes stop serving the older value within "
             + ("no bound (see cross_process_s)" if after is None
                else f"{after:g} s after it answers again (adding their L1 ttl)")
             + ". A partition that cuts off only this process cannot be bounded: "
-            "processes that still reach memcached may read the older value for as long as "
+            f"processes that still reach {srv} may read the older value for as long as "
             "it lasts, plus that bound once it heals. A set or lease request that timed out "
             "on a server that still answers (only slow) may run there after the delete its "
             f"loss queued: a second delete follows {lost:g} s after the loss (a request "

@@ -168,6 +168,7 @@ class RedisTier(Tier):
 
     supports_leases = True
     name = "redis"
+    server, bound_words = "Redis", "request_bound_s(): the connect, its AUTH/SELECT and the request"
     #: Keys per ``UNLINK`` of :meth:`delete_many` (two names each: the key and its lease).
     delete_batch = 500
 
