@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, ...]] = [
 DEFERRABLE = re.compile(r"^(cachelab\.plots(\..*)?|cachelab\.[a-z_]+\.plots|matplotlib(\..*)?|"
                         r"cachelab\.traces\.(jsonl|parquet|capture|capture_monitor|stream|names)|pyarrow(\..*)?|"
                         r"csv|pathlib|cachelab\.artifacts|jsonschema(\..*)?|psycopg|"
-                        r"pymemcache(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
+                        r"pymemcache(\..*)?|redis(\..*)?|msgpack|orjson|zstandard|lz4(\..*)?|uuid|zoneinfo|"
                         r"ray(\..*)?|scipy(\..*)?|statsmodels(\..*)?)$")
 
 

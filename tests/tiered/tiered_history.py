@@ -23,6 +23,9 @@ A stale read whose newer write ended during the fault (or before the owed delete
 gone out after it) is allowed until the fault's end plus the stated ``after_outage_s``; every
 other one ``cross_process_s`` after the write (:meth:`Report.over_outages`).
 
+Redis (``redis://`` URLs for ``l2``): the same runs over a :class:`~cachelab.tiered.RedisTier`
+(the fault proxy speaks TCP, whatever the protocol).
+
 Stale-while-revalidate (``run_history(..., soft_ttl=...)``): the key class has a soft TTL, only
 the first ``written`` keys are written (the others only go stale and are revalidated), and the
 loader tags every value with when it read it (``<value>@<time.monotonic()>``, as a ``put``
@@ -103,19 +106,32 @@ def seed(db: str | Path, keys: list[int], h: History) -> None:
 
 def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, loader: Any = None,
            **tier: Any) -> tuple[Any, Any]:
-    """The worker's cache over ``l2`` (one server, or a pool's members) and its key class
+    """The worker's cache over ``l2`` (one server — a ``redis://`` URL: a
+    :class:`~cachelab.tiered.RedisTier` — or a pool's members) and its key class
     (with ``cfg["soft_ttl"]``, if given: stale-while-revalidate, its loader ``loader``)."""
-    from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedPool, MemcachedTier, TieredCache
+    from cachelab.tiered import (
+        CircuitBreaker,
+        LRUMemory,
+        MemcachedPool,
+        MemcachedTier,
+        RedisTier,
+        TieredCache,
+    )
 
     l1 = LRUMemory(max_items=100) if cfg["ttl"] == "default" else \
         LRUMemory(max_items=100, ttl=cfg["ttl"])
-    maker = tier.pop("tier", MemcachedTier)
+    redis = isinstance(l2, str) and l2.startswith(("redis://", "rediss://"))
+    maker = tier.pop("tier", RedisTier if redis else MemcachedTier)
     t = MemcachedPool(l2, **tier) if isinstance(l2, list) else maker(l2, **tier)
     reset = cfg.get("reset_after")
     soft = cfg.get("soft_ttl")
     cache = TieredCache(t, l1, prefix=cfg["prefix"],
                         breaker=None if reset is None else CircuitBreaker(3, reset),
                         **({"lease_ttl": cfg["lease_ttl"]} if soft else {}))
+    if cfg.get("tracking"):
+        from cachelab.tiered import RedisTracking
+
+        RedisTracking(cache)  # stopped by cache.close(); a daemon thread otherwise
     if soft:
         return cache, cache.key_class("h", loader, ttl=cfg["hard_ttl"], soft_ttl=soft)
     return cache, cache.key_class("h", db.load)
@@ -214,11 +230,13 @@ def worker(cfg: dict[str, Any]) -> None:
 def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, procs: int,
                 threads: int, seconds: float, keys: int = 4, writes: float = 0.1,
                 pause: float = 0.0002, ttl: float | str = "default",
-                swr: dict[str, Any] | None = None) -> History:
+                swr: dict[str, Any] | None = None, tracking: bool = False) -> History:
     """Seeds the keys in the SQLite file ``db``, runs ``procs`` worker processes against ``l2``
     (the proxy, or a list: a pool of them, ``MemcachedPool``), and returns their merged
     history. ``swr``: stale-while-revalidate (``soft_ttl``, ``hard_ttl``, ``lease_ttl``,
-    ``written``, ``load_s`` — each loader call's extra seconds: see the module docstring)."""
+    ``written``, ``load_s`` — each loader call's extra seconds: see the module docstring).
+    ``tracking``: every process's L1 told of writes by a
+    :class:`~cachelab.tiered.RedisTracking` (``l2`` a ``redis://`` URL)."""
     h = History()
     seed(db, list(range(keys)), h)
     start_at = time.monotonic() + 1.0
@@ -227,7 +245,8 @@ def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, 
         cfg = {"l2": l2, "db": str(db), "prefix": prefix, "proc": p, "procs": procs,
                "threads": threads,
                "seconds": seconds, "keys": keys, "writes": writes, "pause": pause, "ttl": ttl,
-               "start_at": start_at, "out": str(tmp / f"history-{p}.json"), **(swr or {})}
+               "start_at": start_at, "out": str(tmp / f"history-{p}.json"),
+               "tracking": tracking, **(swr or {})}
         children.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(cfg)],
                                          env=os.environ.copy()))
     for c in children:
@@ -275,12 +294,13 @@ def _wait_stopped(pid: int, seconds: float = 5.0) -> bool:
     return False
 
 
-def _stopping_tier(pid: int) -> Any:
-    """A MemcachedTier that stops memcached (SIGSTOP ``pid``) just before its first lease
-    request for key 2: that request is in flight, unanswered, while the server is stopped."""
-    from cachelab.tiered import MemcachedTier
+def _stopping_tier(pid: int, redis: bool = False) -> Any:
+    """A MemcachedTier (a RedisTier if ``redis``) that stops its server (SIGSTOP ``pid``) just
+    before its first lease request for key 2: that request is in flight, unanswered, while the
+    server is stopped."""
+    from cachelab.tiered import MemcachedTier, RedisTier
 
-    class StopsAtLease(MemcachedTier):
+    class StopsAtLease(RedisTier if redis else MemcachedTier):  # type: ignore[misc]
         armed = True
 
         def lease_get(self, key: str, lease_ttl: int) -> Any:
@@ -304,7 +324,7 @@ def outage_worker(cfg: dict[str, Any]) -> None:
     tier: dict[str, Any] = {"timeout": OUTAGE_TIMEOUT, "connect_timeout": OUTAGE_TIMEOUT}
     writer = cfg["role"] == "writer"
     if writer and cfg["kind"] == "lease":
-        tier["tier"] = _stopping_tier(cfg["pid"])
+        tier["tier"] = _stopping_tier(cfg["pid"], cfg["l2"].startswith(("redis://", "rediss://")))
     cache, kc = _cache(cfg, cfg["l2"], db, **tier)
     now = time.monotonic
     ops: list[list[Any]] = []

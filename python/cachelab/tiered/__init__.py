@@ -7,6 +7,9 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
 * :mod:`~cachelab.tiered.memory` — L1, in process (:class:`LRUMemory`, :class:`FixedMemory`);
 * :mod:`~cachelab.tiered.backends` — L2, memcached (:class:`MemcachedTier`,
   :class:`PymemcacheTier`);
+* :mod:`~cachelab.tiered.redis` — L2 on Redis or Valkey (:class:`RedisTier`, over redis-py:
+  ``cachelab[redis]``), and :mod:`~cachelab.tiered.tracking` (:class:`RedisTracking`: other
+  processes' L1 told of writes through ``CLIENT TRACKING``);
 * :mod:`~cachelab.tiered.pool` — L2 over a memcached pool (:class:`MemcachedPool`: each key on
   the member ``cachelab.pool.distribution`` picks);
 * :mod:`~cachelab.tiered.codecs` — how values are stored (:class:`ValueFormat`);
@@ -41,7 +44,9 @@ from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, Cached, Cac
 from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
 from cachelab.tiered.pool import MemcachedPool
+from cachelab.tiered.redis import RedisTier
 from cachelab.tiered.stats import BreakerStats, TierStats
+from cachelab.tiered.tracking import RedisTracking
 
 __all__ = [
     "CODECS",
@@ -66,6 +71,8 @@ __all__ = [
     "Memory",
     "PymemcacheTier",
     "RandomPrefixWarning",
+    "RedisTier",
+    "RedisTracking",
     "RequestScope",
     "Tier",
     "TieredCache",

@@ -52,8 +52,14 @@ class ValueTooLarge(UsageError):
     """A value larger than memcached's item size limit: it cannot be stored (a fill still
     returns the loader's value; see ``oversize`` in the cache's stats)."""
 
-    def __init__(self, key: str, size: int, limit: int | None) -> None:
+    def __init__(self, key: str, size: int, limit: int | None, server: str = "memcached") -> None:
         self.key, self.size, self.limit = key, size, limit
+        if server == "redis":
+            super().__init__(
+                f"a value of {size} bytes for {key!r} is over Redis's proto-max-bulk-len"
+                + (f" of {limit} bytes" if limit is not None else " (the server refused it)")
+                + "; store less or compress it (key_class(compression=...))")
+            return
         where = (f"memcached's item size limit of {limit} bytes (item_size_max, less "
                  f"{ITEM_OVERHEAD} bytes of item overhead and the key)" if limit is not None
                  else "memcached's item size limit (the server refused it)")
@@ -82,6 +88,8 @@ class Tier:
 
     supports_leases = False
     name = "memcached"
+    #: The server, as ``staleness()`` names it; the words for :meth:`request_bound_s`.
+    server, bound_words = "memcached", "connect_timeout + timeout"
     #: Keys a caller should hand :meth:`delete_many` at once to keep one call short.
     delete_batch = 500
 

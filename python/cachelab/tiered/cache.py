@@ -126,8 +126,7 @@ class TieredCache:
         *,
         prefix: str | None = None,
         breaker: CircuitBreaker | None = None,
-        leases: bool = True,
-        lease_ttl: int = 10,
+        leases: bool = True, lease_ttl: int = 10,
         lease_wait: float | None = None,
         ns_refresh: float = 1.0,
         write_errors: str = "swallow",
@@ -176,6 +175,7 @@ class TieredCache:
         self._owed = 0
         #: The background thread that sends them once their server answers again.
         self._replay = OwedReplay(self)
+        self._tracking: Any = None  #: a RedisTracking telling L1 of writes (tracking.py)
 
     def __repr__(self) -> str:
         return f"TieredCache(l2={self.l2!r}, l1={self.l1!r}, prefix={self.prefix!r})"
@@ -208,12 +208,8 @@ class TieredCache:
         loader: Callable[[list[Any]], Mapping[Any, T]]
         | Callable[[list[Any]], Awaitable[Mapping[Any, T]]],
         *,
-        codec: str = "msgpack",
-        compression: str = "none",
-        threshold: int = 1024,
-        ttl: int = 3600,
-        l1: bool = True,
-        namespace: str | None = None,
+        codec: str = "msgpack", compression: str = "none", threshold: int = 1024,
+        ttl: int = 3600, l1: bool = True, namespace: str | None = None,
         soft_ttl: int | None = None,
     ) -> KeyClass[T]:
         """Registers a key class: its loader, codec (``raw``, ``msgpack``, ``orjson``, or
@@ -448,6 +444,8 @@ class TieredCache:
             cross = float(ttl)
             why = (f"other processes' L1 entries expire {ttl:g} s after the read that "
                    "filled them began")
+        if self._tracking is not None and l1 is not None:
+            cross, why = self._tracking.tighten(cross, why)
         same = "none after put/invalidate returns"
         if not leases:
             same += " (invalidate: a fill racing it may store the old value in memcached)"
@@ -470,7 +468,7 @@ class TieredCache:
         if self.l2 is None:
             out["after_outage_s"] = cross
             return out
-        owed = self._owed_delivery_s()
+        owed, srv = self._owed_delivery_s(), getattr(self.l2, "server", "memcached")
         if owed is None:
             out["after_outage"] = (
                 "a write whose delete could not reach its memcached is deleted there by a "
@@ -483,16 +481,16 @@ class TieredCache:
                    orphan_lease_s=round(owed + LEASE_POLL_MAX, 3) if leases else None,
                    lost_request_s=round(lost, 3))
         out["after_outage"] = (
-            f"a write whose delete or set could not reach its memcached (stopped, killed, "
+            f"a write whose delete or set could not reach its {srv} (stopped, killed, "
             f"unreachable) has its key's delete sent by a background thread at the breaker's "
-            f"trial cadence: it reaches memcached within {owed:g} s after memcached answers "
+            f"trial cadence: it reaches {srv} within {owed:g} s after it answers "
             f"again (reset_after {self.breaker.reset_after:g} s + three attempts of "
-            f"connect_timeout + timeout{per_member(len(self._lanes))}), whatever this "
+            f"{self.l2.bound_words}{per_member(len(self._lanes))}), whatever this "
             "process does next; other processes stop serving the older value within "
             + ("no bound (see cross_process_s)" if after is None
                else f"{after:g} s after it answers again (adding their L1 ttl)")
             + ". A partition that cuts off only this process cannot be bounded: "
-            "processes that still reach memcached may read the older value for as long as "
+            f"processes that still reach {srv} may read the older value for as long as "
             "it lasts, plus that bound once it heals. A set or lease request that timed out "
             "on a server that still answers (only slow) may run there after the delete its "
             f"loss queued: a second delete follows {lost:g} s after the loss (a request "
@@ -513,8 +511,10 @@ class TieredCache:
         whose breaker allows a call (each bounded by the tier's timeout). Deletes still owed
         then are dropped: their keys' older values stay in memcached until their TTL. The
         tiers are not closed (they may be shared). The cache stays usable; owed deletes then
-        go out only with calls."""
+        go out only with calls. A :class:`~cachelab.tiered.RedisTracking` is stopped too."""
         self._replay.stop()
+        if self._tracking is not None:
+            self._tracking.close()
         for lane in self._lanes:
             if lane.pending and lane.breaker.allow():
                 lane.flush()
