@@ -416,7 +416,11 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
         client = f"client ({client_threads} load thread(s))"
         sharing, taken = f"{client} and server ({server_threads} worker thread(s))", "memcached"
         alone = "memcached"
-        if server.get("protocol") == "resp":  # Redis: one main thread, io-threads beside it
+        resp = server.get("protocol") == "resp"
+        if resp and (server.get("pool") or server.get("cluster")):  # several redis-servers
+            sharing = f"{client} and the redis-servers"
+            taken, alone = "the redis-servers", "the servers"
+        elif resp:  # Redis: one main thread, io-threads beside it
             sharing = (f"{client} and redis-server (io-threads "
                        f"{server.get('io_threads') or '?'})")
             taken, alone = "redis-server", "the server"
@@ -424,7 +428,8 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
             here = [b for b in server.get("behind", []) if on_this_machine(b)]
             sharing = (f"{client}, the proxy and {len(here)} server(s) behind it" if here
                        else f"{client} and the proxy")
-            taken = "the proxy" + (" and memcached" if here else "")
+            taken = "the proxy" + ((" and redis-server" if resp else " and memcached")
+                                   if here else "")
         out.append(
             f"{sharing} share this machine's {cpus} CPU(s): every core the client uses is "
             f"taken from {taken}, so α and β describe client + server on this box, not "
