@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from redis.crc import key_slot
 
+from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from clitools import InProcess, one_error_line
 from privateredis import PrivateRedis, PrivateRedisCluster
 
@@ -126,7 +125,7 @@ def test_through_twemproxy_in_redis_mode_the_servers_behind_count_what_was_sent(
     assert [b["server"]["calls"]["get"] for b in behind] == [m["GET"] for m in moved]
     assert saved["server"]["calls"]["get"] == sent["GET"]
     lines = proc.stdout.splitlines()
-    assert any(line.startswith(f"redis 7") and f"through the proxy at {proxy.address}" in line
+    assert any(line.startswith("redis 7") and f"through the proxy at {proxy.address}" in line
                for line in lines), lines[:4]
     assert any(line.startswith("floor (GET-miss: a GET of a key never written, through the "
                                "proxy") for line in lines), lines[:5]

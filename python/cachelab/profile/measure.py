@@ -81,7 +81,10 @@ def profile(
     sends; ``server`` None starts a private redis-server) is profiled with ``SET``, ``GET``,
     ``MGET`` and ``UNLINK``, the floor ``PING``; checked first against its ``maxmemory``,
     watched for ``evicted_keys``, and read for ``INFO`` before and after
-    (:mod:`cachelab.profile.resp`).
+    (:mod:`cachelab.profile.resp`). With ``behind`` too, ``server`` is twemproxy in redis
+    mode: no ``INFO`` of it (it refuses), the floor a ``GET`` of a key never written (it
+    answers ``PING`` itself), and each Redis behind it checked for room, watched and read
+    for ``INFO`` and ``commandstats`` (``behind``; ``server.calls`` their sum).
     """
     spec = spec or ProfileSpec()
     if resp is not None or spec.protocol == "resp":
