@@ -180,3 +180,16 @@ def test_a_redis_cluster_is_profiled_master_by_master_under_hash_tags(
         assert sent["MGET"] > 0
     assert proc.stdout.splitlines()[0].startswith("Redis Cluster of 3 masters (seed ")
     assert [cluster.client(i).dbsize() for i in range(3)] == [0, 0, 0]
+
+
+def test_what_a_cluster_profile_cannot_do_is_refused_in_one_line(
+        cli: InProcess, tmp_path: Path) -> None:
+    seed = ["--server", "redis://127.0.0.1:7000"]
+    lone = cli("profile", "--cluster", *SMALL, "--out", tmp_path / "a")
+    assert lone.returncode == 2 and "seed node" in one_error_line(lone)
+    proxied = cli("profile", "--cluster", "--proxy", "127.0.0.1:22121", *seed, *SMALL,
+                  "--out", tmp_path / "b")
+    assert proxied.returncode == 2 and "--proxy" in one_error_line(proxied)
+    db = cli("profile", "--cluster", "--server", "redis://127.0.0.1:7000/2", *SMALL,
+             "--out", tmp_path / "c")
+    assert db.returncode == 2 and "database 0" in one_error_line(db)
