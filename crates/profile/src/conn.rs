@@ -9,7 +9,7 @@
 //! | read | `get` | `mg … v` | `GET` |
 //! | multi-key read | `get k1 … kn` | pipelined `mg` | `MGET k1 … kn` |
 //! | delete | `delete` | `md` | `UNLINK` |
-//! | floor | `mn` / `version` / get-miss | the same | `PING` |
+//! | floor | `mn` / `version` / get-miss | the same | `PING` (`GET` of a miss through a proxy) |
 //!
 //! Every command sent is counted by its name ([`Conn::sent`]), so the record can say what
 //! the run sent and a reader can hold it against the server's own counters (Redis's
@@ -151,15 +151,24 @@ impl Conn {
 
     /// The floor's request once: whether the reply was its answer.
     pub fn floor(&mut self, request: &FloorRequest) -> Result<bool, Error> {
-        self.count(request.name, 1);
         match &mut self.inner {
             Inner::Memcached { conn, .. } => {
+                *self.sent.entry(request.name).or_default() += 1;
                 let command = request.command().expect("a memcached floor request");
                 conn.send(command).map(|r| request.answered(&r))
             }
-            Inner::Resp(c) => c
-                .send(&RespCommand::new("PING"))
-                .map(|v| matches!(v, Value::Simple(s) if &s[..] == b"PONG")),
+            Inner::Resp(c) => match request.command() {
+                // through a proxy: a GET of the key never written, counted as the GET it is
+                Some(Command::Get(keys)) => {
+                    *self.sent.entry("GET").or_default() += 1;
+                    c.get(&resp_key(&keys[0])).map(|v| v.is_none())
+                }
+                _ => {
+                    *self.sent.entry(request.name).or_default() += 1;
+                    c.send(&RespCommand::new("PING"))
+                        .map(|v| matches!(v, Value::Simple(s) if &s[..] == b"PONG"))
+                }
+            },
         }
     }
 

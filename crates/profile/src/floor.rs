@@ -80,7 +80,8 @@ fn shake_hands(
 /// The floor's request: its bytes, and its name in the record (`floor_command`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FloorRequest {
-    /// `"mn"`, `"version"`, `"get-miss"` or, over RESP, `"PING"`.
+    /// `"mn"`, `"version"`, `"get-miss"` or, over RESP, `"PING"` (`"GET-miss"` through a
+    /// proxy).
     pub name: &'static str,
     bytes: Vec<u8>,
     /// The memcached command (None for RESP's `PING`, which the RESP client sends).
@@ -113,6 +114,19 @@ impl FloorRequest {
         FloorRequest {
             name: "get-miss",
             bytes: format!("get {}\r\n", miss_key(prefix)).into_bytes(),
+            command: Some(Command::Get(vec![key])),
+        }
+    }
+
+    /// RESP's `GET <prefix>:floor`, a key the run never writes (answered with a null):
+    /// through twemproxy in redis mode, which answers `PING` itself, the smallest request
+    /// that reaches a server behind it. Sent by the RESP client (`bytes` are for the record).
+    pub fn resp_miss(prefix: &str) -> FloorRequest {
+        let key = Key::new(miss_key(prefix)).expect("prefix validated");
+        let k = miss_key(prefix);
+        FloorRequest {
+            name: "GET-miss",
+            bytes: format!("*2\r\n$3\r\nGET\r\n${}\r\n{k}\r\n", k.len()).into_bytes(),
             command: Some(Command::Get(vec![key])),
         }
     }
@@ -350,4 +364,21 @@ pub fn connection_cost(
         cachelab_metrics::record(&mut hist, t0.elapsed().as_nanos() as u64);
     }
     Ok(hist)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resp_miss_is_a_get_of_the_key_never_written_as_resp_encodes_it() {
+        let r = FloorRequest::resp_miss("{cachelab:ab-0}r0");
+        let mut want = Vec::new();
+        cachelab_proto::resp::encode_command(&["GET", "{cachelab:ab-0}r0:floor"], &mut want);
+        assert_eq!(r.bytes, want);
+        assert_eq!(r.name, "GET-miss");
+        assert!(
+            matches!(r.command(), Some(Command::Get(k)) if k[0].as_bytes() == b"{cachelab:ab-0}r0:floor")
+        );
+    }
 }

@@ -114,6 +114,18 @@ pub fn resp_facts(
     })
 }
 
+/// A proxy in front of Redis servers (twemproxy's redis mode): reached with a `PING`, which
+/// it answers itself; no version or settings (the servers behind it have them).
+pub fn resp_proxy_facts(
+    address: &Address,
+    options: &Options,
+    login: &RespLogin,
+) -> Result<ServerFacts, Error> {
+    let mut c = RespClient::connect(address, options.clone(), &conn::resp_options(login))?;
+    c.ping()?;
+    Ok(ServerFacts::default())
+}
+
 /// Runs the profile. Blocks until done, cancelled, or the server is gone.
 ///
 /// Fails only when the spec is invalid or the server cannot be reached at the start; once
@@ -123,6 +135,12 @@ pub fn run(spec: &Spec, progress: &Progress) -> Result<Outcome, SpecError> {
     spec.validate()?;
     let started = Instant::now();
     let (server, floor_request) = match &spec.protocol {
+        // Through twemproxy in redis mode: no INFO or CONFIG of the proxy (it refuses them;
+        // the caller reads the servers behind it), and the floor a GET that crosses it.
+        Protocol::Resp(login) if spec.proxy => (
+            resp_proxy_facts(&spec.address, &spec.options, login).map_err(SpecError::Server)?,
+            FloorRequest::resp_miss(&spec.prefix),
+        ),
         Protocol::Resp(login) => (
             resp_facts(&spec.address, &spec.options, login).map_err(SpecError::Server)?,
             FloorRequest::ping(),

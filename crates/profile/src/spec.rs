@@ -99,8 +99,9 @@ pub struct Spec {
     #[serde(deserialize_with = "de::seconds")]
     pub give_up_after: Duration,
     /// `address` is a proxy (twemproxy) in front of the servers, which passes on the key
-    /// commands only: the floor is then a get of a key never written (not `mn`), and no
-    /// `stats` is asked of it (it would close the connection). Text protocol only.
+    /// commands only: the floor is then a get of a key never written (not `mn` or `PING`,
+    /// which twemproxy answers itself), and no `stats` or `INFO` is asked of it (it would
+    /// close the connection, or refuse). The text protocol or RESP (twemproxy's redis mode).
     pub proxy: bool,
 }
 
@@ -149,9 +150,6 @@ impl Spec {
         match (&self.protocol, self.proxy) {
             (Protocol::Meta, true) => bad("the meta protocol through a proxy: twemproxy closes \
                  the connection on meta commands; use the text protocol"
-                .into()),
-            (Protocol::Resp(_), true) => bad("RESP through a proxy: a profile over RESP goes \
-                 straight to the server"
                 .into()),
             _ => Ok(()),
         }

@@ -36,7 +36,11 @@ A Redis or Valkey (--server redis://[user:password@]HOST:PORT[/db], rediss:// fo
 --protocol resp; a private redis-server when no --server is given): SET, GET and MGET, the
 floor PING, keys deleted with UNLINK; the server's maxmemory and policy checked before
 anything is written, evicted_keys watched, and INFO's counters (commandstats too) read
-before and after (docs/resp.md, "profile").
+before and after (docs/resp.md, "profile"). --server repeated is a pool of them (each member
+profiled in rounds, its own commandstats against what it was sent); --proxy is twemproxy in
+redis mode in front of them (the floor a GET of a key never written: the proxy answers PING
+itself; each server behind read for its INFO); --cluster takes a Redis Cluster's seed and
+profiles each master as a pool member, its keys under a hash tag of its own slots.
 
 Sizes take K/M (powers of 1000) or Ki/Mi (powers of 1024): --sizes 1,100,1K,1M.
 """
@@ -116,6 +120,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--server: a private redis-server)",
     )
     p.set_defaults(speaks_resp=True)  # (a redis:// server is a Redis to profile)
+    p.add_argument(
+        "--cluster", action="store_true", default=None,
+        help="the --server (repeatable) is a seed node of a Redis Cluster: each master is "
+        "profiled on its own, as a pool's members are (--rounds), its keys under a hash tag "
+        "of its own slots so that an MGET is one command to one master (docs/resp.md, "
+        "\"profile\")",
+    )
     p.add_argument(
         "--timeout", type=_limit("timeout"), metavar="S",
         help=f"deadline per request in seconds (default {flag_text(_D.timeout)})",

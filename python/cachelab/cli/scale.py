@@ -56,7 +56,10 @@ A Redis or Valkey (--server redis://HOST:PORT, rediss:// for TLS, or --protocol 
 private redis-server, not pinned, when no --server is given): every point is a load run over
 RESP (load --protocol resp: maxmemory checked, evicted_keys watched, INFO's deltas), and the
 first line names the server's io-threads where CONFIG GET answers (docs/resp.md, "scale").
-Not with --vary server-threads, a pool, --proxy or --ray yet.
+--server repeated is a pool of them, --proxy twemproxy in redis mode in front of them, and
+--cluster a Redis Cluster from its seed (each key to its slot's master, as load --cluster):
+the table then has a row per member or master (replies, errors, commands as its INFO counted
+them, and a cluster's MOVED and ASK redirections). Not with --vary server-threads or --ray.
 
 Artifacts: scale.json (schema cachelab.scale v1), scale.csv (one row per run), scale-usl.png/svg
 (throughput vs N with the fit), scale-latency.png/svg (each point's latency distribution).
@@ -71,7 +74,7 @@ EXAMPLES = """\
 cachelab scale --quick          # on 2-4 CPUs: server on CPU 0, client on the rest
 cachelab scale --vary server-threads --points 1,2,3,4 --no-pin   # memcached on every CPU
 cachelab scale --proxy 127.0.0.1:22121 --servers-file pool.txt --quick
-cachelab scale --server redis://127.0.0.1:6379 --points 1,2,4,8 --repeats 3 --fail-on invalid
+cachelab scale --cluster --server redis://127.0.0.1:7000 --points 1,2,4,8 --repeats 3
 """
 
 
@@ -152,6 +155,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"bootstrap resamples (default {_D.bootstrap}; quick {_Q.bootstrap})")
     common.add_seed(p, "workload and bootstrap seed", default=_D.seed)
     common.add_protocol_option(p)
+    p.add_argument("--cluster", action="store_true", default=None,
+                   help="the --server (repeatable) is a seed node of a Redis Cluster: every "
+                   "point is a load --cluster run, its masters read from the seed and driven "
+                   "as a pool by hash slot, each master's replies, commands and redirections "
+                   "in the point (docs/resp.md, \"scale\")")
     common.add_no_pin(p)
     cluster.add_flags(p)
     common.finish_parser(p, "scale", run, quick="a small, fast sweep of the same shape",

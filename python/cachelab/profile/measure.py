@@ -28,7 +28,7 @@ from cachelab.pool import parse_server
 from cachelab.profile.cell import Cell, with_percentiles
 from cachelab.profile.model import LatencyProfile
 from cachelab.profile.precise import cell_precision, run_until_precise
-from cachelab.profile.resp import memory_mb_for, resp_server, snapshot
+from cachelab.profile.resp import memory_mb_for, resp_server, resp_version, snapshot
 from cachelab.profile.spec import (
     ProfileSpec,
     item_size_for,
@@ -81,7 +81,10 @@ def profile(
     sends; ``server`` None starts a private redis-server) is profiled with ``SET``, ``GET``,
     ``MGET`` and ``UNLINK``, the floor ``PING``; checked first against its ``maxmemory``,
     watched for ``evicted_keys``, and read for ``INFO`` before and after
-    (:mod:`cachelab.profile.resp`).
+    (:mod:`cachelab.profile.resp`). With ``behind`` too, ``server`` is twemproxy in redis
+    mode: no ``INFO`` of it (it refuses), the floor a ``GET`` of a key never written (it
+    answers ``PING`` itself), and each Redis behind it checked for room, watched and read
+    for ``INFO`` and ``commandstats`` (``behind``; ``server.calls`` their sum).
     """
     spec = spec or ProfileSpec()
     if resp is not None or spec.protocol == "resp":
@@ -113,9 +116,7 @@ def _profile_resp(spec: ProfileSpec, server: str | None, server_options: ServerO
                   server_facts: Mapping[str, Any] | None,
                   on_progress: Callable[[int, int], None] | None,
                   behind: Sequence[str] | None, login: RespLogin) -> LatencyProfile:
-    """:func:`profile` of a Redis or Valkey."""
-    if behind is not None:
-        raise UsageError("a profile over RESP goes straight to the server: not through a proxy")
+    """:func:`profile` of a Redis or Valkey (or of twemproxy in redis mode, ``behind``)."""
     if spec.plain_port is not None:
         raise UsageError("--plain-port: the TLS cost table is memcached's, not for a profile "
                          "over RESP")
@@ -123,6 +124,23 @@ def _profile_resp(spec: ProfileSpec, server: str | None, server_options: ServerO
         TlsOptions() if login.tls else None))
     spec.check()
     writes = profile_writes(spec)
+    if behind is not None:
+        if not isinstance(server, str) or not behind:
+            raise UsageError("a profile through a proxy needs the proxy's HOST:PORT as its "
+                             "server and the servers behind it")
+        if spec.tls is not None:
+            raise UsageError("TLS through a proxy: twemproxy does not speak TLS; profile the "
+                             "proxy over plain TCP")
+        if login.db not in (None, 0):
+            raise UsageError("a RESP profile through a proxy cannot choose a database: "
+                             "twemproxy closes the connection on SELECT (set redis_db in its "
+                             "pool's configuration instead)")
+        hidden = [parse_server(b).address for b in behind]
+        # Any key may land on any server behind: each must hold the whole profile.
+        watch = guard_resp([(a, writes) for a in hidden], login, private=False,
+                           timeout=spec.connect_timeout)
+        facts = {**dict(server_facts or {}), "proxy": True, "behind": hidden}
+        return _measure(spec, server, facts, on_progress, watch, hidden, resp=login)
     target = Target.of(server, options=server_options, resp=login)
     with target.open(memory_mb=memory_mb_for(writes)) as live:
         facts = {**live.facts, **dict(server_facts or {})}
@@ -169,9 +187,15 @@ def _measure(
     seed = spec.seed if spec.seed is not None else secrets.randbits(63)
     spec_dict = spec.to_core(address, seed=seed, proxy=behind is not None)
     timeout = spec.connect_timeout
-    before = [_stats(a, timeout, required=True) for a in behind or ()]
+    if resp is not None and behind is not None:  # Redis servers behind twemproxy: their INFO
+        before = [{"stats": snapshot(a, resp, timeout=timeout, required=True)}
+                  for a in behind]
+    else:
+        before = [_stats(a, timeout, required=True) for a in behind or ()]
     info_before: dict[str, str] = {}
-    if resp is not None:
+    if resp is not None and behind is not None:
+        spec_dict["protocol"] = resp.to_core()
+    elif resp is not None:
         info_before = snapshot(address, resp, timeout=timeout, tls=core_tls(spec.tls),
                                required=True)
         # (the password goes to the engine alone: never into the spec or the result)
@@ -197,10 +221,32 @@ def _measure(
         raw = run_until_precise(spec_dict, spec.precision, spec.samples, batch,
                                 spec.precision_percentile)
     lost = watch.poll(force=True) if watch is not None else None
-    after = [_stats(a, timeout, required=False) for a in behind or ()]
-    side = None if resp is None else resp_server(
-        info_before, snapshot(address, resp, timeout=timeout, tls=core_tls(spec.tls),
-                              required=False), raw["elapsed_s"])
+    behind_side: list[dict[str, Any]] | None = None
+    if resp is not None and behind is not None:
+        behind_side = [
+            {"address": a, "server": {"version": resp_version(b["stats"]), **resp_server(
+                b["stats"], snapshot(a, resp, timeout=timeout, required=False),
+                raw["elapsed_s"])}}
+            for a, b in zip(behind, before)]
+        every = [b["server"]["calls"] for b in behind_side]
+        # The proxy has no INFO: what the servers behind it counted, added up.
+        side = {"deltas": {}, "restart": None, "calls": None if any(
+            c is None for c in every) else {k: sum(c.get(k, 0) for c in every)
+                                            for k in sorted({k for c in every for k in c})}}
+        raw["server"]["version"] = behind_side[0]["server"]["version"]
+    elif resp is not None:
+        side = resp_server(info_before, snapshot(address, resp, timeout=timeout,
+                                                 tls=core_tls(spec.tls), required=False),
+                           raw["elapsed_s"])
+    else:
+        side = None
+        after = [_stats(a, timeout, required=False) for a in behind or ()]
+        if behind is not None:
+            behind_side = [
+                {"address": a, "server": server_view(
+                    {"version": b["version"], "before": b["stats"], "after": f["stats"]},
+                    raw["elapsed_s"])}
+                for a, b, f in zip(behind, before, after)]
     cells = [with_percentiles(Cell.from_dict(c, "profile run"), intervals=True)
              for c in raw["cells"]]
     if spec.precision is not None:
@@ -238,11 +284,7 @@ def _measure(
             "cleaned_up_keys": raw["cleaned_up_keys"],
             **({} if lost is None else {"user_items_lost": lost}),
         },
-        behind=None if behind is None else [
-            {"address": a, "server": server_view(
-                {"version": b["version"], "before": b["stats"], "after": f["stats"]},
-                raw["elapsed_s"])}
-            for a, b, f in zip(behind, before, after)],
+        behind=behind_side,
         precision=raw.get("precision"),
     )
     if raw.get("evicting"):

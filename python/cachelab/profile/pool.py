@@ -32,7 +32,9 @@ from cachelab.pool import parse_server
 from cachelab.profile.cell import TABLE_ROWS, Cell, with_percentiles
 from cachelab.profile.measure import profile
 from cachelab.profile.model import CSV_HEADER, LatencyProfile
+from cachelab.profile.resp import server_lines
 from cachelab.profile.spec import ProfileSpec
+from cachelab.resp import RespLogin
 from cachelab.tables import PERCENTILES, write_json_and_csv
 from cachelab.units import (
     check_limit,
@@ -103,6 +105,9 @@ class PoolProfile:
     spec: dict[str, Any]
     rounds: int
     created: str = field(default_factory=created_now)
+    #: A Redis Cluster's masters (:mod:`cachelab.profile.cluster`): the seed that answered,
+    #: the number of masters, each one's hash-tagged key prefix; None for a pool.
+    cluster: dict[str, Any] | None = None
 
     @property
     def run(self) -> dict[str, Any]:
@@ -134,7 +139,8 @@ class PoolProfile:
                 "distribution": self.distribution, "rounds": self.rounds,
                 "members": [{"address": a, "share": s, "profile": f"members/{_slug(i, a)}"}
                             for i, (a, s) in enumerate(zip(self.addresses, self.shares))],
-                "pool": self.pool, "spec": self.spec, "created": self.created}
+                "pool": self.pool, "spec": self.spec, "created": self.created,
+                **({} if self.cluster is None else {"cluster": self.cluster})}
 
     def save(self, path: Path) -> Path:
         return write_json(path, self.to_dict())
@@ -161,7 +167,11 @@ class PoolProfile:
         lines = [note] if note else []
         lines += [f"pool of {len(self.addresses)} ({self.distribution}), each member "
                  f"profiled in {self.rounds} round(s), order rotated; the pool row weighs each "
-                 "member by its share of the keys"]
+                 "member by its share of the keys"] if self.cluster is None else [
+            f"Redis Cluster of {len(self.addresses)} masters (seed {self.cluster['seed']}), "
+            f"each profiled on its own in {self.rounds} round(s), order rotated, its keys "
+            "under a hash tag of its own slots (an MGET is one command to one master); the "
+            "pool row weighs each master by its share of the slots"]
         for op in ("get", "set"):
             cols = sorted({c["value_size"] for c in self.pool if c["op"] == op})
             if not cols:
@@ -185,6 +195,12 @@ class PoolProfile:
         slow = self.slowest()
         if slow:
             lines += ["", slow]
+        said = [(a, server_lines(m.server, m.client)) for a, m in zip(self.addresses, self.members)
+                if m.server.get("protocol") == "resp"]
+        if said:  # Redis members: what each counted, against what was sent to it
+            lines += ["", "each member's own INFO over its rounds:"]
+            for a, member in said:
+                lines += [f"{a}: {line}" for line in member]
         return "\n".join(lines)
 
     def slowest(self) -> str | None:
@@ -216,11 +232,18 @@ ROUNDS_LIMIT = limit(1, 20)
 
 def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str = "ketama",
                  rounds: int = ROUNDS,
-                 on_progress: Callable[[int, int], None] | None = None) -> PoolProfile:
+                 on_progress: Callable[[int, int], None] | None = None,
+                 resp: RespLogin | None = None, prefixes: Sequence[str] | None = None,
+                 shares: Sequence[float] | None = None) -> PoolProfile:
     """Profiles every member of the pool ``members`` (``host:port[:weight]``) in ``rounds``
     rounds, rotating their order, and computes the pool's single-key rows (module
     docstring). Raises what :func:`~cachelab.profile.profile` raises for a member before
-    every member is measured once.
+    every member is measured once. ``resp``: the members are Redis or Valkey servers, each
+    profiled over RESP with this login (its ``INFO commandstats`` held against what was
+    sent, member by member). ``prefixes``: each member's key prefix (a Redis Cluster's
+    masters, each under a hash tag of its own slots: :mod:`cachelab.profile.cluster`), round
+    r's ``<prefix>r<r>``; ``shares``: each member's share of the keys, when not from
+    ``distribution`` (a cluster's slots).
 
     Cut short, it keeps what was measured: on Ctrl-C (or SIGTERM) it raises
     :class:`~cachelab.errors.Interrupted` with the partial pool as ``err.partial`` (the
@@ -235,7 +258,7 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
                          "rounds and merged (leave out --precision, or profile one member)")
     check_limit("rounds", ROUNDS_LIMIT, rounds)
     addresses = [parse_server(m).address for m in members]
-    shares = key_shares(list(members), distribution)
+    shares = list(shares) if shares is not None else key_shares(list(members), distribution)
     per_round = dataclasses.replace(spec, samples=max(1, math.ceil(spec.samples / rounds)))
     taken: list[list[LatencyProfile]] = [[] for _ in addresses]
     total = rounds * len(addresses)
@@ -247,7 +270,9 @@ def profile_pool(spec: ProfileSpec, members: Sequence[str], *, distribution: str
             k = r % len(order)
             for i in order[k:] + order[:k]:
                 try:
-                    taken[i].append(profile(per_round, server=addresses[i]))
+                    one = per_round if prefixes is None else dataclasses.replace(
+                        per_round, prefix=f"{prefixes[i]}r{r}")
+                    taken[i].append(profile(one, server=addresses[i], resp=resp))
                 except Interrupted as e:
                     taken[i].append(e.partial)
                     raise
@@ -318,7 +343,30 @@ def _merge(profiles: list[LatencyProfile]) -> LatencyProfile:
                 run[k] = run.get(k, 0) + p.run[k]
         for k in ("cancelled", "aborted"):
             run[k] = run.get(k) or p.run.get(k)
-    return dataclasses.replace(first, cells=cells, run=run)
+    if first.server.get("protocol") != "resp" or len(profiles) == 1:
+        return dataclasses.replace(first, cells=cells, run=run)
+    # A Redis member: what each round sent, and what the server counted, added up.
+    client = {**first.client, "commands": _summed(p.client.get("commands") for p in profiles)}
+    server = dict(first.server)
+    calls = [p.server.get("calls") for p in profiles]
+    server["calls"] = None if any(c is None for c in calls) else _summed(calls)
+    deltas = [p.server.get("deltas") or {} for p in profiles]
+    server["deltas"] = {**deltas[0], **_summed(
+        {k: v for k, v in d.items() if isinstance(v, (int, float))} for d in deltas)}
+    if isinstance(deltas[-1].get("connected_clients"), dict):  # first round's before, last's after
+        server["deltas"]["connected_clients"] = {
+            "before": (deltas[0].get("connected_clients") or {}).get("before"),
+            "after": deltas[-1]["connected_clients"].get("after")}
+    return dataclasses.replace(first, cells=cells, run=run, client=client, server=server)
+
+
+def _summed(counts: Any) -> dict[str, Any]:
+    """Counters by name, added up over ``counts`` (mappings; None ones skipped)."""
+    out: dict[str, Any] = {}
+    for c in counts:
+        for k, n in (c or {}).items():
+            out[k] = out.get(k, 0) + n
+    return out
 
 
 def _pool_cells(members: list[LatencyProfile], shares: list[float]) -> list[dict[str, Any]]:

@@ -112,9 +112,9 @@ def floor_words(command: str | None, transport: str | None) -> str:
     behind it. The floor goes on the connection that carries every sample (same socket, same
     server thread, same client), timed right after an untimed one as a get is after its set."""
     where = f"on the measuring {_transport_word(transport)}connection"
-    if command == "get-miss":
-        return (f"floor (get-miss: a get of a key never written, through the proxy to the one "
-                f"server behind it that the key maps to, {where})")
+    if command in ("get-miss", "GET-miss"):  # GET-miss: over RESP (the proxy answers PING)
+        return (f"floor ({command}: a {command[:3]} of a key never written, through the proxy "
+                f"to the one server behind it that the key maps to, {where})")
     return f"loopback floor ({command or 'mn'} {where})"
 
 

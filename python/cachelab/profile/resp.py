@@ -19,8 +19,8 @@ from cachelab.load import server_view
 from cachelab.load.result import resp_counters
 from cachelab.resp import RespLogin, with_identity
 
-__all__ = ["DATA_COMMANDS", "calls_agree", "memory_mb_for", "resp_server", "server_lines",
-           "snapshot"]
+__all__ = ["DATA_COMMANDS", "calls_agree", "memory_mb_for", "resp_server", "resp_version",
+           "server_lines", "snapshot"]
 
 #: The commands a profile sends over RESP, as ``commandstats`` names them (lower case).
 DATA_COMMANDS = ("get", "set", "mget", "unlink", "ping")
@@ -64,33 +64,56 @@ def resp_server(before: Mapping[str, str], after: Mapping[str, str],
     return {"deltas": view["deltas"], "restart": view["restart"], "calls": calls}
 
 
-def calls_agree(sent: Mapping[str, int], calls: Mapping[str, int] | None) -> bool | None:
+def calls_agree(sent: Mapping[str, int], calls: Mapping[str, int] | None,
+                servers: int = 1) -> bool | None:
     """Whether the server counted each data command (:data:`DATA_COMMANDS`) as often as
-    the profile sent it; None when the server's counts are unknown."""
+    the profile sent it; None when the server's counts are unknown. Through a proxy in front
+    of ``servers`` servers (``calls`` their sum): twemproxy splits an ``MGET`` into one per
+    server holding some of its keys, so the servers count from 1 to ``servers`` MGETs for
+    each one sent."""
     if calls is None:
         return None
     mine = {k.lower(): int(n) for k, n in sent.items()}
-    return all(mine.get(c, 0) == calls.get(c, 0) for c in DATA_COMMANDS)
+    return all(mine.get(c, 0) <= calls.get(c, 0) <= servers * mine.get(c, 0)
+               if c == "mget" else mine.get(c, 0) == calls.get(c, 0) for c in DATA_COMMANDS)
 
 
 def server_lines(server: Mapping[str, Any], client: Mapping[str, Any]) -> list[str]:
     """The report's lines about the server's side: its counters' deltas, and whether its
-    own count of each command matches what the profile sent."""
+    own count of each command matches what the profile sent. Through a proxy (``server``'s
+    ``calls`` the servers' behind it added up; their deltas are in the rows behind it), the
+    second line alone."""
     d = server.get("deltas") or {}
-    if not d:
+    proxy = bool(server.get("proxy"))
+    if not d and not proxy:
         return []
-    lines = [f"server: {resp_counters(d)}"]
+    lines = [] if proxy else [f"server: {resp_counters(d)}"]
     calls, sent = server.get("calls"), client.get("commands") or {}
-    agree = calls_agree(sent, calls)
+    servers = len(server.get("behind") or []) if proxy else 1
+    agree = calls_agree(sent, calls, max(1, servers))
     if agree is not None:
         shown = ", ".join(f"{c.upper()} {calls.get(c, 0):,}" for c in DATA_COMMANDS
                           if calls.get(c) or sent.get(c.upper()))
-        lines.append(f"server's commandstats over the run: {shown}: "
-                     + ("the commands the profile sent, each counted once" if agree else
+        whose = (f"the {servers} servers' commandstats behind the proxy, added up"
+                 if proxy else "server's commandstats over the run")
+        same = ("the commands the profile sent, each counted once"
+                + (f" (each MGET as 1 to {servers}: the proxy splits it by server)"
+                   if proxy and sent.get("MGET") else ""))
+        lines.append(f"{whose}: {shown}: "
+                     + (same if agree else
                         "NOT what the profile sent (" + ", ".join(
                             f"{k} {n:,}" for k, n in sorted(sent.items())) +
                         "): another client was busy on the server, or requests were lost"))
     return lines
+
+
+def resp_version(info: Mapping[str, str]) -> str:
+    """A Redis's or Valkey's version as ``INFO`` gives it: ``redis 7.0.15``, ``valkey 8.0.1``
+    ("" when it does not say)."""
+    for name in ("valkey", "redis"):
+        if info.get(f"{name}_version"):
+            return f"{name} {info[f'{name}_version']}"
+    return ""
 
 
 def memory_mb_for(writes: Writes) -> int:

@@ -90,7 +90,12 @@ class ScaleResult:
         s = self.spec
         srv = self.server
         where = (f"through the proxy at {srv.get('address')} to {len(srv['behind'])} server(s) "
-                 "behind it" if srv.get("proxy") else f"at {srv.get('address')}")
+                 "behind it" if srv.get("proxy") else
+                 f"on the Redis Cluster of {srv['cluster'].get('masters', '?')} masters "
+                 f"seeded at {srv['cluster'].get('seed', srv.get('address'))}"
+                 if srv.get("cluster") else
+                 f"on a pool of {len(srv['pool']['members'])} at {srv.get('address')}"
+                 if srv.get("pool") else f"at {srv.get('address')}")
         target = s.get("precision")
         window = (f"window {s['window']:g} s from the steady state" if target is None else
                   f"each run until its {target_percentile(s)} is within ±{100 * target:g} % "
@@ -134,6 +139,7 @@ class ScaleResult:
                             if self.spec.get("keep_invalid") else
                             "a run INVALID for its throughput is left out") + ")")
         lines += behind_lines(self.behind_totals(), "every run, warm-up included")
+        lines += member_lines(self.member_totals(), srv)
         fit = self.usl
         if fit is not None:
             lines += ["", *(["the load client's ceiling, not memcached's (the client "
@@ -182,6 +188,24 @@ class ScaleResult:
         return [{"address": a, "server": {"deltas": d},
                  **({"stopped": stopped[a]} if a in stopped else {})}
                 for a, d in totals.items()]
+
+    def member_totals(self) -> list[dict[str, Any]] | None:
+        """On a pool or a Redis Cluster: each member's (master's) part of every run summed
+        (``runs[].members``: replies, errors, a Redis's commands, a master's redirections),
+        in the order first met; None for one server or a proxy."""
+        totals: dict[str, dict[str, Any]] = {}
+        for run in sorted(self.runs, key=lambda r: r.get("order", 0)):
+            for m in run.get("members") or []:
+                into = totals.setdefault(m["address"], {"address": m["address"], "replies": 0,
+                                                        "errors": 0})
+                into["replies"] += int(m.get("replies", 0))
+                into["errors"] += int(m.get("errors", 0))
+                if "commands" in m:
+                    into["commands"] = into.get("commands", 0) + int(m["commands"])
+                for k, v in (m.get("redirects") or {}).items():
+                    into.setdefault("redirects", {"moved": 0, "ask": 0})
+                    into["redirects"][k] = into["redirects"].get(k, 0) + int(v)
+        return list(totals.values()) or None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "scale result") -> ScaleResult:
@@ -253,6 +277,31 @@ def in_fit_text(row: Mapping[str, Any]) -> str:
     saved before the mean left INVALID runs out)."""
     used = row.get("throughput_runs")
     return "-" if used is None else f"{used}/{row['runs']}"
+
+
+def member_lines(members: list[dict[str, Any]] | None, server: Mapping[str, Any]) -> list[str]:
+    """The table's rows for a pool's members or a cluster's masters (:meth:`ScaleResult.
+    member_totals`): replies, errors, share of the replies; a Redis's commands as its INFO
+    counted them (its own deltas, so the prefill's and clean-up's are not in them); a
+    cluster master's MOVED and ASK."""
+    if not members:
+        return []
+    cluster = server.get("cluster") is not None
+    resp = any("commands" in m for m in members)
+    kind = "master" if cluster else "member"
+    lines = ["", f"each {kind}, every run (warm-up included; replies as the client counted "
+             "them" + (", commands as its INFO counted them" if resp else "") + "):",
+             f"{kind:24}{'replies':>12}{'errors':>8}{'share':>8}"
+             + (f"{'commands':>12}" if resp else "")
+             + (f"{'MOVED':>8}{'ASK':>8}" if cluster else "")]
+    total = sum(m["replies"] for m in members) or 1
+    for m in members:
+        r = m.get("redirects") or {}
+        lines.append(f"{m['address']:24}{m['replies']:>12,}{m['errors']:>8}"
+                     f"{m['replies'] / total:>8.1%}"
+                     + (f"{m.get('commands', 0):>12,}" if resp else "")
+                     + (f"{r.get('moved', 0):>8}{r.get('ask', 0):>8}" if cluster else ""))
+    return lines
 
 
 def member_addresses(members: list[str] | tuple[str, ...]) -> list[str]:

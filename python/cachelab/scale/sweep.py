@@ -49,6 +49,7 @@ def scale(
     ray: RayOptions | None = None,
     behind: Sequence[str] | None = None,
     resp: RespLogin | None = None,
+    cluster: bool = False,
 ) -> ScaleResult:
     """Runs the sweep against ``server`` (``host:port``/``unix:/path``; a list of
     ``host:port[:weight]`` is a pool, hashed by the workload's ``distribution`` as ``load``
@@ -71,19 +72,23 @@ def scale(
 
     A Redis or Valkey (``resp``, the login; or a workload whose ``protocol`` is ``resp``):
     every point is a load over RESP against the one ``server`` (a private redis-server when
-    None, not pinned), and the server's ``io-threads`` (``CONFIG GET``) is recorded where it
-    answers."""
+    None, not pinned; its ``io-threads``, ``CONFIG GET``, recorded where it answers), a pool
+    of them, twemproxy in redis mode with the Redis servers ``behind`` it, or a Redis
+    Cluster (``cluster``: ``server`` the seed node(s); its masters driven as a pool whose
+    keys go by hash slot, each run's ``members`` with their redirections)."""
     spec = spec or ScaleSpec()
-    if resp is None and spec.workload.get("protocol") == "resp":
+    if resp is None and (cluster or spec.workload.get("protocol") == "resp"):
         resp = RespLogin()
     if resp is not None:
         spec = dataclasses.replace(spec, workload={**spec.workload, "protocol": "resp"})
-        if behind is not None or ray is not None or not isinstance(server, (str, type(None))):
-            raise UsageError("a sweep over RESP runs from this machine against one server: "
-                             "not through a proxy, on a pool or with --ray yet")
+        if ray is not None:
+            raise UsageError("a sweep over RESP runs from this machine: not with --ray yet")
         if spec.vary == "server-threads":
             raise UsageError("--vary server-threads restarts a private memcached per point; "
                              "over RESP, vary connections or threads")
+    if cluster and (server is None or behind is not None):
+        raise UsageError("--cluster needs a seed node of the cluster (--server "
+                         "redis://HOST:PORT), not a proxy")
     spec.check()
     if behind is not None:
         if not isinstance(server, str):
@@ -101,17 +106,19 @@ def scale(
         members = list(server)
         if spec.vary == "server-threads":
             raise UsageError("--vary server-threads needs a private memcached, not a pool")
-        server = members[0] if len(members) == 1 else members
+        server = members[0] if len(members) == 1 and not cluster else members
+    if cluster and isinstance(server, str):
+        server = [server]  # the seeds: driven as a pool of the masters read from them
     with connected(ray) if ray is not None else contextlib.nullcontext():
         return _sweep(spec, server, server_options, on_run, ray,
-                      None if behind is None else list(behind), resp)
+                      None if behind is None else list(behind), resp, cluster)
 
 
 def _sweep(spec: ScaleSpec, server: str | list[str] | None,
            server_options: ServerOptions | None,
            on_run: Callable[[int, int, int, dict[str, Any]], None] | None,
            ray: RayOptions | None, behind: list[str] | None = None,
-           resp: RespLogin | None = None) -> ScaleResult:
+           resp: RespLogin | None = None, cluster: bool = False) -> ScaleResult:
     if spec.vary == "server-threads" and server is not None:
         raise UsageError("--vary server-threads needs a private memcached (no --server): "
                          "cachelab restarts it with -t N for every point")
@@ -121,10 +128,14 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
     #: The point being measured (for the reason a sweep stopped).
     current: list[int] = []
     server_facts: dict[str, Any] = {"address": server, "private": server is None}
-    if isinstance(server, list):
+    if isinstance(server, list) and cluster:  # the masters are read by each run
+        server_facts.update(address=", ".join(server), cluster={"seeds": server})
+    elif isinstance(server, list):
         server_facts["address"] = ", ".join(server)
         server_facts["pool"] = {"members": server,
                                 "distribution": spec.run_spec(spec.points[0]).distribution}
+    if resp is not None and (isinstance(server, list) or behind is not None):
+        server_facts["protocol"] = "resp"
     if behind is not None:
         # keyed by host:port, as each run's servers behind are (a weight is no part of it)
         server_facts.update(proxy=True, behind=member_addresses(behind))
@@ -146,6 +157,13 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             result = (load_on_ray(run_spec, agents, server=target.address,
                                   server_facts=target.facts) if target is not None
                       else load_on_ray(run_spec, agents, server=server, behind=behind))
+        elif resp is not None and target is None:  # a pool, a proxy or a cluster over RESP
+            run_spec = dataclasses.replace(run_spec, protocol="resp", tls=run_spec.tls or (
+                TlsOptions() if resp.tls else None))
+            members = tuple(behind if behind is not None else server or ())
+            result = measure_load(run_spec, Target(
+                servers=members, proxy=server if behind is not None else None, resp=resp,
+                cluster=cluster))
         elif behind is not None:  # the proxy spreads the keys over the servers behind it
             result = load(run_spec, server=server, behind=behind)
         elif target is None:  # a pool: load hashes keys over its members
@@ -182,9 +200,10 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
         point["fixes"] = {c: (v["checks"].get(c) or {}).get("fix") for c in point["failed_checks"]}
         point["throughput_reasons"] = list(v.get("throughput_reasons") or [])
         if result.members:
-            point["members"] = [{"address": m["address"], "replies": m["replies"],
-                                 "errors": sum(m["errors"].values()), "down_s": m["down_s"]}
-                                for m in result.members]
+            point["members"] = [member_point(m) for m in result.members]
+            if cluster:  # the seed that answered and the masters it named
+                server_facts["cluster"].update((result.server or {}).get("cluster") or {})
+                server_facts["cluster"]["members"] = [m["address"] for m in result.members]
         if result.behind:
             point["ops"] = result.all["ops"]
             point["behind"] = [{"address": b["address"], "deltas": b["server"]["deltas"],
@@ -201,7 +220,7 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
                         memory_mb=memory_mb(spec.run_spec(n)), threads=n, cpus=pin) as target:
                     measure(rep, n, target)
                 server_facts.update(address="private (restarted per point)")
-        elif isinstance(server, list) or behind is not None:
+        elif isinstance(server, list) or behind is not None:  # (a cluster: its seeds)
             for rep, n in order:
                 measure(rep, n, None)
         else:
@@ -255,6 +274,20 @@ def resp_settings(target: Live, login: RespLogin) -> dict[str, Any]:
         found = {}
     if str(found.get("io-threads", "")).isdigit():
         out["io_threads"] = int(found["io-threads"])
+    return out
+
+
+def member_point(m: Mapping[str, Any]) -> dict[str, Any]:
+    """A pool member's (or a cluster master's) part of a run, as a point records it: its
+    replies, errors and time down; a Redis's commands as its ``INFO`` counted them; a
+    cluster master's ``MOVED``/``ASK`` redirections."""
+    out: dict[str, Any] = {"address": m["address"], "replies": m["replies"],
+                           "errors": sum(m["errors"].values()), "down_s": m["down_s"]}
+    deltas = ((m.get("server") or {}).get("deltas") or {})
+    if "total_commands_processed" in deltas:
+        out["commands"] = deltas["total_commands_processed"]
+    if m.get("redirects") is not None:
+        out["redirects"] = dict(m["redirects"])
     return out
 
 
@@ -383,7 +416,11 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
         client = f"client ({client_threads} load thread(s))"
         sharing, taken = f"{client} and server ({server_threads} worker thread(s))", "memcached"
         alone = "memcached"
-        if server.get("protocol") == "resp":  # Redis: one main thread, io-threads beside it
+        resp = server.get("protocol") == "resp"
+        if resp and (server.get("pool") or server.get("cluster")):  # several redis-servers
+            sharing = f"{client} and the redis-servers"
+            taken, alone = "the redis-servers", "the servers"
+        elif resp:  # Redis: one main thread, io-threads beside it
             sharing = (f"{client} and redis-server (io-threads "
                        f"{server.get('io_threads') or '?'})")
             taken, alone = "redis-server", "the server"
@@ -391,7 +428,8 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
             here = [b for b in server.get("behind", []) if on_this_machine(b)]
             sharing = (f"{client}, the proxy and {len(here)} server(s) behind it" if here
                        else f"{client} and the proxy")
-            taken = "the proxy" + (" and memcached" if here else "")
+            taken = "the proxy" + ((" and redis-server" if resp else " and memcached")
+                                   if here else "")
         out.append(
             f"{sharing} share this machine's {cpus} CPU(s): every core the client uses is "
             f"taken from {taken}, so α and β describe client + server on this box, not "

@@ -1,6 +1,7 @@
 """``cachelab.scale.run``: the verb's one entry. One server, a private memcached (restarted
-per point for ``--vary server-threads``), a pool, a proxy with the servers behind it, or
-Ray agents (``--vary agents``): decided here, from the spec and the target."""
+per point for ``--vary server-threads``), a pool, a proxy with the servers behind it, a
+Redis Cluster, or Ray agents (``--vary agents``): decided here, from the spec and the
+target."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def run(spec: ScaleSpec | None = None, target: TargetLike = None, *,
         spec = dataclasses.replace(spec, workload={**spec.workload, **target.pool})
     on_run = None if progress is None else _said_on(progress)
     return scale(spec, server=target.server(), server_options=target.options, on_run=on_run,
-                 ray=target.ray, behind=target.behind, resp=target.resp)
+                 ray=target.ray, behind=target.behind, resp=target.resp,
+                 cluster=target.cluster)
 
 
 def _said_on(progress: Progress) -> Any:
