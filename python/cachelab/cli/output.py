@@ -58,8 +58,8 @@ CHECKS: dict[str, str] = {
     "precision": "a --precision target was not reached (a p99 interval wider than asked)",
     "replay": "replay's prediction missed the measured added time by more than 15 %",
     "problems": "problems were counted: errors, lost requests, keys left behind, a member "
-    "down or a server stopped (or unused) behind the proxy, a rate not held, mismatches; lines lost by "
-    "a capture; a run step that failed",
+    "down or a server stopped (or unused) behind the proxy, a rate not held, mismatches; "
+    "lines lost by a capture; a run step that failed",
 }
 
 #: The exit-code paragraph every verb's --help ends its description with.
