@@ -30,7 +30,7 @@ from cachelab.servers import PrivateMemcached  # noqa: E402
 from clitools import InProcess  # noqa: E402
 from fakes import FakeServer  # noqa: E402
 from privatepg import PrivatePostgres  # noqa: E402
-from privateredis import PrivateRedis, secret  # noqa: E402
+from privateredis import PrivateRedis, PrivateRedisCluster, secret  # noqa: E402
 
 #: Session fixtures too costly to start once in every pytest-xdist worker (``make test`` runs the
 #: suite in several): the tests that use one are sent to one worker (``--dist loadgroup``).
@@ -38,9 +38,11 @@ SHARED_FIXTURES = {"postgresql_dsn": "postgres", "results": "report", "more": "r
                    "swept": "report"}
 #: Module-scoped fixtures that measure or simulate for seconds (test_damaged_results' saved
 #: results, test_profiles_model's measured profile, test_load_merge's runs, the replay and
-#: calibration results), or that need fixed ports (test_twemproxy's members on port 11211):
-#: their module's tests that use one share a worker too.
-MODULE_FIXTURES = {"saved", "measured", "outcomes", "result", "members_11211"}
+#: calibration results), that start several servers (a Redis ``pair``, a 3-master
+#: ``cluster``), or that need fixed ports (test_twemproxy's members on port 11211): their
+#: module's tests that use one share a worker too.
+MODULE_FIXTURES = {"saved", "measured", "outcomes", "result", "members_11211", "pair",
+                   "cluster"}
 RAY_TESTS = Path(__file__).parent / "ray"
 
 
@@ -125,6 +127,30 @@ def redis() -> Iterator[PrivateRedis]:
         pytest.skip(str(e))
     with server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[list[PrivateRedis]]:
+    """Two private redis-servers without a password, one pair per test module (a client-side
+    pool, or the servers behind a twemproxy). Skips without redis-server."""
+    try:
+        a, b = PrivateRedis(), PrivateRedis()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    with a, b:
+        yield [a, b]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PrivateRedisCluster]:
+    """A private 3-master Redis Cluster on 127.0.0.31-33, one per test module: its tests leave
+    it empty and give back any slot they move. Skips without redis-server."""
+    try:
+        c = PrivateRedisCluster()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    with c:
+        yield c
 
 
 @pytest.fixture(scope="session")

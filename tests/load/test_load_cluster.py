@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +26,6 @@ from clitools import InProcess, one_error_line
 from privateredis import PrivateRedisCluster
 
 RUN_TIMEOUT = 60
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivateRedisCluster]:
-    """The module's cluster: its tests leave it empty and give back any slot they move."""
-    try:
-        c = PrivateRedisCluster()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with c:
-        yield c
 
 
 def _load(tmp_path: Path, *args: str) -> list[str]:

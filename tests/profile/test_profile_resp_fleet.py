@@ -9,7 +9,6 @@ speed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +25,6 @@ SMALL = ["--quick", "--samples", "30", "--warmup", "2", "--sizes", "100,10K", "-
 
 #: The commands a profile sends over RESP, as the record names them and as commandstats does.
 COMMANDS = {"GET": "get", "SET": "set", "MGET": "mget", "UNLINK": "unlink", "PING": "ping"}
-
-
-@pytest.fixture(scope="module")
-def pair() -> Iterator[list[PrivateRedis]]:
-    try:
-        a, b = PrivateRedis(), PrivateRedis()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with a, b:
-        yield [a, b]
 
 
 def _calls(server: PrivateRedis) -> dict[str, int]:
@@ -135,16 +124,6 @@ def test_through_twemproxy_in_redis_mode_the_servers_behind_count_what_was_sent(
     assert saved["run"]["leftover_keys"] == 0
     _no_keys(pair)
     assert refused.returncode == 2 and "redis_db" in one_error_line(refused)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivateRedisCluster]:
-    try:
-        c = PrivateRedisCluster()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with c:
-        yield c
 
 
 def _node_calls(cluster: PrivateRedisCluster, i: int) -> dict[str, int]:

@@ -8,7 +8,6 @@ is left behind. Short sweeps (two points, 0.8 s a run); assertions on counts, ne
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,26 +22,6 @@ from privateredis import PrivateRedis, PrivateRedisCluster
 SHORT = ["--points", "1,2", "--repeats", "1", "--warmup", "0.2", "--settle", "0.2",
          "--window", "0.4", "--interval", "0.1", "--bootstrap", "0", "--key-space", "1000",
          "--mix", "get=100", "--no-plots", "--format", "table"]
-
-
-@pytest.fixture(scope="module")
-def pair() -> Iterator[list[PrivateRedis]]:
-    try:
-        a, b = PrivateRedis(), PrivateRedis()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with a, b:
-        yield [a, b]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivateRedisCluster]:
-    try:
-        c = PrivateRedisCluster()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with c:
-        yield c
 
 
 def _gets(clients: list[Any]) -> list[int]:
