@@ -401,6 +401,40 @@ class Outage:
     writer: dict[str, Any]
     reader: dict[str, Any]
 
+    def judge(self, kind: str) -> None:
+        """The outage scenarios' checks, on any L2: reads never raise and none is staler than
+        the writer's stated bounds after the fault (with OUTAGE_SLACK for a loaded machine);
+        ``lease``: the lost lease request is owed a delete and no read waits on it longer than
+        the stated ``orphan_lease_s``; else the writes met the open breaker and their deletes
+        were owed. Prints what was seen."""
+        stated = self.writer["staleness"]
+        cross, owed, after = (stated.get(k) for k in ("cross_process_s", "owed_delivery_s",
+                                                       "after_outage_s"))
+        assert owed is not None and after is not None, stated
+        h = self.history
+        rep = h.check()
+        past = rep.over_outages(cross, self.outages, owed, after, OUTAGE_SLACK)
+        end = self.outages[0][1]
+        print(kind, rep.summary(), f"; stated after-outage bound {after} s, {len(past)} past "
+              "it; latest stale read", max((round(r.start - end, 3) for r, _ in
+                                            rep.cross_process), default=None),
+              "s after the fault ended; longest read after it",
+              max((round(op.end - max(op.start, end), 3) for op in h.ops if op.kind == "r"),
+                  default=None), "s; reader's lease waits",
+              self.reader["facts"]["events"].get("lease_waits"), "; writer",
+              self.writer["facts"])
+        assert not h.errors, h.error_kinds()  # reads never raise, in an outage or after it
+        assert rep.reads > 100 and not rep.unknown and rep.same_process == []
+        facts = self.writer["facts"]
+        if kind == "lease":  # the lost lease request's placeholder is owed a delete
+            assert facts["owed_after_fill"] >= 1, facts
+            waits = h.waits_over(self.outages, stated["orphan_lease_s"] + OUTAGE_SLACK)
+            assert waits == [], [(op.key, round(op.end - op.start, 3)) for op in waits[:5]]
+        else:  # the writes met the open breaker: their deletes were owed
+            assert facts["breaker_at_write"] != "closed" and facts["owed_after_writes"] == 2, \
+                facts
+        assert past == [], [(r.key, r.value, round(x, 3)) for r, x in past[:5]]
+
 
 def _pool_member(servers: list[str], prefix: str) -> tuple[str, int]:
     """A prefix (``prefix`` or ``prefix-<n>``) under which keys 0 and 1 of the workers' key
