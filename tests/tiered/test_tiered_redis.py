@@ -477,9 +477,12 @@ def test_tracking_clears_l1_while_blind_and_trusts_it_again_after(
         os.kill(redis.pid, signal.SIGCONT)
     _healthy(tracking)
     assert tracking.reconnects >= 1
-    b.get(kb, 1)
-    b.get(kb, 1)
-    assert b.l1.contains((kb.name, 1))  # trusted again
+
+    def held() -> bool:  # (read until the push of B's own store has come: as above)
+        b.get(kb, 1)
+        return b.l1.contains((kb.name, 1))
+
+    wait_for(held, "B's L1 to be trusted again")
     b.close()
 
 
