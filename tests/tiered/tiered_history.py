@@ -599,6 +599,35 @@ class History:
         """The age of the oldest value read (0.0 without tagged values)."""
         return max((start - born for _, born, start in self.ages), default=0.0)
 
+    def judge_swr(self, cross: float, soft: float, hard: float, *, reads: int,
+                  writes: int) -> None:
+        """The stale-while-revalidate history's checks, on any L2 (keys 2 and 3 never
+        written): writes bounded by ``cross`` (+ SLACK) as without a soft ttl; stale values
+        served and revalidated; no value read older than the ``hard`` ttl (1 s for a busy
+        machine between the loader's clock read and the store); a key never written reloaded
+        once per ``soft`` period across the processes — one early reload at most for each
+        request to the L2 that failed (its key is deleted, and the next read reloads it
+        sooner: a timeout on a machine that stalls the server, seen at load 8). At least
+        ``reads`` reads and ``writes`` writes. Prints what was seen."""
+        rep = self.check()
+        gaps = self.reload_gaps([2, 3])
+        events = {k: sum(e[k] for e in self.events) for k in ("stale_hits", "revalidations",
+                                                                "revalidation_errors")}
+        print(rep.summary(cross + SLACK), f"; oldest value read {self.oldest():.3f} s (ttl "
+              f"{hard} s); reloads of unwritten keys {len(gaps) + 2}, shortest gap "
+              f"{min(gaps, default=float('nan')):.3f} s (soft_ttl {soft} s); {events}")
+        assert all(k.startswith("put: Server") for k in self.error_kinds()), self.error_kinds()
+        assert rep.reads > reads and rep.writes > writes and not rep.unknown
+        assert rep.same_process == []
+        assert rep.over(cross + SLACK) == []
+        assert events["stale_hits"] > 0 and events["revalidations"] > 0, events
+        assert max(start - born for _, born, start in self.ages) > soft
+        assert self.oldest() <= hard + 1.0, self.oldest()
+        failed = sum(e.get(k, 0) for e in self.events
+                     for k in ("write_errors", "lease_timeouts", "revalidation_errors"))
+        early = [g for g in gaps if g < soft - 0.05]
+        assert len(gaps) >= 2 and len(early) <= failed, (sorted(gaps)[:5], failed, events)
+
     def reload_gaps(self, keys: list[Any]) -> list[float]:
         """The seconds between consecutive loads of each of ``keys``, over all processes."""
         gaps = []
