@@ -74,8 +74,8 @@ def make(address: str, store: Store, *, l1: Any = None, prefix: str | None = Non
     return cache, kc, tier
 
 
-def wait_for(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
