@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ import redis as redispy
 from tiered_helpers import Store, wait_for
 from tiered_history import SLACK, run_history, run_outage
 
+import testcerts
 from cachelab.errors import (
     ServerError,
     ServerReplyError,
@@ -190,31 +190,12 @@ def test_a_value_over_redis_limit_is_refused_before_it_is_sent(
     t.close()
 
 
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
-
-
-def _ca(d: Path, name: str) -> tuple[Path, Path]:
-    cert, key = d / f"{name}.pem", d / f"{name}.key"
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign")
-    return cert, key
-
-
 def test_the_tier_over_rediss_verifies_the_certificate(tmp_path: Path) -> None:
     """``rediss://``: the tier speaks TLS, verified against ``ssl_ca_certs`` (passed through
     to redis-py); another CA's certificate fails in one bounded call, as a
     TlsHandshakeFailed (a ServerUnreachable: the breaker takes it as the server down)."""
-    ca, other = _ca(tmp_path, "ca"), _ca(tmp_path, "other")
-    key, csr, cert, ext = (tmp_path / n for n in ("s.key", "s.csr", "s.pem", "s.ext"))
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", str(key), "-out", str(csr), "-subj", "/CN=server")
-    ext.write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
-                   "extendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-             "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))
+    ca, other = testcerts.ca(tmp_path, "ca"), testcerts.ca(tmp_path, "other")
+    cert, key = testcerts.leaf(tmp_path, "server", ca, "IP:127.0.0.1")
     try:
         server = PrivateRedis(tls=(str(cert), str(key), str(ca[0])))
     except RuntimeError as e:

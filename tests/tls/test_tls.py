@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import cachelab._core as _core
+import testcerts
 from cachelab.errors import TlsHandshakeFailed, UsageError
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import LRUMemory, MemcachedTier, TieredCache
@@ -32,38 +33,13 @@ pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
 ONLY_NAME = "cache.test"
 
 
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
-
-
-def _ca(d: Path, name: str) -> tuple[Path, Path]:
-    cert, key = d / f"{name}.pem", d / f"{name}.key"
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign")
-    return cert, key
-
-
-def _leaf(d: Path, name: str, ca: tuple[Path, Path], san: str) -> tuple[Path, Path]:
-    cert, key, csr, ext = (d / f"{name}.pem", d / f"{name}.key", d / f"{name}.csr",
-                           d / f"{name}.ext")
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}")
-    ext.write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
-                   "extendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-             "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))
-    return cert, key
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("certs")
-    ca = _ca(d, "test-ca")
-    other = _ca(d, "other-ca")
-    server = _leaf(d, "server", ca, "IP:127.0.0.1,DNS:localhost")
-    named = _leaf(d, "named", ca, f"DNS:{ONLY_NAME}")
+    ca = testcerts.ca(d, "test-ca")
+    other = testcerts.ca(d, "other-ca")
+    server = testcerts.leaf(d, "server", ca, "IP:127.0.0.1,DNS:localhost")
+    named = testcerts.leaf(d, "named", ca, f"DNS:{ONLY_NAME}")
     return {"ca": ca[0], "other_ca": other[0], "server_cert": server[0],
             "server_key": server[1], "named_cert": named[0], "named_key": named[1]}
 
