@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from tiered_helpers import Store, make, wait_for
-from tiered_history import SLACK, History, run_history, run_outage
+from tiered_history import History, run_history, run_outage
 
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import LRUMemory, MemcachedPool, MemcachedTier, TieredCache
@@ -31,16 +31,7 @@ def test_history_has_no_read_staler_than_the_stated_bound(
         proxy.delay(0.0005)
         h = run_history(proxy.address, tmp_path / "db.sqlite", f"hist{os.getpid()}", tmp_path,
                         procs=procs, threads=threads, seconds=seconds)
-    rep = h.check()
-    print(rep.summary(bound + SLACK))
-    # No read may raise; a put may still raise during a timeout (the busy machine's proxy can
-    # be slower than the 250 ms default) - issue 17's outage part stops that. Such a write
-    # counts as never completed.
-    assert all(k.startswith("put: Server") for k in h.error_kinds()), h.error_kinds()
-    assert rep.reads > 1000 and rep.writes > 100  # it did run, and raced
-    assert not rep.unknown
-    assert rep.same_process == []
-    assert rep.over(bound + SLACK) == []
+    h.judge(bound)
 
 
 @pytest.mark.slow

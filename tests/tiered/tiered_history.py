@@ -599,6 +599,19 @@ class History:
         """The age of the oldest value read (0.0 without tagged values)."""
         return max((start - born for _, born, start in self.ages), default=0.0)
 
+    def judge(self, bound: float, *, reads: int = 1000, writes: int = 100) -> None:
+        """The put/invalidate history's checks, on any L2: no read raises (a put may, during
+        a timeout: such a write counts as never completed); it ran and raced (more than
+        ``reads`` reads and ``writes`` writes); every value read is known; none is stale in its
+        own process, nor staler than ``bound`` (+ SLACK) in another. Prints what was seen."""
+        rep = self.check()
+        print(rep.summary(bound + SLACK))
+        assert all(k.startswith("put: Server") for k in self.error_kinds()), self.error_kinds()
+        assert rep.reads > reads and rep.writes > writes
+        assert not rep.unknown
+        assert rep.same_process == []
+        assert rep.over(bound + SLACK) == []
+
     def judge_swr(self, cross: float, soft: float, hard: float, *, reads: int,
                   writes: int) -> None:
         """The stale-while-revalidate history's checks, on any L2 (keys 2 and 3 never
