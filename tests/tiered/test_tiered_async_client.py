@@ -196,3 +196,33 @@ def test_close_in_the_pass_that_made_calls_answers_them_first(memcached) -> None
         await c2.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("then", ["stopped", "closed"])
+def test_a_call_left_in_a_stopped_loops_outbox_does_not_hold_close(memcached, then: str) -> None:
+    """A call made in a loop's last pass is queued for a flush that never runs once the loop
+    stops. close() from another loop sends it (the loop only stopped) or forgets it (the loop
+    is closed: nobody can await it) and returns: the queued request held the close gate, and,
+    with the loop closed, referred to its own outbox, so close waited forever (issue 32)."""
+    p = _prefix()
+    c = _core.AsyncClient(memcached.address, timeout=1)
+    first = asyncio.new_event_loop()
+
+    def last_pass() -> None:
+        c.get_multi([p + "k"])  # queued; the flush is scheduled for a pass that never comes
+        first.stop()
+
+    first.call_soon(last_pass)
+    first.run_forever()
+    if then == "closed":
+        first.close()
+
+    async def close_elsewhere() -> float:
+        start = time.monotonic()
+        await asyncio.wait_for(c.close(), 10)
+        return time.monotonic() - start
+
+    assert asyncio.run(close_elsewhere()) < 5  # within the timeout's bound, not 10 s or never
+    assert c.closed
+    if then == "stopped":
+        first.close()

@@ -144,9 +144,14 @@ impl Slot {
         out.len() == 1
     }
 
+    /// The queued requests, taken out of the outbox (the lock released before they drop).
+    fn take_outbox(&self) -> Vec<Job> {
+        std::mem::take(&mut *self.outbox.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// Hands the queued requests to the runtime in one spawn (one wake-up of its thread).
     fn flush(&self) -> PyResult<()> {
-        let jobs = std::mem::take(&mut *self.outbox.lock().unwrap_or_else(PoisonError::into_inner));
+        let jobs = self.take_outbox();
         if !jobs.is_empty() {
             runtime()?.spawn(async move {
                 for job in jobs {
@@ -305,7 +310,9 @@ impl AsyncClient {
                 .map(|(l, m)| (l.clone_ref(py), Arc::clone(&m.get().slot)))
                 .collect()
         };
-        // Loops closed since are forgotten.
+        // Loops closed since are forgotten, and so are the requests still in their outboxes
+        // (queued in the loop's last pass, its flush never run): nobody can await them, and
+        // each holds the close gate and its slot (a cycle) — `close` would wait on them forever.
         let closed: Vec<Py<PyAny>> = known
             .into_iter()
             .filter(|(l, _)| {
@@ -314,7 +321,10 @@ impl AsyncClient {
                     .and_then(|c| c.is_truthy())
                     .unwrap_or(true)
             })
-            .map(|(l, _)| l)
+            .map(|(l, slot)| {
+                drop(slot.take_outbox());
+                l
+            })
             .collect();
         let (bell, ear) = UnixStream::pair()?;
         bell.set_nonblocking(true)?;
