@@ -177,9 +177,13 @@ def test_a_stopped_member_is_marked_down_and_the_others_go_on(
     down = members[2]
     assert down["down"], down
     assert down["errors"].get("member_down", 0) > 0 and down["errors"].get("timeout", 0) >= 1
-    # Down from its first timeout (within a timeout of the stop) until it answers again (the
-    # retry after the stop's end, and a timeout if that retry came while it was stopped).
-    assert paused - timeout <= down["down_s"] <= paused + 1 + timeout + 0.5, (paused, down["down"])
+    # Down from its first timeout (a timeout after the first request sent to it once stopped)
+    # until it answers again (the retry after the stop's end, and a timeout if that retry came
+    # while it was stopped). The test's own `paused` also counts the signals' delivery and the
+    # time until the client next sent to it: 3 ms more than down_s + timeout beside a CPU hog,
+    # so 0.25 s of slack below.
+    assert paused - timeout - 0.25 <= down["down_s"] <= paused + 1 + timeout + 0.5, (
+        paused, down["down"])
     assert saved["all"]["errors"]["member_down"] == sum(
         m["errors"].get("member_down", 0) for m in members)
     elapsed = saved["run"]["elapsed_s"]
