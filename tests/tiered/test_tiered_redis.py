@@ -480,10 +480,79 @@ def test_tracking_refuses_what_it_cannot_track(redis: PrivateRedis, prefix: str)
     cache = TieredCache(RedisTier(redis.url), LRUMemory(max_items=1), prefix=prefix)
     with pytest.raises(UsageError, match="interval"):
         RedisTracking(cache, interval=0)
-    tls = TieredCache(RedisTier("rediss://127.0.0.1:1"), LRUMemory(max_items=1), prefix=prefix)
-    with pytest.raises(UsageError, match=r"plain TCP only: not rediss://"):
-        RedisTracking(tls)
-    assert tls.staleness()["cross_process_s"] == 1.0  # the L1 ttl, as without it
+    class Mine(redispy.Connection):  # a connection class of the user's own
+        pass
+
+    mine = TieredCache(RedisTier(redispy.Redis(connection_pool=redispy.ConnectionPool(
+        connection_class=Mine, host="127.0.0.1", port=1))), LRUMemory(max_items=1),
+        prefix=prefix)
+    with pytest.raises(UsageError, match=r"TCP, TLS \(rediss://\) or a Unix socket.*Mine"):
+        RedisTracking(mine)
+    assert mine.staleness()["cross_process_s"] == 1.0  # the L1 ttl, as without it
+    ocsp = TieredCache(RedisTier("rediss://127.0.0.1:1", ssl_validate_ocsp=True),
+                       LRUMemory(max_items=1), prefix=prefix)
+    with pytest.raises(UsageError, match="OCSP"):
+        RedisTracking(ocsp)
+
+
+@pytest.mark.parametrize("transport", ["rediss", "unix"])
+def test_tracking_speaks_what_the_tier_speaks(transport: str, tmp_path: Path,
+                                              store: Store) -> None:
+    """Over TLS (the tier's certificate settings: a CA that signed the server's) and over a
+    Unix socket, tracking drops another process's L1 entry within its bound, as over TCP;
+    with another CA's certificate it never trusts L1 (blind: cleared, not stale)."""
+    extra: tuple[str, ...] = ()
+    tls = None
+    if transport == "rediss":
+        ca, other = testcerts.ca(tmp_path, "ca"), testcerts.ca(tmp_path, "other")
+        cert, key = testcerts.leaf(tmp_path, "server", ca, "IP:127.0.0.1")
+        tls = (str(cert), str(key), str(ca[0]))
+    else:
+        extra = ("--unixsocket", str(tmp_path / "redis.sock"), "--unixsocketperm", "700")
+    try:
+        server = PrivateRedis(*extra, tls=tls)
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    with server:
+        url = f"rediss://127.0.0.1:{server.tls_port}"
+        prefix = f"tr{os.getpid()}{transport}"
+
+        def tier() -> RedisTier:  # (a Unix socket: through a redis.Redis of the user's)
+            if transport == "rediss":
+                return RedisTier(url, timeout=1.0, connect_timeout=1.0, ssl_ca_certs=str(ca[0]))
+            return RedisTier(redispy.Redis(unix_socket_path=str(tmp_path / "redis.sock"),
+                                           socket_timeout=1.0, socket_connect_timeout=1.0))
+
+        def cache() -> tuple[TieredCache, object]:
+            c = TieredCache(tier(), LRUMemory(max_items=100, ttl=None), prefix=prefix)
+            return c, c.key_class("item", store.load)
+
+        (a, ka), (b, kb) = cache(), cache()
+        tracking = RedisTracking(b)
+        _healthy(tracking)
+
+        def held() -> bool:  # (a fill's own store's push keeps it out of L1 at first)
+            assert b.get(kb, 1)["body"].startswith("body of 1")
+            return b.l1.contains((kb.name, 1))
+
+        wait_for(held, "B's L1 to hold the value")
+        store.write(1, "v2", 1)
+        a.put(ka, 1, store.load([1])[1])
+        done = time.monotonic()
+        wait_for(lambda: b.get(kb, 1)["body"] == "v2", "B to see the put")
+        assert time.monotonic() - done <= tracking.bound_s() + 1.0  # generous: a loaded machine
+        assert tracking.pushes >= 1 and tracking.dropped >= 1
+        a.invalidate(ka, 1)
+        b.close()
+        a.close()
+        if transport == "rediss":  # the server's certificate signed by a CA not trusted
+            c = TieredCache(RedisTier(url, timeout=0.5, connect_timeout=0.5,
+                                      ssl_ca_certs=str(other[0])),
+                            LRUMemory(max_items=100, ttl=None), prefix=prefix)
+            blind = RedisTracking(c, interval=0.05)
+            wait_for(lambda: blind.reconnects >= 2, "two refused handshakes")
+            assert not blind.healthy and blind.pushes == 0
+            c.close()
 
 
 def test_history_with_tracking_bounds_other_processes_below_the_l1_ttl(

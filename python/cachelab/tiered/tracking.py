@@ -31,9 +31,11 @@ value from L1 more than ``1.5 × interval + timeout`` after the write returned
 or the network does — provided this thread gets the CPU.
 ``TieredCache.staleness()`` states ``min(L1 ttl, that)`` as ``cross_process_s``.
 
-Limits: plain TCP only (``rediss://`` is refused in one line: the listener does not speak TLS
-yet); one Redis (no cluster); every push bumps the cache's one epoch, so under heavy writes
-fills racing pushes are not admitted to L1 (read again from Redis: correct, slower).
+It connects as the tier's own client does: TCP, TLS (``rediss://``: the client's certificate
+settings, ``ssl_ca_certs``, ``ssl_certfile`` …, verified the same way) or a Unix socket (a
+``redis.Redis(unix_socket_path=…)`` given to the tier). Limits: one Redis (no cluster); OCSP
+checks are refused in one line; every push bumps the cache's one epoch, so under heavy
+writes fills racing pushes are not admitted to L1 (read again from Redis: correct, slower).
 Keys are mapped back to L1 entries through the cache's key memo; a pushed key this process
 cannot map (its memo was cleared since) clears the whole L1.
 """
@@ -43,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -132,6 +135,44 @@ class _Reader:
         raise _Closed(f"not RESP3: {kind!r}")
 
 
+#: redis-py's ``ssl_cert_reqs`` words.
+_CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL,
+              "required": ssl.CERT_REQUIRED}
+
+
+def _tls_context(ckw: dict[str, Any]) -> ssl.SSLContext:
+    """The TLS settings of a redis-py ``SSLConnection``'s keyword arguments, checked as it
+    checks them: the CA, the client certificate, ``ssl_cert_reqs``, ``ssl_check_hostname``,
+    the minimum version, the ciphers and the verify flags."""
+    if ckw.get("ssl_validate_ocsp") or ckw.get("ssl_validate_ocsp_stapled"):
+        raise UsageError("RedisTracking does not check OCSP (ssl_validate_ocsp): track over "
+                         "a client without it, or leave RedisTracking out")
+    reqs = ckw.get("ssl_cert_reqs", "required")
+    if isinstance(reqs, str):
+        if reqs.lower() not in _CERT_REQS:
+            raise UsageError(f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}, "
+                             f"not {reqs!r}")
+        reqs = _CERT_REQS[reqs.lower()]
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = bool(ckw.get("ssl_check_hostname", True)) and reqs != ssl.CERT_NONE
+    ctx.verify_mode = reqs
+    for flag in ckw.get("ssl_include_verify_flags") or ():
+        ctx.verify_flags |= flag
+    for flag in ckw.get("ssl_exclude_verify_flags") or ():
+        ctx.verify_flags &= ~flag
+    if ckw.get("ssl_certfile") or ckw.get("ssl_keyfile"):
+        ctx.load_cert_chain(ckw.get("ssl_certfile"), ckw.get("ssl_keyfile"),
+                            ckw.get("ssl_password"))
+    if any(ckw.get(k) is not None for k in ("ssl_ca_certs", "ssl_ca_path", "ssl_ca_data")):
+        ctx.load_verify_locations(cafile=ckw.get("ssl_ca_certs"), capath=ckw.get("ssl_ca_path"),
+                                  cadata=ckw.get("ssl_ca_data"))
+    if ckw.get("ssl_min_version") is not None:
+        ctx.minimum_version = ckw["ssl_min_version"]
+    if ckw.get("ssl_ciphers"):
+        ctx.set_ciphers(ckw["ssl_ciphers"])
+    return ctx
+
+
 class RedisTracking:
     """Drops ``cache``'s L1 entries as Redis reports writes of their keys (see the module
     docstring). ``cache`` has a :class:`~cachelab.tiered.RedisTier` L2 over ``redis://``.
@@ -144,16 +185,26 @@ class RedisTracking:
         if not isinstance(tier, RedisTier):
             raise UsageError("RedisTracking needs a TieredCache whose l2 is a RedisTier")
         ckw = tier.client.connection_pool.connection_kwargs
-        kind = getattr(tier.client.connection_pool, "connection_class", None)
-        if "host" not in ckw or getattr(kind, "__name__", "") != "Connection":
-            raise UsageError("RedisTracking speaks plain TCP only: not rediss:// or a Unix "
-                             "socket yet (the L1 ttl still bounds other processes)")
+        kind = getattr(getattr(tier.client.connection_pool, "connection_class", None),
+                       "__name__", "")
+        #: (host, port) over TCP or TLS, or a Unix socket's path; the TLS settings, if any.
+        self._addr: tuple[str, int] | str
+        self._tls: ssl.SSLContext | None = None
+        if kind in ("Connection", "SSLConnection") and "host" in ckw:
+            self._addr = (ckw["host"], int(ckw.get("port", 6379)))
+            if kind == "SSLConnection":
+                self._tls = _tls_context(ckw)
+        elif kind == "UnixDomainSocketConnection" and ckw.get("path"):
+            self._addr = str(ckw["path"])
+        else:
+            raise UsageError(f"RedisTracking connects over TCP, TLS (rediss://) or a Unix "
+                             f"socket, as redis-py's own connections do: not over a {kind or '?'}"
+                             " (the L1 ttl still bounds other processes)")
         if interval <= 0:
             raise UsageError(f"RedisTracking interval must be > 0 s, not {interval}")
         self.cache = cache
         self.interval = float(interval)
         self.timeout = float(timeout if timeout is not None else tier.timeout or 0.25)
-        self._addr = (ckw["host"], int(ckw.get("port", 6379)))
         self._auth = (ckw.get("username") or "default", ckw.get("password"))
         self._prefix = cache.prefix + ":"
         self._stop = threading.Event()
@@ -219,10 +270,31 @@ class RedisTracking:
             self.reconnects += 1
             self._stop.wait(self.interval)
 
-    def _session(self) -> None:
+    def _connect(self) -> socket.socket:
+        """A connection to the tier's Redis (the TLS handshake done), within ``timeout`` for
+        each step."""
+        if isinstance(self._addr, str):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(self._addr)
+            except OSError:
+                sock.close()
+                raise
+            return sock
         sock = socket.create_connection(self._addr, timeout=self.timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                return self._tls.wrap_socket(sock, server_hostname=self._addr[0])
+        except OSError:  # (ssl.SSLError among them: a certificate refused)
+            sock.close()
+            raise
+        return sock
+
+    def _session(self) -> None:
+        sock = self._connect()
+        try:
             sock.settimeout(self.interval / 2)
             reader = _Reader()
             hello: list[str] = ["HELLO", "3"]
