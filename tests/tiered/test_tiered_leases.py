@@ -288,12 +288,15 @@ def test_a_lease_request_run_late_by_a_slow_server_is_deleted_again(
             wait_for(lambda: cache.events.pending_invalidations == 0, "the owed delete")
             wait_for(lambda: raw.get(key) is not None, "the late lease request's placeholder")
             # This process waits on it only until the second delete has removed it, then wins
-            # the lease and stores the key.
+            # the lease and stores the key — or, when that delete is late (beside a CPU hog the
+            # replay thread waited for the CPU), only until it is due: then it loads the key
+            # without storing it, and the delete removes the placeholder soon after.
             assert cache.get(kc, 2)["n"] == 2
             waited = time.monotonic() - lost
             assert waited < settle + SLACK, f"waited {waited:.2f} s on the orphaned placeholder"
             assert cache.events.lease_timeouts == 0
-            assert raw.get(key), "the key's value, stored over the removed placeholder"
+            wait_for(lambda: raw.get(key) != b"", "the second delete of the placeholder",
+                     settle + SLACK)  # (gone: the key's value stored, or nothing)
         assert len(store.calls) == 3  # keys 1 and 2, and 2 again
         cache.close()
 
