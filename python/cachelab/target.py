@@ -137,8 +137,6 @@ class Target:
         if self.private_pool is not None or not self.servers:
             raise UsageError("--cluster needs a seed node of the cluster: --server "
                              "redis://HOST:PORT (its masters are read from it)")
-        if self.ray is not None:
-            raise UsageError("--cluster runs from this machine: not with --ray yet")
         if self.resp is not None and self.resp.db not in (None, 0):
             raise UsageError(f"a Redis Cluster has only database 0, not {self.resp.db}: "
                              "drop the /DB from the URL")

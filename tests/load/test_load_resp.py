@@ -392,7 +392,7 @@ def test_the_room_check_names_what_redis_would_do() -> None:
     (["profile", "--protocol", "text", "--server", "redis://:PW@127.0.0.1:1"],
      "--protocol text, but --server redis://:***@127.0.0.1:1 is a Redis URL"),
     (["load", "--server", "redis://:PW@127.0.0.1:1/x"], 'database "x" is not a number'),
-    (["load", "--protocol", "resp", "--private-pool", "2"], "not with --ray or --private-pool"),
+    (["load", "--protocol", "resp", "--private-pool", "2"], "not with --private-pool yet"),
     (["load", "--server", "redis://:PW@127.0.0.1:1", "--server", "127.0.0.1:2"],
      "give every server as a redis:// URL, or none"),
 ])

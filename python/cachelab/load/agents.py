@@ -3,7 +3,10 @@ one per node by default, each running the Rust engine (GIL released) with its sh
 connections and of the rate, all starting at one common instant; the driver merges what they
 measured into an ordinary :class:`~cachelab.load.result.LoadResult` with an ``agents``
 section. The target is one server, a pool (every agent drives every member, keys placed by
-the same distribution) or a proxy. docs/scale-out.md sets out the design; in short:
+the same distribution) or a proxy; over RESP too (Redis, Valkey: one server, a client-side
+pool, twemproxy in redis mode, or a Redis Cluster, whose masters every agent drives as a pool,
+each key to its hash slot's master, following ``MOVED``/``ASK`` on its own). docs/scale-out.md
+sets out the design; in short:
 
 * **Shares.** Connections split as evenly as possible (the first ``connections % agents``
   agents get one more); each agent's rate is the requested rate times its share of the
@@ -16,12 +19,14 @@ the same distribution) or a proxy. docs/scale-out.md sets out the design; in sho
   the distribution names; the engines then run without a prefill and delete nothing (one
   that ends first would delete keys the others still read); when the run prefilled or its
   requests set keys, the driver deletes the whole key space once every agent is done (or
-  lost), each key from its member.
+  lost), each key from its member (on a Redis Cluster, from the master that serves its slot
+  at the end: the slot map is read again first).
 * **Servers.** The driver checks every server for room first (each pool member, or each
-  server behind a proxy, for its share of the keys) and watches for evictions. On a pool or
-  through a proxy it reads each member's (or each server behind the proxy's) ``stats`` itself,
-  once after the prefill and once after the agents are done: the members' ``server`` sections
-  (or ``behind``) are those reads, not the agents' own.
+  server behind a proxy, for its share of the keys; a Redis's ``maxmemory``) and watches for
+  evictions. On a pool or through a proxy it reads each member's (or each server behind the
+  proxy's) ``stats`` (a Redis's ``INFO``) itself, once after the prefill and once after the
+  agents are done: the members' ``server`` sections (or ``behind``) are those reads, not the
+  agents' own.
 * **Time.** Each agent's clock offset is estimated by round trips to the driver; the agents
   start at ``start_unix`` (driver clock, shifted by each offset), so interval ``i`` of every
   agent covers the same wall-clock stretch, give or take the reported start skew.
@@ -32,6 +37,7 @@ the same distribution) or a proxy. docs/scale-out.md sets out the design; in sho
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import dataclasses
 import math
@@ -55,10 +61,12 @@ from cachelab.load.snapshots import Snapshots
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.raycluster import RayOptions, clock_offset, connected, placement_group
 from cachelab.raycluster import connection_errors as ray_connection_errors
+from cachelab.resp import RespLogin
 from cachelab.servers import ServerOptions
-from cachelab.target import Target
+from cachelab.target import Target, cluster_masters
 
-__all__ = ["AgentShare", "AgentsProgress", "LoadAgent", "load_on_ray", "plan_shares"]
+__all__ = ["AgentShare", "AgentsProgress", "LoadAgent", "key_slot", "load_on_ray", "owners",
+           "plan_shares"]
 
 #: An agent's load threads busy at least this share of the run, or waiting for a CPU this
 #: share, could not do more: the client was the limit.
@@ -162,21 +170,31 @@ class LoadAgent:
 
     def prefill(self, core: Mapping[str, Any], stripe: tuple[int, int], threads: int) -> int:
         """Sets keys ``stripe[0]``, ``stripe[0] + stripe[1]``, … of ``core``'s key space, each
-        on the member that holds it, with values drawn from its size distribution, from
-        ``threads`` threads; returns how many were stored."""
+        on the member that holds it (a Redis Cluster's: the master of its hash slot), with
+        values drawn from its size distribution, from ``threads`` threads; returns how many
+        were stored. Over RESP, each thread's ``SET``s go pipelined, 256 at a time."""
         first, step = stripe
         keys = [f"{core['prefix']}:{i}" for i in range(first, int(core["key_space"]), step)]
-        work = list(zip(keys, key_owners(core, keys)))
+        work = list(zip(keys, owners(core, keys)))
         chunks = [work[i::threads] for i in range(threads)]
         pool = os.urandom(1_000_000)
+        ttl = int(core["ttl"])
 
         def fill(part: list[tuple[str, int]], seed: int) -> int:
             size = _value_sizes(tuple(core["value_size"]), random.Random(seed))  # type: ignore[arg-type]
             stored = 0
             with _Clients(core, core["timeout"]) as clients:
+                if not _resp(core):
+                    for key, member in part:
+                        stored += clients.get(member).set(key, pool[:size()], exptime=ttl)
+                    return stored
+                by_member: dict[int, list[str]] = {}
                 for key, member in part:
-                    n = size()
-                    stored += clients.get(member).set(key, pool[:n], exptime=int(core["ttl"]))
+                    by_member.setdefault(member, []).append(key)
+                for member, mine in by_member.items():
+                    for at in range(0, len(mine), _RESP_BATCH):
+                        batch = [(k, pool[:size()]) for k in mine[at:at + _RESP_BATCH]]
+                        stored += clients.get(member).set_many(batch, ttl)
             return stored
 
         with ThreadPoolExecutor(max_workers=threads) as ex:
@@ -264,12 +282,18 @@ def measure_on_ray(spec: LoadSpec, target: Target, ray_options: RayOptions | Non
         run_id = secrets.token_hex(6)
         core = spec.to_core(given or live.address, run_id)
         core["seed"] = base_seed
+        login = target.resp
+        if live.slots:  # a Redis Cluster: every agent routes by hash slot
+            core["cluster_slots"] = live.slots
+        if login is not None:
+            # (the password goes to the agents' engines alone: never into a result)
+            core["protocol"] = login.to_core()
         if hidden:
             core["behind"] = [a for a, _ in hidden]
         watch = guard_run(spec, members, hidden, core["prefix"],
-                          private=bool(facts.get("private")))
+                          private=bool(facts.get("private")), resp=login, slots=live.slots)
         read = core["behind"] or ([a for a, _ in members] if len(members) > 1 else [])
-        snapshots = Snapshots(read, core) if read else None
+        snapshots = Snapshots(read, core, login=login) if read else None
         with _agents(ray, ray_options, shares) as actors:
             run = _Run(ray, actors, shares, spec, core, watch, on_progress, snapshots)
             try:
@@ -360,7 +384,9 @@ class _Run:
                                        if k == 0 else None)
             spec.check()
             c = spec.to_core(self.core["servers"][0][0], "x")
-            c.update({k: self.core[k] for k in ("prefix", "servers", "behind")})
+            c.update({k: self.core[k] for k in ("prefix", "servers", "behind", "protocol")})
+            if self.core.get("cluster_slots"):
+                c["cluster_slots"] = self.core["cluster_slots"]
             # An agent that ends first must not delete keys the others still read: the
             # driver deletes the key space once every agent is done (result()).
             c["cleanup"] = False
@@ -608,20 +634,79 @@ def _agents_section(agents: list[dict[str, Any]], options: RayOptions,
             "limit": limit, "verdict": verdict, "list": agents}
 
 
+#: Over RESP, the ``SET``s of a prefill and the ``UNLINK``s of a clean-up go pipelined in
+#: batches of this many (as the engine's own, crates/load/src/setup.rs).
+_RESP_BATCH = 256
+
+
+def _resp(core: Mapping[str, Any]) -> RespLogin | None:
+    """The login of a run over RESP (``core["protocol"]``, the engine's), else None."""
+    proto = core.get("protocol")
+    if not isinstance(proto, Mapping) or "resp" not in proto:
+        return None
+    r = proto["resp"] or {}
+    return RespLogin(user=r.get("user"), password=r.get("password"), db=r.get("db"),
+                     tls=core.get("tls") is not None)
+
+
+def key_slot(key: str) -> int:
+    """A Redis Cluster's hash slot of ``key``: CRC16/XMODEM (``binascii.crc_hqx`` from 0)
+    modulo 16,384, of the body of its first ``{…}`` when that is not empty (the cluster
+    specification's hash tag; the run's keys have none: their prefix refuses braces)."""
+    data = key.encode()
+    start = data.find(b"{")
+    if start >= 0:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            data = data[start + 1:end]
+    return binascii.crc_hqx(data, 0) % 16384
+
+
+def _slot_owners(slots: Sequence[Sequence[int]]) -> list[int]:
+    """The member serving each of the 16,384 slots (-1: none), from ``(start, end, member)``
+    ranges."""
+    owner = [-1] * 16384
+    for start, end, member in slots:
+        owner[int(start):int(end) + 1] = [int(member)] * (int(end) - int(start) + 1)
+    return owner
+
+
+def owners(core: Mapping[str, Any], keys: Sequence[str]) -> list[int]:
+    """The index in ``core["servers"]`` of the member that holds each of ``keys``, as the
+    engine routes them: by the pool's distribution (:func:`key_owners`), or on a Redis
+    Cluster (``core["cluster_slots"]``) by hash slot."""
+    slots = core.get("cluster_slots")
+    if not slots:
+        return key_owners(core, keys)
+    owner = _slot_owners(slots)
+    return [owner[key_slot(k)] for k in keys]
+
+
 class _Clients:
     """A client per member of ``core``'s pool (its one server, or the proxy), each opened
-    when first used; all closed at the end of the block."""
+    when first used — a memcached client, or over RESP a ``_core.RespClient`` logged in as
+    the run's connections are; all closed at the end of the block. ``addresses`` replaces
+    the members' (a Redis Cluster's masters read again before the clean-up)."""
 
-    def __init__(self, core: Mapping[str, Any], timeout: float) -> None:
+    def __init__(self, core: Mapping[str, Any], timeout: float,
+                 addresses: Sequence[str] | None = None) -> None:
         self.core, self.timeout = core, timeout
-        self.open: dict[int, _core.Client] = {}
+        self.addresses = list(addresses) if addresses is not None else [
+            m[0] for m in core["servers"]]
+        self.login = _resp(core)
+        self.open: dict[int, Any] = {}
 
-    def get(self, member: int) -> _core.Client:
+    def get(self, member: int) -> Any:
         if member not in self.open:
-            c = self.core
-            self.open[member] = _core.Client(c["servers"][member][0],
-                                             connect_timeout=c["connect_timeout"],
-                                             timeout=self.timeout, tls=c["tls"])
+            c, address = self.core, self.addresses[member]
+            if self.login is not None:
+                self.open[member] = _core.RespClient(
+                    address, user=self.login.user, password=self.login.password,
+                    db=self.login.db, connect_timeout=c["connect_timeout"],
+                    timeout=self.timeout, tls=c["tls"])
+            else:
+                self.open[member] = _core.Client(address, connect_timeout=c["connect_timeout"],
+                                                 timeout=self.timeout, tls=c["tls"])
         return self.open[member]
 
     def drop(self, member: int) -> None:
@@ -644,27 +729,58 @@ def _writes(core: Mapping[str, Any]) -> bool:
 
 
 def _delete_key_space(core: Mapping[str, Any]) -> tuple[int, int]:
-    """Deletes every key of the run's key space from here, each from its member; (done,
-    failed): a member that fails is given up, its keys left counted as failed."""
+    """Deletes every key of the run's key space from here, each from its member (over RESP
+    pipelined ``UNLINK``s, one per key; on a Redis Cluster from the master serving its slot
+    now, the slot map read again from the masters, the first that answers); (done, failed):
+    a member that fails is given up, its keys left counted as failed."""
     n = int(core["key_space"])
     done = 0
     failed: set[int] = set()
-    with _Clients(core, max(5.0, core["timeout"])) as clients:
+    addresses, route = _now_placed(core)
+    login = _resp(core)
+    with _Clients(core, max(5.0, core["timeout"]), addresses) as clients:
         for first in range(0, n, 1000):
             keys = [f"{core['prefix']}:{i}" for i in range(first, min(n, first + 1000))]
             parts: dict[int, list[str]] = {}
-            for key, member in zip(keys, key_owners(core, keys)):
+            for key, member in zip(keys, route(keys)):
                 parts.setdefault(member, []).append(key)
             for member, part in parts.items():
-                if member in failed:
+                if member in failed or member < 0:
                     continue
                 try:
-                    clients.get(member).delete_many(part)
+                    if login is None:
+                        clients.get(member).delete_many(part)
+                    else:
+                        for at in range(0, len(part), _RESP_BATCH):
+                            clients.get(member).unlink_each(part[at:at + _RESP_BATCH])
                     done += len(part)
                 except CachelabError:
                     failed.add(member)
                     clients.drop(member)
     return done, n - done
+
+
+def _now_placed(core: Mapping[str, Any]) -> tuple[list[str], Callable[[Sequence[str]], list[int]]]:
+    """The addresses to delete from and the owner of each key among them: the run's members
+    and their routing, or on a Redis Cluster the masters serving the slots now (the slot map
+    read again: slots moved during the run are deleted from where they went; the map read
+    before the run when no master answers)."""
+    slots = core.get("cluster_slots")
+    members = [m[0] for m in core["servers"]]
+    login = _resp(core)
+    if not slots or login is None:
+        return members, lambda keys: owners(core, keys)
+    for seed in members:
+        try:
+            masters = cluster_masters(seed, login, timeout=float(core["connect_timeout"]))
+        except CachelabError:
+            continue
+        addresses = [a for a, _ in masters]
+        now = [(start, end, i) for i, (_, ranges) in enumerate(masters)
+               for start, end in ranges]
+        owner = _slot_owners(now)
+        return addresses, lambda keys: [owner[key_slot(k)] for k in keys]
+    return members, lambda keys: owners(core, keys)
 
 
 def agent_error(e: BaseException) -> BaseException:

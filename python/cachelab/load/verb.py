@@ -48,9 +48,9 @@ def settle(spec: LoadSpec, target: Target) -> tuple[LoadSpec, Target]:
             TlsOptions() if target.resp.tls else None))
     elif spec.protocol == "resp":  # --protocol resp with HOST:PORT
         target = dataclasses.replace(target, resp=RespLogin())
-    if spec.protocol == "resp" and (target.ray is not None or target.private_pool is not None):
-        raise UsageError("a load over RESP runs from this machine against the servers given: "
-                         "not with --ray or --private-pool yet")
+    if spec.protocol == "resp" and target.private_pool is not None:
+        raise UsageError("a load over RESP runs against the servers given or one private "
+                         "redis-server: not with --private-pool yet")
     if target.private_pool is not None:
         spec = dataclasses.replace(spec, private_pool=target.private_pool,
                                    private_proxy=target.private_proxy)
