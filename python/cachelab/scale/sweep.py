@@ -454,8 +454,9 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
             sharing = f"{client} and the redis-servers"
             taken, alone = "the redis-servers", "the servers"
         elif resp:  # Redis: one main thread, io-threads beside it
-            sharing = (f"{client} and redis-server (io-threads "
-                       f"{server.get('io_threads') or '?'})")
+            io = ("N" if spec.vary == "server-threads"
+                  else server.get("io_threads") or "?")
+            sharing = f"{client} and redis-server (io-threads {io})"
             taken, alone = "redis-server", "the server"
         if server.get("proxy"):
             here = [b for b in server.get("behind", []) if on_this_machine(b)]
