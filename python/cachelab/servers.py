@@ -141,6 +141,20 @@ def private_pool(n: int, options: ServerOptions | None = None, *,
             extra_args=opts.extra_args)) for _ in range(n)]
 
 
+@contextlib.contextmanager
+def private_redis_pool(n: int, options: ServerOptions | None = None, *,
+                       memory_mb: int = 0) -> Iterator[list[PrivateRedis]]:
+    """:func:`private_pool` of ``n`` private redis-servers (``load --protocol resp
+    --private-pool N``): each with ``maxmemory`` at least ``memory_mb`` (``allkeys-lru``
+    past it, as a private memcached evicts) and ``options.extra_args``, stopped when the
+    block ends."""
+    opts = options or ServerOptions()
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(PrivateRedis(
+            memory_mb=max(opts.memory_mb, memory_mb), extra_args=opts.extra_args))
+            for _ in range(n)]
+
+
 def find_memcached(binary: str | None = None) -> str:
     """Return the path of the memcached binary.
 
@@ -539,12 +553,35 @@ class PrivateRedis(ChildProcess):
         #: PrivateMemcached's: ``compare --server-cmd``.
         self.wrapper = tuple(wrapper)
         self._port: int | None = None
+        #: The port of the next start (:meth:`restart`: the same one), else a free one.
+        self.fixed_port: int | None = None
 
     @property
     def address(self) -> str:
         if self._port is None:
             raise RuntimeError("the server has not been started")
         return f"{self._host}:{self._port}"
+
+    def kill(self) -> None:
+        """SIGKILL the server (a failure drill): it stops at once, its keys gone (no
+        persistence); the port stays ours for :meth:`restart`. Only this object's process."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def restart(self) -> PrivateRedis:
+        """Start the server again on the same port (after :meth:`kill`, or a stop), empty,
+        and wait until it answers."""
+        if self._port is None:
+            raise UsageError("the server has not been started")
+        port = self._port
+        self.stop()
+        self.fixed_port = port
+        return self.start()
+
+    def _retry(self, failure: str) -> bool:
+        """A port taken under us is tried again, unless it is the one to restart on."""
+        return super()._retry(failure) and self.fixed_port is None
 
     def _command(self) -> list[str]:
         found = shutil.which(self.binary or os.environ.get("CACHELAB_REDIS", "redis-server"))
@@ -554,7 +591,7 @@ class PrivateRedis(ChildProcess):
         return [*self.wrapper, found]
 
     def _launch(self, command: list[str]) -> None:
-        self._port = free_port(self._host)
+        self._port = self.fixed_port or free_port(self._host)
         self._dir = tempfile.mkdtemp(prefix="cachelab-redis-")
         self._spawn([*command, "--bind", self._host, "--port", str(self._port), "--save", "",
                      "--appendonly", "no", "--dir", self._dir, "--logfile", "",

@@ -244,14 +244,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--fail", action="append", metavar="MEMBER@T[:ACTION[:S]]",
                    help="fail a member of the private pool at T: stop (SIGSTOP, SIGCONT after "
                    "S s or at the end; the default), kill (SIGKILL) or restart (SIGKILL, then "
-                   "a new memcached on its port after S s, empty); only with --private-pool "
+                   "a new server on its port after S s, empty); only with --private-pool "
                    "(repeatable)")
     d.add_argument("--private-pool", type=_limit("private_pool"), metavar="N",
                    help="start a private pool of N memcached servers for the run "
                    f"({_range(lib.LIMITS['private_pool'])}; loopback, "
-                   "stopped at the end): the only servers --fail may touch")
+                   "stopped at the end; redis-servers with --protocol resp, without "
+                   "persistence): the only servers --fail may touch")
     d.add_argument("--private-proxy", action="store_true", default=None,
-                   help="with --private-pool: send through a private twemproxy in front of it, "
+                   help="with --private-pool: send through a private twemproxy in front of it "
+                   "(in redis mode with --protocol resp), "
                    "whose auto_eject_hosts follows --on-member-down (remap: on), "
                    "server_failure_limit --member-failure-limit, server_retry_timeout "
                    "--member-retry and timeout --member-timeout; --distribution ketama or "

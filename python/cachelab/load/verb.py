@@ -48,9 +48,6 @@ def settle(spec: LoadSpec, target: Target) -> tuple[LoadSpec, Target]:
             TlsOptions() if target.resp.tls else None))
     elif spec.protocol == "resp":  # --protocol resp with HOST:PORT
         target = dataclasses.replace(target, resp=RespLogin())
-    if spec.protocol == "resp" and target.private_pool is not None:
-        raise UsageError("a load over RESP runs against the servers given or one private "
-                         "redis-server: not with --private-pool yet")
     if target.private_pool is not None:
         spec = dataclasses.replace(spec, private_pool=target.private_pool,
                                    private_proxy=target.private_proxy)
