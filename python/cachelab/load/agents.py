@@ -779,7 +779,7 @@ def _now_placed(core: Mapping[str, Any]) -> tuple[list[str], Callable[[Sequence[
         now = [(start, end, i) for i, (_, ranges) in enumerate(masters)
                for start, end in ranges]
         owner = _slot_owners(now)
-        return addresses, lambda keys: [owner[key_slot(k)] for k in keys]
+        return addresses, lambda keys, owner=owner: [owner[key_slot(k)] for k in keys]
     return members, lambda keys: owners(core, keys)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cachelab.errors import UsageError
 from cachelab.load.agents import measure_on_ray
 from cachelab.load.engine import measure
 from cachelab.load.result import LoadResult
