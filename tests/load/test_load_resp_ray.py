@@ -11,11 +11,14 @@ same loopback addresses). Runs are short; the assertions are on counts, never on
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib.util
 import json
 import os
 import sys
+import threading
+import time
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -201,6 +204,96 @@ def test_two_agents_on_a_cluster_route_by_slot_and_each_master_counts_its_part(
         assert m["server"]["deltas"]["keyspace_hits"] == m["hits"]
         assert c.dbsize() == 0
     assert r.run["leftover_keys"] == 0
+
+
+def _slots_of(cluster: PrivateRedisCluster, master: int, n: int = 1000) -> range:
+    """``n`` consecutive slots, the first of those master ``master`` serves, all its own."""
+    owner = cluster.owners()
+    address = cluster.addresses[master]
+    start = min(s for s, a in owner.items() if a == address)
+    slots = range(start, start + n)
+    assert all(owner[s] == address for s in slots)
+    return slots
+
+
+#: GETs only, no prefill: each master answers for the slots it serves, or redirects.
+GETS = LoadSpec(connections=4, rate=3000.0, duration=3.0, warmup=0.25, interval=0.25,
+                key_space=2000, mix={"get": 1.0}, prefill=False, seed=9, timeout=5.0,
+                member_timeout=5.0)
+
+
+def test_slots_moved_during_a_ray_run_are_followed_by_each_agent_and_summed(
+        ray_address, masters) -> None:
+    """1,000 slots of the first master's moved to the second once both agents are sending:
+    each agent learns the move from its own MOVEDs (its own slot table); the merged count is
+    the sum of the agents', all on the first master; every GET is answered, each master's
+    replies its own GET calls."""
+    slots = _slots_of(masters, 0)
+    clients = [masters.client(i) for i in range(3)]
+    before = [_commands(c) for c in clients]
+    failures: list[BaseException] = []
+
+    def move_when_sending() -> None:
+        try:
+            deadline = time.monotonic() + 60
+            while _commands(clients[0])["get"] - before[0]["get"] < 200:
+                if time.monotonic() > deadline:
+                    raise AssertionError("no get reached the first master")
+                time.sleep(0.02)
+            masters.move(slots, to=1)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test
+            failures.append(e)
+
+    mover = threading.Thread(target=move_when_sending, daemon=True)
+    mover.start()
+    try:
+        r = run(GETS, Target(servers=(masters.url,), cluster=True, ray=_ray(ray_address)))
+    finally:
+        mover.join(timeout=60)
+        masters.move(slots, to=0)
+    assert not failures, failures
+    members = r.members
+    assert members is not None and r.pool is not None
+    prefix = r.spec["prefix_used"]
+    hit = {key_slot(f"{prefix}:{i}".encode()) for i in range(2000)} & set(slots)
+    assert len(hit) > 50
+    # Both agents were redirected, each on its own; the merge is their sum, all the first
+    # master's (ASKs too, while the move was under way).
+    agents = r.agents["list"]
+    assert all(a["redirects"]["moved"] > 0 for a in agents), [a["redirects"] for a in agents]
+    assert {k: sum(a["redirects"][k] for a in agents) for k in ("moved", "ask")} \
+        == r.pool["redirects"] == members[0]["redirects"]
+    assert [m["redirects"] for m in members[1:]] == [{"moved": 0, "ask": 0}] * 2
+    assert all(m["errors"] == {} for m in members), [m["errors"] for m in members]
+    after = [_commands(c) for c in clients]
+    assert [m["replies"] for m in members] == [a["get"] - b["get"]
+                                               for a, b in zip(after, before)]
+    assert [c.dbsize() for c in clients] == [0, 0, 0]
+
+
+def test_a_slot_being_migrated_is_asked_by_both_agents(ray_address, masters) -> None:
+    """Slots migrating from the third master (which holds none of the run's keys) to the
+    second: every GET of theirs is answered -ASK by the third and served by the second after
+    ASKING, by either agent; the merged ASKs are all the third's."""
+    slots = _slots_of(masters, 2)
+    masters.migrating(slots, source=2, target=1)
+    clients = [masters.client(i) for i in range(3)]
+    before = [_commands(c) for c in clients]
+    try:
+        r = run(dataclasses.replace(GETS, duration=1.0),
+                Target(servers=(masters.url,), cluster=True, ray=_ray(ray_address)))
+    finally:
+        masters.stable(slots, 1, 2)
+    after = [_commands(c) for c in clients]
+    members = r.members
+    assert members is not None
+    assert members[2]["redirects"]["ask"] > 0, members[2]
+    assert all(a["redirects"]["ask"] > 0 for a in r.agents["list"]), r.agents["list"]
+    assert [m["redirects"]["ask"] for m in members[:2]] == [0, 0]
+    assert all(m["redirects"]["moved"] == 0 for m in members)
+    assert all(m["errors"] == {} for m in members), [m["errors"] for m in members]
+    assert [m["replies"] for m in members] == [a["get"] - b["get"]
+                                               for a, b in zip(after, before)]
 
 
 def test_scale_ray_vary_agents_over_resp(ray_address, redis) -> None:

@@ -597,6 +597,9 @@ def _agent_figures(own: LoadResult, done: Mapping[str, Any],
         "errors": sum(own.all["errors"].values()), "lost_requests": own.all["lost"],
         "aborted": own.run.get("aborted"),
     }
+    if own.pool is not None and own.pool.get("redirects") is not None:
+        # a Redis Cluster: the MOVEDs and ASKs this agent's connections followed
+        figures["redirects"] = dict(own.pool["redirects"])
     share = f"busy {busy:.0%}, waiting for a CPU {wait:.0%}"
     if held is False and client_bound:
         status, limit = "behind", "client"
