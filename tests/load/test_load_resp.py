@@ -385,6 +385,27 @@ def test_a_private_pool_of_redis_servers_takes_a_restart_drill(tmp_path: Path) -
     assert saved["run"]["leftover_keys"] == 0
 
 
+def test_the_core_client_pipelines_sets_and_unlinks(redis: PrivateRedis) -> None:
+    """``_core.RespClient.set_many`` (a Ray agent's prefill) and ``unlink_each`` (its
+    driver's clean-up): one pipelined write each, as redis-py sees the keys."""
+    import cachelab._core as _core
+
+    keys = [f"cachelab-test:{secret()}:{i}" for i in range(300)]
+    c = redis.client()
+    before = c.info("commandstats")
+    with _core.RespClient(redis.address, password=redis.password) as mine:
+        stored = mine.set_many([(k, f"v{i}".encode()) for i, k in enumerate(keys)], 600)
+        assert stored == 300
+        assert [c.get(k) for k in keys[:3]] == [b"v0", b"v1", b"v2"]
+        assert 0 < c.ttl(keys[0]) <= 600
+        gone = mine.unlink_each([*keys[:299], "cachelab-test:never-written"])
+    after = c.info("commandstats")
+    assert gone == [True] * 299 + [False]
+    assert _calls(after, "set") - _calls(before, "set") == 300
+    assert _calls(after, "unlink") - _calls(before, "unlink") == 300
+    assert c.delete(keys[299]) == 1 and c.exists(*keys) == 0
+
+
 def test_jemalloc_size_classes() -> None:
     assert [jemalloc_size(n) for n in (1, 8, 9, 16, 17, 128, 129, 160, 161, 1004, 1025, 4097)] \
         == [8, 8, 16, 16, 32, 128, 160, 160, 192, 1024, 1280, 5120]

@@ -1,7 +1,8 @@
 """``load --ray`` and ``scale --ray --vary agents`` over RESP: two load agents on a Ray cluster of
 two raylets on this machine (127.0.0.2-3, one cluster for the module, as tests/ray/conftest.py
 starts its own) driving a real redis-server with a password, a client-side pool of two, and a
-real 3-master Redis Cluster (three OS redis-servers joined by ``redis-cli --cluster create``):
+real 3-master Redis Cluster (three OS redis-servers joined by ``redis-cli --cluster create``),
+and through twemproxy in redis mode:
 the merged counts of every command are what each server's own ``INFO commandstats`` counted
 (redis-py reads them: a third party), each cluster master's share by redis-py's ``key_slot``,
 nothing left behind, and the password in no output or file.
@@ -35,7 +36,9 @@ from redis.crc import key_slot  # noqa: E402
 import cachelab  # noqa: E402
 from cachelab.load import LoadSpec, run  # noqa: E402
 from cachelab.load.agents import key_slot as our_key_slot  # noqa: E402
+from cachelab.proxies import PrivateTwemproxy, find_nutcracker  # noqa: E402
 from cachelab.raycluster import RayOptions  # noqa: E402
+from cachelab.resp import RespLogin  # noqa: E402
 from cachelab.scale import ScaleSpec  # noqa: E402
 from cachelab.scale import run as scale_run  # noqa: E402
 from cachelab.target import Target  # noqa: E402
@@ -174,6 +177,37 @@ def test_the_cli_on_ray_drives_a_pool_of_two_and_each_member_counts_its_part(
         assert moved["unlink"] == m["keys"]
         assert c.dbsize() == 0
     assert sum(m["keys"] for m in doc["members"]) == 400
+
+
+try:
+    find_nutcracker()
+    _NO_PROXY = ""
+except Exception as e:  # noqa: BLE001 - the reason is shown in the skip
+    _NO_PROXY = f"no twemproxy: {e}"
+
+
+@pytest.mark.skipif(bool(_NO_PROXY), reason=_NO_PROXY)
+def test_two_agents_through_twemproxy_in_redis_mode(ray_address, two) -> None:
+    """The agents send to twemproxy (redis mode), which spreads the keys; the driver reads
+    each server behind it: their GETs and SETs added up are the agents' merged counts (plus
+    the prefill, sent through the proxy too), and the clean-up's UNLINKs reach every key."""
+    clients = [s.client() for s in two]
+    before = [_commands(c) for c in clients]
+    with PrivateTwemproxy([s.address for s in two], redis=True) as proxy:
+        r = run(dataclasses.replace(SPEC, mix={"get": 0.8, "set": 0.2}, key_space=1000),
+                Target(servers=tuple(s.address for s in two), proxy=proxy.address,
+                       resp=RespLogin(), ray=_ray(ray_address)))
+    moved = [_moved(b, _commands(c)) for b, c in zip(before, clients)]
+    assert r.behind is not None and [b["address"] for b in r.behind] == [s.address for s in two]
+    assert r.all["errors"] == {}
+    assert sum(m["get"] for m in moved) == r.all["ops"]["get"] > 0
+    assert sum(m["set"] for m in moved) == r.all["ops"]["set"] + 1000
+    assert sum(m["unlink"] for m in moved) == 1000 and all(m["get"] > 0 for m in moved)
+    # The driver's INFO reads of each server behind: its keyspace lookups are its GETs.
+    for b, m in zip(r.behind, moved):
+        d = b["server"]["deltas"]
+        assert d["keyspace_hits"] + d["keyspace_misses"] == m["get"], (d, m)
+    assert [c.dbsize() for c in clients] == [0, 0]
 
 
 def test_two_agents_on_a_cluster_route_by_slot_and_each_master_counts_its_part(
