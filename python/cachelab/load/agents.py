@@ -282,7 +282,7 @@ def measure_on_ray(spec: LoadSpec, target: Target, ray_options: RayOptions | Non
         run_id = secrets.token_hex(6)
         core = spec.to_core(given or live.address, run_id)
         core["seed"] = base_seed
-        login = target.resp
+        login = target.resp or (RespLogin() if spec.protocol == "resp" else None)
         if live.slots:  # a Redis Cluster: every agent routes by hash slot
             core["cluster_slots"] = live.slots
         if login is not None:
