@@ -35,8 +35,8 @@ from redis.crc import key_slot  # noqa: E402
 
 import cachelab  # noqa: E402
 from cachelab.load import LoadSpec, run  # noqa: E402
-from cachelab.load.agents import _delete_key_space  # noqa: E402
-from cachelab.load.agents import key_slot as our_key_slot  # noqa: E402
+from cachelab.load.keyspace import delete_key_space  # noqa: E402
+from cachelab.load.keyspace import key_slot as our_key_slot  # noqa: E402
 from cachelab.proxies import PrivateTwemproxy, find_nutcracker  # noqa: E402
 from cachelab.raycluster import RayOptions  # noqa: E402
 from cachelab.resp import RespLogin  # noqa: E402
@@ -345,7 +345,7 @@ def test_the_clean_up_deletes_each_key_from_the_master_serving_its_slot_now(mast
     core = {"key_space": 300, "prefix": prefix, "servers": [[a, 1] for a in masters.addresses],
             "cluster_slots": [(0, 16383, 0)], "protocol": {"resp": {}}, "tls": None,
             "timeout": 2.0, "connect_timeout": 2.0}
-    assert _delete_key_space(core) == (300, 0)
+    assert delete_key_space(core) == (300, 0)
     assert [c.dbsize() for c in by_node.values()] == [0, 0, 0]
 
 

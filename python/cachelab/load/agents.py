@@ -37,7 +37,6 @@ sets out the design; in short:
 
 from __future__ import annotations
 
-import binascii
 import contextlib
 import dataclasses
 import math
@@ -54,7 +53,8 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.capacity import evicted_message
 from cachelab.errors import AgentsLost, CachelabError, Interrupted, UsageError
-from cachelab.load.engine import guard_run, key_owners, result_from_outcome, target_of
+from cachelab.load.engine import guard_run, result_from_outcome, target_of
+from cachelab.load.keyspace import RESP_BATCH, Clients, delete_key_space, login_of, owners
 from cachelab.load.merge import merge_outcomes
 from cachelab.load.result import LoadResult
 from cachelab.load.snapshots import Snapshots
@@ -63,10 +63,9 @@ from cachelab.raycluster import RayOptions, clock_offset, connected, placement_g
 from cachelab.raycluster import connection_errors as ray_connection_errors
 from cachelab.resp import RespLogin
 from cachelab.servers import ServerOptions
-from cachelab.target import Target, cluster_masters
+from cachelab.target import Target
 
-__all__ = ["AgentShare", "AgentsProgress", "LoadAgent", "key_slot", "load_on_ray", "owners",
-           "plan_shares"]
+__all__ = ["AgentShare", "AgentsProgress", "LoadAgent", "load_on_ray", "plan_shares"]
 
 #: An agent's load threads busy at least this share of the run, or waiting for a CPU this
 #: share, could not do more: the client was the limit.
@@ -183,8 +182,8 @@ class LoadAgent:
         def fill(part: list[tuple[str, int]], seed: int) -> int:
             size = _value_sizes(tuple(core["value_size"]), random.Random(seed))  # type: ignore[arg-type]
             stored = 0
-            with _Clients(core, core["timeout"]) as clients:
-                if not _resp(core):
+            with Clients(core, core["timeout"]) as clients:
+                if not login_of(core):
                     for key, member in part:
                         stored += clients.get(member).set(key, pool[:size()], exptime=ttl)
                     return stored
@@ -192,8 +191,8 @@ class LoadAgent:
                 for key, member in part:
                     by_member.setdefault(member, []).append(key)
                 for member, mine in by_member.items():
-                    for at in range(0, len(mine), _RESP_BATCH):
-                        batch = [(k, pool[:size()]) for k in mine[at:at + _RESP_BATCH]]
+                    for at in range(0, len(mine), RESP_BATCH):
+                        batch = [(k, pool[:size()]) for k in mine[at:at + RESP_BATCH]]
                         stored += clients.get(member).set_many(batch, ttl)
             return stored
 
@@ -407,7 +406,7 @@ class _Run:
         """A run that stops with an error: the key space the agents prefilled (or began to)
         is deleted, as no result will say what was left."""
         if self.prefilling:
-            _delete_key_space(self.core)
+            delete_key_space(self.core)
 
     def start(self) -> None:
         """Every agent is told the common start (its own clock) and waits for it."""
@@ -525,7 +524,7 @@ class _Run:
         merged["prefilled_keys"] = self.prefilled
         merged["prefill_s"] = self.prefill_s
         if self.prefilled or _writes(self.core):
-            merged["deleted_keys"], merged["leftover_keys"] = _delete_key_space(self.core)
+            merged["deleted_keys"], merged["leftover_keys"] = delete_key_space(self.core)
         result = result_from_outcome(merged, self.spec, self.core, address=address,
                                      server_facts=facts, started=self.start_unix,
                                      samples=None if self.watch is None else self.watch.lives())
@@ -637,153 +636,9 @@ def _agents_section(agents: list[dict[str, Any]], options: RayOptions,
             "limit": limit, "verdict": verdict, "list": agents}
 
 
-#: Over RESP, the ``SET``s of a prefill and the ``UNLINK``s of a clean-up go pipelined in
-#: batches of this many (as the engine's own, crates/load/src/setup.rs).
-_RESP_BATCH = 256
-
-
-def _resp(core: Mapping[str, Any]) -> RespLogin | None:
-    """The login of a run over RESP (``core["protocol"]``, the engine's), else None."""
-    proto = core.get("protocol")
-    if not isinstance(proto, Mapping) or "resp" not in proto:
-        return None
-    r = proto["resp"] or {}
-    return RespLogin(user=r.get("user"), password=r.get("password"), db=r.get("db"),
-                     tls=core.get("tls") is not None)
-
-
-def key_slot(key: str) -> int:
-    """A Redis Cluster's hash slot of ``key``: CRC16/XMODEM (``binascii.crc_hqx`` from 0)
-    modulo 16,384, of the body of its first ``{…}`` when that is not empty (the cluster
-    specification's hash tag; the run's keys have none: their prefix refuses braces)."""
-    data = key.encode()
-    start = data.find(b"{")
-    if start >= 0:
-        end = data.find(b"}", start + 1)
-        if end > start + 1:
-            data = data[start + 1:end]
-    return binascii.crc_hqx(data, 0) % 16384
-
-
-def _slot_owners(slots: Sequence[Sequence[int]]) -> list[int]:
-    """The member serving each of the 16,384 slots (-1: none), from ``(start, end, member)``
-    ranges."""
-    owner = [-1] * 16384
-    for start, end, member in slots:
-        owner[int(start):int(end) + 1] = [int(member)] * (int(end) - int(start) + 1)
-    return owner
-
-
-def owners(core: Mapping[str, Any], keys: Sequence[str]) -> list[int]:
-    """The index in ``core["servers"]`` of the member that holds each of ``keys``, as the
-    engine routes them: by the pool's distribution (:func:`key_owners`), or on a Redis
-    Cluster (``core["cluster_slots"]``) by hash slot."""
-    slots = core.get("cluster_slots")
-    if not slots:
-        return key_owners(core, keys)
-    owner = _slot_owners(slots)
-    return [owner[key_slot(k)] for k in keys]
-
-
-class _Clients:
-    """A client per member of ``core``'s pool (its one server, or the proxy), each opened
-    when first used — a memcached client, or over RESP a ``_core.RespClient`` logged in as
-    the run's connections are; all closed at the end of the block. ``addresses`` replaces
-    the members' (a Redis Cluster's masters read again before the clean-up)."""
-
-    def __init__(self, core: Mapping[str, Any], timeout: float,
-                 addresses: Sequence[str] | None = None) -> None:
-        self.core, self.timeout = core, timeout
-        self.addresses = list(addresses) if addresses is not None else [
-            m[0] for m in core["servers"]]
-        self.login = _resp(core)
-        self.open: dict[int, Any] = {}
-
-    def get(self, member: int) -> Any:
-        if member not in self.open:
-            c, address = self.core, self.addresses[member]
-            if self.login is not None:
-                self.open[member] = _core.RespClient(
-                    address, user=self.login.user, password=self.login.password,
-                    db=self.login.db, connect_timeout=c["connect_timeout"],
-                    timeout=self.timeout, tls=c["tls"])
-            else:
-                self.open[member] = _core.Client(address, connect_timeout=c["connect_timeout"],
-                                                 timeout=self.timeout, tls=c["tls"])
-        return self.open[member]
-
-    def drop(self, member: int) -> None:
-        client = self.open.pop(member, None)
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
-
-    def __enter__(self) -> _Clients:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for member in list(self.open):
-            self.drop(member)
-
-
 def _writes(core: Mapping[str, Any]) -> bool:
     """Whether the run's requests may set keys (its mix, or a set after each miss)."""
     return core["mix"].get("set", 0) > 0 or core.get("on_miss") == "set"
-
-
-def _delete_key_space(core: Mapping[str, Any]) -> tuple[int, int]:
-    """Deletes every key of the run's key space from here, each from its member (over RESP
-    pipelined ``UNLINK``s, one per key; on a Redis Cluster from the master serving its slot
-    now, the slot map read again from the masters, the first that answers); (done, failed):
-    a member that fails is given up, its keys left counted as failed."""
-    n = int(core["key_space"])
-    done = 0
-    failed: set[int] = set()
-    addresses, route = _now_placed(core)
-    login = _resp(core)
-    with _Clients(core, max(5.0, core["timeout"]), addresses) as clients:
-        for first in range(0, n, 1000):
-            keys = [f"{core['prefix']}:{i}" for i in range(first, min(n, first + 1000))]
-            parts: dict[int, list[str]] = {}
-            for key, member in zip(keys, route(keys)):
-                parts.setdefault(member, []).append(key)
-            for member, part in parts.items():
-                if member in failed or member < 0:
-                    continue
-                try:
-                    if login is None:
-                        clients.get(member).delete_many(part)
-                    else:
-                        for at in range(0, len(part), _RESP_BATCH):
-                            clients.get(member).unlink_each(part[at:at + _RESP_BATCH])
-                    done += len(part)
-                except CachelabError:
-                    failed.add(member)
-                    clients.drop(member)
-    return done, n - done
-
-
-def _now_placed(core: Mapping[str, Any]) -> tuple[list[str], Callable[[Sequence[str]], list[int]]]:
-    """The addresses to delete from and the owner of each key among them: the run's members
-    and their routing, or on a Redis Cluster the masters serving the slots now (the slot map
-    read again: slots moved during the run are deleted from where they went; the map read
-    before the run when no master answers)."""
-    slots = core.get("cluster_slots")
-    members = [m[0] for m in core["servers"]]
-    login = _resp(core)
-    if not slots or login is None:
-        return members, lambda keys: owners(core, keys)
-    for seed in members:
-        try:
-            masters = cluster_masters(seed, login, timeout=float(core["connect_timeout"]))
-        except CachelabError:
-            continue
-        addresses = [a for a, _ in masters]
-        now = [(start, end, i) for i, (_, ranges) in enumerate(masters)
-               for start, end in ranges]
-        owner = _slot_owners(now)
-        return addresses, lambda keys, owner=owner: [owner[key_slot(k)] for k in keys]
-    return members, lambda keys: owners(core, keys)
 
 
 def agent_error(e: BaseException) -> BaseException:
