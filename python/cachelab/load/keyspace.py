@@ -15,7 +15,6 @@ import cachelab._core as _core
 from cachelab.errors import CachelabError
 from cachelab.load.engine import key_owners
 from cachelab.resp import RespLogin
-from cachelab.target import cluster_masters
 
 __all__ = ["RESP_BATCH", "Clients", "delete_key_space", "key_slot", "login_of", "owners"]
 
@@ -153,8 +152,12 @@ def _now_placed(core: Mapping[str, Any]) -> tuple[list[str], Callable[[Sequence[
         return members, lambda keys: owners(core, keys)
     for seed in members:
         try:
-            masters = cluster_masters(seed, login, timeout=float(core["connect_timeout"]))
-        except CachelabError:
+            # (with the run's own TLS settings: its CA, its client certificate)
+            masters = list(_core.load_cluster_masters(
+                seed, user=login.user, password=login.password,
+                connect_timeout=float(core["connect_timeout"]),
+                timeout=max(2.0, float(core["timeout"])), tls=core.get("tls")))
+        except Exception:  # noqa: BLE001 - a seed that cannot tell: the next one, or the old map
             continue
         addresses = [a for a, _ in masters]
         now = [(start, end, i) for i, (_, ranges) in enumerate(masters)
