@@ -141,6 +141,20 @@ def private_pool(n: int, options: ServerOptions | None = None, *,
             extra_args=opts.extra_args)) for _ in range(n)]
 
 
+@contextlib.contextmanager
+def private_redis_pool(n: int, options: ServerOptions | None = None, *,
+                       memory_mb: int = 0) -> Iterator[list[PrivateRedis]]:
+    """:func:`private_pool` of ``n`` private redis-servers (``load --protocol resp
+    --private-pool N``): each with ``maxmemory`` at least ``memory_mb`` (``allkeys-lru``
+    past it, as a private memcached evicts) and ``options.extra_args``, stopped when the
+    block ends."""
+    opts = options or ServerOptions()
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(PrivateRedis(
+            memory_mb=max(opts.memory_mb, memory_mb), extra_args=opts.extra_args))
+            for _ in range(n)]
+
+
 def find_memcached(binary: str | None = None) -> str:
     """Return the path of the memcached binary.
 
@@ -528,23 +542,52 @@ class PrivateRedis(ChildProcess):
 
     def __init__(self, *, memory_mb: int = 64, extra_args: Sequence[str] = (),
                  binary: str | None = None, start_timeout: float = 5.0,
-                 wrapper: Sequence[str] = (), password: str | None = None) -> None:
+                 wrapper: Sequence[str] = (), password: str | None = None,
+                 tls_options: TlsOptions | None = None) -> None:
         super().__init__(start_timeout=start_timeout, binary=binary)
         if memory_mb < 1:
             raise UsageError(f"memory_mb must be at least 1, not {memory_mb}")
         self.memory_mb = memory_mb
         self.extra_args = tuple(extra_args)
         self.password = password
+        #: Listen over TLS alone (``--port 0 --tls-port PORT``, ``--tls-auth-clients no``
+        #: unless ``extra_args`` say otherwise; the certificate and key are the caller's
+        #: ``--tls-cert-file``/``--tls-key-file`` in ``extra_args``), probed over TLS with
+        #: these options (``compare --tls`` with redis-server commands). None: plain TCP.
+        self.tls_options = tls_options
         #: Programs that exec redis-server (``chrt -f 50``, ``taskset -c 0``), as
         #: PrivateMemcached's: ``compare --server-cmd``.
         self.wrapper = tuple(wrapper)
         self._port: int | None = None
+        #: The port of the next start (:meth:`restart`: the same one), else a free one.
+        self.fixed_port: int | None = None
 
     @property
     def address(self) -> str:
         if self._port is None:
             raise RuntimeError("the server has not been started")
         return f"{self._host}:{self._port}"
+
+    def kill(self) -> None:
+        """SIGKILL the server (a failure drill): it stops at once, its keys gone (no
+        persistence); the port stays ours for :meth:`restart`. Only this object's process."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def restart(self) -> PrivateRedis:
+        """Start the server again on the same port (after :meth:`kill`, or a stop), empty,
+        and wait until it answers."""
+        if self._port is None:
+            raise UsageError("the server has not been started")
+        port = self._port
+        self.stop()
+        self.fixed_port = port
+        return self.start()
+
+    def _retry(self, failure: str) -> bool:
+        """A port taken under us is tried again, unless it is the one to restart on."""
+        return super()._retry(failure) and self.fixed_port is None
 
     def _command(self) -> list[str]:
         found = shutil.which(self.binary or os.environ.get("CACHELAB_REDIS", "redis-server"))
@@ -554,9 +597,12 @@ class PrivateRedis(ChildProcess):
         return [*self.wrapper, found]
 
     def _launch(self, command: list[str]) -> None:
-        self._port = free_port(self._host)
+        self._port = self.fixed_port or free_port(self._host)
         self._dir = tempfile.mkdtemp(prefix="cachelab-redis-")
-        self._spawn([*command, "--bind", self._host, "--port", str(self._port), "--save", "",
+        listen = ["--port", str(self._port)]
+        if self.tls_options is not None:
+            listen = ["--port", "0", "--tls-port", str(self._port), "--tls-auth-clients", "no"]
+        self._spawn([*command, "--bind", self._host, *listen, "--save", "",
                      "--appendonly", "no", "--dir", self._dir, "--logfile", "",
                      "--maxmemory", f"{self.memory_mb}mb", "--maxmemory-policy", "allkeys-lru",
                      *(("--requirepass", self.password) if self.password else ()),
@@ -566,6 +612,8 @@ class PrivateRedis(ChildProcess):
         """``PING`` answered and ``INFO server`` naming this process (not another program
         that took the port between our choosing it and redis-server's bind); ``AUTH`` first
         with a password."""
+        if self.tls_options is not None:
+            return self._ready_tls(self.tls_options, deadline)
         timeout = max(0.001, min(_PROBE_TIMEOUT, deadline - time.monotonic()))
         login = b""
         if self.password:
@@ -587,6 +635,23 @@ class PrivateRedis(ChildProcess):
                 return False
             reply = reply[len(b"+OK\r\n"):]
         return reply.startswith(b"+PONG") and f"process_id:{self.pid}\r\n".encode() in reply
+
+    def _ready_tls(self, tls: TlsOptions, deadline: float) -> bool:
+        """:meth:`_ready` over TLS, through the Rust client (the verification the run that
+        follows uses): ``INFO server`` naming this process. Not listening yet: False. A
+        handshake that fails (a certificate that does not verify): TlsHandshakeFailed at
+        once, as :meth:`PrivateMemcached._probe_tls` does."""
+        timeout = max(0.001, min(_TLS_PROBE_TIMEOUT, deadline - time.monotonic()))
+        try:
+            with _core.RespClient(self.address, password=self.password,
+                                  connect_timeout=timeout, timeout=timeout,
+                                  tls=tls.to_core()) as client:
+                info = dict(client.info("server"))
+        except TlsHandshakeFailed:
+            raise
+        except ServerError:
+            return False
+        return info.get("process_id") == str(self.pid)
 
 
 class _ClusterNode(PrivateRedis):

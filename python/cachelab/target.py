@@ -11,7 +11,8 @@ A target is one of
 * a private memcached cachelab starts from :attr:`Target.options` (no server given), or a
   private redis-server when the target speaks RESP (:class:`~cachelab.servers.PrivateRedis`);
 * a private pool of :attr:`Target.private_pool` memcached servers (load's failure drills),
-  optionally behind a private twemproxy (:attr:`Target.private_proxy`);
+  optionally behind a private twemproxy (:attr:`Target.private_proxy`) — redis-servers
+  when the target speaks RESP;
 * any of the servers given as Redis or Valkey (:attr:`Target.resp`, the login: a
   ``redis://`` or ``rediss://`` URL given as the server, or ``--protocol resp``);
 * a Redis Cluster (:attr:`Target.cluster`): the servers given are seed nodes; its masters,
@@ -44,6 +45,7 @@ from cachelab.servers import (
     PrivateRedis,
     ServerOptions,
     private_pool,
+    private_redis_pool,
     serve,
 )
 from cachelab.tls import TlsOptions, core_tls
@@ -137,8 +139,6 @@ class Target:
         if self.private_pool is not None or not self.servers:
             raise UsageError("--cluster needs a seed node of the cluster: --server "
                              "redis://HOST:PORT (its masters are read from it)")
-        if self.ray is not None:
-            raise UsageError("--cluster runs from this machine: not with --ray yet")
         if self.resp is not None and self.resp.db not in (None, 0):
             raise UsageError(f"a Redis Cluster has only database 0, not {self.resp.db}: "
                              "drop the /DB from the URL")
@@ -235,13 +235,17 @@ class Target:
             if self.proxy is not None:
                 given, hidden = [self.proxy], list(self.servers)
             if self.private_pool is not None:
-                owned = stack.enter_context(private_pool(
+                # over RESP, private redis-servers (the drills stop, kill and restart them)
+                start = private_redis_pool if self.resp is not None else private_pool
+                owned = stack.enter_context(start(
                     self.private_pool + spares, self.options, memory_mb=memory_mb))
                 given = [mc.address for mc in owned[:self.private_pool]]
                 spare = [mc.address for mc in owned[self.private_pool:]]
                 if self.private_proxy:
                     twemproxy = stack.enter_context(PrivateTwemproxy(
-                        owned[:self.private_pool], **dict(proxy or {})))
+                        owned[:self.private_pool] if self.resp is None else given,
+                        **dict(proxy or {}),
+                        **({"redis": True} if self.resp is not None else {})))
                     hidden, given = given, [twemproxy.address]
             first = _address(given[0]) if given else None
             if first is None and self.resp is not None:  # a private Redis

@@ -357,6 +357,55 @@ def test_through_twemproxy_in_redis_mode_each_server_behind_counts_its_share(
     assert unused[0].split()[3] in {a.address, b.address}, unused
 
 
+@pytest.mark.slow
+def test_a_private_pool_of_redis_servers_takes_a_restart_drill(tmp_path: Path) -> None:
+    """``--protocol resp --private-pool 3``: three private redis-servers, the second killed
+    at 0.75 s and started again, empty, on its port 0.25 s later. The drill is done and
+    recorded; the restarted member's INFO is read per process (two pids, one restart), its
+    gets miss once it is back (its keys died with it: no persistence); the healthy members
+    miss nothing, and their own keyspace_hits are the hits the run counted there."""
+    proc, out = _load(tmp_path, "--protocol", "resp", "--private-pool", "3",
+                      "--fail", "2@0.75:restart:0.25", "--member-retry", "0.2",
+                      "--rate", "2000", "--connections", "3", "--duration", "2.5",
+                      "--key-space", "600", "--mix", "get=90,set=10")
+    assert proc.returncode == 0, proc.stderr
+    saved = _saved(out)
+    assert saved["spec"]["protocol"] == "resp" and saved["server"]["private"] is True
+    assert "redis-server" in saved["server"]["argv"][0]
+    done = [(d["action"], d["member"]) for d in saved["drill"]["done"]]
+    members = saved["members"]
+    failed = members[1]
+    assert done == [("restart", failed["address"])] * 2, done
+    restart = failed["server"]["restart"]
+    assert restart is not None and restart["restarts"] == 1 and len(set(restart["pids"])) == 2
+    assert failed["misses"] > 0 and failed["down"], failed
+    for m in (members[0], members[2]):
+        assert m["misses"] == 0 and m["errors"] == {} and m["server"]["restart"] is None, m
+        assert m["server"]["deltas"]["keyspace_hits"] == m["hits"] > 0, m
+    assert saved["run"]["leftover_keys"] == 0
+
+
+def test_the_core_client_pipelines_sets_and_unlinks(redis: PrivateRedis) -> None:
+    """``_core.RespClient.set_many`` (a Ray agent's prefill) and ``unlink_each`` (its
+    driver's clean-up): one pipelined write each, as redis-py sees the keys."""
+    import cachelab._core as _core
+
+    keys = [f"cachelab-test:{secret()}:{i}" for i in range(300)]
+    c = redis.client()
+    before = c.info("commandstats")
+    with _core.RespClient(redis.address, password=redis.password) as mine:
+        stored = mine.set_many([(k, f"v{i}".encode()) for i, k in enumerate(keys)], 600)
+        assert stored == 300
+        assert [c.get(k) for k in keys[:3]] == [b"v0", b"v1", b"v2"]
+        assert 0 < c.ttl(keys[0]) <= 600
+        gone = mine.unlink_each([*keys[:299], "cachelab-test:never-written"])
+    after = c.info("commandstats")
+    assert gone == [True] * 299 + [False]
+    assert _calls(after, "set") - _calls(before, "set") == 300
+    assert _calls(after, "unlink") - _calls(before, "unlink") == 300
+    assert c.delete(keys[299]) == 1 and c.exists(*keys) == 0
+
+
 def test_jemalloc_size_classes() -> None:
     assert [jemalloc_size(n) for n in (1, 8, 9, 16, 17, 128, 129, 160, 161, 1004, 1025, 4097)] \
         == [8, 8, 16, 16, 32, 128, 160, 160, 192, 1024, 1280, 5120]
@@ -392,7 +441,8 @@ def test_the_room_check_names_what_redis_would_do() -> None:
     (["profile", "--protocol", "text", "--server", "redis://:PW@127.0.0.1:1"],
      "--protocol text, but --server redis://:***@127.0.0.1:1 is a Redis URL"),
     (["load", "--server", "redis://:PW@127.0.0.1:1/x"], 'database "x" is not a number'),
-    (["load", "--protocol", "resp", "--private-pool", "2"], "not with --ray or --private-pool"),
+    (["load", "--protocol", "resp", "--private-pool", "2", "--server", "redis://:PW@127.0.0.1:1"],
+     "--private-pool starts its own servers"),
     (["load", "--server", "redis://:PW@127.0.0.1:1", "--server", "127.0.0.1:2"],
      "give every server as a redis:// URL, or none"),
 ])

@@ -3,7 +3,9 @@ twemproxy in redis mode in front of the same two, and a 3-master Redis Cluster (
 redis-servers joined by ``redis-cli --cluster create``, one for the module). Every point is a
 load run; what the sweep says each member, server behind the proxy or master did is held
 against the server's own ``INFO commandstats`` (read with redis-py: a third party), and no key
-is left behind. Short sweeps (two points, 0.8 s a run); assertions on counts, never speed."""
+is left behind. ``--vary server-threads`` over RESP restarts a private redis-server with
+``--io-threads N`` per point. Short sweeps (two points, 0.8 s a run); assertions on counts,
+never speed."""
 
 from __future__ import annotations
 
@@ -151,3 +153,33 @@ def test_what_a_sweep_over_resp_cannot_do_is_refused_in_one_line(
     placed = cli("scale", "--cluster", *pool, "--distribution", "ketama", *SHORT,
                  "--out", tmp_path / "c")
     assert placed.returncode == 2 and "--distribution" in one_error_line(placed)
+
+
+def test_vary_server_threads_over_resp_restarts_a_private_redis_with_n_io_threads(
+        cli: InProcess, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = cli("scale", "--protocol", "resp", "--vary", "server-threads", *SHORT,
+               "--connections", "2", "--out", out)
+    assert done.returncode == 0, done.stderr
+    saved = _saved(out)
+    runs = sorted(saved["runs"], key=lambda r: r["n"])
+    # Each point ran against a redis-server of its own, whose CONFIG GET said N io-threads.
+    assert [(r["n"], r["io_threads"]) for r in runs] == [(1, 1), (2, 2)]
+    assert all(r["replies"] > 0 and r["errors"] == 0 for r in runs)
+    server = saved["server"]
+    assert server["protocol"] == "resp" and server["private"] is True
+    assert server["address"] == "private (restarted per point)"
+    # The last point's command line: N = 2 I/O threads that read too.
+    argv = server["argv"]
+    assert argv[argv.index("--io-threads") + 1] == "2"
+    assert argv[argv.index("--io-threads-do-reads") + 1] == "yes"
+    assert any("I/O threads" in note for note in saved["limits"]), saved["limits"]
+    assert "resp protocol" in done.stdout
+
+
+def test_vary_server_threads_over_resp_needs_no_server(
+        cli: InProcess, tmp_path: Path) -> None:
+    done = cli("scale", "--server", "redis://127.0.0.1:1", "--vary", "server-threads", *SHORT,
+               "--out", tmp_path / "out")
+    assert done.returncode == 2
+    assert "--io-threads N per point: give no --server" in one_error_line(done)

@@ -1,12 +1,16 @@
 //! `RespClient`: a blocking connection to one Redis or Valkey (what Python needs of it around a
-//! run: `INFO`, `CONFIG GET`, `PING`, `DBSIZE`, `UNLINK` of the run's keys), and
+//! run: `INFO`, `CONFIG GET`, `PING`, `DBSIZE`, `UNLINK` of the run's keys, the pipelined
+//! `SET`s of a Ray agent's prefill and the pipelined `UNLINK`s of its driver's clean-up), and
 //! `parse_resp_url` and `redact_resp_url` (the client crate's `redis://` / `rediss://` parser
 //! and redaction, the only ones).
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use cachelab_client::resp::{redact, Auth, RespClient as Blocking, RespOptions, RespUrl};
+use bytes::Bytes;
+use cachelab_client::resp::{
+    redact, set_command, Auth, Expire, RespClient as Blocking, RespOptions, RespUrl, SetOptions,
+};
 use cachelab_client::Error;
 use cachelab_proto::resp::{Command, RespKey, Value};
 
@@ -132,6 +136,50 @@ impl RespClient {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| raise(py, "InvalidKey", e.to_string()))?;
         self.with(py, |c| c.unlink(&ks))
+    }
+
+    /// `SET key value [EX ttl]` for each of `items` (`(key, value)`), pipelined in one write:
+    /// how many the server answered `OK`. An error reply (`-OOM …`) is not counted.
+    #[pyo3(signature = (items, ttl = 0))]
+    fn set_many(
+        &mut self,
+        py: Python<'_>,
+        items: Vec<(String, Vec<u8>)>,
+        ttl: u64,
+    ) -> PyResult<u64> {
+        let opts = SetOptions {
+            expire: (ttl > 0).then_some(Expire::Seconds(ttl)),
+            nx: false,
+        };
+        let cmds = items
+            .into_iter()
+            .map(|(k, v)| Ok(set_command(&RespKey::new(k)?, Bytes::from(v), opts)))
+            .collect::<Result<Vec<_>, cachelab_proto::KeyError>>()
+            .map_err(|e| raise(py, "InvalidKey", e.to_string()))?;
+        let replies = self.with(py, |c| c.pipeline(&cmds))?;
+        Ok(replies
+            .iter()
+            .filter(|r| matches!(r, Value::Simple(ok) if ok.as_ref() == b"OK"))
+            .count() as u64)
+    }
+
+    /// `UNLINK key` for each of `keys`, one command each, pipelined in one write (a Redis
+    /// Cluster refuses one `UNLINK` of keys in different slots): whether each key was there.
+    /// An error reply raises `ServerError` with the server's text.
+    fn unlink_each(&mut self, py: Python<'_>, keys: Vec<String>) -> PyResult<Vec<bool>> {
+        let cmds = keys
+            .into_iter()
+            .map(|k| Ok(Command::new("UNLINK").key(&RespKey::new(k)?)))
+            .collect::<Result<Vec<_>, cachelab_proto::KeyError>>()
+            .map_err(|e| raise(py, "InvalidKey", e.to_string()))?;
+        let replies = self.with(py, |c| c.pipeline(&cmds))?;
+        replies
+            .into_iter()
+            .map(|r| match r {
+                Value::Integer(n) => Ok(n > 0),
+                v => Err(raise(py, "ServerError", format!("UNLINK answered {v:?}"))),
+            })
+            .collect()
     }
 
     fn close(&mut self) {

@@ -41,7 +41,9 @@ A Redis or Valkey A/B: commands that end in redis-server (or valkey-server) and 
 (adding --port PORT --bind 127.0.0.1 --save '' --appendonly no, maxmemory 64 MB unless the
 command sets --maxmemory), and every round is a load over RESP; compare.json records each
 server's io-threads (docs/resp.md, "compare"). The commands of one A/B are all memcached or
-all redis-server; not with --tls yet.
+all redis-server. With --tls each redis-server command gives its --tls-cert-file and
+--tls-key-file, and listens over TLS alone (the A/B adds --port 0 --tls-port PORT
+--tls-auth-clients no).
 
 Over TLS: with --tls (and --cacert, --cert/--key, --tls-skip-verify, --sni as for load),
 every command must listen over TLS itself (-Z and its certificate, valid for 127.0.0.1 unless

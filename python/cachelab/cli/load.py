@@ -41,7 +41,9 @@ in the first lines with the time it stopped, its counts kept up to then (a probl
 
 With --ray [ADDRESS] --agents N the same run comes from N Ray agents, one per node, each with
 its share of the connections and rate, on one server, a pool (every agent drives every member)
-or through --proxy; the merged result adds an "agents" section (docs/scale-out.md).
+or through --proxy, memcached or over RESP, and on a Redis --cluster (every agent routes by
+slot and follows MOVED/ASK itself); the merged result adds an "agents" section
+(docs/scale-out.md).
 
 Every key is <prefix>:<unique run id>:<index>; the keys written (prefill and sets) are deleted
 at the end (from the member that holds each). Artifacts: load.json, load.csv (time series),
@@ -51,7 +53,7 @@ load.hlog (HdrHistogram interval log), load-latency.png/svg. Flags override sett
 More: cachelab load --rate 50000 --probe-rate 200 (a low-rate probe connection beside the
 load: client bias); --ray HEAD:6379 --agents 4 (docs/scale-out.md); failure drills on a
 private pool: --private-pool 3 --remove 2@5, --fail 2@5:stop:2 --on-member-down remap
-(docs/pools.md, "Failure drills").
+(docs/pools.md, "Failure drills"; --protocol resp: a private pool of redis-servers).
 """
 
 EXAMPLES = """\
@@ -244,14 +246,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--fail", action="append", metavar="MEMBER@T[:ACTION[:S]]",
                    help="fail a member of the private pool at T: stop (SIGSTOP, SIGCONT after "
                    "S s or at the end; the default), kill (SIGKILL) or restart (SIGKILL, then "
-                   "a new memcached on its port after S s, empty); only with --private-pool "
+                   "a new server on its port after S s, empty); only with --private-pool "
                    "(repeatable)")
     d.add_argument("--private-pool", type=_limit("private_pool"), metavar="N",
                    help="start a private pool of N memcached servers for the run "
                    f"({_range(lib.LIMITS['private_pool'])}; loopback, "
-                   "stopped at the end): the only servers --fail may touch")
+                   "stopped at the end; redis-servers with --protocol resp, without "
+                   "persistence): the only servers --fail may touch")
     d.add_argument("--private-proxy", action="store_true", default=None,
-                   help="with --private-pool: send through a private twemproxy in front of it, "
+                   help="with --private-pool: send through a private twemproxy in front of it "
+                   "(in redis mode with --protocol resp), "
                    "whose auto_eject_hosts follows --on-member-down (remap: on), "
                    "server_failure_limit --member-failure-limit, server_retry_timeout "
                    "--member-retry and timeout --member-timeout; --distribution ketama or "

@@ -25,7 +25,9 @@ N is (--vary):
   connections     client connections (default)
   threads         client threads, --connections-per-thread each
   server-threads  memcached worker threads (-t N) of a private server restarted per point,
-                  driven by --connections connections
+                  driven by --connections connections; over RESP (--protocol resp), a
+                  private redis-server restarted per point with --io-threads N
+                  (--io-threads-do-reads yes), each run recording its io_threads
   agents          load agents on a Ray cluster (--ray), one per node, each with
                   --connections-per-agent connections (docs/scale-out.md)
 
@@ -59,7 +61,9 @@ first line names the server's io-threads where CONFIG GET answers (docs/resp.md,
 --server repeated is a pool of them, --proxy twemproxy in redis mode in front of them, and
 --cluster a Redis Cluster from its seed (each key to its slot's master, as load --cluster):
 the table then has a row per member or master (replies, errors, commands as its INFO counted
-them, and a cluster's MOVED and ASK redirections). Not with --vary server-threads or --ray.
+them, and a cluster's MOVED and ASK redirections). --ray --vary agents drives any of them
+from Ray agents (each a load --ray over RESP); --vary server-threads restarts a private
+redis-server with --io-threads N per point (no --server).
 
 Artifacts: scale.json (schema cachelab.scale v1), scale.csv (one row per run), scale-usl.png/svg
 (throughput vs N with the fit), scale-latency.png/svg (each point's latency distribution).

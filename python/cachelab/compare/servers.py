@@ -13,9 +13,11 @@ program ``redis-server`` or ``valkey-server`` with its own ``--flag value`` argu
 runs as :class:`~cachelab.servers.PrivateRedis` does, and each round is a load over RESP
 (docs/resp.md, "compare"). The commands of one comparison speak one protocol.
 
-Over TLS (``tls``): each command listens with ``-Z`` and its certificate; the start waits for
-it to answer over TLS with the same options the rounds use, and every round's load — its
-requests and its ``stats`` — goes over TLS.
+Over TLS (``tls``): each command listens with ``-Z`` and its certificate (a redis-server: its
+``--tls-cert-file`` and ``--tls-key-file``; the A/B gives it ``--port 0 --tls-port PORT
+--tls-auth-clients no``); the start waits for it to answer over TLS with the same options the
+rounds use, and every round's load — its requests and its ``stats`` (``INFO``) — goes over
+TLS.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from cachelab.load.engine import measure as measure_load
 from cachelab.resp import RespLogin
 from cachelab.servers import PrivateMemcached, PrivateRedis, find_memcached
 from cachelab.target import Target
-from cachelab.tls import TlsOptions, describe_tls, transport_of
+from cachelab.tls import TlsOptions, core_tls, describe_tls, transport_of
 from cachelab.units import check_limit
 
 __all__ = ["compare_servers", "parse_server_cmd"]
@@ -56,6 +58,9 @@ _TLS_FLAGS = ("-Z", "--enable-ssl")
 _REDIS = ("redis-server", "valkey-server")
 _REDIS_OWN = ("--port", "--bind", "--unixsocket", "--daemonize", "--dir", "--tls-port",
               "--save", "--appendonly", "--logfile")
+#: A redis-server's flags that name a file (its TLS material), made absolute.
+_REDIS_FILES = ("--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file",
+                "--tls-client-cert-file", "--tls-client-key-file", "--tls-dh-params-file")
 _HIGHER_IS_BETTER = {"throughput": True}
 _UNITS = {"throughput": "/s", "p50": "ns", "p90": "ns", "p99": "ns"}
 
@@ -119,8 +124,11 @@ def _server_for(text: str, tls: TlsOptions | None = None) -> PrivateMemcached | 
     ``--maxmemory`` given wins)."""
     prefix, flags = parse_server_cmd(text)
     if Path(prefix[-1]).name in _REDIS:
+        # redis-server reads its TLS files after it moved into its --dir: absolute paths
+        flags = [str(Path(f).resolve()) if i and flags[i - 1] in _REDIS_FILES else f
+                 for i, f in enumerate(flags)]
         return PrivateRedis(wrapper=prefix[:-1], binary=prefix[-1], extra_args=flags,
-                            start_timeout=10.0)
+                            start_timeout=10.0, tls_options=tls)
     settings = {"-t": 4, "-m": 64}  # the private server's defaults, unless the command sets them
     rest: list[str] = []
     words = iter(flags)
@@ -148,7 +156,8 @@ def _start(text: str, label: str,
             "redis-server did not start: ", "")
         hint = (" (real-time scheduling needs root or CAP_SYS_NICE)"
                 if "not permitted" in why and "chrt" in text else "")
-        if isinstance(e, TlsHandshakeFailed) and not _listens_tls(parse_server_cmd(text)[1]):
+        if isinstance(e, TlsHandshakeFailed) and not _is_redis(text) \
+                and not _listens_tls(parse_server_cmd(text)[1]):
             hint = ("; with --tls every --server-cmd must listen over TLS: add -Z -o "
                     "ssl_chain_cert=CERT.pem,ssl_key=KEY.pem")
         raise type(e)(f"{label} server {text!r} did not start: {why}{hint}") from None
@@ -182,11 +191,16 @@ def _check(commands: Sequence[str], repeats: int, duration: float, level: float,
     if len({_is_redis(c) for c in commands}) > 1:
         raise UsageError("every --server-cmd speaks one protocol: all memcached, or all "
                          "redis-server (or valkey-server)")
-    if tls is not None and _is_redis(commands[0]):
-        raise UsageError("--tls with redis-server commands: not yet (compare a Redis over "
-                         "plain TCP)")
     for c in commands:
         flags = parse_server_cmd(c)[1]
+        if tls is not None and _is_redis(c):
+            given = {f.split("=", 1)[0] for f in flags}
+            missing = [f for f in ("--tls-cert-file", "--tls-key-file") if f not in given]
+            if missing:
+                raise UsageError(f"--server-cmd {c!r}: with --tls a redis-server needs its "
+                                 f"certificate: add {' '.join(f + ' FILE' for f in missing)} "
+                                 "(the A/B sets --tls-port itself)")
+            continue
         if tls is None and _listens_tls(flags):
             raise UsageError(f"--server-cmd {c!r} listens over TLS (-Z): give --tls (and "
                              "--cacert for a private certificate authority)")
@@ -241,7 +255,8 @@ def compare_servers(
                 facts = {"private": True, "argv": mc.argv, "command": commands[i]}
                 if resp:  # a Redis or Valkey: the same load over RESP
                     r = measure_load(dataclasses.replace(spec, protocol="resp"),
-                                     Target(servers=(mc.address,), resp=RespLogin()),
+                                     Target(servers=(mc.address,),
+                                            resp=RespLogin(tls=tls is not None)),
                                      server_pid=mc.pid, server_facts=facts)
                 else:
                     r = load(spec, server=mc.address, server_pid=mc.pid, server_facts=facts)
@@ -254,7 +269,7 @@ def compare_servers(
         facts = [{"command": c, "argv": mc.argv,
                   "version": v if resp else getattr(mc, "version", None),
                   "transport": transport_of(mc.address, tls),
-                  **({"protocol": "resp", **_io_threads(mc.address)} if resp else {})}
+                  **({"protocol": "resp", **_io_threads(mc.address, tls)} if resp else {})}
                  for c, mc, v in zip(commands, started, versions)]
     finally:
         for mc in started:
@@ -278,10 +293,11 @@ def compare_servers(
     return result
 
 
-def _io_threads(address: str) -> dict[str, int]:
-    """A Redis's ``io-threads`` (``CONFIG GET``), ``{}`` where it does not answer."""
+def _io_threads(address: str, tls: TlsOptions | None = None) -> dict[str, int]:
+    """A Redis's ``io-threads`` (``CONFIG GET``, over TLS with ``tls``), ``{}`` where it does
+    not answer."""
     try:
-        with RespLogin().client(address) as c:
+        with RespLogin().client(address, tls=core_tls(tls)) as c:
             found = dict(c.config_get("io-threads"))
     except ServerError:
         return {}

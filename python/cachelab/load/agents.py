@@ -3,7 +3,10 @@ one per node by default, each running the Rust engine (GIL released) with its sh
 connections and of the rate, all starting at one common instant; the driver merges what they
 measured into an ordinary :class:`~cachelab.load.result.LoadResult` with an ``agents``
 section. The target is one server, a pool (every agent drives every member, keys placed by
-the same distribution) or a proxy. docs/scale-out.md sets out the design; in short:
+the same distribution) or a proxy; over RESP too (Redis, Valkey: one server, a client-side
+pool, twemproxy in redis mode, or a Redis Cluster, whose masters every agent drives as a pool,
+each key to its hash slot's master, following ``MOVED``/``ASK`` on its own). docs/scale-out.md
+sets out the design; in short:
 
 * **Shares.** Connections split as evenly as possible (the first ``connections % agents``
   agents get one more); each agent's rate is the requested rate times its share of the
@@ -16,12 +19,14 @@ the same distribution) or a proxy. docs/scale-out.md sets out the design; in sho
   the distribution names; the engines then run without a prefill and delete nothing (one
   that ends first would delete keys the others still read); when the run prefilled or its
   requests set keys, the driver deletes the whole key space once every agent is done (or
-  lost), each key from its member.
+  lost), each key from its member (on a Redis Cluster, from the master that serves its slot
+  at the end: the slot map is read again first).
 * **Servers.** The driver checks every server for room first (each pool member, or each
-  server behind a proxy, for its share of the keys) and watches for evictions. On a pool or
-  through a proxy it reads each member's (or each server behind the proxy's) ``stats`` itself,
-  once after the prefill and once after the agents are done: the members' ``server`` sections
-  (or ``behind``) are those reads, not the agents' own.
+  server behind a proxy, for its share of the keys; a Redis's ``maxmemory``) and watches for
+  evictions. On a pool or through a proxy it reads each member's (or each server behind the
+  proxy's) ``stats`` (a Redis's ``INFO``) itself, once after the prefill and once after the
+  agents are done: the members' ``server`` sections (or ``behind``) are those reads, not the
+  agents' own.
 * **Time.** Each agent's clock offset is estimated by round trips to the driver; the agents
   start at ``start_unix`` (driver clock, shifted by each offset), so interval ``i`` of every
   agent covers the same wall-clock stretch, give or take the reported start skew.
@@ -48,13 +53,15 @@ from typing import Any
 import cachelab._core as _core
 from cachelab.capacity import evicted_message
 from cachelab.errors import AgentsLost, CachelabError, Interrupted, UsageError
-from cachelab.load.engine import guard_run, key_owners, result_from_outcome, target_of
+from cachelab.load.engine import guard_run, result_from_outcome, target_of
+from cachelab.load.keyspace import RESP_BATCH, Clients, delete_key_space, login_of, owners
 from cachelab.load.merge import merge_outcomes
 from cachelab.load.result import LoadResult
 from cachelab.load.snapshots import Snapshots
 from cachelab.load.spec import LoadSpec, memory_mb, pool_members
 from cachelab.raycluster import RayOptions, clock_offset, connected, placement_group
 from cachelab.raycluster import connection_errors as ray_connection_errors
+from cachelab.resp import RespLogin
 from cachelab.servers import ServerOptions
 from cachelab.target import Target
 
@@ -162,21 +169,31 @@ class LoadAgent:
 
     def prefill(self, core: Mapping[str, Any], stripe: tuple[int, int], threads: int) -> int:
         """Sets keys ``stripe[0]``, ``stripe[0] + stripe[1]``, … of ``core``'s key space, each
-        on the member that holds it, with values drawn from its size distribution, from
-        ``threads`` threads; returns how many were stored."""
+        on the member that holds it (a Redis Cluster's: the master of its hash slot), with
+        values drawn from its size distribution, from ``threads`` threads; returns how many
+        were stored. Over RESP, each thread's ``SET``s go pipelined, 256 at a time."""
         first, step = stripe
         keys = [f"{core['prefix']}:{i}" for i in range(first, int(core["key_space"]), step)]
-        work = list(zip(keys, key_owners(core, keys)))
+        work = list(zip(keys, owners(core, keys)))
         chunks = [work[i::threads] for i in range(threads)]
         pool = os.urandom(1_000_000)
+        ttl = int(core["ttl"])
 
         def fill(part: list[tuple[str, int]], seed: int) -> int:
             size = _value_sizes(tuple(core["value_size"]), random.Random(seed))  # type: ignore[arg-type]
             stored = 0
-            with _Clients(core, core["timeout"]) as clients:
+            with Clients(core, core["timeout"]) as clients:
+                if not login_of(core):
+                    for key, member in part:
+                        stored += clients.get(member).set(key, pool[:size()], exptime=ttl)
+                    return stored
+                by_member: dict[int, list[str]] = {}
                 for key, member in part:
-                    n = size()
-                    stored += clients.get(member).set(key, pool[:n], exptime=int(core["ttl"]))
+                    by_member.setdefault(member, []).append(key)
+                for member, mine in by_member.items():
+                    for at in range(0, len(mine), RESP_BATCH):
+                        batch = [(k, pool[:size()]) for k in mine[at:at + RESP_BATCH]]
+                        stored += clients.get(member).set_many(batch, ttl)
             return stored
 
         with ThreadPoolExecutor(max_workers=threads) as ex:
@@ -264,12 +281,18 @@ def measure_on_ray(spec: LoadSpec, target: Target, ray_options: RayOptions | Non
         run_id = secrets.token_hex(6)
         core = spec.to_core(given or live.address, run_id)
         core["seed"] = base_seed
+        login = target.resp or (RespLogin() if spec.protocol == "resp" else None)
+        if live.slots:  # a Redis Cluster: every agent routes by hash slot
+            core["cluster_slots"] = live.slots
+        if login is not None:
+            # (the password goes to the agents' engines alone: never into a result)
+            core["protocol"] = login.to_core()
         if hidden:
             core["behind"] = [a for a, _ in hidden]
         watch = guard_run(spec, members, hidden, core["prefix"],
-                          private=bool(facts.get("private")))
+                          private=bool(facts.get("private")), resp=login, slots=live.slots)
         read = core["behind"] or ([a for a, _ in members] if len(members) > 1 else [])
-        snapshots = Snapshots(read, core) if read else None
+        snapshots = Snapshots(read, core, login=login) if read else None
         with _agents(ray, ray_options, shares) as actors:
             run = _Run(ray, actors, shares, spec, core, watch, on_progress, snapshots)
             try:
@@ -360,7 +383,9 @@ class _Run:
                                        if k == 0 else None)
             spec.check()
             c = spec.to_core(self.core["servers"][0][0], "x")
-            c.update({k: self.core[k] for k in ("prefix", "servers", "behind")})
+            c.update({k: self.core[k] for k in ("prefix", "servers", "behind", "protocol")})
+            if self.core.get("cluster_slots"):
+                c["cluster_slots"] = self.core["cluster_slots"]
             # An agent that ends first must not delete keys the others still read: the
             # driver deletes the key space once every agent is done (result()).
             c["cleanup"] = False
@@ -381,7 +406,7 @@ class _Run:
         """A run that stops with an error: the key space the agents prefilled (or began to)
         is deleted, as no result will say what was left."""
         if self.prefilling:
-            _delete_key_space(self.core)
+            delete_key_space(self.core)
 
     def start(self) -> None:
         """Every agent is told the common start (its own clock) and waits for it."""
@@ -499,7 +524,7 @@ class _Run:
         merged["prefilled_keys"] = self.prefilled
         merged["prefill_s"] = self.prefill_s
         if self.prefilled or _writes(self.core):
-            merged["deleted_keys"], merged["leftover_keys"] = _delete_key_space(self.core)
+            merged["deleted_keys"], merged["leftover_keys"] = delete_key_space(self.core)
         result = result_from_outcome(merged, self.spec, self.core, address=address,
                                      server_facts=facts, started=self.start_unix,
                                      samples=None if self.watch is None else self.watch.lives())
@@ -571,6 +596,9 @@ def _agent_figures(own: LoadResult, done: Mapping[str, Any],
         "errors": sum(own.all["errors"].values()), "lost_requests": own.all["lost"],
         "aborted": own.run.get("aborted"),
     }
+    if own.pool is not None and own.pool.get("redirects") is not None:
+        # a Redis Cluster: the MOVEDs and ASKs this agent's connections followed
+        figures["redirects"] = dict(own.pool["redirects"])
     share = f"busy {busy:.0%}, waiting for a CPU {wait:.0%}"
     if held is False and client_bound:
         status, limit = "behind", "client"
@@ -608,63 +636,9 @@ def _agents_section(agents: list[dict[str, Any]], options: RayOptions,
             "limit": limit, "verdict": verdict, "list": agents}
 
 
-class _Clients:
-    """A client per member of ``core``'s pool (its one server, or the proxy), each opened
-    when first used; all closed at the end of the block."""
-
-    def __init__(self, core: Mapping[str, Any], timeout: float) -> None:
-        self.core, self.timeout = core, timeout
-        self.open: dict[int, _core.Client] = {}
-
-    def get(self, member: int) -> _core.Client:
-        if member not in self.open:
-            c = self.core
-            self.open[member] = _core.Client(c["servers"][member][0],
-                                             connect_timeout=c["connect_timeout"],
-                                             timeout=self.timeout, tls=c["tls"])
-        return self.open[member]
-
-    def drop(self, member: int) -> None:
-        client = self.open.pop(member, None)
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
-
-    def __enter__(self) -> _Clients:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for member in list(self.open):
-            self.drop(member)
-
-
 def _writes(core: Mapping[str, Any]) -> bool:
     """Whether the run's requests may set keys (its mix, or a set after each miss)."""
     return core["mix"].get("set", 0) > 0 or core.get("on_miss") == "set"
-
-
-def _delete_key_space(core: Mapping[str, Any]) -> tuple[int, int]:
-    """Deletes every key of the run's key space from here, each from its member; (done,
-    failed): a member that fails is given up, its keys left counted as failed."""
-    n = int(core["key_space"])
-    done = 0
-    failed: set[int] = set()
-    with _Clients(core, max(5.0, core["timeout"])) as clients:
-        for first in range(0, n, 1000):
-            keys = [f"{core['prefix']}:{i}" for i in range(first, min(n, first + 1000))]
-            parts: dict[int, list[str]] = {}
-            for key, member in zip(keys, key_owners(core, keys)):
-                parts.setdefault(member, []).append(key)
-            for member, part in parts.items():
-                if member in failed:
-                    continue
-                try:
-                    clients.get(member).delete_many(part)
-                    done += len(part)
-                except CachelabError:
-                    failed.add(member)
-                    clients.drop(member)
-    return done, n - done
 
 
 def agent_error(e: BaseException) -> BaseException:

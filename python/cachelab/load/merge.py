@@ -18,7 +18,8 @@ Choices where there is no sum:
   each with its agent's number (``agent``), listed by start; its key count is any agent's
   (the same key space and distribution for all); its server's counters are chosen as the
   server's are, per member (and per server behind a proxy) — the driver of a run on Ray
-  replaces them with its own reads (:mod:`cachelab.load.agents`);
+  replaces them with its own reads (:mod:`cachelab.load.agents`); a Redis Cluster master's
+  ``MOVED`` and ``ASK`` redirections are summed (each agent follows its own);
 * a trailing interval that only some agents closed and in which nothing happened is dropped.
 """
 
@@ -132,7 +133,10 @@ def totals_over(intervals: Sequence[Mapping[str, Any]], first: int,
 def _counter_total(stats: Mapping[str, str]) -> int:
     """A number that only grows while the server runs: to order snapshots in time."""
     return sum(int(stats[k]) for k in ("cmd_get", "cmd_set", "cmd_touch", "delete_hits",
-                                       "delete_misses", "total_connections", "bytes_read")
+                                       "delete_misses", "total_connections", "bytes_read",
+                                       # a Redis's or Valkey's INFO
+                                       "total_commands_processed",
+                                       "total_connections_received", "total_net_input_bytes")
                if k in stats and str(stats[k]).isdigit())
 
 
@@ -166,6 +170,9 @@ def merge_members(per_agent: Sequence[Sequence[Mapping[str, Any]]],
             "latency": merge_latency([p["latency"] for p in parts]),
             "down": down,
             "server": _server_view([p["server"] for p in parts]),
+            # A Redis Cluster's master: the redirections it answered, every agent's.
+            **({k: sum(int(p[k]) for p in parts) for k in ("moved", "ask")}
+               if "moved" in first else {}),
         })
     return merged
 

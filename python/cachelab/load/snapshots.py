@@ -5,7 +5,8 @@ each member (or each server behind the proxy) once instead of once per agent.
 
 A view has the engine's shape (``version``, ``before``, ``after``, ``pid``,
 ``schedstat_before``, ``schedstat_after``), so :func:`cachelab.load.result_from_outcome` turns
-it into a member's ``server`` section as it does the engine's own.
+it into a member's ``server`` section as it does the engine's own. A Redis or Valkey's view
+is its ``INFO`` (:func:`cachelab.resp.info_or_none`), as the engine reads it over RESP.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import cachelab._core as _core
 from cachelab.errors import ServerError
+from cachelab.resp import RespLogin, info_or_none
 from cachelab.servers import STATS_TIMEOUT, on_this_machine, restarted, stats_or_none
 
 __all__ = ["POLL_PERIOD", "Poller", "Reading", "Snapshots", "schedstat"]
@@ -27,17 +29,23 @@ __all__ = ["POLL_PERIOD", "Poller", "Reading", "Snapshots", "schedstat"]
 
 class Snapshots:
     """The views of ``addresses`` (in order), each read with the run's connect timeout,
-    request timeout and TLS (``core`` is the engine's spec dict)."""
+    request timeout and TLS (``core`` is the engine's spec dict); Redis or Valkey servers'
+    with ``login`` (their ``INFO``)."""
 
-    def __init__(self, addresses: Sequence[str], core: Mapping[str, Any]) -> None:
+    def __init__(self, addresses: Sequence[str], core: Mapping[str, Any],
+                 login: RespLogin | None = None) -> None:
         self.addresses = list(addresses)
         self.core = core
+        self.login = login
         self.views: list[dict[str, Any]] = [
             {"version": None, "before": {}, "after": {}, "pid": None,
              "schedstat_before": None, "schedstat_after": None} for _ in self.addresses]
 
     def _stats(self, address: str) -> dict[str, str] | None:
         c = self.core
+        if self.login is not None:
+            return info_or_none(address, self.login, timeout=max(STATS_TIMEOUT, c["timeout"]),
+                                tls=c["tls"])
         return stats_or_none(address, timeout=max(STATS_TIMEOUT, c["timeout"]),
                              connect_timeout=c["connect_timeout"], tls=c["tls"])
 
@@ -50,7 +58,7 @@ class Snapshots:
             if stats is None:
                 continue
             pid = _local_pid(address, stats)
-            view.update(version=stats.get("version"), before=stats, pid=pid,
+            view.update(version=_version(stats), before=stats, pid=pid,
                         schedstat_before=schedstat(pid) if pid else None)
 
     def after(self) -> None:
@@ -83,9 +91,19 @@ def schedstat(pid: int) -> dict[str, int] | None:
     return total if total["threads"] else None
 
 
+def _version(stats: Mapping[str, str]) -> str | None:
+    """The version as the engine writes it: memcached's ``version``, or a Redis's (Valkey's)
+    ``redis 7.0.15`` from ``INFO``'s ``redis_version`` (``valkey_version``)."""
+    for name in ("valkey", "redis"):
+        if stats.get(f"{name}_version"):
+            return f"{name} {stats[f'{name}_version']}"
+    return stats.get("version")
+
+
 def _local_pid(address: str, stats: Mapping[str, str]) -> int | None:
-    """The pid of a memcached on this machine whose schedstat can be read (the engine's
-    rule: a loopback or Unix-socket address, and a process named memcached), else None."""
+    """The pid of a memcached or redis-server on this machine whose schedstat can be read
+    (the engine's rule: a loopback or Unix-socket address, and a process of that name), else
+    None."""
     if not on_this_machine(address):
         return None
     pid = str(stats.get("pid", ""))
@@ -95,7 +113,7 @@ def _local_pid(address: str, stats: Mapping[str, str]) -> int | None:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return None
-    return int(pid) if comm == "memcached" else None
+    return int(pid) if comm in ("memcached", "redis-server", "valkey-server") else None
 
 
 # -- counters during the run ------------------------------------------------------------------

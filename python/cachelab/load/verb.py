@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cachelab.errors import UsageError
 from cachelab.load.agents import measure_on_ray
 from cachelab.load.engine import measure
 from cachelab.load.result import LoadResult
@@ -48,9 +47,6 @@ def settle(spec: LoadSpec, target: Target) -> tuple[LoadSpec, Target]:
             TlsOptions() if target.resp.tls else None))
     elif spec.protocol == "resp":  # --protocol resp with HOST:PORT
         target = dataclasses.replace(target, resp=RespLogin())
-    if spec.protocol == "resp" and (target.ray is not None or target.private_pool is not None):
-        raise UsageError("a load over RESP runs from this machine against the servers given: "
-                         "not with --ray or --private-pool yet")
     if target.private_pool is not None:
         spec = dataclasses.replace(spec, private_pool=target.private_pool,
                                    private_proxy=target.private_proxy)

@@ -118,9 +118,16 @@ def _client_first(d: Mapping[str, Any], at: str, curve: str = "the curve") -> st
     curve is the client's ceiling, not memcached's", with the sweep's layout when the card
     shows one."""
     layout = card_layout(d)
-    where = f" ({layout.replace('server on', 'memcached on')})" if layout else ""
+    name = server_name(d)
+    where = f" ({layout.replace('server on', f'{name} on')})" if layout else ""
     return (f"the load client saturated at N = {at}{where}, so {curve} is the client's "
-            "ceiling, not memcached's")
+            f"ceiling, not {name}'s")
+
+
+def server_name(d: Mapping[str, Any]) -> str:
+    """What the sweep measured, as its sentences name it: ``memcached``, or ``redis-server``
+    for a sweep over RESP."""
+    return "redis-server" if (d.get("server") or {}).get("protocol") == "resp" else "memcached"
 
 
 def ceiling_line(d: Mapping[str, Any]) -> str | None:

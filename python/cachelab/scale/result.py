@@ -15,7 +15,7 @@ from cachelab.errors import UsageError
 from cachelab.load import behind_headline, behind_lines
 from cachelab.load.precision import longer_fix, p99_interval_text, point_precision_text
 from cachelab.pool import parse_server
-from cachelab.scale.answers import ceiling_line, scale_answers
+from cachelab.scale.answers import ceiling_line, scale_answers, server_name
 from cachelab.scale.pinning import layout_text
 from cachelab.scale.verdicts import latency_verdict, verdict_lines
 from cachelab.tables import write_json_and_csv
@@ -142,7 +142,8 @@ class ScaleResult:
         lines += member_lines(self.member_totals(), srv)
         fit = self.usl
         if fit is not None:
-            lines += ["", *(["the load client's ceiling, not memcached's (the client "
+            name = server_name({"server": srv})
+            lines += ["", *([f"the load client's ceiling, not {name}'s (the client "
                              "saturated; see the first lines):"] if ceiling else []),
                       fit.render()]
         if self.limits:

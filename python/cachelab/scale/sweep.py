@@ -20,6 +20,7 @@ import cachelab.environment as environment
 from cachelab.artifacts import created_now
 from cachelab.errors import Interrupted, ServerError, UsageError
 from cachelab.load import LoadResult, load, load_on_ray, memory_mb
+from cachelab.load.agents import measure_on_ray
 from cachelab.load.engine import measure as measure_load
 from cachelab.load.precision import basis, merged_p99_interval, point_precision
 from cachelab.raycluster import RayOptions, connected
@@ -81,11 +82,9 @@ def scale(
         resp = RespLogin()
     if resp is not None:
         spec = dataclasses.replace(spec, workload={**spec.workload, "protocol": "resp"})
-        if ray is not None:
-            raise UsageError("a sweep over RESP runs from this machine: not with --ray yet")
-        if spec.vary == "server-threads":
-            raise UsageError("--vary server-threads restarts a private memcached per point; "
-                             "over RESP, vary connections or threads")
+        if spec.vary == "server-threads" and (server is not None or cluster):
+            raise UsageError("--vary server-threads over RESP restarts a private redis-server "
+                             "with --io-threads N per point: give no --server")
     if cluster and (server is None or behind is not None):
         raise UsageError("--cluster needs a seed node of the cluster (--server "
                          "redis://HOST:PORT), not a proxy")
@@ -152,7 +151,18 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
     def measure(rep: int, n: int, target: Live | None) -> None:
         current[:] = [n]
         run_spec = spec.run_spec(n)
-        if ray is not None:
+        if ray is not None and resp is not None:  # agents over RESP, with the login
+            run_spec = dataclasses.replace(run_spec, protocol="resp", tls=run_spec.tls or (
+                TlsOptions() if resp.tls else None))
+            if target is not None:  # one server (or the private redis-server)
+                on = Target(servers=(target.address,), resp=resp)
+            else:  # a pool, a proxy or a cluster
+                on = Target(servers=tuple(behind if behind is not None else server or ()),
+                            proxy=server if behind is not None else None, resp=resp,
+                            cluster=cluster)
+            result = measure_on_ray(run_spec, on, dataclasses.replace(ray, agents=n),
+                                    server_facts=None if target is None else target.facts)
+        elif ray is not None:
             agents = dataclasses.replace(ray, agents=n)
             result = (load_on_ray(run_spec, agents, server=target.address,
                                   server_facts=target.facts) if target is not None
@@ -186,6 +196,9 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             point["precision"] = result.precision
         sched = result.server.get("schedstat")
         point["server_run_queue_wait_per_wall"] = sched["wait_per_wall"] if sched else None
+        if spec.vary == "server-threads" and resp is not None and target is not None:
+            # the io-threads the restarted redis-server runs with, as CONFIG GET says
+            point["io_threads"] = resp_settings(target, resp).get("io_threads")
         point["client_cpu_us_per_op"] = result.client.get("cpu_us_per_op")
         v = result.validity or {}
         point["verdict"] = v.get("verdict", "not checked")
@@ -214,7 +227,18 @@ def _sweep(spec: ScaleSpec, server: str | list[str] | None,
             on_run(len(runs), len(order), n, point)
 
     def sweep() -> None:
-        if spec.vary == "server-threads":
+        if spec.vary == "server-threads" and resp is not None:
+            # a private redis-server restarted per point with N I/O threads (reads too)
+            base = server_options or ServerOptions()
+            for rep, n in order:
+                options = dataclasses.replace(base, extra_args=(
+                    *base.extra_args, "--io-threads", str(n), "--io-threads-do-reads", "yes"))
+                with Target(options=options, resp=resp).open(
+                        memory_mb=memory_mb(spec.run_spec(n))) as target:
+                    server_facts.update(protocol="resp", argv=target.facts.get("argv"))
+                    measure(rep, n, target)
+                server_facts.update(address="private (restarted per point)")
+        elif spec.vary == "server-threads":
             for rep, n in order:
                 with Target(options=server_options or ServerOptions()).open(
                         memory_mb=memory_mb(spec.run_spec(n)), threads=n, cpus=pin) as target:
@@ -391,7 +415,16 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
     local = server.get("private") or on_this_machine(str(server.get("address", "")))
     layout = server.get("cpus") or {}
     out = []
-    if spec.vary == "server-threads":
+    if spec.vary == "server-threads" and server.get("protocol") == "resp":
+        top = max(spec.points)
+        if top >= cpus:
+            out.append(f"redis-server gets up to {top} I/O threads (its main thread one of "
+                       f"them) and this machine has {cpus} CPU(s), shared with the client: "
+                       "Redis's I/O threads spin while they wait for work, so beyond "
+                       f"N = {max(1, cpus - 1)} they take CPU from the main thread and the "
+                       "client, and the curve measures that contention, not what io-threads "
+                       "give a server with cores to spare.")
+    elif spec.vary == "server-threads":
         top = max(spec.points)
         own = len(layout["server"]) if layout.get("pinned") else cpus
         where = f"is pinned to {own}" if layout.get("pinned") else f"this machine has {cpus}"
@@ -421,8 +454,9 @@ def _cpu_limits(spec: ScaleSpec, server: Mapping[str, Any]) -> list[str]:
             sharing = f"{client} and the redis-servers"
             taken, alone = "the redis-servers", "the servers"
         elif resp:  # Redis: one main thread, io-threads beside it
-            sharing = (f"{client} and redis-server (io-threads "
-                       f"{server.get('io_threads') or '?'})")
+            io = ("N" if spec.vary == "server-threads"
+                  else server.get("io_threads") or "?")
+            sharing = f"{client} and redis-server (io-threads {io})"
             taken, alone = "redis-server", "the server"
         if server.get("proxy"):
             here = [b for b in server.get("behind", []) if on_this_machine(b)]
