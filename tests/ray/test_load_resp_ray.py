@@ -1,11 +1,10 @@
-"""``load --ray`` and ``scale --ray --vary agents`` over RESP: two load agents on a Ray cluster of
-two raylets on this machine (127.0.0.2-3, one cluster for the module, as tests/ray/conftest.py
-starts its own) driving a real redis-server with a password, a client-side pool of two, and a
-real 3-master Redis Cluster (three OS redis-servers joined by ``redis-cli --cluster create``),
-and through twemproxy in redis mode:
-the merged counts of every command are what each server's own ``INFO commandstats`` counted
-(redis-py reads them: a third party), each cluster master's share by redis-py's ``key_slot``,
-nothing left behind, and the password in no output or file.
+"""``load --ray`` and ``scale --ray --vary agents`` over RESP: two load agents on the Ray tests'
+cluster (two raylets on this machine, 127.0.0.2-3: tests/ray/conftest.py) driving a real
+redis-server with a password, a client-side pool of two, and a real 3-master Redis Cluster
+(three OS redis-servers joined by ``redis-cli --cluster create``), and through twemproxy in
+redis mode: the merged counts of every command are what each server's own ``INFO
+commandstats`` counted (redis-py reads them: a third party), each cluster master's share by
+redis-py's ``key_slot``, nothing left behind, and the password in no output or file.
 
 Grouped with the Ray tests (xdist group ``ray``: one worker, one Ray cluster at a time on the
 same loopback addresses). Runs are short; the assertions are on counts, never on speed."""
@@ -13,14 +12,12 @@ same loopback addresses). Runs are short; the assertions are on counts, never on
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib.util
 import json
 import os
 import sys
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +30,6 @@ if importlib.util.find_spec("ray") is None:
 
 from redis.crc import key_slot  # noqa: E402
 
-import cachelab  # noqa: E402
 from cachelab.load import LoadSpec, run  # noqa: E402
 from cachelab.load.keyspace import delete_key_space  # noqa: E402
 from cachelab.load.keyspace import key_slot as our_key_slot  # noqa: E402
@@ -49,36 +45,13 @@ from privateredis import PrivateRedis, PrivateRedisCluster  # noqa: E402
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 HEAD_IP = "127.0.0.2"
-NODE_IP = "127.0.0.3"
 
 
 @pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    """Two raylets on 127.0.0.2 and 127.0.0.3 (Ray rewrites 127.0.0.1), this process the
-    driver; shut down (our nodes only, never ``ray stop``) when the module is done."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    package_root = str(Path(cachelab.__file__).resolve().parents[1])
-    paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    node_args = {"num_cpus": 2, "object_store_memory": 80 * 2**20,
-                 "min_worker_port": 20000, "max_worker_port": 29999}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        cluster = Cluster(initialize_head=True,
-                          head_node_args={"node_ip_address": HEAD_IP, "include_dashboard": False,
-                                          **node_args})
-        gc.collect()
-    try:
-        cluster.add_node(node_ip_address=NODE_IP, **node_args)
-        cluster.wait_for_nodes(timeout=60)
-        ray.init(address=cluster.address, _node_ip_address=HEAD_IP, log_to_driver=False,
-                 configure_logging=False)
-        yield cluster.address
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+def ray_address(ray_cluster: Any) -> str:
+    """The Ray tests' cluster (tests/ray/conftest.py: two raylets on 127.0.0.2-3, this process
+    the driver)."""
+    return str(ray_cluster.address)
 
 
 def _ray(address: str, agents: int = 2) -> RayOptions:
