@@ -6,8 +6,8 @@ redis mode: the merged counts of every command are what each server's own ``INFO
 commandstats`` counted (redis-py reads them: a third party), each cluster master's share by
 redis-py's ``key_slot``, nothing left behind, and the password in no output or file.
 
-Grouped with the Ray tests (xdist group ``ray``: one worker, one Ray cluster at a time on the
-same loopback addresses). Runs are short; the assertions are on counts, never on speed."""
+In tests/ray, so grouped with the Ray tests (xdist group ``ray``: one worker) and ``slow`` by
+tests/conftest.py. Runs are short; the assertions are on counts, never on speed."""
 
 from __future__ import annotations
 
@@ -41,8 +41,6 @@ from cachelab.scale import run as scale_run  # noqa: E402
 from cachelab.target import Target  # noqa: E402
 from clitools import cachelab as cli  # noqa: E402
 from privateredis import PrivateRedis, PrivateRedisCluster  # noqa: E402
-
-pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 HEAD_IP = "127.0.0.2"
 
