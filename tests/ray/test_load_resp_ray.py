@@ -329,7 +329,9 @@ def test_scale_ray_vary_agents_over_resp(ray_address, redis) -> None:
     result = scale_run(spec, Target(servers=(redis.url,), ray=_ray(ray_address)))
     moved = _moved(before, _commands(c))
     assert [r["n"] for r in sorted(result.runs, key=lambda r: r["n"])] == [1, 2]
-    assert all(r["throughput"] > 0 and r["errors"] == 0 for r in result.runs)
+    assert all(r["throughput"] > 0 and r["errors"] == 0 for r in result.runs), [
+        {k: r.get(k) for k in ("n", "throughput", "errors", "lost", "window_s", "members")}
+        for r in result.runs]
     assert result.server["protocol"] == "resp"
     # Two runs, each prefilled by its agents and cleaned up by the driver.
     assert moved["set"] == moved["unlink"] == 2 * 200
