@@ -373,6 +373,11 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             breaker = cache.breaker if member is None else cache._lanes[member].breaker
             others = [OTHER + i for i in range(4000) if member is None
                       or cache.l2.member_of(cache.key_for(kc, OTHER + i)) == member][:40]
+            master = cfg.get("cluster_master")
+            if master:  # a cluster's stopped master: the keys it holds open the breaker
+                cc = cache.l2.cluster_client
+                others = [OTHER + i for i in range(4000) if cc.nodes_manager.get_node_from_slot(
+                    cc.keyslot(cache.key_for(kc, OTHER + i))).name == master][:40]
             for k in others:  # bounded: each read waits one timeout at most
                 if breaker.state != "closed":
                     break
@@ -457,14 +462,14 @@ def _pool_member(servers: list[str], prefix: str) -> tuple[str, int]:
 
 
 def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: Path,
-               prefix: str, *, threads: int = 3, cluster: bool = False) -> Outage:
+               prefix: str, *, threads: int = 3, cluster: str | None = None) -> Outage:
     """One scripted fault (``stop``, ``pool``, ``lease`` or ``partition``: see the module
     docstring) against the memcached at ``address`` (process ``pid``, which this stops and
     continues: it must be the caller's own; for ``pool``, the lists of both members' addresses
     and processes: the member holding keys 0 and 1 is stopped), with a writer and a reader
     process; returns what happened. memcached is always continued, whatever fails.
-    ``cluster``: ``address`` is a seed node of a Redis Cluster (``RedisTier.cluster``) and
-    ``pid`` the master to stop."""
+    ``cluster``: ``address`` is a seed node of a Redis Cluster (``RedisTier.cluster``), ``pid``
+    the master to stop and ``cluster`` its ``host:port`` (it must hold keys 0-2)."""
     sys.path.insert(0, str(_HERE.parent))
     from faultproxy import FaultProxy
 
@@ -485,7 +490,8 @@ def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: P
     base = {"db": str(db), "prefix": prefix, "ttl": "default", "reset_after": OUTAGE_RESET,
             "kind": kind, "pid": pid, "start_at": start_at, "act_at": stop_at + 0.1,
             "quiet_from": stop_at, "key2_from": stop_at + 0.1 + OUTAGE + 0.05, "end_at": end_at,
-            "threads": threads, "member": member, "cluster": cluster}
+            "threads": threads, "member": member, "cluster": bool(cluster),
+            "cluster_master": cluster}
     roles = {"writer": proxy.address if proxy else address, "reader": address}
     children = []
     for role, l2 in roles.items():
