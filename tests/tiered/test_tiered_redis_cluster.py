@@ -22,7 +22,7 @@ from tiered_helpers import Store
 from tiered_history import run_history, run_outage
 
 from cachelab.errors import ServerError, UsageError
-from cachelab.tiered import CircuitBreaker, LRUMemory, RedisTier, TieredCache
+from cachelab.tiered import CircuitBreaker, LRUMemory, RedisTier, RedisTracking, TieredCache
 from cachelab.tiered.redis import LEASE_SUFFIX, _slot_tag, cluster_lease_key
 from privateredis import PrivateRedisCluster
 
@@ -87,6 +87,9 @@ def test_construction_checks_its_arguments(cluster: PrivateRedisCluster) -> None
         RedisTier.cluster(cluster.url, redirects=-1)
     with pytest.raises(UsageError, match="timeout"):
         RedisTier.cluster(cluster.url, timeout=0)
+    with pytest.raises(UsageError, match="not a cluster"):
+        RedisTracking(TieredCache(RedisTier.cluster(cluster.url), LRUMemory(max_items=9),
+                                 prefix="x"))
     client = redispy.cluster.RedisCluster.from_url(cluster.url, socket_timeout=1.0)
     t = RedisTier(client)  # a user's client, used as it is
     assert t.cluster_client is client and t.request_bound_s() is not None
