@@ -114,6 +114,7 @@ def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, loader: Any = None,
         LRUMemory,
         MemcachedPool,
         MemcachedTier,
+        RedisPool,
         RedisTier,
         TieredCache,
     )
@@ -124,7 +125,8 @@ def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, loader: Any = None,
     maker = tier.pop("tier", RedisTier if redis else MemcachedTier)
     if cfg.get("cluster"):  # l2 a seed node of a Redis Cluster
         maker = maker.cluster
-    t = MemcachedPool(l2, **tier) if isinstance(l2, list) else maker(l2, **tier)
+    pool = RedisPool if cfg.get("redis_pool") else MemcachedPool
+    t = pool(l2, **tier) if isinstance(l2, list) else maker(l2, **tier)
     reset = cfg.get("reset_after")
     soft = cfg.get("soft_ttl")
     cache = TieredCache(t, l1, prefix=cfg["prefix"],
@@ -233,14 +235,15 @@ def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, 
                 threads: int, seconds: float, keys: int = 4, writes: float = 0.1,
                 pause: float = 0.0002, ttl: float | str = "default",
                 swr: dict[str, Any] | None = None, tracking: bool = False,
-                cluster: bool = False) -> History:
+                cluster: bool = False, redis_pool: bool = False) -> History:
     """Seeds the keys in the SQLite file ``db``, runs ``procs`` worker processes against ``l2``
     (the proxy, or a list: a pool of them, ``MemcachedPool``), and returns their merged
     history. ``swr``: stale-while-revalidate (``soft_ttl``, ``hard_ttl``, ``lease_ttl``,
     ``written``, ``load_s`` — each loader call's extra seconds: see the module docstring).
     ``tracking``: every process's L1 told of writes by a
     :class:`~cachelab.tiered.RedisTracking` (``l2`` a ``redis://`` URL). ``cluster``: ``l2``
-    is a seed node of a Redis Cluster (``RedisTier.cluster``)."""
+    is a seed node of a Redis Cluster (``RedisTier.cluster``). ``redis_pool``: ``l2`` is a list
+    of Redis servers (``RedisPool``)."""
     h = History()
     seed(db, list(range(keys)), h)
     start_at = time.monotonic() + 1.0
@@ -250,7 +253,8 @@ def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, 
                "threads": threads,
                "seconds": seconds, "keys": keys, "writes": writes, "pause": pause, "ttl": ttl,
                "start_at": start_at, "out": str(tmp / f"history-{p}.json"),
-               "tracking": tracking, "cluster": cluster, **(swr or {})}
+               "tracking": tracking, "cluster": cluster, "redis_pool": redis_pool,
+               **(swr or {})}
         children.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(cfg)],
                                          env=os.environ.copy()))
     for c in children:
@@ -462,14 +466,16 @@ def _pool_member(servers: list[str], prefix: str) -> tuple[str, int]:
 
 
 def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: Path,
-               prefix: str, *, threads: int = 3, cluster: str | None = None) -> Outage:
+               prefix: str, *, threads: int = 3, cluster: str | None = None,
+               redis_pool: bool = False) -> Outage:
     """One scripted fault (``stop``, ``pool``, ``lease`` or ``partition``: see the module
     docstring) against the memcached at ``address`` (process ``pid``, which this stops and
     continues: it must be the caller's own; for ``pool``, the lists of both members' addresses
     and processes: the member holding keys 0 and 1 is stopped), with a writer and a reader
     process; returns what happened. memcached is always continued, whatever fails.
     ``cluster``: ``address`` is a seed node of a Redis Cluster (``RedisTier.cluster``), ``pid``
-    the master to stop and ``cluster`` its ``host:port`` (it must hold keys 0-2)."""
+    the master to stop and ``cluster`` its ``host:port`` (it must hold keys 0-2).
+    ``redis_pool``: ``pool`` over Redis servers (``RedisPool``)."""
     sys.path.insert(0, str(_HERE.parent))
     from faultproxy import FaultProxy
 
@@ -491,7 +497,7 @@ def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: P
             "kind": kind, "pid": pid, "start_at": start_at, "act_at": stop_at + 0.1,
             "quiet_from": stop_at, "key2_from": stop_at + 0.1 + OUTAGE + 0.05, "end_at": end_at,
             "threads": threads, "member": member, "cluster": bool(cluster),
-            "cluster_master": cluster}
+            "cluster_master": cluster, "redis_pool": redis_pool}
     roles = {"writer": proxy.address if proxy else address, "reader": address}
     children = []
     for role, l2 in roles.items():
