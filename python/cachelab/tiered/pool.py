@@ -1,4 +1,6 @@
-"""L2 over a memcached pool: :class:`MemcachedPool`.
+"""L2 over a memcached pool: :class:`MemcachedPool`; over a pool of Redis servers:
+:class:`RedisPool` (the same routing, lanes and breakers, each member a
+:class:`~cachelab.tiered.RedisTier`).
 
 Each key lives on the member :func:`cachelab.pool.distribution` chooses — the member
 libmemcached (pylibmc) or pymemcache's ``HashClient`` would choose with the same distribution
