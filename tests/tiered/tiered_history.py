@@ -316,6 +316,18 @@ def _stopping_tier(pid: int, redis: bool = False) -> Any:
                 self.armed = False
                 os.kill(pid, signal.SIGSTOP)
                 _wait_stopped(pid)
+                t0 = time.monotonic()
+                try:
+                    got = super().lease_get(key, lease_ttl)
+                except Exception as e:
+                    type(self).outcome = (f"raised {type(e).__name__} after "
+                                          f"{time.monotonic() - t0:.3f} s: {e}")
+                    raise
+                type(self).outcome = f"returned {got} after {time.monotonic() - t0:.3f} s"
+                cc = getattr(self, "cluster_client", None)
+                if cc is not None:
+                    type(self).outcome += f" from {cc.get_node_from_key(key).name} ({pid})"
+                return got
             return super().lease_get(key, lease_ttl)
 
     return StopsAtLease
@@ -370,6 +382,7 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             # its lease request is lost: memcached is stopped while it waits
             read(cache, kc, 2, 0, ops, errors)
             facts["owed_after_fill"] = cache.events.pending_invalidations
+            facts["lease_request"] = getattr(cache.l2, "outcome", None)
         else:
             # a pool's stopped member has a breaker of its own (the cache's is a template),
             # which only the reads of keys on that member open: those are the ones read
