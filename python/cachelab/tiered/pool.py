@@ -27,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from cachelab import pool as _pool
 from cachelab.errors import UsageError
 from cachelab.tiered.backends import Lease, MemcachedTier, Tier
+from cachelab.tiered.redis import RedisTier
 from cachelab.tls import TlsOptions
 
 __all__ = ["MemcachedPool", "RedisPool"]
@@ -210,10 +212,6 @@ class RedisPool(MemcachedPool):
         leases: bool = True, item_size_max: int | None = None, password: str | None = None,
         username: str | None = None, db: int = 0, tls: bool = False, **client_kwargs: Any,
     ) -> None:
-        from urllib.parse import quote
-
-        from cachelab.tiered.redis import RedisTier
-
         if not isinstance(db, int) or db < 0:
             raise UsageError(f"RedisPool db must be an int >= 0, not {db!r}")
         creds = ""

@@ -166,7 +166,7 @@ def _hash_tag(key: str) -> str | None:
 def _slot_tag(slot: int) -> str:
     """A short text without ``}`` whose CRC16 hash slot is ``slot`` (found by counting up;
     16,384 tries on average)."""
-    from redis.crc import key_slot
+    from redis.crc import key_slot  # deferred: redis-py is optional
 
     for n in itertools.count():
         tag = format(n, "x")
@@ -186,7 +186,7 @@ def cluster_lease_key(key: str) -> str:
         return key + LEASE_SUFFIX
     if "}" not in key:
         return "{" + key + "}" + LEASE_SUFFIX
-    from redis.crc import key_slot
+    from redis.crc import key_slot  # deferred: redis-py is optional
 
     return "{" + _slot_tag(key_slot(key.encode())) + "}" + key + LEASE_SUFFIX
 
@@ -224,7 +224,7 @@ class RedisTier(Tier):
         self._lease = _lease_key
         #: The Redis Cluster client, if this tier is over a cluster (see :meth:`cluster`).
         self.cluster_client: Any = None
-        from redis.cluster import RedisCluster
+        from redis.cluster import RedisCluster  # deferred: redis-py is optional
 
         if isinstance(url, RedisCluster):
             if client_kwargs:
@@ -279,7 +279,7 @@ class RedisTier(Tier):
         (``CLUSTER SLOTS`` from the seed): raises :class:`~cachelab.errors.ServerUnreachable`
         if that fails. Keys, leases and claims as the module docstring says."""
         redis = _import_redis()
-        from redis.cluster import RedisCluster
+        from redis.cluster import RedisCluster  # deferred: redis-py is optional
 
         if urlsplit(url).scheme not in ("redis", "rediss"):
             raise UsageError(f"RedisTier.cluster url {cls._safe(url)!r} is not "
