@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import redis as redispy
 from redis.crc import key_slot
-from tiered_helpers import Store
+from tiered_helpers import Store, free_port
 from tiered_history import run_history, run_outage
 
-from cachelab.errors import ServerError, UsageError
+from cachelab.errors import ServerError, ServerUnreachable, UsageError
 from cachelab.tiered import CircuitBreaker, LRUMemory, RedisTier, RedisTracking, TieredCache
 from cachelab.tiered.redis import LEASE_SUFFIX, _slot_tag, cluster_lease_key
 from privateredis import PrivateRedisCluster
@@ -87,6 +87,9 @@ def test_construction_checks_its_arguments(cluster: PrivateRedisCluster) -> None
         RedisTier.cluster(cluster.url, redirects=-1)
     with pytest.raises(UsageError, match="timeout"):
         RedisTier.cluster(cluster.url, timeout=0)
+    with pytest.raises(ServerUnreachable) as refused:  # nothing listens there
+        RedisTier.cluster(f"redis://:hush-{os.getpid()}@127.0.0.1:{free_port()}")
+    assert f"hush-{os.getpid()}" not in str(refused.value) and "***" in str(refused.value)
     with pytest.raises(UsageError, match="not a cluster"):
         RedisTracking(TieredCache(RedisTier.cluster(cluster.url), LRUMemory(max_items=9),
                                  prefix="x"))

@@ -37,12 +37,21 @@ reads a value's format from the header its writer put in front of it
 them either); the flags are only a courtesy to other memcached tools. RedisTier drops them
 (``get_cas`` answers 0).
 
+**A Redis Cluster** (:meth:`RedisTier.cluster`, or a ``redis.cluster.RedisCluster`` given):
+each key on its slot's master through redis-py's routing; a key's lease key is in the key's
+slot (:func:`cluster_lease_key`: ``{<key>} lease``), so the scripts above, which name both in
+``KEYS``, run on one node; multi-key reads and deletes go as single-key commands in one
+pipeline per master (:meth:`RedisTier._pipelined` says why), following ``MOVED``/``ASK`` at
+most ``redirects`` times; :meth:`RedisTier.request_bound_s` counts the redirections and
+redis-py's slot map reads.
+
 TTLs are seconds (``EX``); 0 stores without expiry, as in memcached. (memcached reads a TTL
 over 30 days as a Unix time; Redis does not: give TTLs under 30 days.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -299,8 +308,9 @@ class RedisTier(Tier):
         kw.update(client_kwargs)
         try:
             client = RedisCluster.from_url(url, **kw)
-        except redis.exceptions.RedisError as x:
-            raise ServerUnreachable(f"redis cluster {cls._safe(url)}: {x}") from x
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException) as x:
+            raise ServerUnreachable(f"redis cluster {cls._safe(url)}: "
+                                    f"{str(x).replace(url, cls._safe(url))}") from None
         client.RedisClusterRequestTTL = 1 + redirects
         tier = cls(client, leases=leases, item_size_max=item_size_max)
         tier._owned = True
@@ -468,7 +478,9 @@ class RedisTier(Tier):
                 try:
                     replies = iter(pipe.execute(raise_on_error=False))
                 except (e.ConnectionError, e.TimeoutError):
-                    nm.initialize(last_failed_node_name=name)
+                    # the slot map read again (a failover's new master), the error kept
+                    with contextlib.suppress(e.RedisError, e.RedisClusterException):
+                        nm.initialize(last_failed_node_name=name)
                     raise
                 for n, asking in jobs:
                     if asking:
