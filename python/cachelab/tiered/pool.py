@@ -43,7 +43,9 @@ class MemcachedPool(Tier):
     :class:`cachelab.pool.Server` (in order: with ``modula`` the order decides where keys go),
     or the path of a servers file (:func:`cachelab.pool.read_servers_file`); ``distribution``
     one of :data:`cachelab.pool.DISTRIBUTIONS` (``ketama``, libmemcached's weighted ketama, by
-    default). The other options are each member's :class:`~cachelab.tiered.MemcachedTier`'s.
+    default). The other options are each member's :class:`~cachelab.tiered.MemcachedTier`'s;
+    ``tier``, a function of a member's :class:`cachelab.pool.Server`, makes each member instead
+    (any :class:`~cachelab.tiered.Tier`: :class:`RedisPool` makes RedisTiers).
 
     ::
 
