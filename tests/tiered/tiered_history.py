@@ -114,6 +114,7 @@ def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, loader: Any = None,
         LRUMemory,
         MemcachedPool,
         MemcachedTier,
+        RedisPool,
         RedisTier,
         TieredCache,
     )
@@ -122,7 +123,10 @@ def _cache(cfg: dict[str, Any], l2: str | list[str], db: Db, loader: Any = None,
         LRUMemory(max_items=100, ttl=cfg["ttl"])
     redis = isinstance(l2, str) and l2.startswith(("redis://", "rediss://"))
     maker = tier.pop("tier", RedisTier if redis else MemcachedTier)
-    t = MemcachedPool(l2, **tier) if isinstance(l2, list) else maker(l2, **tier)
+    if cfg.get("cluster"):  # l2 a seed node of a Redis Cluster
+        maker = maker.cluster
+    pool = RedisPool if cfg.get("redis_pool") else MemcachedPool
+    t = pool(l2, **tier) if isinstance(l2, list) else maker(l2, **tier)
     reset = cfg.get("reset_after")
     soft = cfg.get("soft_ttl")
     cache = TieredCache(t, l1, prefix=cfg["prefix"],
@@ -231,13 +235,16 @@ def worker(cfg: dict[str, Any]) -> None:
 def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, procs: int,
                 threads: int, seconds: float, keys: int = 4, writes: float = 0.1,
                 pause: float = 0.0002, ttl: float | str = "default",
-                swr: dict[str, Any] | None = None, tracking: bool = False) -> History:
+                swr: dict[str, Any] | None = None, tracking: bool = False,
+                cluster: bool = False, redis_pool: bool = False) -> History:
     """Seeds the keys in the SQLite file ``db``, runs ``procs`` worker processes against ``l2``
     (the proxy, or a list: a pool of them, ``MemcachedPool``), and returns their merged
     history. ``swr``: stale-while-revalidate (``soft_ttl``, ``hard_ttl``, ``lease_ttl``,
     ``written``, ``load_s`` — each loader call's extra seconds: see the module docstring).
     ``tracking``: every process's L1 told of writes by a
-    :class:`~cachelab.tiered.RedisTracking` (``l2`` a ``redis://`` URL)."""
+    :class:`~cachelab.tiered.RedisTracking` (``l2`` a ``redis://`` URL). ``cluster``: ``l2``
+    is a seed node of a Redis Cluster (``RedisTier.cluster``). ``redis_pool``: ``l2`` is a list
+    of Redis servers (``RedisPool``)."""
     h = History()
     seed(db, list(range(keys)), h)
     start_at = time.monotonic() + 1.0
@@ -247,7 +254,8 @@ def run_history(l2: str | list[str], db: str | Path, prefix: str, tmp: Path, *, 
                "threads": threads,
                "seconds": seconds, "keys": keys, "writes": writes, "pause": pause, "ttl": ttl,
                "start_at": start_at, "out": str(tmp / f"history-{p}.json"),
-               "tracking": tracking, **(swr or {})}
+               "tracking": tracking, "cluster": cluster, "redis_pool": redis_pool,
+               **(swr or {})}
         children.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(cfg)],
                                          env=os.environ.copy()))
     for c in children:
@@ -309,6 +317,18 @@ def _stopping_tier(pid: int, redis: bool = False) -> Any:
                 self.armed = False
                 os.kill(pid, signal.SIGSTOP)
                 _wait_stopped(pid)
+                t0 = time.monotonic()
+                try:
+                    got = super().lease_get(key, lease_ttl)
+                except Exception as e:
+                    type(self).outcome = (f"raised {type(e).__name__} after "
+                                          f"{time.monotonic() - t0:.3f} s: {e}")
+                    raise
+                type(self).outcome = f"returned {got} after {time.monotonic() - t0:.3f} s"
+                cc = getattr(self, "cluster_client", None)
+                if cc is not None:
+                    type(self).outcome += f" from {cc.get_node_from_key(key).name} ({pid})"
+                return got
             return super().lease_get(key, lease_ttl)
 
     return StopsAtLease
@@ -363,6 +383,7 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             # its lease request is lost: memcached is stopped while it waits
             read(cache, kc, 2, 0, ops, errors)
             facts["owed_after_fill"] = cache.events.pending_invalidations
+            facts["lease_request"] = getattr(cache.l2, "outcome", None)
         else:
             # a pool's stopped member has a breaker of its own (the cache's is a template),
             # which only the reads of keys on that member open: those are the ones read
@@ -370,6 +391,11 @@ def outage_worker(cfg: dict[str, Any]) -> None:
             breaker = cache.breaker if member is None else cache._lanes[member].breaker
             others = [OTHER + i for i in range(4000) if member is None
                       or cache.l2.member_of(cache.key_for(kc, OTHER + i)) == member][:40]
+            master = cfg.get("cluster_master")
+            if master:  # a cluster's stopped master: the keys it holds open the breaker
+                cc = cache.l2.cluster_client
+                others = [OTHER + i for i in range(4000) if cc.nodes_manager.get_node_from_slot(
+                    cc.keyslot(cache.key_for(kc, OTHER + i))).name == master][:40]
             for k in others:  # bounded: each read waits one timeout at most
                 if breaker.state != "closed":
                     break
@@ -454,12 +480,16 @@ def _pool_member(servers: list[str], prefix: str) -> tuple[str, int]:
 
 
 def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: Path,
-               prefix: str, *, threads: int = 3) -> Outage:
+               prefix: str, *, threads: int = 3, cluster: str | None = None,
+               redis_pool: bool = False) -> Outage:
     """One scripted fault (``stop``, ``pool``, ``lease`` or ``partition``: see the module
     docstring) against the memcached at ``address`` (process ``pid``, which this stops and
     continues: it must be the caller's own; for ``pool``, the lists of both members' addresses
     and processes: the member holding keys 0 and 1 is stopped), with a writer and a reader
-    process; returns what happened. memcached is always continued, whatever fails."""
+    process; returns what happened. memcached is always continued, whatever fails.
+    ``cluster``: ``address`` is a seed node of a Redis Cluster (``RedisTier.cluster``), ``pid``
+    the master to stop and ``cluster`` its ``host:port`` (it must hold keys 0-2).
+    ``redis_pool``: ``pool`` over Redis servers (``RedisPool``)."""
     sys.path.insert(0, str(_HERE.parent))
     from faultproxy import FaultProxy
 
@@ -480,7 +510,8 @@ def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: P
     base = {"db": str(db), "prefix": prefix, "ttl": "default", "reset_after": OUTAGE_RESET,
             "kind": kind, "pid": pid, "start_at": start_at, "act_at": stop_at + 0.1,
             "quiet_from": stop_at, "key2_from": stop_at + 0.1 + OUTAGE + 0.05, "end_at": end_at,
-            "threads": threads, "member": member}
+            "threads": threads, "member": member, "cluster": bool(cluster),
+            "cluster_master": cluster, "redis_pool": redis_pool}
     roles = {"writer": proxy.address if proxy else address, "reader": address}
     children = []
     for role, l2 in roles.items():

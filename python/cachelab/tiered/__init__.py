@@ -11,7 +11,8 @@ See ``docs/tiered.md`` and :mod:`cachelab.tiered.cache`. The modules, from the b
   ``cachelab[redis]``), and :mod:`~cachelab.tiered.tracking` (:class:`RedisTracking`: other
   processes' L1 told of writes through ``CLIENT TRACKING``);
 * :mod:`~cachelab.tiered.pool` — L2 over a memcached pool (:class:`MemcachedPool`: each key on
-  the member ``cachelab.pool.distribution`` picks);
+  the member ``cachelab.pool.distribution`` picks) or a pool of Redis servers
+  (:class:`RedisPool`); a Redis Cluster is a :class:`RedisTier` too (``RedisTier.cluster``);
 * :mod:`~cachelab.tiered.codecs` — how values are stored (:class:`ValueFormat`);
 * :mod:`~cachelab.tiered.breaker`, :mod:`~cachelab.tiered.stats` — the circuit breaker in
   front of L2, and the counters;
@@ -43,7 +44,7 @@ from cachelab.tiered.codecs import (
 from cachelab.tiered.decorators import AsyncCached, AsyncCachedMany, Cached, CachedMany
 from cachelab.tiered.keys import RandomPrefixWarning
 from cachelab.tiered.memory import MISS, FixedMemory, LRUMemory, Memory
-from cachelab.tiered.pool import MemcachedPool
+from cachelab.tiered.pool import MemcachedPool, RedisPool
 from cachelab.tiered.redis import RedisTier
 from cachelab.tiered.stats import BreakerStats, TierStats
 from cachelab.tiered.tracking import RedisTracking
@@ -71,6 +72,7 @@ __all__ = [
     "Memory",
     "PymemcacheTier",
     "RandomPrefixWarning",
+    "RedisPool",
     "RedisTier",
     "RedisTracking",
     "RequestScope",

@@ -1,4 +1,6 @@
-"""L2 over a memcached pool: :class:`MemcachedPool`.
+"""L2 over a memcached pool: :class:`MemcachedPool`; over a pool of Redis servers:
+:class:`RedisPool` (the same routing, lanes and breakers, each member a
+:class:`~cachelab.tiered.RedisTier`).
 
 Each key lives on the member :func:`cachelab.pool.distribution` chooses — the member
 libmemcached (pylibmc) or pymemcache's ``HashClient`` would choose with the same distribution
@@ -22,15 +24,18 @@ here: those are the cache's).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 from cachelab import pool as _pool
 from cachelab.errors import UsageError
 from cachelab.tiered.backends import Lease, MemcachedTier, Tier
+from cachelab.tiered.redis import RedisTier
 from cachelab.tls import TlsOptions
 
-__all__ = ["MemcachedPool"]
+__all__ = ["MemcachedPool", "RedisPool"]
 
 
 class MemcachedPool(Tier):
@@ -38,7 +43,9 @@ class MemcachedPool(Tier):
     :class:`cachelab.pool.Server` (in order: with ``modula`` the order decides where keys go),
     or the path of a servers file (:func:`cachelab.pool.read_servers_file`); ``distribution``
     one of :data:`cachelab.pool.DISTRIBUTIONS` (``ketama``, libmemcached's weighted ketama, by
-    default). The other options are each member's :class:`~cachelab.tiered.MemcachedTier`'s.
+    default). The other options are each member's :class:`~cachelab.tiered.MemcachedTier`'s;
+    ``tier``, a function of a member's :class:`cachelab.pool.Server`, makes each member instead
+    (any :class:`~cachelab.tiered.Tier`: :class:`RedisPool` makes RedisTiers).
 
     ::
 
@@ -53,6 +60,7 @@ class MemcachedPool(Tier):
         self, servers: Iterable[str | _pool.Server] | str | Path, *,
         distribution: str = "ketama", timeout: float = 0.25, connect_timeout: float = 0.25,
         leases: bool = True, tls: TlsOptions | None = None, item_size_max: int | None = None,
+        tier: Callable[[_pool.Server], Tier] | None = None,
     ) -> None:
         if isinstance(servers, (str, Path)):
             members = _pool.read_servers_file(servers)
@@ -67,8 +75,10 @@ class MemcachedPool(Tier):
         self.timeout = timeout
         self.supports_leases = leases
         self._item_limit = item_size_max
-        #: One tier per member, in the servers' order.
-        self.members: list[MemcachedTier] = [
+        #: One tier per member, in the servers' order: ``tier(server)`` if given (a subclass's
+        #: member of another kind: :class:`RedisPool`), else a MemcachedTier.
+        self.members: list[Any] = [
+            tier(s) if tier is not None else
             MemcachedTier(s.address, timeout=timeout, connect_timeout=connect_timeout,
                           leases=leases, tls=tls, item_size_max=item_size_max)
             for s in members]
@@ -110,7 +120,7 @@ class MemcachedPool(Tier):
                 g.append(n)
         return groups
 
-    def tier_for(self, key: str) -> MemcachedTier:
+    def tier_for(self, key: str) -> Any:
         """The member tier that holds ``key``."""
         return self.members[self.member_of(key)]
 
@@ -177,3 +187,50 @@ class MemcachedPool(Tier):
     def close(self) -> None:
         for m in self.members:
             m.close()
+
+
+class RedisPool(MemcachedPool):
+    """A client-side pool of Redis (or Valkey) servers as one L2, as :class:`MemcachedPool`
+    is of memcached: ``servers`` are ``host:port[:weight]`` specs (or a servers file), each
+    key on the member ``distribution`` picks, each member a
+    :class:`~cachelab.tiered.RedisTier` (``redis://`` or, ``tls``, ``rediss://``; the same
+    ``password``, ``username`` and ``db`` on every member; ``client_kwargs`` to each
+    member's ``redis.Redis.from_url``, e.g. ``ssl_ca_certs``), a key's lease key on the key's
+    member. Used by a :class:`~cachelab.tiered.TieredCache`, every member gets its own
+    breaker and queue of owed deletes, and a down member's keys are read past Redis, never
+    remapped: all as for :class:`MemcachedPool` (docs/tiered.md, "Pools").
+
+    ::
+
+        TieredCache(RedisPool(["10.0.0.1:6379", "10.0.0.2:6379"], password=secret),
+                    LRUMemory(...), prefix="myapp", breaker=CircuitBreaker(3, 1.0))
+    """
+
+    name = "redis-pool"
+
+    def __init__(
+        self, servers: Iterable[str | _pool.Server] | str | Path, *,
+        distribution: str = "ketama", timeout: float = 0.25, connect_timeout: float = 0.25,
+        leases: bool = True, item_size_max: int | None = None, password: str | None = None,
+        username: str | None = None, db: int = 0, tls: bool = False, **client_kwargs: Any,
+    ) -> None:
+        if not isinstance(db, int) or db < 0:
+            raise UsageError(f"RedisPool db must be an int >= 0, not {db!r}")
+        creds = ""
+        if password is not None or username is not None:
+            creds = f"{quote(username or '', safe='')}:{quote(password or '', safe='')}@"
+        scheme = "rediss" if tls else "redis"
+
+        def member(s: _pool.Server) -> RedisTier:
+            return RedisTier(f"{scheme}://{creds}{s.address}/{db}", timeout=timeout,
+                             connect_timeout=connect_timeout, leases=leases,
+                             item_size_max=item_size_max, **client_kwargs)
+
+        super().__init__(servers, distribution=distribution, timeout=timeout,
+                         connect_timeout=connect_timeout, leases=leases,
+                         item_size_max=item_size_max, tier=member)
+        self.server, self.bound_words = self.members[0].server, self.members[0].bound_words
+
+    def __repr__(self) -> str:
+        specs = ", ".join(s.spec for s in self.servers)
+        return f"RedisPool([{specs}], distribution={self.distribution.kind!r})"

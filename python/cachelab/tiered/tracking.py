@@ -184,6 +184,9 @@ class RedisTracking:
         tier = cache.l2
         if not isinstance(tier, RedisTier):
             raise UsageError("RedisTracking needs a TieredCache whose l2 is a RedisTier")
+        if tier.cluster_client is not None:
+            raise UsageError("RedisTracking tracks one Redis, not a cluster (RedisTier.cluster): "
+                             "each master pushes its own keys' writes only")
         ckw = tier.client.connection_pool.connection_kwargs
         kind = getattr(getattr(tier.client.connection_pool, "connection_class", None),
                        "__name__", "")
