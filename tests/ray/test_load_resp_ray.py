@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from cachelab.scale import ScaleSpec  # noqa: E402
 from cachelab.scale import run as scale_run  # noqa: E402
 from cachelab.target import Target  # noqa: E402
 from clitools import cachelab as cli  # noqa: E402
-from privateredis import PrivateRedis, PrivateRedisCluster  # noqa: E402
+from privateredis import PrivateRedisCluster  # noqa: E402
 
 HEAD_IP = "127.0.0.2"
 
@@ -54,28 +53,6 @@ def ray_address(ray_cluster: Any) -> str:
 
 def _ray(address: str, agents: int = 2) -> RayOptions:
     return RayOptions(address=address, agents=agents, node_ip=HEAD_IP, ready_timeout=30.0)
-
-
-@pytest.fixture(scope="module")
-def two() -> Iterator[list[PrivateRedis]]:
-    """Two redis-servers without a password: a client-side pool."""
-    try:
-        a, b = PrivateRedis(), PrivateRedis()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with a, b:
-        yield [a, b]
-
-
-@pytest.fixture(scope="module")
-def masters() -> Iterator[PrivateRedisCluster]:
-    """A 3-master Redis Cluster on 127.0.0.31-33 (free ports)."""
-    try:
-        c = PrivateRedisCluster()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    with c:
-        yield c
 
 
 def _calls(stats: dict[str, Any], command: str) -> int:
@@ -124,11 +101,11 @@ def test_two_agents_on_one_redis_send_what_its_commandstats_counted(ray_address,
 
 
 def test_the_cli_on_ray_drives_a_pool_of_two_and_each_member_counts_its_part(
-        ray_address, two, tmp_path: Path) -> None:
-    clients = [s.client() for s in two]
+        ray_address, pair, tmp_path: Path) -> None:
+    clients = [s.client() for s in pair]
     before = [_commands(c) for c in clients]
     done = cli("load", "--ray", ray_address, "--ray-node-ip", HEAD_IP, "--agents", "2",
-               *[x for s in two for x in ("--server", f"redis://{s.address}")],
+               *[x for s in pair for x in ("--server", f"redis://{s.address}")],
                "--rate", "1500", "--connections", "4", "--duration", "1", "--warmup", "0.25",
                "--interval", "0.25", "--key-space", "400", "--mix", "get=80,set=20",
                "--timeout", "5", "--no-plots", "--format", "table", "--out", tmp_path / "out")
@@ -138,7 +115,7 @@ def test_the_cli_on_ray_drives_a_pool_of_two_and_each_member_counts_its_part(
     assert "agents: 2" in done.stdout
     doc = json.loads((tmp_path / "out" / "load.json").read_text())
     assert doc["server"]["protocol"] == "resp"
-    assert [m["address"] for m in doc["members"]] == [s.address for s in two]
+    assert [m["address"] for m in doc["members"]] == [s.address for s in pair]
     for m, c, b in zip(doc["members"], clients, before):
         moved = _moved(b, _commands(c))
         # What the agents sent this member is what its own commandstats counted, and the
@@ -159,18 +136,18 @@ except Exception as e:  # noqa: BLE001 - the reason is shown in the skip
 
 
 @pytest.mark.skipif(bool(_NO_PROXY), reason=_NO_PROXY)
-def test_two_agents_through_twemproxy_in_redis_mode(ray_address, two) -> None:
+def test_two_agents_through_twemproxy_in_redis_mode(ray_address, pair) -> None:
     """The agents send to twemproxy (redis mode), which spreads the keys; the driver reads
     each server behind it: their GETs and SETs added up are the agents' merged counts (plus
     the prefill, sent through the proxy too), and the clean-up's UNLINKs reach every key."""
-    clients = [s.client() for s in two]
+    clients = [s.client() for s in pair]
     before = [_commands(c) for c in clients]
-    with PrivateTwemproxy([s.address for s in two], redis=True) as proxy:
+    with PrivateTwemproxy([s.address for s in pair], redis=True) as proxy:
         r = run(dataclasses.replace(SPEC, mix={"get": 0.8, "set": 0.2}, key_space=1000),
-                Target(servers=tuple(s.address for s in two), proxy=proxy.address,
+                Target(servers=tuple(s.address for s in pair), proxy=proxy.address,
                        resp=RespLogin(), ray=_ray(ray_address)))
     moved = [_moved(b, _commands(c)) for b, c in zip(before, clients)]
-    assert r.behind is not None and [b["address"] for b in r.behind] == [s.address for s in two]
+    assert r.behind is not None and [b["address"] for b in r.behind] == [s.address for s in pair]
     assert r.all["errors"] == {}
     assert sum(m["get"] for m in moved) == r.all["ops"]["get"] > 0
     assert sum(m["set"] for m in moved) == r.all["ops"]["set"] + 1000
@@ -183,22 +160,22 @@ def test_two_agents_through_twemproxy_in_redis_mode(ray_address, two) -> None:
 
 
 def test_two_agents_on_a_cluster_route_by_slot_and_each_master_counts_its_part(
-        ray_address, masters) -> None:
-    clients = [masters.client(i) for i in range(3)]
+        ray_address, cluster) -> None:
+    clients = [cluster.client(i) for i in range(3)]
     before = [_commands(c) for c in clients]
     spec = LoadSpec(**{**SPEC.__dict__, "mix": {"get": 0.8, "multiget": 0.2},
                        "multiget_keys": 4, "key_space": 600})
-    r = run(spec, Target(servers=(masters.url,), cluster=True, ray=_ray(ray_address)))
-    assert r.members is not None and [m["address"] for m in r.members] == masters.addresses
+    r = run(spec, Target(servers=(cluster.url,), cluster=True, ray=_ray(ray_address)))
+    assert r.members is not None and [m["address"] for m in r.members] == cluster.addresses
     assert r.pool is not None and r.pool["distribution"] == "cluster"
     assert r.pool["redirects"] == {"moved": 0, "ask": 0}
     # Each master holds the keys whose slot it serves, as redis-py places them; ours agrees.
-    owner = masters.owners()
+    owner = cluster.owners()
     prefix = r.spec["prefix_used"]
     keys = [f"{prefix}:{i}" for i in range(600)]
     assert all(our_key_slot(k) == key_slot(k.encode()) for k in keys)
     placed = Counter(owner[key_slot(k.encode())] for k in keys)
-    assert [m["keys"] for m in r.members] == [placed[a] for a in masters.addresses]
+    assert [m["keys"] for m in r.members] == [placed[a] for a in cluster.addresses]
     for m, c, b in zip(r.members, clients, before):
         moved = _moved(b, _commands(c))
         # Its GETs and MGETs (one per slot of a multi-get's keys: no CROSSSLOT) are the
@@ -229,13 +206,13 @@ GETS = LoadSpec(connections=4, rate=3000.0, duration=3.0, warmup=0.25, interval=
 
 
 def test_slots_moved_during_a_ray_run_are_followed_by_each_agent_and_summed(
-        ray_address, masters) -> None:
+        ray_address, cluster) -> None:
     """1,000 slots of the first master's moved to the second once both agents are sending:
     each agent learns the move from its own MOVEDs (its own slot table); the merged count is
     the sum of the agents', all on the first master; every GET is answered, each master's
     replies its own GET calls."""
-    slots = _slots_of(masters, 0)
-    clients = [masters.client(i) for i in range(3)]
+    slots = _slots_of(cluster, 0)
+    clients = [cluster.client(i) for i in range(3)]
     before = [_commands(c) for c in clients]
     failures: list[BaseException] = []
 
@@ -246,17 +223,17 @@ def test_slots_moved_during_a_ray_run_are_followed_by_each_agent_and_summed(
                 if time.monotonic() > deadline:
                     raise AssertionError("no get reached the first master")
                 time.sleep(0.02)
-            masters.move(slots, to=1)
+            cluster.move(slots, to=1)
         except BaseException as e:  # noqa: BLE001 - re-raised in the test
             failures.append(e)
 
     mover = threading.Thread(target=move_when_sending, daemon=True)
     mover.start()
     try:
-        r = run(GETS, Target(servers=(masters.url,), cluster=True, ray=_ray(ray_address)))
+        r = run(GETS, Target(servers=(cluster.url,), cluster=True, ray=_ray(ray_address)))
     finally:
         mover.join(timeout=60)
-        masters.move(slots, to=0)
+        cluster.move(slots, to=0)
     assert not failures, failures
     members = r.members
     assert members is not None and r.pool is not None
@@ -277,19 +254,19 @@ def test_slots_moved_during_a_ray_run_are_followed_by_each_agent_and_summed(
     assert [c.dbsize() for c in clients] == [0, 0, 0]
 
 
-def test_a_slot_being_migrated_is_asked_by_both_agents(ray_address, masters) -> None:
+def test_a_slot_being_migrated_is_asked_by_both_agents(ray_address, cluster) -> None:
     """Slots migrating from the third master (which holds none of the run's keys) to the
     second: every GET of theirs is answered -ASK by the third and served by the second after
     ASKING, by either agent; the merged ASKs are all the third's."""
-    slots = _slots_of(masters, 2)
-    masters.migrating(slots, source=2, target=1)
-    clients = [masters.client(i) for i in range(3)]
+    slots = _slots_of(cluster, 2)
+    cluster.migrating(slots, source=2, target=1)
+    clients = [cluster.client(i) for i in range(3)]
     before = [_commands(c) for c in clients]
     try:
         r = run(dataclasses.replace(GETS, duration=1.0),
-                Target(servers=(masters.url,), cluster=True, ray=_ray(ray_address)))
+                Target(servers=(cluster.url,), cluster=True, ray=_ray(ray_address)))
     finally:
-        masters.stable(slots, 1, 2)
+        cluster.stable(slots, 1, 2)
     after = [_commands(c) for c in clients]
     members = r.members
     assert members is not None
@@ -302,18 +279,18 @@ def test_a_slot_being_migrated_is_asked_by_both_agents(ray_address, masters) -> 
                                                for a, b in zip(after, before)]
 
 
-def test_the_clean_up_deletes_each_key_from_the_master_serving_its_slot_now(masters) -> None:
+def test_the_clean_up_deletes_each_key_from_the_master_serving_its_slot_now(cluster) -> None:
     """The driver's clean-up reads the slot map again: keys written (by redis-py) to their
-    masters are all deleted though the run's slot table is stale (every slot on the first
+    cluster are all deleted though the run's slot table is stale (every slot on the first
     master, as after slots moved away from it during a run)."""
     prefix = f"cachelab-test:{os.getpid()}-{time.monotonic_ns()}"
-    owner = masters.owners()
-    by_node = {a: masters.client(i) for i, a in enumerate(masters.addresses)}
+    owner = cluster.owners()
+    by_node = {a: cluster.client(i) for i, a in enumerate(cluster.addresses)}
     for i in range(300):
         key = f"{prefix}:{i}"
         by_node[owner[key_slot(key.encode())]].set(key, b"v")
     assert sum(c.dbsize() for c in by_node.values()) == 300
-    core = {"key_space": 300, "prefix": prefix, "servers": [[a, 1] for a in masters.addresses],
+    core = {"key_space": 300, "prefix": prefix, "servers": [[a, 1] for a in cluster.addresses],
             "cluster_slots": [(0, 16383, 0)], "protocol": {"resp": {}}, "tls": None,
             "timeout": 2.0, "connect_timeout": 2.0}
     assert delete_key_space(core) == (300, 0)
