@@ -151,6 +151,22 @@ return 1
 """
 
 
+def _bounded(redis: Any, what: str, timeout: float, connect_timeout: float) -> dict[str, Any]:
+    """redis-py's keyword arguments for a client whose every request is bounded: ``timeout``
+    per request, ``connect_timeout`` per connect, no retries, and no ``CLIENT SETINFO`` on
+    connect (one request less in a connect's bound)."""
+    if timeout <= 0 or connect_timeout <= 0:
+        raise UsageError(f"{what} timeout and connect_timeout must be > 0 s "
+                         f"(got {timeout}, {connect_timeout})")
+    kw: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": connect_timeout,
+                          "retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
+        kw["driver_info"] = None
+    else:  # redis-py 5 and 6
+        kw["lib_name"] = kw["lib_version"] = None
+    return kw
+
+
 def _version(value: bytes) -> int:
     """A value's content version: the first 60 bits of its SHA-1 (``redis.sha1hex``'s first
     15 hex digits)."""
@@ -246,17 +262,7 @@ class RedisTier(Tier):
             if scheme not in ("redis", "rediss"):
                 raise UsageError(f"RedisTier url {self._safe(url)!r} is not redis://HOST:PORT[/DB]"
                                  " or rediss://... (TLS)")
-            if timeout <= 0 or connect_timeout <= 0:
-                raise UsageError("RedisTier timeout and connect_timeout must be > 0 s "
-                                 f"(got {timeout}, {connect_timeout})")
-            kw: dict[str, Any] = {"socket_timeout": timeout,
-                                  "socket_connect_timeout": connect_timeout,
-                                  "retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
-            # No CLIENT SETINFO on connect: one request less in a connect's bound.
-            if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
-                kw["driver_info"] = None
-            else:  # redis-py 5 and 6
-                kw["lib_name"] = kw["lib_version"] = None
+            kw = _bounded(redis, "RedisTier", timeout, connect_timeout)
             kw.update(client_kwargs)
             self.client = redis.Redis.from_url(url, **kw)
             self._owned = True
@@ -293,18 +299,9 @@ class RedisTier(Tier):
         if urlsplit(url).scheme not in ("redis", "rediss"):
             raise UsageError(f"RedisTier.cluster url {cls._safe(url)!r} is not "
                              "redis://HOST:PORT or rediss://... (TLS): a seed node")
-        if timeout <= 0 or connect_timeout <= 0:
-            raise UsageError("RedisTier.cluster timeout and connect_timeout must be > 0 s "
-                             f"(got {timeout}, {connect_timeout})")
+        kw = _bounded(redis, "RedisTier.cluster", timeout, connect_timeout)
         if not isinstance(redirects, int) or redirects < 0:
             raise UsageError(f"RedisTier.cluster redirects must be an int >= 0, not {redirects!r}")
-        kw: dict[str, Any] = {"socket_timeout": timeout,
-                              "socket_connect_timeout": connect_timeout,
-                              "retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
-        if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
-            kw["driver_info"] = None
-        else:  # redis-py 5 and 6
-            kw["lib_name"] = kw["lib_version"] = None
         kw.update(client_kwargs)
         try:
             client = RedisCluster.from_url(url, **kw)
