@@ -35,8 +35,12 @@ between repeats); the report gives the medians, the median of the per-repeat rat
 ran within seconds of each other, so this ratio is less exposed to the machine's drift than the
 ratio of medians) and every run with the 1-minute load average at its start. On a shared
 machine ``--quiet-below L`` waits (up to ``--max-wait`` seconds) for the load average to drop
-below ``L`` before each pair. Prints a markdown report (and
-writes it with ``--out``); prints "skipped" and exits 0 when memtier_benchmark is not found.
+below ``L`` before each pair. cachelab's CPU outside the sending phase (start-up, imports,
+prefill, the verdict, clean-up: the whole process's minus its CPU while sending) and its
+verdict's own CPU (``client.verdict_cpu_s``) are given per run. Prints a markdown report;
+``--record`` writes it to runs/<day>-load-vs-memtier.md with the raw figures in a .json beside
+it (``--out``: to a path of your choice); prints "skipped" and exits 0 when
+memtier_benchmark is not found.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import records
 from cachelab import _core
 from cachelab.servers import PrivateMemcached
 from records import memtier_argv
@@ -127,6 +132,10 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
     return {"ops_s": a["throughput"], "ops": a["replies"], "cpu_s": cpu,
             "cpu_us_op": cpu * 1e6 / a["replies"], "engine_cpu_us_op": r["client"]["cpu_us_per_op"],
             "process_cpu_us_op": r["client"]["process_cpu_us_per_op"],
+            # the whole process but the sending phase: start-up, imports, prefill, verdict,
+            # clean-up
+            "outside_us_op": (cpu - r["client"]["process_cpu_s"]) * 1e6 / a["replies"],
+            "verdict_cpu_s": r["client"].get("verdict_cpu_s"),
             "wait_us_op": r["client"]["run_queue_wait_us_per_op"],
             "server_cpu_us_op": (d["rusage_user_s"] + d["rusage_system_s"]) * 1e6
             / max(1, d["cmd_get"]),
@@ -159,6 +168,9 @@ def main() -> int:
                     help="wait for the 1-minute load average to drop below this before each pair")
     ap.add_argument("--max-wait", type=float, default=60.0)
     ap.add_argument("--out", type=Path, help="also write the markdown report here")
+    ap.add_argument("--record", action="store_true",
+                    help="also write the report to runs/<day>-load-vs-memtier.md and the raw "
+                         "figures to a .json beside it")
     ap.add_argument("--scenario", action="append", choices=["server-bound", "pipeline-1",
                                                              "open-loop"],
                     help="run only this scenario (repeatable; default all three)")
@@ -321,17 +333,29 @@ def main() -> int:
                 f"({ratio(same, vs, 'p50_us')}× memtier), "
                 f"{med(same, 'p50_uncorrected_us'):.1f} µs uncorrected "
                 f"({ratio(same, vs, 'p50_uncorrected_us', 'p50_us')}×)")
+    for name, _, pipeline, rate in scenarios:
+        for tool in tools_of(rate, pipeline)[1:]:
+            c = runs[name][tool]
+            verdicts = [x["verdict_cpu_s"] for x in c if x.get("verdict_cpu_s") is not None]
+            lines.append(
+                f"- {name}, {tool}: outside the sending phase (start-up, imports, prefill, "
+                f"verdict, clean-up) {med(c, 'outside_us_op'):.2f} µs/op of the whole "
+                f"{med(c, 'cpu_us_op'):.2f}; the verdict "
+                + (f"{statistics.median(verdicts):.3f} CPU-s" if verdicts else "not reported"))
     lines += ["", "Every run (load = 1-minute load average before the pair):", "",
               "| repeat | scenario | tool | load | ops/s | client CPU µs/op | engine CPU µs/op "
-              "| engine run-queue wait µs/op | server CPU µs/op | p50 µs | p50 uncorrected µs |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| engine run-queue wait µs/op | outside sending µs/op | verdict CPU s "
+              "| server CPU µs/op | p50 µs | p50 uncorrected µs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rep, name, tool, r in raw:
         eng = f"{r['engine_cpu_us_op']:.2f}" if "engine_cpu_us_op" in r else "—"
         wait = f"{r['wait_us_op']:.2f}" if "wait_us_op" in r else "—"
+        out = f"{r['outside_us_op']:.2f}" if "outside_us_op" in r else "—"
+        verdict = f"{r['verdict_cpu_s']:.3f}" if r.get("verdict_cpu_s") is not None else "—"
         unc = f"{r['p50_uncorrected_us']:.1f}" if "p50_uncorrected_us" in r else "(same)"
         lines.append(f"| {rep} | {name} | {tool} | {r['load']:.2f} | {r['ops_s']:.0f} | "
-                     f"{r['cpu_us_op']:.2f} | {eng} | {wait} | {r['server_cpu_us_op']:.2f} | "
-                     f"{r['p50_us']:.1f} | {unc} |")
+                     f"{r['cpu_us_op']:.2f} | {eng} | {wait} | {out} | {verdict} | "
+                     f"{r['server_cpu_us_op']:.2f} | {r['p50_us']:.1f} | {unc} |")
     cl_runs = [r for _, _, tool, r in raw if tool != "memtier"]
     lines += ["", f"cachelab errors: {sum(r['errors'] for r in cl_runs)}; cachelab misses: "
               f"{sum(r['misses'] for r in cl_runs)}"]
@@ -340,6 +364,15 @@ def main() -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report)
+    if args.record:
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        md = records.write_record("load-vs-memtier", day, report, {
+            "argv": sys.argv[1:], "memcached": version, "memtier": mt_version,
+            "commit": _commit(), "load_before": load_before, "load_after": load_after,
+            "runs": [{"repeat": rep, "scenario": name, "tool": tool,
+                      **{k: v for k, v in r.items() if k != "vs"}}
+                     for rep, name, tool, r in raw]})
+        print(f"wrote {md}", file=sys.stderr)
     return 0
 
 

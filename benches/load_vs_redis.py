@@ -31,8 +31,12 @@ Python, its prefill and clean-up; its engine threads' own and its whole process'
 sending phase are given too). Server CPU per op is ``INFO cpu``'s ``used_cpu_user +
 used_cpu_sys`` over ``INFO commandstats``' ``cmdstat_get`` calls, deltas around each peer run;
 for cachelab the engine's own ``INFO`` snapshots around its measured phase (CPU over
-``total_commands_processed``, all gets here). Each scenario runs ``--runs`` times, the clients'
+``total_commands_processed``, all gets here). cachelab's CPU outside the sending phase
+(start-up, imports, prefill, the verdict, clean-up) per op and its verdict's CPU
+(``client.verdict_cpu_s``) are given per run. Each scenario runs ``--runs`` times, the clients'
 order alternating; the report gives medians and the median of per-run ratios (cachelab / peer).
+On a shared machine ``--quiet-below L`` waits (up to ``--max-wait`` seconds) for the 1-minute
+load average to drop below ``L`` before each scenario's runs.
 Writes runs/<day>-load-vs-redis.md and .json (``--no-record``: print only). Prints "skipped"
 and exits 0 when redis-server or taskset is missing, and each peer is "skipped" when absent.
 """
@@ -184,6 +188,10 @@ def cachelab(address: str, seconds: int, conns: int, pipeline: int, rate: int | 
            "cpu_us_op": cpu * 1e6 / max(1, a["replies"]),
            "engine_cpu_us_op": r["client"]["cpu_us_per_op"],
            "process_cpu_us_op": r["client"]["process_cpu_us_per_op"],
+           # the whole process but the sending phase: start-up, imports, prefill, verdict,
+           # clean-up
+           "outside_us_op": (cpu - r["client"]["process_cpu_s"]) * 1e6 / max(1, a["replies"]),
+           "verdict_cpu_s": r["client"].get("verdict_cpu_s"),
            "server_cpu_us_op": (dl["used_cpu_user_s"] + dl["used_cpu_sys_s"]) * 1e6 / commands,
            "hits": a["hits"], "misses": a["misses"], "errors": sum(a["errors"].values()),
            "wall_s": wall, "argv": argv}
@@ -228,6 +236,15 @@ def med(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def wait_quiet(below: float | None, max_wait: float) -> float:
+    """Waits until the 1-minute load average is below ``below`` (at most ``max_wait`` s);
+    returns the load average then."""
+    deadline = time.monotonic() + max_wait
+    while below is not None and os.getloadavg()[0] >= below and time.monotonic() < deadline:
+        time.sleep(2)
+    return os.getloadavg()[0]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark"), metavar="PATH",
@@ -238,6 +255,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="alternations (default 3); medians")
     ap.add_argument("--stall-rate", type=int, default=20_000, metavar="R",
                     help="the stall scenario's open-loop rate, requests/s (default 20000)")
+    ap.add_argument("--quiet-below", type=float, default=None, metavar="L",
+                    help="wait for the 1-minute load average to drop below L before each "
+                         "scenario's runs")
+    ap.add_argument("--max-wait", type=float, default=60.0, metavar="S",
+                    help="the longest --quiet-below waits, seconds (default 60)")
     ap.add_argument("--no-record", action="store_true", help="print only, write no record")
     args = ap.parse_args()
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
@@ -277,7 +299,7 @@ def main() -> int:
         try:
             for rep in range(args.runs):
                 for name, conns, pipeline in SCENARIOS:
-                    load = os.getloadavg()[0]
+                    load = wait_quiet(args.quiet_below, args.max_wait)
                     for tool in tools[:: 1 if rep % 2 == 0 else -1]:
                         if tool == "cachelab":
                             r = cachelab(addr, args.seconds, conns, pipeline)
@@ -288,7 +310,7 @@ def main() -> int:
                         r["load"] = load
                         runs[name][tool].append(r)
                         raw.append({"run": rep + 1, "scenario": name, "tool": tool, **r})
-                load = os.getloadavg()[0]
+                load = wait_quiet(args.quiet_below, args.max_wait)
                 r = cachelab(addr, args.seconds + 2, 4, 1, args.stall_rate, srv.pid)
                 r["load"] = load
                 stalls.append(r)
@@ -309,6 +331,7 @@ def report(args: argparse.Namespace, peers: dict[str, str], notes: list[str],
             f"--stall-rate {args.stall_rate}"]
     argv += [f"--redis-benchmark {peers['redis-benchmark']}"] if "redis-benchmark" in peers else []
     argv += [f"--memtier {peers['memtier']}"] if "memtier" in peers else []
+    argv += [f"--quiet-below {args.quiet_below}"] if args.quiet_below is not None else []
     facts = [f"redis-server {versions['redis-server']} (`--save '' --appendonly no`, private, "
              "pinned to core 1 with `taskset -a -p -c 1`); each client pinned to core 0",
              *(f"{k}: {v}" for k, v in versions.items() if k != "redis-server"), *notes,
@@ -349,6 +372,12 @@ def report(args: argparse.Namespace, peers: dict[str, str], notes: list[str],
                 paired = statistics.median(x[key] / y[pkey] for x, y in zip(c, p))
                 parts.append(f"{label} {med(c, key) / med(p, pkey):.2f} ({paired:.2f})")
             lines.append(f"- {name}, cachelab / {peer}: " + "; ".join(parts))
+        verdicts = [x["verdict_cpu_s"] for x in c if x.get("verdict_cpu_s") is not None]
+        lines.append(f"- {name}, cachelab outside the sending phase (start-up, imports, "
+                     f"prefill, verdict, clean-up): {med(c, 'outside_us_op'):.2f} µs/op of the "
+                     f"whole {med(c, 'cpu_us_op'):.2f}; the verdict "
+                     + (f"{statistics.median(verdicts):.3f} CPU-s" if verdicts
+                        else "not reported"))
     lines += ["", f"Open-loop truth under a stall: cachelab `--rate {args.stall_rate}` over 4 "
               f"connections for {args.seconds + 2} s, redis-server SIGSTOP'd for 1 s from "
               f"{(args.seconds + 2) / 2:.1f} s after its first get (p99 and max, ms). "
@@ -369,11 +398,15 @@ def report(args: argparse.Namespace, peers: dict[str, str], notes: list[str],
             for i, r in enumerate(stalls)]
     lines += records.markdown_table(head, rows)
     lines += ["", "Every run (load = 1-minute load average at the start of the scenario):", ""]
-    head = ["run", "scenario", "tool", "load", "ops/s", "client CPU µs/op", "server CPU µs/op",
-            "p50 µs", "p99 µs", "wall s"]
+    head = ["run", "scenario", "tool", "load", "ops/s", "client CPU µs/op",
+            "outside sending µs/op", "verdict CPU s", "server CPU µs/op", "p50 µs", "p99 µs",
+            "wall s"]
     lines += records.markdown_table(head, [
         [str(r["run"]), r["scenario"], r["tool"], f"{r['load']:.2f}", f"{r['ops_s']:.0f}",
-         f"{r['cpu_us_op']:.2f}", f"{r['server_cpu_us_op']:.2f}", f"{r['p50_us']:.1f}",
+         f"{r['cpu_us_op']:.2f}",
+         f"{r['outside_us_op']:.2f}" if "outside_us_op" in r else "—",
+         f"{r['verdict_cpu_s']:.3f}" if r.get("verdict_cpu_s") is not None else "—",
+         f"{r['server_cpu_us_op']:.2f}", f"{r['p50_us']:.1f}",
          f"{r['p99_us']:.1f}", f"{r['wall_s']:.1f}"] for r in raw])
     lines += ["", "Commands: " + "; ".join(
         sorted({"`" + " ".join(_shown(r["argv"])) + "`" for r in raw if r["run"] == 1}))]

@@ -45,12 +45,11 @@ def ranks(n: int, percentile: float, level: float = LEVEL) -> tuple[int, int] | 
     samples, coverage closest to ``level``; None when the samples cannot bracket it."""
     if n < 1 or not 0.0 < percentile < 100.0:
         return None
-    # deferred: scipy.stats takes ~0.3 s to import; only intervals need it
+    # deferred: scipy.special takes ~0.2 CPU-s to import; only intervals need it
     from scipy.special import bdtr
-    from scipy.stats import binom
 
     p, a = percentile / 100.0, (1.0 - level) / 2.0
-    lo, hi = int(binom.ppf(a, n, p)), int(binom.ppf(1.0 - a, n, p)) + 1
+    lo, hi = int(_binom_ppf(a, n, p)), int(_binom_ppf(1.0 - a, n, p)) + 1
 
     def coverage(l_: int, u_: int) -> float:
         # bdtr(k, n, p) = P(Binomial(n, p) <= k), as binom.cdf for k >= 0, without its
@@ -67,6 +66,20 @@ def ranks(n: int, percentile: float, level: float = LEVEL) -> tuple[int, int] | 
     if best is None or best[0] < level - SLACK:
         return None
     return best[1], best[2]
+
+
+def _binom_ppf(q: float, n: int, p: float) -> float:
+    """``scipy.stats.binom.ppf(q, n, p)`` for 0 < q < 1: the ufunc it calls, without
+    importing ``scipy.stats`` (~1 CPU-s; every load run's intervals come here)."""
+    try:
+        # deferred: scipy.special takes ~0.2 CPU-s to import (binom._ppf calls this ufunc)
+        from scipy.special._ufuncs import _binom_ppf as ppf
+    except ImportError:  # older scipy: the public distribution
+        # deferred: scipy.stats takes ~1 CPU-s to import
+        from scipy.stats import binom
+
+        return float(binom.ppf(q, n, p))
+    return float(ppf(q, n, p))
 
 
 def tail_samples(n: int, percentile: float) -> int:

@@ -1,14 +1,22 @@
 """The validity checks on synthetic series (numpy, seeded): each kind of bad series is rejected
-with its own reason, a clean one passes; and a real closed-loop run is VALID."""
+with its own reason, a clean one passes; their tests give what scipy's and statsmodels' give,
+exactly; a real closed-loop run is VALID, and its verdict imports neither scipy.stats nor
+statsmodels."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from cachelab.load import LoadSpec, load
+from cachelab.load import validity as v
 from cachelab.load.validity import (
     ALPHA_STATIONARY,
     MIN_INTERVALS,
@@ -38,6 +46,49 @@ def ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
     for i in range(1, n):
         x[i] = phi * x[i - 1] + e[i]
     return x
+
+
+def _series(rng: np.random.Generator, kind: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two series of ``n``: independent normals, tied integers, dependent exponentials, or
+    a rounded log-normal series against itself one step later."""
+    if kind == 0:
+        return rng.normal(size=n), rng.normal(size=n)
+    if kind == 1:
+        x = rng.integers(0, 20, n).astype(float)
+        return x, x + rng.integers(0, 5, n)
+    if kind == 2:
+        x = rng.exponential(size=n)
+        return x, 0.3 * x + rng.exponential(size=n)
+    x = np.round(rng.lognormal(size=n), 1)
+    return x, np.roll(x, 1)
+
+
+def test_the_tests_give_exactly_what_scipy_and_statsmodels_give() -> None:
+    """Spearman's ρ and p, Anderson–Darling's A² and p (exponential) and KPSS's statistic and
+    p (level, automatic lags), computed here without importing scipy.stats or statsmodels,
+    are bit for bit those of scipy.stats.spearmanr, scipy.stats.anderson(method=
+    "interpolate") and statsmodels' kpss, on seeded series of every kind a run gives (ties,
+    dependence, drift, exponential and uniform gaps)."""
+    from scipy import stats
+    from statsmodels.tsa.stattools import kpss
+
+    rng = np.random.default_rng(33)
+    for trial in range(120):
+        kind = trial % 4
+        x, y = _series(rng, kind, int(rng.integers(30, 1000)))
+        want = stats.spearmanr(x, y)
+        assert v._spearman(x, y) == (float(want[0]), float(want[1]))
+        gaps = rng.exponential(1000, len(x)) if kind != 3 else rng.uniform(1, 1000, len(x))
+        ad = stats.anderson(gaps, "expon", method="interpolate")
+        assert v._anderson_expon(gaps) == (float(ad.statistic), float(ad.pvalue))
+        m = int(rng.integers(MIN_INTERVALS, 40))
+        series = rng.normal(50_000, 1_000, m) + (np.linspace(0, rng.uniform(0, 20_000), m)
+                                                 if kind % 2 else 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kp = kpss(series, regression="c", nlags="auto")
+        assert v._kpss(series) == {"kpss": round(float(kp[0]), 4),
+                                   "kpss_p": round(float(kp[1]), 4)}
 
 
 def test_a_drifting_series_is_not_stationary_and_a_flat_one_is() -> None:
@@ -237,3 +288,28 @@ def test_a_real_closed_loop_run_is_valid_and_an_open_loop_one_is_valid_or_says_t
                       *({"rate"} if rate["status"] != "pass" else ())}, v["reasons"]
     if "late" in failed:
         assert "the CLIENT could not keep up" in opened.render()
+
+
+def test_a_load_run_imports_no_statistics_library_it_does_not_use(tmp_path: Path) -> None:
+    """``cachelab load``, verdict included (10 intervals: the stationarity tests run), loads
+    neither scipy.stats nor statsmodels (1-3 CPU-s of imports), nor another verb's libraries
+    (pandas, pyarrow, matplotlib with --no-plots)."""
+    heavy = ("scipy.stats", "statsmodels", "pandas", "pyarrow", "matplotlib")
+    with PrivateMemcached(threads=1) as mc:
+        code = ("import json, sys\n"
+                "from cachelab.cli import run\n"
+                f"code = run(['load', '--server', {mc.address!r}, '--duration', '1', "
+                "'--interval', '0.1', '--warmup', '0', '--connections', '2', '--no-plots', "
+                f"'--out', {str(tmp_path)!r}, '--format', 'json'])\n"
+                f"print(json.dumps([code, [m for m in {heavy!r} if m in sys.modules]]), "
+                "file=sys.stderr)\n")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+    code, loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    assert code == 0, done.stderr
+    assert loaded == []
+    result = json.loads((tmp_path / "load.json").read_text())
+    stationary = result["validity"]["checks"]["stationary"]
+    if "stalls" not in stationary:  # (a stall on a busy machine fails it before the tests)
+        assert "kpss_p" in stationary["throughput"], stationary
+    assert result["client"]["verdict_cpu_s"] >= 0

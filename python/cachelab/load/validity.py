@@ -1,7 +1,10 @@
 """Whether a load run's numbers are worth their conditions: the validity verdict (VALID or
 INVALID, with reasons worst first) that every load run, and every scale point, carries.
 
-After Lancet (Kogias et al., USENIX ATC 2019), each check a test from scipy or statsmodels:
+After Lancet (Kogias et al., USENIX ATC 2019), each check a test as scipy or statsmodels has it
+(computed here in numpy and ``scipy.special``, operation for operation: importing
+``scipy.stats`` and statsmodels would cost each run's verdict 1-3 CPU-s; statsmodels is
+imported only for the ADF test on a series KPSS rejects):
 
 - **rate** (open loop): every measured interval sent within ±10 % of the intended rate (or
   within the Poisson noise of the interval's count, 4 standard deviations, when that is wider).
@@ -138,22 +141,49 @@ def rate_check(intervals: Sequence[Mapping[str, Any]], rate: float,
 
 
 def _kpss(x: np.ndarray) -> dict[str, Any]:
-    """KPSS (level) on one series: its statistic and p-value (statsmodels interpolates the
-    p-value in a table from 1 % to 10 %, the ends when beyond it)."""
+    """KPSS (level) on one series: its statistic and p-value, interpolated in the table from
+    1 % to 10 % (the ends when beyond it). statsmodels' ``kpss(x, regression="c",
+    nlags="auto")``, operation for operation (the lags by Hobijn et al.), in numpy: importing
+    statsmodels costs a run's verdict 1-2 CPU-s (tests/load/test_load_validity.py checks the
+    two agree)."""
     if np.ptp(x) == 0:
         return {"constant": True, "kpss_p": 1.0}
-    # deferred: statsmodels takes ~1-2 s to import; only a finished run's verdict needs it
-    from statsmodels.tsa.stattools import kpss
+    nobs = x.shape[0]
+    resids = x - x.mean()
+    lags = min(_kpss_autolag(resids, nobs), nobs - 1)
+    eta = np.sum(resids.cumsum() ** 2) / (nobs**2)
+    s_hat = np.sum(resids**2)
+    for i in range(1, lags + 1):
+        s_hat += 2 * np.dot(resids[i:], resids[: nobs - i]) * (1.0 - (i / (lags + 1.0)))
+    stat = eta / (s_hat / nobs)
+    p = np.interp(stat, _KPSS_CRITICAL, _KPSS_P)
+    return {"kpss": round(float(stat), 4), "kpss_p": round(float(p), 4)}
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the p-value beyond the table's ends
-        kp = kpss(x, regression="c", nlags="auto")
-    return {"kpss": round(float(kp[0]), 4), "kpss_p": round(float(kp[1]), 4)}
+
+#: KPSS (level) critical values at 10, 5, 2.5 and 1 % (Kwiatkowski et al. 1992, table 1).
+_KPSS_CRITICAL = (0.347, 0.463, 0.574, 0.739)
+_KPSS_P = (0.10, 0.05, 0.025, 0.01)
+
+
+def _kpss_autolag(resids: np.ndarray, nobs: int) -> int:
+    """The KPSS lags by Hobijn et al. (1998), Bartlett kernel (statsmodels' own)."""
+    covlags = int(np.power(nobs, 2.0 / 9.0))
+    s0 = np.sum(resids**2) / nobs
+    s1 = 0
+    for i in range(1, covlags + 1):
+        prod = np.dot(resids[i:], resids[: nobs - i])
+        prod /= nobs / 2.0
+        s0 += prod
+        s1 += i * prod
+    s_hat = s1 / s0
+    pwr = 1.0 / 3.0
+    gamma_hat = 1.1447 * np.power(s_hat * s_hat, pwr)
+    return int(gamma_hat * np.power(nobs, pwr))
 
 
 def _adf(x: np.ndarray) -> tuple[float, float]:
     """The augmented Dickey–Fuller test's statistic and p-value (lags by AIC)."""
-    # deferred: statsmodels takes ~1-2 s to import; only a finished run's verdict needs it
+    # deferred: statsmodels takes 1-2 CPU-s to import; only a series KPSS rejects needs it
     from statsmodels.tsa.stattools import adfuller
 
     n = len(x)
@@ -262,9 +292,6 @@ def late_check(sends: int, late: int, threshold_ns: int, worst_ns: int,
 
 def independence_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
     """Lag-k Spearman on latencies in send order, thinning until the pairs are independent."""
-    # deferred: scipy.stats takes ~0.3 s to import; only a finished run's verdict needs it
-    from scipy.stats import spearmanr
-
     tried = []
     k = 1
     while k <= MAX_THINNING:
@@ -281,7 +308,7 @@ def independence_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[
         if np.ptp(x) == 0 or np.ptp(y) == 0:
             return {"status": "pass", "thinning": k, "pairs": len(x),
                     "why": "latencies constant: nothing to correlate"}
-        rho, p = spearmanr(x, y)
+        rho, p = _spearman(x, y)
         tried.append({"k": k, "rho": round(float(rho), 4), "p": float(p), "pairs": len(x)})
         if p >= ALPHA:
             return {"status": "pass", "thinning": k, "tried": tried,
@@ -324,20 +351,58 @@ def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str,
             "why": f"send gaps exponential (A² {num(a2)}, {p_value(p)}, {len(gaps)} gaps)"}
 
 
-def _anderson_expon(x: np.ndarray) -> tuple[float, float]:
-    """scipy's Anderson–Darling against the exponential: A² and its p-value (interpolated in
-    the published table, so it lies in [0.01, 0.15])."""
-    # deferred: scipy.stats takes ~0.3 s to import; only a finished run's verdict needs it
-    from scipy import stats
+def _ranks(a: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties given their average (scipy's ``rankdata``, method "average")."""
+    sorter = np.argsort(a, kind="mergesort")
+    inv = np.empty(sorter.size, dtype=np.intp)
+    inv[sorter] = np.arange(sorter.size, dtype=np.intp)
+    s = a[sorter]
+    obs = np.r_[True, s[1:] != s[:-1]]
+    dense = obs.cumsum()[inv]
+    count = np.r_[np.nonzero(obs)[0], len(obs)]
+    return 0.5 * (count[dense] + count[dense - 1] + 1)
 
-    try:
-        r = stats.anderson(x, "expon", method="interpolate")
-        return float(r.statistic), float(r.pvalue)
-    except TypeError:  # scipy < 1.17: critical values at 15, 10, 5, 2.5 and 1 %
-        r = stats.anderson(x, "expon")
-        levels = [lvl / 100 for lvl, c in zip(r.significance_level, r.critical_values)
-                  if r.statistic > c]
-        return float(r.statistic), min(levels) if levels else 0.15
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Spearman's ρ and its two-sided p-value (Student's t with n − 2 degrees of freedom):
+    scipy's ``spearmanr`` on two non-constant series, step for step, with only
+    ``scipy.special`` imported (``scipy.stats`` costs ~1 CPU-s to import)."""
+    # deferred: scipy.special takes ~0.2 CPU-s to import; only a finished run's verdict needs it
+    from scipy.special import stdtr
+
+    rs = np.corrcoef(np.column_stack((_ranks(x), _ranks(y))), rowvar=False)[1, 0]
+    dof = len(x) - 2
+    with np.errstate(divide="ignore"):
+        t = rs * np.sqrt(np.clip(dof / ((rs + 1.0) * (1.0 - rs)), 0, None))
+    return float(rs), float(2 * stdtr(dof, -abs(t)))
+
+
+#: Anderson–Darling critical values against the exponential at 15, 10, 5, 2.5 and 1 %
+#: (Stephens 1974, as scipy's ``anderson`` has them), before the small-sample factor.
+_AD_EXPON = (0.916, 1.062, 1.321, 1.591, 1.959)
+_AD_LEVELS = (0.15, 0.10, 0.05, 0.025, 0.01)
+
+
+def _anderson_expon(x: np.ndarray) -> tuple[float, float]:
+    """Anderson–Darling against the exponential (its mean estimated): A² and its p-value,
+    interpolated in the published table (so it lies in [0.01, 0.15]). scipy's
+    ``anderson(x, "expon", method="interpolate")``, step for step, with only
+    ``scipy.special`` imported."""
+    # deferred: scipy.special takes ~0.2 CPU-s to import; only a finished run's verdict needs it
+    from scipy.special import expm1, log1p
+
+    y = np.sort(x)
+    n = len(y)
+    w = y / np.mean(x, axis=0)
+    # log CDF as scipy's distributions take it: from the CDF below the median, from the
+    # survival function above
+    with np.errstate(divide="ignore"):
+        logcdf = np.where(w < -log1p(-0.5), np.log(-expm1(-w)), np.log1p(-np.exp(-w)))
+    logsf = -w
+    i = np.arange(1, n + 1)
+    a2 = -n - np.sum((2 * i - 1.0) / n * (logcdf + logsf[::-1]), axis=0)
+    critical = np.around(np.asarray(_AD_EXPON) / (1.0 + 0.6 / n), 3)
+    return float(a2), float(np.interp(a2, critical, _AD_LEVELS))
 
 
 def validity(
