@@ -520,7 +520,7 @@ def test_an_error_message_with_newlines_is_printed_as_one_line(monkeypatch, caps
 
     parser = argparse.ArgumentParser()
     parser.set_defaults(func=fails)
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(cli, "build_parser", lambda verb=None: parser)
     assert cli.run([]) == UsageError.exit_code
     err = capsys.readouterr().err
     assert err == "cachelab: error: cannot connect: refused Is the server running?\n"

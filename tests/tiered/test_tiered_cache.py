@@ -3,6 +3,8 @@ misses, no memcached at all, the multi-get read path and the inlined L1 hit path
 
 from __future__ import annotations
 
+import time
+
 from tiered_helpers import CountingTier, Store, make
 
 from cachelab import _core
@@ -93,3 +95,35 @@ def test_the_l1_hit_path_keeps_ttl_versions_and_recency(
     before = len(store.calls)
     assert plain.get(pkc, 1)["n"] == 1 and plain.stats()["l1"]["hits"] == 1
     assert len(store.calls) == before  # from memcached
+
+
+def test_a_put_held_up_after_its_set_does_not_outlive_a_later_put_elsewhere(
+    memcached: PrivateMemcached, store: Store
+) -> None:
+    """B's put sets v1 in memcached, then its thread is held up (here 1.2 s, beside a CPU hog
+    a scheduler's doing) while A's put of v2 lands and returns. B's L1 holds v1 for its ttl
+    counted from B's put's *start*, so no read in B serves v1 later than A's write + ttl. (With
+    the ttl counted from when v1 entered L1, a history over Redis at load 10 read it 0.3 s
+    past the 1 s bound.)"""
+    ttl = 1.0
+    a, ka, _ = make(memcached.address, store, l1=LRUMemory(max_items=10, ttl=ttl))
+    b, kb, tier = make(memcached.address, store, l1=LRUMemory(max_items=10, ttl=ttl),
+                       prefix=a.prefix)
+    held = 1.2
+    real_set = tier.set
+
+    def set_then_held(*args: object, **kw: object) -> bool:
+        done = real_set(*args, **kw)  # type: ignore[arg-type]
+        a.put(ka, 1, {"id": 1, "v": 2})  # A's later put lands and returns meanwhile
+        wrote[0] = time.monotonic()
+        time.sleep(held)
+        return done
+
+    wrote = [0.0]
+    tier.set = set_then_held  # type: ignore[method-assign]
+    b.put(kb, 1, {"id": 1, "v": 1})
+    tier.set = real_set  # type: ignore[method-assign]
+    assert time.monotonic() - wrote[0] >= held
+    time.sleep(max(0.0, wrote[0] + ttl + 0.05 - time.monotonic()))
+    assert b.get(kb, 1) == {"id": 1, "v": 2}  # v1 left B's L1 within A's write + ttl
+    a.invalidate(ka, 1)

@@ -330,11 +330,12 @@ class TieredCache:
     # -- writes -------------------------------------------------------------------------------
 
     def put(self, kc: KeyClass[T], ident: Any, obj: T, ttl: int | None = None) -> None:
-        """Writes through: memcached (plain set, with ``ttl`` seconds if given, else the
-        class's) and this process's L1. Once it returns, no read in this process sees an older
-        value (fills under way are not admitted to L1, threads waiting on them fetch again).
-        When memcached cannot take the set (breaker open, error, timeout) the key's delete is
-        queued instead and, by default (``write_errors="swallow"``), nothing is raised."""
+        """Writes through: memcached (a set, ``ttl`` seconds if given, else the class's) and
+        this process's L1, its ttl from the put's start (a put elsewhere that lands first is not
+        outlived here by this value, however long this thread is held up). Once it returns, no
+        read in this process sees an older value (fills under way are not admitted to L1). When
+        memcached cannot take the set (breaker open, error, timeout) the key's delete is queued
+        instead and, by default (``write_errors="swallow"``), nothing is raised."""
         if kc.__class__ is not KeyClass:
             bad_key_class("TieredCache.put", kc)
         hashable("TieredCache.put", kc.name, ident)
@@ -342,6 +343,7 @@ class TieredCache:
         enc = kc.encode(obj)
         version = self._ns_version(kc.namespace) if kc.namespace else 0
         key = self.key_for(kc, ident, version)
+        began = _monotonic()  # L1's ttl counts from here, as a fill's from its start
         try:
             lane = self._write_lane(key)
             if lane is not None:
@@ -350,11 +352,9 @@ class TieredCache:
             l1 = self.l1 if kc.l1 else None
             with self._admit:
                 self._epoch += 1
-                if l1 is not None and kc.soft_ttl is None:
-                    l1.put((kc.name, ident), obj, enc.plain_size, version)
-                elif l1 is not None:  # held while fresh
-                    l1.put((kc.name, ident), obj, enc.plain_size, version,
-                           until=_monotonic() + min(kc.soft_ttl, kc.ttl or kc.soft_ttl))
+                if l1 is not None:  # (a class with a soft ttl: held while fresh)
+                    soft = kc.soft_ttl and began + min(kc.soft_ttl, kc.ttl or kc.soft_ttl)
+                    l1.put((kc.name, ident), obj, enc.plain_size, version, began, soft or None)
             self._flights.mark_stale(key)
 
     def invalidate(self, kc: KeyClass, ident: Any) -> None:
@@ -443,7 +443,7 @@ class TieredCache:
         else:
             cross = float(ttl)
             why = (f"other processes' L1 entries expire {ttl:g} s after the read that "
-                   "filled them began")
+                   "filled them began (or the put)")
         if self._tracking is not None and l1 is not None:
             cross, why = self._tracking.tighten(cross, why)
         same = "none after put/invalidate returns"
