@@ -85,6 +85,15 @@ class PrivateRedisCluster(servers.PrivateRedisCluster):
         host, port = self.addresses[node].rsplit(":", 1)
         return redis.Redis(host=host, port=int(port), socket_timeout=5)
 
+    def slots_of(self, master: int, n: int = 1000) -> range:
+        """``n`` consecutive slots, the first of those master ``master`` serves, all its own."""
+        owner = self.owners()
+        address = self.addresses[master]
+        start = min(s for s, a in owner.items() if a == address)
+        slots = range(start, start + n)
+        assert all(owner[s] == address for s in slots)
+        return slots
+
     def node_id(self, node: int) -> str:
         return self.cli(node, "CLUSTER", "MYID")
 

@@ -92,21 +92,11 @@ def test_each_master_serves_its_slots_keys_and_counts_what_it_was_sent(
     assert "cluster redirections: 0 MOVED, 0 ASK\n" in proc.stdout
 
 
-def _slots_of(cluster: PrivateRedisCluster, master: int, n: int = 1000) -> range:
-    """``n`` consecutive slots, the first of those master ``master`` serves, all its own."""
-    owner = cluster.owners()
-    address = cluster.addresses[master]
-    start = min(s for s, a in owner.items() if a == address)
-    slots = range(start, start + n)
-    assert all(owner[s] == address for s in slots)
-    return slots
-
-
 def test_slots_moved_during_a_run_are_followed_and_counted(
         cluster: PrivateRedisCluster, tmp_path: Path) -> None:
     first = cluster.addresses[0]
     # A thousand slots of the first master's (about 120 of the run's 2,000 keys' slots).
-    moved = _slots_of(cluster, 0)
+    moved = cluster.slots_of(0)
     before = _counts(cluster)
     proc = subprocess.Popen(
         _load(tmp_path, "--cluster", "--server", cluster.url, "--duration", "3",
@@ -149,7 +139,7 @@ def test_slots_moved_during_a_run_are_followed_and_counted(
 
 def test_a_slot_being_migrated_is_asked_of_its_new_master(
         cluster: PrivateRedisCluster, tmp_path: Path) -> None:
-    slots = _slots_of(cluster, 2)
+    slots = cluster.slots_of(2)
     # Migrating from the third master to the second: the third holds none of the run's keys
     # (no prefill, gets only), so it answers -ASK for each, and the second serves it after
     # ASKING.

@@ -39,7 +39,6 @@ from cachelab.scale import ScaleSpec  # noqa: E402
 from cachelab.scale import run as scale_run  # noqa: E402
 from cachelab.target import Target  # noqa: E402
 from clitools import cachelab as cli  # noqa: E402
-from privateredis import PrivateRedisCluster  # noqa: E402
 
 HEAD_IP = "127.0.0.2"
 
@@ -189,16 +188,6 @@ def test_two_agents_on_a_cluster_route_by_slot_and_each_master_counts_its_part(
     assert r.run["leftover_keys"] == 0
 
 
-def _slots_of(cluster: PrivateRedisCluster, master: int, n: int = 1000) -> range:
-    """``n`` consecutive slots, the first of those master ``master`` serves, all its own."""
-    owner = cluster.owners()
-    address = cluster.addresses[master]
-    start = min(s for s, a in owner.items() if a == address)
-    slots = range(start, start + n)
-    assert all(owner[s] == address for s in slots)
-    return slots
-
-
 #: GETs only, no prefill: each master answers for the slots it serves, or redirects.
 GETS = LoadSpec(connections=4, rate=3000.0, duration=3.0, warmup=0.25, interval=0.25,
                 key_space=2000, mix={"get": 1.0}, prefill=False, seed=9, timeout=5.0,
@@ -211,7 +200,7 @@ def test_slots_moved_during_a_ray_run_are_followed_by_each_agent_and_summed(
     each agent learns the move from its own MOVEDs (its own slot table); the merged count is
     the sum of the agents', all on the first master; every GET is answered, each master's
     replies its own GET calls."""
-    slots = _slots_of(cluster, 0)
+    slots = cluster.slots_of(0)
     clients = [cluster.client(i) for i in range(3)]
     before = [_commands(c) for c in clients]
     failures: list[BaseException] = []
@@ -258,7 +247,7 @@ def test_a_slot_being_migrated_is_asked_by_both_agents(ray_address, cluster) -> 
     """Slots migrating from the third master (which holds none of the run's keys) to the
     second: every GET of theirs is answered -ASK by the third and served by the second after
     ASKING, by either agent; the merged ASKs are all the third's."""
-    slots = _slots_of(cluster, 2)
+    slots = cluster.slots_of(2)
     cluster.migrating(slots, source=2, target=1)
     clients = [cluster.client(i) for i in range(3)]
     before = [_commands(c) for c in clients]
