@@ -115,13 +115,20 @@ def test_the_cli_on_ray_drives_a_pool_of_two_and_each_member_counts_its_part(
     doc = json.loads((tmp_path / "out" / "load.json").read_text())
     assert doc["server"]["protocol"] == "resp"
     assert [m["address"] for m in doc["members"]] == [s.address for s in pair]
+    # A timeout only where the agents' threads waited for a CPU (as in
+    # test_load_agents_pool.py; 4 of 5 s were seen at load 12): its request may have run.
+    waited = doc["client"]["run_queue_wait_s"]
     for m, c, b in zip(doc["members"], clients, before):
         moved = _moved(b, _commands(c))
+        lost = m["errors"].get("timeout", 0)
+        assert set(m["errors"]) <= ({"timeout"} if waited >= 0.8 else set()), (m, waited)
         # What the agents sent this member is what its own commandstats counted, and the
         # driver's INFO reads (after the prefill, after the agents) saw the same commands.
-        assert m["errors"] == {} and m["sent"] == m["replies"] > 0, m
-        assert m["replies"] == moved["get"] + (moved["set"] - m["keys"]), (m, moved)
-        assert m["hits"] == m["server"]["deltas"]["keyspace_hits"] and m["misses"] == 0
+        assert m["sent"] >= m["replies"] > 0 and m["sent"] <= m["replies"] + lost, m
+        ran = moved["get"] + (moved["set"] - m["keys"])
+        assert m["replies"] <= ran <= m["replies"] + lost, (m, moved)
+        hits = m["server"]["deltas"]["keyspace_hits"]
+        assert m["hits"] <= hits <= m["hits"] + lost and m["misses"] == 0, m
         assert moved["unlink"] == m["keys"]
         assert c.dbsize() == 0
     assert sum(m["keys"] for m in doc["members"]) == 400

@@ -66,7 +66,7 @@ def test_a_sweep_on_a_pool_of_redis_servers_counts_each_member_s_gets(
         assert run["errors"] == 0 and run["throughput"] > 0
         assert [m["address"] for m in run["members"]] == addresses
         assert all(m["replies"] > 0 and m["errors"] == 0 and m["commands"] > 0
-                   for m in run["members"])
+                   for m in run["members"]), (run["n"], run["window_s"], run["members"])
     # Each member's replies over the sweep are the GETs it ran, as it counted them.
     replies = [sum(run["members"][i]["replies"] for run in saved["runs"]) for i in range(2)]
     assert replies == [a - b for a, b in zip(after, before)]
