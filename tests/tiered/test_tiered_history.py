@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tiered_helpers import Store, make, wait_for
+from tiered_helpers import Store, held_loader, make, wait_for
 from tiered_history import History, run_history, run_outage
 
 from cachelab.servers import PrivateMemcached
@@ -59,26 +59,13 @@ def test_history_with_stale_while_revalidate_keeps_writes_and_ages_bounded(
     h.judge_swr(cross, soft, hard, reads=1000, writes=8)
 
 
-def _held_loader(store: Store) -> tuple[threading.Event, threading.Event]:
-    """Makes the store's loader stop before returning until ``release`` is set (once)."""
-    entered, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        store.before_return = None
-        entered.set()
-        assert release.wait(5)
-
-    store.before_return = hold
-    return entered, release
-
-
 def test_a_waiter_does_not_use_a_flight_that_predates_an_invalidate(
     memcached: PrivateMemcached, store: Store
 ) -> None:
     """The leader loads v1 and is held; a write + invalidate returns; a thread that reads
     after it must not get (or keep in L1) the leader's v1."""
     cache, kc, _ = make(memcached.address, store, l1=LRUMemory(max_items=10, ttl=None))
-    entered, release = _held_loader(store)
+    entered, release = held_loader(store)
     got: dict[str, object] = {}
     leader = threading.Thread(target=lambda: got.update(leader=cache.get(kc, 5)["body"]))
     leader.start()
@@ -100,7 +87,7 @@ def test_a_fill_racing_a_put_is_not_admitted(memcached: PrivateMemcached, store:
     """A fill reads v1 and is held; a put of v2 returns; the fill must not replace v2 in L1
     (nor in memcached)."""
     cache, kc, _ = make(memcached.address, store, l1=LRUMemory(max_items=10, ttl=None))
-    entered, release = _held_loader(store)
+    entered, release = held_loader(store)
     got: dict[str, object] = {}
     reader = threading.Thread(target=lambda: got.update(r=cache.get(kc, 6)["body"]))
     reader.start()
@@ -120,7 +107,7 @@ def test_a_fill_without_a_lease_does_not_overwrite_a_put(
     memcached: PrivateMemcached, store: Store
 ) -> None:
     cache, kc, _ = make(memcached.address, store, leases=False)
-    entered, release = _held_loader(store)
+    entered, release = held_loader(store)
     reader = threading.Thread(target=lambda: cache.get(kc, 7))
     reader.start()
     assert entered.wait(5)

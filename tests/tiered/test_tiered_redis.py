@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import redis as redispy
-from tiered_helpers import Store, wait_for
+from tiered_helpers import Store, held_loader, wait_for
 from tiered_history import run_history, run_outage
 
 import testcerts
@@ -254,14 +254,7 @@ def test_a_write_during_a_fill_makes_the_fill_not_stored(
     every later read sees v2."""
     a, kc = _cache(redis.url, store, prefix)
     b, kcb = _cache(redis.url, store, prefix)
-    entered, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        store.before_return = None
-        entered.set()
-        assert release.wait(5)
-
-    store.before_return = hold
+    entered, release = held_loader(store)
     got: dict[str, object] = {}
     t = threading.Thread(target=lambda: got.update(a=a.get(kc, 5)))
     t.start()

@@ -66,6 +66,19 @@ class CountingTier(MemcachedTier):
         return super().get_multi(keys)
 
 
+def held_loader(store: Store) -> tuple[threading.Event, threading.Event]:
+    """Makes the store's loader stop before returning until ``release`` is set (once)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        store.before_return = None
+        entered.set()
+        assert release.wait(5)
+
+    store.before_return = hold
+    return entered, release
+
+
 def make(address: str, store: Store, *, l1: Any = None, prefix: str | None = None,
          **kw: Any) -> tuple[TieredCache, Any, CountingTier]:
     tier = CountingTier(address)
