@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import cachelab._core as _core
 from cachelab.childproc import LOOPBACK, ChildProcess, ExitRegistry, free_port
@@ -168,7 +168,43 @@ def find_memcached(binary: str | None = None) -> str:
     return path
 
 
-class PrivateMemcached(ChildProcess):
+class _RestartsOnItsPort(ChildProcess):
+    """A private server the failure drills SIGKILL and start again, empty, on the same TCP
+    port (``fixed_port``: the port of the next start, else a free one). Only ever this
+    object's own process."""
+
+    fixed_port: int | None
+    _port: int | None
+
+    def kill(self) -> None:
+        """SIGKILL the server (a failure drill): it stops at once, its data gone; the port
+        stays ours for :meth:`restart`."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def _cannot_restart(self) -> str | None:
+        """Why :meth:`restart` is refused, or None."""
+        return None if self._port is not None else "the server has not been started"
+
+    def restart(self) -> Self:
+        """Start the server again on the same TCP port (after :meth:`kill`, or a stop), empty,
+        and wait until it answers."""
+        why = self._cannot_restart()
+        if why is not None:
+            raise UsageError(why)
+        port = self._port
+        self.stop()
+        self.fixed_port = port
+        return self.start()
+
+    def _retry(self, failure: str) -> bool:
+        """A port taken under us is tried again, unless the port was given (or is the one
+        to restart on)."""
+        return super()._retry(failure) and self.fixed_port is None
+
+
+class PrivateMemcached(_RestartsOnItsPort):
     """A memcached started by us on a free loopback TCP port or a private Unix socket.
 
     ``start()`` returns once the server answers ``version``; ``stop()`` ends it.  Use it as a
@@ -246,22 +282,10 @@ class PrivateMemcached(ChildProcess):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def kill(self) -> None:
-        """SIGKILL the server (a failure drill): it stops at once, its items gone; the port
-        stays ours for :meth:`restart`. Only ever this object's own process."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
-
-    def restart(self) -> PrivateMemcached:
-        """Start the server again on the same TCP port (after :meth:`kill`, or a stop), empty,
-        and wait until it answers."""
+    def _cannot_restart(self) -> str | None:
         if self._port is None or self.unix_socket or self.tls_files is not None:
-            raise UsageError("only a plain TCP private memcached restarts on its port")
-        port = self._port
-        self.stop()
-        self.fixed_port = port
-        return self.start()
+            return "only a plain TCP private memcached restarts on its port"
+        return None
 
     # -- properties ----------------------------------------------------------------------------
 
@@ -325,10 +349,6 @@ class PrivateMemcached(ChildProcess):
                 "install it with: apt-get install -y util-linux"
             )
         return [*self.wrapper, taskset, "-c", self.cpus, binary]
-
-    def _retry(self, failure: str) -> bool:
-        """A port taken under us is tried again, unless the port was given."""
-        return super()._retry(failure) and self.fixed_port is None
 
     def _launch(self, command: list[str]) -> None:
         """Pick a fresh address and start the process (without waiting for it)."""
@@ -529,7 +549,7 @@ def _read_until(sock: socket.socket, terminator: bytes) -> bytes:
     return data
 
 
-class PrivateRedis(ChildProcess):
+class PrivateRedis(_RestartsOnItsPort):
     """A redis-server started by us on a free loopback TCP port (``load --protocol resp``
     without ``--server``): no persistence (``--save ''``, ``--appendonly no``), in a private
     directory, at most ``memory_mb`` of data (``--maxmemory``) evicted by ``allkeys-lru`` past
@@ -567,27 +587,6 @@ class PrivateRedis(ChildProcess):
         if self._port is None:
             raise RuntimeError("the server has not been started")
         return f"{self._host}:{self._port}"
-
-    def kill(self) -> None:
-        """SIGKILL the server (a failure drill): it stops at once, its keys gone (no
-        persistence); the port stays ours for :meth:`restart`. Only this object's process."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
-
-    def restart(self) -> PrivateRedis:
-        """Start the server again on the same port (after :meth:`kill`, or a stop), empty,
-        and wait until it answers."""
-        if self._port is None:
-            raise UsageError("the server has not been started")
-        port = self._port
-        self.stop()
-        self.fixed_port = port
-        return self.start()
-
-    def _retry(self, failure: str) -> bool:
-        """A port taken under us is tried again, unless it is the one to restart on."""
-        return super()._retry(failure) and self.fixed_port is None
 
     def _command(self) -> list[str]:
         found = shutil.which(self.binary or os.environ.get("CACHELAB_REDIS", "redis-server"))
