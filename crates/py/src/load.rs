@@ -171,6 +171,13 @@ fn load_cluster_masters(
     Ok(masters)
 }
 
+/// A Redis Cluster's hash slot of `key` (CRC16 of its hash tag, or of the whole key), as the
+/// engine routes it.
+#[pyfunction]
+fn load_key_slot(key: &str) -> u16 {
+    cachelab_client::resp::key_slot(key.as_bytes())
+}
+
 /// How many of the keys `<prefix>:0` to `<prefix>:<key_space - 1>` each of `members`
 /// masters holds, by hash slot, the slots given as `(start, end, member)`.
 #[pyfunction]
@@ -211,5 +218,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_check, m)?)?;
     m.add_function(wrap_pyfunction!(load_cluster_masters, m)?)?;
     m.add_function(wrap_pyfunction!(load_cluster_key_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(load_key_slot, m)?)?;
     Ok(())
 }

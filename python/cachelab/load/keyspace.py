@@ -6,7 +6,6 @@ the slot map read again). :mod:`cachelab.load.agents` uses them."""
 
 from __future__ import annotations
 
-import binascii
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,17 +33,9 @@ def login_of(core: Mapping[str, Any]) -> RespLogin | None:
                      tls=core.get("tls") is not None)
 
 
-def key_slot(key: str) -> int:
-    """A Redis Cluster's hash slot of ``key``: CRC16/XMODEM (``binascii.crc_hqx`` from 0)
-    modulo 16,384, of the body of its first ``{…}`` when that is not empty (the cluster
-    specification's hash tag; the run's keys have none: their prefix refuses braces)."""
-    data = key.encode()
-    start = data.find(b"{")
-    if start >= 0:
-        end = data.find(b"}", start + 1)
-        if end > start + 1:
-            data = data[start + 1:end]
-    return binascii.crc_hqx(data, 0) % 16384
+#: A Redis Cluster's hash slot of a key (CRC16 of its ``{…}`` hash tag, or of the whole
+#: key), by the Rust core's routing, the one the engine sends by.
+key_slot = _core.load_key_slot
 
 
 def _slot_owners(slots: Sequence[Sequence[int]]) -> list[int]:
