@@ -103,7 +103,10 @@ def flat_accesses(trace: RequestTrace) -> tuple[np.ndarray, np.ndarray]:
 
 def write_flat_csv(trace: RequestTrace, path: str | os.PathLike[str]) -> int:
     """Writes the flat view (:func:`flat_accesses`) as CSV ``time,key,size`` (time in seconds
-    with 6 decimals, the item's key and size), atomically. Returns the number of accesses."""
+    with 6 decimals, the item's key and size), atomically. Returns the number of accesses.
+
+    The time is cut, not rounded, to the microsecond: a reader that keeps whole seconds (the
+    oracleGeneral view) then sees the same second as the request trace, never the next one."""
     requests, items = flat_accesses(trace)
     used = np.unique(items)
     for i in used.tolist():
@@ -134,10 +137,13 @@ def write_flat_csv(trace: RequestTrace, path: str | os.PathLike[str]) -> int:
         out.write("time,key,size\n")
         for start in range(0, len(items), chunk):
             it = items[start : start + chunk]
-            t = times[requests[start : start + chunk]].tolist()
+            t = times[requests[start : start + chunk]].astype(np.float64)
+            whole = np.floor(t)
+            micros = np.minimum(np.floor((t - whole) * 1e6), 999_999).astype(np.int64).tolist()
             k = keys[it].tolist()
             s = sizes[it].tolist()
-            out.write("".join(f"{a:.6f},{b},{c}\n" for a, b, c in zip(t, k, s)))
+            out.write("".join(f"{w}.{u:06d},{b},{c}\n"
+                              for w, u, b, c in zip(whole.astype(np.int64).tolist(), micros, k, s)))
     return len(items)
 
 
