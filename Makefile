@@ -122,6 +122,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/request_sim.py
 	$(PY) benches/usl_fit.py
 	$(PY) benches/load_vs_memtier.py $(if $(MEMTIER),--memtier $(MEMTIER))
+	$(PY) benches/pacer_lateness.py
 	$(PY) benches/load_vs_redis.py $(if $(REDIS_BENCHMARK),--redis-benchmark $(REDIS_BENCHMARK)) $(if $(MEMTIER),--memtier $(MEMTIER))
 	$(PY) benches/tiered.py
 	$(PY) benches/replay_accuracy.py

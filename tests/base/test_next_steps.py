@@ -39,6 +39,9 @@ def test_each_check_s_fix_names_a_flag_from_the_run_s_figures() -> None:
     assert fix_for("late", {"client_status": "fail"}, quiet) == "`--threads 4`"
     assert "`--connections 4`" in fix_for("independent", {}, quiet)
     assert fix_for("arrivals", {"zero_gaps": 9}, _shape(send_batch=4)) == "`--send-batch 1`"
+    # Sends due at different times leaving in one wake-up: the pacer should wait awake.
+    assert fix_for("arrivals", {"zero_gaps": 9}, quiet).startswith("`--spin-us 300`")
+    assert fix_for("arrivals", {"zero_gaps": 9}, _shape(spin_us=300)).startswith("`--threads 4`")
     # On an oversubscribed machine more threads only add to the queue: the fix is the machine.
     busy = _shape(client_wait=OVERSUBSCRIBED_WAIT + 0.1)
     for name in ("client", "rate", "late", "independent"):

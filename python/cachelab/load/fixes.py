@@ -32,6 +32,8 @@ class RunShape:
     warmup: float
     max_outstanding: int
     send_batch: int = 1
+    #: ``--spin-us`` (0: the pacer sleeps to each send's due time).
+    spin_us: int = 0
     #: The client threads' run-queue wait over their wall time (None: not measured).
     client_wait: float | None = None
     #: The server's run-queue wait over the wall time per worker thread (summed over its
@@ -60,7 +62,8 @@ class RunShape:
                    rate=None if spec.rate is None else float(spec.rate),
                    duration=None if spec.duration is None else float(spec.duration),
                    warmup=float(spec.warmup), max_outstanding=int(spec.max_outstanding),
-                   send_batch=int(getattr(spec, "send_batch", 1) or 1), client_wait=wait,
+                   send_batch=int(getattr(spec, "send_batch", 1) or 1),
+                   spin_us=int(getattr(spec, "spin_us", 0) or 0), client_wait=wait,
                    server_wait=server_wait)
 
     def oversubscribed(self) -> str | None:
@@ -149,6 +152,10 @@ def fix_for(name: str, check: Mapping[str, Any], shape: RunShape) -> str:
             return "`--send-batch 1`"
         if busy:
             return _quiet(busy)
+        if shape.spin_us == 0 and shape.rate:
+            # a thread woken by its timer sends what fell due meanwhile back to back
+            return ("`--spin-us 300` (sends written at their due time; it costs CPU: give the "
+                    "client a core of its own)")
         return f"`--threads {shape.threads * 2}` or a lower `--rate`"
     return "run again on a quiet machine"
 

@@ -28,7 +28,10 @@ imported only for the ADF test on a series KPSS rejects):
 - **arrivals** (open loop, Poisson arrivals): the gaps between the real send times (inside
   blocks of consecutive sends) are exponential by Anderson–Darling (p > 1 %). Gaps of 0
   (sends that left in one batch) fail it when they are more than 1 % of the gaps; fewer are
-  left out (they are late sends, which the late check counts).
+  left out (they are late sends, which the late check counts). So are the gaps within the
+  sender's resolution, its shortest gap (a write) plus the sends' p99 lateness: the test runs
+  on the gaps over that floor, less the floor, and the share under it is held against an
+  exponential's.
 
 A test runs on at most :data:`MAX_TESTED` values (evenly chosen): with hundreds of thousands
 a test finds effects far too small to matter (a timer's microseconds of jitter), and the
@@ -327,8 +330,19 @@ def independence_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[
                    f"{last['k']} apart (Spearman ρ {last['rho']:+.3f}, {p_value(last['p'])})"}
 
 
-def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
-    """Anderson–Darling of the gaps between real send times against the exponential."""
+def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]],
+                   lateness_ns: float = 0.0) -> dict[str, Any]:
+    """Anderson–Darling of the gaps between real send times against the exponential, over the
+    sender's resolution.
+
+    A sender cannot make a gap shorter than its shortest one (one thread's write of a request:
+    ~4 µs on a VM), so two sends due closer than that leave that far apart, and a late send
+    (``lateness_ns``, the sends' p99 lateness) moves its gaps by as much. The test runs on the
+    gaps longer than that *floor* (the shortest gap plus the p99 lateness), less the floor:
+    exponential again when the sends are (the exponential has no memory). Gaps under the floor
+    are counted against the share an exponential of the same mean has there, so a process
+    whose gaps are all short or all alike still fails; the lateness itself is reported by the
+    queueing figures and the ``late`` check."""
     gaps = np.concatenate([np.diff(t) for t, _ in blocks] or [np.empty(0)])
     if len(gaps) < MIN_TESTED:
         return _not_checked(f"{len(gaps)} gaps between sends (needs {MIN_TESTED})")
@@ -338,17 +352,34 @@ def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str,
                 "why": f"arrivals not Poisson: {zeros / len(gaps):.1%} of the gaps between sends "
                        "are 0 (requests left in batches)"}
     # A few sends that left together (late ones: the late check counts them) are not the
-    # arrival process; the test runs on the other gaps.
-    gaps = _evenly(gaps[gaps > 0])
-    a2, p = _anderson_expon(gaps)
-    out = {"gaps": len(gaps), "zero_gaps": zeros, "anderson_darling": round(a2, 4), "p": p,
-           "mean_gap_ns": round(float(gaps.mean()), 1)}
+    # arrival process, nor are the gaps within the sender's resolution.
+    positive = gaps[gaps > 0]
+    mean = float(positive.mean())
+    floor = float(positive.min()) + max(0.0, float(lateness_ns))
+    over = positive[positive > floor] - floor
+    under, expected = 1 - len(over) / len(positive), -math.expm1(-floor / mean)
+    out = {"zero_gaps": zeros, "mean_gap_ns": round(mean, 1), "floor_ns": round(floor, 1),
+           "under_floor": round(under, 4), "under_floor_expected": round(expected, 4)}
+    spread = 4 * math.sqrt(expected * (1 - expected) / len(positive))
+    if under > expected + max(0.05, spread):
+        return {**out, "status": "fail", "gaps": len(positive),
+                "why": f"arrivals not Poisson: {under:.1%} of the gaps between sends are "
+                       f"{floor / 1e3:.1f} µs or shorter, where exponential gaps of the same "
+                       f"mean have {expected:.1%}"}
+    if len(over) < MIN_TESTED:
+        return {**out, **_not_checked(f"{len(over)} gaps between sends longer than "
+                                      f"{floor / 1e3:.1f} µs (needs {MIN_TESTED})")}
+    tested = _evenly(over)
+    a2, p = _anderson_expon(tested)
+    out = {**out, "gaps": len(tested), "anderson_darling": round(a2, 4), "p": p}
     if p <= ALPHA:
         return {**out, "status": "fail",
-                "why": f"arrivals not Poisson: the gaps between sends are not exponential "
-                       f"(Anderson–Darling A² {num(a2)}, p ≤ {num(p, 2)}, {len(gaps)} gaps)"}
+                "why": f"arrivals not Poisson: the gaps between sends over {floor / 1e3:.1f} µs "
+                       f"are not exponential (Anderson–Darling A² {num(a2)}, p ≤ {num(p, 2)}, "
+                       f"{len(tested)} gaps)"}
     return {**out, "status": "pass",
-            "why": f"send gaps exponential (A² {num(a2)}, {p_value(p)}, {len(gaps)} gaps)"}
+            "why": f"send gaps over {floor / 1e3:.1f} µs exponential (A² {num(a2)}, "
+                   f"{p_value(p)}, {len(tested)} gaps)"}
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
@@ -442,7 +473,8 @@ def validity(
         checks["arrivals"] = _not_checked("closed loop" if not open_loop
                                           else f"{arrivals} arrivals asked for, not Poisson")
     else:
-        checks["arrivals"] = (arrivals_check(series_blocks(samples["sends"])) if samples
+        late_p99 = float(((lateness or {}).get("percentiles") or {}).get("99") or 0)
+        checks["arrivals"] = (arrivals_check(series_blocks(samples["sends"]), late_p99) if samples
                               else _not_checked(merged))
     reasons = [checks[c]["why"] for c in CHECKS if checks[c]["status"] == "fail"]
     return {
