@@ -302,7 +302,8 @@ def test_a_server_killed_mid_capture_exits_3_and_keeps_what_was_read(tmp_path: P
             while drained < 3:
                 assert time.monotonic() < deadline, "the server did not send its lines"
                 sent_lines = int(read_stats(server.address)["log_watcher_sent"])
-                drained = drained + 1 if sent_lines >= lines and _queues_empty(int(server.port or 0)) else 0
+                empty = sent_lines >= lines and _queues_empty(int(server.port or 0))
+                drained = drained + 1 if empty else 0
                 time.sleep(0.1)
             assert server.pid is not None
             os.kill(server.pid, signal.SIGKILL)

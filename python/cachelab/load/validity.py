@@ -25,13 +25,12 @@ imported only for the ADF test on a series KPSS rejects):
 - **independent**: consecutive latencies (in send order, inside the engine's blocks of
   consecutive replies) are independent by Spearman's rank correlation at lag k, thinning
   k = 1, 2, 4, … until it passes (p ≥ 1 %); the k that passes is reported.
-- **arrivals** (open loop, Poisson arrivals): the gaps between the real send times (inside
-  blocks of consecutive sends) are exponential by Anderson–Darling (p > 1 %). Gaps of 0
-  (sends that left in one batch) fail it when they are more than 1 % of the gaps; fewer are
-  left out (they are late sends, which the late check counts). So are the gaps within the
-  sender's resolution, its shortest gap (a write) plus the sends' p99 lateness: the test runs
-  on the gaps over that floor, less the floor, and the share under it is held against an
-  exponential's.
+- **arrivals** (open loop, Poisson arrivals): the sends left one by one — gaps of 0 between
+  real send times (inside blocks of consecutive sends) fail it when they are more than 1 % of
+  the gaps — and their counts in windows of ten mean gaps are Poisson: variance equal to the
+  mean by the index of dispersion (χ², two-sided, p > 1 %). The gaps themselves are not
+  tested: below a few µs they are the sender's (one write at a time) and each send's own
+  lateness, which the queueing figures report.
 
 A test runs on at most :data:`MAX_TESTED` values (evenly chosen): with hundreds of thousands
 a test finds effects far too small to matter (a timer's microseconds of jitter), and the
@@ -78,6 +77,13 @@ MIN_INTERVALS = 8
 MAX_TESTED = 1000
 #: The fewest values a test is run on.
 MIN_TESTED = 30
+#: The arrivals check's window, in mean gaps between sends: long enough that a send's own
+#: lateness (µs) seldom moves it into another window, short enough for many windows a run.
+WINDOW_SENDS = 10
+#: A send this share of a window or more late was held up (it may have joined others in a
+#: window not its own): the arrivals check leaves its windows out, and fails a run with
+#: more than :data:`LATE_SHARE` of its sends held up.
+HELD_UP = 0.5
 #: Significance of the independence and arrival tests, and of the stationarity tests.
 ALPHA = 0.01
 #: The family-wise level of the stationarity check (both series together).
@@ -330,19 +336,16 @@ def independence_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[
                    f"{last['k']} apart (Spearman ρ {last['rho']:+.3f}, {p_value(last['p'])})"}
 
 
-def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]],
-                   lateness_ns: float = 0.0) -> dict[str, Any]:
-    """Anderson–Darling of the gaps between real send times against the exponential, over the
-    sender's resolution.
+def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """Poisson sends, at the scale of a few sends: no batches, and counts in windows of
+    :data:`WINDOW_SENDS` mean gaps whose variance is their mean.
 
-    A sender cannot make a gap shorter than its shortest one (one thread's write of a request:
-    ~4 µs on a VM), so two sends due closer than that leave that far apart, and a late send
-    (``lateness_ns``, the sends' p99 lateness) moves its gaps by as much. The test runs on the
-    gaps longer than that *floor* (the shortest gap plus the p99 lateness), less the floor:
-    exponential again when the sends are (the exponential has no memory). Gaps under the floor
-    are counted against the share an exponential of the same mean has there, so a process
-    whose gaps are all short or all alike still fails; the lateness itself is reported by the
-    queueing figures and the ``late`` check."""
+    The gaps between sends themselves are no test of the process: one thread writes one
+    request at a time (~4 µs on a VM), so sends due closer than that leave that far apart,
+    and every send is moved by its own lateness (µs with ``--spin-us``), which the queueing
+    figures and the ``late`` check report. Counts over windows many sends long hardly move
+    with either, and a process that is not Poisson — even gaps, uniform ones, bursts — has
+    counts too alike or too varied (the index of dispersion, χ² both ways)."""
     gaps = np.concatenate([np.diff(t) for t, _ in blocks] or [np.empty(0)])
     if len(gaps) < MIN_TESTED:
         return _not_checked(f"{len(gaps)} gaps between sends (needs {MIN_TESTED})")
@@ -351,35 +354,67 @@ def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]],
         return {"status": "fail", "gaps": len(gaps), "zero_gaps": zeros,
                 "why": f"arrivals not Poisson: {zeros / len(gaps):.1%} of the gaps between sends "
                        "are 0 (requests left in batches)"}
-    # A few sends that left together (late ones: the late check counts them) are not the
-    # arrival process, nor are the gaps within the sender's resolution.
-    positive = gaps[gaps > 0]
-    mean = float(positive.mean())
-    floor = float(positive.min()) + max(0.0, float(lateness_ns))
-    over = positive[positive > floor] - floor
-    under, expected = 1 - len(over) / len(positive), -math.expm1(-floor / mean)
-    out = {"zero_gaps": zeros, "mean_gap_ns": round(mean, 1), "floor_ns": round(floor, 1),
-           "under_floor": round(under, 4), "under_floor_expected": round(expected, 4)}
-    spread = 4 * math.sqrt(expected * (1 - expected) / len(positive))
-    if under > expected + max(0.05, spread):
-        return {**out, "status": "fail", "gaps": len(positive),
-                "why": f"arrivals not Poisson: {under:.1%} of the gaps between sends are "
-                       f"{floor / 1e3:.1f} µs or shorter, where exponential gaps of the same "
-                       f"mean have {expected:.1%}"}
-    if len(over) < MIN_TESTED:
-        return {**out, **_not_checked(f"{len(over)} gaps between sends longer than "
-                                      f"{floor / 1e3:.1f} µs (needs {MIN_TESTED})")}
-    tested = _evenly(over)
-    a2, p = _anderson_expon(tested)
-    out = {**out, "gaps": len(tested), "anderson_darling": round(a2, 4), "p": p}
+    width = WINDOW_SENDS * float(gaps.mean())
+    # A send later than a window's width (the client held up: the late check's) moves the
+    # counts of the windows it crossed: those windows are left out, and counted.
+    counts, held, sends = [], 0, 0
+    for t, late in blocks:
+        c, h = _window_counts(t, late, width, width * HELD_UP)
+        counts.append(c)
+        held += h
+        sends += len(t)
+    counts = np.concatenate(counts or [np.empty(0)])
+    out = {"zero_gaps": zeros, "window_us": round(width / 1e3, 1), "held_up_sends": held}
+    if held > LATE_SHARE * sends:
+        return {**out, "status": "fail", "sends": sends,
+                "why": f"arrivals not Poisson: {held / sends:.1%} of the sends left "
+                       f"{num(width * HELD_UP / 1e3)} µs or more late, bunched after the client "
+                       "was held up"}
+    if len(counts) < MIN_TESTED:
+        return {**out, **_not_checked(f"{len(counts)} windows of {WINDOW_SENDS} sends (needs "
+                                      f"{MIN_TESTED})")}
+    counts = _evenly(counts)
+    d, p = _dispersion(counts)
+    out = {**out, "windows": len(counts), "mean_count": round(float(counts.mean()), 3),
+           "dispersion": round(d, 4), "p": p}
     if p <= ALPHA:
+        way = "too alike (too even)" if d < 1 else "too varied (bursts)"
         return {**out, "status": "fail",
-                "why": f"arrivals not Poisson: the gaps between sends over {floor / 1e3:.1f} µs "
-                       f"are not exponential (Anderson–Darling A² {num(a2)}, p ≤ {num(p, 2)}, "
-                       f"{len(tested)} gaps)"}
+                "why": f"arrivals not Poisson: the sends in {num(width / 1e3)} µs windows are "
+                       f"{way}: variance {num(d)}× their mean ({p_value(p)}, {len(counts)} "
+                       "windows)"}
     return {**out, "status": "pass",
-            "why": f"send gaps over {floor / 1e3:.1f} µs exponential (A² {num(a2)}, "
-                   f"{p_value(p)}, {len(tested)} gaps)"}
+            "why": f"sends Poisson in {num(width / 1e3)} µs windows (variance {num(d)}× the "
+                   f"mean, {p_value(p)}, {len(counts)} windows)"}
+
+
+def _window_counts(t: np.ndarray, late: np.ndarray, width: float,
+                   held_up: float) -> tuple[np.ndarray, int]:
+    """The sends of one block (``t``, sorted, each ``late`` by so much) in whole windows of
+    ``width`` from its first, but the windows a send ``held_up`` late or more may have crossed
+    (from its intended time's window to its own); and how many sends those were."""
+    whole = int((t[-1] - t[0]) // width) if len(t) > 1 else 0
+    if whole < 1:
+        return np.empty(0), 0
+    at = ((t - t[0]) // width).astype(np.int64)
+    counts = np.bincount(at, minlength=whole + 1)[:whole]
+    keep = np.ones(whole, dtype=bool)
+    held = np.flatnonzero(late >= held_up)
+    for i in held:
+        keep[max(0, int((t[i] - late[i] - t[0]) // width)):at[i] + 1] = False
+    return counts[keep], len(held)
+
+
+def _dispersion(counts: np.ndarray) -> tuple[float, float]:
+    """The index of dispersion of ``counts`` (variance over mean) and its two-sided p-value:
+    (n − 1)·variance/mean is χ² with n − 1 degrees of freedom for Poisson counts."""
+    # deferred: scipy.special takes ~0.2 CPU-s to import; only a finished run's verdict needs it
+    from scipy.special import gammainc
+
+    n, mean = len(counts), float(counts.mean())
+    d = float(counts.var(ddof=1)) / mean if mean > 0 else 0.0
+    below = float(gammainc((n - 1) / 2, (n - 1) * d / 2))
+    return d, min(1.0, 2 * min(below, 1 - below))
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
@@ -406,34 +441,6 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     with np.errstate(divide="ignore"):
         t = rs * np.sqrt(np.clip(dof / ((rs + 1.0) * (1.0 - rs)), 0, None))
     return float(rs), float(2 * stdtr(dof, -abs(t)))
-
-
-#: Anderson–Darling critical values against the exponential at 15, 10, 5, 2.5 and 1 %
-#: (Stephens 1974, as scipy's ``anderson`` has them), before the small-sample factor.
-_AD_EXPON = (0.916, 1.062, 1.321, 1.591, 1.959)
-_AD_LEVELS = (0.15, 0.10, 0.05, 0.025, 0.01)
-
-
-def _anderson_expon(x: np.ndarray) -> tuple[float, float]:
-    """Anderson–Darling against the exponential (its mean estimated): A² and its p-value,
-    interpolated in the published table (so it lies in [0.01, 0.15]). scipy's
-    ``anderson(x, "expon", method="interpolate")``, step for step, with only
-    ``scipy.special`` imported."""
-    # deferred: scipy.special takes ~0.2 CPU-s to import; only a finished run's verdict needs it
-    from scipy.special import expm1, log1p
-
-    y = np.sort(x)
-    n = len(y)
-    w = y / np.mean(x, axis=0)
-    # log CDF as scipy's distributions take it: from the CDF below the median, from the
-    # survival function above
-    with np.errstate(divide="ignore"):
-        logcdf = np.where(w < -log1p(-0.5), np.log(-expm1(-w)), np.log1p(-np.exp(-w)))
-    logsf = -w
-    i = np.arange(1, n + 1)
-    a2 = -n - np.sum((2 * i - 1.0) / n * (logcdf + logsf[::-1]), axis=0)
-    critical = np.around(np.asarray(_AD_EXPON) / (1.0 + 0.6 / n), 3)
-    return float(a2), float(np.interp(a2, critical, _AD_LEVELS))
 
 
 def validity(
@@ -473,8 +480,7 @@ def validity(
         checks["arrivals"] = _not_checked("closed loop" if not open_loop
                                           else f"{arrivals} arrivals asked for, not Poisson")
     else:
-        late_p99 = float(((lateness or {}).get("percentiles") or {}).get("99") or 0)
-        checks["arrivals"] = (arrivals_check(series_blocks(samples["sends"]), late_p99) if samples
+        checks["arrivals"] = (arrivals_check(series_blocks(samples["sends"])) if samples
                               else _not_checked(merged))
     reasons = [checks[c]["why"] for c in CHECKS if checks[c]["status"] == "fail"]
     return {
