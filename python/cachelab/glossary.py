@@ -63,8 +63,10 @@ TERMS: tuple[Term, ...] = (
     Term("late sends", "Requests that left the client 1 ms or more after their intended send "
          "time: the client's own queueing, which the corrected latency counts.",
          ("late sends", "sends left late")),
-    Term("arrivals Poisson", "With Poisson arrivals the gaps between sends should be "
-         "exponential; the check tests that they are (Anderson–Darling).",
+    Term("arrivals Poisson", "With Poisson arrivals the sends leave one by one and their "
+         "counts in windows of ten mean gaps have a variance equal to their mean; the check "
+         "tests both (gaps of 0, the index of dispersion), leaving out the windows of sends "
+         "the client held up.",
          ("Poisson",)),
     # -- precision and intervals -----------------------------------------------------------
     Term("95 % interval", "The range that holds the true value with 95 % confidence, computed "
