@@ -59,15 +59,14 @@ def wait_quiet(below: float | None, max_wait: float) -> float:
     return os.getloadavg()[0]
 
 
-def one_run(argv: list[str], timeout: float) -> dict[str, Any]:
-    """Runs ``cachelab load`` (``argv`` after ``load``) into a scratch directory; returns the
-    figures of its load.json."""
+def one_run(pin: list[str], args: list[str], timeout: float) -> dict[str, Any]:
+    """Runs ``cachelab load ARGS`` (after the ``pin`` command, e.g. ``taskset -c 1``) into a
+    scratch directory; returns the figures of its load.json."""
     out = Path(tempfile.mkdtemp(prefix="pacer-"))
     try:
         env = {**os.environ, "PYTHONPATH": PYTHONPATH}
-        cmd = [*argv[:argv.index("--")], sys.executable, "-m", "cachelab", "load",
-               *argv[argv.index("--") + 1:], "--no-plots", "--format", "json",
-               "--out", str(out / "r")]
+        cmd = [*pin, sys.executable, "-m", "cachelab", "load", *args, "--no-plots",
+               "--format", "json", "--out", str(out / "r")]
         load_avg = os.getloadavg()[0]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         path = out / "r" / "load.json"
@@ -123,10 +122,10 @@ def main() -> int:
             loads.append(wait_quiet(args.quiet_below, args.max_wait))
             for rate in rates:
                 for spin in spins:
-                    r = one_run(["taskset", "-c", args.client_cpus, "--", "--server", mc.address,
-                                 "--rate", str(rate), "--connections", str(args.connections),
-                                 "--duration", f"{args.duration:g}", "--spin-us", str(spin)],
-                                timeout)
+                    r = one_run(["taskset", "-c", args.client_cpus],
+                                ["--server", mc.address, "--rate", str(rate), "--connections",
+                                 str(args.connections), "--duration", f"{args.duration:g}",
+                                 "--spin-us", str(spin)], timeout)
                     cells[(rate, spin)].append(r)
                     print(f"run {i + 1} rate {rate} spin {spin}: "
                           + json.dumps({k: r.get(k) for k in ("verdict", "failed", "queue_p50_us",
@@ -134,7 +133,7 @@ def main() -> int:
                           flush=True)
     for i in range(args.default_runs):
         loads.append(wait_quiet(args.quiet_below, args.max_wait))
-        r = one_run(["--", "--rate", "2000", "--duration", f"{args.duration:g}"], timeout)
+        r = one_run([], ["--rate", "2000", "--duration", f"{args.duration:g}"], timeout)
         defaults.append(r)
         print(f"default run {i + 1}: " + json.dumps({k: r.get(k) for k in (
             "verdict", "failed", "queue_p50_us", "queue_p99_us", "zero_gaps")}), flush=True)

@@ -355,8 +355,9 @@ def arrivals_check(blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str,
                 "why": f"arrivals not Poisson: {zeros / len(gaps):.1%} of the gaps between sends "
                        "are 0 (requests left in batches)"}
     width = WINDOW_SENDS * float(gaps.mean())
-    # A send later than a window's width (the client held up: the late check's) moves the
-    # counts of the windows it crossed: those windows are left out, and counted.
+    # A send half a window late or more (the client held up: the late check's business) may
+    # have moved into another window with the sends it caught up with: the windows it crossed
+    # are left out, and such sends counted.
     counts, held, sends = [], 0, 0
     for t, late in blocks:
         c, h = _window_counts(t, late, width, width * HELD_UP)
