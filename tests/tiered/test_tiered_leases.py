@@ -18,6 +18,7 @@ import pytest
 from tiered_helpers import Store, free_port, make, memcached_on, stop, wait_for
 
 from cachelab import _core
+from cachelab.errors import ServerTimeout
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import CircuitBreaker, MemcachedTier, TieredCache
 from faultproxy import FaultProxy
@@ -298,6 +299,50 @@ def test_a_lease_request_run_late_by_a_slow_server_is_deleted_again(
             wait_for(lambda: raw.get(key) != b"", "the second delete of the placeholder",
                      settle + SLACK)  # (gone: the key's value stored, or nothing)
         assert len(store.calls) == 3  # keys 1 and 2, and 2 again
+        cache.close()
+
+
+class _DeletesRecorded(MemcachedTier):
+    """A tier whose deletes time out while ``stopped`` and then succeed, each recorded with
+    when (no server: what is tested is when the deletes are sent)."""
+
+    def __init__(self) -> None:
+        super().__init__("127.0.0.1:1", timeout=0.1, connect_timeout=0.1)
+        self.stopped = True
+        self.deleted: list[tuple[float, list[str]]] = []
+
+    def delete_many(self, keys: list[str]) -> None:
+        if self.stopped:
+            raise ServerTimeout("stopped")
+        self.deleted.append((time.monotonic(), list(keys)))
+
+
+def test_a_request_lost_to_a_server_stopped_longer_than_the_settle_time_is_deleted_again() -> None:
+    """A lease request lost to a stopped server runs when the server continues, maybe after
+    the delete its loss queued (they travel on different connections). The second delete
+    followed ``lost_request_s`` after the *loss*, so a server stopped longer than that had
+    none (beside a CPU hog an outage test's get waited 9.98 s, the lease's TTL, on such a
+    placeholder). It follows ``lost_request_s`` after the first delete reached the server,
+    and this process's gets wait on the key's placeholder until then."""
+    tier = _DeletesRecorded()
+    cache = TieredCache(tier, None, breaker=CircuitBreaker(1, 0.1), prefix="t")
+    try:
+        lane = cache._lanes[0]
+        settle = lane.lost_request_s()
+        lane._queue_delete("k")  # a lease request of "k" lost to the stopped server
+        time.sleep(settle + 0.5)  # stopped longer than settle: the owed delete keeps failing
+        assert not tier.deleted
+        tier.stopped = False  # it continues: the background replay delivers the delete
+        # (twice: a flush after a failure keeps its keys owed for one more)
+        wait_for(lambda: lane.pending == 0, "the owed delete")
+        sent = len(tier.deleted)
+        delivered = tier.deleted[-1][0]
+        until = lane.lost_until("k")
+        assert until is not None and until >= delivered + settle, (until, delivered, settle)
+        wait_for(lambda: len(tier.deleted) > sent, "the second delete", settle + SLACK)
+        at, keys = tier.deleted[sent]
+        assert keys == ["k"] and at >= delivered + settle - 0.05, (at, delivered)
+    finally:
         cache.close()
 
 

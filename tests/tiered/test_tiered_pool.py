@@ -26,6 +26,7 @@ from cachelab import pool as cpool
 from cachelab.errors import ServerError
 from cachelab.servers import PrivateMemcached
 from cachelab.tiered import CircuitBreaker, LRUMemory, MemcachedPool, TieredCache
+from cachelab.tiered.flight import LEASE_POLL_MAX
 from faultproxy import FaultProxy
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -325,9 +326,13 @@ def test_one_member_down_under_load(members: list[PrivateMemcached], fault: str)
         assert not load.stale, load.stale[:5]
         assert TIMEOUT + SLACK_CALL < OUTAGE
         # (What the slowest call was, when it began after the fault, on which member, and the
-        # cache's events: a get of 9.99 s was seen once in [stop] beside a CPU hog, a wait on a
-        # lease placeholder until its 10 s TTL, cause not yet shown.)
-        assert load.worst <= TIMEOUT + SLACK_CALL, (
+        # cache's events.) A stopped member runs the lease requests lost to it when it
+        # continues, maybe after their owed delete: gets wait on such a placeholder until the
+        # second delete, lost_request_s after the first reached it (beside a CPU hog one
+        # waited 9.99 s, the lease's TTL, when that delete was timed from the loss).
+        late = (cache.staleness()["lost_request_s"] + 2 * LEASE_POLL_MAX if fault == "stop"
+                else 0.0)
+        assert load.worst <= max(TIMEOUT, late) + SLACK_CALL, (
             load.worst, load.worst_call and (load.worst_call[0], load.worst_call[1],
                                              round(load.worst_call[2] - down_at, 3),
                                              on[load.worst_call[1]]), cache.events)

@@ -88,13 +88,14 @@ class Lane:
         self._pending: dict[str, int] = {}
         self._seq = itertools.count()
         #: Keys whose request was lost once sent (a set, a lease request that timed out), by
-        #: when (``time.monotonic()``), kept :meth:`lost_request_s`: a server that is only
-        #: slow may still run it after the delete its loss queued, leaving an older value or a
-        #: lease placeholder nobody fills, until the second delete. A fill waits on such a
-        #: key's placeholder only until then (it may be this process's own). Oldest first.
+        #: when (``time.monotonic()``; from the first delete that reached the server once one
+        #: has), kept :meth:`lost_request_s` after that: a server that is only slow, or was
+        #: stopped, may still run it after the delete its loss queued, leaving an older value
+        #: or a lease placeholder nobody fills, until the second delete. A fill waits on such
+        #: a key's placeholder only until then (it may be this process's own). Oldest first.
         self._lost: dict[str, float] = {}
-        #: Keys whose delete went out after such a loss, with when a second one is due (the
-        #: loss plus :meth:`lost_request_s`); sent by the background replay. Oldest first.
+        #: Keys whose delete went out after such a loss, with when a second one is due (that
+        #: delete plus :meth:`lost_request_s`); sent by the background replay. Oldest first.
         self._confirm: dict[str, float] = {}
         #: Held to queue a key or take one off (a compare-and-delete).
         self._queueing = threading.Lock()
@@ -156,9 +157,10 @@ class Lane:
 
     def lost_until(self, key: str) -> float | None:
         """When (``time.monotonic()``) the second delete after a lost request of ``key`` has
-        had time to land (it is sent :meth:`lost_request_s` after the loss; two lease polls
-        more), if that is still to come: until then a lease placeholder there may be this
-        process's own, which nobody fills. None otherwise."""
+        had time to land (it is sent :meth:`lost_request_s` after the first delete reached the
+        server, or after the loss until then; two lease polls more), if that is still to come:
+        until then a lease placeholder there may be this process's own, which nobody fills.
+        None otherwise."""
         at = self._lost.get(key)
         if at is None:
             return None
@@ -268,12 +270,15 @@ class Lane:
                         if pending.get(k) == n:
                             del pending[k]
                             done += 1
-                            # Lost lately: it may still run after this delete (the server only
-                            # slow); a second delete follows.
-                            at = self._lost.get(k)
-                            if at is not None and at + settle > now:
-                                self._confirm.pop(k, None)  # oldest first: re-inserted
-                                self._confirm[k] = at + settle
+                            # Lost: it may still run after this delete — a server only slow,
+                            # or one stopped until now, runs what waited in its socket when it
+                            # can. A second delete follows ``settle`` after this one reached a
+                            # server that answers, and the loss counts from now (oldest first:
+                            # both re-inserted).
+                            if self._lost.pop(k, None) is not None:
+                                self._lost[k] = now
+                                self._confirm.pop(k, None)
+                                self._confirm[k] = now + settle
                 events.deletes_flushed += done
                 self.deletes_flushed += done
         self._owner._count_pending()
@@ -281,12 +286,13 @@ class Lane:
 
     def _forget_lost(self, now: float) -> None:
         """Drops the lost requests older than :meth:`lost_request_s` and two lease polls
-        (oldest first; ``_queueing`` held)."""
+        (oldest first, up to one whose delete is still owed: its loss is counted again from
+        that delete; ``_queueing`` held)."""
         lost = self._lost
         keep = self.lost_request_s() + 2 * LEASE_POLL_MAX
         while lost:
             k = next(iter(lost))
-            if now - lost[k] < keep:
+            if now - lost[k] < keep or k in self._pending:  # (its delete not sent yet)
                 return
             del lost[k]
 
