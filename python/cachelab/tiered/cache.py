@@ -424,10 +424,9 @@ class TieredCache:
         process serves a value older than a write made during the outage: that plus
         ``cross_process_s``), ``orphan_lease_s`` (seconds after memcached answers again that
         a get may wait on a lease placeholder this process left and nobody fills: that plus
-        one lease poll), ``lost_request_s`` (a set or lease request that timed out on a server
-        that is only slow, or stopped, may still run there after the delete its loss queued:
-        if it runs within this many seconds of that delete reaching the server, a second
-        delete undoes it then) and
+        one lease poll), ``lost_request_s`` (a set or lease request that timed out may still
+        run on a slow or stopped server after the delete its loss queued: if it runs within
+        this many seconds of that delete reaching the server, a second one undoes it) and
         ``after_outage`` (the same in words, with what a partition cannot guarantee).
         ``stale_serve_s``: the most seconds a value of a key class with a ``soft_ttl`` may be
         served past it (``ttl - soft_ttl``, the worst over the classes; 0.0 with none), by
