@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tiered_helpers import wait_for
+from tiered_helpers import held_loader, wait_for
 
 from cachelab import _core
 from cachelab.errors import UsageError
@@ -41,7 +41,7 @@ class Db:
     def __init__(self) -> None:
         self.rows: dict[Any, str] = {i: f"v1 of {i}" for i in range(10)}
         self.calls: list[list[Any]] = []
-        self.hold: Callable[[], None] | None = None
+        self.before_return: Callable[[], None] | None = None
         self.fail = False
 
     def load(self, idents: list[Any]) -> dict[Any, Any]:
@@ -49,8 +49,8 @@ class Db:
         if self.fail:
             raise RuntimeError("the database is down")
         out = {i: self.rows[i] for i in idents if i in self.rows}
-        if self.hold is not None:
-            self.hold()
+        if self.before_return is not None:
+            self.before_return()
         return out
 
 
@@ -65,19 +65,6 @@ def _two(address: str, db: Db, prefix: str, *, ttl: int = 30, l1: Any = "default
     return out[0], out[1]
 
 
-def _held(db: Db) -> tuple[threading.Event, threading.Event]:
-    """Makes the loader stop before returning, once, until ``release`` is set."""
-    entered, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        db.hold = None
-        entered.set()
-        assert release.wait(10)
-
-    db.hold = hold
-    return entered, release
-
-
 def test_a_stale_value_is_reloaded_once_while_another_process_gets_it_at_once(
     memcached: PrivateMemcached,
 ) -> None:
@@ -87,7 +74,7 @@ def test_a_stale_value_is_reloaded_once_while_another_process_gets_it_at_once(
     assert b.get(kb, 1) == "v1 of 1" and len(db.calls) == 1  # fresh: from memcached
     db.rows[1] = "v2 of 1"
     time.sleep(PAST_SOFT)
-    entered, release = _held(db)
+    entered, release = held_loader(db, timeout=10)
     got: dict[str, Any] = {}
     reloader = threading.Thread(target=lambda: got.update(b=b.get(kb, 1)))
     reloader.start()
@@ -119,7 +106,7 @@ def test_threads_of_the_reloading_process_get_the_stale_value_at_once(
     assert a.get(ka, 1) == "v1 of 1" and len(db.calls) == 1
     db.rows[1] = "v2 of 1"
     time.sleep(PAST_SOFT)
-    entered, release = _held(db)
+    entered, release = held_loader(db, timeout=10)
     got: dict[str, Any] = {}
     reloader = threading.Thread(target=lambda: got.update(r=a.get_many(ka, [1, 2])))
     reloader.start()
@@ -212,7 +199,7 @@ def test_an_invalidate_during_a_reload_wins(memcached: PrivateMemcached) -> None
     a.get(ka, 1)
     db.rows[1] = "v2 of 1"
     time.sleep(PAST_SOFT)
-    entered, release = _held(db)
+    entered, release = held_loader(db, timeout=10)
     reloader = threading.Thread(target=lambda: b.get(kb, 1))
     reloader.start()
     try:

@@ -66,14 +66,15 @@ class CountingTier(MemcachedTier):
         return super().get_multi(keys)
 
 
-def held_loader(store: Store) -> tuple[threading.Event, threading.Event]:
-    """Makes the store's loader stop before returning until ``release`` is set (once)."""
+def held_loader(store: Any, timeout: float = 5) -> tuple[threading.Event, threading.Event]:
+    """Makes the loader of ``store`` (anything with a ``before_return`` hook its loader calls)
+    stop before returning until ``release`` is set (once, for at most ``timeout`` s)."""
     entered, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         store.before_return = None
         entered.set()
-        assert release.wait(5)
+        assert release.wait(timeout)
 
     store.before_return = hold
     return entered, release
