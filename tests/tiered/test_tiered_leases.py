@@ -337,11 +337,14 @@ def test_a_request_lost_to_a_server_stopped_longer_than_the_settle_time_is_delet
         wait_for(lambda: lane.pending == 0, "the owed delete")
         sent = len(tier.deleted)
         delivered = tier.deleted[-1][0]
+        # (timed from the flush's start, a little before the delete is recorded: beside a
+        # CPU hog the thread may be held between the two)
+        held = 0.5
         until = lane.lost_until("k")
-        assert until is not None and until >= delivered + settle, (until, delivered, settle)
+        assert until is not None and until >= delivered + settle - held, (until, delivered)
         wait_for(lambda: len(tier.deleted) > sent, "the second delete", settle + SLACK)
         at, keys = tier.deleted[sent]
-        assert keys == ["k"] and at >= delivered + settle - 0.05, (at, delivered)
+        assert keys == ["k"] and at >= delivered + settle - held, (at, delivered)
     finally:
         cache.close()
 
