@@ -328,8 +328,9 @@ def test_one_member_down_under_load(members: list[PrivateMemcached], fault: str)
         # (What the slowest call was, when it began after the fault, on which member, and the
         # cache's events.) A stopped member runs the lease requests lost to it when it
         # continues, maybe after their owed delete: gets wait on such a placeholder until the
-        # second delete, lost_request_s after the first reached it (beside a CPU hog one
-        # waited 9.99 s, the lease's TTL, when that delete was timed from the loss).
+        # second delete, lost_request_s after the first reached it. (A get of 9.4-10 s, the
+        # lease's TTL, is still seen now and then, once on a member that stayed up: not yet
+        # explained.)
         late = (cache.staleness()["lost_request_s"] + 2 * LEASE_POLL_MAX if fault == "stop"
                 else 0.0)
         assert load.worst <= max(TIMEOUT, late) + SLACK_CALL, (
