@@ -321,7 +321,7 @@ COMPARE = obj(
 ANSWER = obj("question", "value", "trust", question=STR, value=STR,
              trust=one_of(*TRUST), why=STR_)
 STEP = obj("name", "status", name=STR, status=STR, elapsed_s=NUM, summary=STR_, error=STR_,
-           dir=STR_, answers=arr(ANSWER), caveats=arr(STR))
+           dir=STR_, answers=arr(ANSWER), caveats=arr(STR), traceback=arr(STR))
 RUN_SUMMARY = obj(
     "schema", "schema_version", "steps",
     **head("cachelab.run", 1),

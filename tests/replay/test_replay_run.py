@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
+import signal
 import time
 
 import numpy as np
@@ -17,6 +19,7 @@ import pytest
 from cachelab import _core, profile, replay, traces
 from cachelab.errors import UsageError
 from cachelab.replay.calibrate import Calibrator
+from cachelab.replay.compare import shuffled_sums
 from cachelab.replay.driver import Driver, Workload, clock
 from cachelab.replay.result import CSV_COLUMNS
 from cachelab.servers import PrivateMemcached, ServerOptions, serve
@@ -248,3 +251,33 @@ def test_a_busy_machine_is_measured_and_said(result) -> None:
     quiet = dataclasses.replace(r, machine={**m, "others_cores": 0.1, "steal_cores": 0.0,
                                             "busy": False})
     assert quiet.busy() is None and "MACHINE BUSY" not in quiet.render()
+
+
+def test_a_read_that_fails_mid_request_leaves_its_calls_paired(
+        fresh_memcached: PrivateMemcached, trace) -> None:
+    """A request whose L2 read times out (its server stopped) keeps latencies and kinds of
+    the reads that succeeded, one to one — the pairing the shuffled comparison deals from
+    (an unpaired list raised ``IndexError`` in ``run``'s replay step on a loaded machine)."""
+    shared = {"last": 0, "cpu": 0}
+    d = Driver(Workload.of(trace), fresh_memcached.address, "cachelab:test-failed-read",
+               "none", None, 0.3, shared)
+    work = d.work
+    many = [r for r in range(len(trace)) if len(work.touches[r]) > 1]
+    first, stopped = many[0], many[1]
+    try:
+        d.run(first)  # misses, filled: the fills' writes are not reads
+        os.kill(fresh_memcached.pid, signal.SIGSTOP)
+        try:
+            d.run(stopped)
+        finally:
+            os.kill(fresh_memcached.pid, signal.SIGCONT)
+    finally:
+        d.tier.close()
+    assert d.tier.failures >= 1
+    for r in (first, stopped):
+        latencies, multi = d.calls[r]
+        assert len(latencies) == len(multi), r
+    assert len(d.calls[first][0]) == len(work.touches[first])  # "none": a read per touch
+    assert len(d.calls[stopped][0]) < len(work.touches[stopped])
+    sums = shuffled_sums(d.calls, np.asarray([first, stopped]), seed=0)
+    assert len(sums) == 2 and sums.sum() > 0

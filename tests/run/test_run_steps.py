@@ -5,6 +5,7 @@ fails its step at once (the study goes on), so only the study's own private memc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +56,22 @@ def test_each_step_calls_its_verb_s_run_with_the_study_s_server(
     spec, target, kw = called["simulate"]
     assert target is None and spec.model == "appengine-2017"
     assert len(kw["trace"].request_ids) == 200
+
+
+def test_a_step_failing_with_a_bug_keeps_its_traceback_in_run_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(spec: Any, target: Any = None, **kw: Any) -> Any:
+        return [0][1]  # an IndexError, as a bug would raise
+
+    monkeypatch.setattr(cachelab.simulate, "run", broken)
+    result = run_study(RunSpec(quick=True, steps=("simulate",), requests=200, report=False,
+                               precision=None), tmp_path / "run")
+
+    (step,) = result.steps
+    assert step.status == "failed"
+    assert step.error == "IndexError: list index out of range"
+    written = json.loads((tmp_path / "run" / "run.json").read_text())
+    (saved,) = written["steps"]
+    assert saved["traceback"][-1] == "IndexError: list index out of range"
+    assert any("in broken" in line for line in saved["traceback"])
+    assert any("return [0][1]" in line for line in saved["traceback"])

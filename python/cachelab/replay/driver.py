@@ -98,8 +98,10 @@ class GapTier(MemcachedTier):
         self._sampling = False
         #: When this process's last L2 read ended: ``last`` (wall) and ``cpu``, ns.
         self.shared = shared
-        #: Keys per read, for every read since the tier was made.
-        self.keys_per_call: list[int] = []
+        #: Every read that succeeded since the tier was made: (ns, whether a multi-get). A
+        #: failed read is not here (the cache neither times it), so a request's reads pair
+        #: their latencies with their kinds one to one.
+        self.reads: list[tuple[int, bool]] = []
         #: The header ``get_list`` strips (the key class's own), when the cache reads that way.
         self.strip: bytes | None = None
         #: Calls that raised (the tiered cache counts them as errors and goes on; the replay
@@ -113,7 +115,6 @@ class GapTier(MemcachedTier):
             except Exception:
                 self.failures += 1
                 raise
-        self.keys_per_call.append(len(args[0]))
         c0 = cpu()
         t0 = clock()
         shared = self.shared
@@ -121,13 +122,15 @@ class GapTier(MemcachedTier):
             self.gaps.append(t0 - shared["last"])
             self.cpu_gaps.append(c0 - shared["cpu"])
         try:
-            return super()._call(method, *args, **kw)
+            out = super()._call(method, *args, **kw)
         except Exception:
             self.failures += 1
             raise
         finally:
-            shared["last"] = clock()
+            shared["last"] = t1 = clock()
             shared["cpu"] = cpu()
+        self.reads.append((t1 - t0, len(args[0]) > 1))
+        return out
 
     def sample(self, keys: list[str]) -> tuple[int, int]:
         """One profile sample: an L2 read as the tiered cache makes it, timed as the cache
@@ -190,7 +193,8 @@ class Driver:
             self.caches[int(inst)] = self.new_cache()
         #: Per request run: the memcached calls the cache made.
         self.round_trips = np.zeros(len(trace), dtype=np.int64)
-        #: Per request run: its L2 calls' latencies (ns) and whether each was a multi-get.
+        #: Per request run: its L2 reads' latencies (ns, timed at the tier) and whether each
+        #: was a multi-get (the reads that failed are not among them).
         self.calls: dict[int, tuple[list[int], list[bool]]] = {}
 
     def new_cache(self, extra_pins: tuple[int, ...] | list[int] = ()) -> tuple[TieredCache, Any]:
@@ -232,11 +236,12 @@ class Driver:
         cache, kc = self.caches[int(self.work.trace.instance[r])]
         recorded = cache.l2_stats.latencies_ns
         n0, c0 = len(recorded), cache.l2_stats.calls
-        k0 = len(self.tier.keys_per_call)
+        k0 = len(self.tier.reads)
         t0 = clock()
         request(cache, kc, self.work.touches[r], self.work.children, self.depth)
         t1 = clock()
-        self.calls[r] = (recorded[n0:], [k > 1 for k in self.tier.keys_per_call[k0:]])
+        reads = self.tier.reads[k0:]
+        self.calls[r] = ([ns for ns, _ in reads], [multi for _, multi in reads])
         self.round_trips[r] = cache.l2_stats.calls - c0
         return t1 - t0, sum(recorded[n0:])
 

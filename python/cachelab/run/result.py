@@ -94,6 +94,9 @@ class StepOutcome:
     #: Its verdict and precision lines (NOT, INVALID, each ending in its ``→ fix``), also
     #: in ``summary``: the run's table says them once, under "what to trust:".
     caveats: list[str] = field(default_factory=list)
+    #: For a step that failed with an unexpected error (a bug, not a CachelabError): the
+    #: traceback's last frames, so a report of it can say where.
+    traceback: list[str] = field(default_factory=list)
 
 
 @dataclass

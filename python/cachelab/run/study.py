@@ -90,8 +90,8 @@ def _run_step(name: str, st: State, server_error: str | None) -> StepOutcome:
         outcome.server_failure = isinstance(e, ServerError)
         outcome.input_failure = isinstance(e, UsageError)
         if not isinstance(e, CachelabError):
-            tb = traceback.format_exc(limit=-3).strip().splitlines()
-            st.log(f"{name} failed: {tb[-1]}")
+            outcome.traceback = traceback.format_exc(limit=-6).rstrip().splitlines()
+            st.log(f"{name} failed: {outcome.traceback[-1]}")
     outcome.answers = [a.to_dict() for a in st.answers.get(name, [])]
     outcome.caveats = list(st.caveats.get(name, []))
     outcome.elapsed_s = round(time.perf_counter() - t0, 2)
