@@ -395,3 +395,91 @@ def test_a_process_that_lost_a_lease_request_still_waits_for_anothers_fill(
         assert cache.events.lease_timeouts == 0
         cache.close()
         other.close()
+
+
+class _FlushOvertakes(MemcachedTier):
+    """Just before its next lease request, that key's delete is queued and flushed (by the
+    cache's background replay, or a thread of this test's): the delete reaches the server,
+    and the flush is held (``release``) before it marks the key as no longer owed — so the
+    lease request's placeholder is made after the delete, while the key still reads as owed.
+    (On a busy machine the flushing thread is kept from the CPU between the two.)"""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(address, timeout=2.0, connect_timeout=2.0)
+        self.cache: TieredCache | None = None
+        self.sent = threading.Event()
+        self.release = threading.Event()
+        self.held: str | None = None
+        #: The lease request (1: the next; 2: the one after) before which the flush runs.
+        self.arm = 0
+
+    def delete_many(self, keys: list[str]) -> None:
+        super().delete_many(keys)
+        if self.held in keys:
+            self.held = None
+            self.sent.set()
+            self.release.wait(10.0)
+
+    def lease_get(self, key: str, lease_ttl: int) -> Any:
+        self.arm -= 1
+        if self.arm == 0:
+            assert self.cache is not None
+            lane = self.cache._lanes[0]
+            self.held = key
+            lane._queue_delete(key, lost=False)
+            threading.Thread(target=lane.flush, daemon=True).start()
+            assert self.sent.wait(10.0)
+        return super().lease_get(key, lease_ttl)
+
+
+@pytest.mark.parametrize("who", ["first", "waiter"])
+def test_a_fill_that_skips_its_store_for_an_owed_delete_frees_its_placeholder(
+    memcached: PrivateMemcached, store: Store, who: str
+) -> None:
+    """A winner that finds its key's delete owed stores nothing: the owed delete removes
+    what is there. But that delete may have reached the server before the lease request made
+    the placeholder; left, the placeholder held every other process's get of the key for the
+    lease's TTL (a 9.4 s get on a pool member that stayed up, issue 32). The winner frees it:
+    the first to ask, or a waiter that wins once the holder's lease is gone."""
+    tier = _FlushOvertakes(memcached.address)
+    prefix = f"overtaken{os.getpid()}{who}"
+    cache = TieredCache(tier, None, prefix=prefix)
+    tier.cache = cache
+    kc = cache.key_class("item", store.load)
+    other, okc = _cache_with(memcached.address, prefix, store.load)
+    key = cache.key_for(kc, 3)
+    holding = threading.Event()
+    give_up = threading.Event()
+
+    def failing_when_told(idents: list[Any]) -> dict[Any, Any]:
+        holding.set()
+        give_up.wait(10.0)
+        raise RuntimeError("the holder's database is down")
+
+    holder, hkc = _cache_with(memcached.address, prefix, failing_when_told)
+    held = threading.Thread(target=lambda: pytest.raises(RuntimeError, holder.get, hkc, 3))
+    try:
+        if who == "waiter":  # another process holds the lease, then frees it (its loader fails)
+            held.start()
+            assert holding.wait(10.0)
+            threading.Timer(0.2, give_up.set).start()
+        tier.arm = 1 if who == "first" else 2
+        assert cache.get(kc, 3)["n"] == 3
+        assert cache.events.lease_wins == 1
+        with _core.Client(memcached.address, timeout=2.0) as raw:
+            left = raw.get(key)  # while the flush is still held: the key reads as owed
+        tier.release.set()
+        wait_for(lambda: cache.events.pending_invalidations == 0, "the held flush")
+        assert left is None, "the winner's placeholder was left behind"
+        t0 = time.monotonic()
+        assert other.get(okc, 3)["n"] == 3  # another process: no placeholder to wait on
+        assert time.monotonic() - t0 < OLD_LEASE_WAIT
+    finally:
+        tier.release.set()
+        give_up.set()
+        if held.is_alive():
+            held.join(10.0)
+        for c in (cache, other, holder):
+            c.close()
+        with _core.Client(memcached.address, timeout=2.0) as raw:
+            raw.delete(key)

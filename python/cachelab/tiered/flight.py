@@ -309,7 +309,11 @@ def fill(cache: FillHost, kc: KeyClass, missing: list[Any], keys: dict, l2_ok: b
                 result[i] = (loaded[i], enc.plain_size)
                 if r.ok and keys[i] not in h._pending:
                     r.ok = _store(h, kc, keys[i], enc, cas)
-                elif cas is not None and not r.ok:
+                elif cas is not None and r.ok:
+                    # A delete is owed: nothing is stored, and our placeholder goes now — the
+                    # owed delete may already have reached the server before it was made.
+                    r.ok = _release(h, keys[i], cas)
+                elif cas is not None:
                     h._queue_delete(keys[i], lost=False)  # our placeholder: not left for lease_ttl
                 settled.add(i)
         except BaseException:
@@ -450,6 +454,8 @@ def _await_fill(cache: FillHost, kc: KeyClass, ident: Any, key: str) -> tuple | 
                 return (loaded[ident], None) if ident in loaded else None
             if key not in cache._pending:
                 _store(cache, kc, key, enc, lease.cas)
+            else:  # a delete is owed: our placeholder goes now (as in fill)
+                _release(cache, key, lease.cas or 0)
             return loaded[ident], enc.plain_size
         if not lease.filling:
             break  # an empty value that is no lease: nobody will fill it
