@@ -727,18 +727,24 @@ class PrivateRedisCluster:
             if done.returncode != 0:
                 raise ServerUnreachable("redis-cli --cluster create failed: "
                                         + (done.stdout + done.stderr).strip()[-400:])
-            deadline = time.monotonic() + self.start_timeout
-            for i in range(len(self.nodes)):
-                while "cluster_state:ok" not in self.cli(i, "CLUSTER", "INFO"):
-                    if time.monotonic() > deadline:
-                        raise ServerUnreachable(f"cluster node {self.nodes[i].address}: not "
-                                                f"cluster_state:ok within "
-                                                f"{self.start_timeout:g} s")
-                    time.sleep(0.05)
+            self.wait_ok(self.start_timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_ok(self, timeout: float) -> None:
+        """Returns once every node says ``cluster_state:ok`` (after a start, or after a node
+        was stopped long enough for the others to mark it failed: the cluster refuses every
+        command with ``CLUSTERDOWN`` until it has rejoined); ServerUnreachable past
+        ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        for i in range(len(self.nodes)):
+            while "cluster_state:ok" not in self.cli(i, "CLUSTER", "INFO"):
+                if time.monotonic() > deadline:
+                    raise ServerUnreachable(f"cluster node {self.nodes[i].address}: not "
+                                            f"cluster_state:ok within {timeout:g} s")
+                time.sleep(0.05)
 
     def stop(self) -> None:
         for n in self.nodes:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tiered_helpers import Store
+
+from cachelab.tiered import RedisTier
 
 HERE = Path(__file__).parent
 
@@ -28,3 +31,22 @@ def store(tmp_path: Path) -> Iterator[Store]:
         s.write(i, f"body of {i} " * 20, i)
     yield s
     s.db.close()
+
+
+@pytest.fixture(autouse=True)
+def _redis_tiers_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Closes every :class:`RedisTier` the test made, at its end. A cache's ``close()``
+    leaves its tier open (it may be shared), and a redis-py client dropped open closes its
+    sockets when collected — in a cycle, after the socket's own finalizer has warned:
+    ``ResourceWarning``, an error here, raised in whichever later test the collector ran."""
+    made: list[Any] = []
+    init = RedisTier.__init__
+
+    def recorded(self: RedisTier, *args: Any, **kw: Any) -> None:
+        init(self, *args, **kw)
+        made.append(self)
+
+    monkeypatch.setattr(RedisTier, "__init__", recorded)
+    yield
+    for t in made:
+        t.close()

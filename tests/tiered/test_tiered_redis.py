@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as redispy
@@ -510,11 +511,18 @@ def test_tracking_speaks_what_the_tier_speaks(transport: str, tmp_path: Path,
         url = f"rediss://127.0.0.1:{server.tls_port}"
         prefix = f"tr{os.getpid()}{transport}"
 
+        opened: list[Any] = []  # the tiers, and the clients given them: closed at the end
+
         def tier() -> RedisTier:  # (a Unix socket: through a redis.Redis of the user's)
             if transport == "rediss":
-                return RedisTier(url, timeout=1.0, connect_timeout=1.0, ssl_ca_certs=str(ca[0]))
-            return RedisTier(redispy.Redis(unix_socket_path=str(tmp_path / "redis.sock"),
-                                           socket_timeout=1.0, socket_connect_timeout=1.0))
+                t = RedisTier(url, timeout=1.0, connect_timeout=1.0, ssl_ca_certs=str(ca[0]))
+            else:
+                given = redispy.Redis(unix_socket_path=str(tmp_path / "redis.sock"),
+                                      socket_timeout=1.0, socket_connect_timeout=1.0)
+                opened.append(given)
+                t = RedisTier(given)
+            opened.append(t)
+            return t
 
         def cache() -> tuple[TieredCache, object]:
             c = TieredCache(tier(), LRUMemory(max_items=100, ttl=None), prefix=prefix)
@@ -538,6 +546,8 @@ def test_tracking_speaks_what_the_tier_speaks(transport: str, tmp_path: Path,
         a.invalidate(ka, 1)
         b.close()
         a.close()
+        for t in opened:  # (a cache's close leaves its tier open)
+            t.close()
         if transport == "rediss":  # the server's certificate signed by a CA not trusted
             c = TieredCache(RedisTier(url, timeout=0.5, connect_timeout=0.5,
                                       ssl_ca_certs=str(other[0])),
@@ -546,6 +556,7 @@ def test_tracking_speaks_what_the_tier_speaks(transport: str, tmp_path: Path,
             wait_for(lambda: blind.reconnects >= 2, "two refused handshakes")
             assert not blind.healthy and blind.pushes == 0
             c.close()
+            c.l2.close()
 
 
 def test_history_with_tracking_bounds_other_processes_below_the_l1_ttl(

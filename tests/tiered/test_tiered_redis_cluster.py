@@ -36,6 +36,7 @@ def prefix(request: pytest.FixtureRequest, cluster: PrivateRedisCluster) -> Iter
     master (lease keys may start with ``{``)."""
     p = f"c{os.getpid()}-{request.node.name[:24]}-{zlib.crc32(request.node.name.encode()):x}"
     yield p
+    cluster.wait_ok(30.0)  # (a master stopped for long is failed by the others meanwhile)
     for n in range(len(cluster.nodes)):
         c = cluster.client(n)
         keys = list(c.scan_iter(match=f"*{p}*", count=1000))
