@@ -65,11 +65,15 @@ def test_the_probe_sends_its_rate_on_the_runs_keys_and_the_server_counts_it(
     due = probe["all"]["sent"] + probe["backlog_at_end"] + probe["skipped_disconnected"]
     low, high = _poisson_bounds(rate, warmup + duration)
     assert low <= due <= high, (due, low, high)
-    # Every request it sent is a get, answered, or lost or failed (a busy machine's timeouts:
-    # 100 of 1,074 once, beside two helpers' builds).
+    # Every request it sent is a get, answered, or lost (in flight when its connection
+    # failed: a busy machine's timeouts, 100 of 1,074 once beside two helpers' builds), or
+    # answered with an error. ``errors`` counts those replies and the connection's faults
+    # (a timeout is one fault, its requests lost): at most one per request not otherwise
+    # accounted for.
     pa = probe["all"]
-    failed = int(pa.get("lost", 0)) + sum((pa.get("errors") or {}).values())
-    assert pa["ops"]["get"] + failed == pa["sent"], pa
+    lost, errors = int(pa.get("lost", 0)), sum((pa.get("errors") or {}).values())
+    failed = lost + errors
+    assert pa["ops"]["get"] + lost <= pa["sent"] <= pa["ops"]["get"] + failed, pa
     assert {k: n for k, n in pa["ops"].items() if k != "get"} == {
         "multiget": 0, "set": 0, "delete": 0}
     # On the run's prefix and key space: the prefilled keys, so every probe get hits.
