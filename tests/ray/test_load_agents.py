@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scipy.stats import poisson
 
 import cachelab._core as _core
 from cachelab.load import LoadResult, LoadSpec, load_on_ray
@@ -25,6 +26,13 @@ def _spec(**kw: Any) -> LoadSpec:
     base: dict[str, Any] = {"connections": 4, "rate": RATE, "duration": 2.0, "warmup": 0.5,
                             "interval": 0.5, "key_space": 500, "seed": 7}
     return LoadSpec(**{**base, **kw})
+
+
+def _poisson_bounds(rate: float, seconds: float) -> tuple[int, int]:
+    """The counts a Poisson process of ``rate`` over ``seconds`` stays within but for a
+    chance of 1e-6 on each side."""
+    mean = rate * seconds
+    return int(poisson.ppf(1e-6, mean)), int(poisson.isf(1e-6, mean))
 
 
 def _gone(result: LoadResult, server: str) -> bool:
@@ -56,10 +64,18 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     # The replies per second are the asked rate's, give or take: a Poisson schedule's draws,
     # its first sends waiting for the connections, a loaded machine (5-6 % below it seen with
     # the schedule held) — not half of it (an agent's share lost) nor twice (counted twice).
-    low = 0.85 if result.schedule["held"] else 0.6
     # Above it only by what the warm-up left behind and the measured window caught up (11 %
     # seen on a quiet machine after a busy spell): half again, not twice.
-    assert low * RATE <= result.totals["throughput"] < RATE * 1.5, result.totals
+    assert result.totals["throughput"] < RATE * 1.5, result.totals
+    if result.schedule["held"]:  # (not held, 0.59 of the rate was seen beside a CPU hog)
+        assert result.totals["throughput"] >= 0.85 * RATE, result.totals
+    # Held or not, what the agents' schedules made due was sent or is counted as unsent: a
+    # Poisson count of the rate over the warm-up and the run, no agent's share missing.
+    s = result.schedule
+    due = result.all["sent"] + s["backlog_at_end"] + s["skipped_disconnected"]
+    low, high = _poisson_bounds(RATE, 2.5)
+    assert low <= due <= high, (due, low, high, s)
+    assert all(a["replies"] > 0 for a in agents), agents
 
     # The server saw exactly what the agents and the probe counted.
     deltas = result.server["deltas"]
