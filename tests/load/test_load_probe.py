@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from scipy.stats import poisson
 
 from cachelab import _core
 from cachelab.errors import UsageError
@@ -19,16 +18,7 @@ from cachelab.load.validity import CLIENT_BUSY, client_check
 from cachelab.servers import PrivateMemcached
 from cachelab.units import us
 from clitools import InProcess, one_error_line
-
-#: How unlikely a true Poisson count may be to fall outside the bounds checked.
-TAIL = 1e-6
-
-
-def _poisson_bounds(rate: float, seconds: float) -> tuple[int, int]:
-    """The counts a Poisson process of ``rate`` over ``seconds`` stays within but for a
-    chance of ``TAIL`` on each side."""
-    mean = rate * seconds
-    return int(poisson.ppf(TAIL, mean)), int(poisson.isf(TAIL, mean))
+from schedules import poisson_bounds
 
 
 @pytest.mark.parametrize("bad", ["0", "nan", "20000"])
@@ -63,7 +53,7 @@ def test_the_probe_sends_its_rate_on_the_runs_keys_and_the_server_counts_it(
     # Every request the probe's schedule made due was sent or is counted as left unsent:
     # a Poisson count of the rate over the sending phase.
     due = probe["all"]["sent"] + probe["backlog_at_end"] + probe["skipped_disconnected"]
-    low, high = _poisson_bounds(rate, warmup + duration)
+    low, high = poisson_bounds(rate, warmup + duration)
     assert low <= due <= high, (due, low, high)
     # Every request it sent is a get, answered, or lost (in flight when its connection
     # failed: a busy machine's timeouts, 100 of 1,074 once beside two helpers' builds), or

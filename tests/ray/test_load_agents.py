@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scipy.stats import poisson
 
 import cachelab._core as _core
 from cachelab.load import LoadResult, LoadSpec, load_on_ray
 from cachelab.scale import ScaleSpec, scale
 from clitools import cachelab
 from conftest import HEAD_IP
+from schedules import poisson_bounds
 
 RATE = 3000.0
 
@@ -26,13 +26,6 @@ def _spec(**kw: Any) -> LoadSpec:
     base: dict[str, Any] = {"connections": 4, "rate": RATE, "duration": 2.0, "warmup": 0.5,
                             "interval": 0.5, "key_space": 500, "seed": 7}
     return LoadSpec(**{**base, **kw})
-
-
-def _poisson_bounds(rate: float, seconds: float) -> tuple[int, int]:
-    """The counts a Poisson process of ``rate`` over ``seconds`` stays within but for a
-    chance of 1e-6 on each side."""
-    mean = rate * seconds
-    return int(poisson.ppf(1e-6, mean)), int(poisson.isf(1e-6, mean))
 
 
 def _gone(result: LoadResult, server: str) -> bool:
@@ -73,7 +66,7 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     # Poisson count of the rate over the warm-up and the run, no agent's share missing.
     s = result.schedule
     due = result.all["sent"] + s["backlog_at_end"] + s["skipped_disconnected"]
-    low, high = _poisson_bounds(RATE, 2.5)
+    low, high = poisson_bounds(RATE, 2.5)
     assert low <= due <= high, (due, low, high, s)
     assert all(a["replies"] > 0 for a in agents), agents
 
