@@ -29,11 +29,10 @@ if importlib.util.find_spec("ray") is None:  # (imported where the cluster start
 import cachelab  # noqa: E402
 from cachelab.raycluster import RayOptions  # noqa: E402
 from cachelab.servers import PrivateMemcached  # noqa: E402
+from rayaddrs import HEAD_IP, SERVER_IP  # noqa: E402
 
 #: Raylet nodes in the test cluster, head included.
 NODES = 2
-HEAD_IP = "127.0.0.2"
-SERVER_IP = "127.0.0.5"
 
 
 @dataclass

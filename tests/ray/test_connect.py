@@ -23,7 +23,7 @@ import pytest
 
 from cachelab.servers import read_stats
 from clitools import InProcess, cachelab, one_error_line
-from conftest import HEAD_IP
+from rayaddrs import HEAD_IP
 
 #: No Ray node listens on this loopback address (the test cluster uses 127.0.0.2-4).
 NOWHERE = "127.0.0.9"

@@ -16,7 +16,7 @@ import cachelab._core as _core
 from cachelab.load import LoadResult, LoadSpec, load_on_ray
 from cachelab.scale import ScaleSpec, scale
 from clitools import cachelab
-from conftest import HEAD_IP
+from rayaddrs import HEAD_IP
 from schedules import poisson_bounds
 
 RATE = 3000.0
@@ -51,8 +51,11 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
     assert sum(iv["replies"] for iv in result.intervals) == result.all["replies"]
 
     # The union of the agents' schedules is the requested one.
-    # Held, or (a machine too busy to keep the schedule) not held with the backlog to show it.
-    assert result.schedule["held"] or result.schedule["backlog_at_end"] > 0, result.schedule
+    # Held, or (a machine too busy to keep the schedule) not held with its reason shown: a
+    # backlog at the end, or measured intervals that fell behind (one was seen beside a CPU
+    # hog, caught up by the end: backlog 0, 1.02x the rate).
+    s = result.schedule
+    assert s["held"] or s["backlog_at_end"] > 0 or s["intervals_behind"], s
     assert result.schedule["target_rate"] == RATE
     # The replies per second are the asked rate's, give or take: a Poisson schedule's draws,
     # its first sends waiting for the connections, a loaded machine (5-6 % below it seen with
@@ -64,7 +67,6 @@ def test_two_agents_merge_losslessly_and_hold_the_rate(ray_cluster, ray_memcache
         assert result.totals["throughput"] >= 0.85 * RATE, result.totals
     # Held or not, what the agents' schedules made due was sent or is counted as unsent: a
     # Poisson count of the rate over the warm-up and the run, no agent's share missing.
-    s = result.schedule
     due = result.all["sent"] + s["backlog_at_end"] + s["skipped_disconnected"]
     low, high = poisson_bounds(RATE, 2.5)
     assert low <= due <= high, (due, low, high, s)

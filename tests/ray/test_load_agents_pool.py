@@ -25,8 +25,8 @@ from cachelab.proxies import PrivateTwemproxy, find_nutcracker
 from cachelab.scale import ScaleSpec, scale
 from cachelab.servers import PrivateMemcached
 from clitools import cachelab
-from conftest import HEAD_IP
 from pools import loopback_pool
+from rayaddrs import HEAD_IP
 
 HOSTS = ("127.0.0.6", "127.0.0.7", "127.0.0.8")
 RUN_TIMEOUT = 90

@@ -39,8 +39,7 @@ from cachelab.scale import ScaleSpec  # noqa: E402
 from cachelab.scale import run as scale_run  # noqa: E402
 from cachelab.target import Target  # noqa: E402
 from clitools import cachelab as cli  # noqa: E402
-
-HEAD_IP = "127.0.0.2"
+from rayaddrs import HEAD_IP  # noqa: E402
 
 
 @pytest.fixture(scope="module")
