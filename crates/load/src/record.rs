@@ -53,7 +53,7 @@
 
 use std::collections::BTreeMap;
 
-use cachelab_metrics::Latency;
+use cachelab_metrics::{Hist, Latency};
 use serde::{Serialize, Serializer};
 
 use crate::outcome::{MemberOutcome, Outcome, ProbeOutcome, Schedule};
@@ -295,8 +295,8 @@ macro_rules! tally {
             errors: &$x.errors,
             lost: $x.lost,
             sent: $x.sent,
-            corrected: $open.then(|| HistSummary::of(&$x.corrected)),
-            uncorrected: HistSummary::of(&$x.uncorrected),
+            corrected: $open.then(|| HistSummary::of(&$x.corrected.histogram())),
+            uncorrected: HistSummary::of(&$x.uncorrected.histogram()),
         }
     };
 }
@@ -426,7 +426,7 @@ mod tests {
     use super::*;
     use crate::outcome::ClientSched;
     use crate::server::SchedStat;
-    use cachelab_metrics::json_shape;
+    use cachelab_metrics::{json_shape, Packed};
 
     fn outcome(open: bool) -> Outcome {
         let h = cachelab_metrics::from_values([100, 200, 300, 400]);
@@ -441,12 +441,12 @@ mod tests {
             errors: [("timeout", 1)].into(),
             lost: 0,
             sent: 5,
-            corrected: if open {
+            corrected: Packed::of(&if open {
                 h.clone()
             } else {
                 cachelab_metrics::latency()
-            },
-            uncorrected: h,
+            }),
+            uncorrected: Packed::of(&h),
         };
         let intervals = vec![interval];
         Outcome {

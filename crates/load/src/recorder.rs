@@ -3,12 +3,13 @@
 //! (the calling thread), which merges the threads' parts, reports progress, and at the end
 //! keeps one small [`Interval`] per interval.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cachelab_metrics::Latency;
+use cachelab_metrics::{Latency, Packed};
 
 use crate::fault::{self, Fault, FAULTS};
 use crate::samples::{ClientSamples, SAMPLES};
@@ -68,6 +69,25 @@ impl Raw {
         self.counts.add(&o.counts);
         self.corrected.add(&o.corrected).expect("same bounds");
         self.uncorrected.add(&o.uncorrected).expect("same bounds");
+    }
+}
+
+/// An interval every thread has moved past, its histograms packed: a run keeps every one of
+/// them to its end (~0.5 MB each as [`Raw`]; see [`Packed`]).
+#[derive(Clone)]
+struct Finished {
+    counts: Counts,
+    corrected: Packed,
+    uncorrected: Packed,
+}
+
+impl Finished {
+    fn of(raw: &Raw) -> Finished {
+        Finished {
+            counts: raw.counts,
+            corrected: Packed::of(&raw.corrected),
+            uncorrected: Packed::of(&raw.uncorrected),
+        }
     }
 }
 
@@ -418,7 +438,7 @@ pub(crate) struct Collector {
     /// The next interval index each thread may still send (`u64::MAX` once it is done).
     reported: Vec<u64>,
     /// Intervals every thread has moved past.
-    done: Vec<(u64, Raw)>,
+    done: Vec<(u64, Finished)>,
     next_final: u64,
     errors_so_far: u64,
     stalls: Vec<Stall>,
@@ -444,7 +464,14 @@ impl Collector {
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(Msg::Interval(t, idx, raw)) => {
-                    c.pending.entry(idx).or_insert_with(Raw::new).add(&raw);
+                    // The first thread's interval is kept as it came: a fresh one to add it
+                    // to would be zeroed (~0.5 MB) and merged on a core the senders may share.
+                    match c.pending.entry(idx) {
+                        Entry::Vacant(e) => {
+                            e.insert(*raw);
+                        }
+                        Entry::Occupied(mut e) => e.get_mut().add(&raw),
+                    }
                     c.reported[t] = c.reported[t].max(idx + 1);
                 }
                 Ok(Msg::Done(t, stalls, dropped, members, client)) => {
@@ -502,7 +529,7 @@ impl Collector {
                     all.push((idx, cachelab_metrics::encode(h)));
                 }
             }
-            self.done.push((idx, raw));
+            self.done.push((idx, Finished::of(&raw)));
             self.next_final = idx + 1;
         }
     }
@@ -540,16 +567,17 @@ impl Collector {
         warmup: Duration,
     ) -> Vec<Interval> {
         let mut out = self.done;
-        out.extend(self.pending);
+        out.extend(self.pending.iter().map(|(&i, raw)| (i, Finished::of(raw))));
         out.sort_by_key(|(i, _)| *i);
         let iv = interval.as_secs_f64();
         let total_s = elapsed.as_secs_f64();
         let warm = warmup.as_secs_f64();
         let last = out.last().map_or(0, |(i, _)| *i);
-        let mut by_index: BTreeMap<u64, Raw> = out.into_iter().collect();
+        let mut by_index: BTreeMap<u64, Finished> = out.into_iter().collect();
+        let none = Finished::of(&Raw::new());
         (0..=last)
             .map(|idx| {
-                let raw = by_index.remove(&idx).unwrap_or_else(Raw::new);
+                let raw = by_index.remove(&idx).unwrap_or_else(|| none.clone());
                 let start = idx as f64 * iv;
                 Interval {
                     index: idx,

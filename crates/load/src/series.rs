@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use cachelab_metrics::Latency;
+use cachelab_metrics::{Latency, Packed};
 
 /// The operations, in the order of every per-op array.
 pub const OPS: [&str; 4] = ["get", "multiget", "set", "delete"];
@@ -27,10 +27,11 @@ pub struct Interval {
     pub errors: BTreeMap<&'static str, u64>,
     pub lost: u64,
     pub sent: u64,
-    /// Latency from the intended send time (open loop only; empty in closed loop).
-    pub corrected: Latency,
-    /// Latency from the actual send.
-    pub uncorrected: Latency,
+    /// Latency from the intended send time (open loop only; empty in closed loop), packed:
+    /// a run keeps every interval's histograms to its end.
+    pub corrected: Packed,
+    /// Latency from the actual send, packed.
+    pub uncorrected: Packed,
 }
 
 impl Interval {
@@ -52,11 +53,11 @@ impl Interval {
     }
 
     /// The histogram that counts queueing: corrected in open loop, otherwise uncorrected.
-    pub fn latency(&self) -> &Latency {
+    pub fn latency(&self) -> Latency {
         if self.corrected.is_empty() {
-            &self.uncorrected
+            self.uncorrected.unpack()
         } else {
-            &self.corrected
+            self.corrected.unpack()
         }
     }
 }
@@ -106,8 +107,14 @@ impl Totals {
             }
             t.lost += i.lost;
             t.sent += i.sent;
-            t.corrected.add(&i.corrected).expect("same bounds");
-            t.uncorrected.add(&i.uncorrected).expect("same bounds");
+            if !i.corrected.is_empty() {
+                t.corrected.add(i.corrected.unpack()).expect("same bounds");
+            }
+            if !i.uncorrected.is_empty() {
+                t.uncorrected
+                    .add(i.uncorrected.unpack())
+                    .expect("same bounds");
+            }
         }
         t
     }

@@ -61,7 +61,7 @@ pub fn detect(intervals: &[Interval], spec: &Spec) -> Steady {
     let candidates: Vec<usize> = (after_warmup..intervals.len())
         .filter(|&i| intervals[i].duration_s >= len / 2.0)
         .collect();
-    let p50 = |i: &Interval| cachelab_metrics::percentiles(i.latency(), &[50.0])[0] as f64;
+    let p50 = |i: &Interval| cachelab_metrics::percentiles(&i.latency(), &[50.0])[0] as f64;
     let tail = &candidates[candidates.len() / 2..];
     let ref_tp = median(tail.iter().map(|&i| intervals[i].throughput()).collect());
     let ref_p50 = median(tail.iter().map(|&i| p50(&intervals[i])).collect());
@@ -93,6 +93,7 @@ pub fn detect(intervals: &[Interval], spec: &Spec) -> Steady {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use cachelab_metrics::Packed;
     use std::collections::BTreeMap;
     use std::time::Duration;
 
@@ -158,8 +159,8 @@ pub(crate) mod tests {
                 errors: BTreeMap::new(),
                 lost: 0,
                 sent: n,
-                corrected: cachelab_metrics::latency(),
-                uncorrected: cachelab_metrics::from_values([lat * 1000]),
+                corrected: Packed::of(&cachelab_metrics::latency()),
+                uncorrected: Packed::of(&cachelab_metrics::from_values([lat * 1000])),
             })
             .collect()
     }

@@ -6,7 +6,9 @@
 //! `Histogram.decodeFromCompressedByteBuffer` in the Java and Python libraries use.
 
 use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use std::borrow::Cow;
+
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -80,6 +82,70 @@ pub fn percentiles(h: &Latency, ps: &[f64]) -> Vec<u64> {
         .collect()
 }
 
+/// A finished histogram kept small: its V2 encoding, uncompressed.
+///
+/// A [`Latency`] holds a counter for every value it can tell apart from 1 ns to an hour,
+/// ~34,000 of them (270 KB), however few values it holds; its encoding takes a few bytes per
+/// distinct value recorded. A run keeps one histogram per interval (two in open loop) for its
+/// whole length: as [`Latency`], an hour at one interval a second would hold ~2 GB.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    bytes: Vec<u8>,
+    len: u64,
+}
+
+impl Packed {
+    pub fn of(h: &Latency) -> Packed {
+        let mut bytes = Vec::new();
+        V2Serializer::new()
+            .serialize(h, &mut bytes)
+            .expect("serializing into memory cannot fail");
+        bytes.shrink_to_fit();
+        Packed {
+            bytes,
+            len: h.len(),
+        }
+    }
+
+    /// The histogram again, with the bounds it had.
+    pub fn unpack(&self) -> Latency {
+        Deserializer::new()
+            .deserialize(&mut &self.bytes[..])
+            .expect("a histogram this process encoded decodes")
+    }
+
+    /// Values recorded.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held.
+    pub fn size(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// A histogram as a [`Latency`] to read: borrowed from one, unpacked from a [`Packed`].
+pub trait Hist {
+    fn histogram(&self) -> Cow<'_, Latency>;
+}
+
+impl Hist for Latency {
+    fn histogram(&self) -> Cow<'_, Latency> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl Hist for Packed {
+    fn histogram(&self) -> Cow<'_, Latency> {
+        Cow::Owned(self.unpack())
+    }
+}
+
 /// Builds a histogram from recorded values (used for built-in profiles made from tables).
 pub fn from_values(values: impl IntoIterator<Item = u64>) -> Latency {
     let mut h = latency();
@@ -147,6 +213,25 @@ mod tests {
         assert_eq!(back.len(), 10_000);
         assert_eq!(back, h);
         assert_eq!(percentiles(&back, &[50.0]), percentiles(&h, &[50.0]));
+    }
+
+    #[test]
+    fn a_packed_histogram_unpacks_to_the_same_one_in_a_fraction_of_the_memory() {
+        // An interval's worth: 25,000 latencies spread over 20 µs .. 20 ms.
+        let h = from_values((0..25_000u64).map(|i| 20_000 + (i * i) % 20_000_000));
+        let p = Packed::of(&h);
+        let back = p.unpack();
+        assert_eq!(back, h);
+        assert_eq!(
+            (back.low(), back.high(), back.sigfig()),
+            (1, MAX_NS, SIGFIGS)
+        );
+        assert_eq!(p.len(), 25_000);
+        // Every counter of a full histogram is 8 bytes; packed, a few per distinct value.
+        let full = 8 * latency().distinct_values();
+        assert!(p.size() * 10 < full, "{} of {full} bytes", p.size());
+        assert!(Packed::of(&latency()).is_empty());
+        assert_eq!(Packed::of(&latency()).unpack(), latency());
     }
 
     #[test]
