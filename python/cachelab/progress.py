@@ -16,6 +16,10 @@ broken pipe are swallowed: a progress bar must never be the reason a measurement
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import socket
 import sys
 import threading
 import time
@@ -28,9 +32,9 @@ from cachelab.units import per_second
 __all__ = ["Progress", "run_cancellable", "stage_logger"]
 
 _REDRAW_INTERVAL = 0.1  # seconds between redraws
-# Seconds between looks at a run's end (run_cancellable): the main thread wakes 50 times a
-# second beside the run it waits for, and sees its end at most this late.
-_WAKE_INTERVAL = 0.02
+# Seconds the main thread waits at most between looks at a run it waits for without a
+# ``poll`` (run_cancellable); the run's end wakes it at once.
+_IDLE_WAKE = 1.0
 _BAR_WIDTH = 24
 
 
@@ -197,6 +201,30 @@ def _clock_time(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def _batch_scheduling() -> contextlib.ExitStack:
+    """Puts the calling thread in ``SCHED_BATCH`` until the stack returned is closed: a thread
+    woken then waits for the scheduler's next turn instead of taking the CPU from the thread
+    running there at once. The thread waiting for a run wakes ten times a second to look at it
+    (and every half second reads the server's ``stats``, the eviction watch); when it shares a
+    core with the run's senders, each wake-up preempted them. Only a thread in the default
+    policy is moved (an unprivileged thread may move back), and only where Linux allows it."""
+    stack = contextlib.ExitStack()
+    if not hasattr(os, "SCHED_BATCH"):
+        return stack
+    try:
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            return stack
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except OSError:  # not permitted here (a sandbox): the usual policy it is
+        return stack
+
+    def back() -> None:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    stack.callback(back)
+    return stack
+
+
 def run_cancellable(
     work: Callable[[], dict[str, Any]],
     cancel: Callable[[], None],
@@ -208,14 +236,20 @@ def run_cancellable(
     a second. Ctrl-C calls ``cancel`` — the run stops early and returns what it has, marked
     ``"cancelled": True``. An exception from ``work`` is raised here.
 
-    It sleeps and looks at an Event, waiting on neither the Event nor ``Thread.join``: a
-    KeyboardInterrupt inside ``join()`` can leave the thread looking finished while the Rust
-    run goes on, and one inside ``Event.wait()`` can come while its lock is being taken back
-    and break it ("RuntimeError: release unlocked lock" instead of the interrupt: a pool
-    profile's Ctrl-C beside a CPU hog). ``time.sleep`` is interrupted cleanly.
+    The calling thread may share a core with the run's threads (``taskset``, or a small
+    machine), and each of its wake-ups takes the core from them: it waits in ``select`` on a
+    socket the run's thread writes to when it ends, so it wakes only to poll and at the end,
+    and in ``SCHED_BATCH`` (:func:`_batch_scheduling`), so that a wake-up waits its turn. It
+    waits on neither an Event nor
+    ``Thread.join``: a KeyboardInterrupt inside ``join()`` can leave the thread looking
+    finished while the Rust run goes on, and one inside ``Event.wait()`` can come while its
+    lock is being taken back and break it ("RuntimeError: release unlocked lock" instead of
+    the interrupt: a pool profile's Ctrl-C beside a CPU hog). ``select`` is interrupted
+    cleanly.
     """
     box: dict[str, Any] = {}
     finished = threading.Event()
+    woken, waker = socket.socketpair()
 
     def run() -> None:
         try:
@@ -224,19 +258,27 @@ def run_cancellable(
             box["error"] = e
         finally:
             finished.set()
+            # Closed by this thread alone, so its descriptor is never reused under it; the
+            # caller's end may be closed already (it has gone).
+            with waker, contextlib.suppress(OSError):
+                waker.send(b"x")
 
-    threading.Thread(target=run, name=name, daemon=True).start()
     interrupted = False
-    next_poll = time.monotonic() + _REDRAW_INTERVAL
-    while not finished.is_set():
-        try:
-            time.sleep(_WAKE_INTERVAL)
-            if poll and time.monotonic() >= next_poll:
-                next_poll += _REDRAW_INTERVAL
-                poll()
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel()
+    with woken:
+        threading.Thread(target=run, name=name, daemon=True).start()
+        with _batch_scheduling():  # (after the start: the run's threads keep their policy)
+            next_poll = time.monotonic() + _REDRAW_INTERVAL
+            while not finished.is_set():
+                try:
+                    wait = (_IDLE_WAKE if poll is None
+                            else min(_IDLE_WAKE, max(0.0, next_poll - time.monotonic())))
+                    select.select([woken], [], [], wait)
+                    if poll and time.monotonic() >= next_poll:
+                        next_poll = max(next_poll + _REDRAW_INTERVAL, time.monotonic())
+                        poll()
+                except KeyboardInterrupt:
+                    interrupted = True
+                    cancel()
     if "error" in box:
         raise box["error"]
     if interrupted:

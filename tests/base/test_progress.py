@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
+import threading
+import time
 
 import pytest
 
-from cachelab.progress import Progress
+from cachelab.progress import Progress, run_cancellable
 
 
 class FakeTTY(io.StringIO):
@@ -192,3 +195,57 @@ def test_track_begins_on_the_first_report_and_follows_the_total() -> None:
         assert bar.total == 100 and "10/s" in bar.render(clock.now)
         bar.track(10, 200)  # the total can grow
         assert bar.total == 200
+
+
+# -- run_cancellable ------------------------------------------------------------------------------
+
+
+def _policy(tid: int) -> int:
+    return os.sched_getscheduler(tid)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_the_waiting_thread_yields_to_the_run_and_is_restored() -> None:
+    # The caller waits in SCHED_BATCH (its wake-ups wait their turn instead of preempting the
+    # run's senders on a shared core); the run's own thread keeps the usual policy.
+    caller = threading.get_native_id()
+    before = _policy(0)
+    seen: dict[str, int] = {}
+
+    def work() -> dict[str, object]:
+        deadline = time.monotonic() + 10
+        while _policy(caller) != os.SCHED_BATCH and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen.update(caller=_policy(caller), run=_policy(0))
+        return {}
+
+    assert run_cancellable(work, lambda: None, name="t") == {}
+    assert seen == {"caller": os.SCHED_BATCH, "run": before}
+    assert _policy(0) == before
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_a_poll_that_raises_leaves_the_caller_in_its_policy() -> None:
+    before = _policy(0)
+    release = threading.Event()
+
+    def poll() -> None:
+        raise ValueError("from poll")
+
+    with pytest.raises(ValueError, match="from poll"):
+        run_cancellable(lambda: release.wait(10) and {}, lambda: None, name="t", poll=poll)
+    release.set()
+    assert _policy(0) == before
+
+
+def test_the_run_s_end_wakes_the_caller_and_its_error_is_raised_here() -> None:
+    # No poll: the caller sleeps up to a second at a time, and the run's end wakes it.
+    started = time.monotonic()
+    assert run_cancellable(lambda: {"n": 1}, lambda: None, name="t") == {"n": 1}
+    assert time.monotonic() - started < 0.9
+
+    def fails() -> dict[str, object]:
+        raise RuntimeError("in the run")
+
+    with pytest.raises(RuntimeError, match="in the run"):
+        run_cancellable(fails, lambda: None, name="t")
