@@ -10,7 +10,11 @@ Scenarios (each client runs ``--seconds``):
    compare ops/s. cachelab also runs with ``--send-batch N`` (default 8): a connection refills
    its pipeline only once N replies are in, so each write carries N requests.
 2. ``pipeline-1``: 1 thread, 4 connections, one request outstanding each; compare client CPU
-   per op.
+   per op. The *floor* runs here too (``crates/load/examples/floor.rs``, built with cargo; left
+   out without it): a client that does only what one system call per request must — an
+   ``epoll_wait`` share, a ``read`` and a ``write`` per request, no histogram, no parsing but
+   the reply's ``END`` — so its CPU per op while sending is the least any such client spends
+   on this machine, the kernel's share nearly all of it.
 3. ``open-loop``: each rate of ``--open-rates`` (default 2,000 and 20,000 requests/s) over 4
    connections (memtier: ``--rate-limiting`` rate/4 per connection); compare p50 (memtier
    measures from the actual send; cachelab reports both). memtier may fall short of the rate,
@@ -80,6 +84,35 @@ def run_child(argv: list[str]) -> tuple[float, float, str]:
     if p.returncode not in (0, 1) or not text.strip():
         raise RuntimeError(f"{argv[0]} exited {p.returncode}: {errors[-500:]}")
     return wall, usage.ru_utime + usage.ru_stime, text
+
+
+def floor_binary() -> Path | None:
+    """Builds the floor client (``cargo build --release --example floor``); None without cargo
+    or when the build fails (said on stderr)."""
+    root = Path(__file__).resolve().parent.parent
+    if shutil.which("cargo") is None:
+        print("floor skipped: cargo not found", file=sys.stderr)
+        return None
+    done = subprocess.run(["cargo", "build", "--release", "-q", "-p", "cachelab-load",
+                           "--example", "floor"], cwd=root, capture_output=True, text=True)
+    path = root / "target" / "release" / "examples" / "floor"
+    if done.returncode != 0 or not path.is_file():
+        print(f"floor skipped: its build failed: {done.stderr[-500:]}", file=sys.stderr)
+        return None
+    return path
+
+
+def floor(path: Path, address: str, seconds: int, conns: int) -> dict:
+    """The floor client's run: its CPU per op while sending (its one thread's), and the whole
+    process's (its prefill and clean-up of its own keys included)."""
+    s_cpu0, s_gets0 = server_cpu(address)
+    wall, cpu, text = run_child([str(path), address, str(conns), str(seconds)])
+    s_cpu1, s_gets1 = server_cpu(address)
+    r = json.loads(text)
+    return {"ops_s": r["ops"] / r["seconds"], "ops": r["ops"], "cpu_s": cpu,
+            "cpu_us_op": cpu * 1e6 / r["ops"], "sending_cpu_us_op": r["cpu_us_per_op"],
+            "server_cpu_us_op": (s_cpu1 - s_cpu0) * 1e6 / max(1, s_gets1 - s_gets0),
+            "wall_s": wall}
 
 
 def server_cpu(address: str) -> tuple[float, int]:
@@ -200,6 +233,8 @@ def main() -> int:
     scenarios += [(f"open-loop {r}/s", 4, 1, r) for r in rates]
     if args.scenario:
         scenarios = [s for s in scenarios if s[0].split()[0] in args.scenario]
+    floor_path = (floor_binary() if any(p == 1 and not r for _, _, p, r in scenarios)
+                  else None)
     busy = f"cachelab --busy-poll {args.busy_poll}" if args.busy_poll else None
     batch = f"cachelab --send-batch {args.send_batch}" if args.send_batch > 1 else None
 
@@ -209,8 +244,12 @@ def main() -> int:
             extra.append(batch)
         return ["memtier", "cachelab", *extra]
 
-    runs: dict[str, dict[str, list[dict]]] = {n: {t: [] for t in tools_of(rate, pipeline)}
-                                              for n, _, pipeline, rate in scenarios}
+    def floored(rate: int | None, pipeline: int) -> bool:
+        return floor_path is not None and not rate and pipeline == 1
+
+    runs: dict[str, dict[str, list[dict]]] = {
+        n: {t: [] for t in tools_of(rate, pipeline) + ["floor"] * floored(rate, pipeline)}
+        for n, _, pipeline, rate in scenarios}
     raw = []
     matched: dict[str, list[dict]] = {n: [] for n, *_ in scenarios}
     load_before = os.getloadavg()
@@ -222,11 +261,15 @@ def main() -> int:
         for rep in range(args.repeats):
             for name, conns, pipeline, rate in scenarios:
                 load = wait_quiet(args.quiet_below, args.max_wait)
-                order = tools_of(rate, pipeline)[:: 1 if rep % 2 == 0 else -1]
+                order = (tools_of(rate, pipeline) + ["floor"] * floored(rate, pipeline)
+                         )[:: 1 if rep % 2 == 0 else -1]
                 for tool in order:
                     for attempt in (1, 2):  # a shared checkout may be mid-rebuild: retry once
                         try:
-                            if tool == "memtier":
+                            if tool == "floor":
+                                assert floor_path is not None
+                                r = floor(floor_path, mc.address, args.seconds, conns)
+                            elif tool == "memtier":
                                 r = memtier(args.memtier, mc.address, args.seconds, conns,
                                             pipeline, rate // conns if rate else None)
                             else:
@@ -299,6 +342,12 @@ def main() -> int:
                 f"{med(c, 'wait_us_op'):.2f} | {med(c, 'server_cpu_us_op'):.2f} | "
                 f"{med(c, 'p50_us'):.1f} | {med(c, 'p50_uncorrected_us'):.1f} | "
                 f"{med(c, 'p99_us'):.1f} | {med(c, 'requests_per_write'):.2f} |")
+        if floored(rate, pipeline):
+            f = runs[name]["floor"]
+            lines.append(
+                f"| {name} | {conns} | {pipeline} | {r} | floor | {med(f, 'ops_s'):.0f} | "
+                f"{med(f, 'cpu_us_op'):.2f} | {med(f, 'sending_cpu_us_op'):.2f} | — | — | "
+                f"{med(f, 'server_cpu_us_op'):.2f} | — | — | — | 1.00 |")
     lines += ["", "Ratios, cachelab / memtier: of the medians, and in brackets the median of the "
               "per-repeat ratios (each pair ran back to back):", ""]
 
@@ -320,6 +369,16 @@ def main() -> int:
                 parts.append(f"p50 corrected {ratio(c, m, 'p50_us')}, "
                              f"uncorrected {ratio(c, m, 'p50_uncorrected_us', 'p50_us')}")
             lines.append(f"- {name}, {tool}: " + "; ".join(parts))
+        if floored(rate, pipeline):
+            f = runs[name]["floor"]
+            c = runs[name]["cachelab"]
+            lines.append(
+                f"- {name}, floor (the least a client sending each request with its own system "
+                f"call spends here): CPU/op while sending, floor / memtier's client "
+                f"{ratio(f, m, 'sending_cpu_us_op', 'cpu_us_op')}; cachelab / floor: engine "
+                f"threads {ratio(c, f, 'engine_cpu_us_op', 'sending_cpu_us_op')}, while sending "
+                f"{ratio(c, f, 'process_cpu_us_op', 'sending_cpu_us_op')}, whole process "
+                f"{ratio(c, f, 'cpu_us_op', 'sending_cpu_us_op')}")
         same = matched.get(name)
         if same:
             vs = [x["vs"] for x in same]
@@ -348,6 +407,11 @@ def main() -> int:
               "| server CPU µs/op | p50 µs | p50 uncorrected µs |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rep, name, tool, r in raw:
+        if tool == "floor":
+            lines.append(f"| {rep} | {name} | floor | {r['load']:.2f} | {r['ops_s']:.0f} | "
+                         f"{r['cpu_us_op']:.2f} | {r['sending_cpu_us_op']:.2f} (its thread) | — "
+                         f"| — | — | {r['server_cpu_us_op']:.2f} | — | — |")
+            continue
         eng = f"{r['engine_cpu_us_op']:.2f}" if "engine_cpu_us_op" in r else "—"
         wait = f"{r['wait_us_op']:.2f}" if "wait_us_op" in r else "—"
         out = f"{r['outside_us_op']:.2f}" if "outside_us_op" in r else "—"
@@ -356,7 +420,7 @@ def main() -> int:
         lines.append(f"| {rep} | {name} | {tool} | {r['load']:.2f} | {r['ops_s']:.0f} | "
                      f"{r['cpu_us_op']:.2f} | {eng} | {wait} | {out} | {verdict} | "
                      f"{r['server_cpu_us_op']:.2f} | {r['p50_us']:.1f} | {unc} |")
-    cl_runs = [r for _, _, tool, r in raw if tool != "memtier"]
+    cl_runs = [r for _, _, tool, r in raw if tool not in ("memtier", "floor")]
     lines += ["", f"cachelab errors: {sum(r['errors'] for r in cl_runs)}; cachelab misses: "
               f"{sum(r['misses'] for r in cl_runs)}"]
     report = "\n".join(lines) + "\n"
