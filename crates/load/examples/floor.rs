@@ -120,7 +120,7 @@ fn main() {
             if bufs[i].ends_with(b"END\r\n") {
                 bufs[i].clear();
                 ops += 1;
-                if ops % 1024 == 0 && Instant::now() >= end {
+                if ops.is_multiple_of(1024) && Instant::now() >= end {
                     break 'run;
                 }
                 request(&mut out);
