@@ -239,13 +239,13 @@ def run_cancellable(
     The calling thread may share a core with the run's threads (``taskset``, or a small
     machine), and each of its wake-ups takes the core from them: it waits in ``select`` on a
     socket the run's thread writes to when it ends, so it wakes only to poll and at the end,
-    and in ``SCHED_BATCH`` (:func:`_batch_scheduling`), so that a wake-up waits its turn. It
-    waits on neither an Event nor
-    ``Thread.join``: a KeyboardInterrupt inside ``join()`` can leave the thread looking
-    finished while the Rust run goes on, and one inside ``Event.wait()`` can come while its
-    lock is being taken back and break it ("RuntimeError: release unlocked lock" instead of
-    the interrupt: a pool profile's Ctrl-C beside a CPU hog). ``select`` is interrupted
-    cleanly.
+    and in ``SCHED_BATCH`` (:func:`_batch_scheduling`), so that a wake-up waits its turn.
+
+    It waits on neither an Event nor ``Thread.join``: a KeyboardInterrupt inside ``join()``
+    can leave the thread looking finished while the Rust run goes on, and one inside
+    ``Event.wait()`` can come while its lock is being taken back and break it ("RuntimeError:
+    release unlocked lock" instead of the interrupt: a pool profile's Ctrl-C beside a CPU
+    hog). ``select`` is interrupted cleanly.
     """
     box: dict[str, Any] = {}
     finished = threading.Event()
@@ -265,7 +265,11 @@ def run_cancellable(
 
     interrupted = False
     with woken:
-        threading.Thread(target=run, name=name, daemon=True).start()
+        try:
+            threading.Thread(target=run, name=name, daemon=True).start()
+        except BaseException:  # no thread to close its end
+            waker.close()
+            raise
         with _batch_scheduling():  # (after the start: the run's threads keep their policy)
             next_poll = time.monotonic() + _REDRAW_INTERVAL
             while not finished.is_set():
