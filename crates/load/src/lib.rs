@@ -241,7 +241,14 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
     } else {
         run.written.merge(probe_written)
     };
-    let all = Totals::over(&run.intervals, 0);
+    let steady = steady::detect(&run.intervals, spec);
+    let after_warmup = run
+        .intervals
+        .iter()
+        .position(|i| !i.warmup)
+        .unwrap_or(run.intervals.len());
+    let [all, measured, window] =
+        Totals::from_each(&run.intervals, [0, after_warmup, steady.start_index]);
     let probe_lost = probe_run
         .as_ref()
         .is_some_and(|p| p.intervals.iter().any(|i| i.lost > 0));
@@ -255,14 +262,6 @@ pub fn run(spec: &Spec, progress: &Arc<Progress>) -> Result<Outcome, SpecError> 
         (0, 0)
     };
 
-    let steady = steady::detect(&run.intervals, spec);
-    let after_warmup = run
-        .intervals
-        .iter()
-        .position(|i| !i.warmup)
-        .unwrap_or(run.intervals.len());
-    let measured = Totals::over(&run.intervals, after_warmup);
-    let window = Totals::over(&run.intervals, steady.start_index);
     let schedule = match spec.mode {
         Mode::Open { rate, .. } => Some(Schedule {
             target_rate: rate,
