@@ -123,6 +123,7 @@ bench: install ## every benchmark, side by side with its peer (LIBCACHESIM=, MEM
 	$(PY) benches/usl_fit.py
 	$(PY) benches/load_vs_memtier.py $(if $(MEMTIER),--memtier $(MEMTIER))
 	$(PY) benches/pacer_lateness.py
+	$(PY) benches/load_memory.py $(if $(MEMTIER),--memtier $(MEMTIER))
 	$(PY) benches/load_vs_redis.py $(if $(REDIS_BENCHMARK),--redis-benchmark $(REDIS_BENCHMARK)) $(if $(MEMTIER),--memtier $(MEMTIER))
 	$(PY) benches/tiered.py
 	$(PY) benches/replay_accuracy.py
