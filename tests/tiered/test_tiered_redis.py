@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import redis as redispy
-from tiered_helpers import Store, held_loader, wait_for
+from tiered_helpers import Store, held_loader, stop, wait_for
 from tiered_history import run_history, run_outage
 
 import testcerts
@@ -159,7 +159,7 @@ def test_redis_py_errors_are_server_errors(
     assert t.get_multi([key]) == {}
     bound = t.request_bound_s()
     assert bound is not None
-    os.kill(redis.pid, signal.SIGSTOP)
+    stop(redis.pid)
     try:
         t0 = time.monotonic()
         with pytest.raises(ServerTimeout):
@@ -328,7 +328,7 @@ def test_a_stopped_redis_falls_back_to_the_loader(
                         prefix=prefix, breaker=CircuitBreaker(2, 0.3))
     kc = cache.key_class("item", store.load)
     assert cache.get(kc, 1)["body"].startswith("body of 1")
-    os.kill(redis.pid, signal.SIGSTOP)
+    stop(redis.pid)
     try:
         for i in range(5):
             assert cache.get(kc, 10 + i)["body"].startswith(f"body of {10 + i}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis as redispy
 from redis.crc import key_slot
-from tiered_helpers import Store, free_port
+from tiered_helpers import Store, free_port, stop
 from tiered_history import run_history, run_outage
 
 from cachelab.errors import ServerError, ServerUnreachable, UsageError
@@ -224,7 +224,7 @@ def test_one_stopped_master_sends_its_keys_to_the_loader_and_no_read_raises(
     assert bound is not None
     pid = cluster.pids[0]
     assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
+    stop(pid)
     store.calls.clear()
     try:
         longest = 0.0

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tiered_helpers import Store, wait_for
+from tiered_helpers import Store, stop, wait_for
 from tiered_history import run_history, run_outage
 
 from cachelab import pool as cpool
@@ -103,7 +103,7 @@ def test_one_stopped_member_sends_only_its_keys_to_the_loader(
         cache.get(kc, i)
     pid = pair[0].pid
     assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
+    stop(pid)
     store.calls.clear()
     try:
         for i in idents * 2:

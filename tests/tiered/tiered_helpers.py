@@ -129,12 +129,20 @@ def memcached_on(port: int, host: str = "127.0.0.1") -> Iterator[subprocess.Pope
 
 
 def stop(pid: int) -> None:
-    """SIGSTOP ``pid`` and wait until the kernel has stopped it (state ``T``): ``kill`` returns
-    before that, and a request sent in between would still be answered."""
+    """SIGSTOP ``pid`` and wait until the kernel has stopped every thread of it (state ``T``):
+    ``kill`` returns before that, and a request that reaches a thread still running in between
+    would still be answered."""
     os.kill(pid, signal.SIGSTOP)
-    wait_for(lambda: _state(pid) in ("T", "t"), f"process {pid} to stop")
+    wait_for(lambda: all_stopped(pid), f"process {pid} to stop")
 
 
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+def all_stopped(pid: int) -> bool:
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue  # a thread that ended is not running
+        if state not in ("T", "t"):
+            return False
+    return True

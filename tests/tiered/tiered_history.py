@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tiered_helpers import all_stopped
+
 _HERE = Path(__file__).resolve().parent
 #: Most operations one thread records (a bound on the history's size and the loop's length).
 MAX_OPS_PER_THREAD = 200_000
@@ -293,12 +295,11 @@ OTHER = 100
 
 
 def _wait_stopped(pid: int, seconds: float = 5.0) -> bool:
-    """Waits (at most ``seconds``) until the kernel has stopped ``pid`` (state ``T``)."""
+    """Waits (at most ``seconds``) until the kernel has stopped every thread of ``pid``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
-                return True
+        if all_stopped(pid):
+            return True
         time.sleep(0.001)
     return False
 

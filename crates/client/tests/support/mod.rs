@@ -122,8 +122,10 @@ impl Memcached {
     }
 
     /// SIGSTOP: the server keeps its sockets but answers nothing until [`Memcached::resume`].
+    /// Returns once every thread of it is stopped.
     pub fn stop(&self) {
         self.signal("-STOP");
+        wait_stopped(self.child.id());
     }
 
     pub fn resume(&self) {
@@ -143,6 +145,36 @@ impl Memcached {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits (5 s at most) until the kernel has stopped every thread of `pid` (state `T`):
+/// `kill -STOP` returns before that, and a request that reaches a thread still running in
+/// between is answered.
+pub fn wait_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if all_threads_stopped(pid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("process {pid} did not stop within 5 s of SIGSTOP");
+}
+
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            // The state follows the command's closing parenthesis.
+            .map(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .is_some_and(|state| state == "T" || state == "t")
+            })
+            .unwrap_or(true) // a thread that ended is not running
+    })
 }
 
 fn is_root() -> bool {

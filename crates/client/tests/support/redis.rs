@@ -109,8 +109,10 @@ impl Redis {
     }
 
     /// SIGSTOP: the server keeps its sockets but answers nothing until [`Redis::resume`].
+    /// Returns once every thread of it is stopped.
     pub fn stop(&self) {
         self.signal("-STOP");
+        super::wait_stopped(self.child.id());
     }
 
     pub fn resume(&self) {
