@@ -55,7 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(autouse=True)
 def _leaks(request: pytest.FixtureRequest) -> Iterator[None]:
-    """With ``--leaks``: what this test left open, found by a collection at its end."""
+    """With ``--leaks``: what this test left open, found by a collection at its end, and what
+    held it (the collected objects that referred to it)."""
     yield
     if not request.config.getoption("leaks"):
         return
@@ -64,10 +65,47 @@ def _leaks(request: pytest.FixtureRequest) -> Iterator[None]:
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", ResourceWarning)
-        gc.collect()
-    left = [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
+        gc.set_debug(gc.DEBUG_SAVEALL)  # the garbage kept, to name what held each
+        try:
+            gc.collect()
+        finally:
+            gc.set_debug(0)
+            garbage = list(gc.garbage)
+            gc.garbage.clear()
+    left = [w for w in seen if issubclass(w.category, ResourceWarning)]
     if left:
-        pytest.fail("left open by this test: " + "; ".join(left), pytrace=False)
+        said = [f"{w.message} (held by {_holders(w.source, garbage)})" for w in left]
+        del garbage, left, seen
+        pytest.fail("left open by this test: " + "; ".join(said), pytrace=False)
+
+
+def _holders(leaked: object, garbage: list[object]) -> str:
+    """The types (``module.Class``) of the objects that referred to ``leaked`` (the object a
+    warning's ``source`` kept alive): collected ones, and ones a finalizer brought back."""
+    import gc
+    import warnings
+
+    if leaked is None:
+        return "?"
+
+    def name(o: object) -> str:
+        return f"{type(o).__module__}.{type(o).__qualname__}"
+
+    names = set()
+    for r in gc.get_referrers(leaked):
+        if r is garbage or isinstance(r, warnings.WarningMessage):
+            continue
+        owners = [o for o in gc.get_referrers(r)
+                  if getattr(o, "__dict__", None) is r and not isinstance(
+                      o, warnings.WarningMessage)]
+        if type(r) is dict and not owners and any(
+                isinstance(o, warnings.WarningMessage) for o in gc.get_referrers(r)):
+            continue  # a warning's own attributes
+        # an instance's __dict__ is named by its instance
+        names |= {name(o) for o in owners} if owners else {name(r)}
+    # None: its holder let go of it in a finalizer that ran after the socket's own (an object
+    # that closes its socket in __del__, collected in a cycle with it).
+    return ", ".join(sorted(names)) or "nothing left: an object that closes it in __del__"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
