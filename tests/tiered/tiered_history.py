@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiered_helpers import all_stopped
+from tiered_helpers import all_stopped, stop, wait_for
 
 _HERE = Path(__file__).resolve().parent
 #: Most operations one thread records (a bound on the history's size and the loop's length).
@@ -294,16 +294,6 @@ OUTAGE_KEYS = [0, 1, 2]
 OTHER = 100
 
 
-def _wait_stopped(pid: int, seconds: float = 5.0) -> bool:
-    """Waits (at most ``seconds``) until the kernel has stopped every thread of ``pid``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if all_stopped(pid):
-            return True
-        time.sleep(0.001)
-    return False
-
-
 def _stopping_tier(pid: int, redis: bool = False) -> Any:
     """A MemcachedTier (a RedisTier if ``redis``) that stops its server (SIGSTOP ``pid``) just
     before its first lease request for key 2: that request is in flight, unanswered, while the
@@ -316,8 +306,7 @@ def _stopping_tier(pid: int, redis: bool = False) -> Any:
         def lease_get(self, key: str, lease_ttl: int) -> Any:
             if self.armed and key.endswith(":2"):
                 self.armed = False
-                os.kill(pid, signal.SIGSTOP)
-                _wait_stopped(pid)
+                stop(pid)
                 t0 = time.monotonic()
                 try:
                     got = super().lease_get(key, lease_ttl)
@@ -527,16 +516,14 @@ def run_outage(kind: str, address: str | list[str], pid: int | list[int], tmp: P
     try:
         time.sleep(max(0.0, stop_at - time.monotonic()))
         if kind in ("stop", "pool"):
-            os.kill(pid, signal.SIGSTOP)
-            if not _wait_stopped(pid):
-                raise AssertionError("memcached did not stop")
+            stop(pid)
         elif kind == "partition":
             assert proxy is not None
             proxy.blackhole(OUTAGE)
-        # the writer stops it at its lease request: a worker process that must start and
-        # import first (over 10 s once, for Redis, beside a CPU hog)
-        elif not _wait_stopped(pid, 30.0):
-            raise AssertionError("the writer's lease request never stopped memcached")
+        else:  # the writer stops it at its lease request: a worker process that must start
+            # and import first (over 10 s once, for Redis, beside a CPU hog)
+            wait_for(lambda: all_stopped(pid), "the writer's lease request to stop memcached",
+                     30.0)
         s = time.monotonic()
         time.sleep(OUTAGE)
     finally:
